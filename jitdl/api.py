@@ -1,0 +1,285 @@
+"""The user-facing objects: @jd.compute functions, @jd.schedule, inspection and timing.
+
+The call path of an already compiled specialisation is a dict lookup on
+(shapes, dtypes, scalar types) and a foreign call; everything else happens once per key.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.capture.trace import capture, trace
+from jitdl.codegen.llvm import generate
+from jitdl.config import settings
+from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
+from jitdl.lower.lower import lower
+from jitdl.runtime import engine
+from jitdl.runtime.kernel import Kernel
+from jitdl.schedule.auto import auto_schedule
+from jitdl.schedule.config import Config, sample
+from jitdl.schedule.schedule import Schedule
+
+_ndarray = np.ndarray
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+class Text(str):
+    """A string that prints itself in the REPL (so `f.lower(x)` shows the IR)."""
+
+    def __repr__(self):
+        return str(self)
+
+
+class Function:
+    """A jitdl definition; call it with NumPy arrays and Python scalars."""
+
+    def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None):
+        functools.update_wrapper(self, pyfunc)
+        self.pyfunc = pyfunc
+        self.name = name or pyfunc.__name__
+        self.strict_fp = strict_fp
+        if autotune not in (None, False, "background", "foreground"):
+            raise ValueError(f"autotune= must be None, 'background' or 'foreground', "
+                             f"got {autotune!r}")
+        self.autotune = autotune
+        self.signature = inspect.signature(pyfunc)
+        self.param_names = list(self.signature.parameters)
+        self._captured = None
+        self._kernels = {}              # key -> Kernel (the dispatch table)
+        self._schedules = {}            # target -> schedule function (s, cfg)
+        self._configs = {}              # key -> knob values chosen by tuning
+        self._lock = threading.RLock()
+
+    # -- the call path ----------------------------------------------------------------------
+    def __call__(self, *args, out=None, **kwargs):
+        if kwargs:
+            args = self._bind(args, kwargs)
+        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        k = self._kernels.get(key)
+        if k is None:
+            k = self._compile(args, key)
+        return k(args, out)
+
+    def _bind(self, args, kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.name}{self.signature}: {e}") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+    def _specs(self, args):
+        if len(args) != len(self.param_names):
+            raise ArgumentError(
+                f"{self.name}() takes {len(self.param_names)} argument(s) "
+                f"({', '.join(self.param_names)}), got {len(args)}")
+        specs = []
+        for name, a in zip(self.param_names, args):
+            if isinstance(a, np.ndarray):
+                if not a.dtype.isnative:
+                    raise ArgumentError(
+                        f"{self.name}(): argument '{name}' has non-native byte order "
+                        f"({a.dtype.str}); convert it with a.astype(a.dtype.newbyteorder('='))")
+                try:
+                    dt = dtypes.normalize(a.dtype)
+                except TypeError:
+                    raise ArgumentError(
+                        f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
+                        f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
+                specs.append(("array", tuple(a.shape), dt))
+            elif isinstance(a, _SCALARS):
+                dt = dtypes.weak_kind_dtype(a) if isinstance(a, (bool, int, float)) \
+                    else dtypes.normalize(np.asarray(a).dtype)
+                specs.append(("scalar", dt, isinstance(a, (bool, int, float))))
+            elif hasattr(a, "__cuda_array_interface__"):
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}' is a GPU array; the CUDA target is not "
+                    "built yet: pass a NumPy array (e.g. cupy.asnumpy(x))")
+            else:
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}': expected a NumPy array or a Python "
+                    f"scalar, got {type(a).__name__}")
+        return specs
+
+    def _graph(self, args):
+        specs = self._specs(args)
+        if self._captured is None:
+            self._captured = capture(self.pyfunc)
+        tspecs = [s if s[0] == "array" else ("scalar", s[1]) for s in specs]
+        weak = [s[2] if s[0] == "scalar" else None for s in specs]
+        graph = trace(self._captured, tspecs, self.param_names)
+        for p, w in zip(graph.params, weak):
+            if w is False:
+                object.__setattr__(p, "weak", False)
+        return graph, specs
+
+    def _schedule(self, graph, target="cpu", config=None):
+        sched = Schedule(graph.outputs)
+        fn = self._schedules.get(target)
+        if fn is None:
+            return auto_schedule(sched, settings.num_threads), None
+        cfg = Config(config)
+        cfg._sched = sched
+        fn(sched, cfg)
+        return sched, cfg
+
+    def _build(self, args, config=None):
+        graph, specs = self._graph(args)
+        sched, cfg = self._schedule(graph, config=config)
+        lowered = lower(graph, sched, _symbol(self.name))
+        module, checks = generate(lowered.func, parallel_ok=engine.parallel_available(),
+                                  strict_fp=self.strict_fp, with_err=lowered.checks > 0)
+        compiled = engine.Compiled(str(module), lowered.func.name)
+        layout = [(s[0], n) for s, n in zip(specs, self.param_names)]
+        kernel = Kernel(self.name, lowered, compiled, checks, layout)
+        kernel.schedule, kernel.config, kernel.unoptimized_ir = sched, cfg, str(module)
+        return kernel
+
+    def _compile(self, args, key):
+        with self._lock:
+            k = self._kernels.get(key)
+            if k is None:
+                k = self._build(args, self._configs.get(key))
+                self._kernels[key] = k
+        return k
+
+    def kernel(self, *args, **kwargs):
+        """The compiled kernel for these arguments (compiling on first use)."""
+        if kwargs:
+            args = self._bind(args, kwargs)
+        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        return self._kernels.get(key) or self._compile(args, key)
+
+    # -- inspection -------------------------------------------------------------------------
+    def lower(self, *args, **kwargs):
+        """The loop IR of the specialisation for these arguments."""
+        return Text(str(self.kernel(*args, **kwargs).lowered.func))
+
+    def llvm_ir(self, *args, optimized=True, **kwargs):
+        """The LLVM IR (optimised by default) of the specialisation for these arguments."""
+        k = self.kernel(*args, **kwargs)
+        return Text(k.compiled.llvm_ir() if optimized else k.unoptimized_ir)
+
+    def asm(self, *args, **kwargs):
+        """The host assembly of the specialisation for these arguments."""
+        return Text(self.kernel(*args, **kwargs).compiled.asm())
+
+    def schedule_of(self, *args, **kwargs):
+        """The schedule (steps and loop structure) used for these arguments."""
+        return self.kernel(*args, **kwargs).schedule
+
+    def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
+        """Median seconds per call, after a warm-up, over `repeat` timed batches."""
+        k = self.kernel(*args, **kwargs)
+        if kwargs:
+            args = self._bind(args, kwargs)
+        k(args)
+        number, t = 1, 0.0
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(number):
+                k(args)
+            t = time.perf_counter() - t0
+            if t >= min_time / repeat or number >= 1 << 20:
+                break
+            number *= 4
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                k(args)
+            times.append((time.perf_counter() - t0) / number)
+        return float(np.median(times))
+
+    # -- tuning -----------------------------------------------------------------------------
+    def tune(self, *args, trials=16, verbose=False):
+        """Try up to `trials` configs of the schedule's knobs on these arguments, keep the
+        fastest for this process (in memory). Returns (best config, seconds)."""
+        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        base = self.kernel(*args)
+        space = base.config.space if base.config is not None else {}
+        best_cfg, best_t = (base.config.values if base.config else {}), self.timeit(*args)
+        if not space:
+            return best_cfg, best_t
+        ref = base(args)
+        for cfg in sample(space, trials):
+            try:
+                k = self._build(args, cfg)
+                got = k(args)
+                _check_same(ref, got)
+            except (JitdlError, AssertionError) as e:
+                if verbose:
+                    print(f"  {cfg}: rejected ({e})")
+                continue
+            t = _time_kernel(k, args)
+            if verbose:
+                print(f"  {cfg}: {t * 1e6:.1f} us")
+            if t < best_t:
+                best_cfg, best_t = cfg, t
+                with self._lock:
+                    self._configs[key] = cfg
+                    self._kernels[key] = k
+        return best_cfg, best_t
+
+    def with_config(self, **values):
+        """A copy of this function whose schedule knobs take the given values."""
+        f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name)
+        f._schedules = dict(self._schedules)
+        f._fixed_config = values
+        orig = f._build
+        f._build = lambda args, config=None: orig(args, {**values, **(config or {})})
+        return f
+
+    def __repr__(self):
+        return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+
+def _check_same(ref, got):
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    gots = got if isinstance(got, tuple) else (got,)
+    for r, g in zip(refs, gots):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+
+
+def _time_kernel(k, args, repeat=5):
+    k(args)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        k(args)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _symbol(name):
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+
+
+def compute(fn=None, *, strict_fp=False, autotune=None, name=None):
+    """Decorate a tensor definition: `@jd.compute` or `@jd.compute(strict_fp=True)`."""
+    if fn is None:
+        return lambda f: Function(f, strict_fp=strict_fp, autotune=autotune, name=name)
+    if not callable(fn):
+        raise TypeError(f"@jd.compute decorates a function, got {type(fn).__name__}")
+    return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name)
+
+
+def schedule(func, target="cpu"):
+    """Register `def sched(s, cfg)` as the schedule of `func` for `target`."""
+    if not isinstance(func, Function):
+        raise ScheduleError(f"@jd.schedule takes a @jd.compute function, got {func!r}",
+                            user_loc())
+    if target != "cpu":
+        raise ScheduleError(f"@jd.schedule: target {target!r} is not available yet "
+                            "(only 'cpu')", user_loc())
+
+    def register(sched_fn):
+        func._schedules[target] = sched_fn
+        func._kernels.clear()
+        return sched_fn
+    return register

@@ -1,0 +1,1 @@
+"""Capture: from a Python function to a TE graph (AST transform, then symbolic tracing)."""

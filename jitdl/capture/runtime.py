@@ -1,0 +1,249 @@
+"""What the rewritten function calls at trace time (the `__jd__` namespace).
+
+Each helper keeps Python's meaning for concrete values and builds IR for symbolic ones.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import threading
+
+import numpy as np
+
+from jitdl.capture.infer import define_stage
+from jitdl.errors import DefinitionError, user_loc
+from jitdl.ir import build
+from jitdl.ir.nodes import BinOp, CmpOp, IterVar, ReduceOp, Var
+from jitdl.te import ops
+from jitdl.te.tensor import Tensor
+
+_CMPS = {"==": CmpOp.EQ, "!=": CmpOp.NE, "<": CmpOp.LT, "<=": CmpOp.LE, ">": CmpOp.GT,
+         ">=": CmpOp.GE}
+_state = threading.local()
+
+
+def symbolic(x) -> bool:
+    return ops.is_expr(x)
+
+
+def define(name, existing, index_names, fn, lineno):
+    try:
+        target = existing()
+    except NameError:
+        target = None
+    if target is not None and not (isinstance(target, Tensor) and target.op is not None
+                                   and type(target.op).__name__ == "Declared"):
+        what = "an input" if isinstance(target, Tensor) and \
+            type(target.op).__name__ == "Placeholder" else "already defined"
+        raise DefinitionError(
+            f"`{name}[{', '.join(index_names)}] = ...` assigns to {name}, which is {what}; "
+            "index notation defines a new tensor (or fills one declared with "
+            "jd.tensor(shape))", user_loc())
+    return define_stage(name, target, index_names, fn)
+
+
+def bind(name, value):
+    if isinstance(value, Tensor) and value.name.startswith("T") and value.name[1:].isdigit():
+        value.name = name
+    elif isinstance(value, IterVar) and value.var.name.startswith("k") \
+            and value.var.name[1:].isdigit():
+        object.__setattr__(value.var, "name", name)
+    return value
+
+
+def ifexp(cond, t, f):
+    if symbolic(cond):
+        return build.select(cond, t(), f())
+    return t() if cond else f()
+
+
+def and_(*thunks):
+    out = True
+    for th in thunks:
+        v = th()
+        if symbolic(v) or symbolic(out):
+            out = build.logical(BinOp.AND, out, v)
+        else:
+            out = out and v if out is not True else v
+            if not out:
+                return out
+    return out
+
+
+def or_(*thunks):
+    out = False
+    for th in thunks:
+        v = th()
+        if symbolic(v) or symbolic(out):
+            out = build.logical(BinOp.OR, out, v)
+        else:
+            out = out or v if out is not False else v
+            if out:
+                return out
+    return out
+
+
+def not_(x):
+    return build.logical_not(x) if symbolic(x) else not x
+
+
+def cmp(op, a, b):
+    if symbolic(a) or symbolic(b):
+        return build.compare(_CMPS[op], a, b)
+    return {"==": a == b, "!=": a != b}[op] if op in ("==", "!=") else \
+        {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+         ">=": lambda: a >= b}[op]()
+
+
+class Generator:
+    """`expr for k in range(...) [if cond]` inside a reduction call; iterable as Python too."""
+
+    def __init__(self, elt, names, ranges, cond):
+        self.elt, self.names, self.ranges, self.cond = elt, names, ranges, cond
+
+    def __iter__(self):  # plain Python semantics (trace-time loops over constants)
+        def rec(vals):
+            if len(vals) == len(self.names):
+                if self.cond is None or self.cond(*vals):
+                    yield self.elt(*vals)
+                return
+            for v in range(*self.ranges[len(vals)](*vals)):
+                yield from rec(vals + [v])
+        return rec([])
+
+    def is_symbolic(self):
+        try:
+            args = [r for r in self.ranges[0]()]
+        except Exception:
+            return True
+        if any(symbolic(a) for a in args):
+            return True
+        # concrete ranges: a reduction when the element is symbolic
+        try:
+            probe = self.elt(*[Var(n) for n in self.names])
+        except build.SymbolicValueError:
+            return False
+        return symbolic(probe)
+
+    def reduce(self, op: ReduceOp):
+        axes, values, conds = [], [], []
+        for n, name in enumerate(self.names):
+            args = self.ranges[n](*values)
+            if len(args) == 1:
+                lo, hi, step = 0, args[0], 1
+            elif len(args) == 2:
+                (lo, hi), step = args, 1
+            else:
+                lo, hi, step = args
+            if symbolic(step) or step == 0:
+                raise DefinitionError(f"range step of `{name}` must be a non-zero constant",
+                                      user_loc())
+            if symbolic(lo) or symbolic(hi):
+                if step != 1:
+                    raise DefinitionError(
+                        f"range of `{name}` with symbolic bounds must have step 1", user_loc())
+                ax = IterVar(Var(name), 0, -1, reduce=True)   # rectangle found by infer
+                register_pending(ax, lo, hi)
+                axes.append(ax)
+                values.append(ax.var)
+                conds += [build.compare(CmpOp.GE, ax.var, lo), build.compare(CmpOp.LT, ax.var, hi)]
+                continue
+            r = range(int(lo), int(hi), int(step))
+            if len(r) == 0:
+                raise DefinitionError(f"range of `{name}` is empty: range({lo}, {hi}, {step})",
+                                      user_loc())
+            if step == 1:
+                ax = IterVar(Var(name), r.start, len(r), reduce=True)
+                values.append(ax.var)
+            else:
+                ax = IterVar(Var(name), 0, len(r), reduce=True)
+                values.append(ax.var * step + r.start)
+            axes.append(ax)
+        body = self.elt(*values)
+        if self.cond is not None:
+            conds.append(self.cond(*values))
+        where = None
+        for c in conds:
+            where = c if where is None else build.logical(BinOp.AND, where, c)
+        return ops.reduce(op, body, axes, where)
+
+
+def gen(elt, names, ranges, cond):
+    return Generator(elt, names, ranges, cond)
+
+
+def register_pending(ax, lo, hi):
+    pending = getattr(_state, "pending", None)
+    if pending is None:
+        raise DefinitionError("a range() with symbolic bounds is only supported in index "
+                              "notation definitions", user_loc())
+    pending.append((ax, build.as_expr(lo), build.as_expr(hi)))
+
+
+_BUILTIN_REDUCERS = {"sum": ReduceOp.SUM, "max": ReduceOp.MAX, "min": ReduceOp.MIN,
+                     "any": ReduceOp.ANY, "all": ReduceOp.ALL, "prod": ReduceOp.PROD}
+
+
+def _foreign_functions():
+    out = {}
+    for name in set(ops.INTRINSICS) | {"prod"}:
+        for mod in (builtins, math, np):
+            f = getattr(mod, name, None)
+            if f is not None:
+                out[id(f)] = (name, f)
+    return out
+
+
+_FOREIGN = _foreign_functions()
+
+
+def intrinsic(name, resolve):
+    try:
+        f = resolve()
+    except NameError:
+        f = None
+    if f is not None:
+        if getattr(f, "__module__", "") and str(getattr(f, "__module__", "")).startswith("jitdl"):
+            return _jitdl_call(name, f)
+        if id(f) not in _FOREIGN:
+            return f
+    return lambda *a, **k: _dispatch(name, f, a, k)
+
+
+def _jitdl_call(name, f):
+    def call(*args, **kwargs):
+        if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS:
+            return args[0].reduce(_BUILTIN_REDUCERS[name])
+        return f(*args, **kwargs)
+    return call
+
+
+def _dispatch(name, original, args, kwargs):
+    if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS \
+            and not kwargs:
+        g = args[0]
+        if g.is_symbolic():
+            return g.reduce(_BUILTIN_REDUCERS[name])
+        args = (list(g),) if original is not None else args
+    if len(args) == 1 and isinstance(args[0], (list, tuple)) and name in ("max", "min") \
+            and any(symbolic(a) for a in args[0]):
+        args = tuple(args[0])
+    if any(symbolic(a) for a in args) or any(symbolic(v) for v in kwargs.values()):
+        return ops.INTRINSICS[name](*args, **kwargs)
+    if original is None:
+        fn = ops.INTRINSICS[name]
+        out = fn(*args, **kwargs)
+        return out.value if hasattr(out, "value") else out
+    return original(*args, **kwargs)
+
+
+class pending_scope:
+    """Collects reduce axes whose range bounds depend on outer indices."""
+
+    def __enter__(self):
+        self.saved = getattr(_state, "pending", None)
+        _state.pending = []
+        return _state.pending
+
+    def __exit__(self, *exc):
+        _state.pending = self.saved

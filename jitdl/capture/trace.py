@@ -1,0 +1,142 @@
+"""Running a definition on symbolic inputs: source capture, the AST rewrite, and tracing."""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import textwrap
+import traceback
+from dataclasses import dataclass
+
+from jitdl.capture import runtime as jd_runtime
+from jitdl.capture.transform import rewrite
+from jitdl.errors import DefinitionError, JitdlError, SourceLoc
+from jitdl.ir import build
+from jitdl.ir.nodes import Expr, IterVar, Var
+from jitdl.te.ops import make_stage
+from jitdl.te.tensor import Compute, Placeholder, Tensor
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Captured:
+    """A user function ready to trace: rewritten when its source is available."""
+    func: object
+    original: object
+    has_source: bool
+    why_no_source: str = ""
+
+
+def capture(pyfunc) -> Captured:
+    try:
+        lines, first = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError) as e:
+        return Captured(pyfunc, pyfunc, False, str(e))
+    src = textwrap.dedent("".join(lines))
+    tree = ast.parse(src)
+    fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == pyfunc.__name__), None)
+    if fdef is None:
+        return Captured(pyfunc, pyfunc, False, "its source is not a plain function definition")
+    fdef = rewrite(fdef)
+    module = ast.Module([fdef], [])
+    ast.increment_lineno(module, first - 1)
+    code = compile(module, pyfunc.__code__.co_filename, "exec")
+    namespace = dict(pyfunc.__globals__)
+    if pyfunc.__closure__:
+        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+            try:
+                namespace[name] = cell.cell_contents
+            except ValueError:
+                pass
+    namespace["__jd__"] = jd_runtime
+    exec(code, namespace)
+    func = namespace[fdef.name]
+    func.__defaults__ = pyfunc.__defaults__
+    func.__kwdefaults__ = pyfunc.__kwdefaults__
+    return Captured(func, pyfunc, True)
+
+
+@dataclass
+class Graph:
+    """A traced definition: its parameters (Tensors and scalar Vars) and its outputs."""
+    name: str
+    params: list
+    outputs: list
+
+
+def _user_frame_loc(tb, filename):
+    loc = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if frame.f_code.co_filename == filename:
+            loc = SourceLoc(filename, lineno)
+    return loc
+
+
+def trace(cap: Captured, specs, names) -> Graph:
+    """Run the definition on placeholders. specs[i] is ('array', shape, dtype) or
+    ('scalar', dtype)."""
+    params, call_args = [], []
+    for n, (spec, name) in enumerate(zip(specs, names)):
+        if spec[0] == "array":
+            t = Tensor(name, spec[1], spec[2], Placeholder(n))
+            params.append(t)
+            call_args.append(t)
+        else:
+            v = Var(name, spec[1], weak=True)
+            params.append(v)
+            call_args.append(v)
+    fname = cap.original.__name__
+    filename = cap.original.__code__.co_filename
+    try:
+        result = cap.func(*call_args)
+    except JitdlError:
+        raise
+    except NameError as e:
+        if not cap.has_source:
+            raise DefinitionError(
+                f"{fname}: index notation (`Y[i, j] = ...`) needs the function's source, "
+                f"which Python does not have here ({cap.why_no_source}): functions typed at "
+                "the plain `python` prompt keep no source. Define it in a file, or in an "
+                "IPython/Jupyter cell, or use the TE style `jd.tensor(shape, lambda i, j: "
+                f"...)`, which works by tracing. (Python said: {e})") from None
+        raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
+                              _user_frame_loc(e.__traceback__, filename)) from e
+    except Exception as e:
+        raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
+                              _user_frame_loc(e.__traceback__, filename)) from e
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if not outs:
+        raise DefinitionError(f"{fname} returns nothing; return the output tensor(s)")
+    outputs = []
+    for n, o in enumerate(outs):
+        default = fname if len(outs) == 1 else f"{fname}_{n}"
+        outputs.append(_as_output(o, default, fname))
+    seen = set()
+    for n, o in enumerate(outputs):
+        if id(o) in seen:   # the same tensor returned twice: give the second its own copy
+            outputs[n] = _copy_stage(o, f"{o.name}_{n}")
+        seen.add(id(o))
+    return Graph(fname, params, outputs)
+
+
+def _copy_stage(t, name):
+    axes = tuple(IterVar(Var(f"i{d}"), 0, n) for d, n in enumerate(t.shape))
+    return make_stage(name, axes, t[tuple(a.var for a in axes)] if axes else t[()], None)
+
+
+def _as_output(o, default, fname):
+    if isinstance(o, Tensor):
+        if isinstance(o.op, Compute):
+            if o.name.startswith("T") and o.name[1:].isdigit():
+                o.name = default
+            return o
+        if isinstance(o.op, Placeholder):
+            return _copy_stage(o, default)
+        raise DefinitionError(f"{fname} returns {o.name}, which was declared with "
+                              "jd.tensor(shape) but never filled")
+    if isinstance(o, (Expr, IterVar, int, float, bool)):
+        return make_stage(default, (), build.as_expr(o), None)
+    raise DefinitionError(f"{fname} returns a {type(o).__name__}; return tensors "
+                          "(or a tuple of them)")

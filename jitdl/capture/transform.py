@@ -1,0 +1,137 @@
+"""The AST rewrite that lets plain Python spell tensor definitions.
+
+It turns the parts of Python that cannot be overloaded into calls of jitdl.capture.runtime
+(imported in the rewritten code as `__jd__`), which decide at trace time whether a value is
+symbolic (build IR) or concrete (behave exactly as Python):
+
+    Y[i, j] = e             ->  Y = __jd__.define('Y', lambda: Y, ('i', 'j'), lambda i, j: e, line)
+    T = e                   ->  T = __jd__.bind('T', e)          (names unnamed stages)
+    a if c else b           ->  __jd__.ifexp(c, lambda: a, lambda: b)
+    a and b / a or b        ->  __jd__.and_(lambda: a, lambda: b) / __jd__.or_(...)
+    not a                   ->  __jd__.not_(a)
+    a == b, a < b < c       ->  __jd__.cmp('==', a, b), __jd__.and_(...)
+    f(x for k in range(n))  ->  f(__jd__.gen(...))                (reductions)
+    exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
+"""
+from __future__ import annotations
+
+import ast
+
+from jitdl.te.ops import INTRINSICS
+
+_ROUTED = set(INTRINSICS) | {"prod"}
+_CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _jd(attr):
+    return ast.Attribute(ast.Name("__jd__", ast.Load()), attr, ast.Load())
+
+
+def _call(attr, *args):
+    return ast.Call(_jd(attr), list(args), [])
+
+
+def _thunk(body, params=()):
+    return ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params],
+                                    kwonlyargs=[], kw_defaults=[], defaults=[]), body)
+
+
+def _const(v):
+    return ast.Constant(v)
+
+
+def _located(new, old):
+    """Give every node of `new` that has no position the position of `old`."""
+    for n in ast.walk(new):
+        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+            ast.copy_location(n, old)
+    return new
+
+
+class _Rewriter(ast.NodeTransformer):
+    def visit(self, node):
+        new = super().visit(node)
+        if new is not node and isinstance(new, ast.AST) and hasattr(node, "lineno"):
+            _located(new, node)
+        return new
+
+    def visit_Assign(self, node):
+        node = self.generic_visit(node)
+        if len(node.targets) != 1:
+            return node
+        (target,) = node.targets
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            sl = target.slice
+            elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+            if elts and all(isinstance(e, ast.Name) for e in elts):
+                name = target.value.id
+                value = _call("define", _const(name),
+                              _thunk(ast.Name(name, ast.Load())),
+                              ast.Tuple([_const(e.id) for e in elts], ast.Load()),
+                              _thunk(node.value, [e.id for e in elts]),
+                              _const(node.lineno))
+                return ast.Assign([ast.Name(name, ast.Store())], value)
+        if isinstance(target, ast.Name):
+            node.value = _call("bind", _const(target.id), node.value)
+        return node
+
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        return _call("ifexp", node.test, _thunk(node.body), _thunk(node.orelse))
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        fn = "and_" if isinstance(node.op, ast.And) else "or_"
+        return _call(fn, *[_thunk(v) for v in node.values])
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return _call("not_", node.operand)
+        return node
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if not all(type(op) in _CMP for op in node.ops):
+            return node
+        operands = [node.left] + node.comparators
+        pairs = [_call("cmp", _const(_CMP[type(op)]), a, b)
+                 for op, a, b in zip(node.ops, operands, operands[1:])]
+        if len(pairs) == 1:
+            return pairs[0]
+        return _call("and_", *[_thunk(p) for p in pairs])
+
+    def visit_GeneratorExp(self, node):
+        node = self.generic_visit(node)
+        gens = node.generators
+        ok = all(isinstance(g.target, ast.Name) and not g.is_async
+                 and isinstance(g.iter, ast.Call) and isinstance(g.iter.func, ast.Name)
+                 and g.iter.func.id == "range" and not g.iter.keywords for g in gens)
+        if not ok:
+            return node
+        names = [g.target.id for g in gens]
+        ranges = [_thunk(ast.Tuple(list(g.iter.args), ast.Load()), names[:n])
+                  for n, g in enumerate(gens)]
+        conds = [c for g in gens for c in g.ifs]
+        cond = None
+        if conds:
+            cond = conds[0] if len(conds) == 1 else _call("and_", *[_thunk(c) for c in conds])
+        return _call("gen", _thunk(node.elt, names),
+                     ast.Tuple([_const(n) for n in names], ast.Load()),
+                     ast.Tuple(ranges, ast.Load()),
+                     _const(None) if cond is None else _thunk(cond, names))
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in _ROUTED and not (isinstance(f, ast.Name) and f.id == "__jd__"):
+            node.func = ast.Call(_jd("intrinsic"), [_const(name), _thunk(f)], [])
+        return node
+
+
+def rewrite(func_def: ast.FunctionDef) -> ast.FunctionDef:
+    """Rewrite the body of one function definition (its decorators are dropped)."""
+    func_def.decorator_list = []
+    new = _Rewriter().visit(func_def)
+    return ast.fix_missing_locations(new)

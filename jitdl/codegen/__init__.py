@@ -1,0 +1,1 @@
+"""Code generation: loop IR -> LLVM IR (CPU)."""

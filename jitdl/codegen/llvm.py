@@ -1,0 +1,573 @@
+"""Loop IR -> LLVM IR with llvmlite.ir.
+
+One PrimFunc becomes one module with an external function
+`void name(ptr buffers..., scalars..., [ptr err])`. Parallel loops are outlined into
+`void body(ptr data)` functions run by libgomp's GOMP_parallel; each thread takes one
+contiguous chunk. Float reductions carry `reassoc` so LLVM may vectorise them; user
+arithmetic keeps IEEE semantics (no nnan/ninf anywhere).
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from jitdl import dtypes
+from jitdl.codegen import mathlib
+from jitdl.errors import CompileError
+from jitdl.ir.analysis import reads_memory
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
+                            For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
+                            Store, UnOp, Unary, Var)
+from jitdl.ir.visit import walk_expr, walk_stmt, stmt_exprs
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+_REG = {"bool": I1, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "int32": I32,
+        "int64": I64, "float32": F32, "float64": F64}
+_MEM = dict(_REG, bool=I8)
+REASSOC = ("reassoc", "contract")
+CONTRACT = ("contract",)
+
+_FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
+_ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
+         CmpOp.NE: "!="}
+_LIBM = {Intrin.TANH: "tanh", Intrin.ERF: "erf", Intrin.TAN: "tan", Intrin.ATAN: "atan",
+         Intrin.LOG1P: "log1p", Intrin.EXPM1: "expm1", Intrin.SIN: "sin", Intrin.COS: "cos",
+         Intrin.LOG: "log"}
+_LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
+               Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
+               Intrin.ABS: "llvm.fabs"}
+
+
+def reg_type(dtype):
+    return _REG[dtype]
+
+
+def mem_type(dtype):
+    return _MEM[dtype]
+
+
+def _alloca(builder, ty, size=None, name=""):
+    """An alloca with an opaque `ptr` result (llvmlite would type it `T*`)."""
+    al = builder.alloca(ty, size=size, name=name)
+    al.type = PTR
+    return al
+
+
+def _suffix(ty):
+    return "f32" if ty == F32 else "f64" if ty == F64 else f"i{ty.width}"
+
+
+class FunctionCodegen:
+    """Emits one LLVM function for a statement, with an environment of values."""
+
+    def __init__(self, gen, fn, env, bufs):
+        self.gen, self.fn = gen, fn
+        self.env = dict(env)        # Var -> ir.Value
+        self.bufs = dict(bufs)      # Buffer -> ir.Value (pointer)
+        # allocas live in their own entry block, so the main builder never shares a block
+        self.entry = fn.append_basic_block("entry")
+        start = fn.append_basic_block("start")
+        self.alloca_builder = ir.IRBuilder(self.entry)
+        self.alloca_builder.position_before(self.alloca_builder.branch(start))
+        self.b = ir.IRBuilder(start)
+        self.err = None
+
+    # -- helpers --------------------------------------------------------------------------
+    def intrinsic(self, name, ty, args, ret=None):
+        return self.gen.declare(f"{name}.{_suffix(ty)}", ret or ty, [a.type for a in args])
+
+    def call(self, name, ty, *args):
+        return self.b.call(self.intrinsic(name, ty, args), list(args))
+
+    def const(self, value, dtype):
+        ty = reg_type(dtype)
+        if dtype == "bool":
+            return ir.Constant(I1, int(bool(value)))
+        if dtypes.is_float(dtype):
+            return ir.Constant(ty, float(value))
+        return ir.Constant(ty, int(value) & ((1 << ty.width) - 1))
+
+    # -- expressions ----------------------------------------------------------------------
+    def expr(self, e):
+        b = self.b
+        match e:
+            case Const():
+                return self.const(e.value, e.dtype)
+            case Var():
+                try:
+                    return self.env[e]
+                except KeyError:
+                    raise CompileError(f"codegen: unbound variable {e.name}") from None
+            case Load():
+                return self.load(e)
+            case Binary():
+                return self.binary(e)
+            case Compare():
+                return self.compare(e)
+            case Unary():
+                a = self.expr(e.a)
+                if e.op == UnOp.NEG:
+                    return b.fneg(a) if dtypes.is_float(e.dtype) else b.neg(a)
+                return b.not_(a)
+            case Select():
+                return self.select(e)
+            case Cast():
+                return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+            case Call():
+                return self.intrin(e)
+        raise CompileError(f"codegen: cannot emit {type(e).__name__} {e!r} (the lowering "
+                           "passes should have removed it)")
+
+    def load(self, e):
+        idx = self.expr(e.index)
+        if e.check:
+            idx = self.checked_index(e, idx)
+        ptr = self.b.gep(self.bufs[e.buffer], [idx], inbounds=True,
+                         source_etype=mem_type(e.buffer.dtype))
+        v = self.b.load(ptr, typ=mem_type(e.buffer.dtype))
+        if e.buffer.dtype == "bool":
+            v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return v
+
+    def checked_index(self, e, idx):
+        """Run-time check of data-dependent indices: on failure record it, read index 0."""
+        b = self.b
+        ok = ir.Constant(I1, 1)
+        for sub, extent, tensor, text in e.check:
+            v = self.expr(sub)
+            inside = b.and_(b.icmp_signed(">=", v, ir.Constant(I64, 0)),
+                            b.icmp_signed("<", v, ir.Constant(I64, extent)))
+            with b.if_then(b.not_(inside), likely=False):
+                code = self.gen.check_id(tensor, text, extent)
+                b.store(ir.Constant(I64, code), self.err_ptr(0))
+                b.store(v, self.err_ptr(1))
+            ok = b.and_(ok, inside)
+        return b.select(ok, idx, ir.Constant(I64, 0))
+
+    def err_ptr(self, k):
+        return self.b.gep(self.err, [ir.Constant(I64, k)], source_etype=I64)
+
+    def binary(self, e):
+        b = self.b
+        dt = e.dtype
+        if dt == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_memory(e.b):
+            return self.short_circuit(e)
+        a, c = self.expr(e.a), self.expr(e.b)
+        return self.binop(e.op, a, c, dt)
+
+    def binop(self, op, a, c, dt, flags=CONTRACT):
+        b = self.b
+        if dtypes.is_float(dt):
+            ty = a.type
+            match op:
+                case BinOp.ADD:
+                    return b.fadd(a, c, flags=flags)
+                case BinOp.SUB:
+                    return b.fsub(a, c, flags=flags)
+                case BinOp.MUL:
+                    return b.fmul(a, c, flags=flags)
+                case BinOp.DIV:
+                    return b.fdiv(a, c)
+                case BinOp.MIN:
+                    return self.call("llvm.minimum", ty, a, c)
+                case BinOp.MAX:
+                    return self.call("llvm.maximum", ty, a, c)
+                case BinOp.POW:
+                    return self.call("llvm.pow", ty, a, c)
+                case BinOp.FMOD:
+                    return b.frem(a, c)
+                case BinOp.MOD:
+                    return self.gen.math.float_mod(b, a, c)
+                case BinOp.FLOORDIV:
+                    return self.gen.math.float_floordiv(b, a, c)
+                case BinOp.ATAN2:
+                    return self.libm("atan2", ty, a, c)
+            raise CompileError(f"codegen: {op} on {dt}")
+        signed = dtypes.is_signed(dt)
+        match op:
+            case BinOp.ADD:
+                return b.add(a, c)
+            case BinOp.SUB:
+                return b.sub(a, c)
+            case BinOp.MUL:
+                return b.mul(a, c)
+            case BinOp.AND:
+                return b.and_(a, c)
+            case BinOp.OR:
+                return b.or_(a, c)
+            case BinOp.XOR:
+                return b.xor(a, c)
+            case BinOp.SHL:
+                return b.shl(a, c)
+            case BinOp.SHR:
+                return b.ashr(a, c) if signed else b.lshr(a, c)
+            case BinOp.MIN | BinOp.MAX:
+                name = ("llvm.smin" if signed else "llvm.umin") if op == BinOp.MIN else \
+                    ("llvm.smax" if signed else "llvm.umax")
+                return self.call(name, a.type, a, c)
+            case BinOp.FLOORDIV | BinOp.MOD:
+                return self.gen.math.int_divmod(b, op == BinOp.FLOORDIV, a, c, signed)
+            case BinOp.POW:
+                return b.call(self.gen.math.ipow(a.type), [a, c])
+        raise CompileError(f"codegen: {op} on {dt}")
+
+    def short_circuit(self, e):
+        b = self.b
+        a = self.expr(e.a)
+        start = b.block
+        rhs_bb = b.append_basic_block("sc.rhs")
+        end_bb = b.append_basic_block("sc.end")
+        if e.op == BinOp.AND:
+            b.cbranch(a, rhs_bb, end_bb)
+        else:
+            b.cbranch(a, end_bb, rhs_bb)
+        b.position_at_end(rhs_bb)
+        c = self.expr(e.b)
+        rhs_end = b.block
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+        phi = b.phi(I1)
+        phi.add_incoming(a, start)
+        phi.add_incoming(c, rhs_end)
+        return phi
+
+    def compare(self, e):
+        b = self.b
+        a, c = self.expr(e.a), self.expr(e.b)
+        dt = e.a.dtype
+        if dtypes.is_float(dt):
+            if e.op == CmpOp.NE:
+                return b.fcmp_unordered("!=", a, c)
+            return b.fcmp_ordered(_FCMP[e.op], a, c)
+        if dt == "bool" or not dtypes.is_signed(dt):
+            return b.icmp_unsigned(_ICMP[e.op], a, c)
+        return b.icmp_signed(_ICMP[e.op], a, c)
+
+    def select(self, e):
+        b = self.b
+        cond = self.expr(e.cond)
+        if not (reads_memory(e.t) or reads_memory(e.f)):
+            return b.select(cond, self.expr(e.t), self.expr(e.f))
+        # an arm reads memory that may be valid only under its condition: branch
+        t_bb = b.append_basic_block("sel.t")
+        f_bb = b.append_basic_block("sel.f")
+        end = b.append_basic_block("sel.end")
+        b.cbranch(cond, t_bb, f_bb)
+        b.position_at_end(t_bb)
+        tv = self.expr(e.t)
+        t_end = b.block
+        b.branch(end)
+        b.position_at_end(f_bb)
+        fv = self.expr(e.f)
+        f_end = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(tv.type)
+        phi.add_incoming(tv, t_end)
+        phi.add_incoming(fv, f_end)
+        return phi
+
+    def cast(self, v, src, dst):
+        b = self.b
+        st, dt_ = reg_type(src), reg_type(dst)
+        if src == dst:
+            return v
+        if dst == "bool":
+            if dtypes.is_float(src):
+                return b.fcmp_unordered("!=", v, ir.Constant(st, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(st, 0))
+        if dtypes.is_float(src) and dtypes.is_float(dst):
+            return b.fpext(v, dt_) if dst == "float64" else b.fptrunc(v, dt_)
+        if dtypes.is_float(dst):
+            return b.sitofp(v, dt_) if dtypes.is_signed(src) else b.uitofp(v, dt_)
+        if dtypes.is_float(src):
+            name = "llvm.fptosi.sat" if dtypes.is_signed(dst) else "llvm.fptoui.sat"
+            fn = self.gen.declare(f"{name}.{_suffix(dt_)}.{_suffix(st)}", dt_, [st])
+            return b.call(fn, [v])
+        if st.width == dt_.width:
+            return v
+        if st.width > dt_.width:
+            return b.trunc(v, dt_)
+        return b.sext(v, dt_) if dtypes.is_signed(src) else b.zext(v, dt_)
+
+    def libm(self, name, ty, *args):
+        fname = name + ("f" if ty == F32 else "")
+        fn = self.gen.declare(fname, ty, [a.type for a in args])
+        return self.b.call(fn, list(args))
+
+    def intrin(self, e):
+        b = self.b
+        fn = e.fn
+        x = self.expr(e.args[0])
+        src = e.args[0].dtype
+        ty = x.type
+        if not dtypes.is_float(src):
+            if fn in (Intrin.FLOOR, Intrin.CEIL, Intrin.ROUND, Intrin.TRUNC):
+                return x
+            if fn == Intrin.ABS:
+                return self.call("llvm.abs", ty, x, ir.Constant(I1, 0)) \
+                    if dtypes.is_signed(src) else x
+            if fn == Intrin.SIGN:
+                zero = ir.Constant(ty, 0)
+                pos = b.zext(b.icmp_signed(">", x, zero) if dtypes.is_signed(src)
+                             else b.icmp_unsigned(">", x, zero), ty)
+                neg = b.zext(b.icmp_signed("<", x, zero), ty) if dtypes.is_signed(src) \
+                    else zero
+                return b.sub(pos, neg)
+            if fn in (Intrin.ISNAN, Intrin.ISINF):
+                return ir.Constant(I1, 0)
+            if fn == Intrin.ISFINITE:
+                return ir.Constant(I1, 1)
+            raise CompileError(f"codegen: {fn.value} of {src}")
+        if fn in _LLVM_UNARY:
+            return self.call(_LLVM_UNARY[fn], ty, x)
+        if fn == Intrin.EXP:
+            return self.gen.math.exp(b, x)
+        if fn == Intrin.LOG:
+            return self.gen.math.log(b, x)
+        if fn == Intrin.RSQRT:
+            return b.fdiv(ir.Constant(ty, 1.0), self.call("llvm.sqrt", ty, x))
+        if fn == Intrin.SIGMOID:
+            one = ir.Constant(ty, 1.0)
+            return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
+        if fn == Intrin.TANH and ty == F32:
+            return self.gen.math.tanh(b, x)
+        if fn in _LIBM:
+            return self.libm(_LIBM[fn], ty, x)
+        if fn == Intrin.SIGN:
+            zero, one = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0)
+            neg = b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), x)
+            return b.select(b.fcmp_ordered(">", x, zero), one, neg)
+        if fn == Intrin.ISNAN:
+            return b.fcmp_unordered("uno", x, x)
+        if fn in (Intrin.ISINF, Intrin.ISFINITE):
+            ax = self.call("llvm.fabs", ty, x)
+            inf = ir.Constant(ty, math.inf)
+            return b.fcmp_ordered("==", ax, inf) if fn == Intrin.ISINF \
+                else b.fcmp_ordered("<", ax, inf)
+        raise CompileError(f"codegen: intrinsic {fn.value}")
+
+    # -- statements -----------------------------------------------------------------------
+    def stmt(self, s):
+        b = self.b
+        match s:
+            case Seq():
+                for x in s.stmts:
+                    self.stmt(x)
+            case Store():
+                self.store(s)
+            case For():
+                if s.kind == ForKind.PARALLEL and self.gen.parallel_ok:
+                    self.parallel_for(s)
+                elif s.kind == ForKind.UNROLLED and isinstance(s.extent, Const) \
+                        and s.extent.value <= 64:
+                    base = self.expr(s.min)
+                    for k in range(s.extent.value):
+                        self.env[s.var] = b.add(base, ir.Constant(I64, k))
+                        self.stmt(s.body)
+                else:
+                    self.serial_for(s)
+            case IfThen():
+                cond = self.expr(s.cond)
+                if s.otherwise is None:
+                    with b.if_then(cond):
+                        self.stmt(s.then)
+                else:
+                    with b.if_else(cond) as (then, other):
+                        with then:
+                            self.stmt(s.then)
+                        with other:
+                            self.stmt(s.otherwise)
+            case Allocate():
+                self.allocate(s)
+            case LetStmt():
+                self.env[s.var] = self.expr(s.value)
+                self.stmt(s.body)
+            case _:
+                raise CompileError(f"codegen: cannot emit statement {type(s).__name__}")
+
+    def store(self, s):
+        b = self.b
+        val = s.value
+        if (isinstance(val, Binary) and isinstance(val.a, Load) and val.a.buffer is s.buffer
+                and val.a.index == s.index and dtypes.is_float(val.dtype)
+                and val.op in (BinOp.ADD, BinOp.MUL) and not self.gen.strict_fp):
+            # an accumulator update: reassociation lets LLVM vectorise the reduction
+            v = self.binop(val.op, self.expr(val.a), self.expr(val.b), val.dtype, REASSOC)
+        else:
+            v = self.expr(val)
+        if s.buffer.dtype == "bool":
+            v = b.zext(v, I8)
+        idx = self.expr(s.index)
+        ptr = b.gep(self.bufs[s.buffer], [idx], inbounds=True,
+                    source_etype=mem_type(s.buffer.dtype))
+        b.store(v, ptr)
+
+    def serial_for(self, s):
+        b = self.b
+        lo = self.expr(s.min)
+        hi = b.add(lo, self.expr(s.extent))
+        self.loop(s.var, lo, hi, lambda: self.stmt(s.body))
+
+    def loop(self, var, lo, hi, emit_body):
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block(f"{var.name}.head")
+        body = b.append_basic_block(f"{var.name}.body")
+        end = b.append_basic_block(f"{var.name}.end")
+        b.branch(head)
+        b.position_at_end(head)
+        phi = b.phi(I64, name=var.name)
+        phi.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", phi, hi), body, end)
+        b.position_at_end(body)
+        saved = self.env.get(var)
+        self.env[var] = phi
+        emit_body()
+        nxt = b.add(phi, ir.Constant(I64, 1), flags=("nsw",))
+        phi.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(end)
+        if saved is not None:
+            self.env[var] = saved
+
+    def allocate(self, s):
+        buf = s.buffer
+        ty = mem_type(buf.dtype)
+        if buf.scope == "local" or buf.size * dtypes.itemsize(buf.dtype) <= 4096:
+            ptr = _alloca(self.alloca_builder, ty, ir.Constant(I64, max(buf.size, 1)),
+                          buf.name)
+            self.bufs[buf] = ptr
+            self.stmt(s.body)
+            return
+        nbytes = -(-max(buf.size, 1) * dtypes.itemsize(buf.dtype) // 64) * 64
+        alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
+        free = self.gen.declare("free", VOID, [PTR])
+        ptr = self.b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, nbytes)], name=buf.name)
+        self.bufs[buf] = ptr
+        self.stmt(s.body)
+        self.b.call(free, [ptr])
+
+    def parallel_for(self, s):
+        """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""
+        b = self.b
+        captured_vars = [v for v in self.env if v is not s.var and _mentions(s, v)]
+        captured_bufs = [buf for buf in self.bufs if _mentions_buffer(s, buf)]
+        slots = [self.env[v] for v in captured_vars] + [self.bufs[x] for x in captured_bufs]
+        has_err = self.err is not None
+        if has_err:
+            slots.append(self.err)
+        lo, ext = self.expr(s.min), self.expr(s.extent)
+        slots += [lo, ext]
+        struct_ty = ir.LiteralStructType([v.type for v in slots])
+        data = _alloca(self.alloca_builder, struct_ty, name="par.data")
+        for k, v in enumerate(slots):
+            b.store(v, b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                             source_etype=struct_ty))
+        outlined = self.gen.new_function(f"{self.fn.name}.par{self.gen.next_id()}",
+                                         VOID, [PTR], internal=True)
+        sub = FunctionCodegen(self.gen, outlined, {}, {})
+        ob = sub.b
+        vals = []
+        for k, v in enumerate(slots):
+            p = ob.gep(outlined.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                       source_etype=struct_ty)
+            vals.append(ob.load(p, typ=v.type))
+        n_vars, n_bufs = len(captured_vars), len(captured_bufs)
+        sub.env.update(zip(captured_vars, vals[:n_vars]))
+        sub.bufs.update(zip(captured_bufs, vals[n_vars:n_vars + n_bufs]))
+        if has_err:
+            sub.err = vals[n_vars + n_bufs]
+        lo_v, ext_v = vals[-2], vals[-1]
+        tid = ob.sext(ob.call(self.gen.declare("omp_get_thread_num", I32, []), []), I64)
+        nth = ob.sext(ob.call(self.gen.declare("omp_get_num_threads", I32, []), []), I64)
+        chunk = ob.sdiv(ob.add(ext_v, ob.sub(nth, ir.Constant(I64, 1))), nth)
+        start = ob.add(lo_v, ob.mul(tid, chunk))
+        stop = ob.add(lo_v, ext_v)
+        end = ob.add(start, chunk)
+        end = ob.select(ob.icmp_signed("<", end, stop), end, stop)
+        sub.loop(s.var, start, end, lambda: sub.stmt(s.body))
+        ob.ret_void()
+        gomp = self.gen.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        outlined.type = PTR     # pass it as an opaque pointer
+        b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+
+def _mentions(s, var):
+    for st in walk_stmt(s):
+        if isinstance(st, For) and st.var is var:
+            continue
+        for e in stmt_exprs(st):
+            if any(n is var for n in walk_expr(e)):
+                return True
+    return False
+
+
+def _mentions_buffer(s, buf):
+    for st in walk_stmt(s):
+        if isinstance(st, Store) and st.buffer is buf:
+            return True
+        for e in stmt_exprs(st):
+            if any(isinstance(n, Load) and n.buffer is buf for n in walk_expr(e)):
+                return True
+    return False
+
+
+class ModuleCodegen:
+    def __init__(self, name, parallel_ok, strict_fp=False):
+        self.module = ir.Module(name=name)
+        self.parallel_ok = parallel_ok
+        self.strict_fp = strict_fp
+        self._ids = 0
+        self.checks = []
+        self.math = mathlib.MathLib(self)
+
+    def next_id(self):
+        self._ids += 1
+        return self._ids
+
+    def declare(self, name, ret, args):
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        return fn
+
+    def new_function(self, name, ret, args, internal=False):
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        if internal:
+            fn.linkage = "internal"
+        return fn
+
+    def check_id(self, tensor, text, extent):
+        self.checks.append((tensor, text, extent))
+        return len(self.checks)
+
+
+def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False):
+    """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks."""
+    gen = ModuleCodegen(func.name, parallel_ok, strict_fp)
+    arg_types = []
+    for p in func.params:
+        arg_types.append(PTR if isinstance(p, Buffer) else reg_type(p.dtype))
+    if with_err:
+        arg_types.append(PTR)
+    fn = gen.new_function(func.name, VOID, arg_types)
+    bufs, env = {}, {}
+    for p, a in zip(func.params, fn.args):
+        a.name = p.name
+        if isinstance(p, Buffer):
+            a.add_attribute("noalias")
+            bufs[p] = a
+        else:
+            env[p] = a
+    cg = FunctionCodegen(gen, fn, env, bufs)
+    if with_err:
+        cg.err = fn.args[-1]
+    cg.stmt(func.body)
+    cg.b.ret_void()
+    return gen.module, gen.checks

@@ -1,0 +1,57 @@
+"""Scalar types: the dtypes jitdl supports and NumPy 2 (NEP 50) promotion with weak Python scalars."""
+from __future__ import annotations
+
+import numpy as np
+
+SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")
+FLOATS = ("float32", "float64")
+INTS = ("int8", "int16", "int32", "int64", "uint8")
+
+_WEAK_SAMPLE = {"bool": False, "int64": 0, "float64": 0.0}
+
+
+def normalize(dtype) -> str:
+    """Return the canonical name of a supported dtype, or raise TypeError naming it."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"{dtype!r} is not a dtype") from None
+    if name not in SUPPORTED:
+        raise TypeError(f"dtype {name} is not supported; supported: {', '.join(SUPPORTED)}")
+    return name
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOATS
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INTS
+
+
+def is_signed(dtype: str) -> bool:
+    return dtype in ("int8", "int16", "int32", "int64")
+
+
+def itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
+
+
+def weak_kind_dtype(value) -> str:
+    """The dtype a Python scalar stands for when it is weak (NEP 50)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    return "float64"
+
+
+def promote(a: str, a_weak: bool, b: str, b_weak: bool) -> tuple[str, bool]:
+    """Result dtype and weakness of a binary operation, as NumPy 2 computes it."""
+    if a_weak and b_weak:
+        order = ("bool", "int64", "float64")
+        return (a if order.index(a) >= order.index(b) else b), True
+    if a_weak or b_weak:
+        strong, weak = (b, a) if a_weak else (a, b)
+        return np.result_type(np.dtype(strong), _WEAK_SAMPLE[weak]).name, False
+    return np.promote_types(a, b).name, False

@@ -1,0 +1,68 @@
+"""jitdl's exceptions, and how they point at the user's source line."""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    filename: str
+    lineno: int
+    col: int = -1
+
+    def line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).rstrip("\n")
+
+    def __str__(self):
+        text = self.line()
+        where = f'File "{self.filename}", line {self.lineno}'
+        if not text.strip():
+            return where
+        stripped = text.lstrip()
+        out = f"{where}\n    {stripped}"
+        if self.col >= 0:
+            caret = max(self.col - (len(text) - len(stripped)), 0)
+            out += "\n    " + " " * caret + "^"
+        return out
+
+
+class JitdlError(Exception):
+    """Base class of every error jitdl raises on purpose."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None):
+        self.message = message
+        self.loc = loc
+        super().__init__(message + (f"\n  {loc}".replace("\n", "\n  ") if loc else ""))
+
+
+class DefinitionError(JitdlError):
+    """A compute definition that cannot be compiled (bad index, unbounded axis, ...)."""
+
+
+class ArgumentError(JitdlError, TypeError):
+    """A call with arguments that do not fit the definition (dtype, rank, shape, count)."""
+
+
+class ScheduleError(JitdlError):
+    """An illegal schedule primitive."""
+
+
+class CompileError(JitdlError):
+    """Internal failure in lowering or code generation (a jitdl bug: please report)."""
+
+
+def user_loc(skip_jitdl=True) -> SourceLoc | None:
+    """The innermost stack frame outside the jitdl package: the user's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (skip_jitdl and os.path.abspath(fn).startswith(_PKG_DIR)) \
+                and not fn.startswith("<frozen"):
+            return SourceLoc(fn, f.f_lineno)
+        f = f.f_back
+    return None

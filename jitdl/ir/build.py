@@ -1,0 +1,276 @@
+"""Builders that type expressions as NumPy 2 does (NEP 50 weak scalars) and fold constants.
+
+Every node the tracer creates goes through these functions, so operands of a Binary,
+Compare or Select always carry the node's computation dtype (casts are explicit).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
+                            Intrin, Select, UnOp, Unary)
+
+_BIN_UFUNC = {
+    BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
+    BinOp.DIV: np.true_divide, BinOp.FLOORDIV: np.floor_divide, BinOp.MOD: np.remainder,
+    BinOp.MIN: np.minimum, BinOp.MAX: np.maximum, BinOp.POW: np.power,
+    BinOp.AND: np.bitwise_and, BinOp.OR: np.bitwise_or, BinOp.XOR: np.bitwise_xor,
+    BinOp.SHL: np.left_shift, BinOp.SHR: np.right_shift, BinOp.ATAN2: np.arctan2,
+    BinOp.FMOD: np.fmod,
+}
+_CMP_UFUNC = {
+    CmpOp.LT: np.less, CmpOp.LE: np.less_equal, CmpOp.GT: np.greater,
+    CmpOp.GE: np.greater_equal, CmpOp.EQ: np.equal, CmpOp.NE: np.not_equal,
+}
+_INTRIN_UFUNC = {
+    Intrin.EXP: np.exp, Intrin.LOG: np.log, Intrin.SQRT: np.sqrt, Intrin.TANH: np.tanh,
+    Intrin.SIN: np.sin, Intrin.COS: np.cos, Intrin.TAN: np.tan, Intrin.ATAN: np.arctan,
+    Intrin.ABS: np.abs, Intrin.FLOOR: np.floor, Intrin.CEIL: np.ceil, Intrin.ROUND: np.rint,
+    Intrin.TRUNC: np.trunc, Intrin.SIGN: np.sign, Intrin.LOG1P: np.log1p,
+    Intrin.EXPM1: np.expm1, Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf,
+    Intrin.ISFINITE: np.isfinite,
+    # not NumPy ufuncs; typed like exp
+    Intrin.RSQRT: np.sqrt, Intrin.SIGMOID: np.exp, Intrin.ERF: np.exp,
+}
+_SAMPLE = {"bool": True, "int64": 1, "float64": 1.0}
+
+
+class SymbolicValueError(TypeError):
+    """A symbolic value was used where Python needs a concrete one."""
+
+
+def text(node) -> str:
+    from jitdl.ir.printer import to_text
+    return to_text(node)
+
+
+def symbolic_bool_error(e) -> Exception:
+    return SymbolicValueError(
+        f"the condition `{text(e)}` is symbolic and has no Python truth value here; "
+        "inside a jitdl definition write a select (`a if cond else b` or jd.select) "
+        "instead of an `if` statement or a Python-level test")
+
+
+def symbolic_index_error(e) -> Exception:
+    return SymbolicValueError(
+        f"`{text(e)}` is symbolic (it depends on a tensor element, an index or a scalar "
+        "argument) but is used where Python needs a concrete number, such as a shape, a "
+        "range() bound or a list index")
+
+
+def as_expr(x) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, (bool, int, float)):
+        dt = dtypes.weak_kind_dtype(x)
+        return Const(_py(x, dt), dt, weak=True)
+    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
+        dt = dtypes.normalize(x.dtype)
+        return Const(_py(x.item(), dt), dt)
+    if hasattr(x, "__jitdl_expr__"):
+        return x.__jitdl_expr__()
+    raise TypeError(f"{type(x).__name__} value {x!r} cannot be used in a jitdl expression")
+
+
+def _py(value, dtype):
+    if dtype == "bool":
+        return bool(value)
+    if dtypes.is_int(dtype):
+        return int(np.array(value).astype(dtype))
+    return float(np.array(value).astype(dtype))
+
+
+def _sample(dt, weak):
+    return _SAMPLE[dt] if weak else np.ones(1, dt)
+
+
+@functools.lru_cache(maxsize=None)
+def result_dtype(ufunc, *typed) -> str:
+    """The dtype NumPy gives `ufunc` on operands of (dtype, weak) pairs; float16 -> float32."""
+    samples = [_sample(dt, weak) for dt, weak in typed]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = ufunc(*samples)
+        except (TypeError, np.exceptions.DTypePromotionError):
+            names = " and ".join(dt for dt, _ in typed)
+            raise TypeError(f"{ufunc.__name__} is not defined for {names}") from None
+    name = np.asarray(out).dtype.name
+    if name == "float16":
+        return "float32"
+    if name not in dtypes.SUPPORTED:
+        raise TypeError(f"{ufunc.__name__} of {typed} gives unsupported dtype {name}")
+    return name
+
+
+def cast(x, dtype: str) -> Expr:
+    x = as_expr(x)
+    dtype = dtypes.normalize(dtype)
+    if x.dtype == dtype and not x.weak:
+        return x
+    if x.dtype == dtype:
+        return Const(x.value, dtype) if isinstance(x, Const) else Cast(x, dtype)
+    if isinstance(x, Const):
+        return Const(_py(x.value, dtype), dtype)
+    return Cast(x, dtype)
+
+
+def _to(x, dtype):
+    """Cast to a computation dtype, keeping weakness of constants (internal)."""
+    if x.dtype == dtype:
+        return x
+    if isinstance(x, Const):
+        return Const(_py(x.value, dtype), dtype, x.weak)
+    return Cast(x, dtype)
+
+
+def _fold(ufunc, consts, dtype):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vals = [np.array(c.value, dtype=c.dtype) for c in consts]
+        return _py(ufunc(*vals), dtype)
+
+
+def binary(op: BinOp, a, b) -> Expr:
+    a, b = as_expr(a), as_expr(b)
+    dtype = result_dtype(_BIN_UFUNC[op], (a.dtype, a.weak), (b.dtype, b.weak))
+    weak = a.weak and b.weak
+    operand = dtype
+    if op in (BinOp.SHL, BinOp.SHR):
+        operand = dtype
+    if dtype == "bool" and op in (BinOp.ADD, BinOp.MUL):
+        op = BinOp.OR if op == BinOp.ADD else BinOp.AND
+    a, b = _to(a, operand), _to(b, operand)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(_fold(_BIN_UFUNC[op], (a, b), dtype), dtype, weak)
+    return Binary(op, a, b, dtype, weak)
+
+
+def compare(op: CmpOp, a, b) -> Expr:
+    a, b = as_expr(a), as_expr(b)
+    common = result_dtype(np.add if "bool" not in (a.dtype, b.dtype) else np.maximum,
+                          (a.dtype, a.weak), (b.dtype, b.weak))
+    a, b = _to(a, common), _to(b, common)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(_fold(_CMP_UFUNC[op], (a, b), "bool"), "bool")
+    return Compare(op, a, b)
+
+
+def unary(op: UnOp, a) -> Expr:
+    a = as_expr(a)
+    if op == UnOp.NEG:
+        if a.dtype == "bool":
+            raise TypeError("negation `-` is not defined for bool values; use `not`/`~`")
+        if isinstance(a, Const):
+            return Const(_fold(np.negative, (a,), a.dtype), a.dtype, a.weak)
+    elif op == UnOp.NOT:
+        if dtypes.is_float(a.dtype):
+            raise TypeError(f"`~` is not defined for {a.dtype} values")
+        if isinstance(a, Const):
+            fn = np.logical_not if a.dtype == "bool" else np.invert
+            return Const(_fold(fn, (a,), a.dtype), a.dtype, a.weak)
+        if isinstance(a, Unary) and a.op == UnOp.NOT:
+            return a.a
+    return Unary(op, a, a.dtype, a.weak)
+
+
+def logical_not(a) -> Expr:
+    return unary(UnOp.NOT, truth(a))
+
+
+def truth(a) -> Expr:
+    """A value as a condition: bools as they are, numbers compared with zero."""
+    a = as_expr(a)
+    return a if a.dtype == "bool" else compare(CmpOp.NE, a, 0)
+
+
+def logical(op: BinOp, a, b) -> Expr:
+    a, b = truth(a), truth(b)
+    if isinstance(a, Const):
+        if op == BinOp.AND:
+            return b if a.value else a
+        return a if a.value else b
+    if isinstance(b, Const):
+        if op == BinOp.AND:
+            return a if b.value else b
+        return b if b.value else a
+    return Binary(op, a, b, "bool")
+
+
+def call(fn: Intrin, *args) -> Expr:
+    args = tuple(as_expr(x) for x in args)
+    (a,) = args
+    dtype = result_dtype(_INTRIN_UFUNC[fn], (a.dtype, a.weak))
+    if fn in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE):
+        operand = a.dtype
+    else:
+        operand = dtype
+    if fn == Intrin.ABS and a.dtype == "bool":
+        return a
+    x = _to(a, operand)
+    if isinstance(x, Const):
+        return Const(_py(_eval_intrin(fn, x.value), dtype), dtype, a.weak)
+    return Call(fn, (x,), dtype, a.weak)
+
+
+def _eval_intrin(fn, v):
+    if fn == Intrin.RSQRT:
+        return 1.0 / math.sqrt(v) if v > 0 else (math.inf if v == 0 else math.nan)
+    if fn == Intrin.SIGMOID:
+        return 1.0 / (1.0 + math.exp(-v)) if v > -700 else 0.0
+    if fn == Intrin.ERF:
+        return math.erf(v)
+    with np.errstate(all="ignore"):
+        return _INTRIN_UFUNC[fn](np.float64(v) if not isinstance(v, bool) else v).item()
+
+
+def select(cond, t, f) -> Expr:
+    cond, t, f = truth(cond), as_expr(t), as_expr(f)
+    dtype = result_dtype(np.maximum if "bool" in (t.dtype, f.dtype) else np.add,
+                         (t.dtype, t.weak), (f.dtype, f.weak))
+    if t.dtype == "bool" and f.dtype == "bool":
+        dtype = "bool"
+    t, f = _to(t, dtype), _to(f, dtype)
+    if isinstance(cond, Const):
+        return t if cond.value else f
+    if t == f:
+        return t
+    return Select(cond, t, f, dtype, t.weak and f.weak)
+
+
+_UFUNC_BIN = {u: op for op, u in _BIN_UFUNC.items()}
+_UFUNC_CMP = {u: op for op, u in _CMP_UFUNC.items()}
+_UFUNC_INTRIN = {u: fn for fn, u in _INTRIN_UFUNC.items()
+                 if fn not in (Intrin.RSQRT, Intrin.SIGMOID, Intrin.ERF)}
+
+
+def numpy_ufunc(ufunc, method, inputs, kwargs):
+    """np.exp(x), np.maximum(x, y)... on symbolic values: build the matching node."""
+    if method != "__call__" or kwargs:
+        return NotImplemented
+    if ufunc in _UFUNC_BIN:
+        return binary(_UFUNC_BIN[ufunc], *inputs)
+    if ufunc in _UFUNC_CMP:
+        return compare(_UFUNC_CMP[ufunc], *inputs)
+    if ufunc in _UFUNC_INTRIN:
+        return call(_UFUNC_INTRIN[ufunc], *inputs)
+    if ufunc is np.negative:
+        return unary(UnOp.NEG, *inputs)
+    if ufunc is np.logical_not:
+        return logical_not(*inputs)
+    if ufunc is np.logical_and:
+        return logical(BinOp.AND, *inputs)
+    if ufunc is np.logical_or:
+        return logical(BinOp.OR, *inputs)
+    if ufunc is np.power:
+        return binary(BinOp.POW, *inputs)
+    return NotImplemented
+
+
+def access(tensor, indices, loc=None) -> Access:
+    return Access(tensor, tuple(as_expr(i) for i in indices), loc)

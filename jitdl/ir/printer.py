@@ -1,0 +1,114 @@
+"""The canonical text of every IR node: what golden tests, cache keys and f.lower() show."""
+from __future__ import annotations
+
+from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast, Compare,
+                            Const, For, ForKind, IfThen, LetStmt, Load, PrimFunc, Reduce,
+                            Select, Seq, Store, UnOp, Unary, Var)
+
+_PREC = {BinOp.OR: 1, BinOp.XOR: 2, BinOp.AND: 3, BinOp.SHL: 5, BinOp.SHR: 5,
+         BinOp.ADD: 6, BinOp.SUB: 6, BinOp.MUL: 7, BinOp.DIV: 7, BinOp.FLOORDIV: 7,
+         BinOp.MOD: 7, BinOp.POW: 9}
+_CMP_PREC = 4
+
+
+def _prec(e) -> int:
+    if isinstance(e, Binary) and e.op in _PREC:
+        return _PREC[e.op]
+    if isinstance(e, Compare):
+        return _CMP_PREC
+    if isinstance(e, Unary):
+        return 8
+    return 10
+
+
+def _paren(e, min_prec) -> str:
+    s = expr_text(e)
+    return f"({s})" if _prec(e) < min_prec else s
+
+
+def _const(c: Const) -> str:
+    v = c.value
+    if c.dtype == "bool":
+        return "True" if v else "False"
+    if c.dtype in ("float32", "float64"):
+        s = repr(float(v))
+        return s if c.dtype == "float64" or c.weak else f"{s}f"
+    return str(v) if c.dtype == "int64" else f"{v}:{c.dtype}"
+
+
+def expr_text(e) -> str:
+    match e:
+        case Const():
+            return _const(e)
+        case Var():
+            return e.name
+        case Binary(op=op) if op in _PREC:
+            p = _PREC[op]
+            left = _paren(e.a, p)
+            right = _paren(e.b, p + 1)
+            sym = {BinOp.AND: "and", BinOp.OR: "or"}.get(op) if e.dtype == "bool" else None
+            return f"{left} {sym or op.value} {right}"
+        case Binary():
+            return f"{e.op.value}({expr_text(e.a)}, {expr_text(e.b)})"
+        case Compare():
+            return f"{_paren(e.a, 5)} {e.op.value} {_paren(e.b, 5)}"
+        case Unary(op=UnOp.NOT) if e.dtype == "bool":
+            return f"not {_paren(e.a, 8)}"
+        case Unary():
+            return f"{e.op.value}{_paren(e.a, 8)}"
+        case Call():
+            return f"{e.fn.value}({', '.join(expr_text(a) for a in e.args)})"
+        case Select():
+            return f"select({expr_text(e.cond)}, {expr_text(e.t)}, {expr_text(e.f)})"
+        case Cast():
+            return f"{e.dtype}({expr_text(e.value)})"
+        case Access():
+            return f"{e.tensor.name}[{', '.join(expr_text(i) for i in e.indices)}]"
+        case Reduce():
+            axes = ", ".join(f"{a.name} in [{a.min}, {a.min + a.extent})" for a in e.axes)
+            where = f", where={expr_text(e.where)}" if e.where is not None else ""
+            return f"{e.op.value}({expr_text(e.body)} for {axes}{where})"
+        case Load():
+            mark = "!" if e.check else ""
+            return f"{e.buffer.name}[{expr_text(e.index)}]{mark}"
+    raise TypeError(f"no text for {type(e).__name__}")
+
+
+def _buf_decl(b: Buffer) -> str:
+    return f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]"
+
+
+def stmt_lines(s, indent=0) -> list[str]:
+    pad = "  " * indent
+    match s:
+        case For():
+            lo, ext = expr_text(s.min), expr_text(s.extent)
+            rng = f"range({ext})" if lo == "0" else f"range({lo}, {lo} + {ext})"
+            head = f"{pad}{s.kind.value} {s.var.name} in {rng}:" if s.kind != ForKind.SERIAL \
+                else f"{pad}for {s.var.name} in {rng}:"
+            return [head] + stmt_lines(s.body, indent + 1)
+        case Store():
+            return [f"{pad}{s.buffer.name}[{expr_text(s.index)}] = {expr_text(s.value)}"]
+        case Seq():
+            return [line for st in s.stmts for line in stmt_lines(st, indent)]
+        case IfThen():
+            out = [f"{pad}if {expr_text(s.cond)}:"] + stmt_lines(s.then, indent + 1)
+            if s.otherwise is not None:
+                out += [f"{pad}else:"] + stmt_lines(s.otherwise, indent + 1)
+            return out
+        case Allocate():
+            return [f"{pad}alloc {_buf_decl(s.buffer)} ({s.buffer.scope})"] + \
+                stmt_lines(s.body, indent)
+        case LetStmt():
+            return [f"{pad}{s.var.name} = {expr_text(s.value)}"] + stmt_lines(s.body, indent)
+    raise TypeError(f"no text for {type(s).__name__}")
+
+
+def to_text(node) -> str:
+    if isinstance(node, PrimFunc):
+        params = ", ".join(_buf_decl(p) if isinstance(p, Buffer) else f"{p.name}: {p.dtype}"
+                           for p in node.params)
+        return "\n".join([f"def {node.name}({params}):"] + stmt_lines(node.body, 1))
+    if isinstance(node, (For, Store, Seq, IfThen, Allocate, LetStmt)):
+        return "\n".join(stmt_lines(node))
+    return expr_text(node)

@@ -1,0 +1,142 @@
+"""Generic traversal and rewriting of IR nodes (children, walk, substitute, post-order map)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, For, IfThen,
+                            LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
+
+
+def expr_children(e):
+    match e:
+        case Binary() | Compare():
+            return (e.a, e.b)
+        case Unary():
+            return (e.a,)
+        case Call():
+            return e.args
+        case Select():
+            return (e.cond, e.t, e.f)
+        case Cast():
+            return (e.value,)
+        case Access():
+            return e.indices
+        case Reduce():
+            return (e.body,) if e.where is None else (e.body, e.where)
+        case Load():
+            return (e.index,)
+    return ()
+
+
+def walk_expr(e):
+    """Pre-order iteration over e and all its sub-expressions."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(expr_children(n)))
+
+
+def map_expr(e, fn):
+    """Rebuild e bottom-up, calling fn on each rebuilt node; fn returns a replacement or None.
+    Returns the same object when nothing changed."""
+    match e:
+        case Binary() | Compare():
+            a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+            n = e if (a is e.a and b is e.b) else replace(e, a=a, b=b)
+        case Unary():
+            a = map_expr(e.a, fn)
+            n = e if a is e.a else replace(e, a=a)
+        case Call():
+            args = tuple(map_expr(x, fn) for x in e.args)
+            n = e if all(x is y for x, y in zip(args, e.args)) else replace(e, args=args)
+        case Select():
+            c, t, f = map_expr(e.cond, fn), map_expr(e.t, fn), map_expr(e.f, fn)
+            n = e if (c is e.cond and t is e.t and f is e.f) else replace(e, cond=c, t=t, f=f)
+        case Cast():
+            v = map_expr(e.value, fn)
+            n = e if v is e.value else replace(e, value=v)
+        case Access():
+            idx = tuple(map_expr(x, fn) for x in e.indices)
+            n = e if all(x is y for x, y in zip(idx, e.indices)) else replace(e, indices=idx)
+        case Reduce():
+            b = map_expr(e.body, fn)
+            w = None if e.where is None else map_expr(e.where, fn)
+            n = e if (b is e.body and w is e.where) else replace(e, body=b, where=w)
+        case Load():
+            i = map_expr(e.index, fn)
+            n = e if i is e.index else replace(e, index=i)
+        case _:
+            n = e
+    r = fn(n)
+    return n if r is None else r
+
+
+def substitute(e, mapping):
+    """Replace Vars by expressions."""
+    if not mapping:
+        return e
+    return map_expr(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+
+
+def map_stmt(s, fs, fe=None):
+    """Rebuild statement s bottom-up: fe maps expressions, fs maps rebuilt statements."""
+    ex = (lambda e: e) if fe is None else fe
+    match s:
+        case For():
+            body = map_stmt(s.body, fs, fe)
+            mn, ext = ex(s.min), ex(s.extent)
+            n = s if (body is s.body and mn is s.min and ext is s.extent) else \
+                replace(s, body=body, min=mn, extent=ext)
+        case Store():
+            i, v = ex(s.index), ex(s.value)
+            n = s if (i is s.index and v is s.value) else replace(s, index=i, value=v)
+        case Seq():
+            parts = tuple(map_stmt(x, fs, fe) for x in s.stmts)
+            n = s if all(x is y for x, y in zip(parts, s.stmts)) else Seq(parts)
+        case IfThen():
+            c = ex(s.cond)
+            t = map_stmt(s.then, fs, fe)
+            o = None if s.otherwise is None else map_stmt(s.otherwise, fs, fe)
+            n = s if (c is s.cond and t is s.then and o is s.otherwise) else IfThen(c, t, o)
+        case Allocate():
+            b = map_stmt(s.body, fs, fe)
+            n = s if b is s.body else replace(s, body=b)
+        case LetStmt():
+            v, b = ex(s.value), map_stmt(s.body, fs, fe)
+            n = s if (v is s.value and b is s.body) else replace(s, value=v, body=b)
+        case _:
+            raise TypeError(f"not a statement: {s!r}")
+    r = fs(n) if fs is not None else None
+    return n if r is None else r
+
+
+def walk_stmt(s):
+    yield s
+    match s:
+        case For() | Allocate() | LetStmt():
+            yield from walk_stmt(s.body)
+        case Seq():
+            for x in s.stmts:
+                yield from walk_stmt(x)
+        case IfThen():
+            yield from walk_stmt(s.then)
+            if s.otherwise is not None:
+                yield from walk_stmt(s.otherwise)
+
+
+def stmt_exprs(s):
+    match s:
+        case For():
+            return (s.min, s.extent)
+        case Store():
+            return (s.index, s.value)
+        case IfThen():
+            return (s.cond,)
+        case LetStmt():
+            return (s.value,)
+    return ()
+
+
+def is_const(e, value=None):
+    return isinstance(e, Const) and (value is None or e.value == value)

@@ -1,0 +1,1 @@
+"""Lowering: TE graph + schedule -> loop IR (bound checks, loop nests, passes)."""

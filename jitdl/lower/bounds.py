@@ -1,0 +1,100 @@
+"""Static checks of every tensor access in a definition, before any loop is built.
+
+Each access index is proven inside its dimension over the stage's domain (axes, reduce
+axes, and the conditions of enclosing selects, `where=` and generator `if`s), or it is
+data-dependent (checked at run time), or it is an error naming the tensor, the index and
+the user's line. Shape agreement between arguments indexed by the same bare index is
+checked here too.
+"""
+from __future__ import annotations
+
+from jitdl.errors import ArgumentError, DefinitionError
+from jitdl.ir.analysis import bounds, narrow, reads_memory
+from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
+from jitdl.ir.printer import expr_text
+from jitdl.ir.visit import expr_children
+from jitdl.te.tensor import Placeholder
+
+
+def _walk_guarded(e, ranges, visit):
+    """Call visit(access, ranges) with ranges narrowed by enclosing conditions."""
+    if isinstance(e, Access):
+        visit(e, ranges)
+    if isinstance(e, Select):
+        _walk_guarded(e.cond, ranges, visit)
+        _walk_guarded(e.t, narrow(e.cond, ranges), visit)
+        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit)
+        return
+    if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
+        # evaluated left to right with short circuit (see codegen)
+        _walk_guarded(e.a, ranges, visit)
+        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit)
+        return
+    if isinstance(e, Reduce):
+        inner = {**ranges, **{a.var: (a.min, a.min + a.extent - 1) for a in e.axes}}
+        if e.where is not None:
+            _walk_guarded(e.where, inner, visit)
+            inner = narrow(e.where, inner)
+        _walk_guarded(e.body, inner, visit)
+        return
+    for c in expr_children(e):
+        _walk_guarded(c, ranges, visit)
+
+
+def check_stage(tensor, runtime_checked):
+    """Prove the accesses of one stage; record data-dependent ones in runtime_checked."""
+    op = tensor.op
+    ranges = {a.var: (a.min, a.min + a.extent - 1) for a in op.axes}
+
+    def visit(acc, rng):
+        for dim, idx in enumerate(acc.indices):
+            n = acc.tensor.shape[dim]
+            if reads_memory(idx):
+                runtime_checked.add((id(acc.tensor), dim, idx))
+                continue
+            lo, hi = bounds(idx, rng)
+            if lo >= 0 and hi <= n - 1:
+                continue
+            shown = f"[{lo}, {hi}]".replace("inf", "\u221e")
+            raise DefinitionError(
+                f"{expr_text(acc)} can read outside {acc.tensor.name}: index "
+                f"`{expr_text(idx)}` of dimension {dim} ranges over {shown} but "
+                f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
+                "guard it with a condition (`... if cond else ...`) or change the ranges",
+                acc.loc or op.loc)
+    _walk_guarded(op.body, ranges, visit)
+
+
+def check_shape_agreement(stages):
+    """Arguments indexed by the same bare index over the full extent must agree in size."""
+    for t in stages:
+        op = t.op
+        axes = list(op.axes) + list(op.reduce_axes)
+        uses = {}
+        _collect_bare(op.body, uses)
+        for ax in axes:
+            found = uses.get(ax.var, [])
+            args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
+            full = [(acc, dim) for acc, dim in args
+                    if ax.min == 0 and acc.tensor.shape[dim] == ax.extent]
+            if not full:
+                continue
+            ref, rdim = full[0]
+            for acc, dim in args:
+                if acc.tensor.shape[dim] != ref.tensor.shape[rdim]:
+                    raise ArgumentError(
+                        f"shape mismatch: argument '{ref.tensor.name}' has size "
+                        f"{ref.tensor.shape[rdim]} in dimension {rdim} but argument "
+                        f"'{acc.tensor.name}' has size {acc.tensor.shape[dim]} in dimension "
+                        f"{dim}; both are indexed by `{ax.var.name}` "
+                        f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
+                        f"{acc.tensor.shape})", acc.loc or op.loc)
+
+
+def _collect_bare(e, uses):
+    if isinstance(e, Access):
+        for dim, idx in enumerate(e.indices):
+            if isinstance(idx, Var):
+                uses.setdefault(idx, []).append((e, dim))
+    for c in expr_children(e):
+        _collect_bare(c, uses)

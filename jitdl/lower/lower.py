@@ -1,0 +1,198 @@
+"""TE graph + schedule -> loop IR (a PrimFunc), as a visible list of passes.
+
+    check_shape_agreement -> check_bounds -> build loop nests (inline, loads, stores)
+    -> simplify -> verify
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from jitdl import dtypes
+from jitdl.ir.analysis import reads_memory
+from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Const, For, ForKind,
+                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
+from jitdl.ir.printer import expr_text
+from jitdl.ir.visit import map_expr, substitute
+from jitdl.lower import bounds
+from jitdl.schedule.schedule import Fuse, Split
+from jitdl.te.ops import stages_of
+from jitdl.te.tensor import Placeholder
+from jitdl.tir.simplify import simplify
+from jitdl.tir.verify import verify
+
+
+@dataclass
+class Lowered:
+    func: PrimFunc
+    inputs: list        # Buffers of array parameters, in signature order
+    outputs: list       # Buffers of outputs
+    scalars: list       # Vars of scalar parameters
+    checks: int         # number of runtime index checks
+
+
+def identity(op: ReduceOp, dtype: str):
+    if op == ReduceOp.SUM:
+        v = 0
+    elif op == ReduceOp.PROD:
+        v = 1
+    elif op in (ReduceOp.ANY, ReduceOp.ALL):
+        return Const(op == ReduceOp.ALL, "bool")
+    elif dtypes.is_float(dtype):
+        v = -math.inf if op == ReduceOp.MAX else math.inf
+    else:
+        import numpy as np
+        info = np.iinfo(dtype)
+        v = info.min if op == ReduceOp.MAX else info.max
+    return Const(float(v) if dtypes.is_float(dtype) else int(v), dtype)
+
+
+_COMBINE = {ReduceOp.SUM: BinOp.ADD, ReduceOp.PROD: BinOp.MUL, ReduceOp.MAX: BinOp.MAX,
+            ReduceOp.MIN: BinOp.MIN, ReduceOp.ANY: BinOp.OR, ReduceOp.ALL: BinOp.AND}
+
+
+def combine(op, acc, value, dtype):
+    if dtype == "bool" and op == ReduceOp.SUM:
+        return Binary(BinOp.OR, acc, value, dtype)
+    return Binary(_COMBINE[op], acc, value, dtype)
+
+
+def flat_index(indices, shape):
+    idx = None
+    for i, n in zip(indices, shape):
+        idx = i if idx is None else idx * n + i
+    return Const(0, "int64") if idx is None else idx
+
+
+class _Builder:
+    def __init__(self, sched, buffers):
+        self.sched = sched
+        self.buffers = buffers           # id(tensor) -> Buffer
+        self.inlined = {}
+        self.checks = 0
+
+    def inline(self, e):
+        def rep(n):
+            if isinstance(n, Access):
+                st = self.sched.stages.get(n.tensor.name)
+                if st is not None and st.tensor is n.tensor and st.attach == "inline":
+                    body = self.inline(st.tensor.op.body)
+                    return substitute(body, {a.var: i for a, i in zip(st.tensor.op.axes,
+                                                                       n.indices)})
+            return None
+        return map_expr(e, rep)
+
+    def loads(self, e):
+        def rep(n):
+            if isinstance(n, Access):
+                buf = self.buffers[id(n.tensor)]
+                check = None
+                if any(reads_memory(i) for i in n.indices):
+                    self.checks += 1
+                    check = tuple((i, d, n.tensor.name, expr_text(i))
+                                  for i, d in zip(n.indices, n.tensor.shape) if reads_memory(i))
+                return Load(buf, flat_index(n.indices, n.tensor.shape), check)
+            return None
+        return map_expr(e, rep)
+
+    def stage(self, st):
+        t = st.tensor
+        op = t.op
+        loopvar = {n: Var(n.replace(".", "_")) for n in st.leaves}
+        values = {n: loopvar[n] for n in st.leaves}
+        guards = []
+        for rel in reversed(st.relations):
+            if isinstance(rel, Split):
+                values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
+                ext = st.axes[rel.parent].extent
+                if ext % rel.factor:
+                    guards.append(values[rel.parent] < ext)
+            elif isinstance(rel, Fuse):
+                inner_ext = st.axes[rel.inner].extent
+                values[rel.outer] = values[rel.fused] // inner_ext
+                values[rel.inner] = values[rel.fused] % inner_ext
+        sub = {}
+        for a in list(op.axes) + list(op.reduce_axes):
+            v = values[a.name]
+            sub[a.var] = v + a.min if a.min else v
+        guard_at = {n: [] for n in st.leaves}
+        for g in guards:
+            used = [n for n in st.leaves if _uses(g, loopvar[n])]
+            guard_at[used[-1] if used else st.leaves[0]].append(g)
+
+        def nest(names, inner):
+            s = inner
+            for n in reversed(names):
+                for g in guard_at[n]:
+                    s = IfThen(g, s)
+                la = st.axes[n]
+                s = For(loopvar[n], Const(0, "int64"), Const(la.extent, "int64"), la.kind, s)
+            return s
+
+        buf = self.buffers[id(t)]
+        out_index = flat_index([substitute(a.var, sub) for a in op.axes], t.shape)
+        red = op.reduce
+        if red is None:
+            value = self.loads(substitute(self.inline(op.body), sub))
+            return nest(st.leaves, Store(buf, out_index, value))
+        body = self.loads(substitute(self.inline(red.body), sub))
+        where = None if red.where is None else \
+            self.loads(substitute(self.inline(red.where), sub))
+        init = identity(red.op, red.dtype)
+        data = [n for n in st.leaves if not st.axes[n].reduce]
+        rloops = [n for n in st.leaves if st.axes[n].reduce]
+        accumulate_in_register = st.leaves == data + rloops
+        if accumulate_in_register:
+            acc = Buffer(f"{t.name}_acc", red.dtype, (1,), "local")
+            zero = Const(0, "int64")
+            update = Store(acc, zero, combine(red.op, Load(acc, zero), body, red.dtype))
+            if where is not None:
+                update = IfThen(where, update)
+            block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update),
+                                       Store(buf, out_index, Load(acc, zero)))))
+            return nest(data, block)
+        update = Store(buf, out_index, combine(red.op, Load(buf, out_index), body, red.dtype))
+        if where is not None:
+            update = IfThen(where, update)
+        return Seq((nest(data, Store(buf, out_index, init)), nest(st.leaves, update)))
+
+
+def _uses(e, var):
+    from jitdl.ir.visit import walk_expr
+    return any(n is var for n in walk_expr(e))
+
+
+def lower(graph, sched, name) -> Lowered:
+    stages = stages_of(graph.outputs)
+    bounds.check_shape_agreement(stages)
+    for t in stages:
+        bounds.check_stage(t, set())
+    buffers = {}
+    inputs, scalars = [], []
+    for p in graph.params:
+        if isinstance(p, Var):
+            scalars.append(p)
+        else:
+            buffers[id(p)] = Buffer(p.name, p.dtype, p.shape)
+            inputs.append(buffers[id(p)])
+    outputs = []
+    for t in graph.outputs:
+        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        outputs.append(buffers[id(t)])
+    temps = []
+    for t in stages:
+        if id(t) not in buffers and sched.stages[t.name].attach != "inline":
+            buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+            temps.append(buffers[id(t)])
+    b = _Builder(sched, buffers)
+    body = Seq(tuple(b.stage(sched.stages[t.name]) for t in stages
+                     if sched.stages[t.name].attach != "inline"))
+    for buf in reversed(temps):
+        body = Allocate(buf, body)
+    func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
+    func = simplify(func)
+    verify(func)
+    return Lowered(func, inputs, outputs, scalars, b.checks)
+
+
+__all__ = ["lower", "Lowered", "ForKind", "Placeholder"]

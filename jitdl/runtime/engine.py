@@ -1,0 +1,119 @@
+"""The LLVM JIT: the host target machine, the O3 pipeline, MCJIT engines, libgomp."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import subprocess
+import threading
+import warnings
+
+import llvmlite.binding as llvm
+
+from jitdl.config import settings
+
+_lock = threading.Lock()
+_state = {}
+
+
+def _init():
+    if "tm" in _state:
+        return _state
+    with _lock:
+        if "tm" in _state:
+            return _state
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        cpu = llvm.get_host_cpu_name()
+        features = llvm.get_host_cpu_features().flatten()
+        _state["cpu"], _state["features"] = cpu, features
+        _state["gomp"] = _load_gomp()
+        _state["target"] = target
+    return _state
+
+
+def _target_machine(jit=True):
+    """A new target machine for the host; an MCJIT engine takes ownership of its own."""
+    s = _init()
+    return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
+                                             codemodel="jitdefault" if jit else "default")
+
+
+def _gomp_candidates():
+    found = ctypes.util.find_library("gomp")
+    if found:
+        yield found
+    for pkg in ("xgboost_cpu.libs", "xgboost.libs"):
+        for site in __import__("site").getsitepackages() + [__import__("site").getusersitepackages()]:
+            yield from glob.glob(os.path.join(site, pkg, "libgomp*.so*"))
+    try:
+        path = subprocess.run(["gcc", "-print-file-name=libgomp.so"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        if os.path.isabs(path):
+            yield path
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def _load_gomp():
+    """Load libgomp for parallel loops; None (serial loops, one warning) if there is none."""
+    for path in _gomp_candidates():
+        try:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            llvm.load_library_permanently(path)
+            lib.omp_set_num_threads(ctypes.c_int(settings.num_threads))
+            return lib
+        except OSError:
+            continue
+    warnings.warn("jitdl: no libgomp found (install gcc's libgomp1 or xgboost-cpu); "
+                  "parallel loops will run serially", RuntimeWarning, stacklevel=3)
+    return None
+
+
+def target_info():
+    s = _init()
+    return {"triple": llvm.get_process_triple(), "cpu": s["cpu"], "features": s["features"],
+            "llvm": ".".join(map(str, llvm.llvm_version_info))}
+
+
+def parallel_available():
+    return _init()["gomp"] is not None
+
+
+def set_num_threads(n: int):
+    """Threads used by parallel loops from now on."""
+    gomp = _init()["gomp"]
+    settings.num_threads = max(1, int(n))
+    if gomp is not None:
+        gomp.omp_set_num_threads(ctypes.c_int(settings.num_threads))
+
+
+class Compiled:
+    """An optimised module loaded into its own MCJIT engine."""
+
+    def __init__(self, ir_text, name):
+        tm = _target_machine()
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        self.optimized_ir = str(mod)
+        self.module = mod
+        self.engine = llvm.create_mcjit_compiler(mod, tm)
+        self.engine.finalize_object()
+        self.address = self.engine.get_function_address(name)
+
+    def llvm_ir(self):
+        return self.optimized_ir
+
+    def asm(self):
+        # the engine owns self.module: print a fresh copy
+        mod = llvm.parse_assembly(self.optimized_ir)
+        return _target_machine(jit=False).emit_assembly(mod)

@@ -1,0 +1,95 @@
+"""A compiled kernel and its call path: argument checks, outputs, the foreign call."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from jitdl.errors import ArgumentError
+
+_CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
+          "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+          "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+class Kernel:
+    """Runs one compiled specialisation. `layout[i]` says what call argument i is:
+    ("array", name) or ("scalar", name)."""
+
+    def __init__(self, fname, lowered, compiled, checks, layout):
+        self.fname = fname
+        self.lowered = lowered
+        self.compiled = compiled
+        self.checks = checks
+        self.layout = layout
+        out_specs = [(tuple(b.shape), np.dtype(b.dtype)) for b in lowered.outputs]
+        self.out_specs = out_specs
+        self.out_names = [b.name for b in lowered.outputs]
+        argtypes = [ctypes.c_void_p] * (len(lowered.inputs) + len(out_specs))
+        argtypes += [_CTYPE[v.dtype] for v in lowered.scalars]
+        if checks:
+            argtypes.append(ctypes.c_void_p)
+        self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(compiled.address)
+        self.array_pos = [i for i, (kind, _) in enumerate(layout) if kind == "array"]
+        self.scalar_pos = [i for i, (kind, _) in enumerate(layout) if kind == "scalar"]
+        self.single = len(out_specs) == 1
+
+    def __call__(self, args, out=None):
+        ptrs = []
+        keep = []
+        for i in self.array_pos:
+            a = args[i]
+            if not (a.flags.c_contiguous and a.flags.aligned):
+                a = np.ascontiguousarray(a)    # strided/unaligned inputs are copied
+                keep.append(a)
+            ptrs.append(a.ctypes.data)
+        if out is None:
+            outs = [np.empty(shape, dtype) for shape, dtype in self.out_specs]
+            final = None
+        else:
+            outs, final = self._check_out(out, args)
+        ptrs.extend(o.ctypes.data for o in outs)
+        ptrs.extend(args[i] for i in self.scalar_pos)
+        if self.checks:
+            err = np.zeros(2, np.int64)
+            ptrs.append(err.ctypes.data)
+            self.cfunc(*ptrs)
+            if err[0]:
+                self._raise_index_error(err)
+        else:
+            self.cfunc(*ptrs)
+        if final is not None:
+            for dst, src in zip(final, outs):
+                if dst is not src:
+                    np.copyto(dst, src)
+            outs = final
+        return outs[0] if self.single else tuple(outs)
+
+    def _check_out(self, out, args):
+        given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
+        if len(given) != len(self.out_specs):
+            raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
+                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
+        outs = []
+        for o, name, (shape, dtype) in zip(given, self.out_names, self.out_specs):
+            if not isinstance(o, np.ndarray):
+                raise ArgumentError(f"{self.fname}(): out= for {name}: expected a NumPy array, "
+                                    f"got {type(o).__name__}")
+            if o.shape != shape or o.dtype != dtype:
+                raise ArgumentError(
+                    f"{self.fname}(): out= for {name}: expected shape {shape} and dtype "
+                    f"{dtype}, got shape {o.shape} and dtype {o.dtype}")
+            if not o.flags.writeable:
+                raise ArgumentError(f"{self.fname}(): out= for {name} is read-only")
+            overlaps = any(isinstance(a, np.ndarray) and np.may_share_memory(a, o)
+                           for a in args)
+            if overlaps or not (o.flags.c_contiguous and o.flags.aligned):
+                outs.append(np.empty(shape, dtype))   # computed aside, then copied in
+            else:
+                outs.append(o)
+        return outs, list(given)
+
+    def _raise_index_error(self, err):
+        tensor, text, extent = self.checks[int(err[0]) - 1]
+        raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
+                         f"outside [0, {extent})")

@@ -1,0 +1,1 @@
+"""Schedules: a serialisable list of loop-transformation steps over a TE graph."""

@@ -1,0 +1,328 @@
+"""The schedule of a TE graph: per-stage loop structure built by replaying recorded steps.
+
+A Schedule is data: `steps` is a JSON-serialisable list of dicts naming stages and loops
+by string, so it can be hashed into cache keys, stored, replayed on a fresh capture of the
+same definition, and shipped to tuning workers. The handles (Stage, Axis) are conveniences
+for writing schedules by hand.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from jitdl.errors import ScheduleError, user_loc
+from jitdl.ir.nodes import ForKind
+from jitdl.te.ops import stages_of
+from jitdl.te.tensor import Compute
+
+
+@dataclass
+class LoopAxis:
+    name: str
+    extent: int
+    reduce: bool
+    kind: ForKind = ForKind.SERIAL
+
+
+@dataclass
+class Split:
+    parent: str
+    outer: str
+    inner: str
+    factor: int
+
+
+@dataclass
+class Fuse:
+    outer: str
+    inner: str
+    fused: str
+
+
+@dataclass
+class StageState:
+    tensor: object
+    axes: dict                      # name -> LoopAxis, for every loop ever made
+    leaves: list                    # loop names, outermost first
+    relations: list = field(default_factory=list)
+    attach: str = "root"            # "root" | "inline"
+
+    @property
+    def is_reduce(self):
+        return self.tensor.op.reduce is not None
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A handle on one loop of one stage, as returned by schedule primitives."""
+    stage: str
+    name: str
+
+    def __repr__(self):
+        return f"{self.stage}.{self.name}"
+
+
+class Stage:
+    """A handle on one stage: `s["C"]`; `.axis` and `.reduce_axis` list its root loops."""
+
+    def __init__(self, sched, name):
+        self._s, self.name = sched, name
+
+    @property
+    def _state(self):
+        return self._s.stages[self.name]
+
+    @property
+    def axis(self):
+        return [Axis(self.name, a.name) for a in self._state.tensor.op.axes]
+
+    @property
+    def reduce_axis(self):
+        return [Axis(self.name, a.name) for a in self._state.tensor.op.reduce_axes]
+
+    @property
+    def leaf_axes(self):
+        return [Axis(self.name, n) for n in self._state.leaves]
+
+    def __repr__(self):
+        return f"<stage {self.name}: loops {', '.join(self._state.leaves)}>"
+
+    # stage-level conveniences, TVM style: s["C"].split(...)
+    def split(self, ax, factor=None, nparts=None):
+        return self._s.split(ax, factor, nparts=nparts)
+
+    def fuse(self, *axes):
+        return self._s.fuse(*axes)
+
+    def reorder(self, *axes):
+        return self._s.reorder(*axes)
+
+    def vectorize(self, ax):
+        return self._s.vectorize(ax)
+
+    def parallel(self, ax):
+        return self._s.parallel(ax)
+
+    def unroll(self, ax):
+        return self._s.unroll(ax)
+
+    def compute_inline(self):
+        return self._s.compute_inline(self)
+
+    def compute_root(self):
+        return self._s.compute_root(self)
+
+
+class Schedule:
+    def __init__(self, outputs):
+        self.outputs = list(outputs)
+        self.stages = {}
+        for t in stages_of(self.outputs):
+            op = t.op
+            axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
+            axes.update({a.name: LoopAxis(a.name, a.extent, True) for a in op.reduce_axes})
+            leaves = [a.name for a in op.axes] + [a.name for a in op.reduce_axes]
+            if len(set(leaves)) != len(leaves):
+                raise ScheduleError(f"stage {t.name} uses the same index name twice: {leaves}")
+            self.stages[t.name] = StageState(t, axes, leaves)
+        self.steps = []
+
+    # -- lookup -------------------------------------------------------------------------
+    def __getitem__(self, name):
+        if hasattr(name, "name") and not isinstance(name, str):
+            name = name.name
+        if name not in self.stages:
+            raise ScheduleError(f's["{name}"]: no stage named {name!r}; stages: '
+                                f"{', '.join(self.stages)}", user_loc())
+        return Stage(self, name)
+
+    def _axis(self, prim, ax, arg="axis"):
+        if not isinstance(ax, Axis):
+            raise ScheduleError(f"{prim}: argument '{arg}' must be a loop of a stage (from "
+                                f"stage.axis, .reduce_axis or another primitive), got {ax!r}",
+                                user_loc())
+        st = self.stages.get(ax.stage)
+        if st is None or ax.name not in st.leaves:
+            leaves = ", ".join(st.leaves) if st else ""
+            raise ScheduleError(f"{prim}: loop {ax!r} is not a current loop of stage "
+                                f"{ax.stage} (its loops are: {leaves})", user_loc())
+        return st, st.axes[ax.name]
+
+    def _record(self, step):
+        self.steps.append(step)
+
+    # -- primitives -----------------------------------------------------------------------
+    def split(self, ax, factor=None, nparts=None):
+        """Split a loop in two: `for i in range(n)` becomes
+        `for i.outer in range(ceil(n / f)): for i.inner in range(f): i = i.outer * f + i.inner`
+        (guarded by `i < n` when f does not divide n). Give `factor` (the inner extent) or
+        `nparts` (the outer extent). Returns (outer, inner)."""
+        st, la = self._axis("split", ax)
+        if (factor is None) == (nparts is None):
+            raise ScheduleError("split: give exactly one of 'factor' and 'nparts'", user_loc())
+        which = "factor" if factor is not None else "nparts"
+        val = factor if factor is not None else nparts
+        if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
+            raise ScheduleError(f"split: argument '{which}' must be a positive int, got {val!r}",
+                                user_loc())
+        if nparts is not None:
+            factor = -(-la.extent // nparts)
+        self._apply({"op": "split", "stage": ax.stage, "axis": ax.name, "factor": factor})
+        return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
+
+    def tile(self, x, y, x_factor, y_factor):
+        """Split x and y and reorder to (x.o, y.o, x.i, y.i). Returns those four loops."""
+        xo, xi = self.split(x, x_factor)
+        yo, yi = self.split(y, y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def fuse(self, *axes):
+        """Fuse adjacent loops `for a: for b:` into one `for a.b.f in range(A * B)`."""
+        if len(axes) < 2:
+            raise ScheduleError("fuse: give at least two loops", user_loc())
+        out = axes[0]
+        for b in axes[1:]:
+            out = self._fuse2(out, b)
+        return out
+
+    def _fuse2(self, a, b):
+        st, la = self._axis("fuse", a, "outer")
+        st2, lb = self._axis("fuse", b, "inner")
+        if a.stage != b.stage:
+            raise ScheduleError(f"fuse: loops {a!r} and {b!r} belong to different stages",
+                                user_loc())
+        ia, ib = st.leaves.index(a.name), st.leaves.index(b.name)
+        if ib != ia + 1:
+            raise ScheduleError(f"fuse: {a!r} must be directly outside {b!r}; current order: "
+                                f"{', '.join(st.leaves)} (reorder first)", user_loc())
+        if la.reduce != lb.reduce:
+            raise ScheduleError(f"fuse: cannot fuse a reduction loop with a data loop "
+                                f"({a!r}, {b!r})", user_loc())
+        self._apply({"op": "fuse", "stage": a.stage, "outer": a.name, "inner": b.name})
+        return Axis(a.stage, f"{a.name}.{b.name}.f")
+
+    def reorder(self, *axes):
+        """Permute the positions of the given loops of one stage; others stay in place."""
+        if not axes:
+            return
+        for ax in axes:
+            self._axis("reorder", ax)
+        if len({ax.stage for ax in axes}) != 1:
+            raise ScheduleError("reorder: all loops must belong to one stage", user_loc())
+        names = [ax.name for ax in axes]
+        if len(set(names)) != len(names):
+            raise ScheduleError(f"reorder: a loop appears twice in {names}", user_loc())
+        self._apply({"op": "reorder", "stage": axes[0].stage, "axes": names})
+
+    def _annotate(self, prim, ax, kind):
+        st, la = self._axis(prim, ax)
+        if la.reduce and kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+            raise ScheduleError(
+                f"{prim}: {ax!r} is a reduction loop; only data-parallel loops can be "
+                f"{'vectorized' if kind == ForKind.VECTORIZED else 'parallel'} (legal: "
+                f"{', '.join(n for n in st.leaves if not st.axes[n].reduce)}); "
+                "use rfactor for parallel reductions", user_loc())
+        self._apply({"op": kind.value if kind != ForKind.UNROLLED else "unroll",
+                     "stage": ax.stage, "axis": ax.name})
+
+    def vectorize(self, ax):
+        """Mark a data loop to run as SIMD lanes (best on the innermost, contiguous loop)."""
+        self._annotate("vectorize", ax, ForKind.VECTORIZED)
+
+    def parallel(self, ax):
+        """Run a data loop's iterations on all cores (best on an outer loop)."""
+        self._annotate("parallel", ax, ForKind.PARALLEL)
+
+    def unroll(self, ax):
+        """Unroll a loop with a constant trip count."""
+        self._annotate("unroll", ax, ForKind.UNROLLED)
+
+    def _stage_arg(self, prim, stage):
+        if isinstance(stage, Stage):
+            name = stage.name
+        elif isinstance(stage, str):
+            name = stage
+        elif hasattr(stage, "name"):
+            name = stage.name
+        else:
+            raise ScheduleError(f"{prim}: argument 'stage' must be a stage (s[\"T\"]), got "
+                                f"{stage!r}", user_loc())
+        if name not in self.stages:
+            raise ScheduleError(f"{prim}: no stage named {name!r}", user_loc())
+        return name
+
+    def compute_inline(self, stage):
+        """Compute a stage inside each consumer instead of storing it: its loops vanish."""
+        name = self._stage_arg("compute_inline", stage)
+        self._apply({"op": "compute_inline", "stage": name})
+
+    def compute_root(self, stage):
+        """Compute a stage in its own loop nest at the top level, into a buffer (default)."""
+        name = self._stage_arg("compute_root", stage)
+        self._apply({"op": "compute_root", "stage": name})
+
+    # -- replay -------------------------------------------------------------------------
+    def _apply(self, step):
+        """Check and perform one step on the loop structure, then record it."""
+        st = self.stages.get(step["stage"])
+        if st is None:
+            raise ScheduleError(f"{step['op']}: no stage named {step['stage']!r}", user_loc())
+        op = step["op"]
+        if op == "split":
+            la = st.axes[step["axis"]]
+            f = step["factor"]
+            outer = LoopAxis(f"{la.name}.o", -(-la.extent // f), la.reduce)
+            inner = LoopAxis(f"{la.name}.i", f, la.reduce)
+            if outer.name in st.axes:
+                raise ScheduleError(f"split: {la.name} was already split", user_loc())
+            st.axes[outer.name], st.axes[inner.name] = outer, inner
+            k = st.leaves.index(la.name)
+            st.leaves[k:k + 1] = [outer.name, inner.name]
+            st.relations.append(Split(la.name, outer.name, inner.name, f))
+        elif op == "fuse":
+            a, b = st.axes[step["outer"]], st.axes[step["inner"]]
+            fused = LoopAxis(f"{a.name}.{b.name}.f", a.extent * b.extent, a.reduce)
+            st.axes[fused.name] = fused
+            k = st.leaves.index(a.name)
+            st.leaves[k:k + 2] = [fused.name]
+            st.relations.append(Fuse(a.name, b.name, fused.name))
+        elif op == "reorder":
+            names = step["axes"]
+            slots = sorted(st.leaves.index(n) for n in names)
+            for pos, n in zip(slots, names):
+                st.leaves[pos] = n
+        elif op in ("parallel", "vectorized", "unroll"):
+            kind = {"parallel": ForKind.PARALLEL, "vectorized": ForKind.VECTORIZED,
+                    "unroll": ForKind.UNROLLED}[op]
+            st.axes[step["axis"]].kind = kind
+        elif op == "compute_inline":
+            if st.is_reduce:
+                raise ScheduleError(
+                    f"compute_inline: stage {st.tensor.name} is a reduction and cannot be "
+                    "inlined (only elementwise/injective stages can)", user_loc())
+            if any(st.tensor is o for o in self.outputs):
+                raise ScheduleError(f"compute_inline: stage {st.tensor.name} is an output "
+                                    "and must be stored", user_loc())
+            st.attach = "inline"
+        elif op == "compute_root":
+            st.attach = "root"
+        else:
+            raise ScheduleError(f"unknown schedule step {op!r}")
+        self._record(step)
+
+    def replay(self, steps):
+        for step in steps:
+            self._apply(dict(step))
+        return self
+
+    def key(self) -> str:
+        return json.dumps(self.steps, sort_keys=True)
+
+    def __repr__(self):
+        lines = [f"schedule ({len(self.steps)} steps)"]
+        for name, st in self.stages.items():
+            loops = ", ".join(n + ("" if st.axes[n].kind == ForKind.SERIAL
+                                   else f"[{st.axes[n].kind.value}]") for n in st.leaves)
+            lines.append(f"  {name}: {st.attach}: {loops}")
+        return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Tensor expressions: tensors, compute stages, reduce axes and the user-facing builders."""

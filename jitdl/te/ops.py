@@ -1,0 +1,302 @@
+"""The definition vocabulary users call: jd.tensor, jd.reduce_axis, reductions, select,
+casts and math intrinsics. They build TE nodes; jitdl.capture routes Python's builtins
+and math/numpy functions here when their arguments are symbolic."""
+from __future__ import annotations
+
+import inspect
+import itertools
+
+from jitdl import dtypes
+from jitdl.errors import DefinitionError, user_loc
+from jitdl.ir import build
+from jitdl.ir.analysis import free_vars
+from jitdl.ir.nodes import (Access, BinOp, Const, Expr, Intrin, IterVar, Reduce, ReduceOp,
+                            Var)
+from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.te.tensor import Compute, Declared, Tensor
+
+_counter = itertools.count()
+
+
+def _fresh(prefix):
+    return f"{prefix}{next(_counter)}"
+
+
+# IterVars take part in arithmetic as their variable.
+def _delegate(name):
+    def method(self, *args):
+        return getattr(self.var, name)(*args)
+    return method
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__", "__pow__"):
+    setattr(IterVar, _name, _delegate(_name))
+IterVar.__jitdl_expr__ = lambda self: self.var
+
+
+def _as_int(x, what):
+    try:
+        return int(x.__index__())
+    except (TypeError, AttributeError):
+        raise DefinitionError(f"{what} must be a concrete integer, got {x!r}", user_loc()) \
+            from None
+
+
+def reduce_axis(dom, name=None) -> IterVar:
+    """A reduction axis over range(dom) or range(lo, hi)."""
+    if isinstance(dom, (tuple, list)):
+        lo, hi = (_as_int(d, "reduce_axis bound") for d in dom)
+    else:
+        lo, hi = 0, _as_int(dom, "reduce_axis extent")
+    if hi <= lo:
+        raise DefinitionError(f"reduce_axis {name or ''} has an empty range [{lo}, {hi})",
+                              user_loc())
+    return IterVar(Var(name or _fresh("k")), lo, hi - lo, reduce=True)
+
+
+def _shape(shape):
+    if isinstance(shape, (int,)) or hasattr(shape, "__index__"):
+        shape = (shape,)
+    out = []
+    for d in shape:
+        n = _as_int(d, "a tensor dimension")
+        if n < 0:
+            raise DefinitionError(f"tensor dimension must be >= 0, got {n}", user_loc())
+        out.append(n)
+    return tuple(out)
+
+
+def tensor(shape, fcompute=None, name=None, dtype=None):
+    """jd.tensor(shape, lambda i, j: expr, name=) defines a stage; jd.tensor(shape) declares
+    a shape that index notation (`T[i, j] = ...`) then fills."""
+    shape = _shape(shape)
+    if fcompute is None:
+        return Tensor(name or _fresh("T"), shape, dtype and dtypes.normalize(dtype),
+                      Declared(user_loc()))
+    params = list(inspect.signature(fcompute).parameters)
+    if len(params) != len(shape):
+        raise DefinitionError(
+            f"the lambda of tensor {name or ''} takes {len(params)} index argument(s) "
+            f"but the shape {shape} has {len(shape)} dimension(s)", user_loc())
+    axes = tuple(IterVar(Var(p), 0, n) for p, n in zip(params, shape))
+    body = build.as_expr(fcompute(*[a.var for a in axes]))
+    if dtype is not None:
+        body = build.cast(body, dtype)
+    return make_stage(name, axes, body, user_loc())
+
+
+def make_stage(name, axes, body, loc) -> Tensor:
+    """A compute stage; reductions nested inside arithmetic become stages of their own."""
+    name = name or _fresh("T")
+    if isinstance(body, Reduce):
+        inner = _extract(name, body.body, axes + body.axes, loc)
+        where = None if body.where is None else _extract(name, body.where, axes + body.axes, loc)
+        body = Reduce(body.op, inner, body.axes, where, body.dtype)
+    else:
+        body = _extract(name, body, axes, loc)
+    if body.weak:
+        body = build.cast(body, body.dtype)
+    return Tensor(name, tuple(a.extent for a in axes), body.dtype, Compute(axes, body, loc))
+
+
+def _extract(name, e, axes, loc):
+    """Replace every Reduce inside e by an access to a new stage over the axes it uses."""
+    count = itertools.count()
+    by_var = {a.var: a for a in axes}
+
+    def lift(n):
+        if not isinstance(n, Reduce):
+            return None
+        own = set(a.var for a in n.axes)
+        used = [v for v in free_vars(n) if v not in own]
+        outer = [by_var[v] for v in used if v in by_var]
+        new_axes = tuple(IterVar(Var(a.var.name), 0, a.extent) for a in outer)
+        sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
+        red = Reduce(n.op, substitute(n.body, sub), n.axes,
+                     None if n.where is None else substitute(n.where, sub), n.dtype)
+        stage = make_stage(f"{name}_{n.op.value}{next(count)}", new_axes, red, loc)
+        return Access(stage, tuple(a.var - a.min if a.min else a.var for a in outer), loc)
+    return map_expr(e, lift)
+
+
+_IDENTITY_DTYPE = {ReduceOp.ANY: "bool", ReduceOp.ALL: "bool"}
+
+
+def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    for a in axes:
+        if not (isinstance(a, IterVar) and a.reduce):
+            raise DefinitionError(
+                f"axis= of jd.{op.value} must be reduce axes made by jd.reduce_axis, got {a!r}",
+                user_loc())
+    body = build.as_expr(expr)
+    if op in (ReduceOp.ANY, ReduceOp.ALL):
+        body = build.truth(body)
+    elif body.dtype == "bool" and op in (ReduceOp.SUM, ReduceOp.PROD):
+        body = build.cast(body, "int64")
+    elif body.weak:
+        body = build.cast(body, body.dtype)
+    cond = None if where is None else build.truth(where)
+    if isinstance(cond, Const):
+        if not cond.value:
+            raise DefinitionError(f"the where= condition of jd.{op.value} is always False",
+                                  user_loc())
+        cond = None
+    return Reduce(op, body, axes, cond, body.dtype)
+
+
+def _reducer(op):
+    def fn(expr, axis=None, where=None):
+        if axis is None:
+            raise DefinitionError(
+                f"jd.{op.value}(x) needs axis=: a reduce axis (jd.reduce_axis) or a list of them",
+                user_loc())
+        return reduce(op, expr, axis, where)
+    fn.__name__ = op.value
+    fn.__doc__ = f"Reduction: the {op.value} of expr over the reduce axes `axis`, where `where` holds."
+    return fn
+
+
+sum = _reducer(ReduceOp.SUM)  # noqa: A001
+prod = _reducer(ReduceOp.PROD)
+
+
+def _minmax(op, binop):
+    def fn(*args, axis=None, where=None):
+        if axis is not None:
+            if len(args) != 1:
+                raise DefinitionError(f"jd.{op.value}(x, axis=k) takes one expression",
+                                      user_loc())
+            return reduce(op, args[0], axis, where)
+        if len(args) == 1:
+            raise DefinitionError(
+                f"jd.{op.value}(x) with one argument needs axis= (a reduction); "
+                f"jd.{op.value}(a, b, ...) is elementwise", user_loc())
+        out = args[0]
+        for a in args[1:]:
+            out = build.binary(binop, out, a)
+        return out
+    fn.__name__ = op.value
+    return fn
+
+
+max = _minmax(ReduceOp.MAX, BinOp.MAX)  # noqa: A001
+min = _minmax(ReduceOp.MIN, BinOp.MIN)  # noqa: A001
+
+
+def _combine(op, binop):
+    def fn(*conds, axis=None, where=None):
+        if axis is not None:
+            return reduce(op, conds[0], axis, where)
+        out = build.as_expr(op == ReduceOp.ALL)
+        for c in conds:
+            out = build.logical(binop, out, c)
+        return out
+    fn.__name__ = op.value
+    return fn
+
+
+all = _combine(ReduceOp.ALL, BinOp.AND)  # noqa: A001
+any = _combine(ReduceOp.ANY, BinOp.OR)  # noqa: A001
+
+
+def select(cond, t, f):
+    """cond ? t : f, elementwise."""
+    return build.select(cond, t, f)
+
+
+where = select
+
+
+def _intrin(fn):
+    def f(x):
+        return build.call(fn, x)
+    f.__name__ = fn.value
+    return f
+
+
+exp = _intrin(Intrin.EXP)
+log = _intrin(Intrin.LOG)
+sqrt = _intrin(Intrin.SQRT)
+rsqrt = _intrin(Intrin.RSQRT)
+tanh = _intrin(Intrin.TANH)
+sigmoid = _intrin(Intrin.SIGMOID)
+erf = _intrin(Intrin.ERF)
+sin = _intrin(Intrin.SIN)
+cos = _intrin(Intrin.COS)
+tan = _intrin(Intrin.TAN)
+atan = _intrin(Intrin.ATAN)
+abs = _intrin(Intrin.ABS)  # noqa: A001
+floor = _intrin(Intrin.FLOOR)
+ceil = _intrin(Intrin.CEIL)
+round = _intrin(Intrin.ROUND)  # noqa: A001
+trunc = _intrin(Intrin.TRUNC)
+sign = _intrin(Intrin.SIGN)
+log1p = _intrin(Intrin.LOG1P)
+expm1 = _intrin(Intrin.EXPM1)
+isnan = _intrin(Intrin.ISNAN)
+isinf = _intrin(Intrin.ISINF)
+isfinite = _intrin(Intrin.ISFINITE)
+
+
+def pow(x, y):  # noqa: A001
+    return build.binary(BinOp.POW, x, y)
+
+
+def atan2(y, x):
+    return build.binary(BinOp.ATAN2, y, x)
+
+
+def fmod(x, y):
+    return build.binary(BinOp.FMOD, x, y)
+
+
+def _caster(dt):
+    def f(x):
+        return build.cast(x, dt)
+    f.__name__ = dt
+    return f
+
+
+float32 = _caster("float32")
+float64 = _caster("float64")
+int8 = _caster("int8")
+int16 = _caster("int16")
+int32 = _caster("int32")
+int64 = _caster("int64")
+uint8 = _caster("uint8")
+bool_ = _caster("bool")
+
+INTRINSICS = {
+    "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sigmoid": sigmoid,
+    "erf": erf, "sin": sin, "cos": cos, "tan": tan, "atan": atan, "arctan": atan,
+    "abs": abs, "fabs": abs, "absolute": abs, "floor": floor, "ceil": ceil, "round": round,
+    "rint": round, "trunc": trunc, "sign": sign, "log1p": log1p, "expm1": expm1,
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "pow": pow, "power": pow,
+    "atan2": atan2, "arctan2": atan2, "fmod": fmod, "maximum": max, "minimum": min,
+    "max": max, "min": min, "sum": sum, "prod": prod, "all": all, "any": any,
+    "select": select, "where": select,
+}
+
+
+def stages_of(outputs):
+    """All compute stages reachable from outputs, producers before consumers."""
+    order, seen = [], set()
+
+    def visit(t):
+        if id(t) in seen or not isinstance(t.op, Compute):
+            return
+        seen.add(id(t))
+        for n in walk_expr(t.op.body):
+            if isinstance(n, Access):
+                visit(n.tensor)
+        order.append(t)
+    for t in outputs:
+        visit(t)
+    return order
+
+
+def is_expr(x) -> bool:
+    return isinstance(x, (Expr, IterVar))

@@ -1,0 +1,1 @@
+"""Loop-IR passes: simplify, verify."""

@@ -1,0 +1,168 @@
+"""Arithmetic simplification of the loop IR under the ranges of enclosing loops.
+
+Integer affine expressions are put in a canonical sum-of-terms form; `//` and `%` by
+constants are removed when the ranges allow it (split and fuse index arithmetic); guards
+and selects whose condition is decided by the ranges disappear; loops of extent one
+become their body.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from jitdl import dtypes
+from jitdl.ir.analysis import bounds, linear
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, Compare, Const, CmpOp, For, IfThen,
+                            LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
+from jitdl.ir.visit import map_expr, substitute
+
+
+def _rebuild(form):
+    """A canonical expression from {Var: coef, 1: const}."""
+    terms = sorted(((k, c) for k, c in form.items() if k != 1 and c != 0),
+                   key=lambda kc: kc[0].name)
+    out = None
+    for v, c in terms:
+        t = v if c == 1 else Binary(BinOp.MUL, v, Const(abs(c), "int64"), "int64") if c > 0 \
+            else Binary(BinOp.MUL, v, Const(-c, "int64"), "int64")
+        if c < 0 and c != -1:
+            out = Binary(BinOp.SUB, out, t, "int64") if out is not None else \
+                Binary(BinOp.MUL, v, Const(c, "int64"), "int64")
+        elif c == -1:
+            out = Binary(BinOp.SUB, out, v, "int64") if out is not None else \
+                Binary(BinOp.MUL, v, Const(-1, "int64"), "int64")
+        else:
+            out = t if out is None else Binary(BinOp.ADD, out, t, "int64")
+    k = form.get(1, 0)
+    if out is None:
+        return Const(k, "int64")
+    if k > 0:
+        out = Binary(BinOp.ADD, out, Const(k, "int64"), "int64")
+    elif k < 0:
+        out = Binary(BinOp.SUB, out, Const(-k, "int64"), "int64")
+    return out
+
+
+def simplify_expr(e, ranges):
+    def rule(n):
+        if isinstance(n, Binary) and n.dtype == "int64":
+            if n.op in (BinOp.FLOORDIV, BinOp.MOD) and isinstance(n.b, Const) and n.b.value > 0:
+                d = n.b.value
+                f = linear(n.a)
+                if f is not None:
+                    q = {k: c // d for k, c in f.items() if k != 1 and c % d == 0}
+                    r = {k: c for k, c in f.items() if k != 1 and c % d != 0}
+                    const = f.get(1, 0)
+                    q[1], r[1] = const // d, const % d
+                    lo, hi = bounds(_rebuild(r), ranges)
+                    if lo >= 0 and hi < d:
+                        return _rebuild(q) if n.op == BinOp.FLOORDIV else _rebuild(r)
+                lo, hi = bounds(n.a, ranges)
+                if 0 <= lo and hi < d:
+                    return n.a if n.op == BinOp.MOD else Const(0, "int64")
+            if n.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+                f = linear(n)
+                if f is not None:
+                    new = _rebuild(f)
+                    return new if new != n else None
+            if n.op in (BinOp.MIN, BinOp.MAX):
+                a, b = bounds(n.a, ranges), bounds(n.b, ranges)
+                if n.op == BinOp.MIN:
+                    if a[1] <= b[0]:
+                        return n.a
+                    if b[1] <= a[0]:
+                        return n.b
+                else:
+                    if a[0] >= b[1]:
+                        return n.a
+                    if b[0] >= a[1]:
+                        return n.b
+        if isinstance(n, Compare) and dtypes.is_int(n.a.dtype):
+            lo, hi = bounds(Binary(BinOp.SUB, n.a, n.b, "int64") if n.a.dtype == "int64"
+                            else n.a, ranges) if n.a.dtype == "int64" else (None, None)
+            if lo is not None:
+                decided = _decide(n.op, lo, hi)
+                if decided is not None:
+                    return Const(decided, "bool")
+        if isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
+            for x, y in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(x, Const):
+                    if n.op == BinOp.AND:
+                        return y if x.value else x
+                    return x if x.value else y
+        if isinstance(n, Select) and isinstance(n.cond, Const):
+            return n.t if n.cond.value else n.f
+        return None
+    return map_expr(e, rule)
+
+
+def _decide(op, lo, hi):
+    """Truth of `d op 0` for every d in [lo, hi], or None when it varies."""
+    tests = {CmpOp.LT: (hi < 0, lo >= 0), CmpOp.LE: (hi <= 0, lo > 0),
+             CmpOp.GT: (lo > 0, hi <= 0), CmpOp.GE: (lo >= 0, hi < 0),
+             CmpOp.EQ: (lo == hi == 0, lo > 0 or hi < 0),
+             CmpOp.NE: (lo > 0 or hi < 0, lo == hi == 0)}
+    always, never = tests[op]
+    return True if always else False if never else None
+
+
+def simplify_stmt(s, ranges):
+    match s:
+        case For():
+            ext = simplify_expr(s.extent, ranges)
+            mn = simplify_expr(s.min, ranges)
+            if isinstance(ext, Const) and isinstance(mn, Const):
+                if ext.value == 1:
+                    return simplify_stmt(_subst_stmt(s.body, {s.var: mn}), ranges)
+                inner = {**ranges, s.var: (mn.value, mn.value + ext.value - 1)}
+            else:
+                inner = ranges
+            body = simplify_stmt(s.body, inner)
+            return s if (body is s.body and ext is s.extent and mn is s.min) else \
+                replace(s, body=body, extent=ext, min=mn)
+        case Store():
+            i, v = simplify_expr(s.index, ranges), simplify_expr(s.value, ranges)
+            return s if (i is s.index and v is s.value) else replace(s, index=i, value=v)
+        case Seq():
+            parts = []
+            for x in s.stmts:
+                y = simplify_stmt(x, ranges)
+                if y is None:
+                    continue
+                parts.extend(y.stmts if isinstance(y, Seq) else [y])
+            if len(parts) == 1:
+                return parts[0]
+            return s if len(parts) == len(s.stmts) and all(a is b for a, b in
+                                                             zip(parts, s.stmts)) \
+                else Seq(tuple(parts))
+        case IfThen():
+            c = simplify_expr(s.cond, ranges)
+            if isinstance(c, Const):
+                if c.value:
+                    return simplify_stmt(s.then, ranges)
+                return None if s.otherwise is None else simplify_stmt(s.otherwise, ranges)
+            t = simplify_stmt(s.then, ranges)
+            o = None if s.otherwise is None else simplify_stmt(s.otherwise, ranges)
+            return s if (c is s.cond and t is s.then and o is s.otherwise) else IfThen(c, t, o)
+        case Allocate():
+            b = simplify_stmt(s.body, ranges)
+            return s if b is s.body else replace(s, body=b)
+        case LetStmt():
+            v = simplify_expr(s.value, ranges)
+            b = simplify_stmt(s.body, ranges)
+            return s if (v is s.value and b is s.body) else replace(s, value=v, body=b)
+    raise TypeError(f"not a statement: {s!r}")
+
+
+def _subst_stmt(s, mapping):
+    from jitdl.ir.visit import map_stmt
+    return map_stmt(s, None, lambda e: substitute(e, mapping))
+
+
+def simplify(func: PrimFunc) -> PrimFunc:
+    body = simplify_stmt(func.body, {})
+    if body is None:
+        body = Seq(())
+    return func if body is func.body else replace(func, body=body)
+
+
+__all__ = ["simplify", "simplify_expr", "Load", "Var"]
