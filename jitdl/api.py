@@ -133,7 +133,8 @@ class Function:
         sched, cfg = self._schedule(graph, config=config)
         lowered = lower(graph, sched, _symbol(self.name))
         module, checks = generate(lowered.func, parallel_ok=engine.parallel_available(),
-                                  strict_fp=self.strict_fp, with_err=lowered.checks > 0)
+                                  strict_fp=self.strict_fp, with_err=lowered.checks > 0,
+                                  array_data_offset=engine.array_data_offset())
         compiled = engine.Compiled(str(module), lowered.func.name)
         layout = [(s[0], n) for s, n in zip(specs, self.param_names)]
         kernel = Kernel(self.name, lowered, compiled, checks, layout)

@@ -43,8 +43,8 @@ def define(name, existing, index_names, fn, lineno):
 
 
 def bind(name, value):
-    if isinstance(value, Tensor) and value.name.startswith("T") and value.name[1:].isdigit():
-        value.name = name
+    if isinstance(value, Tensor) and value.auto_named:
+        value.name, value.auto_named = name, False
     elif isinstance(value, IterVar) and value.var.name.startswith("k") \
             and value.var.name[1:].isdigit():
         object.__setattr__(value.var, "name", name)

@@ -13,7 +13,7 @@ from jitdl.capture.transform import rewrite
 from jitdl.errors import DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, Var
-from jitdl.te.ops import make_stage
+from jitdl.te.ops import make_stage, stages_of
 from jitdl.te.tensor import Compute, Placeholder, Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +118,20 @@ def trace(cap: Captured, specs, names) -> Graph:
         if id(o) in seen:   # the same tensor returned twice: give the second its own copy
             outputs[n] = _copy_stage(o, f"{o.name}_{n}")
         seen.add(id(o))
+    _unique_names(params, outputs)
     return Graph(fname, params, outputs)
+
+
+def _unique_names(params, outputs):
+    """Stage names are how schedules and buffers refer to stages: make them distinct."""
+    taken = {p.name for p in params}
+    for t in stages_of(outputs):
+        name, n = t.name, 1
+        while name in taken:
+            name = f"{t.name}_{n}"
+            n += 1
+        t.name = name
+        taken.add(name)
 
 
 def _copy_stage(t, name):
@@ -129,8 +142,8 @@ def _copy_stage(t, name):
 def _as_output(o, default, fname):
     if isinstance(o, Tensor):
         if isinstance(o.op, Compute):
-            if o.name.startswith("T") and o.name[1:].isdigit():
-                o.name = default
+            if o.auto_named:
+                o.name, o.auto_named = default, False
             return o
         if isinstance(o.op, Placeholder):
             return _copy_stage(o, default)

@@ -548,7 +548,8 @@ class ModuleCodegen:
         return len(self.checks)
 
 
-def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False):
+def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
+             array_data_offset=None):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks."""
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp)
     arg_types = []
@@ -570,4 +571,23 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False):
         cg.err = fn.args[-1]
     cg.stmt(func.body)
     cg.b.ret_void()
+    if array_data_offset is not None:
+        _entry_from_objects(gen, fn, func, array_data_offset)
     return gen.module, gen.checks
+
+
+def _entry_from_objects(gen, main, func, offset):
+    """`name.pyobj`: the same kernel taking NumPy array objects instead of data pointers,
+    reading each array's data pointer from the object (the fast call path's entry)."""
+    entry = gen.new_function(f"{main.name}.pyobj", VOID, [a.type for a in main.args])
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    args = []
+    for p, a in zip(list(func.params) + [None] * (len(main.args) - len(func.params)),
+                    entry.args):
+        if isinstance(p, Buffer):
+            slot = b.gep(a, [ir.Constant(I64, offset)], source_etype=I8)
+            args.append(b.load(slot, typ=PTR))
+        else:
+            args.append(a)
+    b.call(main, args)
+    b.ret_void()

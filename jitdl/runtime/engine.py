@@ -78,6 +78,19 @@ def target_info():
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 
+def array_data_offset():
+    """Offset of the data pointer inside a NumPy array object, checked on this build
+    (None if the layout is not the usual one: then calls pass data pointers)."""
+    s = _init()
+    if "data_offset" not in s:
+        import numpy as np
+        a = np.empty(3)
+        off = 16
+        ok = ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
+        s["data_offset"] = off if ok else None
+    return s["data_offset"]
+
+
 def parallel_available():
     return _init()["gomp"] is not None
 
@@ -109,6 +122,7 @@ class Compiled:
         self.engine = llvm.create_mcjit_compiler(mod, tm)
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(name)
+        self.object_address = self.engine.get_function_address(name + ".pyobj")
 
     def llvm_ir(self):
         return self.optimized_ir

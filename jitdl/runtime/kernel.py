@@ -1,4 +1,8 @@
-"""A compiled kernel and its call path: argument checks, outputs, the foreign call."""
+"""A compiled kernel and its call path: argument checks, outputs, the foreign call.
+
+The fast path passes NumPy array objects straight to the kernel's `.pyobj` entry, which
+reads their data pointers itself (asking NumPy for a pointer costs ~0.8 us per array).
+"""
 from __future__ import annotations
 
 import ctypes
@@ -10,6 +14,7 @@ from jitdl.errors import ArgumentError
 _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
           "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
+_empty = np.empty
 
 
 class Kernel:
@@ -22,19 +27,55 @@ class Kernel:
         self.compiled = compiled
         self.checks = checks
         self.layout = layout
-        out_specs = [(tuple(b.shape), np.dtype(b.dtype)) for b in lowered.outputs]
-        self.out_specs = out_specs
+        self.out_specs = [(tuple(b.shape), np.dtype(b.dtype)) for b in lowered.outputs]
         self.out_names = [b.name for b in lowered.outputs]
-        argtypes = [ctypes.c_void_p] * (len(lowered.inputs) + len(out_specs))
-        argtypes += [_CTYPE[v.dtype] for v in lowered.scalars]
-        if checks:
-            argtypes.append(ctypes.c_void_p)
-        self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(compiled.address)
+        scalars = [_CTYPE[v.dtype] for v in lowered.scalars] + \
+            ([ctypes.c_void_p] if checks else [])
+        n_arrays = len(lowered.inputs) + len(self.out_specs)
+        self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_arrays + scalars))(
+            compiled.address)
+        self.ofunc = None
+        if compiled.object_address:
+            self.ofunc = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * n_arrays + scalars))(
+                compiled.object_address)
         self.array_pos = [i for i, (kind, _) in enumerate(layout) if kind == "array"]
         self.scalar_pos = [i for i, (kind, _) in enumerate(layout) if kind == "scalar"]
-        self.single = len(out_specs) == 1
+        self.single = len(self.out_specs) == 1
+        self.fast = self.ofunc is not None and not checks
 
     def __call__(self, args, out=None):
+        if self.fast:
+            call = [args[i] for i in self.array_pos]
+            for a in call:
+                if not a.flags.c_contiguous:
+                    break
+            else:
+                if out is None:
+                    outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
+                elif self.single and type(out) is np.ndarray and self._out_ok(out, call):
+                    outs = [out]
+                else:
+                    return self._call(args, out)
+                call += outs
+                call += [args[i] for i in self.scalar_pos]
+                self.ofunc(*call)
+                return outs[0] if self.single else tuple(outs)
+        return self._call(args, out)
+
+    def _out_ok(self, o, inputs):
+        shape, dtype = self.out_specs[0]
+        if o.shape != shape or o.dtype != dtype:
+            return False
+        flags = o.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return False
+        for a in inputs:
+            if np.may_share_memory(a, o):
+                return False
+        return True
+
+    def _call(self, args, out):
+        """The general path: strided inputs are copied, out= is checked, checks read."""
         ptrs = []
         keep = []
         for i in self.array_pos:
@@ -44,7 +85,7 @@ class Kernel:
                 keep.append(a)
             ptrs.append(a.ctypes.data)
         if out is None:
-            outs = [np.empty(shape, dtype) for shape, dtype in self.out_specs]
+            outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
             final = None
         else:
             outs, final = self._check_out(out, args)

@@ -62,7 +62,7 @@ def auto_schedule(s, num_threads):
                 ax = s.fuse(*[Axis(name, n) for n in lead]) if len(lead) > 1 \
                     else Axis(name, lead[0])
                 s.parallel(ax)
-        inner = st.leaves[-1]
+        inner = st.leaves[-1] if st.leaves else None
         if inner in data and st.axes[inner].kind.value == "for" and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
     return s

@@ -74,7 +74,7 @@ def tensor(shape, fcompute=None, name=None, dtype=None):
     shape = _shape(shape)
     if fcompute is None:
         return Tensor(name or _fresh("T"), shape, dtype and dtypes.normalize(dtype),
-                      Declared(user_loc()))
+                      Declared(user_loc()), auto_named=name is None)
     params = list(inspect.signature(fcompute).parameters)
     if len(params) != len(shape):
         raise DefinitionError(
@@ -89,6 +89,7 @@ def tensor(shape, fcompute=None, name=None, dtype=None):
 
 def make_stage(name, axes, body, loc) -> Tensor:
     """A compute stage; reductions nested inside arithmetic become stages of their own."""
+    auto = name is None
     name = name or _fresh("T")
     if isinstance(body, Reduce):
         inner = _extract(name, body.body, axes + body.axes, loc)
@@ -98,7 +99,8 @@ def make_stage(name, axes, body, loc) -> Tensor:
         body = _extract(name, body, axes, loc)
     if body.weak:
         body = build.cast(body, body.dtype)
-    return Tensor(name, tuple(a.extent for a in axes), body.dtype, Compute(axes, body, loc))
+    return Tensor(name, tuple(a.extent for a in axes), body.dtype, Compute(axes, body, loc),
+                  auto_named=auto)
 
 
 def _extract(name, e, axes, loc):

@@ -42,6 +42,7 @@ class Tensor:
     shape: tuple
     dtype: str
     op: object = field(default=None)
+    auto_named: bool = False        # named by jitdl, not the user: may take the variable's name
 
     @property
     def ndim(self):
