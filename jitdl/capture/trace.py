@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from jitdl.capture import runtime as jd_runtime
 from jitdl.capture.transform import rewrite
-from jitdl.errors import DefinitionError, JitdlError, SourceLoc
+from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, Var
 from jitdl.te.ops import make_stage, stages_of
@@ -104,8 +104,16 @@ def trace(cap: Captured, specs, names) -> Graph:
         raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
                               _user_frame_loc(e.__traceback__, filename)) from e
     except Exception as e:
-        raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
-                              _user_frame_loc(e.__traceback__, filename)) from e
+        called = ", ".join(
+            f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if isinstance(p, Tensor)
+            else f"{p.name}: {p.dtype} scalar" for p in params)
+        loc = _user_frame_loc(e.__traceback__, filename)
+        if isinstance(e, ValueError) and "unpack" in str(e):
+            raise ArgumentError(
+                f"{fname}(): an argument has the wrong number of dimensions for this "
+                f"definition ({e}); called with {called}", loc) from None
+        raise DefinitionError(f"{fname}: {type(e).__name__}: {e} (called with {called})",
+                              loc) from e
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     if not outs:
         raise DefinitionError(f"{fname} returns nothing; return the output tensor(s)")

@@ -469,20 +469,32 @@ class FunctionCodegen:
         for k, v in enumerate(slots):
             b.store(v, b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, k)],
                              source_etype=struct_ty))
-        outlined = self.gen.new_function(f"{self.fn.name}.par{self.gen.next_id()}",
-                                         VOID, [PTR], internal=True)
-        sub = FunctionCodegen(self.gen, outlined, {}, {})
-        ob = sub.b
+        pid = self.gen.next_id()
+        outlined = self.gen.new_function(f"{self.fn.name}.par{pid}", VOID, [PTR],
+                                         internal=True)
+        # the chunk runs in its own function whose buffer arguments are noalias, as in
+        # the kernel itself (pointers loaded from the struct would lose that fact)
+        n_vars, n_bufs = len(captured_vars), len(captured_bufs)
+        impl_types = [v.type for v in slots[:-2]] + [I64, I64]
+        impl = self.gen.new_function(f"{self.fn.name}.par{pid}.chunk", VOID, impl_types,
+                                     internal=True)
+        for k, arg in enumerate(impl.args):
+            if n_vars <= k < n_vars + n_bufs:
+                arg.add_attribute("noalias")
+        sub = FunctionCodegen(self.gen, impl, {}, {})
+        sub.env.update(zip(captured_vars, impl.args[:n_vars]))
+        sub.bufs.update(zip(captured_bufs, impl.args[n_vars:n_vars + n_bufs]))
+        if has_err:
+            sub.err = impl.args[n_vars + n_bufs]
+        sub.loop(s.var, impl.args[-2], impl.args[-1], lambda: sub.stmt(s.body))
+        sub.b.ret_void()
+
+        ob = ir.IRBuilder(outlined.append_basic_block("entry"))
         vals = []
         for k, v in enumerate(slots):
             p = ob.gep(outlined.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
                        source_etype=struct_ty)
             vals.append(ob.load(p, typ=v.type))
-        n_vars, n_bufs = len(captured_vars), len(captured_bufs)
-        sub.env.update(zip(captured_vars, vals[:n_vars]))
-        sub.bufs.update(zip(captured_bufs, vals[n_vars:n_vars + n_bufs]))
-        if has_err:
-            sub.err = vals[n_vars + n_bufs]
         lo_v, ext_v = vals[-2], vals[-1]
         tid = ob.sext(ob.call(self.gen.declare("omp_get_thread_num", I32, []), []), I64)
         nth = ob.sext(ob.call(self.gen.declare("omp_get_num_threads", I32, []), []), I64)
@@ -491,7 +503,7 @@ class FunctionCodegen:
         stop = ob.add(lo_v, ext_v)
         end = ob.add(start, chunk)
         end = ob.select(ob.icmp_signed("<", end, stop), end, stop)
-        sub.loop(s.var, start, end, lambda: sub.stmt(s.body))
+        ob.call(impl, vals[:-2] + [start, end])
         ob.ret_void()
         gomp = self.gen.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         outlined.type = PTR     # pass it as an opaque pointer
