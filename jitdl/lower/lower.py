@@ -151,10 +151,16 @@ class _Builder:
             block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update),
                                        Store(buf, out_index, Load(acc, zero)))))
             return nest(data, block)
+        # accumulate in memory: initialise right under the data loops that enclose the
+        # first reduction loop, so the row being reduced into is still in cache
         update = Store(buf, out_index, combine(red.op, Load(buf, out_index), body, red.dtype))
         if where is not None:
             update = IfThen(where, update)
-        return Seq((nest(data, Store(buf, out_index, init)), nest(st.leaves, update)))
+        first = st.leaves.index(rloops[0])
+        prefix, rest = st.leaves[:first], st.leaves[first:]
+        inner_data = [n for n in rest if not st.axes[n].reduce]
+        return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init)),
+                                 nest(rest, update))))
 
 
 def _uses(e, var):

@@ -7,7 +7,8 @@ enough work; vectorise the innermost contiguous data loop.
 """
 from __future__ import annotations
 
-from jitdl.ir.nodes import Access
+from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.nodes import Access, Select
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.schedule import Axis
 
@@ -15,20 +16,43 @@ PARALLEL_MIN_WORK = 1 << 15
 
 
 def _innermost_contiguous(stage):
-    """True when the last data axis is the last index of every tensor read with it."""
+    """True when the last data axis walks every tensor it reads with stride 1: it appears
+    with coefficient 1 in the last index only (e.g. B[k, j], P[c, y + ry, x + rx])."""
     op = stage.tensor.op
     if not op.axes:
         return False
     last = op.axes[-1].var
     uses = [a for a in walk_expr(op.body) if isinstance(a, Access)
             and any(last is v for i in a.indices for v in walk_expr(i))]
-    return bool(uses) and all(a.indices[-1] is last for a in uses)
+
+    def stride_one(acc):
+        if any(last is v for i in acc.indices[:-1] for v in walk_expr(i)):
+            return False
+        form = linear(acc.indices[-1])
+        return form is not None and form.get(last) == 1
+    return bool(uses) and all(stride_one(a) for a in uses)
+
+
+def _guarded_reads(stage):
+    """A stage whose body selects between memory reads (padding): cheap to store once,
+    costly to recompute inside a reduction's innermost loop."""
+    return any(isinstance(n, Select) and (reads_memory(n.t) or reads_memory(n.f))
+               for n in walk_expr(stage.tensor.op.body))
+
+
+def _consumed_by_reduction(s, tensor):
+    for st in s.stages.values():
+        if st.is_reduce and any(isinstance(n, Access) and n.tensor is tensor
+                                for n in walk_expr(st.tensor.op.body)):
+            return True
+    return False
 
 
 def auto_schedule(s, num_threads):
     outputs = {id(t) for t in s.outputs}
     for name, st in s.stages.items():
-        if not st.is_reduce and id(st.tensor) not in outputs:
+        if not st.is_reduce and id(st.tensor) not in outputs and not (
+                _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
             s.compute_inline(s[name])
     for name, st in s.stages.items():
         if st.attach == "inline":
