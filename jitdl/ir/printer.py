@@ -47,6 +47,8 @@ def expr_text(e) -> str:
             left = _paren(e.a, p)
             right = _paren(e.b, p + 1)
             sym = {BinOp.AND: "and", BinOp.OR: "or"}.get(op) if e.dtype == "bool" else None
+            if op == BinOp.POW:
+                return f"{_paren(e.a, p + 1)} ** {_paren(e.b, p)}"
             return f"{left} {sym or op.value} {right}"
         case Binary():
             return f"{e.op.value}({expr_text(e.a)}, {expr_text(e.b)})"
