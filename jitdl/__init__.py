@@ -11,6 +11,7 @@
         Y[i, j] = e[i, j] / s[i]
         return Y
 """
+from jitdl import config
 from jitdl.api import Function, compute, schedule
 from jitdl.errors import (ArgumentError, CompileError, DefinitionError, JitdlError,
                           ScheduleError)
