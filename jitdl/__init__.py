@@ -16,7 +16,7 @@ from jitdl.api import Function, compute, schedule
 from jitdl.errors import (ArgumentError, CompileError, DefinitionError, JitdlError,
                           ScheduleError)
 from jitdl.runtime.engine import set_num_threads
-from jitdl.te.ops import (abs, all, any, atan, atan2, bool_, ceil, cos, erf, exp, expm1,
+from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, ceil, cos, erf, exp, expm1,
                           float32, float64, floor, fmod, int8, int16, int32, int64, isfinite,
                           isinf, isnan, log, log1p, max, min, pow, prod, reduce_axis, round,
                           rsqrt, select, sigmoid, sign, sin, sqrt, sum, tan, tanh, tensor,
@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "compute", "schedule", "Function", "tensor", "reduce_axis", "sum", "prod", "max", "min",
+    "argmax", "argmin",
     "all", "any", "select", "where", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
     "sin", "cos", "tan", "atan", "atan2", "abs", "floor", "ceil", "round", "trunc", "sign",
     "log1p", "expm1", "isnan", "isinf", "isfinite", "pow", "fmod", "float32", "float64",

@@ -93,9 +93,9 @@ class Function:
                         f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
                 specs.append(("array", tuple(a.shape), dt))
             elif isinstance(a, _SCALARS):
-                dt = dtypes.weak_kind_dtype(a) if isinstance(a, (bool, int, float)) \
-                    else dtypes.normalize(np.asarray(a).dtype)
-                specs.append(("scalar", dt, isinstance(a, (bool, int, float))))
+                weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
+                dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
+                specs.append(("scalar", dt, weak))
             elif hasattr(a, "__cuda_array_interface__"):
                 raise ArgumentError(
                     f"{self.name}(): argument '{name}' is a GPU array; the CUDA target is not "
@@ -110,12 +110,7 @@ class Function:
         specs = self._specs(args)
         if self._captured is None:
             self._captured = capture(self.pyfunc)
-        tspecs = [s if s[0] == "array" else ("scalar", s[1]) for s in specs]
-        weak = [s[2] if s[0] == "scalar" else None for s in specs]
-        graph = trace(self._captured, tspecs, self.param_names)
-        for p, w in zip(graph.params, weak):
-            if w is False:
-                object.__setattr__(p, "weak", False)
+        graph = trace(self._captured, specs, self.param_names)
         return graph, specs
 
     def _schedule(self, graph, target="cpu", config=None):

@@ -73,9 +73,7 @@ def infer_ranges(variables, body, what):
                 f"{worst}); re-index so that it starts at 0 (e.g. `Y[i] = X[i] + X[i + 2]` "
                 "instead of `Y[i] = X[i - 1] + X[i + 1]`) or declare the shape first with "
                 "jd.tensor(shape)", user_loc())
-        if hi < lo:
-            raise DefinitionError(f"index `{v.name}` in {what} has an empty range", user_loc())
-        extents[v] = hi + 1
+        extents[v] = max(hi + 1, 0)      # an empty range makes an empty tensor, as NumPy
     return extents
 
 

@@ -149,9 +149,6 @@ class Generator:
                 conds += [build.compare(CmpOp.GE, ax.var, lo), build.compare(CmpOp.LT, ax.var, hi)]
                 continue
             r = range(int(lo), int(hi), int(step))
-            if len(r) == 0:
-                raise DefinitionError(f"range of `{name}` is empty: range({lo}, {hi}, {step})",
-                                      user_loc())
             if step == 1:
                 ax = IterVar(Var(name), r.start, len(r), reduce=True)
                 values.append(ax.var)
@@ -181,7 +178,8 @@ def register_pending(ax, lo, hi):
 
 
 _BUILTIN_REDUCERS = {"sum": ReduceOp.SUM, "max": ReduceOp.MAX, "min": ReduceOp.MIN,
-                     "any": ReduceOp.ANY, "all": ReduceOp.ALL, "prod": ReduceOp.PROD}
+                     "any": ReduceOp.ANY, "all": ReduceOp.ALL, "prod": ReduceOp.PROD,
+                     "argmax": ReduceOp.ARGMAX, "argmin": ReduceOp.ARGMIN}
 
 
 def _foreign_functions():

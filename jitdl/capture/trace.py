@@ -76,7 +76,7 @@ def _user_frame_loc(tb, filename):
 
 def trace(cap: Captured, specs, names) -> Graph:
     """Run the definition on placeholders. specs[i] is ('array', shape, dtype) or
-    ('scalar', dtype)."""
+    ('scalar', dtype, weak)."""
     params, call_args = [], []
     for n, (spec, name) in enumerate(zip(specs, names)):
         if spec[0] == "array":
@@ -84,7 +84,7 @@ def trace(cap: Captured, specs, names) -> Graph:
             params.append(t)
             call_args.append(t)
         else:
-            v = Var(name, spec[1], weak=True)
+            v = Var(name, spec[1], weak=spec[2])   # Python scalars are weak, NumPy's not
             params.append(v)
             call_args.append(v)
     fname = cap.original.__name__

@@ -12,6 +12,26 @@ from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, C
                             Load, Select, UnOp, Unary, Var)
 
 INF = math.inf
+FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
+
+
+def _var_part(form):
+    return {k: v for k, v in form.items() if k != 1 and v != 0}
+
+
+def _apply_facts(f, lo, hi, ranges):
+    """Tighten [lo, hi] of the affine form f with facts like `i + k >= 1`."""
+    vp = _var_part(f)
+    for items, flo, fhi in ranges.get(FACTS, ()):
+        form = dict(items)
+        fv = _var_part(form)
+        d = f.get(1, 0) - form.get(1, 0)
+        if fv == vp:
+            lo, hi = max(lo, flo + d), min(hi, fhi + d)
+        elif fv == {k: -v for k, v in vp.items()}:
+            d = f.get(1, 0) + form.get(1, 0)
+            lo, hi = max(lo, -fhi + d), min(hi, -flo + d)
+    return lo, hi
 
 
 def linear(e):
@@ -77,6 +97,8 @@ def bounds(e, ranges):
             vlo, vhi = ranges.get(k, (-INF, INF))
             lo += min(_mul(c, vlo), _mul(c, vhi))
             hi += max(_mul(c, vlo), _mul(c, vhi))
+        if FACTS in ranges:
+            lo, hi = _apply_facts(f, lo, hi, ranges)
         return lo, hi
     match e:
         case Compare() | Binary(dtype="bool") | Unary(dtype="bool"):
@@ -149,6 +171,18 @@ def narrow(cond, ranges, negate=False):
 
 
 def _narrow_cmp(op, a, b, ranges):
+    # a relation between several indices (i + k >= 1) is kept whole as a fact
+    fa, fb = linear(a), linear(b)
+    if fa is not None and fb is not None:
+        diff = dict(fa)
+        for k, v in fb.items():
+            diff[k] = diff.get(k, 0) - v
+        if len(_var_part(diff)) >= 2:
+            lim = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),
+                   CmpOp.GE: (0, INF), CmpOp.EQ: (0, 0)}.get(op)
+            if lim is not None:
+                fact = (tuple(diff.items()), lim[0], lim[1])
+                ranges = {**ranges, FACTS: ranges.get(FACTS, ()) + (fact,)}
     # bring to the form  c*v + d  op  rhs, for each variable side
     out = ranges
     for lhs, rhs, o in ((a, b, op), (b, a, _MIRROR[op])):

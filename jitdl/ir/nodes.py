@@ -78,6 +78,8 @@ class ReduceOp(enum.Enum):
     MIN = "min"
     ANY = "any"
     ALL = "all"
+    ARGMAX = "argmax"    # int64 position of the first maximum
+    ARGMIN = "argmin"
 
 
 class ForKind(enum.Enum):

@@ -12,7 +12,7 @@ from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.ir.analysis import bounds, narrow, reads_memory
 from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import expr_children
+from jitdl.ir.visit import expr_children, walk_expr
 from jitdl.te.tensor import Placeholder
 
 
@@ -31,6 +31,8 @@ def _walk_guarded(e, ranges, visit):
         _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit)
         return
     if isinstance(e, Reduce):
+        if any(a.extent <= 0 for a in e.axes):
+            return                  # an empty reduction reads nothing
         inner = {**ranges, **{a.var: (a.min, a.min + a.extent - 1) for a in e.axes}}
         if e.where is not None:
             _walk_guarded(e.where, inner, visit)
@@ -41,16 +43,25 @@ def _walk_guarded(e, ranges, visit):
         _walk_guarded(c, ranges, visit)
 
 
-def check_stage(tensor, runtime_checked):
-    """Prove the accesses of one stage; record data-dependent ones in runtime_checked."""
+def check_stage(tensor, scalars=()):
+    """Prove the accesses of one stage (data-dependent ones are checked at run time)."""
     op = tensor.op
+    if any(a.extent == 0 for a in op.axes):
+        return                      # an empty tensor reads nothing
     ranges = {a.var: (a.min, a.min + a.extent - 1) for a in op.axes}
+    known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body) if isinstance(r, Reduce)
+                           for a in r.axes}
+    for n in walk_expr(op.body):
+        if isinstance(n, Var) and n not in known:
+            raise DefinitionError(
+                f"index `{n.name}` is used outside a reduction over it in stage "
+                f"{tensor.name}; a reduce axis can only appear inside jd.sum/max/min/prod("
+                f"..., axis={n.name}) (or a generator reduction)", op.loc)
 
     def visit(acc, rng):
         for dim, idx in enumerate(acc.indices):
             n = acc.tensor.shape[dim]
             if reads_memory(idx):
-                runtime_checked.add((id(acc.tensor), dim, idx))
                 continue
             lo, hi = bounds(idx, rng)
             if lo >= 0 and hi <= n - 1:

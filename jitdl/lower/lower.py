@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 from jitdl import dtypes
 from jitdl.ir.analysis import reads_memory
-from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Const, For, ForKind,
-                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
+from jitdl.errors import ScheduleError
+from jitdl.ir import build
+from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
+                            ForKind, IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import map_expr, substitute
 from jitdl.lower import bounds
@@ -138,10 +140,17 @@ class _Builder:
         body = self.loads(substitute(self.inline(red.body), sub))
         where = None if red.where is None else \
             self.loads(substitute(self.inline(red.where), sub))
-        init = identity(red.op, red.dtype)
         data = [n for n in st.leaves if not st.axes[n].reduce]
         rloops = [n for n in st.leaves if st.axes[n].reduce]
         accumulate_in_register = st.leaves == data + rloops
+        if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            if not accumulate_in_register:
+                raise ScheduleError(
+                    f"stage {t.name} is an {red.op.value}: its reduction loops must stay "
+                    f"inside all its data loops (loop order now: {', '.join(st.leaves)})")
+            return nest(data, self._arg_reduce(t, red, body, where, sub, buf, out_index,
+                                               nest, rloops))
+        init = identity(red.op, red.dtype)
         if accumulate_in_register:
             acc = Buffer(f"{t.name}_acc", red.dtype, (1,), "local")
             zero = Const(0, "int64")
@@ -162,6 +171,40 @@ class _Builder:
         return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init)),
                                  nest(rest, update))))
 
+    def _arg_reduce(self, t, red, body, where, sub, buf, out_index, nest, rloops):
+        """argmax/argmin: the best value and its position, kept in two registers."""
+        zero = Const(0, "int64")
+        vdt = red.body.dtype
+        best = Buffer(f"{t.name}_best", vdt, (1,), "local")
+        pos = Buffer(f"{t.name}_pos", "int64", (1,), "local")
+        op = ReduceOp.MAX if red.op == ReduceOp.ARGMAX else ReduceOp.MIN
+        cur = Load(best, zero)
+        better = build.compare(CmpOp.GT if op == ReduceOp.MAX else CmpOp.LT, body, cur)
+        if dtypes.is_float(vdt):     # the first NaN wins, as in NumPy
+            nan_first = build.logical(BinOp.AND, build.compare(CmpOp.NE, body, body),
+                                      build.compare(CmpOp.EQ, cur, cur))
+            better = build.logical(BinOp.OR, better, nan_first)
+        update = IfThen(better, Seq((Store(best, zero, body),
+                                     Store(pos, zero, _arg_position(red, sub)))))
+        if where is not None:
+            update = IfThen(where, update)
+        first = Const(red.axes[0].min if len(red.axes) == 1 else 0, "int64")
+        return Allocate(best, Allocate(pos, Seq((
+            Store(best, zero, identity(op, vdt)), Store(pos, zero, first),
+            nest(rloops, update), Store(buf, out_index, Load(pos, zero))))))
+
+
+def _arg_position(red, sub):
+    """The position argmax/argmin report: the index itself over one axis, the row-major
+    offset inside the reduced block over several."""
+    if len(red.axes) == 1:
+        return substitute(red.axes[0].var, sub)
+    pos = None
+    for a in red.axes:
+        rel = substitute(a.var, sub) - a.min if a.min else substitute(a.var, sub)
+        pos = rel if pos is None else pos * a.extent + rel
+    return pos
+
 
 def _uses(e, var):
     from jitdl.ir.visit import walk_expr
@@ -171,8 +214,9 @@ def _uses(e, var):
 def lower(graph, sched, name) -> Lowered:
     stages = stages_of(graph.outputs)
     bounds.check_shape_agreement(stages)
+    scalar_params = [p for p in graph.params if isinstance(p, Var)]
     for t in stages:
-        bounds.check_stage(t, set())
+        bounds.check_stage(t, scalar_params)
     buffers = {}
     inputs, scalars = [], []
     for p in graph.params:

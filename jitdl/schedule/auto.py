@@ -8,7 +8,7 @@ enough work; vectorise the innermost contiguous data loop.
 from __future__ import annotations
 
 from jitdl.ir.analysis import linear, reads_memory
-from jitdl.ir.nodes import Access, Select
+from jitdl.ir.nodes import Access, ReduceOp, Select
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.schedule import Axis
 
@@ -60,7 +60,9 @@ def auto_schedule(s, num_threads):
         op = st.tensor.op
         data = [a.name for a in op.axes]
         red = [a.name for a in op.reduce_axes]
-        if red and data and _innermost_contiguous(st):
+        arg = st.tensor.op.reduce is not None and \
+            st.tensor.op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
+        if red and data and not arg and _innermost_contiguous(st):
             # i, k, j: the reduction walks rows, the innermost loop streams along j
             s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
         work = 1

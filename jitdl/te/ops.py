@@ -3,6 +3,7 @@ casts and math intrinsics. They build TE nodes; jitdl.capture routes Python's bu
 and math/numpy functions here when their arguments are symbolic."""
 from __future__ import annotations
 
+import builtins
 import inspect
 import itertools
 
@@ -50,10 +51,7 @@ def reduce_axis(dom, name=None) -> IterVar:
         lo, hi = (_as_int(d, "reduce_axis bound") for d in dom)
     else:
         lo, hi = 0, _as_int(dom, "reduce_axis extent")
-    if hi <= lo:
-        raise DefinitionError(f"reduce_axis {name or ''} has an empty range [{lo}, {hi})",
-                              user_loc())
-    return IterVar(Var(name or _fresh("k")), lo, hi - lo, reduce=True)
+    return IterVar(Var(name or _fresh("k")), lo, builtins.max(hi - lo, 0), reduce=True)
 
 
 def _shape(shape):
@@ -133,6 +131,12 @@ def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
             raise DefinitionError(
                 f"axis= of jd.{op.value} must be reduce axes made by jd.reduce_axis, got {a!r}",
                 user_loc())
+    if op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
+            builtins.any(a.extent == 0 for a in axes):
+        raise DefinitionError(
+            f"{op.value} over an empty range has no identity (NumPy raises here too): "
+            f"{', '.join(f'{a.name} in [{a.min}, {a.min + a.extent})' for a in axes)}",
+            user_loc())
     body = build.as_expr(expr)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = build.truth(body)
@@ -140,13 +144,19 @@ def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
         body = build.cast(body, "int64")
     elif body.weak:
         body = build.cast(body, body.dtype)
+    if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        if body.dtype == "bool":
+            body = build.cast(body, "int8")
+        elif body.weak:
+            body = build.cast(body, body.dtype)
     cond = None if where is None else build.truth(where)
     if isinstance(cond, Const):
         if not cond.value:
             raise DefinitionError(f"the where= condition of jd.{op.value} is always False",
                                   user_loc())
         cond = None
-    return Reduce(op, body, axes, cond, body.dtype)
+    dtype = "int64" if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else body.dtype
+    return Reduce(op, body, axes, cond, dtype)
 
 
 def _reducer(op):
@@ -163,6 +173,10 @@ def _reducer(op):
 
 sum = _reducer(ReduceOp.SUM)  # noqa: A001
 prod = _reducer(ReduceOp.PROD)
+argmax = _reducer(ReduceOp.ARGMAX)
+argmax.__doc__ = "Reduction: the int64 position of the first maximum of expr over `axis`."
+argmin = _reducer(ReduceOp.ARGMIN)
+argmin.__doc__ = "Reduction: the int64 position of the first minimum of expr over `axis`."
 
 
 def _minmax(op, binop):
@@ -279,6 +293,7 @@ INTRINSICS = {
     "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "pow": pow, "power": pow,
     "atan2": atan2, "arctan2": atan2, "fmod": fmod, "maximum": max, "minimum": min,
     "max": max, "min": min, "sum": sum, "prod": prod, "all": all, "any": any,
+    "argmax": argmax, "argmin": argmin,
     "select": select, "where": select,
 }
 

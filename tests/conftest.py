@@ -1,0 +1,25 @@
+"""Shared fixtures for the jitdl test suite.
+
+The disk cache is pointed at a fresh temporary directory for the whole session (before
+jitdl is imported), so tests neither read stale binaries nor litter the user's cache.
+"""
+import os
+import shutil
+import tempfile
+import zlib
+
+_CACHE_DIR = tempfile.mkdtemp(prefix="jitdl-test-cache-")
+os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the test's id: fresh non-trivial data, reproducible."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))

@@ -1,0 +1,379 @@
+"""Errors are for people: the right exception class, naming the argument, the expected and
+actual values, and the user's source line."""
+import re
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+
+
+def message(excinfo):
+    return str(excinfo.value)
+
+
+def mentions(msg, *words):
+    """Every word occurs in msg as a whole word (a name like A or k, a size like 5)."""
+    missing = [w for w in words
+               if not re.search(r"(?<![A-Za-z0-9_])" + re.escape(w) + r"(?![A-Za-z0-9_])", msg)]
+    assert not missing, f"{missing} missing from the message:\n{msg}"
+
+
+def test_error_hierarchy():
+    for cls in (jd.DefinitionError, jd.ArgumentError, jd.ScheduleError):
+        assert issubclass(cls, jd.JitdlError)
+    assert issubclass(jd.JitdlError, Exception)
+
+
+# ---------------------------------------------------------------------------------------
+# bad call arguments
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def matmul_te(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@jd.compute
+def matmul_idx(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    C[i, j] = sum(A[i, k] * B[k, j] for k in range(K))
+    return C
+
+
+@jd.compute
+def add(X, Z):
+    Y[i] = X[i] + Z[i]
+    return Y
+
+
+@pytest.mark.parametrize("f", [matmul_te, matmul_idx], ids=["te", "index"])
+def test_matmul_shape_mismatch_names_both_arguments_and_sizes(f):
+    a, b = np.ones((4, 5)), np.ones((6, 3))
+    with pytest.raises(jd.ArgumentError) as ei:
+        f(a, b)
+    mentions(message(ei), "A", "B", "5", "6")
+
+
+def test_matmul_shape_mismatch_other_way_index_notation():
+    a, b = np.ones((4, 6)), np.ones((5, 3))
+    with pytest.raises(jd.ArgumentError) as ei:
+        matmul_idx(a, b)
+    mentions(message(ei), "A", "B", "5", "6")
+
+
+def test_elementwise_length_mismatch():
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(7), np.ones(9))
+    mentions(message(ei), "X", "Z", "7", "9")
+
+
+def test_mismatch_after_a_good_call_still_raises():
+    """The compiled-call fast path must still check shapes."""
+    matmul_idx(np.ones((2, 3)), np.ones((3, 4)))
+    with pytest.raises(jd.ArgumentError):
+        matmul_idx(np.ones((2, 3)), np.ones((2, 4)))
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "float16"])
+def test_unsupported_dtype_names_argument_and_dtype(dtype):
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3), np.ones(3, dtype=dtype))
+    mentions(message(ei), "Z", dtype)
+
+
+def test_object_array_rejected():
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.array([1, "a", None], dtype=object), np.ones(3))
+    mentions(message(ei), "X")
+
+
+def test_wrong_rank_names_argument():
+    # X is indexed with one subscript; a matrix does not fit (either class is fair: the
+    # argument does not fit the definition's use of it)
+    with pytest.raises((jd.ArgumentError, jd.DefinitionError)) as ei:
+        add(np.ones((3, 3)), np.ones(3))
+    mentions(message(ei), "X")
+
+
+def test_wrong_rank_failing_in_user_python_is_a_jitdl_error_with_the_line():
+    # the unpacking of A.shape fails in the user's own code: still a jitdl error that
+    # points at the user's line, not a bare ValueError from deep inside the tracer
+    with pytest.raises(jd.JitdlError) as ei:
+        matmul_te(np.ones(4), np.ones((4, 3)))
+    assert "(M, K), (_, N) = A.shape, B.shape" in message(ei)
+
+
+def test_too_few_arguments():
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3))
+    mentions(message(ei), "Z")
+
+
+def test_too_many_arguments():
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3), np.ones(3), np.ones(3))
+    mentions(message(ei), "3")   # the count given (2 expected)
+
+
+def test_non_array_argument_names_it():
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3), "hello")
+    mentions(message(ei), "Z")
+
+
+def test_argument_error_is_a_type_error_for_python_callers():
+    with pytest.raises(TypeError):
+        add(np.ones(3))
+
+
+def test_out_wrong_shape_names_expected_and_actual():
+    a, b = np.ones((5, 4)), np.ones((4, 7))
+    with pytest.raises(jd.ArgumentError) as ei:
+        matmul_te(a, b, out=np.empty((6, 7)))
+    msg = message(ei)
+    assert "out" in msg and "(5, 7)" in msg and "(6, 7)" in msg, msg
+
+
+def test_out_wrong_dtype_names_expected_and_actual():
+    a, b = np.ones((5, 4), np.float32), np.ones((4, 7), np.float32)
+    with pytest.raises(jd.ArgumentError) as ei:
+        matmul_te(a, b, out=np.empty((5, 7), np.float64))
+    msg = message(ei)
+    assert "out" in msg and "float32" in msg and "float64" in msg, msg
+
+
+def test_out_not_writeable_rejected():
+    out = np.empty(3)
+    out.flags.writeable = False
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3), np.ones(3), out=out)
+    assert "out" in message(ei)
+
+
+def test_out_wrong_shape_on_fast_path():
+    a, b = np.ones((5, 4)), np.ones((4, 7))
+    matmul_te(a, b, out=np.empty((5, 7)))          # compiled and cached
+    with pytest.raises(jd.ArgumentError):
+        matmul_te(a, b, out=np.empty((7, 5)))
+
+
+# ---------------------------------------------------------------------------------------
+# bad definitions
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def shifted_te(X):
+    (n,) = X.shape
+    return jd.tensor((n,), lambda i: X[i + 1], name="Y")
+
+
+def test_out_of_bounds_access_te_names_tensor_index_and_line():
+    with pytest.raises(jd.DefinitionError) as ei:
+        shifted_te(np.ones(8))
+    msg = message(ei)
+    mentions(msg, "X", "i + 1")
+    assert 'return jd.tensor((n,), lambda i: X[i + 1], name="Y")' in msg, msg
+
+
+@jd.compute
+def shifted_declared(X):
+    (n,) = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = X[i] * 2.0 + X[i + 3]
+    return Y
+
+
+def test_out_of_bounds_access_declared_shape():
+    with pytest.raises(jd.DefinitionError) as ei:
+        shifted_declared(np.ones(8))
+    msg = message(ei)
+    mentions(msg, "X", "i + 3")
+    assert "Y[i] = X[i] * 2.0 + X[i + 3]" in msg, msg
+
+
+@jd.compute
+def legal_inferred(X):
+    Y[i] = X[i] + X[i + 1]
+    return Y
+
+
+def test_shifted_access_is_legal_by_inference():
+    x = np.arange(6.0)
+    np.testing.assert_array_equal(legal_inferred(x), x[:-1] + x[1:])
+
+
+@jd.compute
+def unbounded_index(X):
+    Y[i, j] = X[i] * 2.0
+    return Y
+
+
+def test_index_without_bounding_access_is_named():
+    with pytest.raises(jd.DefinitionError) as ei:
+        unbounded_index(np.ones(4))
+    msg = message(ei)
+    mentions(msg, "j")
+    assert "Y[i, j] = X[i] * 2.0" in msg, msg
+
+
+@jd.compute
+def unbounded_outer_in_range(X):
+    Y[i] = sum(X[k] for k in range(i + 1))
+    return Y
+
+
+def test_index_only_bounding_a_range_is_unbounded():
+    with pytest.raises(jd.DefinitionError) as ei:
+        unbounded_outer_in_range(np.ones(4))
+    msg = message(ei)
+    mentions(msg, "i")
+
+
+@jd.compute
+def not_from_zero(X):
+    Y[i] = X[i - 1] + X[i + 1]
+    return Y
+
+
+def test_inferred_range_not_starting_at_zero():
+    with pytest.raises(jd.DefinitionError) as ei:
+        not_from_zero(np.ones(6))
+    msg = message(ei)
+    assert "Y[i] = X[i - 1] + X[i + 1]" in msg, msg
+
+
+@jd.compute
+def reduce_axis_not_reduced(X):
+    (n,) = X.shape
+    k = jd.reduce_axis(n, name="k")
+    return jd.tensor((n,), lambda i: X[i] + X[k], name="Y")
+
+
+def test_reduce_axis_used_outside_a_reduction():
+    with pytest.raises(jd.DefinitionError) as ei:
+        reduce_axis_not_reduced(np.ones(4))
+    mentions(message(ei), "k")
+
+
+@jd.compute
+def one_arg_max(X):
+    (n,) = X.shape
+    return jd.tensor((n,), lambda i: jd.max(X[i]), name="Y")
+
+
+def test_single_argument_max_without_axis():
+    with pytest.raises(jd.DefinitionError):
+        one_arg_max(np.ones(4))
+
+
+@jd.compute
+def empty_reduce_axis(X):
+    (n,) = X.shape
+    k = jd.reduce_axis((3, 3), name="k")
+    return jd.tensor((n,), lambda i: jd.sum(X[k], axis=k), name="Y")
+
+
+@jd.compute
+def empty_max(X):
+    (n,) = X.shape
+    k = jd.reduce_axis((3, 3), name="k")
+    return jd.tensor((n,), lambda i: jd.max(X[k], axis=k), name="Y")
+
+
+def test_empty_reduce_axis():
+    # as in NumPy: an empty sum is 0, an empty max has no identity and is an error
+    np.testing.assert_array_equal(empty_reduce_axis(np.ones(4)), np.zeros(4))
+    with pytest.raises(jd.DefinitionError, match="empty range"):
+        empty_max(np.ones(4))
+
+
+@jd.compute
+def gather(E, ids):
+    Y[i, j] = E[ids[i], j]
+    return Y
+
+
+def test_data_dependent_index_out_of_range_raises_index_error():
+    e = np.arange(12.0).reshape(4, 3)
+    ok = gather(e, np.array([3, 0, 2]))
+    np.testing.assert_array_equal(ok, e[[3, 0, 2]])
+    with pytest.raises(IndexError) as ei:
+        gather(e, np.array([1, 4, 0]))
+    msg = message(ei)
+    mentions(msg, "E", "4")
+    with pytest.raises(IndexError):
+        gather(e, np.array([-1, 0, 0]))
+
+
+def test_definition_error_is_raised_again_on_the_next_call():
+    for _ in range(2):
+        with pytest.raises(jd.DefinitionError):
+            shifted_te(np.ones(8))
+
+
+# ---------------------------------------------------------------------------------------
+# functions without retrievable source
+# ---------------------------------------------------------------------------------------
+
+INDEX_NOTATION_SRC = """
+def no_source_index(X):
+    Y[i] = X[i] * 2.0
+    return Y
+"""
+
+TE_SRC = """
+def no_source_te(X):
+    (n,) = X.shape
+    return jd.tensor((n,), lambda i: X[i] * 2.0 + 1.0, name="Y")
+"""
+
+
+def _exec(src, name):
+    ns = {"jd": jd}
+    exec(compile(src, "<generated>", "exec"), ns)
+    return ns[name]
+
+
+def test_index_notation_without_source_mentions_source():
+    fn = _exec(INDEX_NOTATION_SRC, "no_source_index")
+    with pytest.raises(jd.DefinitionError) as ei:
+        f = jd.compute(fn)
+        f(np.ones(3))
+    assert "source" in message(ei).lower()
+
+
+def test_te_style_works_without_source():
+    f = jd.compute(_exec(TE_SRC, "no_source_te"))
+    x = np.arange(5.0)
+    np.testing.assert_array_equal(f(x), x * 2.0 + 1.0)
+
+
+@jd.compute
+def wrong_guard(X):
+    (n,) = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = X[i + 1] if i < n else 0.0
+    return Y
+
+
+def test_select_condition_that_does_not_guard_is_an_error():
+    with pytest.raises(jd.DefinitionError) as ei:
+        wrong_guard(np.ones(5))
+    msg = message(ei)
+    mentions(msg, "X", "i + 1")
+    assert "Y[i] = X[i + 1] if i < n else 0.0" in msg, msg
+
+
+@jd.compute
+def subrange_dot(A, B):
+    n, m = A.shape
+    Y[i] = sum(A[i, k] * B[k] for k in range(1, 4))
+    return Y
+
+
+def test_sub_range_imposes_no_shape_agreement():
+    a, b = np.arange(15.0).reshape(3, 5), np.arange(7.0)
+    np.testing.assert_array_equal(subrange_dot(a, b), a[:, 1:4] @ b[1:4])
