@@ -15,6 +15,7 @@ from jitdl import config
 from jitdl.api import Function, compute, schedule
 from jitdl.errors import (ArgumentError, CompileError, DefinitionError, JitdlError,
                           ScheduleError)
+from jitdl.runtime.aot import load
 from jitdl.runtime.engine import set_num_threads
 from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, ceil, cos, erf, exp, expm1,
                           float32, float64, floor, fmod, int8, int16, int32, int64, isfinite,
@@ -24,12 +25,14 @@ from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, cei
 
 __version__ = "0.1.0"
 
+config.setup_logging()
+
 __all__ = [
     "compute", "schedule", "Function", "tensor", "reduce_axis", "sum", "prod", "max", "min",
     "argmax", "argmin",
     "all", "any", "select", "where", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
     "sin", "cos", "tan", "atan", "atan2", "abs", "floor", "ceil", "round", "trunc", "sign",
     "log1p", "expm1", "isnan", "isinf", "isfinite", "pow", "fmod", "float32", "float64",
-    "int8", "int16", "int32", "int64", "uint8", "bool_", "set_num_threads", "JitdlError",
+    "int8", "int16", "int32", "int64", "uint8", "bool_", "set_num_threads", "load", "JitdlError",
     "DefinitionError", "ArgumentError", "ScheduleError", "CompileError",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import time
 
@@ -19,11 +20,14 @@ from jitdl.config import settings
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.lower.lower import lower
 from jitdl.runtime import engine
-from jitdl.runtime.kernel import Kernel
+from jitdl.cache import keys
+from jitdl.cache.store import default_store
+from jitdl.runtime.kernel import Kernel, Signature
 from jitdl.schedule.auto import auto_schedule
 from jitdl.schedule.config import Config, sample
 from jitdl.schedule.schedule import Schedule
 
+log = logging.getLogger("jitdl.cache")
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -54,6 +58,8 @@ class Function:
         self._schedules = {}            # target -> schedule function (s, cfg)
         self._configs = {}              # key -> knob values chosen by tuning
         self._lock = threading.RLock()
+        self._events = []               # cache hits and compilations, for cache_info()
+        self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):
@@ -124,17 +130,102 @@ class Function:
         return sched, cfg
 
     def _build(self, args, config=None):
-        graph, specs = self._graph(args)
+        """A kernel for these arguments: from the disk cache when it has one, else compiled
+        (and stored)."""
+        specs = self._specs(args)
+        store = default_store()
+        event = {"call": _describe(self.param_names, specs), "result": "compiled"}
+        self._events.append(event)
+        fkey = fparts = None
+        if store is not None:
+            fkey, fparts = keys.fast_key(self, specs, config)
+            event["fast_parts"] = fparts
+            full = store.resolve(fkey)
+            entry = store.get(full) if full else None
+            kernel = self._from_entry(entry)
+            if kernel is not None:
+                event["result"] = "hit"
+                log.info("hit %s %s", self.qualname, event["call"])
+                return kernel
+        graph, _ = self._graph(args)
         sched, cfg = self._schedule(graph, config=config)
         lowered = lower(graph, sched, _symbol(self.name))
+        loop_ir = str(lowered.func)
         module, checks = generate(lowered.func, parallel_ok=engine.parallel_available(),
                                   strict_fp=self.strict_fp, with_err=lowered.checks > 0,
                                   array_data_offset=engine.array_data_offset())
-        compiled = engine.Compiled(str(module), lowered.func.name)
-        layout = [(s[0], n) for s, n in zip(specs, self.param_names)]
-        kernel = Kernel(self.name, lowered, compiled, checks, layout)
-        kernel.schedule, kernel.config, kernel.unoptimized_ir = sched, cfg, str(module)
+        sig = Signature(
+            self.name, lowered.func.name,
+            [[b.name, list(b.shape), b.dtype] for b in lowered.inputs],
+            [[b.name, list(b.shape), b.dtype] for b in lowered.outputs],
+            [[v.name, v.dtype] for v in lowered.scalars],
+            [list(c) for c in checks],
+            [[s[0], n] for s, n in zip(specs, self.param_names)])
+        full = None
+        if store is not None:
+            full, _ = keys.full_key(loop_ir, self.strict_fp)
+            kernel = self._from_entry(store.get(full))
+            if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
+                store.alias(fkey, full, self.qualname, fparts)
+                event["result"] = "hit (same loop IR)"
+                log.info("hit (same loop IR) %s %s", self.qualname, event["call"])
+                return kernel
+            if log.isEnabledFor(logging.INFO):
+                log.info("miss %s %s; %s", self.qualname, event["call"],
+                         self._nearest_difference(store, fparts))
+        unoptimized = str(module)
+        obj, optimized = engine.optimize(unoptimized)
+        texts = {"loop_ir": loop_ir, "llvm_ir": optimized, "llvm_ir_unoptimized": unoptimized}
+        kernel = Kernel(sig, engine.Loaded(obj, sig.symbol), texts)
+        if store is not None:
+            meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
+                    "specs": specs,
+                    "schedule": sched.steps, "config": cfg.values if cfg else None,
+                    "created": time.time(), "environment": keys.environment(),
+                    "fast_parts": fparts}
+            store.put(full, meta, obj, texts, fkey, fparts)
         return kernel
+
+    def _from_entry(self, entry):
+        if entry is None:
+            return None
+        try:
+            sig = Signature.from_json(entry.meta["signature"])
+            return Kernel(sig, engine.Loaded(entry.obj, sig.symbol), entry.texts)
+        except Exception as e:          # a damaged entry is a miss, never a crash
+            log.warning("cannot load a cached kernel of %s (%s); recompiling",
+                        self.qualname, e)
+            return None
+
+    def _nearest_difference(self, store, parts):
+        """Which parts of the key differ from the closest stored entry of this function."""
+        best = None
+        for _, rec in store.alias_records():
+            if rec.get("fname") != self.qualname:
+                continue
+            other = rec.get("parts", {})
+            diff = sorted(k for k in parts if other.get(k) != parts[k])
+            if best is None or len(diff) < len(best):
+                best = diff
+        if best is None:
+            return "no stored entry of this function"
+        return "nearest stored entry differs in: " + (", ".join(best) or "nothing (damaged?)")
+
+    def cache_info(self):
+        """This process's record of compilations and cache lookups for this function; for
+        the last miss, which parts of the key differ from the nearest stored entry."""
+        store = default_store()
+        events = [dict(e) for e in self._events]
+        if events and events[-1]["result"] == "compiled" and store is not None \
+                and "fast_parts" in events[-1]:
+            events[-1]["differs"] = self._nearest_difference(store, events[-1]["fast_parts"])
+        for e in events:
+            e.pop("fast_parts", None)
+        return {"function": self.qualname,
+                "hits": sum(e["result"].startswith("hit") for e in events),
+                "misses": sum(e["result"] == "compiled" for e in events),
+                "cache_dir": store.root if store else None,
+                "events": events}
 
     def _compile(self, args, key):
         with self._lock:
@@ -154,20 +245,24 @@ class Function:
     # -- inspection -------------------------------------------------------------------------
     def lower(self, *args, **kwargs):
         """The loop IR of the specialisation for these arguments."""
-        return Text(str(self.kernel(*args, **kwargs).lowered.func))
+        return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
 
     def llvm_ir(self, *args, optimized=True, **kwargs):
         """The LLVM IR (optimised by default) of the specialisation for these arguments."""
         k = self.kernel(*args, **kwargs)
-        return Text(k.compiled.llvm_ir() if optimized else k.unoptimized_ir)
+        return Text(k.texts["llvm_ir" if optimized else "llvm_ir_unoptimized"])
 
     def asm(self, *args, **kwargs):
         """The host assembly of the specialisation for these arguments."""
-        return Text(self.kernel(*args, **kwargs).compiled.asm())
+        return Text(engine.assembly(self.kernel(*args, **kwargs).texts["llvm_ir"]))
 
     def schedule_of(self, *args, **kwargs):
-        """The schedule (steps and loop structure) used for these arguments."""
-        return self.kernel(*args, **kwargs).schedule
+        """The schedule (steps and loop structure) for these arguments."""
+        if kwargs:
+            args = self._bind(args, kwargs)
+        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        graph, _ = self._graph(args)
+        return self._schedule(graph, config=self._configs.get(key))[0]
 
     def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches."""
@@ -192,14 +287,26 @@ class Function:
             times.append((time.perf_counter() - t0) / number)
         return float(np.median(times))
 
+    def export(self, path, *example_args, **kwargs):
+        """Write the compiled kernel for these arguments, with its signature, to one file
+        that `jd.load(path)` runs in a process that never sees this source."""
+        from jitdl.runtime import aot
+        if kwargs:
+            example_args = self._bind(example_args, kwargs)
+        k = self.kernel(*example_args)
+        aot.write(path, self.name, [(self._specs(example_args), k)])
+        return path
+
     # -- tuning -----------------------------------------------------------------------------
     def tune(self, *args, trials=16, verbose=False):
         """Try up to `trials` configs of the schedule's knobs on these arguments, keep the
         fastest for this process (in memory). Returns (best config, seconds)."""
         key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         base = self.kernel(*args)
-        space = base.config.space if base.config is not None else {}
-        best_cfg, best_t = (base.config.values if base.config else {}), self.timeit(*args)
+        graph, _ = self._graph(args)
+        _, cfg0 = self._schedule(graph, config=self._configs.get(key))
+        space = cfg0.space if cfg0 is not None else {}
+        best_cfg, best_t = (cfg0.values if cfg0 else {}), self.timeit(*args)
         if not space:
             return best_cfg, best_t
         ref = base(args)
@@ -233,6 +340,17 @@ class Function:
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+
+def _describe(names, specs):
+    """`A: float32[512, 256], n: int64` for messages and cache listings."""
+    out = []
+    for name, s in zip(names, specs):
+        if s[0] == "array":
+            out.append(f"{name}: {s[2]}[{', '.join(map(str, s[1]))}]")
+        else:
+            out.append(f"{name}: {s[1]}{' (python)' if s[2] else ''}")
+    return ", ".join(out)
 
 
 def _check_same(ref, got):

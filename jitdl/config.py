@@ -20,6 +20,9 @@ class Settings:
     num_threads: int          # JITDL_NUM_THREADS: threads of parallel loops (default: all cores)
     log: str                  # JITDL_LOG: comma-separated topics to log (e.g. "compile")
     opt_level: int            # JITDL_OPT_LEVEL: LLVM speed level 0-3 (default 3)
+    cache: bool               # JITDL_CACHE: 0 disables the on-disk kernel cache
+    cache_dir: str            # JITDL_CACHE_DIR: where (default: the user cache dir)
+    cache_max_bytes: int      # JITDL_CACHE_MAX_BYTES: size cap, LRU eviction (default 1 GiB)
 
 
 def _cores():
@@ -34,7 +37,31 @@ def load() -> Settings:
         num_threads=max(1, _int("JITDL_NUM_THREADS", _cores())),
         log=os.environ.get("JITDL_LOG", ""),
         opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
+        cache=os.environ.get("JITDL_CACHE", "1").strip().lower() not in ("0", "false", "no",
+                                                                        "off"),
+        cache_dir=os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir(),
+        cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
     )
 
 
+def _user_cache_dir():
+    try:
+        import platformdirs
+        return platformdirs.user_cache_dir("jitdl", appauthor=False)
+    except ImportError:
+        return os.path.join(os.path.expanduser("~"), ".cache", "jitdl")
+
+
 settings = load()
+
+
+def setup_logging():
+    """JITDL_LOG=cache,compile: send those topics' messages to stderr."""
+    import logging
+    for topic in filter(None, (t.strip() for t in settings.log.split(","))):
+        logger = logging.getLogger(f"jitdl.{topic}")
+        if not logger.handlers:
+            h = logging.StreamHandler()
+            h.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            logger.addHandler(h)
+        logger.setLevel(logging.INFO)

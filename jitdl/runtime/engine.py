@@ -111,31 +111,36 @@ def set_num_threads(n: int):
         gomp.omp_set_num_threads(ctypes.c_int(settings.num_threads))
 
 
-class Compiled:
-    """An optimised module loaded into its own MCJIT engine."""
+def optimize(ir_text):
+    """Parse, verify and optimise a module (O3 for the host): (object code, optimised IR)."""
+    tm = _target_machine()
+    mod = llvm.parse_assembly(ir_text)
+    mod.triple = llvm.get_process_triple()
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_object(mod), str(mod)
 
-    def __init__(self, ir_text, name):
-        tm = _target_machine()
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-        self.optimized_ir = str(mod)
-        self.module = mod
-        self.engine = llvm.create_mcjit_compiler(mod, tm)
+
+class Loaded:
+    """Object code loaded into its own MCJIT engine (cold compiles and disk hits alike)."""
+
+    def __init__(self, obj: bytes, symbol: str):
+        _init()
+        self.obj = obj
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
+        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
-        self.address = self.engine.get_function_address(name)
-        self.object_address = self.engine.get_function_address(name + ".pyobj")
+        self.address = self.engine.get_function_address(symbol)
+        self.object_address = self.engine.get_function_address(symbol + ".pyobj")
+        if not self.address:
+            raise RuntimeError(f"symbol {symbol} not found in the object code")
 
-    def llvm_ir(self):
-        return self.optimized_ir
 
-    def asm(self):
-        # the engine owns self.module: print a fresh copy
-        mod = llvm.parse_assembly(self.optimized_ir)
-        return _target_machine(jit=False).emit_assembly(mod)
+def assembly(optimized_ir: str) -> str:
+    """Host assembly of an optimised module."""
+    return _target_machine(jit=False).emit_assembly(llvm.parse_assembly(optimized_ir))

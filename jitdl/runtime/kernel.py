@@ -6,6 +6,7 @@ reads their data pointers itself (asking NumPy for a pointer costs ~0.8 us per a
 from __future__ import annotations
 
 import ctypes
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -17,31 +18,53 @@ _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
 _empty = np.empty
 
 
-class Kernel:
-    """Runs one compiled specialisation. `layout[i]` says what call argument i is:
-    ("array", name) or ("scalar", name)."""
+@dataclass
+class Signature:
+    """What a compiled kernel expects and returns: plain data, stored as JSON beside the
+    object code in the disk cache and in exported files."""
+    fname: str          # the user's function name (for messages)
+    symbol: str         # the kernel's symbol in the object code
+    inputs: list        # [name, shape, dtype] of array parameters, in signature order
+    outputs: list       # [name, shape, dtype]
+    scalars: list       # [name, dtype]
+    checks: list        # [tensor, index text, extent] of run-time index checks
+    layout: list        # per call argument: ["array" | "scalar", name]
 
-    def __init__(self, fname, lowered, compiled, checks, layout):
-        self.fname = fname
-        self.lowered = lowered
-        self.compiled = compiled
-        self.checks = checks
-        self.layout = layout
-        self.out_specs = [(tuple(b.shape), np.dtype(b.dtype)) for b in lowered.outputs]
-        self.out_names = [b.name for b in lowered.outputs]
-        scalars = [_CTYPE[v.dtype] for v in lowered.scalars] + \
-            ([ctypes.c_void_p] if checks else [])
-        n_arrays = len(lowered.inputs) + len(self.out_specs)
+    def to_json(self):
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d["fname"], d["symbol"], [list(x) for x in d["inputs"]],
+                   [[n, tuple(s), dt] for n, s, dt in d["outputs"]],
+                   [list(x) for x in d["scalars"]], [list(x) for x in d["checks"]],
+                   [list(x) for x in d["layout"]])
+
+
+class Kernel:
+    """Runs one compiled specialisation."""
+
+    def __init__(self, sig: Signature, loaded, texts=None):
+        self.sig = sig
+        self.fname = sig.fname
+        self.loaded = loaded                 # keeps the engine (and the code) alive
+        self.texts = texts or {}             # "loop_ir", "llvm_ir", "llvm_ir_unoptimized"
+        self.checks = sig.checks
+        self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
+        self.out_names = [name for name, _, _ in sig.outputs]
+        scalars = [_CTYPE[dt] for _, dt in sig.scalars] + \
+            ([ctypes.c_void_p] if sig.checks else [])
+        n_arrays = len(sig.inputs) + len(self.out_specs)
         self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_arrays + scalars))(
-            compiled.address)
+            loaded.address)
         self.ofunc = None
-        if compiled.object_address:
+        if loaded.object_address:
             self.ofunc = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * n_arrays + scalars))(
-                compiled.object_address)
-        self.array_pos = [i for i, (kind, _) in enumerate(layout) if kind == "array"]
-        self.scalar_pos = [i for i, (kind, _) in enumerate(layout) if kind == "scalar"]
+                loaded.object_address)
+        self.array_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "array"]
+        self.scalar_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "scalar"]
         self.single = len(self.out_specs) == 1
-        self.fast = self.ofunc is not None and not checks
+        self.fast = self.ofunc is not None and not sig.checks
 
     def __call__(self, args, out=None):
         if self.fast:

@@ -1,0 +1,205 @@
+"""Cache keys: digests of everything that can change a compiled kernel.
+
+Two levels. The *fast key* is computed before any tracing, from the source text of the
+definition and of everything it reads (helper functions, in this module or another, and
+the values of globals and closure variables), the schedule function likewise, the knob
+values, the argument signature, the target and the versions: a warm process that finds
+it skips capture, lowering and LLVM. The *full key* digests the loop IR itself with the
+codegen settings, target and versions: two sources that lower to the same loop IR share
+one binary. No key ever contains an address or an id().
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+_JITDL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+_ENV = {}
+
+
+def environment() -> dict:
+    """Versions, target and settings that change code generation (computed once)."""
+    if not _ENV:
+        _ENV.update(_environment())
+    return _ENV
+
+
+def _environment() -> dict:
+    import llvmlite
+    import jitdl
+    from jitdl.config import settings
+    from jitdl.runtime import engine
+    info = engine.target_info()
+    return {
+        "jitdl": jitdl.__version__,
+        "llvmlite": llvmlite.__version__,
+        "llvm": info["llvm"],
+        "triple": info["triple"],
+        "cpu": info["cpu"],
+        "features": digest(info["features"])[:16],
+        "opt_level": settings.opt_level,
+        "parallel": engine.parallel_available(),
+        "array_data_offset": engine.array_data_offset(),
+    }
+
+
+_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"])
+
+
+def _is_library(obj) -> bool:
+    """Code from the standard library, installed packages or jitdl itself: identified by
+    name and version, not by its source."""
+    try:
+        path = inspect.getsourcefile(obj)
+    except TypeError:
+        return True                 # builtins
+    if not path:
+        return True
+    path = os.path.realpath(path)
+    return (path.startswith(_JITDL_DIR + os.sep) or path.startswith(_STDLIB + os.sep)
+            or "site-packages" in path or "dist-packages" in path)
+
+
+def _names(code) -> set:
+    out = set(code.co_names) | set(code.co_freevars)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _names(c)
+    return out
+
+
+class _Walker:
+    """Collects the text of a function and of everything it reads, recursively."""
+
+    def __init__(self):
+        self.seen = set()
+        self.parts = []
+
+    def function(self, fn):
+        key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            src = fn.__code__.co_code.hex() + repr(fn.__code__.co_consts)
+        self.parts.append(f"def {key}: {src}")
+        names = _names(fn.__code__)
+        cells = {}
+        if fn.__closure__:
+            for n, c in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    cells[n] = c.cell_contents
+                except ValueError:
+                    pass
+        glb = fn.__globals__
+        for name in sorted(names):
+            if name in cells:
+                self.value(name, cells[name], names)
+            elif name in glb:
+                self.value(name, glb[name], names)
+
+    def value(self, name, v, names):
+        from jitdl.api import Function
+        if isinstance(v, Function):
+            v = v.pyfunc
+        if isinstance(v, types.FunctionType):
+            if _is_library(v):
+                # factories make several functions with one qualname (jd.max, jd.min):
+                # the name and the closure's values tell them apart
+                cells = [_stable_repr(c.cell_contents) for c in (v.__closure__ or ())
+                         if _has_contents(c)]
+                self.parts.append(f"{name} = lib {v.__module__}.{v.__qualname__}:"
+                                  f"{v.__name__} {cells}")
+            else:
+                self.function(v)
+        elif isinstance(v, types.ModuleType):
+            self.parts.append(f"{name} = module {v.__name__}")
+            if not _is_library(v):
+                for attr in sorted(names):
+                    if hasattr(v, attr) and not attr.startswith("__"):
+                        self.value(f"{name}.{attr}", getattr(v, attr), names)
+        elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+            self.parts.append(f"{name} = {v!r}")
+        elif isinstance(v, (tuple, list, frozenset)) and len(v) < 10000:
+            try:
+                self.parts.append(f"{name} = {json.dumps(v, default=repr)}")
+            except (TypeError, ValueError):
+                self.parts.append(f"{name} = {type(v).__name__}")
+        elif isinstance(v, np.ndarray):
+            self.parts.append(f"{name} = array {v.dtype} {v.shape} "
+                              f"{digest(np.ascontiguousarray(v).tobytes())}")
+        elif isinstance(v, np.generic):
+            self.parts.append(f"{name} = {v.dtype} {v!r}")
+        else:
+            t = type(v)
+            self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}>")
+
+
+def _stable_repr(v) -> str:
+    """A repr without memory addresses (a default repr names the type only)."""
+    if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}"
+    r = repr(v)
+    return f"<{type(v).__module__}.{type(v).__qualname__}>" if " at 0x" in r else r
+
+
+def _has_contents(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
+
+
+def code_digests(fn):
+    """(digest of fn's own source, digest of what it reads)."""
+    w = _Walker()
+    w.function(fn)
+    own, deps = w.parts[0], w.parts[1:]
+    return digest(own), digest(*deps)
+
+
+def fast_key(func, specs, config, target="cpu"):
+    """The first-level key of one call signature, and its named parts."""
+    own, deps = code_digests(func.pyfunc)
+    sched_fn = func._schedules.get(target)
+    sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
+    parts = {
+        "source": own,
+        "dependencies": deps,
+        "schedule": sched,
+        "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),
+        "args": digest(json.dumps(specs)),
+        "options": digest(func.strict_fp),
+        "environment": digest(json.dumps(environment(), sort_keys=True)),
+    }
+    return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
+
+
+def full_key(loop_ir: str, strict_fp: bool):
+    parts = {"loop_ir": digest(loop_ir), "options": digest(strict_fp),
+             "environment": digest(json.dumps(environment(), sort_keys=True))}
+    return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
+
+
+def python_version():
+    return sys.version.split()[0]

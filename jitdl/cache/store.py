@@ -1,0 +1,336 @@
+"""The on-disk store: one file per compiled kernel, aliases from fast keys, and stats.
+
+Layout under the cache directory (per user; JITDL_CACHE_DIR overrides):
+
+    kernels/<full key>.jdk     object code + JSON metadata + compressed texts, checksummed
+    aliases/<fast key>.json    {"full": <full key>, "parts": {...}, "fname": ...}
+    stats.sqlite               hit counts and last use (best effort)
+
+Writes go to a temporary file in the same directory and are renamed into place, so a
+reader sees a whole entry or none. A corrupt, truncated or foreign-version entry is a
+miss that logs one warning and is overwritten. Nothing is unpickled: metadata is JSON.
+Loading object code is running code, so a directory or file that another user owns, or
+that group or others can write, is refused (with a warning) and jitdl compiles instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import stat
+import struct
+import tempfile
+import threading
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+
+log = logging.getLogger("jitdl.cache")
+
+MAGIC = b"JITDLK01"
+_HEADER = struct.Struct("<8sIQQ32s")    # magic, meta length, object length, texts length, sha256
+
+
+class CacheWarning(UserWarning):
+    pass
+
+
+@dataclass
+class Entry:
+    meta: dict
+    obj: bytes
+    texts: dict
+
+
+def pack(meta: dict, obj: bytes, texts: dict) -> bytes:
+    m = json.dumps(meta, sort_keys=True).encode()
+    t = zlib.compress(json.dumps(texts).encode(), 6)
+    body = m + obj + t
+    return _HEADER.pack(MAGIC, len(m), len(obj), len(t), hashlib.sha256(body).digest()) + body
+
+
+def unpack(data: bytes) -> Entry:
+    """Parse an entry; ValueError says what is wrong with a damaged one."""
+    if len(data) < _HEADER.size:
+        raise ValueError("truncated header")
+    magic, lm, lo, lt, checksum = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise ValueError(f"unknown format {magic!r}")
+    body = data[_HEADER.size:]
+    if len(body) != lm + lo + lt:
+        raise ValueError(f"truncated: {len(body)} bytes of {lm + lo + lt}")
+    if hashlib.sha256(body).digest() != checksum:
+        raise ValueError("checksum mismatch")
+    meta = json.loads(body[:lm])
+    texts = json.loads(zlib.decompress(body[lm + lo:]))
+    return Entry(meta, bytes(body[lm:lm + lo]), texts)
+
+
+def _owned_and_private(st) -> str | None:
+    """Why a path may not be trusted, or None."""
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it is owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"group or others can write it (mode {stat.filemode(st.st_mode)})"
+    return None
+
+
+class Store:
+    def __init__(self, root: str, max_bytes: int):
+        self.root = root
+        self.max_bytes = max_bytes
+        self.kernels = os.path.join(root, "kernels")
+        self.aliases = os.path.join(root, "aliases")
+        self._lock = threading.Lock()
+        self._db = None
+        self.usable = self._prepare()
+
+    # -- trust ------------------------------------------------------------------------------
+    def _prepare(self) -> bool:
+        try:
+            for d in (self.root, self.kernels, self.aliases):
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                why = _owned_and_private(os.stat(d))
+                if why:
+                    warnings.warn(f"jitdl: not using the kernel cache at {d}: {why}; "
+                                  "compiling instead (set JITDL_CACHE_DIR to a private "
+                                  "directory)", CacheWarning, stacklevel=4)
+                    return False
+        except OSError as e:
+            warnings.warn(f"jitdl: kernel cache disabled: cannot create {self.root}: {e}",
+                          CacheWarning, stacklevel=4)
+            return False
+        return True
+
+    def _read_trusted(self, path) -> bytes | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            why = _owned_and_private(st)
+            if why or not stat.S_ISREG(st.st_mode):
+                warnings.warn(f"jitdl: ignoring cache entry {path}: "
+                              f"{why or 'not a regular file'}", CacheWarning, stacklevel=5)
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
+
+    # -- entries ----------------------------------------------------------------------------
+    def _kernel_path(self, key):
+        return os.path.join(self.kernels, key + ".jdk")
+
+    def _alias_path(self, key):
+        return os.path.join(self.aliases, key + ".json")
+
+    def get(self, full_key) -> Entry | None:
+        path = self._kernel_path(full_key)
+        data = self._read_trusted(path)
+        if data is None:
+            return None
+        try:
+            entry = unpack(data)
+        except (ValueError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
+            warnings.warn(f"jitdl: damaged cache entry {path} ({e}); recompiling",
+                          CacheWarning, stacklevel=4)
+            return None
+        self._touch(path, full_key)
+        return entry
+
+    def resolve(self, fast_key) -> str | None:
+        """The full key a fast key points to, if any."""
+        data = self._read_trusted(self._alias_path(fast_key))
+        if data is None:
+            return None
+        try:
+            return json.loads(data)["full"]
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None):
+        if not self.usable:
+            return
+        try:
+            self._write(self._kernel_path(full_key), pack(meta, obj, texts))
+            if fast_key is not None:
+                self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
+            self._evict()
+        except OSError as e:
+            warnings.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning,
+                          stacklevel=4)
+
+    def alias(self, fast_key, full_key, fname, parts):
+        if not self.usable:
+            return
+        rec = {"full": full_key, "fname": fname, "parts": parts or {}}
+        try:
+            self._write(self._alias_path(fast_key), json.dumps(rec).encode())
+        except OSError:
+            pass
+
+    def _write(self, path, data):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def _touch(self, path, key):
+        try:
+            os.utime(path)               # least-recently-used order is by mtime
+        except OSError:
+            pass
+        self._count_hit(key)
+
+    # -- stats ------------------------------------------------------------------------------
+    def _stats(self):
+        if self._db is None:
+            db = sqlite3.connect(os.path.join(self.root, "stats.sqlite"), timeout=0.5,
+                                 check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS hits (key TEXT PRIMARY KEY, hits INTEGER,"
+                       " last REAL)")
+            self._db = db
+        return self._db
+
+    def _count_hit(self, key):
+        try:
+            with self._lock:
+                self._stats().execute(
+                    "INSERT INTO hits VALUES (?, 1, ?) ON CONFLICT(key) DO UPDATE SET "
+                    "hits = hits + 1, last = excluded.last", (key, time.time()))
+        except sqlite3.Error:
+            pass                         # statistics are best effort
+
+    def hits(self) -> dict:
+        try:
+            with self._lock:
+                return {k: h for k, h in self._stats().execute("SELECT key, hits FROM hits")}
+        except sqlite3.Error:
+            return {}
+
+    # -- listing, eviction, verification ----------------------------------------------------
+    def _kernel_files(self):
+        try:
+            with os.scandir(self.kernels) as it:
+                return [e for e in it if e.name.endswith(".jdk") and e.is_file()]
+        except OSError:
+            return []
+
+    def size(self) -> int:
+        return sum(e.stat().st_size for e in self._kernel_files())
+
+    def _evict(self):
+        files = self._kernel_files()
+        total = sum(e.stat().st_size for e in files)
+        if total <= self.max_bytes:
+            return
+        files.sort(key=lambda e: e.stat().st_mtime)
+        for e in files:
+            if total <= self.max_bytes * 0.9:
+                break
+            try:
+                size = e.stat().st_size
+                os.unlink(e.path)
+                total -= size
+                log.info("evicted %s (%d bytes)", e.name, size)
+            except OSError:
+                pass
+
+    def entries(self):
+        """(key, metadata or None if damaged, size, mtime) of every kernel file."""
+        out = []
+        for e in self._kernel_files():
+            key = e.name[:-4]
+            data = self._read_trusted(e.path)
+            meta = None
+            if data is not None:
+                try:
+                    meta = unpack(data).meta
+                except (ValueError, zlib.error, json.JSONDecodeError):
+                    meta = None
+            st = e.stat()
+            out.append((key, meta, st.st_size, st.st_mtime))
+        return out
+
+    def alias_records(self):
+        out = []
+        try:
+            with os.scandir(self.aliases) as it:
+                for e in it:
+                    if e.name.endswith(".json"):
+                        data = self._read_trusted(e.path)
+                        try:
+                            out.append((e.name[:-5], json.loads(data)))
+                        except (TypeError, ValueError):
+                            pass
+        except OSError:
+            pass
+        return out
+
+    def verify(self, remove=False):
+        """(good keys, damaged keys); remove=True deletes the damaged ones."""
+        good, bad = [], []
+        for e in self._kernel_files():
+            data = self._read_trusted(e.path)
+            try:
+                if data is None:
+                    raise ValueError("unreadable")
+                unpack(data)
+                good.append(e.name[:-4])
+            except (ValueError, zlib.error, json.JSONDecodeError):
+                bad.append(e.name[:-4])
+                if remove:
+                    try:
+                        os.unlink(e.path)
+                    except OSError:
+                        pass
+        return good, bad
+
+    def clear(self):
+        n = 0
+        for d in (self.kernels, self.aliases):
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        try:
+                            os.unlink(e.path)
+                            n += e.name.endswith(".jdk")
+                        except OSError:
+                            pass
+            except OSError:
+                pass
+        try:
+            with self._lock:
+                self._stats().execute("DELETE FROM hits")
+        except sqlite3.Error:
+            pass
+        return n
+
+
+_default = {}
+
+
+def default_store() -> Store | None:
+    """The store configured by JITDL_CACHE / JITDL_CACHE_DIR (None when disabled)."""
+    from jitdl.config import settings
+    if not settings.cache:
+        return None
+    root = settings.cache_dir
+    st = _default.get(root)
+    if st is None:
+        st = _default[root] = Store(root, settings.cache_max_bytes)
+    return st if st.usable else None

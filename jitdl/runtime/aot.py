@@ -1,0 +1,114 @@
+"""Ahead-of-time export: compiled kernels and their signatures in one file, and a loader
+that needs neither the definition's source nor LLVM code generation.
+
+File: b"JITDLX01", a little-endian u32 entry count, then for each entry a u64 length and a
+cache entry (jitdl.cache.store.pack: JSON metadata, object code, texts, checksum).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+from jitdl.cache.store import pack, unpack
+from jitdl.errors import ArgumentError, JitdlError
+from jitdl.runtime import engine
+from jitdl.runtime.kernel import Kernel, Signature
+
+MAGIC = b"JITDLX01"
+_WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}
+
+
+def _key_of_specs(specs):
+    key = []
+    for s in specs:
+        if s[0] == "array":
+            key.append((tuple(s[1]), np.dtype(s[2])))
+        else:
+            key.append(_WEAK_TYPES[s[1]] if s[2] else np.dtype(s[1]).type)
+    return tuple(key)
+
+
+def write(path, name, kernels):
+    """kernels: [(specs, Kernel)]."""
+    info = engine.target_info()
+    blobs = []
+    for specs, k in kernels:
+        meta = {"fname": name, "signature": k.sig.to_json(), "specs": specs,
+                "cpu": info["cpu"], "features": info["features"], "triple": info["triple"],
+                "array_data_offset": engine.array_data_offset()}
+        blobs.append(pack(meta, k.loaded.obj, {"loop_ir": k.texts.get("loop_ir", "")}))
+    data = MAGIC + struct.pack("<I", len(blobs)) + b"".join(
+        struct.pack("<Q", len(b)) + b for b in blobs)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".jitdl-export-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class ExportedFunction:
+    """A callable over the kernels of an exported file, dispatching on shapes and dtypes."""
+
+    def __init__(self, name, kernels):
+        self.name = name
+        self._kernels = kernels          # key -> Kernel
+
+    def __call__(self, *args, out=None):
+        key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in args])
+        k = self._kernels.get(key)
+        if k is None:
+            raise ArgumentError(
+                f"{self.name}(): no exported kernel for arguments "
+                f"{_show_key(key)}; the file holds: "
+                + "; ".join(_show_key(k) for k in self._kernels))
+        return k(args, out)
+
+    def lower(self, *args):
+        key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in args])
+        return self._kernels[key].texts.get("loop_ir", "")
+
+    def __repr__(self):
+        return f"<jitdl exported {self.name}: {len(self._kernels)} kernel(s)>"
+
+
+def _show_key(key):
+    parts = [f"{k[1]}[{', '.join(map(str, k[0]))}]" if isinstance(k, tuple) else k.__name__
+             for k in key]
+    return "(" + ", ".join(parts) + ")"
+
+
+def load(path) -> ExportedFunction:
+    """Load a file written by `f.export(path, *example_args)`."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != MAGIC:
+        raise JitdlError(f"{path} is not a jitdl export (bad magic {data[:8]!r})")
+    (count,) = struct.unpack_from("<I", data, 8)
+    pos, kernels, name = 12, {}, "kernel"
+    host = engine.target_info()
+    have = {f[1:] for f in host["features"].split(",") if f.startswith("+")}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        try:
+            entry = unpack(data[pos:pos + n])
+        except ValueError as e:
+            raise JitdlError(f"{path} is damaged: {e}") from None
+        pos += n
+        meta = entry.meta
+        name = meta["fname"]
+        need = {f[1:] for f in meta["features"].split(",") if f.startswith("+")}
+        missing = sorted(need - have)
+        if missing or meta["triple"] != host["triple"]:
+            raise JitdlError(
+                f"{path}: exported for {meta['triple']} {meta['cpu']}; this machine "
+                f"({host['triple']} {host['cpu']}) lacks CPU features: {', '.join(missing)}")
+        sig = Signature.from_json(meta["signature"])
+        loaded = engine.Loaded(entry.obj, sig.symbol)
+        if meta.get("array_data_offset") != engine.array_data_offset():
+            loaded.object_address = 0    # NumPy's layout differs: use the pointer entry
+        kernels[_key_of_specs(meta["specs"])] = Kernel(sig, loaded, entry.texts)
+    return ExportedFunction(name, kernels)
