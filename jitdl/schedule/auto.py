@@ -8,7 +8,7 @@ enough work; vectorise the innermost contiguous data loop.
 from __future__ import annotations
 
 from jitdl.ir.analysis import linear, reads_memory
-from jitdl.ir.nodes import Access, ReduceOp, Select
+from jitdl.ir.nodes import Access, ForKind, ReduceOp, Select, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.schedule import Axis
 
@@ -48,6 +48,75 @@ def _consumed_by_reduction(s, tensor):
     return False
 
 
+def _vars_with(stage, var):
+    """The variables of every access that also uses `var`."""
+    out = set()
+    for acc in walk_expr(stage.tensor.op.body):
+        if isinstance(acc, Access):
+            vs = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+            if var in vs:
+                out |= vs
+    return out
+
+
+def _register_tile(s, name, st):
+    """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
+    output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
+    the block in vector registers and streams rows of the contiguous operand)."""
+    op = st.tensor.op
+    data, red = list(op.axes), list(op.reduce_axes)
+    last = data[-1]
+    tj = next((f for f in (32, 16, 64, 8) if last.extent % f == 0 and last.extent >= f), None)
+    if tj is None:
+        return False
+    shared = _vars_with(st, last.var)
+    cands = [a for a in data[:-1] if a.var not in shared]
+    cand = max(cands, key=lambda a: a.extent) if cands else None
+    ti = None
+    if cand is not None:
+        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128), None)
+    jo, ji = s.split(Axis(name, last.name), tj)
+    order_outer = []
+    inner = []
+    for a in data[:-1]:
+        if cand is not None and a is cand and ti:
+            io, ii = s.split(Axis(name, a.name), ti)
+            order_outer.append(io)
+            inner.append(ii)
+        else:
+            order_outer.append(Axis(name, a.name))
+    s.reorder(*order_outer, jo, *[Axis(name, r.name) for r in red], *inner, ji)
+    for ax in inner:
+        s.unroll(ax)
+    s.unroll(ji)
+    return True
+
+
+def _parallelize(s, name, st, num_threads):
+    """Fuse leading data loops until there are enough iterations, run them in parallel."""
+    work = 1
+    for n in st.leaves:
+        work *= st.axes[n].extent
+    if num_threads <= 1 or work < PARALLEL_MIN_WORK:
+        return
+    data = [n for n in st.leaves if not st.axes[n].reduce]
+    lead = []
+    for n in st.leaves:
+        if st.axes[n].reduce or st.axes[n].kind != ForKind.SERIAL:
+            break
+        lead.append(n)
+        ext = 1
+        for m in lead:
+            ext *= st.axes[m].extent
+        if ext >= 4 * num_threads:
+            break
+    if lead and lead == data and len(lead) > 1:
+        lead = lead[:-1]            # keep the innermost loop for SIMD
+    if lead:
+        ax = s.fuse(*[Axis(name, n) for n in lead]) if len(lead) > 1 else Axis(name, lead[0])
+        s.parallel(ax)
+
+
 def auto_schedule(s, num_threads):
     outputs = {id(t) for t in s.outputs}
     for name, st in s.stages.items():
@@ -60,35 +129,14 @@ def auto_schedule(s, num_threads):
         op = st.tensor.op
         data = [a.name for a in op.axes]
         red = [a.name for a in op.reduce_axes]
-        arg = st.tensor.op.reduce is not None and \
-            st.tensor.op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
+        arg = op.reduce is not None and op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
         if red and data and not arg and _innermost_contiguous(st):
-            # i, k, j: the reduction walks rows, the innermost loop streams along j
-            s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
-        work = 1
-        for a in st.axes.values():
-            if a.name in data or a.name in red:
-                work *= a.extent
-        outer = [n for n in st.leaves if n in data]
-        if num_threads > 1 and work >= PARALLEL_MIN_WORK and outer:
-            # fuse leading data loops until there are enough parallel iterations
-            lead = []
-            for n in st.leaves:
-                if n not in data:
-                    break
-                lead.append(n)
-                ext = 1
-                for m in lead:
-                    ext *= st.axes[m].extent
-                if ext >= 4 * num_threads:
-                    break
-            if len(lead) == len(data) and len(lead) > 1 and not red:
-                lead = lead[:-1]    # keep the innermost loop for SIMD
-            if lead:
-                ax = s.fuse(*[Axis(name, n) for n in lead]) if len(lead) > 1 \
-                    else Axis(name, lead[0])
-                s.parallel(ax)
+            if not _register_tile(s, name, st):
+                # i, k, j: the reduction walks rows, the innermost loop streams along j
+                s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
+        _parallelize(s, name, st, num_threads)
         inner = st.leaves[-1] if st.leaves else None
-        if inner in data and st.axes[inner].kind.value == "for" and st.axes[inner].extent >= 4:
+        if inner is not None and not st.axes[inner].reduce and \
+                st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
     return s
