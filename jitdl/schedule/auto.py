@@ -75,6 +75,17 @@ def _register_tile(s, name, st):
     ti = None
     if cand is not None:
         ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128), None)
+    red_work = 1
+    for r in red:
+        red_work *= r.extent
+    if red_work >= 64 and (cand is None or cand.extent >= 4 * (ti or 1)):
+        # stream the operand read along the tile in blocks of tj: B[k, j] -> B_pack[j/tj, k, tj]
+        for acc in [n for n in walk_expr(op.body) if isinstance(n, Access)]:
+            t = acc.tensor
+            if t.ndim >= 2 and acc.indices[-1] is last.var and t.shape[-1] >= 2 * tj \
+                    and f"{t.name}_pack" not in s.stages \
+                    and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+                s.pack(t.name, s[name], t.ndim - 1, tj)
     jo, ji = s.split(Axis(name, last.name), tj)
     order_outer = []
     inner = []
@@ -123,8 +134,9 @@ def auto_schedule(s, num_threads):
         if not st.is_reduce and id(st.tensor) not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
             s.compute_inline(s[name])
-    for name, st in s.stages.items():
-        if st.attach == "inline":
+    for name in list(s.stages):
+        st = s.stages[name]
+        if st.attach == "inline" or name.endswith("_pack"):
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]
@@ -139,4 +151,10 @@ def auto_schedule(s, num_threads):
         if inner is not None and not st.axes[inner].reduce and \
                 st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
+    for name, st in s.stages.items():
+        if name.endswith("_pack") and not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
+            _parallelize(s, name, st, num_threads)
+            inner = st.leaves[-1]
+            if st.axes[inner].kind == ForKind.SERIAL:
+                s.vectorize(Axis(name, inner))
     return s

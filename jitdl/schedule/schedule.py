@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from jitdl.errors import ScheduleError, user_loc
 from jitdl.ir.nodes import ForKind
+from jitdl.ir.visit import walk_expr
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Compute
 
@@ -252,6 +253,23 @@ class Schedule:
             raise ScheduleError(f"{prim}: no stage named {name!r}", user_loc())
         return name
 
+    def pack(self, tensor, consumer, dim, factor):
+        """Copy `tensor` into a blocked layout for `consumer`: dimension `dim` (extent n)
+        becomes an outer block index in front and an inner offset of `factor` at the end,
+        e.g. B[K, N] -> B_pack[N / bn, K, bn], so the consumer's innermost loop reads it
+        contiguously. The consumer's accesses are rewritten; returns the new stage.
+        Before: for k: for j: ... B[k, j]
+        After:  for jo: for k: for ji: B_pack[jo, k, ji] = B[k, jo * bn + ji]   (new stage)
+                for k: for j: ... B_pack[j // bn, k, j % bn]"""
+        cname = self._stage_arg("pack", consumer)
+        tname = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
+            raise ScheduleError(f"pack: argument 'factor' must be a positive int, got "
+                                f"{factor!r}", user_loc())
+        self._apply({"op": "pack", "stage": cname, "tensor": tname, "dim": dim,
+                     "factor": factor})
+        return self[f"{tname}_pack"]
+
     def compute_inline(self, stage):
         """Compute a stage inside each consumer instead of storing it: its loops vanish."""
         name = self._stage_arg("compute_inline", stage)
@@ -307,9 +325,61 @@ class Schedule:
             st.attach = "inline"
         elif op == "compute_root":
             st.attach = "root"
+        elif op == "pack":
+            self._pack(st, step)
         else:
             raise ScheduleError(f"unknown schedule step {op!r}")
         self._record(step)
+
+    def _pack(self, st, step):
+        from jitdl.ir import build
+        from jitdl.ir.nodes import Access, IterVar, Var
+        from jitdl.ir.visit import map_expr
+        from jitdl.te.tensor import Tensor
+        cons = st.tensor
+        target = next((n.tensor for n in walk_expr(cons.op.body) if isinstance(n, Access)
+                       and n.tensor.name == step["tensor"]), None)
+        if target is None:
+            raise ScheduleError(f"pack: stage {cons.name} does not read a tensor named "
+                                f"{step['tensor']!r}", user_loc())
+        d, f = step["dim"], step["factor"]
+        if not (isinstance(d, int) and 0 <= d < target.ndim):
+            raise ScheduleError(f"pack: argument 'dim' must be in [0, {target.ndim}) for "
+                                f"{target.name}{list(target.shape)}, got {d!r}", user_loc())
+        if f"{target.name}_pack" in self.stages:
+            raise ScheduleError(f"pack: {target.name} is already packed", user_loc())
+        n = target.shape[d]
+        blocks = -(-n // f)
+        others = [k for k in range(target.ndim) if k != d]
+        axes = [IterVar(Var(f"{target.name}_o"), 0, blocks)]
+        axes += [IterVar(Var(f"d{k}"), 0, target.shape[k]) for k in others]
+        axes += [IterVar(Var(f"{target.name}_i"), 0, f)]
+        src = [None] * target.ndim
+        pos = axes[0].var * f + axes[-1].var
+        src[d] = pos
+        for a, k in zip(axes[1:-1], others):
+            src[k] = a.var
+        body = Access(target, tuple(build.as_expr(x) for x in src))
+        if n % f:
+            body = build.select(pos < n, body, build.cast(0, target.dtype))
+        packed = Tensor(f"{target.name}_pack", tuple(a.extent for a in axes), target.dtype,
+                        Compute(tuple(axes), body, cons.op.loc))
+
+        def rewrite(e):
+            if isinstance(e, Access) and e.tensor is target:
+                idx = e.indices
+                new = (idx[d] // f,) + tuple(idx[k] for k in others) + (idx[d] % f,)
+                return Access(packed, tuple(build.as_expr(x) for x in new), e.loc)
+            return None
+        cons.op = Compute(cons.op.axes, map_expr(cons.op.body, rewrite), cons.op.loc)
+        axes_map = {a.name: LoopAxis(a.name, a.extent, False) for a in axes}
+        new_state = StageState(packed, axes_map, [a.name for a in axes])
+        stages = {}
+        for name, state in self.stages.items():    # producers before consumers
+            if name == cons.name:
+                stages[packed.name] = new_state
+            stages[name] = state
+        self.stages = stages
 
     def replay(self, steps):
         for step in steps:
