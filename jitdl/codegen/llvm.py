@@ -367,9 +367,11 @@ class FunctionCodegen:
                 elif s.kind == ForKind.UNROLLED and isinstance(s.extent, Const) \
                         and s.extent.value <= 64:
                     base = self.expr(s.min)
+                    saved = self.env.get(s.var)
                     for k in range(s.extent.value):
                         self.env[s.var] = b.add(base, ir.Constant(I64, k))
                         self.stmt(s.body)
+                    self._restore(s.var, saved)
                 else:
                     self.serial_for(s)
             case IfThen():
@@ -386,8 +388,10 @@ class FunctionCodegen:
             case Allocate():
                 self.allocate(s)
             case LetStmt():
+                saved = self.env.get(s.var)
                 self.env[s.var] = self.expr(s.value)
                 self.stmt(s.body)
+                self._restore(s.var, saved)
             case _:
                 raise CompileError(f"codegen: cannot emit statement {type(s).__name__}")
 
@@ -433,7 +437,13 @@ class FunctionCodegen:
         phi.add_incoming(nxt, b.block)
         b.branch(head)
         b.position_at_end(end)
-        if saved is not None:
+        self._restore(var, saved)
+
+    def _restore(self, var, saved):
+        """A loop variable is not visible after its loop."""
+        if saved is None:
+            self.env.pop(var, None)
+        else:
             self.env[var] = saved
 
     def allocate(self, s):
@@ -456,7 +466,8 @@ class FunctionCodegen:
     def parallel_for(self, s):
         """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""
         b = self.b
-        captured_vars = [v for v in self.env if v is not s.var and _mentions(s, v)]
+        free = _free_vars(s)
+        captured_vars = [v for v in self.env if v in free]
         captured_bufs = [buf for buf in self.bufs if _mentions_buffer(s, buf)]
         slots = [self.env[v] for v in captured_vars] + [self.bufs[x] for x in captured_bufs]
         has_err = self.err is not None
@@ -510,14 +521,27 @@ class FunctionCodegen:
         b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
 
 
-def _mentions(s, var):
-    for st in walk_stmt(s):
-        if isinstance(st, For) and st.var is var:
-            continue
+def _free_vars(s):
+    """Variables a statement reads that it does not bind itself."""
+    free = set()
+
+    def rec(st, bound):
         for e in stmt_exprs(st):
-            if any(n is var for n in walk_expr(e)):
-                return True
-    return False
+            free.update(n for n in walk_expr(e) if isinstance(n, Var) and n not in bound)
+        match st:
+            case For() | LetStmt():
+                rec(st.body, bound | {st.var})
+            case Allocate():
+                rec(st.body, bound)
+            case Seq():
+                for x in st.stmts:
+                    rec(x, bound)
+            case IfThen():
+                rec(st.then, bound)
+                if st.otherwise is not None:
+                    rec(st.otherwise, bound)
+    rec(s, frozenset())
+    return free
 
 
 def _mentions_buffer(s, buf):

@@ -1,7 +1,7 @@
 """TE graph + schedule -> loop IR (a PrimFunc), as a visible list of passes.
 
     check_shape_agreement -> check_bounds -> build loop nests (inline, loads, stores)
-    -> simplify -> verify
+    -> simplify -> partition_loops -> simplify -> verify
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, Split
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Placeholder
+from jitdl.tir.partition import partition_loops
 from jitdl.tir.simplify import simplify
 from jitdl.tir.verify import verify
 
@@ -240,6 +241,8 @@ def lower(graph, sched, name) -> Lowered:
     for buf in reversed(temps):
         body = Allocate(buf, body)
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
+    func = simplify(func)
+    func = partition_loops(func)
     func = simplify(func)
     verify(func)
     return Lowered(func, inputs, outputs, scalars, b.checks)

@@ -66,7 +66,9 @@ def _register_tile(s, name, st):
     op = st.tensor.op
     data, red = list(op.axes), list(op.reduce_axes)
     last = data[-1]
-    tj = next((f for f in (32, 16, 64, 8) if last.extent % f == 0 and last.extent >= f), None)
+    # a dividing block if there is one, else 32 with a partitioned tail
+    tj = next((f for f in (32, 16) if last.extent % f == 0 and last.extent >= f),
+              32 if last.extent >= 64 else 8 if last.extent % 8 == 0 else None)
     if tj is None:
         return False
     shared = _vars_with(st, last.var)
@@ -74,7 +76,8 @@ def _register_tile(s, name, st):
     cand = max(cands, key=lambda a: a.extent) if cands else None
     ti = None
     if cand is not None:
-        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128), None)
+        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128),
+                  4 if cand.extent >= 16 else None)
     red_work = 1
     for r in red:
         red_work *= r.extent

@@ -117,6 +117,8 @@ def simplify_stmt(s, ranges):
             else:
                 inner = ranges
             body = simplify_stmt(s.body, inner)
+            if body is None or (isinstance(ext, Const) and ext.value <= 0):
+                return None
             return s if (body is s.body and ext is s.extent and mn is s.min) else \
                 replace(s, body=body, extent=ext, min=mn)
         case Store():
@@ -142,13 +144,22 @@ def simplify_stmt(s, ranges):
                 return None if s.otherwise is None else simplify_stmt(s.otherwise, ranges)
             t = simplify_stmt(s.then, ranges)
             o = None if s.otherwise is None else simplify_stmt(s.otherwise, ranges)
+            if t is None and o is None:
+                return None
+            if t is None:
+                from jitdl.ir import build
+                return IfThen(build.logical_not(c), o)
             return s if (c is s.cond and t is s.then and o is s.otherwise) else IfThen(c, t, o)
         case Allocate():
             b = simplify_stmt(s.body, ranges)
+            if b is None:
+                return None
             return s if b is s.body else replace(s, body=b)
         case LetStmt():
             v = simplify_expr(s.value, ranges)
             b = simplify_stmt(s.body, ranges)
+            if b is None:
+                return None
             return s if (v is s.value and b is s.body) else replace(s, value=v, body=b)
     raise TypeError(f"not a statement: {s!r}")
 
