@@ -370,8 +370,6 @@ def test_compute_root(rng):
     assert "tmp_stage" in lowered(f, x)
 
 
-@pytest.mark.xfail(reason="compute_at comes with the schedule-language issue (#3)",
-                   raises=AttributeError, strict=True)
 def test_compute_at(rng):
     f = make_two_stage()
 

@@ -9,15 +9,15 @@ import math
 from dataclasses import dataclass
 
 from jitdl import dtypes
-from jitdl.ir.analysis import reads_memory
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
+from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
                             ForKind, IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import map_expr, substitute
+from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
-from jitdl.schedule.schedule import Fuse, Split
+from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Placeholder
 from jitdl.tir.partition import partition_loops
@@ -73,6 +73,45 @@ class _Builder:
         self.buffers = buffers           # id(tensor) -> Buffer
         self.inlined = {}
         self.checks = 0
+        self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
+        for st in sched.stages.values():
+            if st.attach == "at":
+                cons, loop = st.attach_to
+                self.attached.setdefault(cons, {}).setdefault(loop, []).append(st)
+
+    def region(self, pst, cons, cons_sub, inner_ranges):
+        """The block of producer `pst` that one iteration of a consumer loop reads: per
+        data axis, (lo expression in the enclosing loop variables, constant extent)."""
+        body = self.inline(cons.op.body)
+        accs = [n for n in walk_expr(body) if isinstance(n, Access) and n.tensor is pst.tensor]
+        out = []
+        for d, ax in enumerate(pst.tensor.op.axes):
+            lo_form, lo, hi = None, None, None
+            for acc in accs:
+                f = linear(substitute(acc.indices[d], cons_sub))
+                if f is None:
+                    lo_form = "any"
+                    break
+                outer = {k: c for k, c in f.items() if k != 1 and k not in inner_ranges and c}
+                inner = {k: c for k, c in f.items() if k in inner_ranges and c}
+                ilo = sum(min(c * inner_ranges[k][0], c * inner_ranges[k][1])
+                          for k, c in inner.items()) + f.get(1, 0)
+                ihi = sum(max(c * inner_ranges[k][0], c * inner_ranges[k][1])
+                          for k, c in inner.items()) + f.get(1, 0)
+                if lo_form is not None and outer != lo_form:
+                    lo_form = "any"
+                    break
+                lo_form = outer
+                lo = ilo if lo is None else min(lo, ilo)
+                hi = ihi if hi is None else max(hi, ihi)
+            if lo_form is None or lo_form == "any":
+                out.append((Const(0, "int64"), ax.extent))      # the whole axis
+                continue
+            expr = Const(lo, "int64")
+            for v, c in lo_form.items():
+                expr = expr + v * c
+            out.append((expr, min(hi - lo + 1, ax.extent)))
+        return out
 
     def inline(self, e):
         def rep(n):
@@ -98,13 +137,29 @@ class _Builder:
             return None
         return map_expr(e, rep)
 
-    def stage(self, st):
+    def stage(self, st, region=None):
+        """The loop nest of one stage. With `region` (per data axis: lo expression and
+        extent), only that block of the stage is computed: compute_at inside a consumer."""
         t = st.tensor
         op = t.op
-        loopvar = {n: Var(n.replace(".", "_")) for n in st.leaves}
-        values = {n: loopvar[n] for n in st.leaves}
+        if region is None:
+            leaves, axes, relations = st.leaves, st.axes, st.relations
+        else:
+            names = [f"{a.name}.r" for a in op.axes]
+            leaves = names + [n for n in st.leaves if st.axes[n].reduce]
+            axes = dict(st.axes)
+            for nm, (_, ext) in zip(names, region):
+                axes[nm] = LoopAxis(nm, ext, False)
+            relations = [r for r in st.relations if st.axes[
+                r.parent if isinstance(r, Split) else r.outer].reduce]
+        loopvar = {n: Var(n.replace(".", "_")) for n in leaves}
+        values = {n: loopvar[n] for n in leaves}
         guards = []
-        for rel in reversed(st.relations):
+        if region is not None:
+            for a, (lo, _) in zip(op.axes, region):
+                values[a.name] = lo + loopvar[f"{a.name}.r"]
+                guards.append(values[a.name] < a.extent)
+        for rel in reversed(relations):
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
                 ext = st.axes[rel.parent].extent
@@ -118,17 +173,23 @@ class _Builder:
         for a in list(op.axes) + list(op.reduce_axes):
             v = values[a.name]
             sub[a.var] = v + a.min if a.min else v
-        guard_at = {n: [] for n in st.leaves}
+        guard_at = {n: [] for n in leaves}
         for g in guards:
-            used = [n for n in st.leaves if _uses(g, loopvar[n])]
-            guard_at[used[-1] if used else st.leaves[0]].append(g)
+            used = [n for n in leaves if _uses(g, loopvar[n])]
+            guard_at[used[-1] if used else leaves[0]].append(g)
+        attached = self.attached.get(t.name, {})
 
         def nest(names, inner):
             s = inner
             for n in reversed(names):
                 for g in guard_at[n]:
                     s = IfThen(g, s)
-                la = st.axes[n]
+                if n in attached:
+                    inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+                                    for m in leaves[leaves.index(n) + 1:]}
+                    s = Seq(tuple(self.stage(p, self.region(p, t, sub, inner_ranges))
+                                  for p in attached[n]) + (s,))
+                la = axes[n]
                 s = For(loopvar[n], Const(0, "int64"), Const(la.extent, "int64"), la.kind, s)
             return s
 
@@ -137,18 +198,18 @@ class _Builder:
         red = op.reduce
         if red is None:
             value = self.loads(substitute(self.inline(op.body), sub))
-            return nest(st.leaves, Store(buf, out_index, value))
+            return nest(leaves, Store(buf, out_index, value))
         body = self.loads(substitute(self.inline(red.body), sub))
         where = None if red.where is None else \
             self.loads(substitute(self.inline(red.where), sub))
-        data = [n for n in st.leaves if not st.axes[n].reduce]
-        rloops = [n for n in st.leaves if st.axes[n].reduce]
-        accumulate_in_register = st.leaves == data + rloops
+        data = [n for n in leaves if not axes[n].reduce]
+        rloops = [n for n in leaves if axes[n].reduce]
+        accumulate_in_register = leaves == data + rloops
         if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
             if not accumulate_in_register:
                 raise ScheduleError(
                     f"stage {t.name} is an {red.op.value}: its reduction loops must stay "
-                    f"inside all its data loops (loop order now: {', '.join(st.leaves)})")
+                    f"inside all its data loops (loop order now: {', '.join(leaves)})")
             return nest(data, self._arg_reduce(t, red, body, where, sub, buf, out_index,
                                                nest, rloops))
         init = identity(red.op, red.dtype)
@@ -166,9 +227,9 @@ class _Builder:
         update = Store(buf, out_index, combine(red.op, Load(buf, out_index), body, red.dtype))
         if where is not None:
             update = IfThen(where, update)
-        first = st.leaves.index(rloops[0])
-        prefix, rest = st.leaves[:first], st.leaves[first:]
-        inner_data = [n for n in rest if not st.axes[n].reduce]
+        first = leaves.index(rloops[0])
+        prefix, rest = leaves[:first], leaves[first:]
+        inner_data = [n for n in rest if not axes[n].reduce]
         return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init)),
                                  nest(rest, update))))
 
@@ -237,7 +298,7 @@ def lower(graph, sched, name) -> Lowered:
             temps.append(buffers[id(t)])
     b = _Builder(sched, buffers)
     body = Seq(tuple(b.stage(sched.stages[t.name]) for t in stages
-                     if sched.stages[t.name].attach != "inline"))
+                     if sched.stages[t.name].attach == "root"))
     for buf in reversed(temps):
         body = Allocate(buf, body)
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)

@@ -8,6 +8,7 @@ enough work; vectorise the innermost contiguous data loop.
 from __future__ import annotations
 
 from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.visit import map_expr, substitute
 from jitdl.ir.nodes import Access, ForKind, ReduceOp, Select, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.schedule import Axis
@@ -114,6 +115,9 @@ def _parallelize(s, name, st, num_threads):
     if num_threads <= 1 or work < PARALLEL_MIN_WORK:
         return
     data = [n for n in st.leaves if not st.axes[n].reduce]
+    if any(x.attach_to == (name, st.leaves[0]) for x in s.stages.values()):
+        s.parallel(Axis(name, st.leaves[0]))     # stages are computed at it: keep it whole
+        return
     lead = []
     for n in st.leaves:
         if st.axes[n].reduce or st.axes[n].kind != ForKind.SERIAL:
@@ -131,15 +135,62 @@ def _parallelize(s, name, st, num_threads):
         s.parallel(ax)
 
 
+def _inlined_accesses(s, st, tensor):
+    """Accesses to `tensor` in st's body with stages inlined into it substituted, so
+    their indices are in st's own variables."""
+    def expand(e):
+        def rep(n):
+            if isinstance(n, Access):
+                prod = s.stages.get(n.tensor.name)
+                if prod is not None and prod.tensor is n.tensor and prod.attach == "inline":
+                    op = prod.tensor.op
+                    return expand(substitute(op.body, {a.var: i for a, i in
+                                                       zip(op.axes, n.indices)}))
+            return None
+        return map_expr(e, rep)
+    return [n for n in walk_expr(expand(st.tensor.op.body))
+            if isinstance(n, Access) and n.tensor is tensor]
+
+
+def _fuse_row_reductions(s, outputs):
+    """Compute 1-D producers (row statistics: max, sum, mean, variance) inside the outer
+    loop of the stage that reads them, P[i] read as P[i] by Y[i, ...]: each row is then
+    read from memory once and re-read from cache."""
+    for name in reversed(list(s.stages)):
+        st = s.stages[name]
+        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim != 1:
+            continue
+        readers = [x for x in s.stages.values()
+                   if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
+        roots = [x for x in readers if x.attach == "root"]
+        if len(roots) != 1 or not roots[0].tensor.op.axes:
+            continue
+        cons = roots[0]
+        first = cons.tensor.op.axes[0]
+        if cons.leaves[0] != first.name or first.extent != st.tensor.shape[0]:
+            continue
+        ok = all(a.indices[0] is first.var for a in _inlined_accesses(s, cons, st.tensor))
+        for x in readers:
+            if x is cons:
+                continue
+            own = x.tensor.op.axes
+            ok = ok and x.attach_to == (cons.tensor.name, first.name) and len(own) == 1 \
+                and all(a.indices[0] is own[0].var
+                        for a in _inlined_accesses(s, x, st.tensor))
+        if ok:
+            s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
+
+
 def auto_schedule(s, num_threads):
     outputs = {id(t) for t in s.outputs}
     for name, st in s.stages.items():
         if not st.is_reduce and id(st.tensor) not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
             s.compute_inline(s[name])
+    _fuse_row_reductions(s, outputs)
     for name in list(s.stages):
         st = s.stages[name]
-        if st.attach == "inline" or name.endswith("_pack"):
+        if st.attach != "root" or name.endswith("_pack"):
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from jitdl.errors import ScheduleError, user_loc
-from jitdl.ir.nodes import ForKind
+from jitdl.ir.nodes import Access, ForKind
 from jitdl.ir.visit import walk_expr
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Compute
@@ -46,7 +46,8 @@ class StageState:
     axes: dict                      # name -> LoopAxis, for every loop ever made
     leaves: list                    # loop names, outermost first
     relations: list = field(default_factory=list)
-    attach: str = "root"            # "root" | "inline"
+    attach: str = "root"            # "root" | "inline" | "at"
+    attach_to: tuple = None         # (consumer stage, loop) when attach == "at"
 
     @property
     def is_reduce(self):
@@ -275,6 +276,21 @@ class Schedule:
         name = self._stage_arg("compute_inline", stage)
         self._apply({"op": "compute_inline", "stage": name})
 
+    def compute_at(self, stage, consumer, loop):
+        """Compute `stage` inside `consumer`'s loop `loop`, only the block of it that one
+        iteration of that loop reads (its data loops are derived from the consumer; its
+        reduction loops keep their own schedule).
+        Before: for i: mx[i] = max(...)          After: for i:
+                for i: for j: Y[i, j] = ... mx[i]          mx[i] = max(...)
+                                                           for j: Y[i, j] = ... mx[i]"""
+        name = self._stage_arg("compute_at", stage)
+        cname = self._stage_arg("compute_at", consumer)
+        if not isinstance(loop, Axis):
+            raise ScheduleError(f"compute_at: argument 'loop' must be a loop of stage "
+                                f"{cname}, got {loop!r}", user_loc())
+        self._apply({"op": "compute_at", "stage": name, "target": cname, "axis": loop.name,
+                     "axis_stage": loop.stage})
+
     def compute_root(self, stage):
         """Compute a stage in its own loop nest at the top level, into a buffer (default)."""
         name = self._stage_arg("compute_root", stage)
@@ -287,6 +303,15 @@ class Schedule:
         if st is None:
             raise ScheduleError(f"{step['op']}: no stage named {step['stage']!r}", user_loc())
         op = step["op"]
+        if op in ("split", "fuse"):
+            moved = [step.get("axis"), step.get("outer"), step.get("inner")]
+            for other in self.stages.values():
+                if other.attach == "at" and other.attach_to[0] == st.tensor.name \
+                        and other.attach_to[1] in moved:
+                    raise ScheduleError(
+                        f"{op}: stage {other.tensor.name} is computed at loop "
+                        f"{other.attach_to[1]} of {st.tensor.name}; {op} loops before "
+                        "computing stages at them", user_loc())
         if op == "split":
             la = st.axes[step["axis"]]
             f = step["factor"]
@@ -324,12 +349,66 @@ class Schedule:
                                     "and must be stored", user_loc())
             st.attach = "inline"
         elif op == "compute_root":
-            st.attach = "root"
+            st.attach, st.attach_to = "root", None
+        elif op == "compute_at":
+            self._compute_at(st, step)
         elif op == "pack":
             self._pack(st, step)
         else:
             raise ScheduleError(f"unknown schedule step {op!r}")
         self._record(step)
+
+    def _compute_at(self, st, step):
+        cname, loop = step["target"], step["axis"]
+        cons = self.stages.get(cname)
+        if cons is None:
+            raise ScheduleError(f"compute_at: no stage named {cname!r}", user_loc())
+        if step.get("axis_stage", cname) != cname:
+            raise ScheduleError(
+                f"compute_at: loop {step.get('axis_stage')}.{loop} is not a loop of "
+                f"{cname}; legal loops: {', '.join(cons.leaves)}", user_loc())
+        if loop not in cons.leaves:
+            raise ScheduleError(f"compute_at: {loop!r} is not a current loop of {cname}; "
+                                f"legal loops: {', '.join(cons.leaves)}", user_loc())
+        if cname == st.tensor.name:
+            raise ScheduleError(f"compute_at: cannot compute {cname} inside itself",
+                                user_loc())
+        if st.attach == "inline":
+            raise ScheduleError(f"compute_at: {st.tensor.name} is inlined", user_loc())
+        # the consumer (or a stage inlined into it) must read the stage
+        if st.tensor not in self._reads(cons):
+            readers = [n for n, x in self.stages.items() if st.tensor in self._reads(x)]
+            raise ScheduleError(
+                f"compute_at: {cname} does not read {st.tensor.name}; it can be computed "
+                f"at a loop of: {', '.join(readers) or 'no stage'}", user_loc())
+        # no cycle: the consumer must not itself be computed inside this stage
+        c = cons
+        while c.attach == "at":
+            if c.attach_to[0] == st.tensor.name:
+                raise ScheduleError(f"compute_at: {cname} is computed inside "
+                                    f"{st.tensor.name}, so this would make a cycle",
+                                    user_loc())
+            c = self.stages[c.attach_to[0]]
+        for n in st.leaves:
+            a = st.axes[n]
+            if not a.reduce and (a.kind != ForKind.SERIAL or n not in
+                                 {x.name for x in st.tensor.op.axes}):
+                raise ScheduleError(
+                    f"compute_at: the data loops of {st.tensor.name} come from {cname}'s "
+                    f"loop; schedule only its reduction loops (found {n})", user_loc())
+        st.attach, st.attach_to = "at", (cname, loop)
+
+    def _reads(self, st):
+        """Tensors read by a stage, looking through stages inlined into it."""
+        out, todo = set(), [st.tensor.op.body]
+        while todo:
+            for n in walk_expr(todo.pop()):
+                if isinstance(n, Access) and n.tensor not in out:
+                    out.add(n.tensor)
+                    prod = self.stages.get(n.tensor.name)
+                    if prod is not None and prod.attach == "inline":
+                        todo.append(prod.tensor.op.body)
+        return out
 
     def _pack(self, st, step):
         from jitdl.ir import build
@@ -394,5 +473,7 @@ class Schedule:
         for name, st in self.stages.items():
             loops = ", ".join(n + ("" if st.axes[n].kind == ForKind.SERIAL
                                    else f"[{st.axes[n].kind.value}]") for n in st.leaves)
-            lines.append(f"  {name}: {st.attach}: {loops}")
+            where = f"at {st.attach_to[0]}.{st.attach_to[1]}" if st.attach == "at" \
+                else st.attach
+            lines.append(f"  {name}: {where}: {loops}")
         return "\n".join(lines)
