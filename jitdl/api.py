@@ -122,9 +122,9 @@ class Function:
     def _schedule(self, graph, target="cpu", config=None):
         sched = Schedule(graph.outputs)
         fn = self._schedules.get(target)
-        if fn is None:
-            return auto_schedule(sched, settings.num_threads), None
         cfg = Config(config)
+        if fn is None:
+            return auto_schedule(sched, settings.num_threads, cfg), cfg
         cfg._sched = sched
         fn(sched, cfg)
         return sched, cfg

@@ -60,7 +60,7 @@ def _vars_with(stage, var):
     return out
 
 
-def _register_tile(s, name, st):
+def _register_tile(s, name, st, cfg=None):
     """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
     the block in vector registers and streams rows of the contiguous operand)."""
@@ -72,6 +72,9 @@ def _register_tile(s, name, st):
               32 if last.extent >= 64 else 8 if last.extent % 8 == 0 else None)
     if tj is None:
         return False
+    if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
+        tj = cfg.choice(f"{name}.tile_j", [tj] + [f for f in (8, 16, 32, 64)
+                                                   if f != tj and f <= last.extent])
     shared = _vars_with(st, last.var)
     cands = [a for a in data[:-1] if a.var not in shared]
     cand = max(cands, key=lambda a: a.extent) if cands else None
@@ -79,6 +82,9 @@ def _register_tile(s, name, st):
     if cand is not None:
         ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128),
                   4 if cand.extent >= 16 else None)
+        if cfg is not None and ti:
+            ti = cfg.choice(f"{name}.tile_i", [ti] + [f for f in (2, 4, 8) if f != ti
+                                                       and f <= cand.extent])
     red_work = 1
     for r in red:
         red_work *= r.extent
@@ -181,7 +187,7 @@ def _fuse_row_reductions(s, outputs):
             s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
 
 
-def auto_schedule(s, num_threads):
+def auto_schedule(s, num_threads, cfg=None):
     outputs = {id(t) for t in s.outputs}
     for name, st in s.stages.items():
         if not st.is_reduce and id(st.tensor) not in outputs and not (
@@ -197,7 +203,7 @@ def auto_schedule(s, num_threads):
         red = [a.name for a in op.reduce_axes]
         arg = op.reduce is not None and op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
         if red and data and not arg and _innermost_contiguous(st):
-            if not _register_tile(s, name, st):
+            if not _register_tile(s, name, st, cfg):
                 # i, k, j: the reduction walks rows, the innermost loop streams along j
                 s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
         _parallelize(s, name, st, num_threads)

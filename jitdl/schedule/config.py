@@ -50,6 +50,24 @@ class Config:
         self.space[name] = options
         return self.values.get(name, options[0])
 
+    def reorder(self, name, axes):
+        """A knob choosing an order of `axes` (all permutations of up to 4 loops, else a
+        sample); returns the loops in the chosen order. The given order is the default."""
+        axes = list(axes)
+        if len(axes) <= 4:
+            perms = [list(p) for p in itertools.permutations(range(len(axes)))]
+        else:
+            rng = random.Random(len(axes))
+            perms = [list(range(len(axes)))]
+            while len(perms) < 24:
+                p = list(range(len(axes)))
+                rng.shuffle(p)
+                if p not in perms:
+                    perms.append(p)
+        self.space[name] = perms
+        perm = self.values.get(name, perms[0])
+        return [axes[k] for k in perm]
+
     def __getitem__(self, name):
         return self.values[name]
 
