@@ -53,6 +53,7 @@ class Function:
         self.autotune = autotune
         self.signature = inspect.signature(pyfunc)
         self.param_names = list(self.signature.parameters)
+        self._nparams = len(self.param_names)
         self._captured = None
         self._kernels = {}              # key -> Kernel (the dispatch table)
         self._schedules = {}            # target -> schedule function (s, cfg)
@@ -63,7 +64,7 @@ class Function:
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):
-        if kwargs:
+        if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             args = self._bind(args, kwargs)
         key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         k = self._kernels.get(key)
@@ -237,7 +238,7 @@ class Function:
 
     def kernel(self, *args, **kwargs):
         """The compiled kernel for these arguments (compiling on first use)."""
-        if kwargs:
+        if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         return self._kernels.get(key) or self._compile(args, key)

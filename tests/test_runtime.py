@@ -162,3 +162,16 @@ def test_function_from_an_ipython_like_cell(rng):
     exec(compile(src, "<stdin>", "exec"), ns2)
     with pytest.raises(jd.DefinitionError, match="source"):
         jd.compute(ns2["twice"])(x)
+
+
+@jd.compute
+def scale_default(X, a=2.0):
+    Y[i] = a * X[i]
+    return Y
+
+
+def test_default_arguments(rng):
+    x = rng.standard_normal(4)
+    assert_matches(scale_default(x), 2.0 * x, np.float64)
+    assert_matches(scale_default(x, 3.0), 3.0 * x, np.float64)
+    assert_matches(scale_default(x, a=0.5), 0.5 * x, np.float64)

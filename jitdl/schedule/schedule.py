@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from jitdl.errors import ScheduleError, user_loc
-from jitdl.ir.nodes import Access, ForKind
+from jitdl.ir.nodes import Access, BinOp, CmpOp, ForKind
 from jitdl.ir.visit import walk_expr
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Compute
@@ -271,6 +271,24 @@ class Schedule:
                      "factor": factor})
         return self[f"{tname}_pack"]
 
+    def rfactor(self, stage, axis, factor):
+        """Split reduction `axis` of `stage` by `factor` and move the inner part out as a
+        data axis of a new stage of partial results, so that the partial reductions can
+        run in parallel or as SIMD lanes; `stage` then reduces the partials. Returns the
+        new stage (named `<stage>_rf`, its first axis is the factor axis).
+        Before: for i: C[i] = sum(X[i, k] for k in range(K))
+        After:  for kf in range(f): for i: C_rf[kf, i] = sum(X[i, ko*f + kf] for ko ...)
+                for i: C[i] = sum(C_rf[kf, i] for kf in range(f))"""
+        name = self._stage_arg("rfactor", stage)
+        if not isinstance(axis, Axis) or axis.stage != name:
+            raise ScheduleError(f"rfactor: argument 'axis' must be a reduction axis of "
+                                f"{name}, got {axis!r}", user_loc())
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
+            raise ScheduleError(f"rfactor: argument 'factor' must be a positive int, got "
+                                f"{factor!r}", user_loc())
+        self._apply({"op": "rfactor", "stage": name, "axis": axis.name, "factor": factor})
+        return self[f"{name}_rf"]
+
     def compute_inline(self, stage):
         """Compute a stage inside each consumer instead of storing it: its loops vanish."""
         name = self._stage_arg("compute_inline", stage)
@@ -354,6 +372,8 @@ class Schedule:
             self._compute_at(st, step)
         elif op == "pack":
             self._pack(st, step)
+        elif op == "rfactor":
+            self._rfactor(st, step)
         else:
             raise ScheduleError(f"unknown schedule step {op!r}")
         self._record(step)
@@ -409,6 +429,60 @@ class Schedule:
                     if prod is not None and prod.attach == "inline":
                         todo.append(prod.tensor.op.body)
         return out
+
+    def _rfactor(self, st, step):
+        from jitdl.ir import build
+        from jitdl.ir.nodes import Access, IterVar, Reduce, ReduceOp, Var
+        from jitdl.ir.visit import substitute
+        from jitdl.te.tensor import Tensor
+        t = st.tensor
+        red = t.op.reduce
+        ax = next((a for a in t.op.reduce_axes if a.name == step["axis"]), None)
+        if red is None or ax is None:
+            legal = ", ".join(a.name for a in t.op.reduce_axes) or "none"
+            raise ScheduleError(f"rfactor: {step['axis']!r} is not a reduction axis of "
+                                f"{t.name} (its reduction axes: {legal})", user_loc())
+        if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            raise ScheduleError(f"rfactor: {t.name} is an {red.op.value}, which rfactor "
+                                "does not split", user_loc())
+        if st.leaves != [a.name for a in t.op.axes] + [a.name for a in t.op.reduce_axes] \
+                or any(a.kind != ForKind.SERIAL for a in st.axes.values()):
+            raise ScheduleError(f"rfactor: apply it to {t.name} before other steps",
+                                user_loc())
+        f = step["factor"]
+        outer_n = -(-ax.extent // f)
+        kf = IterVar(Var(f"{ax.name}_f"), 0, f)
+        ko = IterVar(Var(f"{ax.name}_o"), 0, outer_n, reduce=True)
+        k_val = ko.var * f + kf.var + ax.min if ax.min else ko.var * f + kf.var
+        data = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
+        sub = {ax.var: k_val, **{a.var: b.var for a, b in zip(t.op.axes, data)}}
+        where = build.compare(CmpOp.LT, k_val, ax.min + ax.extent) \
+            if outer_n * f != ax.extent else None
+        if red.where is not None:
+            w = substitute(red.where, sub)
+            where = w if where is None else build.logical(BinOp.AND, where, w)
+        axes = tuple(ko if a is ax else a for a in red.axes)
+        part = Reduce(red.op, substitute(red.body, sub), axes, where, red.dtype)
+        rf = Tensor(f"{t.name}_rf", (f,) + t.shape, t.dtype,
+                    Compute((kf,) + data, part, t.op.loc))
+        kr = IterVar(Var(f"{ax.name}_r"), 0, f, reduce=True)
+        combine = {ReduceOp.SUM: ReduceOp.SUM, ReduceOp.PROD: ReduceOp.PROD,
+                   ReduceOp.MAX: ReduceOp.MAX, ReduceOp.MIN: ReduceOp.MIN,
+                   ReduceOp.ANY: ReduceOp.ANY, ReduceOp.ALL: ReduceOp.ALL}[red.op]
+        body = Access(rf, (kr.var,) + tuple(a.var for a in t.op.axes))
+        t.op = Compute(t.op.axes, Reduce(combine, body, (kr,), None, red.dtype), t.op.loc)
+        st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in t.op.axes}
+        st.axes[kr.name] = LoopAxis(kr.name, f, True)
+        st.leaves = [a.name for a in t.op.axes] + [kr.name]
+        axes_map = {a.name: LoopAxis(a.name, a.extent, a.reduce) for a in (kf,) + data + axes}
+        new_state = StageState(rf, axes_map, [kf.name] + [a.name for a in data] +
+                               [a.name for a in axes])
+        stages = {}
+        for name, state in self.stages.items():
+            if name == t.name:
+                stages[rf.name] = new_state
+            stages[name] = state
+        self.stages = stages
 
     def _pack(self, st, step):
         from jitdl.ir import build
