@@ -76,7 +76,10 @@ class Function:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise ArgumentError(f"{self.name}{self.signature}: {e}") from None
+            given = len(args) + len(kwargs)
+            raise ArgumentError(
+                f"{self.name}() takes {self._nparams} argument(s) "
+                f"({', '.join(self.param_names)}), got {given}: {e}") from None
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
