@@ -69,7 +69,8 @@ def _register_tile(s, name, st, cfg=None):
     last = data[-1]
     # a dividing block if there is one, else 32 with a partitioned tail
     tj = next((f for f in (32, 16) if last.extent % f == 0 and last.extent >= f),
-              32 if last.extent >= 64 else 8 if last.extent % 8 == 0 else None)
+              32 if last.extent >= 32 else 16 if last.extent >= 16 else
+              8 if last.extent % 8 == 0 else None)
     if tj is None:
         return False
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
@@ -80,8 +81,9 @@ def _register_tile(s, name, st, cfg=None):
     cand = max(cands, key=lambda a: a.extent) if cands else None
     ti = None
     if cand is not None:
-        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 128),
-                  4 if cand.extent >= 16 else None)
+        # up to 256 accumulators: 16 of the 32 AVX-512 registers
+        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 256),
+                  8 if cand.extent >= 32 else None)
         if cfg is not None and ti:
             ti = cfg.choice(f"{name}.tile_i", [ti] + [f for f in (2, 4, 8) if f != ti
                                                        and f <= cand.extent])

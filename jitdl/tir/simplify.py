@@ -119,6 +119,9 @@ def simplify_stmt(s, ranges):
             body = simplify_stmt(s.body, inner)
             if body is None or (isinstance(ext, Const) and ext.value <= 0):
                 return None
+            tight = _tighten(s, body, mn, ext)
+            if tight is not None:
+                return simplify_stmt(tight, ranges)
             return s if (body is s.body and ext is s.extent and mn is s.min) else \
                 replace(s, body=body, extent=ext, min=mn)
         case Store():
@@ -162,6 +165,22 @@ def simplify_stmt(s, ranges):
                 return None
             return s if (v is s.value and b is s.body) else replace(s, value=v, body=b)
     raise TypeError(f"not a statement: {s!r}")
+
+
+def _tighten(loop, body, mn, ext):
+    """`for v in range(a, a + e): if v + c < n: S` -> `for v in range(a, n - c): S`: the
+    tail of a partitioned loop runs only its valid iterations, without a guard."""
+    if not (isinstance(body, IfThen) and body.otherwise is None and isinstance(mn, Const)
+            and isinstance(ext, Const) and isinstance(body.cond, Compare)
+            and body.cond.op == CmpOp.LT and isinstance(body.cond.b, Const)):
+        return None
+    form = linear(body.cond.a)
+    if form is None or form.get(loop.var) != 1 or \
+            any(k is not loop.var and k != 1 and c for k, c in form.items()):
+        return None
+    stop = body.cond.b.value - form.get(1, 0)          # v < stop
+    new_ext = min(ext.value, stop - mn.value)
+    return replace(loop, extent=Const(max(new_ext, 0), "int64"), body=body.then)
 
 
 def _subst_stmt(s, mapping):
