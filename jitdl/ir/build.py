@@ -235,12 +235,14 @@ def select(cond, t, f) -> Expr:
                          (t.dtype, t.weak), (f.dtype, f.weak))
     if t.dtype == "bool" and f.dtype == "bool":
         dtype = "bool"
-    t, f = _to(t, dtype), _to(f, dtype)
+    # a select is an array operation (np.where): its result is never a weak scalar,
+    # so jd.select(c, 1.0, 0.0) is float64 as DESIGN.md settles
+    t, f = cast(t, dtype), cast(f, dtype)
     if isinstance(cond, Const):
         return t if cond.value else f
     if t == f:
         return t
-    return Select(cond, t, f, dtype, t.weak and f.weak)
+    return Select(cond, t, f, dtype)
 
 
 _UFUNC_BIN = {u: op for op, u in _BIN_UFUNC.items()}

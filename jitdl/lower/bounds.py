@@ -9,7 +9,7 @@ checked here too.
 from __future__ import annotations
 
 from jitdl.errors import ArgumentError, DefinitionError
-from jitdl.ir.analysis import bounds, narrow, reads_memory
+from jitdl.ir.analysis import FACTS, bounds, narrow, reads_memory
 from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, walk_expr
@@ -18,6 +18,8 @@ from jitdl.te.tensor import Placeholder
 
 def _walk_guarded(e, ranges, visit):
     """Call visit(access, ranges) with ranges narrowed by enclosing conditions."""
+    if any(r[0] > r[1] for k, r in ranges.items() if k is not FACTS):
+        return          # the conditions cannot all hold: this branch never runs
     if isinstance(e, Access):
         visit(e, ranges)
     if isinstance(e, Select):
