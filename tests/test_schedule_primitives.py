@@ -1,0 +1,204 @@
+"""pack, rfactor, compute_at, knobs, replay and partitioned tails, against NumPy."""
+import json
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from _check import check
+from jitdl.schedule.schedule import Schedule
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def make_matmul():
+    @jd.compute
+    def matmul(A, B):
+        (M, K), (_, N) = A.shape, B.shape
+        k = jd.reduce_axis(K, name="k")
+        return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return matmul
+
+
+def make_rowreduce(op):
+    @jd.compute
+    def red(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        return jd.tensor((n,), lambda i: op(X[i, k], axis=k), name="R")
+    return red
+
+
+@pytest.mark.parametrize("factor", [8, 7, 32])
+def test_pack_any_factor(rng, factor):
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        P = s.pack("B", C, 1, factor)
+        assert P.axis[0].name == "B_o"
+        i, j = C.axis
+        jo, ji = s.split(j, factor)
+        (k,) = C.reduce_axis
+        s.reorder(i, jo, k, ji)
+    a, b = rng.standard_normal((13, 29)), rng.standard_normal((29, 45))
+    check(f, (a, b), a @ b, F64)
+    assert "B_pack" in str(f.lower(a, b))
+
+
+def test_pack_errors(rng):
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        s.pack("Z", s["C"], 1, 8)
+    with pytest.raises(jd.ScheduleError, match="does not read a tensor named 'Z'"):
+        f(np.ones((4, 4)), np.ones((4, 4)))
+
+
+@pytest.mark.parametrize("op,ref", [(jd.sum, np.sum), (jd.max, np.max), (jd.min, np.min),
+                                    (jd.prod, np.prod)])
+@pytest.mark.parametrize("factor", [4, 5, 16])
+def test_rfactor(rng, op, ref, factor):
+    f = make_rowreduce(op)
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        R = s["R"]
+        (k,) = R.reduce_axis
+        rf = s.rfactor(R, k, factor)
+        s.vectorize(rf.axis[0])
+    x = rng.uniform(0.9, 1.1, (7, 53)) if ref is np.prod else rng.standard_normal((7, 53))
+    check(f, (x,), ref(x, axis=1), F64, 1e-11)
+    assert "R_rf" in str(f.lower(x))
+
+
+def test_rfactor_errors():
+    f = make_rowreduce(jd.sum)
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        R = s["R"]
+        (i,) = R.axis
+        s.rfactor(R, i, 4)
+    with pytest.raises(jd.ScheduleError, match="not a reduction axis of R"):
+        f(np.ones((3, 8)))
+
+
+def make_softmax():
+    @jd.compute
+    def softmax(X):
+        n, m = X.shape
+        mx[i] = max(X[i, k] for k in range(m))
+        e[i, j] = exp(X[i, j] - mx[i])
+        s[i] = sum(e[i, k] for k in range(m))
+        Y[i, j] = e[i, j] / s[i]
+        return Y
+    return softmax
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_compute_at_split_consumer(rng):
+    f = make_softmax()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        i, j = Y.axis
+        io, ii = s.split(i, 4)              # 4 rows per iteration of io, with a tail
+        s.compute_inline(s["e"])
+        s.compute_at(s["mx"], Y, io)
+        s.compute_at(s["s"], Y, io)
+        s.parallel(io)
+    x = rng.standard_normal((23, 17))
+    check(f, (x,), np_softmax(x), F64, 1e-12)
+    text = str(f.lower(x))
+    assert text.index("mx_acc") > text.index("parallel")     # inside the consumer's loop
+
+
+@pytest.mark.parametrize("case", ["other_stage_loop", "not_a_reader", "cycle", "split_after"])
+def test_compute_at_errors(case):
+    f = make_softmax()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        Y, S = s["Y"], s["s"]
+        i, j = Y.axis
+        if case == "other_stage_loop":
+            s.compute_at(s["mx"], Y, S.axis[0])
+        elif case == "not_a_reader":
+            s.compute_at(Y, S, S.axis[0])
+        elif case == "cycle":
+            s.compute_inline(s["e"])
+            s.compute_at(s["mx"], S, S.axis[0])
+            s.compute_at(S, s["mx"], s["mx"].reduce_axis[0])
+        else:
+            s.compute_inline(s["e"])
+            s.compute_at(s["mx"], Y, i)
+            s.split(i, 2)
+    expected = {"other_stage_loop": "is not a loop of Y",
+                "not_a_reader": "s does not read Y",
+                "cycle": "cycle|does not read",
+                "split_after": "computed at loop i"}[case]
+    with pytest.raises(jd.ScheduleError, match=expected):
+        f(np.ones((3, 4)))
+
+
+def test_auto_schedule_fuses_row_statistics(rng):
+    f = make_softmax()
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    sched = f.schedule_of(x)
+    assert sched.stages["mx"].attach == "at" and sched.stages["s"].attach == "at"
+    check(f, (x,), np_softmax(x.astype(np.float64)), F32, 1e-5, 1e-7)
+
+
+def test_cfg_reorder_knob(rng):
+    f = make_matmul()
+    seen = []
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        (k,) = C.reduce_axis
+        order = cfg.reorder("order", [i, j, k])
+        seen.append((len(cfg.space["order"]), [a.name for a in order]))
+        s.reorder(*order)
+    a, b = rng.standard_normal((9, 7)), rng.standard_normal((7, 5))
+    check(f, (a, b), a @ b, F64)
+    assert seen[-1] == (6, ["i", "j", "k"])             # the default: the given order
+    g = f.with_config(order=[2, 0, 1])
+    check(g, (a, b), a @ b, F64)
+    assert seen[-1][1] == ["k", "i", "j"]
+
+
+@pytest.mark.parametrize("M,K,N", [(37, 29, 41), (1, 70, 65), (66, 3, 33)])
+@pytest.mark.parametrize("tile", [(32, 8), (16, 4), (8, 2)])
+def test_auto_tiles_any_size(rng, M, K, N, tile):
+    f = make_matmul().with_config(**{"C.tile_j": tile[0], "C.tile_i": tile[1]})
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    check(f, (a, b), a @ b, F64, 1e-10)
+
+
+def test_schedule_steps_replay_from_json(rng):
+    f = make_softmax()
+    x = rng.standard_normal((10, 12))
+    steps = json.loads(json.dumps(f.schedule_of(x).steps))
+    graph, _ = f._graph((x,))
+    again = Schedule(graph.outputs).replay(steps)
+    assert again.steps == steps
+    assert repr(again) == repr(f.schedule_of(x))
+
+
+def test_tune_searches_auto_knobs(rng):
+    f = make_matmul()
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 96)).astype(np.float32)
+    best, seconds = f.tune(a, b, trials=3)
+    assert set(best) <= {"C.tile_j", "C.tile_i"} and seconds > 0
+    check(f, (a, b), a.astype(np.float64) @ b, F32, 1e-4, 1e-4)
