@@ -78,9 +78,10 @@ def packing(s, cfg):
 
 
 def write_cache(s, cfg):
-    """...and keep the RB x 32 block of C in registers across the whole k loop: unrolling
-    the block lets LLVM hold it in vector registers (the accumulator is written back
-    once per block instead of once per k)."""
+    """...and keep the RB x 32 block of C in registers across the whole k loop: with the
+    block unrolled, LLVM promotes it to vector registers (the effect of TVM's write cache;
+    jitdl's s.cache_write + s.compute_at build the same nest with a block-sized buffer,
+    but LLVM does not yet vectorise that buffer once promoted, see the closing notes)."""
     C = s["C"]
     s.pack("B", C, 1, BN)
     i, j = C.axis
@@ -95,8 +96,7 @@ def write_cache(s, cfg):
 def parallel(s, cfg):
     """...and run the blocks of rows on all cores."""
     write_cache(s, cfg)
-    C = s["C"]
-    s.parallel(C.leaf_axes[0])
+    s.parallel(s["C"].leaf_axes[0])
     s.parallel(s["B_pack"].axis[0])
 
 

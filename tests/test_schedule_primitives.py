@@ -202,3 +202,40 @@ def test_tune_searches_auto_knobs(rng):
     best, seconds = f.tune(a, b, trials=3)
     assert set(best) <= {"C.tile_j", "C.tile_i"} and seconds > 0
     check(f, (a, b), a.astype(np.float64) @ b, F32, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("M,N", [(16, 64), (13, 37)])
+def test_cache_write_with_compute_at(rng, M, N):
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        CL = s.cache_write(C)
+        i, j = C.axis
+        io, ii = s.split(i, 4)
+        jo, ji = s.split(j, 8)
+        s.reorder(io, jo, ii, ji)
+        ci, cj = CL.axis
+        (k,) = CL.reduce_axis
+        s.reorder(k, ci, cj)
+        s.unroll(ci)
+        s.compute_at(CL, C, jo)
+        s.vectorize(ji)
+    a, b = rng.standard_normal((M, 19)), rng.standard_normal((19, N))
+    check(f, (a, b), a @ b, F64, 1e-11)
+    text = str(f.lower(a, b))
+    assert "C_local_l: float64[4, 8] (local)" in text      # a block-sized buffer
+
+
+def test_cache_write_errors():
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        s.split(i, 2)
+        s.cache_write(C)
+    with pytest.raises(jd.ScheduleError, match="before other steps"):
+        f(np.ones((4, 4)), np.ones((4, 4)))

@@ -450,8 +450,9 @@ class FunctionCodegen:
         buf = s.buffer
         ty = mem_type(buf.dtype)
         if buf.scope == "local" or buf.size * dtypes.itemsize(buf.dtype) <= 4096:
-            ptr = _alloca(self.alloca_builder, ty, ir.Constant(I64, max(buf.size, 1)),
-                          buf.name)
+            # an array type, not a count: SROA promotes only single-object allocas
+            ptr = _alloca(self.alloca_builder, ir.ArrayType(ty, max(buf.size, 1)),
+                          name=buf.name)
             self.bufs[buf] = ptr
             self.stmt(s.body)
             return

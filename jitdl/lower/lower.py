@@ -74,6 +74,8 @@ class _Builder:
         self.inlined = {}
         self.checks = 0
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
+        self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
+        self.output_ids = set()
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -124,8 +126,19 @@ class _Builder:
             return None
         return map_expr(e, rep)
 
+    def private(self, p, cons):
+        """A stage computed at tensor `cons` that nothing else reads: it needs only a block-sized
+        buffer at its attach point."""
+        if id(p.tensor) in self.output_ids:
+            return False
+        return all(x.tensor is cons or p.tensor not in self.sched._reads(x)
+                   for x in self.sched.stages.values() if x.attach != "inline" and x is not p)
+
     def loads(self, e):
         def rep(n):
+            if isinstance(n, Access) and id(n.tensor) in self.redirect:
+                buf, los, shape = self.redirect[id(n.tensor)]
+                return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape))
             if isinstance(n, Access):
                 buf = self.buffers[id(n.tensor)]
                 check = None
@@ -145,11 +158,11 @@ class _Builder:
         if region is None:
             leaves, axes, relations = st.leaves, st.axes, st.relations
         else:
-            names = [f"{a.name}.r" for a in op.axes]
-            leaves = names + [n for n in st.leaves if st.axes[n].reduce]
+            roots = {a.name for a in op.axes}
+            leaves = [f"{n}.r" if n in roots else n for n in st.leaves]
             axes = dict(st.axes)
-            for nm, (_, ext) in zip(names, region):
-                axes[nm] = LoopAxis(nm, ext, False)
+            for a, (_, ext) in zip(op.axes, region):
+                axes[f"{a.name}.r"] = LoopAxis(f"{a.name}.r", ext, False, st.axes[a.name].kind)
             relations = [r for r in st.relations if st.axes[
                 r.parent if isinstance(r, Split) else r.outer].reduce]
         loopvar = {n: Var(n.replace(".", "_")) for n in leaves}
@@ -178,23 +191,44 @@ class _Builder:
             used = [n for n in leaves if _uses(g, loopvar[n])]
             guard_at[used[-1] if used else leaves[0]].append(g)
         attached = self.attached.get(t.name, {})
+        at_loop = {}                 # loop name -> [(producer, region, local buffer)]
+        for n, producers in attached.items():
+            inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+                            for m in leaves[leaves.index(n) + 1:]}
+            for p in producers:
+                reg = self.region(p, t, sub, inner_ranges)
+                local = None
+                if self.private(p, t):
+                    shape = tuple(ext for _, ext in reg)
+                    size = dtypes.itemsize(p.tensor.dtype)
+                    for d in shape:
+                        size *= d
+                    local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
+                                   "local" if size <= 16384 else "global")
+                    self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
+                at_loop.setdefault(n, []).append((p, reg, local))
 
         def nest(names, inner):
             s = inner
             for n in reversed(names):
                 for g in guard_at[n]:
                     s = IfThen(g, s)
-                if n in attached:
-                    inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
-                                    for m in leaves[leaves.index(n) + 1:]}
-                    s = Seq(tuple(self.stage(p, self.region(p, t, sub, inner_ranges))
-                                  for p in attached[n]) + (s,))
+                if n in at_loop:
+                    s = Seq(tuple(self.stage(p, reg) for p, reg, _ in at_loop[n]) + (s,))
+                    for _, _, local in at_loop[n]:
+                        if local is not None:
+                            s = Allocate(local, s)
                 la = axes[n]
                 s = For(loopvar[n], Const(0, "int64"), Const(la.extent, "int64"), la.kind, s)
             return s
 
-        buf = self.buffers[id(t)]
-        out_index = flat_index([substitute(a.var, sub) for a in op.axes], t.shape)
+        if id(t) in self.redirect:             # computed into a block-sized local buffer
+            buf, los, shape = self.redirect[id(t)]
+            out_index = flat_index([substitute(a.var, sub) - lo
+                                    for a, lo in zip(op.axes, los)], shape)
+        else:
+            buf = self.buffers[id(t)]
+            out_index = flat_index([substitute(a.var, sub) for a in op.axes], t.shape)
         red = op.reduce
         if red is None:
             value = self.loads(substitute(self.inline(op.body), sub))
@@ -291,12 +325,17 @@ def lower(graph, sched, name) -> Lowered:
     for t in graph.outputs:
         buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
         outputs.append(buffers[id(t)])
+    b = _Builder(sched, buffers)
+    b.output_ids = {id(t) for t in graph.outputs}
     temps = []
     for t in stages:
-        if id(t) not in buffers and sched.stages[t.name].attach != "inline":
-            buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
-            temps.append(buffers[id(t)])
-    b = _Builder(sched, buffers)
+        st = sched.stages[t.name]
+        if id(t) in buffers or st.attach == "inline":
+            continue
+        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        if st.attach == "at" and b.private(st, sched.stages[st.attach_to[0]].tensor):
+            continue                      # lives in a block-sized buffer at its loop
+        temps.append(buffers[id(t)])
     body = Seq(tuple(b.stage(sched.stages[t.name]) for t in stages
                      if sched.stages[t.name].attach == "root"))
     for buf in reversed(temps):

@@ -271,6 +271,17 @@ class Schedule:
                      "factor": factor})
         return self[f"{tname}_pack"]
 
+    def cache_write(self, stage):
+        """Compute `stage` into a new stage `<stage>_local` and make `stage` a copy of it.
+        With compute_at(local, stage, loop), the local stage accumulates one block in a
+        block-sized buffer (registers, once unrolled) that is written back once.
+        Before: for i: for j: for k: C[i, j] += A[i, k] * B[k, j]
+        After:  C_local[i, j] = sum(...);  C[i, j] = C_local[i, j]    (two stages)
+        Returns the new stage."""
+        name = self._stage_arg("cache_write", stage)
+        self._apply({"op": "cache_write", "stage": name})
+        return self[f"{name}_local"]
+
     def rfactor(self, stage, axis, factor):
         """Split reduction `axis` of `stage` by `factor` and move the inner part out as a
         data axis of a new stage of partial results, so that the partial reductions can
@@ -374,6 +385,8 @@ class Schedule:
             self._pack(st, step)
         elif op == "rfactor":
             self._rfactor(st, step)
+        elif op == "cache_write":
+            self._cache_write(st)
         else:
             raise ScheduleError(f"unknown schedule step {op!r}")
         self._record(step)
@@ -411,11 +424,12 @@ class Schedule:
             c = self.stages[c.attach_to[0]]
         for n in st.leaves:
             a = st.axes[n]
-            if not a.reduce and (a.kind != ForKind.SERIAL or n not in
+            if not a.reduce and (a.kind == ForKind.PARALLEL or n not in
                                  {x.name for x in st.tensor.op.axes}):
                 raise ScheduleError(
-                    f"compute_at: the data loops of {st.tensor.name} come from {cname}'s "
-                    f"loop; schedule only its reduction loops (found {n})", user_loc())
+                    f"compute_at: the data loops of {st.tensor.name} cover the block its "
+                    f"consumer's loop needs; they can be reordered, unrolled or vectorized "
+                    f"but not split, fused or parallel (found {n})", user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
 
     def _reads(self, st):
@@ -429,6 +443,31 @@ class Schedule:
                     if prod is not None and prod.attach == "inline":
                         todo.append(prod.tensor.op.body)
         return out
+
+    def _cache_write(self, st):
+        from jitdl.ir.nodes import Access, IterVar, Var
+        from jitdl.te.tensor import Tensor
+        t = st.tensor
+        fresh = [a.name for a in t.op.axes] + [a.name for a in t.op.reduce_axes]
+        if st.leaves != fresh or st.attach != "root" \
+                or any(a.kind != ForKind.SERIAL for a in st.axes.values()):
+            raise ScheduleError(f"cache_write: apply it to {t.name} before other steps",
+                                user_loc())
+        if f"{t.name}_local" in self.stages:
+            raise ScheduleError(f"cache_write: {t.name} already has a write cache",
+                                user_loc())
+        local = Tensor(f"{t.name}_local", t.shape, t.dtype, t.op)
+        axes = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
+        t.op = Compute(axes, Access(local, tuple(a.var for a in axes)), t.op.loc)
+        new_state = StageState(local, dict(st.axes), list(st.leaves))
+        st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in axes}
+        st.leaves = [a.name for a in axes]
+        stages = {}
+        for name, state in self.stages.items():
+            if name == t.name:
+                stages[local.name] = new_state
+            stages[name] = state
+        self.stages = stages
 
     def _rfactor(self, st, step):
         from jitdl.ir import build
