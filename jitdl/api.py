@@ -174,9 +174,8 @@ class Function:
                 event["result"] = "hit (same loop IR)"
                 log.info("hit (same loop IR) %s %s", self.qualname, event["call"])
                 return kernel
-            if log.isEnabledFor(logging.INFO):
-                log.info("miss %s %s; %s", self.qualname, event["call"],
-                         self._nearest_difference(store, fparts))
+            event["differs"] = self._nearest_difference(store, fparts)
+            log.info("miss %s %s; %s", self.qualname, event["call"], event["differs"])
         unoptimized = str(module)
         obj, optimized = engine.optimize(unoptimized)
         texts = {"loop_ir": loop_ir, "llvm_ir": optimized, "llvm_ir_unoptimized": unoptimized}
@@ -220,9 +219,6 @@ class Function:
         the last miss, which parts of the key differ from the nearest stored entry."""
         store = default_store()
         events = [dict(e) for e in self._events]
-        if events and events[-1]["result"] == "compiled" and store is not None \
-                and "fast_parts" in events[-1]:
-            events[-1]["differs"] = self._nearest_difference(store, events[-1]["fast_parts"])
         for e in events:
             e.pop("fast_parts", None)
         return {"function": self.qualname,

@@ -57,7 +57,22 @@ def _environment() -> dict:
         "opt_level": settings.opt_level,
         "parallel": engine.parallel_available(),
         "array_data_offset": engine.array_data_offset(),
+        "python": sys.version.split()[0],
+        "jitdl_files": _jitdl_stamp(),
     }
+
+
+def _jitdl_stamp() -> str:
+    """Size and modification time of every jitdl source file: a development checkout
+    whose lowering or codegen changed does not reuse kernels built by the old code."""
+    out = []
+    for root, _, files in os.walk(_JITDL_DIR):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                st = os.stat(os.path.join(root, f))
+                out.append(f"{os.path.relpath(os.path.join(root, f), _JITDL_DIR)}:"
+                           f"{st.st_size}:{st.st_mtime_ns}")
+    return digest(*sorted(out))[:16]
 
 
 _STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"])
@@ -75,6 +90,14 @@ def _is_library(obj) -> bool:
     path = os.path.realpath(path)
     return (path.startswith(_JITDL_DIR + os.sep) or path.startswith(_STDLIB + os.sep)
             or "site-packages" in path or "dist-packages" in path)
+
+
+def code_text(code) -> str:
+    """A stable digest of a code object and the code objects nested in it."""
+    consts = [code_text(c) if isinstance(c, types.CodeType) else _stable_repr(c)
+              for c in code.co_consts]
+    return digest(code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
+                  code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags)
 
 
 def _names(code) -> set:
@@ -97,11 +120,10 @@ class _Walker:
         if key in self.seen:
             return
         self.seen.add(key)
-        try:
-            src = inspect.getsource(fn)
-        except (OSError, TypeError):
-            src = fn.__code__.co_code.hex() + repr(fn.__code__.co_consts)
-        self.parts.append(f"def {key}: {src}")
+        # the compiled code, not the source text: no file reads, comments do not count,
+        # and the Python version is part of the environment
+        self.parts.append(f"def {key}: {code_text(fn.__code__)} "
+                          f"defaults={_stable_repr(fn.__defaults__)}")
         names = _names(fn.__code__)
         cells = {}
         if fn.__closure__:
@@ -128,30 +150,34 @@ class _Walker:
                 cells = [_stable_repr(c.cell_contents) for c in (v.__closure__ or ())
                          if _has_contents(c)]
                 self.parts.append(f"{name} = lib {v.__module__}.{v.__qualname__}:"
-                                  f"{v.__name__} {cells}")
+                                  f"{v.__name__} {cells} {_library_stamp(v)}")
             else:
                 self.function(v)
         elif isinstance(v, types.ModuleType):
             self.parts.append(f"{name} = module {v.__name__}")
-            if not _is_library(v):
+            if name.count(".") < 3:
                 for attr in sorted(names):
-                    if hasattr(v, attr) and not attr.startswith("__"):
+                    if not attr.startswith("__") and hasattr(v, attr):
                         self.value(f"{name}.{attr}", getattr(v, attr), names)
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
-        elif isinstance(v, (tuple, list, frozenset)) and len(v) < 10000:
-            try:
-                self.parts.append(f"{name} = {json.dumps(v, default=repr)}")
-            except (TypeError, ValueError):
-                self.parts.append(f"{name} = {type(v).__name__}")
+        elif isinstance(v, (tuple, list, frozenset, set, dict)):
+            self.parts.append(f"{name} = {type(v).__name__} {_container_text(v)}")
         elif isinstance(v, np.ndarray):
             self.parts.append(f"{name} = array {v.dtype} {v.shape} "
                               f"{digest(np.ascontiguousarray(v).tobytes())}")
         elif isinstance(v, np.generic):
             self.parts.append(f"{name} = {v.dtype} {v!r}")
+        elif isinstance(v, type) and _is_library(v):
+            self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__}")
+        elif isinstance(v, type):
+            self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} "
+                              f"{_container_text({k: x for k, x in vars(v).items() if not k.startswith('__')})}")
         else:
             t = type(v)
-            self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}>")
+            state = getattr(v, "__dict__", None)
+            self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> "
+                              f"{_container_text(state) if state is not None else _stable_repr(v)}")
 
 
 def _stable_repr(v) -> str:
@@ -160,6 +186,40 @@ def _stable_repr(v) -> str:
         return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}"
     r = repr(v)
     return f"<{type(v).__module__}.{type(v).__qualname__}>" if " at 0x" in r else r
+
+
+def _container_text(v) -> str:
+    """Contents of a container or an object's attributes, recursively and stably (arrays
+    by digest, functions by their code); enough to notice any edit of a value."""
+    def norm(x, depth=0):
+        if depth > 20:
+            return "..."
+        if isinstance(x, dict):
+            return {str(k): norm(y, depth + 1) for k, y in sorted(x.items(), key=lambda kv: str(kv[0]))}
+        if isinstance(x, (list, tuple)):
+            return [norm(y, depth + 1) for y in x]
+        if isinstance(x, (set, frozenset)):
+            return sorted(str(norm(y, depth + 1)) for y in x)
+        if isinstance(x, np.ndarray):
+            return f"array {x.dtype} {x.shape} {digest(np.ascontiguousarray(x).tobytes())}"
+        if isinstance(x, types.FunctionType):
+            return f"function {x.__qualname__} {code_text(x.__code__)}"
+        if isinstance(x, (bool, int, float, str, type(None))):
+            return x
+        return _stable_repr(x)
+    return digest(json.dumps(norm(v), sort_keys=True, default=str))
+
+
+def _library_stamp(fn) -> str:
+    """What changes when an installed library is upgraded: its version and the size and
+    modification time of the file that defines the function."""
+    top = (getattr(fn, "__module__", "") or "").split(".")[0]
+    version = getattr(sys.modules.get(top), "__version__", "")
+    try:
+        st = os.stat(fn.__code__.co_filename)
+        return f"{version} {st.st_size} {st.st_mtime_ns}"
+    except (OSError, AttributeError):
+        return str(version)
 
 
 def _has_contents(cell):

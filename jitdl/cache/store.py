@@ -149,9 +149,13 @@ class Store:
         if data is None:
             return None
         try:
-            return json.loads(data)["full"]
+            full = json.loads(data)["full"]
         except (ValueError, KeyError, TypeError):
             return None
+        if not (isinstance(full, str) and len(full) == 64
+                and all(c in "0123456789abcdef" for c in full)):
+            return None                  # garbage in an alias is a miss, never a crash
+        return full
 
     def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None):
         if not self.usable:

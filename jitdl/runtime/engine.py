@@ -18,10 +18,10 @@ _state = {}
 
 
 def _init():
-    if "tm" in _state:
+    if "target" in _state:
         return _state
     with _lock:
-        if "tm" in _state:
+        if "target" in _state:
             return _state
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()

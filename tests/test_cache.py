@@ -1,0 +1,762 @@
+"""The on-disk kernel cache, the `python -m jitdl cache` CLI and export/load.
+
+jitdl reads its settings (JITDL_CACHE, JITDL_CACHE_DIR, JITDL_CACHE_MAX_BYTES, JITDL_LOG)
+at import, and a cache is about *later* processes, so almost everything here runs jitdl in
+fresh subprocesses: a small driver script (CHILD) imports user modules written into
+tmp_path (so they have source files), calls them on random inputs, compares with a float64
+NumPy reference and prints one JSON line with the results and `cache_info()`.
+
+To keep the file fast, one module-scoped fixture compiles the standard kernels once (a
+cold process), and tests start from copies of that warm cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+PY = sys.executable
+TIMEOUT = 180
+
+# ----------------------------------------------------------------------------- user code
+
+KMOD = '''\
+import jitdl as jd
+import khelper
+
+SCALE = 2.0
+
+
+@jd.compute
+def scaled(X):
+    Y[i, j] = khelper.shift(X[i, j]) * SCALE
+    return Y
+
+
+@jd.compute
+def softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute
+def matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def unrelated():
+    return "v1"
+'''
+
+KHELPER = '''\
+def shift(x):
+    return x + 1.0
+'''
+
+SOFTMAX_REF = ("np.exp(X - X.max(1, keepdims=True)) / "
+               "np.exp(X - X.max(1, keepdims=True)).sum(1, keepdims=True)")
+
+
+def call(func, args, ref, module="kmod", seed=0):
+    """One call for the child: func(*args) on random float32 data, checked against ref
+    (a NumPy expression over the argument names, evaluated in float64)."""
+    return {"module": module, "func": func, "args": [[n, list(s), "float32"] for n, s in args],
+            "ref": ref, "seed": seed}
+
+
+SCALED = call("scaled", [("X", (8, 16))], "(X + 1.0) * 2.0")
+SOFTMAX = call("softmax", [("X", (8, 16))], SOFTMAX_REF)
+MATMUL = call("matmul", [("A", (8, 12)), ("B", (12, 5))], "A @ B")
+STANDARD = [SCALED, SOFTMAX, MATMUL]
+
+# The driver run in every child process.
+CHILD = '''\
+import hashlib, importlib, json, os, sys, time
+import numpy as np
+import jitdl as jd
+
+spec = json.loads(sys.argv[1])
+if spec.get("barrier"):                  # start racing together
+    open(spec["barrier"] + ".ready." + str(os.getpid()), "w").close()
+    t0 = time.time()
+    while not os.path.exists(spec["barrier"]) and time.time() - t0 < 60:
+        time.sleep(0.002)
+out = []
+for c in spec["calls"]:
+    f = getattr(importlib.import_module(c["module"]), c["func"])
+    rng = np.random.default_rng(c["seed"])
+    args = {n: rng.standard_normal(s).astype(dt) for n, s, dt in c["args"]}
+    y = f(*args.values())
+    ref = eval(c["ref"], {"np": np}, {n: a.astype(np.float64) for n, a in args.items()})
+    err = float(np.max(np.abs(y - ref) / (1e-3 + np.abs(ref))))
+    info = f.cache_info()
+    last = info["events"][-1]
+    out.append({"func": c["func"], "ok": bool(np.allclose(y, ref, rtol=1e-4, atol=1e-5)),
+                "err": err, "shape": list(y.shape), "dtype": str(y.dtype),
+                "sha": hashlib.sha256(np.ascontiguousarray(y).tobytes()).hexdigest(),
+                "result": last["result"], "differs": last.get("differs"),
+                "call": last["call"], "hits": info["hits"], "misses": info["misses"],
+                "cache_dir": info["cache_dir"]})
+print("RESULT " + json.dumps(out))
+'''
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def base_env(root, **extra):
+    """A child environment: no inherited JITDL_* settings, the cache under root/cache,
+    root/mods first on PYTHONPATH, no bytecode files (an edited module is always re-read)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("JITDL_") and k != "PYTHONWARNINGS"}
+    path = [str(root / "mods")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env.update(JITDL_CACHE_DIR=str(root / "cache"), PYTHONPATH=os.pathsep.join(path),
+               PYTHONDONTWRITEBYTECODE="1", JITDL_LOG="cache", JITDL_NUM_THREADS="1")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def write_module(root, name, text):
+    d = root / "mods"
+    d.mkdir(exist_ok=True)
+    shutil.rmtree(d / "__pycache__", ignore_errors=True)
+    (d / f"{name}.py").write_text(text)
+
+
+def edit_module(root, name, old, new):
+    path = root / "mods" / f"{name}.py"
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {name}.py"
+    write_module(root, name, text.replace(old, new))
+
+
+class Child:
+    def __init__(self, proc_or_result, results):
+        self.rc = proc_or_result.returncode
+        self.stdout = proc_or_result.stdout
+        self.stderr = proc_or_result.stderr
+        self.results = results
+
+    def __getitem__(self, func):
+        """The (last) result of the call of `func`."""
+        hits = [r for r in self.results if r["func"] == func]
+        assert hits, f"no call of {func} in {self.results}"
+        return hits[-1]
+
+
+def _parse(p):
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, \
+        f"child failed (rc {p.returncode})\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return Child(p, json.loads(lines[-1][len("RESULT "):]))
+
+
+def run_child(root, calls, **env):
+    script = root / "child.py"
+    if not script.exists():
+        script.write_text(CHILD)
+    p = subprocess.run([PY, str(script), json.dumps({"calls": calls})], cwd=str(root),
+                       env=base_env(root, **env), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return _parse(p)
+
+
+def run_cli(root, *args, **env):
+    p = subprocess.run([PY, "-m", "jitdl", "cache", *args], cwd=str(root),
+                       env=base_env(root, **env), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return p
+
+
+def assert_all_ok(child):
+    for r in child.results:
+        assert r["ok"], f"{r['func']}: wrong result (max rel err {r['err']:.3g})\n" \
+                        f"stderr:\n{child.stderr}"
+
+
+def kernel_files(root):
+    d = root / "cache" / "kernels"
+    return sorted(p for p in d.iterdir() if p.name.endswith(".jdk")) if d.exists() else []
+
+
+def alias_files(root):
+    d = root / "cache" / "aliases"
+    return sorted(p for p in d.iterdir() if p.name.endswith(".json")) if d.exists() else []
+
+
+def kernel_of(root, func):
+    """The kernel file that the alias of kmod.<func> points to (exactly one alias)."""
+    recs = [json.loads(p.read_text()) for p in alias_files(root)]
+    mine = [r for r in recs if r["fname"] == f"kmod.{func}"]
+    assert len(mine) == 1, mine
+    return root / "cache" / "kernels" / (mine[0]["full"] + ".jdk")
+
+
+def alias_of(root, func):
+    mine = [p for p in alias_files(root) if json.loads(p.read_text())["fname"] == f"kmod.{func}"]
+    assert len(mine) == 1, mine
+    return mine[0]
+
+
+def miss_parts(stderr, func):
+    """The key parts named by the JITDL_LOG=cache miss line of kmod.<func>."""
+    m = re.findall(rf"jitdl\.cache: miss kmod\.{func} .*differs in: (.*)$", stderr, re.M)
+    assert m, f"no 'miss ... differs in' line for {func} in stderr:\n{stderr}"
+    return {p.strip() for p in m[-1].split(",")}
+
+
+def leftovers(root):
+    """Temporary files a writer left behind."""
+    return [p.name for d in ("kernels", "aliases") if (root / "cache" / d).exists()
+            for p in (root / "cache" / d).iterdir() if not p.name.endswith((".jdk", ".json"))]
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """mods/ with kmod + khelper and a cache filled by one cold process."""
+    root = tmp_path_factory.mktemp("template")
+    write_module(root, "kmod", KMOD)
+    write_module(root, "khelper", KHELPER)
+    cold = run_child(root, STANDARD)
+    return root, cold
+
+
+@pytest.fixture
+def warm(template, tmp_path):
+    """A private copy of the template: modules, driver and warm cache (mtimes kept)."""
+    src, cold = template
+    for name in ("mods", "cache"):
+        shutil.copytree(src / name, tmp_path / name, symlinks=True)
+    return tmp_path, cold
+
+
+# ----------------------------------------------------------------------------- cold / warm
+
+def test_cold_process_compiles_and_stores(template):
+    root, cold = template
+    assert_all_ok(cold)
+    for r in cold.results:
+        assert (r["misses"], r["hits"], r["result"]) == (1, 0, "compiled"), r
+        assert r["cache_dir"] == str(root / "cache")
+    assert len(kernel_files(root)) == 3
+    assert len(alias_files(root)) == 3
+    assert "jitdl.cache: miss kmod.matmul A: float32[8, 12], B: float32[12, 5]" in cold.stderr
+
+
+def test_warm_process_hits_with_the_same_numbers(warm):
+    root, cold = warm
+    before = {p.name: p.read_bytes() for p in kernel_files(root)}
+    hot = run_child(root, STANDARD)
+    assert_all_ok(hot)
+    for r, c in zip(hot.results, cold.results):
+        assert (r["hits"], r["misses"], r["result"]) == (1, 0, "hit"), r
+        assert r["sha"] == c["sha"], f"{r['func']}: warm result differs from the cold one"
+    assert "jitdl.cache: hit kmod.softmax X: float32[8, 16]" in hot.stderr
+    assert "miss" not in hot.stderr and "Warning" not in hot.stderr, hot.stderr
+    assert (root / "cache" / "stats.sqlite").exists()      # hit counts
+    # a hit writes no kernel
+    assert {p.name: p.read_bytes() for p in kernel_files(root)} == before
+
+
+def test_cache_disabled_never_touches_the_directory(tmp_path):
+    write_module(tmp_path, "kmod", KMOD)
+    write_module(tmp_path, "khelper", KHELPER)
+    for _ in range(2):
+        ch = run_child(tmp_path, [SCALED, MATMUL], JITDL_CACHE="0")
+        assert_all_ok(ch)
+        for r in ch.results:
+            assert (r["result"], r["misses"], r["cache_dir"]) == ("compiled", 1, None), r
+    assert not (tmp_path / "cache").exists()
+
+
+# ----------------------------------------------------------------------------- invalidation
+
+def test_editing_a_helper_in_another_module_invalidates(warm):
+    root, _ = warm
+    edit_module(root, "khelper", "return x + 1.0", "return x * 3.0 + 1.0")
+    ch = run_child(root, [dict(SCALED, ref="(X * 3.0 + 1.0) * 2.0"), SOFTMAX, MATMUL])
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == "compiled" and ch["scaled"]["misses"] == 1
+    assert miss_parts(ch.stderr, "scaled") == {"dependencies"}
+    # the other definitions do not read khelper
+    assert ch["softmax"]["result"] == ch["matmul"]["result"] == "hit"
+
+
+def test_changing_a_global_constant_invalidates(warm):
+    root, _ = warm
+    edit_module(root, "kmod", "SCALE = 2.0", "SCALE = 5.0")
+    ch = run_child(root, [dict(SCALED, ref="(X + 1.0) * 5.0"), MATMUL])
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == "compiled"
+    assert "dependencies" in miss_parts(ch.stderr, "scaled")
+    assert ch["matmul"]["result"] == "hit"
+
+
+def test_editing_an_unrelated_function_keeps_hits(warm):
+    root, cold = warm
+    edit_module(root, "kmod", 'return "v1"', 'return "v2 (edited)"  # and a comment')
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    for r, c in zip(ch.results, cold.results):
+        assert r["result"] == "hit" and r["sha"] == c["sha"], r
+
+
+def test_editing_the_definition_invalidates_source(warm):
+    root, _ = warm
+    edit_module(root, "kmod", "* SCALE\n", "* SCALE - 0.5\n")
+    ch = run_child(root, [dict(SCALED, ref="(X + 1.0) * 2.0 - 0.5"), SOFTMAX])
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == "compiled"
+    assert miss_parts(ch.stderr, "scaled") == {"source"}
+    assert ch["softmax"]["result"] == "hit"
+
+
+def test_a_new_shape_is_a_miss_on_args(warm):
+    root, _ = warm
+    ch = run_child(root, [call("scaled", [("X", (5, 7))], "(X + 1.0) * 2.0"), SCALED])
+    assert_all_ok(ch)
+    assert ch.results[0]["result"] == "compiled" and ch.results[0]["shape"] == [5, 7]
+    assert miss_parts(ch.stderr, "scaled") == {"args"}
+    assert ch.results[1]["result"] == "hit"
+    assert len(kernel_files(root)) == 4
+
+
+def test_cache_info_names_the_differing_part(warm):
+    root, _ = warm
+    edit_module(root, "khelper", "return x + 1.0", "return x + 2.0")
+    ch = run_child(root, [dict(SCALED, ref="(X + 2.0) * 2.0")])
+    assert ch["scaled"]["result"] == "compiled"
+    assert "dependencies" in ch["scaled"]["differs"], ch["scaled"]["differs"]
+
+
+def test_changing_a_dict_global_invalidates(tmp_path):
+    src = textwrap.dedent('''\
+        import jitdl as jd
+        PARAMS = {"scale": 2.0}
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = X[i] * PARAMS["scale"]
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    edit_module(tmp_path, "kmod", '"scale": 2.0', '"scale": 3.0')
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
+
+
+def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
+    site = tmp_path / "site-packages"
+
+    def install(version, body):
+        shutil.rmtree(site, ignore_errors=True)
+        (site / "hpkg").mkdir(parents=True)
+        (site / "hpkg" / "__init__.py").write_text(f"def shift(x):\n    return {body}\n")
+        dist = site / f"hpkg-{version}.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: hpkg\n"
+                                       f"Version: {version}\n")
+    write_module(tmp_path, "kmod", textwrap.dedent('''\
+        import jitdl as jd
+        import hpkg
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = hpkg.shift(X[i])
+            return Y
+        '''))
+    pp = os.pathsep.join([str(tmp_path / "mods"), str(site)] +
+                         [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    install("1.0", "x + 1.0")
+    run_child(tmp_path, [call("scaled", [("X", (9,))], "X + 1.0")], PYTHONPATH=pp)
+    install("2.0", "x + 5.0")
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X + 5.0")], PYTHONPATH=pp)
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
+
+
+# ----------------------------------------------------------------------------- races
+
+def test_eight_processes_racing_on_the_same_keys(tmp_path):
+    write_module(tmp_path, "kmod", KMOD)
+    write_module(tmp_path, "khelper", KHELPER)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    barrier = tmp_path / "go"
+    spec = json.dumps({"calls": STANDARD, "barrier": str(barrier)})
+    procs = [subprocess.Popen([PY, str(script), spec], cwd=str(tmp_path),
+                              env=base_env(tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    try:
+        t0 = time.time()        # release them together once all have imported jitdl
+        while len(list(tmp_path.glob("go.ready.*"))) < 8 and time.time() - t0 < 60:
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.01)
+        barrier.touch()
+        outs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    children = [_parse(subprocess.CompletedProcess([], p.returncode, o, e))
+                for p, (o, e) in zip(procs, outs)]
+    for ch in children:
+        assert_all_ok(ch)
+        for r in ch.results:
+            assert r["result"] in ("compiled", "hit", "hit (same loop IR)"), r
+    # every process got the same numbers for each kernel
+    for n in range(3):
+        assert len({ch.results[n]["sha"] for ch in children}) == 1
+
+    v = run_cli(tmp_path, "verify")
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "3 entries intact, 0 damaged" in v.stdout
+    assert len(kernel_files(tmp_path)) == 3          # one file per distinct key
+    assert len(alias_files(tmp_path)) == 3
+    assert leftovers(tmp_path) == []
+    again = run_child(tmp_path, STANDARD)
+    assert_all_ok(again)
+    assert [r["result"] for r in again.results] == ["hit"] * 3
+
+
+# ----------------------------------------------------------------------------- corruption
+
+def test_damaged_entries_warn_recompile_and_heal(warm):
+    root, cold = warm
+    trunc, flip = kernel_of(root, "scaled"), kernel_of(root, "softmax")
+    data = trunc.read_bytes()
+    trunc.write_bytes(data[:len(data) // 2])
+    data = bytearray(flip.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flip.write_bytes(bytes(data))
+
+    v = run_cli(root, "verify")
+    assert v.returncode == 1
+    assert "1 entries intact, 2 damaged" in v.stdout
+    assert trunc.stem in v.stdout and flip.stem in v.stdout
+
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    assert "CacheWarning" in ch.stderr and "damaged" in ch.stderr
+    assert trunc.name in ch.stderr and flip.name in ch.stderr
+    assert "truncated" in ch.stderr and "checksum" in ch.stderr
+    assert ch["scaled"]["result"] == ch["softmax"]["result"] == "compiled"
+    assert ch["matmul"]["result"] == "hit"
+    for r, c in zip(ch.results, cold.results):
+        assert r["sha"] == c["sha"]
+
+    v = run_cli(root, "verify")
+    assert v.returncode == 0 and "3 entries intact, 0 damaged" in v.stdout, v.stdout
+    healed = run_child(root, STANDARD)
+    assert [r["result"] for r in healed.results] == ["hit"] * 3
+    assert "Warning" not in healed.stderr
+
+
+def test_an_empty_or_foreign_entry_is_a_miss(warm):
+    root, _ = warm
+    kernel_of(root, "scaled").write_bytes(b"")
+    kernel_of(root, "matmul").write_bytes(b"NOTJITDL" + os.urandom(200))
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == ch["matmul"]["result"] == "compiled"
+    assert "unknown format" in ch.stderr and "truncated header" in ch.stderr
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00\xff not json {",
+    b"[1, 2, 3]",
+    b'"just a string"',
+    b'{"fname": "kmod.scaled"}',
+    b'{"full": "0000000000000000000000000000000000000000000000000000000000000000"}',
+    b'{"full": 5}',
+    b'{"full": ["a"]}',
+])
+def test_garbage_alias_is_a_miss_and_is_rewritten(warm, garbage):
+    root, cold = warm
+    alias = alias_of(root, "scaled")
+    alias.write_bytes(garbage)
+    ch = run_child(root, [SCALED])
+    assert_all_ok(ch)
+    # the kernel is still there: found again by its loop IR (or compiled), never a crash
+    assert ch["scaled"]["result"] in ("hit (same loop IR)", "compiled")
+    assert ch["scaled"]["sha"] == cold["scaled"]["sha"]
+    assert json.loads(alias.read_bytes())["full"] == kernel_of(root, "scaled").stem
+    assert run_child(root, [SCALED])["scaled"]["result"] == "hit"
+
+
+# ----------------------------------------------------------------------------- permissions
+
+@pytest.mark.parametrize("where", ["", "kernels"])
+def test_a_group_writable_cache_dir_is_not_used(warm, where):
+    root, _ = warm
+    d = root / "cache" / where
+    os.chmod(d, 0o777)
+    before = sorted(p.name for p in (root / "cache").rglob("*"))
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    for r in ch.results:
+        assert r["result"] == "compiled" and r["cache_dir"] is None, r
+    assert "CacheWarning" in ch.stderr and "not using the kernel cache" in ch.stderr
+    assert "group or others can write it" in ch.stderr and str(d) in ch.stderr
+    assert sorted(p.name for p in (root / "cache").rglob("*")) == before   # nothing written
+
+
+def test_a_group_writable_entry_is_ignored_and_replaced(warm):
+    root, cold = warm
+    entry, alias = kernel_of(root, "scaled"), alias_of(root, "matmul")
+    os.chmod(entry, 0o664)
+    os.chmod(alias, 0o666)
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == "compiled"            # not loaded
+    assert ch["matmul"]["result"] != "hit"                  # alias not trusted
+    assert ch["softmax"]["result"] == "hit"
+    assert "ignoring cache entry" in ch.stderr and "group or others can write it" in ch.stderr
+    assert str(entry) in ch.stderr and str(alias) in ch.stderr
+    # the rewrite replaced the files with private ones
+    assert stat.S_IMODE(entry.stat().st_mode) & 0o022 == 0
+    assert stat.S_IMODE(alias.stat().st_mode) & 0o022 == 0
+    assert ch["scaled"]["sha"] == cold["scaled"]["sha"]
+
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="chown to another uid needs root")
+
+
+@needs_root
+def test_an_entry_owned_by_another_user_is_ignored(warm):
+    root, _ = warm
+    entry, alias = kernel_of(root, "softmax"), alias_of(root, "matmul")
+    os.chown(entry, 12345, 12345)
+    os.chown(alias, 12345, 12345)
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    assert ch["softmax"]["result"] == "compiled"
+    assert ch["matmul"]["result"] != "hit"
+    assert ch["scaled"]["result"] == "hit"
+    assert "owned by uid 12345" in ch.stderr and str(entry) in ch.stderr
+    assert entry.stat().st_uid == os.getuid()               # replaced by our own
+
+
+@needs_root
+def test_a_cache_dir_owned_by_another_user_is_not_used(warm):
+    root, _ = warm
+    os.chown(root / "cache", 12345, 12345)
+    ch = run_child(root, STANDARD)
+    assert_all_ok(ch)
+    assert all(r["result"] == "compiled" and r["cache_dir"] is None for r in ch.results)
+    assert "not using the kernel cache" in ch.stderr and "owned by uid 12345" in ch.stderr
+
+
+# ----------------------------------------------------------------------------- eviction
+
+def _filler(size_hint, store_pack):
+    """A valid entry (so `verify` stays clean) of about size_hint bytes."""
+    meta = {"fname": "filler", "call": "", "signature": {}}
+    base = len(store_pack(meta, b"", {}))
+    return store_pack(meta, b"\x90" * max(0, size_hint - base), {})
+
+
+def test_eviction_removes_least_recently_used_first(warm):
+    from jitdl.cache.store import pack
+    root, _ = warm
+    cap = 1 << 20
+    kdir = root / "cache" / "kernels"
+    A, B, C = kernel_of(root, "matmul"), kernel_of(root, "scaled"), kernel_of(root, "softmax")
+    now = time.time()
+    os.utime(A, (now - 2000, now - 2000))     # oldest on disk, but used next: then newest
+    os.utime(B, (now - 1000, now - 1000))
+    os.utime(C, (now - 900, now - 900))
+    real = sum(p.stat().st_size for p in (A, B, C))
+    room = cap - 1000 - real                  # the next new kernel pushes it over the cap
+    fillers = []
+    while room > 0:
+        size = 16384 if room >= 2 * 16384 else room
+        data = _filler(size, pack)
+        p = kdir / (hashlib.sha256(f"filler{len(fillers)}".encode()).hexdigest() + ".jdk")
+        p.write_bytes(data)
+        os.utime(p, (now - 800 + len(fillers), now - 800 + len(fillers)))
+        fillers.append(p)
+        room -= len(data)
+    before = {p.name for p in kernel_files(root)}
+    assert cap - 2000 < sum(p.stat().st_size for p in kernel_files(root)) <= cap
+
+    new_shape = call("scaled", [("X", (5, 7))], "(X + 1.0) * 2.0")
+    ch = run_child(root, [MATMUL, new_shape], JITDL_CACHE_MAX_BYTES=cap)
+    assert_all_ok(ch)
+    assert ch["matmul"]["result"] == "hit" and ch.results[1]["result"] == "compiled"
+
+    after = {p.name for p in kernel_files(root)}
+    new = after - before
+    removed = before - after
+    assert len(new) == 1, "the new kernel was stored"
+    assert sum(p.stat().st_size for p in kernel_files(root)) <= cap
+    lru = [B.name, C.name] + [p.name for p in fillers] + [A.name]   # least recent first
+    assert removed, "nothing was evicted"
+    assert removed == set(lru[:len(removed)]), \
+        f"evicted out of LRU order: removed {sorted(lru.index(n) for n in removed)}"
+    assert A.name in after, "the entry used just before the write was evicted"
+
+    # an evicted kernel is a quiet miss: recompiled, correct, no warning
+    ch = run_child(root, [SCALED, MATMUL], JITDL_CACHE_MAX_BYTES=cap)
+    assert_all_ok(ch)
+    assert ch["scaled"]["result"] == "compiled" and ch["matmul"]["result"] == "hit"
+    assert "Warning" not in ch.stderr, ch.stderr
+
+
+# ----------------------------------------------------------------------------- export / load
+
+EXMOD = '''\
+import jitdl as jd
+
+
+@jd.compute
+def dense_relu(X, W, alpha):
+    n, k = X.shape
+    Y[i, j] = max(sum(X[i, r] * W[r, j] for r in range(k)) + alpha, 0.0)
+    return Y
+'''
+
+LOADER = '''\
+import json, os, sys
+import numpy as np
+import jitdl as jd
+try:
+    import exmod
+    sys.exit("the source module is still importable")
+except ModuleNotFoundError:
+    pass
+f = jd.load(sys.argv[1])
+rng = np.random.default_rng(7)
+X = rng.standard_normal((6, 10)).astype(np.float32)
+W = rng.standard_normal((10, 4)).astype(np.float32)
+ref = np.maximum(X.astype(np.float64) @ W.astype(np.float64) + 0.25, 0.0)
+y = f(X, W, 0.25)
+res = {"ok": bool(np.allclose(y, ref, rtol=1e-4, atol=1e-5)), "dtype": str(y.dtype),
+       "nonzero": int((y > 0).sum()), "repr": repr(f)}
+for name, args in [("err_shape", (X[:5], W, 0.25)),
+                   ("err_dtype", (X.astype(np.float64), W, 0.25))]:
+    try:
+        f(*args)
+        res[name] = None
+    except jd.ArgumentError as e:
+        res[name] = str(e)
+print("RESULT " + json.dumps(res))
+'''
+
+
+def test_export_and_load_without_source_or_cache(tmp_path):
+    write_module(tmp_path, "exmod", EXMOD)
+    path = tmp_path / "dense_relu.jdx"
+    code = textwrap.dedent(f'''\
+        import numpy as np, exmod
+        X = np.ones((6, 10), np.float32); W = np.ones((10, 4), np.float32)
+        exmod.dense_relu.export({str(path)!r}, X, W, 0.5)
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert path.exists()
+
+    shutil.rmtree(tmp_path / "mods")                         # the source is gone
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+    loader = tmp_path / "loader.py"
+    loader.write_text(LOADER)
+    p = subprocess.run([PY, str(loader), str(path)], env=base_env(tmp_path, JITDL_CACHE="0"),
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(p.stdout.split("RESULT ", 1)[1])
+    assert res["ok"] and res["dtype"] == "float32" and res["nonzero"] > 0, res
+    assert "dense_relu" in res["repr"]
+    for name in ("err_shape", "err_dtype"):
+        msg = res[name]
+        assert msg is not None, f"a call with another {name[4:]} did not raise ArgumentError"
+        assert "dense_relu" in msg
+        assert "float32[6, 10], float32[10, 4], float" in msg, msg    # what the file holds
+    assert "float32[5, 10]" in res["err_shape"]
+    assert "float64[6, 10]" in res["err_dtype"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_loading_a_damaged_export_raises(tmp_path):
+    bad = tmp_path / "bad.jdx"
+    bad.write_bytes(b"JITDLX01\x01\x00\x00\x00" + (100).to_bytes(8, "little") + b"x" * 100)
+    code = textwrap.dedent(f'''\
+        import jitdl as jd
+        for p in ({str(bad)!r}, {str(tmp_path / "notjitdl")!r}):
+            try:
+                jd.load(p)
+            except jd.JitdlError as e:
+                print("ERR", e)
+        ''')
+    (tmp_path / "notjitdl").write_bytes(b"hello world")
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path, JITDL_CACHE="0"),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    errs = [ln for ln in p.stdout.splitlines() if ln.startswith("ERR")]
+    assert len(errs) == 2, p.stdout
+    assert "damaged" in errs[0] and "not a jitdl export" in errs[1]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def test_cli_info_list_verify_clear(warm):
+    root, _ = warm
+    run_child(root, STANDARD)                                # one hit each
+    info = run_cli(root, "info")
+    assert info.returncode == 0, info.stderr
+    assert f"cache directory: {root / 'cache'}" in info.stdout
+    assert re.search(r"entries:\s+3 \(0 damaged\)", info.stdout), info.stdout
+    assert re.search(r"hits recorded:\s+3\b", info.stdout), info.stdout
+    assert "JITDL_CACHE_MAX_BYTES" in info.stdout
+
+    ls = run_cli(root, "list")
+    assert ls.returncode == 0, ls.stderr
+    rows = ls.stdout.splitlines()[1:]
+    assert len(rows) == 3, ls.stdout
+    for what in ("kmod.matmul(A: float32[8, 12], B: float32[12, 5])",
+                 "kmod.softmax(X: float32[8, 16])", "kmod.scaled(X: float32[8, 16])"):
+        row = [r for r in rows if what in r]
+        assert row, f"{what} not listed:\n{ls.stdout}"
+        assert row[0].split()[1] == "1", f"hit count of {what}: {row[0]}"
+
+    v = run_cli(root, "verify")
+    assert v.returncode == 0 and "3 entries intact, 0 damaged" in v.stdout
+
+    victim = kernel_of(root, "softmax")
+    victim.write_bytes(victim.read_bytes()[:-7])
+    assert "<damaged>" in run_cli(root, "list").stdout
+    assert re.search(r"entries:\s+3 \(1 damaged\)", run_cli(root, "info").stdout)
+    v = run_cli(root, "verify", "--remove")
+    assert v.returncode == 0, v.stdout
+    assert "2 entries intact, 1 damaged (removed)" in v.stdout and victim.stem in v.stdout
+    assert not victim.exists()
+
+    c = run_cli(root, "clear")
+    assert c.returncode == 0 and "removed 2 entries" in c.stdout, c.stdout
+    assert kernel_files(root) == [] and alias_files(root) == []
+    assert re.search(r"entries:\s+0 \(0 damaged\)", run_cli(root, "info").stdout)
+    assert run_child(root, [SCALED])["scaled"]["result"] == "compiled"
+
+
+def test_cli_with_the_cache_disabled(tmp_path):
+    p = run_cli(tmp_path, "info", JITDL_CACHE="0")
+    assert p.returncode == 1 and "disabled" in p.stdout
+    assert not (tmp_path / "cache").exists()
