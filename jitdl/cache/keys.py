@@ -67,11 +67,10 @@ def _jitdl_stamp() -> str:
     whose lowering or codegen changed does not reuse kernels built by the old code."""
     out = []
     for root, _, files in os.walk(_JITDL_DIR):
-        for f in sorted(files):
+        for f in files:
             if f.endswith(".py"):
                 st = os.stat(os.path.join(root, f))
-                out.append(f"{os.path.relpath(os.path.join(root, f), _JITDL_DIR)}:"
-                           f"{st.st_size}:{st.st_mtime_ns}")
+                out.append(f"{root[len(_JITDL_DIR):]}/{f}:{st.st_size}:{st.st_mtime_ns}")
     return digest(*sorted(out))[:16]
 
 

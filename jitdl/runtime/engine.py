@@ -42,6 +42,7 @@ def _target_machine(jit=True):
 
 
 def _gomp_candidates():
+    yield "libgomp.so.1"                 # the dynamic loader's own search: no subprocess
     found = ctypes.util.find_library("gomp")
     if found:
         yield found
