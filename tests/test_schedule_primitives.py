@@ -239,3 +239,32 @@ def test_cache_write_errors():
         s.cache_write(C)
     with pytest.raises(jd.ScheduleError, match="before other steps"):
         f(np.ones((4, 4)), np.ones((4, 4)))
+
+
+def test_compute_at_with_a_reader_outside_is_refused():
+    f = make_softmax()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        s.compute_inline(s["e"])
+        s.compute_at(s["mx"], Y, Y.axis[0])        # but s, computed at the root, reads mx
+    with pytest.raises(jd.ScheduleError, match="s also reads mx outside loop i of Y"):
+        f(np.ones((3, 4)))
+
+
+def test_compute_at_block_shared_by_stages_at_the_same_loop(rng):
+    """e (a row of exp) is computed once per row and read by s and Y, both inside the row
+    loop: its block must cover what all of them read."""
+    f = make_softmax()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        i = Y.axis[0]
+        for name in ("mx", "e", "s"):
+            s.compute_at(s[name], Y, i)
+    x = rng.standard_normal((9, 21))
+    check(f, (x,), np_softmax(x), F64, 1e-12)
+    text = str(f.lower(x))
+    assert "e_l: float64[1, 21] (local)" in text

@@ -81,24 +81,38 @@ class _Builder:
                 cons, loop = st.attach_to
                 self.attached.setdefault(cons, {}).setdefault(loop, []).append(st)
 
-    def region(self, pst, cons, cons_sub, inner_ranges):
-        """The block of producer `pst` that one iteration of a consumer loop reads: per
-        data axis, (lo expression in the enclosing loop variables, constant extent)."""
-        body = self.inline(cons.op.body)
-        accs = [n for n in walk_expr(body) if isinstance(n, Access) and n.tensor is pst.tensor]
+    def region(self, pst, cons, cons_sub, inner_ranges, co=()):
+        """The block of producer `pst` that one iteration of a consumer loop reads, by the
+        consumer and by the stages `co` computed at the same loop after it (with their own
+        regions): per data axis, (lo expression in the enclosing loop variables, extent)."""
+        reads = []                      # (substituted indices, ranges of the inner vars)
+        for acc in walk_expr(self.inline(cons.op.body)):
+            if isinstance(acc, Access) and acc.tensor is pst.tensor:
+                reads.append(([substitute(i, cons_sub) for i in acc.indices], inner_ranges))
+        for x, reg_x in co:
+            xsub, xr = {}, dict(inner_ranges)
+            for ax, (lo, ext) in zip(x.tensor.op.axes, reg_x):
+                r = Var(f"{ax.name}_rr")
+                xsub[ax.var] = lo + r
+                xr[r] = (0, ext - 1)
+            for ax in x.tensor.op.reduce_axes:
+                xr[ax.var] = (ax.min, ax.min + ax.extent - 1)
+            for acc in walk_expr(self.inline(x.tensor.op.body)):
+                if isinstance(acc, Access) and acc.tensor is pst.tensor:
+                    reads.append(([substitute(i, xsub) for i in acc.indices], xr))
         out = []
         for d, ax in enumerate(pst.tensor.op.axes):
             lo_form, lo, hi = None, None, None
-            for acc in accs:
-                f = linear(substitute(acc.indices[d], cons_sub))
+            for idx, ranges in reads:
+                f = linear(idx[d])
                 if f is None:
                     lo_form = "any"
                     break
-                outer = {k: c for k, c in f.items() if k != 1 and k not in inner_ranges and c}
-                inner = {k: c for k, c in f.items() if k in inner_ranges and c}
-                ilo = sum(min(c * inner_ranges[k][0], c * inner_ranges[k][1])
+                outer = {k: c for k, c in f.items() if k != 1 and k not in ranges and c}
+                inner = {k: c for k, c in f.items() if k != 1 and k in ranges and c}
+                ilo = sum(min(c * ranges[k][0], c * ranges[k][1])
                           for k, c in inner.items()) + f.get(1, 0)
-                ihi = sum(max(c * inner_ranges[k][0], c * inner_ranges[k][1])
+                ihi = sum(max(c * ranges[k][0], c * ranges[k][1])
                           for k, c in inner.items()) + f.get(1, 0)
                 if lo_form is not None and outer != lo_form:
                     lo_form = "any"
@@ -131,7 +145,8 @@ class _Builder:
         buffer at its attach point."""
         if id(p.tensor) in self.output_ids:
             return False
-        return all(x.tensor is cons or p.tensor not in self.sched._reads(x)
+        return all(x.tensor is cons or x.attach_to == p.attach_to
+                   or p.tensor not in self.sched._reads(x)
                    for x in self.sched.stages.values() if x.attach != "inline" and x is not p)
 
     def loads(self, e):
@@ -171,7 +186,8 @@ class _Builder:
         if region is not None:
             for a, (lo, _) in zip(op.axes, region):
                 values[a.name] = lo + loopvar[f"{a.name}.r"]
-                guards.append(values[a.name] < a.extent)
+                guards.append(build.logical(BinOp.AND, values[a.name] >= 0,
+                                            values[a.name] < a.extent))
         for rel in reversed(relations):
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
@@ -195,8 +211,10 @@ class _Builder:
         for n, producers in attached.items():
             inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
                             for m in leaves[leaves.index(n) + 1:]}
-            for p in producers:
-                reg = self.region(p, t, sub, inner_ranges)
+            done = []                  # later stages at this loop may read earlier ones
+            for p in reversed(producers):
+                reg = self.region(p, t, sub, inner_ranges, done)
+                done.append((p, reg))
                 local = None
                 if self.private(p, t):
                     shape = tuple(ext for _, ext in reg)
@@ -206,7 +224,7 @@ class _Builder:
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
                                    "local" if size <= 16384 else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
-                at_loop.setdefault(n, []).append((p, reg, local))
+                at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
         def nest(names, inner):
             s = inner
@@ -309,6 +327,7 @@ def _uses(e, var):
 
 def lower(graph, sched, name) -> Lowered:
     stages = stages_of(graph.outputs)
+    sched.validate()
     bounds.check_shape_agreement(stages)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     for t in stages:

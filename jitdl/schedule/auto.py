@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.visit import map_expr, substitute
-from jitdl.ir.nodes import Access, ForKind, ReduceOp, Select, Var
+from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.schedule import Axis
 
@@ -161,41 +161,71 @@ def _inlined_accesses(s, st, tensor):
 
 
 def _fuse_row_reductions(s, outputs):
-    """Compute 1-D producers (row statistics: max, sum, mean, variance) inside the outer
-    loop of the stage that reads them, P[i] read as P[i] by Y[i, ...]: each row is then
-    read from memory once and re-read from cache."""
+    """Compute row-wise producers (row statistics: max, sum, mean, variance; rows of an
+    expensive intermediate such as exp) inside the outer loop of the stage that reads
+    them: P[i, ...] read at row i by Y[i, ...] and by stages already computed there. Each
+    row of the input is then read from memory once and re-read from cache."""
     for name in reversed(list(s.stages)):
         st = s.stages[name]
-        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim != 1:
+        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim == 0:
+            continue
+        row = 1
+        for d in st.tensor.shape[1:]:
+            row *= d
+        if row > 16384:
             continue
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
-        roots = [x for x in readers if x.attach == "root"]
-        if len(roots) != 1 or not roots[0].tensor.op.axes:
+        targets = {x.attach_to[0] if x.attach == "at" else x.tensor.name for x in readers}
+        if len(targets) != 1:
             continue
-        cons = roots[0]
+        cons = s.stages[targets.pop()]
+        if not cons.leaves or not cons.tensor.op.axes:
+            continue
         first = cons.tensor.op.axes[0]
         if cons.leaves[0] != first.name or first.extent != st.tensor.shape[0]:
             continue
-        ok = all(a.indices[0] is first.var for a in _inlined_accesses(s, cons, st.tensor))
+        ok = True
         for x in readers:
-            if x is cons:
-                continue
             own = x.tensor.op.axes
-            ok = ok and x.attach_to == (cons.tensor.name, first.name) and len(own) == 1 \
-                and all(a.indices[0] is own[0].var
-                        for a in _inlined_accesses(s, x, st.tensor))
+            if x is not cons and (x.attach_to != (cons.tensor.name, first.name) or not own):
+                ok = False
+                break
+            var = first.var if x is cons else own[0].var
+            ok = ok and all(acc.indices[0] is var
+                            for acc in _inlined_accesses(s, x, st.tensor))
         if ok:
             s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
 
 
+_EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
+              Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.LOG1P, Intrin.EXPM1}
+
+
+def _shared_and_expensive(s, st):
+    """An elementwise stage with transcendental math that several stages read: inlining
+    it would compute the math once per reader."""
+    if not any(isinstance(n, Call) and n.fn in _EXPENSIVE
+               for n in walk_expr(st.tensor.op.body)):
+        return False
+    readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
+    return len(readers) >= 2
+
+
 def auto_schedule(s, num_threads, cfg=None):
     outputs = {id(t) for t in s.outputs}
+    keep = []
     for name, st in s.stages.items():
         if not st.is_reduce and id(st.tensor) not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
-            s.compute_inline(s[name])
+            if _shared_and_expensive(s, st):
+                keep.append(name)         # inlined below unless computed at a row loop
+            else:
+                s.compute_inline(s[name])
     _fuse_row_reductions(s, outputs)
+    for name in keep:
+        if s.stages[name].attach == "root":
+            s.compute_inline(s[name])
     for name in list(s.stages):
         st = s.stages[name]
         if st.attach != "root" or name.endswith("_pack"):

@@ -408,8 +408,8 @@ class Schedule:
                                 user_loc())
         if st.attach == "inline":
             raise ScheduleError(f"compute_at: {st.tensor.name} is inlined", user_loc())
-        # the consumer (or a stage inlined into it) must read the stage
-        if st.tensor not in self._reads(cons):
+        # the consumer must read the stage, directly or through other stages
+        if st.tensor not in self._reads_transitively(cons):
             readers = [n for n, x in self.stages.items() if st.tensor in self._reads(x)]
             raise ScheduleError(
                 f"compute_at: {cname} does not read {st.tensor.name}; it can be computed "
@@ -431,6 +431,35 @@ class Schedule:
                     f"consumer's loop needs; they can be reordered, unrolled or vectorized "
                     f"but not split, fused or parallel (found {n})", user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
+
+    def validate(self):
+        """Checks of the finished schedule: a stage computed at a loop exists only there,
+        so every stage that reads it must be that consumer or be computed at the same loop."""
+        for st in self.stages.values():
+            if st.attach == "at":
+                self._check_readers_inside(st)
+
+    def _check_readers_inside(self, st):
+        for other in self.stages.values():
+            if other is st or other.attach == "inline":
+                continue
+            if st.tensor in self._reads(other) and other.tensor.name != st.attach_to[0] \
+                    and other.attach_to != st.attach_to:
+                raise ScheduleError(
+                    f"compute_at: {other.tensor.name} also reads {st.tensor.name} outside "
+                    f"loop {st.attach_to[1]} of {st.attach_to[0]}; compute "
+                    f"{other.tensor.name} at that loop too, or {st.tensor.name} at a loop "
+                    "that encloses all its readers", user_loc())
+
+    def _reads_transitively(self, st):
+        out, todo = set(), [st]
+        while todo:
+            for t in self._reads(todo.pop()):
+                if t not in out:
+                    out.add(t)
+                    if t.name in self.stages:
+                        todo.append(self.stages[t.name])
+        return out
 
     def _reads(self, st):
         """Tensors read by a stage, looking through stages inlined into it."""
