@@ -4,6 +4,9 @@
     python benchmarks/run.py --quick         # small sizes (smoke test)
     python benchmarks/run.py --only matmul   # one kernel (comma-separated list allowed)
 
+Kernels: copy bandwidth, fused elementwise max(a*b + c, 0), matmul 1024^3 and two odd
+shapes (1000^3, 777x513x1025), row softmax, layernorm, conv2d NCHW 3x3.
+
 Every jitdl result is checked against a float64 NumPy reference before it is timed.
 Times are medians of repeated calls after warm-up (jitdl and NumPy in alternating blocks).
 ratio = jitdl throughput / NumPy throughput (> 1: jitdl is faster).
@@ -67,6 +70,15 @@ def conv2d(X, W):
     Y = jd.tensor((n, f, h, w))
     Y[b, fo, y, x] = sum(P[b, ci, y + ry, x + rx] * W[fo, ci, ry, rx]
                          for ci in range(c) for ry in range(r) for rx in range(q))
+    return Y
+
+
+@jd.compute
+def layernorm(X, eps):
+    n, m = X.shape
+    mu[i] = sum(X[i, k] for k in range(m)) / m
+    var[i] = sum((X[i, k] - mu[i]) ** 2 for k in range(m)) / m
+    Y[i, j] = (X[i, j] - mu[i]) * rsqrt(var[i] + eps)
     return Y
 
 
@@ -151,16 +163,17 @@ def bench_elementwise(cfg, rng):
                 jitdl_timeit_s=timeit_crosscheck(fused, a, b, c))
 
 
-def bench_matmul(cfg, rng):
-    n = cfg["mm"]
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
+def bench_matmul(cfg, rng, shape=None, kernel="matmul"):
+    m, k, n = shape or (cfg["mm"],) * 3
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     out, t_first = first_call(matmul, a, b)
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     t_jd, t_np = time_pair(lambda: matmul(a, b), lambda: a @ b, **cfg["rep_heavy"])
-    flops = 2.0 * n ** 3
-    return dict(kernel="matmul", size=f"{n}^3 f32", jitdl_s=t_jd, numpy_s=t_np,
+    flops = 2.0 * m * k * n
+    size = f"{m}^3 f32" if m == k == n else f"{m}x{k}x{n} f32"
+    return dict(kernel=kernel, size=size, jitdl_s=t_jd, numpy_s=t_np,
                 metric="GFLOP/s", jitdl=flops / t_jd / 1e9, numpy=flops / t_np / 1e9,
                 ratio=t_np / t_jd, first_call_s=t_first, numpy_ref="a @ b",
                 jitdl_timeit_s=timeit_crosscheck(matmul, a, b))
@@ -181,6 +194,35 @@ def bench_softmax(cfg, rng):
                 jitdl_timeit_s=timeit_crosscheck(softmax, x))
 
 
+def bench_matmul_odd(cfg, rng):
+    return bench_matmul(cfg, rng, cfg["mm_odd"], "matmul odd")
+
+
+def bench_matmul_odd2(cfg, rng):
+    return bench_matmul(cfg, rng, cfg["mm_odd2"], "matmul odd")
+
+
+def np_layernorm(x, eps):
+    mu = x.mean(1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps)
+
+
+def bench_layernorm(cfg, rng):
+    n, m = cfg["ln"]
+    x = rng.standard_normal((n, m), dtype=np.float32)
+    ref = np_layernorm(x.astype(np.float64), 1e-5)
+    out, t_first = first_call(layernorm, x, 1e-5)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    t_jd, t_np = time_pair(lambda: layernorm(x, 1e-5), lambda: np_layernorm(x, 1e-5),
+                           **cfg["rep_heavy"])
+    nbytes = 2 * x.nbytes
+    return dict(kernel="layernorm", size=f"{n}x{m} f32", jitdl_s=t_jd, numpy_s=t_np,
+                metric="GB/s", jitdl=nbytes / t_jd / 1e9, numpy=nbytes / t_np / 1e9,
+                ratio=t_np / t_jd, first_call_s=t_first, note="bytes = 1 read + 1 write",
+                numpy_ref="(x - mean) / sqrt(var + eps)",
+                jitdl_timeit_s=timeit_crosscheck(layernorm, x, 1e-5))
+
+
 def bench_conv2d(cfg, rng):
     n, c, hw, f = cfg["conv"]
     x = rng.standard_normal((n, c, hw, hw), dtype=np.float32)
@@ -198,11 +240,14 @@ def bench_conv2d(cfg, rng):
 
 
 BENCHES = {"copy": bench_copy, "elementwise": bench_elementwise, "matmul": bench_matmul,
-           "softmax": bench_softmax, "conv2d": bench_conv2d}
+           "matmul_1000": bench_matmul_odd, "matmul_777": bench_matmul_odd2,
+           "softmax": bench_softmax, "layernorm": bench_layernorm, "conv2d": bench_conv2d}
 
-FULL = dict(vec=1 << 24, mm=1024, sm=4096, conv=(1, 64, 56, 64),
+FULL = dict(vec=1 << 24, mm=1024, mm_odd=(1000, 1000, 1000), mm_odd2=(777, 513, 1025),
+            sm=4096, ln=(4096, 4096), conv=(1, 64, 56, 64),
             rep=dict(warmup=3, repeat=20), rep_heavy=dict(warmup=3, repeat=10))
-QUICK = dict(vec=1 << 20, mm=256, sm=512, conv=(1, 16, 28, 16),
+QUICK = dict(vec=1 << 20, mm=256, mm_odd=(100, 100, 100), mm_odd2=(77, 51, 103), sm=512,
+             ln=(512, 512), conv=(1, 16, 28, 16),
              rep=dict(warmup=2, repeat=5), rep_heavy=dict(warmup=2, repeat=5))
 
 
