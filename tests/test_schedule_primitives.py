@@ -268,3 +268,33 @@ def test_compute_at_block_shared_by_stages_at_the_same_loop(rng):
     check(f, (x,), np_softmax(x), F64, 1e-12)
     text = str(f.lower(x))
     assert "e_l: float64[1, 21] (local)" in text
+
+
+def test_cache_read_block_copy(rng):
+    @jd.compute
+    def blur(X):
+        n, m = X.shape
+        Y[i, j] = (X[i, j] + X[i, j + 1] + X[i + 1, j] + X[i + 1, j + 1]) * 0.25
+        return Y
+
+    @jd.schedule(blur, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        XC = s.cache_read("X", [Y])
+        i, j = Y.axis
+        io, ii = s.split(i, 4)
+        s.compute_at(XC, Y, io)          # rows 4*io .. 4*io + 4 (5 of them) per block
+    x = rng.standard_normal((23, 17))
+    ref = (x[:-1, :-1] + x[:-1, 1:] + x[1:, :-1] + x[1:, 1:]) * 0.25
+    check(blur, (x,), ref, F64, 1e-12)
+    assert "X_cache_l: float64[5, 17] (local)" in str(blur.lower(x))
+
+
+def test_cache_read_errors():
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        s.cache_read("Q", [s["C"]])
+    with pytest.raises(jd.ScheduleError, match="reads a tensor named 'Q'"):
+        f(np.ones((4, 4)), np.ones((4, 4)))

@@ -173,14 +173,17 @@ class Schedule:
         return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
 
     def tile(self, x, y, x_factor, y_factor):
-        """Split x and y and reorder to (x.o, y.o, x.i, y.i). Returns those four loops."""
+        """Split x and y and reorder to (x.o, y.o, x.i, y.i). Returns those four loops.
+        Before: for i: for j: S          After: for i.o: for j.o: for i.i: for j.i: S"""
         xo, xi = self.split(x, x_factor)
         yo, yi = self.split(y, y_factor)
         self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
     def fuse(self, *axes):
-        """Fuse adjacent loops `for a: for b:` into one `for a.b.f in range(A * B)`."""
+        """Fuse adjacent loops into one.
+        Before: for a in range(A): for b in range(B): S[a, b]
+        After:  for f in range(A * B): S[f // B, f % B]"""
         if len(axes) < 2:
             raise ScheduleError("fuse: give at least two loops", user_loc())
         out = axes[0]
@@ -205,7 +208,8 @@ class Schedule:
         return Axis(a.stage, f"{a.name}.{b.name}.f")
 
     def reorder(self, *axes):
-        """Permute the positions of the given loops of one stage; others stay in place."""
+        """Permute the positions of the given loops of one stage; others stay in place.
+        Before: for i: for j: for k: S      reorder(k, i) ->  for k: for j: for i: S"""
         if not axes:
             return
         for ax in axes:
@@ -229,15 +233,18 @@ class Schedule:
                      "stage": ax.stage, "axis": ax.name})
 
     def vectorize(self, ax):
-        """Mark a data loop to run as SIMD lanes (best on the innermost, contiguous loop)."""
+        """Mark a data loop to run as SIMD lanes (best on the innermost, contiguous loop).
+        Before: for j in range(16): S       After: vectorized j in range(16): S"""
         self._annotate("vectorize", ax, ForKind.VECTORIZED)
 
     def parallel(self, ax):
-        """Run a data loop's iterations on all cores (best on an outer loop)."""
+        """Run a data loop's iterations on all cores (best on an outer loop); each thread
+        takes one contiguous chunk. Before: for i: S      After: parallel i: S"""
         self._annotate("parallel", ax, ForKind.PARALLEL)
 
     def unroll(self, ax):
-        """Unroll a loop with a constant trip count."""
+        """Unroll a loop with a constant trip count (up to 64 copies).
+        Before: for j in range(3): S[j]      After: S[0]; S[1]; S[2]"""
         self._annotate("unroll", ax, ForKind.UNROLLED)
 
     def _stage_arg(self, prim, stage):
@@ -271,6 +278,23 @@ class Schedule:
                      "factor": factor})
         return self[f"{tname}_pack"]
 
+    def cache_read(self, tensor, readers):
+        """Copy `tensor` into a new stage `<tensor>_cache` that the given reader stages
+        read instead; with compute_at(cache, reader, loop) only the block that one loop
+        iteration needs is copied, into a block-sized local buffer.
+        Before: for i: for j: Y[i, j] = f(X[i, j])
+        After:  X_cache[i, j] = X[i, j];  for i: for j: Y[i, j] = f(X_cache[i, j])
+        Returns the new stage."""
+        tname = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        if not isinstance(readers, (list, tuple)):
+            readers = [readers]
+        names = [self._stage_arg("cache_read", r) for r in readers]
+        if not names:
+            raise ScheduleError("cache_read: give at least one reader stage", user_loc())
+        self._apply({"op": "cache_read", "stage": names[0], "readers": names,
+                     "tensor": tname})
+        return self[f"{tname}_cache"]
+
     def cache_write(self, stage):
         """Compute `stage` into a new stage `<stage>_local` and make `stage` a copy of it.
         With compute_at(local, stage, loop), the local stage accumulates one block in a
@@ -301,7 +325,9 @@ class Schedule:
         return self[f"{name}_rf"]
 
     def compute_inline(self, stage):
-        """Compute a stage inside each consumer instead of storing it: its loops vanish."""
+        """Compute a stage inside each consumer instead of storing it: its loops vanish.
+        Before: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])
+        After:  for i: Y[i] = g(f(X[i]))"""
         name = self._stage_arg("compute_inline", stage)
         self._apply({"op": "compute_inline", "stage": name})
 
@@ -321,7 +347,9 @@ class Schedule:
                      "axis_stage": loop.stage})
 
     def compute_root(self, stage):
-        """Compute a stage in its own loop nest at the top level, into a buffer (default)."""
+        """Compute a stage in its own loop nest at the top level, into a whole buffer (the
+        default; undoes compute_inline or compute_at).
+        After: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])"""
         name = self._stage_arg("compute_root", stage)
         self._apply({"op": "compute_root", "stage": name})
 
@@ -387,6 +415,8 @@ class Schedule:
             self._rfactor(st, step)
         elif op == "cache_write":
             self._cache_write(st)
+        elif op == "cache_read":
+            self._cache_read(step)
         else:
             raise ScheduleError(f"unknown schedule step {op!r}")
         self._record(step)
@@ -472,6 +502,38 @@ class Schedule:
                     if prod is not None and prod.attach == "inline":
                         todo.append(prod.tensor.op.body)
         return out
+
+    def _cache_read(self, step):
+        from jitdl.ir.nodes import Access, IterVar, Var
+        from jitdl.ir.visit import map_expr
+        from jitdl.te.tensor import Tensor
+        tname = step["tensor"]
+        readers = [self.stages[n] for n in step["readers"]]
+        target = next((n.tensor for r in readers for n in walk_expr(r.tensor.op.body)
+                       if isinstance(n, Access) and n.tensor.name == tname), None)
+        if target is None:
+            raise ScheduleError(f"cache_read: none of {', '.join(step['readers'])} reads a "
+                                f"tensor named {tname!r}", user_loc())
+        cname = f"{tname}_cache"
+        if cname in self.stages:
+            raise ScheduleError(f"cache_read: {tname} already has a read cache", user_loc())
+        axes = tuple(IterVar(Var(f"d{k}"), 0, n) for k, n in enumerate(target.shape))
+        cache = Tensor(cname, target.shape, target.dtype,
+                       Compute(axes, Access(target, tuple(a.var for a in axes)),
+                               readers[0].tensor.op.loc))
+
+        def rewrite(e):
+            if isinstance(e, Access) and e.tensor is target:
+                return Access(cache, e.indices, e.loc)
+            return None
+        for r in readers:
+            r.tensor.op = Compute(r.tensor.op.axes, map_expr(r.tensor.op.body, rewrite),
+                                  r.tensor.op.loc)
+        state = StageState(cache, {a.name: LoopAxis(a.name, a.extent, False) for a in axes},
+                           [a.name for a in axes])
+        first = min(list(self.stages).index(r.tensor.name) for r in readers)
+        items = list(self.stages.items())
+        self.stages = dict(items[:first] + [(cname, state)] + items[first:])
 
     def _cache_write(self, st):
         from jitdl.ir.nodes import Access, IterVar, Var
