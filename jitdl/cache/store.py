@@ -14,6 +14,7 @@ that group or others can write, is refused (with a warning) and jitdl compiles i
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -86,6 +87,7 @@ class Store:
         self.aliases = os.path.join(root, "aliases")
         self._lock = threading.Lock()
         self._db = None
+        self._pending = {}               # hits not yet written to stats.sqlite
         self.usable = self._prepare()
 
     # -- trust ------------------------------------------------------------------------------
@@ -211,15 +213,30 @@ class Store:
         return self._db
 
     def _count_hit(self, key):
+        """Hits are counted in memory and written when the process exits (or when the
+        statistics are read): a warm first call does not wait for sqlite."""
+        with self._lock:
+            if not self._pending:
+                atexit.register(self.flush_hits)
+            self._pending[key] = self._pending.get(key, 0) + 1
+
+    def flush_hits(self):
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if not pending:
+            return
         try:
             with self._lock:
-                self._stats().execute(
-                    "INSERT INTO hits VALUES (?, 1, ?) ON CONFLICT(key) DO UPDATE SET "
-                    "hits = hits + 1, last = excluded.last", (key, time.time()))
+                now = time.time()
+                self._stats().executemany(
+                    "INSERT INTO hits VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                    "hits = hits + excluded.hits, last = excluded.last",
+                    [(k, n, now) for k, n in pending.items()])
         except sqlite3.Error:
             pass                         # statistics are best effort
 
     def hits(self) -> dict:
+        self.flush_hits()
         try:
             with self._lock:
                 return {k: h for k, h in self._stats().execute("SELECT key, hits FROM hits")}
