@@ -167,7 +167,8 @@ class Function:
             [[s[0], n] for s, n in zip(specs, self.param_names)])
         full = None
         if store is not None:
-            full, _ = keys.full_key(loop_ir, self.strict_fp)
+            full, _ = keys.full_key(loop_ir, self.strict_fp,
+                                    {"fname": sig.fname, "layout": sig.layout})
             kernel = self._from_entry(store.get(full))
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 store.alias(fkey, full, self.qualname, fparts)

@@ -760,3 +760,42 @@ def test_cli_with_the_cache_disabled(tmp_path):
     p = run_cli(tmp_path, "info", JITDL_CACHE="0")
     assert p.returncode == 1 and "disabled" in p.stdout
     assert not (tmp_path / "cache").exists()
+
+
+# ---------------------------------------------------------------- fast-key contents
+# (in process: the digests must differ whenever the computation can differ)
+
+def test_fast_key_sees_closures_partials_and_callable_objects():
+    import functools
+    from jitdl.cache import keys
+
+    def make(c):
+        def h(x):
+            return x * c
+        return h
+
+    def mul(x, c):
+        return x * c
+
+    class Scale:
+        def __init__(self, c):
+            self.c = c
+
+        def __call__(self, x):
+            return x * self.c * FACTOR
+
+    def digests(h):
+        def f(X):
+            return h(X)
+        return keys.code_digests(f)
+
+    assert digests(make(2.0)) != digests(make(3.0))
+    assert digests(functools.partial(mul, c=2.0)) != digests(functools.partial(mul, c=3.0))
+    assert digests(Scale(2.0)) != digests(Scale(3.0))
+    global FACTOR
+    before = digests(Scale(2.0))
+    FACTOR = 7.0
+    assert digests(Scale(2.0)) != before
+
+
+FACTOR = 1.0

@@ -298,3 +298,97 @@ def test_cache_read_errors():
         s.cache_read("Q", [s["C"]])
     with pytest.raises(jd.ScheduleError, match="reads a tensor named 'Q'"):
         f(np.ones((4, 4)), np.ones((4, 4)))
+
+
+# ---------------------------------------------------------------- found by review: refused
+# schedules get a ScheduleError, never a crash or a wrong answer
+
+def make_chain():
+    @jd.compute
+    def chain(X):
+        n, m = X.shape
+        A[i, j] = X[i, j] * 2.0
+        B[i, j] = A[i, j] + 1.0
+        C[i, j] = B[i, j] * B[i, j]
+        return C
+    return chain
+
+
+@pytest.mark.parametrize("case", ["double_rfactor", "argmin_reordered", "split_attached",
+                                  "nested_compute_at", "two_parallel", "at_inside_reduction"])
+def test_refused_schedules(case):
+    x3 = np.arange(2 * 6 * 3, dtype=np.float64).reshape(2, 6, 3) % 5
+    if case == "double_rfactor":
+        f, args, match = make_rowreduce(jd.sum), (np.ones((3, 8)),), "already has an rfactor"
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            s.rfactor(s["R"], s["R"].reduce_axis[0], 4)
+            s.rfactor(s["R"], s["R"].reduce_axis[0], 2)
+    elif case == "argmin_reordered":
+        @jd.compute
+        def f(X):
+            n, m, p = X.shape
+            k, l = jd.reduce_axis(m, name="k"), jd.reduce_axis(p, name="l")
+            return jd.tensor((n,), lambda i: jd.argmin(X[i, k, l], axis=[k, l]), name="Y")
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            k, l = s["Y"].reduce_axis
+            s.reorder(l, k)
+        args, match = (x3,), "row-major order"
+    elif case in ("split_attached", "nested_compute_at", "two_parallel"):
+        f, args = make_chain(), (np.ones((4, 5)),)
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            if case == "split_attached":
+                s.compute_at(s["B"], s["C"], s["C"].axis[0])
+                s.split(s["B"].axis[1], 4)
+            elif case == "nested_compute_at":
+                s.compute_at(s["A"], s["B"], s["B"].axis[0])
+                s.compute_at(s["B"], s["C"], s["C"].axis[0])
+            else:
+                i, j = s["C"].axis
+                s.parallel(i)
+                s.parallel(j)
+        match = {"split_attached": "cover the block", "nested_compute_at": "nested",
+                 "two_parallel": "several parallel"}[case]
+    else:
+        @jd.compute
+        def f(A, B):
+            (M, K), (_, N) = A.shape, B.shape
+            T[i, k] = A[i, k] * 2.0
+            C[i, j] = sum(T[i, k] * B[k, j] for k in range(K))
+            return C
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            C = s["C"]
+            i, j = C.axis
+            (k,) = C.reduce_axis
+            s.reorder(i, k, j)
+            s.compute_at(s["T"], C, j)
+        args, match = (np.ones((3, 4)), np.ones((4, 2))), "inside its reduction loops"
+    with pytest.raises(jd.ScheduleError, match=match):
+        f(*args)
+
+
+def test_argmin_over_two_axes_first_on_ties(rng):
+    @jd.compute
+    def am(X):
+        n, m, p = X.shape
+        k, l = jd.reduce_axis(m, name="k"), jd.reduce_axis(p, name="l")
+        return jd.tensor((n,), lambda i: jd.argmin(X[i, k, l], axis=[k, l]), name="Y")
+    x = rng.integers(-3, 3, (5, 7, 3)).astype(np.int32)
+    np.testing.assert_array_equal(am(x), np.argmin(x.reshape(5, -1), 1))
+
+
+def test_narrowing_cast_in_an_index_is_not_proven():
+    @jd.compute
+    def f(X):
+        Y = jd.tensor((51,))
+        Y[i] = X[jd.int8(i + 100)]
+        return Y
+    with pytest.raises(jd.DefinitionError, match=r"ranges over \[-128, 127\]"):
+        f(np.ones(151))

@@ -10,6 +10,7 @@ one binary. No key ever contains an address or an id().
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -116,9 +117,9 @@ class _Walker:
 
     def function(self, fn):
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
-        if key in self.seen:
+        if id(fn) in self.seen:          # (ids only de-duplicate; they never enter a key)
             return
-        self.seen.add(key)
+        self.seen.add(id(fn))
         # the compiled code, not the source text: no file reads, comments do not count,
         # and the Python version is part of the environment
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
@@ -167,6 +168,11 @@ class _Walker:
                               f"{digest(np.ascontiguousarray(v).tobytes())}")
         elif isinstance(v, np.generic):
             self.parts.append(f"{name} = {v.dtype} {v!r}")
+        elif isinstance(v, functools.partial):
+            self.parts.append(f"{name} = partial")
+            self.value(f"{name}.func", v.func, names)
+            self.value(f"{name}.args", v.args, names)
+            self.value(f"{name}.keywords", dict(v.keywords), names)
         elif isinstance(v, type) and _is_library(v):
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__}")
         elif isinstance(v, type):
@@ -177,6 +183,10 @@ class _Walker:
             state = getattr(v, "__dict__", None)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> "
                               f"{_container_text(state) if state is not None else _stable_repr(v)}")
+            if not _is_library(t):       # its methods' code and what they read
+                for attr, m in sorted(vars(t).items()):
+                    if isinstance(m, types.FunctionType):
+                        self.function(m)
 
 
 def _stable_repr(v) -> str:
@@ -254,8 +264,11 @@ def fast_key(func, specs, config, target="cpu"):
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 
 
-def full_key(loop_ir: str, strict_fp: bool):
+def full_key(loop_ir: str, strict_fp: bool, signature=None):
+    """The second-level key: the loop IR, plus how the call's arguments map onto the
+    kernel's parameters (the IR lists arrays before scalars)."""
     parts = {"loop_ir": digest(loop_ir), "options": digest(strict_fp),
+             "signature": digest(json.dumps(signature, sort_keys=True)),
              "environment": digest(json.dumps(environment(), sort_keys=True))}
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 

@@ -42,7 +42,8 @@ def linear(e):
         case Var() if dtypes.is_int(e.dtype):
             return {e: 1, 1: 0}
         case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype) \
-                and dtypes.itemsize(e.dtype) >= dtypes.itemsize(e.value.dtype):
+                and dtypes.itemsize(e.dtype) > dtypes.itemsize(e.value.dtype) \
+                or (isinstance(e, Cast) and e.dtype == e.value.dtype):
             return linear(e.value)
         case Unary(op=UnOp.NEG):
             f = linear(e.a)
@@ -133,7 +134,11 @@ def bounds(e, ranges):
             f = bounds(e.f, narrow(e.cond, ranges, negate=True))
             return min(t[0], f[0]), max(t[1], f[1])
         case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype):
-            return bounds(e.value, ranges)
+            lo, hi = bounds(e.value, ranges)
+            tlo, thi = _int_range(e.dtype)
+            if tlo <= lo and hi <= thi:
+                return lo, hi
+            return tlo, thi             # a narrowing cast may wrap: anything in its range
         case Cast(dtype="int64") if e.value.dtype == "bool":
             return 0, 1
     if e.dtype == "bool":
@@ -143,6 +148,12 @@ def bounds(e, ranges):
     if e.dtype == "int8":
         return -128, 127
     return -INF, INF
+
+
+def _int_range(dtype):
+    import numpy as np
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 _FLIP = {CmpOp.LT: CmpOp.GE, CmpOp.LE: CmpOp.GT, CmpOp.GT: CmpOp.LE, CmpOp.GE: CmpOp.LT,

@@ -226,12 +226,12 @@ class _Builder:
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
-        def nest(names, inner):
+        def nest(names, inner, attach=True):
             s = inner
             for n in reversed(names):
                 for g in guard_at[n]:
                     s = IfThen(g, s)
-                if n in at_loop:
+                if attach and n in at_loop:
                     s = Seq(tuple(self.stage(p, reg) for p, reg, _ in at_loop[n]) + (s,))
                     for _, _, local in at_loop[n]:
                         if local is not None:
@@ -258,6 +258,12 @@ class _Builder:
         rloops = [n for n in leaves if axes[n].reduce]
         accumulate_in_register = leaves == data + rloops
         if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            keys = [_leaf_key(st, n) for n in rloops] if region is None else []
+            if keys != sorted(keys):
+                raise ScheduleError(
+                    f"stage {t.name} is an {red.op.value}: its reduction loops must keep "
+                    f"their row-major order, so that ties go to the first position "
+                    f"(loop order now: {', '.join(leaves)})")
             if not accumulate_in_register:
                 raise ScheduleError(
                     f"stage {t.name} is an {red.op.value}: its reduction loops must stay "
@@ -282,7 +288,12 @@ class _Builder:
         first = leaves.index(rloops[0])
         prefix, rest = leaves[:first], leaves[first:]
         inner_data = [n for n in rest if not axes[n].reduce]
-        return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init)),
+        if any(n in at_loop for n in inner_data):
+            raise ScheduleError(
+                f"compute_at: stages are computed at a data loop of {t.name} that runs "
+                f"inside its reduction loops ({', '.join(leaves)}); compute them at a loop "
+                "outside the reduction, or reorder the reduction innermost")
+        return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init), False),
                                  nest(rest, update))))
 
     def _arg_reduce(self, t, red, body, where, sub, buf, out_index, nest, rloops):
@@ -306,6 +317,22 @@ class _Builder:
         return Allocate(best, Allocate(pos, Seq((
             Store(best, zero, identity(op, vdt)), Store(pos, zero, first),
             nest(rloops, update), Store(buf, out_index, Load(pos, zero))))))
+
+
+def _leaf_key(st, name):
+    """Row-major position of a loop among the stage's root axes and their splits."""
+    parent = {}
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            parent[rel.outer], parent[rel.inner] = (rel.parent, 0), (rel.parent, 1)
+        elif isinstance(rel, Fuse):
+            parent[rel.fused] = (rel.outer, 0)
+    roots = [a.name for a in st.tensor.op.axes] + [a.name for a in st.tensor.op.reduce_axes]
+    path = []
+    while name in parent:
+        name, pos = parent[name]
+        path.append(pos)
+    return (roots.index(name),) + tuple(reversed(path))
 
 
 def _arg_position(red, sub):

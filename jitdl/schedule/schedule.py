@@ -360,6 +360,14 @@ class Schedule:
         if st is None:
             raise ScheduleError(f"{step['op']}: no stage named {step['stage']!r}", user_loc())
         op = step["op"]
+        if st.attach == "at" and op in ("split", "fuse", "parallel"):
+            names = [step.get("axis"), step.get("outer"), step.get("inner")]
+            if any(n in st.axes and not st.axes[n].reduce for n in names if n):
+                raise ScheduleError(
+                    f"{op}: the data loops of {st.tensor.name} cover the block that "
+                    f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
+                    "can be reordered, unrolled or vectorized but not split, fused or "
+                    "parallel", user_loc())
         if op in ("split", "fuse"):
             moved = [step.get("axis"), step.get("outer"), step.get("inner")]
             for other in self.stages.values():
@@ -464,10 +472,25 @@ class Schedule:
 
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
-        so every stage that reads it must be that consumer or be computed at the same loop."""
+        so every stage that reads it must be that consumer or be computed at the same loop;
+        one level of compute_at; at most one parallel loop per stage."""
         for st in self.stages.values():
             if st.attach == "at":
+                cons = self.stages[st.attach_to[0]]
+                if cons.attach == "at":
+                    raise ScheduleError(
+                        f"compute_at: {st.tensor.name} is computed at {cons.tensor.name}, "
+                        f"which is itself computed at {cons.attach_to[0]}: nested compute_at "
+                        f"is not supported yet; compute both at {cons.attach_to[0]}")
                 self._check_readers_inside(st)
+            par = [n for n in st.leaves if st.axes[n].kind == ForKind.PARALLEL]
+            if len(par) > 1:
+                raise ScheduleError(f"parallel: stage {st.tensor.name} has several parallel "
+                                    f"loops ({', '.join(par)}); fuse them and parallelise "
+                                    "the fused loop")
+            if par and st.attach == "at":
+                raise ScheduleError(f"parallel: {st.tensor.name} is computed inside "
+                                    f"{st.attach_to[0]}; parallelise the consumer's loop")
 
     def _check_readers_inside(self, st):
         for other in self.stages.values():
@@ -578,6 +601,10 @@ class Schedule:
         if st.leaves != [a.name for a in t.op.axes] + [a.name for a in t.op.reduce_axes] \
                 or any(a.kind != ForKind.SERIAL for a in st.axes.values()):
             raise ScheduleError(f"rfactor: apply it to {t.name} before other steps",
+                                user_loc())
+        if f"{t.name}_rf" in self.stages:
+            raise ScheduleError(f"rfactor: {t.name} already has an rfactor stage "
+                                f"{t.name}_rf; rfactor it once (or rfactor {t.name}_rf)",
                                 user_loc())
         f = step["factor"]
         outer_n = -(-ax.extent // f)
