@@ -392,3 +392,18 @@ def test_narrowing_cast_in_an_index_is_not_proven():
         return Y
     with pytest.raises(jd.DefinitionError, match=r"ranges over \[-128, 127\]"):
         f(np.ones(151))
+
+
+@pytest.mark.parametrize("M,K,N", [(37, 29, 41), (64, 70, 96), (1, 5, 33)])
+def test_auto_schedule_fuses_bias_relu_epilogue(rng, M, K, N):
+    @jd.compute
+    def dense_relu(A, B, b):
+        (M, K), (_, N) = A.shape, B.shape
+        k = jd.reduce_axis(K, name="k")
+        C = jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return jd.tensor((M, N), lambda i, j: jd.max(C[i, j] + b[j], 0.0), name="D")
+    a, bb, b = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal(N)
+    check(dense_relu, (a, bb, b), np.maximum(a @ bb + b, 0), F64, 1e-11)
+    sched = dense_relu.schedule_of(a, bb, b)
+    if N >= 32:
+        assert sched.stages["C"].attach == "at" and sched.stages["C"].attach_to[0] == "D"

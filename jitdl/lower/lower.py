@@ -145,6 +145,8 @@ class _Builder:
         buffer at its attach point."""
         if id(p.tensor) in self.output_ids:
             return False
+        if not p.block_buffer:
+            return False
         return all(x.tensor is cons or x.attach_to == p.attach_to
                    or p.tensor not in self.sched._reads(x)
                    for x in self.sched.stages.values() if x.attach != "inline" and x is not p)

@@ -60,19 +60,17 @@ def _vars_with(stage, var):
     return out
 
 
-def _register_tile(s, name, st, cfg=None):
-    """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
-    output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
-    the block in vector registers and streams rows of the contiguous operand)."""
+def _tile_sizes(s, name, st, cfg=None):
+    """(last data axis, tj, tiled other axis, ti) of a register tile, or None."""
     op = st.tensor.op
-    data, red = list(op.axes), list(op.reduce_axes)
+    data = list(op.axes)
     last = data[-1]
     # a dividing block if there is one, else 32 with a partitioned tail
     tj = next((f for f in (32, 16) if last.extent % f == 0 and last.extent >= f),
               32 if last.extent >= 32 else 16 if last.extent >= 16 else
               8 if last.extent % 8 == 0 else None)
     if tj is None:
-        return False
+        return None
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
         tj = cfg.choice(f"{name}.tile_j", [tj] + [f for f in (8, 16, 32, 64)
                                                    if f != tj and f <= last.extent])
@@ -87,8 +85,13 @@ def _register_tile(s, name, st, cfg=None):
         if cfg is not None and ti:
             ti = cfg.choice(f"{name}.tile_i", [ti] + [f for f in (2, 4, 8) if f != ti
                                                        and f <= cand.extent])
+    return last, tj, (cand if ti else None), ti
+
+
+def _pack_streamed(s, name, st, last, tj, cand, ti):
+    op = st.tensor.op
     red_work = 1
-    for r in red:
+    for r in op.reduce_axes:
         red_work *= r.extent
     if red_work >= 64 and (cand is None or cand.extent >= 4 * (ti or 1)):
         # stream the operand read along the tile in blocks of tj: B[k, j] -> B_pack[j/tj, k, tj]
@@ -98,6 +101,56 @@ def _register_tile(s, name, st, cfg=None):
                     and f"{t.name}_pack" not in s.stages \
                     and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
                 s.pack(t.name, s[name], t.ndim - 1, tj)
+
+
+def _fuse_epilogue(s, name, st, consumer, cfg=None):
+    """A tiled reduction C read only by an elementwise stage D at D's own indices (bias,
+    activation): D is tiled the same way and C's block is computed at D's tile loop, so
+    the epilogue reads the block while it is in cache instead of in a second pass."""
+    sizes = _tile_sizes(s, name, st, cfg)
+    if sizes is None:
+        return False
+    last, tj, cand, ti = sizes
+    _pack_streamed(s, name, st, last, tj, cand, ti)
+    op, dop = st.tensor.op, consumer.tensor.op
+    dname = consumer.tensor.name
+    others = [a for a in op.axes if a is not last and a is not cand]
+    s.reorder(*[Axis(name, a.name) for a in others], *[Axis(name, r.name)
+              for r in op.reduce_axes], *([Axis(name, cand.name)] if cand else []),
+              Axis(name, last.name))
+    if cand is not None:
+        s.unroll(Axis(name, cand.name))
+    s.unroll(Axis(name, last.name))
+    dlast = dop.axes[-1]
+    dcand = dop.axes[op.axes.index(cand)] if cand is not None else None
+    jo, ji = s.split(Axis(dname, dlast.name), tj)
+    outer, inner = [], []
+    for a in dop.axes[:-1]:
+        if a is dcand:
+            io, ii = s.split(Axis(dname, a.name), ti)
+            outer.append(io)
+            inner.append(ii)
+        else:
+            outer.append(Axis(dname, a.name))
+    s.reorder(*outer, jo, *inner, ji)
+    # the block stays in C's own buffer: LLVM keeps an in-place unrolled block in
+    # vector registers, not a block-sized local copy
+    s.compute_at(s[name], s[dname], jo, block_buffer=False)
+    s.vectorize(ji)
+    return True
+
+
+def _register_tile(s, name, st, cfg=None):
+    """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
+    output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
+    the block in vector registers and streams rows of the contiguous operand)."""
+    sizes = _tile_sizes(s, name, st, cfg)
+    if sizes is None:
+        return False
+    last, tj, cand, ti = sizes
+    op = st.tensor.op
+    data, red = list(op.axes), list(op.reduce_axes)
+    _pack_streamed(s, name, st, last, tj, cand, ti)
     jo, ji = s.split(Axis(name, last.name), tj)
     order_outer = []
     inner = []
@@ -115,20 +168,31 @@ def _register_tile(s, name, st, cfg=None):
     return True
 
 
-def _parallelize(s, name, st, num_threads):
+def _work(st):
+    w = 1
+    for a in list(st.tensor.op.axes) + list(st.tensor.op.reduce_axes):
+        w *= a.extent
+    return w
+
+
+def _parallelize(s, name, st, num_threads, work=None):
     """Fuse leading data loops until there are enough iterations, run them in parallel."""
-    work = 1
-    for n in st.leaves:
-        work *= st.axes[n].extent
+    if work is None:
+        work = 1
+        for n in st.leaves:
+            work *= st.axes[n].extent
     if num_threads <= 1 or work < PARALLEL_MIN_WORK:
         return
     data = [n for n in st.leaves if not st.axes[n].reduce]
-    if any(x.attach_to == (name, st.leaves[0]) for x in s.stages.values()):
-        s.parallel(Axis(name, st.leaves[0]))     # stages are computed at it: keep it whole
-        return
+    attached = {x.attach_to[1] for x in s.stages.values()
+                if x.attach == "at" and x.attach_to[0] == name}
     lead = []
     for n in st.leaves:
         if st.axes[n].reduce or st.axes[n].kind != ForKind.SERIAL:
+            break
+        if n in attached:               # stages are computed at it: keep it whole
+            if not lead:
+                lead.append(n)
             break
         lead.append(n)
         ext = 1
@@ -167,7 +231,8 @@ def _fuse_row_reductions(s, outputs):
     row of the input is then read from memory once and re-read from cache."""
     for name in reversed(list(s.stages)):
         st = s.stages[name]
-        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim == 0:
+        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim == 0 \
+                or (st.is_reduce and st.tensor.ndim > 1):   # (2-D reductions: tiles)
             continue
         row = 1
         for d in st.tensor.shape[1:]:
@@ -223,12 +288,36 @@ def auto_schedule(s, num_threads, cfg=None):
             else:
                 s.compute_inline(s[name])
     _fuse_row_reductions(s, outputs)
+    epilogues = set()
+    for name in list(s.stages):
+        st = s.stages[name]
+        op = st.tensor.op
+        if st.attach != "root" or id(st.tensor) in outputs or op.reduce is None \
+                or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or not op.axes \
+                or not _innermost_contiguous(st):
+            continue
+        readers = [x for x in s.stages.values()
+                   if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
+        if len(readers) != 1 or readers[0].is_reduce or readers[0].attach != "root":
+            continue
+        d = readers[0]
+        if d.tensor.shape != st.tensor.shape or any(
+                tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
+                for acc in _inlined_accesses(s, d, st.tensor)):
+            continue
+        if _fuse_epilogue(s, name, st, d, cfg):
+            epilogues.add(name)
     for name in keep:
         if s.stages[name].attach == "root":
             s.compute_inline(s[name])
     for name in list(s.stages):
         st = s.stages[name]
         if st.attach != "root" or name.endswith("_pack"):
+            continue
+        inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
+                      and x.tensor.name in epilogues and x.attach_to[0] == name]
+        if inner_work:                   # an epilogue: tiled with its producer's block
+            _parallelize(s, name, st, num_threads, max(inner_work))
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]

@@ -48,6 +48,7 @@ class StageState:
     relations: list = field(default_factory=list)
     attach: str = "root"            # "root" | "inline" | "at"
     attach_to: tuple = None         # (consumer stage, loop) when attach == "at"
+    block_buffer: bool = True       # compute_at: a block-sized buffer when private
 
     @property
     def is_reduce(self):
@@ -331,10 +332,11 @@ class Schedule:
         name = self._stage_arg("compute_inline", stage)
         self._apply({"op": "compute_inline", "stage": name})
 
-    def compute_at(self, stage, consumer, loop):
+    def compute_at(self, stage, consumer, loop, block_buffer=True):
         """Compute `stage` inside `consumer`'s loop `loop`, only the block of it that one
         iteration of that loop reads (its data loops are derived from the consumer; its
-        reduction loops keep their own schedule).
+        reduction loops keep their own schedule). With block_buffer (the default) a stage
+        that only this loop reads lives in a block-sized local buffer; else in its whole one.
         Before: for i: mx[i] = max(...)          After: for i:
                 for i: for j: Y[i, j] = ... mx[i]          mx[i] = max(...)
                                                            for j: Y[i, j] = ... mx[i]"""
@@ -344,7 +346,7 @@ class Schedule:
             raise ScheduleError(f"compute_at: argument 'loop' must be a loop of stage "
                                 f"{cname}, got {loop!r}", user_loc())
         self._apply({"op": "compute_at", "stage": name, "target": cname, "axis": loop.name,
-                     "axis_stage": loop.stage})
+                     "axis_stage": loop.stage, "block_buffer": bool(block_buffer)})
 
     def compute_root(self, stage):
         """Compute a stage in its own loop nest at the top level, into a whole buffer (the
@@ -414,7 +416,7 @@ class Schedule:
                                     "and must be stored", user_loc())
             st.attach = "inline"
         elif op == "compute_root":
-            st.attach, st.attach_to = "root", None
+            st.attach, st.attach_to, st.block_buffer = "root", None, True
         elif op == "compute_at":
             self._compute_at(st, step)
         elif op == "pack":
@@ -469,6 +471,7 @@ class Schedule:
                     f"consumer's loop needs; they can be reordered, unrolled or vectorized "
                     f"but not split, fused or parallel (found {n})", user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
+        st.block_buffer = step.get("block_buffer", True)
 
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
