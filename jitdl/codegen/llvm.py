@@ -508,14 +508,39 @@ class FunctionCodegen:
                        source_etype=struct_ty)
             vals.append(ob.load(p, typ=v.type))
         lo_v, ext_v = vals[-2], vals[-1]
-        tid = ob.sext(ob.call(self.gen.declare("omp_get_thread_num", I32, []), []), I64)
+        # dynamic chunks (about 8 per thread): a thread slowed by another process on
+        # its core leaves its remaining chunks to the others
         nth = ob.sext(ob.call(self.gen.declare("omp_get_num_threads", I32, []), []), I64)
-        chunk = ob.sdiv(ob.add(ext_v, ob.sub(nth, ir.Constant(I64, 1))), nth)
-        start = ob.add(lo_v, ob.mul(tid, chunk))
-        stop = ob.add(lo_v, ext_v)
-        end = ob.add(start, chunk)
-        end = ob.select(ob.icmp_signed("<", end, stop), end, stop)
-        ob.call(impl, vals[:-2] + [start, end])
+        chunk = ob.sdiv(ext_v, ob.mul(nth, ir.Constant(I64, 8)))
+        chunk = ob.select(ob.icmp_signed("<", chunk, ir.Constant(I64, 1)),
+                          ir.Constant(I64, 1), chunk)
+        bounds_ty = ir.ArrayType(I64, 2)
+        span = _alloca(ir.IRBuilder(outlined.entry_basic_block), bounds_ty, name="span")
+        ob.position_at_end(ob.block)
+        first = ob.gep(span, [ir.Constant(I64, 0)], source_etype=I64)
+        last = ob.gep(span, [ir.Constant(I64, 1)], source_etype=I64)
+        start_fn = self.gen.declare("GOMP_loop_dynamic_start", I8,
+                                    [I64, I64, I64, I64, PTR, PTR])
+        next_fn = self.gen.declare("GOMP_loop_dynamic_next", I8, [PTR, PTR])
+        end_fn = self.gen.declare("GOMP_loop_end_nowait", VOID, [])
+        more = ob.call(start_fn, [lo_v, ob.add(lo_v, ext_v), ir.Constant(I64, 1), chunk,
+                                  first, last])
+        head = outlined.append_basic_block("chunks")
+        work = outlined.append_basic_block("chunk")
+        done = outlined.append_basic_block("done")
+        pre = ob.block
+        ob.branch(head)
+        ob.position_at_end(head)
+        flag = ob.phi(I8)
+        flag.add_incoming(more, pre)
+        ob.cbranch(ob.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), work, done)
+        ob.position_at_end(work)
+        ob.call(impl, vals[:-2] + [ob.load(first, typ=I64), ob.load(last, typ=I64)])
+        again = ob.call(next_fn, [first, last])
+        flag.add_incoming(again, ob.block)
+        ob.branch(head)
+        ob.position_at_end(done)
+        ob.call(end_fn, [])
         ob.ret_void()
         gomp = self.gen.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         outlined.type = PTR     # pass it as an opaque pointer
