@@ -16,7 +16,7 @@ def layernorm(X, eps):
  (None, "ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5); float(abs(y - ref).max())"),
  ("The function remembers its compiled specialisations (one per shapes/dtypes):", None),
  (None, "layernorm"),
- ("`lower` shows the loop IR that the automatic schedule produced: the two reductions (`mu`, `var` divide their sums, so the sums became stages of their own), inlined elementwise stages, parallel outer loops, a vectorised inner loop:", None),
+ ("`lower` shows the loop IR that the automatic schedule produced: the two row sums (`mu` and `var` divide sums, so the sums became stages of their own) are computed inside the parallel row loop, into one-element local buffers, so each row is read from memory once; the elementwise stages are inlined and the inner loop is vectorised:", None),
  (None, "layernorm.lower(x, 1e-5)"),
  ("The schedule is data: a list of steps, replayable and hashable.", None),
  (None, "layernorm.schedule_of(x, 1e-5)"),
