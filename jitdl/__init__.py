@@ -26,6 +26,9 @@ from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, cei
 __version__ = "0.1.0"
 
 config.setup_logging()
+if config.settings.warm_up:
+    from jitdl.runtime import engine as _engine
+    _engine.warm_up_in_background()
 
 __all__ = [
     "compute", "schedule", "Function", "tensor", "reduce_axis", "sum", "prod", "max", "min",

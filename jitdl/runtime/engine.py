@@ -34,6 +34,21 @@ def _init():
     return _state
 
 
+def warm_up_in_background():
+    """Initialise LLVM's target and load libgomp on a daemon thread, so that the first
+    call of a process (often a disk-cache hit of a few ms) does not wait for them."""
+    def work():
+        try:
+            _init()
+            from jitdl.cache import keys
+            keys.environment()
+        except Exception:       # the first call will report it properly
+            pass
+    t = threading.Thread(target=work, name="jitdl-warm-up", daemon=True)
+    t.start()
+    return t
+
+
 def _target_machine(jit=True):
     """A new target machine for the host; an MCJIT engine takes ownership of its own."""
     s = _init()
