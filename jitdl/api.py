@@ -70,7 +70,7 @@ class Function:
         k = self._kernels.get(key)
         if k is None:
             k = self._compile(args, key)
-        return k(args, out)
+        return k.run(args, out)
 
     def _bind(self, args, kwargs):
         try:
@@ -157,7 +157,8 @@ class Function:
         loop_ir = str(lowered.func)
         module, checks = generate(lowered.func, parallel_ok=engine.parallel_available(),
                                   strict_fp=self.strict_fp, with_err=lowered.checks > 0,
-                                  array_data_offset=engine.array_data_offset())
+                                  array_data_offset=engine.array_data_offset(),
+                                  n_inputs=len(lowered.inputs))
         sig = Signature(
             self.name, lowered.func.name,
             [[b.name, list(b.shape), b.dtype] for b in lowered.inputs],

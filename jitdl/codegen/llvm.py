@@ -611,7 +611,7 @@ class ModuleCodegen:
 
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
-             array_data_offset=None):
+             array_data_offset=None, n_inputs=0):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks."""
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp)
     arg_types = []
@@ -634,22 +634,34 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     cg.stmt(func.body)
     cg.b.ret_void()
     if array_data_offset is not None:
-        _entry_from_objects(gen, fn, func, array_data_offset)
+        _entry_from_objects(gen, fn, func, array_data_offset, n_inputs)
     return gen.module, gen.checks
 
 
-def _entry_from_objects(gen, main, func, offset):
+def _entry_from_objects(gen, main, func, offset, n_inputs):
     """`name.pyobj`: the same kernel taking NumPy array objects instead of data pointers,
-    reading each array's data pointer from the object (the fast call path's entry)."""
-    entry = gen.new_function(f"{main.name}.pyobj", VOID, [a.type for a in main.args])
+    reading each array's data pointer from the object (the fast call path's entry). It
+    returns 1 without running when an input is not C-contiguous and aligned (the caller
+    then copies it), else 0."""
+    from jitdl.runtime.engine import ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS
+    entry = gen.new_function(f"{main.name}.pyobj", I32, [a.type for a in main.args])
     b = ir.IRBuilder(entry.append_basic_block("entry"))
-    args = []
+    args, ok = [], ir.Constant(I1, 1)
+    k = 0
     for p, a in zip(list(func.params) + [None] * (len(main.args) - len(func.params)),
                     entry.args):
         if isinstance(p, Buffer):
             slot = b.gep(a, [ir.Constant(I64, offset)], source_etype=I8)
             args.append(b.load(slot, typ=PTR))
+            if k < n_inputs:
+                fl = b.load(b.gep(a, [ir.Constant(I64, ARRAY_FLAGS_OFFSET)], source_etype=I8),
+                            typ=I32)
+                mask = ir.Constant(I32, ARRAY_OK_FLAGS)
+                ok = b.and_(ok, b.icmp_unsigned("==", b.and_(fl, mask), mask))
+            k += 1
         else:
             args.append(a)
+    with b.if_then(b.not_(ok), likely=False):
+        b.ret(ir.Constant(I32, 1))
     b.call(main, args)
-    b.ret_void()
+    b.ret(ir.Constant(I32, 0))

@@ -64,7 +64,7 @@ class ExportedFunction:
                 f"{self.name}(): no exported kernel for arguments "
                 f"{_show_key(key)}; the file holds: "
                 + "; ".join(_show_key(k) for k in self._kernels))
-        return k(args, out)
+        return k.run(args, out)
 
     def lower(self, *args):
         key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in args])

@@ -102,15 +102,26 @@ def target_info():
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 
+ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
+ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+
+
 def array_data_offset():
     """Offset of the data pointer inside a NumPy array object, checked on this build
-    (None if the layout is not the usual one: then calls pass data pointers)."""
+    together with the flags word at ARRAY_FLAGS_OFFSET (None if the layout is not the
+    usual one: then calls pass data pointers)."""
     s = _init()
     if "data_offset" not in s:
         import numpy as np
-        a = np.empty(3)
+        a = np.empty((3, 4))
         off = 16
         ok = ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
+
+        def flags(x):
+            return ctypes.c_int.from_address(id(x) + ARRAY_FLAGS_OFFSET).value
+        view = a[:, ::2]
+        ok = ok and flags(a) & ARRAY_OK_FLAGS == ARRAY_OK_FLAGS \
+            and not flags(view) & 0x0001 and not view.flags.c_contiguous
         s["data_offset"] = off if ok else None
     return s["data_offset"]
 

@@ -59,29 +59,45 @@ class Kernel:
             loaded.address)
         self.ofunc = None
         if loaded.object_address:
-            self.ofunc = ctypes.CFUNCTYPE(None, *([ctypes.py_object] * n_arrays + scalars))(
+            self.ofunc = ctypes.CFUNCTYPE(ctypes.c_int,
+                                          *([ctypes.py_object] * n_arrays + scalars))(
                 loaded.object_address)
         self.array_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "array"]
         self.scalar_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "scalar"]
         self.single = len(self.out_specs) == 1
         self.fast = self.ofunc is not None and not sig.checks
+        self.run = self._specialised_run()
+
+    def _specialised_run(self):
+        """The call path for this kernel's common case: only array arguments, one output,
+        no out= (fewer Python operations per call than the general __call__)."""
+        if not (self.fast and self.single and not self.scalar_pos
+                and self.array_pos == list(range(len(self.sig.layout)))):
+            return self.__call__
+        (shape, dtype), ofunc, general = self.out_specs[0], self.ofunc, self.__call__
+
+        def run(args, out=None):
+            if out is None:
+                o = _empty(shape, dtype)
+                if not ofunc(*args, o):
+                    return o
+            return general(args, out)
+        return run
 
     def __call__(self, args, out=None):
         if self.fast:
+            # the .pyobj entry checks contiguity and alignment itself (returns 1 if not)
             call = [args[i] for i in self.array_pos]
-            for a in call:
-                if not a.flags.c_contiguous:
-                    break
+            if out is None:
+                outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
+            elif self.single and type(out) is np.ndarray and self._out_ok(out, call):
+                outs = [out]
             else:
-                if out is None:
-                    outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
-                elif self.single and type(out) is np.ndarray and self._out_ok(out, call):
-                    outs = [out]
-                else:
-                    return self._call(args, out)
-                call += outs
+                return self._call(args, out)
+            call += outs
+            if self.scalar_pos:
                 call += [args[i] for i in self.scalar_pos]
-                self.ofunc(*call)
+            if not self.ofunc(*call):
                 return outs[0] if self.single else tuple(outs)
         return self._call(args, out)
 
