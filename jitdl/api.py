@@ -22,7 +22,7 @@ from jitdl.lower.lower import lower
 from jitdl.runtime import engine
 from jitdl.cache import keys
 from jitdl.cache.store import default_store
-from jitdl.runtime.kernel import Kernel, Signature
+from jitdl.runtime.kernel import Kernel, Signature, call_key
 from jitdl.schedule.auto import auto_schedule
 from jitdl.schedule.config import Config, sample
 from jitdl.schedule.schedule import Schedule
@@ -66,6 +66,7 @@ class Function:
     def __call__(self, *args, out=None, **kwargs):
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             args = self._bind(args, kwargs)
+        # call_key(args), inlined: this is the per-call path
         key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         k = self._kernels.get(key)
         if k is None:
@@ -126,10 +127,9 @@ class Function:
     def _schedule(self, graph, target="cpu", config=None):
         sched = Schedule(graph.outputs)
         fn = self._schedules.get(target)
-        cfg = Config(config)
+        cfg = Config(config, sched)
         if fn is None:
             return auto_schedule(sched, settings.num_threads, cfg), cfg
-        cfg._sched = sched
         fn(sched, cfg)
         return sched, cfg
 
@@ -241,7 +241,7 @@ class Function:
         """The compiled kernel for these arguments (compiling on first use)."""
         if kwargs or len(args) != self._nparams:
             args = self._bind(args, kwargs)
-        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        key = call_key(args)
         return self._kernels.get(key) or self._compile(args, key)
 
     # -- inspection -------------------------------------------------------------------------
@@ -262,7 +262,7 @@ class Function:
         """The schedule (steps and loop structure) for these arguments."""
         if kwargs:
             args = self._bind(args, kwargs)
-        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        key = call_key(args)
         graph, _ = self._graph(args)
         return self._schedule(graph, config=self._configs.get(key))[0]
 
@@ -303,7 +303,7 @@ class Function:
     def tune(self, *args, trials=16, verbose=False):
         """Try up to `trials` configs of the schedule's knobs on these arguments, keep the
         fastest for this process (in memory). Returns (best config, seconds)."""
-        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        key = call_key(args)
         base = self.kernel(*args)
         graph, _ = self._graph(args)
         _, cfg0 = self._schedule(graph, config=self._configs.get(key))
@@ -335,7 +335,6 @@ class Function:
         """A copy of this function whose schedule knobs take the given values."""
         f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name)
         f._schedules = dict(self._schedules)
-        f._fixed_config = values
         orig = f._build
         f._build = lambda args, config=None: orig(args, {**values, **(config or {})})
         return f

@@ -7,7 +7,6 @@ SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "flo
 FLOATS = ("float32", "float64")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 
-_WEAK_SAMPLE = {"bool": False, "int64": 0, "float64": 0.0}
 
 
 def normalize(dtype) -> str:
@@ -44,14 +43,3 @@ def weak_kind_dtype(value) -> str:
     if isinstance(value, int):
         return "int64"
     return "float64"
-
-
-def promote(a: str, a_weak: bool, b: str, b_weak: bool) -> tuple[str, bool]:
-    """Result dtype and weakness of a binary operation, as NumPy 2 computes it."""
-    if a_weak and b_weak:
-        order = ("bool", "int64", "float64")
-        return (a if order.index(a) >= order.index(b) else b), True
-    if a_weak or b_weak:
-        strong, weak = (b, a) if a_weak else (a, b)
-        return np.result_type(np.dtype(strong), _WEAK_SAMPLE[weak]).name, False
-    return np.promote_types(a, b).name, False

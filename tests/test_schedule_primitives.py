@@ -6,18 +6,10 @@ import pytest
 
 import jitdl as jd
 from _check import check
+from test_schedules import make_matmul, make_softmax, softmax_ref
 from jitdl.schedule.schedule import Schedule
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-
-def make_matmul():
-    @jd.compute
-    def matmul(A, B):
-        (M, K), (_, N) = A.shape, B.shape
-        k = jd.reduce_axis(K, name="k")
-        return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return matmul
 
 
 def make_rowreduce(op):
@@ -86,23 +78,6 @@ def test_rfactor_errors():
         f(np.ones((3, 8)))
 
 
-def make_softmax():
-    @jd.compute
-    def softmax(X):
-        n, m = X.shape
-        mx[i] = max(X[i, k] for k in range(m))
-        e[i, j] = exp(X[i, j] - mx[i])
-        s[i] = sum(e[i, k] for k in range(m))
-        Y[i, j] = e[i, j] / s[i]
-        return Y
-    return softmax
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
-
-
 def test_compute_at_split_consumer(rng):
     f = make_softmax()
 
@@ -116,7 +91,7 @@ def test_compute_at_split_consumer(rng):
         s.compute_at(s["s"], Y, io)
         s.parallel(io)
     x = rng.standard_normal((23, 17))
-    check(f, (x,), np_softmax(x), F64, 1e-12)
+    check(f, (x,), softmax_ref(x), F64, 1e-12)
     text = str(f.lower(x))
     assert text.index("mx_acc") > text.index("parallel")     # inside the consumer's loop
 
@@ -154,7 +129,7 @@ def test_auto_schedule_fuses_row_statistics(rng):
     x = rng.standard_normal((64, 300)).astype(np.float32)
     sched = f.schedule_of(x)
     assert sched.stages["mx"].attach == "at" and sched.stages["s"].attach == "at"
-    check(f, (x,), np_softmax(x.astype(np.float64)), F32, 1e-5, 1e-7)
+    check(f, (x,), softmax_ref(x.astype(np.float64)), F32, 1e-5, 1e-7)
 
 
 def test_cfg_reorder_knob(rng):
@@ -265,7 +240,7 @@ def test_compute_at_block_shared_by_stages_at_the_same_loop(rng):
         for name in ("mx", "e", "s"):
             s.compute_at(s[name], Y, i)
     x = rng.standard_normal((9, 21))
-    check(f, (x,), np_softmax(x), F64, 1e-12)
+    check(f, (x,), softmax_ref(x), F64, 1e-12)
     text = str(f.lower(x))
     assert "e_l: float64[1, 21] (local)" in text
 

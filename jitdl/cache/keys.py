@@ -272,6 +272,3 @@ def full_key(loop_ir: str, strict_fp: bool, signature=None):
              "environment": digest(json.dumps(environment(), sort_keys=True))}
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 
-
-def python_version():
-    return sys.version.split()[0]

@@ -153,7 +153,6 @@ class FunctionCodegen:
         return self.b.gep(self.err, [ir.Constant(I64, k)], source_etype=I64)
 
     def binary(self, e):
-        b = self.b
         dt = e.dtype
         if dt == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_memory(e.b):
             return self.short_circuit(e)

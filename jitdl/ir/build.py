@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
+from jitdl.ir.nodes import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, Select, UnOp, Unary)
 
 _BIN_UFUNC = {
@@ -140,12 +140,9 @@ def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     dtype = result_dtype(_BIN_UFUNC[op], (a.dtype, a.weak), (b.dtype, b.weak))
     weak = a.weak and b.weak
-    operand = dtype
-    if op in (BinOp.SHL, BinOp.SHR):
-        operand = dtype
     if dtype == "bool" and op in (BinOp.ADD, BinOp.MUL):
         op = BinOp.OR if op == BinOp.ADD else BinOp.AND
-    a, b = _to(a, operand), _to(b, operand)
+    a, b = _to(a, dtype), _to(b, dtype)
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(_fold(_BIN_UFUNC[op], (a, b), dtype), dtype, weak)
     return Binary(op, a, b, dtype, weak)
@@ -272,7 +269,3 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
     if ufunc is np.power:
         return binary(BinOp.POW, *inputs)
     return NotImplemented
-
-
-def access(tensor, indices, loc=None) -> Access:
-    return Access(tensor, tuple(as_expr(i) for i in indices), loc)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, For, IfThen,
+from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, For, IfThen,
                             LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
 
 
@@ -137,6 +137,3 @@ def stmt_exprs(s):
             return (s.value,)
     return ()
 
-
-def is_const(e, value=None):
-    return isinstance(e, Const) and (value is None or e.value == value)

@@ -13,13 +13,12 @@ from jitdl.errors import ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
-                            ForKind, IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
+                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
-from jitdl.te.tensor import Placeholder
 from jitdl.tir.partition import partition_loops
 from jitdl.tir.simplify import simplify
 from jitdl.tir.verify import verify
@@ -71,7 +70,6 @@ class _Builder:
     def __init__(self, sched, buffers):
         self.sched = sched
         self.buffers = buffers           # id(tensor) -> Buffer
-        self.inlined = {}
         self.checks = 0
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
@@ -395,5 +393,3 @@ def lower(graph, sched, name) -> Lowered:
     verify(func)
     return Lowered(func, inputs, outputs, scalars, b.checks)
 
-
-__all__ = ["lower", "Lowered", "ForKind", "Placeholder"]

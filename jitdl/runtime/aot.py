@@ -10,25 +10,12 @@ import os
 import struct
 import tempfile
 
-import numpy as np
-
 from jitdl.cache.store import pack, unpack
 from jitdl.errors import ArgumentError, JitdlError
 from jitdl.runtime import engine
-from jitdl.runtime.kernel import Kernel, Signature
+from jitdl.runtime.kernel import Kernel, Signature, call_key, key_of_specs
 
 MAGIC = b"JITDLX01"
-_WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}
-
-
-def _key_of_specs(specs):
-    key = []
-    for s in specs:
-        if s[0] == "array":
-            key.append((tuple(s[1]), np.dtype(s[2])))
-        else:
-            key.append(_WEAK_TYPES[s[1]] if s[2] else np.dtype(s[1]).type)
-    return tuple(key)
 
 
 def write(path, name, kernels):
@@ -57,7 +44,7 @@ class ExportedFunction:
         self._kernels = kernels          # key -> Kernel
 
     def __call__(self, *args, out=None):
-        key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in args])
+        key = call_key(args)
         k = self._kernels.get(key)
         if k is None:
             raise ArgumentError(
@@ -67,7 +54,7 @@ class ExportedFunction:
         return k.run(args, out)
 
     def lower(self, *args):
-        key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in args])
+        key = call_key(args)
         return self._kernels[key].texts.get("loop_ir", "")
 
     def __repr__(self):
@@ -110,5 +97,5 @@ def load(path) -> ExportedFunction:
         loaded = engine.Loaded(entry.obj, sig.symbol)
         if meta.get("array_data_offset") != engine.array_data_offset():
             loaded.object_address = 0    # NumPy's layout differs: use the pointer entry
-        kernels[_key_of_specs(meta["specs"])] = Kernel(sig, loaded, entry.texts)
+        kernels[key_of_specs(meta["specs"])] = Kernel(sig, loaded, entry.texts)
     return ExportedFunction(name, kernels)

@@ -16,6 +16,8 @@ _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
           "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
 _empty = np.empty
+_ndarray = np.ndarray
+_WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
 
 
 @dataclass
@@ -39,6 +41,23 @@ class Signature:
                    [[n, tuple(s), dt] for n, s, dt in d["outputs"]],
                    [list(x) for x in d["scalars"]], [list(x) for x in d["checks"]],
                    [list(x) for x in d["layout"]])
+
+
+def call_key(args):
+    """The dispatch key of a call: (shape, dtype) per array, the type per scalar.
+    (Function.__call__ inlines the same expression on its hot path.)"""
+    return tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+
+
+def key_of_specs(specs):
+    """The dispatch key that calls with arguments of these specs will have."""
+    key = []
+    for s in specs:
+        if s[0] == "array":
+            key.append((tuple(s[1]), np.dtype(s[2])))
+        else:
+            key.append(_WEAK_TYPES[s[1]] if s[2] else np.dtype(s[1]).type)
+    return tuple(key)
 
 
 class Kernel:

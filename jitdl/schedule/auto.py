@@ -8,9 +8,8 @@ enough work; vectorise the innermost contiguous data loop.
 from __future__ import annotations
 
 from jitdl.ir.analysis import linear, reads_memory
-from jitdl.ir.visit import map_expr, substitute
 from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.schedule.schedule import Axis
 
 PARALLEL_MIN_WORK = 1 << 15

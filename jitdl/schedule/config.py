@@ -23,14 +23,15 @@ def _default_factor(extent):
 class Config:
     """Knob values for one schedule run; records the space as knobs are declared."""
 
-    def __init__(self, values=None):
+    def __init__(self, values=None, schedule=None):
         self.values = dict(values or {})
         self.space = {}
+        self.schedule = schedule        # to look up the extents of the loops knobs name
 
     def _axis_extent(self, axis):
         ext = getattr(axis, "extent", None)
         if ext is None and hasattr(axis, "stage"):
-            ext = self._sched.stages[axis.stage].axes[axis.name].extent
+            ext = self.schedule.stages[axis.stage].axes[axis.name].extent
         return ext
 
     def split(self, name, axis, candidates=None):

@@ -194,7 +194,7 @@ class Schedule:
 
     def _fuse2(self, a, b):
         st, la = self._axis("fuse", a, "outer")
-        st2, lb = self._axis("fuse", b, "inner")
+        _, lb = self._axis("fuse", b, "inner")
         if a.stage != b.stage:
             raise ScheduleError(f"fuse: loops {a!r} and {b!r} belong to different stages",
                                 user_loc())

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import Access, Expr, IterVar, Reduce
+from jitdl.ir.nodes import Access, Expr, Reduce
 
 
 @dataclass(eq=False)
@@ -93,6 +93,3 @@ class Tensor:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _whole
     __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = _whole
 
-
-def is_reduce_axis(x) -> bool:
-    return isinstance(x, IterVar) and x.reduce

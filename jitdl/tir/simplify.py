@@ -12,7 +12,7 @@ from dataclasses import replace
 from jitdl import dtypes
 from jitdl.ir.analysis import bounds, linear
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Compare, Const, CmpOp, For, IfThen,
-                            LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
+                            LetStmt, PrimFunc, Select, Seq, Store)
 from jitdl.ir.visit import map_expr, substitute
 
 
@@ -194,5 +194,3 @@ def simplify(func: PrimFunc) -> PrimFunc:
         body = Seq(())
     return func if body is func.body else replace(func, body=body)
 
-
-__all__ = ["simplify", "simplify_expr", "Load", "Var"]
