@@ -19,9 +19,9 @@ from jitdl.codegen.llvm import generate
 from jitdl.config import settings
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.lower.lower import lower
-from jitdl.runtime import engine
+from jitdl.runtime import engine, native
 from jitdl.cache import keys
-from jitdl.cache.store import default_store
+from jitdl.cache.store import Entry, default_store
 from jitdl.runtime.kernel import Kernel, Signature, call_key
 from jitdl.schedule.auto import auto_schedule
 from jitdl.schedule.config import Config, sample
@@ -146,10 +146,10 @@ class Function:
             event["fast_parts"] = fparts
             full = store.resolve(fkey)
             entry = store.get(full) if full else None
-            kernel = self._from_entry(entry)
+            kernel = self._from_entry(store, full, entry, event)
             if kernel is not None:
                 event["result"] = "hit"
-                log.info("hit %s %s", self.qualname, event["call"])
+                log.info("hit %s %s (%s)", self.qualname, event["call"], event["loader"])
                 return kernel
         graph, _ = self._graph(args)
         sched, cfg = self._schedule(graph, config=config)
@@ -170,7 +170,7 @@ class Function:
         if store is not None:
             full, _ = keys.full_key(loop_ir, self.strict_fp,
                                     {"fname": sig.fname, "layout": sig.layout})
-            kernel = self._from_entry(store.get(full))
+            kernel = self._from_entry(store, full, store.get(full), event)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 store.alias(fkey, full, self.qualname, fparts)
                 event["result"] = "hit (same loop IR)"
@@ -182,6 +182,7 @@ class Function:
         obj, optimized = engine.optimize(unoptimized)
         texts = {"loop_ir": loop_ir, "llvm_ir": optimized, "llvm_ir_unoptimized": unoptimized}
         kernel = Kernel(sig, engine.Loaded(obj, sig.symbol), texts)
+        event["loader"] = "mcjit"
         if store is not None:
             meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
                     "specs": specs,
@@ -189,18 +190,41 @@ class Function:
                     "created": time.time(), "environment": keys.environment(),
                     "fast_parts": fparts}
             store.put(full, meta, obj, texts, fkey, fparts)
+            entry = Entry(meta, obj, texts)
+            native.link_later(obj, lambda shared: store.add_shared(full, entry, shared))
         return kernel
 
-    def _from_entry(self, entry):
+    def _from_entry(self, store, full, entry, event):
+        """A kernel from a cache entry: its shared library through dlopen when it has one
+        (linking it in the background for later processes when it has not), else its
+        object code through MCJIT. None if the entry cannot be loaded."""
         if entry is None:
             return None
         try:
             sig = Signature.from_json(entry.meta["signature"])
-            return Kernel(sig, engine.Loaded(entry.obj, sig.symbol), entry.texts)
         except Exception as e:          # a damaged entry is a miss, never a crash
             log.warning("cannot load a cached kernel of %s (%s); recompiling",
                         self.qualname, e)
             return None
+        if entry.shared is not None:
+            try:
+                engine.parallel_available()      # libgomp first: the library links to it
+                loaded = native.SharedLoaded(entry.shared, entry.obj, sig.symbol, store.root)
+                event["loader"] = "shared library"
+                return Kernel(sig, loaded, entry.texts)
+            except Exception as e:      # e.g. a noexec file system: MCJIT will do
+                log.info("cannot dlopen the cached library of %s (%s); using MCJIT",
+                         self.qualname, e)
+        try:
+            kernel = Kernel(sig, engine.Loaded(entry.obj, sig.symbol), entry.texts)
+        except Exception as e:
+            log.warning("cannot load a cached kernel of %s (%s); recompiling",
+                        self.qualname, e)
+            return None
+        event["loader"] = "mcjit"
+        if entry.shared is None:
+            native.link_later(entry.obj, lambda shared: store.add_shared(full, entry, shared))
+        return kernel
 
     def _nearest_difference(self, store, parts):
         """Which parts of the key differ from the closest stored entry of this function."""
@@ -372,7 +396,9 @@ def _time_kernel(k, args, repeat=5):
 
 
 def _symbol(name):
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+    """The kernel's symbol: prefixed, so that a definition called `free` or `tanhf` does
+    not take the place of the C function that the generated code calls."""
+    return "jd_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
 def compute(fn=None, *, strict_fp=False, autotune=None, name=None):

@@ -24,6 +24,8 @@ class Settings:
     cache_dir: str            # JITDL_CACHE_DIR: where (default: the user cache dir)
     cache_max_bytes: int      # JITDL_CACHE_MAX_BYTES: size cap, LRU eviction (default 1 GiB)
     warm_up: bool             # JITDL_WARM_UP=0: no LLVM/libgomp start-up thread at import
+    linker: str               # JITDL_LINKER: ld used to make shared libraries of cached
+                              #   kernels (default: ld on PATH; 0: MCJIT loads them)
 
 
 def _cores():
@@ -43,6 +45,7 @@ def load() -> Settings:
         cache_dir=os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir(),
         cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
         warm_up=os.environ.get("JITDL_WARM_UP", "1").strip() not in ("0", "false", "no"),
+        linker=os.environ.get("JITDL_LINKER", "").strip(),
     )
 
 

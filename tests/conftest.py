@@ -16,6 +16,8 @@ import pytest  # noqa: E402
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from jitdl.runtime import native
+    native.drain()                  # kernels still being linked into the cache
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 

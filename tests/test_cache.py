@@ -26,6 +26,9 @@ import pytest
 
 PY = sys.executable
 TIMEOUT = 180
+HAVE_LD = shutil.which("ld") is not None
+needs_ld = pytest.mark.skipif(not HAVE_LD, reason="no `ld` on PATH: kernels are not linked "
+                                                   "into shared libraries here")
 
 # ----------------------------------------------------------------------------- user code
 
@@ -110,6 +113,7 @@ for c in spec["calls"]:
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype),
                 "sha": hashlib.sha256(np.ascontiguousarray(y).tobytes()).hexdigest(),
                 "result": last["result"], "differs": last.get("differs"),
+                "loader": last.get("loader"),
                 "call": last["call"], "hits": info["hits"], "misses": info["misses"],
                 "cache_dir": info["cache_dir"]})
 print("RESULT " + json.dumps(out))
@@ -270,8 +274,13 @@ def test_warm_process_hits_with_the_same_numbers(warm):
     assert "jitdl.cache: hit kmod.softmax X: float32[8, 16]" in hot.stderr
     assert "miss" not in hot.stderr and "Warning" not in hot.stderr, hot.stderr
     assert (root / "cache" / "stats.sqlite").exists()      # hit counts
-    # a hit writes no kernel
+    # the cold process linked each kernel into a shared library before it exited, and
+    # the warm one loaded those with dlopen
+    expected = "shared library" if HAVE_LD else "mcjit"
+    assert [r["loader"] for r in hot.results] == [expected] * 3, hot.results
+    # a hit writes no kernel and leaves no file behind
     assert {p.name: p.read_bytes() for p in kernel_files(root)} == before
+    assert not [p.name for p in (root / "cache").iterdir() if p.name.startswith(".")]
 
 
 def test_cache_disabled_never_touches_the_directory(tmp_path):
@@ -477,6 +486,69 @@ def test_an_empty_or_foreign_entry_is_a_miss(warm):
     assert_all_ok(ch)
     assert ch["scaled"]["result"] == ch["matmul"]["result"] == "compiled"
     assert "unknown format" in ch.stderr and "truncated header" in ch.stderr
+
+
+def _entry(path):
+    from jitdl.cache.store import unpack
+    return unpack(path.read_bytes())
+
+
+@needs_ld
+def test_without_a_linker_mcjit_loads_and_a_later_process_links(tmp_path):
+    write_module(tmp_path, "kmod", KMOD)
+    write_module(tmp_path, "khelper", KHELPER)
+    cold = run_child(tmp_path, STANDARD, JITDL_LINKER="0")
+    assert_all_ok(cold)
+    assert all(_entry(p).shared is None for p in kernel_files(tmp_path))
+
+    plain = run_child(tmp_path, STANDARD, JITDL_LINKER="0")
+    assert_all_ok(plain)
+    assert [(r["result"], r["loader"]) for r in plain.results] == [("hit", "mcjit")] * 3
+    assert all(_entry(p).shared is None for p in kernel_files(tmp_path))
+
+    # a process that can link adds the libraries to the entries it hit (before it exits)
+    upgrade = run_child(tmp_path, STANDARD)
+    assert [(r["result"], r["loader"]) for r in upgrade.results] == [("hit", "mcjit")] * 3
+    assert all(_entry(p).shared is not None for p in kernel_files(tmp_path))
+    final = run_child(tmp_path, STANDARD)
+    assert_all_ok(final)
+    assert [r["loader"] for r in final.results] == ["shared library"] * 3
+    for a, b in zip(final.results, cold.results):
+        assert a["sha"] == b["sha"], f"{a['func']}: the library computes something else"
+    assert not leftovers(tmp_path)
+
+
+@needs_ld
+def test_a_library_that_does_not_load_falls_back_to_mcjit(warm):
+    """A checksummed entry whose library the dynamic loader rejects (here: not an ELF
+    file) is loaded through MCJIT from its object code: correct, and no crash."""
+    from jitdl.cache.store import pack
+    root, cold = warm
+    path = kernel_of(root, "softmax")
+    e = _entry(path)
+    assert e.shared is not None and e.shared[:4] == b"\x7fELF"
+    path.write_bytes(pack(e.meta, e.obj, dict(e.texts), b"\x7fELF" + os.urandom(300)))
+    ch = run_child(root, STANDARD, JITDL_LOG="cache")
+    assert_all_ok(ch)
+    assert (ch["softmax"]["result"], ch["softmax"]["loader"]) == ("hit", "mcjit")
+    assert ch["softmax"]["sha"] == cold["softmax"]["sha"]
+    assert "cannot dlopen the cached library of kmod.softmax" in ch.stderr
+    assert ch["matmul"]["loader"] == "shared library"
+
+
+@needs_ld
+def test_same_named_kernels_from_libraries_stay_apart(warm):
+    """Two shapes of one function are two libraries exporting the same symbol; each call
+    must run its own (RTLD_LOCAL, -Bsymbolic)."""
+    root, _ = warm
+    shapes = [(8, 16), (3, 5), (17, 2)]
+    calls = [call("softmax", [("X", s)], SOFTMAX_REF, seed=i) for i, s in enumerate(shapes)]
+    first = run_child(root, calls)
+    assert_all_ok(first)
+    again = run_child(root, calls + calls)
+    assert_all_ok(again)
+    assert [r["shape"] for r in again.results] == [list(s) for s in shapes] * 2
+    assert [r["loader"] for r in again.results[:3]] == ["shared library"] * 3
 
 
 @pytest.mark.parametrize("garbage", [

@@ -175,3 +175,18 @@ def test_default_arguments(rng):
     assert_matches(scale_default(x), 2.0 * x, np.float64)
     assert_matches(scale_default(x, 3.0), 3.0 * x, np.float64)
     assert_matches(scale_default(x, a=0.5), 0.5 * x, np.float64)
+
+
+def test_definitions_named_like_the_c_functions_kernels_call(rng):
+    """Generated code calls free, aligned_alloc, tanhf, GOMP_parallel...; a definition with
+    one of those names must not take that function's place (its symbol is prefixed)."""
+    def body(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        s = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="s")
+        return jd.tensor((n, m), lambda i, j: jd.tanh(X[i, j]) * s[i], name="Y")
+    x = rng.standard_normal((37, 41)).astype(np.float32)
+    for name in ("free", "tanhf", "aligned_alloc", "GOMP_parallel", "memset"):
+        f = jd.compute(body, name=name)
+        assert_matches(f(x), np.tanh(x.astype(np.float64)) * x.sum(1, keepdims=True),
+                       np.float32, rtol=1e-4, atol=1e-4)

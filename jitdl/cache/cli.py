@@ -31,6 +31,8 @@ def cmd_info(st, args):
     print(f"size:            {_mb(sum(e[2] for e in entries))} of {_mb(st.max_bytes)} "
           "(JITDL_CACHE_MAX_BYTES)")
     print(f"hits recorded:   {sum(hits.values())}")
+    print(f"linked:          {sum(1 for e in entries if e[4])} entries carry a shared library "
+          "(loaded with dlopen; the others with MCJIT)")
     return 0
 
 
@@ -38,7 +40,7 @@ def cmd_list(st, args):
     entries = sorted(st.entries(), key=lambda e: -e[3])
     hits = st.hits()
     print(f"{'key':12s}  {'hits':>5s}  {'size':>9s}  {'last used':19s}  function(arguments)")
-    for key, meta, size, mtime in entries:
+    for key, meta, size, mtime, _ in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
         what = f"{meta['fname']}({meta.get('call', '')})" if meta else "<damaged>"
         print(f"{key[:12]}  {hits.get(key, 0):5d}  {size:9d}  {when}  {what}")

@@ -258,7 +258,7 @@ def fast_key(func, specs, config, target="cpu"):
         "schedule": sched,
         "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),
         "args": digest(json.dumps(specs)),
-        "options": digest(func.strict_fp),
+        "options": digest(func.strict_fp, func.name),
         "environment": digest(json.dumps(environment(), sort_keys=True)),
     }
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts

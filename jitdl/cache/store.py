@@ -27,12 +27,16 @@ import threading
 import time
 import warnings
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger("jitdl.cache")
 
-MAGIC = b"JITDLK01"
-_HEADER = struct.Struct("<8sIQQ32s")    # magic, meta length, object length, texts length, sha256
+MAGIC = b"JITDLK02"
+# magic, then the lengths of the metadata, the object code, the shared library (0: none)
+# and the texts, then the sha256 of everything after the header
+_HEADER = struct.Struct("<8sIQQQ32s")
+_HEADER_V1 = struct.Struct("<8sIQQ32s")  # JITDLK01 (jitdl 0.1 exports): no library
 
 
 class CacheWarning(UserWarning):
@@ -42,32 +46,79 @@ class CacheWarning(UserWarning):
 @dataclass
 class Entry:
     meta: dict
-    obj: bytes
-    texts: dict
+    obj: bytes                   # position-independent object code (MCJIT loads it)
+    texts: Mapping
+    shared: bytes | None = None  # the same code linked into a shared library (dlopen)
 
 
-def pack(meta: dict, obj: bytes, texts: dict) -> bytes:
+class Texts(Mapping):
+    """An entry's texts (loop IR, LLVM IR), decompressed when first read: a disk hit only
+    needs the object code, and inflating ~70 KB of IR would take half a millisecond of
+    the first call. The checksum of the entry already covers the compressed bytes."""
+
+    def __init__(self, blob: bytes):
+        self._blob = blob
+        self._texts = None
+
+    def decode(self) -> dict:
+        """The texts; zlib.error or ValueError if they do not decode."""
+        texts = json.loads(zlib.decompress(self._blob))
+        if not isinstance(texts, dict):
+            raise ValueError("texts are not a record")
+        return texts
+
+    def _load(self) -> dict:
+        if self._texts is None:
+            try:
+                self._texts = self.decode()
+            except (zlib.error, ValueError) as e:     # cannot happen to a checked entry
+                log.warning("cache entry texts unreadable (%s)", e)
+                self._texts = {}
+        return self._texts
+
+    def __getitem__(self, name):
+        return self._load()[name]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self):
+        return len(self._load())
+
+
+def pack(meta: dict, obj: bytes, texts: dict, shared: bytes | None = None) -> bytes:
     m = json.dumps(meta, sort_keys=True).encode()
     t = zlib.compress(json.dumps(texts).encode(), 6)
-    body = m + obj + t
-    return _HEADER.pack(MAGIC, len(m), len(obj), len(t), hashlib.sha256(body).digest()) + body
+    shared = shared or b""
+    body = m + obj + shared + t
+    return _HEADER.pack(MAGIC, len(m), len(obj), len(shared), len(t),
+                        hashlib.sha256(body).digest()) + body
 
 
 def unpack(data: bytes) -> Entry:
     """Parse an entry; ValueError says what is wrong with a damaged one."""
-    if len(data) < _HEADER.size:
+    if len(data) < 8:
         raise ValueError("truncated header")
-    magic, lm, lo, lt, checksum = _HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise ValueError(f"unknown format {magic!r}")
-    body = data[_HEADER.size:]
-    if len(body) != lm + lo + lt:
-        raise ValueError(f"truncated: {len(body)} bytes of {lm + lo + lt}")
+    if data[:8] == MAGIC and len(data) >= _HEADER.size:
+        _, lm, lo, ls, lt, checksum = _HEADER.unpack_from(data)
+        body = data[_HEADER.size:]
+    elif data[:8] == b"JITDLK01" and len(data) >= _HEADER_V1.size:
+        _, lm, lo, lt, checksum = _HEADER_V1.unpack_from(data)
+        ls, body = 0, data[_HEADER_V1.size:]
+    elif data[:8] in (MAGIC, b"JITDLK01"):
+        raise ValueError("truncated header")
+    else:
+        raise ValueError(f"unknown format {data[:8]!r}")
+    if len(body) != lm + lo + ls + lt:
+        raise ValueError(f"truncated: {len(body)} bytes of {lm + lo + ls + lt}")
     if hashlib.sha256(body).digest() != checksum:
         raise ValueError("checksum mismatch")
     meta = json.loads(body[:lm])
-    texts = json.loads(zlib.decompress(body[lm + lo:]))
-    return Entry(meta, bytes(body[lm:lm + lo]), texts)
+    if not isinstance(meta, dict):
+        raise ValueError("metadata is not a record")
+    obj = bytes(body[lm:lm + lo])
+    shared = bytes(body[lm + lo:lm + lo + ls]) or None
+    return Entry(meta, obj, Texts(bytes(body[lm + lo + ls:])), shared)
 
 
 def _owned_and_private(st) -> str | None:
@@ -159,17 +210,28 @@ class Store:
             return None                  # garbage in an alias is a miss, never a crash
         return full
 
-    def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None):
+    def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None, shared=None):
         if not self.usable:
             return
         try:
-            self._write(self._kernel_path(full_key), pack(meta, obj, texts))
+            self._write(self._kernel_path(full_key), pack(meta, obj, texts, shared))
             if fast_key is not None:
                 self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
             self._evict()
         except OSError as e:
             warnings.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning,
                           stacklevel=4)
+
+    def add_shared(self, full_key, entry: Entry, shared: bytes):
+        """Rewrite an entry with its shared library added (unless it has been evicted or
+        cleared meanwhile). Best effort: a failure is logged, not reported."""
+        path = self._kernel_path(full_key)
+        if not self.usable or not os.path.exists(path):
+            return
+        try:
+            self._write(path, pack(entry.meta, entry.obj, dict(entry.texts), shared))
+        except OSError as e:
+            log.info("could not add a shared library to %s: %s", path, e)
 
     def alias(self, fast_key, full_key, fname, parts):
         if not self.usable:
@@ -272,19 +334,21 @@ class Store:
                 pass
 
     def entries(self):
-        """(key, metadata or None if damaged, size, mtime) of every kernel file."""
+        """(key, metadata or None if damaged, size, mtime, has a shared library) of every
+        kernel file."""
         out = []
         for e in self._kernel_files():
             key = e.name[:-4]
             data = self._read_trusted(e.path)
-            meta = None
+            meta, shared = None, False
             if data is not None:
                 try:
-                    meta = unpack(data).meta
+                    entry = unpack(data)
+                    meta, shared = entry.meta, entry.shared is not None
                 except (ValueError, zlib.error, json.JSONDecodeError):
                     meta = None
             st = e.stat()
-            out.append((key, meta, st.st_size, st.st_mtime))
+            out.append((key, meta, st.st_size, st.st_mtime, shared))
         return out
 
     def alias_records(self):
@@ -310,7 +374,7 @@ class Store:
             try:
                 if data is None:
                     raise ValueError("unreadable")
-                unpack(data)
+                unpack(data).texts.decode()
                 good.append(e.name[:-4])
             except (ValueError, zlib.error, json.JSONDecodeError):
                 bad.append(e.name[:-4])
@@ -323,10 +387,12 @@ class Store:
 
     def clear(self):
         n = 0
-        for d in (self.kernels, self.aliases):
+        for d in (self.kernels, self.aliases, self.root):
             try:
                 with os.scandir(d) as it:
                     for e in it:
+                        if d == self.root and not e.name.startswith(".load-"):
+                            continue     # a library a killed process did not unlink
                         try:
                             os.unlink(e.path)
                             n += e.name.endswith(".jdk")

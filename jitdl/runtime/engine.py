@@ -1,6 +1,7 @@
 """The LLVM JIT: the host target machine, the O3 pipeline, MCJIT engines, libgomp."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import glob
@@ -34,26 +35,49 @@ def _init():
     return _state
 
 
+_warm_up_thread = None
+
+
+def _warm_up():
+    _init()
+    from jitdl.cache import keys
+    keys.environment()               # every first call's cache key needs it
+
+
 def warm_up_in_background():
-    """Initialise LLVM's target and load libgomp on a daemon thread, so that the first
-    call of a process (often a disk-cache hit of a few ms) does not wait for them."""
+    """Start LLVM's target, load libgomp and compute the cache key's environment on a
+    daemon thread, so that the first call of a process (often a disk-cache hit of a few
+    ms) does not wait for them. Code generation waits for this thread first, and so does
+    the interpreter's exit (nothing may be inside LLVM when it shuts down)."""
+    global _warm_up_thread
+
     def work():
         try:
-            _init()
-            from jitdl.cache import keys
-            keys.environment()
+            _warm_up()
         except Exception:       # the first call will report it properly
             pass
     t = threading.Thread(target=work, name="jitdl-warm-up", daemon=True)
+    _warm_up_thread = t
+    atexit.register(_wait_for_warm_up)
     t.start()
     return t
 
 
-def _target_machine(jit=True):
-    """A new target machine for the host; an MCJIT engine takes ownership of its own."""
+def _wait_for_warm_up():
+    t = _warm_up_thread
+    if t is not None and t is not threading.current_thread():
+        t.join()
+
+
+def _target_machine():
+    """A new target machine for the host; an MCJIT engine takes ownership of its own.
+
+    Code is position-independent with the small code model, so that one object file can
+    be loaded by MCJIT and also linked into a shared library (see link_shared)."""
+    _wait_for_warm_up()
     s = _init()
     return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
-                                             codemodel="jitdefault" if jit else "default")
+                                             reloc="pic", codemodel="small")
 
 
 def _gomp_candidates():
@@ -157,9 +181,9 @@ class Loaded:
     """Object code loaded into its own MCJIT engine (cold compiles and disk hits alike)."""
 
     def __init__(self, obj: bytes, symbol: str):
-        _init()
+        tm = _target_machine()
         self.obj = obj
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(symbol)
@@ -170,4 +194,4 @@ class Loaded:
 
 def assembly(optimized_ir: str) -> str:
     """Host assembly of an optimised module."""
-    return _target_machine(jit=False).emit_assembly(llvm.parse_assembly(optimized_ir))
+    return _target_machine().emit_assembly(llvm.parse_assembly(optimized_ir))

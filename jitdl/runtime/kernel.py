@@ -67,7 +67,7 @@ class Kernel:
         self.sig = sig
         self.fname = sig.fname
         self.loaded = loaded                 # keeps the engine (and the code) alive
-        self.texts = texts or {}             # "loop_ir", "llvm_ir", "llvm_ir_unoptimized"
+        self.texts = {} if texts is None else texts             # "loop_ir", "llvm_ir", "llvm_ir_unoptimized"
         self.checks = sig.checks
         self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
         self.out_names = [name for name, _, _ in sig.outputs]

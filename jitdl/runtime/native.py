@@ -1,0 +1,159 @@
+"""Kernels as shared libraries: object code linked by the system linker, loaded by dlopen.
+
+A disk-cache hit is mostly waiting for the loader: MCJIT needs a target machine, an
+engine and a relocation pass (about 1.5 ms for a small kernel), while the dynamic loader
+maps a linked library in about 0.1 ms. So a compiled kernel is linked into a shared
+library on a background thread, after its first call has been served from MCJIT, and the
+library is added to its cache entry; later processes dlopen it.
+
+The library lives in the (checksummed) cache entry. To load it, its bytes are written to
+a fresh file in the cache's private directory, opened and unlinked: a unique name, since
+the dynamic loader hands back an already loaded library for a path it has seen. Any
+failure (no linker, a loader error) falls back to MCJIT on the entry's object code.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from jitdl.config import settings
+
+log = logging.getLogger("jitdl.cache")
+
+# -shared: a library; -Bsymbolic: the library's own calls (entry -> kernel) bind to its
+# own definitions even if the process has a global symbol of the same name; -z now:
+# every symbol (libgomp, libm) is resolved at dlopen, where a failure is an OSError
+# rather than a crash in the middle of a call; -z text: code that is not
+# position-independent is an error, not a library with text relocations.
+_LD_FLAGS = ["-shared", "-Bsymbolic", "-z", "now", "-z", "text", "-z", "noexecstack",
+             "--hash-style=gnu"]
+_LINK_TIMEOUT_S = 60
+
+
+_found = {}
+
+
+def linker() -> list | None:
+    """The command that links a shared library, or None (JITDL_LINKER=0, or no ld)."""
+    choice = settings.linker
+    if choice not in _found:
+        path = None
+        if choice.lower() not in ("0", "no", "none", "off", "false"):
+            path = shutil.which(choice or "ld")
+        _found[choice] = [path] + _LD_FLAGS if path else None
+    return _found[choice]
+
+
+def link_shared(obj: bytes) -> bytes | None:
+    """Link position-independent object code into a shared library (its bytes), or None
+    with a log line when it cannot be done here."""
+    cmd = linker()
+    if cmd is None:
+        return None
+    # mkdtemp, not TemporaryDirectory: the latter's exit hook may remove the directory
+    # while the interpreter's exit waits for this link
+    d = tempfile.mkdtemp(prefix="jitdl-link-")
+    try:
+        src, dst = os.path.join(d, "kernel.o"), os.path.join(d, "kernel.so")
+        with open(src, "wb") as f:
+            f.write(obj)
+        try:
+            p = subprocess.run(cmd + ["-o", dst, src], capture_output=True, text=True,
+                               timeout=_LINK_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.info("linking a shared library failed (%s); MCJIT loads this kernel", e)
+            return None
+        if p.returncode != 0 or not os.path.exists(dst):
+            log.info("linking a shared library failed (%s): %s", p.returncode,
+                     p.stderr.strip()[:500])
+            return None
+        with open(dst, "rb") as f:
+            return f.read()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class SharedLoaded:
+    """A kernel's shared library, loaded with dlopen (the Loaded interface: address,
+    object_address, obj)."""
+
+    def __init__(self, shared: bytes, obj: bytes, symbol: str, directory: str):
+        fd, path = tempfile.mkstemp(dir=directory, prefix=".load-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(shared)
+            self.lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.obj = obj
+        self.address = self._address(symbol)
+        self.object_address = self._address(symbol + ".pyobj")
+        if not self.address:
+            raise OSError(f"symbol {symbol} not found in the shared library")
+
+    def _address(self, name):
+        try:
+            return ctypes.cast(self.lib[name], ctypes.c_void_p).value or 0
+        except AttributeError:
+            return 0
+
+
+class _Linker:
+    """One daemon thread that links kernels after their first call and hands each
+    library to a callback (which adds it to the cache entry). The interpreter's exit
+    waits for the queue, so a short script leaves complete entries behind."""
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def submit(self, obj: bytes, done):
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="jitdl-linker",
+                                                daemon=True)
+                self._thread.start()
+                atexit.register(self.drain)
+        self._queue.put((obj, done))
+
+    def _work(self):
+        while True:
+            obj, done = self._queue.get()
+            try:
+                shared = link_shared(obj)
+                if shared is not None:
+                    done(shared)
+            except Exception as e:       # a library is an optimisation, never an error
+                log.info("could not add a shared library to the cache: %s", e)
+            finally:
+                self._queue.task_done()
+
+    def drain(self):
+        """Wait until every submitted kernel is linked and stored."""
+        if self._thread is not None:
+            self._queue.join()
+
+
+_linker = _Linker()
+
+
+def link_later(obj: bytes, done):
+    """Link `obj` on the background thread and call done(library bytes), if a linker is
+    available."""
+    if linker() is not None:
+        _linker.submit(obj, done)
+
+
+def drain():
+    _linker.drain()
