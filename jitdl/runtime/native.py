@@ -111,9 +111,18 @@ class SharedLoaded:
 class _Linker:
     """One daemon thread that links kernels after their first call and hands each
     library to a callback (which adds it to the cache entry). The interpreter's exit
-    waits for the queue, so a short script leaves complete entries behind."""
+    waits for the queue (up to EXIT_WAIT_S), so a short script leaves complete entries
+    behind. A forked child starts with an empty queue and no thread."""
+
+    EXIT_WAIT_S = 30.0
 
     def __init__(self):
+        self._reset()
+        atexit.register(self.drain, self.EXIT_WAIT_S)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self):
         self._queue = queue.Queue()
         self._thread = None
         self._lock = threading.Lock()
@@ -121,15 +130,15 @@ class _Linker:
     def submit(self, obj: bytes, done):
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="jitdl-linker",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._work, args=(self._queue,),
+                                                name="jitdl-linker", daemon=True)
                 self._thread.start()
-                atexit.register(self.drain)
         self._queue.put((obj, done))
 
-    def _work(self):
+    @staticmethod
+    def _work(jobs):
         while True:
-            obj, done = self._queue.get()
+            obj, done = jobs.get()
             try:
                 shared = link_shared(obj)
                 if shared is not None:
@@ -137,12 +146,15 @@ class _Linker:
             except Exception as e:       # a library is an optimisation, never an error
                 log.info("could not add a shared library to the cache: %s", e)
             finally:
-                self._queue.task_done()
+                jobs.task_done()
 
-    def drain(self):
-        """Wait until every submitted kernel is linked and stored."""
-        if self._thread is not None:
-            self._queue.join()
+    def drain(self, timeout=None):
+        """Wait until every submitted kernel is linked and stored (or `timeout` s)."""
+        jobs = self._queue
+        if self._thread is None:
+            return
+        with jobs.all_tasks_done:
+            jobs.all_tasks_done.wait_for(lambda: not jobs.unfinished_tasks, timeout)
 
 
 _linker = _Linker()
