@@ -10,6 +10,7 @@ import inspect
 import logging
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.lower.lower import lower
 from jitdl.runtime import engine, native
 from jitdl.cache import keys
-from jitdl.cache.store import Entry, default_store
+from jitdl.cache.store import CacheWarning, Entry, default_store
 from jitdl.runtime.kernel import Kernel, Signature, call_key
 from jitdl.schedule.auto import auto_schedule
 from jitdl.schedule.config import Config, sample
@@ -140,13 +141,15 @@ class Function:
         store = default_store()
         event = {"call": _describe(self.param_names, specs), "result": "compiled"}
         self._events.append(event)
-        fkey = fparts = None
+        fkey = fparts = rejected = None
         if store is not None:
             fkey, fparts = keys.fast_key(self, specs, config)
             event["fast_parts"] = fparts
             full = store.resolve(fkey)
             entry = store.get(full) if full else None
-            kernel = self._from_entry(store, full, entry, event)
+            kernel = self._from_entry(store, full, entry, event, specs)
+            if entry is not None and kernel is None:
+                rejected = full          # warned about once; not looked up again below
             if kernel is not None:
                 event["result"] = "hit"
                 log.info("hit %s %s (%s)", self.qualname, event["call"], event["loader"])
@@ -166,11 +169,14 @@ class Function:
             [[v.name, v.dtype] for v in lowered.scalars],
             [list(c) for c in checks],
             [[s[0], n] for s, n in zip(specs, self.param_names)])
+        assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
         full = None
         if store is not None:
             full, _ = keys.full_key(loop_ir, self.strict_fp,
                                     {"fname": sig.fname, "layout": sig.layout})
-            kernel = self._from_entry(store, full, store.get(full), event)
+            kernel = None
+            if full != rejected:
+                kernel = self._from_entry(store, full, store.get(full), event, specs)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 store.alias(fkey, full, self.qualname, fparts)
                 event["result"] = "hit (same loop IR)"
@@ -188,24 +194,35 @@ class Function:
                     "specs": specs,
                     "schedule": sched.steps, "config": cfg.values if cfg else None,
                     "created": time.time(), "environment": keys.environment(),
-                    "fast_parts": fparts}
+                    "fast_parts": fparts, "key": full}
             store.put(full, meta, obj, texts, fkey, fparts)
             entry = Entry(meta, obj, texts)
-            native.link_later(obj, lambda shared: store.add_shared(full, entry, shared))
+            native.link_later(obj, store.root,
+                              lambda shared: store.add_shared(full, entry, shared))
         return kernel
 
-    def _from_entry(self, store, full, entry, event):
+    def _from_entry(self, store, full, entry, event, specs):
         """A kernel from a cache entry: its shared library through dlopen when it has one
         (linking it in the background for later processes when it has not), else its
-        object code through MCJIT. None if the entry cannot be loaded."""
+        object code through MCJIT. None if the entry cannot be loaded, or if it is not
+        the entry of this key and call (a misplaced file or alias): its code never runs."""
         if entry is None:
             return None
         try:
             sig = Signature.from_json(entry.meta["signature"])
+            if entry.meta.get("key") != full:
+                why = f"it is stored under {full[:12]} but was made for " \
+                      f"{str(entry.meta.get('key'))[:12]}"
+            else:
+                why = sig.mismatch(specs)
         except Exception as e:          # a damaged entry is a miss, never a crash
-            log.warning("cannot load a cached kernel of %s (%s); recompiling",
-                        self.qualname, e)
+            why = f"unreadable metadata: {e!r}"
+        if why:
+            warnings.warn(f"jitdl: cache entry {full[:12]} does not fit the call "
+                          f"{self.qualname}({event['call']}): {why}; compiling instead",
+                          CacheWarning, stacklevel=5)
             return None
+        shared_failed = False
         if entry.shared is not None:
             try:
                 engine.parallel_available()      # libgomp first: the library links to it
@@ -215,6 +232,7 @@ class Function:
             except Exception as e:      # e.g. a noexec file system: MCJIT will do
                 log.info("cannot dlopen the cached library of %s (%s); using MCJIT",
                          self.qualname, e)
+                shared_failed = True
         try:
             kernel = Kernel(sig, engine.Loaded(entry.obj, sig.symbol), entry.texts)
         except Exception as e:
@@ -222,8 +240,9 @@ class Function:
                         self.qualname, e)
             return None
         event["loader"] = "mcjit"
-        if entry.shared is None:
-            native.link_later(entry.obj, lambda shared: store.add_shared(full, entry, shared))
+        if entry.shared is None or shared_failed:    # (re)link it for later processes
+            native.link_later(entry.obj, store.root,
+                              lambda shared: store.add_shared(full, entry, shared))
         return kernel
 
     def _nearest_difference(self, store, parts):

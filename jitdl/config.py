@@ -42,7 +42,8 @@ def load() -> Settings:
         opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
         cache=os.environ.get("JITDL_CACHE", "1").strip().lower() not in ("0", "false", "no",
                                                                         "off"),
-        cache_dir=os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir(),
+        # absolute: a relative directory must not move with os.chdir
+        cache_dir=os.path.abspath(os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir()),
         cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
         warm_up=os.environ.get("JITDL_WARM_UP", "1").strip() not in ("0", "false", "no"),
         linker=os.environ.get("JITDL_LINKER", "").strip(),

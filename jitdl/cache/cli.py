@@ -42,7 +42,7 @@ def cmd_list(st, args):
     print(f"{'key':12s}  {'hits':>5s}  {'size':>9s}  {'last used':19s}  function(arguments)")
     for key, meta, size, mtime, _ in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
-        what = f"{meta['fname']}({meta.get('call', '')})" if meta else "<damaged>"
+        what = f"{meta.get('fname', '?')}({meta.get('call', '')})" if meta else "<damaged>"
         print(f"{key[:12]}  {hits.get(key, 0):5d}  {size:9d}  {when}  {what}")
     return 0
 

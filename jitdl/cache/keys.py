@@ -249,6 +249,7 @@ def code_digests(fn):
 
 def fast_key(func, specs, config, target="cpu"):
     """The first-level key of one call signature, and its named parts."""
+    from jitdl.config import settings
     own, deps = code_digests(func.pyfunc)
     sched_fn = func._schedules.get(target)
     sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
@@ -258,7 +259,8 @@ def fast_key(func, specs, config, target="cpu"):
         "schedule": sched,
         "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),
         "args": digest(json.dumps(specs)),
-        "options": digest(func.strict_fp, func.name),
+        # the automatic schedule depends on the thread count
+        "options": digest(func.strict_fp, func.name, settings.num_threads),
         "environment": digest(json.dumps(environment(), sort_keys=True)),
     }
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts

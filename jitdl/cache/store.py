@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import stat
 import struct
@@ -121,6 +122,17 @@ def unpack(data: bytes) -> Entry:
     return Entry(meta, obj, Texts(bytes(body[lm + lo + ls:])), shared)
 
 
+def _alive(pid: str) -> bool:
+    """Whether a process with this pid exists (True when that cannot be told)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, OSError):
+        return True
+    return True
+
+
 def _owned_and_private(st) -> str | None:
     """Why a path may not be trusted, or None."""
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
@@ -160,7 +172,8 @@ class Store:
 
     def _read_trusted(self, path) -> bytes | None:
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # O_NONBLOCK: a FIFO put in an entry's place must not block the open
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             return None
         try:
@@ -202,8 +215,11 @@ class Store:
         if data is None:
             return None
         try:
-            full = json.loads(data)["full"]
-        except (ValueError, KeyError, TypeError):
+            rec = json.loads(data)
+            full = rec["full"]
+            if rec.get("fast") != fast_key:
+                return None              # an alias file copied or moved to another name
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         if not (isinstance(full, str) and len(full) == 64
                 and all(c in "0123456789abcdef" for c in full)):
@@ -230,13 +246,14 @@ class Store:
             return
         try:
             self._write(path, pack(entry.meta, entry.obj, dict(entry.texts), shared))
+            self._evict()                # the entry grew
         except OSError as e:
             log.info("could not add a shared library to %s: %s", path, e)
 
     def alias(self, fast_key, full_key, fname, parts):
         if not self.usable:
             return
-        rec = {"full": full_key, "fname": fname, "parts": parts or {}}
+        rec = {"full": full_key, "fast": fast_key, "fname": fname, "parts": parts or {}}
         try:
             self._write(self._alias_path(fast_key), json.dumps(rec).encode())
         except OSError:
@@ -307,37 +324,78 @@ class Store:
 
     # -- listing, eviction, verification ----------------------------------------------------
     def _kernel_files(self):
+        """(DirEntry, stat) of every entry file; files removed meanwhile (by another
+        process's eviction) are left out."""
+        out = []
         try:
             with os.scandir(self.kernels) as it:
-                return [e for e in it if e.name.endswith(".jdk") and e.is_file()]
+                for e in it:
+                    if e.name.endswith(".jdk"):
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        if stat.S_ISREG(st.st_mode):
+                            out.append((e, st))
         except OSError:
-            return []
+            pass
+        return out
 
     def size(self) -> int:
-        return sum(e.stat().st_size for e in self._kernel_files())
+        return sum(st.st_size for _, st in self._kernel_files())
 
     def _evict(self):
+        self._sweep()
         files = self._kernel_files()
-        total = sum(e.stat().st_size for e in files)
+        total = sum(st.st_size for _, st in files)
         if total <= self.max_bytes:
             return
-        files.sort(key=lambda e: e.stat().st_mtime)
-        for e in files:
+        files.sort(key=lambda f: f[1].st_mtime)
+        for e, st in files:
             if total <= self.max_bytes * 0.9:
                 break
             try:
-                size = e.stat().st_size
                 os.unlink(e.path)
-                total -= size
-                log.info("evicted %s (%d bytes)", e.name, size)
+                log.info("evicted %s (%d bytes)", e.name, st.st_size)
+            except FileNotFoundError:
+                pass                     # another process evicted it
             except OSError:
-                pass
+                continue
+            total -= st.st_size
+
+    JUNK_AGE_S = 3600
+
+    def _sweep(self):
+        """Remove what killed processes left: temporary files of unfinished writes (after
+        an hour), and libraries being loaded or linked by a process that is gone."""
+        now = time.time()
+        for d in (self.kernels, self.aliases, self.root):
+            try:
+                with os.scandir(d) as it:
+                    junk = [e for e in it if e.name.startswith((".tmp-", ".load-", ".link-"))]
+            except OSError:
+                continue
+            for e in junk:
+                try:
+                    age = now - e.stat(follow_symlinks=False).st_mtime
+                except OSError:
+                    continue
+                owner = e.name.split("-")[1]
+                if age > self.JUNK_AGE_S or (not e.name.startswith(".tmp-")
+                                             and not _alive(owner)):
+                    if e.is_dir(follow_symlinks=False):
+                        shutil.rmtree(e.path, ignore_errors=True)
+                    else:
+                        try:
+                            os.unlink(e.path)
+                        except OSError:
+                            pass
 
     def entries(self):
         """(key, metadata or None if damaged, size, mtime, has a shared library) of every
         kernel file."""
         out = []
-        for e in self._kernel_files():
+        for e, st in self._kernel_files():
             key = e.name[:-4]
             data = self._read_trusted(e.path)
             meta, shared = None, False
@@ -347,7 +405,8 @@ class Store:
                     meta, shared = entry.meta, entry.shared is not None
                 except (ValueError, zlib.error, json.JSONDecodeError):
                     meta = None
-            st = e.stat()
+            elif not os.path.exists(e.path):
+                continue                 # evicted meanwhile
             out.append((key, meta, st.st_size, st.st_mtime, shared))
         return out
 
@@ -369,10 +428,14 @@ class Store:
     def verify(self, remove=False):
         """(good keys, damaged keys); remove=True deletes the damaged ones."""
         good, bad = [], []
-        for e in self._kernel_files():
+        if remove:
+            self._sweep()
+        for e, _ in self._kernel_files():
             data = self._read_trusted(e.path)
             try:
                 if data is None:
+                    if not os.path.exists(e.path):
+                        continue         # evicted meanwhile: not damaged
                     raise ValueError("unreadable")
                 unpack(data).texts.decode()
                 good.append(e.name[:-4])
@@ -387,12 +450,13 @@ class Store:
 
     def clear(self):
         n = 0
-        for d in (self.kernels, self.aliases, self.root):
+        self._sweep()
+        for d in (self.kernels, self.aliases):
             try:
                 with os.scandir(d) as it:
                     for e in it:
-                        if d == self.root and not e.name.startswith(".load-"):
-                            continue     # a library a killed process did not unlink
+                        if e.name.startswith((".tmp-", ".load-")):
+                            continue     # a write under way in another process
                         try:
                             os.unlink(e.path)
                             n += e.name.endswith(".jdk")

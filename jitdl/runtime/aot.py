@@ -31,9 +31,19 @@ def write(path, name, kernels):
         struct.pack("<Q", len(b)) + b for b in blobs)
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".jitdl-export-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)          # a file like any other the user writes
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 class ExportedFunction:
@@ -69,33 +79,50 @@ def _show_key(key):
 
 def load(path) -> ExportedFunction:
     """Load a file written by `f.export(path, *example_args)`."""
-    with open(path, "rb") as f:
+    with open(path, "rb") as f:          # a missing file is a FileNotFoundError, as usual
         data = f.read()
     if data[:8] != MAGIC:
         raise JitdlError(f"{path} is not a jitdl export (bad magic {data[:8]!r})")
-    (count,) = struct.unpack_from("<I", data, 8)
-    pos, kernels, name = 12, {}, "kernel"
     host = engine.target_info()
     have = {f[1:] for f in host["features"].split(",") if f.startswith("+")}
-    for _ in range(count):
-        (n,) = struct.unpack_from("<Q", data, pos)
-        pos += 8
-        try:
+    kernels, name = {}, "kernel"
+    try:
+        (count,) = struct.unpack_from("<I", data, 8)
+        pos = 12
+        for _ in range(count):
+            (n,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+            if pos + n > len(data):
+                raise ValueError(f"truncated: an entry of {n} bytes at offset {pos}, "
+                                 f"the file has {len(data)}")
             entry = unpack(data[pos:pos + n])
-        except ValueError as e:
-            raise JitdlError(f"{path} is damaged: {e}") from None
-        pos += n
-        meta = entry.meta
-        name = meta["fname"]
-        need = {f[1:] for f in meta["features"].split(",") if f.startswith("+")}
-        missing = sorted(need - have)
-        if missing or meta["triple"] != host["triple"]:
-            raise JitdlError(
-                f"{path}: exported for {meta['triple']} {meta['cpu']}; this machine "
-                f"({host['triple']} {host['cpu']}) lacks CPU features: {', '.join(missing)}")
-        sig = Signature.from_json(meta["signature"])
+            pos += n
+            meta = entry.meta
+            name = meta["fname"]
+            need = {f[1:] for f in meta["features"].split(",") if f.startswith("+")}
+            missing = sorted(need - have)
+            if meta["triple"] != host["triple"]:
+                raise JitdlError(f"{path}: exported for {meta['triple']}, this machine is "
+                                 f"{host['triple']}")
+            if missing:
+                raise JitdlError(
+                    f"{path}: exported for {meta['cpu']}; this machine ({host['cpu']}) "
+                    f"lacks CPU features: {', '.join(missing)}")
+            sig = Signature.from_json(meta["signature"])
+            why = sig.mismatch(meta["specs"])
+            if why:
+                raise ValueError(f"an entry's signature does not fit its arguments: {why}")
+            kernels[key_of_specs(meta["specs"])] = (sig, meta, entry)
+        if pos != len(data):
+            raise ValueError(f"{len(data) - pos} bytes after the last entry")
+    except JitdlError:
+        raise
+    except Exception as e:              # struct.error, ValueError, KeyError, TypeError...
+        raise JitdlError(f"{path} is damaged: {e}") from None
+    loaded_kernels = {}
+    for key, (sig, meta, entry) in kernels.items():
         loaded = engine.Loaded(entry.obj, sig.symbol)
         if meta.get("array_data_offset") != engine.array_data_offset():
             loaded.object_address = 0    # NumPy's layout differs: use the pointer entry
-        kernels[key_of_specs(meta["specs"])] = Kernel(sig, loaded, entry.texts)
-    return ExportedFunction(name, kernels)
+        loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
+    return ExportedFunction(name, loaded_kernels)

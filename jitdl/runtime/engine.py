@@ -44,6 +44,49 @@ def _warm_up():
     keys.environment()               # every first call's cache key needs it
 
 
+# llvmlite serialises calls into LLVM with one lock; a fork while another thread (the
+# warm-up, a compile) holds it would leave it held forever in the child
+_llvm_lock = getattr(getattr(getattr(llvm, "ffi", None), "lib", None), "_lock", None)
+_llvm_lock = getattr(_llvm_lock, "_lock", None)
+
+
+def _before_fork():
+    _lock.acquire()                  # no fork while LLVM or libgomp is half set up
+    if _llvm_lock is not None:
+        _llvm_lock.acquire()         # ... or while another thread is inside LLVM
+
+
+def _after_fork_in_parent():
+    if _llvm_lock is not None:
+        _llvm_lock.release()
+    _lock.release()
+
+
+def _after_fork_in_child():
+    if _llvm_lock is not None:
+        _llvm_lock.release()
+    _lock.release()
+    gomp = _state.get("gomp")
+    if gomp is not None and _state.get("kernels_loaded"):
+        # libgomp's thread pool does not survive fork: a parallel region in the child of
+        # a process that ran one hangs. One thread needs no pool.
+        gomp.omp_set_num_threads(ctypes.c_int(1))
+        warnings.warn("jitdl: in a forked child process, parallel loops run on one thread "
+                      "(libgomp cannot be used after fork); start worker processes with "
+                      "the 'spawn' or 'forkserver' method to run them in parallel",
+                      RuntimeWarning, stacklevel=2)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+def kernel_loaded():
+    """Note that kernels (perhaps with parallel loops) may have run in this process."""
+    _state["kernels_loaded"] = True
+
+
 def warm_up_in_background():
     """Start LLVM's target, load libgomp and compute the cache key's environment on a
     daemon thread, so that the first call of a process (often a disk-cache hit of a few

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from jitdl.errors import ArgumentError
+from jitdl.runtime import engine
 
 _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
           "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
@@ -43,6 +44,22 @@ class Signature:
                    [list(x) for x in d["layout"]])
 
 
+    def mismatch(self, specs) -> str | None:
+        """Why this kernel cannot serve calls with these argument specs (None if it can):
+        a stored entry is checked against the call before its code is run."""
+        kinds = [kind for kind, _ in self.layout]
+        if kinds != [s[0] for s in specs]:
+            return f"arguments {kinds}, the call has {[s[0] for s in specs]}"
+        arrays = [(tuple(s[1]), s[2]) for s in specs if s[0] == "array"]
+        expected = [(tuple(shape), dt) for _, shape, dt in self.inputs]
+        if arrays != expected:
+            return f"arrays {expected}, the call has {arrays}"
+        scalars = [s[1] for s in specs if s[0] == "scalar"]
+        if scalars != [dt for _, dt in self.scalars]:
+            return f"scalars {[dt for _, dt in self.scalars]}, the call has {scalars}"
+        return None
+
+
 def call_key(args):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar.
     (Function.__call__ inlines the same expression on its hot path.)"""
@@ -64,6 +81,7 @@ class Kernel:
     """Runs one compiled specialisation."""
 
     def __init__(self, sig: Signature, loaded, texts=None):
+        engine.kernel_loaded()
         self.sig = sig
         self.fname = sig.fname
         self.loaded = loaded                 # keeps the engine (and the code) alive

@@ -13,6 +13,7 @@ failure (no linker, a loader error) falls back to MCJIT on the entry's object co
 """
 from __future__ import annotations
 
+import _ctypes
 import atexit
 import ctypes
 import logging
@@ -34,7 +35,7 @@ log = logging.getLogger("jitdl.cache")
 # position-independent is an error, not a library with text relocations.
 _LD_FLAGS = ["-shared", "-Bsymbolic", "-z", "now", "-z", "text", "-z", "noexecstack",
              "--hash-style=gnu"]
-_LINK_TIMEOUT_S = 60
+_LINK_TIMEOUT_S = 20
 
 
 _found = {}
@@ -51,15 +52,17 @@ def linker() -> list | None:
     return _found[choice]
 
 
-def link_shared(obj: bytes) -> bytes | None:
+def link_shared(obj: bytes, directory: str | None = None) -> bytes | None:
     """Link position-independent object code into a shared library (its bytes), or None
-    with a log line when it cannot be done here."""
+    with a log line when it cannot be done here. The work files go to a `.link-<pid>-*`
+    directory under `directory` (the cache's, whose sweep removes what a killed process
+    left), else under the system's temporary directory."""
     cmd = linker()
     if cmd is None:
         return None
     # mkdtemp, not TemporaryDirectory: the latter's exit hook may remove the directory
     # while the interpreter's exit waits for this link
-    d = tempfile.mkdtemp(prefix="jitdl-link-")
+    d = tempfile.mkdtemp(prefix=f".link-{os.getpid()}-", dir=directory)
     try:
         src, dst = os.path.join(d, "kernel.o"), os.path.join(d, "kernel.so")
         with open(src, "wb") as f:
@@ -73,6 +76,11 @@ def link_shared(obj: bytes) -> bytes | None:
         if p.returncode != 0 or not os.path.exists(dst):
             log.info("linking a shared library failed (%s): %s", p.returncode,
                      p.stderr.strip()[:500])
+            return None
+        try:                             # only a library that loads goes to the cache
+            _ctypes.dlclose(ctypes.CDLL(dst, mode=os.RTLD_LOCAL | os.RTLD_NOW)._handle)
+        except OSError as e:
+            log.info("the linked library does not load (%s); MCJIT loads this kernel", e)
             return None
         with open(dst, "rb") as f:
             return f.read()
@@ -117,7 +125,7 @@ class _Linker:
     waits for the queue (up to EXIT_WAIT_S), so a short script leaves complete entries
     behind. A forked child starts with an empty queue and no thread."""
 
-    EXIT_WAIT_S = 30.0
+    EXIT_WAIT_S = 10.0
 
     def __init__(self):
         self._reset()
@@ -130,20 +138,20 @@ class _Linker:
         self._thread = None
         self._lock = threading.Lock()
 
-    def submit(self, obj: bytes, done):
+    def submit(self, obj: bytes, directory, done):
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, args=(self._queue,),
                                                 name="jitdl-linker", daemon=True)
                 self._thread.start()
-        self._queue.put((obj, done))
+        self._queue.put((obj, directory, done))
 
     @staticmethod
     def _work(jobs):
         while True:
-            obj, done = jobs.get()
+            obj, directory, done = jobs.get()
             try:
-                shared = link_shared(obj)
+                shared = link_shared(obj, directory)
                 if shared is not None:
                     done(shared)
             except Exception as e:       # a library is an optimisation, never an error
@@ -163,11 +171,11 @@ class _Linker:
 _linker = _Linker()
 
 
-def link_later(obj: bytes, done):
-    """Link `obj` on the background thread and call done(library bytes), if a linker is
-    available."""
+def link_later(obj: bytes, directory: str, done):
+    """Link `obj` on the background thread (work files under `directory`) and call
+    done(library bytes), if a linker is available."""
     if linker() is not None:
-        _linker.submit(obj, done)
+        _linker.submit(obj, directory, done)
 
 
 def drain():
