@@ -38,10 +38,48 @@ def _init():
 _warm_up_thread = None
 
 
+# Without a linker, disk hits are loaded by MCJIT, whose first load in a process pages in
+# LLVM's object loader and resolves libgomp's symbols (~1 ms). The warm-up thread then
+# loads this module, which calls what parallel kernels call (it is never run: an OpenMP
+# team belongs to the thread that starts it).
+_WARM_UP_IR = """
+declare void @GOMP_parallel(ptr, ptr, i32, i32)
+declare i32 @omp_get_num_threads()
+declare i8 @GOMP_loop_dynamic_start(i64, i64, i64, i64, ptr, ptr)
+declare i8 @GOMP_loop_dynamic_next(ptr, ptr)
+declare void @GOMP_loop_end_nowait()
+
+define internal void @body(ptr noalias %data) {
+entry:
+  %span = alloca [2 x i64]
+  %last = getelementptr i64, ptr %span, i64 1
+  %n = call i32 @omp_get_num_threads()
+  %more = call i8 @GOMP_loop_dynamic_start(i64 0, i64 1, i64 1, i64 1, ptr %span, ptr %last)
+  %again = call i8 @GOMP_loop_dynamic_next(ptr %span, ptr %last)
+  call void @GOMP_loop_end_nowait()
+  ret void
+}
+
+define void @jd_warm_up(ptr %data) {
+entry:
+  call void @GOMP_parallel(ptr @body, ptr %data, i32 1, i32 0)
+  ret void
+}
+"""
+
+
 def _warm_up():
-    _init()
+    s = _init()
     from jitdl.cache import keys
     keys.environment()               # every first call's cache key needs it
+    from jitdl.runtime import native
+    if native.linker() is None and s["gomp"] is not None:
+        tm = _target_machine()
+        mod = llvm.parse_assembly(_WARM_UP_IR)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        Loaded(tm.emit_object(mod), "jd_warm_up")
+        s["spare_tm"] = _new_target_machine(s)      # for the first load (~0.2 ms)
 
 
 # llvmlite serialises calls into LLVM with one lock; a fork while another thread (the
@@ -119,6 +157,10 @@ def _target_machine():
     be loaded by MCJIT and also linked into a shared library (see link_shared)."""
     _wait_for_warm_up()
     s = _init()
+    return s.pop("spare_tm", None) or _new_target_machine(s)
+
+
+def _new_target_machine(s):
     return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
                                              reloc="pic", codemodel="small")
 
