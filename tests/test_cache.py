@@ -722,7 +722,8 @@ W = rng.standard_normal((10, 4)).astype(np.float32)
 ref = np.maximum(X.astype(np.float64) @ W.astype(np.float64) + 0.25, 0.0)
 y = f(X, W, 0.25)
 res = {"ok": bool(np.allclose(y, ref, rtol=1e-4, atol=1e-5)), "dtype": str(y.dtype),
-       "nonzero": int((y > 0).sum()), "repr": repr(f)}
+       "nonzero": int((y > 0).sum()), "repr": repr(f),
+       "loaders": sorted({type(k.loaded).__name__ for k in f._kernels.values()})}
 for name, args in [("err_shape", (X[:5], W, 0.25)),
                    ("err_dtype", (X.astype(np.float64), W, 0.25))]:
     try:
@@ -734,7 +735,10 @@ print("RESULT " + json.dumps(res))
 '''
 
 
-def test_export_and_load_without_source_or_cache(tmp_path):
+@pytest.mark.parametrize("linker", ["ld", "0"])
+def test_export_and_load_without_source_or_cache(tmp_path, linker):
+    if linker == "ld" and not HAVE_LD:
+        pytest.skip("no `ld` on PATH: exports carry no shared library here")
     write_module(tmp_path, "exmod", EXMOD)
     path = tmp_path / "dense_relu.jdx"
     code = textwrap.dedent(f'''\
@@ -742,8 +746,8 @@ def test_export_and_load_without_source_or_cache(tmp_path):
         X = np.ones((6, 10), np.float32); W = np.ones((10, 4), np.float32)
         exmod.dense_relu.export({str(path)!r}, X, W, 0.5)
         ''')
-    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), cwd=str(tmp_path),
-                       capture_output=True, text=True, timeout=TIMEOUT)
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path, JITDL_LINKER=linker),
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     assert path.exists()
 
@@ -756,6 +760,8 @@ def test_export_and_load_without_source_or_cache(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads(p.stdout.split("RESULT ", 1)[1])
     assert res["ok"] and res["dtype"] == "float32" and res["nonzero"] > 0, res
+    # with a linker, the file carries a shared library and loading needs no LLVM
+    assert res["loaders"] == (["SharedLoaded"] if linker == "ld" else ["Loaded"]), res
     assert "dense_relu" in res["repr"]
     for name in ("err_shape", "err_dtype"):
         msg = res[name]

@@ -2,7 +2,8 @@
 that needs neither the definition's source nor LLVM code generation.
 
 File: b"JITDLX01", a little-endian u32 entry count, then for each entry a u64 length and a
-cache entry (jitdl.cache.store.pack: JSON metadata, object code, texts, checksum).
+cache entry (jitdl.cache.store.pack: JSON metadata, object code, the shared library when
+`ld` was there to link it, texts, checksum). Loading prefers the library (dlopen).
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import os
 import struct
 import tempfile
 
-from jitdl.cache.store import pack, unpack
+from jitdl.cache.store import default_store, pack, unpack
 from jitdl.errors import ArgumentError, JitdlError
-from jitdl.runtime import engine
+from jitdl.runtime import engine, native
 from jitdl.runtime.kernel import Kernel, Signature, call_key, key_of_specs
 
 MAGIC = b"JITDLX01"
@@ -26,7 +27,11 @@ def write(path, name, kernels):
         meta = {"fname": name, "signature": k.sig.to_json(), "specs": specs,
                 "cpu": info["cpu"], "features": info["features"], "triple": info["triple"],
                 "array_data_offset": engine.array_data_offset()}
-        blobs.append(pack(meta, k.loaded.obj, {"loop_ir": k.texts.get("loop_ir", "")}))
+        # the shared library too (linked now if the kernel was loaded by MCJIT): the
+        # loading process then needs no LLVM at all
+        shared = getattr(k.loaded, "shared", None) or native.link_shared(k.loaded.obj)
+        blobs.append(pack(meta, k.loaded.obj, {"loop_ir": k.texts.get("loop_ir", "")},
+                          shared))
     data = MAGIC + struct.pack("<I", len(blobs)) + b"".join(
         struct.pack("<Q", len(b)) + b for b in blobs)
     d = os.path.dirname(os.path.abspath(path))
@@ -121,8 +126,22 @@ def load(path) -> ExportedFunction:
         raise JitdlError(f"{path} is damaged: {e}") from None
     loaded_kernels = {}
     for key, (sig, meta, entry) in kernels.items():
-        loaded = engine.Loaded(entry.obj, sig.symbol)
+        loaded = _load_binary(entry, sig)
         if meta.get("array_data_offset") != engine.array_data_offset():
             loaded.object_address = 0    # NumPy's layout differs: use the pointer entry
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
     return ExportedFunction(name, loaded_kernels)
+
+
+def _load_binary(entry, sig):
+    """The entry's shared library through dlopen (written to the kernel cache's private
+    directory, else the temporary directory), or its object code through MCJIT."""
+    engine.parallel_available()          # libgomp first: the library links to it
+    if entry.shared is not None:
+        store = default_store()
+        try:
+            return native.SharedLoaded(entry.shared, entry.obj, sig.symbol,
+                                       store.root if store else tempfile.gettempdir())
+        except OSError:
+            pass                         # e.g. a noexec temporary directory
+    return engine.Loaded(entry.obj, sig.symbol)

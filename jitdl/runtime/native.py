@@ -107,6 +107,7 @@ class SharedLoaded:
             except OSError:
                 pass
         self.obj = obj
+        self.shared = shared
         self.address = self._address(symbol)
         self.object_address = self._address(symbol + ".pyobj")
         if not self.address:
