@@ -223,10 +223,10 @@ class Function:
                           CacheWarning, stacklevel=5)
             return None
         shared_failed = False
-        if entry.shared is not None:
+        if entry.shared is not None and native.enabled():
             try:
                 engine.parallel_available()      # libgomp first: the library links to it
-                loaded = native.SharedLoaded(entry.shared, entry.obj, sig.symbol, store.root)
+                loaded = native.load_shared(entry.shared, entry.obj, sig.symbol, store.root)
                 event["loader"] = "shared library"
                 return Kernel(sig, loaded, entry.texts)
             except Exception as e:      # e.g. a noexec file system: MCJIT will do

@@ -519,6 +519,31 @@ def test_without_a_linker_mcjit_loads_and_a_later_process_links(tmp_path):
 
 
 @needs_ld
+def test_a_library_is_mapped_once_however_many_functions_load_it(warm):
+    """Libraries are never unloaded: a Function re-created in a loop (a notebook cell run
+    again) must reuse the one already loaded, not map it once more per hit."""
+    root, _ = warm
+    code = textwrap.dedent('''\
+        import json, numpy as np, jitdl as jd, kmod
+        X = np.random.default_rng().standard_normal((8, 16)).astype(np.float32)
+        def maps():
+            return sum(".load-" in line for line in open("/proc/self/maps"))
+        loaders, ok = set(), True
+        for _ in range(200):
+            f = jd.compute(kmod.scaled.pyfunc)
+            ok &= bool(np.allclose(f(X), (X.astype(np.float64) + 1) * 2, rtol=1e-6))
+            loaders.add(f.cache_info()["events"][-1].get("loader"))
+        print("RESULT " + json.dumps({"ok": ok, "maps": maps(), "loaders": sorted(loaders)}))
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(root), cwd=str(root),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout.split("RESULT ", 1)[1])
+    assert res["ok"] and res["loaders"] == ["shared library"], res
+    assert res["maps"] <= 5, f"{res['maps']} mappings of loaded libraries after 200 loads"
+
+
+@needs_ld
 def test_a_library_that_does_not_load_falls_back_to_mcjit(warm):
     """A checksummed entry whose library the dynamic loader rejects (here: not an ELF
     file) is loaded through MCJIT from its object code: correct, and no crash."""

@@ -1,5 +1,9 @@
 """The call path: dispatch table, out=, strided inputs, run-time index checks, threads,
 inspection and timing."""
+import os
+import platform
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -190,3 +194,53 @@ def test_definitions_named_like_the_c_functions_kernels_call(rng):
         f = jd.compute(body, name=name)
         assert_matches(f(x), np.tanh(x.astype(np.float64)) * x.sum(1, keepdims=True),
                        np.float32, rtol=1e-4, atol=1e-4)
+
+
+
+FAR_APART = r"""
+import ctypes, numpy as np, jitdl as jd
+from jitdl.runtime import engine
+from jitdl.runtime.kernel import Kernel
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+PAGE, FLAGS = 4096, 0x2 | 0x20 | 0x4000          # private, anonymous, noreserve
+
+@jd.compute
+def affine(X):
+    Y[i] = X[i] * 1.2345 + 0.5
+    return Y
+
+x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+k = affine.kernel(x)
+engine.Loaded(k.loaded.obj, k.sig.symbol)          # LLVM's own first-use allocations
+low = min(int(l.split('-')[0], 16) for l in open('/proc/self/maps')
+          if int(l.split('-')[0], 16) > 0x700000000000)
+while True:                                        # fill the page-sized holes up there
+    p = libc.mmap(None, PAGE, 0, FLAGS, -1, 0)
+    if p < low:
+        break
+big = libc.mmap(p - (4 << 30), 4 << 30, 0, FLAGS | 0x100000, -1, 0)   # MAP_FIXED_NOREPLACE
+assert big + (4 << 30) == p
+libc.munmap(p, PAGE)                # one free page above 4 GiB of reserved address space
+loaded = engine.Loaded(k.loaded.obj, k.sig.symbol)
+got = Kernel(k.sig, loaded, {})((x,))
+print("correct:", bool(np.allclose(got, x.astype(np.float64) * 1.2345 + 0.5, rtol=1e-6)))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() != "x86_64",
+                    reason="address-space layout probe for Linux x86-64")
+def test_mcjit_keeps_code_and_constants_within_reach(tmp_path):
+    """Kernels use the small code model (32-bit PC-relative references to constants):
+    MCJIT must place all of a kernel's sections together even when the address space is
+    fragmented (it aborted, or would have read garbage, with LLVM's default manager)."""
+    script = tmp_path / "far.py"
+    script.write_text(FAR_APART)
+    env = dict(os.environ, JITDL_CACHE="0")
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and "correct: True" in p.stdout, (p.returncode, p.stdout,
+                                                              p.stderr[-2000:])

@@ -153,8 +153,10 @@ def _wait_for_warm_up():
 def _target_machine():
     """A new target machine for the host; an MCJIT engine takes ownership of its own.
 
-    Code is position-independent with the small code model, so that one object file can
-    be loaded by MCJIT and also linked into a shared library (see link_shared)."""
+    Code is position-independent, so that one object file can be loaded by MCJIT and
+    also linked into a shared library (see native.link_shared), and uses the large code
+    model: MCJIT's memory manager may place a kernel's code and its constants more than
+    2 GiB apart, out of reach of the small model's 32-bit PC-relative references."""
     _wait_for_warm_up()
     s = _init()
     return s.pop("spare_tm", None) or _new_target_machine(s)
@@ -162,7 +164,7 @@ def _target_machine():
 
 def _new_target_machine(s):
     return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
-                                             reloc="pic", codemodel="small")
+                                             reloc="pic", codemodel="large")
 
 
 def _gomp_candidates():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import _ctypes
 import atexit
 import ctypes
+import hashlib
 import logging
 import os
 import queue
@@ -41,12 +42,17 @@ _LINK_TIMEOUT_S = 20
 _found = {}
 
 
+def enabled() -> bool:
+    """False when JITDL_LINKER=0: no linking, and no library is loaded with dlopen."""
+    return settings.linker.lower() not in ("0", "no", "none", "off", "false")
+
+
 def linker() -> list | None:
     """The command that links a shared library, or None (JITDL_LINKER=0, or no ld)."""
     choice = settings.linker
     if choice not in _found:
         path = None
-        if choice.lower() not in ("0", "no", "none", "off", "false"):
+        if enabled():
             path = shutil.which(choice or "ld")
         _found[choice] = [path] + _LD_FLAGS if path else None
     return _found[choice]
@@ -60,6 +66,14 @@ def link_shared(obj: bytes, directory: str | None = None) -> bytes | None:
     cmd = linker()
     if cmd is None:
         return None
+    try:
+        return _link(cmd, obj, directory)
+    except OSError as e:                 # e.g. a full disk: the library is optional
+        log.info("linking a shared library failed (%s); MCJIT loads this kernel", e)
+        return None
+
+
+def _link(cmd, obj, directory):
     # mkdtemp, not TemporaryDirectory: the latter's exit hook may remove the directory
     # while the interpreter's exit waits for this link
     d = tempfile.mkdtemp(prefix=f".link-{os.getpid()}-", dir=directory)
@@ -88,9 +102,25 @@ def link_shared(obj: bytes, directory: str | None = None) -> bytes | None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+_loaded = {}                 # sha256 of a library -> its SharedLoaded
+_loaded_lock = threading.Lock()
+
+
+def load_shared(shared: bytes, obj: bytes, symbol: str, directory: str):
+    """The library loaded with dlopen, once per process: libraries are never unloaded
+    (a kernel may be running), so loading the same one again for every new Function
+    would map it again and again."""
+    digest = hashlib.sha256(shared).digest() + symbol.encode()
+    with _loaded_lock:
+        lib = _loaded.get(digest)
+        if lib is None:
+            lib = _loaded[digest] = SharedLoaded(shared, obj, symbol, directory)
+    return lib
+
+
 class SharedLoaded:
     """A kernel's shared library, loaded with dlopen (the Loaded interface: address,
-    object_address, obj)."""
+    object_address, obj). Use load_shared."""
 
     def __init__(self, shared: bytes, obj: bytes, symbol: str, directory: str):
         # a random name opened exclusively (tempfile.mkstemp's first use costs 0.3 ms)
