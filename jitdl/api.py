@@ -222,25 +222,17 @@ class Function:
                           f"{self.qualname}({event['call']}): {why}; compiling instead",
                           CacheWarning, stacklevel=5)
             return None
-        shared_failed = False
-        if entry.shared is not None and native.enabled():
-            try:
-                engine.parallel_available()      # libgomp first: the library links to it
-                loaded = native.load_shared(entry.shared, entry.obj, sig.symbol, store.root)
-                event["loader"] = "shared library"
-                return Kernel(sig, loaded, entry.texts)
-            except Exception as e:      # e.g. a noexec file system: MCJIT will do
-                log.info("cannot dlopen the cached library of %s (%s); using MCJIT",
-                         self.qualname, e)
-                shared_failed = True
         try:
-            kernel = Kernel(sig, engine.Loaded(entry.obj, sig.symbol), entry.texts)
+            loaded = native.load(entry, sig.symbol, store.root, self.qualname)
+            kernel = Kernel(sig, loaded, entry.texts)
         except Exception as e:
             log.warning("cannot load a cached kernel of %s (%s); recompiling",
                         self.qualname, e)
             return None
-        event["loader"] = "mcjit"
-        if entry.shared is None or shared_failed:    # (re)link it for later processes
+        if isinstance(loaded, native.SharedLoaded):
+            event["loader"] = "shared library"
+        else:                            # no library, or it failed: (re)link it for later
+            event["loader"] = "mcjit"
             native.link_later(entry.obj, store.root,
                               lambda shared: store.add_shared(full, entry, shared))
         return kernel

@@ -98,18 +98,16 @@ def pack(meta: dict, obj: bytes, texts: dict, shared: bytes | None = None) -> by
 
 def unpack(data: bytes) -> Entry:
     """Parse an entry; ValueError says what is wrong with a damaged one."""
-    if len(data) < 8:
+    header = {MAGIC: _HEADER, b"JITDLK01": _HEADER_V1}.get(bytes(data[:8]))
+    if len(data) < 8 or header is not None and len(data) < header.size:
         raise ValueError("truncated header")
-    if data[:8] == MAGIC and len(data) >= _HEADER.size:
-        _, lm, lo, ls, lt, checksum = _HEADER.unpack_from(data)
-        body = data[_HEADER.size:]
-    elif data[:8] == b"JITDLK01" and len(data) >= _HEADER_V1.size:
-        _, lm, lo, lt, checksum = _HEADER_V1.unpack_from(data)
-        ls, body = 0, data[_HEADER_V1.size:]
-    elif data[:8] in (MAGIC, b"JITDLK01"):
-        raise ValueError("truncated header")
-    else:
+    if header is None:
         raise ValueError(f"unknown format {data[:8]!r}")
+    if header is _HEADER:
+        _, lm, lo, ls, lt, checksum = header.unpack_from(data)
+    else:
+        (_, lm, lo, lt, checksum), ls = header.unpack_from(data), 0
+    body = data[header.size:]
     if len(body) != lm + lo + ls + lt:
         raise ValueError(f"truncated: {len(body)} bytes of {lm + lo + ls + lt}")
     if hashlib.sha256(body).digest() != checksum:

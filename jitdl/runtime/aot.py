@@ -8,7 +8,6 @@ cache entry (jitdl.cache.store.pack: JSON metadata, object code, the shared libr
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import tempfile
 
@@ -135,22 +134,8 @@ def load(path) -> ExportedFunction:
 
 
 def _load_binary(entry, sig):
-    """The entry's shared library through dlopen (written to the kernel cache's private
-    directory, else to a private temporary one), or its object code through MCJIT."""
-    engine.parallel_available()          # libgomp first: the library links to it
-    if entry.shared is not None and native.enabled():
-        store = default_store()
-        try:
-            if store is not None:
-                return native.load_shared(entry.shared, entry.obj, sig.symbol, store.root)
-            d = tempfile.mkdtemp(prefix="jitdl-load-")          # mode 0700
-            try:
-                return native.load_shared(entry.shared, entry.obj, sig.symbol, d)
-            finally:
-                shutil.rmtree(d, ignore_errors=True)
-        except OSError:
-            pass                         # e.g. a noexec temporary directory
+    store = default_store()
     try:
-        return engine.Loaded(entry.obj, sig.symbol)
+        return native.load(entry, sig.symbol, store.root if store else None, sig.fname)
     except RuntimeError as e:
         raise JitdlError(f"a kernel of {sig.fname} in the export does not load: {e}") from None

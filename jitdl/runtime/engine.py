@@ -101,9 +101,7 @@ def _after_fork_in_parent():
 
 
 def _after_fork_in_child():
-    if _llvm_lock is not None:
-        _llvm_lock.release()
-    _lock.release()
+    _after_fork_in_parent()
     gomp = _state.get("gomp")
     if gomp is not None and _state.get("kernels_loaded"):
         # libgomp's thread pool does not survive fork: a parallel region in the child of

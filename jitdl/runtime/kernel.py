@@ -43,7 +43,6 @@ class Signature:
                    [list(x) for x in d["scalars"]], [list(x) for x in d["checks"]],
                    [list(x) for x in d["layout"]])
 
-
     def mismatch(self, specs) -> str | None:
         """Why this kernel cannot serve calls with these argument specs (None if it can):
         a stored entry is checked against the call before its code is run."""
@@ -85,7 +84,8 @@ class Kernel:
         self.sig = sig
         self.fname = sig.fname
         self.loaded = loaded                 # keeps the engine (and the code) alive
-        self.texts = {} if texts is None else texts             # "loop_ir", "llvm_ir", "llvm_ir_unoptimized"
+        # "loop_ir", "llvm_ir", "llvm_ir_unoptimized" (a cache entry's: decompressed lazily)
+        self.texts = {} if texts is None else texts
         self.checks = sig.checks
         self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
         self.out_names = [name for name, _, _ in sig.outputs]

@@ -26,6 +26,7 @@ import tempfile
 import threading
 
 from jitdl.config import settings
+from jitdl.runtime import engine
 
 log = logging.getLogger("jitdl.cache")
 
@@ -100,6 +101,25 @@ def _link(cmd, obj, directory):
             return f.read()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def load(entry, symbol: str, directory: str | None, what: str):
+    """The code of a cache or export entry: its shared library through dlopen when it has
+    one (written to `directory`, else to a private temporary one), or else, or if that
+    fails (a noexec file system), its object code through MCJIT, whose errors propagate."""
+    engine.parallel_available()          # libgomp first: the library links to it
+    if entry.shared is not None and enabled():
+        try:
+            if directory is not None:
+                return load_shared(entry.shared, entry.obj, symbol, directory)
+            d = tempfile.mkdtemp(prefix="jitdl-load-")          # mode 0700
+            try:
+                return load_shared(entry.shared, entry.obj, symbol, d)
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError as e:
+            log.info("cannot dlopen the cached library of %s (%s); using MCJIT", what, e)
+    return engine.Loaded(entry.obj, symbol)
 
 
 _loaded = {}                 # sha256 of a library -> its SharedLoaded
