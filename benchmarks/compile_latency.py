@@ -3,6 +3,8 @@
     python benchmarks/compile_latency.py                 # table + results/compile_latency.json
     python benchmarks/compile_latency.py --repeats 5     # more samples (median reported)
     python benchmarks/compile_latency.py --only softmax  # one kernel (comma-separated list)
+    python benchmarks/compile_latency.py --cold-only --only matmul1024,softmax
+                                   # cold first calls with the cache off, per-pass breakdown
 
 For each kernel and each repeat, with a fresh temporary JITDL_CACHE_DIR:
   cold    a fresh process makes the first call: capture, lower, LLVM, store, run;
@@ -30,22 +32,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 KERNELS = {
     "matmul": "256x256x256 f32 (TE)",
+    "matmul1024": "1024x1024x1024 f32 (TE)",
     "softmax": "1024x1024 f32 (index notation)",
     "conv2d": "1x64x56x56 * 64x64x3x3 f32, pad 1",
 }
 TARGET_RATIO = 20.0          # cold / warm
 TARGET_GAP_MS = 10.0         # warm first call - steady call
+TARGET_COLD_MS = {"matmul1024": 150.0, "softmax": 50.0}    # cold first call, cache off
 
 
 # ----------------------------------------------------------------------------- child
 
 def _inputs(name, np):
     rng = np.random.default_rng(0)
-    if name == "matmul":
-        a = rng.standard_normal((256, 256), dtype=np.float32)
-        b = rng.standard_normal((256, 256), dtype=np.float32)
+    if name in ("matmul", "matmul1024"):
+        n = 1024 if name == "matmul1024" else 256
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
         ref = lambda: a.astype(np.float64) @ b.astype(np.float64)          # noqa: E731
-        return (a, b), ref, lambda: a @ b, dict(rtol=1e-4, atol=1e-4 * 16)
+        return (a, b), ref, lambda: a @ b, dict(rtol=1e-4, atol=1e-4 * n / 16)
     if name == "softmax":
         x = rng.standard_normal((1024, 1024), dtype=np.float32)
 
@@ -73,7 +78,7 @@ def child(name, mode, steady_repeats):
         import run as defs
     finally:
         sys.argv = argv
-    f = getattr(defs, name)
+    f = getattr(defs, "matmul" if name == "matmul1024" else name)
     args, ref, np_call, tol = _inputs(name, np)
 
     t0 = time.perf_counter()
@@ -84,6 +89,7 @@ def child(name, mode, steady_repeats):
            "cache_dir": os.environ.get("JITDL_CACHE_DIR")}
     events = f.cache_info()["events"]
     out["cache_result"] = events[-1]["result"] if events else None
+    out["times"] = events[-1].get("times", {}) if events else {}
     y = y.copy()
     # the float64 reference (and NumPy's own call) run after jitdl's steady calls: BLAS
     # threads left spinning by a matmul would take the cores from jitdl's threads
@@ -107,9 +113,11 @@ def child(name, mode, steady_repeats):
 
 # ----------------------------------------------------------------------------- parent
 
-def _run_child(name, mode, cache_dir, steady_repeats, timeout):
+def _run_child(name, mode, cache_dir, steady_repeats, timeout, cache=True):
     env = dict(os.environ, JITDL_CACHE_DIR=cache_dir)
     env.pop("JITDL_CACHE", None)            # the cache must be on
+    if not cache:
+        env["JITDL_CACHE"] = "0"
     env.pop("JITDL_LOG", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--mode", mode,
            "--steady-repeats", str(steady_repeats)]
@@ -159,6 +167,57 @@ def bench(name, repeats, steady_repeats, timeout):
     return row
 
 
+def bench_cold(name, repeats, timeout):
+    """Cold first calls with the cache off, and the seconds of each compile step."""
+    samples = []
+    for r in range(repeats):
+        d = tempfile.mkdtemp(prefix="jitdl-latency-")
+        try:
+            res = _run_child(name, "cold", d, 1, timeout, cache=False)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        samples.append(res)
+        print(f"  [{name} {r + 1}/{repeats}] cold {res['first_s'] * 1e3:.1f} ms", flush=True)
+    steps = list(samples[0]["times"])
+    row = dict(kernel=name, size=KERNELS[name],
+               cold_s=statistics.median(s["first_s"] for s in samples),
+               steps={k: statistics.median(s["times"].get(k, 0.0) for s in samples)
+                      for k in steps},
+               samples=[s["first_s"] for s in samples], jitdl=samples[0]["jitdl"])
+    target = TARGET_COLD_MS.get(name)
+    row["target_ms"] = target
+    row["meets_target"] = target is None or row["cold_s"] * 1e3 < target
+    return row
+
+
+def main_cold(names, args):
+    from _common import machine, print_table, write_json
+    rows = []
+    for name in names:
+        print(f"[{name}] {KERNELS[name]} (cold, cache off)", flush=True)
+        rows.append(bench_cold(name, max(1, args.repeats), args.timeout))
+    steps = []
+    for r in rows:
+        steps += [k for k in r["steps"] if k not in steps]
+    table = []
+    for r in rows:
+        line = dict(kernel=r["kernel"], cold=f"{r['cold_s'] * 1e3:.1f}",
+                    note="" if r["target_ms"] is None else
+                    f"{'ok' if r['meets_target'] else 'MISSED'} (< {r['target_ms']:.0f} ms)")
+        line.update({k: f"{r['steps'].get(k, 0) * 1e3:.1f}" for k in steps})
+        table.append(line)
+    print()
+    print_table(table, [("kernel", "kernel", ""), ("cold ms", "cold", "")]
+                + [(k, k, "") for k in steps] + [("target", "note", "")])
+    print(f"\nmedians of {args.repeats} fresh processes, JITDL_CACHE=0; per-step columns "
+          "in ms (trace: capture and tracing; load: MCJIT); the rest of the first call is "
+          "the run itself and Python overhead")
+    write_json(args.json.replace(".json", "_cold.json"),
+               dict(benchmark="compile_latency_cold", machine=machine(),
+                    repeats=args.repeats, results=rows))
+    return 0 if all(r["meets_target"] for r in rows) else 1
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=3,
@@ -169,6 +228,8 @@ def main(argv=None):
                    + ", ".join(KERNELS))
     p.add_argument("--timeout", type=float, default=600, help="seconds per child process")
     p.add_argument("--json", default=os.path.join(HERE, "results", "compile_latency.json"))
+    p.add_argument("--cold-only", action="store_true",
+                   help="only cold first calls, with the cache off, and their per-pass times")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=("cold", "warm"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -179,10 +240,13 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     from _common import machine, print_table, write_json
 
-    names = list(KERNELS) if not args.only else [n.strip() for n in args.only.split(",")]
+    default = list(TARGET_COLD_MS) if args.cold_only else ["matmul", "softmax", "conv2d"]
+    names = default if not args.only else [n.strip() for n in args.only.split(",")]
     unknown = [n for n in names if n not in KERNELS]
     if unknown:
         p.error(f"unknown kernel {unknown}; choose from {list(KERNELS)}")
+    if args.cold_only:
+        return main_cold(names, args)
     rows, failed = [], []
     for name in names:
         print(f"[{name}] {KERNELS[name]}", flush=True)

@@ -15,7 +15,7 @@ from jitdl import config
 from jitdl.api import Function, compute, schedule
 from jitdl.errors import (ArgumentError, CompileError, DefinitionError, JitdlError,
                           ScheduleError)
-from jitdl.runtime.aot import load
+from jitdl.cache.export import load
 from jitdl.runtime.engine import set_num_threads
 from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, ceil, cos, erf, exp, expm1,
                           float32, float64, floor, fmod, int8, int16, int32, int64, isfinite,
@@ -23,12 +23,12 @@ from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, cei
                           rsqrt, select, sigmoid, sign, sin, sqrt, sum, tan, tanh, tensor,
                           trunc, uint8, where)
 
-__version__ = "0.1.0"
+from jitdl._version import __version__
 
 config.setup_logging()
 if config.settings.warm_up:
-    from jitdl.runtime import engine as _engine
-    _engine.warm_up_in_background()
+    from jitdl import api as _api
+    _api.warm_up()
 
 __all__ = [
     "compute", "schedule", "Function", "tensor", "reduce_axis", "sum", "prod", "max", "min",

@@ -1,7 +1,8 @@
 """The user-facing objects: @jd.compute functions, @jd.schedule, inspection and timing.
 
 The call path of an already compiled specialisation is a dict lookup on
-(shapes, dtypes, scalar types) and a foreign call; everything else happens once per key.
+(shapes, dtypes, scalar types, static values) and a foreign call; everything else happens
+once per key: the disk cache is asked, and on a miss jitdl.pipeline compiles.
 """
 from __future__ import annotations
 
@@ -14,23 +15,21 @@ import warnings
 
 import numpy as np
 
-from jitdl import dtypes
-from jitdl.capture.trace import capture, trace
-from jitdl.codegen.llvm import generate
-from jitdl.config import settings
-from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
-from jitdl.lower.lower import lower
-from jitdl.runtime import engine, native
+from jitdl import dtypes, pipeline
+from jitdl import target as targets
 from jitdl.cache import keys
 from jitdl.cache.store import CacheWarning, Entry, default_store
-from jitdl.runtime.kernel import Kernel, Signature, call_key
-from jitdl.schedule.auto import auto_schedule
-from jitdl.schedule.config import Config, sample
-from jitdl.schedule.schedule import Schedule
+from jitdl.capture.trace import capture, trace
+from jitdl.config import settings
+from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
+from jitdl.runtime import engine, native
+from jitdl.runtime.kernel import Kernel, Signature, call_key, freeze_static
 
 log = logging.getLogger("jitdl.cache")
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+_STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
+_GRAPHS_KEPT = 8                  # traces kept per function (for inspection and tuning)
 
 
 class Text(str):
@@ -43,7 +42,7 @@ class Text(str):
 class Function:
     """A jitdl definition; call it with NumPy arrays and Python scalars."""
 
-    def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None):
+    def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None, static=()):
         functools.update_wrapper(self, pyfunc)
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
@@ -55,10 +54,21 @@ class Function:
         self.signature = inspect.signature(pyfunc)
         self.param_names = list(self.signature.parameters)
         self._nparams = len(self.param_names)
+        if isinstance(static, str):
+            static = (static,)
+        unknown = [n for n in static if n not in self.param_names]
+        if unknown:
+            raise ArgumentError(f"@jd.compute(static=...): {self.name} has no parameter "
+                                f"{', '.join(map(repr, unknown))}; its parameters: "
+                                f"{', '.join(self.param_names)}")
+        self.static = tuple(static)
+        self._static_pos = tuple(self.param_names.index(n) for n in static)
         self._captured = None
+        self._graphs = {}               # specs -> traced Graph (the latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
         self._schedules = {}            # target -> schedule function (s, cfg)
         self._configs = {}              # key -> knob values chosen by tuning
+        self._fixed = {}                # knob values given with with_config()
         self._lock = threading.RLock()
         self._events = []               # cache hits and compilations, for cache_info()
         self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
@@ -67,8 +77,12 @@ class Function:
     def __call__(self, *args, out=None, **kwargs):
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             args = self._bind(args, kwargs)
-        # call_key(args), inlined: this is the per-call path
-        key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+        if self._static_pos:
+            key = self._key(args)
+        else:
+            # call_key(args), inlined: this is the per-call path. Only NumPy arrays give
+            # (shape, dtype) parts, so the key also says the target is the CPU.
+            key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         k = self._kernels.get(key)
         if k is None:
             k = self._compile(args, key)
@@ -85,14 +99,28 @@ class Function:
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
+    def _args(self, args, kwargs):
+        return self._bind(args, kwargs) if kwargs or len(args) != self._nparams else args
+
+    def _key(self, args):
+        key = call_key(args, self._static_pos)
+        try:
+            hash(key)
+        except TypeError:            # an unhashable static value: say which
+            self._specs(args)
+            raise
+        return key
+
     def _specs(self, args):
         if len(args) != len(self.param_names):
             raise ArgumentError(
                 f"{self.name}() takes {len(self.param_names)} argument(s) "
                 f"({', '.join(self.param_names)}), got {len(args)}")
         specs = []
-        for name, a in zip(self.param_names, args):
-            if isinstance(a, np.ndarray):
+        for n, (name, a) in enumerate(zip(self.param_names, args)):
+            if n in self._static_pos:
+                specs.append(("static", self._static_value(name, a)))
+            elif isinstance(a, np.ndarray):
                 if not a.dtype.isnative:
                     raise ArgumentError(
                         f"{self.name}(): argument '{name}' has non-native byte order "
@@ -109,73 +137,104 @@ class Function:
                 dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
                 specs.append(("scalar", dt, weak))
             elif hasattr(a, "__cuda_array_interface__"):
-                raise ArgumentError(
-                    f"{self.name}(): argument '{name}' is a GPU array; the CUDA target is not "
-                    "built yet: pass a NumPy array (e.g. cupy.asnumpy(x))")
+                targets.get("cuda")          # says the CUDA target is not built yet
             else:
                 raise ArgumentError(
                     f"{self.name}(): argument '{name}': expected a NumPy array or a Python "
                     f"scalar, got {type(a).__name__}")
         return specs
 
+    def _static_value(self, name, v):
+        """A static argument as a plain value (lists become tuples), or a clear error."""
+        def ok(x):
+            return isinstance(x, _STATIC) or (isinstance(x, (tuple, list))
+                                               and all(ok(y) for y in x))
+        if not ok(v):
+            raise ArgumentError(
+                f"{self.name}(): static argument '{name}' must be None, a bool, int, float, "
+                f"str or a tuple of them, got {type(v).__name__}: {v!r}")
+        return freeze_static(v)[2]
+
+    def _target(self, specs):
+        """The target a call runs on: NumPy arrays run on the CPU."""
+        return targets.get("cpu")
+
     def _graph(self, args):
+        """(traced graph, argument specs) for a call's arguments."""
         specs = self._specs(args)
-        if self._captured is None:
-            self._captured = capture(self.pyfunc)
-        graph = trace(self._captured, specs, self.param_names)
-        return graph, specs
+        return self._trace(specs), specs
 
-    def _schedule(self, graph, target="cpu", config=None):
-        sched = Schedule(graph.outputs)
-        fn = self._schedules.get(target)
-        cfg = Config(config, sched)
-        if fn is None:
-            return auto_schedule(sched, settings.num_threads, cfg), cfg
-        fn(sched, cfg)
-        return sched, cfg
+    def _trace(self, specs):
+        """The traced definition for these argument specs (traced once, then kept)."""
+        key = repr(specs)
+        graph = self._graphs.get(key)
+        if graph is None:
+            if self._captured is None:
+                self._captured = capture(self.pyfunc)
+            graph = trace(self._captured, specs, self.param_names)
+            with self._lock:
+                if len(self._graphs) >= _GRAPHS_KEPT:
+                    self._graphs.pop(next(iter(self._graphs)))
+                self._graphs[key] = graph
+        return graph
 
-    def _build(self, args, config=None):
+    def _options(self):
+        return pipeline.Options(self.name, self.strict_fp, settings.num_threads)
+
+    def _how(self, target, config):
+        """The schedule arguments of the pipeline: the user's schedule function for this
+        target, or the automatic one, with the knob values to use."""
+        return {"schedule_fn": self._schedules.get(target.name),
+                "config": {**(config or {}), **self._fixed}}
+
+    def _lower(self, specs, config=None, until=None, texts=False):
+        target = self._target(specs)
+        low = pipeline.lower(self._trace(specs), target, self._options(),
+                             **self._how(target, config), until=until, texts=texts)
+        if self._fixed and low.config is not None:
+            low.config.space.check(self._fixed, f"{self.name}.with_config")
+        return low
+
+    def _build(self, args, config=None, artifact=None):
         """A kernel for these arguments: from the disk cache when it has one, else compiled
-        (and stored)."""
+        (and stored). With `artifact` (compiled already, e.g. by tune), only stored."""
         specs = self._specs(args)
+        target = self._target(specs)
         store = default_store()
         event = {"call": _describe(self.param_names, specs), "result": "compiled"}
         self._events.append(event)
         fkey = fparts = rejected = None
+        config = {**(config or {}), **self._fixed} or None
         if store is not None:
-            fkey, fparts = keys.fast_key(self, specs, config)
+            fkey, fparts = keys.fast_key(self, specs, config, target)
             event["fast_parts"] = fparts
-            full = store.resolve(fkey)
-            entry = store.get(full) if full else None
-            kernel = self._from_entry(store, full, entry, event, specs)
-            if entry is not None and kernel is None:
-                rejected = full          # warned about once; not looked up again below
-            if kernel is not None:
-                event["result"] = "hit"
-                log.info("hit %s %s (%s)", self.qualname, event["call"], event["loader"])
-                return kernel
-        graph, _ = self._graph(args)
-        sched, cfg = self._schedule(graph, config=config)
-        lowered = lower(graph, sched, _symbol(self.name))
-        loop_ir = str(lowered.func)
-        module, checks = generate(lowered.func, parallel_ok=engine.parallel_available(),
-                                  strict_fp=self.strict_fp, with_err=lowered.checks > 0,
-                                  array_data_offset=engine.array_data_offset(),
-                                  n_inputs=len(lowered.inputs))
-        sig = Signature(
-            self.name, lowered.func.name,
-            [[b.name, list(b.shape), b.dtype] for b in lowered.inputs],
-            [[b.name, list(b.shape), b.dtype] for b in lowered.outputs],
-            [[v.name, v.dtype] for v in lowered.scalars],
-            [list(c) for c in checks],
-            [[s[0], n] for s, n in zip(specs, self.param_names)])
-        assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
+            if artifact is None:
+                full = store.resolve(fkey)
+                entry = store.get(full) if full else None
+                kernel = self._from_entry(store, full, entry, event, specs)
+                if entry is not None and kernel is None:
+                    rejected = full      # warned about once; not looked up again below
+                if kernel is not None:
+                    event["result"] = "hit"
+                    log.info("hit %s %s (%s)", self.qualname, event["call"], event["loader"])
+                    return kernel
+        low = None
+        if artifact is None:
+            t0 = time.perf_counter()
+            self._trace(specs)
+            traced = time.perf_counter() - t0
+            low = self._lower(specs, config)
+            loop_ir = low.loop_ir
+            layout = [list(x) for x in low.graph.layout]
+        else:
+            loop_ir = artifact.texts["loop_ir"]
+            layout = artifact.signature.layout
         full = None
         if store is not None:
             full, _ = keys.full_key(loop_ir, self.strict_fp,
-                                    {"fname": sig.fname, "layout": sig.layout})
+                                    {"fname": self.name, "layout": layout}, target)
             kernel = None
-            if full != rejected:
+            if full != rejected and artifact is None:
                 kernel = self._from_entry(store, full, store.get(full), event, specs)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 store.alias(fkey, full, self.qualname, fparts)
@@ -184,20 +243,24 @@ class Function:
                 return kernel
             event["differs"] = self._nearest_difference(store, fparts)
             log.info("miss %s %s; %s", self.qualname, event["call"], event["differs"])
-        unoptimized = str(module)
-        obj, optimized = engine.optimize(unoptimized)
-        texts = {"loop_ir": loop_ir, "llvm_ir": optimized, "llvm_ir_unoptimized": unoptimized}
-        kernel = Kernel(sig, engine.Loaded(obj, sig.symbol), texts)
+        art = artifact or pipeline.build(low, target, self._options())
+        sig = art.signature
+        assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
+        texts = {k: art.texts[k] for k in ("loop_ir", "llvm_ir", "llvm_ir_unoptimized")}
+        t0 = time.perf_counter()
+        kernel = Kernel(sig, engine.Loaded(art.obj, sig.symbol), texts)
+        if artifact is None:         # seconds per step of this compile, for cache_info()
+            event["times"] = {"trace": traced, **art.times, "load": time.perf_counter() - t0}
         event["loader"] = "mcjit"
         if store is not None:
             meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
-                    "specs": specs,
-                    "schedule": sched.steps, "config": cfg.values if cfg else None,
-                    "created": time.time(), "environment": keys.environment(),
+                    "specs": specs, "target": target.name,
+                    "schedule": art.steps, "config": art.config,
+                    "created": time.time(), "environment": keys.environment(target),
                     "fast_parts": fparts, "key": full}
-            store.put(full, meta, obj, texts, fkey, fparts)
-            entry = Entry(meta, obj, texts)
-            native.link_later(obj, store.root,
+            store.put(full, meta, art.obj, texts, fkey, fparts)
+            entry = Entry(meta, art.obj, texts)
+            native.link_later(art.obj, store.root,
                               lambda shared: store.add_shared(full, entry, shared))
         return kernel
 
@@ -253,7 +316,9 @@ class Function:
 
     def cache_info(self):
         """This process's record of compilations and cache lookups for this function; for
-        the last miss, which parts of the key differ from the nearest stored entry."""
+        the last miss, which parts of the key differ from the nearest stored entry; for a
+        compilation, the seconds each step took ("times": trace, the pipeline's passes,
+        load)."""
         store = default_store()
         events = [dict(e) for e in self._events]
         for e in events:
@@ -274,15 +339,51 @@ class Function:
 
     def kernel(self, *args, **kwargs):
         """The compiled kernel for these arguments (compiling on first use)."""
-        if kwargs or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
-        key = call_key(args)
+        args = self._args(args, kwargs)
+        key = self._key(args)
         return self._kernels.get(key) or self._compile(args, key)
 
     # -- inspection -------------------------------------------------------------------------
-    def lower(self, *args, **kwargs):
-        """The loop IR of the specialisation for these arguments."""
-        return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
+    def lower(self, *args, after=None, **kwargs):
+        """The loop IR of the specialisation for these arguments; with `after=` the text
+        after that pass of the pipeline (see `passes()`): e.g. after="lower" shows the
+        loop nests before simplification, after="codegen" the LLVM IR."""
+        if after is None:
+            return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
+        return Text(self._stage_texts(args, kwargs, after)[after])
+
+    def _stage_texts(self, args, kwargs, until=None):
+        """The text after each pass, from a fresh run of the pipeline (nothing stored)."""
+        args = self._args(args, kwargs)
+        specs = self._specs(args)
+        loop_until = until if until in pipeline.LOOP_PASSES else None
+        low = self._lower(specs, self._configs.get(self._key(args)), loop_until, texts=True)
+        texts = dict(low.texts)
+        if until is None or until in pipeline.BUILD_PASSES:
+            art = pipeline.build(low, self._target(specs), self._options(), until=until)
+            texts["codegen"] = art.texts["llvm_ir_unoptimized"]
+            if "llvm_ir" in art.texts:
+                texts["optimize"] = art.texts["llvm_ir"]
+            texts["times"] = art.times
+        else:
+            texts["times"] = low.times
+        if until is not None and until not in texts:
+            raise ArgumentError(f"{self.name}.lower(after=...): no pass named {until!r}; "
+                                f"the passes: {', '.join(pipeline.PASSES)}")
+        return texts
+
+    def passes(self, *args, **kwargs):
+        """The pipeline's passes for these arguments, in order, with the time each took
+        on a fresh run and the size of its output; `lower(..., after=name)` shows one."""
+        texts = self._stage_texts(args, kwargs)
+        times = texts["times"]
+        lines = [f"{'pass':<16} {'ms':>8}  output"]
+        for name in pipeline.PASSES:
+            text = texts.get(name, "")
+            what = f"{text.count(chr(10)) + 1} lines" if text else ""
+            lines.append(f"{name:<16} {times.get(name, 0) * 1e3:8.2f}  {what}")
+        lines.append(f"{'total':<16} {sum(times.values()) * 1e3:8.2f}")
+        return Text("\n".join(lines))
 
     def llvm_ir(self, *args, optimized=True, **kwargs):
         """The LLVM IR (optimised by default) of the specialisation for these arguments."""
@@ -295,17 +396,22 @@ class Function:
 
     def schedule_of(self, *args, **kwargs):
         """The schedule (steps and loop structure) for these arguments."""
-        if kwargs:
-            args = self._bind(args, kwargs)
-        key = call_key(args)
-        graph, _ = self._graph(args)
-        return self._schedule(graph, config=self._configs.get(key))[0]
+        args = self._args(args, kwargs)
+        low = self._lower(self._specs(args), self._configs.get(self._key(args)),
+                          until="schedule")
+        return low.schedule
+
+    def config_space(self, *args, **kwargs):
+        """The knobs of the schedule (the user's for the target, or the automatic one)
+        for these arguments: len() configs, iterable, .sample(n, seed=...)."""
+        args = self._args(args, kwargs)
+        low = self._lower(self._specs(args), None, until="schedule")
+        return low.space
 
     def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches."""
         k = self.kernel(*args, **kwargs)
-        if kwargs:
-            args = self._bind(args, kwargs)
+        args = self._args(args, kwargs)
         k(args)
         number, t = 1, 0.0
         while True:
@@ -327,31 +433,33 @@ class Function:
     def export(self, path, *example_args, **kwargs):
         """Write the compiled kernel for these arguments, with its signature, to one file
         that `jd.load(path)` runs in a process that never sees this source."""
-        from jitdl.runtime import aot
-        if kwargs:
-            example_args = self._bind(example_args, kwargs)
+        from jitdl.cache import export     # lazy: only exports need it
+        example_args = self._args(example_args, kwargs)
         k = self.kernel(*example_args)
-        aot.write(path, self.name, [(self._specs(example_args), k)])
+        export.write(path, self.name, [(self._specs(example_args), k)])
         return path
 
     # -- tuning -----------------------------------------------------------------------------
     def tune(self, *args, trials=16, verbose=False):
         """Try up to `trials` configs of the schedule's knobs on these arguments, keep the
-        fastest for this process (in memory). Returns (best config, seconds)."""
-        key = call_key(args)
+        fastest for this process (in memory); only the kernel kept goes into the disk
+        cache. Returns (best config, seconds)."""
+        args = self._args(args, {})
+        key = self._key(args)
+        specs = self._specs(args)
+        target = self._target(specs)
         base = self.kernel(*args)
-        graph, _ = self._graph(args)
-        _, cfg0 = self._schedule(graph, config=self._configs.get(key))
-        space = cfg0.space if cfg0 is not None else {}
-        best_cfg, best_t = (cfg0.values if cfg0 else {}), self.timeit(*args)
+        space = self.config_space(*args)
+        best_cfg, best_t, best_art = None, self.timeit(*args), None
         if not space:
-            return best_cfg, best_t
+            return {}, best_t
         ref = base(args)
-        for cfg in sample(space, trials):
+        for cfg in space.sample(trials):
             try:
-                k = self._build(args, cfg)
-                got = k(args)
-                _check_same(ref, got)
+                low = self._lower(specs, cfg)
+                art = pipeline.build(low, target, self._options())
+                k = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+                _check_same(ref, k(args))
             except (JitdlError, AssertionError) as e:
                 if verbose:
                     print(f"  {cfg}: rejected ({e})")
@@ -360,19 +468,29 @@ class Function:
             if verbose:
                 print(f"  {cfg}: {t * 1e6:.1f} us")
             if t < best_t:
-                best_cfg, best_t = cfg, t
-                with self._lock:
-                    self._configs[key] = cfg
-                    self._kernels[key] = k
+                best_cfg, best_t, best_art = cfg, t, art
+        if best_art is None:
+            return self._configs.get(key) or space.default(), best_t
+        with self._lock:
+            self._configs[key] = best_cfg
+            self._kernels[key] = self._build(args, best_cfg, artifact=best_art)
         return best_cfg, best_t
 
     def with_config(self, **values):
-        """A copy of this function whose schedule knobs take the given values."""
-        f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name)
+        """A copy of this function whose schedule knobs take the given values (a name
+        that is not a knob of the schedule is an error at the first call)."""
+        f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static)
         f._schedules = dict(self._schedules)
-        orig = f._build
-        f._build = lambda args, config=None: orig(args, {**values, **(config or {})})
+        f._fixed = {**self._fixed, **values}
         return f
+
+    def recompile(self):
+        """Forget compiled kernels and traces: the next call traces again, reading the
+        current values of the globals the definition uses."""
+        with self._lock:
+            self._kernels.clear()
+            self._graphs.clear()
+            self._captured = None
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
@@ -384,6 +502,8 @@ def _describe(names, specs):
     for name, s in zip(names, specs):
         if s[0] == "array":
             out.append(f"{name}: {s[2]}[{', '.join(map(str, s[1]))}]")
+        elif s[0] == "static":
+            out.append(f"{name}={s[1]!r}")
         else:
             out.append(f"{name}: {s[1]}{' (python)' if s[2] else ''}")
     return ", ".join(out)
@@ -406,19 +526,23 @@ def _time_kernel(k, args, repeat=5):
     return float(np.median(times))
 
 
-def _symbol(name):
-    """The kernel's symbol: prefixed, so that a definition called `free` or `tanhf` does
-    not take the place of the C function that the generated code calls."""
-    return "jd_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+def warm_up():
+    """Start LLVM and libgomp, and compute the CPU's cache-key environment, on a
+    background thread (see engine.warm_up_in_background)."""
+    engine.warm_up_in_background(lambda: keys.environment(targets.get("cpu")))
 
 
-def compute(fn=None, *, strict_fp=False, autotune=None, name=None):
-    """Decorate a tensor definition: `@jd.compute` or `@jd.compute(strict_fp=True)`."""
+def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=()):
+    """Decorate a tensor definition: `@jd.compute` or `@jd.compute(strict_fp=True)`.
+
+    static=("axis", ...) makes those parameters plain Python values at trace time (an
+    int, bool, str, float, None or a tuple of them): each value gets its own kernel."""
     if fn is None:
-        return lambda f: Function(f, strict_fp=strict_fp, autotune=autotune, name=name)
+        return lambda f: compute(f, strict_fp=strict_fp, autotune=autotune, name=name,
+                                 static=static)
     if not callable(fn):
         raise TypeError(f"@jd.compute decorates a function, got {type(fn).__name__}")
-    return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name)
+    return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name, static=static)
 
 
 def schedule(func, target="cpu"):
@@ -429,9 +553,11 @@ def schedule(func, target="cpu"):
     if target != "cpu":
         raise ScheduleError(f"@jd.schedule: target {target!r} is not available yet "
                             "(only 'cpu')", user_loc())
+    target = targets.get(target).name
 
     def register(sched_fn):
         func._schedules[target] = sched_fn
         func._kernels.clear()
+        func._configs.clear()
         return sched_fn
     return register

@@ -21,7 +21,10 @@ import types
 
 import numpy as np
 
+from jitdl._version import __version__
+
 _JITDL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 
 def digest(*parts) -> str:
@@ -35,29 +38,27 @@ def digest(*parts) -> str:
 _ENV = {}
 
 
-def environment() -> dict:
-    """Versions, target and settings that change code generation (computed once)."""
-    if not _ENV:
-        _ENV.update(_environment())
-    return _ENV
+def environment(target) -> dict:
+    """Versions, the target's own environment and the settings that change code
+    generation (computed once per target)."""
+    env = _ENV.get(target.name)
+    if env is None:
+        env = _ENV[target.name] = _environment(target)
+    return env
 
 
-def _environment() -> dict:
+def _environment(target) -> dict:
     import llvmlite
-    import jitdl
+    import llvmlite.binding as llvm
     from jitdl.config import settings
     from jitdl.runtime import engine
-    info = engine.target_info()
     return {
-        "jitdl": jitdl.__version__,
+        "jitdl": __version__,
         "llvmlite": llvmlite.__version__,
-        "llvm": info["llvm"],
-        "triple": info["triple"],
-        "cpu": info["cpu"],
-        "features": digest(info["features"])[:16],
+        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        **target.environment(),
         "opt_level": settings.opt_level,
         "parallel": engine.parallel_available(),
-        "array_data_offset": engine.array_data_offset(),
         "python": sys.version.split()[0],
         "jitdl_files": _jitdl_stamp(),
     }
@@ -140,9 +141,9 @@ class _Walker:
                 self.value(name, glb[name], names)
 
     def value(self, name, v, names):
-        from jitdl.api import Function
-        if isinstance(v, Function):
-            v = v.pyfunc
+        wrapped = getattr(v, "__wrapped__", None)
+        if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
+            v = wrapped              # a @jd.compute function (or another wrapper): its code
         if isinstance(v, types.FunctionType):
             if _is_library(v):
                 # factories make several functions with one qualname (jd.max, jd.min):
@@ -247,11 +248,11 @@ def code_digests(fn):
     return digest(own), digest(*deps)
 
 
-def fast_key(func, specs, config, target="cpu"):
+def fast_key(func, specs, config, target):
     """The first-level key of one call signature, and its named parts."""
     from jitdl.config import settings
     own, deps = code_digests(func.pyfunc)
-    sched_fn = func._schedules.get(target)
+    sched_fn = func._schedules.get(target.name)
     sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
     parts = {
         "source": own,
@@ -261,16 +262,16 @@ def fast_key(func, specs, config, target="cpu"):
         "args": digest(json.dumps(specs)),
         # the automatic schedule depends on the thread count
         "options": digest(func.strict_fp, func.name, settings.num_threads),
-        "environment": digest(json.dumps(environment(), sort_keys=True)),
+        "environment": digest(json.dumps(environment(target), sort_keys=True)),
     }
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 
 
-def full_key(loop_ir: str, strict_fp: bool, signature=None):
+def full_key(loop_ir: str, strict_fp: bool, signature, target):
     """The second-level key: the loop IR, plus how the call's arguments map onto the
     kernel's parameters (the IR lists arrays before scalars)."""
     parts = {"loop_ir": digest(loop_ir), "options": digest(strict_fp),
              "signature": digest(json.dumps(signature, sort_keys=True)),
-             "environment": digest(json.dumps(environment(), sort_keys=True))}
+             "environment": digest(json.dumps(environment(target), sort_keys=True))}
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 

@@ -9,6 +9,7 @@ rectangle, masked by the range condition.
 from __future__ import annotations
 
 import math
+import threading
 
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
@@ -77,8 +78,28 @@ def infer_ranges(variables, body, what):
     return extents
 
 
+_state = threading.local()
+
+
+class pending_scope:
+    """Collects reduce axes whose range bounds depend on outer indices."""
+
+    def __enter__(self):
+        self.saved = getattr(_state, "pending", None)
+        _state.pending = []
+        return _state.pending
+
+    def __exit__(self, *exc):
+        _state.pending = self.saved
+
+
+def pending_reduce_axes():
+    """The list a reduce axis with index-dependent bounds is added to (None outside an
+    index-notation statement)."""
+    return getattr(_state, "pending", None)
+
+
 def define_stage(name, declared, index_names, fn):
-    from jitdl.capture.runtime import pending_scope
     what = f"{name}[{', '.join(index_names)}]"
     variables = [Var(n) for n in index_names]
     if declared is not None and len(declared.shape) != len(variables):

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import builtins
 import math
-import threading
 
 import numpy as np
 
-from jitdl.capture.infer import define_stage
+from jitdl.capture.infer import define_stage, pending_reduce_axes
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, IterVar, ReduceOp, Var
-from jitdl.te import ops
+from jitdl.te import naming, ops
 from jitdl.te.tensor import Tensor
 
 _CMPS = {"==": CmpOp.EQ, "!=": CmpOp.NE, "<": CmpOp.LT, "<=": CmpOp.LE, ">": CmpOp.GT,
          ">=": CmpOp.GE}
-_state = threading.local()
 
 
 def symbolic(x) -> bool:
@@ -45,8 +43,7 @@ def define(name, existing, index_names, fn, lineno):
 def bind(name, value):
     if isinstance(value, Tensor) and value.auto_named:
         value.name, value.auto_named = name, False
-    elif isinstance(value, IterVar) and value.var.name.startswith("k") \
-            and value.var.name[1:].isdigit():
+    elif isinstance(value, IterVar) and naming.auto_named(value.var):
         object.__setattr__(value.var, "name", name)
     return value
 
@@ -170,7 +167,7 @@ def gen(elt, names, ranges, cond):
 
 
 def register_pending(ax, lo, hi):
-    pending = getattr(_state, "pending", None)
+    pending = pending_reduce_axes()
     if pending is None:
         raise DefinitionError("a range() with symbolic bounds is only supported in index "
                               "notation definitions", user_loc())
@@ -233,15 +230,3 @@ def _dispatch(name, original, args, kwargs):
         out = fn(*args, **kwargs)
         return out.value if hasattr(out, "value") else out
     return original(*args, **kwargs)
-
-
-class pending_scope:
-    """Collects reduce axes whose range bounds depend on outer indices."""
-
-    def __enter__(self):
-        self.saved = getattr(_state, "pending", None)
-        _state.pending = []
-        return _state.pending
-
-    def __exit__(self, *exc):
-        _state.pending = self.saved

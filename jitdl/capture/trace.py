@@ -13,6 +13,8 @@ from jitdl.capture.transform import rewrite
 from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, Var
+from jitdl.te import naming
+from jitdl.te.graph import Graph
 from jitdl.te.ops import make_stage, stages_of
 from jitdl.te.tensor import Compute, Placeholder, Tensor
 
@@ -58,14 +60,6 @@ def capture(pyfunc) -> Captured:
     return Captured(func, pyfunc, True)
 
 
-@dataclass
-class Graph:
-    """A traced definition: its parameters (Tensors and scalar Vars) and its outputs."""
-    name: str
-    params: list
-    outputs: list
-
-
 def _user_frame_loc(tb, filename):
     loc = None
     for frame, lineno in traceback.walk_tb(tb):
@@ -75,22 +69,28 @@ def _user_frame_loc(tb, filename):
 
 
 def trace(cap: Captured, specs, names) -> Graph:
-    """Run the definition on placeholders. specs[i] is ('array', shape, dtype) or
-    ('scalar', dtype, weak)."""
+    """Run the definition on placeholders. specs[i] is ('array', shape, dtype),
+    ('scalar', dtype, weak) or ('static', value): a static argument is passed as the
+    plain Python value."""
     params, call_args = [], []
     for n, (spec, name) in enumerate(zip(specs, names)):
         if spec[0] == "array":
-            t = Tensor(name, spec[1], spec[2], Placeholder(n))
+            t = Tensor(name, tuple(spec[1]), spec[2], Placeholder(n))
             params.append(t)
             call_args.append(t)
-        else:
+        elif spec[0] == "scalar":
             v = Var(name, spec[1], weak=spec[2])   # Python scalars are weak, NumPy's not
             params.append(v)
             call_args.append(v)
+        else:
+            call_args.append(spec[1])
+    layout = tuple((spec[0], name) if spec[0] != "static" else ("static", name, spec[1])
+                   for spec, name in zip(specs, names))
     fname = cap.original.__name__
     filename = cap.original.__code__.co_filename
     try:
-        result = cap.func(*call_args)
+        with naming.scope():
+            result = cap.func(*call_args)
     except JitdlError:
         raise
     except NameError as e:
@@ -106,7 +106,8 @@ def trace(cap: Captured, specs, names) -> Graph:
     except Exception as e:
         called = ", ".join(
             f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if isinstance(p, Tensor)
-            else f"{p.name}: {p.dtype} scalar" for p in params)
+            else f"{p.name}: {p.dtype} scalar" if isinstance(p, Var)
+            else f"{name}={p!r}" for p, name in zip(call_args, names))
         loc = _user_frame_loc(e.__traceback__, filename)
         if isinstance(e, ValueError) and "unpack" in str(e):
             raise ArgumentError(
@@ -127,7 +128,7 @@ def trace(cap: Captured, specs, names) -> Graph:
             outputs[n] = _copy_stage(o, f"{o.name}_{n}")
         seen.add(id(o))
     _unique_names(params, outputs)
-    return Graph(fname, params, outputs)
+    return Graph(fname, tuple(params), tuple(outputs), layout)
 
 
 def _unique_names(params, outputs):

@@ -15,6 +15,7 @@ from llvmlite import ir
 from jitdl import dtypes
 from jitdl.codegen import mathlib
 from jitdl.errors import CompileError
+from jitdl.target.cpu import ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS
 from jitdl.ir.analysis import reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
@@ -642,7 +643,6 @@ def _entry_from_objects(gen, main, func, offset, n_inputs):
     reading each array's data pointer from the object (the fast call path's entry). It
     returns 1 without running when an input is not C-contiguous and aligned (the caller
     then copies it), else 0."""
-    from jitdl.runtime.engine import ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS
     entry = gen.new_function(f"{main.name}.pyobj", I32, [a.type for a in main.args])
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     args, ok = [], ir.Constant(I1, 1)

@@ -1,7 +1,10 @@
-"""TE graph + schedule -> loop IR (a PrimFunc), as a visible list of passes.
+"""TE graph + schedule -> loop IR (a PrimFunc): the "lower" pass of the pipeline.
 
-    check_shape_agreement -> check_bounds -> build loop nests (inline, loads, stores)
-    -> simplify -> partition_loops -> simplify -> verify
+    validate the schedule -> check_shape_agreement -> check_bounds -> build loop nests
+    (inline, loads, stores, compute_at regions)
+
+The loop-IR passes that follow (simplify, partition_loops, ...) are listed in
+jitdl.pipeline.
 """
 from __future__ import annotations
 
@@ -19,9 +22,6 @@ from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
-from jitdl.tir.partition import partition_loops
-from jitdl.tir.simplify import simplify
-from jitdl.tir.verify import verify
 
 
 @dataclass
@@ -67,8 +67,9 @@ def flat_index(indices, shape):
 
 
 class _Builder:
-    def __init__(self, sched, buffers):
+    def __init__(self, sched, buffers, local_buffer_bytes):
         self.sched = sched
+        self.local_buffer_bytes = local_buffer_bytes
         self.buffers = buffers           # id(tensor) -> Buffer
         self.checks = 0
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
@@ -222,7 +223,7 @@ class _Builder:
                     for d in shape:
                         size *= d
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
-                                   "local" if size <= 16384 else "global")
+                                   "local" if size <= self.local_buffer_bytes else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
@@ -352,8 +353,10 @@ def _uses(e, var):
     return any(n is var for n in walk_expr(e))
 
 
-def lower(graph, sched, name) -> Lowered:
-    stages = stages_of(graph.outputs)
+def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
+    """The loop nests of a scheduled graph (before any loop-IR pass). A stage computed at
+    a consumer's loop whose block takes up to local_buffer_bytes gets a local array."""
+    stages = stages_of(sched.outputs)
     sched.validate()
     bounds.check_shape_agreement(stages)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
@@ -368,11 +371,11 @@ def lower(graph, sched, name) -> Lowered:
             buffers[id(p)] = Buffer(p.name, p.dtype, p.shape)
             inputs.append(buffers[id(p)])
     outputs = []
-    for t in graph.outputs:
+    for t in sched.outputs:
         buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
         outputs.append(buffers[id(t)])
-    b = _Builder(sched, buffers)
-    b.output_ids = {id(t) for t in graph.outputs}
+    b = _Builder(sched, buffers, local_buffer_bytes)
+    b.output_ids = {id(t) for t in sched.outputs}
     temps = []
     for t in stages:
         st = sched.stages[t.name]
@@ -387,9 +390,5 @@ def lower(graph, sched, name) -> Lowered:
     for buf in reversed(temps):
         body = Allocate(buf, body)
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
-    func = simplify(func)
-    func = partition_loops(func)
-    func = simplify(func)
-    verify(func)
     return Lowered(func, inputs, outputs, scalars, b.checks)
 

@@ -13,6 +13,7 @@ import warnings
 import llvmlite.binding as llvm
 
 from jitdl.config import settings
+from jitdl.target import cpu as cpu_target
 
 _lock = threading.Lock()
 _state = {}
@@ -24,14 +25,11 @@ def _init():
     with _lock:
         if "target" in _state:
             return _state
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        cpu = llvm.get_host_cpu_name()
-        features = llvm.get_host_cpu_features().flatten()
-        _state["cpu"], _state["features"] = cpu, features
+        cpu_target.llvm()
+        host = cpu_target.host()
+        _state["cpu"], _state["features"] = host.cpu, host.features
         _state["gomp"] = _load_gomp()
-        _state["target"] = target
+        _state["target"] = llvm.Target.from_default_triple()
     return _state
 
 
@@ -68,11 +66,11 @@ entry:
 """
 
 
-def _warm_up():
+def _warm_up(also=None):
     s = _init()
-    from jitdl.cache import keys
-    keys.environment()               # every first call's cache key needs it
-    from jitdl.runtime import native
+    if also is not None:
+        also()
+    from jitdl.runtime import native     # lazy: native imports this module
     if native.linker() is None and s["gomp"] is not None:
         tm = _target_machine()
         mod = llvm.parse_assembly(_WARM_UP_IR)
@@ -123,16 +121,17 @@ def kernel_loaded():
     _state["kernels_loaded"] = True
 
 
-def warm_up_in_background():
-    """Start LLVM's target, load libgomp and compute the cache key's environment on a
-    daemon thread, so that the first call of a process (often a disk-cache hit of a few
-    ms) does not wait for them. Code generation waits for this thread first, and so does
-    the interpreter's exit (nothing may be inside LLVM when it shuts down)."""
+def warm_up_in_background(also=None):
+    """Start LLVM's target and load libgomp on a daemon thread (then call `also`, e.g.
+    to compute the cache key's environment), so that the first call of a process (often
+    a disk-cache hit of a few ms) does not wait for them. Code generation waits for this
+    thread first, and so does the interpreter's exit (nothing may be inside LLVM when it
+    shuts down)."""
     global _warm_up_thread
 
     def work():
         try:
-            _warm_up()
+            _warm_up(also)
         except Exception:       # the first call will report it properly
             pass
     t = threading.Thread(target=work, name="jitdl-warm-up", daemon=True)
@@ -206,33 +205,14 @@ def _load_gomp():
 
 
 def target_info():
-    s = _init()
-    return {"triple": llvm.get_process_triple(), "cpu": s["cpu"], "features": s["features"],
+    host = cpu_target.host()
+    return {"triple": host.triple, "cpu": host.cpu, "features": host.features,
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 
-ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
-ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
-
-
 def array_data_offset():
-    """Offset of the data pointer inside a NumPy array object, checked on this build
-    together with the flags word at ARRAY_FLAGS_OFFSET (None if the layout is not the
-    usual one: then calls pass data pointers)."""
-    s = _init()
-    if "data_offset" not in s:
-        import numpy as np
-        a = np.empty((3, 4))
-        off = 16
-        ok = ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
-
-        def flags(x):
-            return ctypes.c_int.from_address(id(x) + ARRAY_FLAGS_OFFSET).value
-        view = a[:, ::2]
-        ok = ok and flags(a) & ARRAY_OK_FLAGS == ARRAY_OK_FLAGS \
-            and not flags(view) & 0x0001 and not view.flags.c_contiguous
-        s["data_offset"] = off if ok else None
-    return s["data_offset"]
+    """Where NumPy keeps an array's data pointer (None: calls pass data pointers)."""
+    return cpu_target.host().array_data_offset
 
 
 def parallel_available():

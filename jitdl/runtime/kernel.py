@@ -31,7 +31,8 @@ class Signature:
     outputs: list       # [name, shape, dtype]
     scalars: list       # [name, dtype]
     checks: list        # [tensor, index text, extent] of run-time index checks
-    layout: list        # per call argument: ["array" | "scalar", name]
+    layout: list        # per call argument: ["array" | "scalar", name] or
+                        # ["static", name, value]
 
     def to_json(self):
         return asdict(self)
@@ -46,9 +47,13 @@ class Signature:
     def mismatch(self, specs) -> str | None:
         """Why this kernel cannot serve calls with these argument specs (None if it can):
         a stored entry is checked against the call before its code is run."""
-        kinds = [kind for kind, _ in self.layout]
+        kinds = [x[0] for x in self.layout]
         if kinds != [s[0] for s in specs]:
             return f"arguments {kinds}, the call has {[s[0] for s in specs]}"
+        statics = [freeze_static(x[2]) for x in self.layout if x[0] == "static"]
+        if statics != [freeze_static(s[1]) for s in specs if s[0] == "static"]:
+            return f"static values {[v for _, _, v in statics]}, the call has " \
+                   f"{[s[1] for s in specs if s[0] == 'static']}"
         arrays = [(tuple(s[1]), s[2]) for s in specs if s[0] == "array"]
         expected = [(tuple(shape), dt) for _, shape, dt in self.inputs]
         if arrays != expected:
@@ -59,10 +64,24 @@ class Signature:
         return None
 
 
-def call_key(args):
-    """The dispatch key of a call: (shape, dtype) per array, the type per scalar.
-    (Function.__call__ inlines the same expression on its hot path.)"""
-    return tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
+def freeze_static(v):
+    """A static argument's value as a dispatch-key part: lists become tuples, NumPy
+    scalars Python ones; the type is kept, so that 1, True and 1.0 are three keys."""
+    if isinstance(v, (list, tuple)):
+        v = tuple(freeze_static(x)[2] for x in v)
+    elif isinstance(v, np.generic):
+        v = v.item()
+    return ("static", type(v), v)
+
+
+def call_key(args, static_pos=()):
+    """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
+    value per static argument. (Function.__call__ inlines the common case.) NumPy
+    arrays mean the CPU target: another array type gives another key."""
+    key = [(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args]
+    for i in static_pos:
+        key[i] = freeze_static(args[i])
+    return tuple(key)
 
 
 def key_of_specs(specs):
@@ -71,9 +90,15 @@ def key_of_specs(specs):
     for s in specs:
         if s[0] == "array":
             key.append((tuple(s[1]), np.dtype(s[2])))
+        elif s[0] == "static":
+            key.append(freeze_static(s[1]))
         else:
             key.append(_WEAK_TYPES[s[1]] if s[2] else np.dtype(s[1]).type)
     return tuple(key)
+
+
+def static_positions(layout):
+    return tuple(i for i, x in enumerate(layout) if x[0] == "static")
 
 
 class Kernel:
@@ -99,8 +124,8 @@ class Kernel:
             self.ofunc = ctypes.CFUNCTYPE(ctypes.c_int,
                                           *([ctypes.py_object] * n_arrays + scalars))(
                 loaded.object_address)
-        self.array_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "array"]
-        self.scalar_pos = [i for i, (kind, _) in enumerate(sig.layout) if kind == "scalar"]
+        self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
+        self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
         self.single = len(self.out_specs) == 1
         self.fast = self.ofunc is not None and not sig.checks
         self.run = self._specialised_run()

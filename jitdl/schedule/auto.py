@@ -7,13 +7,11 @@ enough work; vectorise the innermost contiguous data loop.
 """
 from __future__ import annotations
 
+from jitdl import dtypes
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.schedule.schedule import Axis
-
-PARALLEL_MIN_WORK = 1 << 15
-
 
 def _innermost_contiguous(stage):
     """True when the last data axis walks every tensor it reads with stride 1: it appears
@@ -59,7 +57,7 @@ def _vars_with(stage, var):
     return out
 
 
-def _tile_sizes(s, name, st, cfg=None):
+def _tile_sizes(s, name, st, target, cfg=None):
     """(last data axis, tj, tiled other axis, ti) of a register tile, or None."""
     op = st.tensor.op
     data = list(op.axes)
@@ -71,19 +69,23 @@ def _tile_sizes(s, name, st, cfg=None):
     if tj is None:
         return None
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
-        tj = cfg.choice(f"{name}.tile_j", [tj] + [f for f in (8, 16, 32, 64)
-                                                   if f != tj and f <= last.extent])
+        tj = cfg.split(f"{name}.tile_j", last.extent,
+                       [tj] + [f for f in (8, 16, 32, 64) if f != tj and f <= last.extent])
     shared = _vars_with(st, last.var)
     cands = [a for a in data[:-1] if a.var not in shared]
     cand = max(cands, key=lambda a: a.extent) if cands else None
     ti = None
     if cand is not None:
-        # up to 256 accumulators: 16 of the 32 AVX-512 registers
-        ti = next((f for f in (16, 8, 4, 2) if cand.extent % f == 0 and f * tj <= 256),
-                  8 if cand.extent >= 32 else None)
-        if cfg is not None and ti:
-            ti = cfg.choice(f"{name}.tile_i", [ti] + [f for f in (2, 4, 8) if f != ti
-                                                       and f <= cand.extent])
+        # as many accumulators as the target's register budget holds
+        cap = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
+        fits = [f for f in (16, 8, 4, 2) if f * tj <= cap and f <= cand.extent]
+        ti = next((f for f in fits if cand.extent % f == 0),
+                  fits[0] if fits and cand.extent >= 32 else None)
+        if cfg is not None:
+            ti = cfg.split(f"{name}.tile_i", cand.extent,
+                           [ti or 1] + [f for f in (1, 2, 4, 8, 16) if f != (ti or 1)
+                                        and f <= cand.extent])
+        ti = ti if ti and ti > 1 else None
     return last, tj, (cand if ti else None), ti
 
 
@@ -102,11 +104,11 @@ def _pack_streamed(s, name, st, last, tj, cand, ti):
                 s.pack(t.name, s[name], t.ndim - 1, tj)
 
 
-def _fuse_epilogue(s, name, st, consumer, cfg=None):
+def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
     """A tiled reduction C read only by an elementwise stage D at D's own indices (bias,
     activation): D is tiled the same way and C's block is computed at D's tile loop, so
     the epilogue reads the block while it is in cache instead of in a second pass."""
-    sizes = _tile_sizes(s, name, st, cfg)
+    sizes = _tile_sizes(s, name, st, target, cfg)
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
@@ -139,11 +141,11 @@ def _fuse_epilogue(s, name, st, consumer, cfg=None):
     return True
 
 
-def _register_tile(s, name, st, cfg=None):
+def _register_tile(s, name, st, target, cfg=None):
     """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
     the block in vector registers and streams rows of the contiguous operand)."""
-    sizes = _tile_sizes(s, name, st, cfg)
+    sizes = _tile_sizes(s, name, st, target, cfg)
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
@@ -174,13 +176,13 @@ def _work(st):
     return w
 
 
-def _parallelize(s, name, st, num_threads, work=None):
+def _parallelize(s, name, st, num_threads, target, work=None):
     """Fuse leading data loops until there are enough iterations, run them in parallel."""
     if work is None:
         work = 1
         for n in st.leaves:
             work *= st.axes[n].extent
-    if num_threads <= 1 or work < PARALLEL_MIN_WORK:
+    if num_threads <= 1 or work < target.parallel_min_work:
         return
     data = [n for n in st.leaves if not st.axes[n].reduce]
     attached = {x.attach_to[1] for x in s.stages.values()
@@ -223,20 +225,20 @@ def _inlined_accesses(s, st, tensor):
             if isinstance(n, Access) and n.tensor is tensor]
 
 
-def _fuse_row_reductions(s, outputs):
+def _fuse_row_reductions(s, outputs, target):
     """Compute row-wise producers (row statistics: max, sum, mean, variance; rows of an
     expensive intermediate such as exp) inside the outer loop of the stage that reads
     them: P[i, ...] read at row i by Y[i, ...] and by stages already computed there. Each
     row of the input is then read from memory once and re-read from cache."""
     for name in reversed(list(s.stages)):
         st = s.stages[name]
-        if st.attach != "root" or id(st.tensor) in outputs or st.tensor.ndim == 0 \
+        if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0 \
                 or (st.is_reduce and st.tensor.ndim > 1):   # (2-D reductions: tiles)
             continue
         row = 1
         for d in st.tensor.shape[1:]:
             row *= d
-        if row > 16384:
+        if row * dtypes.itemsize(st.tensor.dtype) > target.row_fuse_bytes:
             continue
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
@@ -276,22 +278,24 @@ def _shared_and_expensive(s, st):
     return len(readers) >= 2
 
 
-def auto_schedule(s, num_threads, cfg=None):
-    outputs = {id(t) for t in s.outputs}
+def auto_schedule(s, num_threads, cfg=None, target=None):
+    """The automatic schedule of every stage of s for a CPU `target` (its policies:
+    register budget, L2 size, parallel grain), with tile sizes as knobs of cfg."""
+    outputs = {t.name for t in s.outputs}
     keep = []
     for name, st in s.stages.items():
-        if not st.is_reduce and id(st.tensor) not in outputs and not (
+        if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
             if _shared_and_expensive(s, st):
                 keep.append(name)         # inlined below unless computed at a row loop
             else:
                 s.compute_inline(s[name])
-    _fuse_row_reductions(s, outputs)
+    _fuse_row_reductions(s, outputs, target)
     epilogues = set()
     for name in list(s.stages):
         st = s.stages[name]
         op = st.tensor.op
-        if st.attach != "root" or id(st.tensor) in outputs or op.reduce is None \
+        if st.attach != "root" or st.tensor.name in outputs or op.reduce is None \
                 or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or not op.axes \
                 or not _innermost_contiguous(st):
             continue
@@ -304,7 +308,7 @@ def auto_schedule(s, num_threads, cfg=None):
                 tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
                 for acc in _inlined_accesses(s, d, st.tensor)):
             continue
-        if _fuse_epilogue(s, name, st, d, cfg):
+        if _fuse_epilogue(s, name, st, d, target, cfg):
             epilogues.add(name)
     for name in keep:
         if s.stages[name].attach == "root":
@@ -316,24 +320,24 @@ def auto_schedule(s, num_threads, cfg=None):
         inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
                       and x.tensor.name in epilogues and x.attach_to[0] == name]
         if inner_work:                   # an epilogue: tiled with its producer's block
-            _parallelize(s, name, st, num_threads, max(inner_work))
+            _parallelize(s, name, st, num_threads, target, max(inner_work))
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]
         red = [a.name for a in op.reduce_axes]
         arg = op.reduce is not None and op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
         if red and data and not arg and _innermost_contiguous(st):
-            if not _register_tile(s, name, st, cfg):
+            if not _register_tile(s, name, st, target, cfg):
                 # i, k, j: the reduction walks rows, the innermost loop streams along j
                 s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
-        _parallelize(s, name, st, num_threads)
+        _parallelize(s, name, st, num_threads, target)
         inner = st.leaves[-1] if st.leaves else None
         if inner is not None and not st.axes[inner].reduce and \
                 st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
     for name, st in s.stages.items():
         if name.endswith("_pack") and not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
-            _parallelize(s, name, st, num_threads)
+            _parallelize(s, name, st, num_threads, target)
             inner = st.leaves[-1]
             if st.axes[inner].kind == ForKind.SERIAL:
                 s.vectorize(Axis(name, inner))

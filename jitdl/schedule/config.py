@@ -1,16 +1,149 @@
-"""Knobs: a schedule function's `cfg` declares a config space and reads its current values."""
+"""Knobs: a schedule function's `cfg` declares a config space and reads its current values.
+
+A knob is typed (SplitKnob, ChoiceKnob, ReorderKnob) and knows its options; the space of
+a schedule for some arguments is what running the schedule function records
+(`f.config_space(*args)`): its size, its configs in order, random samples.
+"""
 from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import dataclass
 
 from jitdl.errors import ScheduleError, user_loc
 
 
+class _Knob:
+    def __len__(self):
+        return len(self.options)
+
+
+@dataclass(frozen=True)
+class SplitKnob(_Knob):
+    """The inner extent of a split of a loop of `extent` iterations."""
+    name: str
+    extent: int
+    options: tuple
+    default: int
+
+    def check(self, v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            return f"a positive int (a split factor of a loop of {self.extent}), got {v!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ChoiceKnob(_Knob):
+    """One of `options`; the first is the default."""
+    name: str
+    options: tuple
+
+    @property
+    def default(self):
+        return self.options[0]
+
+    def check(self, v):
+        if v not in self.options:
+            return f"one of {list(self.options)}, got {v!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class ReorderKnob(_Knob):
+    """An order of n loops, as a permutation of range(n); the identity is the default."""
+    name: str
+    n: int
+    options: tuple
+
+    @property
+    def default(self):
+        return self.options[0]
+
+    def check(self, v):
+        if not isinstance(v, (list, tuple)) or sorted(v) != list(range(self.n)):
+            return f"a permutation of range({self.n}), got {v!r}"
+        return None
+
+
+class ConfigSpace:
+    """The knobs of one schedule for one argument signature, in declaration order.
+
+    len(space) is the number of configs; iterating yields each config as a dict of knob
+    values (the default first); space.sample(n, seed=0) draws n distinct ones."""
+
+    def __init__(self, knobs=()):
+        self.knobs = {k.name: k for k in knobs}
+
+    def add(self, knob):
+        self.knobs[knob.name] = knob
+
+    def __len__(self):
+        n = 1
+        for k in self.knobs.values():
+            n *= len(k.options)
+        return n
+
+    def __iter__(self):
+        names = list(self.knobs)
+        for vals in itertools.product(*(k.options for k in self.knobs.values())):
+            yield dict(zip(names, vals))
+
+    def __contains__(self, name):
+        return name in self.knobs
+
+    def __getitem__(self, name):
+        return self.knobs[name]
+
+    def __bool__(self):
+        return bool(self.knobs)
+
+    @property
+    def names(self):
+        return list(self.knobs)
+
+    def default(self) -> dict:
+        return {n: k.default for n, k in self.knobs.items()}
+
+    def sample(self, n, seed=0):
+        """Up to n distinct configs: all of them when the space is that small, else drawn
+        at random (reproducibly for a seed)."""
+        if len(self) <= n:
+            return list(self)
+        rng = random.Random(seed)
+        seen, out = set(), []
+        while len(out) < n:
+            cfg = {name: rng.choice(k.options) for name, k in self.knobs.items()}
+            key = tuple(map(repr, cfg.values()))
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+        return out
+
+    def check(self, values, where="with_config"):
+        """A ScheduleError for a knob name the space lacks or a value a knob refuses."""
+        unknown = [n for n in values if n not in self.knobs]
+        if unknown:
+            known = ", ".join(self.knobs) or "none (the schedule declares no knobs)"
+            raise ScheduleError(f"{where}: no knob named {', '.join(map(repr, unknown))}; "
+                                f"the schedule's knobs: {known}")
+        for n, v in values.items():
+            why = self.knobs[n].check(v)
+            if why:
+                raise ScheduleError(f"{where}: knob {n!r} takes {why}")
+
+    def __repr__(self):
+        lines = [f"config space ({len(self)} configs)"]
+        for k in self.knobs.values():
+            opts = list(k.options)
+            shown = opts if len(opts) <= 8 else opts[:8] + ["..."]
+            lines.append(f"  {k.name}: {type(k).__name__[:-4].lower()} of {len(opts)}: "
+                         f"{shown}")
+        return "\n".join(lines)
+
+
 def _split_candidates(extent):
-    c = sorted({f for f in (1, 2, 4, 8, 16, 32, 64) if f <= max(extent, 1)}
-               | {d for d in range(1, min(extent, 64) + 1) if extent % d == 0})
-    return c
+    return tuple(sorted({f for f in (1, 2, 4, 8, 16, 32, 64) if f <= max(extent, 1)}
+                        | {d for d in range(1, min(extent, 64) + 1) if extent % d == 0}))
 
 
 def _default_factor(extent):
@@ -21,11 +154,12 @@ def _default_factor(extent):
 
 
 class Config:
-    """Knob values for one schedule run; records the space as knobs are declared."""
+    """Knob values for one run of a schedule function; records the space as knobs are
+    declared. Given values are checked against each knob's options."""
 
     def __init__(self, values=None, schedule=None):
         self.values = dict(values or {})
-        self.space = {}
+        self.space = ConfigSpace()
         self.schedule = schedule        # to look up the extents of the loops knobs name
 
     def _axis_extent(self, axis):
@@ -34,62 +168,51 @@ class Config:
             ext = self.schedule.stages[axis.stage].axes[axis.name].extent
         return ext
 
+    def _value(self, knob):
+        self.space.add(knob)
+        if knob.name not in self.values:
+            return knob.default
+        v = self.values[knob.name]
+        why = knob.check(v)
+        if why:
+            raise ScheduleError(f"knob {knob.name!r} takes {why}", user_loc())
+        return v
+
     def split(self, name, axis, candidates=None):
-        """A split-factor knob for `axis`: returns the factor to use."""
-        ext = self._axis_extent(axis)
-        options = list(candidates) if candidates else _split_candidates(ext)
-        self.space[name] = options
-        if name in self.values:
-            return self.values[name]
-        return _default_factor(ext) if not candidates else options[0]
+        """A split-factor knob for `axis` (a loop, or its extent): returns the factor to
+        use. Any positive factor may be given; `candidates` (default: divisors and powers
+        of two up to 64) are what a tuner tries, the first being the default."""
+        ext = axis if isinstance(axis, int) else self._axis_extent(axis)
+        if candidates:
+            options = tuple(candidates)
+        else:                             # the default first, as in every knob
+            default = _default_factor(ext)
+            options = (default,) + tuple(c for c in _split_candidates(ext) if c != default)
+        return self._value(SplitKnob(name, ext, options, options[0]))
 
     def choice(self, name, options):
         """A knob choosing one of `options` (the first is the default)."""
-        options = list(options)
+        options = tuple(options)
         if not options:
             raise ScheduleError(f"cfg.choice({name!r}): no options", user_loc())
-        self.space[name] = options
-        return self.values.get(name, options[0])
+        return self._value(ChoiceKnob(name, options))
 
     def reorder(self, name, axes):
         """A knob choosing an order of `axes` (all permutations of up to 4 loops, else a
         sample); returns the loops in the chosen order. The given order is the default."""
         axes = list(axes)
         if len(axes) <= 4:
-            perms = [list(p) for p in itertools.permutations(range(len(axes)))]
+            perms = [tuple(p) for p in itertools.permutations(range(len(axes)))]
         else:
             rng = random.Random(len(axes))
-            perms = [list(range(len(axes)))]
+            perms = [tuple(range(len(axes)))]
             while len(perms) < 24:
                 p = list(range(len(axes)))
                 rng.shuffle(p)
-                if p not in perms:
-                    perms.append(p)
-        self.space[name] = perms
-        perm = self.values.get(name, perms[0])
+                if tuple(p) not in perms:
+                    perms.append(tuple(p))
+        perm = self._value(ReorderKnob(name, len(axes), tuple(perms)))
         return [axes[k] for k in perm]
 
     def __getitem__(self, name):
         return self.values[name]
-
-
-def space_size(space):
-    n = 1
-    for opts in space.values():
-        n *= len(opts)
-    return n
-
-
-def sample(space, count, seed=0):
-    """Up to `count` distinct configs of the space, enumerated when small, else random."""
-    names = list(space)
-    if space_size(space) <= count:
-        return [dict(zip(names, vals)) for vals in itertools.product(*space.values())]
-    rng = random.Random(seed)
-    seen, out = set(), []
-    while len(out) < count:
-        vals = tuple(rng.choice(space[n]) for n in names)
-        if vals not in seen:
-            seen.add(vals)
-            out.append(dict(zip(names, vals)))
-    return out

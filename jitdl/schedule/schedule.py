@@ -1,9 +1,11 @@
-"""The schedule of a TE graph: per-stage loop structure built by replaying recorded steps.
+"""The schedule of a TE graph: per-stage loop structure built by replaying typed steps.
 
-A Schedule is data: `steps` is a JSON-serialisable list of dicts naming stages and loops
-by string, so it can be hashed into cache keys, stored, replayed on a fresh capture of the
-same definition, and shipped to tuning workers. The handles (Stage, Axis) are conveniences
-for writing schedules by hand.
+A Schedule is data: `typed_steps` is the list of steps (jitdl.schedule.steps) that made
+it, `steps` their JSON, naming stages and loops by string, so a schedule can be hashed
+into cache keys, stored, replayed on a fresh trace of the same definition, and shipped to
+tuning workers. Steps that rewrite the graph (pack, cache_read, cache_write, rfactor) make
+new tensors (`outputs` changes, the traced graph does not). The handles (Stage, Axis) are
+conveniences for writing schedules by hand.
 """
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import json
 from dataclasses import dataclass, field
 
 from jitdl.errors import ScheduleError, user_loc
-from jitdl.ir.nodes import Access, BinOp, CmpOp, ForKind
+from jitdl.ir.nodes import Access, ForKind
 from jitdl.ir.visit import walk_expr
+from jitdl.schedule import rewrite
+from jitdl.schedule import steps as S
+from jitdl.te.graph import replace_ops
 from jitdl.te.ops import stages_of
-from jitdl.te.tensor import Compute
 
 
 @dataclass
@@ -117,8 +121,11 @@ class Stage:
 
 
 class Schedule:
-    def __init__(self, outputs):
-        self.outputs = list(outputs)
+    """The loop structure of every stage of a graph under the steps applied so far.
+    `Schedule(graph)` (or the graph's outputs) starts from the definition's own loops."""
+
+    def __init__(self, graph):
+        self.outputs = tuple(getattr(graph, "outputs", graph))
         self.stages = {}
         for t in stages_of(self.outputs):
             op = t.op
@@ -128,7 +135,12 @@ class Schedule:
             if len(set(leaves)) != len(leaves):
                 raise ScheduleError(f"stage {t.name} uses the same index name twice: {leaves}")
             self.stages[t.name] = StageState(t, axes, leaves)
-        self.steps = []
+        self.typed_steps = []
+
+    @property
+    def steps(self):
+        """The steps applied so far, as JSON objects."""
+        return [step.to_json() for step in self.typed_steps]
 
     # -- lookup -------------------------------------------------------------------------
     def __getitem__(self, name):
@@ -151,9 +163,6 @@ class Schedule:
                                 f"{ax.stage} (its loops are: {leaves})", user_loc())
         return st, st.axes[ax.name]
 
-    def _record(self, step):
-        self.steps.append(step)
-
     # -- primitives -----------------------------------------------------------------------
     def split(self, ax, factor=None, nparts=None):
         """Split a loop in two: `for i in range(n)` becomes
@@ -170,7 +179,7 @@ class Schedule:
                                 user_loc())
         if nparts is not None:
             factor = -(-la.extent // nparts)
-        self._apply({"op": "split", "stage": ax.stage, "axis": ax.name, "factor": factor})
+        self._apply(S.Split(ax.stage, ax.name, factor))
         return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
 
     def tile(self, x, y, x_factor, y_factor):
@@ -205,7 +214,7 @@ class Schedule:
         if la.reduce != lb.reduce:
             raise ScheduleError(f"fuse: cannot fuse a reduction loop with a data loop "
                                 f"({a!r}, {b!r})", user_loc())
-        self._apply({"op": "fuse", "stage": a.stage, "outer": a.name, "inner": b.name})
+        self._apply(S.Fuse(a.stage, a.name, b.name))
         return Axis(a.stage, f"{a.name}.{b.name}.f")
 
     def reorder(self, *axes):
@@ -220,18 +229,13 @@ class Schedule:
         names = [ax.name for ax in axes]
         if len(set(names)) != len(names):
             raise ScheduleError(f"reorder: a loop appears twice in {names}", user_loc())
-        self._apply({"op": "reorder", "stage": axes[0].stage, "axes": names})
+        self._apply(S.Reorder(axes[0].stage, tuple(names)))
 
     def _annotate(self, prim, ax, kind):
-        st, la = self._axis(prim, ax)
-        if la.reduce and kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
-            raise ScheduleError(
-                f"{prim}: {ax!r} is a reduction loop; only data-parallel loops can be "
-                f"{'vectorized' if kind == ForKind.VECTORIZED else 'parallel'} (legal: "
-                f"{', '.join(n for n in st.leaves if not st.axes[n].reduce)}); "
-                "use rfactor for parallel reductions", user_loc())
-        self._apply({"op": kind.value if kind != ForKind.UNROLLED else "unroll",
-                     "stage": ax.stage, "axis": ax.name})
+        self._axis(prim, ax)
+        step = {ForKind.VECTORIZED: S.Vectorize, ForKind.PARALLEL: S.Parallel,
+                ForKind.UNROLLED: S.Unroll}[kind]
+        self._apply(step(ax.stage, ax.name))
 
     def vectorize(self, ax):
         """Mark a data loop to run as SIMD lanes (best on the innermost, contiguous loop).
@@ -275,8 +279,7 @@ class Schedule:
         if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
             raise ScheduleError(f"pack: argument 'factor' must be a positive int, got "
                                 f"{factor!r}", user_loc())
-        self._apply({"op": "pack", "stage": cname, "tensor": tname, "dim": dim,
-                     "factor": factor})
+        self._apply(S.Pack(cname, tname, dim, factor))
         return self[f"{tname}_pack"]
 
     def cache_read(self, tensor, readers):
@@ -292,8 +295,7 @@ class Schedule:
         names = [self._stage_arg("cache_read", r) for r in readers]
         if not names:
             raise ScheduleError("cache_read: give at least one reader stage", user_loc())
-        self._apply({"op": "cache_read", "stage": names[0], "readers": names,
-                     "tensor": tname})
+        self._apply(S.CacheRead(names[0], tuple(names), tname))
         return self[f"{tname}_cache"]
 
     def cache_write(self, stage):
@@ -304,7 +306,7 @@ class Schedule:
         After:  C_local[i, j] = sum(...);  C[i, j] = C_local[i, j]    (two stages)
         Returns the new stage."""
         name = self._stage_arg("cache_write", stage)
-        self._apply({"op": "cache_write", "stage": name})
+        self._apply(S.CacheWrite(name))
         return self[f"{name}_local"]
 
     def rfactor(self, stage, axis, factor):
@@ -322,7 +324,7 @@ class Schedule:
         if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
             raise ScheduleError(f"rfactor: argument 'factor' must be a positive int, got "
                                 f"{factor!r}", user_loc())
-        self._apply({"op": "rfactor", "stage": name, "axis": axis.name, "factor": factor})
+        self._apply(S.RFactor(name, axis.name, factor))
         return self[f"{name}_rf"]
 
     def compute_inline(self, stage):
@@ -330,7 +332,7 @@ class Schedule:
         Before: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])
         After:  for i: Y[i] = g(f(X[i]))"""
         name = self._stage_arg("compute_inline", stage)
-        self._apply({"op": "compute_inline", "stage": name})
+        self._apply(S.ComputeInline(name))
 
     def compute_at(self, stage, consumer, loop, block_buffer=True):
         """Compute `stage` inside `consumer`'s loop `loop`, only the block of it that one
@@ -345,100 +347,183 @@ class Schedule:
         if not isinstance(loop, Axis):
             raise ScheduleError(f"compute_at: argument 'loop' must be a loop of stage "
                                 f"{cname}, got {loop!r}", user_loc())
-        self._apply({"op": "compute_at", "stage": name, "target": cname, "axis": loop.name,
-                     "axis_stage": loop.stage, "block_buffer": bool(block_buffer)})
+        self._apply(S.ComputeAt(name, cname, loop.name, loop.stage, bool(block_buffer)))
 
     def compute_root(self, stage):
         """Compute a stage in its own loop nest at the top level, into a whole buffer (the
         default; undoes compute_inline or compute_at).
         After: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])"""
         name = self._stage_arg("compute_root", stage)
-        self._apply({"op": "compute_root", "stage": name})
+        self._apply(S.ComputeRoot(name))
 
     # -- replay -------------------------------------------------------------------------
     def _apply(self, step):
         """Check and perform one step on the loop structure, then record it."""
-        st = self.stages.get(step["stage"])
+        st = self.stages.get(step.stage)
         if st is None:
-            raise ScheduleError(f"{step['op']}: no stage named {step['stage']!r}", user_loc())
-        op = step["op"]
-        if st.attach == "at" and op in ("split", "fuse", "parallel"):
-            names = [step.get("axis"), step.get("outer"), step.get("inner")]
-            if any(n in st.axes and not st.axes[n].reduce for n in names if n):
+            raise ScheduleError(f"{step.op}: no stage named {step.stage!r}", user_loc())
+        moved = [n for n in (getattr(step, "axis", None), getattr(step, "outer", None),
+                             getattr(step, "inner", None)) if isinstance(n, str)]
+        if st.attach == "at" and isinstance(step, (S.Split, S.Fuse, S.Parallel)):
+            if any(n in st.axes and not st.axes[n].reduce for n in moved):
                 raise ScheduleError(
-                    f"{op}: the data loops of {st.tensor.name} cover the block that "
+                    f"{step.op}: the data loops of {st.tensor.name} cover the block that "
                     f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
                     "can be reordered, unrolled or vectorized but not split, fused or "
                     "parallel", user_loc())
-        if op in ("split", "fuse"):
-            moved = [step.get("axis"), step.get("outer"), step.get("inner")]
+        if isinstance(step, (S.Split, S.Fuse)):
             for other in self.stages.values():
                 if other.attach == "at" and other.attach_to[0] == st.tensor.name \
                         and other.attach_to[1] in moved:
                     raise ScheduleError(
-                        f"{op}: stage {other.tensor.name} is computed at loop "
-                        f"{other.attach_to[1]} of {st.tensor.name}; {op} loops before "
+                        f"{step.op}: stage {other.tensor.name} is computed at loop "
+                        f"{other.attach_to[1]} of {st.tensor.name}; {step.op} loops before "
                         "computing stages at them", user_loc())
-        if op == "split":
-            la = st.axes[step["axis"]]
-            f = step["factor"]
-            outer = LoopAxis(f"{la.name}.o", -(-la.extent // f), la.reduce)
-            inner = LoopAxis(f"{la.name}.i", f, la.reduce)
-            if outer.name in st.axes:
-                raise ScheduleError(f"split: {la.name} was already split", user_loc())
-            st.axes[outer.name], st.axes[inner.name] = outer, inner
-            k = st.leaves.index(la.name)
-            st.leaves[k:k + 1] = [outer.name, inner.name]
-            st.relations.append(Split(la.name, outer.name, inner.name, f))
-        elif op == "fuse":
-            a, b = st.axes[step["outer"]], st.axes[step["inner"]]
-            fused = LoopAxis(f"{a.name}.{b.name}.f", a.extent * b.extent, a.reduce)
-            st.axes[fused.name] = fused
-            k = st.leaves.index(a.name)
-            st.leaves[k:k + 2] = [fused.name]
-            st.relations.append(Fuse(a.name, b.name, fused.name))
-        elif op == "reorder":
-            names = step["axes"]
-            slots = sorted(st.leaves.index(n) for n in names)
-            for pos, n in zip(slots, names):
-                st.leaves[pos] = n
-        elif op in ("parallel", "vectorized", "unroll"):
-            kind = {"parallel": ForKind.PARALLEL, "vectorized": ForKind.VECTORIZED,
-                    "unroll": ForKind.UNROLLED}[op]
-            st.axes[step["axis"]].kind = kind
-        elif op == "compute_inline":
-            if st.is_reduce:
-                raise ScheduleError(
-                    f"compute_inline: stage {st.tensor.name} is a reduction and cannot be "
-                    "inlined (only elementwise/injective stages can)", user_loc())
-            if any(st.tensor is o for o in self.outputs):
-                raise ScheduleError(f"compute_inline: stage {st.tensor.name} is an output "
-                                    "and must be stored", user_loc())
-            st.attach = "inline"
-        elif op == "compute_root":
-            st.attach, st.attach_to, st.block_buffer = "root", None, True
-        elif op == "compute_at":
-            self._compute_at(st, step)
-        elif op == "pack":
-            self._pack(st, step)
-        elif op == "rfactor":
-            self._rfactor(st, step)
-        elif op == "cache_write":
-            self._cache_write(st)
-        elif op == "cache_read":
-            self._cache_read(step)
-        else:
-            raise ScheduleError(f"unknown schedule step {op!r}")
-        self._record(step)
+        match step:
+            case S.Split(axis=axis, factor=f):
+                la = self._loop(st, step, axis)
+                if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
+                    raise ScheduleError(f"split: factor must be a positive int, got {f!r}",
+                                        user_loc())
+                outer = LoopAxis(f"{la.name}.o", -(-la.extent // f), la.reduce)
+                inner = LoopAxis(f"{la.name}.i", f, la.reduce)
+                if outer.name in st.axes:
+                    raise ScheduleError(f"split: {la.name} was already split", user_loc())
+                st.axes[outer.name], st.axes[inner.name] = outer, inner
+                k = st.leaves.index(la.name)
+                st.leaves[k:k + 1] = [outer.name, inner.name]
+                st.relations.append(Split(la.name, outer.name, inner.name, f))
+            case S.Fuse(outer=outer, inner=inner):
+                a, b = self._loop(st, step, outer), self._loop(st, step, inner)
+                k = st.leaves.index(a.name)
+                if st.leaves[k + 1:k + 2] != [b.name]:
+                    raise ScheduleError(f"fuse: {outer} must be directly outside {inner}",
+                                        user_loc())
+                fused = LoopAxis(f"{a.name}.{b.name}.f", a.extent * b.extent, a.reduce)
+                st.axes[fused.name] = fused
+                st.leaves[k:k + 2] = [fused.name]
+                st.relations.append(Fuse(a.name, b.name, fused.name))
+            case S.Reorder(axes=names):
+                for n in names:
+                    self._loop(st, step, n)
+                slots = sorted(st.leaves.index(n) for n in names)
+                for pos, n in zip(slots, names):
+                    st.leaves[pos] = n
+            case S.Vectorize(axis=axis) | S.Parallel(axis=axis) | S.Unroll(axis=axis):
+                kind = {S.Vectorize: ForKind.VECTORIZED, S.Parallel: ForKind.PARALLEL,
+                        S.Unroll: ForKind.UNROLLED}[type(step)]
+                la = self._loop(st, step, axis)
+                if la.reduce and kind != ForKind.UNROLLED:
+                    raise ScheduleError(
+                        f"{step.op}: {st.tensor.name}.{axis} is a reduction loop; only "
+                        f"data-parallel loops can be "
+                        f"{'vectorized' if kind == ForKind.VECTORIZED else 'parallel'} "
+                        f"(legal: {', '.join(n for n in st.leaves if not st.axes[n].reduce)}"
+                        "); use rfactor for parallel reductions", user_loc())
+                la.kind = kind
+            case S.ComputeInline():
+                if st.is_reduce:
+                    raise ScheduleError(
+                        f"compute_inline: stage {st.tensor.name} is a reduction and cannot "
+                        "be inlined (only elementwise/injective stages can)", user_loc())
+                if any(st.tensor is o for o in self.outputs):
+                    raise ScheduleError(f"compute_inline: stage {st.tensor.name} is an "
+                                        "output and must be stored", user_loc())
+                st.attach = "inline"
+            case S.ComputeRoot():
+                st.attach, st.attach_to, st.block_buffer = "root", None, True
+            case S.ComputeAt():
+                self._compute_at(st, step)
+            case S.Pack(tensor=tname, dim=d, factor=f):
+                if f"{tname}_pack" in self.stages:
+                    raise ScheduleError(f"pack: {tname} is already packed", user_loc())
+                packed, op = rewrite.pack(st.tensor, tname, d, f)
+                self._rewrite({st.tensor.name: op}, packed, before=st.tensor.name)
+            case S.RFactor(axis=axis, factor=f):
+                t = st.tensor
+                if t.op.reduce is not None and any(a.name == axis for a in t.op.reduce_axes) \
+                        and not self._fresh(st):
+                    raise ScheduleError(f"rfactor: apply it to {t.name} before other steps",
+                                        user_loc())
+                if f"{t.name}_rf" in self.stages:
+                    raise ScheduleError(
+                        f"rfactor: {t.name} already has an rfactor stage {t.name}_rf; "
+                        f"rfactor it once (or rfactor {t.name}_rf)", user_loc())
+                rf, op, kr = rewrite.rfactor(t, axis, f)
+                self._rewrite({t.name: op}, rf, before=t.name)
+                st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
+                st.axes[kr.name] = LoopAxis(kr.name, f, True)
+                st.leaves = [a.name for a in op.axes] + [kr.name]
+            case S.CacheWrite():
+                t = st.tensor
+                if not self._fresh(st) or st.attach != "root":
+                    raise ScheduleError(f"cache_write: apply it to {t.name} before other "
+                                        "steps", user_loc())
+                if f"{t.name}_local" in self.stages:
+                    raise ScheduleError(f"cache_write: {t.name} already has a write cache",
+                                        user_loc())
+                local, op = rewrite.cache_write(t)
+                new_state = StageState(local, dict(st.axes), list(st.leaves))
+                self._rewrite({t.name: op}, local, before=t.name, state=new_state)
+                st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
+                st.leaves = [a.name for a in op.axes]
+            case S.CacheRead(readers=names, tensor=tname):
+                for n in names:
+                    if n not in self.stages:
+                        raise ScheduleError(f"cache_read: no stage named {n!r}", user_loc())
+                if f"{tname}_cache" in self.stages:
+                    raise ScheduleError(f"cache_read: {tname} already has a read cache",
+                                        user_loc())
+                readers = [self.stages[n].tensor for n in names]
+                cache, ops = rewrite.cache_read(readers, tname)
+                first = min(list(self.stages).index(n) for n in names)
+                self._rewrite(ops, cache, before=list(self.stages)[first])
+            case _:
+                raise ScheduleError(f"unknown schedule step {step!r}")
+        self.typed_steps.append(step)
+
+    def _loop(self, st, step, name):
+        la = st.axes.get(name)
+        if la is None or name not in st.leaves:
+            raise ScheduleError(f"{step.op}: {name!r} is not a current loop of stage "
+                                f"{st.tensor.name} (its loops are: {', '.join(st.leaves)})",
+                                user_loc())
+        return la
+
+    @staticmethod
+    def _fresh(st):
+        """No step has changed the stage's loops yet."""
+        op = st.tensor.op
+        return st.leaves == [a.name for a in op.axes] + [a.name for a in op.reduce_axes] \
+            and all(a.kind == ForKind.SERIAL for a in st.axes.values())
+
+    def _rewrite(self, new_ops, new_tensor, before, state=None):
+        """Replace stage ops (graph rewrite), and add the state of the new stage in front
+        of stage `before` (producers before consumers)."""
+        self.outputs, tensors = replace_ops(self.outputs, new_ops)
+        if state is None:
+            op = new_tensor.op
+            state = StageState(new_tensor,
+                               {a.name: LoopAxis(a.name, a.extent, a.reduce)
+                                for a in tuple(op.axes) + tuple(op.reduce_axes)},
+                               [a.name for a in op.axes] + [a.name for a in op.reduce_axes])
+        stages = {}
+        for name, st in self.stages.items():
+            if name == before:
+                stages[new_tensor.name] = state
+            stages[name] = st
+        self.stages = stages
+        for name, st in self.stages.items():
+            st.tensor = tensors.get(name, st.tensor)
 
     def _compute_at(self, st, step):
-        cname, loop = step["target"], step["axis"]
+        cname, loop = step.target, step.axis
         cons = self.stages.get(cname)
         if cons is None:
             raise ScheduleError(f"compute_at: no stage named {cname!r}", user_loc())
-        if step.get("axis_stage", cname) != cname:
+        if step.axis_stage != cname:
             raise ScheduleError(
-                f"compute_at: loop {step.get('axis_stage')}.{loop} is not a loop of "
+                f"compute_at: loop {step.axis_stage}.{loop} is not a loop of "
                 f"{cname}; legal loops: {', '.join(cons.leaves)}", user_loc())
         if loop not in cons.leaves:
             raise ScheduleError(f"compute_at: {loop!r} is not a current loop of {cname}; "
@@ -471,7 +556,7 @@ class Schedule:
                     f"consumer's loop needs; they can be reordered, unrolled or vectorized "
                     f"but not split, fused or parallel (found {n})", user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
-        st.block_buffer = step.get("block_buffer", True)
+        st.block_buffer = step.block_buffer
 
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
@@ -529,181 +614,17 @@ class Schedule:
                         todo.append(prod.tensor.op.body)
         return out
 
-    def _cache_read(self, step):
-        from jitdl.ir.nodes import Access, IterVar, Var
-        from jitdl.ir.visit import map_expr
-        from jitdl.te.tensor import Tensor
-        tname = step["tensor"]
-        readers = [self.stages[n] for n in step["readers"]]
-        target = next((n.tensor for r in readers for n in walk_expr(r.tensor.op.body)
-                       if isinstance(n, Access) and n.tensor.name == tname), None)
-        if target is None:
-            raise ScheduleError(f"cache_read: none of {', '.join(step['readers'])} reads a "
-                                f"tensor named {tname!r}", user_loc())
-        cname = f"{tname}_cache"
-        if cname in self.stages:
-            raise ScheduleError(f"cache_read: {tname} already has a read cache", user_loc())
-        axes = tuple(IterVar(Var(f"d{k}"), 0, n) for k, n in enumerate(target.shape))
-        cache = Tensor(cname, target.shape, target.dtype,
-                       Compute(axes, Access(target, tuple(a.var for a in axes)),
-                               readers[0].tensor.op.loc))
-
-        def rewrite(e):
-            if isinstance(e, Access) and e.tensor is target:
-                return Access(cache, e.indices, e.loc)
-            return None
-        for r in readers:
-            r.tensor.op = Compute(r.tensor.op.axes, map_expr(r.tensor.op.body, rewrite),
-                                  r.tensor.op.loc)
-        state = StageState(cache, {a.name: LoopAxis(a.name, a.extent, False) for a in axes},
-                           [a.name for a in axes])
-        first = min(list(self.stages).index(r.tensor.name) for r in readers)
-        items = list(self.stages.items())
-        self.stages = dict(items[:first] + [(cname, state)] + items[first:])
-
-    def _cache_write(self, st):
-        from jitdl.ir.nodes import Access, IterVar, Var
-        from jitdl.te.tensor import Tensor
-        t = st.tensor
-        fresh = [a.name for a in t.op.axes] + [a.name for a in t.op.reduce_axes]
-        if st.leaves != fresh or st.attach != "root" \
-                or any(a.kind != ForKind.SERIAL for a in st.axes.values()):
-            raise ScheduleError(f"cache_write: apply it to {t.name} before other steps",
-                                user_loc())
-        if f"{t.name}_local" in self.stages:
-            raise ScheduleError(f"cache_write: {t.name} already has a write cache",
-                                user_loc())
-        local = Tensor(f"{t.name}_local", t.shape, t.dtype, t.op)
-        axes = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
-        t.op = Compute(axes, Access(local, tuple(a.var for a in axes)), t.op.loc)
-        new_state = StageState(local, dict(st.axes), list(st.leaves))
-        st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in axes}
-        st.leaves = [a.name for a in axes]
-        stages = {}
-        for name, state in self.stages.items():
-            if name == t.name:
-                stages[local.name] = new_state
-            stages[name] = state
-        self.stages = stages
-
-    def _rfactor(self, st, step):
-        from jitdl.ir import build
-        from jitdl.ir.nodes import Access, IterVar, Reduce, ReduceOp, Var
-        from jitdl.ir.visit import substitute
-        from jitdl.te.tensor import Tensor
-        t = st.tensor
-        red = t.op.reduce
-        ax = next((a for a in t.op.reduce_axes if a.name == step["axis"]), None)
-        if red is None or ax is None:
-            legal = ", ".join(a.name for a in t.op.reduce_axes) or "none"
-            raise ScheduleError(f"rfactor: {step['axis']!r} is not a reduction axis of "
-                                f"{t.name} (its reduction axes: {legal})", user_loc())
-        if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
-            raise ScheduleError(f"rfactor: {t.name} is an {red.op.value}, which rfactor "
-                                "does not split", user_loc())
-        if st.leaves != [a.name for a in t.op.axes] + [a.name for a in t.op.reduce_axes] \
-                or any(a.kind != ForKind.SERIAL for a in st.axes.values()):
-            raise ScheduleError(f"rfactor: apply it to {t.name} before other steps",
-                                user_loc())
-        if f"{t.name}_rf" in self.stages:
-            raise ScheduleError(f"rfactor: {t.name} already has an rfactor stage "
-                                f"{t.name}_rf; rfactor it once (or rfactor {t.name}_rf)",
-                                user_loc())
-        f = step["factor"]
-        outer_n = -(-ax.extent // f)
-        kf = IterVar(Var(f"{ax.name}_f"), 0, f)
-        ko = IterVar(Var(f"{ax.name}_o"), 0, outer_n, reduce=True)
-        k_val = ko.var * f + kf.var + ax.min if ax.min else ko.var * f + kf.var
-        data = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
-        sub = {ax.var: k_val, **{a.var: b.var for a, b in zip(t.op.axes, data)}}
-        where = build.compare(CmpOp.LT, k_val, ax.min + ax.extent) \
-            if outer_n * f != ax.extent else None
-        if red.where is not None:
-            w = substitute(red.where, sub)
-            where = w if where is None else build.logical(BinOp.AND, where, w)
-        axes = tuple(ko if a is ax else a for a in red.axes)
-        part = Reduce(red.op, substitute(red.body, sub), axes, where, red.dtype)
-        rf = Tensor(f"{t.name}_rf", (f,) + t.shape, t.dtype,
-                    Compute((kf,) + data, part, t.op.loc))
-        kr = IterVar(Var(f"{ax.name}_r"), 0, f, reduce=True)
-        combine = {ReduceOp.SUM: ReduceOp.SUM, ReduceOp.PROD: ReduceOp.PROD,
-                   ReduceOp.MAX: ReduceOp.MAX, ReduceOp.MIN: ReduceOp.MIN,
-                   ReduceOp.ANY: ReduceOp.ANY, ReduceOp.ALL: ReduceOp.ALL}[red.op]
-        body = Access(rf, (kr.var,) + tuple(a.var for a in t.op.axes))
-        t.op = Compute(t.op.axes, Reduce(combine, body, (kr,), None, red.dtype), t.op.loc)
-        st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in t.op.axes}
-        st.axes[kr.name] = LoopAxis(kr.name, f, True)
-        st.leaves = [a.name for a in t.op.axes] + [kr.name]
-        axes_map = {a.name: LoopAxis(a.name, a.extent, a.reduce) for a in (kf,) + data + axes}
-        new_state = StageState(rf, axes_map, [kf.name] + [a.name for a in data] +
-                               [a.name for a in axes])
-        stages = {}
-        for name, state in self.stages.items():
-            if name == t.name:
-                stages[rf.name] = new_state
-            stages[name] = state
-        self.stages = stages
-
-    def _pack(self, st, step):
-        from jitdl.ir import build
-        from jitdl.ir.nodes import Access, IterVar, Var
-        from jitdl.ir.visit import map_expr
-        from jitdl.te.tensor import Tensor
-        cons = st.tensor
-        target = next((n.tensor for n in walk_expr(cons.op.body) if isinstance(n, Access)
-                       and n.tensor.name == step["tensor"]), None)
-        if target is None:
-            raise ScheduleError(f"pack: stage {cons.name} does not read a tensor named "
-                                f"{step['tensor']!r}", user_loc())
-        d, f = step["dim"], step["factor"]
-        if not (isinstance(d, int) and 0 <= d < target.ndim):
-            raise ScheduleError(f"pack: argument 'dim' must be in [0, {target.ndim}) for "
-                                f"{target.name}{list(target.shape)}, got {d!r}", user_loc())
-        if f"{target.name}_pack" in self.stages:
-            raise ScheduleError(f"pack: {target.name} is already packed", user_loc())
-        n = target.shape[d]
-        blocks = -(-n // f)
-        others = [k for k in range(target.ndim) if k != d]
-        axes = [IterVar(Var(f"{target.name}_o"), 0, blocks)]
-        axes += [IterVar(Var(f"d{k}"), 0, target.shape[k]) for k in others]
-        axes += [IterVar(Var(f"{target.name}_i"), 0, f)]
-        src = [None] * target.ndim
-        pos = axes[0].var * f + axes[-1].var
-        src[d] = pos
-        for a, k in zip(axes[1:-1], others):
-            src[k] = a.var
-        body = Access(target, tuple(build.as_expr(x) for x in src))
-        if n % f:
-            body = build.select(pos < n, body, build.cast(0, target.dtype))
-        packed = Tensor(f"{target.name}_pack", tuple(a.extent for a in axes), target.dtype,
-                        Compute(tuple(axes), body, cons.op.loc))
-
-        def rewrite(e):
-            if isinstance(e, Access) and e.tensor is target:
-                idx = e.indices
-                new = (idx[d] // f,) + tuple(idx[k] for k in others) + (idx[d] % f,)
-                return Access(packed, tuple(build.as_expr(x) for x in new), e.loc)
-            return None
-        cons.op = Compute(cons.op.axes, map_expr(cons.op.body, rewrite), cons.op.loc)
-        axes_map = {a.name: LoopAxis(a.name, a.extent, False) for a in axes}
-        new_state = StageState(packed, axes_map, [a.name for a in axes])
-        stages = {}
-        for name, state in self.stages.items():    # producers before consumers
-            if name == cons.name:
-                stages[packed.name] = new_state
-            stages[name] = state
-        self.stages = stages
-
     def replay(self, steps):
+        """Apply steps (Step objects or their JSON) in order; returns the schedule."""
         for step in steps:
-            self._apply(dict(step))
+            self._apply(S.from_json(step))
         return self
 
     def key(self) -> str:
         return json.dumps(self.steps, sort_keys=True)
 
     def __repr__(self):
-        lines = [f"schedule ({len(self.steps)} steps)"]
+        lines = [f"schedule ({len(self.typed_steps)} steps)"]
         for name, st in self.stages.items():
             loops = ", ".join(n + ("" if st.axes[n].kind == ForKind.SERIAL
                                    else f"[{st.axes[n].kind.value}]") for n in st.leaves)

@@ -14,14 +14,8 @@ from jitdl.ir.analysis import free_vars
 from jitdl.ir.nodes import (Access, BinOp, Const, Expr, Intrin, IterVar, Reduce, ReduceOp,
                             Var)
 from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
-
-_counter = itertools.count()
-
-
-def _fresh(prefix):
-    return f"{prefix}{next(_counter)}"
-
 
 # IterVars take part in arithmetic as their variable.
 def _delegate(name):
@@ -51,7 +45,8 @@ def reduce_axis(dom, name=None) -> IterVar:
         lo, hi = (_as_int(d, "reduce_axis bound") for d in dom)
     else:
         lo, hi = 0, _as_int(dom, "reduce_axis extent")
-    return IterVar(Var(name or _fresh("k")), lo, builtins.max(hi - lo, 0), reduce=True)
+    var = Var(name) if name else naming.remember(Var(naming.fresh("k")))
+    return IterVar(var, lo, builtins.max(hi - lo, 0), reduce=True)
 
 
 def _shape(shape):
@@ -71,7 +66,7 @@ def tensor(shape, fcompute=None, name=None, dtype=None):
     a shape that index notation (`T[i, j] = ...`) then fills."""
     shape = _shape(shape)
     if fcompute is None:
-        return Tensor(name or _fresh("T"), shape, dtype and dtypes.normalize(dtype),
+        return Tensor(name or naming.fresh("T"), shape, dtype and dtypes.normalize(dtype),
                       Declared(user_loc()), auto_named=name is None)
     params = list(inspect.signature(fcompute).parameters)
     if len(params) != len(shape):
@@ -88,7 +83,7 @@ def tensor(shape, fcompute=None, name=None, dtype=None):
 def make_stage(name, axes, body, loc) -> Tensor:
     """A compute stage; reductions nested inside arithmetic become stages of their own."""
     auto = name is None
-    name = name or _fresh("T")
+    name = name or naming.fresh("T")
     if isinstance(body, Reduce):
         inner = _extract(name, body.body, axes + body.axes, loc)
         where = None if body.where is None else _extract(name, body.where, axes + body.axes, loc)

@@ -14,7 +14,8 @@ import tempfile
 from jitdl.cache.store import default_store, pack, unpack
 from jitdl.errors import ArgumentError, JitdlError
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import Kernel, Signature, call_key, key_of_specs
+from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_of_specs,
+                                  static_positions)
 
 MAGIC = b"JITDLX01"
 
@@ -57,9 +58,11 @@ class ExportedFunction:
     def __init__(self, name, kernels):
         self.name = name
         self._kernels = kernels          # key -> Kernel
+        first = next(iter(kernels.values()), None)
+        self._static = static_positions(first.sig.layout) if first else ()
 
     def __call__(self, *args, out=None):
-        key = call_key(args)
+        key = call_key(args, self._static)
         k = self._kernels.get(key)
         if k is None:
             raise ArgumentError(
@@ -69,7 +72,7 @@ class ExportedFunction:
         return k.run(args, out)
 
     def lower(self, *args):
-        key = call_key(args)
+        key = call_key(args, self._static)
         return self._kernels[key].texts.get("loop_ir", "")
 
     def __repr__(self):
@@ -77,8 +80,9 @@ class ExportedFunction:
 
 
 def _show_key(key):
-    parts = [f"{k[1]}[{', '.join(map(str, k[0]))}]" if isinstance(k, tuple) else k.__name__
-             for k in key]
+    parts = [repr(k[2]) if isinstance(k, tuple) and k[0] == "static"
+             else f"{k[1]}[{', '.join(map(str, k[0]))}]" if isinstance(k, tuple)
+             else k.__name__ for k in key]
     return "(" + ", ".join(parts) + ")"
 
 

@@ -1,0 +1,134 @@
+"""Schedule steps as data: one frozen dataclass per primitive, with a JSON round trip.
+
+A schedule is the list of its steps; stages and loops are named by string (`"C"`,
+`"i.o"`), so a list of steps can be hashed into cache keys, stored in tuning records,
+shipped to worker processes and replayed on a fresh trace of the same definition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from jitdl.errors import ScheduleError
+
+
+@dataclass(frozen=True)
+class Step:
+    op: ClassVar[str] = ""
+    stage: str
+
+    def to_json(self) -> dict:
+        out = {"op": self.op}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True)
+class Split(Step):
+    op: ClassVar[str] = "split"
+    axis: str
+    factor: int
+
+
+@dataclass(frozen=True)
+class Fuse(Step):
+    op: ClassVar[str] = "fuse"
+    outer: str
+    inner: str
+
+
+@dataclass(frozen=True)
+class Reorder(Step):
+    op: ClassVar[str] = "reorder"
+    axes: tuple
+
+
+@dataclass(frozen=True)
+class Vectorize(Step):
+    op: ClassVar[str] = "vectorize"
+    axis: str
+
+
+@dataclass(frozen=True)
+class Parallel(Step):
+    op: ClassVar[str] = "parallel"
+    axis: str
+
+
+@dataclass(frozen=True)
+class Unroll(Step):
+    op: ClassVar[str] = "unroll"
+    axis: str
+
+
+@dataclass(frozen=True)
+class ComputeInline(Step):
+    op: ClassVar[str] = "compute_inline"
+
+
+@dataclass(frozen=True)
+class ComputeRoot(Step):
+    op: ClassVar[str] = "compute_root"
+
+
+@dataclass(frozen=True)
+class ComputeAt(Step):
+    op: ClassVar[str] = "compute_at"
+    target: str                 # the consumer stage
+    axis: str                   # its loop
+    axis_stage: str             # the stage the loop handle came from (checked = target)
+    block_buffer: bool = True
+
+
+@dataclass(frozen=True)
+class Pack(Step):
+    op: ClassVar[str] = "pack"
+    tensor: str
+    dim: int
+    factor: int
+
+
+@dataclass(frozen=True)
+class CacheRead(Step):
+    op: ClassVar[str] = "cache_read"
+    readers: tuple
+    tensor: str
+
+
+@dataclass(frozen=True)
+class CacheWrite(Step):
+    op: ClassVar[str] = "cache_write"
+
+
+@dataclass(frozen=True)
+class RFactor(Step):
+    op: ClassVar[str] = "rfactor"
+    axis: str
+    factor: int
+
+
+KINDS = {cls.op: cls for cls in (Split, Fuse, Reorder, Vectorize, Parallel, Unroll,
+                                 ComputeInline, ComputeRoot, ComputeAt, Pack, CacheRead,
+                                 CacheWrite, RFactor)}
+_ALIASES = {"vectorized": "vectorize"}          # the spelling of earlier recorded steps
+
+
+def from_json(d) -> Step:
+    """The step a JSON object (as written by Step.to_json) describes."""
+    if isinstance(d, Step):
+        return d
+    if not isinstance(d, dict) or "op" not in d:
+        raise ScheduleError(f"a schedule step must be an object with an 'op', got {d!r}")
+    op = _ALIASES.get(d["op"], d["op"])
+    cls = KINDS.get(op)
+    if cls is None:
+        raise ScheduleError(f"unknown schedule step {d['op']!r}; steps: {', '.join(KINDS)}")
+    names = {f.name for f in fields(cls)}
+    given = {k for k in d if k != "op"}
+    required = {f.name for f in fields(cls) if f.default is f.default_factory}
+    if not given <= names or not required <= given:
+        raise ScheduleError(f"schedule step {op!r} takes {sorted(names)}, got {sorted(given)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()
+                  if k != "op"})

@@ -1,0 +1,166 @@
+"""The host CPU as a target: read from the machine (LLVM's host CPU name and features,
+the cache hierarchy from sysfs), never from constants tuned to one machine.
+
+Sizes that schedules depend on are derived here: the vector width from the instruction
+set, the register budget of a register tile from the vector register count, how large
+a row may be to be computed in its consumer's loop from the L2 size.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+from dataclasses import dataclass, field
+
+from jitdl.schedule.auto import auto_schedule
+
+ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
+ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+
+
+@dataclass(frozen=True)
+class CPU:
+    """A CPU target. Policies are fields so that a test or a cross-compile can make one
+    with other values; `host()` reads the machine's."""
+    triple: str
+    cpu: str                        # LLVM's name for the processor
+    features: str = field(repr=False)   # LLVM feature string (+avx2,+fma,...)
+    vector_bytes: int               # widest SIMD register the code may use
+    vector_registers: int
+    l1_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    cores: int
+    array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
+    kind = "cpu"
+    # below this many loop iterations a parallel loop costs more (fork/join, ~3 us) than
+    # it saves
+    parallel_min_work: int = 1 << 15
+    # a buffer of up to this many bytes computed at a consumer's loop is a local array
+    local_buffer_bytes: int = 16384
+    # intermediates of up to this many bytes live on the stack rather than the heap
+    stack_buffer_bytes: int = 4096
+
+    @property
+    def name(self):
+        return "cpu"
+
+    def lanes(self, dtype_bytes: int) -> int:
+        """SIMD lanes of one vector register for elements of this size."""
+        return max(1, self.vector_bytes // dtype_bytes)
+
+    def max_accumulators(self, dtype_bytes: int) -> int:
+        """Elements a register tile may keep: half the vector registers hold accumulators,
+        the rest stream operands (AVX-512: 16 x 16 floats; AVX2: 8 x 8)."""
+        return (self.vector_registers // 2) * self.lanes(dtype_bytes)
+
+    @property
+    def row_fuse_bytes(self) -> int:
+        """A row statistic is computed in its consumer's row loop when a row (of the
+        input it reads) takes at most this much: a quarter of L2, so the row is reread
+        from cache."""
+        return self.l2_bytes // 4
+
+    def environment(self) -> dict:
+        """What about this target can change a binary (for cache keys)."""
+        return {"target": "cpu", "triple": self.triple, "cpu": self.cpu,
+                "features": hashlib.sha256(self.features.encode()).hexdigest()[:16],
+                "array_data_offset": self.array_data_offset}
+
+    def auto_schedule(self, sched, cfg=None, num_threads=1):
+        """The automatic schedule of the CPU (jitdl.schedule.auto) for this target."""
+        return auto_schedule(sched, num_threads, cfg, self)
+
+    def __str__(self):
+        return (f"cpu {self.cpu} ({self.vector_bytes * 8}-bit SIMD, "
+                f"{self.vector_registers} vector registers, L1 {self.l1_bytes >> 10} KiB, "
+                f"L2 {self.l2_bytes >> 10} KiB, L3 {self.l3_bytes >> 10} KiB, "
+                f"{self.cores} cores)")
+
+
+_lock = threading.Lock()
+
+
+def llvm():
+    """llvmlite's binding layer with the native target initialised (once)."""
+    import llvmlite.binding as binding
+    with _lock:
+        if not getattr(llvm, "done", False):
+            binding.initialize_native_target()
+            binding.initialize_native_asmprinter()
+            llvm.done = True
+    return binding
+
+
+@functools.lru_cache(maxsize=None)
+def host() -> CPU:
+    """The machine this process runs on."""
+    b = llvm()
+    features = b.get_host_cpu_features().flatten()
+    have = {f[1:] for f in features.split(",") if f.startswith("+")}
+    triple = b.get_process_triple()
+    if "avx512f" in have:
+        vbytes, regs = 64, 32
+    elif "avx" in have:
+        vbytes, regs = 32, 16
+    elif triple.startswith(("aarch64", "arm64")):
+        vbytes, regs = 16, 32
+    else:
+        vbytes, regs = 16, 16
+    l1, l2, l3 = _caches()
+    return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
+               _cores(), _array_data_offset())
+
+
+def _caches():
+    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
+    found = {}
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        entries = []
+    for d in entries:
+        try:
+            with open(os.path.join(root, d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, d, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, d, "size")) as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            found[level] = int(text.rstrip("KMG")) * scale
+        except ValueError:
+            continue
+    return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _array_data_offset():
+    """Offset of the data pointer inside a NumPy array object, checked on this build
+    together with the flags word at ARRAY_FLAGS_OFFSET (None if the layout is not the
+    usual one: then calls pass data pointers)."""
+    import ctypes
+    import numpy as np
+    a = np.empty((3, 4))
+    off = 16
+    ok = ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
+
+    def flags(x):
+        return ctypes.c_int.from_address(id(x) + ARRAY_FLAGS_OFFSET).value
+    view = a[:, ::2]
+    ok = ok and flags(a) & ARRAY_OK_FLAGS == ARRAY_OK_FLAGS \
+        and not flags(view) & 0x0001 and not view.flags.c_contiguous
+    return off if ok else None
