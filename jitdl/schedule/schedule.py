@@ -399,6 +399,9 @@ class Schedule:
                 if st.leaves[k + 1:k + 2] != [b.name]:
                     raise ScheduleError(f"fuse: {outer} must be directly outside {inner}",
                                         user_loc())
+                if a.reduce != b.reduce:
+                    raise ScheduleError(f"fuse: cannot fuse a reduction loop with a data "
+                                        f"loop ({outer}, {inner})", user_loc())
                 fused = LoopAxis(f"{a.name}.{b.name}.f", a.extent * b.extent, a.reduce)
                 st.axes[fused.name] = fused
                 st.leaves[k:k + 2] = [fused.name]
