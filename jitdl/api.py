@@ -23,7 +23,8 @@ from jitdl.capture.trace import capture, trace
 from jitdl.config import settings
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import Kernel, Signature, call_key, freeze_static
+from jitdl.runtime.kernel import Kernel, Signature, call_key, static_value
+from jitdl.schedule.config import ChoiceKnob
 
 log = logging.getLogger("jitdl.cache")
 _ndarray = np.ndarray
@@ -69,6 +70,7 @@ class Function:
         self._schedules = {}            # target -> schedule function (s, cfg)
         self._configs = {}              # key -> knob values chosen by tuning
         self._fixed = {}                # knob values given with with_config()
+        self._checked = set()           # specs whose space the _fixed names were checked in
         self._lock = threading.RLock()
         self._events = []               # cache hits and compilations, for cache_info()
         self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
@@ -153,7 +155,7 @@ class Function:
             raise ArgumentError(
                 f"{self.name}(): static argument '{name}' must be None, a bool, int, float, "
                 f"str or a tuple of them, got {type(v).__name__}: {v!r}")
-        return freeze_static(v)[2]
+        return static_value(v)
 
     def _target(self, specs):
         """The target a call runs on: NumPy arrays run on the CPU."""
@@ -189,11 +191,34 @@ class Function:
 
     def _lower(self, specs, config=None, until=None, texts=False):
         target = self._target(specs)
-        low = pipeline.lower(self._trace(specs), target, self._options(),
-                             **self._how(target, config), until=until, texts=texts)
-        if self._fixed and low.config is not None:
-            low.config.space.check(self._fixed, f"{self.name}.with_config")
-        return low
+        if self._fixed and repr(specs) not in self._checked:
+            self._space(specs).check(self._fixed, f"{self.name}.with_config")
+            self._checked.add(repr(specs))
+        return pipeline.lower(self._trace(specs), target, self._options(),
+                              **self._how(target, config), until=until, texts=texts)
+
+    def _space(self, specs):
+        """The config space of the schedule for these specs. Knobs are declared as the
+        schedule runs, so a knob declared only under some value of a choice knob is
+        found by running the schedule once more with each other value of it."""
+        target = self._target(specs)
+        graph, fn = self._trace(specs), self._schedules.get(target.name)
+
+        def run(config):
+            return pipeline.lower(graph, target, self._options(), schedule_fn=fn,
+                                  config=config, until="schedule").space
+        space = run({})
+        for knob in list(space.knobs.values()):
+            if isinstance(knob, ChoiceKnob):
+                for option in knob.options[1:]:
+                    try:
+                        more = run({knob.name: option})
+                    except JitdlError:
+                        continue
+                    for k in more.knobs.values():
+                        if k.name not in space:
+                            space.add(k)
+        return space
 
     def _build(self, args, config=None, artifact=None):
         """A kernel for these arguments: from the disk cache when it has one, else compiled
@@ -403,32 +428,15 @@ class Function:
 
     def config_space(self, *args, **kwargs):
         """The knobs of the schedule (the user's for the target, or the automatic one)
-        for these arguments: len() configs, iterable, .sample(n, seed=...)."""
-        args = self._args(args, kwargs)
-        low = self._lower(self._specs(args), None, until="schedule")
-        return low.space
+        for these arguments: len() configs, iterable, .sample(n, seed=...). A knob that
+        the schedule declares only for some value of a choice knob is in the space; in a
+        config where it does not apply, its value is not used."""
+        return self._space(self._specs(self._args(args, kwargs)))
 
     def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches."""
         k = self.kernel(*args, **kwargs)
-        args = self._args(args, kwargs)
-        k(args)
-        number, t = 1, 0.0
-        while True:
-            t0 = time.perf_counter()
-            for _ in range(number):
-                k(args)
-            t = time.perf_counter() - t0
-            if t >= min_time / repeat or number >= 1 << 20:
-                break
-            number *= 4
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                k(args)
-            times.append((time.perf_counter() - t0) / number)
-        return float(np.median(times))
+        return _median_time(k, self._args(args, kwargs), repeat, min_time)
 
     def export(self, path, *example_args, **kwargs):
         """Write the compiled kernel for these arguments, with its signature, to one file
@@ -450,7 +458,7 @@ class Function:
         target = self._target(specs)
         base = self.kernel(*args)
         space = self.config_space(*args)
-        best_cfg, best_t, best_art = None, self.timeit(*args), None
+        best_cfg, best_t, best_art = None, _median_time(base, args, 5, 0.02), None
         if not space:
             return {}, best_t
         ref = base(args)
@@ -460,11 +468,11 @@ class Function:
                 art = pipeline.build(low, target, self._options())
                 k = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
                 _check_same(ref, k(args))
-            except (JitdlError, AssertionError) as e:
+            except Exception as e:       # a failed candidate is skipped, never fatal
                 if verbose:
-                    print(f"  {cfg}: rejected ({e})")
+                    print(f"  {cfg}: rejected ({type(e).__name__}: {e})")
                 continue
-            t = _time_kernel(k, args)
+            t = _median_time(k, args, 5, 0.02)
             if verbose:
                 print(f"  {cfg}: {t * 1e6:.1f} us")
             if t < best_t:
@@ -516,20 +524,32 @@ def _check_same(ref, got):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
 
 
-def _time_kernel(k, args, repeat=5):
+def _median_time(k, args, repeat, min_time):
+    """Median seconds per call of kernel k, after a warm-up, over `repeat` batches of
+    calls that each take about min_time / repeat."""
     k(args)
+    number = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            k(args)
+        if time.perf_counter() - t0 >= min_time / repeat or number >= 1 << 20:
+            break
+        number *= 4
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        k(args)
-        times.append(time.perf_counter() - t0)
+        for _ in range(number):
+            k(args)
+        times.append((time.perf_counter() - t0) / number)
     return float(np.median(times))
 
 
 def warm_up():
     """Start LLVM and libgomp, and compute the CPU's cache-key environment, on a
     background thread (see engine.warm_up_in_background)."""
-    engine.warm_up_in_background(lambda: keys.environment(targets.get("cpu")))
+    engine.warm_up_in_background(lambda: keys.environment(targets.get("cpu")),
+                                 mcjit_loads=lambda: native.linker() is None)
 
 
 def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=()):

@@ -90,7 +90,7 @@ class Artifact:
     obj: bytes
     texts: dict                   # loop_ir, llvm_ir_unoptimized, llvm_ir (+ per pass)
     steps: list                   # the schedule's steps (JSON)
-    config: dict | None           # knob values, when a schedule function ran
+    config: dict | None           # the knob values the schedule used
     times: dict                   # pass name -> seconds
 
 
@@ -177,7 +177,7 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         [list(c) for c in checks],
         [list(x) for x in graph.layout])
     steps = low.schedule.steps
-    config = low.config.values if low.config is not None else None
+    config = low.config.used if low.config is not None else None
     if until == "codegen":
         return Artifact(sig, b"", texts, steps, config, times)
     t0 = time.perf_counter()

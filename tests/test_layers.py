@@ -2,7 +2,8 @@
 list), and no modules import each other in a cycle.
 
 Imports inside functions count too, unless the import's line carries a comment saying
-why it is there (e.g. `# lazy: reading the host starts LLVM`)."""
+why it is there (e.g. `# lazy: reading the host starts LLVM`); a module-level import
+counts whatever its comment says."""
 import ast
 import os
 
@@ -94,7 +95,7 @@ def test_no_import_cycles():
     edges = {m: set() for m in known}
     for module, path in known.items():
         for name, line, lazy, commented in imports(module, path, known):
-            if name != module and name != "jitdl" and not commented:
+            if name != module and name != "jitdl" and not (lazy and commented):
                 edges[module].add(name)
     # Tarjan's strongly connected components
     index, low, stack, on, cycles = {}, {}, [], set(), []

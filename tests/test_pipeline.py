@@ -105,16 +105,22 @@ def test_unnamed_reduce_axes_are_numbered_per_trace(rng):
     @jd.compute
     def two(A):
         (n, m) = A.shape
-        k1 = jd.reduce_axis(m)
-        k2 = jd.reduce_axis(m)
-        s1 = jd.tensor((n,), lambda i: jd.sum(A[i, k1], axis=k1))
-        return jd.tensor((n,), lambda i: s1[i] + jd.max(A[i, k2], axis=k2))
+        ks = [jd.reduce_axis(m), jd.reduce_axis(m)]       # not bound to a name
+        s1 = jd.tensor((n,), lambda i: jd.sum(A[i, ks[0]], axis=ks[0]))
+        return jd.tensor((n,), lambda i: s1[i] + jd.max(A[i, ks[1]], axis=ks[1]))
+
+    @jd.compute
+    def another(A):
+        return jd.tensor((3,), lambda i: jd.sum(A[i, ks[0]], axis=ks[0])) \
+            if (ks := [jd.reduce_axis(4)]) else None
     a = rng.standard_normal((5, 7))
     first = str(two.lower(a))
-    jd.reduce_axis(3)                            # outside any trace
+    assert "k0" in first and "k1" in first
+    another(rng.standard_normal((3, 4)))         # another trace, and an axis outside any
+    outside = jd.reduce_axis(3)
     two.recompile()
     assert str(two.lower(a)) == first
-    assert "k1" in first and "k2" in first       # bound to variables: their names
+    assert outside.name.startswith("k_L")        # named after its line, not a counter
     check(two, (a,), a.sum(1) + a.max(1), np.float64)
 
 
@@ -422,10 +428,131 @@ def test_the_cpu_target_is_read_from_the_machine():
     t = get("cpu")
     assert t.vector_bytes in (16, 32, 64)
     assert t.l1_bytes >= 4096 and t.l2_bytes >= t.l1_bytes
-    assert t.max_accumulators(4) == t.vector_registers // 2 * t.vector_bytes // 4
+    assert t.lanes(4) == t.vector_bytes // 4 and t.max_accumulators(4) >= t.lanes(4)
+    assert t.vector_registers in (16, 32)
     env = t.environment()
     assert env["target"] == "cpu" and env["cpu"] == t.cpu
     with pytest.raises(jd.ArgumentError, match="CUDA target is not built yet"):
         get("cuda")
     with pytest.raises(jd.ArgumentError, match="unknown target 'tpu'"):
         get("tpu")
+
+
+# ---------------------------------------------------------------------------------------
+# found by review: each of these once gave a wrong answer, a crash or a hang
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("step", [
+    {"op": "rfactor", "stage": "C", "axis": "k", "factor": -3},
+    {"op": "rfactor", "stage": "C", "axis": "k", "factor": 0},
+    {"op": "pack", "stage": "C", "tensor": "B", "dim": 1, "factor": "4"},
+    {"op": "pack", "stage": "C", "tensor": "B", "dim": True, "factor": 4},
+    {"op": "reorder", "stage": "C", "axes": ["j", "i", "i"]},
+    {"op": "reorder", "stage": "C", "axes": "ji"},
+    {"op": "split", "stage": {}, "axis": "i", "factor": 2},
+    {"op": ["split"], "stage": "C"},
+    {"op": "compute_at", "stage": "C", "target": "C", "axis": "i", "axis_stage": "C",
+     "block_buffer": "yes"}])
+def test_malformed_replayed_steps_are_schedule_errors(step):
+    graph = graph_of(_matmul, np.ones((6, 5)), np.ones((5, 7)))
+    with pytest.raises(jd.ScheduleError):
+        Schedule(graph).replay([step])
+
+
+def test_static_values_that_compare_equal_are_still_different_kernels():
+    @jd.compute(static=("fill",))
+    def filled(X, fill):
+        return jd.tensor(X.shape, lambda i: X[i] * 0 + fill[0] if isinstance(fill, tuple)
+                         else X[i] * 0 + fill)
+    x = np.arange(4, dtype=np.int32)
+    assert filled(x, (2,)).dtype == np.int32
+    assert filled(x, (2.0,)).dtype == np.float64          # as NumPy: int32 + 2.0
+    assert filled(x, (True,)).dtype == np.int32
+    @jd.compute(static=("scale",))
+    def scaled(X, scale):
+        return jd.tensor(X.shape, lambda i: X[i] * scale)
+    y = np.arange(1.0, 5.0)
+    assert not np.any(np.signbit(scaled(y, 0.0)))
+    assert np.all(np.signbit(scaled(y, -0.0)))            # not the kernel of 0.0
+    for _ in range(2):                                    # NaN is one key, not a new one
+        assert np.all(np.isnan(scaled(y, float("nan"))))
+    assert len(scaled._kernels) == 3
+
+
+def test_wide_rows_with_the_automatic_schedule_on_any_l2(rng):
+    """Row fusion depends on the target's L2; whatever it decides must compile."""
+    import dataclasses
+    from jitdl.target import get
+
+    def softmax(X):
+        n, m = X.shape
+        mx[i] = max(X[i, k] for k in range(m))
+        e[i, j] = exp(X[i, j] - mx[i])
+        s[i] = sum(e[i, k] for k in range(m))
+        Y[i, j] = e[i, j] / s[i]
+        return Y
+    x = rng.standard_normal((3, 9000))
+    ref = np.exp(x - x.max(1, keepdims=True))
+    ref /= ref.sum(1, keepdims=True)
+    for l2 in (64 << 10, 256 << 10, 4 << 20):
+        target = dataclasses.replace(get("cpu"), l2_bytes=l2)
+        art = pipeline.compile(graph_of(softmax, x), target)
+        np.testing.assert_allclose(run_artifact(art, x), ref, rtol=1e-12)
+
+
+def test_targets_with_other_policies_have_other_cache_environments():
+    import dataclasses
+    from jitdl.cache import keys
+    from jitdl.target import get
+    host = get("cpu")
+    other = dataclasses.replace(host, l2_bytes=host.l2_bytes * 2)
+    assert keys.environment(host) != keys.environment(other)
+    assert keys.environment(host) == keys.environment(get("cpu"))
+
+
+def test_repeated_knob_options_do_not_hang_sampling(rng):
+    f = jd.compute(_matmul)
+
+    @jd.schedule(f)
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        s.split(i, cfg.split("ti", i, candidates=[8, 4, 8]))
+        s.split(j, cfg.choice("tj", [16, 16, 8]))
+    a, b = rng.standard_normal((32, 8)), rng.standard_normal((8, 32))
+    space = f.config_space(a, b)
+    assert len(space) == 4 and len(space.sample(5)) == 4
+    best, _ = f.tune(a, b, trials=5)
+    check(f, (a, b), a @ b, np.float64)
+
+
+def test_knobs_declared_in_one_branch_are_in_the_space(rng):
+    f = jd.compute(_matmul)
+
+    @jd.schedule(f)
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        if cfg.choice("mode", ["plain", "split_i"]) == "split_i":
+            s.split(i, cfg.split("ti", i, candidates=[2, 4]))
+    a, b = rng.standard_normal((12, 8)), rng.standard_normal((8, 10))
+    space = f.config_space(a, b)
+    assert "ti" in space and len(space) == 4
+    check(f.with_config(mode="split_i", ti=4), (a, b), a @ b, np.float64)
+    assert "i.i in range(4)" in f.with_config(mode="split_i", ti=4).lower(a, b) or \
+        "i_i in range(4)" in f.with_config(mode="split_i", ti=4).lower(a, b)
+    for cfg in space:                                      # every listed config compiles
+        check(f.with_config(**cfg), (a, b), a @ b, np.float64, out=False)
+
+
+def test_a_user_name_is_never_taken_for_a_jitdl_name(rng):
+    @jd.compute
+    def f(A):
+        (n, m) = A.shape
+        for _ in range(50):              # unnamed axes, dropped: their ids get reused
+            jd.reduce_axis(m)
+        k = jd.reduce_axis(m, name="red")
+        return jd.tensor((n,), lambda i: jd.sum(A[i, k], axis=k))
+    a = rng.standard_normal((4, 6))
+    assert "red" in f.lower(a)
+    check(f, (a,), a.sum(1), np.float64)

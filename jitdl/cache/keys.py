@@ -40,10 +40,10 @@ _ENV = {}
 
 def environment(target) -> dict:
     """Versions, the target's own environment and the settings that change code
-    generation (computed once per target)."""
-    env = _ENV.get(target.name)
+    generation (computed once per target; targets are frozen values)."""
+    env = _ENV.get(target)
     if env is None:
-        env = _ENV[target.name] = _environment(target)
+        env = _ENV[target] = _environment(target)
     return env
 
 

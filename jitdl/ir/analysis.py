@@ -10,6 +10,7 @@ import math
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
                             Load, Select, UnOp, Unary, Var)
+from jitdl.ir.visit import walk_expr
 
 INF = math.inf
 FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
@@ -225,7 +226,6 @@ def _narrow_cmp(op, a, b, ranges):
 
 def free_vars(e, acc=None):
     """The Vars an expression reads (not counting tensors it accesses)."""
-    from jitdl.ir.visit import walk_expr
     acc = {} if acc is None else acc
     for n in walk_expr(e):
         if isinstance(n, Var):
@@ -234,5 +234,4 @@ def free_vars(e, acc=None):
 
 
 def reads_memory(e) -> bool:
-    from jitdl.ir.visit import walk_expr
     return any(isinstance(n, (Access, Load)) for n in walk_expr(e))

@@ -13,7 +13,8 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.ir.nodes import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
-                            Intrin, Select, UnOp, Unary)
+                            Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
+from jitdl.ir.printer import to_text
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -45,7 +46,6 @@ class SymbolicValueError(TypeError):
 
 
 def text(node) -> str:
-    from jitdl.ir.printer import to_text
     return to_text(node)
 
 
@@ -269,3 +269,74 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
     if ufunc is np.power:
         return binary(BinOp.POW, *inputs)
     return NotImplemented
+
+
+class Operators:
+    """Python's operators on expressions: each builds IR with the builders above.
+    `install()` puts them on Expr, so every node has them (== stays structural)."""
+
+    def __add__(self, o): return binary(BinOp.ADD, self, o)
+    def __radd__(self, o): return binary(BinOp.ADD, o, self)
+    def __sub__(self, o): return binary(BinOp.SUB, self, o)
+    def __rsub__(self, o): return binary(BinOp.SUB, o, self)
+    def __mul__(self, o): return binary(BinOp.MUL, self, o)
+    def __rmul__(self, o): return binary(BinOp.MUL, o, self)
+    def __truediv__(self, o): return binary(BinOp.DIV, self, o)
+    def __rtruediv__(self, o): return binary(BinOp.DIV, o, self)
+    def __floordiv__(self, o): return binary(BinOp.FLOORDIV, self, o)
+    def __rfloordiv__(self, o): return binary(BinOp.FLOORDIV, o, self)
+    def __mod__(self, o): return binary(BinOp.MOD, self, o)
+    def __rmod__(self, o): return binary(BinOp.MOD, o, self)
+    def __pow__(self, o): return binary(BinOp.POW, self, o)
+    def __rpow__(self, o): return binary(BinOp.POW, o, self)
+    def __and__(self, o): return binary(BinOp.AND, self, o)
+    def __rand__(self, o): return binary(BinOp.AND, o, self)
+    def __or__(self, o): return binary(BinOp.OR, self, o)
+    def __ror__(self, o): return binary(BinOp.OR, o, self)
+    def __xor__(self, o): return binary(BinOp.XOR, self, o)
+    def __rxor__(self, o): return binary(BinOp.XOR, o, self)
+    def __lshift__(self, o): return binary(BinOp.SHL, self, o)
+    def __rlshift__(self, o): return binary(BinOp.SHL, o, self)
+    def __rshift__(self, o): return binary(BinOp.SHR, self, o)
+    def __rrshift__(self, o): return binary(BinOp.SHR, o, self)
+    def __neg__(self): return unary(UnOp.NEG, self)
+    def __pos__(self): return self
+    def __invert__(self): return unary(UnOp.NOT, self)
+    def __abs__(self): return call(Intrin.ABS, self)
+    def __lt__(self, o): return compare(CmpOp.LT, self, o)
+    def __le__(self, o): return compare(CmpOp.LE, self, o)
+    def __gt__(self, o): return compare(CmpOp.GT, self, o)
+    def __ge__(self, o): return compare(CmpOp.GE, self, o)
+
+    def __bool__(self):
+        raise symbolic_bool_error(self)
+
+    def __index__(self):
+        raise symbolic_index_error(self)
+
+    def __float__(self):
+        raise symbolic_index_error(self)
+
+    __int__ = __index__
+
+    def __iter__(self):
+        raise TypeError(f"a symbolic value ({text(self)}) cannot be iterated")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    def __repr__(self):
+        return text(self)
+
+    __str__ = __repr__
+
+
+def install():
+    """Give Expr its operators and the printed form of nodes and statements."""
+    for name, fn in vars(Operators).items():
+        if name.startswith("__") and name.endswith("__") and callable(fn):
+            setattr(Expr, name, fn)
+    Stmt.__repr__ = PrimFunc.__repr__ = text
+
+
+install()

@@ -3,8 +3,8 @@
 Nodes are frozen, slotted dataclasses compared structurally, except the named objects
 (Var, IterVar, Buffer) which are compared by identity. Change a node with
 dataclasses.replace. Expressions overload Python's operators so that tracing a user's
-function builds IR; `==` stays structural equality, the capture layer rewrites the
-user's `==` and `!=` into `eq`/`ne` nodes.
+function builds IR (jitdl.ir.build installs them); `==` stays structural equality, the
+capture layer rewrites the user's `==` and `!=` into `eq`/`ne` nodes.
 """
 from __future__ import annotations
 
@@ -90,65 +90,11 @@ class ForKind(enum.Enum):
 
 
 class Expr:
-    """Base of scalar expressions. Operators build IR (see jitdl.ir.build)."""
+    """Base of scalar expressions. Python's operators on expressions build IR; they are
+    defined with the builders (jitdl.ir.build.Operators), which need these nodes."""
 
     __slots__ = ()
     weak = False
-
-    def __add__(self, o): return _build.binary(BinOp.ADD, self, o)
-    def __radd__(self, o): return _build.binary(BinOp.ADD, o, self)
-    def __sub__(self, o): return _build.binary(BinOp.SUB, self, o)
-    def __rsub__(self, o): return _build.binary(BinOp.SUB, o, self)
-    def __mul__(self, o): return _build.binary(BinOp.MUL, self, o)
-    def __rmul__(self, o): return _build.binary(BinOp.MUL, o, self)
-    def __truediv__(self, o): return _build.binary(BinOp.DIV, self, o)
-    def __rtruediv__(self, o): return _build.binary(BinOp.DIV, o, self)
-    def __floordiv__(self, o): return _build.binary(BinOp.FLOORDIV, self, o)
-    def __rfloordiv__(self, o): return _build.binary(BinOp.FLOORDIV, o, self)
-    def __mod__(self, o): return _build.binary(BinOp.MOD, self, o)
-    def __rmod__(self, o): return _build.binary(BinOp.MOD, o, self)
-    def __pow__(self, o): return _build.binary(BinOp.POW, self, o)
-    def __rpow__(self, o): return _build.binary(BinOp.POW, o, self)
-    def __and__(self, o): return _build.binary(BinOp.AND, self, o)
-    def __rand__(self, o): return _build.binary(BinOp.AND, o, self)
-    def __or__(self, o): return _build.binary(BinOp.OR, self, o)
-    def __ror__(self, o): return _build.binary(BinOp.OR, o, self)
-    def __xor__(self, o): return _build.binary(BinOp.XOR, self, o)
-    def __rxor__(self, o): return _build.binary(BinOp.XOR, o, self)
-    def __lshift__(self, o): return _build.binary(BinOp.SHL, self, o)
-    def __rlshift__(self, o): return _build.binary(BinOp.SHL, o, self)
-    def __rshift__(self, o): return _build.binary(BinOp.SHR, self, o)
-    def __rrshift__(self, o): return _build.binary(BinOp.SHR, o, self)
-    def __neg__(self): return _build.unary(UnOp.NEG, self)
-    def __pos__(self): return self
-    def __invert__(self): return _build.unary(UnOp.NOT, self)
-    def __abs__(self): return _build.call(Intrin.ABS, self)
-    def __lt__(self, o): return _build.compare(CmpOp.LT, self, o)
-    def __le__(self, o): return _build.compare(CmpOp.LE, self, o)
-    def __gt__(self, o): return _build.compare(CmpOp.GT, self, o)
-    def __ge__(self, o): return _build.compare(CmpOp.GE, self, o)
-
-    def __bool__(self):
-        raise _build.symbolic_bool_error(self)
-
-    def __index__(self):
-        raise _build.symbolic_index_error(self)
-
-    def __float__(self):
-        raise _build.symbolic_index_error(self)
-
-    __int__ = __index__
-
-    def __iter__(self):
-        raise TypeError(f"a symbolic value ({_build.text(self)}) cannot be iterated")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _build.numpy_ufunc(ufunc, method, inputs, kwargs)
-
-    def __repr__(self):
-        return _build.text(self)
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -286,10 +232,8 @@ class Load(Expr):
 
 
 class Stmt:
+    """Base of loop-IR statements (printed by jitdl.ir.printer)."""
     __slots__ = ()
-
-    def __repr__(self):
-        return _build.text(self)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -339,9 +283,3 @@ class PrimFunc:
     name: str
     params: tuple
     body: Stmt
-
-    def __repr__(self):
-        return _build.text(self)
-
-
-from jitdl.ir import build as _build  # noqa: E402  (operators need the builders)

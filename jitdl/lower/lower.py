@@ -349,7 +349,6 @@ def _arg_position(red, sub):
 
 
 def _uses(e, var):
-    from jitdl.ir.visit import walk_expr
     return any(n is var for n in walk_expr(e))
 
 

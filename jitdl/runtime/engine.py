@@ -66,12 +66,11 @@ entry:
 """
 
 
-def _warm_up(also=None):
+def _warm_up(also=None, mcjit_loads=None):
     s = _init()
     if also is not None:
         also()
-    from jitdl.runtime import native     # lazy: native imports this module
-    if native.linker() is None and s["gomp"] is not None:
+    if (mcjit_loads is None or mcjit_loads()) and s["gomp"] is not None:
         tm = _target_machine()
         mod = llvm.parse_assembly(_WARM_UP_IR)
         mod.triple = llvm.get_process_triple()
@@ -121,17 +120,18 @@ def kernel_loaded():
     _state["kernels_loaded"] = True
 
 
-def warm_up_in_background(also=None):
+def warm_up_in_background(also=None, mcjit_loads=None):
     """Start LLVM's target and load libgomp on a daemon thread (then call `also`, e.g.
     to compute the cache key's environment), so that the first call of a process (often
-    a disk-cache hit of a few ms) does not wait for them. Code generation waits for this
+    a disk-cache hit of a few ms) does not wait for them; when `mcjit_loads()` says disk
+    hits will be loaded by MCJIT, exercise its loader too. Code generation waits for this
     thread first, and so does the interpreter's exit (nothing may be inside LLVM when it
     shuts down)."""
     global _warm_up_thread
 
     def work():
         try:
-            _warm_up(also)
+            _warm_up(also, mcjit_loads)
         except Exception:       # the first call will report it properly
             pass
     t = threading.Thread(target=work, name="jitdl-warm-up", daemon=True)

@@ -50,10 +50,10 @@ class Signature:
         kinds = [x[0] for x in self.layout]
         if kinds != [s[0] for s in specs]:
             return f"arguments {kinds}, the call has {[s[0] for s in specs]}"
-        statics = [freeze_static(x[2]) for x in self.layout if x[0] == "static"]
-        if statics != [freeze_static(s[1]) for s in specs if s[0] == "static"]:
-            return f"static values {[v for _, _, v in statics]}, the call has " \
-                   f"{[s[1] for s in specs if s[0] == 'static']}"
+        statics = [x[2] for x in self.layout if x[0] == "static"]
+        given = [s[1] for s in specs if s[0] == "static"]
+        if [freeze_static(v) for v in statics] != [freeze_static(v) for v in given]:
+            return f"static values {statics}, the call has {given}"
         arrays = [(tuple(s[1]), s[2]) for s in specs if s[0] == "array"]
         expected = [(tuple(shape), dt) for _, shape, dt in self.inputs]
         if arrays != expected:
@@ -64,14 +64,29 @@ class Signature:
         return None
 
 
-def freeze_static(v):
-    """A static argument's value as a dispatch-key part: lists become tuples, NumPy
-    scalars Python ones; the type is kept, so that 1, True and 1.0 are three keys."""
+def static_value(v):
+    """A static argument as the definition sees it: lists become tuples, NumPy scalars
+    Python ones."""
     if isinstance(v, (list, tuple)):
-        v = tuple(freeze_static(x)[2] for x in v)
-    elif isinstance(v, np.generic):
-        v = v.item()
-    return ("static", type(v), v)
+        return tuple(static_value(x) for x in v)
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _canonical(v):
+    """A hashable stand-in for a static value that tells apart what Python's == does
+    not: 1, True and 1.0; 0.0 and -0.0; and is equal to itself for NaN."""
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_canonical(x) for x in v)
+    if isinstance(v, float):
+        return ("float", v.hex())
+    return (type(v).__name__, v)
+
+
+def freeze_static(v):
+    """A static argument's part of a dispatch key."""
+    return ("static", _canonical(static_value(v)))
 
 
 def call_key(args, static_pos=()):

@@ -310,8 +310,9 @@ def auto_schedule(s, num_threads, cfg=None, target=None):
             continue
         if _fuse_epilogue(s, name, st, d, target, cfg):
             epilogues.add(name)
-    for name in keep:
-        if s.stages[name].attach == "root":
+    for name in keep:            # inlined unless computed at a row loop, or others are
+        if s.stages[name].attach == "root" and not any(
+                x.attach == "at" and x.attach_to[0] == name for x in s.stages.values()):
             s.compute_inline(s[name])
     for name in list(s.stages):
         st = s.stages[name]

@@ -141,6 +141,16 @@ class ConfigSpace:
         return "\n".join(lines)
 
 
+def _distinct(options):
+    """Options without repeats (compared by repr: options may be lists), in order."""
+    seen, out = set(), []
+    for o in options:
+        if repr(o) not in seen:
+            seen.add(repr(o))
+            out.append(o)
+    return tuple(out)
+
+
 def _split_candidates(extent):
     return tuple(sorted({f for f in (1, 2, 4, 8, 16, 32, 64) if f <= max(extent, 1)}
                         | {d for d in range(1, min(extent, 64) + 1) if extent % d == 0}))
@@ -159,6 +169,7 @@ class Config:
 
     def __init__(self, values=None, schedule=None):
         self.values = dict(values or {})
+        self.used = {}                  # knob -> the value this run used
         self.space = ConfigSpace()
         self.schedule = schedule        # to look up the extents of the loops knobs name
 
@@ -170,12 +181,12 @@ class Config:
 
     def _value(self, knob):
         self.space.add(knob)
-        if knob.name not in self.values:
-            return knob.default
-        v = self.values[knob.name]
-        why = knob.check(v)
-        if why:
-            raise ScheduleError(f"knob {knob.name!r} takes {why}", user_loc())
+        v = self.values.get(knob.name, knob.default)
+        if knob.name in self.values:
+            why = knob.check(v)
+            if why:
+                raise ScheduleError(f"knob {knob.name!r} takes {why}", user_loc())
+        self.used[knob.name] = v
         return v
 
     def split(self, name, axis, candidates=None):
@@ -184,7 +195,7 @@ class Config:
         of two up to 64) are what a tuner tries, the first being the default."""
         ext = axis if isinstance(axis, int) else self._axis_extent(axis)
         if candidates:
-            options = tuple(candidates)
+            options = _distinct(candidates)
         else:                             # the default first, as in every knob
             default = _default_factor(ext)
             options = (default,) + tuple(c for c in _split_candidates(ext) if c != default)
@@ -192,7 +203,7 @@ class Config:
 
     def choice(self, name, options):
         """A knob choosing one of `options` (the first is the default)."""
-        options = tuple(options)
+        options = _distinct(options)
         if not options:
             raise ScheduleError(f"cfg.choice({name!r}): no options", user_loc())
         return self._value(ChoiceKnob(name, options))

@@ -12,10 +12,33 @@ from typing import ClassVar
 from jitdl.errors import ScheduleError
 
 
+def _bad(step, name, want, v):
+    return ScheduleError(f"{step.op}: '{name}' must be {want}, got {v!r}")
+
+
 @dataclass(frozen=True)
 class Step:
     op: ClassVar[str] = ""
     stage: str
+
+    def __post_init__(self):
+        """Field types are checked here, so a step read from JSON is refused with a
+        ScheduleError rather than failing (or worse) deep in a replay."""
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type == "str" and not isinstance(v, str):
+                raise _bad(self, f.name, "a name (str)", v)
+            if f.type == "bool" and not isinstance(v, bool):
+                raise _bad(self, f.name, "True or False", v)
+            if f.type == "int" and (isinstance(v, bool) or not isinstance(v, int)
+                                    or v < (1 if f.name == "factor" else 0)):
+                raise _bad(self, f.name, "a positive int" if f.name == "factor"
+                           else "an int >= 0", v)
+            if f.type == "tuple":
+                if not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
+                    raise _bad(self, f.name, "a list of names", v)
+                if len(set(v)) != len(v):
+                    raise _bad(self, f.name, "distinct names", list(v))
 
     def to_json(self) -> dict:
         out = {"op": self.op}
@@ -119,7 +142,7 @@ def from_json(d) -> Step:
     """The step a JSON object (as written by Step.to_json) describes."""
     if isinstance(d, Step):
         return d
-    if not isinstance(d, dict) or "op" not in d:
+    if not isinstance(d, dict) or not isinstance(d.get("op"), str):
         raise ScheduleError(f"a schedule step must be an object with an 'op', got {d!r}")
     op = _ALIASES.get(d["op"], d["op"])
     cls = KINDS.get(op)

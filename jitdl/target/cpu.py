@@ -11,7 +11,7 @@ import functools
 import hashlib
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from jitdl.schedule.auto import auto_schedule
 
@@ -63,10 +63,11 @@ class CPU:
         return self.l2_bytes // 4
 
     def environment(self) -> dict:
-        """What about this target can change a binary (for cache keys)."""
-        return {"target": "cpu", "triple": self.triple, "cpu": self.cpu,
-                "features": hashlib.sha256(self.features.encode()).hexdigest()[:16],
-                "array_data_offset": self.array_data_offset}
+        """What about this target can change a binary (for cache keys): the processor,
+        and every policy the automatic schedule and code generation read."""
+        env = {f.name: getattr(self, f.name) for f in fields(self)}
+        env["features"] = hashlib.sha256(self.features.encode()).hexdigest()[:16]
+        return {"target": "cpu", **env}
 
     def auto_schedule(self, sched, cfg=None, num_threads=1):
         """The automatic schedule of the CPU (jitdl.schedule.auto) for this target."""

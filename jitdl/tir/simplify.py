@@ -13,7 +13,8 @@ from jitdl import dtypes
 from jitdl.ir.analysis import bounds, linear
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Compare, Const, CmpOp, For, IfThen,
                             LetStmt, PrimFunc, Select, Seq, Store)
-from jitdl.ir.visit import map_expr, substitute
+from jitdl.ir import build
+from jitdl.ir.visit import map_expr, map_stmt, substitute
 
 
 def _rebuild(form):
@@ -150,7 +151,6 @@ def simplify_stmt(s, ranges):
             if t is None and o is None:
                 return None
             if t is None:
-                from jitdl.ir import build
                 return IfThen(build.logical_not(c), o)
             return s if (c is s.cond and t is s.then and o is s.otherwise) else IfThen(c, t, o)
         case Allocate():
@@ -184,7 +184,6 @@ def _tighten(loop, body, mn, ext):
 
 
 def _subst_stmt(s, mapping):
-    from jitdl.ir.visit import map_stmt
     return map_stmt(s, None, lambda e: substitute(e, mapping))
 
 
