@@ -74,7 +74,6 @@ def f64(x):
     return np.asarray(x, dtype=np.float64)
 
 
-
 # ---------------------------------------------------------------------------------------
 # 1. fixed definitions after every pass
 # ---------------------------------------------------------------------------------------
@@ -746,7 +745,6 @@ def test_fuzz_rowstat_after_every_pass(tree, M, N, seed, data):
 # that asks for the marker to go
 # ---------------------------------------------------------------------------------------
 
-
 @jd.compute
 def gather_rows(E, ids):
     Y[i, j] = E[ids[i], j]
@@ -772,7 +770,6 @@ def test_known_bug_checked_load_in_a_loop_of_extent_one(rng, n_ids, split):
         except ScopeError as err:
             raise jd.CompileError(f"after {name}: {err}") from None
     assert_matches(f(e, ids), e[ids], F64)
-
 
 
 @jd.compute

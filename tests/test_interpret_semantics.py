@@ -359,6 +359,16 @@ def test_casts(rng, src, dst):
     assert_matches(f(x), expected, dst, 0.0, 0.0)
 
 
+def test_int64_to_float32_rounds_once():
+    """Not through float64: 2**60 + 2**36 + 1 is just above a float32 tie that float64
+    rounding would land on exactly."""
+    x = np.array([2**60 + 2**36 + 1, -(2**60 + 2**36 + 1), 2**53 + 1], np.int64)
+    f = _unary(jd.float32)
+    (got,) = _interpreted(f, (x,))
+    np.testing.assert_array_equal(got, x.astype(np.float32))
+    np.testing.assert_array_equal(f(x), x.astype(np.float32))
+
+
 def test_compare_and_select_with_nan(rng):
     @jd.compute
     def cmp(X, Z):
@@ -373,7 +383,6 @@ def test_compare_and_select_with_nan(rng):
     for g, e, k in zip(got, expected, cmp(x, z)):
         np.testing.assert_array_equal(g, e)
         np.testing.assert_array_equal(k, e)
-
 
 
 # ---------------------------------------------------------------------------------------

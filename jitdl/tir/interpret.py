@@ -148,8 +148,9 @@ def _cast(v, src: str, dst: str):
     """Cast as the code generator does (llvm.fptosi.sat for float -> int)."""
     if dst == "bool":
         return bool(v != 0)                   # NaN != 0: True, as in NumPy
-    if dst in _FLOAT:
-        return _FLOAT[dst](v)                 # int -> float rounds to nearest
+    if dst in _FLOAT:                         # rounds to nearest, once (not via float64)
+        return _FLOAT[dst](v) if src in _FLOAT or src == "bool" else \
+            np.dtype(src).type(v).astype(dst)
     if src in _FLOAT:
         if math.isnan(v):
             return 0
@@ -370,7 +371,7 @@ class _Interpreter:
         body = self.stmt(func.body)            # IR typing errors surface here, before a run
         for buf, a in zip(bufs, arrays):
             a = np.asarray(a)
-            if a.dtype != np.dtype(buf.dtype) or a.size != buf.size:
+            if a.dtype != np.dtype(buf.dtype) or a.shape != tuple(buf.shape):
                 raise ValueError(f"interpret({func.name}): input {buf.name} is "
                                  f"{buf.dtype}{list(buf.shape)}, got {a.dtype}{list(a.shape)}")
             self.mem[buf] = _Memory(buf, a.reshape(-1).copy(), readonly=True)
