@@ -14,6 +14,7 @@ import numpy as np
 
 from jitdl.api import _symbol
 from jitdl.config import settings
+from jitdl.ir.nodes import Buffer
 from jitdl.lower import lower as _lower_module
 from jitdl.tir.interpret import execute
 from jitdl.tir.partition import partition_loops
@@ -91,7 +92,7 @@ def interpret_stages(f, args, trace=True):
     out, first = [], None
     for name, func in pass_stages(f, args):
         run = execute(func, arrays, scalars, trace=trace)
-        for buf, mask in zip([p for p in func.params if hasattr(p, "shape")][len(arrays):],
+        for buf, mask in zip([p for p in func.params if isinstance(p, Buffer)][len(arrays):],
                              run.written):
             assert mask.all(), f"after {name}: {(~mask).sum()} elements of {buf.name} " \
                                f"never written\n{func}"
