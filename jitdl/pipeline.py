@@ -72,6 +72,7 @@ class Lowered:
     checks: int
     texts: dict = field(default_factory=dict)    # pass name -> text after it
     times: dict = field(default_factory=dict)    # pass name -> seconds
+    funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
 
     @property
     def loop_ir(self):
@@ -134,6 +135,7 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
     times["lower"] = time.perf_counter() - t0
     low.func, low.inputs, low.outputs, low.scalars, low.checks = (
         nests.func, nests.inputs, nests.outputs, nests.scalars, nests.checks)
+    low.funcs["lower"] = low.func
     if texts:
         kept["lower"] = str(low.func)
     for name in LOOP_PASSES[2:]:
@@ -143,7 +145,7 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
         if name == "verify":
             verify(low.func)
         else:
-            low.func = _TIR[name](low.func)
+            low.func = low.funcs[name] = _TIR[name](low.func)
         times[name] = time.perf_counter() - t0
         if texts:
             kept[name] = str(low.func)

@@ -2,6 +2,7 @@
 
 The disk cache is pointed at a fresh temporary directory for the whole session (before
 jitdl is imported), so tests neither read stale binaries nor litter the user's cache.
+`--update-golden` rewrites the expected loop IR texts of tests/test_golden.py.
 """
 import os
 import shutil
@@ -13,6 +14,12 @@ os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite the expected texts under tests/golden/ instead of "
+                          "comparing with them")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -23,8 +23,8 @@ def expr_children(e):
             return e.indices
         case Reduce():
             return (e.body,) if e.where is None else (e.body, e.where)
-        case Load():
-            return (e.index,)
+        case Load():          # the index, and the indices a run-time check tests
+            return (e.index,) + tuple(c[0] for c in e.check or ())
     return ()
 
 
@@ -65,7 +65,9 @@ def map_expr(e, fn):
             n = e if (b is e.body and w is e.where) else replace(e, body=b, where=w)
         case Load():
             i = map_expr(e.index, fn)
-            n = e if i is e.index else replace(e, index=i)
+            check = e.check and tuple((map_expr(c[0], fn),) + tuple(c[1:]) for c in e.check)
+            same = i is e.index and all(x[0] is y[0] for x, y in zip(check or (), e.check or ()))
+            n = e if same else replace(e, index=i, check=check)
         case _:
             n = e
     r = fn(n)
