@@ -1,14 +1,13 @@
 """Math routines emitted inline as LLVM IR: branch-free, so the loop vectoriser can widen
 them (a libm call would stay scalar), and exact where NumPy is exact (integer floor
-division and modulo, division by zero)."""
+division and modulo, division by zero). Each takes scalars or vectors alike."""
 from __future__ import annotations
 
 import math
 
 from llvmlite import ir
 
-I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
+from jitdl.codegen.lltypes import F32, I1, I32, const, elem, is_vector, like, per_lane, suffix
 
 # Cephes-style single-precision exp: x = n*ln2 + r, |r| <= ln2/2, e^r by a degree-6
 # polynomial, 2^n built from exponent bits in two halves (so denormal results work).
@@ -21,29 +20,30 @@ class MathLib:
         self.gen = gen
 
     def _intr(self, b, name, ty, *args):
-        suffix = "f32" if ty == F32 else "f64"
-        fn = self.gen.declare(f"{name}.{suffix}", ty, [a.type for a in args])
+        fn = self.gen.declare(f"{name}.{suffix(ty)}", ty, [a.type for a in args])
         return b.call(fn, list(args))
 
     def exp(self, b, x):
-        if x.type != F32:
-            return self._intr(b, "llvm.exp", x.type, x)
-        c = lambda v: ir.Constant(F32, v)  # noqa: E731
+        ty = x.type
+        if elem(ty) != F32:
+            return self._intr(b, "llvm.exp", ty, x)
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
         hi, lo = 88.72283935546875, -103.97207708
-        xc = self._intr(b, "llvm.minnum", F32, self._intr(b, "llvm.maxnum", F32, x, c(lo)), c(hi))
-        n = self._intr(b, "llvm.roundeven", F32, b.fmul(xc, c(1.4426950408889634)))
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(lo)), c(hi))
+        n = self._intr(b, "llvm.roundeven", ty, b.fmul(xc, c(1.4426950408889634)))
         r = b.fsub(xc, b.fmul(n, c(0.693359375)))
         r = b.fsub(r, b.fmul(n, c(-2.12194440e-4)))
         p = c(_EXP_P[0])
         for coef in _EXP_P[1:]:
             p = b.fadd(b.fmul(p, r), c(coef))
         y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), c(1.0))
-        ni = b.fptosi(n, I32)
-        n1 = b.ashr(ni, ir.Constant(I32, 1))
+        ni = b.fptosi(n, i32)
+        n1 = b.ashr(ni, const(i32, 1))
         n2 = b.sub(ni, n1)
 
         def pow2(k):
-            return b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+            return b.bitcast(b.shl(b.add(k, const(i32, 127)), const(i32, 23)), ty)
         y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
         y = b.select(b.fcmp_ordered(">", x, c(hi)), c(math.inf), y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
@@ -53,11 +53,13 @@ class MathLib:
 
     def tanh(self, b, x):
         fn = self.gen.declare("tanhf", F32, [F32])
+        if is_vector(x):
+            return per_lane(b, lambda v: b.call(fn, [v]), x)
         return b.call(fn, [x])
 
     def float_mod(self, b, a, c):
         """NumPy's remainder: the sign of the divisor."""
-        zero = ir.Constant(a.type, 0.0)
+        zero = const(a.type, 0.0)
         r = b.frem(a, c)
         fix = b.and_(b.fcmp_ordered("!=", r, zero),
                      b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", c, zero)))
@@ -66,27 +68,27 @@ class MathLib:
     def float_floordiv(self, b, a, c):
         """NumPy's floor_divide for floats (via fmod, as NumPy computes it)."""
         ty = a.type
-        zero = ir.Constant(ty, 0.0)
+        zero = const(ty, 0.0)
         mod = b.frem(a, c)
         div = b.fdiv(b.fsub(a, mod), c)
         adj = b.and_(b.fcmp_ordered("!=", mod, zero),
                      b.xor(b.fcmp_ordered("<", c, zero), b.fcmp_ordered("<", mod, zero)))
-        div = b.select(adj, b.fsub(div, ir.Constant(ty, 1.0)), div)
+        div = b.select(adj, b.fsub(div, const(ty, 1.0)), div)
         fl = self._intr(b, "llvm.floor", ty, div)
-        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), ir.Constant(ty, 0.5)),
-                      b.fadd(fl, ir.Constant(ty, 1.0)), fl)
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), const(ty, 0.5)),
+                      b.fadd(fl, const(ty, 1.0)), fl)
         return b.select(b.fcmp_ordered("==", c, zero), b.fdiv(a, c), fl)
 
     def int_divmod(self, b, want_div, a, c, signed):
         """Floor division / modulo as NumPy: x // 0 == 0, x % 0 == 0, no trap."""
         ty = a.type
-        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        zero, one = const(ty, 0), const(ty, 1)
         is_zero = b.icmp_unsigned("==", c, zero)
         safe = b.select(is_zero, one, c)
         if signed:
-            minv = ir.Constant(ty, 1 << (ty.width - 1))
+            minv = const(ty, 1 << (elem(ty).width - 1))
             overflow = b.and_(b.icmp_unsigned("==", a, minv),
-                              b.icmp_signed("==", c, ir.Constant(ty, -1)))
+                              b.icmp_signed("==", c, const(ty, -1)))
             safe = b.select(overflow, one, safe)
             q, r = b.sdiv(a, safe), b.srem(a, safe)
             fix = b.and_(b.icmp_unsigned("!=", r, zero),
