@@ -36,21 +36,33 @@ MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into regis
 class Plan:
     lanes: int          # lanes of a full block
     blocks: int         # full blocks (a loop when more than one)
-    tail: int           # lanes of the last, partial block (0: none)
+    tail: tuple         # lanes of the blocks after them: powers of two, widest first
     varying: frozenset  # the loop variable and the lets bound to values that vary by lane
     contiguous: bool    # some access walks memory with stride 1
     gathers: bool       # some access needs a gather or scatter
 
     def describe(self):
-        if self.blocks == 0:
-            shape = f"one block of {self.tail} lanes"
-        elif self.blocks == 1:
-            shape = f"one block of {self.lanes} lanes"
-        else:
-            shape = f"a loop of {self.blocks} blocks of {self.lanes} lanes"
-        if self.tail and self.blocks:
-            shape += f", then {self.tail} lanes"
-        return shape + (" (gathers/scatters)" if self.gathers else "")
+        parts = []
+        if self.blocks == 1:
+            parts.append(f"one block of {self.lanes} lanes")
+        elif self.blocks > 1:
+            parts.append(f"a loop of {self.blocks} blocks of {self.lanes} lanes")
+        if self.tail:
+            n = sum(self.tail)
+            split = f" ({' + '.join(map(str, self.tail))})" if len(self.tail) > 1 else ""
+            parts.append(f"{'then' if parts else 'one block of'} {n} lanes{split}")
+        return ", ".join(parts) + (" (gathers/scatters)" if self.gathers else "")
+
+
+def _pieces(n, cap):
+    """n lanes as vectors of power-of-two widths up to cap (LLVM splits such vectors into
+    whole registers; a <24 x float> would be widened to 32 lanes and shuffled)."""
+    out = []
+    while n:
+        p = min(cap, 1 << (n.bit_length() - 1))
+        out.append(p)
+        n -= p
+    return tuple(out)
 
 
 def _itemsize(dtype):
@@ -164,32 +176,31 @@ def plan(loop, vector_bytes, unrolled=False):
         widest = max((_itemsize(b.dtype) for b in by_buffer), default=4)
     natural = max(1, vector_bytes // widest)
     width = min(MAX_LANES, 4 * natural)
-    if unrolled or n <= width:
-        return Plan(n, 0, n, frozenset(varying), contiguous, gathers)
-    return Plan(width, n // width, n % width, frozenset(varying), contiguous, gathers)
+    blocks = 0 if unrolled or n <= width else n // width
+    return Plan(width, blocks, _pieces(n - blocks * width, width), frozenset(varying),
+                contiguous, gathers)
 
 
 def emit(cg, loop, p):
     """Emit `loop` as planned (cg: the FunctionCodegen, at the loop's position)."""
     lo = cg.expr(loop.min)
     saved = cg.env.get(loop.var)
-    if p.blocks == 0:
+    start = 0
+    if p.blocks == 1:
         cg.env[loop.var] = lo
-        VectorBody(cg, p, loop.var, p.tail).stmt(loop.body)
-    else:
+        VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body)
+    elif p.blocks > 1:
+        # a block is already as wide as LLVM's vectoriser and unroller would make it
         end = cg.binop(BinOp.ADD, lo, ir.Constant(I64, p.blocks * p.lanes), "int64")
-        if p.blocks == 1:
-            cg.env[loop.var] = lo
-            VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body)
-        else:
-            # a block is already as wide as LLVM's vectoriser and unroller would make it
-            cg.loop(loop.var, lo, end,
-                    lambda: VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body),
-                    step=p.lanes, hints=(("llvm.loop.vectorize.width", 1),
-                                         "llvm.loop.unroll.disable"))
-        if p.tail:
-            cg.env[loop.var] = end
-            VectorBody(cg, p, loop.var, p.tail).stmt(loop.body)
+        cg.loop(loop.var, lo, end,
+                lambda: VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body),
+                step=p.lanes, hints=(("llvm.loop.vectorize.width", 1),
+                                     "llvm.loop.unroll.disable"))
+    start = p.blocks * p.lanes
+    for lanes in p.tail:
+        cg.env[loop.var] = cg.binop(BinOp.ADD, lo, ir.Constant(I64, start), "int64")
+        VectorBody(cg, p, loop.var, lanes).stmt(loop.body)
+        start += lanes
     cg.restore(loop.var, saved)
 
 
