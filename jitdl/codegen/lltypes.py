@@ -147,14 +147,22 @@ def comment(builder, text):
 
 
 def loop_metadata(module, *hints):
-    """A distinct `!llvm.loop` node carrying the given hints, e.g.
-    ("llvm.loop.vectorize.enable", True)."""
-    ops = []
-    for h in hints:
-        name, *vals = h if isinstance(h, tuple) else (h,)
-        ops.append(module.add_metadata([ir.MetaDataString(module, name)] +
-                                       [ir.Constant(I1, v) if isinstance(v, bool) else
-                                        ir.Constant(I32, v) for v in vals]))
+    """A distinct `!llvm.loop` node carrying the given hints: a name, or a tuple of a name
+    and its values (bools, ints, or nested hints, as followups take), e.g.
+    ("llvm.loop.vectorize.followup_all", "llvm.loop.unroll.disable")."""
     node = ir.values.MDValue(module, [], name=str(len(module.metadata)))
-    node.operands = (node, *ops)     # a loop ID refers to itself, so it is unique
+    node.operands = (node, *[_property(module, h) for h in hints])  # self-reference: unique
     return node
+
+
+def _property(module, hint):
+    name, *vals = hint if isinstance(hint, tuple) else (hint,)
+    ops = [ir.MetaDataString(module, name)]
+    for v in vals:
+        if isinstance(v, bool):
+            ops.append(ir.Constant(I1, v))
+        elif isinstance(v, int):
+            ops.append(ir.Constant(I32, v))
+        else:
+            ops.append(_property(module, v))
+    return module.add_metadata(ops)

@@ -25,6 +25,7 @@ from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, 
 from jitdl.ir.visit import walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
+LONG_LOOP = 64          # serial loops at least this long are not unrolled after vectorising
 CONTRACT = ("contract",)
 
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
@@ -447,6 +448,11 @@ class FunctionCodegen:
         b.store(v, ptr)
 
     def serial_for(self, s, hints=()):
+        if isinstance(s.extent, Const) and s.extent.value >= LONG_LOOP:
+            # once LLVM has vectorised (and interleaved) a long loop, unrolling it fully
+            # as well only costs compile time (softmax: -40% of LLVM's time, same speed);
+            # unroll.disable on the loop itself would also stop the interleaving
+            hints = hints + (("llvm.loop.vectorize.followup_all", "llvm.loop.unroll.disable"),)
         lo = self.expr(s.min)
         hi = self.binop(BinOp.ADD, lo, self.expr(s.extent), "int64")
         self.loop(s.var, lo, hi, lambda: self.stmt(s.body), hints=hints)
@@ -663,6 +669,11 @@ class ModuleCodegen:
         fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
         if internal:
             fn.linkage = "internal"
+        # register tiles spill vectors to the stack; a frame aligned to the vector width
+        # keeps each spill slot inside one cache line (without it, run time varied by
+        # up to 40% between processes with the caller's stack alignment)
+        fn.attributes.add("nounwind")
+        fn.attributes.alignstack = self.vector_bytes
         return fn
 
     def check_id(self, tensor, text, extent):
