@@ -393,7 +393,7 @@ class FunctionCodegen:
         """Vector code when the body allows it (see jitdl.codegen.vector), else a scalar
         loop that asks LLVM's loop vectoriser to vectorise it; a comment in the IR says
         which and why."""
-        p = vector.plan(s, self.gen.vector_bytes)
+        p = self.gen.plan(s)
         what = f"vectorized {s.var.name}"
         if isinstance(p, vector.Plan):
             self.note(f"{what}: vector code, {p.describe()}")
@@ -405,7 +405,7 @@ class FunctionCodegen:
     def unrolled_for(self, s):
         """An unrolled loop whose accesses all walk memory with stride 1 (the innermost
         loop of a register tile) is one vector body; others are copies of the body."""
-        p = vector.plan(s, self.gen.vector_bytes, unrolled=True)
+        p = self.gen.plan(s, unrolled=True)
         if isinstance(p, vector.Plan):
             self.note(f"unrolled {s.var.name}: vector code, {p.describe()}")
             vector.emit(self, s, p)
@@ -511,7 +511,8 @@ class FunctionCodegen:
         b = self.b
         free = _free_vars(s)
         captured_vars = [v for v in self.env if v in free]
-        captured_bufs = [buf for buf in self.bufs if _mentions_buffer(s, buf)]
+        used = _buffers_used(s)
+        captured_bufs = [buf for buf in self.bufs if buf in used]
         slots = [self.env[v] for v in captured_vars] + [self.bufs[x] for x in captured_bufs]
         has_err = self.err is not None
         if has_err:
@@ -634,14 +635,15 @@ def _free_vars(s):
     return free
 
 
-def _mentions_buffer(s, buf):
+def _buffers_used(s):
+    """The buffers a statement reads or writes."""
+    used = set()
     for st in walk_stmt(s):
-        if isinstance(st, Store) and st.buffer is buf:
-            return True
+        if isinstance(st, Store):
+            used.add(st.buffer)
         for e in stmt_exprs(st):
-            if any(isinstance(n, Load) and n.buffer is buf for n in walk_expr(e)):
-                return True
-    return False
+            used.update(n.buffer for n in walk_expr(e) if isinstance(n, Load))
+    return used
 
 
 class ModuleCodegen:
@@ -651,6 +653,7 @@ class ModuleCodegen:
         self.strict_fp = strict_fp
         self.vector_bytes = vector_bytes
         self.notes = []             # how vectorized and unrolled loops were compiled
+        self._plans = {}
         self._ids = 0
         self.checks = []
         self.math = mathlib.MathLib(self)
@@ -675,6 +678,18 @@ class ModuleCodegen:
         fn.attributes.add("nounwind")
         fn.attributes.alignstack = self.vector_bytes
         return fn
+
+    def plan(self, loop, unrolled=False):
+        """vector.plan of a loop, once per loop (an unrolled outer loop repeats it)."""
+        key = (id(loop), unrolled)
+        p = self._plans.get(key)
+        if p is None:
+            p = self._plans[key] = vector.plan(loop, self.vector_bytes, unrolled)
+        return p
+
+    def memo(self, loop):
+        """A dict kept for one loop for the whole module (vector codegen's analyses)."""
+        return self._plans.setdefault(("memo", id(loop)), {})
 
     def check_id(self, tensor, text, extent):
         self.checks.append((tensor, text, extent))

@@ -27,7 +27,7 @@ from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_co
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import expr_children, walk_expr
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
 
@@ -185,21 +185,23 @@ def emit(cg, loop, p):
     """Emit `loop` as planned (cg: the FunctionCodegen, at the loop's position)."""
     lo = cg.expr(loop.min)
     saved = cg.env.get(loop.var)
-    start = 0
+    # whether a node differs by lane, and the stride of each index: worked out once for
+    # every block of the loop, and every copy of it when an enclosing loop is unrolled
+    memo = cg.gen.memo(loop)
     if p.blocks == 1:
         cg.env[loop.var] = lo
-        VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body)
+        VectorBody(cg, p, loop.var, p.lanes, memo).stmt(loop.body)
     elif p.blocks > 1:
         # a block is already as wide as LLVM's vectoriser and unroller would make it
         end = cg.binop(BinOp.ADD, lo, ir.Constant(I64, p.blocks * p.lanes), "int64")
         cg.loop(loop.var, lo, end,
-                lambda: VectorBody(cg, p, loop.var, p.lanes).stmt(loop.body),
+                lambda: VectorBody(cg, p, loop.var, p.lanes, memo).stmt(loop.body),
                 step=p.lanes, hints=(("llvm.loop.vectorize.width", 1),
                                      "llvm.loop.unroll.disable"))
     start = p.blocks * p.lanes
     for lanes in p.tail:
         cg.env[loop.var] = cg.binop(BinOp.ADD, lo, ir.Constant(I64, start), "int64")
-        VectorBody(cg, p, loop.var, lanes).stmt(loop.body)
+        VectorBody(cg, p, loop.var, lanes, memo).stmt(loop.body)
         start += lanes
     cg.restore(loop.var, saved)
 
@@ -207,21 +209,25 @@ def emit(cg, loop, p):
 class VectorBody:
     """The statements of one block of lanes; cg.env[var] holds the first lane's value."""
 
-    def __init__(self, cg, p, var, lanes):
+    def __init__(self, cg, p, var, lanes, memo):
         self.cg, self.b = cg, cg.b
         self.var, self.n = var, lanes
         self.varying = p.varying
         self.mask = None            # None: every lane runs; else a <n x i1> value
-        self._varies = {}
+        self._memo = memo
         self._cache = {}            # (block, key) -> value, for broadcasts and lane indices
 
     # -- lanes ---------------------------------------------------------------------------
     def varies(self, e):
+        """Whether e may differ between lanes (memoised bottom-up: each node once)."""
         k = id(e)
-        r = self._varies.get(k)
+        r = self._memo.get(k)
         if r is None:
-            r = self._varies[k] = any(isinstance(x, Var) and x in self.varying
-                                      for x in walk_expr(e))
+            if isinstance(e, Var):
+                r = e in self.varying
+            else:
+                r = any([self.varies(c) for c in expr_children(e)])
+            self._memo[k] = r
         return r
 
     def _cached(self, key, make):
@@ -304,7 +310,10 @@ class VectorBody:
         """("scalar", i) | ("contiguous", first lane's index) | ("gather", index vector)."""
         if not self.varies(index):
             return "scalar", self.cg.expr(index)
-        c = _stride(index, self.var, self.varying)
+        k = ("stride", id(index))
+        c = self._memo.get(k, self)
+        if c is self:
+            c = self._memo[k] = _stride(index, self.var, self.varying)
         if c is None:
             return "gather", self.expr(index)
         first = self.cg.expr(index)          # cg.env[var] is the first lane
