@@ -186,6 +186,27 @@ def test_integer_division_and_modulo(rng, width, dtype):
     assert_vector(divmod_, (x, z), "j")
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16])
+def test_integer_bitwise_pow_and_intrinsics(rng, width, dtype):
+    @jd.compute
+    def bits(X, Z):
+        n, m = X.shape
+        A[i, j] = ((X[i, j] & Z[i, j]) ^ (X[i, j] << 2)) | (Z[i, j] >> 1)
+        B[i, j] = X[i, j] ** 3 + jd.min(X[i, j], Z[i, j]) - jd.max(X[i, j], Z[i, j])
+        C[i, j] = jd.abs(X[i, j]) + jd.sign(Z[i, j])
+        return A, B, C
+    for name in "ABC":
+        rows(bits, name)
+    lo = 0 if np.dtype(dtype).kind == "u" else -9
+    x, z = ints(rng, (3, 45), dtype, lo, 9), ints(rng, (3, 45), dtype, lo, 100)
+    a, b, c = bits(x, z)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(a, ((x & z) ^ (x << 2)) | (z >> 1))
+        np.testing.assert_array_equal(b, x ** 3 + np.minimum(x, z) - np.maximum(x, z))
+        np.testing.assert_array_equal(c, np.abs(x) + np.sign(z))
+    assert_vector(bits, (x, z), "j")
+
+
 # ---------------------------------------------------------------------------------------
 # math on vectors
 # ---------------------------------------------------------------------------------------
@@ -221,6 +242,38 @@ def test_unary_math(rng, width, name, dtype):
     rtol = 2e-6 if dtype == F32 else 1e-12
     check(unary, (x,), ref(x.astype(F64)), dtype, rtol, 1e-7 if dtype == F32 else 1e-14)
     assert_vector(unary, (x,), "j")
+
+
+def _ulps(got, ref):
+    """Error of float32 results in units in the last place of the float64 reference."""
+    spacing = np.spacing(np.abs(ref.astype(F32))).astype(F64)
+    ok = np.isfinite(ref)
+    return (np.abs(got.astype(F64) - ref)[ok] / spacing[ok]).max()
+
+
+@pytest.mark.parametrize("name", ["log", "tanh", "exp"])
+def test_float32_inline_math_accuracy(rng, width, name):
+    """float32 exp, log and tanh are inline polynomials (jitdl/codegen/mathlib.py), so
+    they run on vectors: within 2 ulp of float64 NumPy everywhere, special values exact."""
+    fn, ref, _ = UNARY[name]
+
+    @jd.compute
+    def unary(X):
+        return jd.tensor(X.shape, lambda i: fn(X[i]), name="Y")
+    rows(unary)
+    if name == "log":       # every positive float: denormals, huge, near 1
+        x = rng.integers(1, 0x7F800000, 200_003, dtype=np.int64).astype(np.uint32).view(F32)
+    else:
+        x = np.concatenate([rng.uniform(-12, 12, 100_000), rng.uniform(-1, 1, 100_000),
+                            rng.standard_normal(3) * 1e-30]).astype(F32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0, 1e-45, 0.625,
+                        -0.625, 88.7, -104.0, 3.4e38], F32)
+    with np.errstate(all="ignore"):
+        assert _ulps(unary(x), ref(x.astype(F64))) <= 2.0
+        got, want = unary(special), ref(special.astype(F64)).astype(F32)
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)       # NaNs where NumPy's
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert_vector(unary, (x,), "i")
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])

@@ -7,12 +7,20 @@ import math
 
 from llvmlite import ir
 
-from jitdl.codegen.lltypes import F32, I1, I32, const, elem, is_vector, like, per_lane, suffix
+from jitdl.codegen.lltypes import F32, I1, I32, const, elem, like, suffix
 
 # Cephes-style single-precision exp: x = n*ln2 + r, |r| <= ln2/2, e^r by a degree-6
 # polynomial, 2^n built from exponent bits in two halves (so denormal results work).
 _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
           1.6666665459e-1, 5.0000001201e-1)
+
+# Cephes logf: log(1 + m) = m - m^2/2 + m^3 * P(m) for m in [sqrt(1/2) - 1, sqrt(2) - 1)
+_LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+          3.3333331174e-1)
+# Cephes tanhf: tanh(x) = x + x^3 * P(x^2) for |x| <= 0.625
+_TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+           -3.33332819422e-1)
 
 
 class MathLib:
@@ -46,16 +54,55 @@ class MathLib:
             return b.bitcast(b.shl(b.add(k, const(i32, 127)), const(i32, 23)), ty)
         y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
         y = b.select(b.fcmp_ordered(">", x, c(hi)), c(math.inf), y)
+        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)       # exp(-inf) = 0
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def log(self, b, x):
-        return self._intr(b, "llvm.log", x.type, x)
+        """Cephes logf for float32 (within 2 ulp): x = m * 2^e with m in [sqrt(1/2),
+        sqrt(2)), log(m) by a degree-9 polynomial in m - 1; denormals are scaled first.
+        Other types: llvm.log (libm)."""
+        ty = x.type
+        if elem(ty) != F32:
+            return self._intr(b, "llvm.log", ty, x)
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
+        tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))       # below normal
+        xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
+        bits = b.bitcast(xs, i32)
+        e = b.sub(b.and_(b.lshr(bits, const(i32, 23)), const(i32, 0xFF)), const(i32, 126))
+        e = b.sub(e, b.select(tiny, const(i32, 23), const(i32, 0)))
+        m = b.bitcast(b.or_(b.and_(bits, const(i32, 0x007FFFFF)), const(i32, 0x3F000000)), ty)
+        small = b.fcmp_ordered("<", m, c(0.707106781186547524))
+        e = b.sub(e, b.zext(small, i32))
+        m = b.fsub(b.select(small, b.fadd(m, m), m), c(1.0))
+        z = b.fmul(m, m)
+        p = c(_LOG_P[0])
+        for coef in _LOG_P[1:]:
+            p = b.fadd(b.fmul(p, m), c(coef))
+        ef = b.sitofp(e, ty)
+        y = b.fmul(b.fmul(p, m), z)
+        y = b.fadd(y, b.fmul(ef, c(-2.12194440e-4)))
+        y = b.fsub(y, b.fmul(z, c(0.5)))
+        r = b.fadd(b.fadd(m, y), b.fmul(ef, c(0.693359375)))
+        r = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), r)
+        r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), r)
+        r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), r)
+        return b.select(b.fcmp_unordered("uno", x, x), x, r)
 
     def tanh(self, b, x):
-        fn = self.gen.declare("tanhf", F32, [F32])
-        if is_vector(x):
-            return per_lane(b, lambda v: b.call(fn, [v]), x)
-        return b.call(fn, [x])
+        """Cephes tanhf (within 2 ulp): an odd polynomial below |x| = 0.625, else
+        1 - 2 / (exp(2|x|) + 1) with the sign of x (exp overflows to inf: +-1)."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(self.exp(b, b.fmul(ax, c(2.0))), c(1.0))))
+        z = b.fmul(x, x)
+        p = c(_TANH_P[0])
+        for coef in _TANH_P[1:]:
+            p = b.fadd(b.fmul(p, z), c(coef))
+        small = b.fadd(b.fmul(b.fmul(p, z), x), x)
+        r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
+        return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
     def float_mod(self, b, a, c):
         """NumPy's remainder: the sign of the divisor."""
