@@ -1,19 +1,26 @@
 """Math routines emitted inline as LLVM IR: branch-free, so the loop vectoriser can widen
 them (a libm call would stay scalar), and exact where NumPy is exact (integer floor
-division and modulo, division by zero)."""
+division and modulo, division by zero). Each takes scalars or vectors alike."""
 from __future__ import annotations
 
 import math
 
 from llvmlite import ir
 
-I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
+from jitdl.codegen.lltypes import F32, I1, I32, const, elem, like, suffix
 
 # Cephes-style single-precision exp: x = n*ln2 + r, |r| <= ln2/2, e^r by a degree-6
 # polynomial, 2^n built from exponent bits in two halves (so denormal results work).
 _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
           1.6666665459e-1, 5.0000001201e-1)
+
+# Cephes logf: log(1 + m) = m - m^2/2 + m^3 * P(m) for m in [sqrt(1/2) - 1, sqrt(2) - 1)
+_LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+          3.3333331174e-1)
+# Cephes tanhf: tanh(x) = x + x^3 * P(x^2) for |x| <= 0.625
+_TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+           -3.33332819422e-1)
 
 
 class MathLib:
@@ -21,43 +28,85 @@ class MathLib:
         self.gen = gen
 
     def _intr(self, b, name, ty, *args):
-        suffix = "f32" if ty == F32 else "f64"
-        fn = self.gen.declare(f"{name}.{suffix}", ty, [a.type for a in args])
+        fn = self.gen.declare(f"{name}.{suffix(ty)}", ty, [a.type for a in args])
         return b.call(fn, list(args))
 
     def exp(self, b, x):
-        if x.type != F32:
-            return self._intr(b, "llvm.exp", x.type, x)
-        c = lambda v: ir.Constant(F32, v)  # noqa: E731
+        ty = x.type
+        if elem(ty) != F32:
+            return self._intr(b, "llvm.exp", ty, x)
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
         hi, lo = 88.72283935546875, -103.97207708
-        xc = self._intr(b, "llvm.minnum", F32, self._intr(b, "llvm.maxnum", F32, x, c(lo)), c(hi))
-        n = self._intr(b, "llvm.roundeven", F32, b.fmul(xc, c(1.4426950408889634)))
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(lo)), c(hi))
+        n = self._intr(b, "llvm.roundeven", ty, b.fmul(xc, c(1.4426950408889634)))
         r = b.fsub(xc, b.fmul(n, c(0.693359375)))
         r = b.fsub(r, b.fmul(n, c(-2.12194440e-4)))
         p = c(_EXP_P[0])
         for coef in _EXP_P[1:]:
             p = b.fadd(b.fmul(p, r), c(coef))
         y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), c(1.0))
-        ni = b.fptosi(n, I32)
-        n1 = b.ashr(ni, ir.Constant(I32, 1))
+        ni = b.fptosi(n, i32)
+        n1 = b.ashr(ni, const(i32, 1))
         n2 = b.sub(ni, n1)
 
         def pow2(k):
-            return b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+            return b.bitcast(b.shl(b.add(k, const(i32, 127)), const(i32, 23)), ty)
         y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
         y = b.select(b.fcmp_ordered(">", x, c(hi)), c(math.inf), y)
+        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)       # exp(-inf) = 0
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def log(self, b, x):
-        return self._intr(b, "llvm.log", x.type, x)
+        """Cephes logf for float32 (within 2 ulp): x = m * 2^e with m in [sqrt(1/2),
+        sqrt(2)), log(m) by a degree-9 polynomial in m - 1; denormals are scaled first.
+        Other types: llvm.log (libm)."""
+        ty = x.type
+        if elem(ty) != F32:
+            return self._intr(b, "llvm.log", ty, x)
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
+        tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))       # below normal
+        xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
+        bits = b.bitcast(xs, i32)
+        e = b.sub(b.and_(b.lshr(bits, const(i32, 23)), const(i32, 0xFF)), const(i32, 126))
+        e = b.sub(e, b.select(tiny, const(i32, 23), const(i32, 0)))
+        m = b.bitcast(b.or_(b.and_(bits, const(i32, 0x007FFFFF)), const(i32, 0x3F000000)), ty)
+        small = b.fcmp_ordered("<", m, c(0.707106781186547524))
+        e = b.sub(e, b.zext(small, i32))
+        m = b.fsub(b.select(small, b.fadd(m, m), m), c(1.0))
+        z = b.fmul(m, m)
+        p = c(_LOG_P[0])
+        for coef in _LOG_P[1:]:
+            p = b.fadd(b.fmul(p, m), c(coef))
+        ef = b.sitofp(e, ty)
+        y = b.fmul(b.fmul(p, m), z)
+        y = b.fadd(y, b.fmul(ef, c(-2.12194440e-4)))
+        y = b.fsub(y, b.fmul(z, c(0.5)))
+        r = b.fadd(b.fadd(m, y), b.fmul(ef, c(0.693359375)))
+        r = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), r)
+        r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), r)
+        r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), r)
+        return b.select(b.fcmp_unordered("uno", x, x), x, r)
 
     def tanh(self, b, x):
-        fn = self.gen.declare("tanhf", F32, [F32])
-        return b.call(fn, [x])
+        """Cephes tanhf (within 2 ulp): an odd polynomial below |x| = 0.625, else
+        1 - 2 / (exp(2|x|) + 1) with the sign of x (exp overflows to inf: +-1)."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(self.exp(b, b.fmul(ax, c(2.0))), c(1.0))))
+        z = b.fmul(x, x)
+        p = c(_TANH_P[0])
+        for coef in _TANH_P[1:]:
+            p = b.fadd(b.fmul(p, z), c(coef))
+        small = b.fadd(b.fmul(b.fmul(p, z), x), x)
+        r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
+        return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
     def float_mod(self, b, a, c):
         """NumPy's remainder: the sign of the divisor."""
-        zero = ir.Constant(a.type, 0.0)
+        zero = const(a.type, 0.0)
         r = b.frem(a, c)
         fix = b.and_(b.fcmp_ordered("!=", r, zero),
                      b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", c, zero)))
@@ -66,27 +115,27 @@ class MathLib:
     def float_floordiv(self, b, a, c):
         """NumPy's floor_divide for floats (via fmod, as NumPy computes it)."""
         ty = a.type
-        zero = ir.Constant(ty, 0.0)
+        zero = const(ty, 0.0)
         mod = b.frem(a, c)
         div = b.fdiv(b.fsub(a, mod), c)
         adj = b.and_(b.fcmp_ordered("!=", mod, zero),
                      b.xor(b.fcmp_ordered("<", c, zero), b.fcmp_ordered("<", mod, zero)))
-        div = b.select(adj, b.fsub(div, ir.Constant(ty, 1.0)), div)
+        div = b.select(adj, b.fsub(div, const(ty, 1.0)), div)
         fl = self._intr(b, "llvm.floor", ty, div)
-        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), ir.Constant(ty, 0.5)),
-                      b.fadd(fl, ir.Constant(ty, 1.0)), fl)
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), const(ty, 0.5)),
+                      b.fadd(fl, const(ty, 1.0)), fl)
         return b.select(b.fcmp_ordered("==", c, zero), b.fdiv(a, c), fl)
 
     def int_divmod(self, b, want_div, a, c, signed):
         """Floor division / modulo as NumPy: x // 0 == 0, x % 0 == 0, no trap."""
         ty = a.type
-        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        zero, one = const(ty, 0), const(ty, 1)
         is_zero = b.icmp_unsigned("==", c, zero)
         safe = b.select(is_zero, one, c)
         if signed:
-            minv = ir.Constant(ty, 1 << (ty.width - 1))
+            minv = const(ty, 1 << (elem(ty).width - 1))
             overflow = b.and_(b.icmp_unsigned("==", a, minv),
-                              b.icmp_signed("==", c, ir.Constant(ty, -1)))
+                              b.icmp_signed("==", c, const(ty, -1)))
             safe = b.select(overflow, one, safe)
             q, r = b.sdiv(a, safe), b.srem(a, safe)
             fix = b.and_(b.icmp_unsigned("!=", r, zero),

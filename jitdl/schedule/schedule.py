@@ -238,8 +238,36 @@ class Schedule:
         self._apply(step(ax.stage, ax.name))
 
     def vectorize(self, ax):
-        """Mark a data loop to run as SIMD lanes (best on the innermost, contiguous loop).
-        Before: for j in range(16): S       After: vectorized j in range(16): S"""
+        """Run a data loop as SIMD lanes (best on the innermost, contiguous loop).
+        Before: for j in range(16): S       After: vectorized j in range(16): S
+
+        On the CPU target this is a directive, not a hint. Results are those of the serial
+        loop (up to the fused multiply-adds jitdl allows in every loop). The loop becomes
+        LLVM vector code, one lane per iteration, when its extent is a constant (as after
+        split; partitioned tails are shorter loops) and its body, as `f.lower` shows it,
+        has no loop, no local buffer, no index checked at run time (E[ids[i], j]), writes
+        no buffer at an index that is the same in every iteration, and reads a buffer it
+        writes only at the index where it writes it. Then:
+          - an access whose index is affine in the loop variable with stride 1 is one
+            unaligned vector load or store; other indices are gathers or scatters;
+          - what does not depend on the loop variable is computed as a scalar and
+            broadcast where it meets a vector;
+          - a condition that differs between iterations is a mask: masked loads and
+            stores, selects; an element read only under a condition is not read where
+            the condition is false (padding, guarded tails); a condition that does not
+            differ stays a scalar branch or select;
+          - arithmetic, comparisons, casts, sqrt, abs, floor/ceil/round, min/max and
+            float32 exp, log, tanh and sigmoid are vector instructions; other math (erf,
+            sin, pow, log1p, float64 exp and log...) calls libm lane by lane;
+          - up to 4 SIMD registers of lanes (32 float32 lanes with AVX2, 64 with
+            AVX-512) are straight-line code; a longer loop is a loop over blocks of that
+            width, then the remaining lanes.
+        Otherwise it is a scalar loop marked llvm.loop.vectorize.enable, which LLVM's
+        loop vectoriser honours where it can prove it legal (never around an inner loop).
+        Either way, `f.llvm_ir(*args, optimized=False)` has a line
+        `; jitdl: vectorized <loop>: vector code, ...` or `...: scalar loop ..., because
+        <reason>`. An unrolled innermost loop whose accesses all have stride 1 (the
+        column loop of a register tile) becomes vector code the same way."""
         self._annotate("vectorize", ax, ForKind.VECTORIZED)
 
     def parallel(self, ax):
