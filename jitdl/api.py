@@ -548,8 +548,8 @@ def _median_time(k, args, repeat, min_time):
 def warm_up():
     """Start LLVM and libgomp, and compute the CPU's cache-key environment, on a
     background thread (see engine.warm_up_in_background)."""
-    engine.warm_up_in_background(lambda: keys.environment(targets.get("cpu")),
-                                 mcjit_loads=lambda: native.linker() is None)
+    env = (lambda: keys.environment(targets.get("cpu"))) if settings.cache else None
+    engine.warm_up_in_background(env, mcjit_loads=lambda: native.linker() is None)
 
 
 def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=()):

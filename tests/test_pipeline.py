@@ -556,3 +556,24 @@ def test_a_user_name_is_never_taken_for_a_jitdl_name(rng):
     a = rng.standard_normal((4, 6))
     assert "red" in f.lower(a)
     check(f, (a,), a.sum(1), np.float64)
+
+
+def test_capture_finds_the_definition_however_it_is_written(rng):
+    @jd.compute(
+        strict_fp=False,
+    )
+    def twice(X):
+        Y[i] = X[i] * 2         # index notation: needs the source
+        return Y
+
+    def dedented(X):
+        """A docstring whose second line starts at column 0:
+text here
+        """
+        Y[i] = X[i] + 1
+
+        return Y
+
+    x = rng.standard_normal(7)
+    check(twice, (x,), 2 * x, np.float64)
+    check(jd.compute(dedented), (x,), x + 1, np.float64)

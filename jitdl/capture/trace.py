@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import os
-import textwrap
 import traceback
 from dataclasses import dataclass
 
@@ -30,15 +30,56 @@ class Captured:
     why_no_source: str = ""
 
 
-def capture(pyfunc) -> Captured:
+def _definition(pyfunc):
+    """(the function's def as an AST, its first line), or an error text. The block is
+    cut by indentation from the file (inspect.getsourcelines tokenizes it, ~5 ms); where
+    that does not parse to the function, inspect does it."""
+    def parse(lines):
+        # the def's own indentation off every line that has it (a line of a string may
+        # start further left: textwrap.dedent would then remove nothing)
+        head = next((ln for ln in lines if ln.strip()), "")
+        pad = head[:len(head) - len(head.lstrip())]
+        try:
+            tree = ast.parse("".join(ln[len(pad):] if ln.startswith(pad) else ln
+                                     for ln in lines))
+        except SyntaxError:
+            return None
+        return next((n for n in tree.body if isinstance(n, (ast.FunctionDef,
+                     ast.AsyncFunctionDef)) and n.name == pyfunc.__name__), None)
+    code = getattr(pyfunc, "__code__", None)
+    if code is not None:
+        lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+        first = code.co_firstlineno
+        if 0 < first <= len(lines):
+            def inside(k):            # a blank line, or one indented deeper than the def
+                return not lines[k].strip() or \
+                    len(lines[k]) - len(lines[k].lstrip()) > indent
+            head = lines[first - 1]
+            indent = len(head) - len(head.lstrip())
+            end = first - 1
+            while end < len(lines) and lines[end].lstrip().startswith("@"):
+                end += 1                                      # decorators
+                while end < len(lines) and inside(end):
+                    end += 1
+            end += 1                                          # the def line
+            while end < len(lines) and inside(end):
+                end += 1
+            fdef = parse(lines[first - 1:end])
+            if fdef is not None:
+                return fdef, first
     try:
         lines, first = inspect.getsourcelines(pyfunc)
     except (OSError, TypeError) as e:
-        return Captured(pyfunc, pyfunc, False, str(e))
-    src = textwrap.dedent("".join(lines))
-    tree = ast.parse(src)
-    fdef = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.name == pyfunc.__name__), None)
+        return str(e), 0
+    fdef = parse(lines)
+    return (fdef, first) if fdef is not None else \
+        ("its source is not a plain function definition", 0)
+
+
+def capture(pyfunc) -> Captured:
+    fdef, first = _definition(pyfunc)
+    if isinstance(fdef, str):
+        return Captured(pyfunc, pyfunc, False, fdef)
     if fdef is None:
         return Captured(pyfunc, pyfunc, False, "its source is not a plain function definition")
     fdef = rewrite(fdef)

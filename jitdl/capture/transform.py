@@ -41,10 +41,16 @@ def _const(v):
 
 
 def _located(new, old):
-    """Give every node of `new` that has no position the position of `old`."""
-    for n in ast.walk(new):
-        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+    """Give every node of `new` that has no position the position of `old` (a node that
+    has one was placed already, with all below it: the walk stops there)."""
+    todo = [new]
+    while todo:
+        n = todo.pop()
+        if "lineno" in n._attributes:
+            if hasattr(n, "lineno"):
+                continue
             ast.copy_location(n, old)
+        todo.extend(ast.iter_child_nodes(n))
     return new
 
 
