@@ -398,10 +398,11 @@ class FunctionCodegen:
         p = self.gen.plan(s)
         what = f"vectorized {s.var.name}"
         if isinstance(p, vector.Plan):
-            self.note(f"{what}: vector code, {p.describe()}")
+            self.note(s, f"{what}: vector code, {p.describe()}")
             vector.emit(self, s, p)
         else:
-            self.note(f"{what}: scalar loop marked llvm.loop.vectorize.enable, because {p}")
+            self.note(s, f"{what}: scalar loop marked llvm.loop.vectorize.enable, "
+                         f"because {p}")
             self.serial_for(s, hints=(("llvm.loop.vectorize.enable", True),))
 
     def unrolled_for(self, s):
@@ -409,10 +410,10 @@ class FunctionCodegen:
         loop of a register tile) is one vector body; others are copies of the body."""
         p = self.gen.plan(s, unrolled=True)
         if isinstance(p, vector.Plan):
-            self.note(f"unrolled {s.var.name}: vector code, {p.describe()}")
+            self.note(s, f"unrolled {s.var.name}: vector code, {p.describe()}")
             vector.emit(self, s, p)
             return
-        self.note(f"unrolled {s.var.name}: {s.extent.value} copies of the body, because {p}")
+        self.note(s, f"unrolled {s.var.name}: {s.extent.value} copies of the body, because {p}")
         base = self.expr(s.min)
         saved = self.env.get(s.var)
         for k in range(s.extent.value):
@@ -420,10 +421,11 @@ class FunctionCodegen:
             self.stmt(s.body)
         self.restore(s.var, saved)
 
-    def note(self, text):
-        """A comment in the IR and an entry of the module's notes (once per loop, even
-        when an enclosing loop is unrolled)."""
-        if text not in self.gen.notes:
+    def note(self, loop, text):
+        """A comment in the IR and an entry of the module's notes, once per loop (an
+        unrolled enclosing loop emits it several times)."""
+        if id(loop) not in self.gen.noted:
+            self.gen.noted.add(id(loop))
             self.gen.notes.append(text)
             comment(self.b, f"jitdl: {text}")
 
@@ -655,6 +657,7 @@ class ModuleCodegen:
         self.strict_fp = strict_fp
         self.vector_bytes = vector_bytes
         self.notes = []             # how vectorized and unrolled loops were compiled
+        self.noted = set()          # id() of the loops in notes
         self._plans = {}
         self._ids = 0
         self.checks = []
