@@ -17,7 +17,8 @@ def _int(name, default):
 
 @dataclass
 class Settings:
-    num_threads: int          # JITDL_NUM_THREADS: threads of parallel loops (default: all cores)
+    num_threads: int          # JITDL_NUM_THREADS: threads of parallel loops (default:
+                              #   OMP_NUM_THREADS if set, else all cores)
     log: str                  # JITDL_LOG: comma-separated topics to log (e.g. "compile")
     opt_level: int            # JITDL_OPT_LEVEL: LLVM speed level 0-3 (default 3)
     cache: bool               # JITDL_CACHE: 0 disables the on-disk kernel cache
@@ -26,6 +27,12 @@ class Settings:
     warm_up: bool             # JITDL_WARM_UP=0: no LLVM/libgomp start-up thread at import
     linker: str               # JITDL_LINKER: ld used to make shared libraries of cached
                               #   kernels (default: ld on PATH; 0: MCJIT loads them)
+
+
+def _omp_threads():
+    """OMP_NUM_THREADS's first number (it may list one per nesting level), or None."""
+    v = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(v) if v.isdigit() and int(v) > 0 else None
 
 
 def _cores():
@@ -37,7 +44,7 @@ def _cores():
 
 def load() -> Settings:
     return Settings(
-        num_threads=max(1, _int("JITDL_NUM_THREADS", _cores())),
+        num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or _cores())),
         log=os.environ.get("JITDL_LOG", ""),
         opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
         cache=os.environ.get("JITDL_CACHE", "1").strip().lower() not in ("0", "false", "no",

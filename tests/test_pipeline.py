@@ -577,3 +577,26 @@ text here
     x = rng.standard_normal(7)
     check(twice, (x,), 2 * x, np.float64)
     check(jd.compute(dedented), (x,), x + 1, np.float64)
+
+
+def test_jitdl_num_threads_sets_the_team_size_of_parallel_loops(tmp_path):
+    """libgomp's team size is per thread once set; JITDL_NUM_THREADS must reach the
+    thread that calls the kernel, not only the warm-up thread that loaded libgomp."""
+    script = tmp_path / "t.py"
+    script.write_text(textwrap.dedent('''
+        import numpy as np
+        import jitdl as jd
+        from jitdl.runtime import engine
+
+        @jd.compute
+        def f(X):
+            return jd.tensor(X.shape, lambda i: X[i] * 2)
+        f(np.ones(1 << 16))
+        print(engine._init()["gomp"].omp_get_max_threads())
+    '''))
+    env = dict(os.environ, JITDL_NUM_THREADS="1", JITDL_CACHE="0")
+    env.pop("OMP_NUM_THREADS", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"

@@ -191,11 +191,13 @@ def _load_gomp():
     """
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = "30000"
+    # libgomp reads its default team size when it loads, for every thread; its
+    # omp_set_num_threads only sets the calling thread's (this may be the warm-up thread)
+    os.environ["OMP_NUM_THREADS"] = str(settings.num_threads)
     for path in _gomp_candidates():
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             llvm.load_library_permanently(path)
-            lib.omp_set_num_threads(ctypes.c_int(settings.num_threads))
             return lib
         except OSError:
             continue

@@ -58,33 +58,35 @@ def _vars_with(stage, var):
 
 
 def _tile_sizes(s, name, st, target, cfg=None):
-    """(last data axis, tj, tiled other axis, ti) of a register tile, or None."""
+    """(last data axis, tj, tiled other axis, ti) of a register tile, or None.
+
+    The tile is two vector registers wide along the contiguous axis (tj = 2 lanes) and
+    ti rows deep, so that ti * 2 accumulator registers take three quarters of the
+    register file and the rest stream the operands: 6 x 16 float32 on 16-register AVX2,
+    12 x 32 on 32-register AVX-512 (the shapes of BLIS's micro-kernels for them)."""
     op = st.tensor.op
     data = list(op.axes)
     last = data[-1]
-    # a dividing block if there is one, else 32 with a partitioned tail
-    tj = next((f for f in (32, 16) if last.extent % f == 0 and last.extent >= f),
-              32 if last.extent >= 32 else 16 if last.extent >= 16 else
-              8 if last.extent % 8 == 0 else None)
+    lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
+    tj = 2 * lanes if last.extent >= 2 * lanes else lanes if last.extent >= lanes else \
+        8 if last.extent % 8 == 0 else None
     if tj is None:
         return None
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
         tj = cfg.split(f"{name}.tile_j", last.extent,
-                       [tj] + [f for f in (8, 16, 32, 64) if f != tj and f <= last.extent])
+                       [tj] + [f for f in (lanes, 2 * lanes, 3 * lanes, 4 * lanes, 32, 64)
+                               if f != tj and f <= last.extent])
     shared = _vars_with(st, last.var)
     cands = [a for a in data[:-1] if a.var not in shared]
     cand = max(cands, key=lambda a: a.extent) if cands else None
     ti = None
     if cand is not None:
-        # as many accumulators as the target's register budget holds
-        cap = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
-        fits = [f for f in (16, 8, 4, 2) if f * tj <= cap and f <= cand.extent]
-        ti = next((f for f in fits if cand.extent % f == 0),
-                  fits[0] if fits and cand.extent >= 32 else None)
+        budget = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
+        ti = min(max(budget // tj, 1), cand.extent)
         if cfg is not None:
             ti = cfg.split(f"{name}.tile_i", cand.extent,
-                           [ti or 1] + [f for f in (1, 2, 4, 8, 16) if f != (ti or 1)
-                                        and f <= cand.extent])
+                           [ti] + [f for f in (1, 2, 4, 6, 8, 12, 16) if f != ti
+                                   and f <= cand.extent])
         ti = ti if ti and ti > 1 else None
     return last, tj, (cand if ti else None), ti
 

@@ -51,13 +51,10 @@ class CPU:
         return max(1, self.vector_bytes // dtype_bytes)
 
     def max_accumulators(self, dtype_bytes: int) -> int:
-        """Elements a register tile of a reduction may keep: a block of L1/32 bytes (1 KiB
-        for a 32 KiB L1: 8 x 32 float32, 4 x 32 float64). On 32-register AVX-512 that is
-        half the register file; on 16-register AVX2 LLVM spills part of it to L1 and it
-        still ran 3.4x faster than a register-file-sized 2 x 32 block (matmul 1024^3
-        float32, AMD EPYC znver3: 39.7 ms against 136 ms; float64 4 x 32: 170 ms against
-        400 ms for 2 x 32). The tuner searches around it."""
-        return max(self.lanes(dtype_bytes), self.l1_bytes // 32 // dtype_bytes)
+        """Elements a register tile of a reduction may keep: three quarters of the vector
+        registers hold accumulators, the rest stream operands (AVX2: 12 registers, 96
+        float32; AVX-512: 24 registers, 384 float32)."""
+        return self.vector_registers * 3 // 4 * self.lanes(dtype_bytes)
 
     @property
     def row_fuse_bytes(self) -> int:
