@@ -600,3 +600,78 @@ def test_jitdl_num_threads_sets_the_team_size_of_parallel_loops(tmp_path):
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "1"
+
+
+def test_capture_reads_the_whole_body_and_the_current_file(rng, tmp_path):
+    """A comment at column 0 inside the body does not end it; a module edited and
+    reloaded is traced from its new source (the cache key already follows the code)."""
+    mod = tmp_path / "capmod.py"
+    mod.write_text(textwrap.dedent('''
+        import jitdl as jd
+
+        @jd.compute
+        def f(A):
+            Y[i] = A[i] * 2
+        # a comment left at column 0
+            Z[i] = Y[i] + 1
+            return Z
+    '''))
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent('''
+        import importlib, sys, time
+        import numpy as np
+        sys.path.insert(0, %r)
+        import capmod
+        x = np.ones(3, np.float32)
+        print(capmod.f(x).tolist())
+        src = open(capmod.__file__).read().replace("A[i] * 2", "A[i] * 3")
+        time.sleep(0.01)
+        open(capmod.__file__, "w").write(src)
+        importlib.reload(capmod)
+        print(capmod.f(x).tolist())
+    ''' % str(tmp_path)))
+    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["[3.0, 3.0, 3.0]", "[4.0, 4.0, 4.0]"]
+
+
+@pytest.mark.parametrize("vec", [False, True])
+def test_compute_at_under_an_overshooting_split(rng, vec):
+    """The block of T that one row of Y reads, when the split of Y's j overshoots the
+    extent and T is read backwards (the region once lost its last element)."""
+    @jd.compute
+    def g(E):
+        n, d = E.shape
+        T[i, j] = E[i, j] * 3.0
+        Y[i, j] = T[i, j] + T[i, d - 1 - j]
+        return Y
+
+    @jd.schedule(g)
+    def sched(s, cfg):
+        i, j = s["Y"].axis
+        s.compute_at(s["T"], s["Y"], i)
+        jo, ji = s.split(j, 4)
+        if vec:
+            s.vectorize(ji)
+    e = rng.standard_normal((5, 23))
+    check(g, (e,), 3 * e + 3 * e[:, ::-1], np.float64)
+
+
+def test_loading_libgomp_leaves_omp_num_threads_as_it_was(tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text(textwrap.dedent('''
+        import os
+        import numpy as np
+        import jitdl as jd
+        from jitdl.runtime import engine
+        jd.compute(lambda X: jd.tensor(X.shape, lambda i: X[i] + 1))(np.ones(4))
+        engine._wait_for_warm_up()
+        print(os.environ.get("OMP_NUM_THREADS"), engine._init()["gomp"].omp_get_max_threads())
+    '''))
+    env = dict(os.environ, JITDL_NUM_THREADS="1", OMP_NUM_THREADS="2,1", JITDL_CACHE="0")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2,1", "1"]

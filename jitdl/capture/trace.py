@@ -30,6 +30,15 @@ class Captured:
     why_no_source: str = ""
 
 
+def _last_line(code):
+    """The last source line of a code object and the code objects nested in it."""
+    last = max((ln for _, _, ln in code.co_lines() if ln is not None), default=0)
+    for c in code.co_consts:
+        if hasattr(c, "co_lines"):
+            last = max(last, _last_line(c))
+    return last
+
+
 def _definition(pyfunc):
     """(the function's def as an AST, its first line), or an error text. The block is
     cut by indentation from the file (inspect.getsourcelines tokenizes it, ~5 ms); where
@@ -48,6 +57,7 @@ def _definition(pyfunc):
                      ast.AsyncFunctionDef)) and n.name == pyfunc.__name__), None)
     code = getattr(pyfunc, "__code__", None)
     if code is not None:
+        linecache.checkcache(code.co_filename)      # the file may have changed (reload)
         lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
         first = code.co_firstlineno
         if 0 < first <= len(lines):
@@ -56,12 +66,10 @@ def _definition(pyfunc):
                     len(lines[k]) - len(lines[k].lstrip()) > indent
             head = lines[first - 1]
             indent = len(head) - len(head.lstrip())
-            end = first - 1
-            while end < len(lines) and lines[end].lstrip().startswith("@"):
-                end += 1                                      # decorators
-                while end < len(lines) and inside(end):
-                    end += 1
-            end += 1                                          # the def line
+            # through the last line any code of the function is on, then to the end of
+            # its block (closing brackets); lines in between may be anything (comments
+            # at column 0, strings)
+            end = max(_last_line(code), first)
             while end < len(lines) and inside(end):
                 end += 1
             fdef = parse(lines[first - 1:end])

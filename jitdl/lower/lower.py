@@ -122,10 +122,13 @@ class _Builder:
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
                 continue
+            if hi - lo + 1 >= ax.extent:        # (overshooting splits): the whole axis
+                out.append((Const(0, "int64"), ax.extent))
+                continue
             expr = Const(lo, "int64")
             for v, c in lo_form.items():
                 expr = expr + v * c
-            out.append((expr, min(hi - lo + 1, ax.extent)))
+            out.append((expr, hi - lo + 1))
         return out
 
     def inline(self, e):

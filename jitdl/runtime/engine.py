@@ -191,16 +191,24 @@ def _load_gomp():
     """
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = "30000"
-    # libgomp reads its default team size when it loads, for every thread; its
-    # omp_set_num_threads only sets the calling thread's (this may be the warm-up thread)
+    # libgomp reads its default team size, for every thread, when it loads (its
+    # omp_set_num_threads sets only the calling thread's, here the warm-up thread's): the
+    # variable says JITDL_NUM_THREADS while it loads, and what it said before afterwards
+    saved = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = str(settings.num_threads)
-    for path in _gomp_candidates():
-        try:
-            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            llvm.load_library_permanently(path)
-            return lib
-        except OSError:
-            continue
+    try:
+        for path in _gomp_candidates():
+            try:
+                lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                llvm.load_library_permanently(path)
+                return lib
+            except OSError:
+                continue
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved
     warnings.warn("jitdl: no libgomp found (install gcc's libgomp1 or xgboost-cpu); "
                   "parallel loops will run serially", RuntimeWarning, stacklevel=3)
     return None
@@ -222,7 +230,9 @@ def parallel_available():
 
 
 def set_num_threads(n: int):
-    """Threads used by parallel loops from now on."""
+    """Threads used by parallel loops run from the calling thread from now on (libgomp
+    keeps a team size per thread), and planned for by the schedules compiled from now
+    on. JITDL_NUM_THREADS sets it for every thread."""
     gomp = _init()["gomp"]
     settings.num_threads = max(1, int(n))
     if gomp is not None:
