@@ -375,33 +375,31 @@ class Function:
         loop nests before simplification, after="codegen" the LLVM IR."""
         if after is None:
             return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
-        return Text(self._stage_texts(args, kwargs, after)[after])
+        return Text(self._stage_texts(args, kwargs, after)[0][after])
 
     def _stage_texts(self, args, kwargs, until=None):
-        """The text after each pass, from a fresh run of the pipeline (nothing stored)."""
+        """(text after each pass, seconds of each pass) from a fresh run of the pipeline
+        (nothing stored)."""
         args = self._args(args, kwargs)
         specs = self._specs(args)
         loop_until = until if until in pipeline.LOOP_PASSES else None
         low = self._lower(specs, self._configs.get(self._key(args)), loop_until, texts=True)
-        texts = dict(low.texts)
+        texts, times = dict(low.texts), low.times
         if until is None or until in pipeline.BUILD_PASSES:
             art = pipeline.build(low, self._target(specs), self._options(), until=until)
             texts["codegen"] = art.texts["llvm_ir_unoptimized"]
             if "llvm_ir" in art.texts:
                 texts["optimize"] = art.texts["llvm_ir"]
-            texts["times"] = art.times
-        else:
-            texts["times"] = low.times
+            times = art.times
         if until is not None and until not in texts:
             raise ArgumentError(f"{self.name}.lower(after=...): no pass named {until!r}; "
                                 f"the passes: {', '.join(pipeline.PASSES)}")
-        return texts
+        return texts, times
 
     def passes(self, *args, **kwargs):
         """The pipeline's passes for these arguments, in order, with the time each took
         on a fresh run and the size of its output; `lower(..., after=name)` shows one."""
-        texts = self._stage_texts(args, kwargs)
-        times = texts["times"]
+        texts, times = self._stage_texts(args, kwargs)
         lines = [f"{'pass':<16} {'ms':>8}  output"]
         for name in pipeline.PASSES:
             text = texts.get(name, "")

@@ -35,7 +35,7 @@ def _omp_threads():
     return int(v) if v.isdigit() and int(v) > 0 else None
 
 
-def _cores():
+def cores():
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -44,7 +44,7 @@ def _cores():
 
 def load() -> Settings:
     return Settings(
-        num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or _cores())),
+        num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or cores())),
         log=os.environ.get("JITDL_LOG", ""),
         opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
         cache=os.environ.get("JITDL_CACHE", "1").strip().lower() not in ("0", "false", "no",

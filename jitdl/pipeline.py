@@ -161,8 +161,8 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     graph, times = low.graph, dict(low.times)
     texts = dict(low.texts)
     texts["loop_ir"] = texts.get("verify") or low.loop_ir
-    if target.kind != "cpu":          # the one branch on the target's kind
-        raise ArgumentError(f"pipeline: no code generator for target {target.kind!r}")
+    if target.name != "cpu":          # the one branch on the target
+        raise ArgumentError(f"pipeline: no code generator for target {target.name!r}")
     parallel = engine.parallel_available() if options.parallel is None else options.parallel
     t0 = time.perf_counter()
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,

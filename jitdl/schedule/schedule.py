@@ -202,18 +202,11 @@ class Schedule:
         return out
 
     def _fuse2(self, a, b):
-        st, la = self._axis("fuse", a, "outer")
-        _, lb = self._axis("fuse", b, "inner")
+        self._axis("fuse", a, "outer")
+        self._axis("fuse", b, "inner")
         if a.stage != b.stage:
             raise ScheduleError(f"fuse: loops {a!r} and {b!r} belong to different stages",
                                 user_loc())
-        ia, ib = st.leaves.index(a.name), st.leaves.index(b.name)
-        if ib != ia + 1:
-            raise ScheduleError(f"fuse: {a!r} must be directly outside {b!r}; current order: "
-                                f"{', '.join(st.leaves)} (reorder first)", user_loc())
-        if la.reduce != lb.reduce:
-            raise ScheduleError(f"fuse: cannot fuse a reduction loop with a data loop "
-                                f"({a!r}, {b!r})", user_loc())
         self._apply(S.Fuse(a.stage, a.name, b.name))
         return Axis(a.stage, f"{a.name}.{b.name}.f")
 
@@ -425,11 +418,14 @@ class Schedule:
                 a, b = self._loop(st, step, outer), self._loop(st, step, inner)
                 k = st.leaves.index(a.name)
                 if st.leaves[k + 1:k + 2] != [b.name]:
-                    raise ScheduleError(f"fuse: {outer} must be directly outside {inner}",
-                                        user_loc())
+                    raise ScheduleError(
+                        f"fuse: {step.stage}.{outer} must be directly outside "
+                        f"{step.stage}.{inner}; current order: {', '.join(st.leaves)} "
+                        "(reorder first)", user_loc())
                 if a.reduce != b.reduce:
                     raise ScheduleError(f"fuse: cannot fuse a reduction loop with a data "
-                                        f"loop ({outer}, {inner})", user_loc())
+                                        f"loop ({step.stage}.{outer}, {step.stage}.{inner})",
+                                        user_loc())
                 fused = LoopAxis(f"{a.name}.{b.name}.f", a.extent * b.extent, a.reduce)
                 st.axes[fused.name] = fused
                 st.leaves[k:k + 2] = [fused.name]

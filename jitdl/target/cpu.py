@@ -13,6 +13,7 @@ import os
 import threading
 from dataclasses import dataclass, field, fields
 
+from jitdl.config import cores
 from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
@@ -33,7 +34,7 @@ class CPU:
     l3_bytes: int
     cores: int
     array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
-    kind = "cpu"
+    name = "cpu"                    # (a class attribute: not a field)
     # below this many loop iterations a parallel loop costs more (fork/join, ~3 us) than
     # it saves
     parallel_min_work: int = 1 << 15
@@ -41,10 +42,6 @@ class CPU:
     local_buffer_bytes: int = 16384
     # intermediates of up to this many bytes live on the stack rather than the heap
     stack_buffer_bytes: int = 4096
-
-    @property
-    def name(self):
-        return "cpu"
 
     def lanes(self, dtype_bytes: int) -> int:
         """SIMD lanes of one vector register for elements of this size."""
@@ -112,7 +109,7 @@ def host() -> CPU:
         vbytes, regs = 16, 16
     l1, l2, l3 = _caches()
     return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
-               _cores(), _array_data_offset())
+               cores(), _array_data_offset())
 
 
 def _caches():
@@ -141,13 +138,6 @@ def _caches():
         except ValueError:
             continue
     return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _array_data_offset():
