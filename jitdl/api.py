@@ -19,16 +19,19 @@ from jitdl import dtypes, pipeline
 from jitdl import target as targets
 from jitdl.cache import keys
 from jitdl.cache.store import CacheWarning, Entry, default_store
-from jitdl.capture.trace import capture, trace
+from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
+from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import engine, native
 from jitdl.runtime.kernel import Kernel, Signature, call_key, static_value
 from jitdl.schedule.config import ChoiceKnob
+from jitdl.te.tensor import Tensor
 
 log = logging.getLogger("jitdl.cache")
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+_SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
 _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
 _GRAPHS_KEPT = 8                  # traces kept per function (for inspection and tuning)
 
@@ -87,8 +90,31 @@ class Function:
             key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
         k = self._kernels.get(key)
         if k is None:
+            if any(isinstance(a, _SYMBOLIC) for a in args):
+                return self._inline(args, out)
             k = self._compile(args, key)
         return k.run(args, out)
+
+    def _inline(self, args, out):
+        """Called on tensors inside another definition: its stages join that definition
+        (definitions compose like functions; one graph, one kernel)."""
+        if out is not None:
+            raise ArgumentError(f"{self.name}(): out= cannot be given inside a definition; "
+                                "the result is a tensor of the calling definition")
+        for n, (name, a) in enumerate(zip(self.param_names, args)):
+            if n in self._static_pos:
+                if isinstance(a, _SYMBOLIC):
+                    raise ArgumentError(
+                        f"{self.name}(): static argument '{name}' must be a plain Python "
+                        f"value, got the symbolic {a!r}")
+            elif isinstance(a, np.ndarray):
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}' is a NumPy array, but {self.name} is "
+                    "called inside a definition: pass a tensor of that definition (arrays "
+                    "are arguments of the outer function)")
+        if self._captured is None:
+            self._captured = capture(self.pyfunc)
+        return inline(self._captured, args, self.name)
 
     def _bind(self, args, kwargs):
         try:

@@ -1,69 +1,97 @@
 """Index notation: the ranges of a statement's indices, inferred from its accesses.
 
-An index's range is the largest one for which every access where it stands alone in a
-dimension, as c*i + d, stays inside that dimension (Tensor Comprehensions' rule). Accesses
-under a select branch or a reduction's condition count only when no other access bounds
-the index. Reduce axes whose range() bounds depend on outer indices become the bounding
-rectangle, masked by the range condition.
+An index's range is the largest one starting at 0 for which every access of the
+statement stays inside its tensor (Tensor Comprehensions' rule): accesses under a select
+branch, a `where=` or a generator `if` count as much as the others. An access bounds index
+i where one of its dimensions is `c*i + e`, or `(c*i + e) // d` with d > 0, c a non-zero
+constant and e built from constants and indices whose ranges are known: reduction
+variables with explicit ranges, and statement indices inferred in an earlier round. Other
+accesses (`X[i + j]` with both unknown, `X[ids[i]]`) are checked later, not used. Reduce
+axes whose range() bounds depend on outer indices become the bounding rectangle, masked
+by the range condition.
 """
 from __future__ import annotations
 
-import math
 import threading
 
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
-from jitdl.ir.analysis import bounds, single_var
-from jitdl.ir.nodes import Access, IterVar, Reduce, Select, Var
-from jitdl.ir.visit import expr_children, map_expr
+from jitdl.ir.analysis import INF, affine, bounds, form_bounds
+from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, Var
+from jitdl.ir.visit import map_expr, walk_expr
 from jitdl.te.ops import make_stage
 
 
-def accesses(e, guarded=False):
-    """(Access, guarded) pairs in e; guarded means under a select branch or a where."""
-    out = []
-
-    def rec(n, g):
-        if isinstance(n, Access):
-            out.append((n, g))
-        if isinstance(n, Select):
-            rec(n.cond, g)
-            rec(n.t, True)
-            rec(n.f, True)
-            return
-        if isinstance(n, Reduce):
-            rec(n.body, g or n.where is not None)
-            if n.where is not None:
-                rec(n.where, g)
-            return
-        for c in expr_children(n):
-            rec(c, g)
-    rec(e, guarded)
-    return out
+def accesses(e):
+    """Every Access in e, in select branches and reduction conditions too."""
+    return [n for n in walk_expr(e) if isinstance(n, Access)]
 
 
-def infer_ranges(variables, body, what):
+def _mentions(e, names):
+    return any(isinstance(n, Var) and n in names for n in walk_expr(e))
+
+
+def _floordiv_by_constant(e):
+    return isinstance(e, Binary) and e.op == BinOp.FLOORDIV and isinstance(e.b, Const) \
+        and e.b.value > 0
+
+
+def solve(idx, lo, hi, unknown, known):
+    """(var, vlo, vhi) when `lo <= idx <= hi` for every value of the known indices
+    confines exactly one unknown index var to [vlo, vhi]; else None."""
+    if _floordiv_by_constant(idx):
+        d = int(idx.b.value)
+        return solve(idx.a, lo * d, hi * d + d - 1, unknown, known)
+    form = affine(idx)
+    parts = [(k, c) for k, c in form.items() if k != 1 and _mentions(k, unknown)]
+    if len(parts) != 1:
+        return None
+    atom, c = parts[0]
+    rlo, rhi = form_bounds({k: v for k, v in form.items() if k is not atom}, known)
+    if rlo == -INF or rhi == INF:
+        return None
+    want_lo, want_hi = lo - rlo, hi - rhi            # c*atom in [want_lo, want_hi]
+    if c > 0:
+        alo, ahi = -((-want_lo) // c), want_hi // c
+    else:
+        alo, ahi = -((-want_hi) // c), want_lo // c
+    if isinstance(atom, Var):
+        return atom, alo, ahi
+    if _floordiv_by_constant(atom):                     # (c*i + e) // d + e'
+        return solve(atom, alo, ahi, unknown, known)
+    return None
+
+
+def infer_ranges(variables, body, what, pending=()):
     """{Var: extent} for the index variables of one index-notation statement."""
-    found = {v: ([], []) for v in variables}   # v -> (unguarded, guarded) [(lo, hi, access)]
-    for acc, guarded in accesses(body):
-        for dim, idx in enumerate(acc.indices):
-            sv = single_var(idx)
-            if sv is None or sv[0] not in found:
-                continue
-            v, c, d = sv
-            n = acc.tensor.shape[dim]
-            if c > 0:
-                lo, hi = math.ceil(-d / c), math.floor((n - 1 - d) / c)
-            else:
-                lo, hi = math.ceil((n - 1 - d) / c), math.floor(-d / c)
-            found[v][1 if guarded else 0].append((lo, hi, acc))
+    known = {a.var: (a.min, a.min + a.extent - 1) for n in walk_expr(body)
+             if isinstance(n, Reduce) for a in n.axes}
+    for ax, _, _ in pending:             # bounds depending on outer indices: not yet known
+        known.pop(ax.var, None)
+    unknown = set(variables) | {ax.var for ax, _, _ in pending}
+    found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
+    accs = accesses(body)
+    while True:
+        fixed = {}
+        for acc in accs:
+            for dim, idx in enumerate(acc.indices):
+                sol = solve(idx, 0, acc.tensor.shape[dim] - 1, unknown, known)
+                if sol is not None and sol[0] in found:
+                    fixed.setdefault(sol[0], []).append((sol[1], sol[2], acc))
+        if not fixed:
+            break
+        for v, cons in fixed.items():        # indices bounded in this round are known
+            found[v] = cons
+            known[v] = (0, max(min(c[1] for c in cons), -1))
+            unknown.discard(v)
     extents = {}
     for v in variables:
-        cons = found[v][0] or found[v][1]
+        cons = found[v]
         if not cons:
             raise DefinitionError(
-                f"cannot infer the range of index `{v.name}` in {what}: it is not the whole "
-                f"index (c*{v.name} + d) of any dimension it reads; declare the shape first, "
+                f"cannot infer the range of index `{v.name}` in {what}: no access has it as "
+                f"`c*{v.name} + e` or `(c*{v.name} + e) // d` in one dimension (e of "
+                f"constants and indices with known ranges); declare the shape first, "
                 f"e.g. `{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
         lo = max(c[0] for c in cons)
         hi = min(c[1] for c in cons)
@@ -72,8 +100,9 @@ def infer_ranges(variables, body, what):
             raise DefinitionError(
                 f"index `{v.name}` in {what} would start at {lo}, not 0 (because of "
                 f"{worst}); re-index so that it starts at 0 (e.g. `Y[i] = X[i] + X[i + 2]` "
-                "instead of `Y[i] = X[i - 1] + X[i + 1]`) or declare the shape first with "
-                "jd.tensor(shape)", user_loc())
+                "instead of `Y[i] = X[i - 1] + X[i + 1]`), or declare the shape first with "
+                f"jd.tensor(shape) and guard the accesses (`... if {v.name} >= {lo} "
+                "else ...`)", user_loc())
         extents[v] = max(hi + 1, 0)      # an empty range makes an empty tensor, as NumPy
     return extents
 
@@ -111,7 +140,7 @@ def define_stage(name, declared, index_names, fn):
     if declared is not None:
         extents = dict(zip(variables, declared.shape))
     else:
-        extents = infer_ranges(variables, body, what)
+        extents = infer_ranges(variables, body, what, pending)
     axes = tuple(IterVar(v, 0, extents[v]) for v in variables)
     if pending:
         body = _resolve_pending(body, pending, {v: (0, extents[v] - 1) for v in variables})
@@ -127,7 +156,7 @@ def _resolve_pending(body, pending, ranges):
     for ax, lo, hi in pending:
         blo, _ = bounds(lo, ranges)
         _, bhi = bounds(hi, ranges)
-        if blo in (-math.inf, math.inf) or bhi in (-math.inf, math.inf):
+        if blo in (-INF, INF) or bhi in (-INF, INF):
             raise DefinitionError(
                 f"cannot bound the range of reduction index `{ax.var.name}` "
                 f"(range({lo}, {hi}))", user_loc())

@@ -16,7 +16,7 @@ from jitdl.ir.nodes import Expr, IterVar, Var
 from jitdl.te import naming
 from jitdl.te.graph import Graph
 from jitdl.te.ops import make_stage, stages_of
-from jitdl.te.tensor import Compute, Placeholder, Tensor
+from jitdl.te.tensor import Compute, Declared, Placeholder, Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -178,6 +178,27 @@ def trace(cap: Captured, specs, names) -> Graph:
         seen.add(id(o))
     _unique_names(params, outputs)
     return Graph(fname, tuple(params), tuple(outputs), layout)
+
+
+def inline(cap: Captured, args, fname):
+    """Run a definition on the tensors and expressions of the definition being traced:
+    its stages become part of that graph. Unnamed result stages take the function's name
+    (and still take the name of a variable they are assigned to)."""
+    filename = cap.original.__code__.co_filename
+    try:
+        result = cap.func(*args)
+    except JitdlError:
+        raise
+    except Exception as e:
+        raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
+                              _user_frame_loc(e.__traceback__, filename)) from e
+    for o in (result if isinstance(result, tuple) else (result,)):
+        if isinstance(o, Tensor) and isinstance(o.op, Declared):
+            raise DefinitionError(f"{fname} returns {o.name}, which was declared with "
+                                  "jd.tensor(shape) but never filled")
+        if isinstance(o, Tensor) and isinstance(o.op, Compute) and o.auto_named:
+            o.name = fname
+    return result
 
 
 def _unique_names(params, outputs):

@@ -10,7 +10,7 @@ import math
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
                             Load, Select, UnOp, Unary, Var)
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import expr_children, walk_expr
 
 INF = math.inf
 FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
@@ -88,20 +88,94 @@ def _mul(a, b):
     return a * b
 
 
+def _is_int(e):
+    return dtypes.is_int(e.dtype) or e.dtype == "bool"
+
+
+def affine(e):
+    """e as {atom: coef, 1: const}: an affine form over atoms, which are Vars and the
+    integer subexpressions that are not affine themselves (`f // 3`, `abs(i - p)`, a
+    select). Always succeeds for an integer expression (at worst {e: 1})."""
+    match e:
+        case Const() if _is_int(e):
+            return {1: int(e.value)}
+        case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype) \
+                and dtypes.itemsize(e.dtype) > dtypes.itemsize(e.value.dtype) \
+                or (isinstance(e, Cast) and e.dtype == e.value.dtype):
+            return affine(e.value)
+        case Unary(op=UnOp.NEG) if dtypes.is_int(e.dtype):
+            return {k: -v for k, v in affine(e.a).items()}
+        case Binary(op=BinOp.ADD | BinOp.SUB) if dtypes.is_int(e.dtype):
+            sign = 1 if e.op == BinOp.ADD else -1
+            out = dict(affine(e.a))
+            for k, v in affine(e.b).items():
+                out[k] = out.get(k, 0) + sign * v
+            return {k: v for k, v in out.items() if v != 0 or k == 1}
+        case Binary(op=BinOp.MUL) if dtypes.is_int(e.dtype):
+            fa, fb = affine(e.a), affine(e.b)
+            if len(fa) == 1:
+                fa, fb = fb, fa
+            if len(fb) == 1:
+                c = fb.get(1, 0)
+                return {k: v * c for k, v in fa.items() if v * c != 0 or k == 1}
+    return {e: 1, 1: 0}
+
+
+def single_atom(e):
+    """(atom, coef, const) when e is c*atom + d with c != 0, else None."""
+    f = affine(e)
+    terms = [(k, v) for k, v in f.items() if k != 1 and v != 0]
+    if len(terms) != 1:
+        return None
+    return terms[0][0], terms[0][1], f.get(1, 0)
+
+
+def form_bounds(f, ranges):
+    """Inclusive (lo, hi) of an affine form (from `affine`) under `ranges`."""
+    lo = hi = f.get(1, 0)
+    for k, c in f.items():
+        if k == 1:
+            continue
+        vlo, vhi = atom_bounds(k, ranges)
+        lo += min(_mul(c, vlo), _mul(c, vhi))
+        hi += max(_mul(c, vlo), _mul(c, vhi))
+    if FACTS in ranges:
+        lo, hi = _apply_facts(f, lo, hi, ranges)
+    return lo, hi
+
+
 def bounds(e, ranges):
-    """Inclusive (lo, hi) of integer or bool expression e under `ranges`; +-inf if unknown."""
-    f = linear(e)
-    if f is not None:
-        lo = hi = f.get(1, 0)
-        for k, c in f.items():
-            if k == 1:
-                continue
-            vlo, vhi = ranges.get(k, (-INF, INF))
-            lo += min(_mul(c, vlo), _mul(c, vhi))
-            hi += max(_mul(c, vlo), _mul(c, vhi))
-        if FACTS in ranges:
-            lo, hi = _apply_facts(f, lo, hi, ranges)
-        return lo, hi
+    """Inclusive (lo, hi) of integer or bool expression e under `ranges`; +-inf if unknown.
+    `ranges` maps Vars, and also non-affine subexpressions narrowed by a condition (the
+    `iy` of `iy >= 0 and iy < h`), to (lo, hi)."""
+    if not _is_int(e):
+        return -INF, INF
+    return form_bounds(affine(e), ranges)
+
+
+def atom_bounds(e, ranges):
+    """Bounds of one atom: its own range where a condition narrowed it, intersected with
+    what its operation implies."""
+    known = ranges.get(e)
+    if isinstance(e, Var):
+        if known is not None:
+            return known
+        return _dtype_range(e.dtype)
+    lo, hi = _op_bounds(e, ranges)
+    if known is not None:
+        lo, hi = max(lo, known[0]), min(hi, known[1])
+    return lo, hi
+
+
+def _dtype_range(dtype):
+    if dtype == "bool":
+        return 0, 1
+    if dtype in ("uint8", "int8", "int16"):
+        return _int_range(dtype)
+    return -INF, INF
+
+
+def _op_bounds(e, ranges):
     match e:
         case Compare() | Binary(dtype="bool") | Unary(dtype="bool"):
             return 0, 1
@@ -142,13 +216,32 @@ def bounds(e, ranges):
             return tlo, thi             # a narrowing cast may wrap: anything in its range
         case Cast(dtype="int64") if e.value.dtype == "bool":
             return 0, 1
-    if e.dtype == "bool":
-        return 0, 1
-    if e.dtype == "uint8":
-        return 0, 255
-    if e.dtype == "int8":
-        return -128, 127
-    return -INF, INF
+    return _dtype_range(e.dtype)
+
+
+def unbounded_part(e, ranges):
+    """The smallest subexpression of e that has no finite bounds under `ranges` (what an
+    error about e should name), or None when e is bounded."""
+    lo, hi = bounds(e, ranges)
+    if lo != -INF and hi != INF:
+        return None
+    for atom in affine(e):
+        if atom == 1 or isinstance(atom, Var):
+            continue
+        if atom is e:
+            for c in expr_children(e):
+                if _is_int(c):
+                    inner = unbounded_part(c, ranges)
+                    if inner is not None:
+                        return inner
+            return e
+        inner = unbounded_part(atom, ranges)
+        if inner is not None:
+            return inner
+    for atom in affine(e):
+        if isinstance(atom, Var) and atom_bounds(atom, ranges)[0] == -INF:
+            return atom
+    return e
 
 
 def _int_range(dtype):
@@ -182,45 +275,56 @@ def narrow(cond, ranges, negate=False):
     return ranges
 
 
+def _floordiv(a, c):
+    return a if a in (INF, -INF) else a // c
+
+
+def _ceildiv(a, c):
+    return a if a in (INF, -INF) else -((-a) // c)
+
+
+_FACT_LIMITS = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),
+                CmpOp.GE: (0, INF), CmpOp.EQ: (0, 0)}
+
+
 def _narrow_cmp(op, a, b, ranges):
-    # a relation between several indices (i + k >= 1) is kept whole as a fact
-    fa, fb = linear(a), linear(b)
-    if fa is not None and fb is not None:
-        diff = dict(fa)
-        for k, v in fb.items():
-            diff[k] = diff.get(k, 0) - v
-        if len(_var_part(diff)) >= 2:
-            lim = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),
-                   CmpOp.GE: (0, INF), CmpOp.EQ: (0, 0)}.get(op)
-            if lim is not None:
-                fact = (tuple(diff.items()), lim[0], lim[1])
-                ranges = {**ranges, FACTS: ranges.get(FACTS, ()) + (fact,)}
-    # bring to the form  c*v + d  op  rhs, for each variable side
+    """Ranges under `a op b` for integers: the relation is brought to `diff op 0` with
+    diff affine over atoms; each atom is narrowed with the others' bounds, and a relation
+    between several atoms (i + k >= 1) is also kept whole as a fact."""
+    diff = dict(affine(a))
+    for k, v in affine(b).items():
+        diff[k] = diff.get(k, 0) - v
+    terms = [(k, c) for k, c in diff.items() if k != 1 and c != 0]
     out = ranges
-    for lhs, rhs, o in ((a, b, op), (b, a, _MIRROR[op])):
-        sv = single_var(lhs)
-        if sv is None:
-            continue
-        v, c, d = sv
-        rlo, rhi = bounds(rhs, out)
-        lo, hi = out.get(v, (-INF, INF))
-        # c*v + d  o  [rlo, rhi]
-        if o in (CmpOp.LT, CmpOp.LE, CmpOp.EQ):
-            lim = rhi - d - (1 if o == CmpOp.LT else 0)
-            if lim != INF and lim != -INF:
-                if c > 0:
-                    hi = min(hi, math.floor(lim / c))
-                else:
-                    lo = max(lo, math.ceil(lim / c))
-        if o in (CmpOp.GT, CmpOp.GE, CmpOp.EQ):
-            lim = rlo - d + (1 if o == CmpOp.GT else 0)
-            if lim != INF and lim != -INF:
-                if c > 0:
-                    lo = max(lo, math.ceil(lim / c))
-                else:
-                    hi = min(hi, math.floor(lim / c))
-        if (lo, hi) != out.get(v, (-INF, INF)):
-            out = {**out, v: (lo, hi)}
+    if len(terms) >= 2 and op in _FACT_LIMITS:
+        lim = _FACT_LIMITS[op]
+        fact = (tuple(diff.items()), lim[0], lim[1])
+        out = {**out, FACTS: out.get(FACTS, ()) + (fact,)}
+    for atom, c in terms:
+        rlo, rhi = form_bounds({k: v for k, v in diff.items() if k is not atom}, out)
+        want_lo, want_hi = -rhi, -rlo            # c*atom  op  [want_lo, want_hi]
+        lo, hi = atom_bounds(atom, out)
+        if op in (CmpOp.LT, CmpOp.LE, CmpOp.EQ) and want_hi != INF:
+            lim = want_hi - (1 if op == CmpOp.LT else 0)       # c*atom <= lim
+            if c > 0:
+                hi = min(hi, _floordiv(lim, c))
+            else:
+                lo = max(lo, _ceildiv(lim, c))
+        if op in (CmpOp.GT, CmpOp.GE, CmpOp.EQ) and want_lo != -INF:
+            lim = want_lo + (1 if op == CmpOp.GT else 0)       # c*atom >= lim
+            if c > 0:
+                lo = max(lo, _ceildiv(lim, c))
+            else:
+                hi = min(hi, _floordiv(lim, c))
+        if op == CmpOp.NE and want_lo == want_hi and want_lo not in (INF, -INF) \
+                and want_lo % c == 0:
+            value = want_lo // c                                # atom != value
+            if value == lo:
+                lo += 1
+            elif value == hi:
+                hi -= 1
+        if (lo, hi) != atom_bounds(atom, out):
+            out = {**out, atom: (lo, hi)}
     return out
 
 

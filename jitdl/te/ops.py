@@ -68,16 +68,30 @@ def tensor(shape, fcompute=None, name=None, dtype=None):
     if fcompute is None:
         return Tensor(name or naming.fresh("T"), shape, dtype and dtypes.normalize(dtype),
                       Declared(user_loc()), auto_named=name is None)
-    params = list(inspect.signature(fcompute).parameters)
-    if len(params) != len(shape):
-        raise DefinitionError(
-            f"the lambda of tensor {name or ''} takes {len(params)} index argument(s) "
-            f"but the shape {shape} has {len(shape)} dimension(s)", user_loc())
-    axes = tuple(IterVar(Var(p), 0, n) for p, n in zip(params, shape))
+    axes = tuple(IterVar(Var(p), 0, n) for p, n in zip(_index_names(fcompute, shape, name),
+                                                       shape))
     body = build.as_expr(fcompute(*[a.var for a in axes]))
     if dtype is not None:
         body = build.cast(body, dtype)
     return make_stage(name, axes, body, user_loc())
+
+
+def _index_names(fcompute, shape, name):
+    """One index name per dimension, from the lambda's parameters; `*idx` takes the
+    dimensions the named parameters before it leave (a rank-generic definition)."""
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        raise DefinitionError(f"the second argument of jd.tensor must be a function of the "
+                              f"indices, got {fcompute!r}", user_loc()) from None
+    fixed = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    if len(fixed) == len(shape) or star is not None and len(fixed) <= len(shape):
+        return fixed + [f"{star}{d}" for d in range(len(shape) - len(fixed))]
+    takes = f"{len(fixed)}{' or more' if star else ''}"
+    raise DefinitionError(
+        f"the lambda of tensor {name or ''} takes {takes} index argument(s) but the shape "
+        f"{shape} has {len(shape)} dimension(s)", user_loc())
 
 
 def make_stage(name, axes, body, loc) -> Tensor:
