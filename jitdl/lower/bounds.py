@@ -9,7 +9,7 @@ checked here too.
 from __future__ import annotations
 
 from jitdl.errors import ArgumentError, DefinitionError
-from jitdl.ir.analysis import FACTS, bounds, narrow, reads_memory
+from jitdl.ir.analysis import FACTS, INF, bounds, narrow, reads_memory, unbounded_part
 from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, walk_expr
@@ -68,6 +68,14 @@ def check_stage(tensor, scalars=()):
             lo, hi = bounds(idx, rng)
             if lo >= 0 and hi <= n - 1:
                 continue
+            if lo == -INF or hi == INF:
+                raise DefinitionError(
+                    f"{expr_text(acc)} may read outside {acc.tensor.name}: cannot bound "
+                    f"index `{expr_text(idx)}` of dimension {dim} "
+                    f"({_why_unbounded(idx, rng)}); {acc.tensor.name} has {n} element(s) "
+                    f"there (valid: 0..{n - 1}). Guard the access with a condition on that "
+                    "index (`... if 0 <= e < n else ...`, where=) or change the ranges",
+                    acc.loc or op.loc)
             shown = f"[{lo}, {hi}]".replace("inf", "\u221e")
             raise DefinitionError(
                 f"{expr_text(acc)} can read outside {acc.tensor.name}: index "
@@ -76,6 +84,19 @@ def check_stage(tensor, scalars=()):
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
     _walk_guarded(op.body, ranges, visit)
+
+
+def _why_unbounded(idx, ranges):
+    part = unbounded_part(idx, ranges)
+    if part is None or part is idx and not isinstance(part, Var):
+        return "no rule bounds it"
+    if isinstance(part, Var):
+        if part.dtype in ("int32", "int64") and part not in ranges:
+            return f"`{part.name}` is a scalar argument, with no range"
+        return f"`{part.name}` has no known range"
+    lo, hi = bounds(part, ranges)
+    shown = f"[{lo}, {hi}]".replace("inf", "\u221e")
+    return f"`{expr_text(part)}` ranges over {shown}"
 
 
 def check_shape_agreement(stages):
