@@ -12,9 +12,10 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.ir.nodes import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
+from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
 from jitdl.ir.printer import to_text
+from jitdl.ir.visit import walk_expr
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -237,8 +238,8 @@ def select(cond, t, f) -> Expr:
     t, f = cast(t, dtype), cast(f, dtype)
     if isinstance(cond, Const):
         return t if cond.value else f
-    if t == f:
-        return t
+    if t == f and not any(isinstance(n, Access) for n in walk_expr(cond)):
+        return t        # (a condition that reads a tensor stays: its access bounds indices)
     return Select(cond, t, f, dtype)
 
 
