@@ -101,14 +101,16 @@ def expected_extents(out, R, shapes, accesses):
 
 def shapes_disagree(out, R, shapes, accesses, extents):
     """The shape agreement rule: a bare index over the full extent of one argument
-    dimension must have the same extent in every argument dimension it is the index of."""
+    dimension must have the same extent in the dimensions of other arguments it is the
+    index of (two dimensions of one argument may differ: a diagonal)."""
     full = {v: hi + 1 for v, (_, hi) in extents.items()}
     if R:
         full["r"] = R
     for v, n_full in full.items():
-        sizes = [n for name, dims in accesses for n, d in zip(shapes[name], dims)
-                 if d[0] == v]
-        if n_full in sizes and len(set(sizes)) > 1:
+        uses = [(name, n) for name, dims in accesses for n, d in zip(shapes[name], dims)
+                if d[0] == v]
+        if any(n1 == n_full and t1 != t2 and n1 != n2
+               for t1, n1 in uses for t2, n2 in uses):
             return True
     return False
 

@@ -454,3 +454,88 @@ def test_composition_errors():
         passes_array(np.ones(3), 0.5)
     with pytest.raises(jd.JitdlError, match="out="):
         with_out(np.ones(3))
+
+
+# ---------------------------------------------------------------------------------------
+# resizing and indexing ops
+# ---------------------------------------------------------------------------------------
+
+@jd.compute(static=("scale",))
+def resize_bilinear(X, scale):
+    H, W = X.shape
+
+    def body(y, x):
+        # half-pixel centres, clamped at 0; floor of a float coordinate is bounded too
+        sy = jd.max((y + 0.5) / scale - 0.5, 0.0)
+        sx = jd.max((x + 0.5) / scale - 0.5, 0.0)
+        y0, x0 = jd.min(jd.int64(jd.floor(sy)), H - 1), jd.min(jd.int64(jd.floor(sx)), W - 1)
+        y1, x1 = jd.min(y0 + 1, H - 1), jd.min(x0 + 1, W - 1)
+        wy, wx = sy - y0, sx - x0
+        return ((X[y0, x0] * (1 - wx) + X[y0, x1] * wx) * (1 - wy) +
+                (X[y1, x0] * (1 - wx) + X[y1, x1] * wx) * wy)
+    return jd.tensor((H * scale, W * scale), body)
+
+
+def resize_bilinear_ref(X, scale):
+    H, W = X.shape
+    out = np.empty((H * scale, W * scale))
+    for y in range(H * scale):
+        for x in range(W * scale):
+            sy, sx = max((y + .5) / scale - .5, 0), max((x + .5) / scale - .5, 0)
+            y0, x0 = min(int(sy), H - 1), min(int(sx), W - 1)
+            y1, x1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
+            wy, wx = sy - y0, sx - x0
+            out[y, x] = ((X[y0, x0] * (1 - wx) + X[y0, x1] * wx) * (1 - wy) +
+                         (X[y1, x0] * (1 - wx) + X[y1, x1] * wx) * wy)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("scale", [2, 3])
+def test_bilinear_resize_float_coordinates(rng, dtype, scale):
+    X = normal(rng, (4, 5), dtype)
+    # the coordinates are int64 index + Python float: float64 (NumPy 2), so the result is
+    check(lambda *a, **k: resize_bilinear(*a, scale, **k), (X,),
+          resize_bilinear_ref(X.astype(F64), scale), F64)
+
+
+@jd.compute
+def to_depth(X):
+    Y[b, c, y, x] = X[b, c * 4 + y % 2 * 2 + x % 2, y // 2, x // 2]   # c: a second round
+    return Y
+
+
+@jd.compute
+def flatten(X):
+    n, m = X.shape
+    Y = jd.tensor((n * m,))
+    Y[k] = X[k // m, k % m]
+    return Y
+
+
+@jd.compute
+def rolled(X):
+    n, = X.shape
+    Y = jd.tensor((n,))          # `%` does not bound an index: the shape is declared
+    Y[i] = X[(i - 3) % n]
+    return Y
+
+
+@jd.compute
+def diagonal(X):
+    Y[i] = X[i, i] * 2           # two dimensions of one argument may differ
+    return Y
+
+
+def test_indexing_ops(rng):
+    X = normal(rng, (2, 8, 3, 4))
+    B, C, H, W = X.shape
+    ref = X.reshape(B, C // 4, 2, 2, H, W).transpose(0, 1, 4, 2, 5, 3).reshape(
+        B, C // 4, 2 * H, 2 * W)
+    check(to_depth, (X,), ref, F64)
+    M = normal(rng, (3, 5))
+    check(flatten, (M,), M.reshape(-1), F64)
+    v = normal(rng, 7)
+    check(rolled, (v,), np.roll(v, 3), F64)
+    check(diagonal, (M,), np.diag(M) * 2, F64)
+    check(diagonal, (M.T.copy(),), np.diag(M.T) * 2, F64)

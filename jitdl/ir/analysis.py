@@ -216,7 +216,76 @@ def _op_bounds(e, ranges):
             return tlo, thi             # a narrowing cast may wrap: anything in its range
         case Cast(dtype="int64") if e.value.dtype == "bool":
             return 0, 1
+        case Cast() if dtypes.is_int(e.dtype) and dtypes.is_float(e.value.dtype):
+            lo, hi = float_bounds(e.value, ranges)     # the cast truncates toward zero
+            tlo, thi = _int_range(e.dtype)
+            if math.isfinite(lo) and math.isfinite(hi) and tlo <= lo and hi <= thi:
+                return math.trunc(lo), math.trunc(hi)
     return _dtype_range(e.dtype)
+
+
+_ROUNDING = 2.0 ** -20      # relative widening per rounded float operation (float32: 2^-24)
+
+
+def _widen(lo, hi):
+    return lo - abs(lo) * _ROUNDING, hi + abs(hi) * _ROUNDING
+
+
+def float_bounds(e, ranges):
+    """Bounds of a float expression built from indices and constants (the source
+    coordinate of a resize), as floats; widened after every operation that rounds, so
+    that they hold in float32 too. (-inf, inf) for anything else (data, NaN sources)."""
+    match e:
+        case Const():
+            v = float(e.value)
+            return (v, v) if math.isfinite(v) else (-INF, INF)
+        case Cast() if _is_int(e.value):
+            lo, hi = bounds(e.value, ranges)
+            if abs(lo) < 2 ** 24 and abs(hi) < 2 ** 24:        # exact in float32
+                return float(lo), float(hi)
+            return _widen(float(lo), float(hi))
+        case Cast() if dtypes.is_float(e.value.dtype):
+            lo, hi = float_bounds(e.value, ranges)
+            return _widen(lo, hi) if e.dtype == "float32" else (lo, hi)
+        case Unary(op=UnOp.NEG):
+            lo, hi = float_bounds(e.a, ranges)
+            return -hi, -lo
+        case Binary(op=BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.DIV | BinOp.MIN | BinOp.MAX):
+            a, b = float_bounds(e.a, ranges), float_bounds(e.b, ranges)
+            if not all(map(math.isfinite, a + b)):
+                return -INF, INF
+            if e.op == BinOp.ADD:
+                return _widen(a[0] + b[0], a[1] + b[1])
+            if e.op == BinOp.SUB:
+                return _widen(a[0] - b[1], a[1] - b[0])
+            if e.op in (BinOp.MIN, BinOp.MAX):
+                pick = min if e.op == BinOp.MIN else max
+                return pick(a[0], b[0]), pick(a[1], b[1])
+            if e.op == BinOp.DIV:
+                if b[0] <= 0 <= b[1]:
+                    return -INF, INF
+                b = (1 / b[1], 1 / b[0])
+            c = [x * y for x in a for y in b]
+            return _widen(min(c), max(c))
+        case Call(fn=Intrin.FLOOR | Intrin.CEIL | Intrin.TRUNC | Intrin.ROUND):
+            lo, hi = float_bounds(e.args[0], ranges)
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                return -INF, INF
+            f = {Intrin.FLOOR: math.floor, Intrin.CEIL: math.ceil, Intrin.TRUNC: math.trunc,
+                 Intrin.ROUND: round}[e.fn]
+            return float(f(lo)), float(f(hi))
+        case Call(fn=Intrin.ABS):
+            lo, hi = float_bounds(e.args[0], ranges)
+            if lo >= 0:
+                return lo, hi
+            if hi <= 0:
+                return -hi, -lo
+            return 0.0, max(-lo, hi)
+        case Select():
+            t = float_bounds(e.t, narrow(e.cond, ranges))
+            f = float_bounds(e.f, narrow(e.cond, ranges, negate=True))
+            return min(t[0], f[0]), max(t[1], f[1])
+    return -INF, INF
 
 
 def unbounded_part(e, ranges):

@@ -8,6 +8,8 @@ checked here too.
 """
 from __future__ import annotations
 
+import itertools
+
 from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.ir.analysis import FACTS, INF, bounds, narrow, reads_memory, unbounded_part
 from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
@@ -113,9 +115,10 @@ def check_shape_agreement(stages):
                     if ax.min == 0 and acc.tensor.shape[dim] == ax.extent]
             if not full:
                 continue
-            ref, rdim = full[0]
-            for acc, dim in args:
-                if acc.tensor.shape[dim] != ref.tensor.shape[rdim]:
+            for (ref, rdim), (acc, dim) in itertools.product(full, args):
+                # two dimensions of one argument may differ (a diagonal, X[i, i])
+                if acc.tensor is not ref.tensor and \
+                        acc.tensor.shape[dim] != ref.tensor.shape[rdim]:
                     raise ArgumentError(
                         f"shape mismatch: argument '{ref.tensor.name}' has size "
                         f"{ref.tensor.shape[rdim]} in dimension {rdim} but argument "
