@@ -539,3 +539,27 @@ def test_indexing_ops(rng):
     check(rolled, (v,), np.roll(v, 3), F64)
     check(diagonal, (M,), np.diag(M) * 2, F64)
     check(diagonal, (M.T.copy(),), np.diag(M.T) * 2, F64)
+
+
+@jd.compute
+def strided_window(X):
+    n, = X.shape
+    Y = jd.tensor((n // 2,))
+    Y[i] = sum(X[2 * i + 2 * r] if i + r < n // 2 else 0.0 for r in range(3))
+    return Y
+
+
+@jd.compute
+def reversed_window(X):
+    n, = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = sum(X[n - 1 - i - r] for r in range(3) if i + r <= n - 1)
+    return Y
+
+
+def test_guards_relating_several_indices(rng):
+    v = normal(rng, 10)
+    check(strided_window, (v,),
+          [sum(v[2 * i + 2 * r] for r in range(3) if i + r < 5) for i in range(5)], F64)
+    check(reversed_window, (v,),
+          [sum(v[9 - i - r] for r in range(3) if i + r <= 9) for i in range(10)], F64)

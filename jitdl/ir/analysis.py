@@ -21,17 +21,25 @@ def _var_part(form):
 
 
 def _apply_facts(f, lo, hi, ranges):
-    """Tighten [lo, hi] of the affine form f with facts like `i + k >= 1`."""
+    """Tighten [lo, hi] of the affine form f with facts like `i + k >= 1`, also where f's
+    variable part is a multiple of the fact's (2*i + 2*k)."""
     vp = _var_part(f)
+    if not vp:
+        return lo, hi
     for items, flo, fhi in ranges.get(FACTS, ()):
         form = dict(items)
         fv = _var_part(form)
-        d = f.get(1, 0) - form.get(1, 0)
-        if fv == vp:
-            lo, hi = max(lo, flo + d), min(hi, fhi + d)
-        elif fv == {k: -v for k, v in vp.items()}:
-            d = f.get(1, 0) + form.get(1, 0)
-            lo, hi = max(lo, -fhi + d), min(hi, -flo + d)
+        if fv.keys() != vp.keys():
+            continue
+        first = next(iter(fv))
+        k, rem = divmod(vp[first], fv[first])
+        if rem or k == 0 or any(vp[a] != k * c for a, c in fv.items()):
+            continue
+        # f = k * (fv) + cf  and  fv in [flo - cform, fhi - cform]
+        cf, cform = f.get(1, 0), form.get(1, 0)
+        a, b = k * (flo - cform) + cf, k * (fhi - cform) + cf
+        a, b = (a, b) if k > 0 else (b, a)
+        lo, hi = max(lo, a), min(hi, b)
     return lo, hi
 
 
