@@ -563,3 +563,13 @@ def test_guards_relating_several_indices(rng):
           [sum(v[2 * i + 2 * r] for r in range(3) if i + r < 5) for i in range(5)], F64)
     check(reversed_window, (v,),
           [sum(v[9 - i - r] for r in range(3) if i + r <= 9) for i in range(10)], F64)
+
+
+@jd.compute
+def conv_relu(X, W):
+    return leaky(conv1d(X, W, 2, 1), 0.0)       # a callee with static arguments
+
+
+def test_composition_with_a_static_callee(rng):
+    X, W = normal(rng, (2, 3, 12)), normal(rng, (4, 3, 3))
+    check(conv_relu, (X, W), np.maximum(conv1d_ref(X, W, 2, 1), 0), F64)
