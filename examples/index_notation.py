@@ -3,8 +3,10 @@
     python examples/index_notation.py
 
 `Y[i, j] = expr` defines a new tensor Y. The names in the subscript are fresh indices;
-their ranges are inferred from the accesses where an index stands alone (`X[i]`,
-`X[i + 2]`), or come from a shape declared first with `jd.tensor(shape)`. Generators
+each ranges over the largest range from 0 that keeps every access in bounds, counting
+accesses where it is offset by indices with known ranges (`X[i + 2]`, `P[i + di]` with
+`di in range(3)`) or floor-divided (`X[i // 2]`); or it comes from a shape declared
+first with `jd.tensor(shape)`. Generators
 (`sum(... for k in range(m))`) are reductions; `max(a, b)`, `exp`, `sqrt`, `if/else`
 and `and`/`or` become IR.
 """
@@ -46,14 +48,14 @@ v = rng.standard_normal(1000, dtype=np.float32)
 check("stencil    X[i] + X[i + 2]", pair_sum(v), v[:-2] + v[2:])
 
 
-# 3. Zero padding with a declared shape, then a 3x3 convolution over the padded image.
-#    Y's indices only appear inside `i + di`, so its shape is declared too.
+# 3. Zero padding with a declared shape (its accesses are guarded), then a 3x3
+#    convolution over the padded image: P[i + di, j + dj] with di, dj in range(3) gives
+#    Y the shape (n + 2 - 2, m + 2 - 2).
 @jd.compute
 def conv3x3(X, K):
     n, m = X.shape
     P = jd.tensor((n + 2, m + 2))
     P[i, j] = X[i - 1, j - 1] if (i >= 1 and i <= n and j >= 1 and j <= m) else 0.0
-    Y = jd.tensor((n, m))
     Y[i, j] = sum(P[i + di, j + dj] * K[di, dj] for di in range(3) for dj in range(3))
     return Y
 
@@ -108,6 +110,24 @@ for alpha in (2.5, -0.75):
     out = axpy(alpha, v, w)
     assert out.dtype == np.float32, out.dtype
     check(f"scalar     {alpha} * x + z", out, alpha * v.astype(np.float64) + w)
+
+
+# 7. Rank-generic definitions (`*idx` takes one index per dimension) compose: calling a
+#    definition on tensors inside another inlines it, and the whole is one kernel.
+@jd.compute
+def leaky_relu(X, slope):
+    return jd.tensor(X.shape, lambda *idx: X[idx] if X[idx] > 0 else X[idx] * slope)
+
+
+@jd.compute
+def upsample_leaky(X):
+    U[c, y, x] = X[c, y // 2, x // 2]          # nearest upsampling: 2H x 2W, inferred
+    return leaky_relu(U, 0.1)
+
+
+t = rng.standard_normal((3, 8, 5), dtype=np.float32)
+up = t.repeat(2, 1).repeat(2, 2)
+check("composed   leaky_relu(upsample(X))", upsample_leaky(t), np.where(up > 0, up, up * 0.1))
 
 
 print("\nThe loop IR of the padded convolution (conv3x3.lower(img, ker)):\n")
