@@ -573,3 +573,49 @@ def conv_relu(X, W):
 def test_composition_with_a_static_callee(rng):
     X, W = normal(rng, (2, 3, 12)), normal(rng, (4, 3, 3))
     check(conv_relu, (X, W), np.maximum(conv1d_ref(X, W, 2, 1), 0), F64)
+
+
+@jd.compute
+def im2col3(X):
+    C, H, W = X.shape
+    Y = jd.tensor((C * 9, (H - 2) * (W - 2)))
+    Y[r, p] = X[r // 9, p // (W - 2) + r % 9 // 3, p % (W - 2) + r % 3]
+    return Y
+
+
+@jd.compute
+def max_pool_padded(X):
+    n, m = X.shape
+    Y = jd.tensor(((n - 1) // 2 + 1, (m - 1) // 2 + 1))
+    Y[i, j] = max(X[2 * i + r - 1, 2 * j + s - 1]
+                  if jd.all(2 * i + r >= 1, 2 * i + r - 1 < n, 2 * j + s >= 1, 2 * j + s <= m)
+                  else -np.inf for r in range(3) for s in range(3))
+    return Y
+
+
+@jd.compute(static=("G",))
+def group_norm(X, G):
+    _, C, H, W = X.shape
+    cg = C // G
+    size = cg * H * W
+    mu[n, g] = sum(X[n, g * cg + c, h, w]
+                   for c in range(cg) for h in range(H) for w in range(W)) / size
+    var[n, g] = sum((X[n, g * cg + c, h, w] - mu[n, g]) ** 2
+                    for c in range(cg) for h in range(H) for w in range(W)) / size
+    Y[n, c, h, w] = (X[n, c, h, w] - mu[n, c // cg]) / sqrt(var[n, c // cg] + 1e-5)
+    return Y
+
+
+def test_im2col_padded_pool_group_norm(rng):
+    X = normal(rng, (2, 5, 6))
+    ref = windows(X, (3, 3), axis=(1, 2)).transpose(0, 3, 4, 1, 2).reshape(18, -1)
+    check(im2col3, (X,), ref, F64)
+    M = normal(rng, (7, 6))
+    P = np.pad(M, 1, constant_values=-np.inf)
+    ref = [[P[2 * i:2 * i + 3, 2 * j:2 * j + 3].max() for j in range(3)] for i in range(4)]
+    check(max_pool_padded, (M,), ref, F64)
+    X = normal(rng, (2, 6, 3, 4))
+    x = X.reshape(2, 3, -1)
+    ref = ((x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5))
+    check(lambda *a, **k: group_norm(*a, 3, **k), (X,), ref.reshape(X.shape), F64,
+          rtol=1e-10)
