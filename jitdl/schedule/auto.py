@@ -4,6 +4,10 @@ Rules, in order: inline injective intermediate stages into their consumers; orde
 reduction so that the innermost loop is a contiguous data loop when one exists (else keep
 a register accumulator); fuse outer data loops and run them in parallel when there is
 enough work; vectorise the innermost contiguous data loop.
+
+LEVELS lists the decisions from all of them down to none (the definition's own loop
+nests). The pipeline applies the first level whose schedule passes its own checks, so that
+a definition never fails on a schedule its user did not write.
 """
 from __future__ import annotations
 
@@ -12,6 +16,18 @@ from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.schedule.schedule import Axis
+
+_ALL = frozenset({"inline", "compute_at", "pack", "tile", "parallel", "vectorize"})
+
+# (name, the decisions the automatic schedule may take), from the most ambitious down
+LEVELS = (
+    ("full", _ALL),
+    ("no compute_at", _ALL - {"compute_at"}),
+    ("no compute_at, no pack", _ALL - {"compute_at", "pack"}),
+    ("no tiling", _ALL - {"compute_at", "pack", "tile"}),
+    ("inline only", frozenset({"inline"})),
+    ("default loop nests", frozenset()),
+)
 
 def _innermost_contiguous(stage):
     """True when the last data axis walks every tensor it reads with stride 1: it appears
@@ -106,7 +122,7 @@ def _pack_streamed(s, name, st, last, tj, cand, ti):
                 s.pack(t.name, s[name], t.ndim - 1, tj)
 
 
-def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
+def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
     """A tiled reduction C read only by an elementwise stage D at D's own indices (bias,
     activation): D is tiled the same way and C's block is computed at D's tile loop, so
     the epilogue reads the block while it is in cache instead of in a second pass."""
@@ -114,7 +130,8 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
-    _pack_streamed(s, name, st, last, tj, cand, ti)
+    if "pack" in allow:
+        _pack_streamed(s, name, st, last, tj, cand, ti)
     op, dop = st.tensor.op, consumer.tensor.op
     dname = consumer.tensor.name
     others = [a for a in op.axes if a is not last and a is not cand]
@@ -139,11 +156,12 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
     # the block stays in C's own buffer: LLVM keeps an in-place unrolled block in
     # vector registers, not a block-sized local copy
     s.compute_at(s[name], s[dname], jo, block_buffer=False)
-    s.vectorize(ji)
+    if "vectorize" in allow:
+        s.vectorize(ji)
     return True
 
 
-def _register_tile(s, name, st, target, cfg=None):
+def _register_tile(s, name, st, target, cfg, allow):
     """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
     the block in vector registers and streams rows of the contiguous operand)."""
@@ -153,7 +171,8 @@ def _register_tile(s, name, st, target, cfg=None):
     last, tj, cand, ti = sizes
     op = st.tensor.op
     data, red = list(op.axes), list(op.reduce_axes)
-    _pack_streamed(s, name, st, last, tj, cand, ti)
+    if "pack" in allow:
+        _pack_streamed(s, name, st, last, tj, cand, ti)
     jo, ji = s.split(Axis(name, last.name), tj)
     order_outer = []
     inner = []
@@ -280,21 +299,26 @@ def _shared_and_expensive(s, st):
     return len(readers) >= 2
 
 
-def auto_schedule(s, num_threads, cfg=None, target=None):
+def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     """The automatic schedule of every stage of s for a CPU `target` (its policies:
-    register budget, L2 size, parallel grain), with tile sizes as knobs of cfg."""
+    register budget, L2 size, parallel grain), with tile sizes as knobs of cfg, taking
+    the decisions LEVELS[level] allows."""
+    allow = LEVELS[level][1]
+    if not allow:
+        return s
     outputs = {t.name for t in s.outputs}
     keep = []
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
-            if _shared_and_expensive(s, st):
+            if _shared_and_expensive(s, st) and "compute_at" in allow:
                 keep.append(name)         # inlined below unless computed at a row loop
             else:
                 s.compute_inline(s[name])
-    _fuse_row_reductions(s, outputs, target)
+    if "compute_at" in allow:
+        _fuse_row_reductions(s, outputs, target)
     epilogues = set()
-    for name in list(s.stages):
+    for name in list(s.stages) if {"compute_at", "tile"} <= allow else ():
         st = s.stages[name]
         op = st.tensor.op
         if st.attach != "root" or st.tensor.name in outputs or op.reduce is None \
@@ -310,7 +334,7 @@ def auto_schedule(s, num_threads, cfg=None, target=None):
                 tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
                 for acc in _inlined_accesses(s, d, st.tensor)):
             continue
-        if _fuse_epilogue(s, name, st, d, target, cfg):
+        if _fuse_epilogue(s, name, st, d, target, cfg, allow):
             epilogues.add(name)
     for name in keep:            # inlined unless computed at a row loop, or others are
         if s.stages[name].attach == "root" and not any(
@@ -323,25 +347,28 @@ def auto_schedule(s, num_threads, cfg=None, target=None):
         inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
                       and x.tensor.name in epilogues and x.attach_to[0] == name]
         if inner_work:                   # an epilogue: tiled with its producer's block
-            _parallelize(s, name, st, num_threads, target, max(inner_work))
+            if "parallel" in allow:
+                _parallelize(s, name, st, num_threads, target, max(inner_work))
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]
         red = [a.name for a in op.reduce_axes]
         arg = op.reduce is not None and op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
-        if red and data and not arg and _innermost_contiguous(st):
-            if not _register_tile(s, name, st, target, cfg):
+        if "tile" in allow and red and data and not arg and _innermost_contiguous(st):
+            if not _register_tile(s, name, st, target, cfg, allow):
                 # i, k, j: the reduction walks rows, the innermost loop streams along j
                 s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
-        _parallelize(s, name, st, num_threads, target)
+        if "parallel" in allow:
+            _parallelize(s, name, st, num_threads, target)
         inner = st.leaves[-1] if st.leaves else None
-        if inner is not None and not st.axes[inner].reduce and \
+        if "vectorize" in allow and inner is not None and not st.axes[inner].reduce and \
                 st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
     for name, st in s.stages.items():
         if name.endswith("_pack") and not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
-            _parallelize(s, name, st, num_threads, target)
+            if "parallel" in allow:
+                _parallelize(s, name, st, num_threads, target)
             inner = st.leaves[-1]
-            if st.axes[inner].kind == ForKind.SERIAL:
+            if "vectorize" in allow and st.axes[inner].kind == ForKind.SERIAL:
                 s.vectorize(Axis(name, inner))
     return s

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 from jitdl.config import cores
+from jitdl.schedule.auto import LEVELS as AUTO_LEVELS
 from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
@@ -35,6 +36,8 @@ class CPU:
     cores: int
     array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
     name = "cpu"                    # (a class attribute: not a field)
+    # the automatic schedule's levels, from all its decisions down to none (class attribute)
+    auto_levels = tuple(level for level, _ in AUTO_LEVELS)
     # below this many loop iterations a parallel loop costs more (fork/join, ~3 us) than
     # it saves
     parallel_min_work: int = 1 << 15
@@ -67,9 +70,10 @@ class CPU:
         env["features"] = hashlib.sha256(self.features.encode()).hexdigest()[:16]
         return {"target": "cpu", **env}
 
-    def auto_schedule(self, sched, cfg=None, num_threads=1):
-        """The automatic schedule of the CPU (jitdl.schedule.auto) for this target."""
-        return auto_schedule(sched, num_threads, cfg, self)
+    def auto_schedule(self, sched, cfg=None, num_threads=1, level=0):
+        """The automatic schedule of the CPU (jitdl.schedule.auto) for this target, taking
+        the decisions of level `level` of auto_levels (0: all of them; the last: none)."""
+        return auto_schedule(sched, num_threads, cfg, self, level)
 
     def __str__(self):
         return (f"cpu {self.cpu} ({self.vector_bytes * 8}-bit SIMD, "
