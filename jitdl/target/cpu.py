@@ -2,8 +2,8 @@
 the cache hierarchy from sysfs), never from constants tuned to one machine.
 
 Sizes that schedules depend on are derived here: the vector width from the instruction
-set, the register budget of a register tile from the vector register count, how large
-a row may be to be computed in its consumer's loop from the L2 size.
+set, the register budget of a register tile from the vector register count, how large a
+packed operand (or one block of it) may be from the cache sizes.
 """
 from __future__ import annotations
 
@@ -57,11 +57,11 @@ class CPU:
         return self.vector_registers * 3 // 4 * self.lanes(dtype_bytes)
 
     @property
-    def row_fuse_bytes(self) -> int:
-        """A row statistic is computed in its consumer's row loop when a row (of the
-        input it reads) takes at most this much: a quarter of L2, so the row is reread
-        from cache."""
-        return self.l2_bytes // 4
+    def pack_block_bytes(self) -> int:
+        """The most a packed operand of a register tile may take: half of L3 (every row
+        block of the output rereads it, from the cache the cores share), at least L2. A
+        larger operand is packed one block of this size at a time."""
+        return max(self.l2_bytes, self.l3_bytes // 2)
 
     def environment(self) -> dict:
         """What about this target can change a binary (for cache keys): the processor,
