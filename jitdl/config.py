@@ -69,7 +69,7 @@ settings = load()
 
 
 def setup_logging():
-    """JITDL_LOG=cache,compile: send those topics' messages to stderr."""
+    """JITDL_LOG=cache,schedule: send those topics' messages (all levels) to stderr."""
     import logging
     for topic in filter(None, (t.strip() for t in settings.log.split(","))):
         logger = logging.getLogger(f"jitdl.{topic}")
@@ -77,4 +77,4 @@ def setup_logging():
             h = logging.StreamHandler()
             h.setFormatter(logging.Formatter("%(name)s: %(message)s"))
             logger.addHandler(h)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(logging.DEBUG)

@@ -4,7 +4,10 @@ Pure: it reads no cache, writes no file and keeps no state, so a tuning worker i
 spawned process runs it as the decorator does. Its passes, in order:
 
     schedule         the user's schedule function with a config, recorded steps, or
-                     the target's automatic schedule -> a Schedule
+                     the target's automatic schedule -> a Schedule (the automatic one
+                     is checked by lowering it, and falls back to fewer decisions when
+                     that fails: a user never sees an error about a schedule they did
+                     not write)
     lower            bounds and shape checks, loop nests -> loop IR
     simplify         canonical arithmetic, decided guards, // and % by constants
     partition_loops  guard-free main parts and tails of non-dividing splits
@@ -19,11 +22,12 @@ stages' texts are always kept, as llvm_ir_unoptimized and llvm_ir).
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
 from jitdl.codegen.llvm import generate
-from jitdl.errors import ArgumentError
+from jitdl.errors import ArgumentError, ScheduleError
 from jitdl.lower.lower import lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
@@ -42,6 +46,8 @@ PASSES = LOOP_PASSES + BUILD_PASSES
 # the loop-IR passes after "lower", each PrimFunc -> PrimFunc
 _TIR = {"simplify": simplify, "partition_loops": partition_loops,
         "simplify_tails": simplify}
+
+log = logging.getLogger("jitdl.schedule")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class Lowered:
     texts: dict = field(default_factory=dict)    # pass name -> text after it
     times: dict = field(default_factory=dict)    # pass name -> seconds
     funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
+    auto_level: str | None = None   # the automatic schedule's level used (None: not automatic)
 
     @property
     def loop_ir(self):
@@ -102,18 +109,64 @@ def _check_until(until):
 
 def schedule(graph, target, options=Options(), steps=None, schedule_fn=None, config=None):
     """The schedule of a graph: steps replayed, a schedule function run with `config`,
-    or (neither given) the target's automatic schedule with `config` for its knobs.
-    Returns (Schedule, Config or None)."""
-    target = get_target(target)
+    or (neither given) the target's automatic schedule with `config` for its knobs, at
+    its first level that lowers (see _automatic). Returns (Schedule, Config or None)."""
+    return _schedule(graph, get_target(target), options, steps, schedule_fn, config)[:2]
+
+
+@dataclass
+class _Scheduled:
+    schedule: Schedule
+    config: Config | None
+    nests: object = None          # the loop nests, when scheduling lowered them already
+    lower_s: float = 0.0          # seconds that lowering took
+    level: str | None = None      # the automatic schedule's level
+
+
+def _schedule(graph, target, options, steps, schedule_fn, config):
     sched = Schedule(graph)
     if steps is not None:
-        return sched.replay(steps), None
-    cfg = Config(config, sched)
-    if schedule_fn is None:
-        target.auto_schedule(sched, cfg, options.num_threads)
-    else:
+        return _Scheduled(sched.replay(steps), None)
+    if schedule_fn is not None:
+        cfg = Config(config, sched)
         schedule_fn(sched, cfg)
-    return sched, cfg
+        return _Scheduled(sched, cfg)
+    return _automatic(graph, target, options, config)
+
+
+def _automatic(graph, target, options, config):
+    """The target's automatic schedule at its first level (all its decisions, then fewer
+    step by step, down to the definition's own loop nests) whose steps apply and lower:
+    an automatic schedule that fails its own checks is never the user's error. The
+    schedule, its knobs and its recorded steps are those of the level used, so replaying
+    its steps or its config gives the same kernel. An error of another kind is the
+    definition's when the default loop nests (the last level) fail too: that error is
+    raised; else it came from the schedule, and the next level is tried. Each fallback is
+    a debug note on the "jitdl.schedule" logger (JITDL_LOG=schedule)."""
+    levels = target.auto_levels
+    last = len(levels) - 1
+    plain = None
+    for level in range(last):
+        try:
+            return _auto_level(graph, target, options, config, level)
+        except Exception as e:        # noqa: BLE001 - any failure of our own schedule
+            failure = e
+        if not isinstance(failure, ScheduleError) and plain is None:
+            # (outside the except clause: the definition's own error, raised unchained)
+            plain = _auto_level(graph, target, options, config, last)
+        log.debug("%s: the automatic schedule (%s) failed: %s: %s; trying: %s",
+                  options.name, levels[level], type(failure).__name__,
+                  (str(failure).splitlines() or [""])[0], levels[level + 1])
+    return plain if plain is not None else _auto_level(graph, target, options, config, last)
+
+
+def _auto_level(graph, target, options, config, level):
+    sched = Schedule(graph)
+    cfg = Config(config, sched)
+    target.auto_schedule(sched, cfg, options.num_threads, level)
+    t0 = time.perf_counter()
+    nests = lower_nests(graph, sched, options.symbol, target.local_buffer_bytes)
+    return _Scheduled(sched, cfg, nests, time.perf_counter() - t0, target.auto_levels[level])
 
 
 def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config=None,
@@ -123,16 +176,19 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
     target = get_target(target)
     times, kept = {}, {}
     t0 = time.perf_counter()
-    sched, cfg = schedule(graph, target, options, steps, schedule_fn, config)
-    times["schedule"] = time.perf_counter() - t0
+    done = _schedule(graph, target, options, steps, schedule_fn, config)
+    sched, cfg = done.schedule, done.config
+    times["schedule"] = time.perf_counter() - t0 - done.lower_s
     if texts:
         kept["schedule"] = repr(sched)
-    low = Lowered(graph, sched, cfg, None, [], [], [], 0, kept, times)
+    low = Lowered(graph, sched, cfg, None, [], [], [], 0, kept, times, auto_level=done.level)
     if until == "schedule":
         return low
     t0 = time.perf_counter()
-    nests = lower_nests(graph, sched, options.symbol, target.local_buffer_bytes)
-    times["lower"] = time.perf_counter() - t0
+    nests = done.nests
+    if nests is None:
+        nests = lower_nests(graph, sched, options.symbol, target.local_buffer_bytes)
+    times["lower"] = time.perf_counter() - t0 + done.lower_s
     low.func, low.inputs, low.outputs, low.scalars, low.checks = (
         nests.func, nests.inputs, nests.outputs, nests.scalars, nests.checks)
     low.funcs["lower"] = low.func

@@ -104,3 +104,28 @@ def fixed_cpu():
     return dataclasses.replace(get("cpu"), vector_bytes=64, vector_registers=32,
                                l1_bytes=32 << 10, l2_bytes=1 << 20, l3_bytes=32 << 20,
                                cores=4)
+
+
+def peak_temp_bytes(func, threads=1):
+    """The most bytes of temporaries a PrimFunc holds at once: every buffer an Allocate
+    makes, those inside a parallel loop once per thread; buffers allocated one after the
+    other (a loop's main part and its tail) count once."""
+    from jitdl import dtypes
+    from jitdl.ir.nodes import Allocate, For, ForKind, IfThen, LetStmt, Seq
+
+    def peak(s, copies):
+        match s:
+            case Allocate():
+                size = s.buffer.size * dtypes.itemsize(s.buffer.dtype) * copies
+                return size + peak(s.body, copies)
+            case For():
+                return peak(s.body, copies * (threads if s.kind == ForKind.PARALLEL else 1))
+            case LetStmt():
+                return peak(s.body, copies)
+            case Seq():
+                return max((peak(x, copies) for x in s.stmts), default=0)
+            case IfThen():
+                return max(peak(s.then, copies),
+                           peak(s.otherwise, copies) if s.otherwise is not None else 0)
+        return 0
+    return peak(func.body, 1)

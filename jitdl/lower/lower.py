@@ -22,6 +22,7 @@ from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
+from jitdl.tir.simplify import simplify_expr
 
 
 @dataclass
@@ -80,10 +81,12 @@ class _Builder:
                 cons, loop = st.attach_to
                 self.attached.setdefault(cons, {}).setdefault(loop, []).append(st)
 
-    def region(self, pst, cons, cons_sub, inner_ranges, co=()):
+    def region(self, pst, cons, cons_sub, inner_ranges, co=(), outer_ranges=None):
         """The block of producer `pst` that one iteration of a consumer loop reads, by the
         consumer and by the stages `co` computed at the same loop after it (with their own
-        regions): per data axis, (lo expression in the enclosing loop variables, extent)."""
+        regions): per data axis, (lo expression in the enclosing loop variables, extent).
+        An index with `//` or `%` (a packed layout read through split loops) is simplified
+        under the ranges of the consumer's loops first."""
         reads = []                      # (substituted indices, ranges of the inner vars)
         for acc in walk_expr(self.inline(cons.op.body)):
             if isinstance(acc, Access) and acc.tensor is pst.tensor:
@@ -104,6 +107,8 @@ class _Builder:
             lo_form, lo, hi = None, None, None
             for idx, ranges in reads:
                 f = linear(idx[d])
+                if f is None:
+                    f = linear(simplify_expr(idx[d], {**(outer_ranges or {}), **ranges}))
                 if f is None:
                     lo_form = "any"
                     break
@@ -215,9 +220,11 @@ class _Builder:
         for n, producers in attached.items():
             inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
                             for m in leaves[leaves.index(n) + 1:]}
+            outer_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+                            for m in leaves[:leaves.index(n) + 1]}
             done = []                  # later stages at this loop may read earlier ones
             for p in reversed(producers):
-                reg = self.region(p, t, sub, inner_ranges, done)
+                reg = self.region(p, t, sub, inner_ranges, done, outer_ranges)
                 done.append((p, reg))
                 local = None
                 if self.private(p, t):

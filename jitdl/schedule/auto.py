@@ -1,17 +1,63 @@
 """The automatic schedule for definitions without @jd.schedule (target "cpu").
 
-Rules, in order: inline injective intermediate stages into their consumers; order each
-reduction so that the innermost loop is a contiguous data loop when one exists (else keep
-a register accumulator); fuse outer data loops and run them in parallel when there is
-enough work; vectorise the innermost contiguous data loop.
+Rules, in order: inline injective intermediate stages into their consumers; compute row
+statistics (and other producers read one row at a time) inside their consumer's row loop;
+compute an intermediate larger than the definition's own arrays one slice at a time at its
+consumer's outer loop; order each reduction so that the innermost loop is a contiguous data
+loop when one exists (a register tile, packing its streamed operand where the pack is reused
+across the tile's rows, one cache-sized block at a time when the operand is big); fuse
+outer data loops and run them in parallel when there is enough work; vectorise the
+innermost contiguous data loop.
+
+So the temporaries it makes stay small: a pack is at most a cache-sized block (or the
+operand itself when that is smaller), an intermediate is inlined, computed at a consumer's
+loop (a block-sized buffer), or no larger than the definition's inputs and outputs
+together unless no consumer loop can take it.
+
+LEVELS lists the decisions from all of them down to none (the definition's own loop
+nests). The pipeline applies the first level whose schedule passes its own checks, so that
+a definition never fails on a schedule its user did not write.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from jitdl import dtypes
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
-from jitdl.schedule.schedule import Axis
+from jitdl.schedule.schedule import Axis, Schedule
+
+_ALL = frozenset({"inline", "compute_at", "pack", "tile", "parallel", "vectorize"})
+
+# (name, the decisions the automatic schedule may take), from the most ambitious down
+LEVELS = (
+    ("full", _ALL),
+    ("no compute_at", _ALL - {"compute_at"}),
+    ("no compute_at, no pack", _ALL - {"compute_at", "pack"}),
+    ("no tiling", _ALL - {"compute_at", "pack", "tile"}),
+    ("inline only", frozenset({"inline"})),
+    ("default loop nests", frozenset()),
+)
+
+
+def _nbytes(t):
+    n = dtypes.itemsize(t.dtype)
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _io_bytes(s):
+    """Bytes of the definition's own arrays: the tensors its stages read that no stage
+    computes (inputs), and its outputs."""
+    inputs = {}
+    for st in s.stages.values():
+        for n in walk_expr(st.tensor.op.body):
+            if isinstance(n, Access) and n.tensor.name not in s.stages:
+                inputs[n.tensor.name] = n.tensor
+    return sum(map(_nbytes, inputs.values())) + sum(map(_nbytes, s.outputs))
+
 
 def _innermost_contiguous(stage):
     """True when the last data axis walks every tensor it reads with stride 1: it appears
@@ -91,22 +137,64 @@ def _tile_sizes(s, name, st, target, cfg=None):
     return last, tj, (cand if ti else None), ti
 
 
-def _pack_streamed(s, name, st, last, tj, cand, ti):
+@dataclass(frozen=True)
+class _PackPlan:
+    """How the streamed operand of a register tile is packed: whole (nc None), or one
+    block of nc columns (a multiple of the tile width) by kc steps of reduction axis k
+    (kc None: all of them) at a time, computed at the tile's block loop."""
+    tensor: str
+    dim: int
+    nc: int | None = None
+    kc: int | None = None
+    k: int | None = None
+
+
+def _pack_plan(s, st, last, tj, cand, ti, target, allow):
+    """Pack the operand read along the tile (B[k, j] -> B_pack[j/tj, k, tj]) only where it
+    pays: the reduction is long enough and the tile has rows (cand) that all reread the
+    operand, in at least four row blocks (a column sum reads each element once: no pack).
+    The pack is whole when it fits the target's pack budget and is mostly read; else one
+    block at a time (compute_at), so it never takes more than the budget."""
     op = st.tensor.op
     red_work = 1
     for r in op.reduce_axes:
         red_work *= r.extent
-    if red_work >= 64 and (cand is None or cand.extent >= 4 * (ti or 1)):
-        # stream the operand read along the tile in blocks of tj: B[k, j] -> B_pack[j/tj, k, tj]
-        for acc in [n for n in walk_expr(op.body) if isinstance(n, Access)]:
-            t = acc.tensor
-            if t.ndim >= 2 and acc.indices[-1] is last.var and t.shape[-1] >= 2 * tj \
-                    and f"{t.name}_pack" not in s.stages \
-                    and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
-                s.pack(t.name, s[name], t.ndim - 1, tj)
+    if cand is None or not ti or cand.extent < 4 * ti or red_work < 64:
+        return None
+    budget = target.pack_block_bytes
+    for acc in [n for n in walk_expr(op.body) if isinstance(n, Access)]:
+        t = acc.tensor
+        if t.ndim < 2 or acc.indices[-1] is not last.var or t.shape[-1] < 2 * tj \
+                or f"{t.name}_pack" in s.stages \
+                or any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+            continue
+        itemsize = dtypes.itemsize(t.dtype)
+        panels = -(-t.shape[-1] // tj)
+        rows, kdim = 1, None     # rows of t the reduction reads (a bare reduction variable
+        for d, ix in enumerate(acc.indices[:-1]):   # reads its extent, else all of them)
+            r = next((n for n, ax in enumerate(op.reduce_axes) if ix is ax.var), None)
+            rows *= op.reduce_axes[r].extent if r is not None else t.shape[d]
+            if r is not None and kdim is None:
+                kdim = r
+        whole = _nbytes(t) // t.shape[-1] * panels * tj
+        panel = rows * tj * itemsize               # one column block of tj, every row read
+        if whole <= budget and whole <= 2 * panels * panel:
+            return _PackPlan(t.name, t.ndim - 1)
+        if "compute_at" not in allow:
+            return None
+        nc = budget // panel
+        if nc >= min(panels, 4):
+            return _PackPlan(t.name, t.ndim - 1, min(nc, panels) * tj)
+        if kdim is None:
+            return None
+        nc = min(panels, 4)
+        k_ext = op.reduce_axes[kdim].extent
+        kc = max(1, budget // (nc * panel // k_ext))
+        return _PackPlan(t.name, t.ndim - 1, nc * tj, min(kc, k_ext), kdim)
+    return None
 
 
-def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
+def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
     """A tiled reduction C read only by an elementwise stage D at D's own indices (bias,
     activation): D is tiled the same way and C's block is computed at D's tile loop, so
     the epilogue reads the block while it is in cache instead of in a second pass."""
@@ -114,7 +202,9 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
-    _pack_streamed(s, name, st, last, tj, cand, ti)
+    plan = _pack_plan(s, st, last, tj, cand, ti, target, allow) if "pack" in allow else None
+    if plan is not None and plan.nc is None:   # (C is computed at D: no block loop of its own)
+        s.pack(plan.tensor, s[name], plan.dim, tj)
     op, dop = st.tensor.op, consumer.tensor.op
     dname = consumer.tensor.name
     others = [a for a in op.axes if a is not last and a is not cand]
@@ -139,22 +229,33 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg=None):
     # the block stays in C's own buffer: LLVM keeps an in-place unrolled block in
     # vector registers, not a block-sized local copy
     s.compute_at(s[name], s[dname], jo, block_buffer=False)
-    s.vectorize(ji)
+    if "vectorize" in allow:
+        s.vectorize(ji)
     return True
 
 
-def _register_tile(s, name, st, target, cfg=None):
+def _register_tile(s, name, st, target, cfg, allow, num_threads):
     """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
-    the block in vector registers and streams rows of the contiguous operand)."""
+    the block in vector registers and streams rows of the contiguous operand). With a
+    pack per block, the block loops (columns, then reduction steps) go outermost, the
+    pack is computed at the innermost of them and the row blocks inside run in parallel."""
     sizes = _tile_sizes(s, name, st, target, cfg)
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
     op = st.tensor.op
-    data, red = list(op.axes), list(op.reduce_axes)
-    _pack_streamed(s, name, st, last, tj, cand, ti)
+    data, red = list(op.axes), [Axis(name, r.name) for r in op.reduce_axes]
+    plan = _pack_plan(s, st, last, tj, cand, ti, target, allow) if "pack" in allow else None
+    packed = s.pack(plan.tensor, s[name], plan.dim, tj) if plan is not None else None
     jo, ji = s.split(Axis(name, last.name), tj)
+    blocks = []
+    if plan is not None and plan.nc is not None:
+        jc, jo = s.split(jo, plan.nc // tj)
+        blocks.append(jc)
+        if plan.kc is not None:
+            kc, red[plan.k] = s.split(red[plan.k], plan.kc)
+            blocks.append(kc)
     order_outer = []
     inner = []
     for a in data[:-1]:
@@ -164,10 +265,16 @@ def _register_tile(s, name, st, target, cfg=None):
             inner.append(ii)
         else:
             order_outer.append(Axis(name, a.name))
-    s.reorder(*order_outer, jo, *[Axis(name, r.name) for r in red], *inner, ji)
+    s.reorder(*blocks, *order_outer, jo, *red, *inner, ji)
     for ax in inner:
         s.unroll(ax)
     s.unroll(ji)
+    if blocks:
+        if "parallel" in allow:
+            _parallelize(s, name, st, num_threads, target, start=len(blocks))
+        s.compute_at(packed, s[name], blocks[-1])
+        if "vectorize" in allow:
+            s.vectorize(packed.axis[-1])
     return True
 
 
@@ -178,19 +285,21 @@ def _work(st):
     return w
 
 
-def _parallelize(s, name, st, num_threads, target, work=None):
-    """Fuse leading data loops until there are enough iterations, run them in parallel."""
+def _parallelize(s, name, st, num_threads, target, work=None, start=0):
+    """Fuse leading data loops (from leaf `start` on) until there are enough iterations,
+    run them in parallel (once: a stage with a parallel loop keeps it)."""
     if work is None:
         work = 1
         for n in st.leaves:
             work *= st.axes[n].extent
-    if num_threads <= 1 or work < target.parallel_min_work:
+    if num_threads <= 1 or work < target.parallel_min_work \
+            or any(st.axes[n].kind == ForKind.PARALLEL for n in st.leaves):
         return
-    data = [n for n in st.leaves if not st.axes[n].reduce]
+    data = [n for n in st.leaves[start:] if not st.axes[n].reduce]
     attached = {x.attach_to[1] for x in s.stages.values()
                 if x.attach == "at" and x.attach_to[0] == name}
     lead = []
-    for n in st.leaves:
+    for n in st.leaves[start:]:
         if st.axes[n].reduce or st.axes[n].kind != ForKind.SERIAL:
             break
         if n in attached:               # stages are computed at it: keep it whole
@@ -227,20 +336,34 @@ def _inlined_accesses(s, st, tensor):
             if isinstance(n, Access) and n.tensor is tensor]
 
 
-def _fuse_row_reductions(s, outputs, target):
+def _tileable(st, allow):
+    """The stage is a reduction that a register tile may fit: its innermost data loop is
+    contiguous."""
+    op = st.tensor.op
+    return "tile" in allow and op.reduce is not None and bool(op.axes) \
+        and op.reduce.op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) and _innermost_contiguous(st)
+
+
+def _tiled(s, st, target, allow):
+    """The stage gets a register tile (its loops are split: no stage can be computed at
+    them)."""
+    return _tileable(st, allow) and _tile_sizes(s, st.tensor.name, st, target) is not None
+
+
+def _attached(s, name):
+    return any(x.attach == "at" and x.attach_to[0] == name for x in s.stages.values())
+
+
+def _fuse_row_reductions(s, outputs, target, allow):
     """Compute row-wise producers (row statistics: max, sum, mean, variance; rows of an
     expensive intermediate such as exp) inside the outer loop of the stage that reads
     them: P[i, ...] read at row i by Y[i, ...] and by stages already computed there. Each
-    row of the input is then read from memory once and re-read from cache."""
+    row of the input is then read from memory once and re-read from cache (or from the
+    row's buffer when a row is wider than the cache: still one row, not the whole P)."""
     for name in reversed(list(s.stages)):
         st = s.stages[name]
         if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0 \
                 or (st.is_reduce and st.tensor.ndim > 1):   # (2-D reductions: tiles)
-            continue
-        row = 1
-        for d in st.tensor.shape[1:]:
-            row *= d
-        if row * dtypes.itemsize(st.tensor.dtype) > target.row_fuse_bytes:
             continue
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
@@ -248,7 +371,7 @@ def _fuse_row_reductions(s, outputs, target):
         if len(targets) != 1:
             continue
         cons = s.stages[targets.pop()]
-        if not cons.leaves or not cons.tensor.op.axes:
+        if not cons.leaves or not cons.tensor.op.axes or _tiled(s, cons, target, allow):
             continue
         first = cons.tensor.op.axes[0]
         if cons.leaves[0] != first.name or first.extent != st.tensor.shape[0]:
@@ -266,6 +389,41 @@ def _fuse_row_reductions(s, outputs, target):
             s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
 
 
+def _bound_intermediates(s, outputs, limit, allow):
+    """An intermediate that would take more than `limit` bytes whole (more than the
+    definition's inputs and outputs together: an outer product or a skinny matmul followed
+    by a reduction) is computed one slice at a time at the outer loop of its one consumer,
+    when that loop's variable is the whole index of one of its dimensions there (every
+    element is still computed once). The consumer is then not tiled; a reduction slice
+    runs its contiguous axis innermost."""
+    for name in reversed(list(s.stages)):
+        st = s.stages[name]
+        if st.attach != "root" or name in outputs or _nbytes(st.tensor) <= limit:
+            continue
+        readers = [x for x in s.stages.values()
+                   if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
+        if len(readers) != 1:
+            continue
+        cons = readers[0]
+        op = cons.tensor.op
+        if cons.attach != "root" or not op.axes or cons.leaves[0] != op.axes[0].name \
+                or not Schedule._fresh(cons):
+            continue
+        first = op.axes[0]
+        accs = _inlined_accesses(s, cons, st.tensor)
+        if not accs or not any(all(a.indices[d] is first.var for a in accs)
+                               for d in range(st.tensor.ndim)):
+            continue
+        s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
+        pop = st.tensor.op
+        if "tile" in allow and pop.reduce is not None and len(pop.axes) > 1 \
+                and _innermost_contiguous(st):
+            data, red = [a.name for a in pop.axes], [a.name for a in pop.reduce_axes]
+            s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
+            if "vectorize" in allow:
+                s.vectorize(Axis(name, data[-1]))
+
+
 _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
               Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.LOG1P, Intrin.EXPM1}
 
@@ -280,68 +438,80 @@ def _shared_and_expensive(s, st):
     return len(readers) >= 2
 
 
-def auto_schedule(s, num_threads, cfg=None, target=None):
+def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     """The automatic schedule of every stage of s for a CPU `target` (its policies:
-    register budget, L2 size, parallel grain), with tile sizes as knobs of cfg."""
+    register budget, cache sizes, parallel grain), with tile sizes as knobs of cfg, taking
+    the decisions LEVELS[level] allows."""
+    allow = LEVELS[level][1]
+    if not allow:
+        return s
     outputs = {t.name for t in s.outputs}
+    own = set(s.stages)
     keep = []
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
-            if _shared_and_expensive(s, st):
+            if _shared_and_expensive(s, st) and "compute_at" in allow:
                 keep.append(name)         # inlined below unless computed at a row loop
             else:
                 s.compute_inline(s[name])
-    _fuse_row_reductions(s, outputs, target)
     epilogues = set()
-    for name in list(s.stages):
+    if "compute_at" in allow:
+        _fuse_row_reductions(s, outputs, target, allow)
+    for name in list(s.stages) if {"compute_at", "tile"} <= allow else ():
         st = s.stages[name]
         op = st.tensor.op
-        if st.attach != "root" or st.tensor.name in outputs or op.reduce is None \
-                or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or not op.axes \
-                or not _innermost_contiguous(st):
+        if st.attach != "root" or st.tensor.name in outputs or not _tileable(st, allow):
             continue
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
-        if len(readers) != 1 or readers[0].is_reduce or readers[0].attach != "root":
+        if len(readers) != 1 or readers[0].is_reduce or readers[0].attach != "root" \
+                or _attached(s, readers[0].tensor.name):
             continue
         d = readers[0]
         if d.tensor.shape != st.tensor.shape or any(
                 tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
                 for acc in _inlined_accesses(s, d, st.tensor)):
             continue
-        if _fuse_epilogue(s, name, st, d, target, cfg):
+        if _fuse_epilogue(s, name, st, d, target, cfg, allow):
             epilogues.add(name)
     for name in keep:            # inlined unless computed at a row loop, or others are
-        if s.stages[name].attach == "root" and not any(
-                x.attach == "at" and x.attach_to[0] == name for x in s.stages.values()):
+        if s.stages[name].attach == "root" and not _attached(s, name):
             s.compute_inline(s[name])
+    if "compute_at" in allow:
+        _bound_intermediates(s, outputs, _io_bytes(s), allow)
     for name in list(s.stages):
         st = s.stages[name]
-        if st.attach != "root" or name.endswith("_pack"):
+        if st.attach != "root" or name not in own:
             continue
         inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
                       and x.tensor.name in epilogues and x.attach_to[0] == name]
         if inner_work:                   # an epilogue: tiled with its producer's block
-            _parallelize(s, name, st, num_threads, target, max(inner_work))
+            if "parallel" in allow:
+                _parallelize(s, name, st, num_threads, target, max(inner_work))
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]
         red = [a.name for a in op.reduce_axes]
-        arg = op.reduce is not None and op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
-        if red and data and not arg and _innermost_contiguous(st):
-            if not _register_tile(s, name, st, target, cfg):
-                # i, k, j: the reduction walks rows, the innermost loop streams along j
-                s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
-        _parallelize(s, name, st, num_threads, target)
+        at = {x.attach_to[1] for x in s.stages.values()
+              if x.attach == "at" and x.attach_to[0] == name}
+        if _tileable(st, allow) and (at or not _register_tile(s, name, st, target, cfg,
+                                                              allow, num_threads)) \
+                and data[-1] not in at:   # (stages computed at a loop: it stays outside)
+            # i, k, j: the reduction walks rows, the innermost loop streams along j
+            s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
+        if "parallel" in allow:
+            _parallelize(s, name, st, num_threads, target)
         inner = st.leaves[-1] if st.leaves else None
-        if inner is not None and not st.axes[inner].reduce and \
+        if "vectorize" in allow and inner is not None and not st.axes[inner].reduce and \
                 st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
             s.vectorize(Axis(name, inner))
-    for name, st in s.stages.items():
-        if name.endswith("_pack") and not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
-            _parallelize(s, name, st, num_threads, target)
+    for name, st in s.stages.items():       # the packs made above, packed whole
+        if name not in own and st.attach == "root" and \
+                not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
+            if "parallel" in allow:
+                _parallelize(s, name, st, num_threads, target)
             inner = st.leaves[-1]
-            if st.axes[inner].kind == ForKind.SERIAL:
+            if "vectorize" in allow and st.axes[inner].kind == ForKind.SERIAL:
                 s.vectorize(Axis(name, inner))
     return s

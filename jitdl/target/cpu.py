@@ -2,8 +2,8 @@
 the cache hierarchy from sysfs), never from constants tuned to one machine.
 
 Sizes that schedules depend on are derived here: the vector width from the instruction
-set, the register budget of a register tile from the vector register count, how large
-a row may be to be computed in its consumer's loop from the L2 size.
+set, the register budget of a register tile from the vector register count, how large a
+packed operand (or one block of it) may be from the cache sizes.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 from jitdl.config import cores
+from jitdl.schedule.auto import LEVELS as AUTO_LEVELS
 from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
@@ -35,6 +36,8 @@ class CPU:
     cores: int
     array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
     name = "cpu"                    # (a class attribute: not a field)
+    # the automatic schedule's levels, from all its decisions down to none (class attribute)
+    auto_levels = tuple(level for level, _ in AUTO_LEVELS)
     # below this many loop iterations a parallel loop costs more (fork/join, ~3 us) than
     # it saves
     parallel_min_work: int = 1 << 15
@@ -54,11 +57,11 @@ class CPU:
         return self.vector_registers * 3 // 4 * self.lanes(dtype_bytes)
 
     @property
-    def row_fuse_bytes(self) -> int:
-        """A row statistic is computed in its consumer's row loop when a row (of the
-        input it reads) takes at most this much: a quarter of L2, so the row is reread
-        from cache."""
-        return self.l2_bytes // 4
+    def pack_block_bytes(self) -> int:
+        """The most a packed operand of a register tile may take: half of L3 (every row
+        block of the output rereads it, from the cache the cores share), at least L2. A
+        larger operand is packed one block of this size at a time."""
+        return max(self.l2_bytes, self.l3_bytes // 2)
 
     def environment(self) -> dict:
         """What about this target can change a binary (for cache keys): the processor,
@@ -67,9 +70,10 @@ class CPU:
         env["features"] = hashlib.sha256(self.features.encode()).hexdigest()[:16]
         return {"target": "cpu", **env}
 
-    def auto_schedule(self, sched, cfg=None, num_threads=1):
-        """The automatic schedule of the CPU (jitdl.schedule.auto) for this target."""
-        return auto_schedule(sched, num_threads, cfg, self)
+    def auto_schedule(self, sched, cfg=None, num_threads=1, level=0):
+        """The automatic schedule of the CPU (jitdl.schedule.auto) for this target, taking
+        the decisions of level `level` of auto_levels (0: all of them; the last: none)."""
+        return auto_schedule(sched, num_threads, cfg, self, level)
 
     def __str__(self):
         return (f"cpu {self.cpu} ({self.vector_bytes * 8}-bit SIMD, "

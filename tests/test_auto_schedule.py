@@ -1,0 +1,465 @@
+"""The automatic schedule: bounded temporaries, any row length, and a fallback that never
+shows a user an error about a schedule they did not write.
+
+Each definition is scheduled for several CPU targets (the host, an AVX-512 one with fixed
+policies, a small-cache AVX2 one, an SSE one): the loop IR it compiles may hold at most a
+given fraction of the bytes of the definition's own inputs and outputs in temporaries
+(peak_temp_bytes, per thread inside parallel loops), and its results match NumPy in
+float64. Kernels scheduled for another target than the host still run here: the target
+sizes the schedule, code generation is for the host.
+"""
+import dataclasses
+import logging
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl import pipeline
+from jitdl.errors import DefinitionError, ScheduleError
+from jitdl.ir.nodes import ForKind
+from jitdl.runtime import engine
+from jitdl.runtime.kernel import Kernel
+from jitdl.schedule.schedule import Schedule
+from jitdl.target import get
+from _passes import fixed_cpu, peak_temp_bytes
+
+F32, F64 = np.float32, np.float64
+THREADS = 2
+
+
+def targets():
+    host, avx512 = get("cpu"), fixed_cpu()
+    small = dataclasses.replace(avx512, vector_bytes=32, vector_registers=16, l1_bytes=32 << 10,
+                                l2_bytes=256 << 10, l3_bytes=1 << 20)
+    sse = dataclasses.replace(avx512, vector_bytes=16, vector_registers=16, l2_bytes=512 << 10,
+                              l3_bytes=2 << 20, local_buffer_bytes=1024,
+                              stack_buffer_bytes=256)
+    return {"host": host, "avx512": avx512, "small": small, "sse": sse}
+
+
+TARGETS = targets()
+
+
+def lowered(f, args, target, threads=THREADS, **kw):
+    args = f._args(tuple(args), {})
+    graph = f._trace(f._specs(args))
+    return pipeline.lower(graph, target, pipeline.Options(f.name, False, threads), **kw)
+
+
+def run(low, target, args, threads=THREADS):
+    art = pipeline.build(low, target, pipeline.Options(low.func.name, False, threads))
+    return Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))(tuple(args))
+
+
+def io_bytes(args, out):
+    outs = out if isinstance(out, tuple) else (out,)
+    return sum(a.nbytes for a in args) + sum(o.nbytes for o in outs)
+
+
+def normal(rng, *shape, dtype=F32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# a battery of definitions
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def colsum(X):
+    n, m = X.shape
+    Y[j] = sum(X[i, j] for i in range(n))
+    return Y
+
+
+@jd.compute
+def rowsum(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, j] for j in range(m))
+    return Y
+
+
+@jd.compute
+def matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@jd.compute
+def first_rows_matmul(A, B):
+    """Reads only the first K rows of B (K = A's columns)."""
+    C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+    return C
+
+
+@jd.compute
+def outer_then_sum(a, b):
+    T[i, j] = exp(a[i] * b[j])
+    Z[i] = sum(T[i, j] for j in range(b.shape[0]))
+    return Z
+
+
+@jd.compute
+def skinny_then_rowsum(A, B):
+    T[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+    Z[i] = sum(T[i, j] for j in range(B.shape[1]))
+    return Z
+
+
+@jd.compute
+def skinny_then_colmax(A, B):
+    T[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+    Z[j] = max(T[i, j] for i in range(A.shape[0]))
+    return Z
+
+
+@jd.compute
+def chain(X):
+    T[i, j] = X[i, j] * 2.0 + 1.0
+    Y[i, j] = sqrt(T[i, j] * T[i, j] + 1.0)
+    return Y
+
+
+@jd.compute
+def transpose(X):
+    Y[i, j] = X[j, i] * 3.0
+    return Y
+
+
+@jd.compute
+def softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute
+def conv2d(X, W):
+    n, c, h, w = X.shape
+    f, _, r, q = W.shape
+    P = jd.tensor((n, c, h + 2, w + 2))
+    P[b, ci, y, x] = X[b, ci, y - 1, x - 1] if (y >= 1 and y <= h and x >= 1 and x <= w) else 0.0
+    Y = jd.tensor((n, f, h, w))
+    Y[b, fo, y, x] = sum(P[b, ci, y + ry, x + rx] * W[fo, ci, ry, rx]
+                         for ci in range(c) for ry in range(r) for rx in range(q))
+    return Y
+
+
+@jd.compute
+def matmul_bias_relu(A, B, bias):
+    C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+    D[i, j] = max(C[i, j] + bias[j], 0.0)
+    return D
+
+
+@jd.compute
+def normalised_matmul(A, B):
+    """A row statistic read inside a register-tiled reduction."""
+    nrm[i] = sum(A[i, k] * A[i, k] for k in range(A.shape[1]))
+    C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1])) / nrm[i]
+    return C
+
+
+@jd.compute
+def centred_matmul(A, B):
+    mx[i] = max(A[i, k] for k in range(A.shape[1]))
+    C[i, j] = sum((A[i, k] - mx[i]) * B[k, j] for k in range(A.shape[1]))
+    return C
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def np_conv2d(x, w):
+    n, c, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, wd))
+    for r in range(3):
+        for q in range(3):
+            out += np.einsum("bchw,fc->bfhw", xp[:, :, r:r + h, q:q + wd], w[:, :, r, q])
+    return out
+
+
+# (name, function, argument shapes, NumPy reference in float64, the most bytes of
+# temporaries as a fraction of the definition's inputs and outputs)
+BATTERY = [
+    ("column sum", colsum, [(300, 200)], lambda x: x.sum(0), 0.01),
+    ("row sum", rowsum, [(300, 200)], lambda x: x.sum(1), 0.01),
+    ("matmul square", matmul, [(200, 160), (160, 170)], lambda a, b: a @ b, 0.6),
+    ("matmul one row", matmul, [(1, 300), (300, 250)], lambda a, b: a @ b, 0.01),
+    ("matmul skinny k", matmul, [(300, 4), (4, 280)], lambda a, b: a @ b, 0.01),
+    ("matmul skinny n", matmul, [(300, 200), (200, 3)], lambda a, b: a @ b, 0.01),
+    ("matmul few rows", matmul, [(8, 300), (300, 400)], lambda a, b: a @ b, 0.01),
+    ("matmul odd", matmul, [(97, 131), (131, 75)], lambda a, b: a @ b, 0.6),
+    ("outer product then sum", outer_then_sum, [(700,), (600,)],
+     lambda a, b: np.exp(a[:, None] * b[None, :]).sum(1), 0.01),
+    ("skinny matmul then row sum", skinny_then_rowsum, [(600, 3), (3, 500)],
+     lambda a, b: (a @ b).sum(1), 0.5),
+    ("skinny matmul then column max", skinny_then_colmax, [(600, 3), (3, 500)],
+     lambda a, b: (a @ b).max(0), 0.5),
+    ("two-stage elementwise", chain, [(300, 200)],
+     lambda x: np.sqrt((2 * x + 1) ** 2 + 1.0), 0.01),
+    ("transpose", transpose, [(150, 150)], lambda x: 3 * x.T, 0.01),
+    ("softmax", softmax, [(64, 300)], np_softmax, 0.1),
+    ("softmax wide rows", softmax, [(4, 50000)], np_softmax, 0.3),
+    ("conv2d", conv2d, [(2, 4, 10, 18), (8, 4, 3, 3)], np_conv2d, 0.7),
+    ("matmul + bias + relu", matmul_bias_relu, [(150, 100), (100, 130), (130,)],
+     lambda a, b, c: np.maximum(a @ b + c, 0), 1.0),   # C whole (see _fuse_epilogue)
+    ("row norm inside matmul", normalised_matmul, [(100, 80), (80, 120)],
+     lambda a, b: (a @ b) / (a * a).sum(1)[:, None], 1.0),
+    ("row max inside matmul", centred_matmul, [(100, 80), (80, 120)],
+     lambda a, b: (a - a.max(1)[:, None]) @ b, 0.6),
+]
+
+
+@pytest.mark.parametrize("case", BATTERY, ids=[c[0] for c in BATTERY])
+@pytest.mark.parametrize("tname", list(TARGETS))
+def test_temporaries_stay_small_and_results_match(case, tname, rng):
+    name, f, shapes, ref, fraction = case
+    target = TARGETS[tname]
+    args = [normal(rng, *s) for s in shapes]
+    low = lowered(f, args, target)
+    assert low.auto_level == "full", f"{name}: the automatic schedule fell back"
+    out = run(low, target, args)
+    expected = ref(*[a.astype(F64) for a in args])
+    k = max(s[-1] for s in shapes)
+    np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-5 * np.sqrt(k))
+    peak = peak_temp_bytes(low.func, THREADS)
+    assert peak <= fraction * io_bytes(args, out), \
+        f"{name} on {tname}: {peak} bytes of temporaries for {io_bytes(args, out)} of " \
+        f"inputs and outputs\n{low.schedule}\n{low.func}"
+
+
+def test_no_pack_where_each_element_is_read_once(rng):
+    """A column sum reads each element of X once and a one-row matmul each element of B
+    once: copying them into a packed layout first only costs."""
+    for f, shapes in ((colsum, [(300, 200)]), (matmul, [(1, 300), (300, 250)]),
+                      (matmul, [(300, 4), (4, 280)])):
+        for target in TARGETS.values():
+            low = lowered(f, [normal(rng, *s) for s in shapes], target, until="schedule")
+            assert not any(st.get("op") == "pack" for st in low.schedule.steps), \
+                low.schedule
+
+
+def test_a_reused_operand_is_packed(rng):
+    """The register tile's streamed operand, reread by every row block, is packed (the
+    fast path of a matmul stays)."""
+    a, b = normal(rng, 200, 160), normal(rng, 160, 170)
+    for target in TARGETS.values():
+        low = lowered(matmul, [a, b], target, until="schedule")
+        assert "B_pack" in low.schedule.stages and \
+            low.schedule.stages["B_pack"].attach == "root", low.schedule
+
+
+@pytest.mark.parametrize("shape", [(300, 700, 500), (97, 20000, 130), (250, 100, 4000)])
+def test_a_big_operand_is_packed_one_cache_sized_block_at_a_time(shape, rng):
+    """An operand larger than the target's pack budget (from its cache sizes) is packed one
+    block at a time, at the tile's block loop: the pack never takes more than the budget."""
+    m, k, n = shape
+    a, b = normal(rng, m, k), normal(rng, k, n)
+    for tname in ("small", "sse"):
+        target = TARGETS[tname]
+        assert b.nbytes > target.pack_block_bytes
+        low = lowered(matmul, [a, b], target)
+        assert low.schedule.stages["B_pack"].attach == "at", low.schedule
+        assert peak_temp_bytes(low.func, THREADS) <= target.pack_block_bytes
+        np.testing.assert_allclose(run(low, target, [a, b]), a.astype(F64) @ b,
+                                   rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_only_the_rows_a_reduction_reads_are_packed(rng):
+    """B has 20000 rows, the reduction reads 64 of them: the pack copies those."""
+    a, b = normal(rng, 300, 64), normal(rng, 20000, 200)
+    for target in TARGETS.values():
+        low = lowered(first_rows_matmul, [a, b], target)
+        used = a.nbytes + b[:64].nbytes + 300 * 200 * 4
+        assert peak_temp_bytes(low.func, THREADS) <= used, low.schedule
+        np.testing.assert_allclose(run(low, target, [a, b]),
+                                   a.astype(F64) @ b[:64].astype(F64), rtol=1e-4, atol=1e-3)
+
+
+def test_pack_budget_comes_from_the_target_caches():
+    t = fixed_cpu()
+    assert t.pack_block_bytes == max(t.l2_bytes, t.l3_bytes // 2)
+    bigger = dataclasses.replace(t, l3_bytes=t.l3_bytes * 2)
+    assert bigger.pack_block_bytes == 2 * t.pack_block_bytes
+
+
+def test_battery_through_the_call_path(rng):
+    for name, f, shapes, ref, fraction in BATTERY[::3]:
+        args = [normal(rng, *s, dtype=F64) for s in shapes]
+        out = f(*args)
+        np.testing.assert_allclose(out, ref(*args), rtol=1e-10, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------
+# softmax rows of any length
+# ---------------------------------------------------------------------------------------
+
+def _softmax_targets():
+    avx512 = fixed_cpu()
+    out = dict(TARGETS)
+    for l2 in (256 << 10, 1 << 20, 1280 << 10, 2 << 20):
+        out[f"avx512 L2 {l2 >> 10}K"] = dataclasses.replace(avx512, l2_bytes=l2, l1_bytes=48 << 10)
+    out["avx512 big local buffers"] = dataclasses.replace(avx512, local_buffer_bytes=1 << 20,
+                                                          stack_buffer_bytes=1 << 16)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_softmax_rows_of_any_length_on_any_target(dtype):
+    """Reported: rows of 32768 elements or more raised a ScheduleError about compute_at
+    from the automatic schedule on an AVX-512 machine (its L2 decided whether e's rows were
+    computed in Y's row loop). Every target and row length must schedule at the full level,
+    with temporaries of a few rows at most."""
+    for tname, target in _softmax_targets().items():
+        for m in (1000, 32767, 32768, 32769, 65537, 131073, 300000):
+            x = np.zeros((3, m), dtype)
+            for threads in (1, THREADS):
+                low = lowered(softmax, [x], target, threads)
+                assert low.auto_level == "full", (tname, m)
+                assert low.schedule.stages["e"].attach == "at", (tname, m, low.schedule)
+                rows = (threads + 1) * m * x.itemsize + 4096
+                assert peak_temp_bytes(low.func, threads) <= rows, (tname, m)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_long_softmax_rows_compute_correctly(dtype, rng):
+    x = (rng.standard_normal((3, 200003)) * 4).astype(dtype)
+    for tname in ("host", "avx512", "small"):
+        target = TARGETS[tname]
+        low = lowered(softmax, [x], target)
+        np.testing.assert_allclose(run(low, target, [x]), np_softmax(x.astype(F64)),
+                                   rtol=1e-4 if dtype == F32 else 1e-12, atol=1e-12)
+    np.testing.assert_allclose(softmax(x), np_softmax(x.astype(F64)),
+                               rtol=1e-4 if dtype == F32 else 1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# the fallback
+# ---------------------------------------------------------------------------------------
+
+def _refuse(name):
+    def refuse(*args, **kwargs):
+        raise ScheduleError(f"{name}: refused (test)")
+    return refuse
+
+
+def test_a_failing_automatic_schedule_falls_back(monkeypatch, rng, caplog):
+    monkeypatch.setattr(Schedule, "compute_at", _refuse("compute_at"))
+    x = normal(rng, 37, 300, dtype=F64)
+    target = TARGETS["host"]
+    with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
+        low = lowered(softmax, [x], target)
+    assert low.auto_level == "no compute_at"
+    assert not any(s["op"] == "compute_at" for s in low.schedule.steps)
+    assert any("compute_at: refused (test)" in r.getMessage() and r.levelno == logging.DEBUG
+               for r in caplog.records)
+    np.testing.assert_allclose(run(low, target, [x]), np_softmax(x), rtol=1e-12)
+    # the recorded steps are the fallback's: replayed, they give the same loop IR
+    again = lowered(softmax, [x], target, steps=low.schedule.steps)
+    assert str(again.func) == str(low.func)
+
+
+def test_the_fallback_goes_down_to_the_default_loop_nests(monkeypatch, rng):
+    a, b = normal(rng, 40, 30, dtype=F64), normal(rng, 30, 50, dtype=F64)
+    target = TARGETS["avx512"]
+    # no loop may be unrolled, vectorized or parallel: only inlining is left
+    validate = Schedule.validate
+
+    def serial_only(self):
+        for st in self.stages.values():
+            if any(la.kind != ForKind.SERIAL for la in st.axes.values()):
+                raise ScheduleError(f"{st.tensor.name}: a loop that is not serial (test)")
+        return validate(self)
+    monkeypatch.setattr(Schedule, "validate", serial_only)
+    low = lowered(matmul, [a, b], target)
+    assert low.auto_level == "inline only"
+    np.testing.assert_allclose(run(low, target, [a, b]), a @ b, rtol=1e-12)
+    x = normal(rng, 20, 30, dtype=F64)
+    monkeypatch.setattr(Schedule, "compute_inline", _refuse("compute_inline"))
+    low = lowered(softmax, [x], target)
+    assert low.auto_level == "default loop nests" and low.schedule.steps == []
+    np.testing.assert_allclose(run(low, target, [x]), np_softmax(x), rtol=1e-12)
+
+
+def test_an_error_inside_the_automatic_schedule_falls_back(monkeypatch, rng):
+    """Not only ScheduleErrors: a bug in the automatic schedule's own code is not the
+    user's error either, when the definition's own loop nests lower."""
+    from jitdl.schedule import auto
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug (test)")
+    monkeypatch.setattr(auto, "_register_tile", broken)
+    a, b = normal(rng, 40, 30, dtype=F64), normal(rng, 30, 50, dtype=F64)
+    low = lowered(matmul, [a, b], TARGETS["host"])
+    assert low.auto_level == "no tiling"
+    np.testing.assert_allclose(run(low, TARGETS["host"], [a, b]), a @ b, rtol=1e-12)
+
+
+def test_the_call_path_records_and_replays_the_fallback(monkeypatch, rng):
+    from jitdl.config import settings
+    monkeypatch.setattr(settings, "cache", False)
+    monkeypatch.setattr(Schedule, "unroll", _refuse("unroll"))   # no register tile
+    f = jd.compute(matmul.pyfunc)
+    a, b = normal(rng, 64, 48, dtype=F64), normal(rng, 48, 80, dtype=F64)
+    np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-12)
+    sched = f.schedule_of(a, b)
+    assert not any(s["op"] in ("unroll", "pack") for s in sched.steps)
+    space = f.config_space(a, b)
+    assert not any("tile" in name for name in space.names)   # the fallback's knobs
+    with pytest.raises(ScheduleError, match="no knob named 'C.tile_j'"):
+        f.with_config(**{"C.tile_j": 16})(a, b)
+    low = lowered(f, [a, b], TARGETS["host"], threads=settings.num_threads)
+    assert str(f.lower(a, b)) == str(low.func)
+
+
+def test_knobs_of_the_full_schedule_replay(rng):
+    """Without a failure, the knobs of the full automatic schedule apply as before."""
+    f = jd.compute(matmul.pyfunc)
+    a, b = normal(rng, 64, 48, dtype=F64), normal(rng, 48, 80, dtype=F64)
+    space = f.config_space(a, b)
+    assert "C.tile_j" in space.names and "C.tile_i" in space.names
+    g = f.with_config(**{"C.tile_j": 8, "C.tile_i": 2})
+    np.testing.assert_allclose(g(a, b), a @ b, rtol=1e-12)
+    assert "range(8)" in str(g.lower(a, b))
+
+
+def test_errors_in_a_users_schedule_still_raise(rng):
+    f = jd.compute(softmax.pyfunc)
+
+    @jd.schedule(f)
+    def bad(s, cfg):
+        s.compute_at(s["mx"], s["Y"], s["s"].axis[0])    # a loop of another stage
+
+    with pytest.raises(ScheduleError, match="compute_at"):
+        f(normal(rng, 8, 16))
+
+
+def test_a_definitions_own_error_is_raised_as_before(rng):
+    @jd.compute
+    def shifted(X):
+        Y = jd.tensor(X.shape)
+        Y[i] = X[i + 1]
+        return Y
+
+    with pytest.raises(DefinitionError, match="X"):
+        shifted(normal(rng, 10))
+
+
+def test_a_row_statistic_inside_a_tiled_reduction(rng):
+    """It raised "split: stage nrm is computed at loop i of C" from the automatic schedule
+    (nrm computed in C's row loop, which the register tile then split); now nrm stays
+    whole (one number per row) and C is tiled, at the full level."""
+    a, b = normal(rng, 100, 80, dtype=F64), normal(rng, 80, 120, dtype=F64)
+    for target in TARGETS.values():
+        low = lowered(normalised_matmul, [a, b], target)
+        assert low.auto_level == "full"
+        np.testing.assert_allclose(run(low, target, [a, b]),
+                                   (a @ b) / (a * a).sum(1)[:, None], rtol=1e-12)
