@@ -1,0 +1,299 @@
+"""Never wrong, never a crash: failed allocations, NEP 50 integer overflow, calls with the
+wrong arguments, whole-tensor math, cache warnings, the CLI in a pipe, settings, timing
+results, and globals read when a specialisation is built."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from _check import assert_matches, check
+
+F64 = np.float64
+
+
+def mentions(msg, *words):
+    """Every word occurs in msg as a whole word."""
+    missing = [w for w in words
+               if not re.search(r"(?<![A-Za-z0-9_])" + re.escape(w) + r"(?![A-Za-z0-9_])", msg)]
+    assert not missing, f"{missing} missing from the message:\n{msg}"
+
+
+# ---------------------------------------------------------------------------------------
+# 1. a heap allocation that fails is a MemoryError naming the buffer and its size
+# ---------------------------------------------------------------------------------------
+# Sizes beyond the 128 TiB of a process's address space: aligned_alloc returns NULL
+# whatever the overcommit policy, so nothing is touched and nothing is OOM-killed.
+
+def make_outer3():
+    @jd.compute
+    def outer3(a, b, c):
+        P[i, j, k] = a[i] * b[j] * c[k]
+        S[i] = sum(P[i, j, k] for j in range(b.shape[0]) for k in range(c.shape[0]))
+        return S
+
+    @jd.schedule(outer3)
+    def materialise(s, cfg):
+        s.compute_root(s["P"])
+    return outer3
+
+
+def outer3_ref(a, b, c):
+    return a * b.sum() * c.sum()
+
+
+def test_intermediate_too_large_to_allocate_is_a_memory_error(rng):
+    f = make_outer3()
+    a, b, c = (rng.standard_normal(n) for n in (7, 5, 9))
+    check(f, (a, b, c), outer3_ref(a, b, c), F64)       # the same kernel, small: right
+    assert "alloc P: float64[7, 5, 9] (global)" in f.lower(a, b, c)
+    n = 100_000                                          # P: 8e15 bytes (7.1 PiB)
+    a, b, c = (rng.standard_normal(n) for _ in range(3))
+    for _ in range(2):                                   # compiled, then the cached kernel
+        with pytest.raises(MemoryError) as ei:
+            f(a, b, c)
+        assert isinstance(ei.value, jd.JitdlError)
+        mentions(str(ei.value), "outer3", "P", "8000000000000000", "bytes",
+                 "float64[100000, 100000, 100000]")
+    out = np.zeros(n)
+    with pytest.raises(MemoryError):
+        f(a, b, c, out=out)
+
+
+def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
+    """10^20 elements of 8 bytes do not fit a size_t: no wrapped (small) allocation."""
+    @jd.compute
+    def outer4(a, b, c, d):
+        P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
+        S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
+                   for l in range(d.shape[0]))
+        return S
+
+    @jd.schedule(outer4)
+    def materialise(s, cfg):
+        s.compute_root(s["P"])
+
+    args = [rng.standard_normal(n) for n in (3, 4, 5, 6)]
+    check(outer4, args, args[0] * args[1].sum() * args[2].sum() * args[3].sum(), F64)
+    args = [rng.standard_normal(100_000) for _ in range(4)]
+    with pytest.raises(MemoryError) as ei:
+        outer4(*args)
+    mentions(str(ei.value), "P", str(8 * 10 ** 20))
+
+
+def test_failed_allocation_in_a_parallel_loop_block(rng):
+    """A block-sized buffer of compute_at, allocated inside a parallel loop's body."""
+    @jd.compute
+    def blocks(a, b, c, d):
+        P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
+        S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
+                   for l in range(d.shape[0]))
+        return S
+
+    @jd.schedule(blocks)
+    def per_row(s, cfg):
+        (i,) = s["S"].axis
+        s.compute_at(s["P"], s["S"], i)
+        s.parallel(i)
+
+    args = [rng.standard_normal(n) for n in (40, 30, 20, 10)]   # 48 KB blocks: heap
+    assert "(global)" in blocks.lower(*args)
+    check(blocks, args, args[0] * args[1].sum() * args[2].sum() * args[3].sum(), F64)
+    args = [rng.standard_normal(n) for n in (16, 100_000, 100_000, 100_000)]
+    with pytest.raises(MemoryError) as ei:
+        blocks(*args)
+    mentions(str(ei.value), "P_l", "8000000000000000")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+def test_failed_allocation_frees_what_was_allocated(rng):
+    """Q (8 MB) is allocated around P; P fails: Q is freed on every call."""
+    @jd.compute
+    def two(a, b, c):
+        Q[j] = b[j] * 2.0
+        P[i, j, k] = a[i] * Q[j] * c[k]
+        S[i] = sum(P[i, j, k] for j in range(b.shape[0]) for k in range(c.shape[0]))
+        return S
+
+    @jd.schedule(two)
+    def materialise(s, cfg):
+        s.compute_root(s["Q"])
+        s.compute_root(s["P"])
+
+    small = [rng.standard_normal(n) for n in (3, 4000, 5)]
+    check(two, small, small[0] * 2 * small[1].sum() * small[2].sum(), F64)
+    ir = two.lower(*small)
+    assert ir.index("alloc Q") < ir.index("alloc P")
+    args = [rng.standard_normal(100_000), rng.standard_normal(1_000_000),
+            rng.standard_normal(100_000)]
+
+    def vm_bytes():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    with pytest.raises(MemoryError):
+        two(*args)
+    before = vm_bytes()
+    for _ in range(60):                     # 480 MB of address space if Q leaked
+        with pytest.raises(MemoryError):
+            two(*args)
+    assert vm_bytes() - before < 100 << 20
+
+
+# ---------------------------------------------------------------------------------------
+# 2. NEP 50: a Python int out of bounds for the integer dtype it meets is an OverflowError
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def times(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a)
+
+
+@jd.compute
+def plus(X, a):
+    Y[i] = X[i] + a
+    return Y
+
+
+@jd.compute
+def below(X, a):
+    Y[i] = X[i] < a
+    return Y
+
+
+@jd.compute
+def equal(X, a):
+    Y[i] = X[i] == a
+    return Y
+
+
+@jd.compute
+def biggest(X, a):
+    Y[i] = max(X[i], a)
+    return Y
+
+
+def numpy_or_error(fn):
+    try:
+        with np.errstate(all="ignore"):
+            return fn()
+    except OverflowError as e:
+        return e
+
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8"]
+
+
+def edge_values(dtype):
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    return [lo - 1, lo, -1, 0, 3, hi, hi + 1, 2 ** 40, -2 ** 40]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("f, op", [(times, np.multiply), (plus, np.add), (below, np.less),
+                                   (equal, np.equal), (biggest, np.maximum)],
+                         ids=["mul", "add", "less", "equal", "maximum"])
+def test_python_int_argument_follows_numpy(rng, dtype, f, op):
+    """Each edge value: NumPy's result, or an OverflowError where NumPy raises one."""
+    info = np.iinfo(dtype)
+    # the extremes and 0 are there: a wrapped argument (2**40 -> 0, hi + 1 -> lo) would
+    # compare equal to one of them
+    x = np.concatenate([rng.integers(info.min, int(info.max) + 1, 17, dtype=dtype),
+                        np.array([info.min, info.max, 0, 1], dtype=dtype)])
+    for a in edge_values(dtype):
+        expected = numpy_or_error(lambda: op(x, a))
+        # beyond int64 (what a kernel's integer scalar holds) jitdl raises where NumPy
+        # still compares exactly: an error, never a wrong answer
+        if isinstance(expected, OverflowError) or not -2 ** 63 <= a < 2 ** 63:
+            with pytest.raises(OverflowError) as ei:
+                f(x, a)
+            assert isinstance(ei.value, jd.JitdlError)
+            mentions(str(ei.value), f.name, "a", str(a), dtype)
+        else:
+            assert_matches(f(x, a), expected, expected.dtype)
+
+
+def test_overflowing_argument_names_value_dtype_and_line():
+    x = np.arange(5, dtype=np.int32)
+    assert_matches(times(x, 3), x * 3, np.int32)
+    with pytest.raises(OverflowError) as ei:
+        times(x, 2 ** 40)
+    msg = str(ei.value)
+    mentions(msg, "times", "a", "1099511627776", "int32", "2147483647")
+    assert "lambda i: X[i] * a" in msg                 # the definition's line
+    assert "X[i] * a" in msg.splitlines()[0]
+    # bigger than int64 (what the kernel's scalar holds): still an error, not a wrap
+    with pytest.raises(OverflowError) as ei:
+        times(np.arange(3, dtype=np.int64), 2 ** 70)
+    mentions(str(ei.value), "a", str(2 ** 70), "int64")
+
+
+def test_uint8_and_negative_python_int():
+    u = np.arange(250, 256, dtype=np.uint8)
+    assert_matches(plus(u, 5), u + 5, np.uint8)        # wraps, as NumPy does
+    with pytest.raises(OverflowError) as ei:
+        plus(u, -1)
+    mentions(str(ei.value), "a", "-1", "uint8")
+
+
+def test_python_int_inside_an_expression_is_checked_exactly(rng):
+    @jd.compute
+    def shifted(X, a):
+        Y[i] = X[i] * (a + 1) - a * a
+        return Y
+
+    x = rng.integers(-100, 100, 11, dtype=np.int32)
+    assert_matches(shifted(x, 7), x * 8 - 49, np.int32)
+    with pytest.raises(OverflowError) as ei:            # a + 1 = 2**31
+        shifted(x, 2 ** 31 - 1)
+    mentions(str(ei.value), "a + 1", "2147483648", "int32")
+    with pytest.raises(OverflowError):                  # a * a = 2**80 > int64
+        shifted(x, 2 ** 40)
+
+
+def test_python_floats_round_into_float32_as_in_numpy(rng):
+    x = rng.standard_normal(9).astype(np.float32)
+    for a in (2 ** 40, 0.1, 1e300, -1e300):
+        with np.errstate(over="ignore"):
+            expected = x * a
+        assert_matches(times(x, a), expected.astype(F64), np.float32)
+
+
+def test_literal_out_of_bounds_is_an_error_at_the_line():
+    @jd.compute
+    def big_literal(X):
+        Y[i] = X[i] * 2**40
+        return Y
+
+    with pytest.raises(OverflowError) as ei:
+        big_literal(np.arange(4, dtype=np.int32))
+    assert isinstance(ei.value, jd.JitdlError)
+    mentions(str(ei.value), "1099511627776", "int32")
+    assert "Y[i] = X[i] * 2**40" in str(ei.value)
+    # the same definition on int64 and float32 arrays is fine, as in NumPy
+    x = np.arange(4, dtype=np.int64)
+    assert_matches(big_literal(x), x * 2 ** 40, np.int64)
+    x = np.arange(4, dtype=np.float32)
+    assert_matches(big_literal(x), (x * 2 ** 40).astype(F64), np.float32)
+
+    @jd.compute
+    def minus_one(X):
+        return jd.tensor(X.shape, lambda i: X[i] + (-1))
+
+    with pytest.raises(OverflowError) as ei:
+        minus_one(np.arange(4, dtype=np.uint8))
+    mentions(str(ei.value), "-1", "uint8")
+    assert "X[i] + (-1)" in str(ei.value)
+
+
+def test_literal_comparisons_are_exact(rng):
+    @jd.compute
+    def in_range(X):
+        Y[i] = (X[i] < 2**40) & (X[i] != -1) & (X[i] > -300)
+        return Y
+
+    for dtype in ("int8", "uint8", "int32"):
+        x = rng.integers(np.iinfo(dtype).min, int(np.iinfo(dtype).max) + 1, 13, dtype=dtype)
+        expected = (x < 2 ** 40) & (x != -1) & (x > -300)
+        assert_matches(in_range(x), expected, np.bool_)
