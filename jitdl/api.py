@@ -93,11 +93,10 @@ class Function:
     def _bind(self, args, kwargs):
         try:
             bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            given = len(args) + len(kwargs)
-            raise ArgumentError(
-                f"{self.name}() takes {self._nparams} argument(s) "
-                f"({', '.join(self.param_names)}), got {given}: {e}") from None
+        except TypeError:
+            raise ArgumentError(f"{self.name}() {_binding_problem(self.signature, args, kwargs)}; "
+                                f"its parameters are ({', '.join(self.param_names)})",
+                                user_loc()) from None
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
@@ -166,14 +165,15 @@ class Function:
         specs = self._specs(args)
         return self._trace(specs), specs
 
-    def _trace(self, specs):
-        """The traced definition for these argument specs (traced once, then kept)."""
+    def _trace(self, specs, args=None):
+        """The traced definition for these argument specs (traced once, then kept); the
+        call's `args`, when given, only make error messages more precise."""
         key = repr(specs)
         graph = self._graphs.get(key)
         if graph is None:
             if self._captured is None:
                 self._captured = capture(self.pyfunc)
-            graph = trace(self._captured, specs, self.param_names)
+            graph = trace(self._captured, specs, self.param_names, args)
             with self._lock:
                 if len(self._graphs) >= _GRAPHS_KEPT:
                     self._graphs.pop(next(iter(self._graphs)))
@@ -246,7 +246,7 @@ class Function:
         low = None
         if artifact is None:
             t0 = time.perf_counter()
-            self._trace(specs)
+            self._trace(specs, args)
             traced = time.perf_counter() - t0
             low = self._lower(specs, config)
             loop_ir = low.loop_ir
@@ -500,6 +500,38 @@ class Function:
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+
+def _binding_problem(signature, args, kwargs):
+    """What is wrong with calling a function of this signature with these arguments (a
+    call that signature.bind refused), in words that name the arguments."""
+    P = inspect.Parameter
+    params = signature.parameters
+    kinds = {p.kind for p in params.values()}
+    unknown = [k for k in kwargs if k not in params or params[k].kind == P.POSITIONAL_ONLY]
+    def listed(names):
+        return ", ".join(repr(n) for n in names)
+    if unknown and P.VAR_KEYWORD not in kinds:
+        return (f"got an unexpected keyword argument {listed(unknown)}" if len(unknown) == 1
+                else f"got unexpected keyword arguments {listed(unknown)}")
+    positional = [n for n, p in params.items()
+                  if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and P.VAR_POSITIONAL not in kinds:
+        return (f"takes {len(positional)} positional argument"
+                f"{'s' * (len(positional) != 1)} but {len(args)} were given")
+    twice = [n for n in positional[:len(args)] if n in kwargs]
+    if twice:
+        return f"got two values for argument {twice[0]!r}: by position and by keyword"
+    given = set(positional[:len(args)]) | set(kwargs)
+    missing = [n for n, p in params.items() if n not in given and p.default is P.empty
+               and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    if missing:
+        return f"is missing the argument{'s' * (len(missing) > 1)} {listed(missing)}"
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        return f"cannot take these arguments ({e})"
+    return "cannot take these arguments"
 
 
 def _describe(names, specs):

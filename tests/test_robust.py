@@ -297,3 +297,188 @@ def test_literal_comparisons_are_exact(rng):
         x = rng.integers(np.iinfo(dtype).min, int(np.iinfo(dtype).max) + 1, 13, dtype=dtype)
         expected = (x < 2 ** 40) & (x != -1) & (x > -300)
         assert_matches(in_range(x), expected, np.bool_)
+
+
+# ---------------------------------------------------------------------------------------
+# 3. calls that do not fit the signature name the argument and list the parameters
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def scaled(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a)
+
+
+@pytest.mark.parametrize("kwargs", [{"b": 3}, {"a": 2, "b": 3}])
+def test_unknown_keyword_is_named_with_the_parameters(kwargs):
+    x = np.arange(5.0)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, **kwargs)
+    msg = str(ei.value)
+    mentions(msg, "scaled", "b", "X", "a")
+    assert "unexpected keyword argument 'b'" in msg
+    assert "(X, a)" in msg
+    assert "scaled(x, **kwargs)" in msg                 # the caller's line
+    assert isinstance(ei.value, TypeError)
+
+
+def test_two_unknown_keywords_are_both_named():
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(np.arange(3.0), a=1, b=2, c=3)
+    assert "unexpected keyword arguments 'b', 'c'" in str(ei.value)
+
+
+def test_missing_and_surplus_arguments_read_well(rng):
+    x = rng.standard_normal(5)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x)
+    assert "scaled() is missing the argument 'a'; its parameters are (X, a)" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(a=2)
+    assert "missing the argument 'X'" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, 2, 3)
+    assert "takes 2 positional arguments but 3 were given" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, 2, a=3)
+    assert "two values for argument 'a'" in str(ei.value)
+    # keywords that fit still work, in any order
+    assert_matches(scaled(a=2.5, X=x), x * 2.5, F64)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. a scalar (or a 0-d array) where the definition indexes an array
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def times_te(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a[i])
+
+
+@jd.compute
+def times_idx(X, a):
+    Y[i] = X[i] * a[i]
+    return Y
+
+
+@pytest.mark.parametrize("f, line", [(times_te, "lambda i: X[i] * a[i]"),
+                                     (times_idx, "Y[i] = X[i] * a[i]")], ids=["te", "index"])
+def test_scalar_where_an_array_is_indexed(rng, f, line):
+    x = rng.standard_normal(5)
+    check(f, (x, x[::-1].copy()), x * x[::-1], F64)
+    for value, shown in ((3.0, "float 3.0"), (3, "int 3"), (np.float32(2.5), "float32 2.5")):
+        with pytest.raises(jd.ArgumentError) as ei:
+            f(x, value)
+        msg = str(ei.value)
+        assert f"argument 'a' was passed a scalar ({shown})" in msg
+        assert "indexes it like an array" in msg and line in msg
+    with pytest.raises(jd.ArgumentError) as ei:
+        f(x, np.array(3.0))
+    msg = str(ei.value)
+    assert f"{f.name}(): argument 'a' was passed a 0-d array (shape ())" in msg
+    assert "indexes it with 1 index" in msg and line in msg
+
+
+# ---------------------------------------------------------------------------------------
+# 5. math on a whole tensor says how to write it element by element
+# ---------------------------------------------------------------------------------------
+
+def whole_tensor_definitions():
+    import math
+    from math import exp
+
+    @jd.compute
+    def with_np(X):
+        return np.exp(X)
+
+    @jd.compute
+    def with_jd(X):
+        return jd.exp(X)
+
+    @jd.compute
+    def with_math(X):
+        return math.exp(X)
+
+    @jd.compute
+    def bare(X):
+        return exp(X)
+
+    return [with_np, with_jd, with_math, bare]
+
+
+@pytest.mark.parametrize("k", range(4), ids=["np.exp", "jd.exp", "math.exp", "exp"])
+def test_exp_of_a_whole_tensor(k):
+    f = whole_tensor_definitions()[k]
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.ones((3, 4)))
+    msg = str(ei.value)
+    assert "`exp(X)`: X is a whole tensor (float64[3, 4])" in msg
+    assert "`Y[i, j] = exp(X[i, j])`" in msg
+    assert "`jd.tensor(X.shape, lambda i, j: exp(X[i, j]))`" in msg
+    assert "exp(X)\n" in msg + "\n"                        # the user's line is shown
+
+
+def test_suggested_rewrite_runs(rng):
+    """What the message suggests is a working definition."""
+    @jd.compute
+    def elementwise(X):
+        Y[i, j] = exp(X[i, j])
+        return Y
+
+    @jd.compute
+    def te(X):
+        return jd.tensor(X.shape, lambda i, j: exp(X[i, j]))
+
+    @jd.compute
+    def total(X):
+        s = sum(X[i, j] for i in range(X.shape[0]) for j in range(X.shape[1]))
+        return s
+
+    x = rng.standard_normal((3, 4))
+    check(elementwise, (x,), np.exp(x), F64)
+    check(te, (x,), np.exp(x), F64)
+    assert_matches(total(x), np.array(x.sum()), F64)
+
+
+def test_whole_tensor_operators_and_functions():
+    @jd.compute
+    def plus(X):
+        return X + 1
+
+    @jd.compute
+    def maximum(X):
+        return np.maximum(X, 0.0)
+
+    @jd.compute
+    def total(X):
+        return sum(X)
+
+    @jd.compute
+    def vector(v):
+        return jd.sqrt(v)
+
+    @jd.compute
+    def compared(X):
+        return jd.select(X > 0, 1.0, 0.0)
+
+    cases = [(plus, np.ones((2, 3)), "`X + 1`", "`Y[i, j] = X[i, j] + 1`"),
+             (maximum, np.ones((2, 3)), "`maximum(X, 0.0)`", "maximum(X[i, j], 0.0)"),
+             (total, np.ones((2, 3)), "`sum(X)`",
+              "`s = sum(X[i, j] for i in range(2) for j in range(3))`"),
+             (vector, np.ones(4), "`sqrt(v)`", "`jd.tensor(v.shape, lambda i: sqrt(v[i]))`"),
+             (vector, np.array(4.0), "`sqrt(v)`", "`jd.tensor((), lambda: sqrt(v[()]))`"),
+             (compared, np.ones((2, 3)), "`X > 0`", "`Y[i, j] = X[i, j] > 0`")]
+    for f, x, what, how in cases:
+        with pytest.raises(jd.DefinitionError) as ei:
+            f(x)
+        assert what in str(ei.value) and how in str(ei.value), str(ei.value)
+
+
+def test_whole_tensor_ufunc_without_source():
+    """A definition without source (no AST rewrite): NumPy's ufunc still meets the
+    tensor's own message."""
+    namespace = {"np": np, "jd": jd}
+    exec("def no_source(X):\n    return np.exp(X)\n", namespace)
+    f = jd.compute(namespace["no_source"])
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.ones(3))
+    assert "`exp(X)`: X is a whole tensor" in str(ei.value)

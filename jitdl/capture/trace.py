@@ -117,10 +117,20 @@ def _user_frame_loc(tb, filename):
     return loc
 
 
-def trace(cap: Captured, specs, names) -> Graph:
+def _scalar_text(spec, value):
+    """How a scalar argument was passed, for messages: `float 3.0`, or from its spec."""
+    if value is not None:
+        return f"{type(value).__name__} {value!r}" if type(value) in (bool, int, float) \
+            else f"{type(value).__name__} {value}"
+    return f"a Python {dict(bool='bool', int64='int', float64='float')[spec[1]]}" \
+        if spec[2] else f"a {spec[1]} scalar"
+
+
+def trace(cap: Captured, specs, names, values=None) -> Graph:
     """Run the definition on placeholders. specs[i] is ('array', shape, dtype),
     ('scalar', dtype, weak) or ('static', value): a static argument is passed as the
-    plain Python value."""
+    plain Python value. `values` (the call's arguments, when known) only make messages
+    more precise."""
     params, call_args = [], []
     for n, (spec, name) in enumerate(zip(specs, names)):
         if spec[0] == "array":
@@ -140,8 +150,22 @@ def trace(cap: Captured, specs, names) -> Graph:
     try:
         with naming.scope():
             result = cap.func(*call_args)
+    except ArgumentError as e:
+        if e.message.startswith(f"{fname}("):
+            raise
+        raise ArgumentError(f"{fname}(): {e.message}", e.loc) from None   # say whose
     except JitdlError:
         raise
+    except build.ScalarIndexError as e:
+        loc = _user_frame_loc(e.__traceback__, filename)
+        for n, (p, name) in enumerate(zip(call_args, names)):
+            if p is e.expr and specs[n][0] == "scalar":
+                raise ArgumentError(
+                    f"{fname}(): argument '{name}' was passed a scalar "
+                    f"({_scalar_text(specs[n], values[n] if values else None)}) but the "
+                    f"definition indexes it like an array (`{name}[...]`): pass an array, "
+                    f"or use `{name}` without an index", loc) from None
+        raise DefinitionError(f"{fname}: {e}", loc) from None
     except NameError as e:
         if not cap.has_source:
             raise DefinitionError(

@@ -46,6 +46,15 @@ class SymbolicValueError(TypeError):
     """A symbolic value was used where Python needs a concrete one."""
 
 
+class ScalarIndexError(TypeError):
+    """A scalar expression (a scalar argument, say) subscripted like a tensor."""
+
+    def __init__(self, expr):
+        super().__init__(f"`{text(expr)}` is a scalar value, not a tensor: it cannot be "
+                         "indexed")
+        self.expr = expr
+
+
 def text(node) -> str:
     return to_text(node)
 
@@ -357,6 +366,9 @@ class Operators:
 
     def __iter__(self):
         raise TypeError(f"a symbolic value ({text(self)}) cannot be iterated")
+
+    def __getitem__(self, idx):
+        raise ScalarIndexError(self)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return numpy_ufunc(ufunc, method, inputs, kwargs)
