@@ -11,14 +11,13 @@ import inspect
 import logging
 import threading
 import time
-import warnings
 
 import numpy as np
 
 from jitdl import dtypes, pipeline
 from jitdl import target as targets
 from jitdl.cache import keys
-from jitdl.cache.store import CacheWarning, Entry, default_store
+from jitdl.cache.store import Entry, default_store, warn_once
 from jitdl.capture.trace import capture, trace
 from jitdl.config import settings
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
@@ -306,9 +305,9 @@ class Function:
         except Exception as e:          # a damaged entry is a miss, never a crash
             why = f"unreadable metadata: {e!r}"
         if why:
-            warnings.warn(f"jitdl: cache entry {full[:12]} does not fit the call "
-                          f"{self.qualname}({event['call']}): {why}; compiling instead",
-                          CacheWarning, stacklevel=5)
+            warn_once(("misfit", full, event["call"]),
+                      f"jitdl: cache entry {full[:12]} does not fit the call "
+                      f"{self.qualname}({event['call']}): {why}; compiling instead")
             return None
         try:
             loaded = native.load(entry, sig.symbol, store.root, self.qualname)

@@ -482,3 +482,47 @@ def test_whole_tensor_ufunc_without_source():
     with pytest.raises(jd.DefinitionError) as ei:
         f(np.ones(3))
     assert "`exp(X)`: X is a whole tensor" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. a damaged cache entry is reported once per process
+# ---------------------------------------------------------------------------------------
+
+def test_damaged_entry_warns_once_per_process(rng):
+    import warnings
+    from jitdl.cache.store import CacheWarning, default_store
+    from jitdl.runtime import native
+
+    def definition(X):
+        Y[i] = X[i] * 3.5 + 0.25
+        return Y
+
+    store = default_store()
+    if store is None:
+        pytest.skip("the kernel cache is disabled")
+    before = set(os.listdir(store.kernels))
+    x = rng.standard_normal(6)
+    check(jd.compute(definition), (x,), x * 3.5 + 0.25, F64, out=False)
+    native.drain()                               # the background link rewrites the entry
+    (new,) = set(os.listdir(store.kernels)) - before
+    path = os.path.join(store.kernels, new)
+
+    def damage():
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")          # Python's own once-per-line is off here
+        damage()
+        for _ in range(3):                        # fresh functions: the disk is asked
+            y = jd.compute(definition)(x)
+            assert_matches(y, x * 3.5 + 0.25, F64)
+            native.drain()
+            damage()                              # damaged again after each heal
+    damaged = [w for w in caught if issubclass(w.category, CacheWarning)
+               and "damaged cache entry" in str(w.message)]
+    assert len(damaged) == 1, [str(w.message) for w in damaged]
+    assert new in str(damaged[0].message)
+    assert damaged[0].filename == __file__      # shown at the user's line
