@@ -526,3 +526,37 @@ def test_damaged_entry_warns_once_per_process(rng):
     assert len(damaged) == 1, [str(w.message) for w in damaged]
     assert new in str(damaged[0].message)
     assert damaged[0].filename == __file__      # shown at the user's line
+
+
+# ---------------------------------------------------------------------------------------
+# 7. `jitdl cache list | head` stops quietly
+# ---------------------------------------------------------------------------------------
+
+def test_cache_list_into_a_closed_pipe(tmp_path):
+    import subprocess
+    import sys
+    from jitdl.cache.store import Store
+    st = Store(str(tmp_path / "cache"), 1 << 30)
+    for n in range(1500):                        # ~150 KB of listing: more than a pipe holds
+        key = f"{n:064x}"
+        st.put(key, {"fname": f"mod.kernel_{n}", "call": "X: float64[1000, 1000]"},
+               b"\0" * 16, {"loop_ir": ""})
+    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"), JITDL_WARM_UP="0")
+    p = subprocess.Popen([sys.executable, "-m", "jitdl", "cache", "list"], env=env,
+                         cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()                 # `| head -1`
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    code = p.wait(timeout=120)
+    assert first.split()[:2] == [b"key", b"hits"]
+    assert err == "", err                       # no BrokenPipeError traceback
+    assert code == 141                          # as a program stopped by SIGPIPE
+    # and through a shell pipe, as users type it
+    r = subprocess.run(f"'{sys.executable}' -m jitdl cache list | head -2", shell=True,
+                       env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=120)
+    assert r.stderr == "" and len(r.stdout.splitlines()) == 2, r.stderr
+    # a listing that fits is unchanged, exit status 0
+    r = subprocess.run([sys.executable, "-m", "jitdl", "cache", "info"], env=env,
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "entries:         1500" in r.stdout, r.stdout + r.stderr
