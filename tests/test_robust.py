@@ -560,3 +560,31 @@ def test_cache_list_into_a_closed_pipe(tmp_path):
     r = subprocess.run([sys.executable, "-m", "jitdl", "cache", "info"], env=env,
                        cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "entries:         1500" in r.stdout, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 8. JITDL_LOG with an unknown topic warns once
+# ---------------------------------------------------------------------------------------
+
+def test_unknown_log_topic_warns_once(tmp_path):
+    import subprocess
+    import sys
+    code = ("import warnings\n"
+            "warnings.simplefilter('always')\n"
+            "import jitdl\n"
+            "from jitdl import config\n"
+            "config.setup_logging(); config.setup_logging()\n"
+            "import logging\n"
+            "print(logging.getLogger('jitdl.cache').level)\n")
+    env = dict(os.environ, JITDL_LOG="compile, Cache", JITDL_WARM_UP="0",
+               JITDL_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("JITDL_LOG") == 1, r.stderr
+    assert "unknown topic 'compile'" in r.stderr and "the topics are: cache" in r.stderr
+    assert r.stdout.strip() == "20"              # the known topic is still logged (INFO)
+    env["JITDL_LOG"] = "cache"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "JITDL_LOG" not in r.stderr, r.stderr
