@@ -588,3 +588,27 @@ def test_unknown_log_topic_warns_once(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "JITDL_LOG" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 9. f.timeit prints with units and is still a number of seconds
+# ---------------------------------------------------------------------------------------
+
+def test_timeit_prints_with_units_and_is_a_float(rng):
+    import pickle
+    x = rng.standard_normal(1000)
+    t = times.timeit(x, 2.0, repeat=5, min_time=0.01)
+    assert isinstance(t, float) and 0 < t < 1
+    assert float(t) == t and t * 1e6 > 0 and t < 1.0 and t + t == 2 * float(t)
+    assert f"{t * 1e6:.1f}"                     # formats as a float
+    text = repr(t)
+    assert re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms|s) ± \d+(\.\d+)? (ns|µs|ms|s) "
+                        r"\(median of 5 batches of \d+ calls?\)", text), text
+    assert str(t) == text and f"{t}" == text
+    assert len(t.times) == 5 and float(np.median(t.times)) == pytest.approx(float(t))
+    assert pickle.loads(pickle.dumps(t)) == t
+    from jitdl.api import Timing
+    assert repr(Timing(1.234e-3, [1.2e-3, 1.234e-3, 1.3e-3], 100)) == \
+        "1.23 ms ± 0.03 ms (median of 3 batches of 100 calls)"
+    assert repr(Timing(2.5e-7, [2.5e-7], 1)).startswith("250 ns ± 0 ns")
+    assert repr(Timing(12.5, [12.5], 1)).startswith("12.5 s")
