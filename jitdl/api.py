@@ -64,7 +64,7 @@ class Function:
         self.static = tuple(static)
         self._static_pos = tuple(self.param_names.index(n) for n in static)
         self._captured = None
-        self._graphs = {}               # specs -> traced Graph (the latest few)
+        self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
         self._schedules = {}            # target -> schedule function (s, cfg)
         self._configs = {}              # key -> knob values chosen by tuning
@@ -165,9 +165,10 @@ class Function:
         return self._trace(specs), specs
 
     def _trace(self, specs, args=None):
-        """The traced definition for these argument specs (traced once, then kept); the
-        call's `args`, when given, only make error messages more precise."""
-        key = repr(specs)
+        """The traced definition for these argument specs and the current values of the
+        globals, closure cells and helpers it reads (traced once, then kept); the call's
+        `args`, when given, only make error messages more precise."""
+        key = (repr(specs), _reads(self.pyfunc))
         graph = self._graphs.get(key)
         if graph is None:
             if self._captured is None:
@@ -501,6 +502,15 @@ class Function:
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+
+def _reads(pyfunc):
+    """A digest of what a definition reads besides its arguments (the disk cache key's
+    part): a graph traced with other values of its globals is not reused."""
+    try:
+        return keys.code_digests(pyfunc)
+    except Exception:                # a value the digest cannot read: key by specs only
+        return None
 
 
 def _binding_problem(signature, args, kwargs):

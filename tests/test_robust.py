@@ -612,3 +612,138 @@ def test_timeit_prints_with_units_and_is_a_float(rng):
         "1.23 ms ± 0.03 ms (median of 3 batches of 100 calls)"
     assert repr(Timing(2.5e-7, [2.5e-7], 1)).startswith("250 ns ± 0 ns")
     assert repr(Timing(12.5, [12.5], 1)).startswith("12.5 s")
+
+
+# ---------------------------------------------------------------------------------------
+# 10. globals, helpers and closure values are read when a specialisation is built
+# ---------------------------------------------------------------------------------------
+
+SCALE = 5
+
+
+def _offset():
+    return 1.0
+
+
+@jd.compute
+def scaled_by_global(X):
+    Y[i] = X[i] * SCALE + _offset()
+    return Y
+
+
+def test_global_read_when_a_specialisation_is_built(rng):
+    global SCALE, _offset
+    a, b, c = rng.standard_normal(3), rng.standard_normal(4), rng.standard_normal(5)
+    old_offset = _offset
+    try:
+        SCALE = 5
+        check(scaled_by_global, (a,), a * 5 + 1, F64)
+        SCALE = 7
+        check(scaled_by_global, (b,), b * 7 + 1, F64)       # a new shape: the new value
+        check(scaled_by_global, (a,), a * 5 + 1, F64)       # compiled: kept
+        scaled_by_global.recompile()
+        check(scaled_by_global, (a,), a * 7 + 1, F64)       # rebuilt: the new value
+
+        def _offset():                                      # a helper redefined
+            return 2.0
+        check(scaled_by_global, (c,), c * 7 + 2, F64)
+        check(scaled_by_global, (a,), a * 7 + 1, F64)
+        scaled_by_global.recompile()
+        check(scaled_by_global, (a,), a * 7 + 2, F64)
+    finally:
+        SCALE, _offset = 5, old_offset
+        scaled_by_global.recompile()
+
+
+def test_inspection_does_not_freeze_a_global(rng):
+    """A shape traced for inspection (lower(after=)) before the global changes must not
+    give its old value to the kernel compiled after the change (nor to the disk cache)."""
+    global SCALE
+    b = rng.standard_normal(11)
+    try:
+        SCALE = 5
+        assert "5.0" in scaled_by_global.lower(b, after="lower")
+        SCALE = 9
+        check(scaled_by_global, (b,), b * 9 + 1, F64)
+        f2 = jd.compute(scaled_by_global.pyfunc)            # a fresh process would ask
+        check(f2, (b,), b * 9 + 1, F64)                     # the disk: the same answer
+    finally:
+        SCALE = 5
+        scaled_by_global.recompile()
+
+
+def test_closure_value_read_when_a_specialisation_is_built(rng):
+    def make():
+        factor = 3.0
+
+        @jd.compute
+        def by_closure(X):
+            return jd.tensor(X.shape, lambda i: X[i] * factor)
+
+        def set_factor(v):
+            nonlocal factor
+            factor = v
+        return by_closure, set_factor
+
+    f, set_factor = make()
+    a, b = rng.standard_normal(3), rng.standard_normal(4)
+    check(f, (a,), a * 3, F64)
+    set_factor(-2.0)
+    check(f, (b,), b * -2, F64)
+    check(f, (a,), a * 3, F64)
+    f.recompile()
+    check(f, (a,), a * -2, F64)
+
+
+MOD = '''\
+import os
+import jitdl as jd
+
+scale = float(os.environ["SCALE"])
+
+
+def helper(v):
+    return v + float(os.environ["SHIFT"])
+
+
+@jd.compute
+def f(X):
+    Y[i] = helper(X[i] * scale)
+    return Y
+'''
+
+CHILD = '''\
+import json
+import numpy as np
+import mod
+x = np.arange(4.0)
+y = mod.f(x)
+print(json.dumps({"y": y.tolist(), "result": mod.f.cache_info()["events"][-1]["result"]}))
+'''
+
+
+def test_disk_cache_key_covers_globals_in_a_fresh_process(tmp_path):
+    import json
+    import subprocess
+    import sys
+    (tmp_path / "mod.py").write_text(MOD)
+    (tmp_path / "child.py").write_text(CHILD)
+
+    def run(scale, shift):
+        env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"), SCALE=str(scale),
+                   SHIFT=str(shift), JITDL_WARM_UP="0", PYTHONDONTWRITEBYTECODE="1")
+        r = subprocess.run([sys.executable, "child.py"], cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.splitlines()[-1])
+
+    x = np.arange(4.0)
+    first = run(5, 0)
+    assert first["result"] == "compiled" and first["y"] == (x * 5).tolist()
+    again = run(5, 0)
+    assert again["result"] == "hit" and again["y"] == (x * 5).tolist()
+    other = run(7, 0)                                  # another global value
+    assert other["result"] == "compiled" and other["y"] == (x * 7).tolist()
+    shifted = run(7, 1)                                # what a helper reads
+    assert shifted["result"] == "compiled" and shifted["y"] == (x * 7 + 1).tolist()
+    assert run(5, 0)["y"] == (x * 5).tolist()          # each value keeps its own kernel

@@ -28,6 +28,28 @@ class Captured:
     original: object
     has_source: bool
     why_no_source: str = ""
+    namespace: dict | None = None     # the rewritten function's globals
+
+    def refresh(self):
+        """Give the rewritten function the current values of the original's globals and
+        closure cells: a trace reads them as they are now (DESIGN: globals are read when a
+        specialisation is built), not as they were when the source was first captured."""
+        ns = self.namespace
+        if ns is None:
+            return                        # the original function itself: it reads them live
+        current = dict(self.original.__globals__)
+        fn = self.original
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    current[name] = cell.cell_contents
+                except ValueError:        # an empty cell: not bound yet
+                    current.pop(name, None)
+        current["__jd__"] = jd_runtime
+        current[self.func.__name__] = self.func
+        for name in [n for n in ns if n not in current]:
+            ns.pop(name, None)
+        ns.update(current)
 
 
 def _last_line(code):
@@ -106,7 +128,7 @@ def capture(pyfunc) -> Captured:
     func = namespace[fdef.name]
     func.__defaults__ = pyfunc.__defaults__
     func.__kwdefaults__ = pyfunc.__kwdefaults__
-    return Captured(func, pyfunc, True)
+    return Captured(func, pyfunc, True, namespace=namespace)
 
 
 def _user_frame_loc(tb, filename):
@@ -147,6 +169,7 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
                    for spec, name in zip(specs, names))
     fname = cap.original.__name__
     filename = cap.original.__code__.co_filename
+    cap.refresh()
     try:
         with naming.scope():
             result = cap.func(*call_args)
