@@ -164,6 +164,12 @@ class Kernel:
         self.fast = self.ofunc is not None
         self.int_checks = sig.int_checks
         self.scalar_names = [(i, x[1]) for i, x in enumerate(sig.layout) if x[0] == "scalar"]
+        # the common check, an argument itself against a dtype's bounds, as (position,
+        # low, high); an expression of arguments needs the exact evaluation every call
+        position = {name: i for i, name in self.scalar_names}
+        self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
+                            for dt, t, *_ in self.int_checks if t[0] == "var"]
+        self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
         self.run = self._specialised_run()
 
     def _specialised_run(self):
@@ -275,6 +281,12 @@ class Kernel:
 
     def _check_ints(self, args):
         """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
+        if not self._int_exprs:
+            for i, lo, hi in self._int_bounds:
+                if not lo <= args[i] <= hi:
+                    break
+            else:
+                return
         values = {name: args[i] for i, name in self.scalar_names}
         for dtype, tree, text, context, loc in self.int_checks:
             try:
