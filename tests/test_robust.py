@@ -473,6 +473,26 @@ def test_whole_tensor_operators_and_functions():
         assert what in str(ei.value) and how in str(ei.value), str(ei.value)
 
 
+def test_whole_tensor_compared_with_a_number_is_an_error_not_false():
+    """`X == 0` was a silent False (tensors compared by identity), so the select below
+    took its else branch everywhere."""
+    @jd.compute
+    def zeros_to_one(X):
+        return jd.tensor(X.shape, lambda i: jd.select(X == 0, 1.0, X[i]))
+
+    with pytest.raises(jd.DefinitionError) as ei:
+        zeros_to_one(np.zeros(3))
+    assert "`X == 0`: X is a whole tensor" in str(ei.value)
+    assert "lambda i: X[i] == 0" in str(ei.value)
+
+    @jd.compute
+    def fixed(X):
+        return jd.tensor(X.shape, lambda i: jd.select(X[i] == 0, 1.0, X[i]))
+
+    x = np.array([0.0, 2.0, 0.0, -1.5])
+    check(fixed, (x,), np.where(x == 0, 1.0, x), F64)
+
+
 def test_whole_tensor_ufunc_without_source():
     """A definition without source (no AST rewrite): NumPy's ufunc still meets the
     tensor's own message."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from jitdl.errors import ArgumentError, DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import Access, Expr, Reduce
@@ -127,6 +129,21 @@ for _sym, _names in (("+", ("add", "radd")), ("-", ("sub", "rsub")), ("*", ("mul
         setattr(Tensor, f"__{_name}__", _whole_op(_sym, reflected=_n == 1))
 for _sym, _name in (("-", "neg"), ("~", "invert"), ("abs", "abs")):
     setattr(Tensor, f"__{_name}__", _whole_op(_sym, unary=True))
+
+
+def _whole_compare(symbol, identity):
+    """`X == 0` on a whole tensor is an error (it was a silent False); tensors still
+    compare by identity with anything that is not a number (`t in stages`)."""
+    def method(self, other):
+        if isinstance(other, (bool, int, float, np.generic)):
+            raise whole_tensor_error(symbol, (self, other), infix=True)
+        return identity(self, other)
+    return method
+
+
+# set after the class is made, so Tensor keeps object's hash
+Tensor.__eq__ = _whole_compare("==", lambda a, b: a is b)
+Tensor.__ne__ = _whole_compare("!=", lambda a, b: a is not b)
 
 
 def _index_names(ndim):
