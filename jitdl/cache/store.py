@@ -453,6 +453,10 @@ class Store:
             self._sweep()
         for e, _ in self._kernel_files():
             data = self._read_trusted(e.path)
+            if data is None and os.path.exists(e.path):
+                # removed between the listing and the open, and written again since (as
+                # eviction and put do in another process): read the new file
+                data = self._read_trusted(e.path)
             try:
                 if data is None:
                     if not os.path.exists(e.path):
