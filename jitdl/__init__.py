@@ -13,8 +13,8 @@
 """
 from jitdl import config
 from jitdl.api import Function, compute, schedule
-from jitdl.errors import (ArgumentError, CompileError, DefinitionError, JitdlError,
-                          ScheduleError)
+from jitdl.errors import (AllocationError, ArgumentError, CompileError, DefinitionError,
+                          JitdlError, ScalarOverflowError, ScheduleError)
 from jitdl.cache.export import load
 from jitdl.runtime.engine import set_num_threads
 from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, ceil, cos, erf, exp, expm1,
@@ -37,5 +37,6 @@ __all__ = [
     "sin", "cos", "tan", "atan", "atan2", "abs", "floor", "ceil", "round", "trunc", "sign",
     "log1p", "expm1", "isnan", "isinf", "isfinite", "pow", "fmod", "float32", "float64",
     "int8", "int16", "int32", "int64", "uint8", "bool_", "set_num_threads", "load", "JitdlError",
-    "DefinitionError", "ArgumentError", "ScheduleError", "CompileError",
+    "DefinitionError", "ArgumentError", "ScheduleError", "CompileError", "AllocationError",
+    "ScalarOverflowError",
 ]

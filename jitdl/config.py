@@ -19,7 +19,7 @@ def _int(name, default):
 class Settings:
     num_threads: int          # JITDL_NUM_THREADS: threads of parallel loops (default:
                               #   OMP_NUM_THREADS if set, else all cores)
-    log: str                  # JITDL_LOG: comma-separated topics to log (e.g. "compile")
+    log: str                  # JITDL_LOG: comma-separated topics to log (LOG_TOPICS)
     opt_level: int            # JITDL_OPT_LEVEL: LLVM speed level 0-3 (default 3)
     cache: bool               # JITDL_CACHE: 0 disables the on-disk kernel cache
     cache_dir: str            # JITDL_CACHE_DIR: where (default: the user cache dir)
@@ -67,11 +67,27 @@ def _user_cache_dir():
 
 settings = load()
 
+LOG_TOPICS = ("cache", "schedule")   # cache: hit/miss per call, what differed on a miss;
+#                                      schedule: automatic schedules that fell back, and why
+_log_warned = set()
+
 
 def setup_logging():
-    """JITDL_LOG=cache,schedule: send those topics' messages (all levels) to stderr."""
+    """JITDL_LOG=cache,schedule: send those topics' messages (all levels) to stderr. An
+    unknown topic is warned about (once per value), not silently ignored."""
     import logging
-    for topic in filter(None, (t.strip() for t in settings.log.split(","))):
+    topics = [t.strip().lower() for t in settings.log.split(",") if t.strip()]
+    unknown = [t for t in topics if t not in LOG_TOPICS]
+    if unknown and settings.log not in _log_warned:
+        _log_warned.add(settings.log)
+        import warnings
+        warnings.warn(f"JITDL_LOG={settings.log!r}: unknown topic"
+                      f"{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}, ignored; "
+                      f"the topics are: {', '.join(LOG_TOPICS)} (comma-separated)",
+                      RuntimeWarning, stacklevel=2)
+    for topic in topics:
+        if topic not in LOG_TOPICS:
+            continue
         logger = logging.getLogger(f"jitdl.{topic}")
         if not logger.handlers:
             h = logging.StreamHandler()

@@ -52,6 +52,15 @@ class ScheduleError(JitdlError):
     """An illegal schedule primitive."""
 
 
+class ScalarOverflowError(JitdlError, OverflowError):
+    """A Python integer out of bounds for the integer dtype it meets (NumPy 2 raises
+    OverflowError too): a literal in a definition, or a scalar argument at the call."""
+
+
+class AllocationError(JitdlError, MemoryError):
+    """A kernel could not allocate an intermediate buffer (it names the buffer and size)."""
+
+
 class CompileError(JitdlError):
     """Internal failure in lowering or code generation (a jitdl bug: please report)."""
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from jitdl.codegen.llvm import generate
 from jitdl.errors import ArgumentError, ScheduleError
+from jitdl.ir import weak
 from jitdl.lower.lower import lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
@@ -233,7 +234,9 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         [[b.name, list(b.shape), b.dtype] for b in low.outputs],
         [[v.name, v.dtype] for v in low.scalars],
         [list(c) for c in checks],
-        [list(x) for x in graph.layout])
+        [list(x) for x in graph.layout],
+        [list(a) for a in module.jitdl_allocs],
+        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]))
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":

@@ -1,7 +1,8 @@
 """Shared fixtures for the jitdl test suite.
 
 The disk cache is pointed at a fresh temporary directory for the whole session (before
-jitdl is imported), so tests neither read stale binaries nor litter the user's cache.
+jitdl is imported), so tests neither read stale binaries nor litter the user's cache;
+child processes find jitdl in this checkout (PYTHONPATH).
 `--update-golden` rewrites the expected loop IR texts of tests/test_golden.py.
 """
 import os
@@ -11,6 +12,11 @@ import zlib
 
 _CACHE_DIR = tempfile.mkdtemp(prefix="jitdl-test-cache-")
 os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
+# child processes import jitdl from this checkout too (not from wherever an editable
+# install points, e.g. another worktree)
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

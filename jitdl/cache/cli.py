@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 
@@ -73,11 +75,22 @@ def main(argv=None):
     v = csub.add_parser("verify", help="check every entry's checksum")
     v.add_argument("--remove", action="store_true", help="delete damaged entries")
     args = p.parse_args(argv)
-    st = _store()
-    if st is None:
-        return 1
-    return {"info": cmd_info, "list": cmd_list, "clear": cmd_clear,
-            "verify": cmd_verify}[args.cmd](st, args)
+    try:
+        st = _store()
+        if st is None:
+            return 1
+        code = {"info": cmd_info, "list": cmd_list, "clear": cmd_clear,
+                "verify": cmd_verify}[args.cmd](st, args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader has gone (`jitdl cache list | head`): stop quietly, as a program
+        # stopped by SIGPIPE; what is still buffered goes nowhere, not to a traceback
+        # at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

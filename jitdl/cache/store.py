@@ -23,6 +23,7 @@ import shutil
 import sqlite3
 import stat
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +43,29 @@ _HEADER_V1 = struct.Struct("<8sIQQ32s")  # JITDLK01 (jitdl 0.1 exports): no libr
 
 class CacheWarning(UserWarning):
     pass
+
+
+_warned = set()                  # the entries warned about in this process
+_warned_lock = threading.Lock()
+
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warn_once(key, message):
+    """A CacheWarning about one entry, once per process, shown at the user's line.
+    (Python's own once-per-line registry forgets what it showed whenever a warnings
+    filter changes, as tracing does when it folds constants, so a damaged entry met
+    again would be reported again.)"""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    level, f = 2, sys._getframe(1)
+    while f.f_back is not None and \
+            os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR + os.sep):
+        f, level = f.f_back, level + 1
+    warnings.warn(message, CacheWarning, stacklevel=level)
 
 
 @dataclass
@@ -178,8 +202,8 @@ class Store:
             st = os.fstat(fd)
             why = _owned_and_private(st)
             if why or not stat.S_ISREG(st.st_mode):
-                warnings.warn(f"jitdl: ignoring cache entry {path}: "
-                              f"{why or 'not a regular file'}", CacheWarning, stacklevel=5)
+                warn_once(path, f"jitdl: ignoring cache entry {path}: "
+                                f"{why or 'not a regular file'}")
                 return None
             with os.fdopen(fd, "rb", closefd=False) as f:
                 return f.read()
@@ -201,8 +225,7 @@ class Store:
         try:
             entry = unpack(data)
         except (ValueError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as e:
-            warnings.warn(f"jitdl: damaged cache entry {path} ({e}); recompiling",
-                          CacheWarning, stacklevel=4)
+            warn_once(path, f"jitdl: damaged cache entry {path} ({e}); recompiling")
             return None
         self._touch(path, full_key)
         return entry
@@ -430,6 +453,10 @@ class Store:
             self._sweep()
         for e, _ in self._kernel_files():
             data = self._read_trusted(e.path)
+            if data is None and os.path.exists(e.path):
+                # removed between the listing and the open, and written again since (as
+                # eviction and put do in another process): read the new file
+                data = self._read_trusted(e.path)
             try:
                 if data is None:
                     if not os.path.exists(e.path):

@@ -14,7 +14,7 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, IterVar, ReduceOp, Var
 from jitdl.te import naming, ops
-from jitdl.te.tensor import Tensor
+from jitdl.te.tensor import Tensor, whole_tensor_error
 
 _CMPS = {"==": CmpOp.EQ, "!=": CmpOp.NE, "<": CmpOp.LT, "<=": CmpOp.LE, ">": CmpOp.GT,
          ">=": CmpOp.GE}
@@ -209,11 +209,23 @@ def _jitdl_call(name, f):
     def call(*args, **kwargs):
         if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS:
             return args[0].reduce(_BUILTIN_REDUCERS[name])
+        if id(f) in _OPS:            # jd.exp(X); not a function of jitdl's that takes
+            _no_whole_tensors(name, args)    # tensors (a later jd.numpy)
         return f(*args, **kwargs)
     return call
 
 
+_OPS = {id(f) for f in ops.INTRINSICS.values()}
+
+
+def _no_whole_tensors(name, args):
+    """exp(X), np.maximum(X, 0), sum(X) on a whole tensor: say how to write it."""
+    if any(isinstance(a, Tensor) for a in args):
+        raise whole_tensor_error(name, args)
+
+
 def _dispatch(name, original, args, kwargs):
+    _no_whole_tensors(name, args)
     if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS \
             and not kwargs:
         g = args[0]

@@ -28,6 +28,28 @@ class Captured:
     original: object
     has_source: bool
     why_no_source: str = ""
+    namespace: dict | None = None     # the rewritten function's globals
+
+    def refresh(self):
+        """Give the rewritten function the current values of the original's globals and
+        closure cells: a trace reads them as they are now (DESIGN: globals are read when a
+        specialisation is built), not as they were when the source was first captured."""
+        ns = self.namespace
+        if ns is None:
+            return                        # the original function itself: it reads them live
+        current = dict(self.original.__globals__)
+        fn = self.original
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    current[name] = cell.cell_contents
+                except ValueError:        # an empty cell: not bound yet
+                    current.pop(name, None)
+        current["__jd__"] = jd_runtime
+        current[self.func.__name__] = self.func
+        for name in [n for n in ns if n not in current]:
+            ns.pop(name, None)
+        ns.update(current)
 
 
 def _last_line(code):
@@ -106,7 +128,7 @@ def capture(pyfunc) -> Captured:
     func = namespace[fdef.name]
     func.__defaults__ = pyfunc.__defaults__
     func.__kwdefaults__ = pyfunc.__kwdefaults__
-    return Captured(func, pyfunc, True)
+    return Captured(func, pyfunc, True, namespace=namespace)
 
 
 def _user_frame_loc(tb, filename):
@@ -117,10 +139,20 @@ def _user_frame_loc(tb, filename):
     return loc
 
 
-def trace(cap: Captured, specs, names) -> Graph:
+def _scalar_text(spec, value):
+    """How a scalar argument was passed, for messages: `float 3.0`, or from its spec."""
+    if value is not None:
+        return f"{type(value).__name__} {value!r}" if type(value) in (bool, int, float) \
+            else f"{type(value).__name__} {value}"
+    return f"a Python {dict(bool='bool', int64='int', float64='float')[spec[1]]}" \
+        if spec[2] else f"a {spec[1]} scalar"
+
+
+def trace(cap: Captured, specs, names, values=None) -> Graph:
     """Run the definition on placeholders. specs[i] is ('array', shape, dtype),
     ('scalar', dtype, weak) or ('static', value): a static argument is passed as the
-    plain Python value."""
+    plain Python value. `values` (the call's arguments, when known) only make messages
+    more precise."""
     params, call_args = [], []
     for n, (spec, name) in enumerate(zip(specs, names)):
         if spec[0] == "array":
@@ -137,11 +169,26 @@ def trace(cap: Captured, specs, names) -> Graph:
                    for spec, name in zip(specs, names))
     fname = cap.original.__name__
     filename = cap.original.__code__.co_filename
+    cap.refresh()
     try:
         with naming.scope():
             result = cap.func(*call_args)
+    except ArgumentError as e:
+        if e.message.startswith(f"{fname}("):
+            raise
+        raise ArgumentError(f"{fname}(): {e.message}", e.loc) from None   # say whose
     except JitdlError:
         raise
+    except build.ScalarIndexError as e:
+        loc = _user_frame_loc(e.__traceback__, filename)
+        for n, (p, name) in enumerate(zip(call_args, names)):
+            if p is e.expr and specs[n][0] == "scalar":
+                raise ArgumentError(
+                    f"{fname}(): argument '{name}' was passed a scalar "
+                    f"({_scalar_text(specs[n], values[n] if values else None)}) but the "
+                    f"definition indexes it like an array (`{name}[...]`): pass an array, "
+                    f"or use `{name}` without an index", loc) from None
+        raise DefinitionError(f"{fname}: {e}", loc) from None
     except NameError as e:
         if not cap.has_source:
             raise DefinitionError(
@@ -185,6 +232,7 @@ def inline(cap: Captured, args, fname):
     its stages become part of that graph. Unnamed result stages take the function's name
     (and still take the name of a variable they are assigned to)."""
     filename = cap.original.__code__.co_filename
+    cap.refresh()
     try:
         result = cap.func(*args)
     except JitdlError:

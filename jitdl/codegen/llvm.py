@@ -1,7 +1,9 @@
 """Loop IR -> LLVM IR with llvmlite.ir.
 
 One PrimFunc becomes one module with an external function
-`void name(ptr buffers..., scalars..., [ptr err])`. Parallel loops are outlined into
+`void name(ptr buffers..., scalars..., [ptr err])`; `err` (two int64) is there when the
+kernel can fail: a run-time index check (err[0] = its number from 1, err[1] = the index)
+or a heap allocation (err[0] = minus its number from 1). Parallel loops are outlined into
 `void body(ptr data)` functions run by libgomp's GOMP_parallel; each thread takes one
 contiguous chunk. Float reductions carry `reassoc` so LLVM may vectorise them; user
 arithmetic keeps IEEE semantics (no nnan/ninf anywhere).
@@ -495,20 +497,33 @@ class FunctionCodegen:
     def allocate(self, s):
         buf = s.buffer
         ty = mem_type(buf.dtype)
-        if buf.scope == "local" or buf.size * dtypes.itemsize(buf.dtype) <= 4096:
+        if not on_heap(buf):
             # an array type, not a count: SROA promotes only single-object allocas
             ptr = alloca(self.alloca_builder, ir.ArrayType(ty, max(buf.size, 1)),
                           name=buf.name)
             self.bufs[buf] = ptr
             self.stmt(s.body)
             return
+        # sizes are Python ints here (shapes are constants): one that does not fit a
+        # size_t fails like a refused allocation, rather than wrapping to a small one
         nbytes = -(-max(buf.size, 1) * dtypes.itemsize(buf.dtype) // 64) * 64
+        code = ir.Constant(I64, -self.gen.alloc_id(buf, nbytes))
+        if nbytes > MAX_ALLOC_BYTES:
+            self.b.store(code, self.err_ptr(0))
+            return
         alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
         free = self.gen.declare("free", VOID, [PTR])
         ptr = self.b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, nbytes)], name=buf.name)
-        self.bufs[buf] = ptr
-        self.stmt(s.body)
-        self.b.call(free, [ptr])
+        # on NULL the body (every use of the buffer) is skipped and the failure recorded;
+        # buffers allocated around it are freed as usual when their bodies end
+        failed = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+        with self.b.if_else(failed, likely=False) as (then, otherwise):
+            with then:
+                self.b.store(code, self.err_ptr(0))
+            with otherwise:
+                self.bufs[buf] = ptr
+                self.stmt(s.body)
+                self.b.call(free, [ptr])
 
     def parallel_for(self, s):
         """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""
@@ -595,6 +610,17 @@ class FunctionCodegen:
 
 
 _FOLDABLE = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
+STACK_BYTES = 4096          # intermediates up to this size live on the stack
+MAX_ALLOC_BYTES = (1 << 63) - 1
+
+
+def on_heap(buf):
+    """Whether an allocated buffer is taken from the heap (aligned_alloc), which can fail."""
+    return buf.scope != "local" and buf.size * dtypes.itemsize(buf.dtype) > STACK_BYTES
+
+
+def _heap_allocates(s):
+    return any(isinstance(st, Allocate) and on_heap(st.buffer) for st in walk_stmt(s))
 
 
 def _fold(op, a, c):
@@ -661,6 +687,7 @@ class ModuleCodegen:
         self._plans = {}
         self._ids = 0
         self.checks = []
+        self.allocs = []            # (buffer name, dtype, shape, bytes) of heap allocations
         self.math = mathlib.MathLib(self)
 
     def next_id(self):
@@ -700,6 +727,14 @@ class ModuleCodegen:
         self.checks.append((tensor, text, extent))
         return len(self.checks)
 
+    def alloc_id(self, buf, nbytes):
+        """The number (from 1) by which the kernel reports a failed heap allocation of
+        buf: the error slot gets its negative."""
+        entry = (buf.name, buf.dtype, list(buf.shape), nbytes)
+        if entry not in self.allocs:         # an unrolled loop emits its body repeatedly
+            self.allocs.append(entry)
+        return self.allocs.index(entry) + 1
+
 
 def host_vector_bytes():
     """The widest SIMD register of the host CPU in bytes: 64 with AVX-512, 32 with AVX,
@@ -720,7 +755,9 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
              array_data_offset=None, n_inputs=0, vector_bytes=None):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
-    `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled."""
+    `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
+    `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
+    fail: the function takes the error slot when there are checks (with_err) or these."""
     # llvmlite's IR is thousands of small objects with parent links: Python's cyclic GC
     # would scan them (and everything else alive) several times while they are built
     # (2-3 ms of a cold compile); nothing here needs collecting before the module is done
@@ -737,6 +774,7 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
               vector_bytes):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
+    with_err = with_err or _heap_allocates(func.body)
     arg_types = []
     for p in func.params:
         arg_types.append(PTR if isinstance(p, Buffer) else reg_type(p.dtype))
@@ -759,6 +797,7 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     if array_data_offset is not None:
         _entry_from_objects(gen, fn, func, array_data_offset, n_inputs)
     gen.module.jitdl_notes = gen.notes
+    gen.module.jitdl_allocs = gen.allocs
     return gen.module, gen.checks
 
 
@@ -766,13 +805,18 @@ def _entry_from_objects(gen, main, func, offset, n_inputs):
     """`name.pyobj`: the same kernel taking NumPy array objects instead of data pointers,
     reading each array's data pointer from the object (the fast call path's entry). It
     returns 1 without running when an input is not C-contiguous and aligned (the caller
-    then copies it), else 0."""
-    entry = gen.new_function(f"{main.name}.pyobj", I32, [a.type for a in main.args])
+    then copies it), 2 when the kernel reported an error (the caller runs it again
+    through the pointer entry, with an error slot it can read), else 0. It takes no error
+    slot: it passes one of its own."""
+    has_err = len(main.args) > len(func.params)
+    entry = gen.new_function(f"{main.name}.pyobj", I32,
+                             [a.type for a in main.args[:len(func.params)]])
     b = ir.IRBuilder(entry.append_basic_block("entry"))
+    err_ty = ir.ArrayType(I64, 2)
+    err = alloca(b, err_ty, name="err") if has_err else None
     args, ok = [], ir.Constant(I1, 1)
     k = 0
-    for p, a in zip(list(func.params) + [None] * (len(main.args) - len(func.params)),
-                    entry.args):
+    for p, a in zip(func.params, entry.args):
         if isinstance(p, Buffer):
             slot = b.gep(a, [ir.Constant(I64, offset)], source_etype=I8)
             args.append(b.load(slot, typ=PTR))
@@ -786,5 +830,12 @@ def _entry_from_objects(gen, main, func, offset, n_inputs):
             args.append(a)
     with b.if_then(b.not_(ok), likely=False):
         b.ret(ir.Constant(I32, 1))
-    b.call(main, args)
-    b.ret(ir.Constant(I32, 0))
+    if not has_err:
+        b.call(main, args)
+        b.ret(ir.Constant(I32, 0))
+        return
+    b.store(ir.Constant(err_ty, [0, 0]), err)
+    b.call(main, args + [err])
+    code = b.load(b.gep(err, [ir.Constant(I64, 0)], source_etype=I64), typ=I64)
+    failed = b.icmp_signed("!=", code, ir.Constant(I64, 0))
+    b.ret(b.select(failed, ir.Constant(I32, 2), ir.Constant(I32, 0)))

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
+from jitdl.errors import ScalarOverflowError, user_loc
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
 from jitdl.ir.printer import to_text
@@ -46,6 +47,15 @@ class SymbolicValueError(TypeError):
     """A symbolic value was used where Python needs a concrete one."""
 
 
+class ScalarIndexError(TypeError):
+    """A scalar expression (a scalar argument, say) subscripted like a tensor."""
+
+    def __init__(self, expr):
+        super().__init__(f"`{text(expr)}` is a scalar value, not a tensor: it cannot be "
+                         "indexed")
+        self.expr = expr
+
+
 def text(node) -> str:
     return to_text(node)
 
@@ -69,6 +79,8 @@ def as_expr(x) -> Expr:
         return x
     if isinstance(x, (bool, int, float)):
         dt = dtypes.weak_kind_dtype(x)
+        if dt == "int64":
+            _check_python_int(x, dt)
         return Const(_py(x, dt), dt, weak=True)
     if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
         dt = dtypes.normalize(x.dtype)
@@ -76,6 +88,27 @@ def as_expr(x) -> Expr:
     if hasattr(x, "__jitdl_expr__"):
         return x.__jitdl_expr__()
     raise TypeError(f"{type(x).__name__} value {x!r} cannot be used in a jitdl expression")
+
+
+def int_bounds(dtype):
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _check_python_int(value, dtype):
+    """NumPy 2 (NEP 50): a Python int that does not fit the integer dtype it meets is an
+    OverflowError (`int32_array * 2**40`, `uint8_array + (-1)`), never a wrapped value."""
+    lo, hi = int_bounds(dtype)
+    if not lo <= value <= hi:
+        raise ScalarOverflowError(
+            f"Python integer {value} out of bounds for {dtype} (the range is [{lo}, {hi}]): "
+            f"a Python int takes the dtype of the array it meets, and NumPy 2 raises here "
+            f"too; widen the array first (e.g. jd.int64(X[i]) * {value}) or write the "
+            f"number as a float", user_loc())
+
+
+def _weak_int_const(x):
+    return isinstance(x, Const) and x.weak and x.dtype == "int64"
 
 
 def _py(value, dtype):
@@ -117,6 +150,8 @@ def cast(x, dtype: str) -> Expr:
     if x.dtype == dtype:
         return Const(x.value, dtype) if isinstance(x, Const) else Cast(x, dtype)
     if isinstance(x, Const):
+        if _weak_int_const(x) and dtypes.is_int(dtype):
+            _check_python_int(x.value, dtype)
         return Const(_py(x.value, dtype), dtype)
     return Cast(x, dtype)
 
@@ -126,6 +161,8 @@ def _to(x, dtype):
     if x.dtype == dtype:
         return x
     if isinstance(x, Const):
+        if _weak_int_const(x) and dtypes.is_int(dtype):
+            _check_python_int(x.value, dtype)
         return Const(_py(x.value, dtype), dtype, x.weak)
     return Cast(x, dtype)
 
@@ -153,6 +190,14 @@ def compare(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     common = result_dtype(np.add if "bool" not in (a.dtype, b.dtype) else np.maximum,
                           (a.dtype, a.weak), (b.dtype, b.weak))
+    if dtypes.is_int(common) and common != "int64":
+        # NumPy 2 compares a Python int with a narrower integer exactly (int8 < 1000 is
+        # True, uint8 == -1 False): compare in int64 unless the int is a literal that fits
+        lo, hi = int_bounds(common)
+        if any(x.weak and x.dtype == "int64" and not (isinstance(x, Const)
+                                                      and lo <= x.value <= hi)
+               for x in (a, b)):
+            common = "int64"
     a, b = _to(a, common), _to(b, common)
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(_fold(_CMP_UFUNC[op], (a, b), "bool"), "bool")
@@ -322,6 +367,9 @@ class Operators:
 
     def __iter__(self):
         raise TypeError(f"a symbolic value ({text(self)}) cannot be iterated")
+
+    def __getitem__(self, idx):
+        raise ScalarIndexError(self)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return numpy_ufunc(ufunc, method, inputs, kwargs)

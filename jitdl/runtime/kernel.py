@@ -6,11 +6,12 @@ reads their data pointers itself (asking NumPy for a pointer costs ~0.8 us per a
 from __future__ import annotations
 
 import ctypes
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import ArgumentError
+from jitdl.errors import AllocationError, ArgumentError, ScalarOverflowError, SourceLoc
+from jitdl.ir import weak
 from jitdl.runtime import engine
 
 _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
@@ -19,6 +20,7 @@ _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
 _empty = np.empty
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
+ABI = 2     # calling convention of compiled kernels (see Signature.abi)
 
 
 @dataclass
@@ -33,6 +35,11 @@ class Signature:
     checks: list        # [tensor, index text, extent] of run-time index checks
     layout: list        # per call argument: ["array" | "scalar", name] or
                         # ["static", name, value]
+    allocs: list = field(default_factory=list)   # [name, dtype, shape, bytes] of heap
+                                                 # allocations (which can fail)
+    int_checks: list = field(default_factory=list)   # Python-int arguments that must fit
+                                                     # a dtype (jitdl.ir.weak.checks)
+    abi: int = ABI      # 1: the .pyobj entry took the error slot (kernels before allocs)
 
     def to_json(self):
         return asdict(self)
@@ -42,7 +49,15 @@ class Signature:
         return cls(d["fname"], d["symbol"], [list(x) for x in d["inputs"]],
                    [[n, tuple(s), dt] for n, s, dt in d["outputs"]],
                    [list(x) for x in d["scalars"]], [list(x) for x in d["checks"]],
-                   [list(x) for x in d["layout"]])
+                   [list(x) for x in d["layout"]],
+                   [[n, dt, list(shape), int(nb)] for n, dt, shape, nb in d.get("allocs", [])],
+                   [list(x) for x in d.get("int_checks", [])],
+                   int(d.get("abi", 1)))
+
+    @property
+    def has_err(self):
+        """Whether the kernel's pointer entry takes the error slot."""
+        return bool(self.checks or self.allocs)
 
     def mismatch(self, specs) -> str | None:
         """Why this kernel cannot serve calls with these argument specs (None if it can):
@@ -129,20 +144,32 @@ class Kernel:
         self.checks = sig.checks
         self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
         self.out_names = [name for name, _, _ in sig.outputs]
-        scalars = [_CTYPE[dt] for _, dt in sig.scalars] + \
-            ([ctypes.c_void_p] if sig.checks else [])
+        self.allocs = sig.allocs
+        self.has_err = sig.has_err
+        scalars = [_CTYPE[dt] for _, dt in sig.scalars]
+        err = [ctypes.c_void_p] if self.has_err else []
         n_arrays = len(sig.inputs) + len(self.out_specs)
-        self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_arrays + scalars))(
+        self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_arrays + scalars + err))(
             loaded.address)
         self.ofunc = None
-        if loaded.object_address:
+        # the .pyobj entry passes an error slot of its own and returns 2 when the kernel
+        # reported an error (before ABI 2 it took the slot: not used then)
+        if loaded.object_address and (sig.abi >= 2 or not self.has_err):
             self.ofunc = ctypes.CFUNCTYPE(ctypes.c_int,
                                           *([ctypes.py_object] * n_arrays + scalars))(
                 loaded.object_address)
         self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
         self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
         self.single = len(self.out_specs) == 1
-        self.fast = self.ofunc is not None and not sig.checks
+        self.fast = self.ofunc is not None
+        self.int_checks = sig.int_checks
+        self.scalar_names = [(i, x[1]) for i, x in enumerate(sig.layout) if x[0] == "scalar"]
+        # the common check, an argument itself against a dtype's bounds, as (position,
+        # low, high); an expression of arguments needs the exact evaluation every call
+        position = {name: i for i, name in self.scalar_names}
+        self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
+                            for dt, t, *_ in self.int_checks if t[0] == "var"]
+        self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
         self.run = self._specialised_run()
 
     def _specialised_run(self):
@@ -151,17 +178,21 @@ class Kernel:
         if not (self.fast and self.single and not self.scalar_pos
                 and self.array_pos == list(range(len(self.sig.layout)))):
             return self.__call__
-        (shape, dtype), ofunc, general = self.out_specs[0], self.ofunc, self.__call__
+        (shape, dtype), ofunc, general, slow = (self.out_specs[0], self.ofunc,
+                                                self.__call__, self._call)
 
         def run(args, out=None):
             if out is None:
                 o = _empty(shape, dtype)
                 if not ofunc(*args, o):
                     return o
+                return slow(args, None)     # strided inputs, or an error to read
             return general(args, out)
         return run
 
     def __call__(self, args, out=None):
+        if self.int_checks:
+            self._check_ints(args)
         if self.fast:
             # the .pyobj entry checks contiguity and alignment itself (returns 1 if not)
             call = [args[i] for i in self.array_pos]
@@ -207,12 +238,14 @@ class Kernel:
             outs, final = self._check_out(out, args)
         ptrs.extend(o.ctypes.data for o in outs)
         ptrs.extend(args[i] for i in self.scalar_pos)
-        if self.checks:
+        if self.has_err:
             err = np.zeros(2, np.int64)
             ptrs.append(err.ctypes.data)
             self.cfunc(*ptrs)
-            if err[0]:
+            if err[0] > 0:
                 self._raise_index_error(err)
+            if err[0] < 0:
+                self._raise_memory_error(int(-err[0]))
         else:
             self.cfunc(*ptrs)
         if final is not None:
@@ -246,7 +279,59 @@ class Kernel:
                 outs.append(o)
         return outs, list(given)
 
+    def _check_ints(self, args):
+        """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
+        if not self._int_exprs:
+            for i, lo, hi in self._int_bounds:
+                if not lo <= args[i] <= hi:
+                    break
+            else:
+                return
+        values = {name: args[i] for i, name in self.scalar_names}
+        for dtype, tree, text, context, loc in self.int_checks:
+            try:
+                v = weak.evaluate(tree, values)
+                if v is not None:
+                    weak.fit(v, dtype)
+            except weak.Overflow as e:
+                self._raise_overflow(e, dtype, tree, text, context, loc, values)
+
+    def _raise_overflow(self, e, dtype, tree, text, context, loc, values):
+        names = weak.names(tree)
+        given = ", ".join(f"{n} = {values[n]}" for n in names)
+        if tree[0] == "var" and e.value == values[tree[1]]:
+            what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
+        else:
+            what = f"`{text}` is {e.value} (with {given}), which is"
+        lo, hi = weak.BOUNDS[e.dtype]
+        if e.dtype != "int64":
+            why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
+                   f"too (a Python int takes the dtype of the array it meets); pass a value "
+                   f"that fits, or widen the array in the definition (e.g. jd.int64(X[i]))")
+        else:
+            why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
+                   f"(pass a float for a larger number)")
+        raise ScalarOverflowError(
+            f"{self.fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
+            SourceLoc(loc[0], loc[1]) if loc else None)
+
+    def _raise_memory_error(self, n):
+        name, dtype, shape, nbytes = self.allocs[n - 1]
+        raise AllocationError(
+            f"{self.fname}(): cannot allocate the intermediate buffer {name} "
+            f"({dtype}[{', '.join(map(str, shape))}]): {nbytes} bytes "
+            f"({_human_bytes(nbytes)}); the allocation failed. A schedule that computes "
+            f"it in blocks inside its consumer (compute_at) or inlines it "
+            f"(compute_inline) needs less memory")
+
     def _raise_index_error(self, err):
         tensor, text, extent = self.checks[int(err[0]) - 1]
         raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
                          f"outside [0, {extent})")
+
+
+def _human_bytes(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024

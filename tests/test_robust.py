@@ -1,0 +1,769 @@
+"""Never wrong, never a crash: failed allocations, NEP 50 integer overflow, calls with the
+wrong arguments, whole-tensor math, cache warnings, the CLI in a pipe, settings, timing
+results, and globals read when a specialisation is built."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from _check import assert_matches, check
+
+F64 = np.float64
+
+
+def mentions(msg, *words):
+    """Every word occurs in msg as a whole word."""
+    missing = [w for w in words
+               if not re.search(r"(?<![A-Za-z0-9_])" + re.escape(w) + r"(?![A-Za-z0-9_])", msg)]
+    assert not missing, f"{missing} missing from the message:\n{msg}"
+
+
+# ---------------------------------------------------------------------------------------
+# 1. a heap allocation that fails is a MemoryError naming the buffer and its size
+# ---------------------------------------------------------------------------------------
+# Sizes beyond the 128 TiB of a process's address space: aligned_alloc returns NULL
+# whatever the overcommit policy, so nothing is touched and nothing is OOM-killed.
+
+def make_outer3():
+    @jd.compute
+    def outer3(a, b, c):
+        P[i, j, k] = a[i] * b[j] * c[k]
+        S[i] = sum(P[i, j, k] for j in range(b.shape[0]) for k in range(c.shape[0]))
+        return S
+
+    @jd.schedule(outer3)
+    def materialise(s, cfg):
+        s.compute_root(s["P"])
+    return outer3
+
+
+def outer3_ref(a, b, c):
+    return a * b.sum() * c.sum()
+
+
+def test_intermediate_too_large_to_allocate_is_a_memory_error(rng):
+    f = make_outer3()
+    a, b, c = (rng.standard_normal(n) for n in (7, 5, 9))
+    check(f, (a, b, c), outer3_ref(a, b, c), F64)       # the same kernel, small: right
+    assert "alloc P: float64[7, 5, 9] (global)" in f.lower(a, b, c)
+    n = 100_000                                          # P: 8e15 bytes (7.1 PiB)
+    a, b, c = (rng.standard_normal(n) for _ in range(3))
+    for _ in range(2):                                   # compiled, then the cached kernel
+        with pytest.raises(MemoryError) as ei:
+            f(a, b, c)
+        assert isinstance(ei.value, jd.JitdlError)
+        mentions(str(ei.value), "outer3", "P", "8000000000000000", "bytes",
+                 "float64[100000, 100000, 100000]")
+    out = np.zeros(n)
+    with pytest.raises(MemoryError):
+        f(a, b, c, out=out)
+
+
+def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
+    """10^20 elements of 8 bytes do not fit a size_t: no wrapped (small) allocation."""
+    @jd.compute
+    def outer4(a, b, c, d):
+        P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
+        S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
+                   for l in range(d.shape[0]))
+        return S
+
+    @jd.schedule(outer4)
+    def materialise(s, cfg):
+        s.compute_root(s["P"])
+
+    args = [rng.standard_normal(n) for n in (3, 4, 5, 6)]
+    check(outer4, args, args[0] * args[1].sum() * args[2].sum() * args[3].sum(), F64)
+    args = [rng.standard_normal(100_000) for _ in range(4)]
+    with pytest.raises(MemoryError) as ei:
+        outer4(*args)
+    mentions(str(ei.value), "P", str(8 * 10 ** 20))
+
+
+def test_failed_allocation_in_a_parallel_loop_block(rng):
+    """A block-sized buffer of compute_at, allocated inside a parallel loop's body."""
+    @jd.compute
+    def blocks(a, b, c, d):
+        P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
+        S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
+                   for l in range(d.shape[0]))
+        return S
+
+    @jd.schedule(blocks)
+    def per_row(s, cfg):
+        (i,) = s["S"].axis
+        s.compute_at(s["P"], s["S"], i)
+        s.parallel(i)
+
+    args = [rng.standard_normal(n) for n in (40, 30, 20, 10)]   # 48 KB blocks: heap
+    assert "(global)" in blocks.lower(*args)
+    check(blocks, args, args[0] * args[1].sum() * args[2].sum() * args[3].sum(), F64)
+    args = [rng.standard_normal(n) for n in (16, 100_000, 100_000, 100_000)]
+    with pytest.raises(MemoryError) as ei:
+        blocks(*args)
+    mentions(str(ei.value), "P_l", "8000000000000000")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+def test_failed_allocation_frees_what_was_allocated(rng):
+    """Q (8 MB) is allocated around P; P fails: Q is freed on every call."""
+    @jd.compute
+    def two(a, b, c):
+        Q[j] = b[j] * 2.0
+        P[i, j, k] = a[i] * Q[j] * c[k]
+        S[i] = sum(P[i, j, k] for j in range(b.shape[0]) for k in range(c.shape[0]))
+        return S
+
+    @jd.schedule(two)
+    def materialise(s, cfg):
+        s.compute_root(s["Q"])
+        s.compute_root(s["P"])
+
+    small = [rng.standard_normal(n) for n in (3, 4000, 5)]
+    check(two, small, small[0] * 2 * small[1].sum() * small[2].sum(), F64)
+    ir = two.lower(*small)
+    assert ir.index("alloc Q") < ir.index("alloc P")
+    args = [rng.standard_normal(100_000), rng.standard_normal(1_000_000),
+            rng.standard_normal(100_000)]
+
+    def vm_bytes():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    with pytest.raises(MemoryError):
+        two(*args)
+    before = vm_bytes()
+    for _ in range(60):                     # 480 MB of address space if Q leaked
+        with pytest.raises(MemoryError):
+            two(*args)
+    assert vm_bytes() - before < 100 << 20
+
+
+# ---------------------------------------------------------------------------------------
+# 2. NEP 50: a Python int out of bounds for the integer dtype it meets is an OverflowError
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def times(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a)
+
+
+@jd.compute
+def plus(X, a):
+    Y[i] = X[i] + a
+    return Y
+
+
+@jd.compute
+def below(X, a):
+    Y[i] = X[i] < a
+    return Y
+
+
+@jd.compute
+def equal(X, a):
+    Y[i] = X[i] == a
+    return Y
+
+
+@jd.compute
+def biggest(X, a):
+    Y[i] = max(X[i], a)
+    return Y
+
+
+def numpy_or_error(fn):
+    try:
+        with np.errstate(all="ignore"):
+            return fn()
+    except OverflowError as e:
+        return e
+
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8"]
+
+
+def edge_values(dtype):
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    return [lo - 1, lo, -1, 0, 3, hi, hi + 1, 2 ** 40, -2 ** 40]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("f, op", [(times, np.multiply), (plus, np.add), (below, np.less),
+                                   (equal, np.equal), (biggest, np.maximum)],
+                         ids=["mul", "add", "less", "equal", "maximum"])
+def test_python_int_argument_follows_numpy(rng, dtype, f, op):
+    """Each edge value: NumPy's result, or an OverflowError where NumPy raises one."""
+    info = np.iinfo(dtype)
+    # the extremes and 0 are there: a wrapped argument (2**40 -> 0, hi + 1 -> lo) would
+    # compare equal to one of them
+    x = np.concatenate([rng.integers(info.min, int(info.max) + 1, 17, dtype=dtype),
+                        np.array([info.min, info.max, 0, 1], dtype=dtype)])
+    for a in edge_values(dtype):
+        expected = numpy_or_error(lambda: op(x, a))
+        # beyond int64 (what a kernel's integer scalar holds) jitdl raises where NumPy
+        # still compares exactly: an error, never a wrong answer
+        if isinstance(expected, OverflowError) or not -2 ** 63 <= a < 2 ** 63:
+            with pytest.raises(OverflowError) as ei:
+                f(x, a)
+            assert isinstance(ei.value, jd.JitdlError)
+            mentions(str(ei.value), f.name, "a", str(a), dtype)
+        else:
+            assert_matches(f(x, a), expected, expected.dtype)
+
+
+def test_overflowing_argument_names_value_dtype_and_line():
+    x = np.arange(5, dtype=np.int32)
+    assert_matches(times(x, 3), x * 3, np.int32)
+    with pytest.raises(OverflowError) as ei:
+        times(x, 2 ** 40)
+    msg = str(ei.value)
+    mentions(msg, "times", "a", "1099511627776", "int32", "2147483647")
+    assert "lambda i: X[i] * a" in msg                 # the definition's line
+    assert "X[i] * a" in msg.splitlines()[0]
+    # bigger than int64 (what the kernel's scalar holds): still an error, not a wrap
+    with pytest.raises(OverflowError) as ei:
+        times(np.arange(3, dtype=np.int64), 2 ** 70)
+    mentions(str(ei.value), "a", str(2 ** 70), "int64")
+
+
+def test_uint8_and_negative_python_int():
+    u = np.arange(250, 256, dtype=np.uint8)
+    assert_matches(plus(u, 5), u + 5, np.uint8)        # wraps, as NumPy does
+    with pytest.raises(OverflowError) as ei:
+        plus(u, -1)
+    mentions(str(ei.value), "a", "-1", "uint8")
+
+
+def test_python_int_inside_an_expression_is_checked_exactly(rng):
+    @jd.compute
+    def shifted(X, a):
+        Y[i] = X[i] * (a + 1) - a * a
+        return Y
+
+    x = rng.integers(-100, 100, 11, dtype=np.int32)
+    assert_matches(shifted(x, 7), x * 8 - 49, np.int32)
+    with pytest.raises(OverflowError) as ei:            # a + 1 = 2**31
+        shifted(x, 2 ** 31 - 1)
+    mentions(str(ei.value), "a + 1", "2147483648", "int32")
+    with pytest.raises(OverflowError):                  # a * a = 2**80 > int64
+        shifted(x, 2 ** 40)
+
+
+def test_python_floats_round_into_float32_as_in_numpy(rng):
+    x = rng.standard_normal(9).astype(np.float32)
+    for a in (2 ** 40, 0.1, 1e300, -1e300):
+        with np.errstate(over="ignore"):
+            expected = x * a
+        assert_matches(times(x, a), expected.astype(F64), np.float32)
+
+
+def test_literal_out_of_bounds_is_an_error_at_the_line():
+    @jd.compute
+    def big_literal(X):
+        Y[i] = X[i] * 2**40
+        return Y
+
+    with pytest.raises(OverflowError) as ei:
+        big_literal(np.arange(4, dtype=np.int32))
+    assert isinstance(ei.value, jd.JitdlError)
+    mentions(str(ei.value), "1099511627776", "int32")
+    assert "Y[i] = X[i] * 2**40" in str(ei.value)
+    # the same definition on int64 and float32 arrays is fine, as in NumPy
+    x = np.arange(4, dtype=np.int64)
+    assert_matches(big_literal(x), x * 2 ** 40, np.int64)
+    x = np.arange(4, dtype=np.float32)
+    assert_matches(big_literal(x), (x * 2 ** 40).astype(F64), np.float32)
+
+    @jd.compute
+    def minus_one(X):
+        return jd.tensor(X.shape, lambda i: X[i] + (-1))
+
+    with pytest.raises(OverflowError) as ei:
+        minus_one(np.arange(4, dtype=np.uint8))
+    mentions(str(ei.value), "-1", "uint8")
+    assert "X[i] + (-1)" in str(ei.value)
+
+
+def test_literal_comparisons_are_exact(rng):
+    @jd.compute
+    def in_range(X):
+        Y[i] = (X[i] < 2**40) & (X[i] != -1) & (X[i] > -300)
+        return Y
+
+    for dtype in ("int8", "uint8", "int32"):
+        x = rng.integers(np.iinfo(dtype).min, int(np.iinfo(dtype).max) + 1, 13, dtype=dtype)
+        expected = (x < 2 ** 40) & (x != -1) & (x > -300)
+        assert_matches(in_range(x), expected, np.bool_)
+
+
+# ---------------------------------------------------------------------------------------
+# 3. calls that do not fit the signature name the argument and list the parameters
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def scaled(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a)
+
+
+@pytest.mark.parametrize("kwargs", [{"b": 3}, {"a": 2, "b": 3}])
+def test_unknown_keyword_is_named_with_the_parameters(kwargs):
+    x = np.arange(5.0)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, **kwargs)
+    msg = str(ei.value)
+    mentions(msg, "scaled", "b", "X", "a")
+    assert "unexpected keyword argument 'b'" in msg
+    assert "(X, a)" in msg
+    assert "scaled(x, **kwargs)" in msg                 # the caller's line
+    assert isinstance(ei.value, TypeError)
+
+
+def test_two_unknown_keywords_are_both_named():
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(np.arange(3.0), a=1, b=2, c=3)
+    assert "unexpected keyword arguments 'b', 'c'" in str(ei.value)
+
+
+def test_missing_and_surplus_arguments_read_well(rng):
+    x = rng.standard_normal(5)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x)
+    assert "scaled() is missing the argument 'a'; its parameters are (X, a)" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(a=2)
+    assert "missing the argument 'X'" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, 2, 3)
+    assert "takes 2 positional arguments but 3 were given" in str(ei.value)
+    with pytest.raises(jd.ArgumentError) as ei:
+        scaled(x, 2, a=3)
+    assert "two values for argument 'a'" in str(ei.value)
+    # keywords that fit still work, in any order
+    assert_matches(scaled(a=2.5, X=x), x * 2.5, F64)
+
+
+# ---------------------------------------------------------------------------------------
+# 4. a scalar (or a 0-d array) where the definition indexes an array
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def times_te(X, a):
+    return jd.tensor(X.shape, lambda i: X[i] * a[i])
+
+
+@jd.compute
+def times_idx(X, a):
+    Y[i] = X[i] * a[i]
+    return Y
+
+
+@pytest.mark.parametrize("f, line", [(times_te, "lambda i: X[i] * a[i]"),
+                                     (times_idx, "Y[i] = X[i] * a[i]")], ids=["te", "index"])
+def test_scalar_where_an_array_is_indexed(rng, f, line):
+    x = rng.standard_normal(5)
+    check(f, (x, x[::-1].copy()), x * x[::-1], F64)
+    for value, shown in ((3.0, "float 3.0"), (3, "int 3"), (np.float32(2.5), "float32 2.5")):
+        with pytest.raises(jd.ArgumentError) as ei:
+            f(x, value)
+        msg = str(ei.value)
+        assert f"argument 'a' was passed a scalar ({shown})" in msg
+        assert "indexes it like an array" in msg and line in msg
+    with pytest.raises(jd.ArgumentError) as ei:
+        f(x, np.array(3.0))
+    msg = str(ei.value)
+    assert f"{f.name}(): argument 'a' was passed a 0-d array (shape ())" in msg
+    assert "indexes it with 1 index" in msg and line in msg
+
+
+# ---------------------------------------------------------------------------------------
+# 5. math on a whole tensor says how to write it element by element
+# ---------------------------------------------------------------------------------------
+
+def whole_tensor_definitions():
+    import math
+    from math import exp
+
+    @jd.compute
+    def with_np(X):
+        return np.exp(X)
+
+    @jd.compute
+    def with_jd(X):
+        return jd.exp(X)
+
+    @jd.compute
+    def with_math(X):
+        return math.exp(X)
+
+    @jd.compute
+    def bare(X):
+        return exp(X)
+
+    return [with_np, with_jd, with_math, bare]
+
+
+@pytest.mark.parametrize("k", range(4), ids=["np.exp", "jd.exp", "math.exp", "exp"])
+def test_exp_of_a_whole_tensor(k):
+    f = whole_tensor_definitions()[k]
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.ones((3, 4)))
+    msg = str(ei.value)
+    assert "`exp(X)`: X is a whole tensor (float64[3, 4])" in msg
+    assert "`Y[i, j] = exp(X[i, j])`" in msg
+    assert "`jd.tensor(X.shape, lambda i, j: exp(X[i, j]))`" in msg
+    assert "exp(X)\n" in msg + "\n"                        # the user's line is shown
+
+
+def test_suggested_rewrite_runs(rng):
+    """What the message suggests is a working definition."""
+    @jd.compute
+    def elementwise(X):
+        Y[i, j] = exp(X[i, j])
+        return Y
+
+    @jd.compute
+    def te(X):
+        return jd.tensor(X.shape, lambda i, j: exp(X[i, j]))
+
+    @jd.compute
+    def total(X):
+        s = sum(X[i, j] for i in range(X.shape[0]) for j in range(X.shape[1]))
+        return s
+
+    x = rng.standard_normal((3, 4))
+    check(elementwise, (x,), np.exp(x), F64)
+    check(te, (x,), np.exp(x), F64)
+    assert_matches(total(x), np.array(x.sum()), F64)
+
+
+def test_whole_tensor_operators_and_functions():
+    @jd.compute
+    def plus(X):
+        return X + 1
+
+    @jd.compute
+    def maximum(X):
+        return np.maximum(X, 0.0)
+
+    @jd.compute
+    def total(X):
+        return sum(X)
+
+    @jd.compute
+    def vector(v):
+        return jd.sqrt(v)
+
+    @jd.compute
+    def compared(X):
+        return jd.select(X > 0, 1.0, 0.0)
+
+    cases = [(plus, np.ones((2, 3)), "`X + 1`", "`Y[i, j] = X[i, j] + 1`"),
+             (maximum, np.ones((2, 3)), "`maximum(X, 0.0)`", "maximum(X[i, j], 0.0)"),
+             (total, np.ones((2, 3)), "`sum(X)`",
+              "`s = sum(X[i, j] for i in range(2) for j in range(3))`"),
+             (vector, np.ones(4), "`sqrt(v)`", "`jd.tensor(v.shape, lambda i: sqrt(v[i]))`"),
+             (vector, np.array(4.0), "`sqrt(v)`", "`jd.tensor((), lambda: sqrt(v[()]))`"),
+             (compared, np.ones((2, 3)), "`X > 0`", "`Y[i, j] = X[i, j] > 0`")]
+    for f, x, what, how in cases:
+        with pytest.raises(jd.DefinitionError) as ei:
+            f(x)
+        assert what in str(ei.value) and how in str(ei.value), str(ei.value)
+
+
+def test_whole_tensor_compared_with_a_number_is_an_error_not_false():
+    """`X == 0` was a silent False (tensors compared by identity), so the select below
+    took its else branch everywhere."""
+    @jd.compute
+    def zeros_to_one(X):
+        return jd.tensor(X.shape, lambda i: jd.select(X == 0, 1.0, X[i]))
+
+    with pytest.raises(jd.DefinitionError) as ei:
+        zeros_to_one(np.zeros(3))
+    assert "`X == 0`: X is a whole tensor" in str(ei.value)
+    assert "lambda i: X[i] == 0" in str(ei.value)
+
+    @jd.compute
+    def fixed(X):
+        return jd.tensor(X.shape, lambda i: jd.select(X[i] == 0, 1.0, X[i]))
+
+    x = np.array([0.0, 2.0, 0.0, -1.5])
+    check(fixed, (x,), np.where(x == 0, 1.0, x), F64)
+
+
+def test_whole_tensor_ufunc_without_source():
+    """A definition without source (no AST rewrite): NumPy's ufunc still meets the
+    tensor's own message."""
+    namespace = {"np": np, "jd": jd}
+    exec("def no_source(X):\n    return np.exp(X)\n", namespace)
+    f = jd.compute(namespace["no_source"])
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.ones(3))
+    assert "`exp(X)`: X is a whole tensor" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. a damaged cache entry is reported once per process
+# ---------------------------------------------------------------------------------------
+
+def test_damaged_entry_warns_once_per_process(rng):
+    import warnings
+    from jitdl.cache.store import CacheWarning, default_store
+    from jitdl.runtime import native
+
+    def definition(X):
+        Y[i] = X[i] * 3.5 + 0.25
+        return Y
+
+    store = default_store()
+    if store is None:
+        pytest.skip("the kernel cache is disabled")
+    before = set(os.listdir(store.kernels))
+    x = rng.standard_normal(6)
+    check(jd.compute(definition), (x,), x * 3.5 + 0.25, F64, out=False)
+    native.drain()                               # the background link rewrites the entry
+    (new,) = set(os.listdir(store.kernels)) - before
+    path = os.path.join(store.kernels, new)
+
+    def damage():
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")          # Python's own once-per-line is off here
+        damage()
+        for _ in range(3):                        # fresh functions: the disk is asked
+            y = jd.compute(definition)(x)
+            assert_matches(y, x * 3.5 + 0.25, F64)
+            native.drain()
+            damage()                              # damaged again after each heal
+    damaged = [w for w in caught if issubclass(w.category, CacheWarning)
+               and "damaged cache entry" in str(w.message)]
+    assert len(damaged) == 1, [str(w.message) for w in damaged]
+    assert new in str(damaged[0].message)
+    assert damaged[0].filename == __file__      # shown at the user's line
+
+
+# ---------------------------------------------------------------------------------------
+# 7. `jitdl cache list | head` stops quietly
+# ---------------------------------------------------------------------------------------
+
+def test_cache_list_into_a_closed_pipe(tmp_path):
+    import subprocess
+    import sys
+    from jitdl.cache.store import Store
+    st = Store(str(tmp_path / "cache"), 1 << 30)
+    for n in range(1500):                        # ~150 KB of listing: more than a pipe holds
+        key = f"{n:064x}"
+        st.put(key, {"fname": f"mod.kernel_{n}", "call": "X: float64[1000, 1000]"},
+               b"\0" * 16, {"loop_ir": ""})
+    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"), JITDL_WARM_UP="0")
+    p = subprocess.Popen([sys.executable, "-m", "jitdl", "cache", "list"], env=env,
+                         cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()                 # `| head -1`
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    code = p.wait(timeout=120)
+    assert first.split()[:2] == [b"key", b"hits"]
+    assert err == "", err                       # no BrokenPipeError traceback
+    assert code == 141                          # as a program stopped by SIGPIPE
+    # and through a shell pipe, as users type it
+    r = subprocess.run(f"'{sys.executable}' -m jitdl cache list | head -2", shell=True,
+                       env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=120)
+    assert r.stderr == "" and len(r.stdout.splitlines()) == 2, r.stderr
+    # a listing that fits is unchanged, exit status 0
+    r = subprocess.run([sys.executable, "-m", "jitdl", "cache", "info"], env=env,
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "entries:         1500" in r.stdout, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 8. JITDL_LOG with an unknown topic warns once
+# ---------------------------------------------------------------------------------------
+
+def test_unknown_log_topic_warns_once(tmp_path):
+    import subprocess
+    import sys
+    code = ("import warnings\n"
+            "warnings.simplefilter('always')\n"
+            "import jitdl\n"
+            "from jitdl import config\n"
+            "config.setup_logging(); config.setup_logging()\n"
+            "import logging\n"
+            "print(logging.getLogger('jitdl.cache').level)\n")
+    env = dict(os.environ, JITDL_LOG="compile, Cache", JITDL_WARM_UP="0",
+               JITDL_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("JITDL_LOG") == 1, r.stderr
+    assert "unknown topic 'compile'" in r.stderr and "the topics are: cache" in r.stderr
+    assert r.stdout.strip() == "20"              # the known topic is still logged (INFO)
+    env["JITDL_LOG"] = "cache"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "JITDL_LOG" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# 9. f.timeit prints with units and is still a number of seconds
+# ---------------------------------------------------------------------------------------
+
+def test_timeit_prints_with_units_and_is_a_float(rng):
+    import pickle
+    x = rng.standard_normal(1000)
+    t = times.timeit(x, 2.0, repeat=5, min_time=0.01)
+    assert isinstance(t, float) and 0 < t < 1
+    assert float(t) == t and t * 1e6 > 0 and t < 1.0 and t + t == 2 * float(t)
+    assert f"{t * 1e6:.1f}"                     # formats as a float
+    text = repr(t)
+    assert re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms|s) ± \d+(\.\d+)? (ns|µs|ms|s) "
+                        r"\(median of 5 batches of \d+ calls?\)", text), text
+    assert str(t) == text and f"{t}" == text
+    assert len(t.times) == 5 and float(np.median(t.times)) == pytest.approx(float(t))
+    assert pickle.loads(pickle.dumps(t)) == t
+    from jitdl.api import Timing
+    assert repr(Timing(1.234e-3, [1.2e-3, 1.234e-3, 1.3e-3], 100)) == \
+        "1.23 ms ± 0.03 ms (median of 3 batches of 100 calls)"
+    assert repr(Timing(2.5e-7, [2.5e-7], 1)).startswith("250 ns ± 0 ns")
+    assert repr(Timing(12.5, [12.5], 1)).startswith("12.5 s")
+
+
+# ---------------------------------------------------------------------------------------
+# 10. globals, helpers and closure values are read when a specialisation is built
+# ---------------------------------------------------------------------------------------
+
+SCALE = 5
+
+
+def _offset():
+    return 1.0
+
+
+@jd.compute
+def scaled_by_global(X):
+    Y[i] = X[i] * SCALE + _offset()
+    return Y
+
+
+def test_global_read_when_a_specialisation_is_built(rng):
+    global SCALE, _offset
+    a, b, c = rng.standard_normal(3), rng.standard_normal(4), rng.standard_normal(5)
+    old_offset = _offset
+    try:
+        SCALE = 5
+        check(scaled_by_global, (a,), a * 5 + 1, F64)
+        SCALE = 7
+        check(scaled_by_global, (b,), b * 7 + 1, F64)       # a new shape: the new value
+        check(scaled_by_global, (a,), a * 5 + 1, F64)       # compiled: kept
+        scaled_by_global.recompile()
+        check(scaled_by_global, (a,), a * 7 + 1, F64)       # rebuilt: the new value
+
+        def _offset():                                      # a helper redefined
+            return 2.0
+        check(scaled_by_global, (c,), c * 7 + 2, F64)
+        check(scaled_by_global, (a,), a * 7 + 1, F64)
+        scaled_by_global.recompile()
+        check(scaled_by_global, (a,), a * 7 + 2, F64)
+    finally:
+        SCALE, _offset = 5, old_offset
+        scaled_by_global.recompile()
+
+
+def test_inspection_does_not_freeze_a_global(rng):
+    """A shape traced for inspection (lower(after=)) before the global changes must not
+    give its old value to the kernel compiled after the change (nor to the disk cache)."""
+    global SCALE
+    b = rng.standard_normal(11)
+    try:
+        SCALE = 5
+        assert "5.0" in scaled_by_global.lower(b, after="lower")
+        SCALE = 9
+        check(scaled_by_global, (b,), b * 9 + 1, F64)
+        f2 = jd.compute(scaled_by_global.pyfunc)            # a fresh process would ask
+        check(f2, (b,), b * 9 + 1, F64)                     # the disk: the same answer
+    finally:
+        SCALE = 5
+        scaled_by_global.recompile()
+
+
+def test_closure_value_read_when_a_specialisation_is_built(rng):
+    def make():
+        factor = 3.0
+
+        @jd.compute
+        def by_closure(X):
+            return jd.tensor(X.shape, lambda i: X[i] * factor)
+
+        def set_factor(v):
+            nonlocal factor
+            factor = v
+        return by_closure, set_factor
+
+    f, set_factor = make()
+    a, b = rng.standard_normal(3), rng.standard_normal(4)
+    check(f, (a,), a * 3, F64)
+    set_factor(-2.0)
+    check(f, (b,), b * -2, F64)
+    check(f, (a,), a * 3, F64)
+    f.recompile()
+    check(f, (a,), a * -2, F64)
+
+
+MOD = '''\
+import os
+import jitdl as jd
+
+scale = float(os.environ["SCALE"])
+
+
+def helper(v):
+    return v + float(os.environ["SHIFT"])
+
+
+@jd.compute
+def f(X):
+    Y[i] = helper(X[i] * scale)
+    return Y
+'''
+
+CHILD = '''\
+import json
+import numpy as np
+import mod
+x = np.arange(4.0)
+y = mod.f(x)
+print(json.dumps({"y": y.tolist(), "result": mod.f.cache_info()["events"][-1]["result"]}))
+'''
+
+
+def test_disk_cache_key_covers_globals_in_a_fresh_process(tmp_path):
+    import json
+    import subprocess
+    import sys
+    (tmp_path / "mod.py").write_text(MOD)
+    (tmp_path / "child.py").write_text(CHILD)
+
+    def run(scale, shift):
+        env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"), SCALE=str(scale),
+                   SHIFT=str(shift), JITDL_WARM_UP="0", PYTHONDONTWRITEBYTECODE="1")
+        r = subprocess.run([sys.executable, "child.py"], cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.splitlines()[-1])
+
+    x = np.arange(4.0)
+    first = run(5, 0)
+    assert first["result"] == "compiled" and first["y"] == (x * 5).tolist()
+    again = run(5, 0)
+    assert again["result"] == "hit" and again["y"] == (x * 5).tolist()
+    other = run(7, 0)                                  # another global value
+    assert other["result"] == "compiled" and other["y"] == (x * 7).tolist()
+    shifted = run(7, 1)                                # what a helper reads
+    assert shifted["result"] == "compiled" and shifted["y"] == (x * 7 + 1).tolist()
+    assert run(5, 0)["y"] == (x * 5).tolist()          # each value keeps its own kernel
