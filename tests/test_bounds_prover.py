@@ -1,7 +1,8 @@
 """Soundness of the bounds prover (jitdl.ir.analysis), by exhaustive evaluation.
 
 Random integer expressions over two indices with small ranges (affine parts, products,
-floor division and `%` by constants, abs, min/max, selects on random conditions) must
+floor division and `%` by constants, abs, min/max, selects on random conditions, and
+arithmetic in int8/uint8/int16/int32 that wraps as the kernel's does) must
 take every value they take at some point of the domain inside `bounds()`; under a random
 condition, every point where the condition holds must lie inside the narrowed ranges,
 and the expression's bounds under them. Float coordinates cast to int (a resize's
@@ -11,13 +12,16 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jitdl  # noqa: F401  (installs the IR operators)
 from jitdl.ir import build
 from jitdl.ir.analysis import INF, atom_bounds, bounds, narrow
-from jitdl.ir.nodes import BinOp, CmpOp, Intrin, Var
+from jitdl.ir.nodes import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin, Select,
+                            UnOp, Unary, Var)
+from jitdl.tir.interpret import wrap
 
 I, K = Var("i"), Var("k")
 CMPS = [CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE, CmpOp.EQ, CmpOp.NE]
@@ -33,13 +37,17 @@ def _grow(kids):
         st.tuples(st.just("*c"), kids, st.integers(-3, 3)),
         st.tuples(st.sampled_from(["//", "%"]), kids, st.integers(1, 4)),
         st.tuples(st.just("abs"), kids),
+        st.tuples(st.sampled_from(["int8", "uint8", "int16", "int32"]), kids),
         st.tuples(st.just("sel"), st.sampled_from(CMPS), kids, kids, kids, kids),
     )
 
 
 trees = st.recursive(_leaf(), _grow, max_leaves=7)
 conds = st.recursive(
-    st.tuples(st.just("cmp"), st.sampled_from(CMPS), trees, trees),
+    st.one_of(st.tuples(st.just("cmp"), st.sampled_from(CMPS), trees, trees),
+              # a comparison computed in a narrow dtype (uint8(i) - 1 >= 0 always holds)
+              st.tuples(st.sampled_from(["int8", "uint8", "int16"]), st.sampled_from(CMPS),
+                        st.sampled_from(["i", "k"]), st.integers(-3, 3), trees)),
     lambda c: st.one_of(st.tuples(st.sampled_from(["and", "or"]), c, c),
                         st.tuples(st.just("not"), c)),
     max_leaves=3)
@@ -47,7 +55,7 @@ conds = st.recursive(
 
 def ir(t):
     if isinstance(t, int):
-        return build.as_expr(t)
+        return Const(t, "int64")        # a strong int64: casts of it wrap, as values do
     if t == "i":
         return I
     if t == "k":
@@ -63,10 +71,17 @@ def ir(t):
         return build.binary(BinOp.FLOORDIV if op == "//" else BinOp.MOD, ir(t[1]), t[2])
     if op == "abs":
         return build.call(Intrin.ABS, ir(t[1]))
+    if op in ("int8", "uint8", "int16", "int32") and len(t) == 2:
+        # a narrow value, then arithmetic in its dtype (Python ints are weak), widened
+        return build.cast(build.binary(BinOp.ADD, build.cast(ir(t[1]), op), 100), "int64")
     if op == "sel":
         return build.select(build.compare(t[1], ir(t[2]), ir(t[3])), ir(t[4]), ir(t[5]))
     if op == "cmp":
         return build.compare(t[1], ir(t[2]), ir(t[3]))
+    if op in ("int8", "uint8", "int16") and len(t) == 5:
+        narrow_value = build.cast(ir(t[2]), op)
+        return build.compare(t[1], build.binary(BinOp.ADD, narrow_value, Const(t[3], op)),
+                             build.cast(ir(t[4]), op))
     if op in ("and", "or"):
         return build.logical(BinOp.AND if op == "and" else BinOp.OR, ir(t[1]), ir(t[2]))
     return build.logical_not(ir(t[1]))
@@ -77,35 +92,38 @@ _PY_CMP = {CmpOp.LT: lambda a, b: a < b, CmpOp.LE: lambda a, b: a <= b,
            CmpOp.EQ: lambda a, b: a == b, CmpOp.NE: lambda a, b: a != b}
 
 
-def ev(t, env):
-    if isinstance(t, int):
-        return t
-    if isinstance(t, str):
-        return env[t]
-    op = t[0]
-    if op == "+":
-        return ev(t[1], env) + ev(t[2], env)
-    if op == "-":
-        return ev(t[1], env) - ev(t[2], env)
-    if op in ("min", "max"):
-        return (min if op == "min" else max)(ev(t[1], env), ev(t[2], env))
-    if op == "*c":
-        return ev(t[1], env) * t[2]
-    if op == "//":
-        return ev(t[1], env) // t[2]
-    if op == "%":
-        return ev(t[1], env) % t[2]
-    if op == "abs":
-        return abs(ev(t[1], env))
-    if op == "sel":
-        return ev(t[4], env) if _PY_CMP[t[1]](ev(t[2], env), ev(t[3], env)) else ev(t[5], env)
-    if op == "cmp":
-        return _PY_CMP[t[1]](ev(t[2], env), ev(t[3], env))
-    if op == "and":
-        return ev(t[1], env) and ev(t[2], env)
-    if op == "or":
-        return ev(t[1], env) or ev(t[2], env)
-    return not ev(t[1], env)
+def ev(e, env):
+    """The value the compiled code computes for IR node e: integer operations wrap in
+    their dtype, as they do in the kernel."""
+    match e:
+        case Const():
+            return int(e.value)
+        case Var():
+            return env[e.name]
+        case Cast():
+            v = ev(e.value, env)
+            return int(bool(v)) if e.dtype == "bool" else wrap(int(v), e.dtype)
+        case Unary(op=UnOp.NEG):
+            return wrap(-ev(e.a, env), e.dtype)
+        case Unary(op=UnOp.NOT):
+            return not ev(e.a, env)
+        case Call(fn=Intrin.ABS):
+            return wrap(abs(ev(e.args[0], env)), e.dtype)
+        case Compare():
+            return _PY_CMP[e.op](ev(e.a, env), ev(e.b, env))
+        case Select():
+            return ev(e.t, env) if ev(e.cond, env) else ev(e.f, env)
+        case Binary(op=BinOp.AND):
+            return ev(e.a, env) and ev(e.b, env)
+        case Binary(op=BinOp.OR):
+            return ev(e.a, env) or ev(e.b, env)
+        case Binary():
+            a, b = ev(e.a, env), ev(e.b, env)
+            v = {BinOp.ADD: lambda: a + b, BinOp.SUB: lambda: a - b, BinOp.MUL: lambda: a * b,
+                 BinOp.FLOORDIV: lambda: a // b, BinOp.MOD: lambda: a % b,
+                 BinOp.MIN: lambda: min(a, b), BinOp.MAX: lambda: max(a, b)}[e.op]()
+            return wrap(v, e.dtype)
+    raise AssertionError(f"ev: {e!r}")
 
 
 def _points(ranges):
@@ -124,7 +142,7 @@ def test_bounds_hold_at_every_point(t, ranges):
     e = ir(t)
     lo, hi = bounds(e, ranges)
     for p in _points(ranges):
-        assert lo <= ev(t, p) <= hi, (t, p, lo, hi)
+        assert lo <= ev(e, p) <= hi, (t, p, lo, hi)
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
@@ -133,14 +151,14 @@ def test_narrowed_ranges_hold_where_the_condition_does(c, t, ranges):
     cond, e = ir(c), ir(t)
     for negate in (False, True):
         inside = narrow(cond, ranges, negate=negate)
-        holding = [p for p in _points(ranges) if bool(ev(c, p)) != negate]
+        holding = [p for p in _points(ranges) if bool(ev(cond, p)) != negate]
         if not holding:
             continue
         for v, name in ((I, "i"), (K, "k")):
             vlo, vhi = atom_bounds(v, inside)
             assert all(vlo <= p[name] <= vhi for p in holding), (c, negate, name)
         lo, hi = bounds(e, inside)
-        assert all(lo <= ev(t, p) <= hi for p in holding), (c, t, negate, lo, hi)
+        assert all(lo <= ev(e, p) <= hi for p in holding), (c, t, negate, lo, hi)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -158,3 +176,98 @@ def test_float_coordinates_cast_to_int(n, out, shift, dtype):
     got = np.floor(np.maximum((ys + ft(shift)) * ft(scale) - ft(shift), ft(0))).astype(np.int64)
     assert lo <= got.min() and got.max() <= hi
     assert hi <= math.floor(max((out - 1 + shift) * scale - shift, 0) * (1 + 1e-5)) + 1
+
+
+# ---------------------------------------------------------------------------------------
+# arithmetic that wraps, and floats that overflow, are never taken as exact
+# ---------------------------------------------------------------------------------------
+
+def test_narrow_comparison_that_wraps_does_not_narrow():
+    i = Var("i")
+    u = build.cast(i, "uint8")
+    always = build.compare(CmpOp.GE, build.binary(BinOp.SUB, u, Const(1, "uint8")),
+                           Const(0, "uint8"))                   # uint8(i) - 1 >= 0: always
+    assert atom_bounds(u, narrow(always, {i: (0, 3)}))[0] == 0
+    fits = build.compare(CmpOp.GE, build.binary(BinOp.SUB, u, Const(1, "uint8")),
+                         Const(5, "uint8"))
+    assert atom_bounds(u, narrow(fits, {i: (0, 3)}))[0] == 0    # wraps too: no narrowing
+
+
+def test_wrapping_index_arithmetic_is_refused():
+    import jitdl as jd
+    from jitdl.errors import DefinitionError
+    X = np.arange(300.0) + 1
+
+    @jd.compute
+    def shift(X, s):
+        Y = jd.tensor((4,))
+        Y[i] = X[s + 127] if s >= -127 else 0.0        # int8: 3 + 127 wraps to -126
+        return Y
+
+    @jd.compute
+    def int8_offset(X):
+        return jd.tensor((4,), lambda i: X[jd.int8(i) + 127])
+
+    @jd.compute
+    def int32_product(X):
+        return jd.tensor((4,), lambda i: X[jd.int32(i) * 2**30 // 2**30])
+
+    @jd.compute
+    def uint8_guard(X):
+        return jd.tensor((4,), lambda i: jd.select(jd.uint8(i) - 1 >= 0,
+                                                   X[jd.int64(jd.uint8(i)) - 1], -7.0))
+
+    @jd.compute
+    def float32_overflow(X):
+        return jd.tensor((10,), lambda i: X[jd.int64(jd.float32(i) * 1e38 / 1e38)])
+
+    @jd.compute
+    def float32_nan(X):
+        t = jd.tensor((10,), lambda i: jd.float32(i) * 1e38)
+        return jd.tensor((10,), lambda i: X[jd.int64(jd.max(jd.min(t[i] - t[i], 9.0), 5.0))
+                                            - 5])
+    for f, args in ((shift, (X, np.int8(3))), (int8_offset, (X,)), (int32_product, (X,)),
+                    (uint8_guard, (X,)), (float32_overflow, (X,))):
+        with pytest.raises(DefinitionError, match="outside X"):
+            f(*args)
+    # (a value read from a tensor is data: its index is checked when the kernel runs)
+    with pytest.raises(IndexError):
+        float32_nan(X)
+
+
+def test_simplifier_keeps_wrapping_arithmetic():
+    import jitdl as jd
+    X = np.random.default_rng(5).standard_normal(128)
+
+    @jd.compute
+    def clamp_wrapped(X):
+        return jd.tensor((128,), lambda i: jd.max(jd.int64(jd.int8(i) + 100), 0) + X[i] * 0)
+
+    @jd.compute
+    def sign_wrapped(X):
+        return jd.tensor((128,), lambda i: jd.select(jd.int64(jd.int8(i) + 100) >= 0, 1.0,
+                                                     2.0) + X[i] * 0)
+    wrapped = (np.arange(128, dtype=np.int8) + np.int8(100)).astype(np.int64)
+    np.testing.assert_array_equal(clamp_wrapped(X), np.maximum(wrapped, 0))
+    np.testing.assert_array_equal(sign_wrapped(X), np.where(wrapped >= 0, 1.0, 2.0))
+
+
+def test_data_dependent_index_stays_checked_after_inlining():
+    import jitdl as jd
+
+    @jd.compute
+    def via_intermediate(X):
+        n, = X.shape
+        idx = jd.tensor((n,), lambda i: i + 5)       # inlined into the gather below
+        return jd.tensor((n,), lambda i: X[idx[i]])
+
+    @jd.compute
+    def inside(X):
+        n, = X.shape
+        idx = jd.tensor((n,), lambda i: n - 1 - i)
+        return jd.tensor((n,), lambda i: X[idx[i]] * 2)
+    X = np.arange(10.0) + 1
+    with pytest.raises(IndexError, match=r"`i \+ 5` into X is 1[0-4], outside \[0, 10\)"):
+        via_intermediate(X)
+    assert "!" in via_intermediate.lower(X)          # the loop IR marks the checked access
+    np.testing.assert_array_equal(inside(X), X[::-1] * 2)

@@ -18,13 +18,26 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import INF, affine, bounds, form_bounds
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, Var
-from jitdl.ir.visit import map_expr, walk_expr
+from jitdl.ir.visit import expr_children, map_expr, walk_expr
 from jitdl.te.ops import make_stage
 
 
-def accesses(e):
-    """Every Access in e, in select branches and reduction conditions too."""
-    return [n for n in walk_expr(e) if isinstance(n, Access)]
+def accesses(e, empty=None):
+    """Every Access in e, in select branches and reduction conditions too, except those
+    inside an empty reduction, which reads nothing (they go to `empty`)."""
+    out = []
+
+    def rec(n):
+        if isinstance(n, Reduce) and any(a.extent <= 0 for a in n.axes):
+            if empty is not None:
+                empty.extend(x for x in walk_expr(n) if isinstance(x, Access))
+            return
+        if isinstance(n, Access):
+            out.append(n)
+        for c in expr_children(n):
+            rec(c)
+    rec(e)
+    return out
 
 
 def _mentions(e, names):
@@ -70,7 +83,8 @@ def infer_ranges(variables, body, what, pending=()):
         known.pop(ax.var, None)
     unknown = set(variables) | {ax.var for ax, _, _ in pending}
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
-    accs = accesses(body)
+    skipped = []
+    accs = accesses(body, skipped)
     while True:
         fixed = {}
         for acc in accs:
@@ -87,6 +101,12 @@ def infer_ranges(variables, body, what, pending=()):
     extents = {}
     for v in variables:
         cons = found[v]
+        if not cons and any(_mentions(a, {v}) for a in skipped):
+            raise DefinitionError(
+                f"cannot infer the range of index `{v.name}` in {what}: the accesses that "
+                "would bound it are inside a reduction over an empty range, which reads "
+                "nothing; declare the shape first, e.g. "
+                f"`{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
         if not cons:
             raise DefinitionError(
                 f"cannot infer the range of index `{v.name}` in {what}: no access has it as "

@@ -43,6 +43,18 @@ def _apply_facts(f, lo, hi, ranges):
     return lo, hi
 
 
+def _exact_cast(e):
+    """A cast that changes nothing about its value: to the same dtype, or widening a
+    variable or a constant. (Widening arithmetic done in a narrower dtype is not looked
+    through: `int64(int8(i) + 100)` wraps before it widens.)"""
+    if e.dtype == e.value.dtype:
+        return True
+    return dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype) \
+        and dtypes.itemsize(e.dtype) > dtypes.itemsize(e.value.dtype) \
+        and (dtypes.is_signed(e.dtype) or not dtypes.is_signed(e.value.dtype)) \
+        and isinstance(e.value, (Var, Const))
+
+
 def linear(e):
     """e as {Var: coef, 1: const} with int coefficients, or None when e is not affine."""
     match e:
@@ -50,9 +62,7 @@ def linear(e):
             return {1: int(e.value)}
         case Var() if dtypes.is_int(e.dtype):
             return {e: 1, 1: 0}
-        case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype) \
-                and dtypes.itemsize(e.dtype) > dtypes.itemsize(e.value.dtype) \
-                or (isinstance(e, Cast) and e.dtype == e.value.dtype):
+        case Cast() if _exact_cast(e):
             return linear(e.value)
         case Unary(op=UnOp.NEG):
             f = linear(e.a)
@@ -107,9 +117,7 @@ def affine(e):
     match e:
         case Const() if _is_int(e):
             return {1: int(e.value)}
-        case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype) \
-                and dtypes.itemsize(e.dtype) > dtypes.itemsize(e.value.dtype) \
-                or (isinstance(e, Cast) and e.dtype == e.value.dtype):
+        case Cast() if _exact_cast(e):
             return affine(e.value)
         case Unary(op=UnOp.NEG) if dtypes.is_int(e.dtype):
             return {k: -v for k, v in affine(e.a).items()}
@@ -158,7 +166,21 @@ def bounds(e, ranges):
     `iy` of `iy >= 0 and iy < h`), to (lo, hi)."""
     if not _is_int(e):
         return -INF, INF
-    return form_bounds(affine(e), ranges)
+    return _fit(form_bounds(affine(e), ranges), e.dtype)
+
+
+def _fit(b, dtype):
+    """Bounds of a value computed in `dtype` whose exact value is within b: b where it
+    fits the dtype; else the computation may have wrapped, to anything the dtype holds
+    (+, -, * wrap consistently, so only the final value has to fit)."""
+    lo, hi = _limits(dtype)
+    if lo <= b[0] and b[1] <= hi:
+        return b
+    return _dtype_range(dtype)
+
+
+def _limits(dtype):
+    return (0, 1) if dtype == "bool" else _int_range(dtype)
 
 
 def atom_bounds(e, ranges):
@@ -169,7 +191,7 @@ def atom_bounds(e, ranges):
         if known is not None:
             return known
         return _dtype_range(e.dtype)
-    lo, hi = _op_bounds(e, ranges)
+    lo, hi = _fit(_op_bounds(e, ranges), e.dtype)
     if known is not None:
         lo, hi = max(lo, known[0]), min(hi, known[1])
     return lo, hi
@@ -205,17 +227,13 @@ def _op_bounds(e, ranges):
             if lo != -INF and hi != INF and lo // d == hi // d:
                 return lo % d, hi % d
             return 0, d - 1
-        case Call(fn=Intrin.ABS):
+        case Call(fn=Intrin.ABS) if _is_int(e):
             lo, hi = bounds(e.args[0], ranges)
-            if lo >= 0:
-                return lo, hi
-            if hi <= 0:
-                return -hi, -lo
-            return 0, max(-lo, hi)
+            if lo <= _limits(e.dtype)[0]:
+                return _dtype_range(e.dtype)        # abs of the most negative value wraps
+            return _abs_interval(lo, hi)
         case Select():
-            t = bounds(e.t, narrow(e.cond, ranges))
-            f = bounds(e.f, narrow(e.cond, ranges, negate=True))
-            return min(t[0], f[0]), max(t[1], f[1])
+            return _select_bounds(e, ranges, bounds)
         case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype):
             lo, hi = bounds(e.value, ranges)
             tlo, thi = _int_range(e.dtype)
@@ -239,7 +257,20 @@ def _widen(lo, hi):
     return lo - abs(lo) * _ROUNDING, hi + abs(hi) * _ROUNDING
 
 
+_FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
 def float_bounds(e, ranges):
+    """See _float_bounds; bounds that reach the dtype's overflow are unbounded (inf, then
+    NaN, may follow)."""
+    lo, hi = _float_bounds(e, ranges)
+    top = _FLOAT_MAX.get(e.dtype, 0.0)
+    if not (-top <= lo <= hi <= top):
+        return -INF, INF
+    return lo, hi
+
+
+def _float_bounds(e, ranges):
     """Bounds of a float expression built from indices and constants (the source
     coordinate of a resize), as floats; widened after every operation that rounds, so
     that they hold in float32 too. (-inf, inf) for anything else (data, NaN sources)."""
@@ -283,17 +314,25 @@ def float_bounds(e, ranges):
                  Intrin.ROUND: round}[e.fn]
             return float(f(lo)), float(f(hi))
         case Call(fn=Intrin.ABS):
-            lo, hi = float_bounds(e.args[0], ranges)
-            if lo >= 0:
-                return lo, hi
-            if hi <= 0:
-                return -hi, -lo
-            return 0.0, max(-lo, hi)
+            return _abs_interval(*float_bounds(e.args[0], ranges))
         case Select():
-            t = float_bounds(e.t, narrow(e.cond, ranges))
-            f = float_bounds(e.f, narrow(e.cond, ranges, negate=True))
-            return min(t[0], f[0]), max(t[1], f[1])
+            return _select_bounds(e, ranges, float_bounds)
     return -INF, INF
+
+
+def _abs_interval(lo, hi):
+    if lo >= 0:
+        return lo, hi
+    if hi <= 0:
+        return -hi, -lo
+    return 0, max(-lo, hi)
+
+
+def _select_bounds(e, ranges, of):
+    """Bounds of a select: its branches under the condition and its negation."""
+    t = of(e.t, narrow(e.cond, ranges))
+    f = of(e.f, narrow(e.cond, ranges, negate=True))
+    return min(t[0], f[0]), max(t[1], f[1])
 
 
 def unbounded_part(e, ranges):
@@ -360,6 +399,14 @@ def _ceildiv(a, c):
     return a if a in (INF, -INF) else -((-a) // c)
 
 
+def _exact_form(e, ranges):
+    """e's affine form where computing it cannot wrap; else e itself as one atom."""
+    f = affine(e)
+    b = form_bounds(f, ranges)
+    lo, hi = _limits(e.dtype)
+    return f if lo <= b[0] and b[1] <= hi else {e: 1, 1: 0}
+
+
 _FACT_LIMITS = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),
                 CmpOp.GE: (0, INF), CmpOp.EQ: (0, 0)}
 
@@ -368,8 +415,8 @@ def _narrow_cmp(op, a, b, ranges):
     """Ranges under `a op b` for integers: the relation is brought to `diff op 0` with
     diff affine over atoms; each atom is narrowed with the others' bounds, and a relation
     between several atoms (i + k >= 1) is also kept whole as a fact."""
-    diff = dict(affine(a))
-    for k, v in affine(b).items():
+    diff = dict(_exact_form(a, ranges))
+    for k, v in _exact_form(b, ranges).items():
         diff[k] = diff.get(k, 0) - v
     terms = [(k, c) for k, c in diff.items() if k != 1 and c != 0]
     out = ranges

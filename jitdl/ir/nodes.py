@@ -166,6 +166,9 @@ class Access(Expr):
     tensor: object  # jitdl.te.tensor.Tensor
     indices: tuple
     loc: object = field(default=None, compare=False, hash=False)
+    # an index read data before stages were inlined into it: checked at run time, as
+    # the static prover never saw the inlined expression
+    checked: bool = field(default=False, compare=False, hash=False)
 
     @property
     def dtype(self):

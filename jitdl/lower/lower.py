@@ -9,7 +9,7 @@ jitdl.pipeline.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jitdl import dtypes
 from jitdl.errors import ScheduleError
@@ -137,6 +137,12 @@ class _Builder:
         return out
 
     def inline(self, e):
+        def mark(n):          # before inlining: which accesses have data-dependent indices
+            if isinstance(n, Access) and not n.checked and any(map(reads_memory, n.indices)):
+                return replace(n, checked=True)
+            return None
+        e = map_expr(e, mark)
+
         def rep(n):
             if isinstance(n, Access):
                 st = self.sched.stages.get(n.tensor.name)
@@ -159,18 +165,23 @@ class _Builder:
                    for x in self.sched.stages.values() if x.attach != "inline" and x is not p)
 
     def loads(self, e):
+        def check(n):
+            """Run-time checks of the data-dependent indices of access n, or None."""
+            if not (n.checked or any(reads_memory(i) for i in n.indices)):
+                return None
+            self.checks += 1
+            return tuple((i, d, n.tensor.name, expr_text(i))
+                         for i, d in zip(n.indices, n.tensor.shape)
+                         if reads_memory(i) or n.checked and not isinstance(i, Const))
+
         def rep(n):
             if isinstance(n, Access) and id(n.tensor) in self.redirect:
                 buf, los, shape = self.redirect[id(n.tensor)]
-                return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape))
+                return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape),
+                            check(n))
             if isinstance(n, Access):
-                buf = self.buffers[id(n.tensor)]
-                check = None
-                if any(reads_memory(i) for i in n.indices):
-                    self.checks += 1
-                    check = tuple((i, d, n.tensor.name, expr_text(i))
-                                  for i, d in zip(n.indices, n.tensor.shape) if reads_memory(i))
-                return Load(buf, flat_index(n.indices, n.tensor.shape), check)
+                return Load(self.buffers[id(n.tensor)], flat_index(n.indices, n.tensor.shape),
+                            check(n))
             return None
         return map_expr(e, rep)
 
