@@ -619,3 +619,81 @@ def test_im2col_padded_pool_group_norm(rng):
     ref = ((x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5))
     check(lambda *a, **k: group_norm(*a, 3, **k), (X,), ref.reshape(X.shape), F64,
           rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------
+# found in review
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def lower_tri_matmul(A, B):
+    C[i, j] = sum(A[i, k] * B[k, j] for k in range(i + 1))   # a range on an outer index
+    return C
+
+
+@jd.compute
+def row_totals(A):
+    n, m = A.shape
+    Y[i] = sum(A[i, k] for k in range(m))
+    return Y
+
+
+@jd.compute
+def shifted_by(X, p):
+    n, = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = X[i + p] if 0 <= i + p < n else -1.0       # p: a scalar argument
+    return Y
+
+
+@jd.compute
+def plus_index(X, p):
+    Y[i] = X[i] + (i + p)
+    return Y
+
+
+@jd.compute
+def scaled(X, *, s=3.0):
+    Z[i] = X[i] * s
+    return Z
+
+
+@jd.compute
+def uses_scaled(X):
+    return scaled(X, s=0.5)
+
+
+def test_review_findings(rng):
+    A, B = normal(rng, (5, 5)), normal(rng, (5, 3))
+    check(lower_tri_matmul, (A, B), np.tril(A) @ B, F64)
+    check(row_totals, (np.ones((3, 0)),), np.zeros(3), F64)      # an empty reduction
+    v = normal(rng, 5)
+    check(shifted_by, (v, 2), np.concatenate([v[2:], [-1.0, -1.0]]), F64)
+    check(shifted_by, (v, -1), np.concatenate([[-1.0], v[:-1]]), F64)
+    for p in (np.int32(7), np.int8(-3), np.uint8(9), 7):
+        check(plus_index, (v, p), v + np.arange(5) + int(p), F64)
+    check(scaled, (v,), v * 3, F64)
+    check(lambda *a, **k: scaled(*a, s=4.0, **k), (v,), v * 4, F64)
+    check(uses_scaled, (v,), v * 0.5, F64)
+
+
+@jd.compute
+def gather_cols(A, B, ids):
+    (M, K), (_, N) = A.shape, B.shape
+    n, = ids.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, n), lambda i, j: jd.sum(A[i, k] * B[k, ids[j]], axis=k), name="C")
+
+
+@jd.schedule(gather_cols)
+def _pack_b(s, cfg):
+    s.pack("B", s["C"], 1, 8)
+
+
+def test_packed_operand_with_data_dependent_index_is_checked(rng):
+    A, B = normal(rng, (5, 6)), normal(rng, (6, 13))
+    ids = np.array([0, 3, 12, 7])
+    check(gather_cols, (A, B, ids), A @ B[:, ids], F64)
+    for bad in (13, 15, 16, -1):          # 13..15 are inside B_pack's padding
+        with pytest.raises(IndexError, match=rf"into B is {bad}, outside \[0, 13\)"):
+            gather_cols(A, B, np.array([0, bad, 2, 1]))

@@ -18,26 +18,13 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import INF, affine, bounds, form_bounds
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, Var
-from jitdl.ir.visit import expr_children, map_expr, walk_expr
+from jitdl.ir.visit import map_expr, walk_expr
 from jitdl.te.ops import make_stage
 
 
-def accesses(e, empty=None):
-    """Every Access in e, in select branches and reduction conditions too, except those
-    inside an empty reduction, which reads nothing (they go to `empty`)."""
-    out = []
-
-    def rec(n):
-        if isinstance(n, Reduce) and any(a.extent <= 0 for a in n.axes):
-            if empty is not None:
-                empty.extend(x for x in walk_expr(n) if isinstance(x, Access))
-            return
-        if isinstance(n, Access):
-            out.append(n)
-        for c in expr_children(n):
-            rec(c)
-    rec(e)
-    return out
+def accesses(e):
+    """Every Access in e, in select branches and reduction conditions too."""
+    return [n for n in walk_expr(e) if isinstance(n, Access)]
 
 
 def _mentions(e, names):
@@ -77,14 +64,16 @@ def solve(idx, lo, hi, unknown, known):
 
 def infer_ranges(variables, body, what, pending=()):
     """{Var: extent} for the index variables of one index-notation statement."""
-    known = {a.var: (a.min, a.min + a.extent - 1) for n in walk_expr(body)
-             if isinstance(n, Reduce) for a in n.axes}
-    for ax, _, _ in pending:             # bounds depending on outer indices: not yet known
-        known.pop(ax.var, None)
-    unknown = set(variables) | {ax.var for ax, _, _ in pending}
+    axes = [a for n in walk_expr(body) if isinstance(n, Reduce) for a in n.axes]
+    # reduction variables with bounds depending on outer indices are not known yet, and
+    # those of empty reductions take no value: dimensions with them bound nothing
+    later = {ax.var for ax, _, _ in pending}
+    empty = {a.var for a in axes if a.extent <= 0 and a.var not in later}
+    known = {a.var: (a.min, a.min + a.extent - 1) for a in axes
+             if a.var not in later and a.var not in empty}
+    unknown = set(variables) | later | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
-    skipped = []
-    accs = accesses(body, skipped)
+    accs = accesses(body)
     while True:
         fixed = {}
         for acc in accs:
@@ -101,7 +90,7 @@ def infer_ranges(variables, body, what, pending=()):
     extents = {}
     for v in variables:
         cons = found[v]
-        if not cons and any(_mentions(a, {v}) for a in skipped):
+        if not cons and any(_mentions(a, {v}) and _mentions(a, empty) for a in accs):
             raise DefinitionError(
                 f"cannot infer the range of index `{v.name}` in {what}: the accesses that "
                 "would bound it are inside a reduction over an empty range, which reads "

@@ -52,6 +52,15 @@ class Captured:
         ns.update(current)
 
 
+def _call(cap, values):
+    """Call the captured function with one value per parameter, in order: keyword-only
+    parameters by name."""
+    params = list(inspect.signature(cap.original).parameters.values())
+    pos = [v for p, v in zip(params, values) if p.kind != p.KEYWORD_ONLY]
+    kw = {p.name: v for p, v in zip(params, values) if p.kind == p.KEYWORD_ONLY}
+    return cap.func(*pos, **kw)
+
+
 def _last_line(code):
     """The last source line of a code object and the code objects nested in it."""
     last = max((ln for _, _, ln in code.co_lines() if ln is not None), default=0)
@@ -172,7 +181,7 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     cap.refresh()
     try:
         with naming.scope():
-            result = cap.func(*call_args)
+            result = _call(cap, call_args)
     except ArgumentError as e:
         if e.message.startswith(f"{fname}("):
             raise
@@ -234,7 +243,7 @@ def inline(cap: Captured, args, fname):
     filename = cap.original.__code__.co_filename
     cap.refresh()
     try:
-        result = cap.func(*args)
+        result = _call(cap, args)
     except JitdlError:
         raise
     except Exception as e:

@@ -400,11 +400,14 @@ def _ceildiv(a, c):
 
 
 def _exact_form(e, ranges):
-    """e's affine form where computing it cannot wrap; else e itself as one atom."""
+    """e's affine form where computing it cannot wrap; else e itself as one atom. (In
+    int64 an unbounded part, a scalar argument, is taken at its value, as everywhere.)"""
     f = affine(e)
     b = form_bounds(f, ranges)
     lo, hi = _limits(e.dtype)
-    return f if lo <= b[0] and b[1] <= hi else {e: 1, 1: 0}
+    if e.dtype == "int64":      # unknown bounds (a scalar argument) are not a wrap
+        b = tuple(x for x in b if x not in (INF, -INF)) or (0,)
+    return f if lo <= min(b) and max(b) <= hi else {e: 1, 1: 0}
 
 
 _FACT_LIMITS = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from jitdl.errors import ScheduleError, user_loc
 from jitdl.ir import build
+from jitdl.ir.analysis import reads_memory
 from jitdl.ir.nodes import Access, BinOp, CmpOp, IterVar, Reduce, ReduceOp, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.te.tensor import Compute, Tensor
 
 
 def _redirect(op, old, new, index=None):
-    """op with every access to tensor `old` reading `new` (at index(indices) if given)."""
+    """op with every access to tensor `old` reading `new` (at index(indices) if given;
+    an access for which index() is None stays)."""
     def rewrite(e):
         if isinstance(e, Access) and e.tensor is old:
             idx = e.indices if index is None else index(e.indices)
-            return Access(new, idx, e.loc)
+            return None if idx is None else Access(new, idx, e.loc)
         return None
     return Compute(op.axes, map_expr(op.body, rewrite), op.loc)
 
@@ -112,6 +114,10 @@ def pack(cons, tname, d, f):
                     Compute(tuple(axes), body, cons.op.loc))
 
     def index(idx):
+        if any(map(reads_memory, idx)):
+            # a data-dependent index keeps reading the tensor itself: its run-time check
+            # is against the tensor's extents, not the padded blocks'
+            return None
         new = (idx[d] // f,) + tuple(idx[k] for k in others) + (idx[d] % f,)
         return tuple(build.as_expr(x) for x in new)
     return packed, _redirect(cons.op, target, packed, index)

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from jitdl import dtypes
 from jitdl.ir.analysis import bounds, linear
-from jitdl.ir.nodes import (Allocate, BinOp, Binary, Compare, Const, CmpOp, For, IfThen,
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
                             LetStmt, PrimFunc, Select, Seq, Store)
 from jitdl.ir import build
 from jitdl.ir.visit import map_expr, map_stmt, substitute
@@ -23,6 +23,8 @@ def _rebuild(form):
                    key=lambda kc: kc[0].name)
     out = None
     for v, c in terms:
+        if v.dtype != "int64":          # a narrower variable, widened exactly
+            v = Cast(v, "int64")
         t = v if c == 1 else Binary(BinOp.MUL, v, Const(abs(c), "int64"), "int64") if c > 0 \
             else Binary(BinOp.MUL, v, Const(-c, "int64"), "int64")
         if c < 0 and c != -1:
