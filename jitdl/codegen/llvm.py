@@ -402,6 +402,10 @@ class FunctionCodegen:
         if isinstance(p, vector.Plan):
             self.note(s, f"{what}: vector code, {p.describe()}")
             vector.emit(self, s, p)
+        elif any(isinstance(st, For) for st in walk_stmt(s.body)):
+            # LLVM does not vectorise outer loops: asking it to only prints a warning
+            self.note(s, f"{what}: scalar loop (it has inner loops), because {p}")
+            self.serial_for(s)
         else:
             self.note(s, f"{what}: scalar loop marked llvm.loop.vectorize.enable, "
                          f"because {p}")
