@@ -22,11 +22,6 @@ from jitdl.ir.visit import map_expr, walk_expr
 from jitdl.te.ops import make_stage
 
 
-def accesses(e):
-    """Every Access in e, in select branches and reduction conditions too."""
-    return [n for n in walk_expr(e) if isinstance(n, Access)]
-
-
 def _mentions(e, names):
     return any(isinstance(n, Var) and n in names for n in walk_expr(e))
 
@@ -73,7 +68,7 @@ def infer_ranges(variables, body, what, pending=()):
              if a.var not in later and a.var not in empty}
     unknown = set(variables) | later | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
-    accs = accesses(body)
+    accs = [n for n in walk_expr(body) if isinstance(n, Access)]   # selects, filters too
     while True:
         fixed = {}
         for acc in accs:
@@ -90,18 +85,16 @@ def infer_ranges(variables, body, what, pending=()):
     extents = {}
     for v in variables:
         cons = found[v]
-        if not cons and any(_mentions(a, {v}) and _mentions(a, empty) for a in accs):
-            raise DefinitionError(
-                f"cannot infer the range of index `{v.name}` in {what}: the accesses that "
-                "would bound it are inside a reduction over an empty range, which reads "
-                "nothing; declare the shape first, e.g. "
-                f"`{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
         if not cons:
+            if any(_mentions(a, {v}) and _mentions(a, empty) for a in accs):
+                why = ("the accesses that would bound it are inside a reduction over an "
+                       "empty range, which reads nothing")
+            else:
+                why = (f"no access has it as `c*{v.name} + e` or `(c*{v.name} + e) // d` in "
+                       "one dimension (e of constants and indices with known ranges)")
             raise DefinitionError(
-                f"cannot infer the range of index `{v.name}` in {what}: no access has it as "
-                f"`c*{v.name} + e` or `(c*{v.name} + e) // d` in one dimension (e of "
-                f"constants and indices with known ranges); declare the shape first, "
-                f"e.g. `{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
+                f"cannot infer the range of index `{v.name}` in {what}: {why}; declare the "
+                f"shape first, e.g. `{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
         lo = max(c[0] for c in cons)
         hi = min(c[1] for c in cons)
         if lo > 0:

@@ -56,48 +56,14 @@ def _exact_cast(e):
 
 
 def linear(e):
-    """e as {Var: coef, 1: const} with int coefficients, or None when e is not affine."""
-    match e:
-        case Const() if dtypes.is_int(e.dtype) or e.dtype == "bool":
-            return {1: int(e.value)}
-        case Var() if dtypes.is_int(e.dtype):
-            return {e: 1, 1: 0}
-        case Cast() if _exact_cast(e):
-            return linear(e.value)
-        case Unary(op=UnOp.NEG):
-            f = linear(e.a)
-            return None if f is None else {k: -v for k, v in f.items()}
-        case Binary(op=BinOp.ADD | BinOp.SUB):
-            fa, fb = linear(e.a), linear(e.b)
-            if fa is None or fb is None:
-                return None
-            sign = 1 if e.op == BinOp.ADD else -1
-            out = dict(fa)
-            for k, v in fb.items():
-                out[k] = out.get(k, 0) + sign * v
-            return out
-        case Binary(op=BinOp.MUL):
-            fa, fb = linear(e.a), linear(e.b)
-            if fa is None or fb is None:
-                return None
-            if len(fa) == 1:
-                fa, fb = fb, fa
-            if len(fb) != 1:
-                return None
-            c = fb[1]
-            return {k: v * c for k, v in fa.items()}
+    """e as {Var: coef, 1: const} with int coefficients, or None when e is not affine in
+    integer variables (affine() with no other atoms)."""
+    if not _is_int(e):
+        return None
+    f = affine(e)
+    if all(k == 1 or isinstance(k, Var) and dtypes.is_int(k.dtype) for k in f):
+        return f
     return None
-
-
-def single_var(e):
-    """(var, coef, const) when e is c*var + d with c != 0, else None."""
-    f = linear(e)
-    if f is None:
-        return None
-    terms = [(k, v) for k, v in f.items() if k != 1 and v != 0]
-    if len(terms) != 1:
-        return None
-    return terms[0][0], terms[0][1], f.get(1, 0)
 
 
 def _mul(a, b):
@@ -135,15 +101,6 @@ def affine(e):
                 c = fb.get(1, 0)
                 return {k: v * c for k, v in fa.items() if v * c != 0 or k == 1}
     return {e: 1, 1: 0}
-
-
-def single_atom(e):
-    """(atom, coef, const) when e is c*atom + d with c != 0, else None."""
-    f = affine(e)
-    terms = [(k, v) for k, v in f.items() if k != 1 and v != 0]
-    if len(terms) != 1:
-        return None
-    return terms[0][0], terms[0][1], f.get(1, 0)
 
 
 def form_bounds(f, ranges):
@@ -234,18 +191,11 @@ def _op_bounds(e, ranges):
             return _abs_interval(lo, hi)
         case Select():
             return _select_bounds(e, ranges, bounds)
-        case Cast() if dtypes.is_int(e.dtype) and dtypes.is_int(e.value.dtype):
-            lo, hi = bounds(e.value, ranges)
-            tlo, thi = _int_range(e.dtype)
-            if tlo <= lo and hi <= thi:
-                return lo, hi
-            return tlo, thi             # a narrowing cast may wrap: anything in its range
-        case Cast(dtype="int64") if e.value.dtype == "bool":
-            return 0, 1
+        case Cast() if dtypes.is_int(e.dtype) and _is_int(e.value):
+            return bounds(e.value, ranges)      # (atom_bounds: one that does not fit wraps)
         case Cast() if dtypes.is_int(e.dtype) and dtypes.is_float(e.value.dtype):
             lo, hi = float_bounds(e.value, ranges)     # the cast truncates toward zero
-            tlo, thi = _int_range(e.dtype)
-            if math.isfinite(lo) and math.isfinite(hi) and tlo <= lo and hi <= thi:
+            if math.isfinite(lo) and math.isfinite(hi):
                 return math.trunc(lo), math.trunc(hi)
     return _dtype_range(e.dtype)
 
