@@ -291,22 +291,12 @@ def unbounded_part(e, ranges):
     lo, hi = bounds(e, ranges)
     if lo != -INF and hi != INF:
         return None
-    for atom in affine(e):
-        if atom == 1 or isinstance(atom, Var):
-            continue
-        if atom is e:
-            for c in expr_children(e):
-                if _is_int(c):
-                    inner = unbounded_part(c, ranges)
-                    if inner is not None:
-                        return inner
-            return e
-        inner = unbounded_part(atom, ranges)
+    f = affine(e)
+    parts = expr_children(e) if e in f else [a for a in f if a != 1]   # an atom: its operands
+    for p in parts:
+        inner = unbounded_part(p, ranges) if _is_int(p) else None
         if inner is not None:
             return inner
-    for atom in affine(e):
-        if isinstance(atom, Var) and atom_bounds(atom, ranges)[0] == -INF:
-            return atom
     return e
 
 

@@ -78,10 +78,9 @@ def check_stage(tensor, scalars=()):
                     f"there (valid: 0..{n - 1}). Guard the access with a condition on that "
                     "index (`... if 0 <= e < n else ...`, where=) or change the ranges",
                     acc.loc or op.loc)
-            shown = f"[{lo}, {hi}]".replace("inf", "\u221e")
             raise DefinitionError(
                 f"{expr_text(acc)} can read outside {acc.tensor.name}: index "
-                f"`{expr_text(idx)}` of dimension {dim} ranges over {shown} but "
+                f"`{expr_text(idx)}` of dimension {dim} ranges over {_interval(lo, hi)} but "
                 f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
@@ -96,9 +95,11 @@ def _why_unbounded(idx, ranges):
         if part.dtype in ("int32", "int64") and part not in ranges:
             return f"`{part.name}` is a scalar argument, with no range"
         return f"`{part.name}` has no known range"
-    lo, hi = bounds(part, ranges)
-    shown = f"[{lo}, {hi}]".replace("inf", "\u221e")
-    return f"`{expr_text(part)}` ranges over {shown}"
+    return f"`{expr_text(part)}` ranges over {_interval(*bounds(part, ranges))}"
+
+
+def _interval(lo, hi):
+    return f"[{lo}, {hi}]".replace("inf", "\u221e")
 
 
 def check_shape_agreement(stages):
