@@ -37,19 +37,25 @@ class Captured:
         ns = self.namespace
         if ns is None:
             return                        # the original function itself: it reads them live
-        current = dict(self.original.__globals__)
-        fn = self.original
-        if fn.__closure__:
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-                try:
-                    current[name] = cell.cell_contents
-                except ValueError:        # an empty cell: not bound yet
-                    current.pop(name, None)
-        current["__jd__"] = jd_runtime
+        current = _namespace(self.original)
         current[self.func.__name__] = self.func
         for name in [n for n in ns if n not in current]:
             ns.pop(name, None)
         ns.update(current)
+
+
+def _namespace(fn):
+    """What the rewritten code of fn sees as globals: fn's globals and closure values
+    (cells not bound yet left out), and the capture runtime as `__jd__`."""
+    ns = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                ns[name] = cell.cell_contents
+            except ValueError:            # an empty cell: not bound yet
+                ns.pop(name, None)
+    ns["__jd__"] = jd_runtime
+    return ns
 
 
 def _call(cap, values):
@@ -119,20 +125,11 @@ def capture(pyfunc) -> Captured:
     fdef, first = _definition(pyfunc)
     if isinstance(fdef, str):
         return Captured(pyfunc, pyfunc, False, fdef)
-    if fdef is None:
-        return Captured(pyfunc, pyfunc, False, "its source is not a plain function definition")
     fdef = rewrite(fdef)
     module = ast.Module([fdef], [])
     ast.increment_lineno(module, first - 1)
     code = compile(module, pyfunc.__code__.co_filename, "exec")
-    namespace = dict(pyfunc.__globals__)
-    if pyfunc.__closure__:
-        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
-            try:
-                namespace[name] = cell.cell_contents
-            except ValueError:
-                pass
-    namespace["__jd__"] = jd_runtime
+    namespace = _namespace(pyfunc)
     exec(code, namespace)
     func = namespace[fdef.name]
     func.__defaults__ = pyfunc.__defaults__
@@ -251,8 +248,7 @@ def inline(cap: Captured, args, fname):
                               _user_frame_loc(e.__traceback__, filename)) from e
     for o in (result if isinstance(result, tuple) else (result,)):
         if isinstance(o, Tensor) and isinstance(o.op, Declared):
-            raise DefinitionError(f"{fname} returns {o.name}, which was declared with "
-                                  "jd.tensor(shape) but never filled")
+            raise _never_filled(fname, o)
         if isinstance(o, Tensor) and isinstance(o.op, Compute) and o.auto_named:
             o.name = fname
     return result
@@ -275,6 +271,11 @@ def _copy_stage(t, name):
     return make_stage(name, axes, t[tuple(a.var for a in axes)] if axes else t[()], None)
 
 
+def _never_filled(fname, t):
+    return DefinitionError(f"{fname} returns {t.name}, which was declared with "
+                           "jd.tensor(shape) but never filled")
+
+
 def _as_output(o, default, fname):
     if isinstance(o, Tensor):
         if isinstance(o.op, Compute):
@@ -283,8 +284,7 @@ def _as_output(o, default, fname):
             return o
         if isinstance(o.op, Placeholder):
             return _copy_stage(o, default)
-        raise DefinitionError(f"{fname} returns {o.name}, which was declared with "
-                              "jd.tensor(shape) but never filled")
+        raise _never_filled(fname, o)
     if isinstance(o, (Expr, IterVar, int, float, bool)):
         return make_stage(default, (), build.as_expr(o), None)
     raise DefinitionError(f"{fname} returns a {type(o).__name__}; return tensors "
