@@ -215,12 +215,12 @@ class Function:
         return {"schedule_fn": self._schedules.get(target.name),
                 "config": {**(config or {}), **self._fixed}}
 
-    def _lower(self, specs, config=None, until=None, texts=False):
+    def _lower(self, specs, config=None, until=None, texts=False, graph=None):
         target = self._target(specs)
         if self._fixed and repr(specs) not in self._checked:
             self._space(specs).check(self._fixed, f"{self.name}.with_config")
             self._checked.add(repr(specs))
-        return pipeline.lower(self._trace(specs), target, self._options(),
+        return pipeline.lower(graph or self._trace(specs), target, self._options(),
                               **self._how(target, config), until=until, texts=texts)
 
     def _space(self, specs):
@@ -272,9 +272,9 @@ class Function:
         low = None
         if artifact is None:
             t0 = time.perf_counter()
-            self._trace(specs, args)
+            graph = self._trace(specs, args)
             traced = time.perf_counter() - t0
-            low = self._lower(specs, config)
+            low = self._lower(specs, config, graph=graph)
             loop_ir = low.loop_ir
             layout = [list(x) for x in low.graph.layout]
         else:
