@@ -6,15 +6,19 @@ once per key: the disk cache is asked, and on a miss jitdl.pipeline compiles.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import json
 import logging
+import os
 import threading
 import time
 
 import numpy as np
 
 from jitdl import dtypes, pipeline
+from jitdl._version import __version__
 from jitdl import target as targets
 from jitdl.cache import keys
 from jitdl.cache.store import Entry, default_store, warn_once
@@ -28,6 +32,7 @@ from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
 
 log = logging.getLogger("jitdl.cache")
+tlog = logging.getLogger("jitdl.tune")
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
@@ -75,6 +80,8 @@ class Function:
         self._checked = set()           # specs whose space the _fixed names were checked in
         self._lock = threading.RLock()
         self._events = []               # cache hits and compilations, for cache_info()
+        self._tunings = []              # TuneResults of this process (tuning_curve)
+        self._jobs = {}                 # key -> background tuning job (tuning_status)
         self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
 
     # -- the call path ----------------------------------------------------------------------
@@ -383,9 +390,22 @@ class Function:
     def _compile(self, args, key):
         with self._lock:
             k = self._kernels.get(key)
-            if k is None:
-                k = self._build(args, self._configs.get(key))
-                self._kernels[key] = k
+            if k is not None:
+                return k
+            config = self._configs.get(key)
+            if config is None and not self._fixed:
+                config = self._recorded(args)       # a tuning record of this key
+                if config is not None:
+                    self._configs[key] = config
+            k = self._build(args, config)
+            self._kernels[key] = k
+        if config is None and self.autotune and not self._fixed:
+            if self.autotune == "background":
+                self._submit_background(args, key)
+            else:
+                trials, seconds = _budget()
+                self._tune(args, trials, seconds, "xgb", _shared_runner(), 0, True)
+                k = self._kernels[key]
         return k
 
     def kernel(self, *args, **kwargs):
@@ -474,41 +494,190 @@ class Function:
         return path
 
     # -- tuning -----------------------------------------------------------------------------
-    def tune(self, *args, trials=16, verbose=False):
-        """Try up to `trials` configs of the schedule's knobs on these arguments, keep the
-        fastest for this process (in memory); only the kernel kept goes into the disk
-        cache. Returns (best config, seconds)."""
-        args = self._args(args, {})
-        key = self._key(args)
+    def tune(self, *args, trials=200, timeout=None, tuner="xgb", runner=None, seed=0,
+             progress=True, **kwargs):
+        """Search the schedule's knobs for these arguments: `trials` candidates (the
+        default's measurement included) or `timeout` seconds, whichever ends first, proposed
+        by `tuner` ("xgb": a cost model, "random", "grid", "ga"), built and timed in worker
+        processes (`runner`: None for this machine's, a jd.tune.LocalRunner, a dask
+        Client or a jd.tune.DaskRunner). A candidate counts only if its output matches the
+        default schedule's on fresh random inputs. Every trial goes into the tuning
+        records; the best verified config is used from now on, in this process and (by
+        its record) in every later one. Returns a TuneResult (it unpacks as
+        `config, seconds`)."""
+        args = self._args(args, kwargs)
+        own = runner is None or _is_dask_client(runner)
+        from jitdl.autotune.measure import get_runner
+        run = get_runner(runner)
+        try:
+            return self._tune(args, trials, timeout, tuner, run, seed, progress)
+        finally:
+            if own:
+                run.close()
+
+    def _tune(self, args, trials, timeout, tuner, runner, seed, progress, stop=None,
+              on_better=None, on_trial=None):
+        from jitdl.autotune import search
+        from jitdl.autotune.task import Task, work_of
+        key, specs = self._key(args), self._specs(args)
+        target = self._target(specs)
+        graph = self._trace(specs, args)
+        task = Task(self.name, graph, target, self._options(),
+                    self._schedules.get(target.name), self._tunable_space(specs),
+                    list(args), work_of(graph), key=self.qualname)
+        rkey = self._record_key(specs, target)
+        db = _records()
+        history = [] if db is None else [
+            (r.features, r.throughput) for r in db.history(rkey[0], rkey[2], rkey[1])
+            if r.features is not None]
+        kind = tuner if isinstance(tuner, str) else type(tuner).__name__
+
+        def trial(n, m):
+            if db is not None:
+                db.add(_record(self, rkey, target, task, m, kind, n))
+            if on_trial is not None:
+                on_trial(n, m)
+        result = search.search(task, trials, runner, tuner, timeout, seed, history or None,
+                               on_trial=trial, on_better=on_better, stop=stop,
+                               progress=progress, call=_describe(self.param_names, specs))
+        self._tunings.append(result)
+        best = next((m for m in result.measurements if m.ok and m.verified
+                     and m.config == result.config), None)
+        if result.improved and best is not None and best.artifact is not None:
+            self._install(args, key, result.config, best.artifact)
+        return result
+
+    def _install(self, args, key, config, artifact):
+        """Make a tuned kernel the one in use for `key`: into the dispatch table (one dict
+        assignment: calls in flight keep theirs), into the disk cache under the key's
+        config, and the default's cache entry for this key out (one entry per key)."""
+        kernel = self._build(args, config, artifact=artifact)
+        with self._lock:
+            self._configs[key] = config
+            self._kernels[key] = kernel
+        store = default_store()
+        if store is not None and not self._fixed:
+            specs = self._specs(args)
+            fkey, _ = keys.fast_key(self, specs, None, self._target(specs))
+            store.discard(fkey)
+        return kernel
+
+    def _tunable_space(self, specs):
+        """The config space, with the knobs fixed by with_config() narrowed to their value."""
+        space = self._space(specs)
+        for name, value in self._fixed.items():
+            knob = space.knobs.get(name)
+            if knob is not None:
+                space.knobs[name] = dataclasses.replace(
+                    knob, options=(value,), **({"default": value} if
+                                               hasattr(knob, "extent") else {}))
+        return space
+
+    def _record_key(self, specs, target):
+        """(definition, signature, target) of this function's tuning records: digests of
+        the definition, what it reads and its schedule function; the argument specs; the
+        target's environment (processor, versions, jitdl's own files)."""
+        own, deps = keys.code_digests(self.pyfunc)
+        fn = self._schedules.get(target.name)
+        sched = keys.digest(*keys.code_digests(fn)) if fn is not None else "auto"
+        definition = keys.digest(own, deps, sched, self.strict_fp, self.name,
+                                 settings.num_threads)
+        env = keys.digest(json.dumps(keys.environment(target), sort_keys=True))
+        return definition, json.dumps(specs), env
+
+    def _recorded(self, args):
+        """The config of the best verified tuning record of this call's key, checked
+        against today's config space; None if there is none or it no longer fits."""
+        db = _records(create=False)
+        if db is None:
+            return None
         specs = self._specs(args)
         target = self._target(specs)
-        base = self.kernel(*args)
-        space = self.config_space(*args)
-        best_cfg, best_t, best_art = None, _median_time(base, args, 5, 0.02), None
-        if not space:
-            return {}, best_t
-        ref = base(args)
-        for cfg in space.sample(trials):
-            try:
-                low = self._lower(specs, cfg)
-                art = pipeline.build(low, target, self._options())
-                k = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
-                _check_same(ref, k(args))
-            except Exception as e:       # a failed candidate is skipped, never fatal
-                if verbose:
-                    print(f"  {cfg}: rejected ({type(e).__name__}: {e})")
-                continue
-            t = _median_time(k, args, 5, 0.02)
-            if verbose:
-                print(f"  {cfg}: {t * 1e6:.1f} us")
-            if t < best_t:
-                best_cfg, best_t, best_art = cfg, t, art
-        if best_art is None:
-            return self._configs.get(key) or space.default(), best_t
-        with self._lock:
-            self._configs[key] = best_cfg
-            self._kernels[key] = self._build(args, best_cfg, artifact=best_art)
-        return best_cfg, best_t
+        rec = db.best(*self._record_key(specs, target))
+        if rec is None:
+            return None
+        try:
+            self._space(specs).check(rec.config, "tuning record")
+        except ScheduleError as e:
+            tlog.info("ignoring the tuning record of %s(%s): %s", self.qualname,
+                      _describe(self.param_names, specs), e)
+            return None
+        tlog.info("applying the tuning record of %s(%s): %s (%.3g s, %s)", self.qualname,
+                  _describe(self.param_names, specs), rec.config, rec.seconds, rec.tuner)
+        return rec.config
+
+    def tuning_records(self, *args, **kwargs):
+        """The tuning records of this function (every trial, best first): of the key of
+        these arguments when given, else of every key, for this definition and target."""
+        db = _records(create=False)
+        if db is None:
+            return []
+        if args or kwargs:
+            specs = self._specs(self._args(args, kwargs))
+            d, sig, tgt = self._record_key(specs, self._target(specs))
+            recs = db.query(definition=d, signature=sig, target=tgt)
+        else:
+            recs = db.query(function=self.qualname)
+        return sorted(recs, key=lambda r: (r.seconds is None, r.seconds or 0.0))
+
+    def tuning_status(self):
+        """What background tuning is doing for this function: one dict per key (its call,
+        state: queued/tuning/done/failed/stopped, trials, best and default seconds,
+        speed-up, kernels swapped in)."""
+        return [job.summary() for job in self._jobs.values()]
+
+    def tuning_curve(self):
+        """A matplotlib figure of best-so-far throughput against trials, one line per
+        tuning run of this process (label: tuner and call). Needs matplotlib."""
+        try:
+            import matplotlib
+            matplotlib.use(matplotlib.get_backend())
+            from matplotlib.figure import Figure
+        except ImportError:
+            raise ImportError("f.tuning_curve() needs matplotlib (pip install matplotlib)") \
+                from None
+        fig = Figure(figsize=(6, 4))
+        ax = fig.add_subplot()
+        for r in self._tunings:
+            curve = r.curve()
+            ax.plot(range(1, len(curve) + 1), curve, label=f"{r.tuner}: {r.call}")
+        unit = self._tunings[-1].unit if self._tunings else "GFLOP/s"
+        ax.set_xlabel("trials")
+        ax.set_ylabel(f"best {unit}")
+        ax.set_title(f"tuning {self.name}")
+        if self._tunings:
+            ax.legend(fontsize="small")
+        return fig
+
+    def _submit_background(self, args, key):
+        from jitdl.autotune import background
+        trials, seconds = background.parse_budget(settings.tune_budget)
+        copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+        job = background.Job(self, key, copies, _describe(self.param_names, self._specs(args)),
+                             budget=(trials, seconds))
+        self._jobs[key] = job
+        background.get().submit(job)
+
+    def _tune_job(self, job, runner, stop):
+        """Run one background job (on the tuner's thread): each verified better kernel is
+        swapped into the dispatch table as soon as it is found."""
+        def better(m):
+            kernel = Kernel(m.artifact.signature,
+                            engine.Loaded(m.artifact.obj, m.artifact.signature.symbol))
+            self._configs[job.key] = m.config
+            self._kernels[job.key] = kernel       # atomic: the next call takes it
+            job.best_seconds = m.seconds
+            job.swaps += 1
+            tlog.info("background tuning of %s(%s): swapped in %s (%.3g s)", self.name,
+                      job.call, m.config, m.seconds)
+
+        def trial(n, m):
+            job.trials, job.failed = n, job.failed + (not m.ok)
+            if n == 1:
+                job.default_seconds = m.seconds
+        trials, seconds = job.budget
+        job.result = self._tune(job.args, trials or 1 << 30, seconds, "xgb", runner, 0,
+                                False, stop=stop, on_better=better, on_trial=trial)
 
     def with_config(self, **values):
         """A copy of this function whose schedule knobs take the given values (a name
@@ -528,6 +697,51 @@ class Function:
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+
+def _records(create=True):
+    """The tuning records (jitdl.autotune.records) at JITDL_TUNING_DB or the user data
+    directory; None when records are off (JITDL_TUNING_DB=0) or, with create=False, when
+    no record was ever written there (the common first-call case costs one stat)."""
+    if settings.tuning_db.lower() in ("0", "off", "false", "no"):
+        return None
+    from jitdl.autotune import records
+    path = records.default_path()
+    if not create and not os.path.exists(path):
+        return None
+    return records.open_records(path)
+
+
+def _record(f, rkey, target, task, m, tuner, trial):
+    from jitdl.autotune.records import Record
+    definition, signature, env = rkey
+    return Record(function=f.qualname, definition=definition, signature=signature,
+                  target=env, target_name=f"{target.name} {getattr(target, 'cpu', '')}".strip(),
+                  jitdl=__version__, config=m.config, seconds=m.seconds,
+                  throughput=task.throughput(m.seconds), unit=task.unit, verified=m.verified,
+                  error=m.error, tuner=tuner, trial=trial, features=m.features,
+                  created=time.time())
+
+
+def _budget():
+    from jitdl.autotune.background import parse_budget
+    trials, seconds = parse_budget(settings.tune_budget)
+    return trials or 1 << 30, seconds
+
+
+_runner = []
+
+
+def _shared_runner():
+    """One runner for autotune="foreground" (its worker processes start once)."""
+    if not _runner:
+        from jitdl.autotune.measure import LocalRunner
+        _runner.append(LocalRunner())
+    return _runner[0]
+
+
+def _is_dask_client(x):
+    return type(x).__module__.startswith("distributed")
 
 
 def _reads(pyfunc):

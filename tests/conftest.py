@@ -1,8 +1,8 @@
 """Shared fixtures for the jitdl test suite.
 
-The disk cache is pointed at a fresh temporary directory for the whole session (before
-jitdl is imported), so tests neither read stale binaries nor litter the user's cache;
-child processes find jitdl in this checkout (PYTHONPATH).
+The disk cache and the tuning records are pointed at a fresh temporary directory for the
+whole session (before jitdl is imported), so tests neither read stale binaries or records
+nor litter the user's; child processes find jitdl in this checkout (PYTHONPATH).
 `--update-golden` rewrites the expected loop IR texts of tests/test_golden.py.
 """
 import os
@@ -12,6 +12,9 @@ import zlib
 
 _CACHE_DIR = tempfile.mkdtemp(prefix="jitdl-test-cache-")
 os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
+# tuning records likewise: a fresh database per session, and a small background budget
+os.environ["JITDL_TUNING_DB"] = os.path.join(_CACHE_DIR, "tuning.sqlite")
+os.environ.setdefault("JITDL_TUNE_BUDGET", "12,60s")
 # child processes import jitdl from this checkout too (not from wherever an editable
 # install points, e.g. another worktree)
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -280,6 +280,22 @@ class Store:
         except OSError:
             pass
 
+    def discard(self, fast_key):
+        """Forget the kernel a fast key points to (a default schedule replaced by a tuned
+        one): its alias, and its entry unless another alias still points to it."""
+        full = self.resolve(fast_key)
+        if full is None:
+            return
+        try:
+            os.unlink(self._alias_path(fast_key))
+        except OSError:
+            return
+        if not any(rec.get("full") == full for _, rec in self.alias_records()):
+            try:
+                os.unlink(self._kernel_path(full))
+            except OSError:
+                pass
+
     def _write(self, path, data):
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
         try:

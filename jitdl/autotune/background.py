@@ -1,0 +1,160 @@
+"""autotune="background": keys are tuned by one worker thread after their first call.
+
+The thread only coordinates: candidates are built and timed in the runner's worker
+processes, so the caller's threads keep running their kernels. Each verified kernel
+faster than the one in use is put into the function's dispatch table with one dict
+assignment: a call already running keeps the kernel object it fetched, the next call
+gets the new one, and no caller ever waits for tuning. At interpreter exit the thread is
+told to stop, the runner's processes are ended, and every trial so far is already in the
+records (each is committed as it finishes).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger("jitdl.tune")
+
+
+def parse_budget(text):
+    """(trials, seconds) from JITDL_TUNE_BUDGET: "64" trials, "90s" or "2m" seconds, or
+    both separated by a comma ("64,120s"); a part not given is None."""
+    trials = seconds = None
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|min|h)?", part)
+        if m is None:
+            raise ValueError(f"JITDL_TUNE_BUDGET: cannot read {part!r}; write trials "
+                             "(\"64\"), seconds (\"90s\", \"2m\") or both (\"64,120s\")")
+        value, unit = float(m.group(1)), m.group(2)
+        if unit is None:
+            trials = int(value)
+        else:
+            seconds = value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    return trials, seconds
+
+
+@dataclass
+class Job:
+    """One key being tuned in the background, as f.tuning_status() shows it."""
+    function: object = field(repr=False)
+    key: tuple = field(repr=False)
+    args: list = field(repr=False)
+    call: str = ""
+    state: str = "queued"           # queued, tuning, done, failed, stopped
+    trials: int = 0
+    failed: int = 0
+    budget: tuple = (None, None)    # (trials, seconds)
+    default_seconds: float | None = None
+    best_seconds: float | None = None
+    swaps: int = 0                  # kernels swapped into the dispatch table
+    error: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    result: object = field(default=None, repr=False)
+
+    def summary(self) -> dict:
+        speedup = (self.default_seconds / self.best_seconds
+                   if self.default_seconds and self.best_seconds else None)
+        return {"call": self.call, "state": self.state, "trials": self.trials,
+                "failed": self.failed, "budget": {"trials": self.budget[0],
+                                                   "seconds": self.budget[1]},
+                "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
+                "speedup": speedup, "swaps": self.swaps, "error": self.error,
+                "elapsed": (None if self.started is None else
+                            (self.finished or time.monotonic()) - self.started)}
+
+
+class Background:
+    """The process's background tuner: a queue of jobs and one daemon thread."""
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = None
+        self._runner = None
+        self._pending = 0               # jobs submitted and not finished
+        self._lock = threading.Lock()
+
+    def submit(self, job):
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._pending += 1
+            self._queue.put(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="jitdl-tuner",
+                                                daemon=True)
+                self._thread.start()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                job = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if self._stop.is_set():
+                job.state = "stopped"
+                break
+            try:
+                self._run(job)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+
+    def _run(self, job):
+        from jitdl.autotune.measure import LocalRunner
+        job.state, job.started = "tuning", time.monotonic()
+        try:
+            if self._runner is None:
+                self._runner = LocalRunner()
+            job.function._tune_job(job, self._runner, self._stop)
+            job.state = "stopped" if self._stop.is_set() else "done"
+        except Exception as e:         # noqa: BLE001 - a failed job never reaches the caller
+            job.state, job.error = "failed", f"{type(e).__name__}: {e}"
+            log.warning("background tuning of %s(%s) failed: %s",
+                        getattr(job.function, "name", "?"), job.call, job.error)
+        finally:
+            job.finished = time.monotonic()
+            job.args = None                # the copies of the call's arrays
+
+    def wait(self, timeout=None):
+        """Block until the queue is empty and no job runs (tests, benchmarks)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._pending == 0:
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+    def shutdown(self, timeout=5.0):
+        """Stop after the current round of measurements; end the worker processes."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t.is_alive():
+            t.join(timeout)
+        if self._runner is not None:
+            try:
+                self._runner.close()
+            except Exception:          # noqa: BLE001 - exiting anyway
+                pass
+
+
+_background = None
+_lock = threading.Lock()
+
+
+def get() -> Background:
+    global _background
+    with _lock:
+        if _background is None:
+            _background = Background()
+            atexit.register(_background.shutdown)
+        return _background

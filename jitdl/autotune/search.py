@@ -1,0 +1,177 @@
+"""One tuning run: a tuner proposes configs, a runner measures them, until the budget
+is spent; every trial is reported as it finishes, and the result says what was found.
+
+The default config is always measured first, by the same runner, so that the speed-up
+is against the kernel the user would otherwise get, timed the same way. A failed trial
+(build error, crash, hang, wrong output) counts as a trial of zero throughput.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+
+BATCH = 8        # configs measured per round: enough to keep the builders busy
+
+
+def config_key(config) -> str:
+    """A config as canonical text (dict order and tuple/list do not matter)."""
+    return json.dumps(config, sort_keys=True, default=repr).replace("(", "[").replace(")", "]")
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found. Unpacks as (config, seconds) too: `best, t = f.tune(...)`."""
+    function: str
+    call: str
+    tuner: str
+    unit: str                     # GFLOP/s or GB/s
+    work: float                   # per call, in the unit's numerator (flop or byte)
+    config: dict                  # the best verified config (the default's if none beat it)
+    seconds: float                # its median seconds per call
+    default_config: dict
+    default_seconds: float
+    elapsed: float                # seconds the run took
+    measurements: list = field(default_factory=list, repr=False)   # every trial, in order
+    stopped: str = ""             # why it stopped: "trials", "timeout", "space exhausted"...
+
+    def __iter__(self):
+        yield self.config
+        yield self.seconds
+
+    @property
+    def trials(self):
+        return len(self.measurements)
+
+    @property
+    def failed(self):
+        return sum(not m.ok for m in self.measurements)
+
+    @property
+    def speedup(self):
+        return self.default_seconds / self.seconds if self.seconds else 0.0
+
+    @property
+    def improved(self):
+        return self.config != self.default_config and self.speedup > 1.0
+
+    def throughput(self, seconds=None):
+        s = self.seconds if seconds is None else seconds
+        return self.work / s / 1e9 if s else 0.0
+
+    def curve(self):
+        """Best-so-far throughput after each trial."""
+        best, out = 0.0, []
+        for m in self.measurements:
+            if m.ok and m.verified:
+                best = max(best, self.throughput(m.seconds))
+            out.append(best)
+        return out
+
+    def __repr__(self):
+        def ms(s):
+            return f"{s * 1e3:.3f} ms" if s else "-"
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items()) or "(no knobs)"
+        rows = [("function", f"{self.function}({self.call})"),
+                ("tuner", f"{self.tuner}: {self.trials} trials ({self.failed} failed) in "
+                          f"{self.elapsed:.1f} s, stopped by {self.stopped or '?'}"),
+                ("default", f"{ms(self.default_seconds)}  "
+                            f"{self.throughput(self.default_seconds):.1f} {self.unit}"),
+                ("best", f"{ms(self.seconds)}  {self.throughput():.1f} {self.unit}  "
+                         f"({self.speedup:.2f}x the default)"),
+                ("config", cfg)]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+
+def _stop_reason(trials_left, deadline, stop, tuner):
+    if trials_left <= 0:
+        return "trials"
+    if deadline is not None and time.monotonic() >= deadline:
+        return "timeout"
+    if stop is not None and stop.is_set():
+        return "stop"
+    if not tuner.has_next():
+        return "space exhausted"
+    return ""
+
+
+def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None,
+           on_trial=None, on_better=None, stop=None, progress=False, call=""):
+    """Tune `task` for up to `trials` trials (the default's measurement included) and
+    `timeout` seconds, with the runner given. on_trial(n, measurement) sees every trial;
+    on_better(measurement) each verified config faster than the best so far (and than the
+    default); `stop` (a threading.Event) ends the run between rounds."""
+    from jitdl.autotune import features
+    from jitdl.autotune.tuner import make
+    t0 = time.monotonic()
+    deadline = t0 + timeout if timeout else None
+    default = task.space.default()
+    kind = tuner if isinstance(tuner, str) else type(tuner).__name__
+    bar = _bar(task, trials, progress)
+    result = TuneResult(task.name, call, kind, task.unit, task.work[1], default, math.inf,
+                        default, math.inf, 0.0)
+    done = set()
+
+    def record(batch, ms):
+        for cfg, m in zip(batch, ms):
+            done.add(config_key(cfg))
+            result.measurements.append(m)
+            if on_trial is not None:
+                on_trial(len(result.measurements), m)
+            if m.ok and m.verified and m.seconds < result.seconds:
+                result.config, result.seconds = cfg, m.seconds
+                if on_better is not None and config_key(cfg) != config_key(default):
+                    on_better(m)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{task.throughput(m.seconds):.1f} now, "
+                                    f"{task.throughput(result.seconds):.1f} best {task.unit}",
+                                    refresh=False)
+    try:
+        (m0,) = runner.measure(task, [default])
+        m0.verified = m0.ok          # the reference itself
+        record([default], [m0])
+        if m0.ok:
+            result.default_seconds = m0.seconds
+        if isinstance(tuner, str):
+            tuner = make(tuner, task.space, featurize=lambda c: features.of_config(task, c),
+                         seed=seed, history=history)
+        tuner.update([default], [m0])
+        idle = 0                 # rounds whose proposals were all measured already
+        while True:
+            result.stopped = _stop_reason(trials - len(result.measurements), deadline,
+                                          stop, tuner)
+            if result.stopped:
+                break
+            want = min(BATCH, trials - len(result.measurements))
+            batch = [c for c in tuner.next_batch(want) if config_key(c) not in done]
+            if not batch:
+                idle += 1
+                if idle >= 3:
+                    result.stopped = "space exhausted"
+                    break
+                continue
+            idle = 0
+            ms = runner.measure(task, batch)
+            tuner.update(batch, ms)
+            record(batch, ms)
+    finally:
+        if bar is not None:
+            bar.close()
+        result.elapsed = time.monotonic() - t0
+    if not math.isfinite(result.seconds):        # nothing ran, not even the default
+        result.seconds = result.default_seconds
+    return result
+
+
+def _bar(task, trials, progress):
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=trials, desc=f"tuning {task.name}", unit="trial", leave=True,
+                dynamic_ncols=True)

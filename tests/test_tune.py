@@ -1,0 +1,229 @@
+"""f.tune end to end: results, records applied in a later process with zero trials, a
+record of a changed definition ignored, planted failures costing one trial each, the
+kernel cache holding one entry per key, background tuning swapping a faster kernel in
+without blocking a call, and the tuning curve.
+
+Tuning starts worker processes (about a second each): these tests keep trials few and
+spaces small, with user schedules whose default is deliberately slow so that tuning
+has something to find.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl.api import default_store
+
+DEFINITION = '''
+import multiprocessing
+import os
+import time
+import jitdl as jd
+
+IN_WORKER = multiprocessing.parent_process() is not None   # (the space is found in the
+                                                           # user's process: no planting there)
+
+@jd.compute{decorator}
+def mm(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k){extra}, name="C")
+
+@jd.schedule(mm)
+def mm_cpu(s, cfg):
+    C = s["C"]
+    i, j = C.axis
+    (k,) = C.reduce_axis
+    mode = cfg.choice("mode", ["slow", "fast", "crash", "hang"])
+    if mode == "crash" and IN_WORKER:
+        os.abort()                   # runs in the build worker: a crashed candidate
+    if mode == "hang" and IN_WORKER:
+        time.sleep(3600)             # a hung candidate
+    if mode != "fast":               # the default: k outermost, no vectors
+        s.reorder(k, i, j)
+        return
+    jo, ji = s.split(j, cfg.split("tj", j, candidates=[8, 16]))
+    s.reorder(i, jo, k, ji)
+    s.vectorize(ji)
+'''
+
+
+def _module(tmp_path, name, decorator="", extra=""):
+    path = tmp_path / f"{name}.py"
+    path.write_text(DEFINITION.format(decorator=decorator, extra=extra))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import importlib
+        mod = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return mod, path
+
+
+def _runner():
+    return jd.tune.LocalRunner(n_parallel=2, timeout=20.0, build_timeout=5.0)
+
+
+def _inputs(rng, m=96, k=64, n=80):
+    return (rng.standard_normal((m, k)).astype(np.float32),
+            rng.standard_normal((k, n)).astype(np.float32))
+
+
+def _ref(a, b):
+    return a.astype(np.float64) @ b
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = _runner()
+    yield r
+    r.close()
+
+
+def test_tune_finds_a_verified_faster_config_and_survives_planted_failures(
+        rng, tmp_path, runner):
+    mod, _ = _module(tmp_path, "tune_planted")
+    a, b = _inputs(rng)
+    result = mod.mm.tune(a, b, trials=6, tuner="grid", runner=runner, progress=False)
+    errors = {m.config["mode"]: m.error for m in result.measurements if not m.ok}
+    assert set(errors) == {"crash", "hang"}, errors          # one failed trial each
+    assert errors["crash"].startswith(("crash", "build")), errors["crash"]
+    assert errors["hang"].startswith("timeout"), errors["hang"]
+    assert result.trials == 6 and result.failed == 2
+    assert result.config["mode"] == "fast" and result.speedup > 1.0
+    config, seconds = result                                  # unpacks as before
+    assert config == result.config and seconds == result.seconds
+    text = repr(result)
+    assert "best" in text and "default" in text and "x the default" in text
+    np.testing.assert_allclose(mod.mm(a, b), _ref(a, b), rtol=1e-4, atol=1e-4)
+    assert mod.mm._configs[mod.mm._key((a, b))]["mode"] == "fast"
+    recs = mod.mm.tuning_records(a, b)
+    assert len(recs) == 6 and recs[0].verified and recs[0].config["mode"] == "fast"
+    assert sum(r.seconds is None for r in recs) == 2
+
+
+def test_tuned_kernel_is_the_one_cache_entry_of_its_key(rng, tmp_path, runner, monkeypatch):
+    from jitdl.cache.store import Store
+    store = Store(str(tmp_path / "cache"), 1 << 30)
+    monkeypatch.setattr("jitdl.api.default_store", lambda: store)
+    mod, _ = _module(tmp_path, "tune_cache")
+    a, b = _inputs(rng)
+    mod.mm(a, b)
+    assert len(store.entries()) == 1
+    result = mod.mm.tune(a, b, trials=4, tuner="grid", runner=runner, progress=False)
+    assert result.improved
+    entries = store.entries()
+    assert len(entries) == 1, [e[1].get("config") for e in entries]
+    assert entries[0][1]["config"]["mode"] == "fast"
+
+
+def _run(code, env):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_later_process_applies_the_record_with_zero_trials(rng, tmp_path, runner):
+    mod, path = _module(tmp_path, "tune_later")
+    a, b = _inputs(rng)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    result = mod.mm.tune(a, b, trials=4, tuner="grid", runner=runner, progress=False)
+    assert result.config["mode"] == "fast"
+    env = dict(os.environ, JITDL_LOG="tune")
+    code = f"""
+        import sys, numpy as np
+        sys.path.insert(0, {str(tmp_path)!r})
+        import {{name}} as mod
+        a, b = np.load({str(tmp_path / 'a.npy')!r}), np.load({str(tmp_path / 'b.npy')!r})
+        y = mod.mm(a, b)
+        assert np.allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+        print("CONFIG", mod.mm._configs.get(mod.mm._key((a, b))))
+        print("TUNINGS", len(mod.mm._tunings))
+    """
+    out = _run(code.replace("{name}", "tune_later"), env)
+    assert "CONFIG {'mode': 'fast'" in out and "TUNINGS 0" in out, out
+    # the same module with a changed definition: the record is not for it
+    path.write_text(DEFINITION.format(decorator="", extra=" * 2.0"))
+    code2 = code.replace("a.astype(np.float64) @ b", "2 * (a.astype(np.float64) @ b)")
+    out = _run(code2.replace("{name}", "tune_later"), env)
+    assert "CONFIG None" in out, out
+
+
+def test_background_tuning_swaps_a_faster_kernel_in_without_blocking(rng, tmp_path):
+    mod, _ = _module(tmp_path, "tune_background", decorator='(autotune="background")')
+    f = mod.mm
+    a, b = _inputs(rng, 128, 96, 112)
+    ref = _ref(a, b)
+    key = f._key((a, b))
+    first = f(a, b)
+    np.testing.assert_allclose(first, ref, rtol=1e-4, atol=1e-4)
+    original = f._kernels[key]
+    (status,) = f.tuning_status()
+    assert status["state"] in ("queued", "tuning")
+    calls, slowest = 0, 0.0
+    deadline = time.monotonic() + 240
+    while f.tuning_status()[0]["state"] in ("queued", "tuning"):
+        t0 = time.perf_counter()
+        y = f(a, b)                        # never waits for the tuner
+        slowest = max(slowest, time.perf_counter() - t0)
+        calls += 1
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+        assert time.monotonic() < deadline, f.tuning_status()
+        time.sleep(0.01)
+    (status,) = f.tuning_status()
+    assert status["state"] == "done", status
+    assert status["swaps"] >= 1 and f._kernels[key] is not original
+    assert f._configs[key]["mode"] == "fast"
+    assert calls > 0
+    np.testing.assert_allclose(f(a, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_calls_from_other_threads_during_a_swap_stay_correct(rng, tmp_path):
+    mod, _ = _module(tmp_path, "tune_threads", decorator='(autotune="background")')
+    f = mod.mm
+    a, b = _inputs(rng, 64, 48, 64)
+    ref = _ref(a, b)
+    f(a, b)
+    bad = []
+
+    def hammer():
+        while f.tuning_status()[0]["state"] in ("queued", "tuning"):
+            y = f(a, b)
+            if not np.allclose(y, ref, rtol=1e-4, atol=1e-4):
+                bad.append(y)
+    threads = [threading.Thread(target=hammer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    assert jd.tune.wait(timeout=240)
+    for t in threads:
+        t.join(10)
+    assert not bad and f.tuning_status()[0]["state"] == "done"
+
+
+def test_tuning_curve_is_a_figure(rng, tmp_path, runner):
+    pytest.importorskip("matplotlib")
+    mod, _ = _module(tmp_path, "tune_curve")
+    a, b = _inputs(rng)
+    result = mod.mm.tune(a, b, trials=4, tuner="random", runner=runner, progress=False)
+    curve = result.curve()
+    assert len(curve) == 4 and curve == sorted(curve) and curve[-1] > 0
+    fig = mod.mm.tuning_curve()
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_ydata()) == curve
+
+
+def test_budget_parsing():
+    from jitdl.autotune.background import parse_budget
+    assert parse_budget("64") == (64, None)
+    assert parse_budget("90s") == (None, 90.0)
+    assert parse_budget("64, 2m") == (64, 120.0)
+    with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET"):
+        parse_budget("lots")
