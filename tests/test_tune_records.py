@@ -277,6 +277,8 @@ def test_default_path_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JITDL_TUNING_DB", str(tmp_path / "x.sqlite"))
     assert rmod.default_path() == str(tmp_path / "x.sqlite")
     assert Records().path == str(tmp_path / "x.sqlite")
+    assert rmod.shared() is rmod.shared(str(tmp_path / "x.sqlite"))   # one per file
+    assert rmod.shared().path == str(tmp_path / "x.sqlite")
     monkeypatch.delenv("JITDL_TUNING_DB")
     path = rmod.default_path()
     assert path.endswith(os.path.join("jitdl", "tuning.sqlite")) and os.path.isabs(path)

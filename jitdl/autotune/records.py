@@ -40,12 +40,8 @@ def default_path() -> str:
     path = os.environ.get("JITDL_TUNING_DB", "").strip()
     if path:
         return os.path.abspath(os.path.expanduser(path))
-    try:
-        import platformdirs
-        root = platformdirs.user_data_dir("jitdl", appauthor=False)
-    except ImportError:
-        root = os.path.join(os.path.expanduser("~"), ".local", "share", "jitdl")
-    return os.path.join(root, "tuning.sqlite")
+    import platformdirs
+    return os.path.join(platformdirs.user_data_dir("jitdl", appauthor=False), "tuning.sqlite")
 
 
 @dataclass
@@ -84,12 +80,19 @@ _REQUIRED = {f.name for f in fields(Record) if f.default is MISSING}
 
 
 # -- validation: add() and import_json() accept only whole, well-typed records -------------
+def _number(v):
+    """An int or float, a NumPy one included, but not a bool (the plain types are checked
+    first: an ABC check costs a microsecond, and a record holds dozens of numbers)."""
+    t = type(v)
+    return t is float or t is int or isinstance(v, numbers.Real) and t is not bool
+
+
 def _real(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    return _number(v) and math.isfinite(v)
 
 
 def _int(v):
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    return type(v) is int or isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _json_scalar(v):
@@ -122,8 +125,7 @@ _RULES = {
     "tuner": (lambda v: isinstance(v, str), "a string"),
     "trial": (lambda v: _int(v) and v >= 0, "an integer >= 0"),
     "features": (lambda v: v is None or isinstance(v, (list, tuple))
-                 and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v),
-                 "a list of numbers, or null"),
+                 and all(map(_number, v)), "a list of numbers, or null"),
     "created": (lambda v: _real(v) and v >= 0, "a time in seconds since the epoch"),
 }
 
@@ -390,7 +392,7 @@ class Records:
         now = time.time()
         rows = []
         for r in records:
-            r = check(asdict(r) if isinstance(r, Record) else r)
+            r = check({f: getattr(r, f) for f in _COLUMNS} if isinstance(r, Record) else r)
             rows.append(_to_row(r if r.created else replace(r, created=now)))
         return self._write(_INSERT, rows) if rows else 0
 
