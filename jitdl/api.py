@@ -703,13 +703,13 @@ def _records(create=True):
     """The tuning records (jitdl.autotune.records) at JITDL_TUNING_DB or the user data
     directory; None when records are off (JITDL_TUNING_DB=0) or, with create=False, when
     no record was ever written there (the common first-call case costs one stat)."""
-    if settings.tuning_db.lower() in ("0", "off", "false", "no"):
-        return None
     from jitdl.autotune import records
+    if not records.enabled():
+        return None
     path = records.default_path()
     if not create and not os.path.exists(path):
         return None
-    return records.open_records(path)
+    return records.shared(path)
 
 
 def _record(f, rkey, target, task, m, tuner, trial):
@@ -719,8 +719,8 @@ def _record(f, rkey, target, task, m, tuner, trial):
                   target=env, target_name=f"{target.name} {getattr(target, 'cpu', '')}".strip(),
                   jitdl=__version__, config=m.config, seconds=m.seconds,
                   throughput=task.throughput(m.seconds), unit=task.unit, verified=m.verified,
-                  error=m.error, tuner=tuner, trial=trial, features=m.features,
-                  created=time.time())
+                  error=m.error, tuner=tuner, trial=trial, created=time.time(),
+                  features=None if m.features is None else [float(x) for x in m.features])
 
 
 def _budget():

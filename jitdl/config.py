@@ -27,10 +27,10 @@ class Settings:
     warm_up: bool             # JITDL_WARM_UP=0: no LLVM/libgomp start-up thread at import
     linker: str               # JITDL_LINKER: ld used to make shared libraries of cached
                               #   kernels (default: ld on PATH; 0: MCJIT loads them)
-    tuning_db: str            # JITDL_TUNING_DB: the tuning records' sqlite file (default:
-                              #   tuning.sqlite in the user data dir; 0: no records)
     tune_budget: str          # JITDL_TUNE_BUDGET: what autotune="background" spends per
                               #   key: trials ("64"), seconds ("90s", "2m") or both
+                              # (JITDL_TUNING_DB, the tuning records' file, is read by
+                              #   jitdl.autotune.records: tests move it per session)
 
 
 def _omp_threads():
@@ -58,7 +58,6 @@ def load() -> Settings:
         cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
         warm_up=os.environ.get("JITDL_WARM_UP", "1").strip() not in ("0", "false", "no"),
         linker=os.environ.get("JITDL_LINKER", "").strip(),
-        tuning_db=os.environ.get("JITDL_TUNING_DB", "").strip(),
         tune_budget=os.environ.get("JITDL_TUNE_BUDGET", "").strip() or "64,120s",
     )
 

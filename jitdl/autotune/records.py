@@ -35,6 +35,14 @@ FORMAT_VERSION = 1
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
 
 
+OFF = ("0", "off", "false", "no")
+
+
+def enabled() -> bool:
+    """False when JITDL_TUNING_DB turns records off (0, off, false, no)."""
+    return os.environ.get("JITDL_TUNING_DB", "").strip().lower() not in OFF
+
+
 def default_path() -> str:
     """JITDL_TUNING_DB if set, else tuning.sqlite in the per-user data directory."""
     path = os.environ.get("JITDL_TUNING_DB", "").strip()
