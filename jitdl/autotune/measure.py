@@ -115,7 +115,7 @@ def differs(ref, got) -> str | None:
         if bad.any():
             at = tuple(int(x) for x in np.argwhere(bad)[0])
             return (f"output {n} differs at {list(at)} ({int(bad.sum())} of {bad.size} "
-                    f"elements): {g[at]!r}, the reference {r[at]!r}")
+                    f"elements): {g[at].item()!r}, the reference {r[at].item()!r}")
     return None
 
 
@@ -205,7 +205,7 @@ def _own_modules(*objs):
         if mod is None or name == "__main__" or name.split(".")[0] == "jitdl":
             continue
         path = getattr(mod, "__file__", None)
-        if path is None or os.path.realpath(path).startswith(libs):
+        if path is None or os.path.realpath(path).startswith(libs) or mod in found:
             continue
         found.append(mod)
     return found
@@ -472,11 +472,16 @@ def _finish(m, status, value):
 # -- dask.distributed ------------------------------------------------------------------------
 
 _dask_state = {}          # per dask worker process: the last task loaded, its _Bench
+_dask_lock = threading.Lock()
 
 
 def _dask_task(task_key, blob):
+    """The task of `task_key` on this worker: loaded from `blob`, or kept from an
+    earlier job (None when this worker has not loaded it and no blob came)."""
     import cloudpickle
     if _dask_state.get("key") != task_key:
+        if blob is None:
+            return None
         _dask_state.clear()
         _dask_state["task"] = cloudpickle.loads(blob)
         _dask_state["key"] = task_key
@@ -485,8 +490,11 @@ def _dask_task(task_key, blob):
 
 def _dask_build(task_key, blob, config):
     try:
-        task, post_build = _dask_task(task_key, blob)
-        return "ok", build(task, config, post_build)
+        with _dask_lock:
+            loaded = _dask_task(task_key, blob)
+        if loaded is None:
+            return "need", None
+        return "ok", build(loaded[0], config, loaded[1])
     except Exception as e:       # noqa: BLE001
         return "error", f"build: {_text(e)}"
 
@@ -494,21 +502,25 @@ def _dask_build(task_key, blob, config):
 def _dask_time(task_key, blob, art, repeat, min_repeat_ms):
     t0 = time.perf_counter()
     try:
-        task, _ = _dask_task(task_key, blob)
+        with _dask_lock:
+            loaded = _dask_task(task_key, blob)
+            if loaded is not None and "bench" not in _dask_state:
+                _dask_state["bench"] = _Bench(loaded[0])
     except Exception as e:       # noqa: BLE001
         return "error", f"run: cannot load the task: {_text(e)}"
-    if "bench" not in _dask_state:
-        _dask_state["bench"] = _Bench(task)
+    if loaded is None:
+        return "need", None
     seconds, error = _dask_state["bench"].run(art, repeat, min_repeat_ms)
     return ("error", error) if error else ("ok", (seconds, time.perf_counter() - t0))
 
 
 class DaskRunner:
     """LocalRunner's work on a dask.distributed cluster: builds in parallel on its
-    workers, timings one at a time on one worker. A candidate that kills its worker is a
-    "crash" (set the scheduler's distributed.scheduler.allowed-failures to 0, or dask
-    retries it on other workers first); one past its timeout is a "timeout", and its
-    worker is restarted (through its nanny)."""
+    workers, timings one at a time on one worker. The pickled task goes to a worker
+    only when it asks for it (a restarted worker asks again). A candidate that kills its
+    worker is a "crash" (set the scheduler's distributed.scheduler.allowed-failures to 0,
+    or dask retries it on other workers first); one past its timeout is a "timeout", and
+    its worker is restarted through its nanny (a thread cannot be stopped)."""
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
@@ -527,33 +539,31 @@ class DaskRunner:
         self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
         self.post_build = _post_build
         self._lock = threading.Lock()
-        self._task = self._shipped = self._timed_on = None
+        self._task = self._key = self._blob = self._timed_on = None
         self._ids = itertools.count(1)
 
     def _ship(self, task):
-        """(task key, future of the pickled task on every worker)."""
-        if task is not self._task or self._shipped is None:
-            key = f"{task.key}-{os.getpid()}-{id(self)}-{next(self._ids)}"
-            blob = dumps_task(task, self.post_build)
-            self._task = task
-            self._shipped = key, self.client.scatter(blob, broadcast=True, hash=False)
-        return self._shipped
+        """The task's key on the workers (pickled again only for another task object)."""
+        if task is not self._task:
+            self._task, self._blob = task, dumps_task(task, self.post_build)
+            self._key = f"{task.key}-{os.getpid()}-{id(self)}-{next(self._ids)}"
+        return self._key
 
     def measure(self, task, configs) -> list:
         """Build, verify and time each config: one Measurement per config, in order."""
         configs = [dict(c) for c in configs]
         with self._lock:
-            key, blob = self._ship(task)
-            workers = self._workers()
-            built = self._run([(_dask_build, (key, blob, c)) for c in configs],
-                              max(1, len(workers)), "build")
+            key = self._ship(task)
+            width = max(1, len(self._workers()))
+            built = self._run([(_dask_build, [key, None, c]) for c in configs], width,
+                              "build")
             out = [Measurement(c) for c in configs]
             jobs, which = [], []
             for m, (status, value) in zip(out, built):
                 if status == "ok":
                     m.artifact, m.features, m.build_s = value
-                    jobs.append((_dask_time, (key, blob, m.artifact, self.repeat,
-                                              self.min_repeat_ms)))
+                    jobs.append((_dask_time, [key, None, m.artifact, self.repeat,
+                                              self.min_repeat_ms]))
                     which.append(m)
                 else:
                     m.error = value
@@ -566,13 +576,14 @@ class DaskRunner:
         return sorted(self.client.scheduler_info().get("workers", {}))
 
     def _run(self, jobs, width, what):
-        """Submit jobs with at most `width` in flight; results in order. A "run" job
-        goes to the first worker (by address); the first on that worker for a task has
-        build_timeout more seconds (it builds the reference)."""
+        """Submit jobs with at most `width` in flight; results in order. A job whose
+        worker lacks the task goes again with it. A "run" job goes to the first worker
+        (by address); the first there for a task has build_timeout more seconds (it
+        builds the reference)."""
         dd = self._distributed
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
-        flying = {}                  # future -> (index, deadline)
+        flying = {}                  # future -> (index, deadline, limit)
         while todo or flying:
             while todo and len(flying) < width:
                 i = todo.pop()
@@ -582,19 +593,27 @@ class DaskRunner:
                     self.client.wait_for_workers(1)
                     worker, limit = self._workers()[0], self.timeout
                     where = {"workers": [worker], "allow_other_workers": False}
-                    if self._timed_on != (args[0], worker):
+                    if self._timed_on != (args[0], worker) or args[1] is not None:
                         self._timed_on, limit = (args[0], worker), limit + self.build_timeout
                 fut = self.client.submit(fn, *args, pure=False, **where)
                 flying[fut] = (i, time.perf_counter() + limit, limit)
             first = min(d for _, d, _ in flying.values())
-            done, _ = dd.wait(list(flying), timeout=max(0.01, first - time.perf_counter()),
-                              return_when="FIRST_COMPLETED")
+            try:
+                done, _ = dd.wait(list(flying), return_when="FIRST_COMPLETED",
+                                  timeout=max(0.01, first - time.perf_counter()))
+            except TimeoutError:
+                done = ()
             for fut in done:
                 i = flying.pop(fut)[0]
                 try:
                     results[i] = fut.result()
                 except Exception as e:   # noqa: BLE001 - a killed worker, a lost result
-                    results[i] = ("error", f"crash: the dask {what} failed: {_text(e)}")
+                    why = type(e).__name__ if type(e).__name__ == "KilledWorker" else _text(e)
+                    results[i] = ("error", f"crash: the dask worker died in the {what} "
+                                           f"({why})")
+                if results[i][0] == "need":
+                    jobs[i][1][1] = self._blob
+                    todo.append(i)
             now = time.perf_counter()
             for fut, (i, deadline, limit) in list(flying.items()):
                 if now >= deadline:
@@ -604,8 +623,7 @@ class DaskRunner:
         return results
 
     def _restart_holder(self, fut):
-        """Cancel a hung job and restart the worker running it (a thread cannot be
-        stopped)."""
+        """Cancel a hung job and restart the worker running it."""
         holders = [w for w, keys in self.client.processing().items() if fut.key in keys]
         fut.cancel()
         if holders:
