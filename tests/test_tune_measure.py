@@ -143,6 +143,22 @@ def test_good_candidates_are_verified_and_timed(planted):
     assert runner.pids() == pids and len(runner.start_seconds) == starts
 
 
+def test_a_process_killed_while_idle_is_replaced(planted):
+    import signal
+    task, runner = planted
+    runner.measure(task, [{"mode": "ok", "tj": 4}])
+    before = runner.pids()
+    os.kill(before["build"][0], signal.SIGKILL)
+    os.kill(before["timing"][0], signal.SIGKILL)
+    time.sleep(0.2)
+    ms = runner.measure(task, [{"mode": "ok", "tj": t} for t in (4, 8, 16)])
+    for m in ms:
+        assert_good(m, task)
+    after = runner.pids()
+    assert after["build"][0] != before["build"][0] and after["build"][1] == before["build"][1]
+    assert after["timing"] != before["timing"]
+
+
 @pytest.mark.parametrize("mode,prefix", [
     ("build_error", "build: ValueError: planted build error"),
     ("crash", "crash: the build process died (killed by SIGABRT)"),
@@ -318,7 +334,7 @@ def test_dask_runner_on_a_local_cluster():
                 distributed.Client(cluster) as client:
             runner = get_runner(client)
             assert isinstance(runner, DaskRunner)
-            runner = DaskRunner(client, timeout=3.0, repeat=2, min_repeat_ms=5,
+            runner = DaskRunner(client, timeout=6.0, repeat=2, min_repeat_ms=5,
                                 _post_build=make_hook(task))
             modes = ["ok", "crash", "ok", "wrong", "hang", "ok", "build_error", "ok"]
             ms = runner.measure(task, [{"mode": m, "tj": 8} for m in modes])

@@ -317,19 +317,35 @@ class _Pool:
         """Run `jobs` (messages) -> [("ok", result) | ("error", text)] in their order.
         A process that has not loaded the task gets it first and `first_extra` more
         seconds for that job."""
+        try:
+            return self._run(jobs, task_id, blob, timeout, first_extra)
+        except BaseException:        # e.g. Ctrl-C: no reply may reach a later call
+            for k, p in enumerate(self.procs):
+                if p.job is not None:
+                    p.kill()
+                    self.procs[k] = _Proc(self.ctx)
+            raise
+
+    def _run(self, jobs, task_id, blob, timeout, first_extra):
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
         failed_starts = 0
         self.start()
         while todo or any(p.job is not None for p in self.procs):
-            for p in self.procs:
+            for k, p in enumerate(self.procs):
                 if p.ready and p.job is None and todo:
                     i = todo.pop()
                     limit = timeout
-                    if p.task_id != task_id:
-                        p.conn.send(("task", task_id, blob))
-                        p.task_id, limit = task_id, timeout + first_extra
-                    p.conn.send(jobs[i])
+                    try:
+                        if p.task_id != task_id:
+                            p.conn.send(("task", task_id, blob))
+                            p.task_id, limit = task_id, timeout + first_extra
+                        p.conn.send(jobs[i])
+                    except OSError:     # it died while idle: a fresh one takes the job
+                        todo.append(i)
+                        p.kill()
+                        self.procs[k] = _Proc(self.ctx)
+                        continue
                     p.job, p.deadline = i, time.perf_counter() + limit
             ends = [p.deadline if p.ready else p.started + _START_TIMEOUT
                     for p in self.procs if p.job is not None or not p.ready]
@@ -500,7 +516,6 @@ def _dask_build(task_key, blob, config):
 
 
 def _dask_time(task_key, blob, art, repeat, min_repeat_ms):
-    t0 = time.perf_counter()
     try:
         with _dask_lock:
             loaded = _dask_task(task_key, blob)
@@ -510,6 +525,7 @@ def _dask_time(task_key, blob, art, repeat, min_repeat_ms):
         return "error", f"run: cannot load the task: {_text(e)}"
     if loaded is None:
         return "need", None
+    t0 = time.perf_counter()
     seconds, error = _dask_state["bench"].run(art, repeat, min_repeat_ms)
     return ("error", error) if error else ("ok", (seconds, time.perf_counter() - t0))
 
@@ -520,7 +536,9 @@ class DaskRunner:
     only when it asks for it (a restarted worker asks again). A candidate that kills its
     worker is a "crash" (set the scheduler's distributed.scheduler.allowed-failures to 0,
     or dask retries it on other workers first); one past its timeout is a "timeout", and
-    its worker is restarted through its nanny (a thread cannot be stopped)."""
+    its worker is restarted through its nanny (a thread cannot be stopped). A timeout
+    counts from the job's submission, so it includes the wait for a worker that
+    restarts: give dask more slack than a LocalRunner."""
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
