@@ -1,0 +1,682 @@
+"""Runners: build a Task's candidate configs in parallel, verify and time them one at a
+time, in worker processes; every failure is a failed Measurement, never an exception.
+
+A candidate goes through two stages, each in a process of its own kind:
+
+    build   pipeline.lower with the config, features of the lowered function, then
+            pipeline.build -> Artifact (n_parallel spawned processes at once)
+    time    load the kernel; check its output against the default config's kernel (the
+            reference) on fresh random inputs; time it on the task's own arguments
+            (one spawned process, never while a build runs: builds would steal its core)
+
+What goes wrong in a stage becomes the Measurement's error: "build: ..." (the pipeline
+raised), "crash: ..." (the process died: a segfault, an abort), "timeout: ..." (the
+process was killed after `timeout` seconds and replaced), "run: ..." (loading or
+calling the kernel raised), "wrong output: ..." (it differs from the reference).
+
+The Task is pickled (cloudpickle; the user's own modules by value, so a schedule
+function from __main__ or a test file unpickles in a fresh process) and sent to each
+process once, not with every candidate. Processes live until close() or the
+interpreter's exit; one that dies or hangs is replaced by a fresh one.
+
+DaskRunner submits the same two stages to a dask.distributed cluster.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sys
+import sysconfig
+import threading
+import time
+import weakref
+import zlib
+from multiprocessing.connection import wait as wait_for
+
+import numpy as np
+
+from jitdl.autotune.task import Measurement
+
+_START_TIMEOUT = 120.0        # seconds a fresh process may take to import jitdl
+
+
+# -- the work of each stage (run in worker processes, local or dask) --------------------
+
+def build(task, config, post_build=None):
+    """Build one candidate: (Artifact, features or None, seconds). `post_build(task,
+    config, artifact) -> artifact`, when given, replaces the artifact (a test hook)."""
+    from jitdl import pipeline
+    t0 = time.perf_counter()
+    low = pipeline.lower(task.graph, task.target, task.options,
+                         schedule_fn=task.schedule_fn, config=config)
+    features = _features(low, task.target)
+    art = pipeline.build(low, task.target, task.options)
+    if post_build is not None:
+        art = post_build(task, config, art)
+    return art, features, time.perf_counter() - t0
+
+
+def _features(low, target):
+    try:
+        from jitdl.autotune import features
+    except ImportError:          # the features module is optional for measuring
+        return None
+    return list(features.extract(low.funcs["lower"], target))
+
+
+def fresh_inputs(args, seed=0):
+    """Random arguments like `args`: floats uniform within each array's finite min and
+    max, integers uniform in its [min, max] (so indices read from data stay valid), bools
+    random; scalars and other values as given."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in args:
+        if not isinstance(a, np.ndarray) or a.size == 0:
+            out.append(a)
+        elif a.dtype == np.bool_:
+            out.append(rng.random(a.shape) < 0.5)
+        elif np.issubdtype(a.dtype, np.integer):
+            out.append(rng.integers(a.min(), a.max(), a.shape, a.dtype, endpoint=True))
+        elif np.issubdtype(a.dtype, np.floating):
+            finite = a[np.isfinite(a)]
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            out.append(rng.uniform(lo, hi, a.shape).astype(a.dtype))
+        else:
+            out.append(a.copy())
+    return out
+
+
+# relative tolerance per output dtype; the absolute one is it times the reference's
+# largest magnitude (a reordered float32 sum of K terms errs by ~sqrt(K) ulps of its terms)
+_RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}
+
+
+def differs(ref, got) -> str | None:
+    """Why outputs `got` differ from `ref` (None when they match): floats within a
+    relative tolerance by dtype, NaN where the reference has NaN; others exactly."""
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    gots = got if isinstance(got, tuple) else (got,)
+    if len(refs) != len(gots):
+        return f"{len(gots)} outputs, the reference has {len(refs)}"
+    for n, (r, g) in enumerate(zip(refs, gots)):
+        r, g = np.asarray(r), np.asarray(g)
+        if r.shape != g.shape or r.dtype != g.dtype:
+            return (f"output {n} is {g.dtype}{list(g.shape)}, the reference's "
+                    f"{r.dtype}{list(r.shape)}")
+        rtol = _RTOL.get(r.dtype)
+        if rtol is None:
+            bad = r != g
+        else:
+            finite = np.isfinite(r)
+            scale = float(np.abs(r[finite]).max()) if finite.any() else 0.0
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isclose(g, r, rtol=rtol, atol=rtol * scale, equal_nan=True)
+        if bad.any():
+            at = tuple(int(x) for x in np.argwhere(bad)[0])
+            return (f"output {n} differs at {list(at)} ({int(bad.sum())} of {bad.size} "
+                    f"elements): {g[at].item()!r}, the reference {r[at].item()!r}")
+    return None
+
+
+def _load(art):
+    from jitdl.runtime import engine
+    from jitdl.runtime.kernel import Kernel
+    return Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+
+
+class _Bench:
+    """What the timing process keeps per task: the reference kernel's outputs on fresh
+    inputs (or why the reference failed)."""
+
+    def __init__(self, task):
+        from jitdl import pipeline
+        from jitdl.runtime import engine
+        engine.set_num_threads(task.options.num_threads)   # as in the tuning process
+        self.task, self.error = task, None
+        self.inputs = fresh_inputs(task.args, zlib.crc32(task.key.encode()))
+        try:
+            art = pipeline.compile(task.graph, task.target, task.options,
+                                   schedule_fn=task.schedule_fn, config=task.space.default())
+            self.expected = _load(art)(self.inputs)
+        except Exception as e:       # noqa: BLE001 - reported with every candidate
+            self.error = f"run: the reference (the default config) failed: {_text(e)}"
+
+    def run(self, art, repeat, min_repeat_ms):
+        """(seconds per call, None) or (None, error) for one candidate."""
+        if self.error:
+            return None, self.error
+        try:
+            kernel = _load(art)
+            got = kernel(self.inputs)
+        except Exception as e:       # noqa: BLE001
+            return None, f"run: {_text(e)}"
+        why = differs(self.expected, got)
+        if why:
+            return None, f"wrong output: {why}"
+        try:
+            return _time(kernel, self.task.args, repeat, min_repeat_ms / 1e3), None
+        except Exception as e:       # noqa: BLE001
+            return None, f"run: {_text(e)}"
+
+
+def _time(kernel, args, repeat, min_repeat_s):
+    """Median seconds per call over `repeat` repeats of `number` calls, each repeat
+    lasting at least min_repeat_s, after one warm-up call."""
+    kernel(args)
+    number = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            kernel(args)
+        took = time.perf_counter() - t0
+        if took >= min_repeat_s:
+            break
+        number = max(number * 2, int(number * 1.2 * min_repeat_s / max(took, 1e-9)))
+    times = [took / number]
+    for _ in range(repeat - 1):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            kernel(args)
+        times.append((time.perf_counter() - t0) / number)
+    return float(np.median(times))
+
+
+def _text(e):
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+# -- pickling the task ---------------------------------------------------------------------
+
+def _library_dirs():
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+def _own_modules(*objs):
+    """The modules of the user's functions among `objs` (neither jitdl nor installed
+    libraries): a fresh process may not import them by name, so they go by value."""
+    libs = _library_dirs()
+    found = []
+    for obj in objs:
+        name = getattr(obj, "__module__", None)
+        mod = sys.modules.get(name) if name else None
+        if mod is None or name == "__main__" or name.split(".")[0] == "jitdl":
+            continue
+        path = getattr(mod, "__file__", None)
+        if path is None or os.path.realpath(path).startswith(libs) or mod in found:
+            continue
+        found.append(mod)
+    return found
+
+
+def dumps_task(task, post_build=None) -> bytes:
+    """cloudpickle of (task, post_build), the user's own modules pickled by value."""
+    import cloudpickle
+    registered = set(cloudpickle.list_registry_pickle_by_value())
+    added = [m for m in _own_modules(task.schedule_fn, post_build)
+             if m.__name__ not in registered]
+    for m in added:
+        cloudpickle.register_pickle_by_value(m)
+    try:
+        return cloudpickle.dumps((task, post_build))
+    finally:
+        for m in added:
+            cloudpickle.unregister_pickle_by_value(m)
+
+
+# -- local worker processes ----------------------------------------------------------------
+
+def _serve(conn):
+    """A worker process: ("task", id, blob) loads a task; ("build", config) and ("time",
+    artifact, repeat, min_repeat_ms) run a stage and reply ("ok", result) or ("error",
+    text)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    import cloudpickle
+
+    from jitdl import pipeline  # noqa: F401 - imported before "ready", not per job
+    conn.send(("ready", os.getpid()))
+    task = post_build = bench = load_error = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):            # the parent is gone
+            return
+        if msg[0] == "task":
+            bench = load_error = None
+            try:
+                task, post_build = cloudpickle.loads(msg[2])
+            except Exception as e:      # noqa: BLE001 - reported with each candidate
+                load_error = f"cannot load the task in a worker process: {_text(e)}"
+            continue
+        if load_error:
+            conn.send(("error", f"{'build' if msg[0] == 'build' else 'run'}: {load_error}"))
+        elif msg[0] == "build":
+            try:
+                conn.send(("ok", build(task, msg[1], post_build)))
+            except Exception as e:      # noqa: BLE001
+                conn.send(("error", f"build: {_text(e)}"))
+        else:
+            if bench is None:
+                bench = _Bench(task)
+            t0 = time.perf_counter()
+            seconds, error = bench.run(*msg[1:])
+            conn.send(("error", error) if error else ("ok", (seconds, time.perf_counter() - t0)))
+
+
+class _Proc:
+    """One spawned worker process and its end of the pipe."""
+
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True,
+                                name="jitdl-tune-worker")
+        self.started = time.perf_counter()
+        self.proc.start()
+        child.close()
+        self.ready = False
+        self.task_id = None          # the task this process has loaded
+        self.job = None              # the index of the job in flight
+        self.deadline = None
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def death(self):
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+
+class _Pool:
+    """Processes that run jobs of one stage; one that dies or exceeds its time is
+    replaced, and its job is a failed one."""
+
+    def __init__(self, ctx, size, what):
+        self.ctx, self.size, self.what = ctx, size, what
+        self.procs = []
+        self.start_s = []            # seconds each process took to become ready
+
+    def start(self):
+        while len(self.procs) < self.size:
+            self.procs.append(_Proc(self.ctx))
+
+    def close(self):
+        for p in self.procs:
+            p.kill()
+        self.procs = []
+
+    def run(self, jobs, task_id, blob, timeout, first_extra=0.0):
+        """Run `jobs` (messages) -> [("ok", result) | ("error", text)] in their order.
+        A process that has not loaded the task gets it first and `first_extra` more
+        seconds for that job."""
+        try:
+            return self._run(jobs, task_id, blob, timeout, first_extra)
+        except BaseException:        # e.g. Ctrl-C: no reply may reach a later call
+            for k, p in enumerate(self.procs):
+                if p.job is not None:
+                    p.kill()
+                    self.procs[k] = _Proc(self.ctx)
+            raise
+
+    def _run(self, jobs, task_id, blob, timeout, first_extra):
+        results = [None] * len(jobs)
+        todo = list(range(len(jobs)))[::-1]
+        failed_starts = 0
+        self.start()
+        while todo or any(p.job is not None for p in self.procs):
+            for k, p in enumerate(self.procs):
+                if p.ready and p.job is None and todo:
+                    i = todo.pop()
+                    limit = timeout
+                    try:
+                        if p.task_id != task_id:
+                            p.conn.send(("task", task_id, blob))
+                            p.task_id, limit = task_id, timeout + first_extra
+                        p.conn.send(jobs[i])
+                    except OSError:     # it died while idle: a fresh one takes the job
+                        todo.append(i)
+                        p.kill()
+                        self.procs[k] = _Proc(self.ctx)
+                        continue
+                    p.job, p.deadline = i, time.perf_counter() + limit
+            ends = [p.deadline if p.ready else p.started + _START_TIMEOUT
+                    for p in self.procs if p.job is not None or not p.ready]
+            ready = wait_for([p.conn for p in self.procs] + [p.proc.sentinel for p in self.procs],
+                             max(0.0, min(ends) - time.perf_counter()) if ends else None)
+            now = time.perf_counter()
+            for k, p in enumerate(list(self.procs)):
+                lost = None
+                if p.conn in ready:
+                    try:
+                        msg = p.conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg is None:
+                        p.proc.join(5)
+                        lost = f"crash: the {self.what} process died ({p.death()})"
+                    elif msg[0] == "ready":
+                        p.ready = True
+                        self.start_s.append(now - p.started)
+                    else:
+                        results[p.job], p.job = msg, None
+                elif p.proc.sentinel in ready:
+                    p.proc.join(5)
+                    lost = f"crash: the {self.what} process died ({p.death()})"
+                elif p.ready and p.job is not None and now >= p.deadline:
+                    lost = f"timeout: the {self.what} took more than {timeout:g} s"
+                elif not p.ready and now >= p.started + _START_TIMEOUT:
+                    lost = f"crash: a {self.what} process did not start in {_START_TIMEOUT:g} s"
+                if lost is None:
+                    continue
+                p.kill()
+                if p.job is not None:
+                    results[p.job] = ("error", lost)
+                elif not p.ready:
+                    failed_starts += 1
+                    if failed_starts >= 3:       # the environment is broken: say so
+                        for i in todo:
+                            results[i] = ("error", f"{lost} (3 starts failed)")
+                        todo = []
+                self.procs[k] = _Proc(self.ctx)
+        return results
+
+    def pids(self):
+        return [p.proc.pid for p in self.procs]
+
+
+def _shutdown(*pools):
+    for pool in pools:
+        pool.close()
+
+
+class LocalRunner:
+    """Builds candidates in `n_parallel` spawned processes (default: the machine's
+    cores), then verifies and times them one at a time in one more. `timeout` bounds one
+    candidate's run (verify and time), `build_timeout` its build (default: `timeout`).
+    `repeat` repeats of calls lasting at least `min_repeat_ms` each; the time is their
+    median per call.
+
+    `_post_build(task, config, artifact) -> artifact` runs in the build process after
+    each build: a test hook that plants a candidate whose kernel is wrong or crashes."""
+
+    def __init__(self, n_parallel=None, timeout=10.0, repeat=5, min_repeat_ms=40,
+                 build_timeout=None, _post_build=None):
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        self.n_parallel = max(1, n_parallel or os.cpu_count() or 1)
+        self.timeout = float(timeout)
+        self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
+        self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
+        self.post_build = _post_build
+        self._builders = _Pool(ctx, self.n_parallel, "build")
+        self._timer = _Pool(ctx, 1, "timing")
+        self._lock = threading.Lock()
+        self._task = self._blob = None
+        self._ids = itertools.count(1)
+        self._task_id = None
+        # the processes stop when the runner is collected, or at the interpreter's exit
+        weakref.finalize(self, _shutdown, self._builders, self._timer)
+
+    def _ship(self, task):
+        """The pickled task and its id (pickled again only for another task object)."""
+        if task is not self._task:
+            self._task, self._blob = task, dumps_task(task, self.post_build)
+            self._task_id = next(self._ids)
+        return self._task_id, self._blob
+
+    def measure(self, task, configs) -> list:
+        """Build, verify and time each config: one Measurement per config, in order."""
+        configs = [dict(c) for c in configs]
+        with self._lock:
+            task_id, blob = self._ship(task)
+            self._timer.start()          # imports while the builds run
+            built = self._builders.run([("build", c) for c in configs], task_id, blob,
+                                       self.build_timeout)
+            out = [Measurement(c) for c in configs]
+            jobs, which = [], []
+            for m, (status, value) in zip(out, built):
+                if status == "ok":
+                    m.artifact, m.features, m.build_s = value
+                    jobs.append(("time", m.artifact, self.repeat, self.min_repeat_ms))
+                    which.append(m)
+                else:
+                    m.error = value
+            timed = self._timer.run(jobs, task_id, blob, self.timeout, self.build_timeout)
+            for m, (status, value) in zip(which, timed):
+                _finish(m, status, value)
+            return out
+
+    def pids(self) -> dict:
+        """The worker processes' ids: {"build": [...], "timing": [...]}."""
+        return {"build": self._builders.pids(), "timing": self._timer.pids()}
+
+    @property
+    def start_seconds(self) -> list:
+        """Seconds each worker process took from its start to ready (imports)."""
+        return self._builders.start_s + self._timer.start_s
+
+    def close(self):
+        """Stop the worker processes (a later measure() starts fresh ones)."""
+        with self._lock:
+            self._builders.close()
+            self._timer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _finish(m, status, value):
+    """Fill a built Measurement from its timing stage's reply."""
+    if status == "ok":
+        m.seconds, m.run_s = value
+        m.verified = True
+    else:
+        m.error, m.artifact = value, None
+
+
+# -- dask.distributed ------------------------------------------------------------------------
+
+_dask_state = {}          # per dask worker process: the last task loaded, its _Bench
+_dask_lock = threading.Lock()
+
+
+def _dask_task(task_key, blob):
+    """The task of `task_key` on this worker: loaded from `blob`, or kept from an
+    earlier job (None when this worker has not loaded it and no blob came)."""
+    import cloudpickle
+    if _dask_state.get("key") != task_key:
+        if blob is None:
+            return None
+        _dask_state.clear()
+        _dask_state["task"] = cloudpickle.loads(blob)
+        _dask_state["key"] = task_key
+    return _dask_state["task"]
+
+
+def _dask_build(task_key, blob, config):
+    try:
+        with _dask_lock:
+            loaded = _dask_task(task_key, blob)
+        if loaded is None:
+            return "need", None
+        return "ok", build(loaded[0], config, loaded[1])
+    except Exception as e:       # noqa: BLE001
+        return "error", f"build: {_text(e)}"
+
+
+def _dask_time(task_key, blob, art, repeat, min_repeat_ms):
+    try:
+        with _dask_lock:
+            loaded = _dask_task(task_key, blob)
+            if loaded is not None and "bench" not in _dask_state:
+                _dask_state["bench"] = _Bench(loaded[0])
+    except Exception as e:       # noqa: BLE001
+        return "error", f"run: cannot load the task: {_text(e)}"
+    if loaded is None:
+        return "need", None
+    t0 = time.perf_counter()
+    seconds, error = _dask_state["bench"].run(art, repeat, min_repeat_ms)
+    return ("error", error) if error else ("ok", (seconds, time.perf_counter() - t0))
+
+
+class DaskRunner:
+    """LocalRunner's work on a dask.distributed cluster: builds in parallel on its
+    workers, timings one at a time on one worker. The pickled task goes to a worker
+    only when it asks for it (a restarted worker asks again). A candidate that kills its
+    worker is a "crash" (set the scheduler's distributed.scheduler.allowed-failures to 0,
+    or dask retries it on other workers first); one past its timeout is a "timeout", and
+    its worker is restarted through its nanny (a thread cannot be stopped). A timeout
+    counts from the job's submission, so it includes the wait for a worker that
+    restarts: give dask more slack than a LocalRunner."""
+
+    def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
+                 build_timeout=None, _post_build=None):
+        try:
+            import distributed
+        except ImportError as e:
+            raise ImportError("jitdl: DaskRunner needs dask.distributed "
+                              "(pip install 'dask[distributed]')") from e
+        self._distributed = distributed
+        if isinstance(client_or_address, distributed.Client):
+            self.client, self._own = client_or_address, False
+        else:
+            self.client, self._own = distributed.Client(client_or_address), True
+        self.timeout = float(timeout)
+        self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
+        self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
+        self.post_build = _post_build
+        self._lock = threading.Lock()
+        self._task = self._key = self._blob = self._timed_on = None
+        self._ids = itertools.count(1)
+
+    def _ship(self, task):
+        """The task's key on the workers (pickled again only for another task object)."""
+        if task is not self._task:
+            self._task, self._blob = task, dumps_task(task, self.post_build)
+            self._key = f"{task.key}-{os.getpid()}-{id(self)}-{next(self._ids)}"
+        return self._key
+
+    def measure(self, task, configs) -> list:
+        """Build, verify and time each config: one Measurement per config, in order."""
+        configs = [dict(c) for c in configs]
+        with self._lock:
+            key = self._ship(task)
+            width = max(1, len(self._workers()))
+            built = self._run([(_dask_build, [key, None, c]) for c in configs], width,
+                              "build")
+            out = [Measurement(c) for c in configs]
+            jobs, which = [], []
+            for m, (status, value) in zip(out, built):
+                if status == "ok":
+                    m.artifact, m.features, m.build_s = value
+                    jobs.append((_dask_time, [key, None, m.artifact, self.repeat,
+                                              self.min_repeat_ms]))
+                    which.append(m)
+                else:
+                    m.error = value
+            timed = self._run(jobs, 1, "run")
+            for m, (status, value) in zip(which, timed):
+                _finish(m, status, value)
+            return out
+
+    def _workers(self):
+        return sorted(self.client.scheduler_info().get("workers", {}))
+
+    def _run(self, jobs, width, what):
+        """Submit jobs with at most `width` in flight; results in order. A job whose
+        worker lacks the task goes again with it. A "run" job goes to the first worker
+        (by address); the first there for a task has build_timeout more seconds (it
+        builds the reference)."""
+        dd = self._distributed
+        results = [None] * len(jobs)
+        todo = list(range(len(jobs)))[::-1]
+        flying = {}                  # future -> (index, deadline, limit)
+        while todo or flying:
+            while todo and len(flying) < width:
+                i = todo.pop()
+                fn, args = jobs[i]
+                where, limit = {}, self.build_timeout
+                if what == "run":
+                    self.client.wait_for_workers(1)
+                    worker, limit = self._workers()[0], self.timeout
+                    where = {"workers": [worker], "allow_other_workers": False}
+                    if self._timed_on != (args[0], worker) or args[1] is not None:
+                        self._timed_on, limit = (args[0], worker), limit + self.build_timeout
+                fut = self.client.submit(fn, *args, pure=False, **where)
+                flying[fut] = (i, time.perf_counter() + limit, limit)
+            first = min(d for _, d, _ in flying.values())
+            try:
+                done, _ = dd.wait(list(flying), return_when="FIRST_COMPLETED",
+                                  timeout=max(0.01, first - time.perf_counter()))
+            except TimeoutError:
+                done = ()
+            for fut in done:
+                i = flying.pop(fut)[0]
+                try:
+                    results[i] = fut.result()
+                except Exception as e:   # noqa: BLE001 - a killed worker, a lost result
+                    why = type(e).__name__ if type(e).__name__ == "KilledWorker" else _text(e)
+                    results[i] = ("error", f"crash: the dask worker died in the {what} "
+                                           f"({why})")
+                if results[i][0] == "need":
+                    jobs[i][1][1] = self._blob
+                    todo.append(i)
+            now = time.perf_counter()
+            for fut, (i, deadline, limit) in list(flying.items()):
+                if now >= deadline:
+                    flying.pop(fut)
+                    self._restart_holder(fut)
+                    results[i] = ("error", f"timeout: the {what} took more than {limit:g} s")
+        return results
+
+    def _restart_holder(self, fut):
+        """Cancel a hung job and restart the worker running it."""
+        holders = [w for w, keys in self.client.processing().items() if fut.key in keys]
+        fut.cancel()
+        if holders:
+            try:
+                self.client.restart_workers(holders)
+            except Exception:        # noqa: BLE001 - a worker without a nanny stays hung
+                pass
+
+    def close(self):
+        if self._own:
+            self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def get_runner(runner=None):
+    """The runner to measure with: a new LocalRunner for None, a DaskRunner for a
+    dask.distributed Client or a scheduler address, else `runner` itself."""
+    if runner is None:
+        return LocalRunner()
+    if isinstance(runner, str):
+        return DaskRunner(runner)
+    if type(runner).__module__.startswith("distributed"):
+        return DaskRunner(runner)
+    return runner
+
+
+def kernel_of(measurement):
+    """The kernel of a successful measurement's artifact, loaded in this process."""
+    return _load(measurement.artifact)
+
+
+__all__ = ["LocalRunner", "DaskRunner", "get_runner", "build", "fresh_inputs", "differs",
+           "dumps_task", "kernel_of"]

@@ -1,0 +1,349 @@
+"""Measurement runners: candidates built in spawned processes, verified against the
+default config on fresh inputs and timed; every planted failure (an exception, a crash,
+a hang, in the build or in the run, a wrong kernel) costs exactly one failed trial."""
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl import pipeline
+from jitdl.autotune.measure import LocalRunner, differs, fresh_inputs, get_runner, kernel_of
+from jitdl.autotune.task import Task, work_of
+from jitdl.runtime import engine
+
+F32 = np.float32
+_TEST_PID = os.getpid()       # travels by value: a worker sees that it is not this process
+
+MODES = ["ok", "build_error", "crash", "hang", "wrong", "run_crash", "run_hang", "run_error"]
+
+
+def make_matmul(name="mm"):
+    def mm(A, B):
+        (M, K), (_, N) = A.shape, B.shape
+        k = jd.reduce_axis(K, name="k")
+        return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+    mm.__name__ = mm.__qualname__ = name
+    return jd.compute(mm)
+
+
+def make_wrong():
+    """A definition with matmul's signature and another result (A @ B plus B's first row)."""
+    @jd.compute
+    def mm(A, B):
+        (M, K), (_, N) = A.shape, B.shape
+        k = jd.reduce_axis(K, name="k")
+        return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k) + B[0, j],
+                         name="C")
+    return mm
+
+
+def planted_schedule(s, cfg):
+    """matmul's schedule with a "mode" knob; in a worker process, the build modes fail
+    as they say (the run modes are planted by the runner's post-build hook)."""
+    mode = cfg.choice("mode", MODES)
+    C = s["C"]
+    i, j = C.axis
+    jo, ji = s.split(j, cfg.split("tj", j, [4, 8, 16]))
+    s.vectorize(ji)
+    if os.getpid() != _TEST_PID:
+        if mode == "build_error":
+            raise ValueError("planted build error")
+        if mode == "crash":
+            os.abort()
+        if mode == "hang":
+            time.sleep(600)
+
+
+def make_task(f, args, key="test"):
+    args = f._args(args, {})
+    specs = f._specs(args)
+    graph = f._trace(specs, args)
+    target = f._target(specs)
+    return Task(f.name, graph, target, f._options(), f._schedules.get(target.name),
+                f._space(specs), list(args), work_of(graph), key=key)
+
+
+def kernel_ir(symbol, body):
+    return (f"declare void @abort()\n"
+            f"define void @{symbol}(ptr %a, ptr %b, ptr %c) {{\nentry:\n{body}\n}}\n")
+
+
+def make_hook(task):
+    """The post-build hook planting the run modes: another definition's kernel with the
+    same signature (wrong), a kernel that aborts, one that loops forever, and an
+    artifact whose symbol is missing (loading it raises)."""
+    w = make_wrong()
+    wrong = pipeline.compile(w._trace(w._specs(task.args)), task.target, task.options)
+    sym = wrong.signature.symbol
+    abort_obj, _ = engine.optimize(kernel_ir(sym, "  call void @abort()\n  ret void"))
+    loop_obj, _ = engine.optimize(kernel_ir(
+        sym, "  br label %loop\nloop:\n  store volatile i32 0, ptr %c\n  br label %loop"))
+
+    def hook(task, config, art):
+        mode = config.get("mode")
+        if mode == "wrong":
+            return wrong
+        if mode == "run_crash":
+            return dataclasses.replace(art, obj=abort_obj)
+        if mode == "run_hang":
+            return dataclasses.replace(art, obj=loop_obj)
+        if mode == "run_error":
+            return dataclasses.replace(
+                art, signature=dataclasses.replace(art.signature, symbol="jd_missing"))
+        return art
+    return hook
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """(task, runner) for a 48x40x56 matmul with the planted schedule."""
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (48, 40)).astype(F32)
+    b = rng.uniform(-1, 1, (40, 56)).astype(F32)
+    task = make_task(f, (a, b))
+    runner = LocalRunner(n_parallel=2, timeout=4.0, repeat=3, min_repeat_ms=5,
+                         _post_build=make_hook(task))
+    yield task, runner
+    runner.close()
+
+
+def assert_good(m, task):
+    assert m.ok and m.verified and m.error is None, m
+    flops = task.work[1]
+    assert task.work[0] == "flop"
+    assert 1e6 < flops / m.seconds < 1e13, m.seconds      # 1 MFLOP/s .. 10 TFLOP/s
+    assert m.build_s > 0 and m.run_s > 0
+    assert m.artifact is not None and m.artifact.config["mode"] == m.config["mode"]
+    a, b = task.args
+    got = kernel_of(m)([a, b])
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_good_candidates_are_verified_and_timed(planted):
+    task, runner = planted
+    configs = [{"mode": "ok", "tj": t} for t in (4, 8, 16)]
+    ms = runner.measure(task, configs)
+    assert [m.config for m in ms] == configs
+    for m in ms:
+        assert_good(m, task)
+        assert m.artifact.config["tj"] == m.config["tj"]
+    pids = runner.pids()
+    starts = len(runner.start_seconds)
+    again = runner.measure(task, configs[:2])     # the same processes, nothing restarted
+    assert all(m.ok for m in again)
+    assert runner.pids() == pids and len(runner.start_seconds) == starts
+
+
+def test_a_process_killed_while_idle_is_replaced(planted):
+    import signal
+    task, runner = planted
+    runner.measure(task, [{"mode": "ok", "tj": 4}])
+    before = runner.pids()
+    os.kill(before["build"][0], signal.SIGKILL)
+    os.kill(before["timing"][0], signal.SIGKILL)
+    time.sleep(0.2)
+    ms = runner.measure(task, [{"mode": "ok", "tj": t} for t in (4, 8, 16)])
+    for m in ms:
+        assert_good(m, task)
+    after = runner.pids()
+    assert after["build"][0] != before["build"][0] and after["build"][1] == before["build"][1]
+    assert after["timing"] != before["timing"]
+
+
+@pytest.mark.parametrize("mode,prefix", [
+    ("build_error", "build: ValueError: planted build error"),
+    ("crash", "crash: the build process died (killed by SIGABRT)"),
+    ("hang", "timeout: the build took more than 4 s"),
+    ("wrong", "wrong output: output 0 differs at"),
+    ("run_crash", "crash: the timing process died (killed by SIGABRT)"),
+    ("run_hang", "timeout: the timing took more than 4 s"),
+    ("run_error", "run: RuntimeError: symbol jd_missing not found"),
+])
+def test_a_planted_failure_costs_one_trial(planted, mode, prefix):
+    task, runner = planted
+    configs = [{"mode": "ok", "tj": 8}, {"mode": mode, "tj": 8}, {"mode": "ok", "tj": 16}]
+    before = runner.pids()
+    ms = runner.measure(task, configs)
+    bad = ms[1]
+    assert bad.error.startswith(prefix), bad.error
+    assert bad.seconds is None and not bad.verified and bad.artifact is None
+    assert_good(ms[0], task)
+    assert_good(ms[2], task)
+    after = runner.pids()
+    died = {"crash": "build", "hang": "build", "run_crash": "timing", "run_hang": "timing"}
+    for kind in ("build", "timing"):
+        if died.get(mode) == kind:
+            assert after[kind] != before[kind]
+        else:
+            assert after[kind] == before[kind]
+
+
+def test_every_failure_in_one_batch(planted):
+    task, runner = planted
+    configs = [{"mode": m, "tj": 4} for m in MODES] + [{"mode": "ok", "tj": 16}]
+    ms = runner.measure(task, configs)
+    assert [m.ok for m in ms] == [True] + [False] * (len(MODES) - 1) + [True]
+    assert [m.error.split(":")[0] for m in ms[1:-1]] == [
+        "build", "crash", "timeout", "wrong output", "crash", "timeout", "run"]
+    assert_good(ms[0], task)
+    assert_good(ms[-1], task)
+
+
+def test_elementwise_and_no_knobs(rng):
+    @jd.compute
+    def ew(X, b):
+        return jd.tensor(X.shape, lambda i, j: jd.exp(X[i, j] * 0.5) + b[j], name="Y")
+    x, b = rng.uniform(-2, 2, (5, 7)).astype(F32), rng.uniform(-1, 1, 7).astype(F32)
+    task = make_task(ew, (x, b))
+    with LocalRunner(n_parallel=1, repeat=2, min_repeat_ms=2) as runner:
+        ms = runner.measure(task, [task.space.default(), task.space.default()])
+        assert [m.ok and m.verified for m in ms] == [True, True]
+        ref = np.exp(x.astype(np.float64) * 0.5) + b
+        np.testing.assert_allclose(kernel_of(ms[1])([x, b]), ref, rtol=1e-5)
+        pids = runner.pids()["build"] + runner.pids()["timing"]
+    for pid in pids:                  # close() stopped and reaped them
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_integer_indices_stay_valid_on_fresh_inputs(rng):
+    """A gather reads indices from data: fresh inputs keep them within the user's
+    [min, max], so verification runs the kernel within bounds."""
+    @jd.compute
+    def gather(X, idx):
+        return jd.tensor(idx.shape, lambda i: X[idx[i]] * 2.0, name="Y")
+    x = rng.uniform(-1, 1, 50).astype(F32)
+    idx = rng.integers(0, 50, 30).astype(np.int64)
+    task = make_task(gather, (x, idx))
+    with LocalRunner(n_parallel=1, repeat=2, min_repeat_ms=2) as runner:
+        (m,) = runner.measure(task, [task.space.default()])
+    assert m.ok and m.verified, m.error
+    np.testing.assert_allclose(kernel_of(m)([x, idx]), x[idx].astype(np.float64) * 2, rtol=1e-6)
+
+
+def test_fresh_inputs_are_like_the_users_but_new(rng):
+    f = rng.uniform(-3, 5, (40, 30)).astype(F32)
+    f[0, 0] = np.inf
+    i = rng.integers(-4, 9, 1000).astype(np.int32)
+    b = rng.random(64) < 0.3
+    new_f, new_i, new_b, scalar = fresh_inputs([f, i, b, 2.5], seed=1)
+    assert new_f.dtype == F32 and new_f.shape == f.shape and np.isfinite(new_f).all()
+    assert -3 <= new_f.min() and new_f.max() <= 5 and not np.array_equal(new_f, f)
+    assert new_i.dtype == np.int32 and new_i.min() == i.min() and new_i.max() == i.max()
+    assert not np.array_equal(new_i, i)
+    assert new_b.dtype == np.bool_ and 0 < new_b.sum() < 64
+    assert scalar == 2.5
+
+
+def test_differs_by_dtype(rng):
+    r32 = rng.uniform(-10, 10, (20, 20)).astype(F32)
+    assert differs(r32, r32 * (1 + 2e-6)) is None            # reordered sums
+    bad = r32.copy()
+    bad[3, 4] += 0.1
+    assert "output 0 differs at [3, 4] (1 of 400 elements)" in differs(r32, bad)
+    r64 = r32.astype(np.float64)
+    assert differs(r64, r64 * (1 + 1e-12)) is None
+    assert differs(r64, r64 * (1 + 1e-6)) is not None
+    ints = rng.integers(0, 100, 50)
+    assert differs(ints, ints + (np.arange(50) == 7)) is not None
+    nan = np.array([1.0, np.nan], F32)
+    assert differs(nan, nan.copy()) is None
+    assert "float64[2]" in differs(nan, nan.astype(np.float64))
+    assert differs((r32, ints), (r32, ints)) is None
+
+
+def test_get_runner():
+    r = LocalRunner(n_parallel=1)
+    assert get_runner(r) is r
+    fresh = get_runner()
+    assert isinstance(fresh, LocalRunner)
+    fresh.close()
+
+
+def test_workers_stop_at_exit_without_close(tmp_path):
+    """A runner never closed: the interpreter exits promptly and no worker outlives it."""
+    script = tmp_path / "user.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        import jitdl as jd
+        from jitdl.autotune.measure import LocalRunner
+        from jitdl.autotune.task import Task, work_of
+
+        @jd.compute
+        def scale(X):
+            return jd.tensor(X.shape, lambda i: X[i] * 3.0, name="Y")
+
+        def user_schedule(s, cfg):           # from __main__: pickled by value
+            (i,) = s["Y"].axis
+            io, ii = s.split(i, cfg.split("t", i, [4, 8]))
+            s.vectorize(ii)
+
+        if __name__ == "__main__":
+            jd.schedule(scale, target="cpu")(user_schedule)
+            x = np.random.default_rng(0).uniform(-1, 1, 100).astype(np.float32)
+            specs = scale._specs((x,))
+            graph = scale._trace(specs)
+            target = scale._target(specs)
+            task = Task("scale", graph, target, scale._options(), user_schedule,
+                        scale._space(specs), [x], work_of(graph))
+            r = LocalRunner(n_parallel=1, repeat=2, min_repeat_ms=2)
+            ms = r.measure(task, [{{"t": 4}}, {{"t": 8}}])
+            print([m.ok for m in ms], [m.error for m in ms])
+            print(*(r.pids()["build"] + r.pids()["timing"]))
+    """))
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("[True, True]"), out.stdout
+    assert time.perf_counter() - t0 < 60
+    time.sleep(0.5)
+    for pid in map(int, lines[1].split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.slow
+def test_dask_runner_on_a_local_cluster():
+    """The same stages on dask workers: builds spread, timings on one worker; a worker
+    killed by a crashing build is a "crash", a hung build a "timeout" (its worker
+    restarted); a wrong kernel fails verification; the good candidates still succeed."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+    from jitdl.autotune.measure import DaskRunner
+
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-1, 1, (32, 24)).astype(F32)
+    b = rng.uniform(-1, 1, (24, 40)).astype(F32)
+    task = make_task(f, (a, b))
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                      dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
+            runner = get_runner(client)
+            assert isinstance(runner, DaskRunner)
+            runner = DaskRunner(client, timeout=6.0, repeat=2, min_repeat_ms=5,
+                                _post_build=make_hook(task))
+            modes = ["ok", "crash", "ok", "wrong", "hang", "ok", "build_error", "ok"]
+            ms = runner.measure(task, [{"mode": m, "tj": 8} for m in modes])
+            errors = [m.error.split(":")[0] if m.error else None for m in ms]
+            assert errors == [None, "crash", None, "wrong output", "timeout", None, "build",
+                              None], [m.error for m in ms]
+            assert ms[1].error == "crash: the dask worker died in the build (KilledWorker)"
+            for m in ms:
+                if m.config["mode"] == "ok":
+                    assert_good(m, task)
+            again = runner.measure(task, [{"mode": "ok", "tj": 4}])
+            assert_good(again[0], task)
