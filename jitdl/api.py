@@ -798,13 +798,6 @@ def _describe(names, specs):
     return ", ".join(out)
 
 
-def _check_same(ref, got):
-    refs = ref if isinstance(ref, tuple) else (ref,)
-    gots = got if isinstance(got, tuple) else (got,)
-    for r, g in zip(refs, gots):
-        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
-
-
 def _median_time(k, args, repeat, min_time):
     """Median seconds per call of kernel k, after a warm-up, over `repeat` batches of
     calls that each take about min_time / repeat."""

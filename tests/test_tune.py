@@ -26,29 +26,31 @@ import os
 import time
 import jitdl as jd
 
-IN_WORKER = multiprocessing.parent_process() is not None   # (the space is found in the
-                                                           # user's process: no planting there)
+
+def in_worker():       # (the space is found in the user's process: no planting there)
+    return multiprocessing.parent_process() is not None
 
 @jd.compute{decorator}
 def mm(A, B):
     (M, K), (_, N) = A.shape, B.shape
     k = jd.reduce_axis(K, name="k")
-    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k){extra}, name="C")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j]{extra}, axis=k), name="C")
 
 @jd.schedule(mm)
 def mm_cpu(s, cfg):
     C = s["C"]
     i, j = C.axis
     (k,) = C.reduce_axis
+    tj = cfg.split("tj", j, candidates=[8, 16])
     mode = cfg.choice("mode", ["slow", "fast", "crash", "hang"])
-    if mode == "crash" and IN_WORKER:
+    if mode == "crash" and in_worker():
         os.abort()                   # runs in the build worker: a crashed candidate
-    if mode == "hang" and IN_WORKER:
+    if mode == "hang" and in_worker():
         time.sleep(3600)             # a hung candidate
-    if mode != "fast":               # the default: k outermost, no vectors
-        s.reorder(k, i, j)
+    if mode != "fast":               # the default: column by column, k innermost (strided)
+        s.reorder(j, i, k)
         return
-    jo, ji = s.split(j, cfg.split("tj", j, candidates=[8, 16]))
+    jo, ji = s.split(j, tj)
     s.reorder(i, jo, k, ji)
     s.vectorize(ji)
 '''
@@ -70,7 +72,7 @@ def _runner():
     return jd.tune.LocalRunner(n_parallel=2, timeout=20.0, build_timeout=5.0)
 
 
-def _inputs(rng, m=96, k=64, n=80):
+def _inputs(rng, m=64, k=512, n=512):
     return (rng.standard_normal((m, k)).astype(np.float32),
             rng.standard_normal((k, n)).astype(np.float32))
 
@@ -90,12 +92,13 @@ def test_tune_finds_a_verified_faster_config_and_survives_planted_failures(
         rng, tmp_path, runner):
     mod, _ = _module(tmp_path, "tune_planted")
     a, b = _inputs(rng)
-    result = mod.mm.tune(a, b, trials=6, tuner="grid", runner=runner, progress=False)
+    # the grid: tj=8 with each mode, then tj=16 with the slow default
+    result = mod.mm.tune(a, b, trials=5, tuner="grid", runner=runner, progress=False)
     errors = {m.config["mode"]: m.error for m in result.measurements if not m.ok}
     assert set(errors) == {"crash", "hang"}, errors          # one failed trial each
-    assert errors["crash"].startswith(("crash", "build")), errors["crash"]
+    assert errors["crash"].startswith("crash"), errors["crash"]
     assert errors["hang"].startswith("timeout"), errors["hang"]
-    assert result.trials == 6 and result.failed == 2
+    assert result.trials == 5 and result.failed == 2
     assert result.config["mode"] == "fast" and result.speedup > 1.0
     config, seconds = result                                  # unpacks as before
     assert config == result.config and seconds == result.seconds
@@ -104,7 +107,7 @@ def test_tune_finds_a_verified_faster_config_and_survives_planted_failures(
     np.testing.assert_allclose(mod.mm(a, b), _ref(a, b), rtol=1e-4, atol=1e-4)
     assert mod.mm._configs[mod.mm._key((a, b))]["mode"] == "fast"
     recs = mod.mm.tuning_records(a, b)
-    assert len(recs) == 6 and recs[0].verified and recs[0].config["mode"] == "fast"
+    assert len(recs) == 5 and recs[0].verified and recs[0].config["mode"] == "fast"
     assert sum(r.seconds is None for r in recs) == 2
 
 
@@ -160,7 +163,7 @@ def test_a_later_process_applies_the_record_with_zero_trials(rng, tmp_path, runn
 def test_background_tuning_swaps_a_faster_kernel_in_without_blocking(rng, tmp_path):
     mod, _ = _module(tmp_path, "tune_background", decorator='(autotune="background")')
     f = mod.mm
-    a, b = _inputs(rng, 128, 96, 112)
+    a, b = _inputs(rng)
     ref = _ref(a, b)
     key = f._key((a, b))
     first = f(a, b)

@@ -23,6 +23,7 @@ DaskRunner submits the same two stages to a dask.distributed cluster.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -265,6 +266,34 @@ def _serve(conn):
             conn.send(("error", error) if error else ("ok", (seconds, time.perf_counter() - t0)))
 
 
+_start_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """Start a spawned process without it importing the user's __main__: a worker needs
+    nothing from it (the task arrives by cloudpickle), and a script without an
+    `if __name__ == "__main__":` guard would otherwise run again in every worker, start
+    workers of its own and fail (multiprocessing's bootstrapping error)."""
+    main = sys.modules.get("__main__")
+    with _start_lock:
+        if main is None:
+            yield
+            return
+        missing = object()
+        saved = {k: main.__dict__.get(k, missing) for k in ("__spec__", "__file__")}
+        main.__spec__ = None
+        main.__dict__.pop("__file__", None)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is missing:
+                    main.__dict__.pop(k, None)
+                else:
+                    main.__dict__[k] = v
+
+
 class _Proc:
     """One spawned worker process and its end of the pipe."""
 
@@ -273,7 +302,8 @@ class _Proc:
         self.proc = ctx.Process(target=_serve, args=(child,), daemon=True,
                                 name="jitdl-tune-worker")
         self.started = time.perf_counter()
-        self.proc.start()
+        with _main_hidden():
+            self.proc.start()
         child.close()
         self.ready = False
         self.task_id = None          # the task this process has loaded
