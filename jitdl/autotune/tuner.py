@@ -189,8 +189,8 @@ class XGBTuner(Tuner):
     """The cost model with a model optimiser. Each batch after the first: refit the model
     on every measurement (and the `history` of other shapes), run `n_chains` simulated
     annealing chains over the knob space scoring `n_chains` points per model call, then
-    take the best candidates that differ from each other in at least `min_diff` knobs,
-    and an `epsilon` share of random points. The first batch (no model yet) is the
+    take from the `plan_size` best candidates (at least 2n) those that differ from each
+    other in at least `min_diff` knobs, and an `epsilon` share of random points. The first batch (no model yet) is the
     default config and random points; with a history it is already the model's.
 
     featurize maps a config to its feature vector (features.of_config bound to a task;
@@ -199,7 +199,7 @@ class XGBTuner(Tuner):
     featurized per batch (lowering costs milliseconds each), and every vector is kept."""
 
     def __init__(self, space, featurize=None, seed=0, plan_size=64, n_chains=32,
-                 history=None, epsilon=0.05, max_featurized=600, steps=200, min_diff=None):
+                 history=None, epsilon=0.05, max_featurized=500, steps=200, min_diff=None):
         super().__init__(space, seed)
         self.featurize = featurize or self._knob_features
         self.plan_size, self.n_chains, self.epsilon = plan_size, n_chains, epsilon
@@ -344,11 +344,11 @@ class XGBTuner(Tuner):
         return pool
 
     def _pick(self, pool, n):
-        """The n best of the pool by score, skipping points that differ from one already
+        """n of the pool's best by score, skipping points that differ from one already
         picked in fewer than min_diff knobs (relaxed when too few are left)."""
         if n <= 0:
             return []
-        ranked = sorted(pool, key=pool.get, reverse=True)[:max(4 * n, 64)]
+        ranked = sorted(pool, key=pool.get, reverse=True)[:max(self.plan_size, 2 * n)]
         picked = []
         for need in range(self.min_diff, -1, -1):
             for p in ranked:
