@@ -170,7 +170,7 @@ def tune_clear(rec, args):
 def _tune(args):
     """Run a tune command; its warnings (a damaged file, a skipped row) are printed as
     plain lines, without the source location Python would add."""
-    from jitdl.autotune.records import Records
+    from jitdl.autotune.records import Records   # lazy: the CLI fronts the records too
 
     def show(message, *_):
         print(message, file=sys.stderr)
