@@ -277,7 +277,7 @@ def _broadcast_operand(st, last, cand):
 class _TileChoices:
     """The decisions about one register-tiled reduction besides its tile sizes; each is
     a knob whose default is the rule's choice (from _pack_plan)."""
-    pack: tuple          # (tensor, dim, factor) of each operand to pack, streamed first
+    pack: tuple          # (tensor, dim, factor, "j" or "i": the tile loop over its panels)
     nc: int | None       # columns per block (a multiple of the tile width), None: no blocks
     kc: int | None       # steps of reduction axis k per block, None: no blocks of k
     k: int               # the reduction axis that kc splits
@@ -331,7 +331,7 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
         (r for r, ax in enumerate(op.reduce_axes) if streamed is not None and any(
             ix is ax.var for acc in walk_expr(op.body) if isinstance(acc, Access)
             and acc.tensor is streamed[0] for ix in acc.indices)), 0)
-    pack = ((plan.tensor, plan.dim, tj),) if plan is not None else ()
+    pack = ((plan.tensor, plan.dim, tj, "j"),) if plan is not None else ()
     rule = _TileChoices(pack, plan.nc if plan else None, plan.kc if plan else None, k,
                         "rows", 1)
     if cfg is None:
@@ -363,9 +363,9 @@ def _pack_choice(name, st, last, tj, cand, ti, rule, cfg):
     streamed, bcast = _streamed_operand(st, last), _broadcast_operand(st, last, cand)
     kinds = {"none": ()}
     if streamed is not None:
-        kinds[streamed[0].name] = ((streamed[0].name, streamed[1], tj),)
+        kinds[streamed[0].name] = ((streamed[0].name, streamed[1], tj, "j"),)
     if bcast is not None and ti:
-        a = ((bcast[0].name, bcast[1], ti),)
+        a = ((bcast[0].name, bcast[1], ti, "i"),)
         kinds[bcast[0].name] = a
         if streamed is not None:
             kinds[f"{bcast[0].name}+{streamed[0].name}"] = kinds[streamed[0].name] + a
@@ -379,7 +379,10 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
     the block in vector registers and streams rows of the contiguous operand). With
     blocks (columns, then reduction steps) the block loops go outermost, the packs are
-    computed at the innermost of them and the tiles inside run in parallel."""
+    computed at the innermost of them and the tiles inside run in parallel. The knob
+    pack_at="tile" computes the pack of the operand the outer tile loop walks (A's row
+    panels when row tiles are outside) at that loop instead, inside the parallel loop:
+    each thread packs the panel it reuses across the inner tile loop."""
     sizes = _tile_sizes(s, name, st, target, cfg)
     if sizes is None:
         return False
@@ -387,7 +390,7 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
     op = st.tensor.op
     data, red = list(op.axes), [Axis(name, r.name) for r in op.reduce_axes]
     ch = _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow)
-    packs = [s.pack(t, s[name], dim, f) for t, dim, f in ch.pack]
+    packs = [s.pack(t, s[name], dim, f) for t, dim, f, _ in ch.pack]
     jo, ji = s.split(Axis(name, last.name), tj)
     blocks = []
     if ch.nc is not None:
@@ -400,8 +403,7 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
     if ch.unroll_k > 1:
         red[-1], ku = s.split(red[-1], ch.unroll_k)
         unrolled.append(ku)
-    order_outer = []
-    inner = []
+    order_outer, inner, io = [], [], None
     for a in data[:-1]:
         if cand is not None and a is cand and ti:
             io, ii = s.split(Axis(name, a.name), ti)
@@ -414,14 +416,29 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
     for ax in unrolled + inner:
         s.unroll(ax)
     s.unroll(ji)
-    if blocks:
+    at_tile = bool(packs) and cfg is not None and "compute_at" in allow and \
+        cfg.choice(f"{name}.pack_at", ["block", "tile"]) == "tile"
+    if blocks or at_tile:
         if "parallel" in allow:
             _parallelize(s, name, st, num_threads, target, start=len(blocks), cfg=cfg)
-        for packed in packs:
-            s.compute_at(packed, s[name], blocks[-1])
+        outer = ("i", io) if ch.order == "rows" and io is not None else ("j", jo)
+        for (_, _, _, along), packed in zip(ch.pack, packs):
+            loop = outer[1] if at_tile and along == outer[0] else \
+                blocks[-1] if blocks else None
+            if loop is None:
+                continue                  # (packed whole: see auto_schedule)
+            s.compute_at(packed, s[name], Axis(name, _leaf_of(st, loop.name)))
             if "vectorize" in allow:
                 s.vectorize(packed.axis[-1])
     return True
+
+
+def _leaf_of(st, loop):
+    """The current loop of st that `loop` became (itself, or the loop it was fused into)."""
+    while loop not in st.leaves:
+        loop = next(r.fused for r in st.relations if getattr(r, "fused", None) and
+                    loop in (r.outer, r.inner))
+    return loop
 
 
 def _work(st):
@@ -473,9 +490,10 @@ def _parallelize(s, name, st, num_threads, target, work=None, start=0, cfg=None)
 def _vectorize(s, name, st, inner, target, cfg):
     """Vectorise the innermost loop. With cfg, a knob may first split it so that the
     vector loop is a given multiple of the target's lanes wide (the outer part a serial
-    loop): wider keeps more independent vectors in flight, narrower leaves no long tail."""
+    loop): wider keeps more independent vectors in flight, narrower leaves no long tail.
+    A stage with less work than a parallel loop needs gets no such knob."""
     ax = Axis(name, inner)
-    if cfg is not None:
+    if cfg is not None and _work(st) >= target.parallel_min_work:
         lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
         ext = st.axes[inner].extent
         width = cfg.choice(f"{name}.vector",
