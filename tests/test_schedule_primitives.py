@@ -175,7 +175,7 @@ def test_tune_searches_auto_knobs(rng):
     a = rng.standard_normal((64, 48)).astype(np.float32)
     b = rng.standard_normal((48, 96)).astype(np.float32)
     best, seconds = f.tune(a, b, trials=3)
-    assert set(best) <= {"C.tile_j", "C.tile_i"} and seconds > 0
+    assert set(best) <= set(f.config_space(a, b).names) and seconds > 0
     check(f, (a, b), a.astype(np.float64) @ b, F32, 1e-4, 1e-4)
 
 

@@ -118,10 +118,9 @@ def _tile_sizes(s, name, st, target, cfg=None):
         8 if last.extent % 8 == 0 else None
     if tj is None:
         return None
+    widths = [f for f in (lanes, 2 * lanes, 3 * lanes, 4 * lanes, 32, 64) if f <= last.extent]
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
-        tj = cfg.split(f"{name}.tile_j", last.extent,
-                       [tj] + [f for f in (lanes, 2 * lanes, 3 * lanes, 4 * lanes, 32, 64)
-                               if f != tj and f <= last.extent])
+        tj = cfg.split(f"{name}.tile_j", last.extent, [tj] + widths)
     shared = _vars_with(st, last.var)
     cands = [a for a in data[:-1] if a.var not in shared]
     cand = max(cands, key=lambda a: a.extent) if cands else None
@@ -130,11 +129,23 @@ def _tile_sizes(s, name, st, target, cfg=None):
         budget = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
         ti = min(max(budget // tj, 1), cand.extent)
         if cfg is not None:
+            rows = _tile_rows(target, lanes, widths)
             ti = cfg.split(f"{name}.tile_i", cand.extent,
-                           [ti] + [f for f in (1, 2, 4, 6, 8, 12, 16) if f != ti
-                                   and f <= cand.extent])
+                           [ti] + [f for f in rows if f <= cand.extent])
         ti = ti if ti and ti > 1 else None
     return last, tj, (cand if ti else None), ti
+
+
+def _tile_rows(target, lanes, widths):
+    """Row counts a tuner may try for a register tile: small ones, and for each tile
+    width those whose accumulators leave 2, 4 or 8 vector registers to stream operands
+    (14 x 32 and 12 x 32 float32 on AVX-512, 7 x 16 and 6 x 16 on AVX2); at most 16,
+    as the unrolled tile's code grows with its rows."""
+    rows = [1, 2, 4, 6, 8, 12, 16]
+    for w in widths:
+        per_row = -(-w // lanes)
+        rows += [(target.vector_registers - spare) // per_row for spare in (2, 4, 8)]
+    return [r for r in dict.fromkeys(rows) if 1 <= r <= 16]
 
 
 @dataclass(frozen=True)
@@ -234,30 +245,165 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
     return True
 
 
+def _streamed_operand(st, last):
+    """(tensor, dim) of the operand a register tile reads along its contiguous axis
+    (B[k, j] in C[i, j] = sum(A[i, k] * B[k, j])): it can be packed into panels of the
+    tile's width. None when no operand has the last axis alone as its last index."""
+    for acc in [n for n in walk_expr(st.tensor.op.body) if isinstance(n, Access)]:
+        t = acc.tensor
+        if t.ndim >= 2 and acc.indices[-1] is last.var \
+                and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+            return t, t.ndim - 1
+    return None
+
+
+def _broadcast_operand(st, last, cand):
+    """(tensor, dim) of the operand a register tile reads once per row and reduction step
+    (A[i, k]: a scalar broadcast across the tile's width): packed into panels of the
+    tile's rows, the ti values of one step are contiguous. None when there is none."""
+    if cand is None:
+        return None
+    red = {r.var for r in st.tensor.op.reduce_axes}
+    for acc in [n for n in walk_expr(st.tensor.op.body) if isinstance(n, Access)]:
+        vs = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+        dims = [d for d, ix in enumerate(acc.indices) if ix is cand.var]
+        if acc.tensor.ndim >= 2 and last.var not in vs and vs & red and len(dims) == 1 \
+                and sum(cand.var is v for i in acc.indices for v in walk_expr(i)) == 1:
+            return acc.tensor, dims[0]
+    return None
+
+
+@dataclass(frozen=True)
+class _TileChoices:
+    """The decisions about one register-tiled reduction besides its tile sizes; each is
+    a knob whose default is the rule's choice (from _pack_plan)."""
+    pack: tuple          # (tensor, dim, factor, "j" or "i": the tile loop over its panels)
+    nc: int | None       # columns per block (a multiple of the tile width), None: no blocks
+    kc: int | None       # steps of reduction axis k per block, None: no blocks of k
+    k: int               # the reduction axis that kc splits
+    order: str           # "rows": row tiles outside column tiles; "cols": the reverse
+    unroll_k: int        # the innermost reduction loop unrolled by this factor
+
+
+def _reduction_depth(st, k):
+    """Elements of the streamed operand one step of reduction axis k reads per column
+    (the extents of the reduction axes inside k: r * s of a convolution, 1 for a matmul)."""
+    n = 1
+    for r in st.tensor.op.reduce_axes[k + 1:]:
+        n *= r.extent
+    return n
+
+
+def _k_block_options(st, k, tj, target):
+    """Steps of reduction axis k per block a tuner may try: those whose panel of the
+    streamed operand (k steps x the tile width) takes a quarter, half, all or twice the
+    L1 cache (BLIS's kc: 256 float32 with 16-wide tiles and 32 KiB of L1, 384 with
+    32-wide tiles and 48 KiB); the whole axis means no blocks."""
+    itemsize = dtypes.itemsize(st.tensor.dtype)
+    extent = st.tensor.op.reduce_axes[k].extent
+    base = target.l1_bytes // (tj * itemsize * _reduction_depth(st, k))
+    opts = [max(1, base * f // 4 // 16 * 16 or base * f // 4) for f in (1, 2, 4, 8)]
+    return [o for o in opts if o < extent] + [extent]
+
+
+def _column_block_options(st, k, tj, n, target):
+    """Columns per block a tuner may try (multiples of the tile width): those whose
+    block of the streamed operand, one L1-sized k block deep, takes half of L2, all of
+    it, or the target's pack budget (L3); all n columns means no column blocks."""
+    itemsize = dtypes.itemsize(st.tensor.dtype)
+    depth = _reduction_depth(st, k)
+    kc = min(st.tensor.op.reduce_axes[k].extent,
+             max(1, target.l1_bytes // (tj * itemsize * depth)))
+    col = kc * depth * itemsize
+    opts = [max(tj, b // col // tj * tj)
+            for b in (target.l2_bytes // 2, target.l2_bytes, target.pack_block_bytes)]
+    return [o for o in opts if o < n] + [n]
+
+
+def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
+    """The knobs of a register-tiled reduction: which operands to pack, cache blocks of
+    its columns and reduction steps, the order of its tile loops, the unrolling of its
+    reduction loop. Without cfg, or at a knob's default, the rule's choices."""
+    op = st.tensor.op
+    plan = _pack_plan(s, st, last, tj, cand, ti, target, allow) if "pack" in allow else None
+    streamed = _streamed_operand(st, last)
+    k = plan.k if plan is not None and plan.k is not None else next(
+        (r for r, ax in enumerate(op.reduce_axes) if streamed is not None and any(
+            ix is ax.var for acc in walk_expr(op.body) if isinstance(acc, Access)
+            and acc.tensor is streamed[0] for ix in acc.indices)), 0)
+    pack = ((plan.tensor, plan.dim, tj, "j"),) if plan is not None else ()
+    rule = _TileChoices(pack, plan.nc if plan else None, plan.kc if plan else None, k,
+                        "rows", 1)
+    if cfg is None:
+        return rule
+    n, k_ext = last.extent, op.reduce_axes[k].extent
+    kc = cfg.split(f"{name}.tile_k", k_ext,
+                   [rule.kc or k_ext] + _k_block_options(st, k, tj, target))
+    nc = cfg.split(f"{name}.block_j", n, [rule.nc or n] + _column_block_options(
+        st, k, tj, n, target))
+    if "pack" in allow:
+        pack = _pack_choice(name, st, last, tj, cand, ti, rule, cfg)
+    order = cfg.choice(f"{name}.order", ["rows", "cols"])
+    inner = op.reduce_axes[-1].extent
+    unroll = cfg.split(f"{name}.unroll_k", inner, [1] + [u for u in (2, 4) if u < inner])
+    # (the unrolled body stays within four register files of accumulators: compile time)
+    body = 4 * target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
+    unroll = max(1, min(unroll, body // (tj * (ti or 1))))
+    if "compute_at" not in allow and (nc < n or kc < k_ext):
+        pack = ()                # (a pack per block is computed at the block loop)
+    nc = rule.nc if nc == (rule.nc or n) else nc // tj * tj if tj <= nc < n else None
+    kc = rule.kc if kc == (rule.kc or k_ext) else kc if kc < k_ext else None
+    return _TileChoices(pack, nc, kc, k, order, unroll)
+
+
+def _pack_choice(name, st, last, tj, cand, ti, rule, cfg):
+    """The `pack` knob: which operands to copy into tile-shaped panels, "B" (the streamed
+    operand, panels of the tile's width), "A" (the broadcast one, panels of its rows),
+    both or none; the rule's choice first."""
+    streamed, bcast = _streamed_operand(st, last), _broadcast_operand(st, last, cand)
+    kinds = {"none": ()}
+    if streamed is not None:
+        kinds[streamed[0].name] = ((streamed[0].name, streamed[1], tj, "j"),)
+    if bcast is not None and ti:
+        a = ((bcast[0].name, bcast[1], ti, "i"),)
+        kinds[bcast[0].name] = a
+        if streamed is not None:
+            kinds[f"{bcast[0].name}+{streamed[0].name}"] = kinds[streamed[0].name] + a
+    default = "+".join(p[0] for p in reversed(rule.pack)) or "none"
+    kinds.setdefault(default, rule.pack)
+    return kinds[cfg.choice(f"{name}.pack", [default] + list(kinds))]
+
+
 def _register_tile(s, name, st, target, cfg, allow, num_threads):
     """Tile a reduction whose innermost data loop is contiguous: a ti x tj block of the
     output stays in registers while the reduction runs (fully unrolled, so LLVM keeps
-    the block in vector registers and streams rows of the contiguous operand). With a
-    pack per block, the block loops (columns, then reduction steps) go outermost, the
-    pack is computed at the innermost of them and the row blocks inside run in parallel."""
+    the block in vector registers and streams rows of the contiguous operand). With
+    blocks (columns, then reduction steps) the block loops go outermost, the packs are
+    computed at the innermost of them and the tiles inside run in parallel. The knob
+    pack_at="tile" computes the pack of the operand the outer tile loop walks (A's row
+    panels when row tiles are outside) at that loop instead, inside the parallel loop:
+    each thread packs the panel it reuses across the inner tile loop."""
     sizes = _tile_sizes(s, name, st, target, cfg)
     if sizes is None:
         return False
     last, tj, cand, ti = sizes
     op = st.tensor.op
     data, red = list(op.axes), [Axis(name, r.name) for r in op.reduce_axes]
-    plan = _pack_plan(s, st, last, tj, cand, ti, target, allow) if "pack" in allow else None
-    packed = s.pack(plan.tensor, s[name], plan.dim, tj) if plan is not None else None
+    ch = _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow)
+    packs = [s.pack(t, s[name], dim, f) for t, dim, f, _ in ch.pack]
     jo, ji = s.split(Axis(name, last.name), tj)
     blocks = []
-    if plan is not None and plan.nc is not None:
-        jc, jo = s.split(jo, plan.nc // tj)
+    if ch.nc is not None:
+        jc, jo = s.split(jo, ch.nc // tj)
         blocks.append(jc)
-        if plan.kc is not None:
-            kc, red[plan.k] = s.split(red[plan.k], plan.kc)
-            blocks.append(kc)
-    order_outer = []
-    inner = []
+    if ch.kc is not None:
+        kc, red[ch.k] = s.split(red[ch.k], ch.kc)
+        blocks.append(kc)
+    unrolled = []
+    if ch.unroll_k > 1:
+        red[-1], ku = s.split(red[-1], ch.unroll_k)
+        unrolled.append(ku)
+    order_outer, inner, io = [], [], None
     for a in data[:-1]:
         if cand is not None and a is cand and ti:
             io, ii = s.split(Axis(name, a.name), ti)
@@ -265,17 +411,34 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
             inner.append(ii)
         else:
             order_outer.append(Axis(name, a.name))
-    s.reorder(*blocks, *order_outer, jo, *red, *inner, ji)
-    for ax in inner:
+    tiles = order_outer + [jo] if ch.order == "rows" else [jo] + order_outer
+    s.reorder(*blocks, *tiles, *red, *unrolled, *inner, ji)
+    for ax in unrolled + inner:
         s.unroll(ax)
     s.unroll(ji)
-    if blocks:
+    at_tile = bool(packs) and cfg is not None and "compute_at" in allow and \
+        cfg.choice(f"{name}.pack_at", ["block", "tile"]) == "tile"
+    if blocks or at_tile:
         if "parallel" in allow:
-            _parallelize(s, name, st, num_threads, target, start=len(blocks))
-        s.compute_at(packed, s[name], blocks[-1])
-        if "vectorize" in allow:
-            s.vectorize(packed.axis[-1])
+            _parallelize(s, name, st, num_threads, target, start=len(blocks), cfg=cfg)
+        outer = ("i", io) if ch.order == "rows" and io is not None else ("j", jo)
+        for (_, _, _, along), packed in zip(ch.pack, packs):
+            loop = outer[1] if at_tile and along == outer[0] else \
+                blocks[-1] if blocks else None
+            if loop is None:
+                continue                  # (packed whole: see auto_schedule)
+            s.compute_at(packed, s[name], Axis(name, _leaf_of(st, loop.name)))
+            if "vectorize" in allow:
+                s.vectorize(packed.axis[-1])
     return True
+
+
+def _leaf_of(st, loop):
+    """The current loop of st that `loop` became (itself, or the loop it was fused into)."""
+    while loop not in st.leaves:
+        loop = next(r.fused for r in st.relations if getattr(r, "fused", None) and
+                    loop in (r.outer, r.inner))
+    return loop
 
 
 def _work(st):
@@ -285,15 +448,20 @@ def _work(st):
     return w
 
 
-def _parallelize(s, name, st, num_threads, target, work=None, start=0):
-    """Fuse leading data loops (from leaf `start` on) until there are enough iterations,
-    run them in parallel (once: a stage with a parallel loop keeps it)."""
+def _parallelize(s, name, st, num_threads, target, work=None, start=0, cfg=None):
+    """Fuse leading data loops (from leaf `start` on) until there are enough iterations
+    (four per thread, so that uneven blocks even out), run them in parallel (once: a
+    stage with a parallel loop keeps it). With cfg, the iterations per thread are a knob
+    (0: the stage runs serially)."""
     if work is None:
         work = 1
         for n in st.leaves:
             work *= st.axes[n].extent
     if num_threads <= 1 or work < target.parallel_min_work \
             or any(st.axes[n].kind == ForKind.PARALLEL for n in st.leaves):
+        return
+    grain = cfg.choice(f"{name}.parallel", [4, 1, 2, 16, 0]) if cfg is not None else 4
+    if not grain:
         return
     data = [n for n in st.leaves[start:] if not st.axes[n].reduce]
     attached = {x.attach_to[1] for x in s.stages.values()
@@ -310,13 +478,29 @@ def _parallelize(s, name, st, num_threads, target, work=None, start=0):
         ext = 1
         for m in lead:
             ext *= st.axes[m].extent
-        if ext >= 4 * num_threads:
+        if ext >= grain * num_threads:
             break
     if lead and lead == data and len(lead) > 1:
         lead = lead[:-1]            # keep the innermost loop for SIMD
     if lead:
         ax = s.fuse(*[Axis(name, n) for n in lead]) if len(lead) > 1 else Axis(name, lead[0])
         s.parallel(ax)
+
+
+def _vectorize(s, name, st, inner, target, cfg):
+    """Vectorise the innermost loop. With cfg, a knob may first split it so that the
+    vector loop is a given multiple of the target's lanes wide (the outer part a serial
+    loop): wider keeps more independent vectors in flight, narrower leaves no long tail.
+    A stage with less work than a parallel loop needs gets no such knob."""
+    ax = Axis(name, inner)
+    if cfg is not None and _work(st) >= target.parallel_min_work:
+        lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
+        ext = st.axes[inner].extent
+        width = cfg.choice(f"{name}.vector",
+                           ["loop"] + [lanes * m for m in (1, 2, 4) if lanes * m < ext])
+        if width != "loop":
+            ax = s.split(ax, width)[1]
+    s.vectorize(ax)
 
 
 def _inlined_accesses(s, st, tensor):
@@ -354,12 +538,14 @@ def _attached(s, name):
     return any(x.attach == "at" and x.attach_to[0] == name for x in s.stages.values())
 
 
-def _fuse_row_reductions(s, outputs, target, allow):
+def _fuse_row_reductions(s, outputs, target, allow, cfg=None):
     """Compute row-wise producers (row statistics: max, sum, mean, variance; rows of an
     expensive intermediate such as exp) inside the outer loop of the stage that reads
     them: P[i, ...] read at row i by Y[i, ...] and by stages already computed there. Each
     row of the input is then read from memory once and re-read from cache (or from the
-    row's buffer when a row is wider than the cache: still one row, not the whole P)."""
+    row's buffer when a row is wider than the cache: still one row, not the whole P).
+    With cfg, a knob per producer may keep it whole instead (an elementwise one is then
+    inlined into its readers)."""
     for name in reversed(list(s.stages)):
         st = s.stages[name]
         if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0 \
@@ -385,7 +571,7 @@ def _fuse_row_reductions(s, outputs, target, allow):
             var = first.var if x is cons else own[0].var
             ok = ok and all(acc.indices[0] is var
                             for acc in _inlined_accesses(s, x, st.tensor))
-        if ok:
+        if ok and (cfg is None or cfg.choice(f"{name}.at_row", [True, False])):
             s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
 
 
@@ -457,7 +643,7 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
                 s.compute_inline(s[name])
     epilogues = set()
     if "compute_at" in allow:
-        _fuse_row_reductions(s, outputs, target, allow)
+        _fuse_row_reductions(s, outputs, target, allow, cfg)
     for name in list(s.stages) if {"compute_at", "tile"} <= allow else ():
         st = s.stages[name]
         op = st.tensor.op
@@ -488,7 +674,7 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
                       and x.tensor.name in epilogues and x.attach_to[0] == name]
         if inner_work:                   # an epilogue: tiled with its producer's block
             if "parallel" in allow:
-                _parallelize(s, name, st, num_threads, target, max(inner_work))
+                _parallelize(s, name, st, num_threads, target, max(inner_work), cfg=cfg)
             continue
         op = st.tensor.op
         data = [a.name for a in op.axes]
@@ -501,11 +687,11 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
             # i, k, j: the reduction walks rows, the innermost loop streams along j
             s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
         if "parallel" in allow:
-            _parallelize(s, name, st, num_threads, target)
+            _parallelize(s, name, st, num_threads, target, cfg=cfg)
         inner = st.leaves[-1] if st.leaves else None
         if "vectorize" in allow and inner is not None and not st.axes[inner].reduce and \
                 st.axes[inner].kind == ForKind.SERIAL and st.axes[inner].extent >= 4:
-            s.vectorize(Axis(name, inner))
+            _vectorize(s, name, st, inner, target, None if inner in at else cfg)
     for name, st in s.stages.items():       # the packs made above, packed whole
         if name not in own and st.attach == "root" and \
                 not any(a.kind != ForKind.SERIAL for a in st.axes.values()):
