@@ -537,8 +537,8 @@ class Function:
         kind = tuner if isinstance(tuner, str) else type(tuner).__name__
 
         def trial(n, m):
-            if db is not None:
-                db.add(_record(self, rkey, target, task, m, kind, n))
+            if db is not None and not (m.error or "").startswith("stopped:"):
+                db.add(_record(self, rkey, target, task, m, kind, n))   # not cut short
             if on_trial is not None:
                 on_trial(n, m)
         result = search.search(task, trials, runner, tuner, timeout, seed, history or None,

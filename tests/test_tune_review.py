@@ -149,3 +149,59 @@ def test_recompile_during_tuning_swaps_no_stale_kernel_in(rng, runner, backgroun
     finally:
         SCALE = 2.0
         scaled.recompile()
+
+
+EXITS_MID_TUNING = '''
+import sys, time
+import numpy as np
+import jitdl as jd
+from jitdl.autotune import background
+
+@jd.compute(autotune="background")
+def scaled(x):
+    return jd.tensor(x.shape, lambda i: x[i] * 2.0, name="Z")
+
+@jd.schedule(scaled)
+def _(s, cfg):
+    (i,) = s["Z"].axis
+    fast = cfg.choice("fast", [False, True])
+    io, ii = s.split(i, cfg.split("f", i, candidates=[2, 4, 8, 16, 32, 64]))
+    if fast:
+        s.vectorize(ii)
+    else:
+        s.reorder(ii, io)
+
+x = np.random.default_rng(0).standard_normal(1 << 15).astype(np.float32)
+scaled(x)
+deadline = time.monotonic() + 120
+while scaled.tuning_status()[0]["trials"] < 2 and time.monotonic() < deadline:
+    time.sleep(0.02)            # (no main guard: workers must not run this again)
+runner = background.get()._runner
+print("PIDS", *runner.pids()["build"], *runner.pids()["timing"], flush=True)
+print("TRIALS", scaled.tuning_status()[0]["trials"], flush=True)
+print("EXITING", time.time(), flush=True)
+'''
+
+
+def test_an_interpreter_exiting_mid_tuning_exits_at_once_with_its_records(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text(EXITS_MID_TUNING)
+    db = tmp_path / "exit.sqlite"
+    env = dict(os.environ, JITDL_TUNING_DB=str(db), JITDL_TUNE_BUDGET="500")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=200)
+    exited = time.time()
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert exited - float(lines["EXITING"]) < 3.0
+    pids = [int(p) for p in lines["PIDS"].split()]
+    assert pids and int(lines["TRIALS"]) >= 2
+    assert "failed" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    time.sleep(0.5)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}")
+             and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+    assert not alive, alive
+    from jitdl.autotune.records import Records
+    recs = Records(str(db)).query()
+    assert len(recs) >= int(lines["TRIALS"])
+    assert not [r.error for r in recs if r.error], [r.error for r in recs]
