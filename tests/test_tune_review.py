@@ -205,3 +205,11 @@ def test_an_interpreter_exiting_mid_tuning_exits_at_once_with_its_records(tmp_pa
     recs = Records(str(db)).query()
     assert len(recs) >= int(lines["TRIALS"])
     assert not [r.error for r in recs if r.error], [r.error for r in recs]
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "10,0m"])
+def test_a_zero_budget_is_an_error_not_an_unlimited_one(text):
+    from jitdl.autotune.background import parse_budget
+    with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET: .* is no budget; give a "
+                                         "positive number of trials or seconds"):
+        parse_budget(text)

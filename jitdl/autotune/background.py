@@ -33,6 +33,9 @@ def parse_budget(text):
             raise ValueError(f"JITDL_TUNE_BUDGET: cannot read {part!r}; write trials "
                              "(\"64\"), seconds (\"90s\", \"2m\") or both (\"64,120s\")")
         value, unit = float(m.group(1)), m.group(2)
+        if value == 0:                 # (a part of 0 would read as no limit at all)
+            raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no budget; give a positive "
+                             "number of trials or seconds")
         if unit is None:
             trials = int(value)
         else:
