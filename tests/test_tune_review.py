@@ -193,9 +193,9 @@ def test_an_interpreter_exiting_mid_tuning_exits_at_once_with_its_records(tmp_pa
     exited = time.time()
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
-    assert exited - float(lines["EXITING"]) < 3.0
+    assert exited - float(lines["EXITING"]) < 5.0, out.stderr     # not a round's wait
     pids = [int(p) for p in lines["PIDS"].split()]
-    assert pids and int(lines["TRIALS"]) >= 2
+    assert pids and int(lines["TRIALS"]) >= 2, out.stdout
     assert "failed" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     time.sleep(0.5)
     alive = [p for p in pids if os.path.exists(f"/proc/{p}")
