@@ -82,6 +82,8 @@ class Function:
         self._events = []               # cache hits and compilations, for cache_info()
         self._tunings = []              # TuneResults of this process (tuning_curve)
         self._jobs = {}                 # key -> background tuning job (tuning_status)
+        self._generation = 0            # + 1 when recompile() or a schedule drops kernels:
+        #                                 tuning that began before swaps nothing in
         self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
 
     # -- the call path ----------------------------------------------------------------------
@@ -393,7 +395,7 @@ class Function:
             if k is not None:
                 return k
             config = self._configs.get(key)
-            if config is None and not self._fixed:
+            if config is None:
                 config = self._recorded(args)       # a tuning record of this key
                 if config is not None:
                     self._configs[key] = config
@@ -505,6 +507,7 @@ class Function:
         records; the best verified config is used from now on, in this process and (by
         its record) in every later one. Returns a TuneResult (it unpacks as
         `config, seconds`)."""
+        _check_tune_arguments(self.name, trials, timeout, tuner, runner)
         args = self._args(args, kwargs)
         own = runner is None or _is_dask_client(runner)
         from jitdl.autotune.measure import get_runner
@@ -519,6 +522,7 @@ class Function:
               on_better=None, on_trial=None):
         from jitdl.autotune import search
         from jitdl.autotune.task import Task, work_of
+        generation = self._generation
         key, specs = self._key(args), self._specs(args)
         target = self._target(specs)
         graph = self._trace(specs, args)
@@ -533,8 +537,8 @@ class Function:
         kind = tuner if isinstance(tuner, str) else type(tuner).__name__
 
         def trial(n, m):
-            if db is not None:
-                db.add(_record(self, rkey, target, task, m, kind, n))
+            if db is not None and not (m.error or "").startswith("stopped:"):
+                db.add(_record(self, rkey, target, task, m, kind, n))   # not cut short
             if on_trial is not None:
                 on_trial(n, m)
         result = search.search(task, trials, runner, tuner, timeout, seed, history or None,
@@ -543,16 +547,20 @@ class Function:
         self._tunings.append(result)
         best = next((m for m in result.measurements if m.ok and m.verified
                      and m.config == result.config), None)
-        if result.improved and best is not None and best.artifact is not None:
-            self._install(args, key, result.config, best.artifact)
+        if result.improved and best is not None and best.artifact is not None \
+                and generation == self._generation:
+            self._install(args, key, result.config, best.artifact, generation)
         return result
 
-    def _install(self, args, key, config, artifact):
+    def _install(self, args, key, config, artifact, generation):
         """Make a tuned kernel the one in use for `key`: into the dispatch table (one dict
         assignment: calls in flight keep theirs), into the disk cache under the key's
-        config, and the default's cache entry for this key out (one entry per key)."""
+        config, and the default's cache entry for this key out (one entry per key). Not
+        when recompile() or a new schedule came since the tuning began (`generation`)."""
         kernel = self._build(args, config, artifact=artifact)
         with self._lock:
+            if generation != self._generation:
+                return kernel
             self._configs[key] = config
             self._kernels[key] = kernel
         store = default_store()
@@ -575,13 +583,15 @@ class Function:
 
     def _record_key(self, specs, target):
         """(definition, signature, target) of this function's tuning records: digests of
-        the definition, what it reads and its schedule function; the argument specs; the
-        target's environment (processor, versions, jitdl's own files)."""
+        the definition, what it reads, its schedule function and the knobs with_config()
+        fixed (a copy's records are its own); the argument specs; the target's environment
+        (processor, versions, jitdl's own files)."""
         own, deps = keys.code_digests(self.pyfunc)
         fn = self._schedules.get(target.name)
         sched = keys.digest(*keys.code_digests(fn)) if fn is not None else "auto"
+        fixed = json.dumps(self._fixed, sort_keys=True, default=repr)
         definition = keys.digest(own, deps, sched, self.strict_fp, self.name,
-                                 settings.num_threads)
+                                 settings.num_threads, fixed)
         env = keys.digest(json.dumps(keys.environment(target), sort_keys=True))
         return definition, json.dumps(specs), env
 
@@ -617,7 +627,8 @@ class Function:
             d, sig, tgt = self._record_key(specs, self._target(specs))
             recs = db.query(definition=d, signature=sig, target=tgt)
         else:
-            recs = db.query(function=self.qualname)
+            d, _, tgt = self._record_key([], self._target(None))
+            recs = db.query(function=self.qualname, definition=d, target=tgt)
         return sorted(recs, key=lambda r: (r.seconds is None, r.seconds or 0.0))
 
     def tuning_status(self):
@@ -661,11 +672,16 @@ class Function:
     def _tune_job(self, job, runner, stop):
         """Run one background job (on the tuner's thread): each verified better kernel is
         swapped into the dispatch table as soon as it is found."""
+        generation = self._generation
+
         def better(m):
             kernel = Kernel(m.artifact.signature,
                             engine.Loaded(m.artifact.obj, m.artifact.signature.symbol))
-            self._configs[job.key] = m.config
-            self._kernels[job.key] = kernel       # atomic: the next call takes it
+            with self._lock:
+                if generation != self._generation:   # recompiled since: a stale kernel
+                    return
+                self._configs[job.key] = m.config
+                self._kernels[job.key] = kernel       # atomic: the next call takes it
             job.best_seconds = m.seconds
             job.swaps += 1
             tlog.info("background tuning of %s(%s): swapped in %s (%.3g s)", self.name,
@@ -694,6 +710,8 @@ class Function:
             self._kernels.clear()
             self._graphs.clear()
             self._captured = None
+            self._configs.clear()        # a tuned config is found again by its record
+            self._generation += 1
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
@@ -721,6 +739,26 @@ def _record(f, rkey, target, task, m, tuner, trial):
                   throughput=task.throughput(m.seconds), unit=task.unit, verified=m.verified,
                   error=m.error, tuner=tuner, trial=trial, created=time.time(),
                   features=None if m.features is None else [float(x) for x in m.features])
+
+
+def _check_tune_arguments(name, trials, timeout, tuner, runner):
+    """An ArgumentError for a tune() argument of the wrong kind, before any process starts."""
+    from jitdl.autotune.tuner import KINDS
+    def bad(arg, expected, value):
+        return ArgumentError(f"{name}.tune({arg}=...): expected {expected}, got "
+                             f"{type(value).__name__}: {value!r}")
+    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise bad("trials", "a positive int", trials)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+            timeout, (int, float, np.integer, np.floating)) or not timeout > 0):
+        raise bad("timeout", "None or a positive number of seconds", timeout)
+    named = isinstance(tuner, str) and tuner in KINDS
+    if not (named or all(hasattr(tuner, a) for a in ("next_batch", "update", "has_next"))):
+        raise bad("tuner", f"one of {', '.join(map(repr, KINDS))} or a Tuner", tuner)
+    if not (runner is None or isinstance(runner, str) or _is_dask_client(runner)
+            or hasattr(runner, "measure")):
+        raise bad("runner", "None, a jd.tune.LocalRunner, a jd.tune.DaskRunner, a dask "
+                            "Client or a scheduler address", runner)
 
 
 def _budget():
@@ -891,8 +929,10 @@ def schedule(func, target="cpu"):
     target = targets.get(target).name
 
     def register(sched_fn):
-        func._schedules[target] = sched_fn
-        func._kernels.clear()
-        func._configs.clear()
+        with func._lock:
+            func._schedules[target] = sched_fn
+            func._kernels.clear()
+            func._configs.clear()
+            func._generation += 1
         return sched_fn
     return register

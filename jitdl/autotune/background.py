@@ -33,6 +33,9 @@ def parse_budget(text):
             raise ValueError(f"JITDL_TUNE_BUDGET: cannot read {part!r}; write trials "
                              "(\"64\"), seconds (\"90s\", \"2m\") or both (\"64,120s\")")
         value, unit = float(m.group(1)), m.group(2)
+        if value == 0:                 # (a part of 0 would read as no limit at all)
+            raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no budget; give a positive "
+                             "number of trials or seconds")
         if unit is None:
             trials = int(value)
         else:
@@ -75,10 +78,13 @@ class Background:
     """The process's background tuner: a queue of jobs and one daemon thread."""
 
     def __init__(self):
+        from jitdl.autotune.measure import LocalRunner
         self._queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
-        self._runner = None
+        # made before shutdown is registered with atexit, so that shutdown runs before the
+        # runner's own exit hook (which would end its processes under a running round)
+        self._runner = LocalRunner()
         self._pending = 0               # jobs submitted and not finished
         self._lock = threading.Lock()
 
@@ -109,11 +115,8 @@ class Background:
                     self._pending -= 1
 
     def _run(self, job):
-        from jitdl.autotune.measure import LocalRunner
         job.state, job.started = "tuning", time.monotonic()
         try:
-            if self._runner is None:
-                self._runner = LocalRunner()
             job.function._tune_job(job, self._runner, self._stop)
             job.state = "stopped" if self._stop.is_set() else "done"
         except Exception as e:         # noqa: BLE001 - a failed job never reaches the caller
@@ -135,16 +138,16 @@ class Background:
             time.sleep(0.05)
 
     def shutdown(self, timeout=5.0):
-        """Stop after the current round of measurements; end the worker processes."""
+        """Stop now: end the worker processes (the round in progress ends, its unfinished
+        trials unrecorded) and let the thread finish."""
         self._stop.set()
+        try:
+            self._runner.close()
+        except Exception:              # noqa: BLE001 - exiting anyway
+            pass
         t = self._thread
         if t is not None and t.is_alive():
             t.join(timeout)
-        if self._runner is not None:
-            try:
-                self._runner.close()
-            except Exception:          # noqa: BLE001 - exiting anyway
-                pass
 
 
 _background = None

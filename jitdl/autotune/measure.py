@@ -325,23 +325,37 @@ class _Proc:
         return f"exit code {code}"
 
 
+_STOPPED = "stopped: the runner was closed"
+
+
 class _Pool:
     """Processes that run jobs of one stage; one that dies or exceeds its time is
-    replaced, and its job is a failed one."""
+    replaced, and its job is a failed one. close() from another thread (interpreter exit,
+    background tuning stopping) ends a run at once: its unfinished jobs fail as stopped."""
 
     def __init__(self, ctx, size, what):
         self.ctx, self.size, self.what = ctx, size, what
         self.procs = []
         self.start_s = []            # seconds each process took to become ready
+        self.closed = False          # until the next LocalRunner.measure()
+        self._lock = threading.Lock()
 
     def start(self):
         while len(self.procs) < self.size:
             self.procs.append(_Proc(self.ctx))
 
     def close(self):
-        for p in self.procs:
+        with self._lock:
+            self.closed = True
+            procs, self.procs = self.procs, []
+        for p in procs:
             p.kill()
-        self.procs = []
+
+    def _replace(self, k):
+        """A fresh process in place of the k-th (none once closed)."""
+        with self._lock:
+            if not self.closed:
+                self.procs[k] = _Proc(self.ctx)
 
     def run(self, jobs, task_id, blob, timeout, first_extra=0.0):
         """Run `jobs` (messages) -> [("ok", result) | ("error", text)] in their order.
@@ -353,16 +367,20 @@ class _Pool:
             for k, p in enumerate(self.procs):
                 if p.job is not None:
                     p.kill()
-                    self.procs[k] = _Proc(self.ctx)
+                    self._replace(k)
             raise
 
     def _run(self, jobs, task_id, blob, timeout, first_extra):
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
         failed_starts = 0
-        self.start()
+        if not self.closed:
+            self.start()
         while todo or any(p.job is not None for p in self.procs):
-            for k, p in enumerate(self.procs):
+            procs = self.procs
+            if self.closed or not procs:
+                break
+            for k, p in enumerate(procs):
                 if p.ready and p.job is None and todo:
                     i = todo.pop()
                     limit = timeout
@@ -374,15 +392,18 @@ class _Pool:
                     except OSError:     # it died while idle: a fresh one takes the job
                         todo.append(i)
                         p.kill()
-                        self.procs[k] = _Proc(self.ctx)
+                        self._replace(k)
                         continue
                     p.job, p.deadline = i, time.perf_counter() + limit
             ends = [p.deadline if p.ready else p.started + _START_TIMEOUT
-                    for p in self.procs if p.job is not None or not p.ready]
-            ready = wait_for([p.conn for p in self.procs] + [p.proc.sentinel for p in self.procs],
-                             max(0.0, min(ends) - time.perf_counter()) if ends else None)
+                    for p in procs if p.job is not None or not p.ready]
+            try:
+                ready = wait_for([p.conn for p in procs] + [p.proc.sentinel for p in procs],
+                                 max(0.0, min(ends) - time.perf_counter()) if ends else None)
+            except OSError:              # closed under the wait
+                continue
             now = time.perf_counter()
-            for k, p in enumerate(list(self.procs)):
+            for k, p in enumerate(list(procs)):
                 lost = None
                 if p.conn in ready:
                     try:
@@ -406,6 +427,8 @@ class _Pool:
                     lost = f"crash: a {self.what} process did not start in {_START_TIMEOUT:g} s"
                 if lost is None:
                     continue
+                if self.closed:
+                    lost = _STOPPED
                 p.kill()
                 if p.job is not None:
                     results[p.job] = ("error", lost)
@@ -415,8 +438,8 @@ class _Pool:
                         for i in todo:
                             results[i] = ("error", f"{lost} (3 starts failed)")
                         todo = []
-                self.procs[k] = _Proc(self.ctx)
-        return results
+                self._replace(k)
+        return [r or ("error", _STOPPED) for r in results]
 
     def pids(self):
         return [p.proc.pid for p in self.procs]
@@ -466,6 +489,7 @@ class LocalRunner:
         """Build, verify and time each config: one Measurement per config, in order."""
         configs = [dict(c) for c in configs]
         with self._lock:
+            self._builders.closed = self._timer.closed = False
             task_id, blob = self._ship(task)
             self._timer.start()          # imports while the builds run
             built = self._builders.run([("build", c) for c in configs], task_id, blob,
@@ -494,10 +518,11 @@ class LocalRunner:
         return self._builders.start_s + self._timer.start_s
 
     def close(self):
-        """Stop the worker processes (a later measure() starts fresh ones)."""
-        with self._lock:
-            self._builders.close()
-            self._timer.close()
+        """Stop the worker processes now: a measure() running on another thread returns
+        with its unfinished configs failed ("stopped: ..."); a later one starts fresh
+        processes."""
+        self._builders.close()
+        self._timer.close()
 
     def __enter__(self):
         return self

@@ -24,6 +24,7 @@ from jitdl.autotune.model import CostModel
 from jitdl.errors import ArgumentError
 from jitdl.schedule.config import ReorderKnob, SplitKnob
 
+KINDS = ("xgb", "random", "grid", "ga")     # the tuners make() knows by name
 ENUMERATE_BELOW = 1 << 20     # a space this small is enumerated once draws start to repeat
 
 
@@ -370,5 +371,5 @@ def make(kind, space, featurize=None, seed=0, history=None) -> Tuner:
         return XGBTuner(space, featurize, seed, history=history)
     kinds = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner}
     if kind not in kinds:
-        raise ArgumentError(f"no tuner {kind!r}; the tuners: xgb, random, grid, ga")
+        raise ArgumentError(f"no tuner {kind!r}; the tuners: {', '.join(KINDS)}")
     return kinds[kind](space, seed)

@@ -1,0 +1,215 @@
+"""Tuning's edges, as a user meets them: tune()'s arguments checked before any process
+starts, records kept to the definition (and with_config copy) they were made for,
+recompile() during tuning swapping in no stale kernel, and an interpreter that exits
+mid-tuning doing so promptly with its records kept.
+
+The schedules here have a deliberately slow default (a strided loop order), so tuning
+always has a faster verified config to find."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl.errors import ArgumentError
+
+SCALE = 2.0
+
+
+@jd.compute
+def scaled(x):
+    return jd.tensor(x.shape, lambda i: x[i] * SCALE, name="Z")
+
+
+@jd.schedule(scaled)
+def _scaled_cpu(s, cfg):
+    (i,) = s["Z"].axis
+    fast = cfg.choice("fast", [False, True])
+    io, ii = s.split(i, cfg.split("f", i, candidates=[8, 16]))
+    if fast:
+        s.vectorize(ii)
+    else:
+        s.reorder(ii, io)            # the default: strided
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = jd.tune.LocalRunner(n_parallel=2, build_timeout=5)
+    yield r
+    r.close()
+
+
+@pytest.fixture(autouse=True)
+def own_records(tmp_path, monkeypatch):
+    """A fresh tuning database per test: records of one test never apply in another."""
+    monkeypatch.setenv("JITDL_TUNING_DB", str(tmp_path / "tuning.sqlite"))
+
+
+def _x(rng):
+    return rng.standard_normal(1 << 15).astype(np.float32)
+
+
+class Counting:
+    """A runner that counts its measure() calls and can act before one (delegating)."""
+
+    def __init__(self, inner=None, before=None):
+        self.inner, self.before, self.calls = inner, before, 0
+
+    def measure(self, task, configs):
+        self.calls += 1
+        if self.before is not None:
+            self.before(self.calls)
+        return self.inner.measure(task, configs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tuner": "bogus"}, "scaled.tune(tuner=...): expected one of 'xgb', 'random', 'grid', "
+                         "'ga' or a Tuner, got str: 'bogus'"),
+    ({"tuner": None}, "scaled.tune(tuner=...): expected one of"),
+    ({"trials": 0}, "scaled.tune(trials=...): expected a positive int, got int: 0"),
+    ({"trials": "8"}, "scaled.tune(trials=...): expected a positive int, got str: '8'"),
+    ({"trials": None}, "scaled.tune(trials=...): expected a positive int, got NoneType"),
+    ({"timeout": 0}, "scaled.tune(timeout=...): expected None or a positive number of "
+                     "seconds, got int: 0"),
+    ({"timeout": "5"}, "scaled.tune(timeout=...): expected None or a positive number"),
+])
+def test_bad_tune_arguments_are_clear_errors_before_any_measurement(rng, kwargs, message):
+    fake = Counting()
+    with pytest.raises(ArgumentError) as e:
+        scaled.tune(_x(rng), runner=fake, progress=False, **kwargs)
+    assert str(e.value).startswith(message), str(e.value)
+    assert fake.calls == 0
+
+
+def test_a_runner_of_a_wrong_type_is_named(rng):
+    with pytest.raises(ArgumentError, match=r"scaled.tune\(runner=...\): expected None, a "
+                       r"jd.tune.LocalRunner, .* got int: 5"):
+        scaled.tune(_x(rng), runner=5, progress=False)
+
+
+def test_a_with_config_copy_keeps_its_records_to_itself(rng, runner):
+    x = _x(rng)
+    copy = scaled.with_config(fast=False)
+    result = copy.tune(x, trials=2, tuner="grid", runner=runner, progress=False)
+    assert all(m.config["fast"] is False for m in result.measurements)
+    assert copy.tuning_records(x) and not scaled.tuning_records(x)
+    original = jd.compute(scaled.pyfunc)          # a fresh process's view of scaled
+    original._schedules = dict(scaled._schedules)
+    np.testing.assert_allclose(original(x), x * 2.0, rtol=1e-6)
+    assert original._configs.get(original._key((x,))) is None   # the copy's record is not its
+    again = scaled.with_config(fast=False)        # the same copy, later: its record applies
+    np.testing.assert_allclose(again(x), x * 2.0, rtol=1e-6)
+    best = copy.tuning_records(x)[0]
+    assert again._configs[again._key((x,))] == best.config
+
+
+def test_tuning_records_without_arguments_are_of_this_definition_only(rng, runner):
+    def make(factor):
+        @jd.compute
+        def twice(x):
+            return jd.tensor(x.shape, lambda i: x[i] * factor, name="Z")
+        return twice
+    one, other = make(2.0), make(3.0)             # one qualified name, two definitions
+    assert one.qualname == other.qualname
+    x = _x(rng)
+    one.tune(x, trials=1, runner=runner, progress=False)
+    assert len(one.tuning_records()) == 1
+    assert other.tuning_records() == []
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_recompile_during_tuning_swaps_no_stale_kernel_in(rng, runner, background):
+    """A kernel tuned for the old value of a global never replaces the recompiled one."""
+    global SCALE
+    x = _x(rng)
+    scaled.recompile()
+    np.testing.assert_allclose(scaled(x), x * 2.0, rtol=1e-6)
+
+    def change(n):
+        global SCALE
+        if n == 2:                   # after the default's measurement: tuning has traced
+            SCALE = 3.0
+            scaled.recompile()
+    fake = Counting(runner, change)
+    try:
+        if background:
+            from jitdl.autotune import background as bg
+            key = scaled._key((x,))
+            job = bg.Job(scaled, key, [x.copy()], "x", budget=(3, None))
+            scaled._tune_job(job, fake, None)
+            assert job.result.improved
+        else:
+            result = scaled.tune(x, trials=3, tuner="grid", runner=fake, progress=False)
+            assert result.improved
+        np.testing.assert_allclose(scaled(x), x * 3.0, rtol=1e-6)
+    finally:
+        SCALE = 2.0
+        scaled.recompile()
+
+
+EXITS_MID_TUNING = '''
+import sys, time
+import numpy as np
+import jitdl as jd
+from jitdl.autotune import background
+
+@jd.compute(autotune="background")
+def scaled(x):
+    return jd.tensor(x.shape, lambda i: x[i] * 2.0, name="Z")
+
+@jd.schedule(scaled)
+def _(s, cfg):
+    (i,) = s["Z"].axis
+    fast = cfg.choice("fast", [False, True])
+    io, ii = s.split(i, cfg.split("f", i, candidates=[2, 4, 8, 16, 32, 64]))
+    if fast:
+        s.vectorize(ii)
+    else:
+        s.reorder(ii, io)
+
+x = np.random.default_rng(0).standard_normal(1 << 15).astype(np.float32)
+scaled(x)
+deadline = time.monotonic() + 120
+while scaled.tuning_status()[0]["trials"] < 2 and time.monotonic() < deadline:
+    time.sleep(0.02)            # (no main guard: workers must not run this again)
+runner = background.get()._runner
+print("PIDS", *runner.pids()["build"], *runner.pids()["timing"], flush=True)
+print("TRIALS", scaled.tuning_status()[0]["trials"], flush=True)
+print("EXITING", time.time(), flush=True)
+'''
+
+
+def test_an_interpreter_exiting_mid_tuning_exits_at_once_with_its_records(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text(EXITS_MID_TUNING)
+    db = tmp_path / "exit.sqlite"
+    env = dict(os.environ, JITDL_TUNING_DB=str(db), JITDL_TUNE_BUDGET="500")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=200)
+    exited = time.time()
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert exited - float(lines["EXITING"]) < 5.0, out.stderr     # not a round's wait
+    pids = [int(p) for p in lines["PIDS"].split()]
+    assert pids and int(lines["TRIALS"]) >= 2, out.stdout
+    assert "failed" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    time.sleep(0.5)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}")
+             and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+    assert not alive, alive
+    from jitdl.autotune.records import Records
+    recs = Records(str(db)).query()
+    assert len(recs) >= int(lines["TRIALS"])
+    assert not [r.error for r in recs if r.error], [r.error for r in recs]
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "10,0m"])
+def test_a_zero_budget_is_an_error_not_an_unlimited_one(text):
+    from jitdl.autotune.background import parse_budget
+    with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET: .* is no budget; give a "
+                                         "positive number of trials or seconds"):
+        parse_budget(text)
