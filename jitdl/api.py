@@ -545,11 +545,11 @@ class Function:
                                on_trial=trial, on_better=on_better, stop=stop,
                                progress=progress, call=_describe(self.param_names, specs))
         self._tunings.append(result)
-        best = next((m for m in result.measurements if m.ok and m.verified
-                     and m.config == result.config), None)
-        if result.improved and best is not None and best.artifact is not None \
-                and generation == self._generation:
-            self._install(args, key, result.config, best.artifact, generation)
+        artifact = result.artifact or next(
+            (m.artifact for m in result.measurements if m.ok and m.verified
+             and m.config == result.config), None)
+        if result.improved and artifact is not None and generation == self._generation:
+            self._install(args, key, result.config, artifact, generation)
         return result
 
     def _install(self, args, key, config, artifact, generation):
@@ -691,9 +691,17 @@ class Function:
             job.trials, job.failed = n, job.failed + (not m.ok)
             if n == 1:
                 job.default_seconds = m.seconds
+        original = self._kernels.get(job.key)
         trials, seconds = job.budget
-        job.result = self._tune(job.args, trials or 1 << 30, seconds, "xgb", runner, 0,
-                                False, stop=stop, on_better=better, on_trial=trial)
+        job.result = r = self._tune(job.args, trials or 1 << 30, seconds, "xgb", runner, 0,
+                                    False, stop=stop, on_better=better, on_trial=trial)
+        job.default_seconds = r.default_seconds
+        job.best_seconds = r.seconds
+        if job.swaps and not r.improved and original is not None:
+            with self._lock:             # timed again side by side, the default won
+                if generation == self._generation:
+                    self._configs.pop(job.key, None)
+                    self._kernels[job.key] = original
 
     def with_config(self, **values):
         """A copy of this function whose schedule knobs take the given values (a name

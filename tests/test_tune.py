@@ -234,3 +234,36 @@ def test_budget_parsing():
     assert parse_budget("64, 2m") == (64, 120.0)
     with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET"):
         parse_budget("lots")
+
+
+def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():
+    """The winner's curse: the fastest of many noisy trials is re-timed with the default
+    before it replaces it."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import Measurement
+    from jitdl.schedule.config import ChoiceKnob, ConfigSpace
+
+    class Runner:            # a lucky measurement of "b" once; re-timed, "c" is the fastest
+        truth = {"a": 1.0, "b": 1.2, "c": 0.9}
+
+        def __init__(self):
+            self.calls = 0
+
+        def measure(self, task, configs):
+            self.calls += 1
+            lucky = {"b": 0.5} if self.calls == 2 else {}
+            return [Measurement(c, lucky.get(c["v"], self.truth[c["v"]]), verified=True,
+                                artifact=c["v"]) for c in configs]
+
+    class T:
+        name, work, unit, space = "t", ("flop", 1e9), "GFLOP/s", \
+            ConfigSpace([ChoiceKnob("v", ("a", "b", "c"))])
+
+        @staticmethod
+        def throughput(s):
+            return 1.0 / s if s else 0.0
+    r = search.search(T, 3, Runner(), tuner="grid")
+    assert r.config == {"v": "c"} and r.seconds == 0.9 and r.default_seconds == 1.0
+    assert r.artifact == "c" and r.improved
+    assert set(r.confirmed) == {'{"v": "a"}', '{"v": "b"}', '{"v": "c"}'}
+    assert r.trials == 3                          # the re-timings are not trials

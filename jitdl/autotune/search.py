@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 BATCH = 8        # configs measured per round: enough to keep the builders busy
+FINALISTS = 3    # the fastest configs measured again with the default before one is chosen
+ROUNDS = 2       # ... in this many rounds, in alternating order
 
 
 def config_key(config) -> str:
@@ -35,6 +37,8 @@ class TuneResult:
     elapsed: float                # seconds the run took
     measurements: list = field(default_factory=list, repr=False)   # every trial, in order
     stopped: str = ""             # why it stopped: "trials", "timeout", "space exhausted"...
+    artifact: object = field(default=None, repr=False)   # the chosen config's kernel
+    confirmed: dict = field(default_factory=dict, repr=False)   # config text -> re-timings
 
     def __iter__(self):
         yield self.config
@@ -157,6 +161,8 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
             ms = runner.measure(task, batch)
             tuner.update(batch, ms)
             record(batch, ms)
+        if not (stop is not None and stop.is_set()):
+            _confirm(task, runner, result)
     finally:
         if bar is not None:
             bar.close()
@@ -164,6 +170,40 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
     if not math.isfinite(result.seconds):        # nothing ran, not even the default
         result.seconds = result.default_seconds
     return result
+
+
+def _confirm(task, runner, result):
+    """Choose between the fastest configs and the default by timing them again, together
+    and in alternating order: the fastest of many noisy single measurements is likely
+    one measured too fast (the winner's curse), and a config only replaces the default if
+    it is faster when both are timed side by side. Sets result.config, seconds,
+    default_seconds and artifact; the re-timings are not trials."""
+    default = config_key(result.default_config)
+    best = {}
+    for m in result.measurements:
+        k = config_key(m.config)
+        if m.ok and m.verified and k != default and (k not in best or
+                                                     m.seconds < best[k].seconds):
+            best[k] = m
+    finalists = sorted(best.values(), key=lambda m: m.seconds)[:FINALISTS]
+    if not finalists:
+        return
+    configs = [result.default_config] + [m.config for m in finalists]
+    times, arts = {}, {}
+    for r in range(ROUNDS):
+        order = configs if r % 2 == 0 else configs[::-1]
+        for cfg, m in zip(order, runner.measure(task, order)):
+            if m.ok and m.verified:
+                times.setdefault(config_key(cfg), []).append(m.seconds)
+                arts[config_key(cfg)] = m.artifact
+    result.confirmed = times
+    if default not in times:             # the default failed now: keep what the search saw
+        return
+    median = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    result.default_seconds = median[default]
+    win = min(configs, key=lambda c: median.get(config_key(c), math.inf))
+    result.config, result.seconds = win, median[config_key(win)]
+    result.artifact = arts.get(config_key(win))
 
 
 def _bar(task, trials, progress):
