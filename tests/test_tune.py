@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import jitdl as jd
-from jitdl.api import default_store
 
 DEFINITION = '''
 import multiprocessing

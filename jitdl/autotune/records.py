@@ -20,14 +20,13 @@ import math
 import numbers
 import os
 import sqlite3
-import tempfile
 import threading
 import time
 import warnings
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 from jitdl._version import __version__
-from jitdl.cache.store import CacheWarning, warn_once
+from jitdl.cache.store import CacheWarning, warn_once, write_atomic
 
 SCHEMA_VERSION = 1               # PRAGMA user_version of a file this jitdl writes
 FORMAT = "jitdl-tuning-records"  # the JSON export's "format"
@@ -487,18 +486,7 @@ class Records:
         if hasattr(fileobj_or_path, "write"):
             fileobj_or_path.write(data)
             return len(records)
-        path = os.path.abspath(fileobj_or_path)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(os.path.abspath(fileobj_or_path), data.encode(), public=True)
         return len(records)
 
     def import_json(self, fileobj_or_path) -> int:

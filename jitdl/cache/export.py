@@ -7,11 +7,9 @@ cache entry (jitdl.cache.store.pack: JSON metadata, object code, the shared libr
 """
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 
-from jitdl.cache.store import default_store, pack, unpack
+from jitdl.cache.store import default_store, pack, unpack, write_atomic
 from jitdl.errors import ArgumentError, JitdlError
 from jitdl.runtime import engine, native
 from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_of_specs,
@@ -35,21 +33,8 @@ def write(path, name, kernels):
                           shared))
     data = MAGIC + struct.pack("<I", len(blobs)) + b"".join(
         struct.pack("<Q", len(b)) + b for b in blobs)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".jitdl-export-")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)          # a file like any other the user writes
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # a file like any other the user writes (not private as cache entries are)
+    write_atomic(path, data, prefix=".jitdl-export-", public=True)
 
 
 class ExportedFunction:

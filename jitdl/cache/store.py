@@ -164,6 +164,27 @@ def _owned_and_private(st) -> str | None:
     return None
 
 
+def write_atomic(path, data: bytes, prefix=".tmp-", public=False):
+    """Write a file whole or not at all: a temporary file beside it, renamed over it (a
+    crash leaves the old file or the new one, never half of one). The file is private to
+    the user unless `public` (then it gets the permissions the umask gives any file)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix)
+    try:
+        if public:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class Store:
     def __init__(self, root: str, max_bytes: int):
         self.root = root
@@ -297,17 +318,7 @@ class Store:
                 pass
 
     def _write(self, path, data):
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, data)
 
     def _touch(self, path, key):
         try:
