@@ -24,18 +24,20 @@ def import_jitdl():
 LAST_MINIMA = {}    # the minima of the latest time_pair call: {"jitdl": s, "numpy": s}
 
 
-def time_pair(f_jd, f_np, warmup=3, repeat=15, rounds=2):
+def time_pair(f_jd, f_np, warmup=3, repeat=15, rounds=2, pause=0.3):
     """Median seconds of f_jd and f_np after warm-up.
 
-    Each is timed in blocks (`rounds` blocks each, alternating, each after its own
-    warm-up), not call by call: NumPy's BLAS threads keep spinning for a while after a
-    call and slow a jitdl parallel kernel started right after by up to 2x (and the other
-    way round), which would measure the two runtimes' interference, not the kernels.
-    Their minima are left in LAST_MINIMA (a steadier figure on a busy machine)."""
+    Each is timed in blocks (`rounds` blocks each, alternating, each after a pause of
+    `pause` seconds and its own warm-up), not call by call: NumPy's BLAS threads keep
+    spinning for a while after a call and slow a jitdl parallel kernel started right
+    after by up to 4x (and the other way round), which would measure the two runtimes'
+    interference, not the kernels. Their minima are left in LAST_MINIMA (a steadier
+    figure on a busy machine)."""
     t_jd, t_np = [], []
     per_block = max(1, -(-repeat // rounds))
     for _ in range(rounds):
         for f, ts in ((f_jd, t_jd), (f_np, t_np)):
+            time.sleep(pause)
             for _ in range(warmup):
                 f()
             for _ in range(per_block):
