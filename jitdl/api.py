@@ -23,7 +23,7 @@ from jitdl import target as targets
 from jitdl.cache import keys
 from jitdl.cache.store import Entry, default_store, warn_once
 from jitdl.capture.trace import capture, inline, trace
-from jitdl.config import settings
+from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import engine, native
@@ -59,6 +59,8 @@ class Function:
             raise ValueError(f"autotune= must be None, 'background' or 'foreground', "
                              f"got {autotune!r}")
         self.autotune = autotune
+        if autotune:
+            _budget()                   # a JITDL_TUNE_BUDGET it cannot read: said now
         self.signature = inspect.signature(pyfunc)
         self.param_names = list(self.signature.parameters)
         self._nparams = len(self.param_names)
@@ -662,10 +664,9 @@ class Function:
 
     def _submit_background(self, args, key):
         from jitdl.autotune import background
-        trials, seconds = background.parse_budget(settings.tune_budget)
         copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
         job = background.Job(self, key, copies, _describe(self.param_names, self._specs(args)),
-                             budget=(trials, seconds))
+                             budget=_budget())
         self._jobs[key] = job
         background.get().submit(job)
 
@@ -693,7 +694,7 @@ class Function:
                 job.default_seconds = m.seconds
         original = self._kernels.get(job.key)
         trials, seconds = job.budget
-        job.result = r = self._tune(job.args, trials or 1 << 30, seconds, "xgb", runner, 0,
+        job.result = r = self._tune(job.args, trials, seconds, "xgb", runner, 0,
                                     False, stop=stop, on_better=better, on_trial=trial)
         job.default_seconds = r.default_seconds
         job.best_seconds = r.seconds
@@ -729,12 +730,10 @@ def _records(create=True):
     """The tuning records (jitdl.autotune.records) at JITDL_TUNING_DB or the user data
     directory; None when records are off (JITDL_TUNING_DB=0) or, with create=False, when
     no record was ever written there (the common first-call case costs one stat)."""
-    from jitdl.autotune import records
-    if not records.enabled():
+    path = tuning_db()
+    if path is None or (not create and not os.path.exists(path)):
         return None
-    path = records.default_path()
-    if not create and not os.path.exists(path):
-        return None
+    from jitdl.autotune import records      # (after the stat: a first call stays cheap)
     return records.shared(path)
 
 
@@ -770,9 +769,9 @@ def _check_tune_arguments(name, trials, timeout, tuner, runner):
 
 
 def _budget():
+    """(trials or None, seconds or None) that autotune= spends on a key (JITDL_TUNE_BUDGET)."""
     from jitdl.autotune.background import parse_budget
-    trials, seconds = parse_budget(settings.tune_budget)
-    return trials or 1 << 30, seconds
+    return parse_budget(settings.tune_budget)
 
 
 _runner = []

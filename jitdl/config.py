@@ -29,8 +29,7 @@ class Settings:
                               #   kernels (default: ld on PATH; 0: MCJIT loads them)
     tune_budget: str          # JITDL_TUNE_BUDGET: what autotune="background" spends per
                               #   key: trials ("64"), seconds ("90s", "2m") or both
-                              # (JITDL_TUNING_DB, the tuning records' file, is read by
-                              #   jitdl.autotune.records: tests move it per session)
+                              # (JITDL_TUNING_DB is read at each use: tuning_db())
 
 
 def _omp_threads():
@@ -68,6 +67,19 @@ def _user_cache_dir():
         return platformdirs.user_cache_dir("jitdl", appauthor=False)
     except ImportError:
         return os.path.join(os.path.expanduser("~"), ".cache", "jitdl")
+
+
+def tuning_db() -> str | None:
+    """The tuning records' sqlite file: JITDL_TUNING_DB if set, else tuning.sqlite in the
+    per-user data directory; None when JITDL_TUNING_DB turns records off (0, off, false,
+    no). Read at each use, so that a test or a script can move it after import."""
+    path = os.environ.get("JITDL_TUNING_DB", "").strip()
+    if path.lower() in ("0", "off", "false", "no"):
+        return None
+    if path:
+        return os.path.abspath(os.path.expanduser(path))
+    import platformdirs
+    return os.path.join(platformdirs.user_data_dir("jitdl", appauthor=False), "tuning.sqlite")
 
 
 settings = load()

@@ -266,3 +266,13 @@ def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():
     assert r.artifact == "c" and r.improved
     assert set(r.confirmed) == {'{"v": "a"}', '{"v": "b"}', '{"v": "c"}'}
     assert r.trials == 3                          # the re-timings are not trials
+    unlimited = search.search(T, None, Runner(), tuner="grid")     # trials=None: no limit
+    assert unlimited.trials == 3 and unlimited.stopped == "space exhausted"
+
+
+def test_an_unreadable_budget_is_said_when_the_function_is_made(monkeypatch):
+    from jitdl.config import settings
+    monkeypatch.setattr(settings, "tune_budget", "lots")
+    with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET: cannot read 'lots'"):
+        jd.compute(lambda X: X, autotune="background")
+    jd.compute(lambda X: X)                      # no autotune: the budget is not read

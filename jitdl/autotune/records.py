@@ -26,6 +26,7 @@ import warnings
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 from jitdl._version import __version__
+from jitdl.config import tuning_db
 from jitdl.cache.store import CacheWarning, warn_once, write_atomic
 
 SCHEMA_VERSION = 1               # PRAGMA user_version of a file this jitdl writes
@@ -34,21 +35,10 @@ FORMAT_VERSION = 1
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
 
 
-OFF = ("0", "off", "false", "no")
-
-
-def enabled() -> bool:
-    """False when JITDL_TUNING_DB turns records off (0, off, false, no)."""
-    return os.environ.get("JITDL_TUNING_DB", "").strip().lower() not in OFF
-
-
 def default_path() -> str:
-    """JITDL_TUNING_DB if set, else tuning.sqlite in the per-user data directory."""
-    path = os.environ.get("JITDL_TUNING_DB", "").strip()
-    if path:
-        return os.path.abspath(os.path.expanduser(path))
-    import platformdirs
-    return os.path.join(platformdirs.user_data_dir("jitdl", appauthor=False), "tuning.sqlite")
+    """JITDL_TUNING_DB if set, else tuning.sqlite in the per-user data directory
+    (jitdl.config.tuning_db; callers check first that records are not off)."""
+    return tuning_db()
 
 
 @dataclass

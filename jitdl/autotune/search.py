@@ -103,8 +103,8 @@ def _stop_reason(trials_left, deadline, stop, tuner):
 
 def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None,
            on_trial=None, on_better=None, stop=None, progress=False, call=""):
-    """Tune `task` for up to `trials` trials (the default's measurement included) and
-    `timeout` seconds, with the runner given. on_trial(n, measurement) sees every trial;
+    """Tune `task` for up to `trials` trials (the default's measurement included; None: no
+    limit) and `timeout` seconds, with the runner given. on_trial(n, measurement) sees every trial;
     on_better(measurement) each verified config faster than the best so far (and than the
     default); `stop` (a threading.Event) ends the run between rounds."""
     from jitdl.autotune import features
@@ -145,11 +145,11 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
         tuner.update([default], [m0])
         idle = 0                 # rounds whose proposals were all measured already
         while True:
-            result.stopped = _stop_reason(trials - len(result.measurements), deadline,
-                                          stop, tuner)
+            left = math.inf if trials is None else trials - len(result.measurements)
+            result.stopped = _stop_reason(left, deadline, stop, tuner)
             if result.stopped:
                 break
-            want = min(BATCH, trials - len(result.measurements))
+            want = int(min(BATCH, left))
             batch = [c for c in tuner.next_batch(want) if config_key(c) not in done]
             if not batch:
                 idle += 1

@@ -171,6 +171,10 @@ def _tune(args):
     """Run a tune command; its warnings (a damaged file, a skipped row) are printed as
     plain lines, without the source location Python would add."""
     from jitdl.autotune.records import Records   # lazy: the CLI fronts the records too
+    from jitdl.config import tuning_db
+    if tuning_db() is None:
+        print("the tuning records are off (JITDL_TUNING_DB=0)")
+        return 1
 
     def show(message, *_):
         print(message, file=sys.stderr)
