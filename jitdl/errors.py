@@ -6,6 +6,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -75,3 +77,12 @@ def user_loc(skip_jitdl=True) -> SourceLoc | None:
             return SourceLoc(fn, f.f_lineno)
         f = f.f_back
     return None
+
+
+class ShapeError(JitdlError, ValueError):
+    """Shapes that do not fit an operation (broadcasting, reshape, concatenation): a
+    ValueError, as NumPy raises."""
+
+
+class AxisError(JitdlError, np.exceptions.AxisError):
+    """An axis out of range or repeated: NumPy's AxisError (a ValueError and IndexError)."""

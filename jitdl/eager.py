@@ -1,0 +1,164 @@
+"""Op-library builders called on arrays: each (op, static arguments, operand signature) gets
+one compiled kernel, made by a jitdl Function around the builder and kept in one dict.
+
+The per-call path is one dict lookup on (op, static arguments, shape and dtype of each
+array, type of each scalar) and the kernel's run; a miss normalises the operands as NumPy
+does (lists become arrays, Python numbers stay weak scalars) and compiles, or finds the
+kernel on disk. On tensors of a definition being traced, the builder runs directly and
+its stages join that definition.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl import target as targets
+from jitdl.api import Function
+from jitdl.capture.trace import Captured
+from jitdl.errors import ArgumentError, user_loc
+from jitdl.ops.core import is_symbolic
+
+_ndarray = np.ndarray
+_SCALARS = (bool, int, float)
+_kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
+_functions = {}      # (op, static, parameter names) -> Function
+_KEPT = 4096         # call keys remembered before the table is cleared (shapes vary)
+
+
+class _ScalarOut:
+    """A kernel whose output is 0-d: NumPy returns a scalar there (np.sum(a) is a
+    np.float64), and so does jd.numpy."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def run(self, args, out=None):
+        r = self.kernel.run(args, out)
+        return r if out is not None else r[()]
+
+
+def apply(name, builder, operands, static=(), out=None, names=None):
+    """Op `name`: builder(*operands, **dict(static)) on tensors of a definition; on arrays
+    (and numbers, lists) its compiled kernel's result. `static` is a tuple of (name, value)
+    pairs of plain, hashable values; `names` names the operands in messages."""
+    key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
+                                  for a in operands])
+    k = _kernels.get(key)
+    if k is not None and (out is None or _exact_out(k, out)):
+        return k.run(operands, out)
+    return _slow(name, builder, operands, static, out, names)
+
+
+def _exact_out(k, out):
+    return type(out) is _ndarray and type(k) is not _ScalarOut and \
+        (out.shape, out.dtype) == k.out_specs[0]
+
+
+def _slow(name, builder, operands, static, out, names):
+    if any(is_symbolic(a) for a in operands):
+        if out is not None:
+            raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
+                                "definition; the result is a tensor of the definition",
+                                user_loc())
+        return builder(*operands, **dict(static))
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ArgumentError(f"{name}(): out= must be one array, got a tuple of "
+                                f"{len(out)}", user_loc())
+        out = out[0]
+    if out is not None and not isinstance(out, np.ndarray):
+        raise ArgumentError(f"{name}(): out= must be a NumPy array, got "
+                            f"{type(out).__name__}", user_loc())
+    names = names or [f"x{n + 1}" for n in range(len(operands))]
+    operands = tuple(_normalise(name, a, n) for a, n in zip(operands, names))
+    key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
+                                  for a in operands])
+    k = _kernels.get(key)
+    if k is None:
+        f = _function(name, builder, static, tuple(names))
+        kernel = f.kernel(*operands)
+        k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () else kernel
+        if len(_kernels) >= _KEPT:
+            _kernels.clear()
+        _kernels[key] = k
+    if out is None:
+        return k.run(operands)
+    kernel = k.kernel if isinstance(k, _ScalarOut) else k
+    shape, dtype = kernel.out_specs[0]
+    if out.shape != shape:
+        raise ArgumentError(f"{name}(): out= has shape {out.shape}, but the result has shape "
+                            f"{shape}", user_loc())
+    if out.dtype == dtype:
+        return kernel.run(operands, out)
+    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
+        raise ArgumentError(f"{name}(): cannot cast the result from dtype('{dtype}') to "
+                            f"dtype('{out.dtype}') (out=) with casting rule 'same_kind'",
+                            user_loc())
+    np.copyto(out, kernel.run(operands), casting="same_kind")
+    return out
+
+
+def _normalise(name, a, what):
+    """An operand as a kernel takes it: an array of a supported dtype or a Python/NumPy
+    scalar; lists and other array-likes through np.asarray, as NumPy does."""
+    if type(a) in _SCALARS or isinstance(a, np.generic) and a.dtype.name in dtypes.SUPPORTED:
+        return a
+    if hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray):
+        targets.get("cuda")         # says that the CUDA target is not built yet
+    if not isinstance(a, np.ndarray):
+        try:
+            a = np.asarray(a)
+        except Exception as e:
+            raise ArgumentError(f"{name}(): argument '{what}': cannot make an array of "
+                                f"{type(a).__name__} ({e})", user_loc()) from None
+    if a.dtype.name not in dtypes.SUPPORTED:
+        raise ArgumentError(
+            f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "
+            f"support; supported: {', '.join(dtypes.SUPPORTED)}", user_loc())
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _function(name, builder, static, names):
+    """The jitdl Function that compiles op `name` with these static arguments."""
+    key = (name, static, names)
+    f = _functions.get(key)
+    if f is None:
+        kwargs = dict(static)
+
+        def op(*args):
+            return builder(*args, **kwargs)
+        op.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+        op.__name__ = op.__qualname__ = name
+        op.__module__ = "jitdl.numpy"
+        f = Function(op, name=name)
+        f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
+        _functions[key] = f
+    return f
+
+
+def cache_info(name=None):
+    """Compilations and cache hits of the op library in this process, per op (or of op
+    `name`): {"op": {"kernels": compiled or loaded, "compiled": compiled, "hits": disk hits}}."""
+    out = {}
+    for (op, _, _), f in _functions.items():
+        if name is not None and op != name:
+            continue
+        info = f.cache_info()
+        d = out.setdefault(op, {"kernels": 0, "compiled": 0, "hits": 0})
+        d["compiled"] += info["misses"]
+        d["hits"] += info["hits"]
+        d["kernels"] += info["misses"] + info["hits"]
+    return out.get(name, {"kernels": 0, "compiled": 0, "hits": 0}) if name else out
+
+
+def clear():
+    """Forget the compiled kernels of this process (the disk cache keeps them)."""
+    _kernels.clear()
+    _functions.clear()

@@ -1,0 +1,226 @@
+"""What every op builder shares: operands, broadcasting, axes, promotion, and the two
+stage shapes most ops are made of (an elementwise map and a reduction).
+
+Operands inside a definition are tensors (any rank), scalar expressions (a scalar
+argument, an element, a constant: rank 0) and Python numbers (weak, NEP 50). A dimension
+is an int or, in kernels with symbolic extents, an int64 expression; only the int 1
+broadcasts.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
+from jitdl.ir import build
+from jitdl.ir.nodes import Expr, IterVar, ReduceOp
+from jitdl.te import ops as te
+from jitdl.te.tensor import Tensor
+
+
+# -- operands -------------------------------------------------------------------------------
+def is_symbolic(x) -> bool:
+    """A value of a definition being traced (a tensor or a scalar expression)."""
+    return isinstance(x, (Tensor, Expr, IterVar))
+
+
+def operand(x, what="argument"):
+    """x as a definition operand: a Tensor, or a scalar Expr (Python numbers weak)."""
+    if isinstance(x, (Tensor, Expr)):
+        return x
+    if isinstance(x, IterVar):
+        return x.var
+    if isinstance(x, (bool, int, float, np.generic)):
+        return build.as_expr(x)
+    if isinstance(x, np.ndarray):
+        raise ArgumentError(
+            f"{what} is a NumPy array inside a definition: pass it as an argument of the "
+            f"@jd.compute function (arrays are its parameters), got shape {x.shape}",
+            user_loc())
+    if isinstance(x, (list, tuple)):
+        raise ArgumentError(f"{what} is a {type(x).__name__} inside a definition: pass "
+                            "tensors or scalars", user_loc())
+    raise ArgumentError(f"{what}: expected a tensor or a number, got {type(x).__name__}",
+                        user_loc())
+
+
+def shape_of(x) -> tuple:
+    return x.shape if isinstance(x, Tensor) else ()
+
+
+def ndim_of(x) -> int:
+    return len(x.shape) if isinstance(x, Tensor) else 0
+
+
+def dtype_of(x) -> str:
+    return x.dtype
+
+
+def is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def same_dim(a, b) -> bool:
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
+def shape_text(shape) -> str:
+    """A shape as NumPy prints it: (3,), (2, 4)."""
+    return str(tuple(d if isinstance(d, int) else str(d) for d in shape)).replace("'", "")
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy's broadcasting of shapes (aligned on the right; 1 stretches). Two symbolic
+    dimensions are taken to agree: the caller checks them at run time."""
+    ndim = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(-ndim, 0):
+        dim = 1
+        for s in shapes:
+            if len(s) < -d:
+                continue
+            x = s[d]
+            if is_one(x):
+                continue
+            if is_one(dim):
+                dim = x
+            elif not same_dim(dim, x):
+                if isinstance(dim, int) and isinstance(x, int):
+                    raise ShapeError(
+                        "operands could not be broadcast together with shapes "
+                        + " ".join(shape_text(s) for s in shapes), user_loc())
+        out.append(dim)
+    return tuple(out)
+
+
+def load(x, idx, shape):
+    """The element of operand x that broadcasts to index `idx` of an output of `shape`."""
+    if not isinstance(x, Tensor):
+        return x
+    off = len(shape) - x.ndim
+    return x[tuple(0 if is_one(d) and not is_one(shape[off + n]) else idx[off + n]
+                   for n, d in enumerate(x.shape))]
+
+
+def broadcast_to(x, shape, name=None):
+    """x as a tensor of `shape` (a stage that copies with broadcasting)."""
+    x = operand(x)
+    if isinstance(x, Tensor) and tuple(x.shape) == tuple(shape):
+        return x
+    full = broadcast_shapes(shape_of(x), shape)
+    if len(full) != len(shape) or not builtins.all(same_dim(a, b) for a, b in zip(full, shape)):
+        raise ShapeError(f"cannot broadcast an array of shape {shape_text(shape_of(x))} to "
+                         f"shape {shape_text(shape)}", user_loc())
+    return te.tensor(shape, lambda *idx: load(x, idx, shape), name=name)
+
+
+def elementwise(fn, *xs, name=None, dtype=None):
+    """The stage out[idx] = fn(x[idx] for x in xs) with broadcasting; a scalar expression
+    when every operand is a scalar. `dtype` casts the result."""
+    xs = [operand(x) for x in xs]
+    shape = broadcast_shapes(*(shape_of(x) for x in xs))
+
+    def body(*idx):
+        e = fn(*(load(x, idx, shape) for x in xs))
+        return e if dtype is None else build.cast(e, dtype)
+    if not builtins.any(isinstance(x, Tensor) for x in xs):
+        return body()
+    return te.tensor(shape, body, name=name)
+
+
+def typed(x) -> tuple:
+    """(dtype, weak) of an operand, as jitdl.ir.build.result_dtype takes them."""
+    x = operand(x)
+    return x.dtype, bool(getattr(x, "weak", False)) and not isinstance(x, Tensor)
+
+
+def result_type(ufunc, *xs) -> str:
+    """The dtype NumPy 2 gives `ufunc` on these operands (NEP 50: Python numbers weak)."""
+    return build.result_dtype(ufunc, *(typed(x) for x in xs))
+
+
+# -- axes and reductions --------------------------------------------------------------------
+def normalize_axes(axis, ndim, allow_none=True) -> tuple:
+    """NumPy's axis argument as a tuple of distinct non-negative axes (None: all of them),
+    with NumPy's errors for an axis out of range or repeated."""
+    if axis is None and allow_none:
+        return tuple(range(ndim))
+    seq = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in seq:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise ArgumentError(f"'{type(a).__name__}' object cannot be interpreted as an "
+                                "integer (axis must be an int or a tuple of ints)",
+                                user_loc()) from None
+        if not -ndim <= a < ndim:
+            raise AxisError(f"axis {a} is out of bounds for array of dimension {ndim}",
+                            user_loc())
+        a %= builtins.max(ndim, 1)
+        if a in out:
+            raise ShapeError("duplicate value in 'axis'", user_loc())
+        out.append(a)
+    return tuple(out)
+
+
+def normalize_axis(axis, ndim) -> int:
+    """One axis (an int), NumPy's error when out of range."""
+    return normalize_axes(axis, ndim, allow_none=False)[0]
+
+
+def as_tensor(x, name=None):
+    """An operand as a tensor (a scalar becomes a 0-d stage)."""
+    x = operand(x)
+    return x if isinstance(x, Tensor) else te.tensor((), lambda: x, name=name)
+
+
+def reduction(op: ReduceOp, x, axis=None, keepdims=False, dtype=None, name=None):
+    """The stage reducing x with `op` over `axis` (NumPy's meaning: None is every axis),
+    each element cast to `dtype` first when given; `keepdims` keeps reduced axes as 1."""
+    x = as_tensor(x)
+    axes = normalize_axes(axis, x.ndim)
+    ks = {a: te.reduce_axis(x.shape[a]) for a in axes}
+    shape = tuple(1 if d in ks else n for d, n in enumerate(x.shape)
+                  if keepdims or d not in ks)
+
+    def body(*idx):
+        it = iter(idx)
+        full = []
+        for d in range(x.ndim):
+            if d in ks:
+                full.append(ks[d])
+                if keepdims:
+                    next(it)
+            else:
+                full.append(next(it))
+        e = x[tuple(full)]
+        if dtype is not None:
+            e = build.cast(e, dtype)
+        return te.reduce(op, e, list(ks.values())) if ks else e
+    return te.tensor(shape, body, name=name)
+
+
+def reduced_size(x, axis):
+    """The number of elements each output element of a reduction over `axis` combines
+    (an int, or an int64 expression for symbolic extents)."""
+    n = 1
+    for a in normalize_axes(axis, ndim_of(x)):
+        n = n * x.shape[a]
+    return n
+
+
+def check_dtype(x, allowed, what):
+    """A TypeError worded as NumPy's when an operand's dtype is not one `what` takes."""
+    dt = operand(x).dtype
+    if dt not in allowed:
+        raise ArgumentError(f"{what} not supported for the input type {dt}", user_loc())
+
+
+def floating(dt: str) -> str:
+    """The float dtype NumPy computes a transcendental function of `dt` in."""
+    return dt if dtypes.is_float(dt) else ("float32" if dt in ("bool", "int8", "uint8",
+                                                               "int16") else "float64")
+
