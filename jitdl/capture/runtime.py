@@ -14,7 +14,7 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, IterVar, ReduceOp, Var
 from jitdl.te import naming, ops
-from jitdl.te.tensor import Tensor, whole_tensor_error
+from jitdl.te.tensor import WHOLE, Tensor, whole_tensor_error
 
 _CMPS = {"==": CmpOp.EQ, "!=": CmpOp.NE, "<": CmpOp.LT, "<=": CmpOp.LE, ">": CmpOp.GT,
          ">=": CmpOp.GE}
@@ -85,6 +85,8 @@ def not_(x):
 
 
 def cmp(op, a, b):
+    if isinstance(a, Tensor) or isinstance(b, Tensor):     # whole tensors: jd.numpy's
+        return tensor_compare(op, a, b)
     if symbolic(a) or symbolic(b):
         return build.compare(_CMPS[op], a, b)
     return {"==": a == b, "!=": a != b}[op] if op in ("==", "!=") else \
@@ -209,8 +211,8 @@ def _jitdl_call(name, f):
     def call(*args, **kwargs):
         if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS:
             return args[0].reduce(_BUILTIN_REDUCERS[name])
-        if id(f) in _OPS:            # jd.exp(X); not a function of jitdl's that takes
-            _no_whole_tensors(name, args)    # tensors (a later jd.numpy)
+        if id(f) in _OPS and any(isinstance(a, Tensor) for a in args):
+            return _on_whole_tensors(name, f, args, kwargs)      # jd.exp(X)
         return f(*args, **kwargs)
     return call
 
@@ -218,14 +220,38 @@ def _jitdl_call(name, f):
 _OPS = {id(f) for f in ops.INTRINSICS.values()}
 
 
-def _no_whole_tensors(name, args):
-    """exp(X), np.maximum(X, 0), sum(X) on a whole tensor: say how to write it."""
-    if any(isinstance(a, Tensor) for a in args):
+# jd.*, math.* and np.* functions by the jd.numpy function they mean on a whole tensor
+_NUMPY_NAME = {"atan": "arctan", "atan2": "arctan2", "pow": "power", "select": "where",
+               "fabs": "absolute", "abs": "absolute", "round": "round", "rint": "rint"}
+_BUILTIN = {id(f) for f in (builtins.sum, builtins.max, builtins.min, builtins.any,
+                            builtins.all, builtins.round)}
+
+
+def _on_whole_tensors(name, original, args, kwargs):
+    """exp(X), np.maximum(X, 0), jd.select(X > 0, X, 0), np.sum(X, axis=1) on whole
+    tensors: jd.numpy's function of that name. Python's builtins (sum(X), max(X)) stay an
+    error: over a whole tensor they do not mean what NumPy's functions do."""
+    if original in (ops.max, ops.min) and len(args) > 1:       # jd.max(X, Y): elementwise
+        name = "maximum" if original is ops.max else "minimum"
+    fn = None if id(original) in _BUILTIN else WHOLE.get(_NUMPY_NAME.get(name, name))
+    if fn is None:
         raise whole_tensor_error(name, args)
+    return fn(*args, **kwargs)
+
+
+def tensor_compare(op, a, b):
+    """`X == Y`, `X < 0` on whole tensors (the capture rewrites comparisons to this)."""
+    name = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
+            ">": "greater", ">=": "greater_equal"}[op]
+    fn = WHOLE.get(name)
+    if fn is None:
+        raise whole_tensor_error(op, (a, b), infix=True)
+    return fn(a, b)
 
 
 def _dispatch(name, original, args, kwargs):
-    _no_whole_tensors(name, args)
+    if any(isinstance(a, Tensor) for a in args):
+        return _on_whole_tensors(name, original, args, kwargs)
     if len(args) == 1 and isinstance(args[0], Generator) and name in _BUILTIN_REDUCERS \
             and not kwargs:
         g = args[0]

@@ -13,12 +13,29 @@ adds stages to that definition, so several calls fuse into one kernel:
         e = jnp.exp(X - jnp.max(X, axis=1, keepdims=True))
         return e / jnp.sum(e, axis=1, keepdims=True)
 
-Array creation is NumPy's own (`jd.numpy.asarray` is `numpy.asarray`).
+Array creation is NumPy's own (`jd.numpy.asarray` is `numpy.asarray`). Inside a
+definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
+`X.sum(axis=1)`, `np.exp(X)`) are these functions too.
 """
-from numpy import (array, asarray, empty, empty_like, full, full_like, linspace, ones,
-                   ones_like, zeros, zeros_like, arange, e, pi, inf, nan, newaxis)
-from numpy import (bool_, int8, int16, int32, int64, uint8, float32, float64, dtype)
+from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, float32,  # noqa: F401
+                   float64, full, full_like, inf, int8, int16, int32, int64, linspace, nan,
+                   newaxis, ones, ones_like, pi, uint8, zeros, zeros_like)
 
-from jitdl.eager import cache_info, clear
-from jitdl.numpy._ufuncs import *          # noqa: F401,F403
-from jitdl.numpy._reductions import *      # noqa: F401,F403
+from jitdl.eager import cache_info, clear  # noqa: F401
+from jitdl.numpy import _reductions, _ufuncs
+from jitdl.numpy._reductions import *  # noqa: F401,F403
+from jitdl.numpy._ufuncs import *  # noqa: F401,F403
+from jitdl.te.tensor import WHOLE
+
+_MODULES = (_ufuncs, _reductions)
+__all__ = [n for m in _MODULES for n in m.__all__]
+
+
+def status():
+    """{function name: "done" or "partial: what is missing"} for every function here."""
+    return {n: s for m in _MODULES for n, s in getattr(m, "STATUS", {}).items()}
+
+
+WHOLE.update({n: globals()[n] for n in __all__})
+if "ravel" in WHOLE:
+    WHOLE["flatten"] = WHOLE["ravel"]

@@ -13,9 +13,11 @@ import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
+from jitdl.errors import ArgumentError, AxisError, DefinitionError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import Expr, IterVar, ReduceOp
+from jitdl.ir.nodes import Access, Expr, IterVar, ReduceOp
+from jitdl.ir.printer import expr_text
+from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -121,6 +123,8 @@ def elementwise(fn, *xs, name=None, dtype=None):
     when every operand is a scalar. `dtype` casts the result."""
     xs = [operand(x) for x in xs]
     shape = broadcast_shapes(*(shape_of(x) for x in xs))
+    if any(isinstance(x, Tensor) for x in xs):
+        _no_elements(xs, name)
 
     def body(*idx):
         e = fn(*(load(x, idx, shape) for x in xs))
@@ -134,6 +138,19 @@ def typed(x) -> tuple:
     """(dtype, weak) of an operand, as jitdl.ir.build.result_dtype takes them."""
     x = operand(x)
     return x.dtype, bool(getattr(x, "weak", False)) and not isinstance(x, Tensor)
+
+
+def _no_elements(xs, name):
+    """A whole tensor combined with an element of one (`jd.select(X == 0, 1.0, X[i])`)
+    would compute a tensor per element: say what to write instead."""
+    t = next(x for x in xs if isinstance(x, Tensor))
+    for x in xs:
+        if isinstance(x, Expr) and any(isinstance(n, Access) for n in walk_expr(x)):
+            raise DefinitionError(
+                f"{name or 'an elementwise operation'} combines the whole tensor {t.name} "
+                f"({t.dtype}{list(t.shape)}) with the element expression `{expr_text(x)}`; "
+                f"inside an element expression use elements of tensors too (e.g. "
+                f"`{t.name}[i]`), or whole tensors throughout", user_loc())
 
 
 def result_type(ufunc, *xs) -> str:

@@ -87,63 +87,98 @@ class Tensor:
         kind = type(self.op).__name__.lower() if self.op is not None else "tensor"
         return f"<jitdl {kind} {self.name}: {self.dtype}{list(self.shape)}>"
 
-    @property
-    def T(self):
-        raise DefinitionError("use index notation for transposes: Y[j, i] = X[i, j]", user_loc())
-
-    # arithmetic and math on a whole tensor are not a definition: say what to write
+    # Whole-tensor arithmetic and methods (`X + Y`, `np.exp(X)`, `X.T`, `X.sum(axis=1)`) are
+    # jd.numpy's functions on the tensor, which add stages; where jitdl needs one element
+    # (math.exp(X) in an element expression, jd.select(c, X, 0)) a tensor is an error.
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        raise whole_tensor_error(ufunc.__name__ if method == "__call__"
-                                 else f"{ufunc.__name__}.{method}", inputs)
+        fn = WHOLE.get(ufunc.__name__) if method == "__call__" else None
+        if fn is None:
+            raise whole_tensor_error(ufunc.__name__ if method == "__call__"
+                                     else f"{ufunc.__name__}.{method}", inputs)
+        return fn(*inputs, **kwargs)
 
     def __float__(self):        # math.exp(X) where the call is not rewritten
         raise whole_tensor_error(None, (self,))
 
-    def __jitdl_expr__(self):   # jd.exp(X), jd.max(X, 0.0), jd.select(c, X, 0) ...
+    def __jitdl_expr__(self):   # an element was needed: jd.select(c, X, 0), X[i] + Y ...
         raise whole_tensor_error(None, (self,))
 
+    @property
+    def T(self):
+        return _whole("transpose", self)
+
     def __matmul__(self, other):
-        raise DefinitionError(
-            f"`{self.name} @ ...`: {self.name} is a whole tensor; write the product by "
-            f"index: `C[i, j] = sum(A[i, k] * B[k, j] for k in range(K))`", user_loc())
+        return _whole("matmul", self, other, symbol="@")
 
-    __rmatmul__ = __matmul__
+    def __rmatmul__(self, other):
+        return _whole("matmul", other, self, symbol="@")
 
 
-def _whole_op(symbol, reflected=False, unary=False):
+# The op library's functions on whole tensors, by NumPy name; jd.numpy fills this when it
+# is imported (this layer cannot import the op library, which is built on it).
+WHOLE = {}
+
+
+def _whole(name, *args, symbol=None, **kwargs):
+    fn = WHOLE.get(name)
+    if fn is None:
+        raise whole_tensor_error(symbol or name, args, infix=symbol is not None)
+    return fn(*args, **kwargs)
+
+
+def _whole_op(symbol, name, reflected=False, unary=False):
     def method(self, *other):
         if unary:
-            raise whole_tensor_error(symbol, (self,), unary=True)
+            return _whole(name, self)
         args = (other[0], self) if reflected else (self, other[0])
-        raise whole_tensor_error(symbol, args, infix=True)
+        return _whole(name, *args, symbol=symbol)
     return method
 
 
-for _sym, _names in (("+", ("add", "radd")), ("-", ("sub", "rsub")), ("*", ("mul", "rmul")),
-                     ("/", ("truediv", "rtruediv")), ("//", ("floordiv", "rfloordiv")),
-                     ("%", ("mod", "rmod")), ("**", ("pow", "rpow")), ("&", ("and", "rand")),
-                     ("|", ("or", "ror")), ("^", ("xor", "rxor")), ("<<", ("lshift", "rlshift")),
-                     (">>", ("rshift", "rrshift")), ("<", ("lt",)), ("<=", ("le",)),
-                     (">", ("gt",)), (">=", ("ge",))):
-    for _n, _name in enumerate(_names):
-        setattr(Tensor, f"__{_name}__", _whole_op(_sym, reflected=_n == 1))
-for _sym, _name in (("-", "neg"), ("~", "invert"), ("abs", "abs")):
-    setattr(Tensor, f"__{_name}__", _whole_op(_sym, unary=True))
+for _sym, _name, _methods in (
+        ("+", "add", ("add", "radd")), ("-", "subtract", ("sub", "rsub")),
+        ("*", "multiply", ("mul", "rmul")), ("/", "divide", ("truediv", "rtruediv")),
+        ("//", "floor_divide", ("floordiv", "rfloordiv")), ("%", "remainder", ("mod", "rmod")),
+        ("**", "power", ("pow", "rpow")), ("&", "bitwise_and", ("and", "rand")),
+        ("|", "bitwise_or", ("or", "ror")), ("^", "bitwise_xor", ("xor", "rxor")),
+        ("<<", "left_shift", ("lshift", "rlshift")), (">>", "right_shift", ("rshift", "rrshift")),
+        ("<", "less", ("lt",)), ("<=", "less_equal", ("le",)), (">", "greater", ("gt",)),
+        (">=", "greater_equal", ("ge",))):
+    for _n, _method in enumerate(_methods):
+        setattr(Tensor, f"__{_method}__", _whole_op(_sym, _name, reflected=_n == 1))
+for _sym, _name, _method in (("-", "negative", "neg"), ("~", "invert", "invert"),
+                             ("abs", "absolute", "abs"), ("+", "positive", "pos")):
+    setattr(Tensor, f"__{_method}__", _whole_op(_sym, _name, unary=True))
 
 
-def _whole_compare(symbol, identity):
-    """`X == 0` on a whole tensor is an error (it was a silent False); tensors still
-    compare by identity with anything that is not a number (`t in stages`)."""
+def _whole_method(name):
+    def method(self, *args, **kwargs):
+        return _whole(name, self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"jd.numpy.{name} of this tensor (inside a definition)."
+    return method
+
+
+for _name in ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all",
+              "any", "reshape", "transpose", "astype", "ravel", "flatten", "squeeze", "clip",
+              "round"):
+    setattr(Tensor, _name, _whole_method(_name))
+
+
+def _whole_compare(symbol, name, identity):
+    """`X == 0` on a whole tensor is jd.numpy's equal (it was a silent False before);
+    tensors still compare by identity with anything that is not a number or tensor of a
+    definition (`t in stages` in jitdl's own code)."""
     def method(self, other):
         if isinstance(other, (bool, int, float, np.generic)):
-            raise whole_tensor_error(symbol, (self, other), infix=True)
+            return _whole(name, self, other, symbol=symbol)
         return identity(self, other)
     return method
 
 
 # set after the class is made, so Tensor keeps object's hash
-Tensor.__eq__ = _whole_compare("==", lambda a, b: a is b)
-Tensor.__ne__ = _whole_compare("!=", lambda a, b: a is not b)
+Tensor.__eq__ = _whole_compare("==", "equal", lambda a, b: a is b)
+Tensor.__ne__ = _whole_compare("!=", "not_equal", lambda a, b: a is not b)
 
 
 def _index_names(ndim):
