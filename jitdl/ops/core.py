@@ -196,28 +196,27 @@ def as_tensor(x, name=None):
 
 def reduction(op: ReduceOp, x, axis=None, keepdims=False, dtype=None, name=None):
     """The stage reducing x with `op` over `axis` (NumPy's meaning: None is every axis),
-    each element cast to `dtype` first when given; `keepdims` keeps reduced axes as 1."""
+    each element cast to `dtype` first when given; `keepdims` keeps reduced axes as 1.
+    With keepdims the reduction itself drops the axes and a second (inlined) stage
+    restores them, so the automatic schedule sees a row statistic P[i] that it can
+    compute inside its reader's row loop."""
     x = as_tensor(x)
     axes = normalize_axes(axis, x.ndim)
     ks = {a: te.reduce_axis(x.shape[a]) for a in axes}
-    shape = tuple(1 if d in ks else n for d, n in enumerate(x.shape)
-                  if keepdims or d not in ks)
+    shape = tuple(n for d, n in enumerate(x.shape) if d not in ks)
 
     def body(*idx):
         it = iter(idx)
-        full = []
-        for d in range(x.ndim):
-            if d in ks:
-                full.append(ks[d])
-                if keepdims:
-                    next(it)
-            else:
-                full.append(next(it))
-        e = x[tuple(full)]
+        e = x[tuple(ks[d] if d in ks else next(it) for d in range(x.ndim))]
         if dtype is not None:
             e = build.cast(e, dtype)
         return te.reduce(op, e, list(ks.values())) if ks else e
-    return te.tensor(shape, body, name=name)
+    r = te.tensor(shape, body, name=None if keepdims and ks else name)
+    if not (keepdims and ks):
+        return r
+    kept = tuple(1 if d in ks else n for d, n in enumerate(x.shape))
+    return te.tensor(kept, lambda *idx: r[tuple(i for d, i in enumerate(idx) if d not in ks)],
+                     name=name)
 
 
 def reduced_size(x, axis):

@@ -1,0 +1,234 @@
+"""jd.numpy / jd.nn against NumPy, in the same run: each op family eagerly at three sizes
+(1e3, 1e5, 1e7 elements or equivalent), and fused composites written with jd.numpy inside
+one @jd.compute definition against the same NumPy code.
+
+    python benchmarks/ops.py             # everything
+    python benchmarks/ops.py --quick     # smaller sizes, fewer repeats (smoke test)
+    python benchmarks/ops.py --only exp,softmax
+
+Each result is checked against NumPy in float64 before it is timed. Both sides are timed
+in their own blocks after a pause, alternating (benchmarks/_common.time_pair); a block of
+a small op runs it many times and counts the mean per call. ratio = NumPy's time /
+jitdl's (above 1: jitdl is faster). The kernel cache goes to a fresh temporary directory
+unless --keep is given. Writes benchmarks/results/ops.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+if "--keep" not in sys.argv:          # before jitdl reads its settings
+    os.environ["JITDL_CACHE_DIR"] = tempfile.mkdtemp(prefix="jitdl-bench-ops-")
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import import_jitdl, machine, print_table, time_pair, write_json  # noqa: E402
+
+jd = import_jitdl()
+jnp = jd.numpy
+
+
+def batched(fn, seconds=0.02):
+    """fn repeated enough times for one timed block to last about `seconds` (a call of a
+    microsecond cannot be timed alone); returns (block function, calls per block)."""
+    fn()
+    n, t0 = 1, time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    n = max(1, int(seconds / once))
+
+    def block():
+        for _ in range(n):
+            fn()
+    return block, n
+
+
+def compare(f_jd, f_np, repeat):
+    b_jd, n_jd = batched(f_jd)
+    b_np, n_np = batched(f_np)
+    t_jd, t_np = time_pair(b_jd, b_np, repeat=repeat)
+    return t_jd / n_jd, t_np / n_np
+
+
+def rand(shape, dtype, rng, positive=False):
+    x = rng.standard_normal(shape)
+    return (np.abs(x) + 0.1 if positive else x).astype(dtype)
+
+
+def check(got, want, rtol):
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                               rtol=rtol, atol=rtol)
+
+
+# -- eager op families -----------------------------------------------------------------------
+def eager_cases(sizes, rng):
+    """(family, op, size label, jitdl call, NumPy call, reference)."""
+    out = []
+    for n in sizes:
+        a = rand(n, np.float32, rng)
+        b = rand(n, np.float32, rng)
+        x = rand(n, np.float64, rng)
+        y = rand(n, np.float64, rng)
+        label = f"{n:.0e}"
+        out.append(("elementwise", "add f64", label, lambda x=x, y=y: jnp.add(x, y),
+                    lambda x=x, y=y: np.add(x, y), np.add(x, y)))
+        out.append(("elementwise", "exp f32", label, lambda a=a: jnp.exp(a),
+                    lambda a=a: np.exp(a), np.exp(a.astype(np.float64))))
+        out.append(("elementwise", "maximum f32", label, lambda a=a, b=b: jnp.maximum(a, b),
+                    lambda a=a, b=b: np.maximum(a, b), np.maximum(a, b)))
+        rows = max(1, n // 1000)
+        m = rand((rows, n // rows), np.float32, rng)
+        out.append(("reduction", "sum f32 (all)", label, lambda m=m: jnp.sum(m),
+                    lambda m=m: np.sum(m), m.astype(np.float64).sum()))
+        out.append(("reduction", "max f32 axis=1", label, lambda m=m: jnp.max(m, axis=1),
+                    lambda m=m: np.max(m, axis=1), m.max(axis=1)))
+        out.append(("reduction", "mean f32 axis=0", label, lambda m=m: jnp.mean(m, axis=0),
+                    lambda m=m: np.mean(m, axis=0), m.astype(np.float64).mean(axis=0)))
+        out.append(("manipulation", "concatenate f32", label,
+                    lambda m=m: jnp.concatenate([m, m], axis=1),
+                    lambda m=m: np.concatenate([m, m], axis=1),
+                    np.concatenate([m, m], axis=1)))
+        out.append(("manipulation", "pad f32", label, lambda m=m: jnp.pad(m, 2),
+                    lambda m=m: np.pad(m, 2), np.pad(m, 2)))
+        side = int(round(np.sqrt(n)))
+        p = rand((side, side), np.float32, rng)
+        q = rand((side, side), np.float32, rng)
+        out.append(("linalg", f"matmul f32 {side}x{side}", label,
+                    lambda p=p, q=q: jnp.matmul(p, q), lambda p=p, q=q: np.matmul(p, q),
+                    p.astype(np.float64) @ q))
+        out.append(("nn", "softmax f32 rows", label, lambda m=m: jd.nn.softmax(m, dim=1),
+                    lambda m=m: np_softmax(m), np_softmax(m.astype(np.float64))))
+    return out
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# -- fused composites ------------------------------------------------------------------------
+@jd.compute
+def softmax(X):
+    e = jnp.exp(X - jnp.max(X, axis=1, keepdims=True))
+    return e / jnp.sum(e, axis=1, keepdims=True)
+
+
+@jd.compute
+def layer_norm(X, w, b):
+    mu = jnp.mean(X, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(X - mu), axis=-1, keepdims=True)
+    return (X - mu) / jnp.sqrt(var + 1e-5) * w + b
+
+
+@jd.compute
+def gelu_linear(X, W, b):
+    h = jnp.matmul(X, W) + b
+    return 0.5 * h * (1.0 + jnp.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
+
+
+@jd.compute
+def attention(Q, K, V):
+    s = jnp.matmul(Q, jnp.transpose(K, (0, 2, 1))) * 0.125
+    e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    return jnp.matmul(e / jnp.sum(e, axis=-1, keepdims=True), V)
+
+
+def np_layer_norm(X, w, b):
+    mu = np.mean(X, axis=-1, keepdims=True)
+    var = np.mean(np.square(X - mu), axis=-1, keepdims=True)
+    return (X - mu) / np.sqrt(var + 1e-5) * w + b
+
+
+def np_gelu_linear(X, W, b):
+    h = np.matmul(X, W) + b
+    return 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
+
+
+def np_attention(Q, K, V):
+    s = np.matmul(Q, np.transpose(K, (0, 2, 1))) * 0.125
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return np.matmul(e / np.sum(e, axis=-1, keepdims=True), V)
+
+
+def fused_cases(quick, rng):
+    rows, cols = (512, 256) if quick else (4096, 1024)
+    X = rand((rows, cols), np.float32, rng)
+    w, b = rand(cols, np.float32, rng), rand(cols, np.float32, rng)
+    n, k, m = (128, 256, 256) if quick else (512, 1024, 1024)
+    A, W, bias = rand((n, k), np.float32, rng), rand((k, m), np.float32, rng) * 0.05, \
+        rand(m, np.float32, rng)
+    bh, seq = (2, 128) if quick else (8, 512)
+    Q, K, V = (rand((bh, seq, 64), np.float32, rng) for _ in range(3))
+    return [
+        ("softmax", f"{rows}x{cols} f32", softmax, (X,), np_softmax),
+        ("layer_norm", f"{rows}x{cols} f32", layer_norm, (X, w, b), np_layer_norm),
+        ("gelu(x @ W + b)", f"{n}x{k} @ {k}x{m} f32", gelu_linear, (A, W, bias),
+         np_gelu_linear),
+        ("attention", f"{bh}x{seq}x64 f32", attention, (Q, K, V), np_attention),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated op or composite names")
+    ap.add_argument("--keep", action="store_true", help="use the user's kernel cache")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                  "ops.json"))
+    args = ap.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    rng = np.random.default_rng(0)
+    sizes = (1000, 100_000) if args.quick else (1000, 100_000, 10_000_000)
+    repeat = 5 if args.quick else 11
+    info = machine()
+    print(f"CPU: {info.get('cpu')}, {info['cpu_count']} cores; jitdl threads: "
+          f"{jd.config.settings.num_threads}")
+
+    eager = []
+    for family, op, size, f_jd, f_np, ref in eager_cases(sizes, rng):
+        if only and not any(o in op for o in only):
+            continue
+        try:
+            check(f_jd(), ref, 1e-4)
+        except Exception as e:          # an op not built, or wrong: say so, go on
+            eager.append({"family": family, "op": op, "size": size,
+                          "error": f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"})
+            print(f"{op} {size}: {eager[-1]['error']}")
+            continue
+        t_jd, t_np = compare(f_jd, f_np, repeat)
+        eager.append({"family": family, "op": op, "size": size, "jitdl_s": t_jd,
+                      "numpy_s": t_np, "ratio": t_np / t_jd})
+    print("\nEager calls on arrays (ratio = NumPy time / jitdl time)")
+    print_table(eager, [("family", "family", ""), ("op", "op", ""), ("elements", "size", ""),
+                        ("jitdl", "jitdl_s", "s"), ("NumPy", "numpy_s", "s"),
+                        ("ratio", "ratio", "")])
+
+    fused = []
+    for name, size, f, inputs, ref in fused_cases(args.quick, rng):
+        if only and name not in only:
+            continue
+        try:
+            check(f(*inputs), ref(*(a.astype(np.float64) for a in inputs)), 1e-3)
+        except Exception as e:
+            fused.append({"composite": name, "size": size,
+                          "error": f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"})
+            print(f"{name}: {fused[-1]['error']}")
+            continue
+        t_jd, t_np = compare(lambda: f(*inputs), lambda: ref(*inputs), repeat)
+        fused.append({"composite": name, "size": size, "jitdl_s": t_jd, "numpy_s": t_np,
+                      "ratio": t_np / t_jd})
+    print("\nFused composites written with jd.numpy inside @jd.compute, against the same "
+          "NumPy code")
+    print_table(fused, [("composite", "composite", ""), ("size", "size", ""),
+                        ("jitdl", "jitdl_s", "s"), ("NumPy", "numpy_s", "s"),
+                        ("ratio", "ratio", "")])
+    write_json(args.out, {"machine": info, "threads": jd.config.settings.num_threads,
+                          "quick": args.quick, "eager": eager, "fused": fused})
+
+
+if __name__ == "__main__":
+    main()
