@@ -145,9 +145,24 @@ _METH_FASTCALL = 0x0080
 _new_builtin = ctypes.pythonapi.PyCFunction_NewEx
 _new_builtin.restype = ctypes.py_object
 _new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+
+
+class _Outcome:
+    """What the `.fast` entry returns when the kernel did not (or not cleanly) run: an
+    object of its own, so that a count of references to it means something."""
+    __slots__ = ("what",)
+
+    def __init__(self, what):
+        self.what = what
+
+    def __repr__(self):
+        return f"<fast entry: {self.what}>"
+
+
 FAST_RESULTS = [None] * 3     # what the `.fast` entry returns (its `self` tuple's items)
 FAST_RESULTS[FAST_OK], FAST_RESULTS[FAST_FALLBACK], FAST_RESULTS[FAST_ERROR] = (
-    None, "fallback", "error")
+    None, _Outcome("fell back: an argument it does not read"),
+    _Outcome("the kernel reported an error"))
 
 
 def fast_builtin(loaded, sig):
