@@ -111,12 +111,38 @@ def freeze_static(v):
 
 def call_key(args, static_pos=()):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
-    value per static argument. (Function.__call__ inlines the common case.) NumPy
-    arrays mean the CPU target: another array type gives another key."""
+    value per static argument. NumPy arrays mean the CPU target: another array type
+    gives another key."""
     key = [(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args]
     for i in static_pos:
         key[i] = freeze_static(args[i])
     return tuple(key)
+
+
+def _key1(args):
+    (a,) = args
+    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),)
+
+
+def _key2(args):
+    a, b = args
+    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),
+            (b.shape, b.dtype) if type(b) is _ndarray else type(b))
+
+
+def _key3(args):
+    a, b, c = args
+    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),
+            (b.shape, b.dtype) if type(b) is _ndarray else type(b),
+            (c.shape, c.dtype) if type(c) is _ndarray else type(c))
+
+
+def key_function(n_args, static_pos=()):
+    """call_key for calls of n_args arguments without static ones, written out for up to
+    three arguments (0.2 us less per call than the general loop over the arguments)."""
+    if static_pos:
+        return lambda args: call_key(args, static_pos)
+    return {1: _key1, 2: _key2, 3: _key3}.get(n_args, call_key)
 
 
 def key_of_specs(specs):
