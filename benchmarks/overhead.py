@@ -5,7 +5,10 @@
 
 (a) dispatch: an already compiled `Y[i] = X[i] + 1.0` on 4 floats, with and without a
     preallocated out=, against `np.add(x, 1.0, out=y)`, `x + 1.0` and numba's @njit.
-(b) fork/join: the same kernel with its loop run in parallel (a @jd.schedule) against
+(b) call path: `Z[i] = X[i] + Y[i]` on 1000 float64 against `np.add(x, y)` (and numba):
+    the Function call (dispatch + kernel), Kernel.run (no dispatch) and the kernel's
+    `.fast` entry alone on a preallocated output (the foreign call and the work).
+(c) fork/join: the same kernel with its loop run in parallel (a @jd.schedule) against
     the serial kernel, on 16 and 64 elements: the difference is the cost of starting and
     joining the threads.
 Each figure is the median over `--repeat` runs of the mean time of `--calls` calls.
@@ -28,6 +31,12 @@ jd = import_jitdl()
 def add1(X):
     Y[i] = X[i] + 1.0
     return Y
+
+
+@jd.compute
+def add2(X, Y):
+    Z[i] = X[i] + Y[i]
+    return Z
 
 
 @jd.compute
@@ -64,7 +73,11 @@ def numba_add1():
         for i in range(x.shape[0]):
             y[i] = x[i] + np.float32(1.0)
         return y
-    return f
+
+    @numba.njit(cache=False)
+    def g(x, y):
+        return x + y
+    return f, g
 
 
 def main(argv=None):
@@ -113,12 +126,33 @@ def main(argv=None):
     measure("dispatch", "jitdl  f(x, out=y)", lambda: add1(x, out=y))
     nb = numba_add1()
     if nb is not None:
-        nb(x, y)
-        measure("dispatch", "numba  f(x, y)", lambda: nb(x, y))
+        nb[0](x, y)
+        measure("dispatch", "numba  f(x, y)", lambda: nb[0](x, y))
     else:
         print("numba not installed: skipped")
 
-    # (b) fork/join ---------------------------------------------------------------------
+    # (b) the call path on 1000 float64 --------------------------------------------------
+    print("[call path] ...", flush=True)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(1000), rng.standard_normal(1000)
+    c = np.empty(1000)
+    k = add2.kernel(a, b)
+
+    def check_add2():
+        np.testing.assert_allclose(add2(a, b), a + b, rtol=1e-15)
+        if not k.fast:
+            raise RuntimeError("the kernel has no .fast entry here")
+
+    measure("call path", "numpy  np.add(a, b)", lambda: np.add(a, b))
+    measure("call path", "numpy  np.add(a, b, out=c)", lambda: np.add(a, b, out=c))
+    measure("call path", "jitdl  f(a, b)", lambda: add2(a, b), check=check_add2)
+    measure("call path", "jitdl  Kernel.run((a, b))", lambda: k.run((a, b)))
+    measure("call path", "jitdl  .fast entry((a, b), c)", lambda: k.fastcall((a, b), c))
+    if nb is not None:
+        nb[1](a, b)
+        measure("call path", "numba  a + b", lambda: nb[1](a, b))
+
+    # (c) fork/join ---------------------------------------------------------------------
     print("[fork/join] ...", flush=True)
     lowered = {}
     for n in (16, 64):

@@ -27,13 +27,12 @@ from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import Kernel, Signature, call_key, static_value
+from jitdl.runtime.kernel import Kernel, Signature, call_key, key_function, static_value
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
 
 log = logging.getLogger("jitdl.cache")
 tlog = logging.getLogger("jitdl.tune")
-_ndarray = np.ndarray
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
 _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
@@ -73,6 +72,7 @@ class Function:
                                 f"{', '.join(self.param_names)}")
         self.static = tuple(static)
         self._static_pos = tuple(self.param_names.index(n) for n in static)
+        self._call_key = key_function(self._nparams, self._static_pos)   # call_key
         self._captured = None
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
@@ -92,17 +92,15 @@ class Function:
     def __call__(self, *args, out=None, **kwargs):
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             args = self._bind(args, kwargs)
-        if self._static_pos:
-            key = self._key(args)
-        else:
-            # call_key(args), inlined: this is the per-call path. Only NumPy arrays give
-            # (shape, dtype) parts, so the key also says the target is the CPU.
-            key = tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args])
-        k = self._kernels.get(key)
+        try:
+            k = self._kernels[self._call_key(args)]
+        except (KeyError, TypeError):     # not compiled yet; an unhashable static value
+            k = None
         if k is None:
             if any(isinstance(a, _SYMBOLIC) for a in args):
                 return self._inline(args, out)
-            k = self._compile(args, key)
+            key = self._key(args)
+            k = self._kernels.get(key) or self._compile(args, key)
         return k.run(args, out)
 
     def _inline(self, args, out):

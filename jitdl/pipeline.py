@@ -225,7 +225,7 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                               with_err=low.checks > 0,
                               array_data_offset=target.array_data_offset,
-                              n_inputs=len(low.inputs))
+                              n_inputs=len(low.inputs), layout=graph.layout)
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
     sig = Signature(

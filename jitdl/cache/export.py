@@ -117,7 +117,7 @@ def load(path) -> ExportedFunction:
     for key, (sig, meta, entry) in kernels.items():
         loaded = _load_binary(entry, sig)
         if meta.get("array_data_offset") != engine.array_data_offset():
-            loaded.object_address = 0    # NumPy's layout differs: use the pointer entry
+            loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
     return ExportedFunction(name, loaded_kernels)
 

@@ -17,11 +17,13 @@ from llvmlite import ir
 
 from jitdl import dtypes
 from jitdl.codegen import mathlib, vector
-from jitdl.codegen.lltypes import (F32, I1, I8, I32, I64, PTR, VOID, alloca, comment,
+from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca, comment,
                                    const, elem, is_vector, like, loop_metadata, mem_type, per_lane, reg_type,
                                    suffix)
 from jitdl.errors import CompileError
-from jitdl.target.cpu import ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS
+from jitdl.target.cpu import (ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
+                              FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, TUPLE_ITEMS_OFFSET,
+                              TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
@@ -31,6 +33,7 @@ from jitdl.ir.visit import walk_expr, walk_stmt, stmt_exprs
 REASSOC = ("reassoc", "contract")
 LONG_LOOP = 64          # serial loops at least this long are not unrolled after vectorising
 CONTRACT = ("contract",)
+GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations release the GIL
 
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
 _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
@@ -756,9 +759,11 @@ _HOST_VECTOR_BYTES = None
 
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
-             array_data_offset=None, n_inputs=0, vector_bytes=None):
+             array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
+    With array_data_offset and layout (the call's arguments, Signature.layout) the module
+    also has the `name.fast` entry (_fast_entry).
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these."""
@@ -769,14 +774,14 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     gc.disable()
     try:
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-                         vector_bytes or host_vector_bytes())
+                         vector_bytes or host_vector_bytes(), layout)
     finally:
         if paused:
             gc.enable()
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-              vector_bytes):
+              vector_bytes, layout):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
     arg_types = []
@@ -798,48 +803,135 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
         cg.err = fn.args[-1]
     cg.stmt(func.body)
     cg.b.ret_void()
-    if array_data_offset is not None:
-        _entry_from_objects(gen, fn, func, array_data_offset, n_inputs)
+    if array_data_offset is not None and layout is not None:
+        _fast_entry(gen, fn, func, array_data_offset, n_inputs, layout)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     return gen.module, gen.checks
 
 
-def _entry_from_objects(gen, main, func, offset, n_inputs):
-    """`name.pyobj`: the same kernel taking NumPy array objects instead of data pointers,
-    reading each array's data pointer from the object (the fast call path's entry). It
-    returns 1 without running when an input is not C-contiguous and aligned (the caller
-    then copies it), 2 when the kernel reported an error (the caller runs it again
-    through the pointer entry, with an error slot it can read), else 0. It takes no error
-    slot: it passes one of its own."""
+def _fast_entry(gen, main, func, offset, n_inputs, layout):
+    """`name.fast`: the kernel as a METH_FASTCALL builtin, `fast(args, *outs, *extra)`.
+    `args` is the call's argument tuple (laid out as `layout`): array data pointers and
+    scalar values are read from its objects, outputs come after it, then scalar
+    parameters that the layout does not name (in order). It returns a new reference to
+    an item of `self`, a tuple (jitdl.target.cpu FAST_*): FAST_OK when the kernel ran,
+    FAST_FALLBACK without running when an argument is not what the entry reads (not an
+    exact tuple or ndarray, a strided or unaligned input, a number that does not
+    convert), FAST_ERROR when the kernel reported an error (the caller runs the pointer
+    entry again, with an error slot it can read). Long kernels release the GIL."""
     has_err = len(main.args) > len(func.params)
-    entry = gen.new_function(f"{main.name}.pyobj", I32,
-                             [a.type for a in main.args[:len(func.params)]])
+    entry = gen.new_function(f"{main.name}.fast", PTR, [PTR, PTR, I64])
+    self_, argv, nargs = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))
-    err_ty = ir.ArrayType(I64, 2)
-    err = alloca(b, err_ty, name="err") if has_err else None
-    args, ok = [], ir.Constant(I1, 1)
-    k = 0
-    for p, a in zip(func.params, entry.args):
+    fallback = entry.append_basic_block("fallback")
+    incref = gen.declare("Py_IncRef", VOID, [PTR])
+
+    def field(obj, off, ty=PTR):
+        return b.load(b.gep(obj, [ir.Constant(I64, off)], source_etype=I8), typ=ty)
+
+    def result(code):
+        item = field(self_, TUPLE_ITEMS_OFFSET + 8 * code)
+        b.call(incref, [item])
+        b.ret(item)
+
+    def check(ok):
+        good = entry.append_basic_block()
+        b.cbranch(ok, good, fallback)
+        b.position_at_end(good)
+
+    array_pos = [i for i, x in enumerate(layout) if x[0] == "array"]
+    scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
+    n_bufs = sum(isinstance(p, Buffer) for p in func.params)
+    n_call = 1 + n_bufs - n_inputs + len(func.params) - n_bufs - len(scalar_pos)
+    check(b.icmp_signed("==", nargs, ir.Constant(I64, n_call)))
+    tup = b.load(argv, typ=PTR)
+    check(b.icmp_unsigned("==", field(tup, OBJECT_TYPE_OFFSET),
+                          field(self_, OBJECT_TYPE_OFFSET)))
+    check(b.icmp_signed("==", field(tup, TUPLE_SIZE_OFFSET, I64),
+                        ir.Constant(I64, len(layout))))
+    ndarray = field(self_, TUPLE_ITEMS_OFFSET + 8 * FAST_ARRAY_TYPE)
+    args, n_buf, n_scalar, n_extra = [], 0, 0, 0
+    for p, a in zip(func.params, main.args):
         if isinstance(p, Buffer):
-            slot = b.gep(a, [ir.Constant(I64, offset)], source_etype=I8)
-            args.append(b.load(slot, typ=PTR))
-            if k < n_inputs:
-                fl = b.load(b.gep(a, [ir.Constant(I64, ARRAY_FLAGS_OFFSET)], source_etype=I8),
-                            typ=I32)
+            if n_buf < n_inputs:
+                obj = field(tup, TUPLE_ITEMS_OFFSET + 8 * array_pos[n_buf])
+            else:
+                obj = b.load(b.gep(argv, [ir.Constant(I64, 1 + n_buf - n_inputs)],
+                                   source_etype=PTR), typ=PTR)
+            check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), ndarray))
+            if n_buf < n_inputs:
                 mask = ir.Constant(I32, ARRAY_OK_FLAGS)
-                ok = b.and_(ok, b.icmp_unsigned("==", b.and_(fl, mask), mask))
-            k += 1
+                fl = b.and_(field(obj, ARRAY_FLAGS_OFFSET, I32), mask)
+                check(b.icmp_unsigned("==", fl, mask))
+            args.append(field(obj, offset))
+            n_buf += 1
+            continue
+        if n_scalar < len(scalar_pos):
+            obj = field(tup, TUPLE_ITEMS_OFFSET + 8 * scalar_pos[n_scalar])
         else:
-            args.append(a)
-    with b.if_then(b.not_(ok), likely=False):
-        b.ret(ir.Constant(I32, 1))
-    if not has_err:
+            obj = b.load(b.gep(argv, [ir.Constant(I64, 1 + n_bufs - n_inputs + n_extra)],
+                               source_etype=PTR), typ=PTR)
+            n_extra += 1
+        n_scalar += 1
+        args.append(_python_number(gen, b, obj, p.dtype, a.type, check))
+    err = None
+    if has_err:
+        err_ty = ir.ArrayType(I64, 2)
+        err = alloca(b, err_ty, name="err")
+        b.store(ir.Constant(err_ty, [0, 0]), err)
+        args.append(err)
+    if _iterations(func.body) >= GIL_FREE_ITERATIONS:
+        state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
         b.call(main, args)
-        b.ret(ir.Constant(I32, 0))
-        return
-    b.store(ir.Constant(err_ty, [0, 0]), err)
-    b.call(main, args + [err])
-    code = b.load(b.gep(err, [ir.Constant(I64, 0)], source_etype=I64), typ=I64)
-    failed = b.icmp_signed("!=", code, ir.Constant(I64, 0))
-    b.ret(b.select(failed, ir.Constant(I32, 2), ir.Constant(I32, 0)))
+        b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
+    else:
+        b.call(main, args)
+    if has_err:
+        code = b.load(err, typ=I64)
+        with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
+            result(FAST_ERROR)
+    result(FAST_OK)
+    b.position_at_end(fallback)
+    result(FAST_FALLBACK)
+
+
+def _python_number(gen, b, obj, dtype, ty, check):
+    """A Python number (int, float, bool or a NumPy scalar) as a value of `ty`, through
+    the C API; a conversion error is cleared and sends the call to the fallback (whose
+    ctypes conversion reports it)."""
+    if dtype == "bool":
+        v = b.call(gen.declare("PyObject_IsTrue", I32, [PTR]), [obj])
+        check(b.icmp_signed(">=", v, ir.Constant(I32, 0)))
+        return b.icmp_signed("!=", v, ir.Constant(I32, 0))
+    if dtype.startswith("float"):
+        v = b.call(gen.declare("PyFloat_AsDouble", F64, [PTR]), [obj])
+        failed = b.fcmp_ordered("==", v, ir.Constant(F64, -1.0))
+    else:
+        v = b.call(gen.declare("PyLong_AsLongLong", I64, [PTR]), [obj])
+        failed = b.icmp_signed("==", v, ir.Constant(I64, -1))
+    with b.if_then(failed, likely=False):
+        raised = b.call(gen.declare("PyErr_Occurred", PTR, []), [])
+        clean = b.icmp_unsigned("==", raised, ir.Constant(PTR, None))
+        with b.if_then(b.not_(clean), likely=False):
+            b.call(gen.declare("PyErr_Clear", VOID, []), [])
+        check(clean)
+    if dtype.startswith("float"):
+        return v if ty == F64 else b.fptrunc(v, ty)
+    return v if ty == I64 else b.trunc(v, ty)
+
+
+def _iterations(s):
+    """Innermost statements a statement runs (a bound; unknown extents count as many)."""
+    match s:
+        case For():
+            n = s.extent.value if isinstance(s.extent, Const) else GIL_FREE_ITERATIONS
+            return n * _iterations(s.body)
+        case Seq():
+            return sum(_iterations(x) for x in s.stmts)
+        case IfThen():
+            return max(_iterations(s.then),
+                       _iterations(s.otherwise) if s.otherwise is not None else 0)
+        case Allocate() | LetStmt():
+            return _iterations(s.body)
+    return 1

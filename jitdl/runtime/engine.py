@@ -264,7 +264,7 @@ class Loaded:
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(symbol)
-        self.object_address = self.engine.get_function_address(symbol + ".pyobj")
+        self.fast_address = self.engine.get_function_address(symbol + ".fast")
         if not self.address:
             raise RuntimeError(f"symbol {symbol} not found in the object code")
 

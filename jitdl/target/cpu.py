@@ -19,6 +19,11 @@ from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
 ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+# CPython's object layout on 64-bit GIL builds 3.10-3.13 (read by the `.fast` entry):
+# ob_type after the reference count, a tuple's size and then its items
+OBJECT_TYPE_OFFSET, TUPLE_SIZE_OFFSET, TUPLE_ITEMS_OFFSET = 8, 16, 24
+# the items of the `.fast` entry's `self` tuple (jitdl.runtime.kernel builds it)
+FAST_OK, FAST_FALLBACK, FAST_ERROR, FAST_ARRAY_TYPE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -144,12 +149,23 @@ def _caches():
     return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
 
 
+def known_object_layout() -> bool:
+    """Whether this interpreter lays out objects as OBJECT_TYPE_OFFSET... say: a 64-bit
+    CPython 3.10-3.13 with the GIL (a free-threaded build has a larger object header)."""
+    import sys
+    import sysconfig
+    return (sys.implementation.name == "cpython" and (3, 10) <= sys.version_info[:2] <= (3, 13)
+            and sys.maxsize > 2 ** 32 and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 def _array_data_offset():
     """Offset of the data pointer inside a NumPy array object, checked on this build
     together with the flags word at ARRAY_FLAGS_OFFSET (None if the layout is not the
-    usual one: then calls pass data pointers)."""
+    usual one, or the interpreter's is not known: then calls pass data pointers)."""
     import ctypes
     import numpy as np
+    if not known_object_layout():
+        return None
     a = np.empty((3, 4))
     off = 16
     ok = ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
