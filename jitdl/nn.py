@@ -428,8 +428,7 @@ _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resize the spatial dimensions (nearest, nearest-exact, linear, bilinear, trilinear,
-    area) with torch's coordinate rules."""
+    """Resize the spatial dimensions with torch's coordinate rules (nearest, bilinear...)."""
     op = "interpolate"
     shape = _shape(input)
     n = len(shape) - 2
@@ -475,8 +474,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 # -- embedding and attention ---------------------------------------------------------------
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    """weight[input]: the rows of weight at integer indices (IndexError when one is out
-    of range)."""
+    """weight[input]: rows of weight at integer indices (IndexError when out of range)."""
     if max_norm is not None:
         _unsupported("embedding", "max_norm (it renormalises weight in place)")
     if padding_idx is not None:
