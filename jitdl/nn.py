@@ -1,0 +1,504 @@
+"""jd.nn: torch.nn.functional's functions as jitdl kernels, NumPy arrays in and out.
+
+Signatures and shape rules are torch's (channels first, `dim=`, with `axis=` accepted as
+its synonym). On arrays each function runs a compiled, cached kernel; on the tensors of a
+`@jd.compute` definition it adds stages to that definition, so that
+
+    @jd.compute
+    def mlp(X, W, b):
+        return jd.nn.gelu(jd.nn.linear(X, W, b))
+
+is one fused kernel. Inference only: nothing here computes gradients or updates
+running statistics.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.eager import apply
+from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.ops import nn as ops
+from jitdl.ops.core import is_symbolic
+
+__all__ = [
+    "relu", "relu6", "leaky_relu", "elu", "gelu", "sigmoid", "silu", "softplus", "tanh",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "linear",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate", "embedding",
+    "scaled_dot_product_attention",
+]
+
+STATUS = {
+    "relu": "done", "relu6": "done", "leaky_relu": "done", "elu": "done",
+    "gelu": "done (approximate='none' with erf, and 'tanh')", "sigmoid": "done",
+    "silu": "done", "softplus": "done", "tanh": "done",
+    "softmax": "partial: dim= is required (torch's implicit dim is deprecated)",
+    "log_softmax": "partial: dim= is required (torch's implicit dim is deprecated)",
+    "layer_norm": "done", "rms_norm": "done",
+    "batch_norm": "partial: inference only (training=True raises)",
+    "linear": "partial: weight must be 2-D",
+    "conv1d": "done", "conv2d": "done", "conv3d": "done",
+    "conv_transpose1d": "partial: multiplies the zeros between strided inputs (stride^2 "
+                        "more work than needed)",
+    "conv_transpose2d": "partial: multiplies the zeros between strided inputs (stride^2 "
+                        "more work than needed)",
+    "max_pool1d": "partial: no return_indices", "max_pool2d": "partial: no return_indices",
+    "avg_pool1d": "done", "avg_pool2d": "done",
+    "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
+    "adaptive_max_pool2d": "partial: no return_indices",
+    "interpolate": "partial: nearest, nearest-exact, linear, bilinear, trilinear and area; "
+                   "no bicubic, no antialias",
+    "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
+                 "effect on the forward result)",
+    "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises), no "
+                                    "enable_gqa",
+}
+
+
+# -- argument normalisation ------------------------------------------------------------------
+def _int(v, what, op):
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ArgumentError(f"{op}(): {what} must be an int or a tuple of ints, got "
+                            f"{type(v).__name__} {v!r}", user_loc()) from None
+
+
+def _ntuple(v, n, what, op, least=None):
+    """An int (repeated n times) or a sequence of n ints as a tuple; each >= least."""
+    seq = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(seq) == 1:
+        seq = seq * n
+    if len(seq) != n:
+        raise ShapeError(f"{op}(): {what} must be an int or a tuple of {n} ints, got {v!r}",
+                         user_loc())
+    seq = tuple(_int(x, what, op) for x in seq)
+    if least is not None and any(x < least for x in seq):
+        raise ShapeError(f"{op}(): {what} must be {'positive' if least else 'non-negative'}, "
+                         f"got {v!r}", user_loc())
+    return seq
+
+
+def _float(v, what, op):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{op}(): {what} must be a number, got {type(v).__name__} "
+                            f"{v!r}", user_loc())
+    return float(v)
+
+
+def _dim(dim, axis, op):
+    if axis is not None:
+        if dim is not None:
+            raise ArgumentError(f"{op}(): give dim= or its synonym axis=, not both",
+                                user_loc())
+        dim = axis
+    if dim is None:
+        raise ArgumentError(f"{op}(): dim= is required (the axis to normalise over)",
+                            user_loc())
+    return _int(dim, "dim", op)
+
+
+def _shape(x):
+    """The shape of an operand: a tensor's, or an array-like's as NumPy reads it."""
+    return tuple(x.shape) if is_symbolic(x) or isinstance(x, np.ndarray) else np.shape(x)
+
+
+def _optional(op, operands, names, **params):
+    """Operands and names with the given optional parameters (not None) appended, and
+    has_<name> flags for the builder."""
+    flags = []
+    for name, p in params.items():
+        if p is not None:
+            operands += (p,)
+            names += (name,)
+        flags.append((f"has_{name}", p is not None))
+    return operands, names, tuple(flags)
+
+
+def _unsupported(op, what):
+    raise NotImplementedError(f"{op}(): {what} is not supported by jitdl.nn")
+
+
+def _out(x, inplace):
+    """out= for an in-place activation: the input array itself."""
+    return x if inplace and isinstance(x, np.ndarray) else None
+
+
+# -- activations ---------------------------------------------------------------------------
+def _act(name, x, out=None, **params):
+    static = (("fn", name),) + tuple((k, v) for k, v in params.items())
+    return apply(name, ops.activation, (x,), static, out, ("input",))
+
+
+def relu(input, inplace=False):
+    """max(x, 0) elementwise."""
+    return _act("relu", input, _out(input, inplace))
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6) elementwise."""
+    return _act("relu6", input, _out(input, inplace))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x."""
+    return _act("leaky_relu", input, _out(input, inplace),
+                negative_slope=_float(negative_slope, "negative_slope", "leaky_relu"))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return _act("elu", input, _out(input, inplace), alpha=_float(alpha, "alpha", "elu"))
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x) (Phi with erf), or its tanh approximation with approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ShapeError(f"gelu(): approximate must be 'none' or 'tanh', got "
+                         f"{approximate!r}", user_loc())
+    return _act("gelu", input, approximate=approximate)
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x)) elementwise."""
+    return _act("sigmoid", input)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) elementwise."""
+    return _act("silu", input, _out(input, inplace))
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold."""
+    return _act("softplus", input, beta=_float(beta, "beta", "softplus"),
+                threshold=_float(threshold, "threshold", "softplus"))
+
+
+def tanh(input):
+    """tanh(x) elementwise."""
+    return _act("tanh", input)
+
+
+# -- softmax -------------------------------------------------------------------------------
+def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
+    """exp(x - max) / sum(exp(x - max)) along dim (computed in dtype when given)."""
+    return apply("softmax", ops.softmax, (input,),
+                 (("dim", _dim(dim, axis, "softmax")),
+                  ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
+    """x - max - log(sum(exp(x - max))) along dim (computed in dtype when given)."""
+    return apply("log_softmax", ops.log_softmax, (input,),
+                 (("dim", _dim(dim, axis, "log_softmax")),
+                  ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
+
+
+# -- normalisation -------------------------------------------------------------------------
+def _normalized_shape(s, op):
+    seq = tuple(s) if isinstance(s, (tuple, list)) else (s,)
+    return tuple(_int(n, "normalized_shape", op) for n in seq)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape."""
+    operands, names, flags = _optional("layer_norm", (input,), ("input",), weight=weight,
+                                       bias=bias)
+    return apply("layer_norm", ops.layer_norm, operands,
+                 (("normalized_shape", _normalized_shape(normalized_shape, "layer_norm")),
+                  ("eps", _float(eps, "eps", "layer_norm"))) + flags, None, names)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape."""
+    operands, names, flags = _optional("rms_norm", (input,), ("input",), weight=weight)
+    return apply("rms_norm", ops.rms_norm, operands,
+                 (("normalized_shape", _normalized_shape(normalized_shape, "rms_norm")),
+                  ("eps", None if eps is None else _float(eps, "eps", "rms_norm"))) + flags,
+                 None, names)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-05):
+    """Inference batch norm over channel axis 1 with the running statistics."""
+    if training:
+        _unsupported("batch_norm", "training=True (batch statistics and updating the "
+                                   "running ones)")
+    if running_mean is None or running_var is None:
+        raise ArgumentError("batch_norm(): running_mean and running_var are required with "
+                            "training=False", user_loc())
+    operands, names, flags = _optional("batch_norm", (input, running_mean, running_var),
+                                       ("input", "running_mean", "running_var"),
+                                       weight=weight, bias=bias)
+    return apply("batch_norm", ops.batch_norm, operands,
+                 (("eps", _float(eps, "eps", "batch_norm")),) + flags, None, names)
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, weight of shape (out_features, in_features)."""
+    operands, names, flags = _optional("linear", (input, weight), ("input", "weight"),
+                                       bias=bias)
+    return apply("linear", ops.linear, operands, flags, None, names)
+
+
+# -- convolution ---------------------------------------------------------------------------
+def _conv_padding(padding, n, op):
+    """padding as (lo, hi) pairs per spatial dimension, or the string 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * n
+        if padding == "same":
+            return "same"
+        raise ShapeError(f"{op}(): invalid padding string {padding!r}, should be one of "
+                         "'valid', 'same'", user_loc())
+    return tuple((p, p) for p in _ntuple(padding, n, "padding", op, 0))
+
+
+def _same(weight, stride, dilation, op):
+    """'same' padding: dilation * (k - 1) split, the extra one after (as torch does)."""
+    if any(s != 1 for s in stride):
+        raise ShapeError(f"{op}(): padding='same' is not supported for strided convolutions, "
+                         f"got stride={stride}", user_loc())
+    ks = _shape(weight)[2:]
+    if len(ks) != len(stride):
+        return ((0, 0),) * len(stride)      # the builder says what is wrong with weight
+    return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in
+                 zip(ks, dilation))
+
+
+def _conv(op, n, input, weight, bias, stride, padding, dilation, groups):
+    stride = _ntuple(stride, n, "stride", op, 1)
+    dilation = _ntuple(dilation, n, "dilation", op, 1)
+    groups = _int(groups, "groups", op)
+    if groups < 1:
+        raise ShapeError(f"{op}(): groups must be positive, got {groups}", user_loc())
+    padding = _conv_padding(padding, n, op)
+    if padding == "same":
+        padding = _same(weight, stride, dilation, op)
+    operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
+    return apply(op, ops.conv, operands,
+                 (("op", op), ("stride", stride), ("padding", padding),
+                  ("dilation", dilation), ("groups", groups)) + flags, None, names)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation: input (N, C, L) or (C, L), weight (F, C / groups, K)."""
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation: input (N, C, H, W) or (C, H, W), weight (F, C / groups, R, S)."""
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation: input (N, C, D, H, W) or (C, D, H, W)."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(op, n, input, weight, bias, stride, padding, output_padding, groups,
+                    dilation):
+    stride = _ntuple(stride, n, "stride", op, 1)
+    dilation = _ntuple(dilation, n, "dilation", op, 1)
+    padding = _ntuple(padding, n, "padding", op, 0)
+    output_padding = _ntuple(output_padding, n, "output_padding", op, 0)
+    groups = _int(groups, "groups", op)
+    if groups < 1:
+        raise ShapeError(f"{op}(): groups must be positive, got {groups}", user_loc())
+    operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
+    return apply(op, ops.conv_transpose, operands,
+                 (("op", op), ("stride", stride), ("padding", padding),
+                  ("output_padding", output_padding), ("dilation", dilation),
+                  ("groups", groups)) + flags, None, names)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """1-D transposed convolution: weight (C, F / groups, K)."""
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """2-D transposed convolution: weight (C, F / groups, R, S)."""
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+# -- pooling -------------------------------------------------------------------------------
+def _pool_args(op, n, kernel_size, stride, padding):
+    kernel_size = _ntuple(kernel_size, n, "kernel_size", op, 1)
+    stride = kernel_size if stride is None or stride == () or stride == [] else \
+        _ntuple(stride, n, "stride", op, 1)
+    return kernel_size, stride, _ntuple(padding, n, "padding", op, 0)
+
+
+def _max_pool(op, n, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    if return_indices:
+        _unsupported(op, "return_indices=True")
+    kernel_size, stride, padding = _pool_args(op, n, kernel_size, stride, padding)
+    return apply(op, ops.max_pool, (input,),
+                 (("op", op), ("kernel_size", kernel_size), ("stride", stride),
+                  ("padding", padding), ("dilation", _ntuple(dilation, n, "dilation", op, 1)),
+                  ("ceil_mode", bool(ceil_mode))), None, ("input",))
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window of (N, C, L) or (C, L); padding is -inf."""
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation,
+                     ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The maximum of each window of (N, C, H, W) or (C, H, W); padding is -inf."""
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation,
+                     ceil_mode, return_indices)
+
+
+def _avg_pool(op, n, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    kernel_size, stride, padding = _pool_args(op, n, kernel_size, stride, padding)
+    if divisor_override is not None:
+        divisor_override = _int(divisor_override, "divisor_override", op)
+        if divisor_override == 0:
+            raise ShapeError(f"{op}(): divisor_override must be non-zero", user_loc())
+    return apply(op, ops.avg_pool, (input,),
+                 (("op", op), ("kernel_size", kernel_size), ("stride", stride),
+                  ("padding", padding), ("ceil_mode", bool(ceil_mode)),
+                  ("count_include_pad", bool(count_include_pad)),
+                  ("divisor_override", divisor_override)), None, ("input",))
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """The mean of each window of (N, C, L) or (C, L)."""
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """The mean of each window of (N, C, H, W) or (C, H, W), divided as torch divides."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _adaptive(op, n, input, output_size, reduce):
+    seq = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,)
+    if len(seq) == 1:
+        seq = seq * n
+    if len(seq) != n:
+        raise ShapeError(f"{op}(): output_size must be an int or a tuple of {n}, got "
+                         f"{output_size!r}", user_loc())
+    seq = tuple(None if s is None else _int(s, "output_size", op) for s in seq)
+    return apply(op, ops.adaptive_pool, (input,),
+                 (("op", op), ("output_size", seq), ("reduce", reduce)), None, ("input",))
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """The mean over torch's adaptive windows to output length output_size."""
+    return _adaptive("adaptive_avg_pool1d", 1, input, output_size, "avg")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """The mean over torch's adaptive windows to spatial size output_size (None keeps)."""
+    return _adaptive("adaptive_avg_pool2d", 2, input, output_size, "avg")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The maximum over torch's adaptive windows to spatial size output_size."""
+    if return_indices:
+        _unsupported("adaptive_max_pool2d", "return_indices=True")
+    return _adaptive("adaptive_max_pool2d", 2, input, output_size, "max")
+
+
+# -- resampling ----------------------------------------------------------------------------
+_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dimensions with torch's coordinate rules (nearest, bilinear...)."""
+    op = "interpolate"
+    shape = _shape(input)
+    n = len(shape) - 2
+    if n < 1:
+        raise ShapeError(f"interpolate(): input must be (N, C, *spatial) with 1 to 3 spatial "
+                         f"dimensions, got shape {shape}", user_loc())
+    if antialias:
+        _unsupported(op, "antialias=True")
+    if mode in _LINEAR:
+        if _LINEAR[mode] != n:
+            raise ShapeError(f"interpolate(): mode={mode!r} needs a {_LINEAR[mode] + 2}-D "
+                             f"input, got shape {shape}", user_loc())
+    elif mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ShapeError("interpolate(): align_corners can only be set with the "
+                             "interpolating modes linear, bilinear and trilinear", user_loc())
+    else:
+        _unsupported(op, f"mode={mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ShapeError("interpolate(): give exactly one of size and scale_factor",
+                         user_loc())
+    if size is not None:
+        out = _ntuple(size, n, "size", op, 1)
+        scales = (None,) * n
+    else:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * n
+        if len(sf) != n:
+            raise ShapeError(f"interpolate(): scale_factor must be a number or a tuple of "
+                             f"{n}, got {scale_factor!r}", user_loc())
+        sf = tuple(_float(s, "scale_factor", op) for s in sf)
+        out = tuple(int(math.floor(d * s)) for d, s in zip(shape[2:], sf))
+        if any(o < 1 for o in out):
+            raise ShapeError(f"interpolate(): scale_factor={scale_factor!r} gives output "
+                             f"size {out} for input of shape {shape}", user_loc())
+        scales = (None,) * n if recompute_scale_factor else sf
+    if mode == "area":
+        return _adaptive(f"adaptive_avg_pool{n}d", n, input, out, "avg")
+    return apply(op, ops.interpolate, (input,),
+                 (("size", out), ("scales", scales), ("mode", mode),
+                  ("align_corners", bool(align_corners))), None, ("input",))
+
+
+# -- embedding and attention ---------------------------------------------------------------
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """weight[input]: rows of weight at integer indices (IndexError when out of range)."""
+    if max_norm is not None:
+        _unsupported("embedding", "max_norm (it renormalises weight in place)")
+    if padding_idx is not None:
+        rows = _shape(weight)[0]
+        p = _int(padding_idx, "padding_idx", "embedding")
+        if not -rows <= p < rows:
+            raise ShapeError(f"embedding(): padding_idx must be within num_embeddings "
+                             f"({rows}), got {p}", user_loc())
+    return apply("embedding", ops.embedding, (input, weight), (), None, ("input", "weight"))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value; scale defaults to 1 / sqrt(E)."""
+    op = "scaled_dot_product_attention"
+    if dropout_p:
+        _unsupported(op, f"dropout_p={dropout_p} (only dropout_p=0.0)")
+    if enable_gqa:
+        _unsupported(op, "enable_gqa=True")
+    if is_causal and attn_mask is not None:
+        raise ShapeError(f"{op}(): give attn_mask or is_causal=True, not both", user_loc())
+    operands, names = (query, key, value), ("query", "key", "value")
+    if attn_mask is not None:
+        operands, names = operands + (attn_mask,), names + ("attn_mask",)
+    return apply(op, ops.attention, operands,
+                 (("scale", None if scale is None else _float(scale, "scale", op)),
+                  ("is_causal", bool(is_causal))), None, names)

@@ -1,0 +1,695 @@
+"""Neural-network builders (torch.nn.functional's meaning): activations, softmax, norms,
+linear, convolutions, pooling, resampling, embedding and attention as TE stages.
+
+Shapes follow torch: channels first (N, C, *spatial), the batch dimension optional where
+torch allows it. Static arguments arrive normalised by jitdl.nn (a stride as a tuple of
+ints, padding as (lo, hi) pairs); checks that need operand shapes happen here and raise
+ShapeError (a ValueError) naming the argument, the expected and the actual value.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.ir import build
+from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
+from jitdl.ops.core import (as_tensor, broadcast_shapes, elementwise, floating, load,
+                            normalize_axis, operand, reduction, same_dim, shape_of, shape_text)
+from jitdl.te import ops as te
+
+_SQRT1_2 = math.sqrt(0.5)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+
+
+def _exp(a):
+    return build.call(Intrin.EXP, a)
+
+
+def _max(a, b):
+    return build.binary(BinOp.MAX, a, b)
+
+
+def _min(a, b):
+    return build.binary(BinOp.MIN, a, b)
+
+
+def _float_of(a):
+    """a in the float dtype a transcendental function of it is computed in."""
+    a = build.as_expr(a)
+    return build.cast(a, floating(a.dtype)) if not dtypes.is_float(a.dtype) else a
+
+
+def _lowest(dt):
+    """The identity of max over dtype dt: -inf for floats, the smallest integer else."""
+    return -math.inf if dtypes.is_float(dt) else int(np.iinfo(dt).min)
+
+
+# -- activations ---------------------------------------------------------------------------
+def _gelu(a, approximate):
+    a = _float_of(a)
+    if approximate == "tanh":
+        inner = _SQRT_2_PI * (a + 0.044715 * a * a * a)
+        return 0.5 * a * (1.0 + build.call(Intrin.TANH, inner))
+    return 0.5 * a * (1.0 + build.call(Intrin.ERF, a * _SQRT1_2))
+
+
+def _softplus(a, beta, threshold):
+    a = _float_of(a)
+    z = a * beta
+    return build.select(z > threshold, a, build.call(Intrin.LOG1P, _exp(z)) / beta)
+
+
+ACTIVATIONS = {
+    "relu": lambda a: _max(a, 0),
+    "relu6": lambda a: _min(_max(a, 0), 6),
+    "leaky_relu": lambda a, negative_slope: build.select(a > 0, a, a * negative_slope),
+    "elu": lambda a, alpha: build.select(_float_of(a) > 0, _float_of(a),
+                                         alpha * build.call(Intrin.EXPM1, _float_of(a))),
+    "gelu": _gelu,
+    "sigmoid": lambda a: build.call(Intrin.SIGMOID, _float_of(a)),
+    "silu": lambda a: _float_of(a) * build.call(Intrin.SIGMOID, _float_of(a)),
+    "softplus": _softplus,
+    "tanh": lambda a: build.call(Intrin.TANH, _float_of(a)),
+}
+
+
+def activation(x, fn, **params):
+    """The elementwise activation ACTIVATIONS[fn] over x (NaN propagates)."""
+    f = ACTIVATIONS[fn]
+    return elementwise(lambda a: f(a, **params), x, name=fn)
+
+
+# -- softmax -------------------------------------------------------------------------------
+def _stable_exp(x, dim, dtype):
+    """(x - max, exp(x - max), sum of that exp) along dim, in `dtype` when given."""
+    x = as_tensor(x)
+    if dtype is not None:
+        x = elementwise(lambda a: build.cast(a, dtype), x)
+    elif not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    axis = normalize_axis(dim, x.ndim)
+    shifted = elementwise(lambda a, m: a - m, x, reduction(ReduceOp.MAX, x, axis, True))
+    e = elementwise(_exp, shifted)
+    return shifted, e, reduction(ReduceOp.SUM, e, axis, True)
+
+
+def softmax(x, dim, dtype=None):
+    """exp(x - max) / sum(exp(x - max)) along dim."""
+    _, e, s = _stable_exp(x, dim, dtype)
+    return elementwise(lambda a, b: a / b, e, s, name="softmax")
+
+
+def log_softmax(x, dim, dtype=None):
+    """x - max - log(sum(exp(x - max))) along dim."""
+    shifted, _, s = _stable_exp(x, dim, dtype)
+    return elementwise(lambda a, b: a - build.call(Intrin.LOG, b), shifted, s,
+                       name="log_softmax")
+
+
+# -- normalisation -------------------------------------------------------------------------
+def _check_param(p, shape, what, op):
+    if p is not None and (len(shape_of(p)) != len(shape) or
+                          not all(same_dim(a, b) for a, b in zip(shape_of(p), shape))):
+        raise ShapeError(f"{op}(): {what} must have shape {shape_text(shape)}, got "
+                         f"{shape_text(shape_of(p))}", user_loc())
+
+
+def _trailing(x, normalized_shape, op):
+    """The axes normalized_shape covers (the last ones of x), checked as torch does."""
+    k = len(normalized_shape)
+    if k == 0 or x.ndim < k or not all(same_dim(a, b) for a, b in
+                                       zip(x.shape[x.ndim - k:], normalized_shape)):
+        raise ShapeError(f"{op}(): normalized_shape={list(normalized_shape)} expects input "
+                         f"of shape (*, {', '.join(map(str, normalized_shape))}), got input "
+                         f"of shape {shape_text(x.shape)}", user_loc())
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def _affine(y, weight, bias, k, name):
+    """y * weight + bias, with weight and bias over the last k axes (either may be None)."""
+    ops = [y] + [p for p in (weight, bias) if p is not None]
+    if len(ops) == 1:
+        return y
+    shape = y.shape
+
+    def body(*idx):
+        e = y[idx]
+        tail = idx[len(idx) - k:]
+        if weight is not None:
+            e = e * weight[tail]
+        if bias is not None:
+            e = e + bias[tail]
+        return e
+    return te.tensor(shape, body, name=name)
+
+
+def _mean(x, axes, keepdims=True):
+    n = 1
+    for a in axes:
+        n = n * x.shape[a]
+    s = reduction(ReduceOp.SUM, x, axes, keepdims)
+    return elementwise(lambda a: a / n, s)
+
+
+def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
+    """(x - mean) / sqrt(var + eps) over the trailing normalized_shape, then * weight + bias."""
+    x = as_tensor(x)
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    axes = _trailing(x, normalized_shape, "layer_norm")
+    weight = params[0] if has_weight else None
+    bias = params[int(has_weight)] if has_bias else None
+    _check_param(weight, normalized_shape, "weight", "layer_norm")
+    _check_param(bias, normalized_shape, "bias", "layer_norm")
+    centred = elementwise(lambda a, m: a - m, x, _mean(x, axes))
+    var = _mean(elementwise(lambda a: a * a, centred), axes)
+    y = elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
+    return _affine(y, weight, bias, len(axes), "layer_norm")
+
+
+def rms_norm(x, *params, normalized_shape, eps, has_weight):
+    """x / sqrt(mean(x^2) + eps) over the trailing normalized_shape, then * weight; eps None
+    is the machine epsilon of x's dtype, as torch takes it."""
+    x = as_tensor(x)
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    axes = _trailing(x, normalized_shape, "rms_norm")
+    weight = params[0] if has_weight else None
+    _check_param(weight, normalized_shape, "weight", "rms_norm")
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    ms = _mean(elementwise(lambda a: a * a, x), axes)
+    y = elementwise(lambda a, m: a / build.call(Intrin.SQRT, m + eps), x, ms)
+    return _affine(y, weight, None, len(axes), "rms_norm")
+
+
+def batch_norm(x, running_mean, running_var, *params, eps, has_weight, has_bias):
+    """Inference batch norm: (x - running_mean[c]) / sqrt(running_var[c] + eps) * weight[c]
+    + bias[c], channels on axis 1."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm(): input must have 2 or more dimensions (N, C, ...), "
+                         f"got shape {shape_text(x.shape)}", user_loc())
+    C = x.shape[1]
+    weight = params[0] if has_weight else None
+    bias = params[int(has_weight)] if has_bias else None
+    for p, what in ((running_mean, "running_mean"), (running_var, "running_var"),
+                    (weight, "weight"), (bias, "bias")):
+        _check_param(p, (C,), what, "batch_norm")
+
+    def body(*idx):
+        c = idx[1]
+        a = _float_of(x[idx])
+        e = (a - running_mean[c]) / build.call(Intrin.SQRT, running_var[c] + eps)
+        if weight is not None:
+            e = e * weight[c]
+        if bias is not None:
+            e = e + bias[c]
+        return e
+    return te.tensor(x.shape, body, name="batch_norm")
+
+
+# -- linear --------------------------------------------------------------------------------
+_LINEAR_TRANSPOSE_ROWS = 4       # fewer input rows: weight read in place, once
+
+
+def linear(x, weight, *params, has_bias):
+    """x @ weight.T + bias: x (*, in), weight (out, in), bias (out,)."""
+    x, weight = as_tensor(x), as_tensor(weight)
+    bias = params[0] if has_bias else None
+    if weight.ndim != 2:
+        raise ShapeError(f"linear(): weight must be 2-D (out_features, in_features), got "
+                         f"shape {shape_text(weight.shape)}", user_loc())
+    if x.ndim < 1 or not same_dim(x.shape[-1], weight.shape[1]):
+        raise ShapeError(f"linear(): input's last dimension must equal weight's "
+                         f"in_features {weight.shape[1]}, got input of shape "
+                         f"{shape_text(x.shape)} and weight of shape "
+                         f"{shape_text(weight.shape)}", user_loc())
+    _check_param(bias, (weight.shape[0],), "bias", "linear")
+    k = te.reduce_axis(x.shape[-1])
+    shape = x.shape[:-1] + (weight.shape[0],)
+    rows = 1
+    for n in x.shape[:-1]:
+        rows = rows * n
+    if isinstance(rows, int) and rows < _LINEAR_TRANSPOSE_ROWS:
+        # a dot product per output: weight is read once, in place
+        def body(*idx):
+            return te.reduce(ReduceOp.SUM, x[idx[:-1] + (k,)] * weight[idx[-1], k], [k])
+    else:
+        # weight read as (in, out) from a transposed copy, which the matmul's register
+        # tile streams along its rows (6x faster than dot products at 512x1024x1024)
+        wt = te.tensor(weight.shape[::-1], lambda i, j: weight[j, i], name="linear_weight_t")
+
+        def body(*idx):
+            return te.reduce(ReduceOp.SUM, x[idx[:-1] + (k,)] * wt[k, idx[-1]], [k])
+    y = te.tensor(shape, body, name="linear")
+    if bias is None:
+        return y
+    return te.tensor(shape, lambda *idx: y[idx] + bias[idx[-1]], name="linear_bias")
+
+
+# -- convolution ---------------------------------------------------------------------------
+def _conv_input(op, x, weight, nsp):
+    """(batch dims, C) of a convolution's input of nsp spatial dimensions, checked."""
+    x, weight = as_tensor(x), as_tensor(weight)
+    if x.ndim not in (nsp + 1, nsp + 2):
+        raise ShapeError(f"{op}(): expected input of {nsp + 1} (unbatched) or {nsp + 2} "
+                         f"(batched) dimensions, got shape {shape_text(x.shape)}", user_loc())
+    if weight.ndim != nsp + 2:
+        raise ShapeError(f"{op}(): weight must have {nsp + 2} dimensions, got shape "
+                         f"{shape_text(weight.shape)}", user_loc())
+    return x, weight, x.ndim - nsp - 1
+
+
+def _pad(x, lo, hi, value, name):
+    """x with its last len(lo) dimensions padded by lo before and hi after, with `value`
+    (a stage reading x under guards; x itself when there is no padding)."""
+    if not any(lo) and not any(hi):
+        return x
+    first = x.ndim - len(lo)
+    shape = x.shape[:first] + tuple(n + a + b for n, a, b in zip(x.shape[first:], lo, hi))
+
+    def body(*idx):
+        src, conds = list(idx), []
+        for d, (a, b) in enumerate(zip(lo, hi)):
+            i = idx[first + d]
+            if a:
+                conds.append(i >= a)
+                src[first + d] = i - a
+            if b:
+                conds.append(i < x.shape[first + d] + a)
+        return build.select(te.all(*conds), x[tuple(src)], value)
+    return te.tensor(shape, body, name=name)
+
+
+def _out_size(op, size, k, lo, hi, stride, dilation):
+    """Output sizes of a convolution; torch's error when a dilated kernel exceeds the
+    padded input."""
+    padded = tuple(n + a + b for n, a, b in zip(size, lo, hi))
+    eff = tuple(d * (kk - 1) + 1 for kk, d in zip(k, dilation))
+    if any(p < e for p, e in zip(padded, eff)):
+        raise ShapeError(f"{op}(): calculated padded input size per channel "
+                         f"({' x '.join(map(str, padded))}) is smaller than the dilated kernel "
+                         f"size ({' x '.join(map(str, eff))}): the kernel can't be greater than "
+                         "the actual input size", user_loc())
+    return tuple((p - e) // s + 1 for p, e, s in zip(padded, eff, stride))
+
+
+def _window_sum(P, nb, cin_group, fout_group, groups, ksize, out_sp, nout, stride,
+                dilation, wread, name):
+    """out[b, f, *o] = sum over (c, *r) of P[b, chan, *(o * stride + r * dilation)] *
+    wread(f, c, r), chan = the group of f's input channel c: a convolution's reduction."""
+    rc = te.reduce_axis(cin_group)
+    rk = [te.reduce_axis(k) for k in ksize]
+    shape = P.shape[:nb] + (nout,) + out_sp
+
+    def body(*idx):
+        f, o = idx[nb], idx[nb + 1:]
+        chan = rc if groups == 1 else (f // fout_group) * cin_group + rc
+        src = idx[:nb] + (chan,) + tuple(i * s + r * d for i, r, s, d in
+                                         zip(o, rk, stride, dilation))
+        return te.reduce(ReduceOp.SUM, P[src] * wread(f, rc, tuple(rk)), [rc] + rk)
+    return te.tensor(shape, body, name=name)
+
+
+def _add_bias(y, bias, nb, name):
+    if bias is None:
+        return y
+    _check_param(bias, (y.shape[nb],), "bias", name)
+    return te.tensor(y.shape, lambda *idx: y[idx] + bias[idx[nb]], name=name + "_bias")
+
+
+def _check_groups(op, groups, cin, cout, x, weight, expect_in):
+    if cout % groups:
+        raise ShapeError(f"{op}(): groups={groups} must divide the number of output "
+                         f"channels, weight has shape {shape_text(weight.shape)}", user_loc())
+    if not same_dim(cin, expect_in):
+        raise ShapeError(f"{op}(): groups={groups} and weight of shape "
+                         f"{shape_text(weight.shape)} expect input with {expect_in} "
+                         f"channels, got input of shape {shape_text(x.shape)} "
+                         f"({cin} channels)", user_loc())
+
+
+def conv(x, weight, *params, op, stride, padding, dilation, groups, has_bias):
+    """torch's conv1d/conv2d/conv3d (cross-correlation), padding as (lo, hi) per spatial
+    dimension: a padded stage, then a reduction over (input channel, *kernel)."""
+    nsp = len(stride)
+    x, weight, nb = _conv_input(op, x, weight, nsp)
+    F, Cg = weight.shape[0], weight.shape[1]
+    _check_groups(op, groups, x.shape[nb], F, x, weight, Cg * groups)
+    lo, hi = tuple(p[0] for p in padding), tuple(p[1] for p in padding)
+    ksize = weight.shape[2:]
+    out_sp = _out_size(op, x.shape[nb + 1:], ksize, lo, hi, stride, dilation)
+    P = _pad(x, lo, hi, 0, op + "_pad")
+    y = _window_sum(P, nb, Cg, F // groups, groups, ksize, out_sp, F, stride, dilation,
+                    lambda f, c, r: weight[(f, c) + r], op)
+    return _add_bias(y, params[0] if has_bias else None, nb, op)
+
+
+def conv_transpose(x, weight, *params, op, stride, padding, output_padding, dilation,
+                   groups, has_bias):
+    """torch's conv_transpose1d/2d: the input spread out by `stride` (zeros between) and
+    padded by dilation * (k - 1) - padding, correlated with the flipped kernel."""
+    nsp = len(stride)
+    x, weight, nb = _conv_input(op, x, weight, nsp)
+    Cin, Cout = x.shape[nb], weight.shape[1] * groups
+    if not same_dim(weight.shape[0], Cin) or weight.shape[0] % groups:
+        raise ShapeError(f"{op}(): weight of shape {shape_text(weight.shape)} with "
+                         f"groups={groups} expects input with {weight.shape[0]} channels "
+                         f"(divisible by groups), got input of shape {shape_text(x.shape)}",
+                         user_loc())
+    for op_, s, d in zip(output_padding, stride, dilation):
+        if op_ >= s and op_ >= d:
+            raise ShapeError(f"{op}(): output_padding must be smaller than either stride or "
+                             f"dilation, got output_padding={tuple(output_padding)}, "
+                             f"stride={tuple(stride)}, dilation={tuple(dilation)}", user_loc())
+    ksize = weight.shape[2:]
+    size = x.shape[nb + 1:]
+    out_sp = tuple((n - 1) * s - 2 * p + d * (k - 1) + q + 1 for n, s, p, d, k, q in
+                   zip(size, stride, padding, dilation, ksize, output_padding))
+    if any(o <= 0 for o in out_sp):
+        raise ShapeError(f"{op}(): the output size {out_sp} is not positive (input "
+                         f"{shape_text(x.shape)}, kernel {ksize}, padding {tuple(padding)})",
+                         user_loc())
+    edge = tuple(d * (k - 1) - p for d, k, p in zip(dilation, ksize, padding))
+    zshape = x.shape[:nb + 1] + tuple(o + d * (k - 1) for o, d, k in zip(out_sp, dilation,
+                                                                         ksize))
+
+    def spread(*idx):
+        src, conds = list(idx), []
+        for n, (t_n, e, s) in enumerate(zip(size, edge, stride)):
+            t = idx[nb + 1 + n] - e
+            conds += [t >= 0, t <= (t_n - 1) * s]
+            if s != 1:
+                conds.append(build.compare(CmpOp.EQ, t % s, 0))   # (== is structural)
+            src[nb + 1 + n] = t // s if s != 1 else t
+        return build.select(te.all(*conds), x[tuple(src)], 0)
+    Z = te.tensor(zshape, spread, name=op + "_spread")
+    Cg, Fg = Cin // groups, Cout // groups
+
+    def wread(f, c, r):
+        cin = c if groups == 1 else (f // Fg) * Cg + c
+        return weight[(cin, f % Fg if groups != 1 else f) +
+                      tuple(k - 1 - ri for k, ri in zip(ksize, r))]
+    y = _window_sum(Z, nb, Cg, Fg, groups, ksize, out_sp, Cout, (1,) * nsp, dilation,
+                    wread, op)
+    return _add_bias(y, params[0] if has_bias else None, nb, op)
+
+
+# -- pooling -------------------------------------------------------------------------------
+def _pool_sizes(op, x, ksize, stride, padding, dilation, ceil_mode):
+    """Output sizes of a pooling window (torch's rule, ceil_mode's last window starting
+    inside the input or its left padding)."""
+    nsp = len(ksize)
+    if x.ndim not in (nsp + 1, nsp + 2):
+        raise ShapeError(f"{op}(): expected input of {nsp + 1} or {nsp + 2} dimensions, got "
+                         f"shape {shape_text(x.shape)}", user_loc())
+    out = []
+    for n, k, s, p, d in zip(x.shape[x.ndim - nsp:], ksize, stride, padding, dilation):
+        span = n + 2 * p - d * (k - 1) - 1
+        o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1
+        if o < 1:
+            raise ShapeError(f"{op}(): input of shape {shape_text(x.shape)} is too small for "
+                             f"kernel_size={tuple(ksize)}, padding={tuple(padding)}, "
+                             f"dilation={tuple(dilation)}: the output size would be {o}",
+                             user_loc())
+        out.append(o)
+    return tuple(out)
+
+
+def _window(x, nsp, out_sp, ksize, stride, padding, dilation, fill):
+    """(reduce axes, body(idx) -> the guarded window element) of a pooling window."""
+    rk = [te.reduce_axis(k) for k in ksize]
+    first = x.ndim - nsp
+
+    def element(idx):
+        src, conds = list(idx[:first]), []
+        for d in range(nsp):
+            i = idx[first + d] * stride[d] - padding[d] + rk[d] * dilation[d]
+            if padding[d]:
+                conds.append(i >= 0)
+            last = (out_sp[d] - 1) * stride[d] - padding[d] + (ksize[d] - 1) * dilation[d]
+            if last >= x.shape[first + d]:
+                conds.append(i < x.shape[first + d])
+            src.append(i)
+        e = x[tuple(src)]
+        return build.select(te.all(*conds), e, fill) if conds else e
+    return rk, element
+
+
+def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode):
+    """The maximum over each (dilated) window; padding never wins (-inf)."""
+    x = as_tensor(x)
+    for k, p, d in zip(kernel_size, padding, dilation):
+        if 2 * p > d * (k - 1) + 1:
+            raise ShapeError(f"{op}(): padding should be at most half of the effective "
+                             f"kernel size, got padding={tuple(padding)}, "
+                             f"kernel_size={tuple(kernel_size)}, dilation={tuple(dilation)}",
+                             user_loc())
+    out_sp = _pool_sizes(op, x, kernel_size, stride, padding, dilation, ceil_mode)
+    nsp = len(kernel_size)
+    rk, element = _window(x, nsp, out_sp, kernel_size, stride, padding, dilation,
+                          _lowest(x.dtype))
+    return te.tensor(x.shape[:x.ndim - nsp] + out_sp,
+                     lambda *idx: te.reduce(ReduceOp.MAX, element(idx), rk), name=op)
+
+
+def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
+             divisor_override):
+    """The mean over each window; the divisor as torch counts it (padding counted or not,
+    windows clipped at the padded edge, or divisor_override)."""
+    x = as_tensor(x)
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    for k, p in zip(kernel_size, padding):
+        if 2 * p > k:
+            raise ShapeError(f"{op}(): padding should be at most half of the kernel size, "
+                             f"got padding={tuple(padding)}, kernel_size={tuple(kernel_size)}",
+                             user_loc())
+    nsp = len(kernel_size)
+    ones = (1,) * nsp
+    out_sp = _pool_sizes(op, x, kernel_size, stride, padding, ones, ceil_mode)
+    rk, element = _window(x, nsp, out_sp, kernel_size, stride, padding, ones, 0)
+    total = te.tensor(x.shape[:x.ndim - nsp] + out_sp,
+                      lambda *idx: te.reduce(ReduceOp.SUM, element(idx), rk), name=op + "_sum")
+    first = x.ndim - nsp
+
+    def divisor(idx):
+        if divisor_override is not None:
+            return divisor_override
+        n = 1
+        for d in range(nsp):
+            size, k, s, p = x.shape[first + d], kernel_size[d], stride[d], padding[d]
+            start = idx[first + d] * s - p
+            end = _min(start + k, size + p)
+            if not count_include_pad:
+                start, end = _max(start, 0), _min(end, size)
+            n = n * (end - start)
+        return build.cast(n, x.dtype)
+    return te.tensor(total.shape, lambda *idx: total[idx] / divisor(idx), name=op)
+
+
+def _adaptive_bounds(n, o):
+    """(start(i), end(i), the largest window) of torch's adaptive pooling windows."""
+    def start(i):
+        return (i * n) // o
+
+    def end(i):
+        return ((i + 1) * n + o - 1) // o
+    return start, end, max(end(i) - start(i) for i in range(o))
+
+
+def adaptive_pool(x, op, output_size, reduce):
+    """torch's adaptive average / max pooling: output i covers input [floor(i * n / o),
+    ceil((i + 1) * n / o))."""
+    x = as_tensor(x)
+    nsp = len(output_size)
+    if x.ndim not in (nsp + 1, nsp + 2):
+        raise ShapeError(f"{op}(): expected input of {nsp + 1} or {nsp + 2} dimensions, got "
+                         f"shape {shape_text(x.shape)}", user_loc())
+    first = x.ndim - nsp
+    sizes = tuple(n if o is None else o for n, o in zip(x.shape[first:], output_size))
+    if any(o < 1 for o in sizes):
+        raise ShapeError(f"{op}(): output_size must be positive, got {tuple(output_size)}",
+                         user_loc())
+    if reduce == "avg" and not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    bounds = [_adaptive_bounds(n, o) for n, o in zip(x.shape[first:], sizes)]
+    rk = [te.reduce_axis(b[2]) for b in bounds]
+    fill = 0 if reduce == "avg" else _lowest(x.dtype)
+
+    def window(idx):
+        src, conds = list(idx[:first]), []
+        for d, (start, end, kmax) in enumerate(bounds):
+            i = start(idx[first + d]) + rk[d]
+            if any(end(j) - start(j) < kmax for j in range(sizes[d])):
+                conds += [i < end(idx[first + d]), i < x.shape[first + d]]
+            src.append(i)
+        e = x[tuple(src)]
+        return build.select(te.all(*conds), e, fill) if conds else e
+
+    def count(idx):
+        n = 1
+        for d, (start, end, _) in enumerate(bounds):
+            n = n * (end(idx[first + d]) - start(idx[first + d]))
+        return build.cast(n, x.dtype)
+    rop = ReduceOp.SUM if reduce == "avg" else ReduceOp.MAX
+    out_shape = x.shape[:first] + sizes
+    y = te.tensor(out_shape, lambda *idx: te.reduce(rop, window(idx), rk), name=op)
+    if reduce == "max":
+        return y
+    return te.tensor(out_shape, lambda *idx: y[idx] / count(idx), name=op + "_mean")
+
+
+# -- resampling ----------------------------------------------------------------------------
+def _coord_scale(n, o, scale, align_corners):
+    """torch's source-per-destination scale of one dimension (a Python float)."""
+    if align_corners:
+        return (n - 1) / (o - 1) if o > 1 else 0.0
+    return 1.0 / scale if scale is not None else n / o
+
+
+def interpolate(x, size, scales, mode, align_corners):
+    """torch's interpolate to spatial `size`: nearest (floor(dst * scale)), nearest-exact
+    (floor((dst + 0.5) * scale)), (bi)linear (half-pixel centres clamped at 0, or corners
+    aligned); `scales` are the user's scale factors (None: in / out)."""
+    x = as_tensor(x)
+    nsp = len(size)
+    first = x.ndim - nsp
+    if not dtypes.is_float(x.dtype):
+        if mode not in ("nearest", "nearest-exact"):
+            raise ArgumentError(f"interpolate(): mode='{mode}' needs a floating-point input, "
+                                f"got {x.dtype}", user_loc())
+    cdt = "float32" if x.dtype != "float64" else "float64"
+    ins = x.shape[first:]
+    scale = [_coord_scale(n, o, s, align_corners) for n, o, s in zip(ins, size, scales)]
+    out_shape = x.shape[:first] + tuple(size)
+
+    def fconst(v):
+        return build.as_expr(np.dtype(cdt).type(v))
+
+    if mode in ("nearest", "nearest-exact"):
+        # float32 index arithmetic as torch's CPU kernel does, so ties land alike
+        scale = [float(np.float32(n) / np.float32(o)) if s is None else float(np.float32(1 / s))
+                 for n, o, s in zip(ins, size, scales)]
+
+        def src(d, i):
+            if mode == "nearest" and size[d] == ins[d]:
+                return i
+            if mode == "nearest" and size[d] == 2 * ins[d]:
+                return i // 2
+            f = build.cast(i, "float32")
+            if mode == "nearest-exact":
+                f = f + 0.5
+            j = build.cast(build.call(Intrin.FLOOR, f * build.as_expr(np.float32(scale[d]))),
+                           "int64")
+            return _min(j, ins[d] - 1)
+        return te.tensor(out_shape, lambda *idx: x[idx[:first] + tuple(
+            src(d, idx[first + d]) for d in range(nsp))], name="interpolate")
+
+    def taps(d, i):
+        """(lower index, upper index, weight of the upper) along dimension d."""
+        f = build.cast(i, cdt)
+        if align_corners:
+            s = f * fconst(scale[d])
+        else:
+            s = _max(fconst(scale[d]) * (f + 0.5) - 0.5, fconst(0.0))
+        i0 = build.cast(s, "int64")            # s >= 0: truncation is floor
+        i0 = _min(i0, ins[d] - 1)
+        i1 = _min(i0 + 1, ins[d] - 1)
+        return i0, i1, s - build.cast(i0, cdt)
+
+    def body(*idx):
+        tap = [taps(d, idx[first + d]) for d in range(nsp)]
+        total = None
+        for corner in range(1 << nsp):
+            w, src = None, []
+            for d in range(nsp):
+                i0, i1, l1 = tap[d]
+                upper = corner >> d & 1
+                src.append(i1 if upper else i0)
+                wd = l1 if upper else 1.0 - l1
+                w = wd if w is None else w * wd
+            term = build.cast(w, x.dtype) * x[idx[:first] + tuple(src)]
+            total = term if total is None else total + term
+        return total
+    return te.tensor(out_shape, body, name="interpolate")
+
+
+# -- embedding and attention ---------------------------------------------------------------
+def embedding(indices, weight):
+    """weight[indices]: one row of weight per index (indices checked when the kernel runs:
+    one out of range raises IndexError)."""
+    indices, weight = as_tensor(indices), as_tensor(weight)
+    if not dtypes.is_int(indices.dtype):
+        raise ArgumentError(f"embedding(): input must hold integer indices, got dtype "
+                            f"{indices.dtype}", user_loc())
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding(): weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {shape_text(weight.shape)}", user_loc())
+    return te.tensor(indices.shape + (weight.shape[1],),
+                     lambda *idx: weight[indices[idx[:-1]], idx[-1]], name="embedding")
+
+
+def attention(q, k, v, *mask, scale, is_causal):
+    """softmax(q @ k^T * scale + mask) @ v over the last two axes, batch axes broadcast; a
+    bool mask keeps where True, a float mask is added; is_causal keeps key j <= query i."""
+    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    for t, what in ((q, "query"), (k, "key"), (v, "value")):
+        if t.ndim < 2:
+            raise ShapeError(f"scaled_dot_product_attention(): {what} must have 2 or more "
+                             f"dimensions (..., L, E), got shape {shape_text(t.shape)}",
+                             user_loc())
+    L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    if not same_dim(k.shape[-1], E):
+        raise ShapeError(f"scaled_dot_product_attention(): key's last dimension must equal "
+                         f"query's ({E}), got query {shape_text(q.shape)} and key "
+                         f"{shape_text(k.shape)}", user_loc())
+    if not same_dim(v.shape[-2], S):
+        raise ShapeError(f"scaled_dot_product_attention(): value must have as many rows as "
+                         f"key ({S}), got key {shape_text(k.shape)} and value "
+                         f"{shape_text(v.shape)}", user_loc())
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if scale is None:
+        scale = 1.0 / math.sqrt(E)
+    nb = len(batch)
+    e = te.reduce_axis(E)
+    sshape = batch + (L, S)
+
+    def lhs(t, idx, tail):
+        return load(t, idx[:nb] + tail, batch + t.shape[-2:])
+
+    # key transposed to (..., E, S), as linear's weight: rows of it are read contiguously
+    kt = te.tensor(k.shape[:-2] + (E, S), lambda *idx: k[idx[:-2] + (idx[-1], idx[-2])],
+                   name="attn_key_t")
+
+    def score(*idx):
+        i, j = idx[nb], idx[nb + 1]
+        return te.reduce(ReduceOp.SUM, lhs(q, idx, (i, e)) * lhs(kt, idx, (e, j)), [e])
+    s = te.tensor(sshape, score, name="attn_scores")
+    m = operand(mask[0]) if mask else None
+    if m is not None:
+        broadcast_shapes(shape_of(m), sshape)
+
+    def masked(*idx):
+        a = s[idx] * scale
+        if is_causal:
+            a = build.select(idx[nb + 1] <= idx[nb], a, -math.inf)
+        if m is not None:
+            mv = load(m, idx, sshape)
+            if mv.dtype == "bool":
+                a = build.select(mv, a, -math.inf)
+            else:
+                a = a + mv
+        return a
+    logits = te.tensor(sshape, masked, name="attn_logits")
+    p = softmax(logits, -1)
+    j = te.reduce_axis(S)
+    return te.tensor(batch + (L, Ev), lambda *idx: te.reduce(
+        ReduceOp.SUM, p[idx[:nb] + (idx[nb], j)] * lhs(v, idx, (j, idx[nb + 1])), [j]),
+        name="attention")

@@ -1,0 +1,551 @@
+"""jd.nn against NumPy float64 references written here from torch.nn.functional's
+definitions: activations, softmax, norms, linear, convolutions, pooling, interpolate,
+embedding, attention; torch's shape rules, errors naming the argument, and the functions
+inside a @jd.compute definition (fused, no kernel of their own)."""
+import math
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+import jitdl.nn as F
+from jitdl import eager
+
+F32, F64 = np.float32, np.float64
+erf = np.vectorize(math.erf, otypes=[F64])     # (scipy is no dependency)
+
+
+def normal(rng, shape, dtype=F32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def close(out, ref, dtype=F32, k=1):
+    """out matches the float64 reference within dtype's rounding over k-term sums."""
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    assert out.dtype == dtype, out.dtype
+    tol = 2e-5 if dtype == F32 else 1e-12
+    np.testing.assert_allclose(out, ref, rtol=tol * 5, atol=tol * math.sqrt(k) * 3)
+
+
+# -- activations ---------------------------------------------------------------------------
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+ACTS = [
+    ("relu", {}, lambda x: np.maximum(x, 0)),
+    ("relu6", {}, lambda x: np.clip(x, 0, 6)),
+    ("leaky_relu", {"negative_slope": 0.2}, lambda x: np.where(x > 0, x, 0.2 * x)),
+    ("elu", {"alpha": 1.5}, lambda x: np.where(x > 0, x, 1.5 * np.expm1(x))),
+    ("gelu", {}, lambda x: 0.5 * x * (1 + erf(x / np.sqrt(2)))),
+    ("gelu", {"approximate": "tanh"},
+     lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    ("sigmoid", {}, _sigmoid),
+    ("silu", {}, lambda x: x * _sigmoid(x)),
+    ("softplus", {"beta": 2.0, "threshold": 3.0},
+     lambda x: np.where(2 * x > 3, x, np.log1p(np.exp(2 * x)) / 2)),
+    ("tanh", {}, np.tanh),
+]
+
+
+@pytest.mark.parametrize("name,kw,ref", ACTS, ids=[f"{a[0]}{len(a[1])}" for a in ACTS])
+def test_activations(rng, name, kw, ref):
+    x = normal(rng, (3, 37)) * 4
+    x[0, :3] = [np.nan, -np.inf, np.inf]
+    with np.errstate(invalid="ignore", over="ignore"):       # inf * 0 in the reference
+        expected = ref(x.astype(F64))
+    close(getattr(F, name)(x, **kw), expected)
+
+
+def test_activation_float64_and_inplace(rng):
+    x = normal(rng, (5, 6), F64)
+    close(F.gelu(x), 0.5 * x * (1 + erf(x / np.sqrt(2))), F64)
+    y = x.copy()
+    assert F.relu(y, inplace=True) is y
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+# -- softmax -------------------------------------------------------------------------------
+def softmax_ref(x, axis):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("dim", [0, -1, 1])
+def test_softmax_log_softmax(rng, dim):
+    x = normal(rng, (4, 7, 5)) * 30          # large values: the max must be subtracted
+    ref = softmax_ref(x.astype(F64), dim)
+    close(F.softmax(x, dim=dim), ref)
+    close(F.log_softmax(x, axis=dim), np.log(ref))
+
+
+def test_softmax_dtype_and_dim_errors(rng):
+    x = normal(rng, (3, 4))
+    close(F.softmax(x, 1, dtype=np.float64), softmax_ref(x.astype(F64), 1), F64)
+    with pytest.raises(TypeError, match="dim"):
+        F.softmax(x)
+    with pytest.raises(TypeError, match="not both"):
+        F.softmax(x, dim=0, axis=0)
+    with pytest.raises(np.exceptions.AxisError):
+        F.log_softmax(x, dim=2)
+
+
+# -- normalisation and linear ------------------------------------------------------------------
+def test_layer_norm(rng):
+    x = normal(rng, (2, 3, 4, 5)) * 3 + 1
+    w, b = normal(rng, (4, 5)), normal(rng, (4, 5))
+    x64 = x.astype(F64)
+    mu = x64.mean((2, 3), keepdims=True)
+    var = ((x64 - mu) ** 2).mean((2, 3), keepdims=True)
+    y = (x64 - mu) / np.sqrt(var + 1e-3)
+    close(F.layer_norm(x, (4, 5), w, b, eps=1e-3), y * w + b)
+    mu1 = x64.mean(-1, keepdims=True)
+    var1 = ((x64 - mu1) ** 2).mean(-1, keepdims=True)
+    close(F.layer_norm(x, 5), (x64 - mu1) / np.sqrt(var1 + 1e-5))
+    with pytest.raises(ValueError, match="normalized_shape"):
+        F.layer_norm(x, (3, 5))
+    with pytest.raises(ValueError, match="weight must have shape"):
+        F.layer_norm(x, 5, w)
+
+
+def test_rms_norm(rng):
+    x = normal(rng, (3, 8), F64)
+    w = normal(rng, (8,), F64)
+    ms = (x ** 2).mean(-1, keepdims=True)
+    close(F.rms_norm(x, 8, w, eps=1e-4), x / np.sqrt(ms + 1e-4) * w, F64)
+    close(F.rms_norm(x, [8]), x / np.sqrt(ms + np.finfo(F64).eps), F64)
+
+
+def test_batch_norm(rng):
+    x = normal(rng, (2, 3, 4, 5))
+    m, v = normal(rng, (3,)), np.abs(normal(rng, (3,))) + 0.1
+    w, b = normal(rng, (3,)), normal(rng, (3,))
+    c = (slice(None), None, None)
+    ref = (x.astype(F64) - m[c]) / np.sqrt(v[c].astype(F64) + 1e-5) * w[c] + b[c]
+    close(F.batch_norm(x, m, v, w, b), ref)
+    close(F.batch_norm(x[:, :, 0], m, v), (x[:, :, 0] - m[:, None]) /
+          np.sqrt(v[:, None].astype(F64) + 1e-5))
+    with pytest.raises(NotImplementedError, match="training"):
+        F.batch_norm(x, m, v, training=True)
+    with pytest.raises(ValueError, match="running_var must have shape"):
+        F.batch_norm(x, m, v[:2])
+
+
+@pytest.mark.parametrize("xshape", [(7,), (5, 7), (2, 3, 7)])
+def test_linear(rng, xshape):
+    x, w, b = normal(rng, xshape), normal(rng, (6, 7)), normal(rng, (6,))
+    close(F.linear(x, w, b), x.astype(F64) @ w.T.astype(F64) + b, k=7)
+    close(F.linear(x, w), x.astype(F64) @ w.T.astype(F64), k=7)
+
+
+def test_linear_errors(rng):
+    with pytest.raises(ValueError, match="in_features 6.*input of shape \\(2, 7\\)"):
+        F.linear(normal(rng, (2, 7)), normal(rng, (4, 6)))
+    with pytest.raises(ValueError, match="bias must have shape \\(4,\\)"):
+        F.linear(normal(rng, (2, 6)), normal(rng, (4, 6)), normal(rng, (3,)))
+
+
+# -- convolution ---------------------------------------------------------------------------
+def conv_ref(x, w, b=None, stride=1, pad=0, dil=1, groups=1):
+    """Cross-correlation by explicit kernel-offset loops over the zero-padded input;
+    pad is an int or per-dimension (lo, hi) pairs."""
+    nsp = w.ndim - 2
+    stride, dil = (stride,) * nsp if isinstance(stride, int) else stride, \
+        (dil,) * nsp if isinstance(dil, int) else dil
+    pad = ((pad, pad),) * nsp if isinstance(pad, int) else pad
+    x, w = x.astype(F64), w.astype(F64)
+    unbatched = x.ndim == nsp + 1
+    if unbatched:
+        x = x[None]
+    xp = np.pad(x, ((0, 0), (0, 0)) + tuple(pad))
+    nf, cg = w.shape[:2]
+    ks = w.shape[2:]
+    osz = [(xp.shape[2 + d] - dil[d] * (ks[d] - 1) - 1) // stride[d] + 1 for d in range(nsp)]
+    out = np.zeros((x.shape[0], nf) + tuple(osz))
+    fg = nf // groups
+    for g in range(groups):
+        xg, wg = xp[:, g * cg:(g + 1) * cg], w[g * fg:(g + 1) * fg]
+        for r in np.ndindex(*ks):
+            sl = tuple(slice(r[d] * dil[d], r[d] * dil[d] + stride[d] * (osz[d] - 1) + 1,
+                             stride[d]) for d in range(nsp))
+            out[:, g * fg:(g + 1) * fg] += np.einsum(
+                "nc...,fc->nf...", xg[(slice(None), slice(None)) + sl], wg[(...,) + r])
+    if b is not None:
+        out += b.reshape((1, nf) + (1,) * nsp)
+    return out[0] if unbatched else out
+
+
+CONV2D = [  # x shape, weight shape, stride, padding, dilation, groups
+    ((2, 3, 9, 8), (4, 3, 3, 3), 1, 0, 1, 1),
+    ((1, 4, 11, 7), (6, 2, 3, 2), (2, 1), (1, 2), 1, 2),
+    ((2, 6, 10, 9), (6, 1, 3, 3), 2, 1, 2, 6),         # depthwise, dilated
+    ((3, 7, 8), (5, 3, 1, 1), 1, 0, 1, 1),             # unbatched, 1x1
+    ((1, 2, 7, 6), (3, 2, 5, 3), 3, 2, (1, 2), 1),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,pad,dil,groups", CONV2D)
+def test_conv2d(rng, xs, ws, stride, pad, dil, groups):
+    x, w, b = normal(rng, xs), normal(rng, ws), normal(rng, ws[:1])
+    p = pad if isinstance(pad, int) else tuple((q, q) for q in pad)
+    ref = conv_ref(x, w, b, stride if isinstance(stride, int) else stride, p,
+                   dil if isinstance(dil, int) else dil, groups)
+    close(F.conv2d(x, w, b, stride, pad, dil, groups), ref, k=np.prod(ws[1:]))
+
+
+def test_conv2d_same_valid_float64(rng):
+    x, w = normal(rng, (1, 2, 7, 6), F64), normal(rng, (3, 2, 4, 3), F64)
+    # even kernel: torch puts the extra padding after
+    close(F.conv2d(x, w, padding="same", dilation=(1, 2)),
+          conv_ref(x, w, pad=((1, 2), (2, 2)), dil=(1, 2)), F64)
+    close(F.conv2d(x, w, padding="valid"), conv_ref(x, w), F64)
+
+
+@pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 3, 2, 2), (3, 1, 1, 1)])
+def test_conv1d(rng, stride, pad, dil, groups):
+    x, w = normal(rng, (2, 4, 13)), normal(rng, (6, 4 // groups, 3))
+    close(F.conv1d(x, w, None, stride, pad, dil, groups),
+          conv_ref(x, w, None, (stride,), pad, (dil,), groups), k=12)
+
+
+def test_conv3d(rng):
+    x, w = normal(rng, (1, 2, 5, 6, 4)), normal(rng, (3, 2, 2, 3, 2))
+    close(F.conv3d(x, w, stride=(1, 2, 1), padding=1),
+          conv_ref(x, w, None, (1, 2, 1), 1, 1), k=24)
+
+
+def conv_transpose_ref(x, w, b=None, stride=1, pad=0, out_pad=0, groups=1, dil=1):
+    """Scatter: input element i adds x[i] * w[r] to output i * stride - pad + r * dil."""
+    x, w = x.astype(F64), w.astype(F64)
+    nsp = w.ndim - 2
+    cin, fg = w.shape[:2]
+    cg = cin // groups
+    ks = w.shape[2:]
+    size = x.shape[2:]
+    full = tuple((n - 1) * stride + dil * (k - 1) + 1 + out_pad for n, k in zip(size, ks))
+    out = np.zeros((x.shape[0], fg * groups) + full)
+    for g in range(groups):
+        for r in np.ndindex(*ks):
+            sl = tuple(slice(r[d] * dil, r[d] * dil + stride * (size[d] - 1) + 1, stride)
+                       for d in range(nsp))
+            out[(slice(None), slice(g * fg, (g + 1) * fg)) + sl] += np.einsum(
+                "nc...,cf->nf...", x[:, g * cg:(g + 1) * cg], w[(slice(g * cg, (g + 1) * cg),
+                                                                 slice(None)) + r])
+    osz = tuple((n - 1) * stride - 2 * pad + dil * (k - 1) + out_pad + 1
+                for n, k in zip(size, ks))
+    out = out[(slice(None), slice(None)) + tuple(slice(pad, pad + o) for o in osz)]
+    if b is not None:
+        out += b.reshape((1, -1) + (1,) * nsp)
+    return out
+
+
+@pytest.mark.parametrize("stride,pad,out_pad,groups,dil",
+                         [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (3, 2, 0, 2, 2), (2, 3, 1, 1, 1)])
+def test_conv_transpose2d(rng, stride, pad, out_pad, groups, dil):
+    x = normal(rng, (2, 4, 5, 6))
+    w, b = normal(rng, (4, 3, 3, 2)), normal(rng, (3 * groups,))
+    close(F.conv_transpose2d(x, w, b, stride, pad, out_pad, groups, dil),
+          conv_transpose_ref(x, w, b, stride, pad, out_pad, groups, dil), k=24)
+
+
+def test_conv_transpose1d(rng):
+    x, w = normal(rng, (1, 3, 7), F64), normal(rng, (3, 2, 4), F64)
+    close(F.conv_transpose1d(x, w, stride=2, padding=1),
+          conv_transpose_ref(x, w, stride=2, pad=1), F64)
+
+
+def test_conv_errors(rng):
+    x = normal(rng, (1, 4, 6, 6))
+    with pytest.raises(ValueError, match="expect input with 3 channels.*got input of shape"):
+        F.conv2d(x, normal(rng, (2, 3, 3, 3)))
+    with pytest.raises(ValueError, match="groups=3 must divide.*output channels"):
+        F.conv2d(normal(rng, (1, 6, 6, 6)), normal(rng, (4, 2, 3, 3)), groups=3)
+    with pytest.raises(ValueError, match="weight must have 4 dimensions"):
+        F.conv2d(x, normal(rng, (2, 4, 3)))
+    with pytest.raises(ValueError, match="expected input of 3 .* or 4"):
+        F.conv2d(x[0, 0], normal(rng, (2, 4, 3, 3)))
+    with pytest.raises(ValueError, match="padded input size.*\\(6 x 6\\).*\\(7 x 7\\)"):
+        F.conv2d(x, normal(rng, (2, 4, 4, 4)), dilation=2)
+    with pytest.raises(ValueError, match="stride must be positive"):
+        F.conv2d(x, normal(rng, (2, 4, 3, 3)), stride=0)
+    with pytest.raises(ValueError, match="padding must be non-negative"):
+        F.conv1d(x[0], normal(rng, (2, 4, 3)), padding=-1)
+    with pytest.raises(ValueError, match="'same' is not supported for strided"):
+        F.conv2d(x, normal(rng, (2, 4, 3, 3)), stride=2, padding="same")
+    with pytest.raises(ValueError, match="invalid padding string"):
+        F.conv2d(x, normal(rng, (2, 4, 3, 3)), padding="full")
+    with pytest.raises(ValueError, match="bias must have shape \\(2,\\)"):
+        F.conv2d(x, normal(rng, (2, 4, 3, 3)), normal(rng, (3,)))
+    with pytest.raises(ValueError, match="output_padding must be smaller"):
+        F.conv_transpose2d(x, normal(rng, (4, 2, 3, 3)), stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="stride must be an int or a tuple of 2"):
+        F.conv2d(x, normal(rng, (2, 4, 3, 3)), stride=(1, 2, 3))
+
+
+# -- pooling -------------------------------------------------------------------------------
+def pool_out(n, k, s, p, d, ceil):
+    """torch's pooling output size."""
+    o = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    return o - 1 if ceil and (o - 1) * s >= n + p else o
+
+
+def max_pool_ref(x, k, s, p, d, ceil):
+    """-inf padding (enough on the right for ceil_mode), then strided dilated windows."""
+    oh, ow = (pool_out(n, k, s, p, d, ceil) for n in x.shape[-2:])
+    right = [max(0, (o - 1) * s + d * (k - 1) + 1 - p - n) for o, n in zip((oh, ow),
+                                                                          x.shape[-2:])]
+    xp = np.pad(x.astype(F64), ((0, 0),) * (x.ndim - 2) + ((p, right[0]), (p, right[1])),
+                constant_values=-np.inf)
+    return np.max([xp[..., r * d:r * d + s * (oh - 1) + 1:s, q * d:q * d + s * (ow - 1) + 1:s]
+                   for r in range(k) for q in range(k)], axis=0)
+
+
+def avg_pool_ref(x, k, s, p, ceil, include_pad, divisor=None):
+    """torch's average pool, output by output: windows clipped to the padded input, the
+    divisor counting padding or not."""
+    h, w = x.shape[-2:]
+    oh, ow = pool_out(h, k, s, p, 1, ceil), pool_out(w, k, s, p, 1, ceil)
+    out = np.zeros(x.shape[:-2] + (oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * s - p, j * s - p
+            h1, w1 = min(h0 + k, h + p), min(w0 + k, w + p)
+            size = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, h), min(w1, w)
+            n = divisor or (size if include_pad else (h1 - h0) * (w1 - w0))
+            out[..., i, j] = x[..., h0:h1, w0:w1].astype(F64).sum((-1, -2)) / n
+    return out
+
+
+POOLS = [  # x shape, kernel, stride, padding, dilation, ceil_mode
+    ((2, 3, 9, 8), 2, None, 0, 1, False),
+    ((1, 2, 11, 10), 3, 2, 1, 1, True),
+    ((2, 2, 10, 7), 3, 2, 1, 2, False),
+    ((3, 8, 9), 4, 3, 2, 1, True),
+]
+
+
+@pytest.mark.parametrize("xs,k,s,p,d,ceil", POOLS)
+def test_max_pool2d(rng, xs, k, s, p, d, ceil):
+    x = normal(rng, xs) - 3         # negative: padding must never win
+    close(F.max_pool2d(x, k, s, p, d, ceil), max_pool_ref(x, k, s or k, p, d, ceil))
+
+
+@pytest.mark.parametrize("xs,k,s,p,d,ceil", POOLS)
+@pytest.mark.parametrize("include_pad", [True, False])
+def test_avg_pool2d(rng, xs, k, s, p, d, ceil, include_pad):
+    x = normal(rng, xs)
+    close(F.avg_pool2d(x, k, s, p, ceil, include_pad),
+          avg_pool_ref(x, k, s or k, p, ceil, include_pad))
+
+
+def test_pool_1d_divisor_and_errors(rng):
+    x = normal(rng, (2, 3, 11))
+    close(F.max_pool1d(x, 3, 2, 1), _max_pool1d_ref(x, 3, 2, 1))
+    close(F.avg_pool1d(x, 4, 3), _avg_pool1d_ref(x, 4, 3))
+    y = normal(rng, (1, 2, 7, 7))
+    close(F.avg_pool2d(y, 3, 2, 1, divisor_override=5), avg_pool_ref(y, 3, 2, 1, False, True, 5))
+    with pytest.raises(ValueError, match="at most half"):
+        F.max_pool2d(y, 3, padding=2)
+    with pytest.raises(ValueError, match="too small"):
+        F.max_pool2d(y, 8)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        F.max_pool2d(y, 2, return_indices=True)
+
+
+def _max_pool1d_ref(x, k, s, p):
+    xp = np.pad(x.astype(F64), ((0, 0), (0, 0), (p, p)), constant_values=-np.inf)
+    o = pool_out(x.shape[-1], k, s, p, 1, False)
+    return np.max([xp[..., r:r + s * (o - 1) + 1:s] for r in range(k)], axis=0)
+
+
+def _avg_pool1d_ref(x, k, s):
+    o = pool_out(x.shape[-1], k, s, 0, 1, False)
+    return np.mean([x[..., r:r + s * (o - 1) + 1:s].astype(F64) for r in range(k)], axis=0)
+
+
+def adaptive_ref(x, out, fn):
+    h, w = x.shape[-2:]
+    oh, ow = out
+    y = np.zeros(x.shape[:-2] + out)
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = i * h // oh, -(-(i + 1) * h // oh)
+            w0, w1 = j * w // ow, -(-(j + 1) * w // ow)
+            y[..., i, j] = fn(x[..., h0:h1, w0:w1].astype(F64), axis=(-1, -2))
+    return y
+
+
+@pytest.mark.parametrize("xs,out", [((2, 3, 10, 7), (4, 3)), ((3, 5, 5), (5, 2)),
+                                    ((1, 2, 7, 9), (3, None))])
+def test_adaptive_pool2d(rng, xs, out):
+    x = normal(rng, xs)
+    full = tuple(n if o is None else o for n, o in zip(xs[-2:], out))
+    close(F.adaptive_avg_pool2d(x, out), adaptive_ref(x, full, np.mean))
+    close(F.adaptive_max_pool2d(x, out), adaptive_ref(x, full, np.max))
+
+
+def test_adaptive_avg_pool1d(rng):
+    x = normal(rng, (2, 3, 10))
+    close(F.adaptive_avg_pool1d(x, 4), adaptive_ref(x[..., None, :], (1, 4), np.mean)[..., 0, :])
+
+
+# -- interpolate ---------------------------------------------------------------------------
+def nearest_index(o, n, scale_factor=None, exact=False):
+    """torch's CPU nearest source index, in float32 index arithmetic as torch does it."""
+    dst = np.arange(o)
+    if not exact and o == n:
+        return dst
+    if not exact and o == 2 * n:
+        return dst // 2
+    scale = np.float32(1 / scale_factor) if scale_factor else np.float32(n) / np.float32(o)
+    f = dst.astype(F32) + (F32(0.5) if exact else F32(0))
+    return np.minimum(np.floor(f * scale).astype(np.int64), n - 1)
+
+
+def linear_taps(o, n, align, scale_factor=None):
+    dst = np.arange(o, dtype=F64)
+    if align:
+        src = dst * ((n - 1) / (o - 1) if o > 1 else 0.0)
+    else:
+        scale = 1 / scale_factor if scale_factor else n / o
+        src = np.maximum((dst + 0.5) * scale - 0.5, 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, src - i0
+
+
+def bilinear_ref(x, size, align, sf=(None, None)):
+    x = x.astype(F64)
+    h0, h1, lh = linear_taps(size[0], x.shape[-2], align, sf[0])
+    w0, w1, lw = linear_taps(size[1], x.shape[-1], align, sf[1])
+    lh, lw = lh[:, None], lw[None, :]
+    a, b = x[..., h0, :][..., w0], x[..., h0, :][..., w1]
+    c, d = x[..., h1, :][..., w0], x[..., h1, :][..., w1]
+    return (1 - lh) * ((1 - lw) * a + lw * b) + lh * ((1 - lw) * c + lw * d)
+
+
+@pytest.mark.parametrize("size,sf", [((5, 11), None), ((18, 16), None), ((3, 4), None),
+                                     (None, (1.7, 0.6))])
+def test_interpolate_nearest(rng, size, sf):
+    x = normal(rng, (2, 3, 9, 8))
+    out = size or tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf))
+    sfs = sf or (None, None)
+    ih = nearest_index(out[0], 9, sfs[0])
+    iw = nearest_index(out[1], 8, sfs[1])
+    np.testing.assert_array_equal(F.interpolate(x, size=size, scale_factor=sf),
+                                  x[:, :, ih][:, :, :, iw])
+    ih = nearest_index(out[0], 9, sfs[0], True)
+    iw = nearest_index(out[1], 8, sfs[1], True)
+    np.testing.assert_array_equal(F.interpolate(x, size, sf, mode="nearest-exact"),
+                                  x[:, :, ih][:, :, :, iw])
+
+
+@pytest.mark.parametrize("size,sf,align", [((5, 11), None, False), ((18, 3), None, True),
+                                           ((1, 4), None, True), (None, (2.5, 0.7), False)])
+def test_interpolate_bilinear(rng, size, sf, align):
+    x = normal(rng, (2, 3, 9, 8))
+    out = size or tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf))
+    close(F.interpolate(x, size, sf, mode="bilinear", align_corners=align),
+          bilinear_ref(x, out, align, sf or (None, None)))
+
+
+def test_interpolate_linear_area_and_errors(rng):
+    x = normal(rng, (2, 3, 7), F64)
+    i0, i1, l1 = linear_taps(12, 7, False)
+    close(F.interpolate(x, 12, mode="linear"), x[..., i0] * (1 - l1) + x[..., i1] * l1, F64)
+    y = normal(rng, (1, 2, 9, 6))
+    close(F.interpolate(y, (4, 3), mode="area"), adaptive_ref(y, (4, 3), np.mean))
+    with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
+        F.interpolate(y)
+    with pytest.raises(ValueError, match="needs a 4-D input"):
+        F.interpolate(x, 4, mode="bilinear")
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(y, (4, 4), align_corners=True)
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.interpolate(y, (4, 4), mode="bicubic")
+
+
+# -- embedding and attention ---------------------------------------------------------------
+def test_embedding(rng):
+    w = normal(rng, (10, 4))
+    ids = rng.integers(0, 10, (3, 5))
+    np.testing.assert_array_equal(F.embedding(ids, w), w[ids])
+    np.testing.assert_array_equal(F.embedding(ids.astype(np.int32), w, padding_idx=0), w[ids])
+    bad = ids.copy()
+    bad[1, 2] = 10
+    with pytest.raises(IndexError):
+        F.embedding(bad, w)
+    bad[1, 2] = -1
+    with pytest.raises(IndexError):
+        F.embedding(bad, w)
+    with pytest.raises(TypeError, match="integer indices"):
+        F.embedding(ids.astype(F32), w)
+
+
+def attention_ref(q, k, v, mask=None, causal=False, scale=None):
+    q, k, v = q.astype(F64), k.astype(F64), v.astype(F64)
+    s = q @ np.swapaxes(k, -1, -2) * (scale or 1 / np.sqrt(q.shape[-1]))
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    return softmax_ref(s, -1) @ v
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "bool_mask", "float_mask"])
+def test_attention(rng, case):
+    q, k, v = normal(rng, (2, 3, 5, 8)), normal(rng, (2, 3, 7, 8)), normal(rng, (2, 3, 7, 6))
+    mask = None
+    if case == "bool_mask":
+        mask = rng.random((5, 7)) > 0.3
+        mask[:, 0] = True
+    elif case == "float_mask":
+        mask = normal(rng, (3, 1, 7))
+    kw = dict(attn_mask=mask, is_causal=case == "causal", scale=0.3 if mask is None else None)
+    close(F.scaled_dot_product_attention(q, k, v, **kw), attention_ref(q, k, v, mask,
+                                                                       kw["is_causal"],
+                                                                       kw["scale"]), k=8)
+
+
+def test_attention_errors(rng):
+    q = normal(rng, (2, 4, 8))
+    with pytest.raises(NotImplementedError, match="dropout"):
+        F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+    with pytest.raises(ValueError, match="key's last dimension"):
+        F.scaled_dot_product_attention(q, normal(rng, (2, 4, 7)), q)
+    with pytest.raises(ValueError, match="not both"):
+        F.scaled_dot_product_attention(q, q, q, np.ones((4, 4), bool), is_causal=True)
+
+
+# -- inside definitions --------------------------------------------------------------------
+def test_linear_gelu_fuse_in_a_definition(rng):
+    @jd.compute
+    def mlp(X, W, b):
+        return F.gelu(F.linear(X, W, b), approximate="tanh")
+
+    before = eager.cache_info()
+    x, w, b = normal(rng, (6, 10)), normal(rng, (7, 10)), normal(rng, (7,))
+    h = x.astype(F64) @ w.T.astype(F64) + b
+    ref = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+    close(mlp(x, w, b), ref, k=10)
+    assert eager.cache_info() == before     # stages of mlp's kernel, no kernels of their own
+
+
+def test_conv_pool_softmax_in_a_definition(rng):
+    @jd.compute
+    def net(X, W):
+        y = F.relu(F.conv2d(X, W, padding=1))
+        return F.log_softmax(F.adaptive_avg_pool2d(F.max_pool2d(y, 2), 1), dim=1)
+
+    x, w = normal(rng, (2, 3, 8, 8)), normal(rng, (5, 3, 3, 3))
+    y = max_pool_ref(np.maximum(conv_ref(x, w, pad=1), 0), 2, 2, 0, 1, False)
+    z = y.mean((2, 3), keepdims=True)
+    close(net(x, w), np.log(softmax_ref(z, 1)), k=27)
+
+
+def test_every_function_has_a_status_and_a_docstring():
+    assert sorted(F.STATUS) == sorted(F.__all__)
+    for name in F.__all__:
+        assert getattr(F, name).__doc__, name
+        assert F.STATUS[name].startswith(("done", "partial: ")), name
