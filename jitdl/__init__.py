@@ -12,7 +12,7 @@
         return Y
 """
 from jitdl import config, tune
-from jitdl import numpy
+from jitdl import nn, numpy
 from jitdl.api import Function, compute, schedule
 from jitdl.errors import (AllocationError, ArgumentError, CompileError, DefinitionError,
                           JitdlError, ScalarOverflowError, ScheduleError)
@@ -39,5 +39,5 @@ __all__ = [
     "log1p", "expm1", "isnan", "isinf", "isfinite", "pow", "fmod", "float32", "float64",
     "int8", "int16", "int32", "int64", "uint8", "bool_", "set_num_threads", "load", "JitdlError",
     "DefinitionError", "ArgumentError", "ScheduleError", "CompileError", "AllocationError",
-    "ScalarOverflowError", "tune", "numpy",
+    "ScalarOverflowError", "tune", "numpy", "nn",
 ]

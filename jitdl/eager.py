@@ -41,16 +41,26 @@ class _ScalarOut:
         return r if out is not None else r[()]
 
 
-def apply(name, builder, operands, static=(), out=None, names=None):
+def apply(name, builder, operands, static=(), out=None, names=None, table=None, tkey=None):
     """Op `name`: builder(*operands, **dict(static)) on tensors of a definition; on arrays
     (and numbers, lists) its compiled kernel's result. `static` is a tuple of (name, value)
-    pairs of plain, hashable values; `names` names the operands in messages."""
+    pairs of plain, hashable values; `names` names the operands in messages. A wrapper
+    with a fast path of its own passes its `table` and the call's key there (`tkey`, made
+    from arrays only): the kernel's run goes into it, for the wrapper to call directly."""
     key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
                                   for a in operands])
     k = _kernels.get(key)
     if k is not None and (out is None or _exact_out(k, out)):
+        if table is not None and type(k) is not _ScalarOut:
+            _remember(table, tkey, k.run)
         return k.run(operands, out)
-    return _slow(name, builder, operands, static, out, names)
+    return _slow(name, builder, operands, static, out, names, table, tkey)
+
+
+def _remember(table, key, run):
+    if len(table) >= _KEPT:
+        table.clear()
+    table[key] = run
 
 
 def _exact_out(k, out):
@@ -58,7 +68,7 @@ def _exact_out(k, out):
         (out.shape, out.dtype) == k.out_specs[0]
 
 
-def _slow(name, builder, operands, static, out, names):
+def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
     if any(is_symbolic(a) for a in operands):
         if out is not None:
             raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
@@ -85,6 +95,8 @@ def _slow(name, builder, operands, static, out, names):
         if len(_kernels) >= _KEPT:
             _kernels.clear()
         _kernels[key] = k
+    if table is not None and type(k) is not _ScalarOut:
+        _remember(table, tkey, k.run)
     if out is None:
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k

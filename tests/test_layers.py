@@ -16,7 +16,7 @@ LAYERS = [
     ("_version", "dtypes", "errors", "config"),
     ("ir",), ("te",), ("capture",), ("schedule",), ("tir",), ("lower",), ("target",),
     ("codegen",), ("runtime",), ("pipeline",), ("cache",), ("autotune",), ("ops",),
-    ("frontends",), ("api", "tune"), ("__init__", "__main__"),
+    ("frontends",), ("api", "tune"), ("eager",), ("numpy", "nn"), ("__init__", "__main__"),
 ]
 LAYER = {name: n for n, names in enumerate(LAYERS) for name in names}
 
