@@ -624,6 +624,21 @@ def _shared_and_expensive(s, st):
     return len(readers) >= 2
 
 
+def _reread(s, st):
+    """A reduction reads each element of st for several of its outputs (an index of the
+    reduction's output is missing from the access: attention's P @ V reads P[b, i, k] for
+    every column j). Inlining st there would recompute its math that many times."""
+    for x in s.stages.values():
+        if x is st or not x.is_reduce or x.attach == "inline":
+            continue
+        axes = {a.var for a in x.tensor.op.axes}
+        for acc in _inlined_accesses(s, x, st.tensor):
+            used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+            if not axes <= used:
+                return True
+    return False
+
+
 def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     """The automatic schedule of every stage of s for a CPU `target` (its policies:
     register budget, cache sizes, parallel grain), with tile sizes as knobs of cfg, taking
@@ -661,8 +676,9 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
             continue
         if _fuse_epilogue(s, name, st, d, target, cfg, allow):
             epilogues.add(name)
-    for name in keep:            # inlined unless computed at a row loop, or others are
-        if s.stages[name].attach == "root" and not _attached(s, name):
+    for name in keep:            # inlined unless computed at a row loop, or others are,
+        st = s.stages[name]      # or a reduction would recompute it per output element
+        if st.attach == "root" and not _attached(s, name) and not _reread(s, st):
             s.compute_inline(s[name])
     if "compute_at" in allow:
         _bound_intermediates(s, outputs, _io_bytes(s), allow)
