@@ -212,9 +212,10 @@ class Buffer:
 
     @property
     def size(self):
+        """Its element count: an int, or an int64 Expr when a dimension is symbolic."""
         n = 1
         for d in self.shape:
-            n *= d
+            n = d if isinstance(n, int) and n == 1 else n * d
         return n
 
     def __repr__(self):

@@ -32,6 +32,8 @@ class Lowered:
     outputs: list       # Buffers of outputs
     scalars: list       # Vars of scalar parameters
     checks: int         # number of runtime index checks
+    sizes: list = ()    # [(size Var, argument position, dim)]: the last scalars
+    agree: list = ()    # symbolic sizes that must agree, checked at the call
 
 
 def identity(op: ReduceOp, dtype: str):
@@ -76,6 +78,7 @@ class _Builder:
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
         self.output_ids = set()
+        self.same = {}          # size Var -> the equal size Var used for it
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -136,6 +139,12 @@ class _Builder:
             out.append((expr, hi - lo + 1))
         return out
 
+    def size(self, n):
+        """An extent in the loop IR: a Const, or symbolic with equal sizes made one."""
+        if isinstance(n, int):
+            return Const(n, "int64")
+        return substitute(n, self.same) if self.same else n
+
     def inline(self, e):
         def mark(n):          # before inlining: which accesses have data-dependent indices
             if isinstance(n, Access) and not n.checked and any(map(reads_memory, n.indices)):
@@ -171,7 +180,7 @@ class _Builder:
                 return None
             self.checks += 1
             return tuple((i, d, n.tensor.name, expr_text(i))
-                         for i, d in zip(n.indices, n.tensor.shape)
+                         for i, d in zip(n.indices, self.buffers[id(n.tensor)].shape)
                          if reads_memory(i) or n.checked and not isinstance(i, Const))
 
         def rep(n):
@@ -180,8 +189,8 @@ class _Builder:
                 return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape),
                             check(n))
             if isinstance(n, Access):
-                return Load(self.buffers[id(n.tensor)], flat_index(n.indices, n.tensor.shape),
-                            check(n))
+                buf = self.buffers[id(n.tensor)]
+                return Load(buf, flat_index(n.indices, buf.shape), check(n))
             return None
         return map_expr(e, rep)
 
@@ -212,13 +221,13 @@ class _Builder:
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
                 ext = st.axes[rel.parent].extent
-                if ext % rel.factor:
-                    guards.append(values[rel.parent] < ext)
+                if not isinstance(ext, int) or ext % rel.factor:
+                    guards.append(values[rel.parent] < self.size(ext))
             elif isinstance(rel, Fuse):
-                inner_ext = st.axes[rel.inner].extent
+                inner_ext = self.size(st.axes[rel.inner].extent)
                 values[rel.outer] = values[rel.fused] // inner_ext
                 values[rel.inner] = values[rel.fused] % inner_ext
-        sub = {}
+        sub = dict(self.same)
         for a in list(op.axes) + list(op.reduce_axes):
             v = values[a.name]
             sub[a.var] = v + a.min if a.min else v
@@ -259,7 +268,7 @@ class _Builder:
                         if local is not None:
                             s = Allocate(local, s)
                 la = axes[n]
-                s = For(loopvar[n], Const(0, "int64"), Const(la.extent, "int64"), la.kind, s)
+                s = For(loopvar[n], Const(0, "int64"), self.size(la.extent), la.kind, s)
             return s
 
         if id(t) in self.redirect:             # computed into a block-sized local buffer
@@ -268,7 +277,7 @@ class _Builder:
                                     for a, lo in zip(op.axes, los)], shape)
         else:
             buf = self.buffers[id(t)]
-            out_index = flat_index([substitute(a.var, sub) for a in op.axes], t.shape)
+            out_index = flat_index([substitute(a.var, sub) for a in op.axes], buf.shape)
         red = op.reduce
         if red is None:
             value = self.loads(substitute(self.inline(op.body), sub))
@@ -369,6 +378,37 @@ def _arg_position(red, sub):
     return pos
 
 
+def _same_sizes(graph, agree):
+    """{size Var: the Var it equals}, from the sizes checked equal at the call: each size
+    is replaced by the first of its class (one variable per extent in the loop IR)."""
+    var = {(p.op.arg_index, d): n for p in graph.params if not isinstance(p, Var)
+           for d, n in enumerate(p.shape)}
+    same = {}
+    for _, pa, da, _, pb, db in agree:
+        a, b = var[(pa, da)], var[(pb, db)]
+        a, b = same.get(a, a), same.get(b, b)
+        if isinstance(a, Var) and isinstance(b, Var) and a is not b:
+            first, other = (a, b) if (pa, da) < (pb, db) else (b, a)
+            for k, v in list(same.items()):
+                if v is other:
+                    same[k] = first
+            same[other] = first
+    return same
+
+
+def size_params(graph):
+    """The size variables of the dynamic arguments, in argument and dimension order: the
+    kernel's last scalar parameters, with (argument position, dimension) for each."""
+    out = []
+    for p in graph.params:
+        if isinstance(p, Var):
+            continue
+        for d, n in enumerate(p.shape):
+            if isinstance(n, Var):
+                out.append((n, p.op.arg_index, d))
+    return out
+
+
 def _uses(e, var):
     return any(n is var for n in walk_expr(e))
 
@@ -378,30 +418,35 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     a consumer's loop whose block takes up to local_buffer_bytes gets a local array."""
     stages = stages_of(sched.outputs)
     sched.validate()
-    bounds.check_shape_agreement(stages)
+    agree = bounds.check_shape_agreement(stages)
+    same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     for t in stages:
-        bounds.check_stage(t, scalar_params)
+        bounds.check_stage(t, scalar_params, same)
     buffers = {}
+    b = _Builder(sched, buffers, local_buffer_bytes)
+    b.same = same
+
+    def shape(t):
+        return tuple(d if isinstance(d, int) else b.size(d) for d in t.shape)
     inputs, scalars = [], []
     for p in graph.params:
         if isinstance(p, Var):
             scalars.append(p)
         else:
-            buffers[id(p)] = Buffer(p.name, p.dtype, p.shape)
+            buffers[id(p)] = Buffer(p.name, p.dtype, shape(p))
             inputs.append(buffers[id(p)])
     outputs = []
     for t in sched.outputs:
-        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        buffers[id(t)] = Buffer(t.name, t.dtype, shape(t))
         outputs.append(buffers[id(t)])
-    b = _Builder(sched, buffers, local_buffer_bytes)
     b.output_ids = {id(t) for t in sched.outputs}
     temps = []
     for t in stages:
         st = sched.stages[t.name]
         if id(t) in buffers or st.attach == "inline":
             continue
-        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        buffers[id(t)] = Buffer(t.name, t.dtype, shape(t))
         if st.attach == "at" and b.private(st, sched.stages[st.attach_to[0]].tensor):
             continue                      # lives in a block-sized buffer at its loop
         temps.append(buffers[id(t)])
@@ -409,6 +454,8 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
                      if sched.stages[t.name].attach == "root"))
     for buf in reversed(temps):
         body = Allocate(buf, body)
+    sizes = [x for x in size_params(graph) if x[0] not in same]
+    scalars += [v for v, _, _ in sizes]
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
-    return Lowered(func, inputs, outputs, scalars, b.checks)
+    return Lowered(func, inputs, outputs, scalars, b.checks, sizes, agree)
 

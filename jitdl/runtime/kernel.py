@@ -40,6 +40,11 @@ class Signature:
     int_checks: list = field(default_factory=list)   # Python-int arguments that must fit
                                                      # a dtype (jitdl.ir.weak.checks)
     abi: int = ABI      # 1: the .pyobj entry took the error slot (kernels before allocs)
+    # a dynamic kernel: the last scalars are the sizes of its dynamic arguments, filled
+    # from the call's shapes; an output dimension may then be a tree over them (see
+    # jitdl.pipeline.size_tree); sizes that must agree are checked at each call
+    sizes: list = field(default_factory=list)    # [argument position, dim] per size
+    agree: list = field(default_factory=list)    # [name, position, dim] * 2
 
     def to_json(self):
         return asdict(self)
@@ -52,7 +57,8 @@ class Signature:
                    [list(x) for x in d["layout"]],
                    [[n, dt, list(shape), int(nb)] for n, dt, shape, nb in d.get("allocs", [])],
                    [list(x) for x in d.get("int_checks", [])],
-                   int(d.get("abi", 1)))
+                   int(d.get("abi", 1)), [list(x) for x in d.get("sizes", [])],
+                   [list(x) for x in d.get("agree", [])])
 
     @property
     def has_err(self):
@@ -74,8 +80,9 @@ class Signature:
         if arrays != expected:
             return f"arrays {expected}, the call has {arrays}"
         scalars = [s[1] for s in specs if s[0] == "scalar"]
-        if scalars != [dt for _, dt in self.scalars]:
-            return f"scalars {[dt for _, dt in self.scalars]}, the call has {scalars}"
+        own = [dt for _, dt in self.scalars[:len(self.scalars) - len(self.sizes)]]
+        if scalars != own:
+            return f"scalars {own}, the call has {scalars}"
         return None
 
 
@@ -104,14 +111,25 @@ def freeze_static(v):
     return ("static", _canonical(static_value(v)))
 
 
-def call_key(args, static_pos=()):
+def call_key(args, static_pos=(), dynamic_pos=()):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
-    value per static argument. (Function.__call__ inlines the common case.) NumPy
+    value per static argument; a dynamic array's shape part is its pattern (1 where a
+    dimension is 1, else None). (Function.__call__ inlines the common case.) NumPy
     arrays mean the CPU target: another array type gives another key."""
     key = [(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args]
     for i in static_pos:
         key[i] = freeze_static(args[i])
+    for i in dynamic_pos:
+        a = args[i]
+        if type(a) is _ndarray:
+            key[i] = (size_pattern(a.shape), a.dtype)
     return tuple(key)
+
+
+def size_pattern(shape):
+    """A dynamic array's shape as the kernel is specialised on it: dimensions of size 1
+    stay 1 (broadcasting is part of the key), the others are symbolic (None)."""
+    return tuple([1 if n == 1 else None for n in shape])
 
 
 def key_of_specs(specs):
@@ -170,11 +188,14 @@ class Kernel:
         self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
                             for dt, t, *_ in self.int_checks if t[0] == "var"]
         self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
+        self.dims = _dims_function(sig) if sig.sizes else None
         self.run = self._specialised_run()
 
     def _specialised_run(self):
         """The call path for this kernel's common case: only array arguments, one output,
         no out= (fewer Python operations per call than the general __call__)."""
+        if self.dims is not None:
+            return self._dynamic_run
         if not (self.fast and self.single and not self.scalar_pos
                 and self.array_pos == list(range(len(self.sig.layout)))):
             return self.__call__
@@ -190,7 +211,23 @@ class Kernel:
             return general(args, out)
         return run
 
+    def _dynamic_run(self, args, out=None):
+        """The call path of a dynamic kernel: the sizes (its last scalar arguments) and
+        the output shapes from the arrays' shapes, then the general path."""
+        sizes, shapes = self.dims(args)
+        if self.int_checks:
+            self._check_ints(args)
+        if self.fast and out is None:
+            outs = [_empty(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+            if not self.ofunc(*[args[i] for i in self.array_pos], *outs,
+                              *[args[i] for i in self.scalar_pos], *sizes):
+                return outs[0] if self.single else tuple(outs)
+        specs = [(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+        return self._call(args, out, specs, sizes)
+
     def __call__(self, args, out=None):
+        if self.dims is not None:
+            return self._dynamic_run(args, out)
         if self.int_checks:
             self._check_ints(args)
         if self.fast:
@@ -221,8 +258,10 @@ class Kernel:
                 return False
         return True
 
-    def _call(self, args, out):
-        """The general path: strided inputs are copied, out= is checked, checks read."""
+    def _call(self, args, out, out_specs=None, sizes=()):
+        """The general path: strided inputs are copied, out= is checked, checks read.
+        A dynamic kernel passes this call's output shapes and sizes."""
+        out_specs = out_specs or self.out_specs
         ptrs = []
         keep = []
         for i in self.array_pos:
@@ -232,12 +271,13 @@ class Kernel:
                 keep.append(a)
             ptrs.append(a.ctypes.data)
         if out is None:
-            outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
+            outs = [_empty(shape, dtype) for shape, dtype in out_specs]
             final = None
         else:
-            outs, final = self._check_out(out, args)
+            outs, final = self._check_out(out, args, out_specs)
         ptrs.extend(o.ctypes.data for o in outs)
         ptrs.extend(args[i] for i in self.scalar_pos)
+        ptrs.extend(sizes)
         if self.has_err:
             err = np.zeros(2, np.int64)
             ptrs.append(err.ctypes.data)
@@ -255,13 +295,13 @@ class Kernel:
             outs = final
         return outs[0] if self.single else tuple(outs)
 
-    def _check_out(self, out, args):
+    def _check_out(self, out, args, out_specs):
         given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
         if len(given) != len(self.out_specs):
             raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
                                 f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
         outs = []
-        for o, name, (shape, dtype) in zip(given, self.out_names, self.out_specs):
+        for o, name, (shape, dtype) in zip(given, self.out_names, out_specs):
             if not isinstance(o, np.ndarray):
                 raise ArgumentError(f"{self.fname}(): out= for {name}: expected a NumPy array, "
                                     f"got {type(o).__name__}")
@@ -317,17 +357,59 @@ class Kernel:
 
     def _raise_memory_error(self, n):
         name, dtype, shape, nbytes = self.allocs[n - 1]
+        size = f"{nbytes} bytes ({_human_bytes(nbytes)})" if nbytes else \
+            "its size set by this call's shapes"      # (a dynamic kernel's buffer)
         raise AllocationError(
             f"{self.fname}(): cannot allocate the intermediate buffer {name} "
-            f"({dtype}[{', '.join(map(str, shape))}]): {nbytes} bytes "
-            f"({_human_bytes(nbytes)}); the allocation failed. A schedule that computes "
+            f"({dtype}[{', '.join(map(str, shape))}]): {size}; the allocation failed. "
+            f"A schedule that computes "
             f"it in blocks inside its consumer (compute_at) or inlines it "
             f"(compute_inline) needs less memory")
 
     def _raise_index_error(self, err):
-        tensor, text, extent = self.checks[int(err[0]) - 1]
+        tensor, text, extent = self.checks[int(err[0]) - 1]     # (a dynamic size: its name)
         raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
                          f"outside [0, {extent})")
+
+
+_TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} // {})",
+             "%": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
+
+
+def _tree_code(tree):
+    """Python source of a size tree (ints, ["n", k] and known operators only)."""
+    if isinstance(tree, int):
+        return str(int(tree))
+    if tree[0] == "n":
+        return f"n{int(tree[1])}"
+    return _TREE_OPS[tree[0]].format(_tree_code(tree[1]), _tree_code(tree[2]))
+
+
+def _dims_function(sig):
+    """`dims(args) -> (sizes, output shapes)` for a dynamic kernel, generated once as
+    Python source (each call then costs a few attribute reads); it raises ArgumentError
+    when sizes that the definition makes equal differ."""
+    lines = ["def dims(args):"]
+    for k, (pos, dim) in enumerate(sig.sizes):
+        lines.append(f"    n{k} = args[{int(pos)}].shape[{int(dim)}]")
+    for k, (_, pa, da, _, pb, db) in enumerate(sig.agree):
+        lines.append(f"    if args[{int(pa)}].shape[{int(da)}] != args[{int(pb)}].shape[{int(db)}]:"
+                     f" disagree(args, {k})")
+    sizes = ", ".join(f"n{k}" for k in range(len(sig.sizes)))
+    shapes = ", ".join("(" + "".join(_tree_code(d) + ", " for d in shape) + ")"
+                       for _, shape, _ in sig.outputs)
+    lines.append(f"    return ({sizes},), ({shapes},)")
+
+    def disagree(args, k):
+        a, pa, da, b, pb, db = sig.agree[k]
+        sa, sb = args[pa].shape, args[pb].shape
+        raise ArgumentError(
+            f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
+            f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
+            f"{b} {sb})")
+    namespace = {"disagree": disagree}
+    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    return namespace["dims"]
 
 
 def _human_bytes(n):
