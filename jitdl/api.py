@@ -27,13 +27,15 @@ from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import Kernel, Signature, call_key, size_pattern, static_value
+from jitdl.runtime.kernel import (PATTERNS, Kernel, Signature, call_key, size_pattern,
+                                  static_value)
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
 
 log = logging.getLogger("jitdl.cache")
 tlog = logging.getLogger("jitdl.tune")
 _ndarray = np.ndarray
+_pattern = PATTERNS.get          # (a dynamic call's key; see size_pattern)
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
 _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
@@ -85,6 +87,7 @@ class Function:
                                 f"{', '.join(self.param_names)}")
         self.dynamic = tuple(dynamic or ())
         self._dynamic_pos = tuple(self.param_names.index(n) for n in self.dynamic)
+        self._all_dynamic = len(self.dynamic) == self._nparams
         self._captured = None
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
@@ -104,7 +107,11 @@ class Function:
     def __call__(self, *args, out=None, **kwargs):
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             args = self._bind(args, kwargs)
-        if self._static_pos or self._dynamic_pos:
+        if self._all_dynamic:
+            # call_key(args, (), every position), inlined
+            key = tuple([(_pattern(a.shape) or size_pattern(a.shape), a.dtype)
+                         if type(a) is _ndarray else type(a) for a in args])
+        elif self._static_pos or self._dynamic_pos:
             key = self._key(args)
         else:
             # call_key(args), inlined: this is the per-call path. Only NumPy arrays give

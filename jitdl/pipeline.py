@@ -208,6 +208,8 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
         t0 = time.perf_counter()
         if name == "verify":
             verify(low.func)
+        elif name == "partition_loops":
+            low.func = low.funcs[name] = partition_loops(low.func, target.parallel_min_work)
         else:
             low.func = low.funcs[name] = _TIR[name](low.func)
         times[name] = time.perf_counter() - t0

@@ -661,7 +661,12 @@ def _free_vars(s):
 
     def rec(st, bound):
         for e in stmt_exprs(st):
-            free.update(n for n in walk_expr(e) if isinstance(n, Var) and n not in bound)
+            for n in walk_expr(e):
+                if isinstance(n, Var) and n not in bound:
+                    free.add(n)
+                elif isinstance(n, Load) and n.check:     # a checked index's extent
+                    free.update(v for c in n.check if not isinstance(c[1], int)
+                                for v in walk_expr(c[1]) if isinstance(v, Var))
         match st:
             case For() | LetStmt():
                 rec(st.body, bound | {st.var})

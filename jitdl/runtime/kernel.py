@@ -128,8 +128,17 @@ def call_key(args, static_pos=(), dynamic_pos=()):
 
 def size_pattern(shape):
     """A dynamic array's shape as the kernel is specialised on it: dimensions of size 1
-    stay 1 (broadcasting is part of the key), the others are symbolic (None)."""
-    return tuple([1 if n == 1 else None for n in shape])
+    stay 1 (broadcasting is part of the key), the others are symbolic (None). Kept per
+    shape (`PATTERNS.get(shape)` is the per-call path: half the time of building it)."""
+    p = PATTERNS.get(shape)
+    if p is None:
+        if len(PATTERNS) >= 4096:
+            PATTERNS.clear()
+        p = PATTERNS[shape] = tuple([1 if n == 1 else None for n in shape])
+    return p
+
+
+PATTERNS = {}       # shape -> size_pattern(shape)
 
 
 def key_of_specs(specs):
@@ -195,7 +204,8 @@ class Kernel:
         """The call path for this kernel's common case: only array arguments, one output,
         no out= (fewer Python operations per call than the general __call__)."""
         if self.dims is not None:
-            return self._dynamic_run
+            return _fast_dynamic_run(self) if self.fast and not self.int_checks \
+                else self._dynamic_run
         if not (self.fast and self.single and not self.scalar_pos
                 and self.array_pos == list(range(len(self.sig.layout)))):
             return self.__call__
@@ -376,13 +386,14 @@ _TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} //
              "%": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
 
 
-def _tree_code(tree):
-    """Python source of a size tree (ints, ["n", k] and known operators only)."""
+def _tree_code(tree, sizes=None):
+    """Python source of a size tree (ints, ["n", k] and known operators only); the k-th
+    size is `n{k}`, or sizes[k]."""
     if isinstance(tree, int):
         return str(int(tree))
     if tree[0] == "n":
-        return f"n{int(tree[1])}"
-    return _TREE_OPS[tree[0]].format(_tree_code(tree[1]), _tree_code(tree[2]))
+        return sizes[int(tree[1])] if sizes else f"n{int(tree[1])}"
+    return _TREE_OPS[tree[0]].format(_tree_code(tree[1], sizes), _tree_code(tree[2], sizes))
 
 
 def _dims_function(sig):
@@ -410,6 +421,48 @@ def _dims_function(sig):
     namespace = {"disagree": disagree}
     exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
     return namespace["dims"]
+
+
+def _fast_dynamic_run(k):
+    """The call path of a dynamic kernel, generated as Python source for its arguments:
+    the sizes read from the shapes, agreement checked, outputs made, one call of the
+    .pyobj entry (strided inputs, out= and errors take the general path)."""
+    sig = k.sig
+    n_args = len(sig.layout)
+    names = ", ".join(f"a{i}" for i in range(n_args)) + ("," if n_args == 1 else "")
+    lines = ["def run(args, out=None):",
+             "    if out is not None:",
+             "        return general(args, out)",
+             f"    {names} = args"]
+    shaped = sorted({int(p) for p, _ in sig.sizes} | {int(x[i]) for x in sig.agree
+                                                       for i in (1, 4)})
+    lines += [f"    s{p} = a{p}.shape" for p in shaped]
+    for _, pa, da, _, pb, db in sig.agree:
+        lines.append(f"    if s{int(pa)}[{int(da)}] != s{int(pb)}[{int(db)}]:")
+        lines.append("        return general(args, None)")
+    sizes = [f"s{int(p)}[{int(d)}]" for p, d in sig.sizes]
+    # an output of an input's shape takes that shape as it is (no tuple to build)
+    same = {}
+    for pos, (_, shape, _) in zip(k.array_pos, sig.inputs):
+        tree = [["n", sig.sizes.index([pos, d])] if n is None and [pos, d] in sig.sizes
+                else n for d, n in enumerate(shape)]
+        if None not in tree and pos in shaped:
+            same.setdefault(repr(tree), f"s{pos}")
+    outs = []
+    for j, (_, shape, _) in enumerate(sig.outputs):
+        tree = [list(d) if isinstance(d, (list, tuple)) else d for d in shape]
+        dims = same.get(repr(tree)) or \
+            "(" + "".join(_tree_code(d, sizes) + ", " for d in shape) + ")"
+        lines.append(f"    o{j} = empty({dims}, dt{j})")
+        outs.append(f"o{j}")
+    call = [f"a{i}" for i in k.array_pos] + outs + [f"a{i}" for i in k.scalar_pos] + sizes
+    lines.append(f"    if not ofunc({', '.join(call)}):")
+    lines.append(f"        return {outs[0] if k.single else '(' + ', '.join(outs) + ',)'}")
+    lines.append("    return general(args, None)")
+    namespace = {"general": k._dynamic_run, "empty": _empty, "ofunc": k.ofunc,
+                 **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
+    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    return namespace["run"]
 
 
 def _human_bytes(n):
