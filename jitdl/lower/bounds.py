@@ -13,52 +13,59 @@ import itertools
 from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory, unbounded_part,
                                with_loop)
-from jitdl.ir.nodes import Access, BinOp, Binary, Expr, Reduce, Select, Var
+from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_expr
 from jitdl.te.tensor import Placeholder
 
 
-def _walk_guarded(e, ranges, visit):
-    """Call visit(access, ranges) with ranges narrowed by enclosing conditions."""
+def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent):
+    """Call visit(access, ranges) with ranges narrowed by enclosing conditions; extent(a)
+    is the extent of an axis a as the proof takes it."""
     if any(r[0] > r[1] for k, r in ranges.items() if k is not FACTS):
         return          # the conditions cannot all hold: this branch never runs
     if isinstance(e, Access):
         visit(e, ranges)
     if isinstance(e, Select):
-        _walk_guarded(e.cond, ranges, visit)
-        _walk_guarded(e.t, narrow(e.cond, ranges), visit)
-        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit)
+        _walk_guarded(e.cond, ranges, visit, extent)
+        _walk_guarded(e.t, narrow(e.cond, ranges), visit, extent)
+        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit, extent)
         return
     if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
         # evaluated left to right with short circuit (see codegen)
-        _walk_guarded(e.a, ranges, visit)
-        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit)
+        _walk_guarded(e.a, ranges, visit, extent)
+        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit, extent)
         return
     if isinstance(e, Reduce):
-        if any(isinstance(a.extent, int) and a.extent <= 0 for a in e.axes):
+        if any(isinstance(extent(a), int) and extent(a) <= 0 for a in e.axes):
             return                  # an empty reduction reads nothing
         inner = ranges
         for a in e.axes:
-            inner = with_loop(inner, a.var, a.min, a.extent)
+            inner = with_loop(inner, a.var, a.min, extent(a))
         if e.where is not None:
-            _walk_guarded(e.where, inner, visit)
+            _walk_guarded(e.where, inner, visit, extent)
             inner = narrow(e.where, inner)
-        _walk_guarded(e.body, inner, visit)
+        _walk_guarded(e.body, inner, visit, extent)
         return
     for c in expr_children(e):
-        _walk_guarded(c, ranges, visit)
+        _walk_guarded(c, ranges, visit, extent)
 
 
 def check_stage(tensor, scalars=(), same=None):
     """Prove the accesses of one stage (data-dependent ones are checked at run time).
     `same` maps size variables to those the call checks them equal to."""
     op = tensor.op
-    if any(isinstance(a.extent, int) and a.extent == 0 for a in op.axes):
+
+    def extent(a):              # a symbolic extent with the sizes the call checks equal
+        if isinstance(a.extent, int) or not same:
+            return a.extent
+        n = substitute(a.extent, same)
+        return int(n.value) if isinstance(n, Const) else n
+    if any(isinstance(extent(a), int) and extent(a) == 0 for a in op.axes):
         return                      # an empty tensor reads nothing
     ranges = {v: (0, SIZE_LIMIT - 1) for v in _size_vars(op)}
     for a in op.axes:
-        ranges = with_loop(ranges, a.var, a.min, a.extent)
+        ranges = with_loop(ranges, a.var, a.min, extent(a))
     known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body)
                                           if isinstance(r, Reduce) for a in r.axes}
     for n in walk_expr(op.body):
@@ -75,6 +82,7 @@ def check_stage(tensor, scalars=(), same=None):
                 continue
             if not isinstance(n, int) and same:
                 n, idx = substitute(n, same), substitute(idx, same)
+                n = int(n.value) if isinstance(n, Const) else n
             if not isinstance(n, int):
                 rng = {**{v: (0, SIZE_LIMIT - 1) for v in _size_vars(n)}, **rng}
             lo, hi = bounds(idx, rng)
@@ -100,7 +108,7 @@ def check_stage(tensor, scalars=(), same=None):
                 f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
-    _walk_guarded(op.body, ranges, visit)
+    _walk_guarded(op.body, ranges, visit, extent)
 
 
 def _size_vars(e):

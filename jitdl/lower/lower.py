@@ -379,15 +379,23 @@ def _arg_position(red, sub):
 
 
 def _same_sizes(graph, agree):
-    """{size Var: the Var it equals}, from the sizes checked equal at the call: each size
-    is replaced by the first of its class (one variable per extent in the loop IR)."""
+    """{size Var: the Var or Const it equals}, from the sizes checked equal at the call:
+    each size is replaced by the first of its class (one variable per extent in the loop
+    IR), or by the concrete size of a non-dynamic argument it must equal."""
     var = {(p.op.arg_index, d): n for p in graph.params if not isinstance(p, Var)
            for d, n in enumerate(p.shape)}
     same = {}
     for _, pa, da, _, pb, db in agree:
         a, b = var[(pa, da)], var[(pb, db)]
         a, b = same.get(a, a), same.get(b, b)
-        if isinstance(a, Var) and isinstance(b, Var) and a is not b:
+        if isinstance(a, Var) != isinstance(b, Var):
+            v, n = (a, b) if isinstance(a, Var) else (b, a)
+            n = Const(n, "int64") if isinstance(n, int) else n
+            for k, x in list(same.items()):
+                if x is v:
+                    same[k] = n
+            same[v] = n
+        elif isinstance(a, Var) and isinstance(b, Var) and a is not b:
             first, other = (a, b) if (pa, da) < (pb, db) else (b, a)
             for k, v in list(same.items()):
                 if v is other:
