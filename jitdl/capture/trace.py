@@ -12,7 +12,7 @@ from jitdl.capture import runtime as jd_runtime
 from jitdl.capture.transform import rewrite
 from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
-from jitdl.ir.nodes import Expr, IterVar, Var
+from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
 from jitdl.te import naming
 from jitdl.te.graph import Graph
 from jitdl.te.ops import make_stage, stages_of
@@ -157,7 +157,7 @@ def _scalar_text(spec, value):
 def size_var(name, dim):
     """The int64 size of dimension `dim` of the dynamic argument `name`: the kernel takes
     it as a scalar parameter, filled from the array's shape at each call."""
-    return Var(f"{name}_n{dim}", "int64")
+    return SizeVar(f"{name}_n{dim}", "int64")
 
 
 def trace(cap: Captured, specs, names, values=None) -> Graph:

@@ -112,6 +112,12 @@ class Var(Expr):
     weak: bool = False
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SizeVar(Var):
+    """The size of one dimension of a dynamic argument: an int64 kernel parameter that
+    the runtime fills from the array's shape at each call."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Binary(Expr):
     op: BinOp
