@@ -138,7 +138,8 @@ def test_transpose_and_take():
     assert kernels(tr) == 1 and kernels(take) == 1
     assert "]!" not in tr.lower(rand(3, 4))      # `X[...]!`: an index checked at run time
     assert "]!" in take.lower(rand(3, 4), np.array([0, 1]))
-    with pytest.raises(IndexError, match=r"index `ids\[.*\]` into X is 5, outside \[0, X_n0\)"):
+    with pytest.raises(IndexError, match=r"index `ids\[.*\]` into X is 5, outside "
+                                         r"\[0, X_n0\) \(X_n0 = 5\)"):
         take(rand(5, 3), np.array([0, 5]))
 
 
@@ -168,6 +169,26 @@ def test_row_reductions_softmax_and_argmax():
         np.testing.assert_allclose(cols, x.sum(0), rtol=1e-12, atol=1e-12)
     assert kernels(softmax) == 1 and kernels(stats) == 1
     assert stats(rand(0, 4))[1].tolist() == [0.0] * 4
+
+
+def test_user_schedule_with_compute_at_on_symbolic_rows():
+    @jd.compute(dynamic=True)
+    def norm(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        s = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="s")
+        return jd.tensor((n, m), lambda i, j: X[i, j] / s[i], name="Y")
+
+    @jd.schedule(norm)
+    def _(s, cfg):
+        i, j = s["Y"].axis
+        s.compute_at(s["s"], s["Y"], i)
+        s.vectorize(s.split(j, 4)[1])
+    for n, m in [(3, 4), (9, 13), (2, 1)]:
+        x = rand(n, m) + 3
+        np.testing.assert_allclose(norm(x), x / x.sum(1, keepdims=True), rtol=1e-12)
+    text = norm.lower(rand(3, 5))
+    assert "vectorized" in text and "s_acc" in text and "]!" not in text
 
 
 def test_only_named_parameters_are_dynamic():

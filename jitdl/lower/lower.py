@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from jitdl import dtypes
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
-from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.analysis import SIZE_LIMIT, linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
                             IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
 from jitdl.ir.printer import expr_text
@@ -101,7 +101,7 @@ class _Builder:
                 xsub[ax.var] = lo + r
                 xr[r] = (0, ext - 1)
             for ax in x.tensor.op.reduce_axes:
-                xr[ax.var] = (ax.min, ax.min + ax.extent - 1)
+                xr[ax.var] = _range(ax.min, ax.extent)
             for acc in walk_expr(self.inline(x.tensor.op.body)):
                 if isinstance(acc, Access) and acc.tensor is pst.tensor:
                     reads.append(([substitute(i, xsub) for i in acc.indices], xr))
@@ -130,7 +130,8 @@ class _Builder:
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
                 continue
-            if hi - lo + 1 >= ax.extent:        # (overshooting splits): the whole axis
+            if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) else SIZE_LIMIT):
+                # (overshooting splits, or a symbolic range): the whole axis
                 out.append((Const(0, "int64"), ax.extent))
                 continue
             expr = Const(lo, "int64")
@@ -216,7 +217,7 @@ class _Builder:
             for a, (lo, _) in zip(op.axes, region):
                 values[a.name] = lo + loopvar[f"{a.name}.r"]
                 guards.append(build.logical(BinOp.AND, values[a.name] >= 0,
-                                            values[a.name] < a.extent))
+                                            values[a.name] < self.size(a.extent)))
         for rel in reversed(relations):
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
@@ -238,9 +239,9 @@ class _Builder:
         attached = self.attached.get(t.name, {})
         at_loop = {}                 # loop name -> [(producer, region, local buffer)]
         for n, producers in attached.items():
-            inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+            inner_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[leaves.index(n) + 1:]}
-            outer_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+            outer_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[:leaves.index(n) + 1]}
             done = []                  # later stages at this loop may read earlier ones
             for p in reversed(producers):
@@ -248,12 +249,16 @@ class _Builder:
                 done.append((p, reg))
                 local = None
                 if self.private(p, t):
-                    shape = tuple(ext for _, ext in reg)
+                    shape = tuple(self.size(ext) if not isinstance(ext, int) else ext
+                                  for _, ext in reg)
                     size = dtypes.itemsize(p.tensor.dtype)
                     for d in shape:
-                        size *= d
+                        size = size * d if isinstance(d, int) else None
+                        if size is None:
+                            break
+                    small = size is not None and size <= self.local_buffer_bytes
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
-                                   "local" if size <= self.local_buffer_bytes else "global")
+                                   "local" if small else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
@@ -402,6 +407,11 @@ def _same_sizes(graph, agree):
                     same[k] = first
             same[other] = first
     return same
+
+
+def _range(lo, extent):
+    """The (lo, hi) range of a loop: a symbolic extent is below SIZE_LIMIT."""
+    return (lo, lo + (extent if isinstance(extent, int) else SIZE_LIMIT) - 1)
 
 
 def size_params(graph):

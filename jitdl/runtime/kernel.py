@@ -6,6 +6,7 @@ reads their data pointers itself (asking NumPy for a pointer costs ~0.8 us per a
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -293,7 +294,7 @@ class Kernel:
             ptrs.append(err.ctypes.data)
             self.cfunc(*ptrs)
             if err[0] > 0:
-                self._raise_index_error(err)
+                self._raise_index_error(err, sizes)
             if err[0] < 0:
                 self._raise_memory_error(int(-err[0]))
         else:
@@ -376,8 +377,13 @@ class Kernel:
             f"it in blocks inside its consumer (compute_at) or inlines it "
             f"(compute_inline) needs less memory")
 
-    def _raise_index_error(self, err):
-        tensor, text, extent = self.checks[int(err[0]) - 1]     # (a dynamic size: its name)
+    def _raise_index_error(self, err, sizes=()):
+        tensor, text, extent = self.checks[int(err[0]) - 1]
+        if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
+            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
+            given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
+                              if re.search(rf"\b{n}\b", extent))
+            extent = f"{extent}) ({given}" if given else extent
         raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
                          f"outside [0, {extent})")
 

@@ -667,8 +667,8 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     if not allow:
         return s
     symbolic = any(_symbolic(st) for st in s.stages.values())
-    if symbolic:        # register tiles, packs and blocks are for concrete shapes
-        allow = allow - {"compute_at", "tile", "pack"}
+    if symbolic:        # register tiles and packs are for concrete shapes
+        allow = allow - {"tile", "pack"}
     outputs = {t.name for t in s.outputs}
     own = set(s.stages)
     keep = []
@@ -702,7 +702,7 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     for name in keep:            # inlined unless computed at a row loop, or others are
         if s.stages[name].attach == "root" and not _attached(s, name):
             s.compute_inline(s[name])
-    if "compute_at" in allow:
+    if "compute_at" in allow and not symbolic:
         _bound_intermediates(s, outputs, _io_bytes(s), allow)
     for name in list(s.stages):
         st = s.stages[name]
