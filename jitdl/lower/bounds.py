@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 
 from jitdl.errors import ArgumentError, DefinitionError
-from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory, unbounded_part,
-                               with_loop)
+from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
+                               unbounded_part, with_loop)
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_expr
