@@ -27,7 +27,8 @@ from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import Kernel, Signature, call_key, key_function, static_value
+from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, size_pattern,
+                                  static_value)
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
 
@@ -49,7 +50,8 @@ class Text(str):
 class Function:
     """A jitdl definition; call it with NumPy arrays and Python scalars."""
 
-    def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None, static=()):
+    def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None, static=(),
+                 dynamic=False):
         functools.update_wrapper(self, pyfunc)
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
@@ -72,7 +74,19 @@ class Function:
                                 f"{', '.join(self.param_names)}")
         self.static = tuple(static)
         self._static_pos = tuple(self.param_names.index(n) for n in static)
-        self._call_key = key_function(self._nparams, self._static_pos)   # call_key
+        if dynamic is True:
+            dynamic = tuple(n for n in self.param_names if n not in self.static)
+        elif isinstance(dynamic, str):
+            dynamic = (dynamic,)
+        unknown = [n for n in dynamic or () if n not in self.param_names or n in self.static]
+        if unknown:
+            raise ArgumentError(f"@jd.compute(dynamic=...): {self.name} has no array "
+                                f"parameter {', '.join(map(repr, unknown))}; its parameters: "
+                                f"{', '.join(self.param_names)}")
+        self.dynamic = tuple(dynamic or ())
+        self._dynamic_pos = tuple(self.param_names.index(n) for n in self.dynamic)
+        self._call_key = key_function(self._nparams, self._static_pos,
+                                      self._dynamic_pos)   # call_key
         self._captured = None
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
@@ -138,7 +152,7 @@ class Function:
         return self._bind(args, kwargs) if kwargs or len(args) != self._nparams else args
 
     def _key(self, args):
-        key = call_key(args, self._static_pos)
+        key = call_key(args, self._static_pos, self._dynamic_pos)
         try:
             hash(key)
         except TypeError:            # an unhashable static value: say which
@@ -166,7 +180,8 @@ class Function:
                     raise ArgumentError(
                         f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
                         f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
-                specs.append(("array", tuple(a.shape), dt))
+                specs.append(("array", size_pattern(a.shape) if n in self._dynamic_pos
+                              else tuple(a.shape), dt))
             elif isinstance(a, _SCALARS):
                 weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
                 dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
@@ -401,7 +416,7 @@ class Function:
                     self._configs[key] = config
             k = self._build(args, config)
             self._kernels[key] = k
-        if config is None and self.autotune and not self._fixed:
+        if config is None and self.autotune and not self._fixed and not self.dynamic:
             if self.autotune == "background":
                 self._submit_background(args, key)
             else:
@@ -508,6 +523,10 @@ class Function:
         its record) in every later one. Returns a TuneResult (it unpacks as
         `config, seconds`)."""
         _check_tune_arguments(self.name, trials, timeout, tuner, runner)
+        if self.dynamic:
+            raise ArgumentError(
+                f"{self.name}.tune(): tuning works on concrete shapes, and {self.name} is "
+                f"dynamic in {', '.join(self.dynamic)}; tune a copy made without dynamic=")
         args = self._args(args, kwargs)
         own = runner is None or _is_dask_client(runner)
         from jitdl.autotune.measure import get_runner
@@ -705,7 +724,8 @@ class Function:
     def with_config(self, **values):
         """A copy of this function whose schedule knobs take the given values (a name
         that is not a knob of the schedule is an error at the first call)."""
-        f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static)
+        f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static,
+                     self.dynamic)
         f._schedules = dict(self._schedules)
         f._fixed = {**self._fixed, **values}
         return f
@@ -910,17 +930,22 @@ def warm_up():
     engine.warm_up_in_background(env, mcjit_loads=lambda: native.linker() is None)
 
 
-def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=()):
+def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=(),
+            dynamic=False):
     """Decorate a tensor definition: `@jd.compute` or `@jd.compute(strict_fp=True)`.
 
     static=("axis", ...) makes those parameters plain Python values at trace time (an
-    int, bool, str, float, None or a tuple of them): each value gets its own kernel."""
+    int, bool, str, float, None or a tuple of them): each value gets its own kernel.
+    dynamic=True (or a tuple of parameter names) compiles one kernel for every size of
+    those arrays: each dimension not of size 1 is a symbolic int64 size (`X_n0`); the
+    key holds each array's rank, which dimensions are 1, and its dtype."""
     if fn is None:
         return lambda f: compute(f, strict_fp=strict_fp, autotune=autotune, name=name,
-                                 static=static)
+                                 static=static, dynamic=dynamic)
     if not callable(fn):
         raise TypeError(f"@jd.compute decorates a function, got {type(fn).__name__}")
-    return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name, static=static)
+    return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name, static=static,
+                    dynamic=dynamic)
 
 
 def schedule(func, target="cpu"):

@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 
 from jitdl.codegen.llvm import generate
 from jitdl.errors import ArgumentError, ScheduleError
+from jitdl import dtypes
 from jitdl.ir import weak
+from jitdl.ir.nodes import BinOp, Binary, Cast, Const, Var
+from jitdl.ir.printer import expr_text
 from jitdl.lower.lower import lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
@@ -77,6 +80,8 @@ class Lowered:
     outputs: list
     scalars: list
     checks: int
+    sizes: list = field(default_factory=list)    # (size Var, argument, dim): last scalars
+    agree: list = field(default_factory=list)    # symbolic sizes checked equal at a call
     texts: dict = field(default_factory=dict)    # pass name -> text after it
     times: dict = field(default_factory=dict)    # pass name -> seconds
     funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
@@ -182,7 +187,8 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
     times["schedule"] = time.perf_counter() - t0 - done.lower_s
     if texts:
         kept["schedule"] = repr(sched)
-    low = Lowered(graph, sched, cfg, None, [], [], [], 0, kept, times, auto_level=done.level)
+    low = Lowered(graph, sched, cfg, None, [], [], [], 0, texts=kept, times=times,
+                  auto_level=done.level)
     if until == "schedule":
         return low
     t0 = time.perf_counter()
@@ -192,6 +198,7 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
     times["lower"] = time.perf_counter() - t0 + done.lower_s
     low.func, low.inputs, low.outputs, low.scalars, low.checks = (
         nests.func, nests.inputs, nests.outputs, nests.scalars, nests.checks)
+    low.sizes, low.agree = list(nests.sizes), list(nests.agree)
     low.funcs["lower"] = low.func
     if texts:
         kept["lower"] = str(low.func)
@@ -201,6 +208,8 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
         t0 = time.perf_counter()
         if name == "verify":
             verify(low.func)
+        elif name == "partition_loops":
+            low.func = low.funcs[name] = partition_loops(low.func, target.parallel_min_work)
         else:
             low.func = low.funcs[name] = _TIR[name](low.func)
         times[name] = time.perf_counter() - t0
@@ -228,15 +237,19 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
                               n_inputs=len(low.inputs), layout=graph.layout)
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
+    sizes = [v for v, _, _ in low.sizes]
     sig = Signature(
         options.name, low.func.name,
-        [[b.name, list(b.shape), b.dtype] for b in low.inputs],
-        [[b.name, list(b.shape), b.dtype] for b in low.outputs],
+        [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]
+         for b in low.inputs],
+        [[b.name, [size_tree(d, sizes) for d in b.shape], b.dtype] for b in low.outputs],
         [[v.name, v.dtype] for v in low.scalars],
-        [list(c) for c in checks],
+        [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in checks],
         [list(x) for x in graph.layout],
-        [list(a) for a in module.jitdl_allocs],
-        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]))
+        [[n, dt, [d if isinstance(d, int) else expr_text(d) for d in shape], nb]
+         for n, dt, shape, nb in module.jitdl_allocs],
+        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
+        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":
@@ -246,6 +259,28 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     times["optimize"] = time.perf_counter() - t0
     texts["llvm_ir"] = optimized
     return Artifact(sig, obj, texts, steps, config, times)
+
+
+_TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
+             BinOp.MOD: "%", BinOp.MIN: "min", BinOp.MAX: "max"}
+
+
+def size_tree(e, sizes):
+    """An output dimension as JSON for the Signature: an int, ["n", k] for the k-th size
+    parameter, or [op, a, b] (jitdl.runtime.kernel evaluates it at each call)."""
+    match e:
+        case int():
+            return e
+        case Const():
+            return int(e.value)
+        case Var() if e in sizes:
+            return ["n", sizes.index(e)]
+        case Cast() if dtypes.is_int(e.value.dtype):
+            return size_tree(e.value, sizes)
+        case Binary() if e.op in _TREE_OPS:
+            return [_TREE_OPS[e.op], size_tree(e.a, sizes), size_tree(e.b, sizes)]
+    raise ArgumentError(f"an output size `{expr_text(e)}` must be computed from the "
+                        "sizes of dynamic arguments with + - * // % min max")
 
 
 def compile(graph, target, options=Options(), steps=None, schedule_fn=None, config=None,

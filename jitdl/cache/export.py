@@ -45,9 +45,10 @@ class ExportedFunction:
         self._kernels = kernels          # key -> Kernel
         first = next(iter(kernels.values()), None)
         self._static = static_positions(first.sig.layout) if first else ()
+        self._dynamic = dynamic_positions(kernels.values())
 
     def __call__(self, *args, out=None):
-        key = call_key(args, self._static)
+        key = call_key(args, self._static, self._dynamic)
         k = self._kernels.get(key)
         if k is None:
             raise ArgumentError(
@@ -57,11 +58,21 @@ class ExportedFunction:
         return k.run(args, out)
 
     def lower(self, *args):
-        key = call_key(args, self._static)
+        key = call_key(args, self._static, self._dynamic)
         return self._kernels[key].texts.get("loop_ir", "")
 
     def __repr__(self):
         return f"<jitdl exported {self.name}: {len(self._kernels)} kernel(s)>"
+
+
+def dynamic_positions(kernels):
+    """The argument positions of dynamic arrays: those with a symbolic size in some
+    kernel (an array of size 1 everywhere has the same key either way)."""
+    out = set()
+    for k in kernels:
+        pos = [i for i, x in enumerate(k.sig.layout) if x[0] == "array"]
+        out.update(p for p, (_, shape, _) in zip(pos, k.sig.inputs) if None in shape)
+    return tuple(sorted(out))
 
 
 def _show_key(key):

@@ -62,17 +62,24 @@ def infer_ranges(variables, body, what, pending=()):
     axes = [a for n in walk_expr(body) if isinstance(n, Reduce) for a in n.axes]
     # reduction variables with bounds depending on outer indices are not known yet, and
     # those of empty reductions take no value: dimensions with them bound nothing
-    later = {ax.var for ax, _, _ in pending}
-    empty = {a.var for a in axes if a.extent <= 0 and a.var not in later}
+    later = {ax.var for ax, _, _ in pending} | {a.var for a in axes
+                                                if not isinstance(a.extent, int)}
+    empty = {a.var for a in axes if a.var not in later and a.extent <= 0}
     known = {a.var: (a.min, a.min + a.extent - 1) for a in axes
              if a.var not in later and a.var not in empty}
     unknown = set(variables) | later | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
+    sizes = {}      # v -> the symbolic size of the first dimension it is the whole index of
     accs = [n for n in walk_expr(body) if isinstance(n, Access)]   # selects, filters too
     while True:
         fixed = {}
         for acc in accs:
             for dim, idx in enumerate(acc.indices):
+                if not isinstance(acc.tensor.shape[dim], int):
+                    if idx in found:    # (a dynamic argument's size: bare indices only;
+                        #                  the others are checked equal at the call)
+                        sizes.setdefault(idx, acc.tensor.shape[dim])
+                    continue
                 sol = solve(idx, 0, acc.tensor.shape[dim] - 1, unknown, known)
                 if sol is not None and sol[0] in found:
                     fixed.setdefault(sol[0], []).append((sol[1], sol[2], acc))
@@ -85,6 +92,9 @@ def infer_ranges(variables, body, what, pending=()):
     extents = {}
     for v in variables:
         cons = found[v]
+        if not cons and v in sizes:
+            extents[v] = sizes[v]
+            continue
         if not cons:
             if any(_mentions(a, {v}) and _mentions(a, empty) for a in accs):
                 why = ("the accesses that would bound it are inside a reduction over an "

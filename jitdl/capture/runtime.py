@@ -12,7 +12,9 @@ import numpy as np
 from jitdl.capture.infer import define_stage, pending_reduce_axes
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, CmpOp, IterVar, ReduceOp, Var
+from jitdl import dtypes
+from jitdl.ir.nodes import Access, BinOp, CmpOp, Expr, IterVar, ReduceOp, SizeVar, Var
+from jitdl.ir.visit import walk_expr
 from jitdl.te import naming, ops
 from jitdl.te.tensor import WHOLE, Tensor, whole_tensor_error
 
@@ -137,6 +139,12 @@ class Generator:
             if symbolic(step) or step == 0:
                 raise DefinitionError(f"range step of `{name}` must be a non-zero constant",
                                       user_loc())
+            if not symbolic(lo) and step == 1 and _size_expr(hi):
+                ext = build.cast(hi - int(lo) if int(lo) else hi, "int64")
+                ax = IterVar(Var(name), int(lo), ext, reduce=True)   # a symbolic extent
+                axes.append(ax)
+                values.append(ax.var)
+                continue
             if symbolic(lo) or symbolic(hi):
                 if step != 1:
                     raise DefinitionError(
@@ -162,6 +170,12 @@ class Generator:
         for c in conds:
             where = c if where is None else build.logical(BinOp.AND, where, c)
         return ops.reduce(op, body, axes, where)
+
+
+def _size_expr(e):
+    """An int64 expression over the sizes of dynamic arguments only."""
+    return isinstance(e, Expr) and dtypes.is_int(e.dtype) and all(
+        isinstance(n, SizeVar) or not isinstance(n, (Var, Access)) for n in walk_expr(e))
 
 
 def gen(elt, names, ranges, cond):

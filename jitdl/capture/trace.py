@@ -12,7 +12,7 @@ from jitdl.capture import runtime as jd_runtime
 from jitdl.capture.transform import rewrite
 from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
-from jitdl.ir.nodes import Expr, IterVar, Var
+from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
 from jitdl.te import naming
 from jitdl.te.graph import Graph
 from jitdl.te.ops import make_stage, stages_of
@@ -154,15 +154,24 @@ def _scalar_text(spec, value):
         if spec[2] else f"a {spec[1]} scalar"
 
 
+def size_var(name, dim):
+    """The int64 size of dimension `dim` of the dynamic argument `name`: the kernel takes
+    it as a scalar parameter, filled from the array's shape at each call."""
+    return SizeVar(f"{name}_n{dim}", "int64")
+
+
 def trace(cap: Captured, specs, names, values=None) -> Graph:
-    """Run the definition on placeholders. specs[i] is ('array', shape, dtype),
+    """Run the definition on placeholders. specs[i] is ('array', shape, dtype) (a None
+    in a dynamic argument's shape is a size variable, `X_n0`, see size_var),
     ('scalar', dtype, weak) or ('static', value): a static argument is passed as the
     plain Python value. `values` (the call's arguments, when known) only make messages
     more precise."""
     params, call_args = [], []
     for n, (spec, name) in enumerate(zip(specs, names)):
         if spec[0] == "array":
-            t = Tensor(name, tuple(spec[1]), spec[2], Placeholder(n))
+            shape = tuple(size_var(name, d) if s is None else s
+                          for d, s in enumerate(spec[1]))
+            t = Tensor(name, shape, spec[2], Placeholder(n))
             params.append(t)
             call_args.append(t)
         elif spec[0] == "scalar":

@@ -135,8 +135,9 @@ class FunctionCodegen:
         ok = ir.Constant(I1, 1)
         for sub, extent, tensor, text in e.check:
             v = self.expr(sub)
+            n = ir.Constant(I64, extent) if isinstance(extent, int) else self.expr(extent)
             inside = b.and_(b.icmp_signed(">=", v, ir.Constant(I64, 0)),
-                            b.icmp_signed("<", v, ir.Constant(I64, extent)))
+                            b.icmp_signed("<", v, n))
             with b.if_then(b.not_(inside), likely=False):
                 code = self.gen.check_id(tensor, text, extent)
                 b.store(ir.Constant(I64, code), self.err_ptr(0))
@@ -511,16 +512,23 @@ class FunctionCodegen:
             self.bufs[buf] = ptr
             self.stmt(s.body)
             return
-        # sizes are Python ints here (shapes are constants): one that does not fit a
-        # size_t fails like a refused allocation, rather than wrapping to a small one
-        nbytes = -(-max(buf.size, 1) * dtypes.itemsize(buf.dtype) // 64) * 64
-        code = ir.Constant(I64, -self.gen.alloc_id(buf, nbytes))
-        if nbytes > MAX_ALLOC_BYTES:
-            self.b.store(code, self.err_ptr(0))
-            return
+        if isinstance(buf.size, int):
+            # a constant size that does not fit a size_t fails like a refused
+            # allocation, rather than wrapping to a small one
+            nbytes = -(-max(buf.size, 1) * dtypes.itemsize(buf.dtype) // 64) * 64
+            code = ir.Constant(I64, -self.gen.alloc_id(buf, nbytes))
+            if nbytes > MAX_ALLOC_BYTES:
+                self.b.store(code, self.err_ptr(0))
+                return
+            size = ir.Constant(I64, nbytes)
+        else:       # symbolic: the bytes, rounded up to 64, computed at the call
+            code = ir.Constant(I64, -self.gen.alloc_id(buf, 0))
+            n = self.expr(Binary(BinOp.MAX, buf.size, Const(1, "int64"), "int64"))
+            n = self.b.mul(n, ir.Constant(I64, dtypes.itemsize(buf.dtype)))
+            size = self.b.and_(self.b.add(n, ir.Constant(I64, 63)), ir.Constant(I64, -64))
         alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
         free = self.gen.declare("free", VOID, [PTR])
-        ptr = self.b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, nbytes)], name=buf.name)
+        ptr = self.b.call(alloc, [ir.Constant(I64, 64), size], name=buf.name)
         # on NULL the body (every use of the buffer) is skipped and the failure recorded;
         # buffers allocated around it are freed as usual when their bodies end
         failed = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
@@ -623,7 +631,8 @@ MAX_ALLOC_BYTES = (1 << 63) - 1
 
 def on_heap(buf):
     """Whether an allocated buffer is taken from the heap (aligned_alloc), which can fail."""
-    return buf.scope != "local" and buf.size * dtypes.itemsize(buf.dtype) > STACK_BYTES
+    return buf.scope != "local" and (not isinstance(buf.size, int)
+                                     or buf.size * dtypes.itemsize(buf.dtype) > STACK_BYTES)
 
 
 def _heap_allocates(s):
@@ -655,7 +664,12 @@ def _free_vars(s):
 
     def rec(st, bound):
         for e in stmt_exprs(st):
-            free.update(n for n in walk_expr(e) if isinstance(n, Var) and n not in bound)
+            for n in walk_expr(e):
+                if isinstance(n, Var) and n not in bound:
+                    free.add(n)
+                elif isinstance(n, Load) and n.check:     # a checked index's extent
+                    free.update(v for c in n.check if not isinstance(c[1], int)
+                                for v in walk_expr(c[1]) if isinstance(v, Var))
         match st:
             case For() | LetStmt():
                 rec(st.body, bound | {st.var})

@@ -43,6 +43,49 @@ def _apply_facts(f, lo, hi, ranges):
     return lo, hi
 
 
+SIZE_LIMIT = 1 << 40    # array sizes stay below this (8 TiB of float64): what a size
+#                         variable may be, so sums of a few of them cannot wrap in int64
+
+
+def with_loop(ranges, var, lo, extent):
+    """ranges with `var` over [lo, lo + extent). A symbolic extent (an int64 expression
+    over size variables) gives var the range [lo, SIZE_LIMIT) and the fact `var - lo -
+    extent <= -1`; its size variables, which are never negative, [0, SIZE_LIMIT)."""
+    if isinstance(extent, int):
+        return {**ranges, var: (lo, lo + extent - 1)}
+    out = {**ranges, var: (lo, lo + SIZE_LIMIT - 1)}
+    for v in walk_expr(extent):
+        if isinstance(v, Var) and v not in out:
+            out[v] = (0, SIZE_LIMIT - 1)
+    form = {var: 1, 1: -lo}
+    for k, c in affine(extent).items():
+        form[k] = form.get(k, 0) - c
+    out[FACTS] = out.get(FACTS, ()) + ((tuple(form.items()), -INF, -1),)
+    return out
+
+
+def below(e, n, ranges):
+    """Whether e <= n - 1 holds under ranges, for an int or symbolic n: by the affine
+    form of e - n (with the facts), through `a // c` (a <= c*n - 1) and `a % n`."""
+    if isinstance(n, int):
+        return bounds(e, ranges)[1] <= n - 1
+    match e:
+        case Binary(op=BinOp.FLOORDIV) if isinstance(e.b, Const) and e.b.value > 0:
+            return below(e.a, n * e.b.value, ranges)
+        case Binary(op=BinOp.MOD) if _same(e.b, n):
+            return True
+        case Cast() if _exact_cast(e):
+            return below(e.value, n, ranges)
+    form = dict(affine(e))
+    for k, c in affine(n).items():
+        form[k] = form.get(k, 0) - c
+    return form_bounds(form, ranges)[1] <= -1
+
+
+def _same(a, b):
+    return a is b or a == b or isinstance(a, Cast) and _same(a.value, b)
+
+
 def _exact_cast(e):
     """A cast that changes nothing about its value: to the same dtype, or widening a
     variable or a constant. (Widening arithmetic done in a narrower dtype is not looked
@@ -184,6 +227,9 @@ def _op_bounds(e, ranges):
             if lo != -INF and hi != INF and lo // d == hi // d:
                 return lo % d, hi % d
             return 0, d - 1
+        case Binary(op=BinOp.MOD) if bounds(e.b, ranges)[0] >= 0:
+            # a symbolic divisor (a size, never negative): floor mod is in [0, b - 1]
+            return 0, max(bounds(e.b, ranges)[1] - 1, 0)
         case Call(fn=Intrin.ABS) if _is_int(e):
             lo, hi = bounds(e.args[0], ranges)
             if lo <= _limits(e.dtype)[0]:

@@ -112,6 +112,12 @@ class Var(Expr):
     weak: bool = False
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SizeVar(Var):
+    """The size of one dimension of a dynamic argument: an int64 kernel parameter that
+    the runtime fills from the array's shape at each call."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Binary(Expr):
     op: BinOp
@@ -212,9 +218,10 @@ class Buffer:
 
     @property
     def size(self):
+        """Its element count: an int, or an int64 Expr when a dimension is symbolic."""
         n = 1
         for d in self.shape:
-            n *= d
+            n = d if isinstance(n, int) and n == 1 else n * d
         return n
 
     def __repr__(self):

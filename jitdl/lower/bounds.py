@@ -11,50 +11,63 @@ from __future__ import annotations
 import itertools
 
 from jitdl.errors import ArgumentError, DefinitionError
-from jitdl.ir.analysis import FACTS, INF, bounds, narrow, reads_memory, unbounded_part
-from jitdl.ir.nodes import Access, BinOp, Binary, Reduce, Select, Var
+from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
+                               unbounded_part, with_loop)
+from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, Var
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import expr_children, walk_expr
+from jitdl.ir.visit import expr_children, substitute, walk_expr
 from jitdl.te.tensor import Placeholder
 
 
-def _walk_guarded(e, ranges, visit):
-    """Call visit(access, ranges) with ranges narrowed by enclosing conditions."""
+def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent):
+    """Call visit(access, ranges) with ranges narrowed by enclosing conditions; extent(a)
+    is the extent of an axis a as the proof takes it."""
     if any(r[0] > r[1] for k, r in ranges.items() if k is not FACTS):
         return          # the conditions cannot all hold: this branch never runs
     if isinstance(e, Access):
         visit(e, ranges)
     if isinstance(e, Select):
-        _walk_guarded(e.cond, ranges, visit)
-        _walk_guarded(e.t, narrow(e.cond, ranges), visit)
-        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit)
+        _walk_guarded(e.cond, ranges, visit, extent)
+        _walk_guarded(e.t, narrow(e.cond, ranges), visit, extent)
+        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit, extent)
         return
     if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
         # evaluated left to right with short circuit (see codegen)
-        _walk_guarded(e.a, ranges, visit)
-        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit)
+        _walk_guarded(e.a, ranges, visit, extent)
+        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit, extent)
         return
     if isinstance(e, Reduce):
-        if any(a.extent <= 0 for a in e.axes):
+        if any(isinstance(extent(a), int) and extent(a) <= 0 for a in e.axes):
             return                  # an empty reduction reads nothing
-        inner = {**ranges, **{a.var: (a.min, a.min + a.extent - 1) for a in e.axes}}
+        inner = ranges
+        for a in e.axes:
+            inner = with_loop(inner, a.var, a.min, extent(a))
         if e.where is not None:
-            _walk_guarded(e.where, inner, visit)
+            _walk_guarded(e.where, inner, visit, extent)
             inner = narrow(e.where, inner)
-        _walk_guarded(e.body, inner, visit)
+        _walk_guarded(e.body, inner, visit, extent)
         return
     for c in expr_children(e):
-        _walk_guarded(c, ranges, visit)
+        _walk_guarded(c, ranges, visit, extent)
 
 
-def check_stage(tensor, scalars=()):
-    """Prove the accesses of one stage (data-dependent ones are checked at run time)."""
+def check_stage(tensor, scalars=(), same=None):
+    """Prove the accesses of one stage (data-dependent ones are checked at run time).
+    `same` maps size variables to those the call checks them equal to."""
     op = tensor.op
-    if any(a.extent == 0 for a in op.axes):
+
+    def extent(a):              # a symbolic extent with the sizes the call checks equal
+        if isinstance(a.extent, int) or not same:
+            return a.extent
+        n = substitute(a.extent, same)
+        return int(n.value) if isinstance(n, Const) else n
+    if any(isinstance(extent(a), int) and extent(a) == 0 for a in op.axes):
         return                      # an empty tensor reads nothing
-    ranges = {a.var: (a.min, a.min + a.extent - 1) for a in op.axes}
-    known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body) if isinstance(r, Reduce)
-                           for a in r.axes}
+    ranges = {v: (0, SIZE_LIMIT - 1) for v in _size_vars(op)}
+    for a in op.axes:
+        ranges = with_loop(ranges, a.var, a.min, extent(a))
+    known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body)
+                                          if isinstance(r, Reduce) for a in r.axes}
     for n in walk_expr(op.body):
         if isinstance(n, Var) and n not in known:
             raise DefinitionError(
@@ -67,9 +80,20 @@ def check_stage(tensor, scalars=()):
             n = acc.tensor.shape[dim]
             if reads_memory(idx):
                 continue
+            if not isinstance(n, int) and same:
+                n, idx = substitute(n, same), substitute(idx, same)
+                n = int(n.value) if isinstance(n, Const) else n
+            if not isinstance(n, int):
+                rng = {**{v: (0, SIZE_LIMIT - 1) for v in _size_vars(n)}, **rng}
             lo, hi = bounds(idx, rng)
-            if lo >= 0 and hi <= n - 1:
+            if lo >= 0 and below(idx, n, rng):
                 continue
+            if not isinstance(n, int):
+                raise DefinitionError(
+                    f"{expr_text(acc)}: cannot prove index `{expr_text(idx)}` of dimension "
+                    f"{dim} inside [0, {expr_text(n)}) for every size (it ranges over "
+                    f"{_interval(lo, hi)}); guard it with a condition on that index "
+                    "(`jd.select(idx < n, ..., ...)`) or change the ranges", acc.loc or op.loc)
             if lo == -INF or hi == INF:
                 raise DefinitionError(
                     f"{expr_text(acc)} may read outside {acc.tensor.name}: cannot bound "
@@ -84,7 +108,16 @@ def check_stage(tensor, scalars=()):
                 f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
-    _walk_guarded(op.body, ranges, visit)
+    _walk_guarded(op.body, ranges, visit, extent)
+
+
+def _size_vars(e):
+    """The size variables (Vars) an extent or a stage's extents read."""
+    if not isinstance(e, Expr):
+        e = [a.extent for a in list(e.axes) + list(e.reduce_axes)] + [
+            d for n in walk_expr(e.body) if isinstance(n, Access) for d in n.tensor.shape]
+        return [v for x in e if isinstance(x, Expr) for v in _size_vars(x)]
+    return [v for v in walk_expr(e) if isinstance(v, Var)]
 
 
 def _why_unbounded(idx, ranges):
@@ -103,7 +136,10 @@ def _interval(lo, hi):
 
 
 def check_shape_agreement(stages):
-    """Arguments indexed by the same bare index over the full extent must agree in size."""
+    """Arguments indexed by the same bare index over the full extent must agree in size.
+    Where a size is symbolic (a dynamic argument's), the agreement is checked at the
+    call: returns those checks, [name, position, dim, name, position, dim] each."""
+    at_call = []
     for t in stages:
         op = t.op
         axes = list(op.axes) + list(op.reduce_axes)
@@ -118,15 +154,23 @@ def check_shape_agreement(stages):
                 continue
             for (ref, rdim), (acc, dim) in itertools.product(full, args):
                 # two dimensions of one argument may differ (a diagonal, X[i, i])
-                if acc.tensor is not ref.tensor and \
-                        acc.tensor.shape[dim] != ref.tensor.shape[rdim]:
-                    raise ArgumentError(
-                        f"shape mismatch: argument '{ref.tensor.name}' has size "
-                        f"{ref.tensor.shape[rdim]} in dimension {rdim} but argument "
-                        f"'{acc.tensor.name}' has size {acc.tensor.shape[dim]} in dimension "
-                        f"{dim}; both are indexed by `{ax.var.name}` "
-                        f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
-                        f"{acc.tensor.shape})", acc.loc or op.loc)
+                a, b = ref.tensor.shape[rdim], acc.tensor.shape[dim]
+                if acc.tensor is ref.tensor or a is b or isinstance(a, int) and a == b:
+                    continue
+                if not (isinstance(a, int) and isinstance(b, int)):
+                    check = [ref.tensor.name, ref.tensor.op.arg_index, rdim,
+                             acc.tensor.name, acc.tensor.op.arg_index, dim]
+                    if check not in at_call:
+                        at_call.append(check)
+                    continue
+                raise ArgumentError(
+                    f"shape mismatch: argument '{ref.tensor.name}' has size "
+                    f"{ref.tensor.shape[rdim]} in dimension {rdim} but argument "
+                    f"'{acc.tensor.name}' has size {acc.tensor.shape[dim]} in dimension "
+                    f"{dim}; both are indexed by `{ax.var.name}` "
+                    f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
+                    f"{acc.tensor.shape})", acc.loc or op.loc)
+    return at_call
 
 
 def _collect_bare(e, uses):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from jitdl import dtypes
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
-from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.analysis import SIZE_LIMIT, linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
                             IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
 from jitdl.ir.printer import expr_text
@@ -32,6 +32,8 @@ class Lowered:
     outputs: list       # Buffers of outputs
     scalars: list       # Vars of scalar parameters
     checks: int         # number of runtime index checks
+    sizes: list = ()    # [(size Var, argument position, dim)]: the last scalars
+    agree: list = ()    # symbolic sizes that must agree, checked at the call
 
 
 def identity(op: ReduceOp, dtype: str):
@@ -76,6 +78,7 @@ class _Builder:
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
         self.output_ids = set()
+        self.same = {}          # size Var -> the equal size Var used for it
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -98,7 +101,7 @@ class _Builder:
                 xsub[ax.var] = lo + r
                 xr[r] = (0, ext - 1)
             for ax in x.tensor.op.reduce_axes:
-                xr[ax.var] = (ax.min, ax.min + ax.extent - 1)
+                xr[ax.var] = _range(ax.min, ax.extent)
             for acc in walk_expr(self.inline(x.tensor.op.body)):
                 if isinstance(acc, Access) and acc.tensor is pst.tensor:
                     reads.append(([substitute(i, xsub) for i in acc.indices], xr))
@@ -127,7 +130,8 @@ class _Builder:
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
                 continue
-            if hi - lo + 1 >= ax.extent:        # (overshooting splits): the whole axis
+            if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) else SIZE_LIMIT):
+                # (overshooting splits, or a symbolic range): the whole axis
                 out.append((Const(0, "int64"), ax.extent))
                 continue
             expr = Const(lo, "int64")
@@ -135,6 +139,12 @@ class _Builder:
                 expr = expr + v * c
             out.append((expr, hi - lo + 1))
         return out
+
+    def size(self, n):
+        """An extent in the loop IR: a Const, or symbolic with equal sizes made one."""
+        if isinstance(n, int):
+            return Const(n, "int64")
+        return substitute(n, self.same) if self.same else n
 
     def inline(self, e):
         def mark(n):          # before inlining: which accesses have data-dependent indices
@@ -171,7 +181,7 @@ class _Builder:
                 return None
             self.checks += 1
             return tuple((i, d, n.tensor.name, expr_text(i))
-                         for i, d in zip(n.indices, n.tensor.shape)
+                         for i, d in zip(n.indices, self.buffers[id(n.tensor)].shape)
                          if reads_memory(i) or n.checked and not isinstance(i, Const))
 
         def rep(n):
@@ -180,8 +190,8 @@ class _Builder:
                 return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape),
                             check(n))
             if isinstance(n, Access):
-                return Load(self.buffers[id(n.tensor)], flat_index(n.indices, n.tensor.shape),
-                            check(n))
+                buf = self.buffers[id(n.tensor)]
+                return Load(buf, flat_index(n.indices, buf.shape), check(n))
             return None
         return map_expr(e, rep)
 
@@ -207,18 +217,18 @@ class _Builder:
             for a, (lo, _) in zip(op.axes, region):
                 values[a.name] = lo + loopvar[f"{a.name}.r"]
                 guards.append(build.logical(BinOp.AND, values[a.name] >= 0,
-                                            values[a.name] < a.extent))
+                                            values[a.name] < self.size(a.extent)))
         for rel in reversed(relations):
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
                 ext = st.axes[rel.parent].extent
-                if ext % rel.factor:
-                    guards.append(values[rel.parent] < ext)
+                if not isinstance(ext, int) or ext % rel.factor:
+                    guards.append(values[rel.parent] < self.size(ext))
             elif isinstance(rel, Fuse):
-                inner_ext = st.axes[rel.inner].extent
+                inner_ext = self.size(st.axes[rel.inner].extent)
                 values[rel.outer] = values[rel.fused] // inner_ext
                 values[rel.inner] = values[rel.fused] % inner_ext
-        sub = {}
+        sub = dict(self.same)
         for a in list(op.axes) + list(op.reduce_axes):
             v = values[a.name]
             sub[a.var] = v + a.min if a.min else v
@@ -229,9 +239,9 @@ class _Builder:
         attached = self.attached.get(t.name, {})
         at_loop = {}                 # loop name -> [(producer, region, local buffer)]
         for n, producers in attached.items():
-            inner_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+            inner_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[leaves.index(n) + 1:]}
-            outer_ranges = {loopvar[m]: (0, axes[m].extent - 1)
+            outer_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[:leaves.index(n) + 1]}
             done = []                  # later stages at this loop may read earlier ones
             for p in reversed(producers):
@@ -239,12 +249,16 @@ class _Builder:
                 done.append((p, reg))
                 local = None
                 if self.private(p, t):
-                    shape = tuple(ext for _, ext in reg)
+                    shape = tuple(self.size(ext) if not isinstance(ext, int) else ext
+                                  for _, ext in reg)
                     size = dtypes.itemsize(p.tensor.dtype)
                     for d in shape:
-                        size *= d
+                        size = size * d if isinstance(d, int) else None
+                        if size is None:
+                            break
+                    small = size is not None and size <= self.local_buffer_bytes
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
-                                   "local" if size <= self.local_buffer_bytes else "global")
+                                   "local" if small else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
@@ -259,7 +273,7 @@ class _Builder:
                         if local is not None:
                             s = Allocate(local, s)
                 la = axes[n]
-                s = For(loopvar[n], Const(0, "int64"), Const(la.extent, "int64"), la.kind, s)
+                s = For(loopvar[n], Const(0, "int64"), self.size(la.extent), la.kind, s)
             return s
 
         if id(t) in self.redirect:             # computed into a block-sized local buffer
@@ -268,7 +282,7 @@ class _Builder:
                                     for a, lo in zip(op.axes, los)], shape)
         else:
             buf = self.buffers[id(t)]
-            out_index = flat_index([substitute(a.var, sub) for a in op.axes], t.shape)
+            out_index = flat_index([substitute(a.var, sub) for a in op.axes], buf.shape)
         red = op.reduce
         if red is None:
             value = self.loads(substitute(self.inline(op.body), sub))
@@ -369,6 +383,50 @@ def _arg_position(red, sub):
     return pos
 
 
+def _same_sizes(graph, agree):
+    """{size Var: the Var or Const it equals}, from the sizes checked equal at the call:
+    each size is replaced by the first of its class (one variable per extent in the loop
+    IR), or by the concrete size of a non-dynamic argument it must equal."""
+    var = {(p.op.arg_index, d): n for p in graph.params if not isinstance(p, Var)
+           for d, n in enumerate(p.shape)}
+    same = {}
+    for _, pa, da, _, pb, db in agree:
+        a, b = var[(pa, da)], var[(pb, db)]
+        a, b = same.get(a, a), same.get(b, b)
+        if isinstance(a, Var) != isinstance(b, Var):
+            v, n = (a, b) if isinstance(a, Var) else (b, a)
+            n = Const(n, "int64") if isinstance(n, int) else n
+            for k, x in list(same.items()):
+                if x is v:
+                    same[k] = n
+            same[v] = n
+        elif isinstance(a, Var) and isinstance(b, Var) and a is not b:
+            first, other = (a, b) if (pa, da) < (pb, db) else (b, a)
+            for k, v in list(same.items()):
+                if v is other:
+                    same[k] = first
+            same[other] = first
+    return same
+
+
+def _range(lo, extent):
+    """The (lo, hi) range of a loop: a symbolic extent is below SIZE_LIMIT."""
+    return (lo, lo + (extent if isinstance(extent, int) else SIZE_LIMIT) - 1)
+
+
+def size_params(graph):
+    """The size variables of the dynamic arguments, in argument and dimension order: the
+    kernel's last scalar parameters, with (argument position, dimension) for each."""
+    out = []
+    for p in graph.params:
+        if isinstance(p, Var):
+            continue
+        for d, n in enumerate(p.shape):
+            if isinstance(n, Var):
+                out.append((n, p.op.arg_index, d))
+    return out
+
+
 def _uses(e, var):
     return any(n is var for n in walk_expr(e))
 
@@ -378,30 +436,35 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     a consumer's loop whose block takes up to local_buffer_bytes gets a local array."""
     stages = stages_of(sched.outputs)
     sched.validate()
-    bounds.check_shape_agreement(stages)
+    agree = bounds.check_shape_agreement(stages)
+    same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     for t in stages:
-        bounds.check_stage(t, scalar_params)
+        bounds.check_stage(t, scalar_params, same)
     buffers = {}
+    b = _Builder(sched, buffers, local_buffer_bytes)
+    b.same = same
+
+    def shape(t):
+        return tuple(d if isinstance(d, int) else b.size(d) for d in t.shape)
     inputs, scalars = [], []
     for p in graph.params:
         if isinstance(p, Var):
             scalars.append(p)
         else:
-            buffers[id(p)] = Buffer(p.name, p.dtype, p.shape)
+            buffers[id(p)] = Buffer(p.name, p.dtype, shape(p))
             inputs.append(buffers[id(p)])
     outputs = []
     for t in sched.outputs:
-        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        buffers[id(t)] = Buffer(t.name, t.dtype, shape(t))
         outputs.append(buffers[id(t)])
-    b = _Builder(sched, buffers, local_buffer_bytes)
     b.output_ids = {id(t) for t in sched.outputs}
     temps = []
     for t in stages:
         st = sched.stages[t.name]
         if id(t) in buffers or st.attach == "inline":
             continue
-        buffers[id(t)] = Buffer(t.name, t.dtype, t.shape)
+        buffers[id(t)] = Buffer(t.name, t.dtype, shape(t))
         if st.attach == "at" and b.private(st, sched.stages[st.attach_to[0]].tensor):
             continue                      # lives in a block-sized buffer at its loop
         temps.append(buffers[id(t)])
@@ -409,6 +472,8 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
                      if sched.stages[t.name].attach == "root"))
     for buf in reversed(temps):
         body = Allocate(buf, body)
+    sizes = [x for x in size_params(graph) if x[0] not in same]
+    scalars += [v for v, _, _ in sizes]
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
-    return Lowered(func, inputs, outputs, scalars, b.checks)
+    return Lowered(func, inputs, outputs, scalars, b.checks, sizes, agree)
 

@@ -9,6 +9,7 @@ the pointer entry through ctypes: strided inputs, out= that needs a copy, errors
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -45,6 +46,11 @@ class Signature:
                                                      # a dtype (jitdl.ir.weak.checks)
     abi: int = ABI      # 1, 2: a `.pyobj` entry (not used: these run through the pointer
                         # entry); 3: the `.fast` entry
+    # a dynamic kernel: the last scalars are the sizes of its dynamic arguments, filled
+    # from the call's shapes; an output dimension may then be a tree over them (see
+    # jitdl.pipeline.size_tree); sizes that must agree are checked at each call
+    sizes: list = field(default_factory=list)    # [argument position, dim] per size
+    agree: list = field(default_factory=list)    # [name, position, dim] * 2
 
     def to_json(self):
         return asdict(self)
@@ -57,7 +63,8 @@ class Signature:
                    [list(x) for x in d["layout"]],
                    [[n, dt, list(shape), int(nb)] for n, dt, shape, nb in d.get("allocs", [])],
                    [list(x) for x in d.get("int_checks", [])],
-                   int(d.get("abi", 1)))
+                   int(d.get("abi", 1)), [list(x) for x in d.get("sizes", [])],
+                   [list(x) for x in d.get("agree", [])])
 
     @property
     def has_err(self):
@@ -79,8 +86,9 @@ class Signature:
         if arrays != expected:
             return f"arrays {expected}, the call has {arrays}"
         scalars = [s[1] for s in specs if s[0] == "scalar"]
-        if scalars != [dt for _, dt in self.scalars]:
-            return f"scalars {[dt for _, dt in self.scalars]}, the call has {scalars}"
+        own = [dt for _, dt in self.scalars[:len(self.scalars) - len(self.sizes)]]
+        if scalars != own:
+            return f"scalars {own}, the call has {scalars}"
         return None
 
 
@@ -109,13 +117,18 @@ def freeze_static(v):
     return ("static", _canonical(static_value(v)))
 
 
-def call_key(args, static_pos=()):
+def call_key(args, static_pos=(), dynamic_pos=()):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
-    value per static argument. NumPy arrays mean the CPU target: another array type
-    gives another key."""
+    value per static argument; a dynamic array's shape part is its pattern (1 where a
+    dimension is 1, else None). (Function.__call__ inlines the common case.) NumPy
+    arrays mean the CPU target: another array type gives another key."""
     key = [(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args]
     for i in static_pos:
         key[i] = freeze_static(args[i])
+    for i in dynamic_pos:
+        a = args[i]
+        if type(a) is _ndarray:
+            key[i] = (size_pattern(a.shape), a.dtype)
     return tuple(key)
 
 
@@ -137,12 +150,31 @@ def _key3(args):
             (c.shape, c.dtype) if type(c) is _ndarray else type(c))
 
 
-def key_function(n_args, static_pos=()):
-    """call_key for calls of n_args arguments without static ones, written out for up to
-    three arguments (0.2 us less per call than the general loop over the arguments)."""
-    if static_pos:
-        return lambda args: call_key(args, static_pos)
+def key_function(n_args, static_pos=(), dynamic_pos=()):
+    """call_key for calls of n_args arguments, written out for up to three arguments
+    without static or dynamic ones (0.2 us less per call than the general loop)."""
+    if len(dynamic_pos) == n_args:
+        get = PATTERNS.get
+        return lambda args: tuple([(get(a.shape) or size_pattern(a.shape), a.dtype)
+                                   if type(a) is _ndarray else type(a) for a in args])
+    if static_pos or dynamic_pos:
+        return lambda args: call_key(args, static_pos, dynamic_pos)
     return {1: _key1, 2: _key2, 3: _key3}.get(n_args, call_key)
+
+
+def size_pattern(shape):
+    """A dynamic array's shape as the kernel is specialised on it: dimensions of size 1
+    stay 1 (broadcasting is part of the key), the others are symbolic (None). Kept per
+    shape (`PATTERNS.get(shape)` is the per-call path: half the time of building it)."""
+    p = PATTERNS.get(shape)
+    if p is None:
+        if len(PATTERNS) >= 4096:
+            PATTERNS.clear()
+        p = PATTERNS[shape] = tuple([1 if n == 1 else None for n in shape])
+    return p
+
+
+PATTERNS = {}       # shape -> size_pattern(shape)
 
 
 def key_of_specs(specs):
@@ -239,11 +271,15 @@ class Kernel:
         self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
                             for dt, t, *_ in self.int_checks if t[0] == "var"]
         self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
+        self.dims = _dims_function(sig) if sig.sizes else None
         self.run = self._specialised_run()
 
     def _specialised_run(self):
         """The call path for this kernel's common case: one output, no int checks, no
         out= (fewer Python operations per call than the general __call__)."""
+        if self.dims is not None:
+            return _fast_dynamic_run(self) if self.fast and not self.int_checks \
+                else self._dynamic_run
         if not (self.fast and self.single and not self.int_checks):
             return self.__call__
         (shape, dtype), fast, general, slow = (self.out_specs[0], self.fastcall,
@@ -258,7 +294,22 @@ class Kernel:
             return general(args, out)
         return run
 
+    def _dynamic_run(self, args, out=None):
+        """The call path of a dynamic kernel: the sizes (its last scalar arguments) and
+        the output shapes from the arrays' shapes, then the general path."""
+        sizes, shapes = self.dims(args)
+        if self.int_checks:
+            self._check_ints(args)
+        if self.fast and out is None:
+            outs = [_empty(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+            if self.fastcall(tuple(args), *outs, *sizes) is None:
+                return outs[0] if self.single else tuple(outs)
+        specs = [(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+        return self._call(args, out, specs, sizes)
+
     def __call__(self, args, out=None):
+        if self.dims is not None:
+            return self._dynamic_run(args, out)
         if self.int_checks:
             self._check_ints(args)
         if self.fast:
@@ -286,8 +337,10 @@ class Kernel:
                 return False
         return True
 
-    def _call(self, args, out):
-        """The general path: strided inputs are copied, out= is checked, checks read."""
+    def _call(self, args, out, out_specs=None, sizes=()):
+        """The general path: strided inputs are copied, out= is checked, checks read.
+        A dynamic kernel passes this call's output shapes and sizes."""
+        out_specs = out_specs or self.out_specs
         ptrs = []
         keep = []
         for i in self.array_pos:
@@ -297,18 +350,19 @@ class Kernel:
                 keep.append(a)
             ptrs.append(a.ctypes.data)
         if out is None:
-            outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
+            outs = [_empty(shape, dtype) for shape, dtype in out_specs]
             final = None
         else:
-            outs, final = self._check_out(out, args)
+            outs, final = self._check_out(out, args, out_specs)
         ptrs.extend(o.ctypes.data for o in outs)
         ptrs.extend(args[i] for i in self.scalar_pos)
+        ptrs.extend(sizes)
         if self.has_err:
             err = np.zeros(2, np.int64)
             ptrs.append(err.ctypes.data)
             self.cfunc(*ptrs)
             if err[0] > 0:
-                self._raise_index_error(err)
+                self._raise_index_error(err, sizes)
             if err[0] < 0:
                 self._raise_memory_error(int(-err[0]))
         else:
@@ -320,13 +374,13 @@ class Kernel:
             outs = final
         return outs[0] if self.single else tuple(outs)
 
-    def _check_out(self, out, args):
+    def _check_out(self, out, args, out_specs):
         given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
         if len(given) != len(self.out_specs):
             raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
                                 f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
         outs = []
-        for o, name, (shape, dtype) in zip(given, self.out_names, self.out_specs):
+        for o, name, (shape, dtype) in zip(given, self.out_names, out_specs):
             if not isinstance(o, np.ndarray):
                 raise ArgumentError(f"{self.fname}(): out= for {name}: expected a NumPy array, "
                                     f"got {type(o).__name__}")
@@ -382,17 +436,107 @@ class Kernel:
 
     def _raise_memory_error(self, n):
         name, dtype, shape, nbytes = self.allocs[n - 1]
+        size = f"{nbytes} bytes ({_human_bytes(nbytes)})" if nbytes else \
+            "its size set by this call's shapes"      # (a dynamic kernel's buffer)
         raise AllocationError(
             f"{self.fname}(): cannot allocate the intermediate buffer {name} "
-            f"({dtype}[{', '.join(map(str, shape))}]): {nbytes} bytes "
-            f"({_human_bytes(nbytes)}); the allocation failed. A schedule that computes "
+            f"({dtype}[{', '.join(map(str, shape))}]): {size}; the allocation failed. "
+            f"A schedule that computes "
             f"it in blocks inside its consumer (compute_at) or inlines it "
             f"(compute_inline) needs less memory")
 
-    def _raise_index_error(self, err):
+    def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]
+        if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
+            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
+            given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
+                              if re.search(rf"\b{n}\b", extent))
+            extent = f"{extent}) ({given}" if given else extent
         raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
                          f"outside [0, {extent})")
+
+
+_TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} // {})",
+             "%": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
+
+
+def _tree_code(tree, sizes=None):
+    """Python source of a size tree (ints, ["n", k] and known operators only); the k-th
+    size is `n{k}`, or sizes[k]."""
+    if isinstance(tree, int):
+        return str(int(tree))
+    if tree[0] == "n":
+        return sizes[int(tree[1])] if sizes else f"n{int(tree[1])}"
+    return _TREE_OPS[tree[0]].format(_tree_code(tree[1], sizes), _tree_code(tree[2], sizes))
+
+
+def _dims_function(sig):
+    """`dims(args) -> (sizes, output shapes)` for a dynamic kernel, generated once as
+    Python source (each call then costs a few attribute reads); it raises ArgumentError
+    when sizes that the definition makes equal differ."""
+    lines = ["def dims(args):"]
+    for k, (pos, dim) in enumerate(sig.sizes):
+        lines.append(f"    n{k} = args[{int(pos)}].shape[{int(dim)}]")
+    for k, (_, pa, da, _, pb, db) in enumerate(sig.agree):
+        lines.append(f"    if args[{int(pa)}].shape[{int(da)}] != args[{int(pb)}].shape[{int(db)}]:"
+                     f" disagree(args, {k})")
+    sizes = ", ".join(f"n{k}" for k in range(len(sig.sizes)))
+    shapes = ", ".join("(" + "".join(_tree_code(d) + ", " for d in shape) + ")"
+                       for _, shape, _ in sig.outputs)
+    lines.append(f"    return ({sizes},), ({shapes},)")
+
+    def disagree(args, k):
+        a, pa, da, b, pb, db = sig.agree[k]
+        sa, sb = args[pa].shape, args[pb].shape
+        raise ArgumentError(
+            f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
+            f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
+            f"{b} {sb})")
+    namespace = {"disagree": disagree}
+    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    return namespace["dims"]
+
+
+def _fast_dynamic_run(k):
+    """The call path of a dynamic kernel, generated as Python source for its arguments:
+    the sizes read from the shapes, agreement checked, outputs made, one call of the
+    .fast entry (strided inputs, out= and errors take the general path)."""
+    sig = k.sig
+    n_args = len(sig.layout)
+    names = ", ".join(f"a{i}" for i in range(n_args)) + ("," if n_args == 1 else "")
+    lines = ["def run(args, out=None):",
+             "    if out is not None:",
+             "        return general(args, out)",
+             f"    {names} = args"]
+    shaped = sorted({int(p) for p, _ in sig.sizes} | {int(x[i]) for x in sig.agree
+                                                       for i in (1, 4)})
+    lines += [f"    s{p} = a{p}.shape" for p in shaped]
+    for _, pa, da, _, pb, db in sig.agree:
+        lines.append(f"    if s{int(pa)}[{int(da)}] != s{int(pb)}[{int(db)}]:")
+        lines.append("        return general(args, None)")
+    sizes = [f"s{int(p)}[{int(d)}]" for p, d in sig.sizes]
+    # an output of an input's shape takes that shape as it is (no tuple to build)
+    same = {}
+    for pos, (_, shape, _) in zip(k.array_pos, sig.inputs):
+        tree = [["n", sig.sizes.index([pos, d])] if n is None and [pos, d] in sig.sizes
+                else n for d, n in enumerate(shape)]
+        if None not in tree and pos in shaped:
+            same.setdefault(repr(tree), f"s{pos}")
+    outs = []
+    for j, (_, shape, _) in enumerate(sig.outputs):
+        tree = [list(d) if isinstance(d, (list, tuple)) else d for d in shape]
+        dims = same.get(repr(tree)) or \
+            "(" + "".join(_tree_code(d, sizes) + ", " for d in shape) + ")"
+        lines.append(f"    o{j} = empty({dims}, dt{j})")
+        outs.append(f"o{j}")
+    call = ["args"] + outs + sizes
+    lines.append(f"    if type(args) is tuple and fast({', '.join(call)}) is None:")
+    lines.append(f"        return {outs[0] if k.single else '(' + ', '.join(outs) + ',)'}")
+    lines.append("    return general(args, None)")
+    namespace = {"general": k._dynamic_run, "empty": _empty, "fast": k.fastcall,
+                 **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
+    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    return namespace["run"]
 
 
 def _human_bytes(n):

@@ -639,6 +639,41 @@ def _reread(s, st):
     return False
 
 
+def _symbolic(st):
+    """The stage has a symbolic extent (over the sizes of dynamic arguments)."""
+    return any(not isinstance(a.extent, int) for a in st.axes.values())
+
+
+def _schedule_symbolic(s, name, st, num_threads, target, allow):
+    """A stage whose sizes are known only at the call: a reduction over a contiguous
+    innermost data loop runs that loop innermost; the innermost data loop is split by the
+    target's lanes and vectorised (partition_loops then gives a guard-free main part and
+    a scalar tail); the outermost data loop of more than one iteration runs in parallel
+    (partition_loops makes it serial at run time when the work is small)."""
+    op = st.tensor.op
+    data, red = [a.name for a in op.axes], [a.name for a in op.reduce_axes]
+    if red and data and op.reduce.op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) \
+            and _innermost_contiguous(st):
+        s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
+    inner = st.leaves[-1] if st.leaves else None
+    if "vectorize" in allow and inner is not None and not st.axes[inner].reduce:
+        ext = st.axes[inner].extent
+        lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
+        if not isinstance(ext, int) and lanes > 1:
+            s.vectorize(s.split(Axis(name, inner), lanes)[1])
+        elif isinstance(ext, int) and ext >= 4:
+            s.vectorize(Axis(name, inner))
+    if "parallel" not in allow or num_threads <= 1:
+        return
+    for n in list(st.leaves):
+        la = st.axes[n]
+        if la.reduce or la.kind != ForKind.SERIAL:
+            return
+        if not (isinstance(la.extent, int) and la.extent == 1):
+            s.parallel(Axis(name, n))
+            return
+
+
 def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     """The automatic schedule of every stage of s for a CPU `target` (its policies:
     register budget, cache sizes, parallel grain), with tile sizes as knobs of cfg, taking
@@ -646,6 +681,9 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     allow = LEVELS[level][1]
     if not allow:
         return s
+    symbolic = any(_symbolic(st) for st in s.stages.values())
+    if symbolic:        # register tiles and packs are for concrete shapes
+        allow = allow - {"tile", "pack"}
     outputs = {t.name for t in s.outputs}
     own = set(s.stages)
     keep = []
@@ -680,11 +718,14 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
         st = s.stages[name]      # or a reduction would recompute it per output element
         if st.attach == "root" and not _attached(s, name) and not _reread(s, st):
             s.compute_inline(s[name])
-    if "compute_at" in allow:
+    if "compute_at" in allow and not symbolic:
         _bound_intermediates(s, outputs, _io_bytes(s), allow)
     for name in list(s.stages):
         st = s.stages[name]
         if st.attach != "root" or name not in own:
+            continue
+        if symbolic:
+            _schedule_symbolic(s, name, st, num_threads, target, allow)
             continue
         inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
                       and x.tensor.name in epilogues and x.attach_to[0] == name]

@@ -21,10 +21,17 @@ from jitdl.te.graph import replace_ops
 from jitdl.te.ops import stages_of
 
 
+def ceil_div(extent, f):
+    """ceil(extent / f) of an int or a symbolic (int64 expression) extent."""
+    if isinstance(extent, int):
+        return -(-extent // f)
+    return (extent + (f - 1)) // f if f > 1 else extent
+
+
 @dataclass
 class LoopAxis:
     name: str
-    extent: int
+    extent: object     # an int, or an int64 Expr over size variables (symbolic)
     reduce: bool
     kind: ForKind = ForKind.SERIAL
 
@@ -178,6 +185,9 @@ class Schedule:
             raise ScheduleError(f"split: argument '{which}' must be a positive int, got {val!r}",
                                 user_loc())
         if nparts is not None:
+            if not isinstance(la.extent, int):
+                raise ScheduleError(f"split: nparts= needs a concrete extent; "
+                                    f"{ax.name} has the symbolic {la.extent!r}", user_loc())
             factor = -(-la.extent // nparts)
         self._apply(S.Split(ax.stage, ax.name, factor))
         return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
@@ -406,7 +416,7 @@ class Schedule:
                 if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
                     raise ScheduleError(f"split: factor must be a positive int, got {f!r}",
                                         user_loc())
-                outer = LoopAxis(f"{la.name}.o", -(-la.extent // f), la.reduce)
+                outer = LoopAxis(f"{la.name}.o", ceil_div(la.extent, f), la.reduce)
                 inner = LoopAxis(f"{la.name}.i", f, la.reduce)
                 if outer.name in st.axes:
                     raise ScheduleError(f"split: {la.name} was already split", user_loc())

@@ -39,14 +39,29 @@ def _as_int(x, what):
             from None
 
 
+def _as_extent(x, what):
+    """A concrete int, or an int64 expression over the size variables of dynamic
+    arguments (a symbolic extent)."""
+    if isinstance(x, Expr) and not isinstance(x, Const) and dtypes.is_int(x.dtype) \
+            and not builtins.any(isinstance(n, Access) for n in walk_expr(x)):
+        return build.cast(x, "int64")
+    if isinstance(x, Const):
+        x = x.value
+    return _as_int(x, what)
+
+
 def reduce_axis(dom, name=None) -> IterVar:
-    """A reduction axis over range(dom) or range(lo, hi)."""
+    """A reduction axis over range(dom) or range(lo, hi); the extent may be symbolic
+    (over the sizes of dynamic arguments) when the low bound is 0."""
     if isinstance(dom, (tuple, list)):
         lo, hi = (_as_int(d, "reduce_axis bound") for d in dom)
+        extent = builtins.max(hi - lo, 0)
     else:
-        lo, hi = 0, _as_int(dom, "reduce_axis extent")
+        lo, extent = 0, _as_extent(dom, "reduce_axis extent")
+        if isinstance(extent, int):
+            extent = builtins.max(extent, 0)
     var = Var(name) if name else naming.remember(Var(naming.fresh("k")))
-    return IterVar(var, lo, builtins.max(hi - lo, 0), reduce=True)
+    return IterVar(var, lo, extent, reduce=True)
 
 
 def _shape(shape):
@@ -54,7 +69,10 @@ def _shape(shape):
         shape = (shape,)
     out = []
     for d in shape:
-        n = _as_int(d, "a tensor dimension")
+        n = _as_extent(d, "a tensor dimension")
+        if isinstance(n, Expr):
+            out.append(n)
+            continue
         if n < 0:
             raise DefinitionError(f"tensor dimension must be >= 0, got {n}", user_loc())
         out.append(n)
@@ -141,7 +159,7 @@ def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
                 f"axis= of jd.{op.value} must be reduce axes made by jd.reduce_axis, got {a!r}",
                 user_loc())
     if op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
-            builtins.any(a.extent == 0 for a in axes):
+            builtins.any(isinstance(a.extent, int) and a.extent == 0 for a in axes):
         raise DefinitionError(
             f"{op.value} over an empty range has no identity (NumPy raises here too): "
             f"{', '.join(f'{a.name} in [{a.min}, {a.min + a.extent})' for a in axes)}",

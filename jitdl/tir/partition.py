@@ -1,6 +1,12 @@
 """Loop partitioning: split a loop at the point where the guards of a non-dividing split
 stop being always true, so the main part runs without them (simplify then drops them)
-and only the tail keeps the checks.
+and only the tail keeps the checks. With a symbolic bound (`jo*4 + ji < n`, n a size
+known at the call) the split point is an expression, the main part loses the guards
+here and the tail runs as scalar, serial loops.
+
+A parallel loop whose work is symbolic is also partitioned at run time: it runs serially
+when its iterations (with those of the loops inside) are fewer than the target's
+parallel grain (a small call does not pay for waking the thread team).
 
     for jo in range(33):            for jo in range(32):
       for ji in range(32):     ->     for ji in range(32): body
@@ -12,10 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from jitdl.ir.analysis import linear
-from jitdl.ir.nodes import (Allocate, CmpOp, Compare, Const, For, IfThen, LetStmt, PrimFunc,
-                            Seq, Store)
-from jitdl.ir.visit import walk_stmt
+from jitdl.ir import build
+from jitdl.ir.analysis import SIZE_LIMIT, bounds, linear
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
+                            IfThen, LetStmt, PrimFunc, Seq, Store, Var)
+from jitdl.ir.visit import map_stmt, walk_expr, walk_stmt
 
 
 def _loop_ranges(s):
@@ -57,8 +64,138 @@ def _split_point(loop, ranges):
     return point
 
 
+def _symbolic_split(loop, ranges):
+    """(split point expression, the guards it makes true below it) for a loop whose
+    guards `a*v + rest < n` have a bound n over sizes (no loop variables), or None."""
+    inner = {**ranges, **_loop_ranges(loop.body)}
+    point, guards = None, []
+    for st in walk_stmt(loop.body):
+        if not (isinstance(st, IfThen) and isinstance(st.cond, Compare)
+                and st.cond.op == CmpOp.LT and not isinstance(st.cond.b, Const)):
+            continue
+        n = st.cond.b
+        if any(isinstance(v, Var) and (v in inner or v is loop.var) for v in walk_expr(n)):
+            continue
+        form = linear(st.cond.a)
+        if form is None or form.get(loop.var, 0) <= 0 or \
+                any(k != 1 and k is not loop.var and k not in inner for k in form):
+            continue
+        a = form[loop.var]
+        rest_max = form.get(1, 0) + sum(max(c * inner[k][0], c * inner[k][1])
+                                        for k, c in form.items() if k != 1 and k is not loop.var)
+        # a*v + rest < n for all inner values  <=>  v < (n - 1 - rest_max) // a + 1
+        c = a - 1 - rest_max
+        p = n + c if c else n
+        p = p // a if a > 1 else p
+        point = p if point is None else build.binary(BinOp.MIN, point, p)
+        guards.append(st.cond)
+    return (point, guards) if point is not None else None
+
+
+def _drop_guards(s, guards):
+    def rule(st):
+        if isinstance(st, IfThen) and st.otherwise is None and \
+                any(st.cond is g for g in guards):
+            return st.then
+        return None
+    return map_stmt(s, rule)
+
+
+def _scalar(s):
+    """s with its vectorised and parallel loops run as plain serial loops (a tail)."""
+    def rule(st):
+        if isinstance(st, For) and st.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+            return replace(st, kind=ForKind.SERIAL)
+        return None
+    return map_stmt(s, rule)
+
+
+def _size_ranges(e, ranges):
+    return {**{v: (0, SIZE_LIMIT - 1) for v in walk_expr(e) if isinstance(v, Var)}, **ranges}
+
+
+def _partition_symbolic(s, ranges):
+    """A loop with a symbolic extent or bound: guard-free main part and scalar tail."""
+    found = _symbolic_split(s, ranges)
+    if found is None:
+        return None
+    point, guards = found
+    lo, end = s.min, build.binary(BinOp.ADD, s.min, s.extent) \
+        if not (isinstance(s.min, Const) and s.min.value == 0) else s.extent
+    sr = _size_ranges(point, ranges)
+    if bounds(point - lo, sr)[0] < 0:
+        point = build.binary(BinOp.MAX, point, lo)
+    if not _at_most(point, end):
+        point = build.binary(BinOp.MIN, point, end)
+    main = replace(s, extent=point - lo if not (isinstance(lo, Const) and lo.value == 0)
+                   else point, body=_drop_guards(s.body, guards))
+    tail = _scalar(replace(s, min=point, extent=end - point))
+    return Seq((partition_stmt(main, ranges), tail))
+
+
+def _at_most(p, q):
+    """p <= q for every size: p = (e + c) // d and q = (e + c') // d with c <= c' (the
+    main part of a split by d and the split's outer extent)."""
+    if not (isinstance(p, Binary) and isinstance(q, Binary) and p.op == q.op == BinOp.FLOORDIV
+            and isinstance(p.b, Const) and isinstance(q.b, Const) and p.b.value == q.b.value
+            and p.b.value > 0):
+        return False
+    diff = dict(linear(p.a) or {"x": 1})
+    for k, c in (linear(q.a) or {"y": 1}).items():
+        diff[k] = diff.get(k, 0) - c
+    return all(c == 0 for k, c in diff.items() if k != 1) and diff.get(1, 0) <= 0
+
+
+def _iterations(s, var):
+    """The iterations of the loops in s (an Expr or int); None when an extent reads var."""
+    match s:
+        case For():
+            if any(v is var for v in walk_expr(s.extent)):
+                return None
+            n = _iterations(s.body, var)
+            return None if n is None else s.extent * n if not isinstance(n, int) or n != 1 \
+                else s.extent
+        case Seq():
+            total = 0
+            for x in s.stmts:
+                n = _iterations(x, var)
+                if n is None:
+                    return None
+                total = n if isinstance(total, int) and total == 0 else total + n
+            return total
+        case IfThen():
+            return _iterations(s.then, var)
+        case Allocate() | LetStmt():
+            return _iterations(s.body, var)
+    return 1
+
+
+def _serial_when_small(s, min_work):
+    """A parallel loop with symbolic work: `if work >= min_work` parallel, else serial."""
+    def rule(st):
+        if not (isinstance(st, For) and st.kind == ForKind.PARALLEL):
+            return None
+        work = _iterations(st, st.var)
+        if work is None or not isinstance(work, Expr) or isinstance(work, Const):
+            return st
+        return IfThen(work >= min_work, st, replace(st, kind=ForKind.SERIAL))
+    return map_stmt(s, rule)
+
+
 def partition_stmt(s, ranges):
     match s:
+        case For() if not isinstance(s.extent, Const) or any(
+                isinstance(st, IfThen) and isinstance(st.cond, Compare)
+                and not isinstance(st.cond.b, Const) for st in walk_stmt(s.body)):
+            done = _partition_symbolic(s, ranges)
+            if done is not None:
+                return done
+            if isinstance(s.min, Const) and isinstance(s.extent, Const):
+                inner = {**ranges, s.var: (s.min.value, s.min.value + s.extent.value - 1)}
+            else:
+                inner = ranges
+            body = partition_stmt(s.body, inner)
+            return s if body is s.body else replace(s, body=body)
         case For() if isinstance(s.min, Const) and isinstance(s.extent, Const):
             lo, ext = s.min.value, s.extent.value
             p = _split_point(s, ranges)
@@ -84,6 +221,9 @@ def partition_stmt(s, ranges):
     return s
 
 
-def partition_loops(func: PrimFunc) -> PrimFunc:
-    body = partition_stmt(func.body, {})
+def partition_loops(func: PrimFunc, min_work=None) -> PrimFunc:
+    """Partitioned loops; with min_work (the target's parallel grain), parallel loops of
+    symbolic work also decide at run time whether to run in parallel."""
+    body = func.body if min_work is None else _serial_when_small(func.body, min_work)
+    body = partition_stmt(body, {})
     return func if body is func.body else replace(func, body=body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jitdl import dtypes
-from jitdl.ir.analysis import bounds, linear
+from jitdl.ir.analysis import bounds, linear, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
                             LetStmt, PrimFunc, Select, Seq, Store)
 from jitdl.ir import build
@@ -117,6 +117,8 @@ def simplify_stmt(s, ranges):
                 if ext.value == 1:
                     return simplify_stmt(_subst_stmt(s.body, {s.var: mn}), ranges)
                 inner = {**ranges, s.var: (mn.value, mn.value + ext.value - 1)}
+            elif isinstance(mn, Const):     # a symbolic extent: a range and a fact
+                inner = with_loop(ranges, s.var, mn.value, ext)
             else:
                 inner = ranges
             body = simplify_stmt(s.body, inner)

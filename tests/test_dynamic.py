@@ -1,0 +1,291 @@
+"""Dynamic kernels (`@jd.compute(dynamic=...)`): one kernel per rank, size-1 pattern and
+dtype, checked against NumPy in float64 on fresh random inputs over many sizes (0 and 1,
+odd, below and above the vector width), with the compile count, the run-time shape
+checks, the static proofs (no run-time checks in the lowered text) and the disk cache
+across processes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl.errors import ArgumentError
+
+RNG = np.random.default_rng(7)
+SIZES = [0, 1, 2, 3, 5, 8, 17, 64, 101]
+
+
+def kernels(f):
+    """Kernels f has built or loaded in this process (a kernel from the disk cache, or
+    one whose loop IR another test compiled, counts as well)."""
+    return len(f.cache_info()["events"])
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape)
+
+
+def test_elementwise_one_kernel_for_every_size_of_a_pattern():
+    @jd.compute(dynamic=True)
+    def scale(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] * 2 + Y[i])
+    for n, m in [(3, 5), (7, 9), (0, 4), (4, 0), (2, 17), (33, 65), (6, 2)]:
+        x, y = rand(n, m), rand(n, m)
+        np.testing.assert_allclose(scale(x, y), x * 2 + y)
+    assert kernels(scale) == 1
+    x, y = rand(1, 6), rand(1, 6)          # a dimension of size 1: another pattern
+    np.testing.assert_allclose(scale(x, y), x * 2 + y)
+    assert kernels(scale) == 2
+
+
+def _broadcast(shape, idx):
+    """The index of a broadcast operand: 0 in its dimensions of size 1 (the op library's
+    rule; a dynamic argument's size-1 dimensions stay the constant 1)."""
+    return tuple(0 if isinstance(d, int) and d == 1 else i for d, i in zip(shape, idx))
+
+
+def test_broadcast_patterns_are_part_of_the_key():
+    @jd.compute(dynamic=True)
+    def badd(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[_broadcast(Y.shape, i)])
+    for n, m in [(3, 5), (9, 2), (4, 31)]:
+        for yshape in [(n, m), (1, m), (n, 1), (1, 1)]:
+            x, y = rand(n, m), rand(*yshape)
+            np.testing.assert_allclose(badd(x, y), x + y)
+    assert kernels(badd) == 4
+
+
+def test_runtime_shape_mismatch_names_both_arguments():
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    add(rand(3, 4), rand(3, 4))
+    with pytest.raises(ArgumentError) as e:
+        add(rand(3, 4), rand(3, 5))
+    assert str(e.value).startswith(
+        "add(): shape mismatch: argument 'X' has size 4 in dimension 1 but argument 'Y' "
+        "has size 5 in dimension 1 (X (3, 4), Y (3, 5))")
+    with pytest.raises(ArgumentError, match="'X' has size 2 in dimension 0"):
+        add(rand(2, 4), rand(7, 4))
+    assert kernels(add) == 1
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_index_patterns(n):
+    @jd.compute(dynamic=True)
+    def patterns(X, Y):
+        m, k = X.shape[0], Y.shape[0]
+        cat = jd.tensor((m + k,), lambda i: jd.select(i < m, X[i], Y[i - m]), name="cat")
+        flip = jd.tensor((m,), lambda i: X[m - 1 - i], name="flip")
+        pad = jd.tensor((m + 2 * 3,), lambda i: jd.select((i >= 3) & (i < m + 3),
+                                                          X[i - 3], -1.0), name="pad")
+        rep = jd.tensor((3 * m,), lambda i: X[i // 3], name="rep")
+        tile = jd.tensor((2 * m,), lambda i: X[i % m], name="tile")
+        return cat, flip, pad, rep, tile
+    for k in (0, 1, 6):
+        x, y = rand(n), rand(k)
+        cat, flip, pad, rep, tile = patterns(x, y)
+        np.testing.assert_array_equal(cat, np.concatenate([x, y]))
+        np.testing.assert_array_equal(flip, x[::-1])
+        np.testing.assert_array_equal(pad, np.pad(x, 3, constant_values=-1.0))
+        np.testing.assert_array_equal(rep, np.repeat(x, 3))
+        np.testing.assert_array_equal(tile, np.tile(x, 2))
+    text = patterns.lower(rand(max(n, 2)), rand(6))
+    assert "]!" not in text and "select(" in text
+
+
+def test_index_notation_and_generator_reductions():
+    @jd.compute(dynamic=True)
+    def mm(A, B):
+        C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+        return C
+
+    @jd.compute(dynamic=True)
+    def double(X):
+        Y[i, j] = X[i, j] * 2
+        return Y
+    for n, k, m in [(3, 4, 5), (17, 9, 33), (1, 2, 1), (0, 3, 2), (4, 0, 3)]:
+        a, b = rand(n, k), rand(k, m)
+        np.testing.assert_allclose(mm(a, b), a @ b, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(double(a), a * 2)
+    assert kernels(mm) == 2 and kernels(double) == 2     # (1, 2, 1): another pattern
+    with pytest.raises(ArgumentError, match="argument 'A' has size 4 in dimension 1 but "
+                                            "argument 'B' has size 5 in dimension 0"):
+        mm(rand(3, 4), rand(5, 2))
+
+
+def test_transpose_and_take():
+    @jd.compute(dynamic=True)
+    def tr(X):
+        n, m = X.shape
+        return jd.tensor((m, n), lambda i, j: X[j, i])
+
+    @jd.compute(dynamic=True)
+    def take(X, ids):
+        return jd.tensor((ids.shape[0], X.shape[1]), lambda i, j: X[ids[i], j])
+    for n, m in [(2, 3), (17, 5), (0, 3), (8, 33)]:
+        x = rand(n, m)
+        np.testing.assert_array_equal(tr(x), x.T)
+        if n:
+            ids = RNG.integers(0, n, size=7)
+            np.testing.assert_array_equal(take(x, ids), x[ids])
+    assert kernels(tr) == 1 and kernels(take) == 1
+    assert "]!" not in tr.lower(rand(3, 4))      # `X[...]!`: an index checked at run time
+    assert "]!" in take.lower(rand(3, 4), np.array([0, 1]))
+    with pytest.raises(IndexError, match=r"index `ids\[.*\]` into X is 5, outside "
+                                         r"\[0, X_n0\) \(X_n0 = 5\)"):
+        take(rand(5, 3), np.array([0, 5]))
+
+
+def test_row_reductions_softmax_and_argmax():
+    @jd.compute(dynamic=True)
+    def softmax(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        mx = jd.tensor((n,), lambda i: jd.max(X[i, k], axis=k))
+        e = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j] - mx[i]))
+        k2 = jd.reduce_axis(m)
+        s = jd.tensor((n,), lambda i: jd.sum(e[i, k2], axis=k2))
+        return jd.tensor((n, m), lambda i, j: e[i, j] / s[i])
+
+    @jd.compute(dynamic=True)
+    def stats(X):
+        n, m = X.shape
+        k, c = jd.reduce_axis(m), jd.reduce_axis(n)
+        return (jd.tensor((n,), lambda i: jd.argmax(X[i, k], axis=k)),
+                jd.tensor((m,), lambda j: jd.sum(X[c, j], axis=c)))
+    for n, m in [(2, 3), (5, 17), (33, 8), (3, 100)]:
+        x = rand(n, m)
+        ref = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(softmax(x), ref / ref.sum(1, keepdims=True), rtol=1e-12)
+        am, cols = stats(x)
+        np.testing.assert_array_equal(am, x.argmax(1))
+        np.testing.assert_allclose(cols, x.sum(0), rtol=1e-12, atol=1e-12)
+    assert kernels(softmax) == 1 and kernels(stats) == 1
+    assert stats(rand(0, 4))[1].tolist() == [0.0] * 4
+
+
+def test_user_schedule_with_compute_at_on_symbolic_rows():
+    @jd.compute(dynamic=True)
+    def norm(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        s = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="s")
+        return jd.tensor((n, m), lambda i, j: X[i, j] / s[i], name="Y")
+
+    @jd.schedule(norm)
+    def _(s, cfg):
+        i, j = s["Y"].axis
+        s.compute_at(s["s"], s["Y"], i)
+        s.vectorize(s.split(j, 4)[1])
+    for n, m in [(3, 4), (9, 13), (2, 1)]:
+        x = rand(n, m) + 3
+        np.testing.assert_allclose(norm(x), x / x.sum(1, keepdims=True), rtol=1e-12)
+    text = norm.lower(rand(3, 5))
+    assert "vectorized" in text and "s_acc" in text and "]!" not in text
+
+
+def test_only_named_parameters_are_dynamic():
+    @jd.compute(dynamic=("X",))
+    def mv(X, W):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        return jd.tensor((n,), lambda i: jd.sum(X[i, k] * W[k], axis=k))
+    w = rand(4)
+    for n in (2, 9, 40):
+        x = rand(n, 4)
+        np.testing.assert_allclose(mv(x, w), x @ w)
+    assert kernels(mv) == 1
+    x, w = rand(3, 5), rand(5)
+    np.testing.assert_allclose(mv(x, w), x @ w)
+    assert kernels(mv) == 2           # a new shape of W: a new kernel
+
+
+def test_vectorised_main_part_and_serial_tail():
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    text = add.lower(rand(10), rand(10))
+    assert "vectorized" in text and "if " in text and "]!" not in text
+    main = text.split("vectorized", 1)[1].split("for", 1)[0]
+    assert " < X_n0" not in main                    # no guard in the main part
+    for n in SIZES + [1000, 4097]:
+        x, y = rand(n), rand(n)
+        np.testing.assert_array_equal(add(x, y), x + y)
+
+
+def test_tune_says_it_needs_concrete_shapes():
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    with pytest.raises(ArgumentError, match="tuning works on concrete shapes"):
+        add.tune(rand(4), rand(4), trials=2)
+
+
+def test_strided_inputs_and_out():
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    x, y = rand(6, 10), rand(10, 6)
+    np.testing.assert_array_equal(add(x, y.T), x + y.T)
+    out = np.empty((6, 10))
+    assert add(x, x, out=out) is out
+    np.testing.assert_array_equal(out, x + x)
+
+
+MODULE = '''
+import jitdl as jd
+
+@jd.compute(dynamic=True)
+def addmul(X, Y):
+    return jd.tensor(X.shape, lambda *i: X[i] * Y[i] + X[i])
+'''
+
+CHILD = '''
+import json, sys
+import numpy as np
+import dynmod
+rng = np.random.default_rng(int(sys.argv[1]))
+ok = True
+for n in json.loads(sys.argv[2]):
+    x, y = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    ok &= bool(np.allclose(dynmod.addmul(x, y), x * y + x, rtol=1e-14, atol=1e-14))
+events = dynmod.addmul.cache_info()["events"]
+print("RESULT " + json.dumps({"ok": ok, "results": [e["result"] for e in events]}))
+'''
+
+
+def test_disk_cache_across_processes(tmp_path):
+    (tmp_path / "dynmod.py").write_text(MODULE)
+    (tmp_path / "child.py").write_text(CHILD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JITDL_")}
+    env.update(JITDL_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
+
+    def child(seed, sizes):
+        p = subprocess.run([sys.executable, "child.py", str(seed), json.dumps(sizes)],
+                           cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                           timeout=180)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.split("RESULT ", 1)[1])
+    first = child(1, [5, 17, 0])
+    assert first == {"ok": True, "results": ["compiled"]}
+    second = child(2, [9, 2, 1000])             # other sizes: the same kernel, from disk
+    assert second["ok"] and second["results"][0].startswith("hit")
+
+
+def test_export_and_load(tmp_path):
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    path = tmp_path / "add.jdx"
+    add.export(str(path), rand(4, 5), rand(4, 5))
+    loaded = jd.load(str(path))
+    for n, m in [(2, 3), (7, 11)]:
+        x, y = rand(n, m), rand(n, m)
+        np.testing.assert_array_equal(loaded(x, y), x + y)
