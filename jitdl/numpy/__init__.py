@@ -22,3 +22,5 @@ from numpy import (bool_, int8, int16, int32, int64, uint8, float32, float64, dt
 from jitdl.eager import cache_info, clear
 from jitdl.numpy._ufuncs import *          # noqa: F401,F403
 from jitdl.numpy._reductions import *      # noqa: F401,F403
+from jitdl.numpy._manipulation import *    # noqa: F401,F403
+from jitdl.numpy._linalg import *          # noqa: F401,F403
