@@ -14,7 +14,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply
-from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import manipulation as man
 from jitdl.ops.core import is_symbolic, operand, shape_of
 
@@ -245,18 +245,20 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         indices = np.asarray(indices)
     try:
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
+    except AxisError:
+        raise
     except IndexError as e:
-        raise _take_error(a, indices, axis) from e
+        raise _take_error(a, indices, axis) or e from None
 
 
 def _take_error(a, indices, axis):
-    """NumPy's message for the first out-of-range index a take kernel met."""
+    """NumPy's IndexError for the first index out of range (None if none is)."""
     shape = np.shape(a)
     n = int(np.prod(shape)) if axis is None else shape[axis % len(shape)]
     ind = np.asarray(indices).ravel()
     bad = ind[(ind < -n) | (ind >= n)]
     if not bad.size:
-        return IndexError("take(): an index is out of bounds")
+        return None
     return IndexError(f"index {int(bad[0])} is out of bounds for axis "
                       f"{0 if axis is None else axis % len(shape)} with size {n}")
 

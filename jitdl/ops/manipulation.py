@@ -157,8 +157,8 @@ def reshape(x, shape):
                 flat = flat * shape[d] + idx[d]
             stride = 1
             for d in reversed(gs):
-                v = flat if d == gs[0] else flat % x.shape[d]
-                src[d] = v // stride if stride != 1 else v
+                v = flat // stride if stride != 1 else flat
+                src[d] = v if d == gs[0] else v % x.shape[d]
                 stride *= x.shape[d]
         return x[tuple(src)]
     return te.tensor(shape, body, name="reshape")
