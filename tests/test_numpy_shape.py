@@ -235,6 +235,9 @@ def test_take_errors():
     assert str(e) == "index -16 is out of bounds for axis 0 with size 15"
     e = raises_like(lambda: jnp.take(x, 3, axis=0), lambda: np.take(x, 3, axis=0))
     assert str(e) == "index 3 is out of bounds for axis 0 with size 3"
+    e = raises_like(lambda: jnp.take(x[:0], [0]), lambda: np.take(x[:0], [0]))
+    assert "cannot do a non-empty take from an empty axes." in str(e)
+    same(jnp.take(x[:0], np.array([], dtype="int64"), axis=0), x[:0])
     raises_like(lambda: jnp.take(x, np.array([1.0])), lambda: np.take(x, np.array([1.0])))
     raises_like(lambda: jnp.take(x, [1], axis=2), lambda: np.take(x, [1], axis=2))
 
@@ -270,6 +273,25 @@ def test_copy_and_astype():
     same(jnp.astype(np.abs(x), "uint8"), np.abs(x).astype("uint8"))
     y = rand(5, dtype="float32")
     assert jnp.astype(y, "float32", copy=False) is y
+
+
+BIG = [
+    lambda m, X, Y, I: m.pad(X, 8),       # a combined condition here once read garbage
+    lambda m, X, Y, I: m.pad(X, ((3, 140), (17, 200)), "reflect"),
+    lambda m, X, Y, I: m.concatenate([X, Y, X], 1),
+    lambda m, X, Y, I: m.roll(X, (5, -77), (0, 1)),
+    lambda m, X, Y, I: m.take(X, I, axis=1),
+    lambda m, X, Y, I: m.repeat(X, 3, axis=1),
+    lambda m, X, Y, I: m.tile(X, (2, 3)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BIG)))
+def test_moving_ops_vectorised(case):
+    """Shapes past several vector widths (the vector code paths)."""
+    X, Y = rand(129, 128, dtype="float32"), rand(129, 37)
+    I = rng.integers(-128, 128, (50, 3))
+    same(BIG[case](jnp, X, Y, I), BIG[case](np, X, Y, I))
 
 
 # -- each data-moving op inside a definition, fused with another ------------------------------

@@ -245,7 +245,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         indices = np.asarray(indices)
     try:
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
-    except AxisError:
+    except (AxisError, man.TakeIndexError):
         raise
     except IndexError as e:
         raise _take_error(a, indices, axis) or e from None
@@ -259,8 +259,8 @@ def _take_error(a, indices, axis):
     bad = ind[(ind < -n) | (ind >= n)]
     if not bad.size:
         return None
-    return IndexError(f"index {int(bad[0])} is out of bounds for axis "
-                      f"{0 if axis is None else axis % len(shape)} with size {n}")
+    return man.TakeIndexError(f"index {int(bad[0])} is out of bounds for axis "
+                              f"{0 if axis is None else axis % len(shape)} with size {n}")
 
 
 def repeat(a, repeats, axis=None):

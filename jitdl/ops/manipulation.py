@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp
 from jitdl.ops.core import (as_tensor, broadcast_to as _broadcast, is_one, normalize_axes,
@@ -359,20 +359,23 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     value = build.cast(constant_values, x.dtype) if mode == "constant" else None
 
     def body(*idx):
-        src, inside = [], None
+        src, inside = [], []
         for i, n, (b, a) in zip(idx, x.shape, pad_width):
             j = i - b if b else i
             if not (b or a):
                 src.append(j)
             elif mode == "constant":
                 src.append(j)
-                c = build.logical(BinOp.AND, build.compare(CmpOp.GE, j, 0),
-                                  build.compare(CmpOp.LT, j, n))
-                inside = c if inside is None else build.logical(BinOp.AND, inside, c)
+                inside.append(build.logical(BinOp.AND, build.compare(CmpOp.GE, j, 0),
+                                            build.compare(CmpOp.LT, j, n)))
             else:
                 src.append(_pad_source(j, n, mode))
         e = x[tuple(src)]
-        return e if inside is None else build.select(inside, e, value)
+        # one select per padded axis, the innermost axis's innermost: the outer axes'
+        # conditions are loop-invariant branches, only the last one is a vector mask
+        for c in reversed(inside):
+            e = build.select(c, e, value)
+        return e
     return te.tensor(shape, body, name="pad")
 
 
@@ -403,6 +406,10 @@ def roll(x, shift, axis=None):
 TAKE_MODES = ("raise", "wrap", "clip")
 
 
+class TakeIndexError(JitdlError, IndexError):
+    """An index np.take cannot use: NumPy raises IndexError."""
+
+
 def take(a, indices, axis=None, mode="raise"):
     """np.take: a's elements at `indices` along `axis` (None: of a flattened). mode
     'raise' wraps negative indices once and leaves the rest to the kernel's run-time
@@ -419,8 +426,8 @@ def take(a, indices, axis=None, mode="raise"):
         raise ArgumentError(f"clipmode must be one of 'clip', 'raise', or 'wrap', got "
                             f"{mode!r}", user_loc())
     n = a.shape[axis]
-    if _empty(n) and mode != "raise":
-        raise IndexError("cannot do a non-empty take from an empty axes.")
+    if _empty(n) and not _empty(_size(shape_of(ind))):
+        raise TakeIndexError("cannot do a non-empty take from an empty axes.", user_loc())
     k = len(shape_of(ind))
     shape = a.shape[:axis] + shape_of(ind) + a.shape[axis + 1:]
 
