@@ -324,17 +324,26 @@ def vstack(*xs, dtype=None):
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
-def _pad_source(j, n, mode):
-    """The source index of position j (before-padding removed) of an axis of length n."""
+def _pad_source(j, n, mode, before, after):
+    """The source index of position j (before-padding removed) of an axis of length n.
+    Padding no wider than the axis takes one reflection (two selects); wider padding
+    repeats it (a modulo: integer division, which x86 has no vector instruction for)."""
     if mode == "edge":
         return build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
+    def fold(low, high):         # low(j) where j < 0, high(j) where j >= n (if padded there)
+        e = build.select(build.compare(CmpOp.GE, j, n), high, j) if after else j
+        return build.select(build.compare(CmpOp.LT, j, 0), low, e) if before else e
+    wide = builtins.max(before, after)
     if mode == "wrap":
-        return j % n
+        return fold(j + n, j - n) if wide <= n else j % n
     if n == 1:
         return 0
-    period = 2 * (n - 1) if mode == "reflect" else 2 * n
+    reflect = mode == "reflect"
+    if wide <= n - reflect:         # j < 0 mirrors to -j (-1 - j), j >= n to 2n-2-j (2n-1-j)
+        return fold(-j if reflect else -1 - j, 2 * n - 1 - reflect - j)
+    period = 2 * n - 2 * reflect
     m = j % period
-    back = period - m if mode == "reflect" else period - 1 - m
+    back = period - m if reflect else period - 1 - m
     # the select is clamped so that the bounds prover sees the result inside the axis
     return build.binary(BinOp.MIN, build.select(build.compare(CmpOp.LT, m, n), m, back), n - 1)
 
@@ -369,7 +378,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
                 inside.append(build.logical(BinOp.AND, build.compare(CmpOp.GE, j, 0),
                                             build.compare(CmpOp.LT, j, n)))
             else:
-                src.append(_pad_source(j, n, mode))
+                src.append(_pad_source(j, n, mode, b, a))
         e = x[tuple(src)]
         # one select per padded axis, the innermost axis's innermost: the outer axes'
         # conditions are loop-invariant branches, only the last one is a vector mask
