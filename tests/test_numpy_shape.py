@@ -464,12 +464,20 @@ def test_products_in_definitions():
     same(mv(a, v), np.exp(a @ v))
 
 
+_KEEP = {"root", "parallel", "vectorized", "unrolled", "schedule", "steps", "inline", "at"}
+
+
 def _shape_of_schedule(text):
-    """A schedule's text with its names replaced by their order of appearance."""
+    """A schedule's text with its names replaced by their order of appearance (the .o/.i
+    suffixes of split loops kept)."""
     names = {}
-    return re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: names.setdefault(m.group(), f"n{len(names)}")
-                  if m.group() not in ("root", "parallel", "vectorized", "unrolled", "schedule",
-                                       "steps", "inline") else m.group(), text)
+
+    def rename(m):
+        w = m.group()
+        suffix = m.start() > 0 and text[m.start() - 1] == "." and w in ("o", "i") and \
+            not text[m.end():m.end() + 1] == "."
+        return w if suffix or w in _KEEP else names.setdefault(w, f"n{len(names)}")
+    return re.sub(r"[A-Za-z_]\w*", rename, text)
 
 
 @pytest.mark.parametrize("n", [64, 96])
@@ -484,6 +492,25 @@ def test_matmul_schedule_is_the_hand_written_ones(n):
     s1, s2 = str(built.schedule_of(a, b)), str(hand.schedule_of(a, b))
     assert "unrolled" in s1          # register-tiled
     assert _shape_of_schedule(s1) == _shape_of_schedule(s2), (s1, s2)
+
+
+def test_matmul_bias_schedule_is_the_hand_written_ones():
+    """The bias epilogue is tiled with the product, as for a hand-written definition."""
+    a, bias = rand(64, 64, dtype="float32"), rand(64, dtype="float32")
+
+    @jd.compute
+    def built(A, B, b):
+        return jnp.add(jnp.matmul(A, B), b)
+
+    @jd.compute
+    def hand(A, B, b):
+        k = jd.reduce_axis(A.shape[1])
+        C = jd.tensor((A.shape[0], B.shape[1]), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k))
+        return jd.tensor(C.shape, lambda i, j: C[i, j] + b[j])
+    s1, s2 = str(built.schedule_of(a, a, bias)), str(hand.schedule_of(a, a, bias))
+    assert "at " in s1 and "unrolled" in s1
+    assert _shape_of_schedule(s1) == _shape_of_schedule(s2), (s1, s2)
+    same(built(a, a, bias), a @ a + bias, tol=1e-4)
 
 
 # -- the namespace ---------------------------------------------------------------------------
