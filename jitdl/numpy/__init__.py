@@ -22,12 +22,14 @@ from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, f
                    newaxis, ones, ones_like, pi, uint8, zeros, zeros_like)
 
 from jitdl.eager import cache_info, clear  # noqa: F401
-from jitdl.numpy import _reductions, _ufuncs
+from jitdl.numpy import _linalg, _manipulation, _reductions, _ufuncs
+from jitdl.numpy._linalg import *  # noqa: F401,F403
+from jitdl.numpy._manipulation import *  # noqa: F401,F403
 from jitdl.numpy._reductions import *  # noqa: F401,F403
 from jitdl.numpy._ufuncs import *  # noqa: F401,F403
 from jitdl.te.tensor import WHOLE
 
-_MODULES = (_ufuncs, _reductions)
+_MODULES = (_ufuncs, _reductions, _manipulation, _linalg)
 __all__ = [n for m in _MODULES for n in m.__all__]
 
 

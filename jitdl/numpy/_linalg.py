@@ -1,0 +1,74 @@
+"""jd.numpy's products (matmul, dot, einsum, ...), with NumPy's signatures: each is one
+contraction stage, a kernel on arrays."""
+from __future__ import annotations
+
+from jitdl.eager import apply
+from jitdl.errors import ArgumentError, user_loc
+from jitdl.ops import linalg as la
+
+
+def matmul(x1, x2, /, out=None):
+    """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
+    return apply("matmul", la.matmul, (x1, x2), (), out)
+
+
+def dot(a, b, out=None):
+    """numpy.dot: scalar product, inner product, matrix product, or the sum over a's
+    last axis and b's second-to-last."""
+    return apply("dot", la.dot, (a, b), (), out, ("a", "b"))
+
+
+def vdot(a, b, /):
+    """numpy.vdot for real arrays: the dot product of the flattened arrays."""
+    return apply("vdot", la.vdot, (a, b), (), None, ("a", "b"))
+
+
+def inner(a, b, /):
+    """numpy.inner: the sum over the last axes of both arrays."""
+    return apply("inner", la.inner, (a, b), (), None, ("a", "b"))
+
+
+def outer(a, b, out=None):
+    """numpy.outer: every element of a.ravel() times every element of b.ravel()."""
+    return apply("outer", la.outer, (a, b), (), out, ("a", "b"))
+
+
+def _axes(axes):
+    if isinstance(axes, int):
+        return axes
+    try:
+        a, b = axes
+    except (TypeError, ValueError):
+        raise ArgumentError(f"tensordot(): axes must be an int or a pair of axis sequences, "
+                            f"got {axes!r}", user_loc()) from None
+    return tuple(tuple(v) if isinstance(v, (list, tuple)) else (v,) for v in (a, b))
+
+
+def tensordot(a, b, axes=2):
+    """numpy.tensordot: axes an int or a pair of axis sequences."""
+    return apply("tensordot", la.tensordot, (a, b), (("axes", _axes(axes)),), None,
+                 ("a", "b"))
+
+
+def einsum(subscripts, /, *operands, out=None, optimize=False):
+    """numpy.einsum with explicit or implicit output, one stage for any number of
+    operands (no '...' subscripts)."""
+    if not isinstance(subscripts, str):
+        raise ArgumentError("einsum(): jd.numpy takes the subscripts as a string "
+                            f"('ij,jk->ik'), got {type(subscripts).__name__}", user_loc())
+    return apply("einsum", la.einsum, operands, (("subscripts", subscripts),), out,
+                 tuple(f"a{k}" for k in range(len(operands))))
+
+
+STATUS = {
+    "matmul": "done (dtype= and casting= not taken)",
+    "dot": "done",
+    "vdot": "done (real dtypes only: jitdl has no complex)",
+    "inner": "done",
+    "outer": "done",
+    "tensordot": "done",
+    "einsum": "partial: no '...' (ellipsis) subscripts, no dtype=/casting=; optimize= "
+              "ignored (one fused stage)",
+}
+
+__all__ = list(STATUS)

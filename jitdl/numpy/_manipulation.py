@@ -1,0 +1,323 @@
+"""jd.numpy's shape-manipulation functions, with NumPy's signatures.
+
+Where NumPy returns a view (transpose, reshape, ravel, squeeze, expand_dims,
+broadcast_to, flip, split), jd.numpy on arrays returns NumPy's own result: no copy, no
+kernel, NumPy's aliasing. Inside a definition every function adds a stage of index
+arithmetic that the schedule inlines into its consumer. Functions that move data
+(concatenate, stack, pad, roll, take, repeat, tile, copy, astype) run a jitdl kernel.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.eager import apply
+from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
+from jitdl.ops import manipulation as man
+from jitdl.ops.core import is_symbolic, operand, shape_of
+
+
+def _sym(*xs):
+    return any(is_symbolic(x) for x in xs)
+
+
+def _static(value):
+    """An int, or a (nested) sequence of ints as tuples: static arguments are hashable."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(_static(v) for v in value)
+    return operator.index(value)
+
+
+def _dtype(dtype):
+    return dtype and dtypes.normalize(dtype)
+
+
+def _names(n):
+    return tuple(f"a{k}" for k in range(n))
+
+
+def _ndim(x):
+    return len(shape_of(operand(x))) if is_symbolic(x) else np.ndim(x)
+
+
+# -- views on arrays ------------------------------------------------------------------------
+def transpose(a, axes=None):
+    """numpy.transpose: axes reversed, or permuted as `axes` says (a view on arrays)."""
+    if not _sym(a):
+        return np.transpose(a, axes)
+    return apply("transpose", man.transpose, (a,), (("axes", _static(axes)),), names=("a",))
+
+
+def permute_dims(a, axes):
+    """The array API's permute_dims: numpy.transpose with the axes given."""
+    return transpose(a, axes)
+
+
+def swapaxes(a, axis1, axis2):
+    """numpy.swapaxes (a view on arrays)."""
+    if not _sym(a):
+        return np.swapaxes(a, axis1, axis2)
+    return apply("swapaxes", man.swapaxes, (a,), (("axis1", operator.index(axis1)),
+                                                ("axis2", operator.index(axis2))))
+
+
+def moveaxis(a, source, destination):
+    """numpy.moveaxis (a view on arrays)."""
+    if not _sym(a):
+        return np.moveaxis(a, source, destination)
+    return apply("moveaxis", man.moveaxis, (a,), (("source", _static(source)),
+                                                ("destination", _static(destination))))
+
+
+def reshape(a, shape, order="C", *, copy=None):
+    """numpy.reshape in C order, one -1 inferred (NumPy's own result on arrays)."""
+    if not _sym(a):
+        return np.reshape(a, shape, order=order, copy=copy)
+    if order != "C":
+        raise ArgumentError(f"reshape(): order={order!r}: jd.numpy reshapes in C order "
+                            "inside definitions", user_loc())
+    return apply("reshape", man.reshape, (a,), (("shape", _static(shape)),))
+
+
+def ravel(a, order="C"):
+    """numpy.ravel: the elements in C order (a view on contiguous arrays)."""
+    if not _sym(a):
+        return np.ravel(a, order=order)
+    return reshape(a, (-1,), order)
+
+
+def squeeze(a, axis=None):
+    """numpy.squeeze: drop axes of length 1 (a view on arrays)."""
+    if not _sym(a):
+        return np.squeeze(a, axis)
+    return apply("squeeze", man.squeeze, (a,), (("axis", _static(axis)),))
+
+
+def expand_dims(a, axis):
+    """numpy.expand_dims: new axes of length 1 (a view on arrays)."""
+    if not _sym(a):
+        return np.expand_dims(a, axis)
+    return apply("expand_dims", man.expand_dims, (a,), (("axis", _static(axis)),))
+
+
+def broadcast_to(array, shape):
+    """numpy.broadcast_to (a read-only view on arrays)."""
+    if not _sym(array):
+        return np.broadcast_to(array, shape)
+    return apply("broadcast_to", man.broadcast_to, (array,), (("shape", _static(shape)),))
+
+
+def flip(m, axis=None):
+    """numpy.flip: reverse the order along `axis`, every axis for None (a view on arrays)."""
+    if not _sym(m):
+        return np.flip(m, axis)
+    return apply("flip", man.flip, (m,), (("axis", _static(axis)),), names=("m",))
+
+
+def fliplr(m):
+    """numpy.fliplr: flip axis 1 (a view on arrays)."""
+    if _ndim(m) < 2:
+        raise ShapeError("Input must be >= 2-d.", user_loc())
+    return flip(m, 1)
+
+
+def flipud(m):
+    """numpy.flipud: flip axis 0 (a view on arrays)."""
+    if _ndim(m) < 1:
+        raise ShapeError("Input must be >= 1-d.", user_loc())
+    return flip(m, 0)
+
+
+def _split(name, ary, indices_or_sections, axis, equal):
+    if not _sym(ary):
+        fn = np.split if equal else np.array_split
+        return fn(ary, indices_or_sections, axis)
+    ios = _static(indices_or_sections)
+    return list(apply(name, man.split, (ary,), (("indices_or_sections", ios),
+                                              ("axis", operator.index(axis)),
+                                              ("equal", equal))))
+
+
+def split(ary, indices_or_sections, axis=0):
+    """numpy.split: equal sections or at indices (a list of views on arrays)."""
+    return _split("split", ary, indices_or_sections, axis, True)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    """numpy.array_split: sections may differ by one (a list of views on arrays)."""
+    return _split("array_split", ary, indices_or_sections, axis, False)
+
+
+# -- kernels --------------------------------------------------------------------------------
+def copy(a, order="K"):
+    """numpy.copy as a kernel (a new C-ordered array)."""
+    return apply("copy", man.copy, (a,), names=("a",))
+
+
+def astype(x, dtype, /, *, copy=True):
+    """The array API's astype: x's elements converted to `dtype` (a kernel)."""
+    dt = dtypes.normalize(dtype)
+    if not copy and not _sym(x) and isinstance(x, np.ndarray) and x.dtype == dt:
+        return x
+    return apply("astype", man.astype, (x,), (("dtype", dt),), names=("x",))
+
+
+def _seq(arrays, what):
+    if isinstance(arrays, np.ndarray) or is_symbolic(arrays):
+        return tuple(arrays) if not is_symbolic(arrays) else (arrays,)
+    if not isinstance(arrays, (list, tuple)):
+        raise ArgumentError(f"{what}: expected a sequence of arrays, got "
+                            f"{type(arrays).__name__}", user_loc())
+    return tuple(arrays)
+
+
+def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """numpy.concatenate (axis=None: of the flattened arrays), in their common dtype."""
+    xs = _seq(arrays, "concatenate")
+    return apply("concatenate", man.concatenate, xs,
+                 (("axis", None if axis is None else operator.index(axis)),
+                  ("dtype", _dtype(dtype))), out, _names(len(xs)))
+
+
+def concat(arrays, /, *, axis=0):
+    """The array API's concat: numpy.concatenate."""
+    return concatenate(arrays, axis)
+
+
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """numpy.stack: arrays of one shape along a new axis."""
+    xs = _seq(arrays, "stack")
+    return apply("stack", man.stack, xs, (("axis", operator.index(axis)),
+                                        ("dtype", _dtype(dtype))), out, _names(len(xs)))
+
+
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    """numpy.hstack: along axis 1 (axis 0 for 1-D arrays)."""
+    xs = _seq(tup, "hstack")
+    return apply("hstack", man.hstack, xs, (("dtype", _dtype(dtype)),), names=_names(len(xs)))
+
+
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    """numpy.vstack: along axis 0, 1-D arrays as rows."""
+    xs = _seq(tup, "vstack")
+    return apply("vstack", man.vstack, xs, (("dtype", _dtype(dtype)),), names=_names(len(xs)))
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """numpy.pad: pad_width an int, a (before, after) pair or one pair per axis; modes
+    constant (constant_values a scalar), edge, reflect, symmetric, wrap."""
+    unknown = set(kwargs) - {"constant_values"}
+    if unknown:
+        raise ArgumentError(f"pad(): unsupported keyword arguments {sorted(unknown)} for "
+                            f"mode {mode!r}", user_loc())
+    value = kwargs.get("constant_values", 0)
+    if not isinstance(value, (bool, int, float, np.generic)):
+        raise ArgumentError("pad(): constant_values: jd.numpy.pad takes one scalar "
+                            f"(per-axis values are not supported), got {value!r}", user_loc())
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu":
+        raise ArgumentError("`pad_width` must be of integral type.", user_loc())
+    ndim = _ndim(array)
+    widths = tuple(tuple(map(int, p)) for p in np.broadcast_to(widths, (ndim, 2)))
+    return apply("pad", man.pad, (array,), (("pad_width", widths), ("mode", mode),
+                                          ("constant_values", value.item()
+                                           if isinstance(value, np.generic) else value)),
+                 names=("array",))
+
+
+def roll(a, shift, axis=None):
+    """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
+    return apply("roll", man.roll, (a,), (("shift", _static(shift)), ("axis", _static(axis))),
+                 names=("a",))
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
+    mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
+    static = (("axis", None if axis is None else operator.index(axis)), ("mode", mode))
+    if _sym(a, indices):
+        return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
+    if not isinstance(indices, np.ndarray):    # a 0-d array: its read is bounds-checked
+        indices = np.asarray(indices)
+    try:
+        return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
+    except (AxisError, man.TakeIndexError):
+        raise
+    except IndexError as e:
+        raise _take_error(a, indices, axis) or e from None
+
+
+def _take_error(a, indices, axis):
+    """NumPy's IndexError for the first index out of range (None if none is)."""
+    shape = np.shape(a)
+    n = int(np.prod(shape)) if axis is None else shape[axis % len(shape)]
+    ind = np.asarray(indices).ravel()
+    bad = ind[(ind < -n) | (ind >= n)]
+    if not bad.size:
+        return None
+    return man.TakeIndexError(f"index {int(bad[0])} is out of bounds for axis "
+                              f"{0 if axis is None else axis % len(shape)} with size {n}")
+
+
+def repeat(a, repeats, axis=None):
+    """numpy.repeat: each element `repeats` times (an int, or one count per element)."""
+    reps = _static(repeats)
+    if isinstance(reps, tuple) and len(reps) == 1:
+        reps = reps[0]
+    if isinstance(reps, tuple) and not _sym(a):
+        # per-element counts on an array: the source positions by NumPy, moved by take
+        n = np.size(a) if axis is None else np.shape(a)[axis]
+        if len(reps) != n:
+            raise ShapeError(f"operands could not be broadcast together with shape ({n},) "
+                             f"({len(reps)},)", user_loc())
+        if any(r < 0 for r in reps):
+            raise ShapeError("repeats may not contain negative values.", user_loc())
+        return take(a, np.repeat(np.arange(n), reps), axis)
+    return apply("repeat", man.repeat, (a,), (("repeats", reps),
+                                            ("axis", None if axis is None
+                                             else operator.index(axis))), names=("a",))
+
+
+def tile(A, reps):
+    """numpy.tile: A repeated `reps` times along each axis."""
+    return apply("tile", man.tile, (A,), (("reps", _static(reps)),), names=("A",))
+
+
+STATUS = {
+    "transpose": "done (view on arrays)",
+    "permute_dims": "done (view on arrays)",
+    "swapaxes": "done (view on arrays)",
+    "moveaxis": "done (view on arrays)",
+    "reshape": "partial: order='C' only inside definitions (view on arrays where NumPy "
+               "gives one)",
+    "ravel": "partial: order='C' only inside definitions (view on contiguous arrays)",
+    "squeeze": "done (view on arrays)",
+    "expand_dims": "done (view on arrays)",
+    "broadcast_to": "done (read-only view on arrays)",
+    "flip": "done (view on arrays)",
+    "fliplr": "done (view on arrays)",
+    "flipud": "done (view on arrays)",
+    "split": "done (list of views on arrays)",
+    "array_split": "done (list of views on arrays)",
+    "copy": "partial: order= ignored (always C order)",
+    "astype": "done",
+    "concatenate": "partial: casting= not checked",
+    "concat": "done",
+    "stack": "partial: casting= not checked",
+    "hstack": "partial: casting= not checked",
+    "vstack": "partial: casting= not checked",
+    "pad": "partial: modes constant (one scalar constant_values), edge, reflect, "
+           "symmetric, wrap; no stat modes, linear_ramp, empty, reflect_type='odd'",
+    "roll": "done",
+    "take": "done: modes raise, wrap, clip; NumPy's IndexError text on arrays (inside "
+            "definitions the kernel's own bounds message)",
+    "repeat": "done: per-element counts on arrays through take, inside definitions as a "
+              "count of boundaries (one comparison per element)",
+    "tile": "done",
+}
+
+__all__ = list(STATUS)

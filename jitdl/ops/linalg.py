@@ -1,0 +1,237 @@
+"""Products as builders: matmul, dot, vdot, inner, outer, tensordot and einsum are one
+contraction stage each, `out[o...] = sum(prod(x[labels of x]) over the other labels)`.
+
+A 2-D product is exactly the stage one writes by hand, `sum(A[i, k] * B[k, j], axis=k)`,
+so the auto schedule register-tiles it the same way. Result dtypes follow NumPy: the
+operands' common type (int8 @ int8 stays int8 and wraps), bool products are logical
+(any of and).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from jitdl.errors import ShapeError, user_loc
+from jitdl.ir import build
+from jitdl.ir.nodes import BinOp, ReduceOp
+from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
+                            shape_of, shape_text)
+from jitdl.ops.manipulation import ravel
+from jitdl.te import ops as te
+from jitdl.te.tensor import Tensor
+
+_MATMUL_SIG = "(n?,k),(k,m?)->(n?,m?)"
+
+
+def _dtype(*xs):
+    return np.result_type(*(np.dtype(x.dtype) for x in xs)).name
+
+
+def contract(xs, labels, out, extents, name):
+    """The stage out[out labels] = sum over the remaining labels of the product of
+    x[labels of x] for x in xs, in the operands' common dtype. A label None reads index 0
+    (a broadcast dimension); `extents` gives every label's length."""
+    dt = _dtype(*xs)
+    summed = [lab for lab in dict.fromkeys(lab for ls in labels for lab in ls)
+              if lab is not None and lab not in out]
+    shape = tuple(extents[lab] for lab in out)
+
+    def body(*idx):
+        env = dict(zip(out, idx))
+        ks = [te.reduce_axis(extents[lab]) for lab in summed]
+        env.update(zip(summed, ks))
+        e = None
+        for x, ls in zip(xs, labels):
+            v = build.cast(x[tuple(0 if lab is None else env[lab] for lab in ls)]
+                           if isinstance(x, Tensor) else x, dt)
+            e = v if e is None else build.binary(BinOp.MUL, e, v)
+        if not ks:
+            return e
+        return te.reduce(ReduceOp.ANY if dt == "bool" else ReduceOp.SUM, e, ks)
+    return te.tensor(shape, body, name=name)
+
+
+def matmul(a, b):
+    """np.matmul (the @ operator): 1-D operands promoted to a row / column and the
+    added axis removed, the leading (batch) axes broadcast."""
+    a, b = operand(a), operand(b)
+    for n, x in enumerate((a, b)):
+        if not shape_of(x):
+            raise ShapeError(f"matmul: Input operand {n} does not have enough dimensions "
+                             f"(has 0, gufunc core with signature {_MATMUL_SIG} requires 1)",
+                             user_loc())
+    sa, sb = a.shape, b.shape
+    ka, kb = sa[-1], sb[0] if len(sb) == 1 else sb[-2]
+    if not same_dim(ka, kb):
+        raise ShapeError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, "
+                         f"with gufunc signature {_MATMUL_SIG} (size {kb} is different from "
+                         f"{ka})", user_loc())
+    ba, bb = sa[:-2], sb[:-2]
+    try:
+        batch = broadcast_shapes(ba, bb)
+    except ShapeError:
+        raise ShapeError(f"operands could not be broadcast together with remapped shapes "
+                         f"[original->remapped]: {shape_text(sa)} and {shape_text(sb)} "
+                         f"(batch axes {shape_text(ba)} and {shape_text(bb)})",
+                         user_loc()) from None
+    nb = len(batch)
+    extents = {f"b{d}": n for d, n in enumerate(batch)}
+    extents.update(k=ka)
+
+    def batch_labels(s):
+        off = nb - len(s)
+        return tuple(None if is_one(n) and not is_one(batch[off + d]) else f"b{off + d}"
+                     for d, n in enumerate(s))
+    la, lb = batch_labels(ba), batch_labels(bb)
+    out = tuple(f"b{d}" for d in range(nb))
+    if len(sa) > 1:
+        la, out = la + ("i", "k"), out + ("i",)
+        extents["i"] = sa[-2]
+    else:
+        la = ("k",)
+    if len(sb) > 1:
+        lb, out = lb + ("k", "j"), out + ("j",)
+        extents["j"] = sb[-1]
+    else:
+        lb = ("k",)
+    return contract((a, b), (la, lb), out, extents, "matmul")
+
+
+def tensordot(a, b, axes=2):
+    """np.tensordot: axes an int n (the last n axes of a with the first n of b) or a pair
+    of axis sequences; the result has a's free axes, then b's."""
+    a, b = operand(a), operand(b)
+    sa, sb = shape_of(a), shape_of(b)
+    if isinstance(axes, int):
+        if axes < 0 or axes > len(sa) or axes > len(sb):
+            raise ShapeError("shape-mismatch for sum", user_loc())
+        xa, xb = tuple(range(len(sa) - axes, len(sa))), tuple(range(axes))
+    else:
+        xa, xb = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in axes)
+        if len(xa) != len(xb):
+            raise ShapeError("shape-mismatch for sum", user_loc())
+        xa, xb = normalize_axes(xa, len(sa), False), normalize_axes(xb, len(sb), False)
+    for p, q in zip(xa, xb):
+        if not same_dim(sa[p], sb[q]):
+            raise ShapeError("shape-mismatch for sum", user_loc())
+    extents = {}
+    la = tuple(f"k{xa.index(d)}" if d in xa else f"a{d}" for d in range(len(sa)))
+    lb = tuple(f"k{xb.index(d)}" if d in xb else f"b{d}" for d in range(len(sb)))
+    for lab, n in list(zip(la, sa)) + list(zip(lb, sb)):
+        extents[lab] = n
+    out = tuple(lab for lab in la + lb if not lab.startswith("k"))
+    return contract((a, b), (la, lb), out, extents, "tensordot")
+
+
+def _aligned_error(sa, sb, da, db):
+    return ShapeError(f"shapes {shape_text(sa).replace(' ', '')} and "
+                      f"{shape_text(sb).replace(' ', '')} not aligned: {sa[da]} (dim {da}) "
+                      f"!= {sb[db]} (dim {db})", user_loc())
+
+
+def dot(a, b):
+    """np.dot: a product with a scalar, the inner product of vectors, the matrix product,
+    and in general the sum over a's last axis and b's second-to-last."""
+    a, b = operand(a), operand(b)
+    sa, sb = shape_of(a), shape_of(b)
+    if not sa or not sb:
+        return contract((a, b), (tuple(f"a{d}" for d in range(len(sa))),
+                                 tuple(f"b{d}" for d in range(len(sb)))),
+                        tuple(f"a{d}" for d in range(len(sa))) +
+                        tuple(f"b{d}" for d in range(len(sb))),
+                        {**{f"a{d}": n for d, n in enumerate(sa)},
+                         **{f"b{d}": n for d, n in enumerate(sb)}}, "dot")
+    db = 0 if len(sb) == 1 else len(sb) - 2
+    if not same_dim(sa[-1], sb[db]):
+        raise _aligned_error(sa, sb, len(sa) - 1, db)
+    return tensordot(a, b, ((len(sa) - 1,), (db,)))
+
+
+def vdot(a, b):
+    """np.vdot for real operands: the sum of the elementwise product of the flattened
+    operands (which must have as many elements)."""
+    a, b = ravel(operand(a)), ravel(operand(b))
+    if not same_dim(a.shape[0], b.shape[0]):
+        raise ShapeError(f"cannot reshape array of size {b.shape[0]} into shape "
+                         f"({a.shape[0]},)", user_loc())
+    return contract((a, b), (("k",), ("k",)), (), {"k": a.shape[0]}, "vdot")
+
+
+def inner(a, b):
+    """np.inner: the sum over the last axes of both (a product when one is a scalar)."""
+    a, b = operand(a), operand(b)
+    sa, sb = shape_of(a), shape_of(b)
+    if not sa or not sb:
+        return dot(a, b)
+    if not same_dim(sa[-1], sb[-1]):
+        raise _aligned_error(sa, sb, len(sa) - 1, len(sb) - 1)
+    return tensordot(a, b, ((len(sa) - 1,), (len(sb) - 1,)))
+
+
+def outer(a, b):
+    """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j]."""
+    a, b = ravel(operand(a)), ravel(operand(b))
+    return contract((a, b), (("i",), ("j",)), ("i", "j"),
+                    {"i": a.shape[0], "j": b.shape[0]}, "outer")
+
+
+def _parse_einsum(subscripts, ndims):
+    """(input label strings, output label string) of an einsum subscripts string, with
+    NumPy's errors; the implicit output is the labels used once, in alphabetical order."""
+    s = subscripts.replace(" ", "")
+    if "." in s:
+        raise ShapeError("jd.numpy.einsum does not support '...' (ellipsis) subscripts yet; "
+                         "write every axis's label", user_loc())
+    lhs, arrow, rhs = s.partition("->")
+    if "-" in lhs or ">" in lhs or "-" in rhs or ">" in rhs:
+        raise ShapeError("einstein sum subscript string does not contain proper '->' output "
+                         "specified", user_loc())
+    ins = lhs.split(",")
+    for c in lhs.replace(",", "") + rhs:
+        if not c.isascii() or not c.isalpha():
+            raise ShapeError(f"invalid subscript '{c}' in einstein sum subscripts string, "
+                             "subscripts must be letters", user_loc())
+    if len(ins) < len(ndims):
+        raise ShapeError("more operands provided to einstein sum function than specified "
+                         "in the subscripts string", user_loc())
+    if len(ins) > len(ndims):
+        raise ShapeError("fewer operands provided to einstein sum function than specified "
+                         "in the subscripts string", user_loc())
+    for n, (labels, nd) in enumerate(zip(ins, ndims)):
+        if len(labels) > nd:
+            raise ShapeError(f"einstein sum subscripts string contains too many subscripts "
+                             f"for operand {n}", user_loc())
+        if len(labels) < nd:
+            raise ShapeError("operand has more dimensions than subscripts given in einstein "
+                             "sum, but no '...' ellipsis provided to broadcast the extra "
+                             "dimensions.", user_loc())
+    if not arrow:
+        used = lhs.replace(",", "")
+        rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
+    for c in rhs:
+        if rhs.count(c) > 1:
+            raise ShapeError(f"einstein sum subscripts string includes output subscript "
+                             f"'{c}' multiple times", user_loc())
+        if c not in lhs:
+            raise ShapeError(f"einstein sum subscripts string included output subscript "
+                             f"'{c}' which never appeared in an input", user_loc())
+    return ins, rhs
+
+
+def einsum(*xs, subscripts):
+    """np.einsum on one or more operands, explicit ('ij,jk->ik') or implicit ('ij,jk')
+    output; a label repeated in one operand reads its diagonal ('ii->i')."""
+    xs = [operand(x) for x in xs]
+    ins, out = _parse_einsum(subscripts, [len(shape_of(x)) for x in xs])
+    extents = {}
+    for n, (labels, x) in enumerate(zip(ins, xs)):
+        for c, d in zip(labels, shape_of(x)):
+            have = extents.setdefault(c, d)
+            if same_dim(have, d):
+                continue
+            if labels.count(c) > 1:
+                raise ShapeError(f"dimensions in single operand for collapsing index '{c}' "
+                                 f"don't match ({have} != {d})", user_loc())
+            raise ShapeError(f"Size of label '{c}' for operand {n} ({d}) does not match "
+                             f"previous terms ({have}).", user_loc())
+    return contract(xs, [tuple(s) for s in ins], tuple(out), extents, "einsum")
+

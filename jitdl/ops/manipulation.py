@@ -1,0 +1,504 @@
+"""Shape-manipulation builders: stages that only move elements (index arithmetic, no
+math), with NumPy's shapes and errors. The auto schedule inlines the ones that feed an
+elementwise consumer, so `exp(transpose(X))` is one loop nest reading X transposed.
+
+Every builder takes tensors (or scalars) and static Python arguments already normalised
+by the jd.numpy wrappers: axes and shapes as tuples of ints.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
+from jitdl.ir import build
+from jitdl.ir.nodes import BinOp, CmpOp
+from jitdl.ops.core import (as_tensor, broadcast_to as _broadcast, is_one, normalize_axes,
+                            normalize_axis, operand, same_dim, shape_of, shape_text)
+from jitdl.te import ops as te
+from jitdl.te.tensor import Tensor
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+def _empty(d) -> bool:
+    return isinstance(d, int) and d == 0
+
+
+def _ints(value, what):
+    """A static int or sequence of ints as a tuple (NumPy's TypeError otherwise)."""
+    seq = value if isinstance(value, (tuple, list)) else (value,)
+    try:
+        return tuple(operator.index(v) for v in seq)
+    except TypeError:
+        raise ArgumentError(f"{what}: expected an int or a tuple of ints, got {value!r}",
+                            user_loc()) from None
+
+
+def copy(x):
+    """A new tensor with x's elements (np.copy)."""
+    x = as_tensor(x)
+    return te.tensor(x.shape, lambda *idx: x[idx], name="copy")
+
+
+def astype(x, dtype):
+    """x's elements converted to `dtype` (C casts, as NumPy's unsafe casting does)."""
+    x = as_tensor(x)
+    return te.tensor(x.shape, lambda *idx: build.cast(x[idx], dtype), name="astype")
+
+
+# -- views: index arithmetic ----------------------------------------------------------------
+def transpose(x, axes=None):
+    """np.transpose: axes=None reverses the axes; out.shape[d] = x.shape[axes[d]]."""
+    x = as_tensor(x)
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    if len(axes) != x.ndim:
+        raise ShapeError("axes don't match array", user_loc())
+    axes = normalize_axes(tuple(axes), x.ndim, allow_none=False)
+    if axes == tuple(range(x.ndim)):
+        return x
+    inverse = [axes.index(d) for d in range(x.ndim)]
+    return te.tensor(tuple(x.shape[a] for a in axes),
+                     lambda *idx: x[tuple(idx[inverse[d]] for d in range(x.ndim))],
+                     name="transpose")
+
+
+def swapaxes(x, axis1, axis2):
+    """np.swapaxes."""
+    x = as_tensor(x)
+    a, b = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
+    axes = list(range(x.ndim))
+    axes[a], axes[b] = b, a
+    return transpose(x, tuple(axes))
+
+
+def moveaxis(x, source, destination):
+    """np.moveaxis: the axes `source` go to positions `destination`, others keep order."""
+    x = as_tensor(x)
+    src = normalize_axes(_ints(source, "source"), x.ndim, allow_none=False)
+    dst = normalize_axes(_ints(destination, "destination"), x.ndim, allow_none=False)
+    if len(src) != len(dst):
+        raise ShapeError("`source` and `destination` arguments must have the same number "
+                         "of elements", user_loc())
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, tuple(order))
+
+
+def _new_shape(size, shape):
+    """NumPy's reshape target: one -1 inferred from `size`, NumPy's errors."""
+    shape = _ints(shape, "shape")
+    if builtins.sum(d == -1 for d in shape) > 1:
+        raise ShapeError("can only specify one unknown dimension", user_loc())
+    if builtins.any(d < -1 for d in shape):
+        raise ShapeError(f"negative dimensions not allowed, got {shape}", user_loc())
+    known = _size(d for d in shape if d != -1)
+    if -1 in shape:
+        if known == 0 or size % known:
+            shown = shape_text(tuple("newaxis" if d == -1 else d for d in shape))
+            raise ShapeError(f"cannot reshape array of size {size} into shape "
+                             f"{shown.replace(' ', '')}", user_loc())
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    elif known != size:
+        raise ShapeError(f"cannot reshape array of size {size} into shape "
+                         f"{shape_text(shape)}", user_loc())
+    return shape
+
+
+def _groups(src, dst):
+    """Pairs (source dims, target dims) of equal products that partition both shapes
+    (dims of size 1 left out): each group's indices only depend on each other."""
+    src_dims = [d for d, n in enumerate(src) if not is_one(n)]
+    dst_dims = [d for d, n in enumerate(dst) if not is_one(n)]
+    out, s, t = [], 0, 0
+    while s < len(src_dims):
+        gs, gt = [src_dims[s]], [dst_dims[t]]
+        ps, pt = src[src_dims[s]], dst[dst_dims[t]]
+        s, t = s + 1, t + 1
+        while ps != pt:
+            if ps < pt:
+                ps *= src[src_dims[s]]
+                gs.append(src_dims[s])
+                s += 1
+            else:
+                pt *= dst[dst_dims[t]]
+                gt.append(dst_dims[t])
+                t += 1
+        out.append((gs, gt))
+    return out
+
+
+def reshape(x, shape):
+    """np.reshape in C order: each group of dims with equal products maps its flat index
+    (dims of size 1 and unchanged dims cost no arithmetic)."""
+    x = as_tensor(x)
+    size = _size(x.shape)
+    shape = _new_shape(size, shape)
+    if tuple(shape) == tuple(x.shape):
+        return x
+    if _empty(size):
+        return te.tensor(shape, lambda *idx: build.cast(0, x.dtype), name="reshape")
+    groups = _groups(x.shape, shape)
+
+    def body(*idx):
+        src = [0] * x.ndim
+        for gs, gt in groups:
+            flat = 0
+            for d in gt:
+                flat = flat * shape[d] + idx[d]
+            stride = 1
+            for d in reversed(gs):
+                v = flat // stride if stride != 1 else flat
+                src[d] = v if d == gs[0] else v % x.shape[d]
+                stride *= x.shape[d]
+        return x[tuple(src)]
+    return te.tensor(shape, body, name="reshape")
+
+
+def ravel(x):
+    """np.ravel: the elements in C order, 1-D."""
+    return reshape(x, (-1,))
+
+
+def squeeze(x, axis=None):
+    """np.squeeze: drop the axes of length 1 (`axis`: those, which must have length 1)."""
+    x = as_tensor(x)
+    if axis is None:
+        axes = tuple(d for d, n in enumerate(x.shape) if is_one(n))
+    else:
+        axes = normalize_axes(axis, x.ndim, allow_none=False)
+        if not builtins.all(is_one(x.shape[a]) for a in axes):
+            raise ShapeError("cannot select an axis to squeeze out which has size not equal "
+                             "to one", user_loc())
+    if not axes:
+        return x
+    keep = [d for d in range(x.ndim) if d not in axes]
+
+    def body(*idx):
+        src = [0] * x.ndim
+        for d, i in zip(keep, idx):
+            src[d] = i
+        return x[tuple(src)]
+    return te.tensor(tuple(x.shape[d] for d in keep), body, name="squeeze")
+
+
+def expand_dims(x, axis):
+    """np.expand_dims: new axes of length 1 at positions `axis` of the result."""
+    x = as_tensor(x)
+    ndim = x.ndim + len(_ints(axis, "axis"))
+    axes = normalize_axes(axis, ndim, allow_none=False)
+    dims = iter(x.shape)
+    shape = tuple(1 if d in axes else next(dims) for d in range(ndim))
+    keep = [d for d in range(ndim) if d not in axes]
+    return te.tensor(shape, lambda *idx: x[tuple(idx[d] for d in keep)], name="expand_dims")
+
+
+def broadcast_to(x, shape):
+    """np.broadcast_to (a stage reading x with its stretched axes held at 0)."""
+    shape = _ints(shape, "shape")
+    if builtins.any(d < 0 for d in shape):
+        raise ShapeError("all elements of broadcast shape must be non-negative", user_loc())
+    return _broadcast(x, shape, name="broadcast_to")
+
+
+def flip(x, axis=None):
+    """np.flip: the elements along `axis` (None: every axis) in reverse order."""
+    x = as_tensor(x)
+    axes = normalize_axes(axis, x.ndim)
+    return te.tensor(x.shape, lambda *idx: x[tuple(
+        x.shape[d] - 1 - i if d in axes else i for d, i in enumerate(idx))], name="flip")
+
+
+def split(x, indices_or_sections, axis=0, equal=True):
+    """np.split / np.array_split: a tuple of stages, each a range of x along `axis`."""
+    x = as_tensor(x)
+    axis = normalize_axis(axis, x.ndim)
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, tuple):
+        bounds = [builtins.min(builtins.max(b if b >= 0 else b + n, 0), n)
+                  for b in indices_or_sections]
+        starts, stops = [0] + bounds, bounds + [n]
+    else:
+        parts = indices_or_sections
+        if parts <= 0:
+            raise ShapeError("number sections must be larger than 0.", user_loc())
+        if equal and n % parts:
+            raise ShapeError("array split does not result in an equal division", user_loc())
+        q, r = divmod(n, parts)
+        sizes = [q + 1] * r + [q] * (parts - r)
+        starts = [builtins.sum(sizes[:p]) for p in range(parts)]
+        stops = [s + z for s, z in zip(starts, sizes)]
+    out = []
+    for lo, hi in zip(starts, stops):
+        hi = builtins.max(hi, lo)
+        shape = x.shape[:axis] + (hi - lo,) + x.shape[axis + 1:]
+        out.append(te.tensor(shape, lambda *idx, lo=lo: x[
+            idx[:axis] + (idx[axis] + lo,) + idx[axis + 1:]], name="split"))
+    return tuple(out)
+
+
+# -- data-moving ops ------------------------------------------------------------------------
+def _common_dtype(xs, dtype=None):
+    if dtype is not None:
+        return dtype
+    return np.result_type(*(np.dtype(x.dtype) for x in xs)).name
+
+
+def concatenate(*xs, axis=0, dtype=None):
+    """np.concatenate: along `axis` (None: of the flattened operands), each element read
+    from the operand whose range holds its index (a select chain), in the common dtype."""
+    if not xs:
+        raise ShapeError("need at least one array to concatenate", user_loc())
+    xs = [operand(x) for x in xs]
+    if builtins.any(not shape_of(x) for x in xs):
+        raise ShapeError("zero-dimensional arrays cannot be concatenated", user_loc())
+    if axis is None:
+        xs, axis = [ravel(x) for x in xs], 0
+    dt = _common_dtype(xs, dtype)
+    first = xs[0]
+    axis = normalize_axis(axis, first.ndim)
+    for n, x in enumerate(xs[1:], 1):
+        if x.ndim != first.ndim:
+            raise ShapeError(
+                f"all the input arrays must have same number of dimensions, but the array "
+                f"at index 0 has {first.ndim} dimension(s) and the array at index {n} has "
+                f"{x.ndim} dimension(s)", user_loc())
+        for d in range(first.ndim):
+            if d != axis and not same_dim(x.shape[d], first.shape[d]):
+                raise ShapeError(
+                    f"all the input array dimensions except for the concatenation axis must "
+                    f"match exactly, but along dimension {d}, the array at index 0 has size "
+                    f"{first.shape[d]} and the array at index {n} has size {x.shape[d]}",
+                    user_loc())
+    starts = [0]
+    for x in xs:
+        starts.append(starts[-1] + x.shape[axis])
+    shape = first.shape[:axis] + (starts[-1],) + first.shape[axis + 1:]
+
+    def body(*idx):
+        i = idx[axis]
+        e = None
+        for x, lo, hi in reversed(list(zip(xs, starts, starts[1:]))):
+            if _empty(x.shape[axis]):          # an empty operand contributes nothing
+                continue
+            v = build.cast(x[idx[:axis] + (i - lo if lo else i,) + idx[axis + 1:]], dt)
+            e = v if e is None else build.select(build.compare(CmpOp.LT, i, hi), v, e)
+        return e if e is not None else build.cast(0, dt)
+    return te.tensor(shape, body, name="concatenate")
+
+
+def stack(*xs, axis=0, dtype=None):
+    """np.stack: the operands (all of one shape) along a new axis."""
+    if not xs:
+        raise ShapeError("need at least one array to stack", user_loc())
+    xs = [as_tensor(x) for x in xs]
+    for x in xs[1:]:
+        if len(x.shape) != len(xs[0].shape) or not builtins.all(
+                same_dim(a, b) for a, b in zip(x.shape, xs[0].shape)):
+            raise ShapeError("all input arrays must have the same shape", user_loc())
+    axis = normalize_axis(axis, xs[0].ndim + 1)
+    return concatenate(*(expand_dims(x, axis) for x in xs), axis=axis, dtype=dtype)
+
+
+def hstack(*xs, dtype=None):
+    """np.hstack: along axis 1, or axis 0 for 1-D operands."""
+    xs = [reshape(x, (1,)) if not shape_of(operand(x)) else x for x in xs]
+    return concatenate(*xs, axis=0 if xs and len(shape_of(xs[0])) == 1 else 1, dtype=dtype)
+
+
+def vstack(*xs, dtype=None):
+    """np.vstack: along axis 0, 1-D operands (and scalars) as rows."""
+    xs = [reshape(x, (1, -1)) if len(shape_of(operand(x))) < 2 else x for x in xs]
+    return concatenate(*xs, axis=0, dtype=dtype)
+
+
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def _pad_source(j, n, mode, before, after):
+    """The source index of position j (before-padding removed) of an axis of length n.
+    Padding no wider than the axis takes one reflection (two selects); wider padding
+    repeats it (a modulo: integer division, which x86 has no vector instruction for)."""
+    if mode == "edge":
+        return build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
+    def fold(low, high):         # low(j) where j < 0, high(j) where j >= n (if padded there)
+        e = build.select(build.compare(CmpOp.GE, j, n), high, j) if after else j
+        return build.select(build.compare(CmpOp.LT, j, 0), low, e) if before else e
+    wide = builtins.max(before, after)
+    if mode == "wrap":
+        return fold(j + n, j - n) if wide <= n else j % n
+    if n == 1:
+        return 0
+    reflect = mode == "reflect"
+    if wide <= n - reflect:         # j < 0 mirrors to -j (-1 - j), j >= n to 2n-2-j (2n-1-j)
+        return fold(-j if reflect else -1 - j, 2 * n - 1 - reflect - j)
+    period = 2 * n - 2 * reflect
+    m = j % period
+    back = period - m if reflect else period - 1 - m
+    # the select is clamped so that the bounds prover sees the result inside the axis
+    return build.binary(BinOp.MIN, build.select(build.compare(CmpOp.LT, m, n), m, back), n - 1)
+
+
+def pad(x, pad_width, mode="constant", constant_values=0):
+    """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar."""
+    x = as_tensor(x)
+    if mode not in PAD_MODES:
+        raise ShapeError(f"mode '{mode}' is not supported by jd.numpy.pad; supported: "
+                         f"{', '.join(PAD_MODES)}", user_loc())
+    if len(pad_width) != x.ndim:
+        raise ShapeError(f"operands could not be broadcast together with remapped shapes "
+                         f"[original->remapped]: ({len(pad_width)},2) and requested shape "
+                         f"({x.ndim},2)", user_loc())
+    if builtins.any(p < 0 for pair in pad_width for p in pair):
+        raise ShapeError("index can't contain negative values", user_loc())
+    shape = tuple(n + b + a for n, (b, a) in zip(x.shape, pad_width))
+    for n, (b, a) in zip(x.shape, pad_width):
+        if mode != "constant" and (b or a) and not n:
+            raise ShapeError("can't extend empty axis using modes other than 'constant' "
+                             "or 'empty'", user_loc())
+    value = build.cast(constant_values, x.dtype) if mode == "constant" else None
+
+    def body(*idx):
+        src, inside = [], []
+        for i, n, (b, a) in zip(idx, x.shape, pad_width):
+            j = i - b if b else i
+            if not (b or a):
+                src.append(j)
+            elif mode == "constant":
+                src.append(j)
+                inside.append(build.logical(BinOp.AND, build.compare(CmpOp.GE, j, 0),
+                                            build.compare(CmpOp.LT, j, n)))
+            else:
+                src.append(_pad_source(j, n, mode, b, a))
+        e = x[tuple(src)]
+        # one select per padded axis, the innermost axis's innermost: the outer axes'
+        # conditions are loop-invariant branches, only the last one is a vector mask
+        for c in reversed(inside):
+            e = build.select(c, e, value)
+        return e
+    return te.tensor(shape, body, name="pad")
+
+
+def roll(x, shift, axis=None):
+    """np.roll: elements shifted by `shift` along `axis` (None: in the flattened order)."""
+    x = as_tensor(x)
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), x.shape)
+    shifts, axes = _ints(shift, "shift"), _ints(axis, "axis")
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ShapeError("'shift' and 'axis' should be scalars or 1D sequences", user_loc())
+    by = {}
+    for s, a in zip(shifts, axes):
+        a = normalize_axis(a, x.ndim)
+        by[a] = by.get(a, 0) + s
+    by = {a: s % x.shape[a] for a, s in by.items() if x.shape[a] and s % x.shape[a]}
+    if not by:
+        return copy(x)
+    return te.tensor(x.shape, lambda *idx: x[tuple(
+        (i + (x.shape[d] - by[d])) % x.shape[d] if d in by else i
+        for d, i in enumerate(idx))], name="roll")
+
+
+TAKE_MODES = ("raise", "wrap", "clip")
+
+
+class TakeIndexError(JitdlError, IndexError):
+    """An index np.take cannot use: NumPy raises IndexError."""
+
+
+def take(a, indices, axis=None, mode="raise"):
+    """np.take: a's elements at `indices` along `axis` (None: of a flattened). mode
+    'raise' wraps negative indices once and leaves the rest to the kernel's run-time
+    bounds check; 'wrap' takes them modulo the length, 'clip' clamps them."""
+    a = as_tensor(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis(axis, a.ndim)
+    ind = operand(indices)
+    if not (ind.dtype == "bool" or ind.dtype.startswith(("int", "uint"))):
+        raise ArgumentError(f"Cannot cast array data from dtype('{ind.dtype}') to "
+                            f"dtype('int64') according to the rule 'same_kind'", user_loc())
+    if mode not in TAKE_MODES:
+        raise ArgumentError(f"clipmode must be one of 'clip', 'raise', or 'wrap', got "
+                            f"{mode!r}", user_loc())
+    n = a.shape[axis]
+    if _empty(n) and not _empty(_size(shape_of(ind))):
+        raise TakeIndexError("cannot do a non-empty take from an empty axes.", user_loc())
+    k = len(shape_of(ind))
+    shape = a.shape[:axis] + shape_of(ind) + a.shape[axis + 1:]
+
+    def body(*idx):
+        j = build.cast(ind[idx[axis:axis + k]] if isinstance(ind, Tensor) else ind, "int64")
+        if mode == "raise":
+            j = build.select(build.compare(CmpOp.LT, j, 0), j + n, j)
+        elif mode == "wrap":
+            j = j % n
+        else:
+            j = build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
+        return a[idx[:axis] + (j,) + idx[axis + k:]]
+    return te.tensor(shape, body, name="take")
+
+
+def repeat(a, repeats, axis=None):
+    """np.repeat: each element `repeats` times along `axis` (None: of a flattened);
+    repeats an int, or a tuple with one count per element (the source of an output
+    position counts the boundaries at or before it: one comparison per element)."""
+    a = as_tensor(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = normalize_axis(axis, a.ndim)
+    n = a.shape[axis]
+    reps = _ints(repeats, "repeats")
+    if builtins.any(r < 0 for r in reps):
+        raise ShapeError("repeats may not contain negative values.", user_loc())
+    if len(reps) == 1:
+        r = reps[0]
+        shape = a.shape[:axis] + (n * r,) + a.shape[axis + 1:]
+        return te.tensor(shape, lambda *idx: a[
+            idx[:axis] + (idx[axis] // r if r != 1 else idx[axis],) + idx[axis + 1:]],
+            name="repeat")
+    if len(reps) != n:
+        raise ShapeError(f"operands could not be broadcast together with shape ({n},) "
+                         f"({len(reps)},)", user_loc())
+    bounds = list(np.cumsum(reps)[:-1])
+    shape = a.shape[:axis] + (builtins.sum(reps),) + a.shape[axis + 1:]
+
+    def body(*idx):
+        i, j = idx[axis], build.as_expr(0)
+        for b in bounds:
+            j = j + build.cast(build.compare(CmpOp.GE, i, int(b)), "int64")
+        j = build.binary(BinOp.MIN, j, n - 1)
+        return a[idx[:axis] + (j,) + idx[axis + 1:]]
+    return te.tensor(shape, body, name="repeat")
+
+
+def tile(a, reps):
+    """np.tile: a repeated reps[d] times along each axis (a padded with leading axes of
+    length 1, or reps with leading 1s, to the same rank)."""
+    a = as_tensor(a)
+    reps = _ints(reps, "reps")
+    if builtins.any(r < 0 for r in reps):
+        raise ShapeError("negative dimensions are not allowed", user_loc())
+    ndim = builtins.max(a.ndim, len(reps))
+    reps = (1,) * (ndim - len(reps)) + reps
+    if a.ndim < ndim:
+        a = reshape(a, (1,) * (ndim - a.ndim) + a.shape)
+    shape = tuple(n * r for n, r in zip(a.shape, reps))
+    if builtins.any(_empty(n) for n in shape):
+        return te.tensor(shape, lambda *idx: build.cast(0, a.dtype), name="tile")
+    return te.tensor(shape, lambda *idx: a[tuple(
+        i % n if r != 1 and not is_one(n) else (0 if is_one(n) else i)
+        for i, n, r in zip(idx, a.shape, reps))], name="tile")

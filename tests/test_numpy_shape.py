@@ -1,0 +1,523 @@
+"""jd.numpy's shape manipulation and products against NumPy: values, dtypes, shapes and
+errors on arrays, and each function inside a @jd.compute definition fused with another."""
+import re
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+import jitdl.numpy as jnp
+from jitdl import eager
+from jitdl.numpy import _linalg, _manipulation
+from jitdl.ops import linalg
+
+rng = np.random.default_rng(7)
+
+
+def rand(*shape, dtype="float64"):
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if np.dtype(dtype).kind in "iu":
+        lo = 0 if np.dtype(dtype).kind == "u" else -9
+        return rng.integers(lo, 10, shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def same(got, ref, tol=1e-12):
+    """Same shape, dtype and values (close for floats)."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+    if ref.dtype.kind == "f":
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got, ref)
+
+
+def raises_like(fn_jd, fn_np, match=None):
+    """fn_jd raises the exception type fn_np raises (and the message, when given)."""
+    with pytest.raises(Exception) as ref:
+        fn_np()
+    with pytest.raises(type(ref.value)) as got:
+        fn_jd()
+    if match is not None:
+        assert match in str(got.value), str(got.value)
+    return got.value
+
+
+# -- views: NumPy's own result on arrays, index arithmetic in definitions -------------------
+VIEWS = [
+    ("transpose", (3, 4, 5), {}), ("transpose", (3, 4, 5), {"axes": (1, -1, 0)}),
+    ("permute_dims", (3, 4, 5), {"axes": (2, 0, 1)}),
+    ("swapaxes", (3, 4, 5), {"axis1": 0, "axis2": -1}),
+    ("moveaxis", (3, 4, 5), {"source": 0, "destination": -1}),
+    ("moveaxis", (3, 4, 5, 2), {"source": (0, 3), "destination": (2, 0)}),
+    ("reshape", (3, 4, 5), {"shape": (5, -1, 2)}), ("reshape", (6, 4), {"shape": (4, 3, 2)}),
+    ("reshape", (2, 1, 6), {"shape": (3, 1, 4)}), ("reshape", (4, 6), {"shape": (24,)}),
+    ("ravel", (2, 3, 4), {}),
+    ("squeeze", (1, 3, 1, 4), {}), ("squeeze", (1, 3, 1, 4), {"axis": -2}),
+    ("squeeze", (1, 3, 1, 4), {"axis": (0, 2)}),
+    ("expand_dims", (3, 4), {"axis": 1}), ("expand_dims", (3, 4), {"axis": (0, -1)}),
+    ("broadcast_to", (3, 1), {"shape": (2, 3, 4)}),
+    ("flip", (3, 4, 5), {}), ("flip", (3, 4, 5), {"axis": -1}),
+    ("flip", (3, 4, 5), {"axis": (0, 2)}), ("fliplr", (3, 4), {}), ("flipud", (3, 4), {}),
+]
+
+
+@pytest.mark.parametrize("name, shape, kw", VIEWS)
+def test_view_on_arrays_is_numpys(name, shape, kw):
+    x = rand(*shape)
+    got = getattr(jnp, name)(x, **kw)
+    ref = getattr(np, "transpose" if name == "permute_dims" else name)(x, *kw.values())
+    same(got, ref)
+    assert np.shares_memory(got, x)         # a view, no copy, as NumPy gives
+
+
+@pytest.mark.parametrize("name, shape, kw", VIEWS)
+def test_view_in_definition(name, shape, kw):
+    x = rand(*shape)
+    fn = getattr(jnp, name)
+
+    @jd.compute
+    def f(X):
+        return jnp.exp(fn(X, **kw))
+    ref = getattr(np, "transpose" if name == "permute_dims" else name)(x, *kw.values())
+    same(f(x), np.exp(ref))
+
+
+def test_view_errors_in_definition():
+    x = rand(2, 3)
+
+    def inside(fn):
+        return lambda: jd.compute(lambda X: fn(X))(x)
+    e = raises_like(inside(lambda X: jnp.reshape(X, (4,))), lambda: x.reshape(4))
+    assert "cannot reshape array of size 6 into shape (4,)" in str(e)
+    e = raises_like(inside(lambda X: jnp.reshape(X, (4, -1))), lambda: x.reshape(4, -1))
+    assert "into shape (4,newaxis)" in str(e)
+    raises_like(inside(lambda X: jnp.reshape(X, (-1, -1))), lambda: x.reshape(-1, -1))
+    e = raises_like(inside(lambda X: jnp.squeeze(X, 0)), lambda: np.squeeze(x, 0))
+    assert "cannot select an axis to squeeze out which has size not equal to one" in str(e)
+    raises_like(inside(lambda X: jnp.squeeze(X, 2)), lambda: np.squeeze(x, 2))
+    e = raises_like(inside(lambda X: jnp.transpose(X, (0,))), lambda: np.transpose(x, (0,)))
+    assert "axes don't match array" in str(e)
+    raises_like(inside(lambda X: jnp.transpose(X, (0, 0))), lambda: np.transpose(x, (0, 0)))
+    raises_like(inside(lambda X: jnp.swapaxes(X, 0, 2)), lambda: np.swapaxes(x, 0, 2))
+    raises_like(inside(lambda X: jnp.moveaxis(X, (0, 1), 0)), lambda: np.moveaxis(x, (0, 1), 0))
+    raises_like(inside(lambda X: jnp.expand_dims(X, 3)), lambda: np.expand_dims(x, 3))
+    raises_like(inside(lambda X: jnp.broadcast_to(X, (3, 3))), lambda: np.broadcast_to(x, (3, 3)))
+    raises_like(inside(lambda X: jnp.flip(X, -3)), lambda: np.flip(x, -3))
+    raises_like(inside(lambda X: jnp.fliplr(jnp.ravel(X))), lambda: np.fliplr(x.ravel()))
+
+
+@pytest.mark.parametrize("fn, arg, axis", [("split", 3, 1), ("split", (1, 4), -1),
+                                           ("array_split", 4, 1), ("array_split", (2, -1), 0)])
+def test_split(fn, arg, axis):
+    x = rand(3, 6)
+    ref = getattr(np, fn)(x, arg, axis)
+    got = getattr(jnp, fn)(x, arg, axis)
+    assert len(got) == len(ref) and all(np.shares_memory(g, x) for g in got if g.size)
+    for g, r in zip(got, ref):
+        same(g, r)
+
+    @jd.compute
+    def f(X):
+        parts = getattr(jnp, fn)(X, arg, axis)
+        return jnp.add(jnp.exp(parts[0]), parts[-1]) if parts[0].shape == parts[-1].shape \
+            else jnp.exp(parts[-1])
+    r = np.exp(ref[0]) + ref[-1] if ref[0].shape == ref[-1].shape else np.exp(ref[-1])
+    same(f(x), r)
+
+
+def test_split_errors():
+    x = rand(3, 5)
+    e = raises_like(lambda: jd.compute(lambda X: jnp.split(X, 2, 1)[0])(x),
+                    lambda: np.split(x, 2, 1))
+    assert "array split does not result in an equal division" in str(e)
+
+
+# -- data-moving ops: kernels on arrays ------------------------------------------------------
+@pytest.mark.parametrize("shapes, dtypes, axis", [
+    (((2, 3), (4, 3)), ("float64", "float64"), 0),
+    (((2, 3), (2, 1), (2, 5)), ("float32", "int8", "float32"), -1),
+    (((2, 3, 4), (2, 3, 1)), ("int8", "uint8"), 2),
+    (((2, 3), (5,)), ("bool", "int32"), None),
+    (((3,), (0,), (2,)), ("float64", "float64", "float64"), 0),
+])
+def test_concatenate(shapes, dtypes, axis):
+    xs = [rand(*s, dtype=d) for s, d in zip(shapes, dtypes)]
+    same(jnp.concatenate(xs, axis=axis), np.concatenate(xs, axis=axis))
+
+
+def test_concatenate_dtype_and_out():
+    xs = [rand(2, 3), rand(1, 3, dtype="int16")]
+    same(jnp.concatenate(xs, dtype="float32"), np.concatenate(xs, dtype="float32"))
+    out = np.empty((3, 3))
+    assert jnp.concatenate(xs, out=out) is out
+    same(out, np.concatenate(xs))
+    same(jnp.concatenate([[1, 2], [3]]), np.concatenate([[1, 2], [3]]))
+
+
+def test_concatenate_errors():
+    a, b, c = rand(2, 3), rand(2, 4), rand(3)
+    e = raises_like(lambda: jnp.concatenate([a, b]), lambda: np.concatenate([a, b]))
+    assert str(e).startswith("all the input array dimensions except for the concatenation axis "
+                             "must match exactly, but along dimension 1, the array at index 0 "
+                             "has size 3 and the array at index 1 has size 4")
+    e = raises_like(lambda: jnp.concatenate([a, c]), lambda: np.concatenate([a, c]))
+    assert "the array at index 1 has 1 dimension(s)" in str(e)
+    raises_like(lambda: jnp.concatenate([a, a], axis=2), lambda: np.concatenate([a, a], axis=2))
+    raises_like(lambda: jnp.concatenate([]), lambda: np.concatenate([]))
+    raises_like(lambda: jnp.concatenate([1.0, 2.0]), lambda: np.concatenate([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("fn, shapes, kw", [
+    ("stack", ((2, 3), (2, 3)), {"axis": 0}), ("stack", ((2, 3),) * 3, {"axis": -1}),
+    ("stack", ((4,), (4,)), {"axis": 1}), ("hstack", ((2, 3), (2, 1)), {}),
+    ("hstack", ((3,), (2,)), {}), ("vstack", ((3,), (3,)), {}),
+    ("vstack", ((2, 3), (1, 3), (3,)), {}),
+])
+def test_stack(fn, shapes, kw):
+    xs = [rand(*s, dtype=d) for s, d in zip(shapes, ("float32", "int16", "float32"))]
+    same(getattr(jnp, fn)(xs, **kw), getattr(np, fn)(xs, **kw))
+
+
+def test_stack_errors():
+    e = raises_like(lambda: jnp.stack([rand(3), rand(4)]), lambda: np.stack([rand(3), rand(4)]))
+    assert "all input arrays must have the same shape" in str(e)
+    raises_like(lambda: jnp.stack([rand(3)], axis=2), lambda: np.stack([rand(3)], axis=2))
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("width", [2, (1, 3), ((0, 2), (7, 1)), ((3,), (0,))])
+def test_pad(mode, width):
+    x = rand(3, 4, dtype="float32")
+    kw = {"constant_values": -2.5} if mode == "constant" else {}
+    same(jnp.pad(x, width, mode=mode, **kw), np.pad(x, width, mode=mode, **kw))
+
+
+def test_pad_ints_and_errors():
+    x = rand(5, dtype="int8")
+    same(jnp.pad(x, (2, 9), "reflect"), np.pad(x, (2, 9), "reflect"))
+    same(jnp.pad(x, 3, constant_values=7), np.pad(x, 3, constant_values=7))
+    e = raises_like(lambda: jnp.pad(x, -1), lambda: np.pad(x, -1))
+    assert "index can't contain negative values" in str(e)
+    raises_like(lambda: jnp.pad(x, ((1, 2), (1, 1))), lambda: np.pad(x, ((1, 2), (1, 1))))
+    raises_like(lambda: jnp.pad(x, 1.5), lambda: np.pad(x, 1.5))
+    raises_like(lambda: jnp.pad(x[:0], 1, "edge"), lambda: np.pad(x[:0], 1, "edge"))
+
+
+@pytest.mark.parametrize("shift, axis", [(2, 1), (-7, 0), (3, None), ((1, -2), (0, 1)),
+                                         (5, -1)])
+def test_roll(shift, axis):
+    x = rand(3, 4, dtype="int32")
+    same(jnp.roll(x, shift, axis), np.roll(x, shift, axis))
+
+
+@pytest.mark.parametrize("shape, ind, axis, mode", [
+    ((5,), [0, 4, -1, -5, 2], None, "raise"), ((3, 4), [[1, -1], [0, 2]], 1, "raise"),
+    ((3, 4), 7, None, "raise"), ((3, 4, 2), [2, 0], -3, "raise"),
+    ((3, 4), [9, -7, 3], 0, "wrap"), ((3, 4), [9, -7, 3], 1, "clip"),
+])
+def test_take(shape, ind, axis, mode):
+    x = rand(*shape)
+    ind = ind if isinstance(ind, int) else np.array(ind, dtype="int32")
+    got, ref = jnp.take(x, ind, axis=axis, mode=mode), np.take(x, ind, axis=axis, mode=mode)
+    same(got, ref)
+    assert type(got) is type(ref)           # a NumPy scalar for one index, as NumPy gives
+
+
+def test_take_errors():
+    x = rand(3, 5)
+    e = raises_like(lambda: jnp.take(x, np.array([0, 7]), axis=1),
+                    lambda: np.take(x, np.array([0, 7]), axis=1))
+    assert str(e) == "index 7 is out of bounds for axis 1 with size 5"
+    e = raises_like(lambda: jnp.take(x, [-16]), lambda: np.take(x, [-16]))
+    assert str(e) == "index -16 is out of bounds for axis 0 with size 15"
+    e = raises_like(lambda: jnp.take(x, 3, axis=0), lambda: np.take(x, 3, axis=0))
+    assert str(e) == "index 3 is out of bounds for axis 0 with size 3"
+    e = raises_like(lambda: jnp.take(x[:0], [0]), lambda: np.take(x[:0], [0]))
+    assert "cannot do a non-empty take from an empty axes." in str(e)
+    same(jnp.take(x[:0], np.array([], dtype="int64"), axis=0), x[:0])
+    raises_like(lambda: jnp.take(x, np.array([1.0])), lambda: np.take(x, np.array([1.0])))
+    raises_like(lambda: jnp.take(x, [1], axis=2), lambda: np.take(x, [1], axis=2))
+
+
+@pytest.mark.parametrize("shape, repeats, axis", [
+    ((3, 4), 2, None), ((3, 4), 3, -1), ((3, 4), (1, 0, 2), 0), ((2, 3), (2, 1, 3, 0, 1, 1), None),
+])
+def test_repeat(shape, repeats, axis):
+    x = rand(*shape, dtype="int16")
+    same(jnp.repeat(x, repeats, axis), np.repeat(x, repeats, axis))
+
+
+def test_repeat_errors():
+    x = rand(3)
+    raises_like(lambda: jnp.repeat(x, (1, 2)), lambda: np.repeat(x, (1, 2)))
+    raises_like(lambda: jnp.repeat(x, -1), lambda: np.repeat(x, -1))
+
+
+@pytest.mark.parametrize("shape, reps", [((3, 4), 2), ((3, 4), (2, 1)), ((3,), (2, 1, 3)),
+                                         ((2, 1, 3), (2, 2)), ((3, 4), (0, 2))])
+def test_tile(shape, reps):
+    x = rand(*shape, dtype="bool")
+    same(jnp.tile(x, reps), np.tile(x, reps))
+
+
+def test_copy_and_astype():
+    x = rand(3, 4)
+    got = jnp.copy(x)
+    same(got, x)
+    assert not np.shares_memory(got, x)
+    for dt in ("int8", "float32", "bool"):
+        same(jnp.astype(x, dt), x.astype(dt))
+    same(jnp.astype(np.abs(x), "uint8"), np.abs(x).astype("uint8"))
+    y = rand(5, dtype="float32")
+    assert jnp.astype(y, "float32", copy=False) is y
+
+
+BIG = [
+    lambda m, X, Y, I: m.pad(X, 8),       # a combined condition here once read garbage
+    lambda m, X, Y, I: m.pad(X, ((3, 140), (17, 200)), "reflect"),
+    lambda m, X, Y, I: m.concatenate([X, Y, X], 1),
+    lambda m, X, Y, I: m.roll(X, (5, -77), (0, 1)),
+    lambda m, X, Y, I: m.take(X, I, axis=1),
+    lambda m, X, Y, I: m.repeat(X, 3, axis=1),
+    lambda m, X, Y, I: m.tile(X, (2, 3)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BIG)))
+def test_moving_ops_vectorised(case):
+    """Shapes past several vector widths (the vector code paths)."""
+    X, Y = rand(129, 128, dtype="float32"), rand(129, 37)
+    I = rng.integers(-128, 128, (50, 3))
+    same(BIG[case](jnp, X, Y, I), BIG[case](np, X, Y, I))
+
+
+# -- each data-moving op inside a definition, fused with another ------------------------------
+def test_moving_ops_in_definitions():
+    a, b = rand(3, 4), rand(3, 2, dtype="float32")
+    ind = np.array([[2, -1], [0, 1]])
+
+    cases = [
+        (lambda X, Y: jnp.exp(jnp.concatenate([X, Y], axis=1)),
+         lambda X, Y: np.exp(np.concatenate([X, Y], axis=1))),
+        (lambda X, Y: jnp.add(jnp.stack([X, X], axis=1), 1.5),
+         lambda X, Y: np.stack([X, X], axis=1) + 1.5),
+        (lambda X, Y: jnp.exp(jnp.hstack([Y, X])), lambda X, Y: np.exp(np.hstack([Y, X]))),
+        (lambda X, Y: jnp.negative(jnp.vstack([jnp.ravel(Y), jnp.ravel(jnp.transpose(Y))])),
+         lambda X, Y: -np.vstack([Y.ravel(), Y.T.ravel()])),
+        (lambda X, Y: jnp.exp(jnp.pad(X, ((1, 0), (2, 3)), mode="reflect")),
+         lambda X, Y: np.exp(np.pad(X, ((1, 0), (2, 3)), mode="reflect"))),
+        (lambda X, Y: jnp.multiply(jnp.pad(Y, 1, constant_values=3.0), 2.0),
+         lambda X, Y: np.pad(Y, 1, constant_values=3.0) * 2.0),
+        (lambda X, Y: jnp.exp(jnp.roll(X, 3, axis=1)), lambda X, Y: np.exp(np.roll(X, 3, axis=1))),
+        (lambda X, Y: jnp.exp(jnp.repeat(X, 2, axis=0)),
+         lambda X, Y: np.exp(np.repeat(X, 2, axis=0))),
+        (lambda X, Y: jnp.exp(jnp.repeat(X, (2, 0, 1), axis=0)),
+         lambda X, Y: np.exp(np.repeat(X, (2, 0, 1), axis=0))),
+        (lambda X, Y: jnp.exp(jnp.tile(Y, (2, 3))), lambda X, Y: np.exp(np.tile(Y, (2, 3)))),
+        (lambda X, Y: jnp.exp(jnp.copy(X)), lambda X, Y: np.exp(X)),
+        (lambda X, Y: jnp.add(jnp.astype(X, "int32"), 1), lambda X, Y: X.astype("int32") + 1),
+    ]
+    for fn, ref in cases:
+        same(jd.compute(fn)(a, b), ref(a, b), tol=1e-6)
+
+    @jd.compute
+    def gather(X, I):
+        return jnp.exp(jnp.take(X, I, axis=1))
+    same(gather(a, ind), np.exp(np.take(a, ind, axis=1)))
+    with pytest.raises(IndexError, match="outside"):        # the kernel's own check
+        gather(a, np.array([[4]]))
+
+
+# -- products --------------------------------------------------------------------------------
+@pytest.mark.parametrize("sa, sb", [
+    ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+    ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 5)), ((1, 4), (4, 1)),
+])
+def test_matmul_shapes(sa, sb):
+    a, b = rand(*sa), rand(*sb)
+    got, ref = jnp.matmul(a, b), np.matmul(a, b)
+    same(got, ref)
+    assert type(got) is type(ref)
+
+
+@pytest.mark.parametrize("da, db", [("float32", "float32"), ("int8", "int8"),
+                                    ("int8", "uint8"), ("bool", "bool"), ("int32", "float32"),
+                                    ("bool", "float64")])
+def test_matmul_dtypes(da, db):
+    a, b = rand(5, 7, dtype=da), rand(7, 3, dtype=db)
+    with np.errstate(over="ignore"):
+        ref = np.matmul(a, b)
+    same(jnp.matmul(a, b), ref, tol=1e-5)
+
+
+def test_matmul_errors():
+    a = rand(2, 3)
+    e = raises_like(lambda: jnp.matmul(a, rand(4, 2)), lambda: np.matmul(a, rand(4, 2)))
+    assert str(e).startswith("matmul: Input operand 1 has a mismatch in its core dimension 0, "
+                             "with gufunc signature (n?,k),(k,m?)->(n?,m?) (size 4 is "
+                             "different from 3)")
+    e = raises_like(lambda: jnp.matmul(2.0, a), lambda: np.matmul(2.0, a))
+    assert "Input operand 0 does not have enough dimensions" in str(e)
+    raises_like(lambda: jnp.matmul(rand(2, 2, 3), rand(3, 3, 2)),
+                lambda: np.matmul(rand(2, 2, 3), rand(3, 3, 2)))
+
+
+def test_matmul_out():
+    a, b = rand(3, 4), rand(4, 2)
+    out = np.empty((3, 2))
+    assert jnp.matmul(a, b, out=out) is out
+    same(out, a @ b)
+
+
+@pytest.mark.parametrize("fn, sa, sb, extra", [
+    ("dot", (4,), (4,), ()), ("dot", (3, 4), (4, 5), ()), ("dot", (2, 3, 4), (4,), ()),
+    ("dot", (4,), (2, 4, 3), ()), ("dot", (2, 3, 4), (5, 4, 2), ()), ("dot", (3,), (), ()),
+    ("vdot", (3, 4), (12,), ()), ("inner", (3, 4), (2, 4), ()), ("inner", (4,), (4,), ()),
+    ("outer", (3,), (2, 2), ()), ("tensordot", (2, 3, 4), (3, 4, 5), ()),
+    ("tensordot", (2, 3, 4), (4, 2), (((0, 2), (1, 0)),)), ("tensordot", (3, 4), (5,), (0,)),
+])
+def test_products(fn, sa, sb, extra):
+    a, b = rand(*sa), rand(*sb) if sb else 2.5
+    got, ref = getattr(jnp, fn)(a, b, *extra), getattr(np, fn)(a, b, *extra)
+    same(got, ref)
+    assert type(got) is type(ref)
+
+
+def test_product_dtypes():
+    a, b = rand(3, 4, dtype="int16"), rand(4, dtype="int8")
+    same(jnp.dot(a, b), np.dot(a, b))
+    x, y = rand(3, dtype="float32"), rand(3, dtype="float32")
+    same(jnp.inner(x, y), np.inner(x, y), tol=1e-5)
+    p, q = rand(3, dtype="bool"), rand(4, dtype="bool")
+    same(jnp.outer(p, q), np.outer(p, q))
+
+
+def test_product_errors():
+    a = rand(2, 3)
+    e = raises_like(lambda: jnp.dot(a, rand(4, 2)), lambda: np.dot(a, rand(4, 2)))
+    assert str(e).startswith("shapes (2,3) and (4,2) not aligned: 3 (dim 1) != 4 (dim 0)")
+    raises_like(lambda: jnp.inner(rand(3), rand(4)), lambda: np.inner(rand(3), rand(4)))
+    raises_like(lambda: jnp.vdot(rand(3), rand(4)), lambda: np.vdot(rand(3), rand(4)))
+    e = raises_like(lambda: jnp.tensordot(a, rand(4, 2), 1),
+                    lambda: np.tensordot(a, rand(4, 2), 1))
+    assert "shape-mismatch for sum" in str(e)
+
+
+@pytest.mark.parametrize("sub, shapes", [
+    ("ij,jk->ik", ((3, 4), (4, 5))), ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+    ("ii->i", ((4, 4),)), ("ij->", ((3, 4),)), ("i,i->", ((5,), (5,))), ("ij,jk", ((3, 4), (4, 2))),
+    ("ij->ji", ((3, 4),)), ("ij", ((3, 4),)), ("ji", ((3, 4),)), ("ii", ((3, 3),)),
+    ("i,j->ij", ((3,), (4,))), ("ijk,ik->j", ((2, 3, 4), (2, 4))), (" ij , jk -> ki ", ((2, 3), (3, 2))),
+])
+def test_einsum(sub, shapes):
+    xs = [rand(*s) for s in shapes]
+    got, ref = jnp.einsum(sub, *xs), np.einsum(sub, *xs)
+    same(got, ref)
+
+
+def test_einsum_dtypes_and_errors():
+    a, b = rand(3, 4, dtype="int8"), rand(4, 2, dtype="bool")
+    same(jnp.einsum("ij,jk->ik", a, b), np.einsum("ij,jk->ik", a, b))
+    p = rand(3, 4, dtype="bool")
+    same(jnp.einsum("ij,jk", p, b), np.einsum("ij,jk", p, b))
+    x = rand(2, 3)
+    e = raises_like(lambda: jnp.einsum("ij,jk->ik", x, rand(4, 2)),
+                    lambda: np.einsum("ij,jk->ik", x, rand(4, 2)))
+    assert "Size of label 'j' for operand 1 (4) does not match previous terms (3)" in str(e)
+    for sub, ops in [("ij,jk->il", (x, rand(3, 2))),
+                     ("ijk", (x,)), ("i", (x,)), ("i1", (x,)),
+                     ("ij->ii", (x,)), ("ii->i", (x,))]:
+        e = raises_like(lambda: jnp.einsum(sub, *ops), lambda: np.einsum(sub, *ops))
+        with pytest.raises(Exception) as ref:
+            np.einsum(sub, *ops)
+        assert str(e).split("\n")[0] == str(ref.value), (sub, str(e))
+    # NumPy 2.4 says "more operands" where there are fewer, and "fewer" where more
+    with pytest.raises(ValueError, match="fewer operands provided to einstein sum"):
+        jnp.einsum("ij,jk", x)
+    with pytest.raises(ValueError, match="more operands provided to einstein sum"):
+        jnp.einsum("ij", x, x)
+
+
+def test_products_in_definitions():
+    a, w, bias = rand(3, 4), rand(4, 5), rand(5)
+    v = rand(4)
+    cases = [
+        (lambda A, W, b: jnp.add(jnp.matmul(A, W), b), lambda A, W, b: A @ W + b),
+        (lambda A, W, b: jnp.exp(jnp.dot(A, jnp.transpose(A))), lambda A, W, b: np.exp(A @ A.T)),
+        (lambda A, W, b: jnp.add(jnp.vdot(A, A), 1.0), lambda A, W, b: np.vdot(A, A) + 1.0),
+        (lambda A, W, b: jnp.exp(jnp.inner(A, A)), lambda A, W, b: np.exp(np.inner(A, A))),
+        (lambda A, W, b: jnp.add(jnp.outer(b, b), 1.0), lambda A, W, b: np.outer(b, b) + 1.0),
+        (lambda A, W, b: jnp.negative(jnp.tensordot(A, W, 1)), lambda A, W, b: -np.tensordot(A, W, 1)),
+        (lambda A, W, b: jnp.add(jnp.einsum("ij,jk->ik", A, W), b),
+         lambda A, W, b: np.einsum("ij,jk->ik", A, W) + b),
+        (lambda A, W, b: jnp.exp(jnp.einsum("ij->j", A)), lambda A, W, b: np.exp(A.sum(0))),
+    ]
+    for fn, ref in cases:
+        same(jd.compute(fn)(a, w, bias), ref(a, w, bias))
+
+    @jd.compute
+    def mv(A, x):
+        return jnp.exp(jnp.matmul(A, x))
+    same(mv(a, v), np.exp(a @ v))
+
+
+_KEEP = {"root", "parallel", "vectorized", "unrolled", "schedule", "steps", "inline", "at"}
+
+
+def _shape_of_schedule(text):
+    """A schedule's text with its names replaced by their order of appearance (the .o/.i
+    suffixes of split loops kept)."""
+    names = {}
+
+    def rename(m):
+        w = m.group()
+        suffix = m.start() > 0 and text[m.start() - 1] == "." and w in ("o", "i") and \
+            not text[m.end():m.end() + 1] == "."
+        return w if suffix or w in _KEEP else names.setdefault(w, f"n{len(names)}")
+    return re.sub(r"[A-Za-z_]\w*", rename, text)
+
+
+@pytest.mark.parametrize("n", [64, 96])
+def test_matmul_schedule_is_the_hand_written_ones(n):
+    a, b = rand(n, n, dtype="float32"), rand(n, n, dtype="float32")
+
+    @jd.compute
+    def hand(A, B):
+        k = jd.reduce_axis(A.shape[1])
+        return jd.tensor((A.shape[0], B.shape[1]), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k))
+    built = eager._function("matmul", linalg.matmul, (), ("x1", "x2"))
+    s1, s2 = str(built.schedule_of(a, b)), str(hand.schedule_of(a, b))
+    assert "unrolled" in s1          # register-tiled
+    assert _shape_of_schedule(s1) == _shape_of_schedule(s2), (s1, s2)
+
+
+def test_matmul_bias_schedule_is_the_hand_written_ones():
+    """The bias epilogue is tiled with the product, as for a hand-written definition."""
+    a, bias = rand(64, 64, dtype="float32"), rand(64, dtype="float32")
+
+    @jd.compute
+    def built(A, B, b):
+        return jnp.add(jnp.matmul(A, B), b)
+
+    @jd.compute
+    def hand(A, B, b):
+        k = jd.reduce_axis(A.shape[1])
+        C = jd.tensor((A.shape[0], B.shape[1]), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k))
+        return jd.tensor(C.shape, lambda i, j: C[i, j] + b[j])
+    s1, s2 = str(built.schedule_of(a, a, bias)), str(hand.schedule_of(a, a, bias))
+    assert "at " in s1 and "unrolled" in s1
+    assert _shape_of_schedule(s1) == _shape_of_schedule(s2), (s1, s2)
+    same(built(a, a, bias), a @ a + bias, tol=1e-4)
+
+
+# -- the namespace ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mod", [_manipulation, _linalg])
+def test_status_lists_every_export(mod):
+    assert set(mod.STATUS) == set(mod.__all__)
+    for name in mod.__all__:
+        fn = getattr(jnp, name)
+        assert fn.__doc__ and fn.__doc__.strip(), name
+        assert mod.STATUS[name].startswith(("done", "partial")), name
