@@ -220,7 +220,8 @@ STATUS.update({
     "around": "partial: decimals must be a static int",
     "copysign": "partial: the sign of a NaN in x2 is not read (taken as positive)",
     "signbit": "partial: a NaN with its sign bit set gives False",
-    "reciprocal": "done (integers: C's 1 / x, the most negative value for 0 as NumPy)",
+    "reciprocal": "done (integers: C's 1 / x; 1 / 0 gives 0 where NumPy's result is "
+                  "undefined)",
     "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
     "cbrt": "done (pow and one Newton step; within 1 ulp)",
     "nan_to_num": "partial: copy=False is not supported",

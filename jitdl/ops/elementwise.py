@@ -96,10 +96,9 @@ def _sign(a):
 
 
 def _reciprocal(a):
-    if _is_int(a):      # C's 1 / a: 0 unless |a| is 1; 1 / 0 is the most negative value
-        lo = build.int_bounds(a.dtype)[0]
-        return _sel(_eq(a, 1), _k(1, a), _sel(_eq(a, -1), _k(-1, a),
-                                              _sel(_eq(a, 0), _k(lo, a), _k(0, a))))
+    if _is_int(a):      # C's 1 / a: 0 unless |a| is 1 (and 0 for 1 / 0, undefined in NumPy)
+        r = _sel(_eq(a, 1), _k(1, a), _k(0, a))
+        return _sel(_eq(a, -1), _k(-1, a), r) if dtypes.is_signed(a.dtype) else r
     return _b(BinOp.DIV, _k(1, a), a)
 
 
@@ -313,6 +312,8 @@ def _shift(left):
         inside = _and(build.compare(CmpOp.GE, b, 0), _lt(b, bits))
         if left:
             return _sel(inside, _b(BinOp.SHL, a, b), _k(0, a))
+        if not dtypes.is_signed(a.dtype):
+            return _sel(inside, _b(BinOp.SHR, a, b), _k(0, a))
         return _sel(inside, _b(BinOp.SHR, a, b), _sel(_lt(a, 0), _k(-1, a), _k(0, a)))
     return f
 

@@ -13,7 +13,8 @@ from jitdl.errors import ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
 from jitdl.ops.core import (as_tensor, elementwise, normalize_axes, operand, reduced_size,
-                            reduction)
+                            reduction, shape_of)
+from jitdl.te import ops as te
 
 _NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
 
@@ -199,6 +200,10 @@ def average(x, weights=None, *, axis=None, keepdims=False):
     if weights is None:
         return mean(x, axis=axis, keepdims=keepdims)
     x, w = as_tensor(x), operand(weights, "weights")
+    if isinstance(axis, int) and len(shape_of(w)) == 1 and x.ndim > 1:
+        ax = normalize_axes(axis, x.ndim)[0]      # 1-d weights run along `axis`, as NumPy's
+        w1 = w
+        w = te.tensor(x.shape, lambda *idx: w1[idx[ax]], name="weights")
     dt = build.result_dtype(np.add, (_mean_dtype(x.dtype), False),
                             (_mean_dtype(w.dtype), False))
     acc = _acc(dt)
