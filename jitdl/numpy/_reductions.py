@@ -55,6 +55,8 @@ def _initial(initial, what):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
         where=True):
     """Sum of array elements over the given axes (numpy.sum)."""
+    if axis is None and dtype is None and initial is None and where is True and not keepdims:
+        return apply("sum", red.sum_, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("sum", red.sum_, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                 initial=_initial(initial, "sum")),
@@ -63,6 +65,8 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     """Product of array elements over the given axes (numpy.prod)."""
+    if axis is None and dtype is None and initial is None and where is True and not keepdims:
+        return apply("prod", red.prod, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("prod", red.prod, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                  initial=_initial(initial, "prod")),
@@ -71,6 +75,8 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The largest element over the given axes; NaN wins (numpy.max)."""
+    if axis is None and initial is None and where is True and not keepdims:
+        return apply("max", red.max_, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("max", red.max_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "max")), out, names)
@@ -78,6 +84,8 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The smallest element over the given axes; NaN wins (numpy.min)."""
+    if axis is None and initial is None and where is True and not keepdims:
+        return apply("min", red.min_, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("min", red.min_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "min")), out, names)
@@ -117,6 +125,8 @@ def count_nonzero(a, axis=None, *, keepdims=False):
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
+    if axis is None and dtype is None and where is True and not keepdims:
+        return apply("mean", red.mean, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, names)

@@ -151,6 +151,10 @@ def round(a, decimals=0, out=None):  # noqa: A001
                  out, ("a",))
 
 
+_CLIP = (("lo", True), ("hi", True))
+_CLIP_NAMES = ("a", "a_min", "a_max")
+
+
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
     if min is not None:
@@ -161,11 +165,18 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A
         if a_max is not None:
             raise TypeError("clip() got both a_max and max: pass one of them")
         a_max = max
-    bounds = tuple(b for b in (a_min, a_max) if b is not None)
-    return apply("clip", ew.clip, (a,) + bounds,
-                 (("lo", a_min is not None), ("hi", a_max is not None)), out,
-                 ("a",) + tuple(n for n, b in (("a_min", a_min), ("a_max", a_max))
-                                if b is not None))
+    if a_min is not None and a_max is not None:
+        return apply("clip", ew.clip, (a, a_min, a_max), _CLIP, out, _CLIP_NAMES)
+    if a_min is not None:
+        return apply("clip", ew.clip, (a, a_min), (("lo", True), ("hi", False)), out,
+                     ("a", "a_min"))
+    if a_max is not None:
+        return apply("clip", ew.clip, (a, a_max), (("lo", False), ("hi", True)), out,
+                     ("a", "a_max"))
+    return apply("clip", ew.clip, (a,), (("lo", False), ("hi", False)), out, ("a",))
+
+
+_WHERE_NAMES = ("condition", "x", "y")
 
 
 def where(condition, x=None, y=None, /):
@@ -174,7 +185,7 @@ def where(condition, x=None, y=None, /):
         raise TypeError("where(): jd.numpy takes the three-argument form where(condition, "
                         "x, y); the one-argument form (numpy.nonzero) has a data-dependent "
                         "shape")
-    return apply("where", ew.where, (condition, x, y), (), None, ("condition", "x", "y"))
+    return apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):

@@ -173,7 +173,8 @@ def _arccosh(a):
     small = _call(Intrin.LOG1P, _b(BinOp.ADD, t, _call(Intrin.SQRT, _b(
         BinOp.ADD, _b(BinOp.MUL, _k(2.0, a), t), _b(BinOp.MUL, t, t)))))
     big = _b(BinOp.ADD, _call(Intrin.LOG, a), _k(_LN2, a))
-    return _sel(_gt(a, 1e8), big, small)       # a < 1: sqrt of a negative, NaN
+    r = _sel(_gt(a, 1e8), big, small)
+    return _sel(_lt(a, 1.0), _k(math.nan, a), r)     # t * t may overflow for a << -1
 
 
 def _arctanh(a):
@@ -265,6 +266,21 @@ def _fminmax(op):
     return f
 
 
+def _zero_signed(q, like):
+    """q, with a zero result carrying the sign of `like` (NumPy's signed zeros)."""
+    return _sel(_eq(q, 0), _sel(_signbit(like), _k(-0.0, q), _k(0.0, q)), q)
+
+
+def _floor_divide(a, b):
+    q = _b(BinOp.FLOORDIV, a, b)
+    return q if _is_int(a) else _zero_signed(q, _b(BinOp.DIV, a, b))
+
+
+def _remainder(a, b):
+    r = _b(BinOp.MOD, a, b)
+    return r if _is_int(a) else _zero_signed(r, b)
+
+
 def _fmod(a, b):
     if not _is_int(a):
         return _b(BinOp.FMOD, a, b)
@@ -331,8 +347,8 @@ BINARY = {
     "subtract": (np.subtract, lambda a, b: _b(BinOp.SUB, a, b)),
     "multiply": (np.multiply, lambda a, b: _b(BinOp.MUL, a, b)),
     "divide": (np.divide, lambda a, b: _b(BinOp.DIV, a, b)),
-    "floor_divide": (np.floor_divide, lambda a, b: _b(BinOp.FLOORDIV, a, b)),
-    "remainder": (np.remainder, lambda a, b: _b(BinOp.MOD, a, b)),
+    "floor_divide": (np.floor_divide, _floor_divide),
+    "remainder": (np.remainder, _remainder),
     "fmod": (np.fmod, _fmod),
     "power": (np.power, lambda a, b: _b(BinOp.POW, a, b)),
     "float_power": (np.float_power, lambda a, b: _b(BinOp.POW, a, b)),
