@@ -1,27 +1,213 @@
-"""jd.numpy's reductions, with NumPy's signatures."""
+"""jd.numpy's reductions, with NumPy's signatures.
+
+A call with every option at its default passes a precomputed static tuple; where= (a mask)
+is an operand of the kernel, the other options are static arguments.
+"""
 from __future__ import annotations
+
+import builtins
 
 from jitdl import dtypes
 from jitdl.eager import apply
+from jitdl.errors import ArgumentError, user_loc
 from jitdl.ops import reduction as red
+
+_A = ("a",)
+_AW = ("a", "where")
+_NONE = (("axis", None),)
 
 
 def _axis(axis):
-    return tuple(axis) if isinstance(axis, list) else axis
+    if axis is None or type(axis) is int:
+        return axis
+    if isinstance(axis, (list, tuple)):
+        return tuple(builtins.int(a) for a in axis)
+    return builtins.int(axis) if hasattr(axis, "__index__") else axis
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
-    """numpy.sum as a jitdl kernel."""
-    return apply("sum", red.sum_, (a,), (("axis", _axis(axis)),
-                                         ("dtype", dtype and dtypes.normalize(dtype)),
-                                         ("keepdims", bool(keepdims))), out, ("a",))
+def _dtype(dtype):
+    return None if dtype is None else dtypes.normalize(dtype)
 
 
-def max(a, axis=None, out=None, keepdims=False):  # noqa: A001
-    """numpy.max as a jitdl kernel."""
-    return apply("max", red.max_, (a,), (("axis", _axis(axis)), ("keepdims", bool(keepdims))),
-                 out, ("a",))
+def _where(a, where):
+    """(operands, names) of a reduction: the mask joins them unless it is True."""
+    if where is True:
+        return (a,), _A
+    return (a, where), _AW
 
 
-amax = max
-__all__ = ["sum", "max", "amax"]
+def _static(axis, keepdims, **extra):
+    if axis is None and not keepdims and not extra:
+        return _NONE
+    return (("axis", _axis(axis)), ("keepdims", bool(keepdims))) + tuple(
+        (k, v) for k, v in extra.items() if v is not None)
+
+
+def _initial(initial, what):
+    if initial is None:
+        return None
+    if not isinstance(initial, (bool, int, float)) and not hasattr(initial, "item"):
+        raise ArgumentError(f"{what}(): initial= must be a number, got "
+                            f"{type(initial).__name__}", user_loc())
+    return initial.item() if hasattr(initial, "item") else initial
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
+        where=True):
+    """Sum of array elements over the given axes (numpy.sum)."""
+    if axis is None and dtype is None and initial is None and where is True and not keepdims:
+        return apply("sum", red.sum_, (a,), _NONE, out, _A)
+    ops, names = _where(a, where)
+    return apply("sum", red.sum_, ops, _static(axis, keepdims, dtype=_dtype(dtype),
+                                                initial=_initial(initial, "sum")),
+                 out, names)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    """Product of array elements over the given axes (numpy.prod)."""
+    if axis is None and dtype is None and initial is None and where is True and not keepdims:
+        return apply("prod", red.prod, (a,), _NONE, out, _A)
+    ops, names = _where(a, where)
+    return apply("prod", red.prod, ops, _static(axis, keepdims, dtype=_dtype(dtype),
+                                                 initial=_initial(initial, "prod")),
+                 out, names)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
+    """The largest element over the given axes; NaN wins (numpy.max)."""
+    if axis is None and initial is None and where is True and not keepdims:
+        return apply("max", red.max_, (a,), _NONE, out, _A)
+    ops, names = _where(a, where)
+    return apply("max", red.max_, ops, _static(axis, keepdims,
+                                                initial=_initial(initial, "max")), out, names)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
+    """The smallest element over the given axes; NaN wins (numpy.min)."""
+    if axis is None and initial is None and where is True and not keepdims:
+        return apply("min", red.min_, (a,), _NONE, out, _A)
+    ops, names = _where(a, where)
+    return apply("min", red.min_, ops, _static(axis, keepdims,
+                                                initial=_initial(initial, "min")), out, names)
+
+
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
+    return apply("argmax", red.argmax, (a,), _static(axis, keepdims), out, _A)
+
+
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
+    return apply("argmin", red.argmin, (a,), _static(axis, keepdims), out, _A)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    """max - min over the given axes (numpy.ptp)."""
+    return apply("ptp", red.ptp, (a,), _static(axis, keepdims), out, _A)
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
+    """Whether every element over the given axes is true (numpy.all)."""
+    ops, names = _where(a, where)
+    return apply("all", red.all_, ops, _static(axis, keepdims), out, names)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
+    """Whether any element over the given axes is true (numpy.any)."""
+    ops, names = _where(a, where)
+    return apply("any", red.any_, ops, _static(axis, keepdims), out, names)
+
+
+def count_nonzero(a, axis=None, *, keepdims=False):
+    """The number of non-zero elements over the given axes, int64 (numpy.count_nonzero)."""
+    return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims), None, _A)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
+    if axis is None and dtype is None and where is True and not keepdims:
+        return apply("mean", red.mean, (a,), _NONE, out, _A)
+    ops, names = _where(a, where)
+    return apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
+                 out, names)
+
+
+def _ddof(ddof, correction):
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError("ddof and correction can't be provided simultaneously.")
+        ddof = correction
+    return ddof if isinstance(ddof, int) else float(ddof)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
+        correction=None):
+    """Variance over the given axes, two-pass, divided by n - ddof (numpy.var)."""
+    ops, names = _where(a, where)
+    return apply("var", red.var, ops, _static(axis, keepdims, dtype=_dtype(dtype),
+                                               ddof=_ddof(ddof, correction) or None),
+                 out, names)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
+        correction=None):
+    """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
+    ops, names = _where(a, where)
+    return apply("std", red.std, ops, _static(axis, keepdims, dtype=_dtype(dtype),
+                                               ddof=_ddof(ddof, correction) or None),
+                 out, names)
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """The (weighted) average over the given axes (numpy.average)."""
+    if returned:
+        raise TypeError("average(): returned=True is not supported; compute "
+                        "sum(weights) separately")
+    if weights is None:
+        return apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A)
+    return apply("average", red.average, (a, weights), _static(axis, keepdims), None,
+                 ("a", "weights"))
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """Sum treating NaN as zero (numpy.nansum)."""
+    return apply("nansum", red.nansum, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
+                 out, _A)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False):
+    """The largest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmax)."""
+    return apply("nanmax", red.nanmax, (a,), _static(axis, keepdims), out, _A)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False):
+    """The smallest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmin)."""
+    return apply("nanmin", red.nanmin, (a,), _static(axis, keepdims), out, _A)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The mean of the non-NaN elements (numpy.nanmean)."""
+    return apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
+                 out, _A)
+
+
+amax, amin = max, min
+__all__ = ["sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "ptp", "all",
+           "any", "count_nonzero", "mean", "var", "std", "average", "nansum", "nanmax",
+           "nanmin", "nanmean"]
+
+STATUS = {n: "done" for n in __all__}
+STATUS.update({
+    "sum": "partial: integer sums are int64 where NumPy gives uint64 for uint8 (no uint64 "
+           "in jitdl)",
+    "prod": "partial: integer products are int64 where NumPy gives uint64 for uint8",
+    "average": "partial: returned=True is not supported; weights broadcast against a "
+               "(NumPy wants them 1-d along axis or a's shape)",
+    "nansum": "partial: no initial=/where=",
+    "nanmax": "partial: no initial=/where=; an all-NaN slice gives NaN without NumPy's "
+              "RuntimeWarning",
+    "nanmin": "partial: no initial=/where=; an all-NaN slice gives NaN without NumPy's "
+              "RuntimeWarning",
+    "nanmean": "partial: no where=",
+    "count_nonzero": "done (returns np.int64 for axis=None, as NumPy 2)",
+})

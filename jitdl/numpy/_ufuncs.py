@@ -1,12 +1,21 @@
-"""jd.numpy's elementwise functions (NumPy's ufuncs), with NumPy's signatures."""
+"""jd.numpy's elementwise functions (NumPy's ufuncs), with NumPy's signatures.
+
+Each function passes its operands and a precomputed static tuple to jitdl.eager.apply:
+the common call (no dtype=) builds nothing per call.
+"""
 from __future__ import annotations
+
+import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply
+from jitdl.errors import user_loc
 from jitdl.ops import elementwise as ew
 
+_ndarray = np.ndarray
 
-def _unary(name, doc=None):
+
+def _unary(name, doc):
     static = (("fn", name),)
 
     def ufunc(x, /, out=None, *, dtype=None):
@@ -14,11 +23,11 @@ def _unary(name, doc=None):
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
                      out)
     ufunc.__name__ = ufunc.__qualname__ = name
-    ufunc.__doc__ = doc or f"numpy.{name} as a jitdl kernel (NumPy 2 semantics)."
+    ufunc.__doc__ = doc
     return ufunc
 
 
-def _binary(name, doc=None):
+def _binary(name, doc):
     static = (("fn", name),)
 
     def ufunc(x1, x2, /, out=None, *, dtype=None):
@@ -26,16 +35,207 @@ def _binary(name, doc=None):
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
                      out)
     ufunc.__name__ = ufunc.__qualname__ = name
-    ufunc.__doc__ = doc or f"numpy.{name} as a jitdl kernel (NumPy 2 semantics)."
+    ufunc.__doc__ = doc
     return ufunc
 
 
-exp = _unary("exp")
-negative = _unary("negative")
-add = _binary("add")
-subtract = _binary("subtract")
-multiply = _binary("multiply")
-divide = _binary("divide")
-true_divide = divide
+_UNARY_DOCS = {
+    "negative": "Numerical negative, elementwise (-x).",
+    "positive": "Numerical positive, elementwise (+x).",
+    "absolute": "Absolute value, elementwise.",
+    "fabs": "Absolute value as a float, elementwise.",
+    "sign": "-1, 0 or 1 by the sign of x (NaN stays NaN), elementwise.",
+    "reciprocal": "1 / x, elementwise (C's integer division for integers).",
+    "square": "x * x, elementwise.",
+    "exp": "e ** x, elementwise.",
+    "exp2": "2 ** x, elementwise (exact for integral x).",
+    "expm1": "exp(x) - 1, accurate for small x, elementwise.",
+    "log": "Natural logarithm, elementwise.",
+    "log2": "Base-2 logarithm, elementwise (exact for powers of two).",
+    "log10": "Base-10 logarithm, elementwise.",
+    "log1p": "log(1 + x), accurate for small x, elementwise.",
+    "sqrt": "Non-negative square root, elementwise.",
+    "cbrt": "Cube root (negative for negative x), elementwise.",
+    "sin": "Sine, elementwise.",
+    "cos": "Cosine, elementwise.",
+    "tan": "Tangent, elementwise.",
+    "arcsin": "Inverse sine, elementwise (NaN outside [-1, 1]).",
+    "arccos": "Inverse cosine, elementwise (NaN outside [-1, 1]).",
+    "arctan": "Inverse tangent, elementwise.",
+    "sinh": "Hyperbolic sine, elementwise (inf, not NaN, for large |x|).",
+    "cosh": "Hyperbolic cosine, elementwise (inf, not NaN, for large |x|).",
+    "tanh": "Hyperbolic tangent, elementwise.",
+    "arcsinh": "Inverse hyperbolic sine, elementwise.",
+    "arccosh": "Inverse hyperbolic cosine, elementwise (NaN below 1).",
+    "arctanh": "Inverse hyperbolic tangent, elementwise (+-inf at +-1).",
+    "deg2rad": "Degrees to radians, elementwise.",
+    "rad2deg": "Radians to degrees, elementwise.",
+    "floor": "The largest integer <= x, elementwise (integers unchanged).",
+    "ceil": "The smallest integer >= x, elementwise (integers unchanged).",
+    "trunc": "x rounded towards zero, elementwise (integers unchanged).",
+    "fix": "x rounded towards zero, elementwise (numpy.fix).",
+    "rint": "x rounded to the nearest integer, half to even, elementwise.",
+    "isnan": "Whether x is NaN, elementwise.",
+    "isinf": "Whether x is +inf or -inf, elementwise.",
+    "isfinite": "Whether x is neither infinite nor NaN, elementwise.",
+    "signbit": "Whether x's sign bit is set (-0.0 included), elementwise.",
+    "logical_not": "Logical NOT of x, elementwise.",
+    "invert": "Bitwise NOT (logical NOT for bool), elementwise.",
+}
+_BINARY_DOCS = {
+    "add": "x1 + x2, elementwise.",
+    "subtract": "x1 - x2, elementwise.",
+    "multiply": "x1 * x2, elementwise.",
+    "divide": "x1 / x2 (true division), elementwise.",
+    "floor_divide": "x1 // x2, elementwise (integer division by zero gives 0).",
+    "remainder": "x1 % x2 with the sign of x2, elementwise (integer x % 0 gives 0).",
+    "fmod": "The C remainder of x1 / x2 with the sign of x1, elementwise.",
+    "float_power": "x1 ** x2 in float64, elementwise.",
+    "maximum": "The larger of x1 and x2, elementwise (NaN wins).",
+    "minimum": "The smaller of x1 and x2, elementwise (NaN wins).",
+    "fmax": "The larger of x1 and x2, elementwise (a number wins over NaN).",
+    "fmin": "The smaller of x1 and x2, elementwise (a number wins over NaN).",
+    "arctan2": "The angle of the point (x2, x1), elementwise.",
+    "hypot": "sqrt(x1**2 + x2**2) without overflow, elementwise.",
+    "copysign": "|x1| with the sign of x2, elementwise.",
+    "heaviside": "The Heaviside step of x1 (x2 at 0), elementwise.",
+    "logaddexp": "log(exp(x1) + exp(x2)) without overflow, elementwise.",
+    "logaddexp2": "log2(2**x1 + 2**x2) without overflow, elementwise.",
+    "bitwise_and": "x1 & x2, elementwise.",
+    "bitwise_or": "x1 | x2, elementwise.",
+    "bitwise_xor": "x1 ^ x2, elementwise.",
+    "left_shift": "x1 << x2, elementwise (0 once the shift reaches the width).",
+    "right_shift": "x1 >> x2, elementwise (arithmetic for signed integers).",
+    "greater": "x1 > x2, elementwise.",
+    "greater_equal": "x1 >= x2, elementwise.",
+    "less": "x1 < x2, elementwise.",
+    "less_equal": "x1 <= x2, elementwise.",
+    "equal": "x1 == x2, elementwise.",
+    "not_equal": "x1 != x2, elementwise.",
+    "logical_and": "Logical AND of x1 and x2, elementwise.",
+    "logical_or": "Logical OR of x1 and x2, elementwise.",
+    "logical_xor": "Logical XOR of x1 and x2, elementwise.",
+}
+for _n, _d in _UNARY_DOCS.items():
+    globals()[_n] = _unary(_n, _d)
+for _n, _d in _BINARY_DOCS.items():
+    globals()[_n] = _binary(_n, _d)
 
-__all__ = ["exp", "negative", "add", "subtract", "multiply", "divide", "true_divide"]
+_POWER = (("fn", "power"),)
+
+
+def _integral(x):
+    t = type(x)
+    if t is _ndarray or isinstance(x, np.generic):
+        return x.dtype.kind in "biu"
+    return t is int or t is bool
+
+
+def power(x1, x2, /, out=None, *, dtype=None):
+    """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
+    if dtype is None and _integral(x2) and _integral(x1) and np.any(np.less(x2, 0)):
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return apply("power", ew.binary, (x1, x2),
+                 _POWER if dtype is None else _POWER + (("dtype", dtypes.normalize(dtype)),),
+                 out)
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (numpy.sinc)."""
+    return apply("sinc", ew.unary, (x,), (("fn", "sinc"),), None)
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+    """a rounded to `decimals` places, half to even (numpy.round)."""
+    return apply("round", ew.round_, (a,), (("decimals", _int_arg(decimals, "decimals")),),
+                 out, ("a",))
+
+
+_CLIP = (("lo", True), ("hi", True))
+_CLIP_NAMES = ("a", "a_min", "a_max")
+
+
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+    """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
+    if min is not None:
+        if a_min is not None:
+            raise TypeError("clip() got both a_min and min: pass one of them")
+        a_min = min
+    if max is not None:
+        if a_max is not None:
+            raise TypeError("clip() got both a_max and max: pass one of them")
+        a_max = max
+    if a_min is not None and a_max is not None:
+        return apply("clip", ew.clip, (a, a_min, a_max), _CLIP, out, _CLIP_NAMES)
+    if a_min is not None:
+        return apply("clip", ew.clip, (a, a_min), (("lo", True), ("hi", False)), out,
+                     ("a", "a_min"))
+    if a_max is not None:
+        return apply("clip", ew.clip, (a, a_max), (("lo", False), ("hi", True)), out,
+                     ("a", "a_max"))
+    return apply("clip", ew.clip, (a,), (("lo", False), ("hi", False)), out, ("a",))
+
+
+_WHERE_NAMES = ("condition", "x", "y")
+
+
+def where(condition, x=None, y=None, /):
+    """x where condition holds, else y (all three broadcast together)."""
+    if x is None or y is None:
+        raise TypeError("where(): jd.numpy takes the three-argument form where(condition, "
+                        "x, y); the one-argument form (numpy.nonzero) has a data-dependent "
+                        "shape")
+    return apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """x with NaN and infinities replaced by finite numbers (numpy.nan_to_num)."""
+    if not copy:
+        raise TypeError("nan_to_num(): copy=False (in place) is not supported; use "
+                        "out-of-place results")
+    return apply("nan_to_num", ew.nan_to_num, (x,),
+                 (("nan", float(nan)), ("posinf", None if posinf is None else float(posinf)),
+                  ("neginf", None if neginf is None else float(neginf))), None, ("x",))
+
+
+def _int_arg(v, what):
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise TypeError(f"{what} must be an int, got {type(v).__name__} {v!r}", user_loc())
+    return int(v)
+
+
+abs = absolute          # noqa: A001
+true_divide = divide
+mod = remainder
+pow = power             # noqa: A001
+asin, acos, atan, atan2 = arcsin, arccos, arctan, arctan2
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+radians, degrees = deg2rad, rad2deg
+around = round
+bitwise_not = bitwise_invert = invert
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+_ALIASES = ["abs", "true_divide", "mod", "pow", "asin", "acos", "atan", "atan2", "asinh",
+            "acosh", "atanh", "radians", "degrees", "around", "bitwise_not",
+            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift"]
+__all__ = list(_UNARY_DOCS) + list(_BINARY_DOCS) + [
+    "power", "sinc", "round", "clip", "where", "nan_to_num"] + _ALIASES
+
+STATUS = {n: "done" for n in __all__}
+STATUS.update({
+    "sqrt": "partial: float32 where NumPy gives float16 (int8/uint8/bool inputs), as every "
+            "transcendental function here (jitdl has no float16)",
+    "power": "partial: the negative-integer-exponent ValueError is raised on arrays; inside "
+             "a definition an integer to a negative power gives 0 (1 or -1 for bases 1, -1)",
+    "round": "partial: decimals must be a static int",
+    "around": "partial: decimals must be a static int",
+    "copysign": "partial: the sign of a NaN in x2 is not read (taken as positive)",
+    "signbit": "partial: a NaN with its sign bit set gives False",
+    "reciprocal": "done (integers: C's 1 / x; 1 / 0 gives 0 where NumPy's result is "
+                  "undefined)",
+    "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
+    "cbrt": "done (pow and one Newton step; within 1 ulp)",
+    "nan_to_num": "partial: copy=False is not supported",
+    "where": "partial: only the three-argument form",
+    "sinc": "done (not a ufunc in NumPy either: no out=/dtype=)",
+})

@@ -1,48 +1,480 @@
 """Elementwise builders: NumPy's ufuncs as scalar-expression functions mapped over
-broadcast operands. Each entry of UNARY / BINARY is a function of scalar expressions with
-NumPy 2's result dtype and special values (NaN, infinities, signed zeros, integer
-division by zero as NumPy does it)."""
+broadcast operands, with NumPy 2's result dtypes and the special values of the array API
+standard (NaN, infinities, signed zeros, integer division by zero as NumPy does it).
+
+Each entry of UNARY / BINARY is (the NumPy ufunc that types it, a function of scalar
+expressions already cast to the ufunc's result dtype). Functions without an IR intrinsic
+are composites of intrinsics, written so that their edge cases come out as NumPy's.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.errors import ArgumentError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, Intrin
-from jitdl.ops.core import elementwise
+from jitdl.ir.nodes import BinOp, CmpOp, Intrin, UnOp
+from jitdl.ops.core import elementwise, operand, typed
+
+_LN2 = math.log(2.0)
+_INV_LN2 = 1.0 / _LN2
+_INV_LN10 = 1.0 / math.log(10.0)
 
 
-def _binop(op):
-    return lambda a, b: build.binary(op, a, b)
+# -- scalar helpers -------------------------------------------------------------------------
+def _c(x, dt):
+    """x cast to dtype `dt` (a weak Python number that does not fit is NumPy's error)."""
+    return build.cast(x, dt)
 
 
-def _intrin(fn):
-    return lambda a: build.call(fn, a)
+def _k(value, like):
+    """The constant `value` in the dtype of expression `like`."""
+    return build.cast(value, like.dtype)
+
+
+def _call(fn, a):
+    return build.call(fn, a)
+
+
+def _b(op, a, b):
+    return build.binary(op, a, b)
+
+
+def _sel(cond, t, f):
+    return build.select(cond, t, f)
+
+
+def _lt(a, b):
+    return build.compare(CmpOp.LT, a, b)
+
+
+def _gt(a, b):
+    return build.compare(CmpOp.GT, a, b)
+
+
+def _eq(a, b):
+    return build.compare(CmpOp.EQ, a, b)
+
+
+def _and(a, b):
+    return build.logical(BinOp.AND, a, b)
+
+
+def _or(a, b):
+    return build.logical(BinOp.OR, a, b)
+
+
+def _isnan(a):
+    return build.call(Intrin.ISNAN, a)
+
+
+def _is_int(e):
+    return e.dtype == "bool" or dtypes.is_int(e.dtype)
+
+
+def _odd_sign(a, r):
+    """r (computed from |a|) with a's sign; zeros and NaN give a itself (f(-0) = -0)."""
+    return _sel(_gt(a, 0), r, _sel(_lt(a, 0), -r, a))
+
+
+def _signbit(a):
+    """a's sign bit for a float: negative, or -0.0 (whose reciprocal is -inf)."""
+    return _or(_lt(a, 0), _and(_eq(a, 0), _lt(_b(BinOp.DIV, _k(1, a), a), 0)))
+
+
+# -- unary functions (a is in the result dtype) ---------------------------------------------
+def _floor_like(fn):
+    return lambda a: a if _is_int(a) else _call(fn, a)
+
+
+def _sign(a):
+    if _is_int(a):
+        return _call(Intrin.SIGN, a)
+    return _b(BinOp.ADD, _call(Intrin.SIGN, a), _k(0.0, a))    # -0.0 + 0.0 is +0.0
+
+
+def _reciprocal(a):
+    if _is_int(a):      # C's 1 / a: 0 unless |a| is 1 (and 0 for 1 / 0, undefined in NumPy)
+        r = _sel(_eq(a, 1), _k(1, a), _k(0, a))
+        return _sel(_eq(a, -1), _k(-1, a), r) if dtypes.is_signed(a.dtype) else r
+    return _b(BinOp.DIV, _k(1, a), a)
+
+
+def _exp2(a):
+    return _b(BinOp.POW, _k(2.0, a), a)        # pow is exact on integers, unlike exp(a ln2)
+
+
+def _log_base(inv_ln, base):
+    def f(a):
+        r = _b(BinOp.MUL, _call(Intrin.LOG, a), _k(inv_ln, a))
+        n = _call(Intrin.ROUND, r)             # exact powers of the base give exact results
+        return _sel(_eq(_b(BinOp.POW, _k(base, a), n), a), n, r)
+    return f
+
+
+def _cbrt(a):
+    x = _call(Intrin.ABS, a)
+    y = _b(BinOp.POW, x, _k(1.0 / 3.0, a))
+    y = _b(BinOp.SUB, y, _b(BinOp.DIV, _b(BinOp.SUB, y, _b(BinOp.DIV, x, _b(BinOp.MUL, y, y))),
+                           _k(3.0, a)))        # one Newton step
+    special = _or(_eq(x, 0), _or(_isnan(a), _call(Intrin.ISINF, a)))
+    return _sel(special, a, _odd_sign(a, y))
+
+
+def _sqrt1m(a):
+    """sqrt(1 - a^2) as sqrt((1 - a)(1 + a)), accurate near |a| = 1."""
+    one = _k(1.0, a)
+    return _call(Intrin.SQRT, _b(BinOp.MUL, _b(BinOp.SUB, one, a), _b(BinOp.ADD, one, a)))
+
+
+def _arcsin(a):
+    return _b(BinOp.ATAN2, a, _sqrt1m(a))      # |a| > 1: sqrt gives NaN, so does atan2
+
+
+def _arccos(a):
+    return _b(BinOp.ATAN2, _sqrt1m(a), a)      # arccos(1) = +0
+
+
+def _half_exp(x):
+    """exp(x) / 2 for large x, finite up to where the result is (no inf / inf)."""
+    h = _call(Intrin.EXP, _b(BinOp.MUL, x, _k(0.5, x)))
+    return _b(BinOp.MUL, _b(BinOp.MUL, h, _k(0.5, x)), h)
+
+
+def _sinh(a):
+    x = _call(Intrin.ABS, a)
+    e = _call(Intrin.EXPM1, x)
+    small = _b(BinOp.MUL, _b(BinOp.ADD, e, _b(BinOp.DIV, e, _b(BinOp.ADD, e, _k(1.0, a)))),
+               _k(0.5, a))
+    return _odd_sign(a, _sel(_lt(x, 20.0), small, _half_exp(x)))
+
+
+def _cosh(a):
+    x = _call(Intrin.ABS, a)
+    e = _call(Intrin.EXP, x)
+    small = _b(BinOp.MUL, _b(BinOp.ADD, e, _b(BinOp.DIV, _k(1.0, a), e)), _k(0.5, a))
+    return _sel(_lt(x, 20.0), small, _half_exp(x))
+
+
+def _arcsinh(a):
+    x = _call(Intrin.ABS, a)
+    x2 = _b(BinOp.MUL, x, x)
+    one = _k(1.0, a)
+    small = _call(Intrin.LOG1P, _b(BinOp.ADD, x, _b(BinOp.DIV, x2, _b(
+        BinOp.ADD, one, _call(Intrin.SQRT, _b(BinOp.ADD, one, x2))))))
+    big = _b(BinOp.ADD, _call(Intrin.LOG, x), _k(_LN2, a))    # x^2 would overflow
+    return _odd_sign(a, _sel(_gt(x, 1e8), big, small))
+
+
+def _arccosh(a):
+    t = _b(BinOp.SUB, a, _k(1.0, a))
+    small = _call(Intrin.LOG1P, _b(BinOp.ADD, t, _call(Intrin.SQRT, _b(
+        BinOp.ADD, _b(BinOp.MUL, _k(2.0, a), t), _b(BinOp.MUL, t, t)))))
+    big = _b(BinOp.ADD, _call(Intrin.LOG, a), _k(_LN2, a))
+    r = _sel(_gt(a, 1e8), big, small)
+    return _sel(_lt(a, 1.0), _k(math.nan, a), r)     # t * t may overflow for a << -1
+
+
+def _arctanh(a):
+    # 0.5 log1p(2a / (1 - a)): +-inf at +-1, NaN beyond, -0 kept
+    return _b(BinOp.MUL, _k(0.5, a), _call(Intrin.LOG1P, _b(
+        BinOp.DIV, _b(BinOp.MUL, _k(2.0, a), a), _b(BinOp.SUB, _k(1.0, a), a))))
+
+
+def _rint(a):
+    return _call(Intrin.ROUND, a)
+
+
+def _isfinite_like(fn, int_value):
+    return lambda a: _c(int_value, "bool") if _is_int(a) else _call(fn, a)
+
+
+def _signbit_u(a):
+    if a.dtype == "bool":
+        return _c(False, "bool")
+    if dtypes.is_int(a.dtype):
+        return _lt(a, 0)
+    return _signbit(a)
+
+
+def _invert(a):
+    return build.logical_not(a) if a.dtype == "bool" else build.unary(UnOp.NOT, a)
+
+
+def _sinc(a):
+    y = _b(BinOp.MUL, _k(math.pi, a), a)
+    return _sel(_eq(a, 0), _k(1.0, a), _b(BinOp.DIV, _call(Intrin.SIN, y), y))
 
 
 UNARY = {
-    "exp": _intrin(Intrin.EXP),
-    "negative": lambda a: -build.as_expr(a),
+    "negative": (np.negative, lambda a: -a),
+    "positive": (np.positive, lambda a: a),
+    "absolute": (np.absolute, lambda a: _call(Intrin.ABS, a)),
+    "fabs": (np.fabs, lambda a: _call(Intrin.ABS, a)),
+    "sign": (np.sign, _sign),
+    "reciprocal": (np.reciprocal, _reciprocal),
+    "square": (np.square, lambda a: _b(BinOp.MUL, a, a)),
+    "exp": (np.exp, lambda a: _call(Intrin.EXP, a)),
+    "exp2": (np.exp2, _exp2),
+    "expm1": (np.expm1, lambda a: _call(Intrin.EXPM1, a)),
+    "log": (np.log, lambda a: _call(Intrin.LOG, a)),
+    "log2": (np.log2, _log_base(_INV_LN2, 2.0)),
+    "log10": (np.log10, _log_base(_INV_LN10, 10.0)),
+    "log1p": (np.log1p, lambda a: _call(Intrin.LOG1P, a)),
+    "sqrt": (np.sqrt, lambda a: _call(Intrin.SQRT, a)),
+    "cbrt": (np.cbrt, _cbrt),
+    "sin": (np.sin, lambda a: _call(Intrin.SIN, a)),
+    "cos": (np.cos, lambda a: _call(Intrin.COS, a)),
+    "tan": (np.tan, lambda a: _call(Intrin.TAN, a)),
+    "arcsin": (np.arcsin, _arcsin),
+    "arccos": (np.arccos, _arccos),
+    "arctan": (np.arctan, lambda a: _call(Intrin.ATAN, a)),
+    "sinh": (np.sinh, _sinh),
+    "cosh": (np.cosh, _cosh),
+    "tanh": (np.tanh, lambda a: _call(Intrin.TANH, a)),
+    "arcsinh": (np.arcsinh, _arcsinh),
+    "arccosh": (np.arccosh, _arccosh),
+    "arctanh": (np.arctanh, _arctanh),
+    "deg2rad": (np.deg2rad, lambda a: _b(BinOp.MUL, a, _k(math.pi / 180.0, a))),
+    "rad2deg": (np.rad2deg, lambda a: _b(BinOp.MUL, a, _k(180.0 / math.pi, a))),
+    "floor": (np.floor, _floor_like(Intrin.FLOOR)),
+    "ceil": (np.ceil, _floor_like(Intrin.CEIL)),
+    "trunc": (np.trunc, _floor_like(Intrin.TRUNC)),
+    "fix": (np.trunc, _floor_like(Intrin.TRUNC)),
+    "rint": (np.rint, _rint),
+    "isnan": (np.isnan, _isfinite_like(Intrin.ISNAN, False)),
+    "isinf": (np.isinf, _isfinite_like(Intrin.ISINF, False)),
+    "isfinite": (np.isfinite, _isfinite_like(Intrin.ISFINITE, True)),
+    "signbit": (np.signbit, _signbit_u),
+    "logical_not": (np.logical_not, build.logical_not),
+    "invert": (np.invert, _invert),
+    "sinc": (np.sin, _sinc),
 }
+# functions whose operand keeps its own dtype (the result dtype is bool)
+_OWN_DTYPE = {"isnan", "isinf", "isfinite", "signbit", "logical_not"}
+
+
+# -- binary functions (a, b in the result dtype unless the op is a comparison) --------------
+def _fminmax(op):
+    def f(a, b):
+        m = _b(op, a, b)
+        if _is_int(a):
+            return m
+        return _sel(_isnan(b), a, _sel(_isnan(a), b, m))     # the number wins over NaN
+    return f
+
+
+def _zero_signed(q, like):
+    """q, with a zero result carrying the sign of `like` (NumPy's signed zeros)."""
+    return _sel(_eq(q, 0), _sel(_signbit(like), _k(-0.0, q), _k(0.0, q)), q)
+
+
+def _floor_divide(a, b):
+    q = _b(BinOp.FLOORDIV, a, b)
+    return q if _is_int(a) else _zero_signed(q, _b(BinOp.DIV, a, b))
+
+
+def _remainder(a, b):
+    r = _b(BinOp.MOD, a, b)
+    return r if _is_int(a) else _zero_signed(r, b)
+
+
+def _fmod(a, b):
+    if not _is_int(a):
+        return _b(BinOp.FMOD, a, b)
+    r = _b(BinOp.MOD, a, b)                                   # floored; 0 for b = 0
+    wrong_sign = _and(build.compare(CmpOp.NE, r, 0), build.compare(
+        CmpOp.NE, _lt(r, 0), _lt(a, 0)))
+    return _sel(wrong_sign, _b(BinOp.SUB, r, b), r)
+
+
+def _hypot(a, b):
+    x, y = _call(Intrin.ABS, a), _call(Intrin.ABS, b)
+    m, n = _b(BinOp.MAX, x, y), _b(BinOp.MIN, x, y)
+    q = _b(BinOp.DIV, n, m)
+    r = _b(BinOp.MUL, m, _call(Intrin.SQRT, _b(BinOp.ADD, _k(1.0, a), _b(BinOp.MUL, q, q))))
+    inf = _or(_call(Intrin.ISINF, a), _call(Intrin.ISINF, b))   # hypot(inf, nan) = inf
+    return _sel(inf, _k(math.inf, a), _sel(_eq(m, 0), _k(0.0, a), r))
+
+
+def _copysign(a, b):
+    x = _call(Intrin.ABS, a)
+    return _sel(_signbit(b), -x, x)
+
+
+def _heaviside(a, b):
+    return _sel(_lt(a, 0), _k(0.0, a), _sel(_gt(a, 0), _k(1.0, a),
+                                           _sel(_eq(a, 0), b, a)))
+
+
+def _logaddexp(base2):
+    def f(a, b):
+        m = _b(BinOp.MAX, a, b)
+        d = -_call(Intrin.ABS, _b(BinOp.SUB, a, b))
+        if base2:
+            t = _b(BinOp.MUL, _call(Intrin.LOG1P, _exp2(d)), _k(_INV_LN2, a))
+        else:
+            t = _call(Intrin.LOG1P, _call(Intrin.EXP, d))
+        equal = _b(BinOp.ADD, a, _k(1.0 if base2 else _LN2, a))   # inf, inf: inf
+        return _sel(_eq(a, b), equal, _b(BinOp.ADD, m, t))
+    return f
+
+
+def _shift(left):
+    def f(a, b):
+        bits = np.dtype(a.dtype).itemsize * 8
+        inside = _and(build.compare(CmpOp.GE, b, 0), _lt(b, bits))
+        if left:
+            return _sel(inside, _b(BinOp.SHL, a, b), _k(0, a))
+        if not dtypes.is_signed(a.dtype):
+            return _sel(inside, _b(BinOp.SHR, a, b), _k(0, a))
+        return _sel(inside, _b(BinOp.SHR, a, b), _sel(_lt(a, 0), _k(-1, a), _k(0, a)))
+    return f
+
+
+def _cmp(op):
+    return lambda a, b: build.compare(op, a, b)
+
+
+def _logical_xor(a, b):
+    return build.compare(CmpOp.NE, build.truth(a), build.truth(b))
+
 
 BINARY = {
-    "add": _binop(BinOp.ADD),
-    "subtract": _binop(BinOp.SUB),
-    "multiply": _binop(BinOp.MUL),
-    "divide": _binop(BinOp.DIV),
+    "add": (np.add, lambda a, b: _b(BinOp.ADD, a, b)),
+    "subtract": (np.subtract, lambda a, b: _b(BinOp.SUB, a, b)),
+    "multiply": (np.multiply, lambda a, b: _b(BinOp.MUL, a, b)),
+    "divide": (np.divide, lambda a, b: _b(BinOp.DIV, a, b)),
+    "floor_divide": (np.floor_divide, _floor_divide),
+    "remainder": (np.remainder, _remainder),
+    "fmod": (np.fmod, _fmod),
+    "power": (np.power, lambda a, b: _b(BinOp.POW, a, b)),
+    "float_power": (np.float_power, lambda a, b: _b(BinOp.POW, a, b)),
+    "maximum": (np.maximum, lambda a, b: _b(BinOp.MAX, a, b)),
+    "minimum": (np.minimum, lambda a, b: _b(BinOp.MIN, a, b)),
+    "fmax": (np.fmax, _fminmax(BinOp.MAX)),
+    "fmin": (np.fmin, _fminmax(BinOp.MIN)),
+    "arctan2": (np.arctan2, lambda a, b: _b(BinOp.ATAN2, a, b)),
+    "hypot": (np.hypot, _hypot),
+    "copysign": (np.copysign, _copysign),
+    "heaviside": (np.heaviside, _heaviside),
+    "logaddexp": (np.logaddexp, _logaddexp(False)),
+    "logaddexp2": (np.logaddexp2, _logaddexp(True)),
+    "bitwise_and": (np.bitwise_and, lambda a, b: _b(BinOp.AND, a, b)),
+    "bitwise_or": (np.bitwise_or, lambda a, b: _b(BinOp.OR, a, b)),
+    "bitwise_xor": (np.bitwise_xor, lambda a, b: _b(BinOp.XOR, a, b)),
+    "left_shift": (np.left_shift, _shift(True)),
+    "right_shift": (np.right_shift, _shift(False)),
+    "greater": (np.greater, _cmp(CmpOp.GT)),
+    "greater_equal": (np.greater_equal, _cmp(CmpOp.GE)),
+    "less": (np.less, _cmp(CmpOp.LT)),
+    "less_equal": (np.less_equal, _cmp(CmpOp.LE)),
+    "equal": (np.equal, _cmp(CmpOp.EQ)),
+    "not_equal": (np.not_equal, _cmp(CmpOp.NE)),
+    "logical_and": (np.logical_and, lambda a, b: build.logical(BinOp.AND, a, b)),
+    "logical_or": (np.logical_or, lambda a, b: build.logical(BinOp.OR, a, b)),
+    "logical_xor": (np.logical_xor, _logical_xor),
 }
+# operands compared or combined as they are (NEP 50 comparison rules in build.compare)
+_OWN_DTYPE |= {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+               "logical_and", "logical_or", "logical_xor"}
+
+
+# -- builders -------------------------------------------------------------------------------
+def result_type(ufunc, name, *xs) -> str:
+    """NumPy's result dtype of `ufunc` on operands xs, or NumPy's TypeError for dtypes the
+    ufunc has no loop for (bitwise on floats, negative of bool...)."""
+    try:
+        return build.result_dtype(ufunc, *(typed(x) for x in xs))
+    except TypeError:
+        types = " and ".join(operand(x).dtype for x in xs)
+        raise ArgumentError(f"ufunc '{name}' not supported for the input type"
+                            f"{'s' if len(xs) > 1 else ''} {types}", user_loc()) from None
 
 
 def unary(x, fn, dtype=None):
     """The ufunc UNARY[fn] over x (computed in `dtype` when given, as NumPy's dtype=)."""
-    f = UNARY[fn]
+    ufunc, f = UNARY[fn]
+    x = operand(x, "x")
     if dtype is not None:
-        return elementwise(lambda a: f(build.cast(a, dtype)), x, dtype=dtype)
-    return elementwise(f, x)
+        return elementwise(lambda a: _c(f(_c(a, dtype)), dtype), x)
+    rt = result_type(ufunc, fn, x)
+    if fn in _OWN_DTYPE:
+        return elementwise(f, x)
+    if fn == "sinc":
+        rt = "float64" if _is_int(x) else rt
+    return elementwise(lambda a: f(_c(a, rt)), x)
 
 
 def binary(x1, x2, fn, dtype=None):
     """The ufunc BINARY[fn] over x1 and x2, broadcast (in `dtype` when given)."""
-    f = BINARY[fn]
+    ufunc, f = BINARY[fn]
+    x1, x2 = operand(x1, "x1"), operand(x2, "x2")
+    rt = result_type(ufunc, fn, x1, x2)
     if dtype is not None:
-        return elementwise(lambda a, b: f(build.cast(a, dtype), build.cast(b, dtype)),
-                           x1, x2, dtype=dtype)
-    return elementwise(f, x1, x2)
+        return elementwise(lambda a, b: _c(f(_c(a, dtype), _c(b, dtype)), dtype), x1, x2)
+    if fn in _OWN_DTYPE:
+        return elementwise(f, x1, x2)
+    return elementwise(lambda a, b: f(_c(a, rt), _c(b, rt)), x1, x2)
 
+
+def round_(x, decimals=0):
+    """np.round: half to even at `decimals` places (negative: tens, hundreds...)."""
+    x = operand(x, "a")
+    if x.dtype == "bool" or dtypes.is_int(x.dtype):
+        if decimals >= 0:
+            return elementwise(lambda a: a, x)
+        f = 10 ** -decimals
+
+        def rnd(a):
+            q = _b(BinOp.FLOORDIV, a, _k(f, a))
+            r2 = _b(BinOp.MUL, _b(BinOp.SUB, a, _b(BinOp.MUL, q, _k(f, a))), _k(2, a))
+            up = _or(_gt(r2, f), _and(_eq(r2, f), _eq(_b(BinOp.MOD, q, _k(2, a)), 1)))
+            return _b(BinOp.MUL, _b(BinOp.ADD, q, _sel(up, _k(1, a), _k(0, a))), _k(f, a))
+        return elementwise(rnd, x)
+    if decimals == 0:
+        return elementwise(_rint, x)
+    if decimals > 0:
+        s = 10.0 ** decimals
+        return elementwise(lambda a: _b(BinOp.DIV, _rint(_b(BinOp.MUL, a, _k(s, a))),
+                                        _k(s, a)), x)
+    s = 10.0 ** -decimals
+    return elementwise(lambda a: _b(BinOp.MUL, _rint(_b(BinOp.DIV, a, _k(s, a))), _k(s, a)), x)
+
+
+def clip(x, *bounds, lo=True, hi=True):
+    """np.clip: minimum(maximum(x, lo), hi) in the operands' common dtype (NaN propagates);
+    `bounds` are the lower and upper bounds that are given, as `lo` and `hi` say."""
+    xs = [operand(x, "a")] + [operand(v, "a_min/a_max") for v in bounds]
+    rt = xs[0].dtype if len(xs) == 1 else \
+        result_type(np.maximum if len(xs) == 2 else np.clip, "clip", *xs)
+
+    def f(a, *vs):
+        a, vs = _c(a, rt), [_c(v, rt) for v in vs]
+        if lo:
+            a = _b(BinOp.MAX, a, vs.pop(0))
+        if hi:
+            a = _b(BinOp.MIN, a, vs.pop(0))
+        return a
+    return elementwise(f, *xs)
+
+
+def where(cond, x, y):
+    """np.where(cond, x, y): x where cond holds, else y, the three broadcast together."""
+    return elementwise(build.select, operand(cond, "condition"), operand(x, "x"),
+                       operand(y, "y"))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """np.nan_to_num: NaN to `nan`, infinities to `posinf`/`neginf` (the dtype's largest
+    finite values by default); integers unchanged."""
+    x = operand(x, "x")
+    if x.dtype == "bool" or dtypes.is_int(x.dtype):
+        return elementwise(lambda a: a, x)
+    big = float(np.finfo(x.dtype).max)
+    hi = big if posinf is None else posinf
+    lo = -big if neginf is None else neginf
+    return elementwise(lambda a: _sel(_isnan(a), _k(nan, a), _sel(
+        _eq(a, math.inf), _k(hi, a), _sel(_eq(a, -math.inf), _k(lo, a), a))), x)

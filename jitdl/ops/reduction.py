@@ -1,30 +1,259 @@
 """Reduction builders with NumPy's dtype rules: sum/prod of small integers and bools in
-int64, mean of integers in float64, float32 sums accumulated in float64 (closer to NumPy's
-pairwise summation than a float32 accumulator over millions of elements)."""
+int64, mean/var/std of integers in float64, float32 sums accumulated in float64 (closer to
+NumPy's pairwise summation than a float32 accumulator over millions of elements); max/min
+propagate NaN and argmax/argmin report the first NaN, as NumPy does."""
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from jitdl import dtypes
-from jitdl.ir.nodes import ReduceOp
+from jitdl.errors import ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ops.core import elementwise, operand, reduction
+from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
+from jitdl.ops.core import (as_tensor, elementwise, normalize_axes, operand, reduced_size,
+                            reduction, shape_of)
+from jitdl.te import ops as te
+
+_NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
 
 
 def _sum_dtype(dt):
     return "int64" if dt == "bool" or dtypes.is_int(dt) else dt
 
 
-def sum_(x, axis=None, dtype=None, keepdims=False):
-    """np.sum."""
-    dt = dtype or _sum_dtype(operand(x).dtype)
-    acc = "float64" if dt == "float32" else dt
-    r = reduction(ReduceOp.SUM, x, axis, keepdims, dtype=acc)
-    return r if acc == dt else _cast(r, dt)
+def _mean_dtype(dt):
+    return dt if dtypes.is_float(dt) else "float64"
 
 
-def max_(x, axis=None, keepdims=False):
-    """np.max."""
-    return reduction(ReduceOp.MAX, x, axis, keepdims)
+def _acc(dt):
+    return "float64" if dt == "float32" else dt
 
 
 def _cast(t, dt):
-    return elementwise(lambda a: build.cast(a, dt), t)
+    return t if t.dtype == dt else elementwise(lambda a: build.cast(a, dt), t)
+
+
+def _masked(x, where, fill):
+    """x where `where` holds, else `fill` (the reduction's identity): NumPy's where=."""
+    if where is None:
+        return x
+    return elementwise(lambda a, w: build.select(w, a, build.cast(fill, a.dtype)), x, where)
+
+
+def _initial(r, op, initial):
+    """The reduction r combined with NumPy's initial= value."""
+    if initial is None:
+        return r
+    binop = {ReduceOp.SUM: BinOp.ADD, ReduceOp.PROD: BinOp.MUL, ReduceOp.MAX: BinOp.MAX,
+             ReduceOp.MIN: BinOp.MIN}[op]
+    return elementwise(lambda a: build.binary(binop, a, build.cast(initial, a.dtype)), r)
+
+
+def _sum_like(op, x, axis, dtype, keepdims, initial, where):
+    x = as_tensor(x)
+    dt = dtype or _sum_dtype(x.dtype)
+    acc = _acc(dt)
+    x = _masked(x, where, 0 if op == ReduceOp.SUM else 1)
+    r = _initial(reduction(op, x, axis, keepdims, dtype=acc), op, initial)
+    return _cast(r, dt)
+
+
+def sum_(x, where=None, *, axis=None, dtype=None, keepdims=False, initial=None):
+    """np.sum."""
+    return _sum_like(ReduceOp.SUM, x, axis, dtype, keepdims, initial, where)
+
+
+def prod(x, where=None, *, axis=None, dtype=None, keepdims=False, initial=None):
+    """np.prod."""
+    return _sum_like(ReduceOp.PROD, x, axis, dtype, keepdims, initial, where)
+
+
+def _check_nonempty(x, axis, what):
+    n = reduced_size(x, axis)
+    if isinstance(n, int) and n == 0:
+        raise ShapeError(f"zero-size array to reduction operation {what} which has no "
+                         "identity", user_loc())
+
+
+def _minmax(op, x, axis, keepdims, initial, where):
+    x = as_tensor(x)
+    if initial is None:
+        if where is not None:
+            raise ShapeError(f"reduction operation '{_NAMES[op]}' does not have an identity, "
+                             "so to use a where mask one has to specify 'initial'", user_loc())
+        _check_nonempty(x, axis, _NAMES[op])
+    if where is not None:
+        fill = -math.inf if op == ReduceOp.MAX else math.inf
+        if not dtypes.is_float(x.dtype):
+            fill = build.int_bounds(x.dtype)[0 if op == ReduceOp.MAX else 1] \
+                if x.dtype != "bool" else op == ReduceOp.MIN
+        x = _masked(x, where, fill)
+    return _initial(reduction(op, x, axis, keepdims), op, initial)
+
+
+def max_(x, where=None, *, axis=None, keepdims=False, initial=None):
+    """np.max: NaN wins."""
+    return _minmax(ReduceOp.MAX, x, axis, keepdims, initial, where)
+
+
+def min_(x, where=None, *, axis=None, keepdims=False, initial=None):
+    """np.min: NaN wins."""
+    return _minmax(ReduceOp.MIN, x, axis, keepdims, initial, where)
+
+
+def ptp(x, *, axis=None, keepdims=False):
+    """np.ptp: max - min in the operand's dtype."""
+    x = as_tensor(x)
+    _check_nonempty(x, axis, "maximum")
+    return elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
+                       reduction(ReduceOp.MAX, x, axis, keepdims),
+                       reduction(ReduceOp.MIN, x, axis, keepdims))
+
+
+def _arg(op, x, axis, keepdims):
+    x = as_tensor(x)
+    # axis=None: one reduction over every axis, whose position is the row-major one
+    axis = None if axis is None else normalize_axes(axis, x.ndim, allow_none=False)[0]
+    n = reduced_size(x, axis)
+    if isinstance(n, int) and n == 0:
+        raise ShapeError(f"attempt to get {op.value} of an empty sequence", user_loc())
+    return reduction(op, x, axis, keepdims)
+
+
+def argmax(x, *, axis=None, keepdims=False):
+    """np.argmax: the first maximum's position (the first NaN's where there is one)."""
+    return _arg(ReduceOp.ARGMAX, x, axis, keepdims)
+
+
+def argmin(x, *, axis=None, keepdims=False):
+    """np.argmin: the first minimum's position (the first NaN's where there is one)."""
+    return _arg(ReduceOp.ARGMIN, x, axis, keepdims)
+
+
+def all_(x, where=None, *, axis=None, keepdims=False):
+    """np.all (bool)."""
+    x = _masked(as_tensor(x), where, True)
+    return reduction(ReduceOp.ALL, x, axis, keepdims)
+
+
+def any_(x, where=None, *, axis=None, keepdims=False):
+    """np.any (bool)."""
+    x = _masked(as_tensor(x), where, False)
+    return reduction(ReduceOp.ANY, x, axis, keepdims)
+
+
+def count_nonzero(x, *, axis=None, keepdims=False):
+    """np.count_nonzero (int64)."""
+    x = as_tensor(x)
+    return reduction(ReduceOp.SUM, elementwise(build.truth, x), axis, keepdims, dtype="int64")
+
+
+def _count(x, axis, where, keepdims):
+    """The number of elements each output of a reduction combines, as a float64 scalar or,
+    with where=, a float64 tensor counting the selected ones."""
+    if where is None:
+        return build.cast(reduced_size(x, axis), "float64")
+    w = elementwise(lambda a, b: build.truth(b), x, where)
+    return reduction(ReduceOp.SUM, w, axis, keepdims, dtype="float64")
+
+
+def mean(x, where=None, *, axis=None, dtype=None, keepdims=False):
+    """np.mean: the sum (in float64 for float32 and integers) over the count."""
+    x = as_tensor(x)
+    dt = dtype or _mean_dtype(x.dtype)
+    acc = _acc(dt) if dtypes.is_float(dt) else "float64"
+    s = reduction(ReduceOp.SUM, _masked(x, where, 0), axis, keepdims, dtype=acc)
+    m = elementwise(lambda a, n: build.binary(BinOp.DIV, a, build.cast(n, acc)),
+                    s, _count(x, axis, where, keepdims))
+    return _cast(m, dt)
+
+
+def var(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False, root=False):
+    """np.var, two passes (the mean first) for accuracy; np.std with `root`."""
+    x = as_tensor(x)
+    dt = dtype or _mean_dtype(x.dtype)
+    acc = "float64" if dt in ("float32", "float64") or not dtypes.is_float(dt) else dt
+    m = mean(x, where, axis=axis, dtype=acc, keepdims=True)
+    d2 = elementwise(lambda a, b: build.binary(BinOp.MUL, build.binary(BinOp.SUB, a, b),
+                                               build.binary(BinOp.SUB, a, b)),
+                     elementwise(lambda a: build.cast(a, acc), x), m)
+    s = reduction(ReduceOp.SUM, _masked(d2, where, 0), axis, keepdims)
+    n = _count(x, axis, where, keepdims)
+    # NumPy divides by max(n - ddof, 0): nan or inf when ddof >= n
+    v = elementwise(lambda a, c: build.binary(BinOp.DIV, a, build.binary(
+        BinOp.MAX, build.binary(BinOp.SUB, build.cast(c, acc), build.cast(ddof, acc)),
+        build.cast(0.0, acc))), s, n)
+    if root:
+        v = elementwise(lambda a: build.call(Intrin.SQRT, a), v)
+    return _cast(v, dt)
+
+
+def std(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False):
+    """np.std: the square root of np.var."""
+    return var(x, where, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, root=True)
+
+
+def average(x, weights=None, *, axis=None, keepdims=False):
+    """np.average: the mean, or with weights sum(x * w) / sum(w) (w broadcast to x)."""
+    if weights is None:
+        return mean(x, axis=axis, keepdims=keepdims)
+    x, w = as_tensor(x), operand(weights, "weights")
+    if isinstance(axis, int) and len(shape_of(w)) == 1 and x.ndim > 1:
+        ax = normalize_axes(axis, x.ndim)[0]      # 1-d weights run along `axis`, as NumPy's
+        w1 = w
+        w = te.tensor(x.shape, lambda *idx: w1[idx[ax]], name="weights")
+    dt = build.result_dtype(np.add, (_mean_dtype(x.dtype), False),
+                            (_mean_dtype(w.dtype), False))
+    acc = _acc(dt)
+    xw = elementwise(lambda a, b: build.binary(BinOp.MUL, build.cast(a, acc),
+                                               build.cast(b, acc)), x, w)
+    ws = elementwise(lambda a, b: build.cast(b, acc), x, w)
+    r = elementwise(lambda a, b: build.binary(BinOp.DIV, a, b),
+                    reduction(ReduceOp.SUM, xw, axis, keepdims),
+                    reduction(ReduceOp.SUM, ws, axis, keepdims))
+    return _cast(r, dt)
+
+
+def _nan_fill(x, fill):
+    return elementwise(lambda a: build.select(build.call(Intrin.ISNAN, a),
+                                              build.cast(fill, a.dtype), a), x) \
+        if dtypes.is_float(x.dtype) else x
+
+
+def nansum(x, *, axis=None, dtype=None, keepdims=False):
+    """np.nansum: NaN counted as zero."""
+    return sum_(_nan_fill(as_tensor(x), 0.0), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanmax(x, *, axis=None, keepdims=False):
+    """np.nanmax: NaN ignored (an all-NaN slice gives NaN)."""
+    return _nan_minmax(ReduceOp.MAX, x, axis, keepdims)
+
+
+def nanmin(x, *, axis=None, keepdims=False):
+    """np.nanmin: NaN ignored (an all-NaN slice gives NaN)."""
+    return _nan_minmax(ReduceOp.MIN, x, axis, keepdims)
+
+
+def _nan_minmax(op, x, axis, keepdims):
+    x = as_tensor(x)
+    _check_nonempty(x, axis, _NAMES[op])
+    if not dtypes.is_float(x.dtype):
+        return reduction(op, x, axis, keepdims)
+    r = reduction(op, _nan_fill(x, -math.inf if op == ReduceOp.MAX else math.inf), axis,
+                  keepdims)
+    seen = reduction(ReduceOp.ANY, elementwise(
+        lambda a: build.logical_not(build.call(Intrin.ISNAN, a)), x), axis, keepdims)
+    return elementwise(lambda a, s: build.select(s, a, build.cast(math.nan, a.dtype)),
+                       r, seen)
+
+
+def nanmean(x, *, axis=None, dtype=None, keepdims=False):
+    """np.nanmean: the mean of the non-NaN elements."""
+    x = as_tensor(x)
+    if not dtypes.is_float(x.dtype):
+        return mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    ok = elementwise(lambda a: build.logical_not(build.call(Intrin.ISNAN, a)), x)
+    return mean(x, ok, axis=axis, dtype=dtype, keepdims=keepdims)

@@ -1,0 +1,337 @@
+"""jd.numpy's elementwise functions and reductions against NumPy 2: values (float64 random
+inputs and special values), result dtypes (NEP 50 with Python scalars), broadcasting,
+axes, keepdims, out=, errors, and each family fused inside a @jd.compute definition."""
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+import jitdl.numpy as jnp
+from jitdl.numpy import _reductions, _ufuncs
+
+RNG = np.random.default_rng(7)
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5,
+                    1e-300, -1e-300, 1e300, -1e300, 710.0, -710.0, 1e-8, 30.0, 8.0, 1e3,
+                    1e-3, 27.0, -27.0, 1.5, 1e9, -1e9])
+X = np.concatenate([RNG.standard_normal(40) * 3, RNG.uniform(-1, 1, 20), SPECIAL])
+# binary operands: random pairs plus every pair of a few special values
+_S = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 3.0]
+X1 = np.concatenate([RNG.standard_normal(40) * 3, [a for a, _ in itertools.product(_S, _S)]])
+X2 = np.concatenate([RNG.standard_normal(40) * 3, [b for _, b in itertools.product(_S, _S)]])
+
+
+def np_quiet(f, *args, **kw):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return f(*args, **kw)
+
+
+def same(r, e, rtol=4e-15, atol=0.0):
+    """Equal values (NaN where NumPy has NaN), dtype, shape and the sign of zeros."""
+    r, e = np.asarray(r), np.asarray(e)
+    assert r.dtype == e.dtype, (r.dtype, e.dtype)
+    assert r.shape == e.shape, (r.shape, e.shape)
+    if r.dtype.kind in "biu":
+        np.testing.assert_array_equal(r, e)
+        return
+    np.testing.assert_allclose(r, e, rtol=rtol, atol=atol, equal_nan=True)
+    zeros = (e == 0) & (r == 0)
+    np.testing.assert_array_equal(np.signbit(r[zeros]), np.signbit(e[zeros]))
+
+
+UNARY = [n for n in _ufuncs._UNARY_DOCS if n != "invert"]
+# composites agree with libm to a few ulp; cancellation near zero is judged absolutely
+ATOL = {"sinh": 0, "log10": 0, "log2": 0, "arcsinh": 0, "arccos": 0}
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_float64_against_numpy(name):
+    r = getattr(jnp, name)(X)
+    e = np_quiet(getattr(np, name), X)
+    same(r, e, rtol=6e-15 if name in ("cbrt", "arccosh", "arcsinh", "sinh", "cosh")
+         else 4e-15)
+
+
+BINARY = [n for n in _ufuncs._BINARY_DOCS
+          if n not in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+                       "right_shift")] + ["power"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_float64_against_numpy(name):
+    r = getattr(jnp, name)(X1, X2)
+    e = np_quiet(getattr(np, name), X1, X2)
+    if name in ("maximum", "minimum", "fmax", "fmin"):   # the sign of max(0.0, -0.0) is open
+        e, r = e + 0.0, r + 0.0
+    same(r, e, atol=1e-15 if name == "logaddexp2" else 0.0)
+
+
+@pytest.mark.parametrize("dt", ["int8", "int64", "uint8"])
+def test_integer_arithmetic_and_bits(dt):
+    lo, hi = (0, 120) if dt == "uint8" else (-120, 120)
+    a = RNG.integers(lo, hi, 64).astype(dt)
+    b = RNG.integers(lo, hi, 64).astype(dt)
+    b[:8] = 0                                          # x // 0 and x % 0 are 0 in NumPy
+    s = RNG.integers(0, 70 if dt == "int64" else 12, 64).astype(dt)   # shifts past the width
+    for name in ("floor_divide", "remainder", "fmod", "maximum", "minimum", "bitwise_and",
+                 "bitwise_or", "bitwise_xor", "add", "multiply", "fmax"):
+        same(getattr(jnp, name)(a, b), np_quiet(getattr(np, name), a, b), rtol=1e-6)
+    for name in ("left_shift", "right_shift"):
+        same(getattr(jnp, name)(a, s), getattr(np, name)(a, s))
+    small = (np.abs(a) % 5).astype(dt)
+    same(jnp.power(small, (s % 4).astype(dt)), np.power(small, (s % 4).astype(dt)))
+    for name in ("absolute", "sign", "square", "invert", "floor", "trunc", "reciprocal"):
+        if dt == "uint8" and name == "sign":
+            continue
+        same(getattr(jnp, name)(a[8:]), np_quiet(getattr(np, name), a[8:]))
+
+
+@pytest.mark.parametrize("name,dt", [
+    ("sqrt", "int16"), ("sqrt", "int32"), ("exp", "float32"), ("exp2", "int64"),
+    ("floor", "int8"), ("rint", "int32"), ("trunc", "bool"), ("absolute", "bool"),
+    ("negative", "uint8"), ("square", "bool"), ("isnan", "int8"), ("signbit", "int16"),
+    ("logical_not", "float32"), ("invert", "bool"), ("deg2rad", "int32"),
+    ("arctanh", "float32"), ("cbrt", "int64"), ("fix", "int8"), ("cosh", "int32")])
+def test_unary_result_dtypes(name, dt):
+    a = (RNG.uniform(-0.9, 0.9, 9) * (1 if "float" in dt else 100)).astype(dt)
+    e = np_quiet(getattr(np, name), a)
+    same(getattr(jnp, name)(a), e, rtol=2e-6 if e.dtype == np.float32 else 1e-15)
+
+
+def test_small_int_transcendentals_are_float32_not_float16():
+    a = np.array([1, 4, 9], np.int8)
+    assert np.sqrt(a).dtype == np.float16
+    same(jnp.sqrt(a), np.sqrt(a.astype(np.float32)))
+
+
+@pytest.mark.parametrize("name,x1,x2", [
+    ("add", np.ones(3, np.float32), 2.5), ("add", np.ones(3, np.int8), 3),
+    ("multiply", 3, np.ones(3, np.uint8)), ("divide", np.ones(3, np.int16), 2),
+    ("add", np.ones(3, np.int8), np.ones(3, np.uint8)), ("subtract", np.ones(3, np.int16), 1.5),
+    ("less", np.full(3, 5, np.int8), 1000), ("equal", np.full(3, 255, np.uint8), -1),
+    ("float_power", np.ones(3, np.float32), 2), ("arctan2", np.ones(3, np.int16), 2),
+    ("logaddexp", np.ones(3, np.float32), np.ones(3)), ("maximum", True, np.ones(3, bool)),
+    ("copysign", np.ones(3, np.float32), -1.0), ("bitwise_xor", np.ones(3, np.int16), 7)])
+def test_nep50_promotion_with_python_scalars(name, x1, x2):
+    same(getattr(jnp, name)(x1, x2), getattr(np, name)(x1, x2), rtol=2e-7)
+
+
+def test_python_int_out_of_range_raises_overflow_error():
+    for x1, x2 in ((np.ones(3, np.int8), 300), (np.ones(3, np.uint8), -1)):
+        with pytest.raises(OverflowError):
+            np.add(x1, x2)
+        with pytest.raises(OverflowError):
+            jnp.add(x1, x2)
+
+
+def test_type_errors_read_like_numpy():
+    for f, args in ((np.bitwise_and, (np.ones(2), 1)), (np.negative, (np.ones(2, bool),)),
+                    (np.invert, (np.ones(2),)), (np.left_shift, (np.ones(2), 1)),
+                    (np.subtract, (np.ones(2, bool), np.ones(2, bool)))):
+        with pytest.raises(TypeError):
+            f(*args)
+        with pytest.raises(TypeError, match=f"ufunc '{f.__name__}' not supported for the "
+                                            "input type"):
+            getattr(jnp, f.__name__)(*args)
+
+
+def test_integer_negative_powers_raise_value_error():
+    msg = "Integers to negative integer powers are not allowed"
+    for args in ((np.arange(3), -1), (np.arange(3), np.array([1, -2, 3])), (2, np.array([-1]))):
+        with pytest.raises(ValueError, match=msg):
+            np.power(*args)
+        with pytest.raises(ValueError, match=msg):
+            jnp.power(*args)
+    same(jnp.power(np.arange(3.0), -1), np_quiet(np.power, np.arange(3.0), -1))
+
+
+def test_broadcasting_lists_and_scalars():
+    a, b = RNG.standard_normal((3, 1)), RNG.standard_normal(4)
+    same(jnp.hypot(a, b), np.hypot(a, b))
+    same(jnp.add([1, 2, 3], 1.5), np.add([1, 2, 3], 1.5))
+    c = RNG.standard_normal((2, 1, 4)) > 0
+    same(jnp.where(c, a, b), np.where(c, a, b))
+    same(jnp.where(c, 1, 2.0), np.where(c, 1, 2.0))
+    r = jnp.exp(1.5)
+    assert type(r) is np.float64 and r == np.exp(1.5)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        jnp.add(np.ones(3), np.ones(4))
+
+
+def test_out_and_dtype_arguments():
+    a, b = RNG.standard_normal(5), RNG.standard_normal(5)
+    out = np.empty(5)
+    assert jnp.multiply(a, b, out=out) is out
+    same(out, a * b)
+    out32 = np.empty(5, np.float32)
+    jnp.exp(a, out=out32)
+    same(out32, np.exp(a).astype(np.float32), rtol=1e-7)
+    same(jnp.add(np.arange(5, dtype=np.int8), 1, dtype=np.float32),
+         np.add(np.arange(5, dtype=np.int8), 1, dtype=np.float32))
+    with pytest.raises(TypeError, match="same_kind"):
+        jnp.divide(a, b, out=np.empty(5, np.int64))
+
+
+def test_round_clip_nan_to_num_sinc():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 1.2345, -7.655, np.nan, np.inf])
+    for d in (0, 2, -1):
+        same(jnp.round(x * 10, d), np.round(x * 10, d))
+    ints = np.array([15, 25, -15, -25, 14, 16, 7], np.int32)
+    same(jnp.round(ints, -1), np.round(ints, -1))
+    same(jnp.around(ints), np.around(ints))
+    with pytest.raises(TypeError, match="decimals"):
+        jnp.round(x, 1.5)
+    same(jnp.clip(x, -1, 2), np.clip(x, -1, 2))
+    same(jnp.clip(x, min=0.0), np.clip(x, min=0.0))
+    same(jnp.clip(x, None, 1.0), np.clip(x, None, 1.0))
+    same(jnp.clip(ints, np.int64(0), 20), np.clip(ints, np.int64(0), 20))
+    same(jnp.nan_to_num(x), np.nan_to_num(x))
+    same(jnp.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0),
+         np.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0))
+    same(jnp.sinc(X[:60]), np.sinc(X[:60]))
+    with pytest.raises(TypeError):
+        jnp.where(x > 0)
+
+
+def test_status_covers_every_export():
+    for mod in (_ufuncs, _reductions):
+        assert set(mod.STATUS) == set(mod.__all__)
+        assert all(v == "done" or v.startswith(("done", "partial:")) for v in mod.STATUS.values())
+        for n in mod.__all__:
+            assert getattr(jnp, n).__doc__
+
+
+# -- reductions -----------------------------------------------------------------------------
+A = RNG.standard_normal((4, 5, 6))
+A_NAN = A.copy()
+A_NAN[1, 2, 3] = A_NAN[2, 0, 1] = np.nan
+A_INT = RNG.integers(-50, 50, (4, 5, 6)).astype(np.int8)
+
+REDUCTIONS = ["sum", "prod", "max", "min", "argmax", "argmin", "ptp", "all", "any",
+              "count_nonzero", "mean", "var", "std", "average", "nansum", "nanmax",
+              "nanmin", "nanmean"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reductions_against_numpy(name):
+    jf, nf = getattr(jnp, name), getattr(np, name)
+    a = A * 0.3 + 1 if name == "prod" else A_NAN
+    r, e = jf(a), np_quiet(nf, a)                    # axis=None: a NumPy scalar
+    assert type(r) is type(e)
+    same(r, e, rtol=1e-12)
+    if name in ("argmax", "argmin"):
+        configs = [dict(axis=1), dict(axis=-1, keepdims=True)]
+    else:
+        configs = [dict(axis=(0, 2), keepdims=True), dict(axis=-2)]
+    for kw in configs:
+        same(jf(a, **kw), np_quiet(nf, a, **kw), rtol=1e-12)
+    same(jf(A_INT, axis=1), nf(A_INT, axis=1), rtol=1e-12)
+
+
+def test_reduction_dtypes():
+    b = np.ones((3, 4), bool)
+    for name, a in (("sum", b), ("prod", b), ("sum", A_INT), ("mean", A_INT), ("var", A_INT),
+                    ("std", A.astype(np.float32)), ("max", A_INT), ("all", A), ("any", A_INT)):
+        e = getattr(np, name)(a, axis=0)
+        same(getattr(jnp, name)(a, axis=0), e, rtol=1e-6 if e.dtype == np.float32 else 1e-13)
+    u = np.array([200, 100], np.uint8)
+    assert np.sum(u).dtype == np.uint64 and jnp.sum(u) == 300 and jnp.sum(u).dtype == np.int64
+    same(jnp.sum(A_INT, axis=2, dtype=np.float32), np.sum(A_INT, axis=2, dtype=np.float32))
+    same(jnp.mean(A_INT, dtype=np.float32), np.mean(A_INT, dtype=np.float32), rtol=1e-6)
+
+
+def test_float32_sums_accumulate_in_float64():
+    a = np.full(1 << 20, 0.1, np.float32)
+    exact = float(np.float32(0.1)) * (1 << 20)
+    assert abs(float(jnp.sum(a)) - exact) <= abs(float(np.sum(a)) - exact) + 1e-3
+    assert jnp.sum(a).dtype == np.float32
+
+
+def test_reduction_options():
+    same(jnp.var(A, axis=0, ddof=1), np.var(A, axis=0, ddof=1))
+    same(jnp.std(A_INT, ddof=2, keepdims=True), np.std(A_INT, ddof=2, keepdims=True))
+    same(jnp.sum(A, axis=1, initial=3.0), np.sum(A, axis=1, initial=3.0))
+    same(jnp.max(A, axis=1, initial=0.5), np.max(A, axis=1, initial=0.5))
+    m = A > 0
+    same(jnp.sum(A, axis=1, where=m), np.sum(A, axis=1, where=m))
+    same(jnp.mean(A, axis=2, where=m), np.mean(A, axis=2, where=m))
+    same(jnp.max(A, axis=0, where=m, initial=-9.0), np.max(A, axis=0, where=m, initial=-9.0))
+    same(jnp.all(A, axis=0, where=m), np.all(A, axis=0, where=m))
+    same(jnp.average(A, axis=0, weights=np.arange(1.0, 5.0)),
+         np.average(A, axis=0, weights=np.arange(1.0, 5.0)))
+    same(jnp.min([[3, 1], [2, 5]], axis=0), np.min([[3, 1], [2, 5]], axis=0))
+    out = np.empty((4, 6))
+    assert jnp.mean(A, axis=1, out=out) is out
+    same(out, np.mean(A, axis=1))
+    all_nan = np.full((2, 3), np.nan)
+    same(jnp.nanmax(all_nan, axis=1), np_quiet(np.nanmax, all_nan, axis=1))
+    assert np.argmax([1.0, np.nan, 3.0, np.nan]) == jnp.argmax(np.array([1.0, np.nan, 3.0, np.nan])) == 1
+
+
+def test_reduction_errors():
+    empty = np.zeros((0, 3))
+    for name, msg in (("max", "zero-size array to reduction operation maximum which has no "
+                              "identity"),
+                      ("min", "zero-size array to reduction operation minimum"),
+                      ("argmax", "attempt to get argmax of an empty sequence")):
+        with pytest.raises(ValueError, match=msg):
+            getattr(np, name)(empty, axis=0)
+        with pytest.raises(ValueError, match=msg):
+            getattr(jnp, name)(empty, axis=0)
+    same(jnp.sum(empty, axis=0), np.sum(empty, axis=0))
+    with pytest.raises(np.exceptions.AxisError, match="axis 3 is out of bounds"):
+        jnp.sum(A, axis=3)
+    with pytest.raises(ValueError, match="duplicate value in 'axis'"):
+        jnp.sum(A, axis=(1, -2))
+    with pytest.raises(ValueError, match="where mask"):
+        jnp.max(A, where=A > 0)
+
+
+# -- fused inside definitions ---------------------------------------------------------------
+def test_unary_family_fused():
+    @jd.compute
+    def f(X, Y):
+        t = jnp.arcsinh(jnp.add(X, Y))
+        return jnp.multiply(jnp.log1p(jnp.cosh(t)), jnp.cbrt(jnp.sign(X)))
+    x, y = RNG.standard_normal((5, 7)), RNG.standard_normal(7)
+    same(f(x, y), np.log1p(np.cosh(np.arcsinh(x + y))) * np.cbrt(np.sign(x)), rtol=1e-14)
+
+
+def test_binary_comparison_where_family_fused():
+    @jd.compute
+    def f(X, Y):
+        big = jnp.logical_and(jnp.greater(X, 0.2), jnp.isfinite(Y))
+        return jnp.where(big, jnp.hypot(X, Y), jnp.clip(jnp.fmax(X, Y), -0.5, 0.5))
+    x, y = RNG.standard_normal((6, 8)), RNG.standard_normal((6, 8))
+    y[0, :3] = np.nan
+    e = np.where((x > 0.2) & np.isfinite(y), np.hypot(x, y), np.clip(np.fmax(x, y), -0.5, 0.5))
+    same(f(x, y), e, rtol=1e-15)
+
+
+def test_integer_family_fused():
+    @jd.compute
+    def f(A, B):
+        return jnp.bitwise_xor(jnp.right_shift(A, jnp.remainder(B, 9)),
+                               jnp.floor_divide(A, B))
+    a = RNG.integers(-100, 100, 50).astype(np.int32)
+    b = RNG.integers(-10, 10, 50).astype(np.int32)
+    same(f(a, b), np_quiet(lambda: np.right_shift(a, b % 9) ^ (a // b)))
+
+
+def test_reduction_family_fused():
+    @jd.compute
+    def f(X):
+        z = jnp.subtract(X, jnp.mean(X, axis=1, keepdims=True))
+        e = jnp.exp(jnp.subtract(z, jnp.max(z, axis=1, keepdims=True)))
+        return jnp.divide(jnp.sum(e, axis=1), jnp.std(X, axis=1, ddof=1))
+
+    @jd.compute
+    def g(X):
+        return jnp.argmax(jnp.square(X), axis=0)
+    x = RNG.standard_normal((6, 9))
+    z = x - x.mean(axis=1, keepdims=True)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    same(f(x), e.sum(axis=1) / x.std(axis=1, ddof=1), rtol=1e-13)
+    same(g(x), np.argmax(x * x, axis=0))
