@@ -120,6 +120,9 @@ class Background:
             job.function._tune_job(job, self._runner, self._stop)
             job.state = "stopped" if self._stop.is_set() else "done"
         except Exception as e:         # noqa: BLE001 - a failed job never reaches the caller
+            if self._stop.is_set():    # the runner was closed under it (interpreter exit)
+                job.state = "stopped"
+                return
             job.state, job.error = "failed", f"{type(e).__name__}: {e}"
             log.warning("background tuning of %s(%s) failed: %s",
                         getattr(job.function, "name", "?"), job.call, job.error)
