@@ -89,7 +89,13 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
                                   for a in operands])
     k = _kernels.get(key)
     if k is None:
-        f = _function(name, builder, static, tuple(names))
+        # one kernel per broadcast pattern where the builder allows it; empty arrays get
+        # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
+        dynamic = getattr(builder, "any_size", False) and all(
+            a.size for a in operands if type(a) is _ndarray)
+        f = _function(name, builder, static, tuple(names), dynamic)
+        if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
+            _function(name, builder, static, tuple(names))._graph(operands)
         kernel = f.kernel(*operands)
         k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () else kernel
         if len(_kernels) >= _KEPT:
@@ -101,6 +107,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k
     shape, dtype = kernel.out_specs[0]
+    if kernel.dims is not None:         # symbolic extents: this call's output shape
+        shape = kernel.dims(operands)[1][0]
     if out.shape != shape:
         raise ArgumentError(f"{name}(): out= has shape {out.shape}, but the result has shape "
                             f"{shape}", user_loc())
@@ -136,9 +144,10 @@ def _normalise(name, a, what):
     return a
 
 
-def _function(name, builder, static, names):
-    """The jitdl Function that compiles op `name` with these static arguments."""
-    key = (name, static, names)
+def _function(name, builder, static, names, dynamic=False):
+    """The jitdl Function that compiles op `name` with these static arguments (with
+    symbolic extents when `dynamic`)."""
+    key = (name, static, names, dynamic)
     f = _functions.get(key)
     if f is None:
         kwargs = dict(static)
@@ -149,7 +158,7 @@ def _function(name, builder, static, names):
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
         op.__name__ = op.__qualname__ = name
         op.__module__ = "jitdl.numpy"
-        f = Function(op, name=name)
+        f = Function(op, name=name, dynamic=dynamic)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
         _functions[key] = f
     return f
@@ -159,7 +168,7 @@ def cache_info(name=None):
     """Compilations and cache hits of the op library in this process, per op (or of op
     `name`): {"op": {"kernels": compiled or loaded, "compiled": compiled, "hits": disk hits}}."""
     out = {}
-    for (op, _, _), f in _functions.items():
+    for (op, *_), f in _functions.items():
         if name is not None and op != name:
             continue
         info = f.cache_info()

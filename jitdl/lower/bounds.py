@@ -13,7 +13,7 @@ import itertools
 from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
                                unbounded_part, with_loop)
-from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, Var
+from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_expr
 from jitdl.te.tensor import Placeholder
@@ -69,7 +69,7 @@ def check_stage(tensor, scalars=(), same=None):
     known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body)
                                           if isinstance(r, Reduce) for a in r.axes}
     for n in walk_expr(op.body):
-        if isinstance(n, Var) and n not in known:
+        if isinstance(n, Var) and n not in known and not isinstance(n, SizeVar):
             raise DefinitionError(
                 f"index `{n.name}` is used outside a reduction over it in stage "
                 f"{tensor.name}; a reduce axis can only appear inside jd.sum/max/min/prod("

@@ -22,6 +22,14 @@ from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
 
+def any_size(*builders):
+    """Mark builders that work with symbolic extents (dimensions as int64 expressions): on
+    arrays, jd.numpy compiles them once per dtype, rank and broadcast pattern, not per
+    shape."""
+    for b in builders:
+        b.any_size = True
+
+
 # -- operands -------------------------------------------------------------------------------
 def is_symbolic(x) -> bool:
     """A value of a definition being traced (a tensor or a scalar expression)."""

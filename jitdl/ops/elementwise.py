@@ -16,7 +16,7 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, UnOp
-from jitdl.ops.core import elementwise, operand, typed
+from jitdl.ops.core import any_size, elementwise, operand, typed
 
 _LN2 = math.log(2.0)
 _INV_LN2 = 1.0 / _LN2
@@ -478,3 +478,6 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     lo = -big if neginf is None else neginf
     return elementwise(lambda a: _sel(_isnan(a), _k(nan, a), _sel(
         _eq(a, math.inf), _k(hi, a), _sel(_eq(a, -math.inf), _k(lo, a), a))), x)
+
+
+any_size(unary, binary, round_, clip, where, nan_to_num)

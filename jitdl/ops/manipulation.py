@@ -15,7 +15,7 @@ import numpy as np
 from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp
-from jitdl.ops.core import (as_tensor, broadcast_to as _broadcast, is_one, normalize_axes,
+from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one, normalize_axes,
                             normalize_axis, operand, same_dim, shape_of, shape_text)
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -502,3 +502,6 @@ def tile(a, reps):
     return te.tensor(shape, lambda *idx: a[tuple(
         i % n if r != 1 and not is_one(n) else (0 if is_one(n) else i)
         for i, n, r in zip(idx, a.shape, reps))], name="tile")
+
+
+any_size(copy, astype, flip)

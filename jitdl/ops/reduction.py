@@ -12,7 +12,7 @@ from jitdl import dtypes
 from jitdl.errors import ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
-from jitdl.ops.core import (as_tensor, elementwise, normalize_axes, operand, reduced_size,
+from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand, reduced_size,
                             reduction, shape_of)
 from jitdl.te import ops as te
 
@@ -257,3 +257,6 @@ def nanmean(x, *, axis=None, dtype=None, keepdims=False):
         return mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
     ok = elementwise(lambda a: build.logical_not(build.call(Intrin.ISNAN, a)), x)
     return mean(x, ok, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean)
