@@ -21,8 +21,10 @@ from jitdl.errors import ArgumentError, user_loc
 from jitdl.ops.core import is_symbolic
 
 _ndarray = np.ndarray
+_empty = np.empty
 _SCALARS = (bool, int, float)
 _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
+_runs = {}           # the same keys -> the call without out= (see _bound)
 _functions = {}      # (op, static, parameter names) -> Function
 _KEPT = 4096         # call keys remembered before the table is cleared (shapes vary)
 
@@ -49,18 +51,51 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     from arrays only): the kernel's run goes into it, for the wrapper to call directly."""
     key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
                                   for a in operands])
+    if out is None and table is None:
+        run = _runs.get(key)
+        if run is not None:
+            return run(operands)
     k = _kernels.get(key)
     if k is not None and (out is None or _exact_out(k, out)):
         if table is not None and type(k) is not _ScalarOut:
-            _remember(table, tkey, k.run)
+            _remember(table, tkey, k, operands)
         return k.run(operands, out)
     return _slow(name, builder, operands, static, out, names, table, tkey)
 
 
-def _remember(table, key, run):
+def _remember(table, key, k, operands):
+    """Put into a wrapper's table the call of kernel k for operands of exactly this key:
+    sizes and output shape are fixed for it (they were checked on this call), so a later
+    call only allocates the output and enters the kernel."""
     if len(table) >= _KEPT:
         table.clear()
-    table[key] = run
+    table[key] = _call(k, operands)
+
+
+def _call(k, operands):
+    """The call without out= of kernel (or _ScalarOut) k for operands of this shape."""
+    if type(k) is not _ScalarOut and k.fast and k.single and not k.int_checks:
+        return _bound(k, operands)
+    return k.run
+
+
+def _bound(k, operands):
+    fast, slow, empty = k.fastcall, k.run, _empty
+    (shape, dtype), sizes = k.out_specs[0], ()
+    if k.dims is not None:
+        sizes, shapes = k.dims(operands)
+        shape = shapes[0]
+    if len(sizes) == 1:
+        (n,) = sizes
+
+        def run(args):
+            o = empty(shape, dtype)
+            return o if fast(args, o, n) is None else slow(args)
+    else:
+        def run(args):
+            o = empty(shape, dtype)
+            return o if fast(args, o, *sizes) is None else slow(args)
+    return run
 
 
 def _exact_out(k, out):
@@ -100,9 +135,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
         k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () else kernel
         if len(_kernels) >= _KEPT:
             _kernels.clear()
+            _runs.clear()
         _kernels[key] = k
+        _runs[key] = _call(k, operands)
     if table is not None and type(k) is not _ScalarOut:
-        _remember(table, tkey, k.run)
+        _remember(table, tkey, k, operands)
     if out is None:
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k
@@ -182,4 +219,5 @@ def cache_info(name=None):
 def clear():
     """Forget the compiled kernels of this process (the disk cache keeps them)."""
     _kernels.clear()
+    _runs.clear()
     _functions.clear()
