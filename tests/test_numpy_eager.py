@@ -1,0 +1,166 @@
+"""jd.numpy's call path on arrays (one kernel per broadcast pattern, the per-shape call
+cache, out=, strided and odd inputs) and whole-tensor operators inside definitions."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl import eager
+
+jnp = jd.numpy
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def same(got, want, rtol=1e-12):
+    want = np.asarray(want)
+    assert np.asarray(got).dtype == want.dtype, (np.asarray(got).dtype, want.dtype)
+    assert np.shape(got) == want.shape
+    np.testing.assert_allclose(np.asarray(got, np.float64), want.astype(np.float64),
+                               rtol=rtol, atol=rtol)
+
+
+def test_one_kernel_per_broadcast_pattern(rng):
+    """add, exp and a row sum over 60 shapes compile a handful of kernels."""
+    eager.clear()
+    before = {op: eager.cache_info(op)["kernels"] for op in ("add", "exp", "sum", "mean")}
+    for n in range(2, 62):
+        a = rng.standard_normal((n, 3 + n % 5))
+        b = rng.standard_normal(a.shape[1])
+        same(jnp.add(a, b), a + b)
+        same(jnp.exp(a), np.exp(a))
+        same(jnp.sum(a, axis=1), a.sum(axis=1))
+        same(jnp.mean(a, axis=0, keepdims=True), a.mean(axis=0, keepdims=True))
+    after = {op: eager.cache_info(op)["kernels"] - before[op] for op in before}
+    assert all(1 <= n <= 2 for n in after.values()), after
+
+
+def test_size_one_dimensions_broadcast_as_numpy(rng):
+    for sa, sb in [((4, 1), (1, 5)), ((1, 5), (4, 5)), ((3, 1, 2), (4, 1)), ((1,), (7,)),
+                   ((), (3, 2)), ((2, 3), ())]:
+        a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+        same(jnp.subtract(a, b), np.subtract(a, b))
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        jnp.add(np.ones((3, 4)), np.ones((5, 4)))
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        jnp.add(np.ones(3), np.ones(4))
+
+
+def test_cached_calls_on_other_layouts_stay_right(rng):
+    """A shape's cached call meets strided, reversed, non-native and read-only arrays."""
+    a = rng.standard_normal((64, 48))
+    b = rng.standard_normal((64, 48))
+    same(jnp.multiply(a, b), a * b)                  # cached for (64, 48) float64
+    same(jnp.multiply(a[:, ::-1].copy(order="F")[:, :48], b), a[:, ::-1] * b)
+    t = rng.standard_normal((48, 64)).T
+    same(jnp.multiply(t, b), t * b)
+    same(jnp.multiply(a[::-1], b), a[::-1] * b)
+    big = a.astype(">f8")
+    same(jnp.multiply(big, b), a * b)
+    ro = a.copy()
+    ro.flags.writeable = False
+    same(jnp.multiply(ro, b), a * b)
+    same(jnp.exp(a[::2, ::3]), np.exp(a[::2, ::3]))
+
+
+def test_out_argument(rng):
+    a, b = rng.standard_normal(1000), rng.standard_normal(1000)
+    out = np.empty(1000)
+    assert jnp.add(a, b, out=out) is out
+    same(out, a + b)
+    out32 = np.empty(1000, np.float32)
+    assert jnp.add(a, b, out=out32) is out32         # same_kind casting, as NumPy's
+    same(out32, (a + b).astype(np.float32), rtol=1e-6)
+    with pytest.raises(TypeError):
+        jnp.add(a, b, out=np.empty(1000, np.int64))  # float64 -> int64 is not same_kind
+    assert jnp.add(a, b, out=(out,)) is out
+    with pytest.raises((ValueError, TypeError)):
+        jnp.add(a, b, out=np.empty(999))
+    jnp.add(a, b, out=a)                             # in place, as NumPy allows
+    same(a, out)
+
+
+def test_scalars_lists_and_zero_d(rng):
+    x = rng.standard_normal(17).astype(np.float32)
+    r = jnp.multiply(x, 2.5)
+    assert r.dtype == np.float32                     # NEP 50: the Python float is weak
+    same(r, x * np.float32(2.5))
+    assert jnp.multiply(x, np.float64(2.5)).dtype == np.float64
+    same(jnp.add([1, 2, 3], 1), np.array([2, 3, 4]))
+    s = jnp.sum(x)
+    assert isinstance(s, np.float32) and np.isclose(s, x.sum(dtype=np.float64), rtol=1e-5)
+    assert isinstance(jnp.exp(np.array(1.0)), np.float64)
+    with pytest.raises(OverflowError):
+        jnp.add(np.ones(3, np.int8), 300)
+
+
+def test_empty_arrays(rng):
+    same(jnp.add(np.ones((0, 3)), np.ones(3)), np.ones((0, 3)) + np.ones(3))
+    same(jnp.sum(np.ones((0, 4)), axis=0), np.zeros(4))
+    with pytest.raises(ValueError, match="zero-size array"):
+        jnp.max(np.ones((0, 4)), axis=0)
+    same(jnp.max(np.ones((0, 4)), axis=1), np.ones((0, 4)).max(axis=1))
+
+
+def test_unsupported_dtype_and_device_are_clear():
+    with pytest.raises(TypeError, match="complex128"):
+        jnp.exp(np.ones(3, np.complex128))
+
+
+# -- whole tensors inside definitions ---------------------------------------------------
+@jd.compute
+def softmax(X):
+    e = jnp.exp(X - X.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@jd.compute
+def affine_relu(X, W, b):
+    return jnp.maximum(X @ W + b, 0.0)
+
+
+@jd.compute
+def mixed(X, Y):
+    return -X.T * 2 + abs(Y.T) ** 2 - (X.T > 0) + jnp.where(Y.T < X.T, 1.0, 0.5)
+
+
+def test_operators_and_methods_fuse_into_one_kernel(rng):
+    x = rng.standard_normal((33, 17)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(1, keepdims=True))
+    same(softmax(x), (e / e.sum(1, keepdims=True)).astype(np.float32), rtol=1e-6)
+    assert softmax.cache_info()["misses"] == 1
+    w = rng.standard_normal((17, 9))
+    b = rng.standard_normal(9)
+    same(affine_relu(x64, w, b), np.maximum(x64 @ w + b, 0.0))
+    y = rng.standard_normal((33, 17))
+    want = -x64.T * 2 + abs(y.T) ** 2 - (x64.T > 0) + np.where(y.T < x64.T, 1.0, 0.5)
+    same(mixed(x64, y), want)
+
+
+def test_northstar_softmax_in_a_fresh_process():
+    """jd.numpy inside @jd.compute, as DESIGN's north star writes it."""
+    code = ("import numpy as np, jitdl as jd\njnp = jd.numpy\n"
+            "@jd.compute\ndef sm(X):\n"
+            "    e = jnp.exp(X - jnp.max(X, axis=1, keepdims=True))\n"
+            "    return e / jnp.sum(e, axis=1, keepdims=True)\n"
+            "a = np.random.default_rng(0).standard_normal((8, 5))\n"
+            "e = np.exp(a - a.max(1, keepdims=True))\n"
+            "assert np.allclose(sm(a), e / e.sum(1, keepdims=True))\nprint('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_docs_page_is_current():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "gen_ops.py"), "--check"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT},
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
