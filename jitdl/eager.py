@@ -17,8 +17,9 @@ from jitdl import dtypes
 from jitdl import target as targets
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
-from jitdl.errors import ArgumentError, user_loc
+from jitdl.errors import ArgumentError, OutArgumentError, user_loc
 from jitdl.ops.core import is_symbolic
+from jitdl.runtime.kernel import freeze_static, other_key
 
 _ndarray = np.ndarray
 _empty = np.empty
@@ -49,8 +50,8 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     pairs of plain, hashable values; `names` names the operands in messages. A wrapper
     with a fast path of its own passes its `table` and the call's key there (`tkey`, made
     from arrays only): the kernel's run goes into it, for the wrapper to call directly."""
-    key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
-                                  for a in operands])
+    key = (name, _static_key(static)) + tuple(
+        [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     if out is None and table is None:
         run = _runs.get(key)
         if run is not None:
@@ -61,6 +62,16 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
             _remember(table, tkey, k, operands)
         return k.run(operands, out)
     return _slow(name, builder, operands, static, out, names, table, tkey)
+
+
+def _static_key(static):
+    """The static arguments' part of a key. Python's == says 0.0 == -0.0 and 1 == 1.0 ==
+    True and NaN != NaN: floats and containers are keyed by their canonical form (floats
+    by their bits, types kept) so a call never finds the kernel of another value."""
+    for _, v in static:
+        if type(v) is float or type(v) is tuple or isinstance(v, np.generic):
+            return tuple((n, freeze_static(v)) for n, v in static)
+    return static
 
 
 def _remember(table, key, k, operands):
@@ -120,8 +131,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
                             f"{type(out).__name__}", user_loc())
     names = names or [f"x{n + 1}" for n in range(len(operands))]
     operands = tuple(_normalise(name, a, n) for a, n in zip(operands, names))
-    key = (name, static) + tuple([(a.shape, a.dtype) if type(a) is _ndarray else type(a)
-                                  for a in operands])
+    key = (name, _static_key(static)) + tuple(
+        [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     k = _kernels.get(key)
     if k is None:
         # one kernel per broadcast pattern where the builder allows it; empty arrays get
@@ -132,7 +143,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
         kernel = f.kernel(*operands)
-        k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () else kernel
+        k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () and \
+            getattr(builder, "scalar_result", False) else kernel
         if len(_kernels) >= _KEPT:
             _kernels.clear()
             _runs.clear()
@@ -147,8 +159,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
     if kernel.dims is not None:         # symbolic extents: this call's output shape
         shape = kernel.dims(operands)[1][0]
     if out.shape != shape:
-        raise ArgumentError(f"{name}(): out= has shape {out.shape}, but the result has shape "
-                            f"{shape}", user_loc())
+        raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
+                               f"{out.shape} doesn't match the result's shape {shape} (out=)",
+                               user_loc())
+    if not out.flags.writeable:
+        raise OutArgumentError(f"{name}(): output array is read-only (out=)", user_loc())
     if out.dtype == dtype:
         return kernel.run(operands, out)
     if not np.can_cast(dtype, out.dtype, casting="same_kind"):
@@ -164,6 +179,8 @@ def _normalise(name, a, what):
     scalar; lists and other array-likes through np.asarray, as NumPy does."""
     if type(a) in _SCALARS or isinstance(a, np.generic) and a.dtype.name in dtypes.SUPPORTED:
         return a
+    if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
+        a = np.asarray(a)           # a subclass (np.matrix, ...): its data as an ndarray
     if hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray):
         targets.get("cuda")         # says that the CUDA target is not built yet
     if not isinstance(a, np.ndarray):
@@ -184,7 +201,7 @@ def _normalise(name, a, what):
 def _function(name, builder, static, names, dynamic=False):
     """The jitdl Function that compiles op `name` with these static arguments (with
     symbolic extents when `dynamic`)."""
-    key = (name, static, names, dynamic)
+    key = (name, _static_key(static), names, dynamic)
     f = _functions.get(key)
     if f is None:
         kwargs = dict(static)

@@ -50,6 +50,11 @@ class ArgumentError(JitdlError, TypeError):
     """A call with arguments that do not fit the definition (dtype, rank, shape, count)."""
 
 
+class OutArgumentError(ArgumentError, ValueError):
+    """An out= array of the wrong shape or read-only: an ArgumentError, and the ValueError
+    NumPy raises there."""
+
+
 class ScheduleError(JitdlError):
     """An illegal schedule primitive."""
 

@@ -72,14 +72,31 @@ def below(e, n, ranges):
     match e:
         case Binary(op=BinOp.FLOORDIV) if isinstance(e.b, Const) and e.b.value > 0:
             return below(e.a, n * e.b.value, ranges)
-        case Binary(op=BinOp.MOD) if _same(e.b, n):
-            return True
+        case Binary(op=BinOp.MOD) if _same(e.b, n) and positive(n, ranges):
+            return True             # (a size may be 0: then a % n reads nothing valid)
         case Cast() if _exact_cast(e):
             return below(e.value, n, ranges)
     form = dict(affine(e))
     for k, c in affine(n).items():
         form[k] = form.get(k, 0) - c
     return form_bounds(form, ranges)[1] <= -1
+
+
+def positive(n, ranges) -> bool:
+    """Whether n >= 1 under ranges: by its bounds, or because a loop that runs here says
+    so (i in [0, c*n + k) with i >= 0 implies c*n + k >= 1)."""
+    if bounds(n, ranges)[0] >= 1:
+        return True
+    for items, _, fhi in ranges.get(FACTS, ()):
+        form = dict(items)
+        c = -form.pop(n, 0) if n in form else 0
+        if c <= 0 or fhi == INF:
+            continue
+        # rest - c*n <= fhi, so c*n >= rest - fhi >= lower bound of rest - fhi
+        low = form_bounds({k: v for k, v in form.items()}, {**ranges, FACTS: ()})[0]
+        if low != -INF and low - fhi >= 1:
+            return True
+    return False
 
 
 def _same(a, b):
@@ -227,8 +244,8 @@ def _op_bounds(e, ranges):
             if lo != -INF and hi != INF and lo // d == hi // d:
                 return lo % d, hi % d
             return 0, d - 1
-        case Binary(op=BinOp.MOD) if bounds(e.b, ranges)[0] >= 0:
-            # a symbolic divisor (a size, never negative): floor mod is in [0, b - 1]
+        case Binary(op=BinOp.MOD) if positive(e.b, ranges):
+            # a positive symbolic divisor: floor mod is in [0, b - 1]
             return 0, max(bounds(e.b, ranges)[1] - 1, 0)
         case Call(fn=Intrin.ABS) if _is_int(e):
             lo, hi = bounds(e.args[0], ranges)

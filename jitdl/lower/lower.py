@@ -45,6 +45,8 @@ def identity(op: ReduceOp, dtype: str):
         return Const(op == ReduceOp.ALL, "bool")
     elif dtypes.is_float(dtype):
         v = -math.inf if op == ReduceOp.MAX else math.inf
+    elif dtype == "bool":                   # max of bools is any, min is all
+        return Const(op == ReduceOp.MIN, "bool")
     else:
         import numpy as np
         info = np.iinfo(dtype)

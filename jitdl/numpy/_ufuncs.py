@@ -262,7 +262,7 @@ STATUS.update({
     "sqrt": "partial: float32 where NumPy gives float16 (int8/uint8/bool inputs), as every "
             "transcendental function here (jitdl has no float16)",
     "power": "partial: the negative-integer-exponent ValueError is raised on arrays; inside "
-             "a definition an integer to a negative power gives 0 (1 or -1 for bases 1, -1)",
+             "a definition an integer to a negative power gives 0, also for bases 1 and -1",
     "round": "partial: decimals must be a static int",
     "around": "partial: decimals must be a static int",
     "copysign": "partial: the sign of a NaN in x2 is not read (taken as positive)",

@@ -30,6 +30,13 @@ def any_size(*builders):
         b.any_size = True
 
 
+def scalar_result(*builders):
+    """Mark builders whose 0-d results NumPy returns as scalars (ufuncs, reductions,
+    products: np.sum(a) is a np.float64); others return 0-d arrays (np.copy)."""
+    for b in builders:
+        b.scalar_result = True
+
+
 # -- operands -------------------------------------------------------------------------------
 def is_symbolic(x) -> bool:
     """A value of a definition being traced (a tensor or a scalar expression)."""
@@ -218,7 +225,13 @@ def reduction(op: ReduceOp, x, axis=None, keepdims=False, dtype=None, name=None)
         e = x[tuple(ks[d] if d in ks else next(it) for d in range(x.ndim))]
         if dtype is not None:
             e = build.cast(e, dtype)
-        return te.reduce(op, e, list(ks.values())) if ks else e
+        if ks:
+            return te.reduce(op, e, list(ks.values()))
+        if op in (ReduceOp.ALL, ReduceOp.ANY):      # over no axes: per element
+            return build.truth(e)
+        if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            return build.cast(0, "int64")
+        return e
     r = te.tensor(shape, body, name=None if keepdims and ks else name)
     if not (keepdims and ks):
         return r

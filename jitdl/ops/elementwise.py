@@ -16,7 +16,7 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, UnOp
-from jitdl.ops.core import any_size, elementwise, operand, typed
+from jitdl.ops.core import any_size, elementwise, operand, scalar_result, typed
 
 _LN2 = math.log(2.0)
 _INV_LN2 = 1.0 / _LN2
@@ -481,3 +481,4 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 
 any_size(unary, binary, round_, clip, where, nan_to_num)
+scalar_result(unary, binary, round_, clip, where, nan_to_num)

@@ -14,7 +14,7 @@ from jitdl.errors import ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
 from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
-                            shape_of, shape_text)
+                            scalar_result, shape_of, shape_text)
 from jitdl.ops.manipulation import ravel
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -234,4 +234,4 @@ def einsum(*xs, subscripts):
             raise ShapeError(f"Size of label '{c}' for operand {n} ({d}) does not match "
                              f"previous terms ({have}).", user_loc())
     return contract(xs, [tuple(s) for s in ins], tuple(out), extents, "einsum")
-
+scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract)

@@ -15,8 +15,9 @@ import numpy as np
 from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp
-from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one, normalize_axes,
-                            normalize_axis, operand, same_dim, shape_of, shape_text)
+from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one,
+                            normalize_axes, normalize_axis, operand, same_dim,
+                            scalar_result, shape_of, shape_text)
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -505,3 +506,4 @@ def tile(a, reps):
 
 
 any_size(copy, astype, flip)
+scalar_result(take)

@@ -12,8 +12,8 @@ from jitdl import dtypes
 from jitdl.errors import ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
-from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand, reduced_size,
-                            reduction, shape_of)
+from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand,
+                            reduced_size, reduction, scalar_result, shape_of)
 from jitdl.te import ops as te
 
 _NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
@@ -260,3 +260,4 @@ def nanmean(x, *, axis=None, dtype=None, keepdims=False):
 
 
 any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean)
+scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean, average)

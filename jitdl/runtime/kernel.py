@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import AllocationError, ArgumentError, ScalarOverflowError, SourceLoc
+from jitdl.errors import (AllocationError, ArgumentError, OutArgumentError, ScalarOverflowError,
+                          SourceLoc)
 from jitdl.ir import weak
 from jitdl.runtime import engine
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -117,12 +118,20 @@ def freeze_static(v):
     return ("static", _canonical(static_value(v)))
 
 
+def other_key(a):
+    """The key part of an argument that is not exactly an ndarray: its type, and for an
+    ndarray subclass (np.matrix, a masked array) its shape and dtype too, so a kernel of
+    one shape never serves another."""
+    t = type(a)
+    return (t, a.shape, a.dtype) if isinstance(a, _ndarray) else t
+
+
 def call_key(args, static_pos=(), dynamic_pos=()):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
     value per static argument; a dynamic array's shape part is its pattern (1 where a
     dimension is 1, else None). (Function.__call__ inlines the common case.) NumPy
     arrays mean the CPU target: another array type gives another key."""
-    key = [(a.shape, a.dtype) if type(a) is _ndarray else type(a) for a in args]
+    key = [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in args]
     for i in static_pos:
         key[i] = freeze_static(args[i])
     for i in dynamic_pos:
@@ -134,20 +143,20 @@ def call_key(args, static_pos=(), dynamic_pos=()):
 
 def _key1(args):
     (a,) = args
-    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),)
+    return ((a.shape, a.dtype) if type(a) is _ndarray else other_key(a),)
 
 
 def _key2(args):
     a, b = args
-    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),
-            (b.shape, b.dtype) if type(b) is _ndarray else type(b))
+    return ((a.shape, a.dtype) if type(a) is _ndarray else other_key(a),
+            (b.shape, b.dtype) if type(b) is _ndarray else other_key(b))
 
 
 def _key3(args):
     a, b, c = args
-    return ((a.shape, a.dtype) if type(a) is _ndarray else type(a),
-            (b.shape, b.dtype) if type(b) is _ndarray else type(b),
-            (c.shape, c.dtype) if type(c) is _ndarray else type(c))
+    return ((a.shape, a.dtype) if type(a) is _ndarray else other_key(a),
+            (b.shape, b.dtype) if type(b) is _ndarray else other_key(b),
+            (c.shape, c.dtype) if type(c) is _ndarray else other_key(c))
 
 
 def key_function(n_args, static_pos=(), dynamic_pos=()):
@@ -156,7 +165,7 @@ def key_function(n_args, static_pos=(), dynamic_pos=()):
     if len(dynamic_pos) == n_args:
         get = PATTERNS.get
         return lambda args: tuple([(get(a.shape) or size_pattern(a.shape), a.dtype)
-                                   if type(a) is _ndarray else type(a) for a in args])
+                                   if type(a) is _ndarray else other_key(a) for a in args])
     if static_pos or dynamic_pos:
         return lambda args: call_key(args, static_pos, dynamic_pos)
     return {1: _key1, 2: _key2, 3: _key3}.get(n_args, call_key)
@@ -330,7 +339,7 @@ class Kernel:
         if o.shape != shape or o.dtype != dtype:
             return False
         flags = o.flags
-        if not (flags.c_contiguous and flags.writeable):
+        if not (flags.c_contiguous and flags.writeable and flags.aligned):
             return False
         for a in inputs:
             if np.may_share_memory(a, o):
@@ -385,11 +394,11 @@ class Kernel:
                 raise ArgumentError(f"{self.fname}(): out= for {name}: expected a NumPy array, "
                                     f"got {type(o).__name__}")
             if o.shape != shape or o.dtype != dtype:
-                raise ArgumentError(
+                raise OutArgumentError(
                     f"{self.fname}(): out= for {name}: expected shape {shape} and dtype "
                     f"{dtype}, got shape {o.shape} and dtype {o.dtype}")
             if not o.flags.writeable:
-                raise ArgumentError(f"{self.fname}(): out= for {name} is read-only")
+                raise OutArgumentError(f"{self.fname}(): out= for {name} is read-only")
             overlaps = any(isinstance(a, np.ndarray) and np.may_share_memory(a, o)
                            for a in args)
             if overlaps or not (o.flags.c_contiguous and o.flags.aligned):

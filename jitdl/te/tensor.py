@@ -97,6 +97,25 @@ class Tensor:
                                      else f"{ufunc.__name__}.{method}", inputs)
         return fn(*inputs, **kwargs)
 
+    def __array_function__(self, func, types, args, kwargs):    # np.dot(X, W), np.concatenate
+        fn = WHOLE.get(func.__name__)
+        if fn is None:
+            raise whole_tensor_error(func.__name__, args)
+        return fn(*args, **kwargs)
+
+    def __array__(self, *args, **kwargs):   # np.asarray(X): a tensor has no values yet
+        raise DefinitionError(
+            f"{self.name} is a tensor of the definition being traced: it has no values to "
+            "make a NumPy array of; use jd.numpy's functions (or index notation) on it",
+            user_loc())
+
+    def __bool__(self):         # `if X.sum() > 0:` would always take the first branch
+        raise DefinitionError(
+            f"the truth value of the whole tensor {self.name} ({self.dtype}"
+            f"{list(self.shape)}) is not known while the definition is traced: `if`, "
+            "`while`, `and`/`or`/`not` and `assert` cannot test it; use jd.numpy.where(cond, "
+            "a, b) (or `a if cond else b` on elements)", user_loc())
+
     def __float__(self):        # math.exp(X) where the call is not rewritten
         raise whole_tensor_error(None, (self,))
 
