@@ -28,6 +28,7 @@ from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
 from jitdl.ir.visit import expr_children, walk_expr
+from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
 
@@ -359,12 +360,13 @@ class VectorBody:
 
     def masked_load(self, ptr, dtype, align):
         """The n lanes at ptr where self.mask holds (zero elsewhere), as one masked load per
-        SIMD register. LLVM 22's X86 backend miscompiles a masked load that it splits into
-        registers itself: a register's part whose mask is constant false (the lanes of a
-        tail past a bound) is loaded unmasked, reading memory the mask excludes."""
+        SIMD register of the host (whatever width the blocks were sized for). LLVM 22's
+        X86 backend miscompiles an AVX masked load that it splits into registers itself:
+        a register's part whose mask folds to constant false (e.g. the lanes of a tail
+        past a bound) is loaded unmasked, reading memory the mask excludes."""
         b = self.b
         ty = mem_type(dtype)
-        width = min(self.n, max(1, self.cg.gen.vector_bytes // _itemsize(dtype)))
+        width = min(self.n, host().lanes(_itemsize(dtype)))
         pty = vector(ty, width)
         parts = []
         for start in range(0, self.n, width):
