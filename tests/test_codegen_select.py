@@ -13,6 +13,9 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as settings_h
+from hypothesis import strategies as st
 
 import jitdl as jd
 from _check import check
@@ -152,3 +155,41 @@ def test_masked_loads_fit_one_host_register(rng, monkeypatch, width, dtype):
     assert loads, "expected masked loads in the vector code"
     assert max(loads) <= host().lanes(np.dtype(dtype).itemsize), loads
     assert re.search(r"<(\d+) x", text) and "vectorized j: vector code" in text
+
+
+@settings_h(max_examples=40, deadline=None, derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow])
+@given(h=st.integers(1, 40), w=st.integers(1, 20).map(lambda k: 8 * k) | st.integers(1, 140),
+       pads=st.tuples(*[st.sampled_from([0, 4, 8]) | st.integers(0, 12)] * 4),
+       extra=st.sampled_from(["none", "positive", "diagonal"]),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_fuzz_padding_conjunctions(h, w, pads, extra, dtype, seed):
+    """Random pads before and after each axis (the bounds of a zero pad are left out of
+    the conjunction), optionally with a read or an index comparison as a further
+    conjunct; widths and pads favour multiples of 4 and 8, where blocks end at bounds."""
+    top, bottom, left, right = pads
+    fill = fill_of(dtype)
+    x = data(np.random.default_rng(seed), (h, w), dtype)
+
+    @jd.compute
+    def pad_fuzz(X):
+        def value(i, j):
+            conds = [c for c, pad in ((i - top >= 0, top), (i - top < h, bottom),
+                                      (j - left >= 0, left), (j - left < w, right)) if pad]
+            if extra == "positive":
+                conds.append(X[i - top, j - left] > 0)
+            elif extra == "diagonal":
+                conds.append(i + j < (h + w) // 2 + 3)
+            cond = jd.all(*conds) if len(conds) > 1 else conds[0] if conds else None
+            read = X[i - top, j - left]
+            return read if cond is None else jd.select(cond, read, fill)
+        return jd.tensor((h + top + bottom, w + left + right), value)
+
+    padded = ref_pad(x, (top, bottom), (left, right), fill)
+    inside = ref_pad(np.ones((h, w), bool), (top, bottom), (left, right), False)
+    if extra == "positive":
+        inside &= padded > 0
+    elif extra == "diagonal":
+        i, j = np.indices(padded.shape)
+        inside &= i + j < (h + w) // 2 + 3
+    check(pad_fuzz, (x,), np.where(inside, padded, fill), dtype, out=False)
