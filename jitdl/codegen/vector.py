@@ -28,6 +28,7 @@ from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
 from jitdl.ir.visit import expr_children, walk_expr
+from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
 
@@ -347,8 +348,7 @@ class VectorBody:
             if self.mask is None:
                 v = b.load(ptr, typ=vty, align=align.constant)
             else:
-                v = self._masked(f"llvm.masked.load.{suffix(vty)}.p0", vty,
-                                 [ptr, align, self.mask, zero])
+                v = self.masked_load(ptr, e.buffer.dtype, align)
         else:
             ptrs = self._pointers(e.buffer, ty, idx)
             mask = self.mask if self.mask is not None else const(vector(I1, self.n), 1)
@@ -357,6 +357,32 @@ class VectorBody:
         if e.buffer.dtype == "bool":
             v = b.icmp_unsigned("!=", v, zeros(vty))
         return v
+
+    def masked_load(self, ptr, dtype, align):
+        """The n lanes at ptr where self.mask holds (zero elsewhere), as one masked load per
+        SIMD register of the host (whatever width the blocks were sized for). LLVM 22's
+        X86 backend miscompiles an AVX masked load that it splits into registers itself:
+        a register's part whose mask folds to constant false (e.g. the lanes of a tail
+        past a bound) is loaded unmasked, reading memory the mask excludes."""
+        b = self.b
+        ty = mem_type(dtype)
+        width = min(self.n, host().lanes(_itemsize(dtype)))
+        pty = vector(ty, width)
+        parts = []
+        for start in range(0, self.n, width):
+            lanes = list(range(start, start + width))
+            mask = self.mask if width == self.n else \
+                b.shuffle_vector(self.mask, poison(self.mask.type), lanes_const(I32, lanes))
+            at = ptr if start == 0 else b.gep(ptr, [ir.Constant(I64, start)],
+                                              source_etype=ty)
+            parts.append(self._masked(f"llvm.masked.load.{suffix(pty)}.p0", pty,
+                                      [at, align, mask, zeros(pty)]))
+        while len(parts) > 1:       # concatenate pairwise (widths are powers of two)
+            w = parts[0].type.count
+            both = lanes_const(I32, list(range(2 * w)))
+            parts = [b.shuffle_vector(parts[k], parts[k + 1], both)
+                     for k in range(0, len(parts), 2)]
+        return parts[0]
 
     def store(self, s):
         cg, b = self.cg, self.b
