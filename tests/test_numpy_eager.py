@@ -164,3 +164,98 @@ def test_docs_page_is_current():
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT},
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- found in review ----------------------------------------------------------------------
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_ndarray_subclasses_never_reuse_another_shapes_kernel():
+    """A subclass was keyed by its type alone: the kernel of the first shape ran on the
+    second (a segfault for a smaller array)."""
+    big = np.ones(100_000).view(_Sub)
+    assert jnp.dot(big, big) == 100_000.0
+    small = np.arange(4.0).view(_Sub)
+    assert jnp.dot(small, small) == 14.0
+    m2, m3 = np.matrix(np.ones((2, 2))), np.matrix(np.ones((3, 3)))
+    assert jnp.matmul(m2, m2).shape == (2, 2) and jnp.matmul(m3, m3).shape == (3, 3)
+
+    @jd.compute
+    def double(X):
+        return jd.tensor(X.shape, lambda i: X[i] * 2)
+    same(double(np.arange(3.0).view(_Sub)), np.arange(3.0) * 2)
+    same(double(np.arange(5.0).view(_Sub)), np.arange(5.0) * 2)
+
+
+def test_numpy_functions_and_truth_of_whole_tensors(rng):
+    @jd.compute
+    def dot(X, W):
+        return np.dot(X, W)
+
+    @jd.compute
+    def branchy(X):
+        if X.sum() > 0:
+            return X + 1
+        return X - 1
+
+    a, b = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    same(dot(a, b), a @ b)                           # was a * b (0-d object arrays)
+    with pytest.raises(jd.DefinitionError, match="truth value"):
+        branchy(a)
+
+
+def test_reductions_over_no_axes_and_of_bools():
+    assert jnp.all(np.array(5.0)) is np.True_
+    assert jnp.any(np.array(0, np.int8)) is np.False_
+    assert jnp.argmax(np.array(3)) == 0
+    same(jnp.all(np.array([[0.5, 0.0]]), axis=()), np.array([[True, False]]))
+    for f in ("max", "min", "nanmax", "nanmin"):
+        for x in ([True, False], [False, False], [True, True]):
+            assert getattr(jnp, f)(np.array(x)) == getattr(np, f)(np.array(x))
+    with pytest.raises(TypeError):
+        jnp.ptp(np.array([True, False]))
+
+
+def test_static_values_that_python_calls_equal_get_their_own_kernels():
+    assert str(jnp.max(np.array([-1.0]), initial=-0.0)) == "-0.0"
+    assert str(jnp.max(np.array([-1.0]), initial=0)) == "0.0"
+    x = np.array([np.nan, 1.0])
+    before = eager.cache_info("nan_to_num")["kernels"]
+    for _ in range(3):
+        same(jnp.nan_to_num(x, nan=float("nan")), x)
+    assert eager.cache_info("nan_to_num")["kernels"] - before <= 1
+
+
+def test_zero_d_results_follow_numpy():
+    assert isinstance(jnp.copy(np.array(3.0)), np.ndarray)
+    assert isinstance(jnp.sum(np.array([1.0, 2.0])), np.float64)
+    assert isinstance(jnp.dot(np.ones(3), np.ones(3)), np.float64)
+
+
+def test_out_errors_are_value_errors():
+    a = np.ones((2, 2))
+    ro = np.ones((2, 2))
+    ro.flags.writeable = False
+    for _ in range(2):                               # the second call is a cached one
+        with pytest.raises(ValueError, match="read-only"):
+            jnp.add(a, a, out=ro)
+        with pytest.raises(ValueError):
+            jnp.add(a, a, out=np.zeros((3, 3)))
+
+
+def test_modulo_by_a_size_that_may_be_zero_is_not_proven():
+    """`Y[i % n]` with n a size that can be 0 read outside Y (garbage); now the access
+    must be guarded, and a loop over a multiple of n proves n >= 1 inside it."""
+    @jd.compute(dynamic=True)
+    def wrap(X, Y):
+        return jd.tensor(X.shape, lambda i: X[i] + Y[i % Y.shape[0]])
+    with pytest.raises(jd.DefinitionError, match="cannot prove"):
+        wrap(np.arange(5.0), np.arange(3.0))
+
+    @jd.compute(dynamic=True)
+    def tile(X):
+        return jd.tensor((2 * X.shape[0],), lambda i: X[i % X.shape[0]])
+    same(tile(np.arange(3.0)), np.tile(np.arange(3.0), 2))
+    same(tile(np.arange(0.0)), np.zeros(0))

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ShapeError, user_loc
+from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand,
@@ -106,6 +106,10 @@ def min_(x, where=None, *, axis=None, keepdims=False, initial=None):
 def ptp(x, *, axis=None, keepdims=False):
     """np.ptp: max - min in the operand's dtype."""
     x = as_tensor(x)
+    if x.dtype == "bool":
+        raise ArgumentError("numpy boolean subtract, the `-` operator, is not supported "
+                            "(ptp of a bool array); use the bitwise_xor, the `^` operator, "
+                            "or the logical_xor function instead", user_loc())
     _check_nonempty(x, axis, "maximum")
     return elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
                        reduction(ReduceOp.MAX, x, axis, keepdims),
