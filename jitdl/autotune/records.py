@@ -32,6 +32,7 @@ from jitdl.cache.store import CacheWarning, warn_once, write_atomic
 SCHEMA_VERSION = 1               # PRAGMA user_version of a file this jitdl writes
 FORMAT = "jitdl-tuning-records"  # the JSON export's "format"
 FORMAT_VERSION = 1
+_PREPARE_TRIES = 40              # tries to set up a file another process sets up too
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
 
 
@@ -250,12 +251,19 @@ class Records:
         except (OSError, sqlite3.Error) as e:
             self._trouble(e, write)
             return None
-        try:
-            self._prepare(db)
-        except sqlite3.Error as e:
-            db.close()
-            self._trouble(e, write)
-            return None
+        for attempt in range(_PREPARE_TRIES):
+            try:
+                self._prepare(db)
+                break
+            except sqlite3.Error as e:
+                # two processes creating the file at once: WAL mode and the schema can
+                # answer "locked" without waiting for the busy timeout; try again
+                if ("locked" in str(e) or "busy" in str(e)) and attempt + 1 < _PREPARE_TRIES:
+                    time.sleep(0.05)
+                    continue
+                db.close()
+                self._trouble(e, write)
+                return None
         if self.problem:
             db.close()
             return None
