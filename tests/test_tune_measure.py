@@ -137,10 +137,12 @@ def test_good_candidates_are_verified_and_timed(planted):
         assert_good(m, task)
         assert m.artifact.config["tj"] == m.config["tj"]
     pids = runner.pids()
-    starts = len(runner.start_seconds)
     again = runner.measure(task, configs[:2])     # the same processes, nothing restarted
     assert all(m.ok for m in again)
-    assert runner.pids() == pids and len(runner.start_seconds) == starts
+    assert runner.pids() == pids
+    # one "ready" per process at most (a builder still importing when the first call's
+    # jobs were done reports ready during the second call; a restart would add more)
+    assert len(runner.start_seconds) <= len(pids["build"]) + len(pids["timing"])
 
 
 def test_a_process_killed_while_idle_is_replaced(planted):
