@@ -187,7 +187,8 @@ class Function:
                 dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
                 specs.append(("scalar", dt, weak))
             elif hasattr(a, "__cuda_array_interface__"):
-                targets.get("cuda")          # says the CUDA target is not built yet
+                from jitdl.target.cuda import no_gpu_runs   # (lazy: loads CUDA)
+                raise no_gpu_runs(f"{self.name}(): argument '{name}'")
             else:
                 raise ArgumentError(
                     f"{self.name}(): argument '{name}': expected a NumPy array or a Python "
@@ -239,8 +240,8 @@ class Function:
         return {"schedule_fn": self._schedules.get(target.name),
                 "config": {**(config or {}), **self._fixed}}
 
-    def _lower(self, specs, config=None, until=None, texts=False, graph=None):
-        target = self._target(specs)
+    def _lower(self, specs, config=None, until=None, texts=False, graph=None, target=None):
+        target = targets.get(target) if target is not None else self._target(specs)
         if self._fixed and repr(specs) not in self._checked:
             self._space(specs).check(self._fixed, f"{self.name}.with_config")
             self._checked.add(repr(specs))
@@ -432,25 +433,39 @@ class Function:
         return self._kernels.get(key) or self._compile(args, key)
 
     # -- inspection -------------------------------------------------------------------------
-    def lower(self, *args, after=None, **kwargs):
+    def lower(self, *args, after=None, target=None, **kwargs):
         """The loop IR of the specialisation for these arguments; with `after=` the text
         after that pass of the pipeline (see `passes()`): e.g. after="lower" shows the
-        loop nests before simplification, after="codegen" the LLVM IR."""
-        if after is None:
+        loop nests before simplification, after="codegen" the LLVM IR (the CUDA C with
+        target="cuda"). `target=` lowers for that target instead of the arguments' own
+        ("cuda" with NumPy arrays of the intended shapes works without a GPU)."""
+        if after is None and target is None:
             return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
-        return Text(self._stage_texts(args, kwargs, after)[0][after])
+        after = after or "verify"
+        return Text(self._stage_texts(args, kwargs, after, target)[0][after])
 
-    def _stage_texts(self, args, kwargs, until=None):
+    def cuda_source(self, *args, **kwargs):
+        """The CUDA C of the specialisation for these arguments (NumPy or CuPy arrays, or
+        scalars, of the intended shapes and dtypes): its kernels, and in a comment at the
+        top how each is launched. Generating it needs no GPU."""
+        return Text(self._stage_texts(args, kwargs, "codegen", "cuda")[0]["codegen"])
+
+    def _stage_texts(self, args, kwargs, until=None, target=None):
         """(text after each pass, seconds of each pass) from a fresh run of the pipeline
-        (nothing stored)."""
+        (nothing stored), for the arguments' target or `target`."""
         args = self._args(args, kwargs)
         specs = self._specs(args)
+        target = targets.get(target) if target is not None else self._target(specs)
         loop_until = until if until in pipeline.LOOP_PASSES else None
-        low = self._lower(specs, self._configs.get(self._key(args)), loop_until, texts=True)
+        config = self._configs.get(self._key(args)) if target == self._target(specs) else None
+        low = self._lower(specs, config, loop_until, texts=True, target=target)
         texts, times = dict(low.texts), low.times
         if until is None or until in pipeline.BUILD_PASSES:
-            art = pipeline.build(low, self._target(specs), self._options(), until=until)
-            texts["codegen"] = art.texts["llvm_ir_unoptimized"]
+            art = pipeline.build(low, target, self._options(), until=until)
+            if target.name == "cuda":
+                texts["codegen"] = art.texts["cuda"]
+            else:
+                texts["codegen"] = art.texts["llvm_ir_unoptimized"]
             if "llvm_ir" in art.texts:
                 texts["optimize"] = art.texts["llvm_ir"]
             times = art.times
@@ -953,10 +968,9 @@ def schedule(func, target="cpu"):
     if not isinstance(func, Function):
         raise ScheduleError(f"@jd.schedule takes a @jd.compute function, got {func!r}",
                             user_loc())
-    if target != "cpu":
-        raise ScheduleError(f"@jd.schedule: target {target!r} is not available yet "
-                            "(only 'cpu')", user_loc())
-    target = targets.get(target).name
+    if target not in targets.KINDS:
+        raise ScheduleError(f"@jd.schedule: unknown target {target!r}; targets: "
+                            f"{', '.join(targets.KINDS)}", user_loc())
 
     def register(sched_fn):
         with func._lock:

@@ -14,7 +14,6 @@ import inspect
 import numpy as np
 
 from jitdl import dtypes
-from jitdl import target as targets
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
 from jitdl.errors import ArgumentError, OutArgumentError, user_loc
@@ -182,7 +181,8 @@ def _normalise(name, a, what):
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         a = np.asarray(a)           # a subclass (np.matrix, ...): its data as an ndarray
     if hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray):
-        targets.get("cuda")         # says that the CUDA target is not built yet
+        from jitdl.target.cuda import no_gpu_runs   # (lazy: loads CUDA)
+        raise no_gpu_runs(f"{name}(): argument '{what}'")
     if not isinstance(a, np.ndarray):
         try:
             a = np.asarray(a)

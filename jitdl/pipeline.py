@@ -13,8 +13,9 @@ spawned process runs it as the decorator does. Its passes, in order:
     partition_loops  guard-free main parts and tails of non-dividing splits
     simplify_tails   simplify again, inside the new tails
     verify           loop-IR invariants
-    codegen          loop IR -> LLVM IR (cpu)
-    optimize         LLVM's O3 pipeline for the target, object code
+    codegen          loop IR -> LLVM IR (cpu), or CUDA C kernels and their launches (cuda)
+    optimize         LLVM's O3 pipeline for the target, object code (cpu; a CUDA
+                     source is compiled to a cubin by jitdl.runtime.cuda, with NVRTC)
 
 `lower()` runs up to verify, `build()` the rest, `compile()` both; `until=` stops after
 the named pass, and every loop-IR stage's text is kept when `texts=True` (the LLVM
@@ -26,6 +27,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from jitdl.codegen import cuda as cuda_codegen
 from jitdl.codegen.llvm import generate
 from jitdl.errors import ArgumentError, ScheduleError
 from jitdl import dtypes
@@ -106,6 +108,7 @@ class Artifact:
     steps: list                   # the schedule's steps (JSON)
     config: dict | None           # the knob values the schedule used
     times: dict                   # pass name -> seconds
+    launch: dict | None = None    # cuda: the kernels, their launches and intermediates
 
 
 def _check_until(until):
@@ -227,7 +230,9 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     graph, times = low.graph, dict(low.times)
     texts = dict(low.texts)
     texts["loop_ir"] = texts.get("verify") or low.loop_ir
-    if target.name != "cpu":          # the one branch on the target
+    if target.name == "cuda":          # the one branch on the target
+        return _build_cuda(low, target, options, texts, times)
+    if target.name != "cpu":
         raise ArgumentError(f"pipeline: no code generator for target {target.name!r}")
     parallel = engine.parallel_available() if options.parallel is None else options.parallel
     t0 = time.perf_counter()
@@ -259,6 +264,45 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     times["optimize"] = time.perf_counter() - t0
     texts["llvm_ir"] = optimized
     return Artifact(sig, obj, texts, steps, config, times)
+
+
+def _build_cuda(low, target, options, texts, times):
+    """The CUDA C of a lowered function and its launch plan, as JSON: per kernel its
+    parameters (["arg", k] for the function's k-th parameter, ["tmp", k] for the k-th
+    intermediate), grid (size trees, see size_tree) and block; the intermediates' names,
+    dtypes and shapes. NVRTC compiles the source at load time (jitdl.runtime.cuda)."""
+    t0 = time.perf_counter()
+    mod = cuda_codegen.generate(low.func, target)
+    times["codegen"] = time.perf_counter() - t0
+    texts["cuda"] = mod.source
+    sizes = [v for v, _, _ in low.sizes]
+    params = list(low.func.params)
+    tmps = mod.intermediates
+
+    def where(p):
+        return ["arg", params.index(p)] if p in params else ["tmp", tmps.index(p)]
+    launch = {
+        "kernels": [{"name": k.name, "params": [where(p) for p in k.params],
+                     "grid": [size_tree(g, sizes) for g in k.grid], "block": list(k.block),
+                     "shared_bytes": k.shared_bytes, "checks": k.checks}
+                    for k in mod.kernels],
+        "intermediates": [[b.name, b.dtype, [size_tree(d, sizes) for d in b.shape]]
+                          for b in tmps],
+        "arch": target.sm,
+    }
+    graph = low.graph
+    sig = Signature(
+        options.name, low.func.name,
+        [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]
+         for b in low.inputs],
+        [[b.name, [size_tree(d, sizes) for d in b.shape], b.dtype] for b in low.outputs],
+        [[v.name, v.dtype] for v in low.scalars],
+        [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in mod.checks],
+        [list(x) for x in graph.layout], [],
+        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
+        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
+    config = low.config.used if low.config is not None else None
+    return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)
 
 
 _TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",

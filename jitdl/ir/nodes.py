@@ -87,6 +87,24 @@ class ForKind(enum.Enum):
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
     UNROLLED = "unrolled"
+    # a loop bound to a GPU grid or block index (the CUDA target): one iteration per
+    # block or thread; everywhere but CUDA code generation it is a serial loop
+    BLOCK_X = "blockIdx.x"
+    BLOCK_Y = "blockIdx.y"
+    BLOCK_Z = "blockIdx.z"
+    THREAD_X = "threadIdx.x"
+    THREAD_Y = "threadIdx.y"
+    THREAD_Z = "threadIdx.z"
+
+    @property
+    def bound(self):
+        """Bound to a GPU block or thread index."""
+        return "Idx." in self.value
+
+    @property
+    def thread(self):
+        """Bound to a thread index (within a block)."""
+        return self.value.startswith("threadIdx")
 
 
 class Expr:

@@ -246,8 +246,14 @@ class _Builder:
             outer_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[:leaves.index(n) + 1]}
             done = []                  # later stages at this loop may read earlier ones
+            # a GPU block's shared copy holds what all its threads read: the loops bound
+            # to thread indices around the attach point count as inner loops
+            threads = {loopvar[m]: _range(0, axes[m].extent)
+                       for m in leaves[:leaves.index(n) + 1] if axes[m].kind.thread}
             for p in reversed(producers):
-                reg = self.region(p, t, sub, inner_ranges, done, outer_ranges)
+                shared = p.scope == "shared"
+                reg = self.region(p, t, sub, {**inner_ranges, **threads} if shared
+                                  else inner_ranges, done, outer_ranges)
                 done.append((p, reg))
                 local = None
                 if self.private(p, t):
@@ -260,7 +266,7 @@ class _Builder:
                             break
                     small = size is not None and size <= self.local_buffer_bytes
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
-                                   "local" if small else "global")
+                                   "shared" if shared else "local" if small else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 

@@ -21,6 +21,10 @@ from jitdl.te.graph import replace_ops
 from jitdl.te.ops import stages_of
 
 
+BIND_TAGS = tuple(k.value for k in ForKind if k.bound)
+SCOPES = ("global", "shared", "local")
+
+
 def ceil_div(extent, f):
     """ceil(extent / f) of an int or a symbolic (int64 expression) extent."""
     if isinstance(extent, int):
@@ -60,6 +64,7 @@ class StageState:
     attach: str = "root"            # "root" | "inline" | "at"
     attach_to: tuple = None         # (consumer stage, loop) when attach == "at"
     block_buffer: bool = True       # compute_at: a block-sized buffer when private
+    scope: str = "global"           # a cache_read copy's memory: "shared" on a GPU block
 
     @property
     def is_reduce(self):
@@ -119,6 +124,9 @@ class Stage:
 
     def unroll(self, ax):
         return self._s.unroll(ax)
+
+    def bind(self, ax, thread):
+        return self._s.bind(ax, thread)
 
     def compute_inline(self):
         return self._s.compute_inline(self)
@@ -283,6 +291,22 @@ class Schedule:
         Before: for j in range(3): S[j]      After: S[0]; S[1]; S[2]"""
         self._annotate("unroll", ax, ForKind.UNROLLED)
 
+    def bind(self, ax, thread):
+        """Run a data loop's iterations on GPU blocks or threads (the CUDA target):
+        `thread` is "blockIdx.x|y|z" (one block per iteration) or "threadIdx.x|y|z" (one
+        thread of the block per iteration). A stage's loops bound to block indices come
+        before those bound to thread indices, and each index is bound once per stage;
+        stages of one kernel share the launch, whose extent per index is the largest
+        bound to it (smaller loops are guarded). On the CPU a bound loop is serial.
+        Before: for i in range(4096): S        After: s.bind(io, "blockIdx.x"),
+                                                       s.bind(ii, "threadIdx.x") after a
+                                                       split of i by 256"""
+        if not isinstance(thread, str) or thread not in BIND_TAGS:
+            raise ScheduleError(f"bind: argument 'thread' must be one of "
+                                f"{', '.join(BIND_TAGS)}, got {thread!r}", user_loc())
+        self._axis("bind", ax)
+        self._apply(S.Bind(ax.stage, ax.name, thread))
+
     def _stage_arg(self, prim, stage):
         if isinstance(stage, Stage):
             name = stage.name
@@ -313,10 +337,15 @@ class Schedule:
         self._apply(S.Pack(cname, tname, dim, factor))
         return self[f"{tname}_pack"]
 
-    def cache_read(self, tensor, readers):
+    def cache_read(self, tensor, readers, scope="global"):
         """Copy `tensor` into a new stage `<tensor>_cache` that the given reader stages
         read instead; with compute_at(cache, reader, loop) only the block that one loop
-        iteration needs is copied, into a block-sized local buffer.
+        iteration needs is copied, into a block-sized local buffer. On the CUDA target
+        scope="shared" makes that block one buffer of the GPU block, which all its
+        threads fill together (the copy's loops are spread over the block's threads,
+        with barriers inserted around it) and read: the block covers what every thread
+        of the block reads in one iteration of the loop; "local" (the default inside
+        thread-bound loops) keeps a copy per thread.
         Before: for i: for j: Y[i, j] = f(X[i, j])
         After:  X_cache[i, j] = X[i, j];  for i: for j: Y[i, j] = f(X_cache[i, j])
         Returns the new stage."""
@@ -326,7 +355,10 @@ class Schedule:
         names = [self._stage_arg("cache_read", r) for r in readers]
         if not names:
             raise ScheduleError("cache_read: give at least one reader stage", user_loc())
-        self._apply(S.CacheRead(names[0], tuple(names), tname))
+        if scope not in SCOPES:
+            raise ScheduleError(f"cache_read: argument 'scope' must be one of "
+                                f"{', '.join(map(repr, SCOPES))}, got {scope!r}", user_loc())
+        self._apply(S.CacheRead(names[0], tuple(names), tname, scope))
         return self[f"{tname}_cache"]
 
     def cache_write(self, stage):
@@ -395,13 +427,13 @@ class Schedule:
             raise ScheduleError(f"{step.op}: no stage named {step.stage!r}", user_loc())
         moved = [n for n in (getattr(step, "axis", None), getattr(step, "outer", None),
                              getattr(step, "inner", None)) if isinstance(n, str)]
-        if st.attach == "at" and isinstance(step, (S.Split, S.Fuse, S.Parallel)):
+        if st.attach == "at" and isinstance(step, (S.Split, S.Fuse, S.Parallel, S.Bind)):
             if any(n in st.axes and not st.axes[n].reduce for n in moved):
                 raise ScheduleError(
                     f"{step.op}: the data loops of {st.tensor.name} cover the block that "
                     f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
-                    "can be reordered, unrolled or vectorized but not split, fused or "
-                    "parallel", user_loc())
+                    "can be reordered, unrolled or vectorized but not split, fused, "
+                    "parallel or bound", user_loc())
         if isinstance(step, (S.Split, S.Fuse)):
             for other in self.stages.values():
                 if other.attach == "at" and other.attach_to[0] == st.tensor.name \
@@ -458,6 +490,23 @@ class Schedule:
                         f"(legal: {', '.join(n for n in st.leaves if not st.axes[n].reduce)}"
                         "); use rfactor for parallel reductions", user_loc())
                 la.kind = kind
+            case S.Bind(axis=axis, thread=tag):
+                la = self._loop(st, step, axis)
+                if tag not in BIND_TAGS:
+                    raise ScheduleError(f"bind: thread must be one of {', '.join(BIND_TAGS)}"
+                                        f", got {tag!r}", user_loc())
+                if la.reduce:
+                    raise ScheduleError(
+                        f"bind: {st.tensor.name}.{axis} is a reduction loop; only data "
+                        f"loops can be bound (legal: "
+                        f"{', '.join(n for n in st.leaves if not st.axes[n].reduce)}); "
+                        "rfactor the reduction to spread it over threads", user_loc())
+                other = [n for n in st.leaves if st.axes[n].kind.value == tag and n != axis]
+                if other:
+                    raise ScheduleError(f"bind: {tag} is bound to {st.tensor.name}."
+                                        f"{other[0]} already; bind each index once per "
+                                        "stage (fuse the loops first)", user_loc())
+                la.kind = ForKind(tag)
             case S.ComputeInline():
                 if st.is_reduce:
                     raise ScheduleError(
@@ -504,7 +553,11 @@ class Schedule:
                 self._rewrite({t.name: op}, local, before=t.name, state=new_state)
                 st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
                 st.leaves = [a.name for a in op.axes]
-            case S.CacheRead(readers=names, tensor=tname):
+            case S.CacheRead(readers=names, tensor=tname, scope=scope):
+                if scope not in SCOPES:
+                    raise ScheduleError(f"cache_read: scope must be one of "
+                                        f"{', '.join(map(repr, SCOPES))}, got {scope!r}",
+                                        user_loc())
                 for n in names:
                     if n not in self.stages:
                         raise ScheduleError(f"cache_read: no stage named {n!r}", user_loc())
@@ -515,6 +568,7 @@ class Schedule:
                 cache, ops = rewrite.cache_read(readers, tname)
                 first = min(list(self.stages).index(n) for n in names)
                 self._rewrite(ops, cache, before=list(self.stages)[first])
+                self.stages[cache.name].scope = scope
             case _:
                 raise ScheduleError(f"unknown schedule step {step!r}")
         self.typed_steps.append(step)

@@ -87,6 +87,13 @@ class Unroll(Step):
 
 
 @dataclass(frozen=True)
+class Bind(Step):
+    op: ClassVar[str] = "bind"
+    axis: str
+    thread: str                 # "blockIdx.x" ... "threadIdx.z"
+
+
+@dataclass(frozen=True)
 class ComputeInline(Step):
     op: ClassVar[str] = "compute_inline"
 
@@ -118,6 +125,7 @@ class CacheRead(Step):
     op: ClassVar[str] = "cache_read"
     readers: tuple
     tensor: str
+    scope: str = "global"       # "global", "shared" (GPU block), "local" (registers)
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ class RFactor(Step):
     factor: int
 
 
-KINDS = {cls.op: cls for cls in (Split, Fuse, Reorder, Vectorize, Parallel, Unroll,
+KINDS = {cls.op: cls for cls in (Split, Fuse, Reorder, Vectorize, Parallel, Unroll, Bind,
                                  ComputeInline, ComputeRoot, ComputeAt, Pack, CacheRead,
                                  CacheWrite, RFactor)}
 _ALIASES = {"vectorized": "vectorize"}          # the spelling of earlier recorded steps

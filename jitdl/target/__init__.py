@@ -3,6 +3,8 @@ keys), its policies (vector width, registers, cache sizes, limits on local buffe
 its automatic scheduler; the pipeline picks the codegen and runtime of its kind.
 
     target.get("cpu")      the host CPU, read from the machine (cached)
+    target.get("cuda")     the current GPU through CuPy; an sm_90 device for generating
+                           code where there is none
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ KINDS = ("cpu", "cuda")
 
 
 def get(name):
-    """The target called `name` ("cpu"; "cuda" is not built yet), or a Target as is."""
+    """The target called `name` ("cpu" or "cuda"), or a Target as is."""
     if not isinstance(name, str):
         return name
     if name == "cpu":
         from jitdl.target.cpu import host     # lazy: reading the host starts LLVM
         return host()
     if name == "cuda":
-        raise ArgumentError("target 'cuda': the CUDA target is not built yet; pass NumPy "
-                            "arrays (e.g. cupy.asnumpy(x)) to run on the CPU")
+        from jitdl.target.cuda import device      # lazy: asking for a GPU loads CUDA
+        return device()
     raise ArgumentError(f"unknown target {name!r}; targets: {', '.join(KINDS)}")

@@ -184,6 +184,14 @@ def _serial_when_small(s, min_work):
 
 def partition_stmt(s, ranges):
     match s:
+        case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
+                                          for x in walk_stmt(s.body)):
+            # a GPU grid: a guard costs a thread one compare, a second part costs a
+            # second kernel launch; the serial loops inside are partitioned as usual
+            inner = {**ranges, s.var: (s.min.value, s.min.value + s.extent.value - 1)} \
+                if isinstance(s.min, Const) and isinstance(s.extent, Const) else ranges
+            body = partition_stmt(s.body, inner)
+            return s if body is s.body else replace(s, body=body)
         case For() if not isinstance(s.extent, Const) or any(
                 isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and not isinstance(st.cond.b, Const) for st in walk_stmt(s.body)):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jitdl import dtypes
-from jitdl.ir.analysis import bounds, linear, with_loop
+from jitdl.ir.analysis import affine, bounds, linear, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
-                            LetStmt, PrimFunc, Select, Seq, Store)
+                            LetStmt, PrimFunc, Select, Seq, Store, Var)
 from jitdl.ir import build
 from jitdl.ir.visit import map_expr, map_stmt, substitute
 
@@ -45,6 +45,34 @@ def _rebuild(form):
     return out
 
 
+def _join_divmod(n):
+    """`(x // d) * d * c + (x % d) * c + rest` -> `x * c + rest` (a fused loop's index
+    taken apart and put back together, as a row-major index of a fused pair is), or
+    None when n has no such pair."""
+    f = affine(n)
+    changed = False
+    for atom in list(f):
+        if not (isinstance(atom, Binary) and atom.op == BinOp.MOD and atom in f
+                and isinstance(atom.b, Const) and atom.b.value > 0):
+            continue
+        q = replace(atom, op=BinOp.FLOORDIV)
+        c = f[atom]
+        if c and f.get(q, 0) == c * atom.b.value:
+            del f[atom], f[q]
+            for k, v in affine(atom.a).items():
+                f[k] = f.get(k, 0) + c * v
+            changed = True
+    if not changed:
+        return None
+    out = _rebuild({k: c for k, c in f.items() if k == 1 or isinstance(k, Var)})
+    for k, c in f.items():
+        if k != 1 and not isinstance(k, Var) and c:
+            t = k if c == 1 else Binary(BinOp.MUL, k, Const(c, "int64"), "int64")
+            out = t if isinstance(out, Const) and out.value == 0 else \
+                Binary(BinOp.ADD, out, t, "int64")
+    return out
+
+
 def simplify_expr(e, ranges):
     def rule(n):
         if isinstance(n, Binary) and n.dtype == "int64":
@@ -67,6 +95,8 @@ def simplify_expr(e, ranges):
                 if f is not None:
                     new = _rebuild(f)
                     return new if new != n else None
+                if n.op != BinOp.MUL:
+                    return _join_divmod(n)
             if n.op in (BinOp.MIN, BinOp.MAX):
                 a, b = bounds(n.a, ranges), bounds(n.b, ranges)
                 if n.op == BinOp.MIN:

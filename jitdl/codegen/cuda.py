@@ -1,0 +1,640 @@
+"""Loop IR -> CUDA C, for NVRTC (through CuPy) or nvcc.
+
+One PrimFunc becomes one translation unit of `extern "C" __global__` kernels, one per
+top-level loop nest; the host launches them in order on one stream, so a nest that reads
+what an earlier one wrote sees all of it. A global buffer allocated at the top level (an
+intermediate) is allocated by the host and passed to the kernels that use it.
+
+Inside a kernel:
+  - a loop bound to blockIdx.* / threadIdx.* is not a loop: its variable is that index
+    (plus the loop's start). The launch extent of an index is the largest extent bound
+    to it in the kernel; a loop with a smaller one is guarded;
+  - a serial loop is a C for loop (`#pragma unroll` when unrolled); parallel and
+    vectorized loops are serial in a thread;
+  - a per-thread ("local") buffer is a C array; a "shared" buffer is `__shared__`, and
+    the loop nest that fills it is spread over every thread of the block (one flat,
+    strided loop), with a barrier before it (the previous iteration's readers are done)
+    and one after (every element is written before anyone reads);
+  - a run-time index check that fails records its number and the index in the error
+    slot (two int64 on the device) and reads index 0 instead.
+
+Arithmetic follows the CPU code generator's semantics (NumPy's): signed integer
+arithmetic on values wraps (it is done in unsigned), integer // and % by zero give 0,
+float max/min propagate NaN, float-to-integer conversions saturate, `round` is to even.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jitdl import dtypes
+from jitdl.errors import CompileError
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
+                            For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
+                            Store, UnOp, Unary, Var)
+from jitdl.ir.analysis import reads_memory
+from jitdl.ir.visit import stmt_exprs, walk_expr, walk_stmt
+
+C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
+          "int64": "long long", "uint8": "unsigned char", "float32": "float",
+          "float64": "double"}
+MEM_TYPE = dict(C_TYPE, bool="unsigned char")      # how a bool is stored: one byte
+UNSIGNED = {"int8": "unsigned char", "int16": "unsigned short", "int32": "unsigned int",
+            "int64": "unsigned long long"}
+INT_RANGE = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255)}
+
+_BIN = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.AND: "&",
+        BinOp.OR: "|", BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>"}
+_CMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
+        CmpOp.NE: "!="}
+_MATH = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.SQRT: "sqrt", Intrin.TANH: "tanh",
+         Intrin.ERF: "erf", Intrin.SIN: "sin", Intrin.COS: "cos", Intrin.TAN: "tan",
+         Intrin.ATAN: "atan", Intrin.FLOOR: "floor", Intrin.CEIL: "ceil",
+         Intrin.ROUND: "rint", Intrin.TRUNC: "trunc", Intrin.ABS: "fabs",
+         Intrin.LOG1P: "log1p", Intrin.EXPM1: "expm1"}
+_BINARY_MATH = {BinOp.POW: "pow", BinOp.ATAN2: "atan2", BinOp.FMOD: "fmod"}
+
+# helpers every translation unit starts with (NumPy's semantics where C's differ)
+PRELUDE = r"""// helpers: NumPy's semantics where C's differ
+#define JD_INLINE static __device__ __forceinline__
+template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;
+}
+template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
+}
+template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
+  T r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of floats
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  T f = floor(d);
+  return d - f > (T)0.5 ? f + 1 : f;
+}
+template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
+  if (b == 0) return 0;
+  if (b == (T)-1) return (T)(0 - a);
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> JD_INLINE T jd_imod(T a, T b) {   // x % 0 == 0, the divisor's sign
+  if (b == 0 || b == (T)-1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_udiv(T a, T b) { return b == 0 ? 0 : a / b; }
+template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b; }
+template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
+  if (e < 0) return 0;
+  T r = 1;
+  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  return r;
+}
+template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
+template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
+template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
+"""
+# the run-time index check, in a unit whose kernels have checks
+CHECK_HELPER = r"""JD_INLINE bool jd_ok(long long v, long long n, long long code, long long* err) {
+  if (v >= 0 && v < n) return true;               // a run-time index check: on failure
+  if (atomicCAS((unsigned long long*)err, 0ULL, (unsigned long long)code) == 0ULL)
+    err[1] = v;                                    // record it (the caller reads index 0)
+  return false;
+}
+"""
+
+
+@dataclass
+class Kernel:
+    """One `__global__` function and how to launch it."""
+    name: str
+    params: list            # Buffers and scalar Vars, in the kernel's order
+    grid: list              # three launch extents: ints or int64 Exprs over the sizes
+    block: list             # three ints
+    shared_bytes: int = 0
+    checks: bool = False    # takes the error slot (last parameter)
+
+
+@dataclass
+class CudaModule:
+    source: str
+    kernels: list
+    intermediates: list                 # global Buffers the host allocates
+    checks: list = field(default_factory=list)   # (tensor, index text, extent) per check
+
+
+def generate(func: PrimFunc, target, with_err=False) -> CudaModule:
+    """The CUDA C of one lowered function: its kernels, how to launch each, and the
+    intermediates the host allocates."""
+    top = []                # (statement, global buffers allocated around it)
+    intermediates = []
+
+    def split(s):
+        match s:
+            case Seq():
+                for x in s.stmts:
+                    split(x)
+            case Allocate() if s.buffer.scope == "global":
+                intermediates.append(s.buffer)
+                split(s.body)
+            case _:
+                top.append(s)
+    split(func.body)
+    params = list(func.params) + intermediates
+    checks = []
+    kernels, bodies = [], []
+    for k, s in enumerate(top):
+        kg = _KernelGen(f"{func.name}_k{k}", s, params, target, checks)
+        kernels.append(kg.kernel)
+        bodies.append(kg.text)
+    head = [f"// jitdl: {func.name}, {len(kernels)} kernel(s) for {target.sm}",
+            "// launched in order on one stream:"]
+    for kn in kernels:
+        grid = ", ".join(_launch_text(g) for g in kn.grid)
+        block = ", ".join(map(str, kn.block))
+        head.append(f"//   {kn.name}<<<({grid}), ({block})>>>")
+    prelude = PRELUDE + (CHECK_HELPER if any(k.checks for k in kernels) else "")
+    source = "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(bodies) + "\n"
+    return CudaModule(source, kernels, intermediates, checks)
+
+
+def _launch_text(e):
+    return str(e) if isinstance(e, int) else _ExprText().expr(e)
+
+
+class _ExprText:
+    """C text of expressions; subclassed by the kernel generator for names."""
+
+    def __init__(self):
+        self.names = {}         # Var or Buffer -> C identifier
+        self.used = set()
+        self.wrap = True        # values (not indices): signed arithmetic wraps
+
+    def name(self, x):
+        got = self.names.get(x)
+        if got is None:
+            base = "".join(c if c.isalnum() or c == "_" else "_" for c in x.name) or "v"
+            if base[0].isdigit():
+                base = "v" + base
+            got, n = base, 1
+            while got in self.used or got in _RESERVED:
+                got, n = f"{base}_{n}", n + 1
+            self.used.add(got)
+            self.names[x] = got
+        return got
+
+    def index(self, e):
+        saved, self.wrap = self.wrap, False
+        try:
+            return self.expr(e)
+        finally:
+            self.wrap = saved
+
+    def expr(self, e):
+        match e:
+            case Const():
+                return const_text(e.value, e.dtype)
+            case Var():
+                return self.name(e)
+            case Load():
+                return self.load(e)
+            case Binary():
+                return self.binary(e)
+            case Compare():
+                return f"({self.expr(e.a)} {_CMP[e.op]} {self.expr(e.b)})"
+            case Unary():
+                return self.unary(e)
+            case Select():
+                return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+            case Cast():
+                return self.cast(e)
+            case Call():
+                return self.call(e)
+        raise CompileError(f"cuda codegen: cannot emit {type(e).__name__} {e!r}")
+
+    def wraps(self, e):
+        """Signed arithmetic that must wrap: on values, not on indices. An int64
+        expression of loop variables, sizes and constants is an index (it cannot
+        overflow), so C's signed arithmetic, which the compiler optimises best, is kept."""
+        return self.wrap and (e.dtype != "int64" or reads_memory(e))
+
+    def load(self, e):
+        raise CompileError("cuda codegen: a load in a launch extent")
+
+    def binary(self, e):
+        a, b, dt, op = self.expr(e.a), self.expr(e.b), e.dtype, e.op
+        ty = C_TYPE[dt]
+        if dtypes.is_float(dt):
+            if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV):
+                return f"({a} {_BIN[op]} {b})"
+            if op == BinOp.MAX:
+                return f"jd_fmax<{ty}>({a}, {b})"
+            if op == BinOp.MIN:
+                return f"jd_fmin<{ty}>({a}, {b})"
+            if op == BinOp.MOD:
+                return f"jd_fmod_floor<{ty}>({a}, {b})"
+            if op == BinOp.FLOORDIV:
+                return f"jd_floordiv<{ty}>({a}, {b})"
+            if op in _BINARY_MATH:
+                return f"{_math(_BINARY_MATH[op], dt)}({a}, {b})"
+            raise CompileError(f"cuda codegen: {op} on {dt}")
+        signed = dtypes.is_signed(dt)
+        if dt == "bool" and op in (BinOp.AND, BinOp.OR):
+            return f"({a} {'&&' if op == BinOp.AND else '||'} {b})"
+        match op:
+            case BinOp.MIN | BinOp.MAX:
+                return f"jd_i{'min' if op == BinOp.MIN else 'max'}<{ty}>({a}, {b})"
+            case BinOp.FLOORDIV:
+                return f"jd_{'idiv' if signed else 'udiv'}<{ty}>({a}, {b})"
+            case BinOp.MOD:
+                return f"jd_{'imod' if signed else 'umod'}<{ty}>({a}, {b})"
+            case BinOp.POW:
+                return f"jd_ipow<{ty}>({a}, {b})"
+            case BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.SHL if signed and self.wraps(e):
+                u = UNSIGNED[dt]
+                return f"(({ty})(({u}){a} {_BIN[op]} ({u}){b}))"
+            case _ if op in _BIN:
+                text = f"({a} {_BIN[op]} {b})"
+                # narrow types promote to int in C: bring the result back to the dtype
+                return f"(({ty}){text})" if dt in INT_RANGE or dt == "int16" else text
+        raise CompileError(f"cuda codegen: {op} on {dt}")
+
+    def unary(self, e):
+        a, dt = self.expr(e.a), e.dtype
+        ty = C_TYPE[dt]
+        if e.op == UnOp.NEG:
+            if dtypes.is_float(dt):
+                return f"(-{a})"
+            if dtypes.is_signed(dt) and self.wraps(e):
+                return f"(({ty})(0 - ({UNSIGNED[dt]}){a}))"
+            return f"(({ty})(-{a}))"
+        return f"(!{a})" if dt == "bool" else f"(({ty})(~{a}))"
+
+    def cast(self, e):
+        src, dst = e.value.dtype, e.dtype
+        a = self.expr(e.value)
+        if src == dst:
+            return a
+        if dst == "bool":
+            return f"({a} != 0)"
+        if dtypes.is_float(src) and not dtypes.is_float(dst) and dst in INT_RANGE:
+            lo, hi = INT_RANGE[dst]     # saturating, NaN -> 0 (LLVM's fptosi.sat)
+            return (f"(({C_TYPE[dst]})({a} != {a} ? 0 : "
+                    f"fmax(({C_TYPE[src]}){lo}, fmin(({C_TYPE[src]}){hi}, {a}))))")
+        # float -> int32/int64 saturates in the hardware conversion (NaN -> 0)
+        return f"(({C_TYPE[dst]}){a})"
+
+    def call(self, e):
+        fn, x, src = e.fn, e.args[0], e.args[0].dtype
+        a = self.expr(x)
+        if not dtypes.is_float(src):
+            if fn in (Intrin.FLOOR, Intrin.CEIL, Intrin.ROUND, Intrin.TRUNC):
+                return a
+            if fn == Intrin.ABS:
+                return f"(({C_TYPE[src]})({a} < 0 ? -{a} : {a}))" if dtypes.is_signed(src) \
+                    else a
+            if fn == Intrin.SIGN:
+                return f"jd_sign<{C_TYPE[src]}>({a})"
+            if fn in (Intrin.ISNAN, Intrin.ISINF):
+                return "false"
+            if fn == Intrin.ISFINITE:
+                return "true"
+            raise CompileError(f"cuda codegen: {fn.value} of {src}")
+        one = const_text(1.0, src)
+        if fn in _MATH:
+            return f"{_math(_MATH[fn], src)}({a})"
+        if fn == Intrin.RSQRT:
+            return f"({one} / {_math('sqrt', src)}({a}))"
+        if fn == Intrin.SIGMOID:
+            return f"({one} / ({one} + {_math('exp', src)}(-{a})))"
+        if fn == Intrin.SIGN:
+            return f"jd_sign<{C_TYPE[src]}>({a})"
+        if fn in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE):
+            return f"{fn.value}({a})"
+        raise CompileError(f"cuda codegen: intrinsic {fn.value}")
+
+
+def _math(name, dtype):
+    """The C math function of this name for the dtype: expf for float32, exp for float64."""
+    return name + "f" if dtype == "float32" else name
+
+
+def const_text(value, dtype):
+    """A C literal of exactly this value and type."""
+    if dtype == "bool":
+        return "true" if value else "false"
+    if dtypes.is_float(dtype):
+        v = float(np.float32(value)) if dtype == "float32" else float(value)
+        if math.isnan(v):
+            return "__int_as_float(0x7fc00000)" if dtype == "float32" \
+                else "__longlong_as_double(0x7ff8000000000000LL)"
+        if math.isinf(v):
+            inf = "__int_as_float(0x7f800000)" if dtype == "float32" \
+                else "__longlong_as_double(0x7ff0000000000000LL)"
+            return inf if v > 0 else f"(-{inf})"
+        text = str(np.float32(v)) if dtype == "float32" else repr(v)   # shortest exact
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return f"{text}f" if dtype == "float32" else text
+    v = int(value)
+    if dtype == "int64":
+        return "(-9223372036854775807LL - 1)" if v == -2 ** 63 else f"{v}LL"
+    if dtype == "int32":
+        return "(-2147483647 - 1)" if v == -2 ** 31 else str(v)
+    return f"(({C_TYPE[dtype]}){v})"
+
+
+_RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", "false", "if",
+             "else", "for", "while", "do", "return", "const", "auto", "signed", "unsigned",
+             "void", "break", "continue", "switch", "case", "default", "sizeof", "static",
+             "struct", "union", "new", "delete", "this", "class", "template", "typename",
+             "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
+             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid"}
+
+
+class _KernelGen(_ExprText):
+    """The text and launch of one kernel: one top-level statement of the function."""
+
+    def __init__(self, name, stmt, all_params, target, checks):
+        super().__init__()
+        self.target, self.checks = target, checks
+        self.lines = []
+        self.depth = 1
+        self.has_checks = False
+        self.divergent = 0          # conditions around the code being emitted
+        self.shared = 0             # bytes of shared memory
+        bound = {}                  # tag -> [extent, ...]
+        for s in walk_stmt(stmt):
+            if isinstance(s, For) and s.kind.bound:
+                bound.setdefault(s.kind.value, []).append(s.extent)
+        self.launch = {tag: _launch_extent(tag, exts, stmt) for tag, exts in bound.items()}
+        block = [self.launch.get(f"threadIdx.{d}", 1) for d in "xyz"]
+        grid = [self.launch.get(f"blockIdx.{d}", 1) for d in "xyz"]
+        for d, n in zip("xyz", block):
+            if not isinstance(n, int):
+                raise CompileError(f"cuda: kernel {name}: the extent bound to threadIdx.{d} "
+                                   f"must be a constant, got {_launch_text(n)}; split the "
+                                   "loop by a constant and bind the inner part")
+        self.nthreads = block[0] * block[1] * block[2]
+        if self.nthreads > target.max_threads_per_block or any(
+                b > m for b, m in zip(block, target.max_block_dims)):
+            raise CompileError(
+                f"cuda: kernel {name}: a block of {block[0]}x{block[1]}x{block[2]} = "
+                f"{self.nthreads} threads is over the device's limit "
+                f"({target.max_threads_per_block} threads, at most "
+                f"{'x'.join(map(str, target.max_block_dims))})")
+        for d, n, m in zip("xyz", grid, target.max_grid_dims):
+            if isinstance(n, int) and n > m:
+                raise CompileError(f"cuda: kernel {name}: {n} blocks bound to blockIdx.{d} "
+                                   f"are over the device's limit of {m}")
+        self.stmt(stmt)
+        body = self.lines
+        used_vars, used_bufs = set(), set()
+        for s in walk_stmt(stmt):
+            for e in stmt_exprs(s):
+                for n in walk_expr(e):
+                    if isinstance(n, Var):
+                        used_vars.add(n)
+                    elif isinstance(n, Load):
+                        used_bufs.add(n.buffer)
+            if isinstance(s, Store):
+                used_bufs.add(s.buffer)
+        for g in grid:
+            if not isinstance(g, int):
+                used_vars.update(n for n in walk_expr(g) if isinstance(n, Var))
+        kparams = [p for p in all_params
+                   if (p in used_bufs if isinstance(p, Buffer) else p in used_vars)]
+        decl = []
+        for p in kparams:
+            if isinstance(p, Buffer):
+                ro = "const " if not any(isinstance(s, Store) and s.buffer is p
+                                         for s in walk_stmt(stmt)) else ""
+                decl.append(f"{ro}{MEM_TYPE[p.dtype]}* __restrict__ {self.name(p)}")
+            else:
+                decl.append(f"const {C_TYPE[p.dtype]} {self.name(p)}")
+        if self.has_checks:
+            decl.append("long long* __restrict__ jd_err")
+        bounds = f"__launch_bounds__({self.nthreads}) " if self.nthreads > 1 else ""
+        head = f'extern "C" __global__ void {bounds}{name}({", ".join(decl)}) {{'
+        self.text = "\n".join([head] + body + ["}"])
+        if self.shared > target.shared_bytes:
+            raise CompileError(f"cuda: kernel {name} needs {self.shared} bytes of shared "
+                               f"memory, over the device's {target.shared_bytes} per block; "
+                               "use smaller tiles")
+        self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks)
+
+    def emit(self, line):
+        self.lines.append("  " * self.depth + line)
+
+    def load(self, e):
+        idx = self.index(e.index)
+        if e.check:
+            idx = self.checked(e, idx)
+        v = f"{self.name(e.buffer)}[{idx}]"
+        return f"({v} != 0)" if e.buffer.dtype == "bool" else v
+
+    def checked(self, e, idx):
+        """Each data-dependent index checked; on failure the error slot, and index 0."""
+        self.has_checks = True
+        conds = []
+        for sub, extent, tensor, text in e.check:
+            self.checks.append((tensor, text, extent))
+            code = len(self.checks)
+            n = f"{extent}LL" if isinstance(extent, int) else self.index(extent)
+            conds.append(f"jd_ok({self.index(sub)}, {n}, {code}LL, jd_err)")
+        return f"(({' && '.join(conds)}) ? {idx} : 0LL)"
+
+    # -- statements -----------------------------------------------------------------------
+    def stmt(self, s):
+        match s:
+            case Seq():
+                for x in s.stmts:
+                    self.stmt(x)
+            case Store():
+                v = self.expr(s.value)
+                self.emit(f"{self.name(s.buffer)}[{self.index(s.index)}] = {v};")
+            case For() if s.kind.bound:
+                self.bound_for(s)
+            case For():
+                self.serial_for(s)
+            case IfThen():
+                self.emit(f"if ({self.expr(s.cond)}) {{")
+                self.nested(s.then, divergent=True)
+                if s.otherwise is not None:
+                    self.emit("} else {")
+                    self.nested(s.otherwise, divergent=True)
+                self.emit("}")
+            case Allocate():
+                self.allocate(s)
+            case LetStmt():
+                self.emit("{")
+                self.depth += 1
+                self.emit(f"const {C_TYPE[s.var.dtype]} {self.name(s.var)} = "
+                          f"{self.expr(s.value)};")
+                self.stmt(s.body)
+                self.depth -= 1
+                self.emit("}")
+            case _:
+                raise CompileError(f"cuda codegen: cannot emit statement {type(s).__name__}")
+
+    def nested(self, s, divergent=False):
+        self.depth += 1
+        self.divergent += divergent
+        self.stmt(s)
+        self.divergent -= divergent
+        self.depth -= 1
+
+    def serial_for(self, s):
+        v = self.name(s.var)
+        lo = self.index(s.min)
+        end = self.index(s.extent) if _is_zero(s.min) else \
+            f"{lo} + {self.index(s.extent)}"
+        if s.kind == ForKind.UNROLLED:
+            self.emit("#pragma unroll")
+        self.emit(f"for (long long {v} = {lo}; {v} < {end}; ++{v}) {{")
+        self.nested(s.body)
+        self.emit("}")
+
+    def bound_for(self, s):
+        tag = s.kind.value
+        v = self.name(s.var)
+        idx = f"(long long){tag}"
+        self.emit("{")
+        self.depth += 1
+        start = idx if _is_zero(s.min) else f"{self.index(s.min)} + {idx}"
+        self.emit(f"const long long {v} = {start};")
+        if _same(s.extent, self.launch[tag]):
+            self.stmt(s.body)
+        else:
+            self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
+            self.nested(s.body, divergent=True)
+            self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+
+    def allocate(self, s):
+        buf = s.buffer
+        if buf.scope == "global":
+            raise CompileError(
+                f"cuda: buffer {buf.name} ({_shape_text(buf)}) is allocated inside a kernel; "
+                f"a block buffer inside a GPU kernel must fit "
+                f"{self.target.local_buffer_bytes} bytes per thread (or use shared memory)")
+        if not isinstance(buf.size, int):
+            raise CompileError(f"cuda: buffer {buf.name} has a symbolic size "
+                               f"({_shape_text(buf)}); a kernel's buffers need constant sizes")
+        n = max(buf.size, 1)
+        shared = buf.scope == "shared"
+        if shared:
+            self.shared += n * dtypes.itemsize(buf.dtype)
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"{'__shared__ ' if shared else ''}{MEM_TYPE[buf.dtype]} {self.name(buf)}[{n}];")
+        if shared:
+            self.fill_and_use(s.body, buf)
+        else:
+            self.stmt(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def fill_and_use(self, body, buf):
+        """A shared buffer's body: the statements that write it are spread over the
+        block's threads, between barriers; the rest runs as usual."""
+        stmts = body.stmts if isinstance(body, Seq) else (body,)
+        for x in stmts:
+            if _writes(x, buf):
+                if self.divergent:
+                    raise CompileError(
+                        f"cuda: the block's copy {buf.name} is filled under a condition "
+                        "(a bound loop that does not divide its extent, or a guard around "
+                        "the loop it is computed at): every thread of a block must reach "
+                        "its barriers; choose splits that divide the extents")
+                self.emit("__syncthreads();")
+                self.cooperative(x)
+                self.emit("__syncthreads();")
+            else:
+                self.stmt(x)
+
+    def cooperative(self, s):
+        """A loop nest run by the block's threads together: its perfectly nested constant
+        loops become one flat loop, thread t taking elements t, t + T, t + 2T, ..."""
+        loops, conds = [], []
+        while True:
+            if isinstance(s, For) and isinstance(s.extent, Const) and not s.kind.bound:
+                loops.append(s)
+                s = s.body
+            elif isinstance(s, IfThen) and s.otherwise is None and isinstance(s.then, For):
+                conds.append(s.cond)
+                s = s.then
+            else:
+                break
+        if not loops or self.nthreads == 1:
+            for c in conds:
+                s = IfThen(c, s)
+            for lp in reversed(loops):
+                s = For(lp.var, lp.min, lp.extent, lp.kind, s)
+            self.stmt(s)
+            return
+        total = math.prod(int(lp.extent.value) for lp in loops)
+        self.emit("for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y"
+                  f" + blockDim.y * threadIdx.z)); jd_f < {total}LL; jd_f += {self.nthreads}) {{")
+        self.depth += 1
+        inner = 1
+        for lp in reversed(loops):
+            ext = int(lp.extent.value)
+            flat = "jd_f" if inner == 1 else f"jd_f / {inner}LL"
+            idx = flat if inner * ext == total else f"({flat}) % {ext}LL"
+            lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
+            self.emit(f"const long long {self.name(lp.var)} = {lo}{idx};")
+            inner *= ext
+        for c in conds:
+            s = IfThen(c, s)
+        self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
+
+
+def _writes(s, buf):
+    return any(isinstance(x, Store) and x.buffer is buf for x in walk_stmt(s))
+
+
+def _is_zero(e):
+    return isinstance(e, Const) and e.value == 0
+
+
+def _same(e, launch):
+    if isinstance(launch, int):
+        return isinstance(e, Const) and e.value == launch
+    return e == launch
+
+
+def _launch_extent(tag, extents, stmt):
+    """The launch extent of one index: the largest extent bound to it (an int, or an
+    int64 expression over the function's scalars, checked to use no loop variable)."""
+    loop_vars = {s.var for s in walk_stmt(stmt) if isinstance(s, For)}
+    consts, exprs = [], []
+    for e in extents:
+        if isinstance(e, Const):
+            consts.append(int(e.value))
+            continue
+        if any(isinstance(n, Var) and n in loop_vars for n in walk_expr(e)):
+            raise CompileError(f"cuda: the extent of a loop bound to {tag} depends on an "
+                               "enclosing loop; a launch extent must be known at the launch")
+        if not any(x == e for x in exprs):
+            exprs.append(e)
+    if not exprs:
+        return max(consts)
+    out = exprs[0]
+    for e in exprs[1:] + ([Const(max(consts), "int64")] if consts else []):
+        out = Binary(BinOp.MAX, out, e, "int64")
+    return out
+
+
+def _shape_text(buf):
+    return "x".join(str(d) if isinstance(d, int) else _ExprText().expr(d) for d in buf.shape)
+
