@@ -519,7 +519,25 @@ class _KernelGen(_ExprText):
         self.emit("}")
 
     def allocate(self, s):
-        buf = s.buffer
+        """Buffers allocated one inside another are declared together; when one of them
+        is shared, the statements of their body that fill shared buffers run on the
+        whole block between barriers."""
+        self.emit("{")
+        self.depth += 1
+        shared = []
+        while isinstance(s, Allocate):
+            self.declare(s.buffer)
+            if s.buffer.scope == "shared":
+                shared.append(s.buffer)
+            s = s.body
+        if shared:
+            self.fill_and_use(s, shared)
+        else:
+            self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
+
+    def declare(self, buf):
         if buf.scope == "global":
             raise CompileError(
                 f"cuda: buffer {buf.name} ({_shape_text(buf)}) is allocated inside a kernel; "
@@ -532,33 +550,34 @@ class _KernelGen(_ExprText):
         shared = buf.scope == "shared"
         if shared:
             self.shared += n * dtypes.itemsize(buf.dtype)
-        self.emit("{")
-        self.depth += 1
         self.emit(f"{'__shared__ ' if shared else ''}{MEM_TYPE[buf.dtype]} {self.name(buf)}[{n}];")
-        if shared:
-            self.fill_and_use(s.body, buf)
-        else:
-            self.stmt(s.body)
-        self.depth -= 1
-        self.emit("}")
 
-    def fill_and_use(self, body, buf):
-        """A shared buffer's body: the statements that write it are spread over the
-        block's threads, between barriers; the rest runs as usual."""
+    def fill_and_use(self, body, bufs):
+        """The statements that write the shared buffers are spread over the block's
+        threads, each run of them between two barriers (the previous readers are done;
+        every element is written before anyone reads); the rest runs as usual."""
         stmts = body.stmts if isinstance(body, Seq) else (body,)
+        filling = False
         for x in stmts:
-            if _writes(x, buf):
+            fills = any(_writes(x, b) for b in bufs)
+            if fills and not filling:
                 if self.divergent:
                     raise CompileError(
-                        f"cuda: the block's copy {buf.name} is filled under a condition "
-                        "(a bound loop that does not divide its extent, or a guard around "
-                        "the loop it is computed at): every thread of a block must reach "
-                        "its barriers; choose splits that divide the extents")
+                        f"cuda: the block's copy {bufs[0].name} is filled under a condition "
+                        "that differs between threads (a bound loop that does not divide "
+                        "its extent, or a guard around the loop it is computed at): every "
+                        "thread of a block must reach its barriers; choose splits that "
+                        "divide the extents")
                 self.emit("__syncthreads();")
+            elif filling and not fills:
+                self.emit("__syncthreads();")
+            filling = fills
+            if fills:
                 self.cooperative(x)
-                self.emit("__syncthreads();")
             else:
                 self.stmt(x)
+        if filling:
+            self.emit("__syncthreads();")
 
     def cooperative(self, s):
         """A loop nest run by the block's threads together: its perfectly nested constant

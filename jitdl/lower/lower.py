@@ -337,8 +337,33 @@ class _Builder:
                 f"compute_at: stages are computed at a data loop of {t.name} that runs "
                 f"inside its reduction loops ({', '.join(leaves)}); compute them at a loop "
                 "outside the reduction, or reorder the reduction innermost")
+        tile = self._register_tile(t, red, axes, prefix, inner_data, loopvar)
+        if tile is not None:
+            # a GPU thread's block of outputs: accumulated in its registers, written once
+            acc, at = tile
+            update = Store(acc, at, combine(red.op, Load(acc, at), body, red.dtype))
+            if where is not None:
+                update = IfThen(where, update)
+            return nest(prefix, Allocate(acc, Seq((
+                nest(inner_data, Store(acc, at, init), False), nest(rest, update),
+                nest(inner_data, Store(buf, out_index, Load(acc, at)), False)))))
         return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init), False),
                                  nest(rest, update))))
+
+    def _register_tile(self, t, red, axes, prefix, inner_data, loopvar):
+        """(local accumulator buffer, its index) for a reduction whose data loops inside
+        the reduction loops are a block of one GPU thread (a loop bound to a thread index
+        encloses them, their extents are constants and the block fits a local buffer);
+        else None (the outputs accumulate in place, as on a CPU, where the row being
+        reduced into stays in cache)."""
+        if not any(axes[n].kind.thread for n in prefix):
+            return None
+        exts = [axes[n].extent for n in inner_data]
+        if not all(isinstance(e, int) for e in exts) or \
+                math.prod(exts) * dtypes.itemsize(red.dtype) > self.local_buffer_bytes:
+            return None
+        acc = Buffer(f"{t.name}_acc", red.dtype, (math.prod(exts),), "local")
+        return acc, flat_index([loopvar[n] for n in inner_data], tuple(exts))
 
     def _arg_reduce(self, t, red, body, where, sub, buf, out_index, nest, rloops):
         """argmax/argmin: the best value and its position, kept in two registers."""

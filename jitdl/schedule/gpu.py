@@ -14,11 +14,14 @@ level that lowers, as for the CPU.
 """
 from __future__ import annotations
 
+from jitdl.ir.nodes import Access, ReduceOp, Var
+from jitdl.ir.visit import walk_expr
 from jitdl.schedule.auto import _reread
 from jitdl.schedule.schedule import Axis
 
 LEVELS = (
-    ("full", frozenset({"inline", "bind"})),
+    ("full", frozenset({"inline", "bind", "tile"})),
+    ("no tiling", frozenset({"inline", "bind"})),
     ("bind only", frozenset({"bind"})),
     ("one thread", frozenset()),
 )
@@ -38,9 +41,88 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 s.compute_inline(s[name])
     if "bind" in allow:
         for name, st in list(s.stages.items()):
-            if st.attach == "root":
-                grid_stride(s, name, target, cfg)
+            if st.attach != "root":
+                continue
+            if "tile" in allow and _matmul_like(s, st) and tile_matmul(s, name, target, cfg):
+                continue
+            grid_stride(s, name, target, cfg)
     return s
+
+
+def _matmul_like(s, st):
+    """A reduction over one axis k of two operands, each read with k and one of the two
+    data axes (C[i, j] = sum(A[i, k] * B[k, j]), possibly batched in front), with
+    constant extents large enough for a tile of the block."""
+    op = st.tensor.op
+    if op.reduce is None or len(op.reduce_axes) != 1 or len(op.axes) < 2 \
+            or op.reduce.op not in (ReduceOp.SUM,) or _symbolic(st):
+        return False
+    i, j = op.axes[-2], op.axes[-1]
+    k = op.reduce_axes[0]
+    if i.extent < 16 or j.extent < 16 or k.extent < 8:
+        return False
+    seen = set()
+    for acc in walk_expr(op.reduce.body):
+        if isinstance(acc, Access):
+            used = {v for x in acc.indices for v in walk_expr(x) if isinstance(v, Var)}
+            if k.var in used and (i.var in used) != (j.var in used):
+                seen.add(i.var in used)
+    return seen == {True, False}
+
+
+def _symbolic(st):
+    return any(not isinstance(a.extent, int) for a in st.axes.values())
+
+
+def tile_matmul(s, name, target, cfg=None):
+    """Shared-memory and register tiling of a matmul-like stage: a block computes a
+    BM x BN tile of the output, each of its threads a TM x TN block held in registers;
+    per step of BK along k the block copies the BM x BK and BK x BN tiles of the operands
+    into shared memory together, then every thread accumulates its block from them.
+    Sizes are knobs (defaults: 64 x 64 tiles, 4 x 4 per thread, BK 8: 256 threads)."""
+    st = s.stages[name]
+    op = st.tensor.op
+    i, j = op.axes[-2].name, op.axes[-1].name
+    k = op.reduce_axes[0].name
+    batch = [a.name for a in op.axes[:-2]]
+
+    def knob(key, options):
+        return cfg.choice(f"{name}.{key}", options) if cfg is not None else options[0]
+    tm, tn = knob("tm", [4, 8, 2]), knob("tn", [4, 8, 2])
+    ty, tx = knob("ty", [16, 8, 32]), knob("tx", [16, 8, 32])
+    bk = knob("bk", [8, 16, 4])
+    if ty * tx > target.max_threads_per_block or ty * tx < target.warp_size:
+        return False
+    bm, bn = ty * tm, tx * tn
+    readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
+    shared = (bm + bn) * bk * 4
+    if shared > target.shared_bytes:
+        return False
+    operands = [acc.tensor.name for acc in walk_expr(op.reduce.body)
+                if isinstance(acc, Access)]
+    if len(set(operands)) != 2 or readers and any(x.attach == "at" for x in readers):
+        return False
+    ax = {n: Axis(name, n) for n in st.leaves}
+    io, ii = s.split(ax[i], bm)
+    jo, ji = s.split(ax[j], bn)
+    iy, it = s.split(ii, tm)
+    jx, jt = s.split(ji, tn)
+    ko, ki = s.split(ax[k], bk)
+    s.reorder(*[Axis(name, n) for n in batch], io, jo, iy, jx, ko, ki, it, jt)
+    if batch:
+        b = s.fuse(*[Axis(name, n) for n in batch]) if len(batch) > 1 else Axis(name, batch[0])
+        s.bind(b, "blockIdx.z")
+    s.bind(io, "blockIdx.y")
+    s.bind(jo, "blockIdx.x")
+    s.bind(iy, "threadIdx.y")
+    s.bind(jx, "threadIdx.x")
+    s.unroll(ki)
+    s.unroll(it)
+    s.unroll(jt)
+    for t in dict.fromkeys(operands):
+        cache = s.cache_read(t, [s[name]], "shared")
+        s.compute_at(cache, s[name], ko)
+    return True
 
 
 def grid_stride(s, name, target, cfg=None):
