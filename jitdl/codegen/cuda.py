@@ -32,8 +32,8 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
-                            For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
-                            Store, UnOp, Unary, Var)
+                            For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
+                            Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
 from jitdl.ir.analysis import reads_memory
 from jitdl.ir.visit import stmt_exprs, walk_expr, walk_stmt
 
@@ -367,7 +367,9 @@ class _KernelGen(_ExprText):
         self.lines = []
         self.depth = 1
         self.has_checks = False
-        self.divergent = 0          # conditions around the code being emitted
+        self.divergent = 0          # conditions that differ between a block's threads
+        self.thread_vars = set()    # variables of the thread-bound loops around
+        self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
         bound = {}                  # tag -> [extent, ...]
         for s in walk_stmt(stmt):
@@ -464,12 +466,16 @@ class _KernelGen(_ExprText):
             case For():
                 self.serial_for(s)
             case IfThen():
+                differs = reads_memory(s.cond) or any(
+                    isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
                 self.emit(f"if ({self.expr(s.cond)}) {{")
-                self.nested(s.then, divergent=True)
+                self.nested(s.then, divergent=differs)
                 if s.otherwise is not None:
                     self.emit("} else {")
-                    self.nested(s.otherwise, divergent=True)
+                    self.nested(s.otherwise, divergent=differs)
                 self.emit("}")
+            case ThreadReduce():
+                self.thread_reduce(s)
             case Allocate():
                 self.allocate(s)
             case LetStmt():
@@ -509,12 +515,74 @@ class _KernelGen(_ExprText):
         self.depth += 1
         start = idx if _is_zero(s.min) else f"{self.index(s.min)} + {idx}"
         self.emit(f"const long long {v} = {start};")
+        if s.kind.thread:
+            self.thread_vars.add(s.var)
         if _same(s.extent, self.launch[tag]):
             self.stmt(s.body)
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
-            self.nested(s.body, divergent=True)
+            self.nested(s.body, divergent=s.kind.thread)
             self.emit("}")
+        self.thread_vars.discard(s.var)
+        self.depth -= 1
+        self.emit("}")
+
+    def thread_reduce(self, s):
+        """acc[0] combined across the block's threads along x: within each warp by
+        shuffles (a tree of halving distances), then, for several warps per row of
+        threads, through shared memory (one slot per warp) and a second shuffle round;
+        the result is broadcast so every thread holds it."""
+        n = s.extent
+        if n == 1:
+            return
+        if s.kind != ForKind.THREAD_X or not _same(Const(n, "int64"), self.launch.get(
+                "threadIdx.x", 1)):
+            raise CompileError(
+                f"cuda: a reduction across threads must be bound to threadIdx.x with the "
+                f"kernel's whole extent along x ({self.launch.get('threadIdx.x', 1)}), got "
+                f"{s.kind.value} over {n}")
+        if self.divergent:
+            raise CompileError(
+                f"cuda: the reduction of {s.buffer.name} across threads is under a condition "
+                "that differs between threads; every thread of the block must reach it")
+        dt = s.buffer.dtype
+        ty = C_TYPE[dt]
+        wide = ty if dt in ("float32", "float64", "int32", "int64") else "int"
+        acc = f"{self.name(s.buffer)}[0]"
+        k = self.reductions
+        self.reductions += 1
+        v = f"jd_v{k}"
+        mask = "0xffffffffu" if self.nthreads >= 32 else f"0x{(1 << self.nthreads) - 1:x}u"
+        width = min(n, 32)
+
+        def as_ty(x):
+            return x if wide == ty else f"({ty}){x}"
+
+        def rounds():
+            o = width // 2
+            while o >= 1:
+                other = f"__shfl_down_sync({mask}, {v}, {o}, {width})"
+                both = _combine(s.op, dt, as_ty(v), as_ty(other))
+                self.emit(f"{v} = {both if wide == ty else f'({wide}){both}'};")
+                o //= 2
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"{wide} {v} = {acc};")
+        rounds()
+        if n > 32:
+            warps, groups = n // 32, self.nthreads // n
+            slots = f"jd_red{k}"
+            self.shared += groups * 32 * (8 if wide in ("double", "long long") else 4)
+            ident = const_text(_identity(s.op, dt), dt)
+            self.emit(f"__shared__ {wide} {slots}[{groups}][32];")
+            self.emit("const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;")
+            self.emit(f"if ((threadIdx.x & 31) == 0) {slots}[jd_g][threadIdx.x >> 5] = {v};")
+            self.emit("__syncthreads();")
+            self.emit(f"{v} = (threadIdx.x & 31) < {warps} ? {slots}[jd_g][threadIdx.x & 31] "
+                      f": ({wide}){ident};")
+            rounds()
+            self.emit("__syncthreads();")
+        self.emit(f"{acc} = {as_ty(f'__shfl_sync({mask}, {v}, 0, {width})')};")
         self.depth -= 1
         self.emit("}")
 
@@ -616,6 +684,40 @@ class _KernelGen(_ExprText):
         self.stmt(s)
         self.depth -= 1
         self.emit("}")
+
+
+def _combine(op, dtype, a, b):
+    """C text combining two partial results of a reduction."""
+    ty = C_TYPE[dtype]
+    fl = dtypes.is_float(dtype)
+    match op:
+        case ReduceOp.SUM:
+            return f"({a} + {b})"
+        case ReduceOp.PROD:
+            return f"({a} * {b})"
+        case ReduceOp.MAX:
+            return f"jd_{'f' if fl else 'i'}max<{ty}>({a}, {b})"
+        case ReduceOp.MIN:
+            return f"jd_{'f' if fl else 'i'}min<{ty}>({a}, {b})"
+        case ReduceOp.ANY:
+            return f"({a} || {b})"
+        case ReduceOp.ALL:
+            return f"({a} && {b})"
+    raise CompileError(f"cuda: {op.value} cannot be combined across threads")
+
+
+def _identity(op, dtype):
+    """The identity element of a reduction, as a Python value."""
+    if op == ReduceOp.SUM:
+        return 0
+    if op == ReduceOp.PROD:
+        return 1
+    if op in (ReduceOp.ANY, ReduceOp.ALL):
+        return op == ReduceOp.ALL
+    if dtypes.is_float(dtype):
+        return -math.inf if op == ReduceOp.MAX else math.inf
+    info = np.iinfo(dtype)
+    return info.min if op == ReduceOp.MAX else info.max
 
 
 def _writes(s, buf):

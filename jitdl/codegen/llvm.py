@@ -27,7 +27,7 @@ from jitdl.target.cpu import (ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYP
 from jitdl.ir.analysis import reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
-                            Store, UnOp, Unary, Var)
+                            Store, UnOp, Unary, Var, ThreadReduce)
 from jitdl.ir.visit import walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
@@ -394,6 +394,8 @@ class FunctionCodegen:
                 self.env[s.var] = self.expr(s.value)
                 self.stmt(s.body)
                 self.restore(s.var, saved)
+            case ThreadReduce():      # its loop ran serially: nothing to combine
+                pass
             case _:
                 raise CompileError(f"codegen: cannot emit statement {type(s).__name__}")
 

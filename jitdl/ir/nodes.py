@@ -306,6 +306,19 @@ class LetStmt(Stmt):
 
 
 @dataclass(frozen=True, slots=True, repr=False)
+class ThreadReduce(Stmt):
+    """Combine `buffer[0]` (a per-thread accumulator) with `op` across the `extent`
+    threads of a GPU block along `kind` (threadIdx.x), leaving the result in every
+    thread's `buffer[0]`. It follows the reduction loop bound to those threads; where
+    that loop runs serially (the CPU, the interpreter) the accumulator already holds the
+    whole reduction, and this statement does nothing."""
+    op: ReduceOp
+    buffer: Buffer
+    kind: ForKind
+    extent: int
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class PrimFunc:
     """A lowered kernel: its parameters (Buffers, then scalar Vars) and its body."""
     name: str

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast, Compare,
                             Const, For, ForKind, IfThen, LetStmt, Load, PrimFunc, Reduce,
-                            Select, Seq, Store, UnOp, Unary, Var)
+                            Select, Seq, Store, UnOp, Unary, Var, ThreadReduce)
 
 _PREC = {BinOp.OR: 1, BinOp.XOR: 2, BinOp.AND: 3, BinOp.SHL: 5, BinOp.SHR: 5,
          BinOp.ADD: 6, BinOp.SUB: 6, BinOp.MUL: 7, BinOp.DIV: 7, BinOp.FLOORDIV: 7,
@@ -103,6 +103,9 @@ def stmt_lines(s, indent=0) -> list[str]:
                 stmt_lines(s.body, indent)
         case LetStmt():
             return [f"{pad}{s.var.name} = {expr_text(s.value)}"] + stmt_lines(s.body, indent)
+        case ThreadReduce():
+            return [f"{pad}{s.buffer.name}[0] = {s.op.value} over {s.kind.value} "
+                    f"in range({s.extent})"]
     raise TypeError(f"no text for {type(s).__name__}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, For, IfThen,
-                            LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
+                            LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var, ThreadReduce)
 
 
 def expr_children(e):
@@ -107,6 +107,8 @@ def map_stmt(s, fs, fe=None):
         case LetStmt():
             v, b = ex(s.value), map_stmt(s.body, fs, fe)
             n = s if (v is s.value and b is s.body) else replace(s, value=v, body=b)
+        case ThreadReduce():
+            n = s
         case _:
             raise TypeError(f"not a statement: {s!r}")
     r = fs(n) if fs is not None else None

@@ -16,7 +16,7 @@ from jitdl.errors import ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
-                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var)
+                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var, ThreadReduce)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
@@ -302,6 +302,9 @@ class _Builder:
         rloops = [n for n in leaves if axes[n].reduce]
         accumulate_in_register = leaves == data + rloops
         if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            if any(axes[n].kind.thread for n in rloops):
+                raise ScheduleError(f"bind: stage {t.name} is an {red.op.value}; its "
+                                    "reduction loops cannot be bound to threads")
             keys = [_leaf_key(st, n) for n in rloops] if region is None else []
             if keys != sorted(keys):
                 raise ScheduleError(
@@ -315,14 +318,22 @@ class _Builder:
             return nest(data, self._arg_reduce(t, red, body, where, sub, buf, out_index,
                                                nest, rloops))
         init = identity(red.op, red.dtype)
+        across = [n for n in rloops if axes[n].kind.thread]
+        if across and not accumulate_in_register:
+            raise ScheduleError(
+                f"bind: the reduction loop {t.name}.{across[0]} is bound to threads, so "
+                f"the reduction loops of {t.name} must stay inside all its data loops "
+                f"(loop order now: {', '.join(leaves)})")
         if accumulate_in_register:
             acc = Buffer(f"{t.name}_acc", red.dtype, (1,), "local")
             zero = Const(0, "int64")
             update = Store(acc, zero, combine(red.op, Load(acc, zero), body, red.dtype))
             if where is not None:
                 update = IfThen(where, update)
-            block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update),
-                                       Store(buf, out_index, Load(acc, zero)))))
+            combined = tuple(ThreadReduce(red.op, acc, axes[n].kind,
+                                          self._thread_extent(t, axes[n])) for n in across)
+            block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update))
+                                      + combined + (Store(buf, out_index, Load(acc, zero)),)))
             return nest(data, block)
         # accumulate in memory: initialise right under the data loops that enclose the
         # first reduction loop, so the row being reduced into is still in cache
@@ -349,6 +360,16 @@ class _Builder:
                 nest(inner_data, Store(buf, out_index, Load(acc, at)), False)))))
         return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init), False),
                                  nest(rest, update))))
+
+    @staticmethod
+    def _thread_extent(t, la):
+        n = la.extent
+        if not isinstance(n, int) or not (n <= 32 and n & (n - 1) == 0 or n % 32 == 0):
+            raise ScheduleError(
+                f"bind: the reduction loop {t.name}.{la.name} bound to {la.kind.value} has "
+                f"extent {n}; a reduction across threads needs a power of two up to 32 "
+                "or a multiple of 32 (split the loop by such a factor first)")
+        return n
 
     def _register_tile(self, t, red, axes, prefix, inner_data, loopvar):
         """(local accumulator buffer, its index) for a reduction whose data loops inside

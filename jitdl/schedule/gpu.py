@@ -14,13 +14,18 @@ level that lowers, as for the CPU.
 """
 from __future__ import annotations
 
+import math
+
+from jitdl import dtypes
+from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
-from jitdl.schedule.auto import _reread
+from jitdl.schedule.auto import _fuse_row_reductions, _reread
 from jitdl.schedule.schedule import Axis
 
 LEVELS = (
-    ("full", frozenset({"inline", "bind", "tile"})),
+    ("full", frozenset({"inline", "bind", "tile", "rows"})),
+    ("no shared rows", frozenset({"inline", "bind", "tile"})),
     ("no tiling", frozenset({"inline", "bind"})),
     ("bind only", frozenset({"bind"})),
     ("one thread", frozenset()),
@@ -39,14 +44,101 @@ def auto_schedule(s, cfg=None, target=None, level=0):
         for name, st in list(s.stages.items()):
             if not st.is_reduce and name not in outputs and not _reread(s, st):
                 s.compute_inline(s[name])
+    if "rows" in allow:
+        _fuse_row_reductions(s, outputs, target, frozenset({"compute_at"}))
     if "bind" in allow:
         for name, st in list(s.stages.items()):
             if st.attach != "root":
                 continue
             if "tile" in allow and _matmul_like(s, st) and tile_matmul(s, name, target, cfg):
                 continue
+            if "rows" in allow and block_per_row(s, name, target, cfg):
+                continue
             grid_stride(s, name, target, cfg)
     return s
+
+
+def _row_axis(st):
+    """The one reduction axis of a stage when its reads walk memory along it (the
+    contiguous last index) and it is long enough for a block of threads; else None."""
+    op = st.tensor.op
+    if op.reduce is None or len(op.reduce_axes) != 1 or \
+            op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        return None
+    k = op.reduce_axes[0]
+    if not isinstance(k.extent, int) or k.extent < 128:
+        return None
+    for acc in walk_expr(op.reduce.body):
+        if isinstance(acc, Access) and acc.indices:
+            f = linear(acc.indices[-1])
+            if f is not None and f.get(k.var) == 1:
+                return k
+    return None
+
+
+def block_per_row(s, name, target, cfg=None):
+    """One block per row for a stage whose row statistics (reductions along the row:
+    max, sum, mean...) are computed at its row loop, or for a row reduction of its own:
+    the block's threads split each reduction (consecutive threads read consecutive
+    elements) and combine their parts with warp shuffles, then walk the row's outputs
+    together. When the row of the input fits shared memory it is read from memory once,
+    into shared memory, and the reductions and outputs read it there."""
+    st = s.stages[name]
+    op = st.tensor.op
+    at = [x for x in s.stages.values() if x.attach == "at" and x.attach_to[0] == name]
+    rows = [x for x in at if _row_axis(x) is not None]
+    own = _row_axis(st)
+    if not op.axes or (not rows and own is None) or len(rows) != len(at):
+        return False
+    exts = [_row_axis(x).extent for x in rows] + ([own.extent] if own is not None else [])
+    threads = min(target.threads_per_block, 1 << (min(exts).bit_length() - 1))
+    if cfg is not None:
+        threads = cfg.choice(f"{name}.row_threads",
+                             [threads] + [t for t in (128, 512) if t != threads
+                                          and t <= min(exts)])
+    first = Axis(name, st.leaves[0])
+    for x in rows:
+        k = Axis(x.tensor.name, _row_axis(x).name)
+        ko, ki = s.split(k, threads)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    if own is not None:
+        data = [n for n in st.leaves if not st.axes[n].reduce]
+        row = s.fuse(*[Axis(name, n) for n in data]) if len(data) > 1 else Axis(name, data[0])
+        ko, ki = s.split(Axis(name, own.name), threads)
+        s.reorder(row, ki, ko)
+        s.bind(row, "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+        return True
+    rest = st.leaves[1:]
+    s.bind(first, "blockIdx.x")
+    if rest:
+        inner = s.fuse(*[Axis(name, n) for n in rest]) if len(rest) > 1 else Axis(name, rest[0])
+        _, ti = s.split(inner, threads)
+        s.bind(ti, "threadIdx.x")
+    _row_in_shared(s, name, rows, target)
+    return True
+
+
+def _row_in_shared(s, name, rows, target):
+    """Copy the row of the one input that the row's stages read into shared memory, at
+    the row loop, when a row of it fits."""
+    st = s.stages[name]
+    inputs = {t.name: t for x in rows + [st] for t in s._reads(x)
+              if t.name not in s.stages or s.stages[t.name].attach == "root"
+              and t.name != name and not s.stages[t.name].is_reduce}
+    if len(inputs) != 1:
+        return
+    (t,) = inputs.values()
+    if t.ndim < 2 or not all(isinstance(d, int) for d in t.shape):
+        return
+    row_bytes = dtypes.itemsize(t.dtype) * math.prod(t.shape[1:])
+    if row_bytes > target.shared_bytes - 4096:     # (room for the reductions' slots)
+        return
+    readers = [x for x in s.stages.values() if any(
+        isinstance(a, Access) and a.tensor is t for a in walk_expr(x.tensor.op.body))]
+    cache = s.cache_read(t.name, [s[x.tensor.name] for x in readers], "shared")
+    s.compute_at(cache, s[name], Axis(name, st.leaves[0]))
 
 
 def _matmul_like(s, st):

@@ -297,7 +297,10 @@ class Schedule:
         thread of the block per iteration). A stage's loops bound to block indices come
         before those bound to thread indices, and each index is bound once per stage;
         stages of one kernel share the launch, whose extent per index is the largest
-        bound to it (smaller loops are guarded). On the CPU a bound loop is serial.
+        bound to it (smaller loops are guarded). A reduction loop may be bound to
+        threadIdx.x: each thread accumulates its part, then the block's threads combine
+        their parts (warp shuffles, then shared memory across warps); its extent must
+        be a power of two up to 32 or a multiple of 32. On the CPU a bound loop is serial.
         Before: for i in range(4096): S        After: s.bind(io, "blockIdx.x"),
                                                        s.bind(ii, "threadIdx.x") after a
                                                        split of i by 256"""
@@ -495,12 +498,11 @@ class Schedule:
                 if tag not in BIND_TAGS:
                     raise ScheduleError(f"bind: thread must be one of {', '.join(BIND_TAGS)}"
                                         f", got {tag!r}", user_loc())
-                if la.reduce:
+                if la.reduce and tag != "threadIdx.x":
                     raise ScheduleError(
-                        f"bind: {st.tensor.name}.{axis} is a reduction loop; only data "
-                        f"loops can be bound (legal: "
-                        f"{', '.join(n for n in st.leaves if not st.axes[n].reduce)}); "
-                        "rfactor the reduction to spread it over threads", user_loc())
+                        f"bind: {st.tensor.name}.{axis} is a reduction loop; it can be "
+                        f"bound only to threadIdx.x (the block's threads then reduce "
+                        f"together), not to {tag}", user_loc())
                 other = [n for n in st.leaves if st.axes[n].kind.value == tag and n != axis]
                 if other:
                     raise ScheduleError(f"bind: {tag} is bound to {st.tensor.name}."

@@ -50,7 +50,7 @@ from jitdl import dtypes
 from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare,
                             Const, For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc,
-                            Select, Seq, Store, UnOp, Unary, Var)
+                            Select, Seq, Store, UnOp, Unary, Var, ThreadReduce)
 
 
 class InterpretError(CompileError):
@@ -445,6 +445,8 @@ class _Interpreter:
                     body()
                     del mem[buf]
                 return run_allocate
+            case ThreadReduce():          # serial: the accumulator holds it all
+                return lambda: None
             case LetStmt():
                 val, body, var = self.typed(s.value, s.var.dtype), self.stmt(s.body), s.var
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from jitdl import dtypes
 from jitdl.ir.analysis import affine, bounds, linear, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
-                            LetStmt, PrimFunc, Select, Seq, Store, Var)
+                            LetStmt, PrimFunc, Select, Seq, Store, Var, ThreadReduce)
 from jitdl.ir import build
 from jitdl.ir.visit import map_expr, map_stmt, substitute
 
@@ -192,6 +192,8 @@ def simplify_stmt(s, ranges):
             if b is None:
                 return None
             return s if b is s.body else replace(s, body=b)
+        case ThreadReduce():
+            return s
         case LetStmt():
             v = simplify_expr(s.value, ranges)
             b = simplify_stmt(s.body, ranges)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, Binary, Compare, For, ForKind, IfThen, LetStmt, Load,
-                            PrimFunc, Select, Seq, Store, Var, Buffer)
+                            PrimFunc, Select, Seq, Store, Var, Buffer, ThreadReduce)
 from jitdl.ir.visit import stmt_exprs, walk_expr
 
 
@@ -48,6 +48,9 @@ def verify(func: PrimFunc):
                     rec(s.otherwise, scope, buffers, in_parallel)
             case Allocate():
                 rec(s.body, scope, buffers | {s.buffer}, in_parallel)
+            case ThreadReduce():
+                if s.buffer not in buffers:
+                    fail(f"buffer {s.buffer.name} combined outside its allocation")
             case LetStmt():
                 rec(s.body, scope | {s.var}, buffers, in_parallel)
     rec(func.body, bound, bufs, False)
