@@ -289,3 +289,21 @@ def test_export_and_load(tmp_path):
     for n, m in [(2, 3), (7, 11)]:
         x, y = rand(n, m), rand(n, m)
         np.testing.assert_array_equal(loaded(x, y), x + y)
+
+
+def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
+    """An intermediate of one argument's size read with another argument at the same
+    index: the two sizes must agree, checked at the call (this was refused: the bounds
+    prover could not show idx < B_n0)."""
+    import jitdl.numpy as jnp
+    rng = np.random.default_rng(3)
+    f = jd.compute(dynamic=True)(lambda A, B: jnp.sqrt(jnp.abs(A)) + B * 2)
+    g = jd.compute(dynamic=True)(lambda A, B: jnp.abs(A) + jnp.abs(B))
+    for n in (1, 7, 300):
+        a, b = rng.uniform(-2, 2, n), rng.uniform(-2, 2, n)
+        np.testing.assert_allclose(f(a, b), np.sqrt(np.abs(a)) + b * 2)
+        np.testing.assert_allclose(g(a, b), np.abs(a) + np.abs(b))
+    a2, row = rng.uniform(-2, 2, (4, 6)), rng.uniform(-2, 2, (1, 6))
+    np.testing.assert_allclose(g(a2, row), np.abs(a2) + np.abs(row))
+    with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+        f(np.ones(5), np.ones(6))

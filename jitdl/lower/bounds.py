@@ -140,6 +140,13 @@ def check_shape_agreement(stages):
     Where a size is symbolic (a dynamic argument's), the agreement is checked at the
     call: returns those checks, [name, position, dim, name, position, dim] each."""
     at_call = []
+    owners = {}             # a dynamic argument's size -> (argument, dimension)
+    for t in stages:
+        for acc in walk_expr(t.op.body):
+            if isinstance(acc, Access) and isinstance(acc.tensor.op, Placeholder):
+                for dim, n in enumerate(acc.tensor.shape):
+                    if isinstance(n, SizeVar):
+                        owners.setdefault(n, (acc.tensor, dim))
     for t in stages:
         op = t.op
         axes = list(op.axes) + list(op.reduce_axes)
@@ -147,6 +154,16 @@ def check_shape_agreement(stages):
         _collect_bare(op.body, uses)
         for ax in axes:
             found = uses.get(ax.var, [])
+            if ax.min == 0 and ax.extent in owners:
+                # an intermediate (jd.numpy's stages) read over an axis whose extent is
+                # one argument's size, at a dimension that is another's: they agree
+                for acc, dim in found:
+                    b = acc.tensor.shape[dim]
+                    if isinstance(b, SizeVar) and b is not ax.extent and b in owners:
+                        (t1, d1), (t2, d2) = owners[ax.extent], owners[b]
+                        check = [t1.name, t1.op.arg_index, d1, t2.name, t2.op.arg_index, d2]
+                        if check not in at_call:
+                            at_call.append(check)
             args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
             full = [(acc, dim) for acc, dim in args
                     if ax.min == 0 and acc.tensor.shape[dim] == ax.extent]

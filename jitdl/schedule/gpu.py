@@ -54,6 +54,10 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 continue
             if "rows" in allow and block_per_row(s, name, target, cfg):
                 continue
+            for x in list(s.stages.values()):     # rows too short for a block of threads
+                if x.attach == "at" and x.attach_to[0] == name:
+                    s.compute_root(s[x.tensor.name])
+                    grid_stride(s, x.tensor.name, target, cfg)
             grid_stride(s, name, target, cfg)
     return s
 

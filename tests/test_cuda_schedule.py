@@ -1,0 +1,254 @@
+"""The CUDA target's schedules, checked without a GPU.
+
+A definition lowered for the CUDA target (its automatic GPU schedule, or a user schedule
+with bind / shared copies / reductions across threads) is a loop IR whose bound loops
+run serially anywhere but on a GPU. Compiled for the CPU it must compute what NumPy
+does: this checks the GPU schedules, the lowering of shared copies (a block's copy
+covers what all its threads read), register tiles and cross-thread reductions. The
+CUDA C itself is checked by tests/test_cuda_codegen.py (nvcc, an emulator)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+import jitdl.numpy as jnp
+from jitdl import nn, pipeline
+from jitdl.errors import CompileError, ScheduleError
+from jitdl.runtime import engine
+from jitdl.runtime.kernel import Kernel
+from jitdl.target.cuda import CUDA
+
+GPU = CUDA()
+SMALL = dataclasses.replace(GPU, threads_per_block=64, multiprocessors=2)
+rng = np.random.default_rng(12)
+
+
+def lowered(f, args, target=GPU, schedule=None):
+    args = f._args(tuple(args), {})
+    specs = f._specs(args)
+    graph = f._trace(specs, args)
+    if schedule is not None:
+        return pipeline.lower(graph, target, f._options(), schedule_fn=schedule)
+    return f._lower(specs, graph=graph, target=target)
+
+
+def run_on_cpu(f, *args, target=GPU, schedule=None, level=None):
+    """f's CUDA loop IR compiled for the CPU and run; outputs start as NaN (or -1), so
+    an element no thread writes shows."""
+    low = lowered(f, args, target, schedule)
+    if level is not None:
+        assert low.auto_level == level, low.auto_level
+    art = pipeline.build(low, "cpu")
+    sig = art.signature
+    k = Kernel(sig, engine.Loaded(art.obj, sig.symbol), {})
+    if any(not isinstance(d, int) for _, shape, _ in sig.outputs for d in shape):
+        return k(args), low         # (dynamic: the kernel computes its output shape)
+    outs = []
+    for _, shape, dt in sig.outputs:
+        o = np.empty(shape, dt)
+        o[...] = np.nan if np.dtype(dt).kind == "f" else -1
+        outs.append(o)
+    got = k(args, out=outs[0] if len(outs) == 1 else tuple(outs))
+    return got, low
+
+
+def close(got, want, rtol=2e-5, atol=2e-5):
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol)
+
+
+@jd.compute
+def axpy(A, B):
+    return jd.tensor(A.shape, lambda i, j: jd.exp(A[i, j]) * B[i, j] + 1, name="C")
+
+
+@jd.compute
+def softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute
+def matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@jd.compute
+def bmm(A, B):
+    return jnp.matmul(A, B)
+
+
+@jd.compute
+def rowsum(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
+
+
+@jd.compute
+def colmax(X):
+    return jnp.max(X, axis=0)
+
+
+@jd.compute
+def layer_norm(X, W, B):
+    return nn.layer_norm(X, (X.shape[-1],), W, B)
+
+
+@jd.compute
+def conv(X, W):
+    return nn.conv2d(X, W, padding=1)
+
+
+@jd.compute(dynamic=True)
+def dyn_add(A, B):
+    return jnp.sqrt(jnp.abs(A)) + B * 2
+
+
+def ref_softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def f32(*shape):
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(100, 37), (3, 5), (1000, 300)])
+def test_elementwise_is_a_grid_stride_loop(shape):
+    a, b = f32(*shape), f32(*shape)
+    got, low = run_on_cpu(axpy, a, b, target=SMALL, level="full")
+    close(got, np.exp(a.astype(np.float64)) * b + 1)
+    text = str(low.func)
+    assert "threadIdx.x" in text and ("blockIdx.x" in text) == (a.size > 64)
+
+
+@pytest.mark.parametrize("shape,level", [((20, 300), "full"), ((7, 1000), "full"),
+                                         ((50, 40), "full"), ((4, 130), "full")])
+def test_softmax_one_block_per_row(shape, level):
+    x = f32(*shape) * 5
+    got, low = run_on_cpu(softmax, x, level=level)
+    close(got, ref_softmax(x))
+    if shape[1] >= 128:          # reductions across the block, the row in shared memory
+        text = str(low.func)
+        assert "over threadIdx.x" in text and "(shared)" in text
+
+
+def test_row_and_column_reductions():
+    x = f32(33, 700)
+    got, low = run_on_cpu(rowsum, x)
+    close(got, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+    assert "sum over threadIdx.x" in str(low.func)
+    got, low = run_on_cpu(colmax, x)
+    close(got, x.max(0))
+    assert "over threadIdx.x" not in str(low.func)     # per thread: coalesced columns
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 64, 128), (100, 37, 70), (64, 8, 64), (17, 300, 33)])
+def test_matmul_tiles_in_shared_memory(m, k, n):
+    a, b = f32(m, k), f32(k, n)
+    got, low = run_on_cpu(matmul, a, b, level="full")
+    close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    text = str(low.func)
+    assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[16]" in text
+
+
+def test_batched_matmul_binds_the_batch_to_blockIdx_z():
+    a, b = f32(3, 40, 24), f32(3, 24, 50)
+    got, low = run_on_cpu(bmm, a, b)
+    close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_conv_and_dynamic_sizes():
+    x, w, bias = f32(16, 256), f32(256), f32(256)
+    got, _ = run_on_cpu(layer_norm, x, w, bias)
+    xd = x.astype(np.float64)
+    want = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5) * w + bias
+    close(got, want, rtol=1e-4, atol=1e-4)
+    xi, wi = f32(2, 3, 9, 11), f32(4, 3, 3, 3)
+    got, _ = run_on_cpu(conv, xi, wi)
+    xp = np.pad(xi.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 4, 9, 11))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + 9, dx:dx + 11], wi[:, :, dy, dx])
+    close(got, want, rtol=1e-4, atol=1e-4)
+    for n in (5, 300, 1031):
+        a, b = f32(n), f32(n)
+        got, low = run_on_cpu(dyn_add, a, b, target=SMALL)
+        close(got, np.sqrt(np.abs(a.astype(np.float64))) + b * 2)
+
+
+def test_a_user_schedule_with_bind_shared_copies_and_a_thread_reduction():
+    def sched(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        (k,) = S.reduce_axis
+        ko, ki = s.split(k, 32)
+        s.reorder(i, ki, ko)
+        s.bind(i, "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+        c = s.cache_read("X", [S], "shared")
+        s.compute_at(c, S, i)
+    x = f32(9, 100)
+    got, low = run_on_cpu(rowsum, x, schedule=sched)
+    close(got, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    text = str(low.func)
+    assert "X_cache_l: float32[1, 100] (shared)" in text
+    assert "S_acc[0] = sum over threadIdx.x in range(32)" in text
+    src = pipeline.build(low, GPU).texts["cuda"]
+    assert "__shfl_down_sync" in src and "__shared__ float X_cache_l[100];" in src
+    assert src.count("__syncthreads();") >= 2
+
+
+def test_schedule_errors_are_clear():
+    def bad_thread_extent(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        s.bind(S.reduce_axis[0], "threadIdx.x")
+        s.bind(i, "blockIdx.x")
+    with pytest.raises(ScheduleError, match="power of two up to 32 or a multiple of 32"):
+        lowered(rowsum, [f32(4, 100)], schedule=bad_thread_extent)
+
+    def bind_reduction_to_block(s, cfg):
+        s.bind(s["S"].reduce_axis[0], "blockIdx.x")
+    with pytest.raises(ScheduleError, match="bound only to threadIdx.x"):
+        lowered(rowsum, [f32(4, 100)], schedule=bind_reduction_to_block)
+
+    def bad_tag(s, cfg):
+        s.bind(s["S"].axis[0], "threadIdx.w")
+    with pytest.raises(ScheduleError, match="must be one of blockIdx.x"):
+        lowered(rowsum, [f32(4, 100)], schedule=bad_tag)
+
+    def too_many_threads(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        s.bind(i, "blockIdx.x")
+        s.bind(j, "threadIdx.x")
+    low = lowered(axpy, [f32(4, 2048), f32(4, 2048)], schedule=too_many_threads)
+    with pytest.raises(CompileError, match="over the device's limit"):
+        pipeline.build(low, GPU)
+
+    def twice(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        s.bind(i, "threadIdx.x")
+        s.bind(j, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="bind each index once per stage"):
+        lowered(axpy, [f32(4, 8), f32(4, 8)], schedule=twice)
+
+
+def test_cuda_source_and_lower_need_no_gpu():
+    a = f32(128, 128)
+    src = matmul.cuda_source(a, a)
+    assert '__global__' in src and "__shared__" in src and "<<<" in src
+    assert "blockIdx.y" in matmul.lower(a, a, target="cuda")
+    # the CPU kernel of the same function is untouched by asking for CUDA C
+    np.testing.assert_allclose(matmul(a, a), a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
