@@ -49,6 +49,14 @@ def _log(x):
     return math.log2(1.0 + max(float(x), 0.0))
 
 
+def _kind(kind):
+    """The features' kind of a loop: a GPU grid's loops are described as the CPU's
+    closest kinds (blocks run in parallel; a warp's threads are lanes)."""
+    if kind.bound:
+        return ForKind.VECTORIZED if kind.thread else ForKind.PARALLEL
+    return kind
+
+
 @dataclass
 class _Loop:
     var: object
@@ -88,7 +96,7 @@ def _walk(s, loops, ranges, guards, out):
         case For():
             ext = _extent(s.extent, ranges)
             inner = {**ranges, s.var: (0, max(ext - 1, 0))}
-            _walk(s.body, loops + (_Loop(s.var, ext, s.kind),), inner, guards, out)
+            _walk(s.body, loops + (_Loop(s.var, ext, _kind(s.kind)),), inner, guards, out)
         case Seq():
             for x in s.stmts:
                 _walk(x, loops, ranges, guards, out)

@@ -40,6 +40,22 @@ class CUDA:
     parallel_min_work: int = 1 << 62
     threads_per_block: int = 256        # the automatic schedule's block of threads
 
+    # what the cost model's features read of a target (jitdl.autotune.features), in a
+    # GPU's terms: blocks resident at once, a warp's lanes, registers, L1 and L2
+    @property
+    def cores(self) -> int:
+        return self.multiprocessors * 2
+
+    def lanes(self, dtype_bytes: int) -> int:
+        return self.warp_size
+
+    def max_accumulators(self, dtype_bytes: int) -> int:
+        return 64 * self.warp_size
+
+    l1_bytes = 256 * 1024               # per multiprocessor (L1 and shared memory)
+    l2_bytes = 50 * 1024 * 1024
+    l3_bytes = 50 * 1024 * 1024         # (none: the L2 again, so ratios stay finite)
+
     @property
     def sm(self) -> str:
         """The architecture as nvcc and NVRTC name it: sm_90."""
