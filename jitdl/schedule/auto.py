@@ -551,6 +551,8 @@ def _fuse_row_reductions(s, outputs, target, allow, cfg=None):
         if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0 \
                 or (st.is_reduce and st.tensor.ndim > 1):   # (2-D reductions: tiles)
             continue
+        if st.is_reduce and _innermost_contiguous(st):
+            continue    # a column statistic: one output at a time would walk a column
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
         targets = {x.attach_to[0] if x.attach == "at" else x.tensor.name for x in readers}
@@ -639,6 +641,50 @@ def _reread(s, st):
     return False
 
 
+def _column_reduction(s, name, st, num_threads, target, allow):
+    """A reduction whose contiguous axis is a data axis (a sum over rows: out[j] =
+    sum(X[k, j])): the rows are streamed, a block of columns at a time, each column's
+    partial result accumulating in place (a block sized to half of L1, or split evenly
+    across the threads when there are fewer blocks than threads); blocks run in parallel,
+    the columns of a block as SIMD lanes. One output at a time, or a register tile of a
+    few columns, would instead walk the input down its columns."""
+    op = st.tensor.op
+    if not op.axes or not op.reduce_axes or op.reduce.op in (ReduceOp.ARGMAX,
+                                                              ReduceOp.ARGMIN) \
+            or not _innermost_contiguous(st) or "tile" not in allow and not _symbolic(st):
+        return False
+    data, red = [a.name for a in op.axes], [a.name for a in op.reduce_axes]
+    if any(n not in st.leaves for n in data + red) or not Schedule._fresh(st) \
+            or _attached(s, name):
+        return False
+    last = op.axes[-1].var
+    if not all(any(last is v for i in acc.indices for v in walk_expr(i))
+               for acc in walk_expr(op.body) if isinstance(acc, Access)):
+        return False      # an operand reused across the columns (matmul): a register tile
+    size = dtypes.itemsize(op.reduce.dtype)
+    lanes = target.lanes(size)
+    block = max(lanes, target.l1_bytes // 2 // size // lanes * lanes)
+    ext = st.axes[data[-1]].extent
+    if not isinstance(ext, int):   # blocks for threads whatever the size; a short tail
+        block = 64 * lanes
+    else:
+        if ext <= lanes:
+            return False
+        if -(-ext // block) < num_threads and ext >= num_threads * lanes * 4:
+            block = -(-ext // num_threads // lanes) * lanes
+        block = min(block, -(-ext // lanes) * lanes)
+    jo, ji = s.split(Axis(name, data[-1]), block)
+    s.reorder(*[Axis(name, n) for n in data[:-1]], jo, *[Axis(name, n) for n in red], ji)
+    if "parallel" in allow and num_threads > 1:
+        if _symbolic(st):      # (partition_loops makes it serial at run time when small)
+            s.parallel(Axis(name, st.leaves[0]))
+        else:
+            _parallelize(s, name, st, num_threads, target)
+    if "vectorize" in allow:
+        s.vectorize(ji)
+    return True
+
+
 def _symbolic(st):
     """The stage has a symbolic extent (over the sizes of dynamic arguments)."""
     return any(not isinstance(a.extent, int) for a in st.axes.values())
@@ -723,6 +769,8 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     for name in list(s.stages):
         st = s.stages[name]
         if st.attach != "root" or name not in own:
+            continue
+        if _column_reduction(s, name, st, num_threads, target, allow):
             continue
         if symbolic:
             _schedule_symbolic(s, name, st, num_threads, target, allow)
