@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
 from jitdl.codegen.llvm import generate
-from jitdl.errors import ArgumentError, ScheduleError
+from jitdl.errors import ArgumentError, CompileError, ScheduleError
 from jitdl import dtypes
 from jitdl.ir import weak
 from jitdl.ir.nodes import BinOp, Binary, Cast, Const, Var
@@ -175,6 +175,14 @@ def _auto_level(graph, target, options, config, level):
     target.auto_schedule(sched, cfg, options.num_threads, level)
     t0 = time.perf_counter()
     nests = lower_nests(graph, sched, options.symbol, target.local_buffer_bytes)
+    if target.name == "cuda" and level < len(target.auto_levels) - 1:
+        # what only code generation checks (launch limits, barriers every thread reaches,
+        # shared memory) is checked here too: the automatic schedule then falls back
+        func = simplify(partition_loops(simplify(nests.func), target.parallel_min_work))
+        try:
+            cuda_codegen.generate(func, target)
+        except CompileError as e:
+            raise ScheduleError(f"the CUDA code of this schedule: {e}") from None
     return _Scheduled(sched, cfg, nests, time.perf_counter() - t0, target.auto_levels[level])
 
 
