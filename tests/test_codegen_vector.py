@@ -611,3 +611,22 @@ def test_unrolled_loop_with_stride_one_is_vector_code(rng, width):
     # power-of-two vectors only: LLVM would widen a <24 x float> and shuffle its parts
     assert "unrolled j: vector code, one block of 24 lanes (16 + 8)" in text
     assert "<24 x" not in text
+
+
+def test_rows_of_a_symbolic_width_are_contiguous_vectors():
+    """`X[k * n + j]` with n a size known only at the call: j walks memory with stride 1
+    (k * n does not vary with j), so the loop is plain vector code, not gathers (it was:
+    every 2-D dynamic kernel, e.g. jd.numpy's, gathered)."""
+    import jitdl.numpy as jnp
+
+    @jd.compute(dynamic=True)
+    def colsum(X):
+        return jnp.sum(X, axis=0)
+    rng = np.random.default_rng(5)
+    for shape in [(300, 517), (40, 9), (3, 2000)]:
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        np.testing.assert_allclose(colsum(x), x.astype(np.float64).sum(0), rtol=1e-5,
+                                   atol=1e-5)
+    notes = [line for line in colsum.llvm_ir(x, optimized=False).splitlines()
+             if "jitdl: vectorized" in line]
+    assert notes and not any("gather" in n for n in notes), notes

@@ -24,7 +24,7 @@ from llvmlite import ir
 from jitdl import dtypes
 from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_const,
                                    mem_type, poison, suffix, vector, zeros)
-from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.analysis import affine, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
 from jitdl.ir.visit import expr_children, walk_expr
@@ -123,12 +123,16 @@ def _scan(loop):
 
 def _stride(index, var, varying):
     """The coefficient of `var` when index is affine in it with no other varying term."""
-    form = linear(index)
-    if form is None:
-        return None
+    form = affine(index)
     for k in form:
-        if k != 1 and k is not var and k in varying:
-            return None
+        if k == 1 or k is var:
+            continue
+        if isinstance(k, Var):
+            if k in varying:
+                return None
+        elif not dtypes.is_int(k.dtype) or any(isinstance(v, Var) and (v is var or v in varying)
+                                               for v in walk_expr(k)):
+            return None     # (a term such as k0 * n, n a size, does not vary: it stays)
     return form.get(var, 0)
 
 
