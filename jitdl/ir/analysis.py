@@ -66,7 +66,8 @@ def with_loop(ranges, var, lo, extent):
 
 def below(e, n, ranges):
     """Whether e <= n - 1 holds under ranges, for an int or symbolic n: by the affine
-    form of e - n (with the facts), through `a // c` (a <= c*n - 1) and `a % n`."""
+    form of e - n (with the facts), through `a // c` (a <= c*n - 1), `a % n`, and the
+    min, max and selects of clamped indices (`max(min(e, n - 1), 0)`)."""
     if isinstance(n, int):
         return bounds(e, ranges)[1] <= n - 1
     match e:
@@ -76,6 +77,15 @@ def below(e, n, ranges):
             return True             # (a size may be 0: then a % n reads nothing valid)
         case Cast() if _exact_cast(e):
             return below(e.value, n, ranges)
+        case Binary(op=BinOp.MIN) if dtypes.is_int(e.dtype):     # a clamp to n - 1
+            return below(e.a, n, ranges) or below(e.b, n, ranges)
+        case Binary(op=BinOp.MAX) if dtypes.is_int(e.dtype):
+            return below(e.a, n, ranges) and below(e.b, n, ranges)
+        case Select() if dtypes.is_int(e.dtype):
+            return below(e.t, n, narrow(e.cond, ranges)) and \
+                below(e.f, n, narrow(e.cond, ranges, negate=True))
+        case Const() if e.value <= 0:
+            return positive(n, ranges)
     form = dict(affine(e))
     for k, c in affine(n).items():
         form[k] = form.get(k, 0) - c
@@ -183,7 +193,10 @@ def bounds(e, ranges):
     `iy` of `iy >= 0 and iy < h`), to (lo, hi)."""
     if not _is_int(e):
         return -INF, INF
-    return _fit(form_bounds(affine(e), ranges), e.dtype)
+    form = affine(e)
+    if len(form) == 2 and form[1] == 0 and form.get(e) == 1:
+        return form_bounds(form, ranges)        # one atom: no arithmetic here to wrap
+    return _fit(form_bounds(form, ranges), e.dtype)
 
 
 def _fit(b, dtype):
@@ -208,7 +221,11 @@ def atom_bounds(e, ranges):
         if known is not None:
             return known
         return _dtype_range(e.dtype)
-    lo, hi = _fit(_op_bounds(e, ranges), e.dtype)
+    lo, hi = _op_bounds(e, ranges)
+    if not (isinstance(e, Select) or isinstance(e, Binary) and e.op in (BinOp.MIN, BinOp.MAX)):
+        lo, hi = _fit((lo, hi), e.dtype)
+    # (min, max and select pick one of their operands, whose bounds are fitted: an
+    # unknown side of one of them is no overflow, the other side still holds)
     if known is not None:
         lo, hi = max(lo, known[0]), min(hi, known[1])
     return lo, hi

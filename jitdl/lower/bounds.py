@@ -76,6 +76,8 @@ def check_stage(tensor, scalars=(), same=None):
                 f"..., axis={n.name}) (or a generator reduction)", op.loc)
 
     def visit(acc, rng):
+        if acc.checked:         # a builder asked for run-time checks of this access
+            return
         for dim, idx in enumerate(acc.indices):
             n = acc.tensor.shape[dim]
             if reads_memory(idx):

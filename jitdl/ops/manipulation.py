@@ -8,13 +8,15 @@ by the jd.numpy wrappers: axes and shapes as tuples of ints.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import operator
 
 import numpy as np
 
 from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, CmpOp
+from jitdl.ir.analysis import linear
+from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
 from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one,
                             normalize_axes, normalize_axis, operand, same_dim,
                             scalar_result, shape_of, shape_text)
@@ -22,15 +24,47 @@ from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
 
+def _static(d) -> bool:
+    return isinstance(d, int)
+
+
+def _add(a, b):
+    """a + b for dimensions (ints or int64 expressions), adding no `0 +` to the IR."""
+    if _static(a) and a == 0:
+        return b
+    return a if _static(b) and b == 0 else a + b
+
+
+def _mul(a, b):
+    """a * b for dimensions, multiplying no `1 *` into the IR (and 0 times any is 0)."""
+    if _static(a) and a == 0 or _static(b) and b == 0:
+        return 0
+    if _static(a) and a == 1:
+        return b
+    return a if _static(b) and b == 1 else a * b
+
+
 def _size(shape):
     n = 1
     for d in shape:
-        n = n * d
+        n = _mul(n, d)
     return n
 
 
 def _empty(d) -> bool:
     return isinstance(d, int) and d == 0
+
+
+def _clamp(e, n):
+    """Index e held inside [0, n): where e is known to be there already, this only lets the
+    static bounds prover see it for a symbolic n (two integer min/max, no branch)."""
+    return build.binary(BinOp.MAX, build.binary(BinOp.MIN, e, n - 1), 0)
+
+
+def _checked(access):
+    """A read whose indices the kernel checks at run time (IndexError outside the array):
+    for index arithmetic on symbolic extents that the static prover cannot follow."""
+    return dataclasses.replace(access, checked=True)
 
 
 def _ints(value, what):
@@ -95,31 +129,106 @@ def moveaxis(x, source, destination):
     return transpose(x, tuple(order))
 
 
-def _new_shape(size, shape):
-    """NumPy's reshape target: one -1 inferred from `size`, NumPy's errors."""
-    shape = _ints(shape, "shape")
-    if builtins.sum(d == -1 for d in shape) > 1:
+def _dims(value, what):
+    """A target shape: ints (from the user) or int64 expressions (a builder passing on a
+    symbolic shape, as roll does with its operand's)."""
+    seq = value if isinstance(value, (tuple, list)) else (value,)
+    if builtins.any(isinstance(d, Expr) for d in seq):
+        return tuple(d if isinstance(d, Expr) else operator.index(d) for d in seq)
+    return _ints(value, what)
+
+
+def _factors(d):
+    """A dimension as (int factor, [symbolic factors]): products are split."""
+    if _static(d):
+        return d, []
+    if isinstance(d, Binary) and d.op == BinOp.MUL:
+        ca, fa = _factors(d.a)
+        cb, fb = _factors(d.b)
+        return ca * cb, fa + fb
+    if isinstance(d, Const):
+        return int(d.value), []
+    return 1, [d]
+
+
+def _product(dims):
+    c, fs = 1, []
+    for d in dims:
+        dc, df = _factors(d)
+        c, fs = c * dc, fs + df
+    return c, fs
+
+
+def _minus(fs, gs):
+    """The factors fs without those of gs (None when gs has one fs lacks)."""
+    rest = list(fs)
+    for g in gs:
+        k = next((k for k, f in enumerate(rest) if f is g or f == g), None)
+        if k is None:
+            return None
+        del rest[k]
+    return rest
+
+
+def _new_shape(src, shape):
+    """NumPy's reshape target of an operand of shape `src`: one -1 inferred, NumPy's
+    errors. With symbolic extents the products must agree factor by factor (X_n0 * X_n1
+    into (-1,), or (X_n1, 1, X_n0)): another relation would need a check at run time."""
+    shape = _dims(shape, "shape")
+    if builtins.sum(_static(d) and d == -1 for d in shape) > 1:
         raise ShapeError("can only specify one unknown dimension", user_loc())
-    if builtins.any(d < -1 for d in shape):
+    if builtins.any(_static(d) and d < -1 for d in shape):
         raise ShapeError(f"negative dimensions not allowed, got {shape}", user_loc())
-    known = _size(d for d in shape if d != -1)
-    if -1 in shape:
-        if known == 0 or size % known:
-            shown = shape_text(tuple("newaxis" if d == -1 else d for d in shape))
+    size = _size(src)
+    if _static(size) and builtins.all(_static(d) for d in shape):
+        known = _size(d for d in shape if d != -1)
+        if -1 in shape:
+            if known == 0 or size % known:
+                shown = shape_text(tuple("newaxis" if d == -1 else d for d in shape))
+                raise ShapeError(f"cannot reshape array of size {size} into shape "
+                                 f"{shown.replace(' ', '')}", user_loc())
+            shape = tuple(size // known if d == -1 else d for d in shape)
+        elif known != size:
             raise ShapeError(f"cannot reshape array of size {size} into shape "
-                             f"{shown.replace(' ', '')}", user_loc())
-        shape = tuple(size // known if d == -1 else d for d in shape)
-    elif known != size:
-        raise ShapeError(f"cannot reshape array of size {size} into shape "
-                         f"{shape_text(shape)}", user_loc())
-    return shape
+                             f"{shape_text(shape)}", user_loc())
+        return shape
+    cs, fs = _product(src)
+    ct, ft = _product(d for d in shape if not (_static(d) and d == -1))
+    rest = _minus(fs, ft)
+    unknown = builtins.any(_static(d) and d == -1 for d in shape)
+    if rest is not None and (not rest or unknown):
+        if unknown and ct and cs % ct == 0:
+            inferred = _size([cs // ct] + rest)
+            return tuple(inferred if _static(d) and d == -1 else d for d in shape)
+        if not unknown and cs == ct:
+            return shape
+    raise ShapeError(
+        f"cannot reshape an array of shape {shape_text(src)} into shape {shape_text(shape)} "
+        "for every size of its symbolic (dynamic) dimensions: jitdl reshapes symbolic "
+        "extents only where the target keeps them as factors (such as (-1,) or "
+        "(X_n1, -1)); make that argument static (not dynamic=) for this reshape",
+        user_loc())
 
 
 def _groups(src, dst):
     """Pairs (source dims, target dims) of equal products that partition both shapes
-    (dims of size 1 left out): each group's indices only depend on each other."""
+    (dims of size 1 left out): each group's indices only depend on each other. A symbolic
+    dimension pairs with the same one; other shapes with symbolic extents form one group."""
     src_dims = [d for d, n in enumerate(src) if not is_one(n)]
     dst_dims = [d for d, n in enumerate(dst) if not is_one(n)]
+    if not builtins.all(_static(n) for n in list(src) + list(dst)):
+        out, s, t = [], 0, 0
+        while s < len(src_dims) and t < len(dst_dims) and \
+                same_dim(src[src_dims[s]], dst[dst_dims[t]]):
+            out.append(([src_dims[s]], [dst_dims[t]]))
+            s, t = s + 1, t + 1
+        tail = []
+        while s < len(src_dims) and t < len(dst_dims) and \
+                same_dim(src[src_dims[-1]], dst[dst_dims[-1]]):
+            tail.insert(0, ([src_dims.pop()], [dst_dims.pop()]))
+        if s < len(src_dims) or t < len(dst_dims):
+            out.append((src_dims[s:], dst_dims[t:]))
+        return out + tail
     out, s, t = [], 0, 0
     while s < len(src_dims):
         gs, gt = [src_dims[s]], [dst_dims[t]]
@@ -140,28 +249,37 @@ def _groups(src, dst):
 
 def reshape(x, shape):
     """np.reshape in C order: each group of dims with equal products maps its flat index
-    (dims of size 1 and unchanged dims cost no arithmetic)."""
+    (dims of size 1 and unchanged dims cost no arithmetic). A group of symbolic extents
+    that is not one dimension to the same one divides by symbolic strides, which the
+    static prover does not follow: its read is checked at run time."""
     x = as_tensor(x)
     size = _size(x.shape)
-    shape = _new_shape(size, shape)
-    if tuple(shape) == tuple(x.shape):
+    shape = _new_shape(x.shape, shape)
+    if len(shape) == x.ndim and builtins.all(same_dim(a, b) for a, b in zip(shape, x.shape)):
         return x
     if _empty(size):
         return te.tensor(shape, lambda *idx: build.cast(0, x.dtype), name="reshape")
     groups = _groups(x.shape, shape)
+    checked = builtins.any(
+        (len(gs) > 1 or len(gt) > 1) and not builtins.all(
+            _static(n) for n in [x.shape[d] for d in gs] + [shape[d] for d in gt])
+        for gs, gt in groups)
 
     def body(*idx):
         src = [0] * x.ndim
         for gs, gt in groups:
-            flat = 0
-            for d in gt:
+            if not gs:              # only dims of size 1 left on the source side
+                continue
+            flat = idx[gt[0]] if gt else 0
+            for d in gt[1:]:
                 flat = flat * shape[d] + idx[d]
             stride = 1
             for d in reversed(gs):
-                v = flat // stride if stride != 1 else flat
+                v = flat // stride if not (_static(stride) and stride == 1) else flat
                 src[d] = v if d == gs[0] else v % x.shape[d]
-                stride *= x.shape[d]
-        return x[tuple(src)]
+                stride = _mul(stride, x.shape[d])
+        read = x[tuple(src)]
+        return _checked(read) if checked else read
     return te.tensor(shape, body, name="reshape")
 
 
@@ -220,34 +338,72 @@ def flip(x, axis=None):
 
 
 def split(x, indices_or_sections, axis=0, equal=True):
-    """np.split / np.array_split: a tuple of stages, each a range of x along `axis`."""
+    """np.split / np.array_split: a tuple of stages, each a range of x along `axis`. On a
+    symbolic axis the ranges are int64 expressions (min/max of the split points) and the
+    reads are checked at run time; an equal split that does not divide the axis fails
+    there (IndexError), as NumPy's ValueError cannot be decided before the call."""
     x = as_tensor(x)
     axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
+    static = _static(n)
     if isinstance(indices_or_sections, tuple):
-        bounds = [builtins.min(builtins.max(b if b >= 0 else b + n, 0), n)
-                  for b in indices_or_sections]
+        if static:
+            bounds = [builtins.min(builtins.max(b if b >= 0 else b + n, 0), n)
+                      for b in indices_or_sections]
+        else:
+            bounds = [build.binary(BinOp.MIN, b, n) if b >= 0
+                      else build.binary(BinOp.MAX, b + n, 0) for b in indices_or_sections]
         starts, stops = [0] + bounds, bounds + [n]
     else:
         parts = indices_or_sections
         if parts <= 0:
             raise ShapeError("number sections must be larger than 0.", user_loc())
-        if equal and n % parts:
-            raise ShapeError("array split does not result in an equal division", user_loc())
-        q, r = divmod(n, parts)
-        sizes = [q + 1] * r + [q] * (parts - r)
-        starts = [builtins.sum(sizes[:p]) for p in range(parts)]
-        stops = [s + z for s, z in zip(starts, sizes)]
+        if static:
+            if equal and n % parts:
+                raise ShapeError("array split does not result in an equal division",
+                                 user_loc())
+            q, r = divmod(n, parts)
+            sizes = [q + 1] * r + [q] * (parts - r)
+            starts = [builtins.sum(sizes[:p]) for p in range(parts)]
+            stops = [s + z for s, z in zip(starts, sizes)]
+        else:
+            q, r = n // parts, n % parts
+            if equal:
+                starts = [q * p for p in range(parts)]
+            else:
+                starts = [q * p + build.binary(BinOp.MIN, r, p) if p else 0
+                          for p in range(parts)]
+            stops = starts[1:] + [n]
+    bad = None
+    if not static and equal and not isinstance(indices_or_sections, tuple):
+        # past the axis when the sections are unequal: the run-time check fails
+        bad = build.select(build.compare(CmpOp.EQ, n % indices_or_sections, 0), 0, n)
     out = []
     for lo, hi in zip(starts, stops):
-        hi = builtins.max(hi, lo)
-        shape = x.shape[:axis] + (hi - lo,) + x.shape[axis + 1:]
-        out.append(te.tensor(shape, lambda *idx, lo=lo: x[
-            idx[:axis] + (idx[axis] + lo,) + idx[axis + 1:]], name="split"))
+        hi = builtins.max(hi, lo) if static and _static(lo) else \
+            build.binary(BinOp.MAX, hi, lo)
+
+        def body(*idx, lo=lo):
+            i = _add(idx[axis], lo)
+            if static:
+                return x[idx[:axis] + (i,) + idx[axis + 1:]]
+            return _checked(x[idx[:axis] + (i if bad is None else i + bad,) + idx[axis + 1:]])
+        ext = hi if _static(lo) and lo == 0 else hi - lo
+        out.append(te.tensor(x.shape[:axis] + (ext,) + x.shape[axis + 1:], body,
+                             name="split"))
     return tuple(out)
 
 
 # -- data-moving ops ------------------------------------------------------------------------
+def _may_agree(a, b) -> bool:
+    """Whether dimensions a and b can be equal: equal ints, or a symbolic one (checked at
+    the call) against one that is not the int 1 (a symbolic extent is never 1: size 1 is
+    part of a dynamic kernel's key)."""
+    if _static(a) and _static(b):
+        return a == b
+    return same_dim(a, b) or not (is_one(a) or is_one(b))
+
+
 def _common_dtype(xs, dtype=None):
     if dtype is not None:
         return dtype
@@ -274,7 +430,7 @@ def concatenate(*xs, axis=0, dtype=None):
                 f"at index 0 has {first.ndim} dimension(s) and the array at index {n} has "
                 f"{x.ndim} dimension(s)", user_loc())
         for d in range(first.ndim):
-            if d != axis and not same_dim(x.shape[d], first.shape[d]):
+            if d != axis and not _may_agree(x.shape[d], first.shape[d]):
                 raise ShapeError(
                     f"all the input array dimensions except for the concatenation axis must "
                     f"match exactly, but along dimension {d}, the array at index 0 has size "
@@ -282,7 +438,7 @@ def concatenate(*xs, axis=0, dtype=None):
                     user_loc())
     starts = [0]
     for x in xs:
-        starts.append(starts[-1] + x.shape[axis])
+        starts.append(_add(starts[-1], x.shape[axis]))
     shape = first.shape[:axis] + (starts[-1],) + first.shape[axis + 1:]
 
     def body(*idx):
@@ -291,7 +447,11 @@ def concatenate(*xs, axis=0, dtype=None):
         for x, lo, hi in reversed(list(zip(xs, starts, starts[1:]))):
             if _empty(x.shape[axis]):          # an empty operand contributes nothing
                 continue
-            v = build.cast(x[idx[:axis] + (i - lo if lo else i,) + idx[axis + 1:]], dt)
+            j = i if _static(lo) and lo == 0 else i - lo
+            v = x[idx[:axis] + (j,) + idx[axis + 1:]]
+            if not _static(lo) and linear(lo) is None:
+                v = _checked(v)     # after a product of sizes (flattened operands)
+            v = build.cast(v, dt)
             e = v if e is None else build.select(build.compare(CmpOp.LT, i, hi), v, e)
         return e if e is not None else build.cast(0, dt)
     return te.tensor(shape, body, name="concatenate")
@@ -304,7 +464,7 @@ def stack(*xs, axis=0, dtype=None):
     xs = [as_tensor(x) for x in xs]
     for x in xs[1:]:
         if len(x.shape) != len(xs[0].shape) or not builtins.all(
-                same_dim(a, b) for a, b in zip(x.shape, xs[0].shape)):
+                _may_agree(a, b) for a, b in zip(x.shape, xs[0].shape)):
             raise ShapeError("all input arrays must have the same shape", user_loc())
     axis = normalize_axis(axis, xs[0].ndim + 1)
     return concatenate(*(expand_dims(x, axis) for x in xs), axis=axis, dtype=dtype)
@@ -328,13 +488,26 @@ PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 def _pad_source(j, n, mode, before, after):
     """The source index of position j (before-padding removed) of an axis of length n.
     Padding no wider than the axis takes one reflection (two selects); wider padding
-    repeats it (a modulo: integer division, which x86 has no vector instruction for)."""
+    repeats it (a modulo: integer division, which x86 has no vector instruction for).
+    A symbolic n takes the general form, clamped for the prover (its divisor kept >= 1:
+    a select may compute both of its sides)."""
     if mode == "edge":
+        if not _static(n):
+            return _clamp(j, n)
         return build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
+
     def fold(low, high):         # low(j) where j < 0, high(j) where j >= n (if padded there)
         e = build.select(build.compare(CmpOp.GE, j, n), high, j) if after else j
         return build.select(build.compare(CmpOp.LT, j, 0), low, e) if before else e
     wide = builtins.max(before, after)
+    if not _static(n):
+        if mode == "wrap":
+            return _clamp(j % build.binary(BinOp.MAX, n, 1), n)
+        reflect = int(mode == "reflect")
+        period = build.binary(BinOp.MAX, 2 * n - 2 * reflect, 1)
+        m = j % period
+        back = period - m if reflect else period - 1 - m
+        return _clamp(build.select(build.compare(CmpOp.LT, m, n), m, back), n)
     if mode == "wrap":
         return fold(j + n, j - n) if wide <= n else j % n
     if n == 1:
@@ -350,7 +523,10 @@ def _pad_source(j, n, mode, before, after):
 
 
 def pad(x, pad_width, mode="constant", constant_values=0):
-    """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar."""
+    """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar.
+    A padded symbolic axis in a mode other than constant must not be empty (NumPy's
+    ValueError): the read is guarded by its length, and the other side of that select
+    reads x[0, ..., 0] checked at run time, which fails (IndexError) just when x is empty."""
     x = as_tensor(x)
     if mode not in PAD_MODES:
         raise ShapeError(f"mode '{mode}' is not supported by jd.numpy.pad; supported: "
@@ -361,12 +537,18 @@ def pad(x, pad_width, mode="constant", constant_values=0):
                          f"({x.ndim},2)", user_loc())
     if builtins.any(p < 0 for pair in pad_width for p in pair):
         raise ShapeError("index can't contain negative values", user_loc())
-    shape = tuple(n + b + a for n, (b, a) in zip(x.shape, pad_width))
+    shape = tuple(_add(_add(n, b), a) for n, (b, a) in zip(x.shape, pad_width))
     for n, (b, a) in zip(x.shape, pad_width):
-        if mode != "constant" and (b or a) and not n:
+        if mode != "constant" and (b or a) and _empty(n):
             raise ShapeError("can't extend empty axis using modes other than 'constant' "
                              "or 'empty'", user_loc())
     value = build.cast(constant_values, x.dtype) if mode == "constant" else None
+    guard = None
+    if mode != "constant":
+        for n, (b, a) in zip(x.shape, pad_width):
+            if (b or a) and not _static(n):
+                c = build.compare(CmpOp.GE, n, 1)
+                guard = c if guard is None else build.logical(BinOp.AND, guard, c)
 
     def body(*idx):
         src, inside = [], []
@@ -385,12 +567,16 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         # conditions are loop-invariant branches, only the last one is a vector mask
         for c in reversed(inside):
             e = build.select(c, e, value)
+        if guard is not None:
+            e = build.select(guard, e, _checked(x[(0,) * x.ndim]))
         return e
     return te.tensor(shape, body, name="pad")
 
 
 def roll(x, shift, axis=None):
-    """np.roll: elements shifted by `shift` along `axis` (None: in the flattened order)."""
+    """np.roll: elements shifted by `shift` along `axis` (None: in the flattened order).
+    On a symbolic axis the shift modulo the length is computed once; each element takes
+    one select (no division)."""
     x = as_tensor(x)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), x.shape)
@@ -405,12 +591,20 @@ def roll(x, shift, axis=None):
     for s, a in zip(shifts, axes):
         a = normalize_axis(a, x.ndim)
         by[a] = by.get(a, 0) + s
-    by = {a: s % x.shape[a] for a, s in by.items() if x.shape[a] and s % x.shape[a]}
+    by = {a: s % x.shape[a] if _static(x.shape[a]) else s % build.binary(
+        BinOp.MAX, x.shape[a], 1) for a, s in by.items()
+        if not _static(x.shape[a]) and s or _static(x.shape[a]) and x.shape[a] and
+        s % x.shape[a]}
     if not by:
         return copy(x)
+
+    def source(d, i):
+        n, s = x.shape[d], by[d]
+        if _static(n):
+            return (i + (n - s)) % n
+        return _clamp(build.select(build.compare(CmpOp.LT, i, s), i + (n - s), i - s), n)
     return te.tensor(x.shape, lambda *idx: x[tuple(
-        (i + (x.shape[d] - by[d])) % x.shape[d] if d in by else i
-        for d, i in enumerate(idx))], name="roll")
+        source(d, i) if d in by else i for d, i in enumerate(idx))], name="roll")
 
 
 TAKE_MODES = ("raise", "wrap", "clip")
@@ -445,11 +639,13 @@ def take(a, indices, axis=None, mode="raise"):
         j = build.cast(ind[idx[axis:axis + k]] if isinstance(ind, Tensor) else ind, "int64")
         if mode == "raise":
             j = build.select(build.compare(CmpOp.LT, j, 0), j + n, j)
-        elif mode == "wrap":
-            j = j % n
+        elif mode == "wrap":      # (a symbolic length may be 0: no division by it)
+            j = j % (n if _static(n) else build.binary(BinOp.MAX, n, 1))
         else:
             j = build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
-        return a[idx[:axis] + (j,) + idx[axis + k:]]
+        read = a[idx[:axis] + (j,) + idx[axis + k:]]
+        # on a symbolic axis (of length 0, say) an index that is not data is checked too
+        return read if _static(n) else _checked(read)
     return te.tensor(shape, body, name="take")
 
 
@@ -467,10 +663,14 @@ def repeat(a, repeats, axis=None):
         raise ShapeError("repeats may not contain negative values.", user_loc())
     if len(reps) == 1:
         r = reps[0]
-        shape = a.shape[:axis] + (n * r,) + a.shape[axis + 1:]
+        shape = a.shape[:axis] + (_mul(n, r),) + a.shape[axis + 1:]
         return te.tensor(shape, lambda *idx: a[
             idx[:axis] + (idx[axis] // r if r != 1 else idx[axis],) + idx[axis + 1:]],
             name="repeat")
+    if not _static(n):
+        raise ShapeError(f"repeat(): one count per element ({len(reps)} counts) needs a "
+                         f"static length along axis {axis}, but it is the symbolic (dynamic) "
+                         f"size {n}; make that argument static (not dynamic=)", user_loc())
     if len(reps) != n:
         raise ShapeError(f"operands could not be broadcast together with shape ({n},) "
                          f"({len(reps)},)", user_loc())
@@ -497,7 +697,7 @@ def tile(a, reps):
     reps = (1,) * (ndim - len(reps)) + reps
     if a.ndim < ndim:
         a = reshape(a, (1,) * (ndim - a.ndim) + a.shape)
-    shape = tuple(n * r for n, r in zip(a.shape, reps))
+    shape = tuple(_mul(n, r) for n, r in zip(a.shape, reps))
     if builtins.any(_empty(n) for n in shape):
         return te.tensor(shape, lambda *idx: build.cast(0, a.dtype), name="tile")
     return te.tensor(shape, lambda *idx: a[tuple(
@@ -505,5 +705,6 @@ def tile(a, reps):
         for i, n, r in zip(idx, a.shape, reps))], name="tile")
 
 
-any_size(copy, astype, flip)
+any_size(copy, astype, flip, concatenate, stack, hstack, vstack, pad, roll, take, repeat,
+         tile)
 scalar_result(take)
