@@ -521,3 +521,169 @@ def test_status_lists_every_export(mod):
         fn = getattr(jnp, name)
         assert fn.__doc__ and fn.__doc__.strip(), name
         assert mod.STATUS[name].startswith(("done", "partial")), name
+
+
+# -- symbolic extents: one kernel per pattern, not per shape -----------------------------------
+def _shapes(count, ndim=2, lo=2, hi=40):
+    """`count` distinct random shapes without dimensions of 0 or 1 (one size pattern)."""
+    out = set()
+    while len(out) < count:
+        out.add(tuple(int(n) for n in rng.integers(lo, hi, ndim)))
+    return sorted(out)
+
+
+ANY_SIZE = [
+    ("concatenate", lambda m, X, Y: m.concatenate([X, Y, X], axis=1)),
+    ("concatenate", lambda m, X, Y: m.concatenate([X, Y], axis=None)),
+    ("stack", lambda m, X, Y: m.stack([X, X], axis=1)),
+    ("hstack", lambda m, X, Y: m.hstack([Y, X])),
+    ("vstack", lambda m, X, Y: m.vstack([X, X])),
+    ("pad", lambda m, X, Y: m.pad(X, ((1, 2), (3, 0)), constant_values=-1.5)),
+    ("pad", lambda m, X, Y: m.pad(X, ((2, 1), (0, 3)), mode="edge")),
+    ("pad", lambda m, X, Y: m.pad(X, ((1, 4), (5, 2)), mode="reflect")),
+    ("pad", lambda m, X, Y: m.pad(X, ((3, 45), (1, 1)), mode="symmetric")),
+    ("pad", lambda m, X, Y: m.pad(X, ((50, 2), (3, 1)), mode="wrap")),
+    ("roll", lambda m, X, Y: m.roll(X, -3, axis=1)),
+    ("roll", lambda m, X, Y: m.roll(X, (7, -50), axis=(0, 1))),
+    ("roll", lambda m, X, Y: m.roll(X, -11)),
+    ("take", lambda m, X, Y: m.take(X, np.array([[0, 1], [-2, -1]]), axis=1)),
+    ("take", lambda m, X, Y: m.take(X, np.array([5, -90, 1000]), axis=0, mode="wrap")),
+    ("take", lambda m, X, Y: m.take(X, np.array([-3, 1, 1000]), axis=1, mode="clip")),
+    ("take", lambda m, X, Y: m.take(X, np.array([-3, 1, 3]))),
+    ("repeat", lambda m, X, Y: m.repeat(X, 3, axis=1)),
+    ("repeat", lambda m, X, Y: m.repeat(X, 2)),
+    ("tile", lambda m, X, Y: m.tile(X, (2, 1, 3))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ANY_SIZE)))
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_moving_ops_compile_once_per_pattern(case, dtype):
+    """20 shapes of one size pattern: a kernel or two (another for the first call's
+    pattern of Y), each result NumPy's."""
+    name, fn = ANY_SIZE[case]
+    eager.clear()
+    for n, m in _shapes(20):
+        x, y = rand(n, m, dtype=dtype), rand(n, m + 3, dtype=dtype)
+        same(fn(jnp, x, y), fn(np, x, y))
+    assert jnp.cache_info(name)["kernels"] <= 2, jnp.cache_info(name)
+
+
+def test_moving_ops_size_one_and_empty_patterns():
+    """Dimensions of 1 and 0 are other patterns (empty arrays compile per shape)."""
+    for shape in [(1, 5), (5, 1), (1, 1), (0, 4), (3, 0)]:
+        x = rand(*shape)
+        for fn in ANY_SIZE:
+            ref = None
+            try:
+                ref = fn[1](np, x, x)
+            except Exception as e:          # NumPy's error (take from an empty axis...)
+                with pytest.raises(type(e)):
+                    fn[1](jnp, x, x)
+            if ref is not None:
+                same(fn[1](jnp, x, x), ref)
+
+
+def test_moving_ops_errors_on_a_new_shape_are_numpys():
+    """The first call with a new shape is traced concretely: NumPy's error, not a
+    run-time mismatch of the shared kernel."""
+    jnp.concatenate([rand(3, 4), rand(5, 4)])
+    e = raises_like(lambda: jnp.concatenate([rand(3, 4), rand(5, 6)]),
+                    lambda: np.concatenate([rand(3, 4), rand(5, 6)]))
+    assert "along dimension 1, the array at index 0 has size 4" in str(e)
+    jnp.stack([rand(3, 4), rand(3, 4)])
+    raises_like(lambda: jnp.stack([rand(3, 4), rand(3, 5)]),
+                lambda: np.stack([rand(3, 4), rand(3, 5)]))
+    e = raises_like(lambda: jnp.take(rand(3, 7), np.array([0, 7]), axis=1),
+                    lambda: np.take(rand(3, 7), np.array([0, 7]), axis=1))
+    assert str(e) == "index 7 is out of bounds for axis 1 with size 7"
+
+
+DYNAMIC = [
+    lambda m, X, Y: m.exp(m.concatenate([X, Y], axis=0)),
+    lambda m, X, Y: m.add(m.concatenate([m.exp(X), X], axis=1), 1.0),
+    lambda m, X, Y: m.negative(m.concatenate([X, Y], axis=None)),
+    lambda m, X, Y: m.multiply(m.stack([X, m.exp(X)], axis=2), 2.0),
+    lambda m, X, Y: m.exp(m.vstack([X, Y])),
+    lambda m, X, Y: m.exp(m.reshape(X, (-1,))),
+    lambda m, X, Y: m.exp(m.reshape(m.transpose(X), (1, -1, 1))),
+    lambda m, X, Y: m.exp(m.ravel(Y)),
+    lambda m, X, Y: m.exp(m.pad(X, ((1, 2), (3, 0)), constant_values=2.0)),
+    lambda m, X, Y: m.exp(m.pad(X, ((2, 7), (1, 3)), mode="edge")),
+    lambda m, X, Y: m.exp(m.pad(X, ((1, 9), (4, 2)), mode="reflect")),
+    lambda m, X, Y: m.exp(m.pad(X, ((9, 1), (2, 4)), mode="symmetric")),
+    lambda m, X, Y: m.exp(m.pad(X, ((12, 3), (0, 5)), mode="wrap")),
+    lambda m, X, Y: m.exp(m.roll(X, -3, axis=1)),
+    lambda m, X, Y: m.exp(m.roll(X, (13, -2), axis=(0, 1))),
+    lambda m, X, Y: m.exp(m.roll(X, -7)),
+    lambda m, X, Y: m.exp(m.repeat(X, 3, axis=0)),
+    lambda m, X, Y: m.exp(m.repeat(Y, 2)),
+    lambda m, X, Y: m.exp(m.tile(X, (2, 3))),
+    lambda m, X, Y: m.exp(m.tile(Y, (2, 1, 2))),
+    lambda m, X, Y: m.exp(m.array_split(X, 3, axis=1)[2]),
+    lambda m, X, Y: m.exp(m.split(X, (1, -2), axis=0)[1]),
+    lambda m, X, Y: m.exp(m.split(Y, 2, axis=0)[1]),
+    lambda m, X, Y: m.exp(m.flip(X, 0)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(DYNAMIC)))
+def test_moving_ops_in_dynamic_definitions(case):
+    """Each op on symbolic extents, fused with elementwise ops: one kernel for every
+    shape (X (n, m), Y (2n, m); n, m >= 2)."""
+    fn = DYNAMIC[case]
+    f = jd.compute(dynamic=True)(lambda X, Y: fn(jnp, X, Y))
+    for n, m in [(4, 6), (7, 3), (12, 17), (2, 2)]:
+        x, y = rand(n, m), rand(2 * n, m)
+        same(f(x, y), fn(np, x, y))
+    assert len(f.cache_info()["events"]) == 1
+
+
+def test_take_in_dynamic_definitions():
+    @jd.compute(dynamic=True)
+    def gather(X, I):
+        return jnp.exp(jnp.take(X, I, axis=1, mode="wrap"))
+
+    @jd.compute(dynamic=True)
+    def clipped(X, I):
+        return jnp.add(jnp.take(X, I, axis=0, mode="clip"), 1.0)
+
+    @jd.compute(dynamic=True)
+    def flat(X, I):
+        return jnp.negative(jnp.take(X, I))
+    for n, m in [(4, 6), (7, 3), (12, 17)]:
+        x, ind = rand(n, m), rng.integers(-40, 40, (3, 5))
+        same(gather(x, ind), np.exp(np.take(x, ind, axis=1, mode="wrap")))
+        same(clipped(x, ind), np.take(x, ind, axis=0, mode="clip") + 1.0)
+        ok = rng.integers(-n * m, n * m, 7)
+        same(flat(x, ok), -np.take(x, ok))
+    assert all(len(f.cache_info()["events"]) == 1 for f in (gather, clipped, flat))
+    with pytest.raises(IndexError, match="outside"):
+        flat(rand(3, 4), np.array([12]))
+    with pytest.raises(IndexError, match="outside"):       # from an empty axis
+        clipped(rand(0, 4), np.array([0]))
+
+
+def test_dynamic_definition_errors():
+    x = rand(6, 4)
+    f = jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (2, -1)))
+    with pytest.raises(jd.errors.ShapeError, match="for every size of its symbolic"):
+        f(x)
+    f = jd.compute(dynamic=True)(lambda X: jnp.repeat(X, (1, 2, 3), axis=1))
+    with pytest.raises(jd.errors.ShapeError, match="needs a static length"):
+        f(x)
+    f = jd.compute(dynamic=True)(lambda X: jnp.exp(jnp.split(X, 4, axis=0)[0]))
+    y = rand(8, 3)
+    same(f(y), np.exp(np.split(y, 4, axis=0)[0]))
+    with pytest.raises(IndexError):                 # 6 rows do not split in 4
+        f(x)
+    g = jd.compute(dynamic=True)(lambda X, Y: jnp.concatenate([X, Y], axis=0))
+    with pytest.raises(jd.errors.ArgumentError, match="shape mismatch"):
+        g(rand(3, 4), rand(2, 5))
+    with pytest.raises(jd.errors.ShapeError, match="must match exactly"):
+        g(rand(3, 1), rand(2, 5))                   # a size 1 against a symbolic size
+    p = jd.compute(dynamic=True)(lambda X: jnp.pad(X, 2, mode="edge"))
+    y = rand(3, 4)
+    same(p(y), np.pad(y, 2, mode="edge"))
+    with pytest.raises(IndexError):                 # NumPy: can't extend empty axis
+        p(rand(0, 4))

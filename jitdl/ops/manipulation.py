@@ -501,13 +501,19 @@ def _pad_source(j, n, mode, before, after):
         return build.select(build.compare(CmpOp.LT, j, 0), low, e) if before else e
     wide = builtins.max(before, after)
     if not _static(n):
+        # one reflection where the axis is at least as long as the padding (a condition
+        # that does not vary along the loop), the modulo otherwise
         if mode == "wrap":
-            return _clamp(j % build.binary(BinOp.MAX, n, 1), n)
-        reflect = int(mode == "reflect")
-        period = build.binary(BinOp.MAX, 2 * n - 2 * reflect, 1)
-        m = j % period
-        back = period - m if reflect else period - 1 - m
-        return _clamp(build.select(build.compare(CmpOp.LT, m, n), m, back), n)
+            once, general, need = fold(j + n, j - n), j % build.binary(BinOp.MAX, n, 1), wide
+        else:
+            reflect = int(mode == "reflect")
+            period = build.binary(BinOp.MAX, 2 * n - 2 * reflect, 1)
+            m = j % period
+            back = period - m if reflect else period - 1 - m
+            once = fold(-j if reflect else -1 - j, 2 * n - 1 - reflect - j)
+            general = build.select(build.compare(CmpOp.LT, m, n), m, back)
+            need = wide + reflect
+        return _clamp(build.select(build.compare(CmpOp.GE, n, need), once, general), n)
     if mode == "wrap":
         return fold(j + n, j - n) if wide <= n else j % n
     if n == 1:
@@ -526,7 +532,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar.
     A padded symbolic axis in a mode other than constant must not be empty (NumPy's
     ValueError): the read is guarded by its length, and the other side of that select
-    reads x[0, ..., 0] checked at run time, which fails (IndexError) just when x is empty."""
+    reads the same element (its index written another way) checked at run time, which
+    fails (IndexError) just when x is empty."""
     x = as_tensor(x)
     if mode not in PAD_MODES:
         raise ShapeError(f"mode '{mode}' is not supported by jd.numpy.pad; supported: "
@@ -567,8 +574,10 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         # conditions are loop-invariant branches, only the last one is a vector mask
         for c in reversed(inside):
             e = build.select(c, e, value)
-        if guard is not None:
-            e = build.select(guard, e, _checked(x[(0,) * x.ndim]))
+        if guard is not None:       # (these indices are out of x just when x is empty)
+            e = build.select(guard, e, _checked(x[tuple(
+                build.binary(BinOp.MIN, j, n - 1) if (b or a) and not _static(n) else j
+                for j, n, (b, a) in zip(src, x.shape, pad_width))]))
         return e
     return te.tensor(shape, body, name="pad")
 
@@ -619,7 +628,13 @@ def take(a, indices, axis=None, mode="raise"):
     'raise' wraps negative indices once and leaves the rest to the kernel's run-time
     bounds check; 'wrap' takes them modulo the length, 'clip' clamps them."""
     a = as_tensor(a)
-    if axis is None:
+    if axis is None and a.ndim > 1 and builtins.all(is_one(d) for d in a.shape):
+        # one element: read it as a[j, 0, ...] (through a raveled stage, which ignores
+        # its index of length 1 once inlined, j would not be checked)
+        one = a
+        a = te.tensor((1,), lambda j: one[(j,) + (0,) * (one.ndim - 1)], name="ravel")
+        axis = 0
+    elif axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.ndim)
     ind = operand(indices)
@@ -700,9 +715,20 @@ def tile(a, reps):
     shape = tuple(_mul(n, r) for n, r in zip(a.shape, reps))
     if builtins.any(_empty(n) for n in shape):
         return te.tensor(shape, lambda *idx: build.cast(0, a.dtype), name="tile")
+    def source(i, n, r):
+        if is_one(n):
+            return 0
+        if r == 1:
+            return i
+        if _static(n) or r > 8:
+            return i % n
+        # a few copies of a symbolic length: which copy, by comparisons (no division)
+        e = i - (r - 1) * n
+        for k in range(r - 2, -1, -1):
+            e = build.select(build.compare(CmpOp.LT, i, (k + 1) * n), i - k * n if k else i, e)
+        return e
     return te.tensor(shape, lambda *idx: a[tuple(
-        i % n if r != 1 and not is_one(n) else (0 if is_one(n) else i)
-        for i, n, r in zip(idx, a.shape, reps))], name="tile")
+        source(i, n, r) for i, n, r in zip(idx, a.shape, reps))], name="tile")
 
 
 any_size(copy, astype, flip, concatenate, stack, hstack, vstack, pad, roll, take, repeat,
