@@ -202,26 +202,36 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
 
 # -- normalisation -------------------------------------------------------------------------
 def _normalized_shape(s, op):
+    """normalized_shape as a tuple of ints; inside a dynamic definition its entries may
+    be the input's symbolic sizes (`X.shape[-1:]`)."""
     seq = tuple(s) if isinstance(s, (tuple, list)) else (s,)
-    return tuple(_int(n, "normalized_shape", op) for n in seq)
+    return tuple(n if is_symbolic(n) else _int(n, "normalized_shape", op) for n in seq)
+
+
+def _apply_norm(name, builder, operands, static, names):
+    """apply(), or the builder itself where normalized_shape holds symbolic sizes (only
+    inside a definition; they are no static value to key a kernel by)."""
+    if any(is_symbolic(n) for n in dict(static)["normalized_shape"]):
+        return builder(*operands, **dict(static))
+    return apply(name, builder, operands, static, None, names)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape."""
     operands, names, flags = _optional("layer_norm", (input,), ("input",), weight=weight,
                                        bias=bias)
-    return apply("layer_norm", ops.layer_norm, operands,
-                 (("normalized_shape", _normalized_shape(normalized_shape, "layer_norm")),
-                  ("eps", _float(eps, "eps", "layer_norm"))) + flags, None, names)
+    return _apply_norm("layer_norm", ops.layer_norm, operands,
+                       (("normalized_shape", _normalized_shape(normalized_shape, "layer_norm")),
+                        ("eps", _float(eps, "eps", "layer_norm"))) + flags, names)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape."""
     operands, names, flags = _optional("rms_norm", (input,), ("input",), weight=weight)
-    return apply("rms_norm", ops.rms_norm, operands,
-                 (("normalized_shape", _normalized_shape(normalized_shape, "rms_norm")),
-                  ("eps", None if eps is None else _float(eps, "eps", "rms_norm"))) + flags,
-                 None, names)
+    return _apply_norm("rms_norm", ops.rms_norm, operands,
+                       (("normalized_shape", _normalized_shape(normalized_shape, "rms_norm")),
+                        ("eps", None if eps is None else _float(eps, "eps", "rms_norm")))
+                       + flags, names)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,

@@ -549,3 +549,27 @@ def test_every_function_has_a_status_and_a_docstring():
     for name in F.__all__:
         assert getattr(F, name).__doc__, name
         assert F.STATUS[name].startswith(("done", "partial: ")), name
+
+
+def test_norms_in_dynamic_definitions(rng):
+    """layer_norm and rms_norm over the input's symbolic trailing sizes: one kernel for
+    every shape, float64 against NumPy; a weight of another length fails at the call."""
+    @jd.compute(dynamic=True)
+    def ln(X, W, B):
+        return F.layer_norm(X, X.shape[-1:], W, B, eps=1e-3)
+
+    @jd.compute(dynamic=True)
+    def rms(X, W):
+        return F.rms_norm(X, X.shape[-2:], W, eps=1e-4)
+    for n, m in [(3, 5), (8, 17), (2, 64)]:
+        x, w, b = rng.standard_normal((n, m)), rng.standard_normal(m), rng.standard_normal(m)
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        np.testing.assert_allclose(ln(x, w, b), (x - mu) / np.sqrt(var + 1e-3) * w + b,
+                                   rtol=1e-12, atol=1e-12)
+        x3, w2 = rng.standard_normal((2, n, m)), rng.standard_normal((n, m))
+        ms = (x3 * x3).mean((-2, -1), keepdims=True)
+        np.testing.assert_allclose(rms(x3, w2), x3 / np.sqrt(ms + 1e-4) * w2,
+                                   rtol=1e-12, atol=1e-12)
+    assert len(ln.cache_info()["events"]) == 1 and len(rms.cache_info()["events"]) == 1
+    with pytest.raises(jd.errors.ArgumentError, match="shape mismatch"):
+        ln(rng.standard_normal((3, 5)), rng.standard_normal(6), rng.standard_normal(5))
