@@ -293,7 +293,8 @@ STATUS = {
     "swapaxes": "done (view on arrays)",
     "moveaxis": "done (view on arrays)",
     "reshape": "partial: order='C' only inside definitions (view on arrays where NumPy "
-               "gives one)",
+               "gives one); symbolic (dynamic) sizes only where the target keeps them as "
+               "factors (such as (-1,))",
     "ravel": "partial: order='C' only inside definitions (view on contiguous arrays)",
     "squeeze": "done (view on arrays)",
     "expand_dims": "done (view on arrays)",
@@ -301,7 +302,8 @@ STATUS = {
     "flip": "done (view on arrays)",
     "fliplr": "done (view on arrays)",
     "flipud": "done (view on arrays)",
-    "split": "done (list of views on arrays)",
+    "split": "done (list of views on arrays; in dynamic definitions an unequal split of a "
+             "symbolic axis is an IndexError at the call)",
     "array_split": "done (list of views on arrays)",
     "copy": "partial: order= ignored (always C order)",
     "astype": "done",
@@ -316,7 +318,7 @@ STATUS = {
     "take": "done: modes raise, wrap, clip; NumPy's IndexError text on arrays (inside "
             "definitions the kernel's own bounds message)",
     "repeat": "done: per-element counts on arrays through take, inside definitions as a "
-              "count of boundaries (one comparison per element)",
+              "count of boundaries (one comparison per element; not on a symbolic axis)",
     "tile": "done",
 }
 
