@@ -26,7 +26,9 @@ from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
+from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
+from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, size_pattern,
                                   static_value)
 from jitdl.schedule.config import ChoiceKnob
@@ -105,6 +107,8 @@ class Function:
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
+            if "target" in kwargs and "target" not in self.param_names:
+                return self._call_on(kwargs.pop("target"), self._bind(args, kwargs), out)
             args = self._bind(args, kwargs)
         try:
             k = self._kernels[self._call_key(args)]
@@ -116,6 +120,47 @@ class Function:
             key = self._key(args)
             k = self._kernels.get(key) or self._compile(args, key)
         return k.run(args, out)
+
+    def _call_on(self, target, args, out):
+        """A call with `target=`: the arrays are copied to where the target computes (NumPy
+        arrays to the GPU for "cuda", GPU arrays to the host for "cpu"), and the result is
+        returned where the arguments live (like Numba's CUDA ufuncs: NumPy in, NumPy out)."""
+        name = getattr(target, "name", target)
+        if name not in ("cpu", "cuda"):
+            raise ArgumentError(f"{self.name}(): target={target!r}: expected 'cpu' or 'cuda'")
+        arrays = [n for n, a in enumerate(args) if n not in self._static_pos
+                  and (isinstance(a, np.ndarray) or is_device_array(a))]
+        on_device = any(is_device_array(args[n]) for n in arrays)
+        if name == "cuda":
+            try:
+                dev = cuda_runtime.backend()
+            except ArgumentError as e:
+                raise ArgumentError(f"{self.name}(): target='cuda': {e}") from None
+            moved = tuple(dev.from_host(a) if n in arrays and isinstance(a, np.ndarray) else a
+                          for n, a in enumerate(args))
+            result = self(*moved)
+            result = result if on_device else cuda_runtime.host_result(result)
+        else:
+            moved = tuple(cuda_runtime.backend().to_host(a) if n in arrays
+                          and is_device_array(a) else a for n, a in enumerate(args))
+            result = self(*moved)
+            if on_device:
+                dev = cuda_runtime.backend()
+                result = tuple(map(dev.from_host, result)) if isinstance(result, tuple) \
+                    else dev.from_host(result)
+        if out is None:
+            return result
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        results = result if isinstance(result, tuple) else (result,)
+        if len(outs) != len(results):
+            raise ArgumentError(f"{self.name}(): out= must hold {len(results)} array(s), "
+                                f"got {len(outs)}")
+        for o, r in zip(outs, results):
+            if isinstance(o, np.ndarray):
+                np.copyto(o, r if isinstance(r, np.ndarray) else cuda_runtime.backend().to_host(r))
+            else:
+                cuda_runtime.backend().copyto(cuda_runtime.backend().asarray(o), r)
+        return out
 
     def _inline(self, args, out):
         """Called on tensors inside another definition: its stages join that definition
@@ -186,14 +231,40 @@ class Function:
                 weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
                 dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
                 specs.append(("scalar", dt, weak))
-            elif hasattr(a, "__cuda_array_interface__"):
-                from jitdl.target.cuda import no_gpu_runs   # (lazy: loads CUDA)
-                raise no_gpu_runs(f"{self.name}(): argument '{name}'")
+            elif is_device_array(a):
+                specs.append(self._device_spec(n, name, a))
             else:
                 raise ArgumentError(
-                    f"{self.name}(): argument '{name}': expected a NumPy array or a Python "
-                    f"scalar, got {type(a).__name__}")
+                    f"{self.name}(): argument '{name}': expected a NumPy array, a GPU array "
+                    f"(CuPy) or a Python scalar, got {type(a).__name__}")
+        self._check_one_device(args, specs)
         return specs
+
+    def _device_spec(self, n, name, a):
+        """A GPU array's spec: that of a NumPy array of its shape and dtype, marked cuda."""
+        try:
+            dt = dtypes.normalize(np.dtype(a.dtype))
+        except TypeError:
+            raise ArgumentError(
+                f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
+                f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
+        shape = tuple(int(d) for d in a.shape)
+        return ("array", size_pattern(shape) if n in self._dynamic_pos else shape, dt, "cuda")
+
+    def _check_one_device(self, args, specs):
+        """Host and GPU arrays in one call: an error naming which is which."""
+        kinds = [len(s) > 3 for s in specs if s[0] == "array"]
+        if any(kinds) and not all(kinds):
+            names = [(name, len(s) > 3) for name, s in zip(self.param_names, specs)
+                     if s[0] == "array"]
+            gpu = [f"'{n}'" for n, d in names if d]
+            host = [f"'{n}'" for n, d in names if not d]
+            raise ArgumentError(
+                f"{self.name}(): {_listing('argument', gpu)} {_be(gpu)} on the GPU and "
+                f"{_listing('argument', host)} in host memory (NumPy); a call runs "
+                f"on one device: move them with cupy.asarray(...) (all "
+                f"on the GPU) or cupy.asnumpy(...) (all on the host), or pass target='cuda' "
+                f"or target='cpu' to have jitdl copy them")
 
     def _static_value(self, name, v):
         """A static argument as a plain value (lists become tuples), or a clear error."""
@@ -207,7 +278,10 @@ class Function:
         return static_value(v)
 
     def _target(self, specs):
-        """The target a call runs on: NumPy arrays run on the CPU."""
+        """The target a call runs on: NumPy arrays run on the CPU, GPU arrays (marked in
+        their specs) on the current GPU."""
+        if specs and any(len(s) > 3 and s[3] == "cuda" for s in specs):
+            return targets.get("cuda")
         return targets.get("cpu")
 
     def _graph(self, args):
@@ -276,6 +350,13 @@ class Function:
         (and stored). With `artifact` (compiled already, e.g. by tune), only stored."""
         specs = self._specs(args)
         target = self._target(specs)
+        if target.name == "cuda":     # CuPy and a GPU, or a clear error before compiling
+            try:
+                cuda_runtime.backend()
+            except ArgumentError as e:
+                gpu = [f"'{n}'" for n, s in zip(self.param_names, specs) if len(s) > 3]
+                raise ArgumentError(f"{self.name}(): {_listing('argument', gpu)} "
+                                    f"{_be(gpu)} on the GPU, but {e}") from None
         store = default_store()
         event = {"call": _describe(self.param_names, specs), "result": "compiled"}
         self._events.append(event)
@@ -322,6 +403,9 @@ class Function:
         art = artifact or pipeline.build(low, target, self._options())
         sig = art.signature
         assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
+        if target.name == "cuda":
+            return self._build_cuda(art, target, specs, event, store, full, fkey, fparts,
+                                    traced if artifact is None else None)
         texts = {k: art.texts[k] for k in ("loop_ir", "llvm_ir", "llvm_ir_unoptimized")}
         t0 = time.perf_counter()
         kernel = Kernel(sig, engine.Loaded(art.obj, sig.symbol), texts)
@@ -338,6 +422,29 @@ class Function:
             entry = Entry(meta, art.obj, texts)
             native.link_later(art.obj, store.root,
                               lambda shared: store.add_shared(full, entry, shared))
+        return kernel
+
+    def _build_cuda(self, art, target, specs, event, store, full, fkey, fparts, traced):
+        """A GPU kernel from a CUDA artifact: NVRTC makes the cubin (unless the artifact
+        holds one), the driver loads it; the cubin goes into the disk cache."""
+        sig = art.signature
+        dev = cuda_runtime.backend()
+        t0 = time.perf_counter()
+        binary = art.obj or dev.compile(art.texts["cuda"], art.launch["arch"], self.strict_fp)
+        t1 = time.perf_counter()
+        texts = {k: art.texts[k] for k in ("loop_ir", "cuda") if k in art.texts}
+        kernel = cuda_runtime.CudaKernel(sig, art.launch, binary, texts, target=target)
+        if traced is not None:
+            event["times"] = {"trace": traced, **art.times, "nvrtc": t1 - t0,
+                              "load": time.perf_counter() - t1}
+        event["loader"] = "cuda module"
+        if store is not None:
+            meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
+                    "specs": specs, "target": target.name, "launch": art.launch,
+                    "schedule": art.steps, "config": art.config,
+                    "created": time.time(), "environment": keys.environment(target),
+                    "fast_parts": fparts, "key": full}
+            store.put(full, meta, binary, texts, fkey, fparts)
         return kernel
 
     def _from_entry(self, store, full, entry, event, specs):
@@ -361,6 +468,16 @@ class Function:
                       f"jitdl: cache entry {full[:12]} does not fit the call "
                       f"{self.qualname}({event['call']}): {why}; compiling instead")
             return None
+        if entry.meta.get("target") == "cuda":
+            try:
+                kernel = cuda_runtime.CudaKernel(sig, entry.meta["launch"], entry.obj,
+                                                 entry.texts, target=self._target(specs))
+            except Exception as e:
+                log.warning("cannot load a cached GPU kernel of %s (%s); recompiling",
+                            self.qualname, e)
+                return None
+            event["loader"] = "cuda module"
+            return kernel
         try:
             loaded = native.load(entry, sig.symbol, store.root, self.qualname)
             kernel = Kernel(sig, loaded, entry.texts)
@@ -759,6 +876,15 @@ class Function:
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
 
 
+def _listing(noun, names):
+    """'argument 'A'' or 'arguments 'A', 'B''."""
+    return f"{noun}{'s' if len(names) != 1 else ''} {', '.join(names)}"
+
+
+def _be(names):
+    return "is" if len(names) == 1 else "are"
+
+
 def _records(create=True):
     """The tuning records (jitdl.autotune.records) at JITDL_TUNING_DB or the user data
     directory; None when records are off (JITDL_TUNING_DB=0) or, with create=False, when
@@ -879,12 +1005,15 @@ def _describe(names, specs):
 def _median_time(k, args, repeat, min_time):
     """Median seconds per call of kernel k, after a warm-up, over `repeat` batches of
     calls that each take about min_time / repeat."""
+    sync = getattr(k, "synchronize", None) or (lambda: None)   # GPU kernels run async
     k(args)
+    sync()
     number = 1
     while True:
         t0 = time.perf_counter()
         for _ in range(number):
             k(args)
+        sync()
         if time.perf_counter() - t0 >= min_time / repeat or number >= 1 << 20:
             break
         number *= 4
@@ -893,6 +1022,7 @@ def _median_time(k, args, repeat, min_time):
         t0 = time.perf_counter()
         for _ in range(number):
             k(args)
+        sync()
         times.append((time.perf_counter() - t0) / number)
     return Timing(float(np.median(times)), times, number)
 

@@ -18,6 +18,7 @@ from jitdl.api import Function
 from jitdl.capture.trace import Captured
 from jitdl.errors import ArgumentError, OutArgumentError, user_loc
 from jitdl.ops.core import is_symbolic
+from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import freeze_static, other_key
 
 _ndarray = np.ndarray
@@ -125,9 +126,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
             raise ArgumentError(f"{name}(): out= must be one array, got a tuple of "
                                 f"{len(out)}", user_loc())
         out = out[0]
-    if out is not None and not isinstance(out, np.ndarray):
-        raise ArgumentError(f"{name}(): out= must be a NumPy array, got "
-                            f"{type(out).__name__}", user_loc())
+    if out is not None and not isinstance(out, np.ndarray) and not is_device_array(out):
+        raise ArgumentError(f"{name}(): out= must be a NumPy array (or a GPU array for GPU "
+                            f"operands), got {type(out).__name__}", user_loc())
     names = names or [f"x{n + 1}" for n in range(len(operands))]
     operands = tuple(_normalise(name, a, n) for a, n in zip(operands, names))
     key = (name, _static_key(static)) + tuple(
@@ -137,7 +138,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
         # one kernel per broadcast pattern where the builder allows it; empty arrays get
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
         dynamic = getattr(builder, "any_size", False) and all(
-            a.size for a in operands if type(a) is _ndarray)
+            0 not in a.shape for a in operands if type(a) is _ndarray or is_device_array(a))
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
@@ -157,10 +158,12 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
     shape, dtype = kernel.out_specs[0]
     if kernel.dims is not None:         # symbolic extents: this call's output shape
         shape = kernel.dims(operands)[1][0]
-    if out.shape != shape:
+    if tuple(out.shape) != shape:
         raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
-                               f"{out.shape} doesn't match the result's shape {shape} (out=)",
-                               user_loc())
+                               f"{tuple(out.shape)} doesn't match the result's shape {shape} "
+                               f"(out=)", user_loc())
+    if is_device_array(out):
+        return _device_out(name, kernel, operands, out, dtype)
     if not out.flags.writeable:
         raise OutArgumentError(f"{name}(): output array is read-only (out=)", user_loc())
     if out.dtype == dtype:
@@ -173,6 +176,20 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
     return out
 
 
+def _device_out(name, kernel, operands, out, dtype):
+    """out= a GPU array: written by the kernel, or the result cast into it (same_kind)."""
+    from jitdl.runtime import cuda
+    if out.dtype == dtype:
+        return kernel.run(operands, out)
+    if not np.can_cast(dtype, np.dtype(out.dtype), casting="same_kind"):
+        raise ArgumentError(f"{name}(): cannot cast the result from dtype('{dtype}') to "
+                            f"dtype('{out.dtype}') (out=) with casting rule 'same_kind'",
+                            user_loc())
+    dev = cuda.backend()
+    dev.copyto(dev.asarray(out), kernel.run(operands))
+    return out
+
+
 def _normalise(name, a, what):
     """An operand as a kernel takes it: an array of a supported dtype or a Python/NumPy
     scalar; lists and other array-likes through np.asarray, as NumPy does."""
@@ -180,9 +197,12 @@ def _normalise(name, a, what):
         return a
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         a = np.asarray(a)           # a subclass (np.matrix, ...): its data as an ndarray
-    if hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray):
-        from jitdl.target.cuda import no_gpu_runs   # (lazy: loads CUDA)
-        raise no_gpu_runs(f"{name}(): argument '{what}'")
+    if is_device_array(a):          # a GPU array: the kernel runs on the GPU
+        if np.dtype(a.dtype).name not in dtypes.SUPPORTED:
+            raise ArgumentError(
+                f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "
+                f"support; supported: {', '.join(dtypes.SUPPORTED)}", user_loc())
+        return a
     if not isinstance(a, np.ndarray):
         try:
             a = np.asarray(a)

@@ -118,12 +118,16 @@ def freeze_static(v):
     return ("static", _canonical(static_value(v)))
 
 
-def other_key(a):
+def other_key(a, dynamic=False):
     """The key part of an argument that is not exactly an ndarray: its type, and for an
-    ndarray subclass (np.matrix, a masked array) its shape and dtype too, so a kernel of
-    one shape never serves another."""
+    ndarray subclass (np.matrix, a masked array) or a GPU array (CuPy, or anything with
+    `__cuda_array_interface__`) its shape (`dynamic`: its size pattern) and dtype too,
+    so a kernel of one shape never serves another."""
     t = type(a)
-    return (t, a.shape, a.dtype) if isinstance(a, _ndarray) else t
+    if isinstance(a, _ndarray) or hasattr(t, "__cuda_array_interface__"):
+        shape = tuple(a.shape)
+        return (t, size_pattern(shape) if dynamic else shape, a.dtype)
+    return t
 
 
 def call_key(args, static_pos=(), dynamic_pos=()):
@@ -138,6 +142,8 @@ def call_key(args, static_pos=(), dynamic_pos=()):
         a = args[i]
         if type(a) is _ndarray:
             key[i] = (size_pattern(a.shape), a.dtype)
+        else:
+            key[i] = other_key(a, True)
     return tuple(key)
 
 
@@ -165,7 +171,8 @@ def key_function(n_args, static_pos=(), dynamic_pos=()):
     if len(dynamic_pos) == n_args:
         get = PATTERNS.get
         return lambda args: tuple([(get(a.shape) or size_pattern(a.shape), a.dtype)
-                                   if type(a) is _ndarray else other_key(a) for a in args])
+                                   if type(a) is _ndarray else other_key(a, True)
+                                   for a in args])
     if static_pos or dynamic_pos:
         return lambda args: call_key(args, static_pos, dynamic_pos)
     return {1: _key1, 2: _key2, 3: _key3}.get(n_args, call_key)
@@ -246,17 +253,80 @@ def fast_builtin(loaded, sig):
     return _new_builtin(ctypes.byref(method), tuple(own) + ((method, loaded),), None)
 
 
-class Kernel:
+class KernelChecks:
+    """What every target's kernel checks on the host: Python-int arguments against the
+    dtypes they meet, and the run-time index checks a kernel reports."""
+
+    def _init_checks(self, sig):
+        self.sig = sig
+        self.fname = sig.fname
+        self.checks = sig.checks
+        self.int_checks = sig.int_checks
+        self.scalar_names = [(i, x[1]) for i, x in enumerate(sig.layout) if x[0] == "scalar"]
+        # the common check, an argument itself against a dtype's bounds, as (position,
+        # low, high); an expression of arguments needs the exact evaluation every call
+        position = {name: i for i, name in self.scalar_names}
+        self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
+                            for dt, t, *_ in self.int_checks if t[0] == "var"]
+        self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
+        self.dims = _dims_function(sig) if sig.sizes else None
+
+    def _check_ints(self, args):
+        """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
+        if not self._int_exprs:
+            for i, lo, hi in self._int_bounds:
+                if not lo <= args[i] <= hi:
+                    break
+            else:
+                return
+        values = {name: args[i] for i, name in self.scalar_names}
+        for dtype, tree, text, context, loc in self.int_checks:
+            try:
+                v = weak.evaluate(tree, values)
+                if v is not None:
+                    weak.fit(v, dtype)
+            except weak.Overflow as e:
+                self._raise_overflow(e, dtype, tree, text, context, loc, values)
+
+    def _raise_overflow(self, e, dtype, tree, text, context, loc, values):
+        names = weak.names(tree)
+        given = ", ".join(f"{n} = {values[n]}" for n in names)
+        if tree[0] == "var" and e.value == values[tree[1]]:
+            what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
+        else:
+            what = f"`{text}` is {e.value} (with {given}), which is"
+        lo, hi = weak.BOUNDS[e.dtype]
+        if e.dtype != "int64":
+            why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
+                   f"too (a Python int takes the dtype of the array it meets); pass a value "
+                   f"that fits, or widen the array in the definition (e.g. jd.int64(X[i]))")
+        else:
+            why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
+                   f"(pass a float for a larger number)")
+        raise ScalarOverflowError(
+            f"{self.fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
+            SourceLoc(loc[0], loc[1]) if loc else None)
+
+    def _raise_index_error(self, err, sizes=()):
+        tensor, text, extent = self.checks[int(err[0]) - 1]
+        if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
+            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
+            given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
+                              if re.search(rf"\b{n}\b", extent))
+            extent = f"{extent}) ({given}" if given else extent
+        raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
+                         f"outside [0, {extent})")
+
+
+
+class Kernel(KernelChecks):
     """Runs one compiled specialisation."""
 
     def __init__(self, sig: Signature, loaded, texts=None):
         engine.kernel_loaded()
-        self.sig = sig
-        self.fname = sig.fname
         self.loaded = loaded                 # keeps the engine (and the code) alive
         # "loop_ir", "llvm_ir", "llvm_ir_unoptimized" (a cache entry's: decompressed lazily)
         self.texts = {} if texts is None else texts
-        self.checks = sig.checks
         self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
         self.out_names = [name for name, _, _ in sig.outputs]
         self.allocs = sig.allocs
@@ -272,15 +342,7 @@ class Kernel:
         self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
         self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
         self.single = len(self.out_specs) == 1
-        self.int_checks = sig.int_checks
-        self.scalar_names = [(i, x[1]) for i, x in enumerate(sig.layout) if x[0] == "scalar"]
-        # the common check, an argument itself against a dtype's bounds, as (position,
-        # low, high); an expression of arguments needs the exact evaluation every call
-        position = {name: i for i, name in self.scalar_names}
-        self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
-                            for dt, t, *_ in self.int_checks if t[0] == "var"]
-        self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
-        self.dims = _dims_function(sig) if sig.sizes else None
+        self._init_checks(sig)
         self.run = self._specialised_run()
 
     def _specialised_run(self):
@@ -407,42 +469,6 @@ class Kernel:
                 outs.append(o)
         return outs, list(given)
 
-    def _check_ints(self, args):
-        """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
-        if not self._int_exprs:
-            for i, lo, hi in self._int_bounds:
-                if not lo <= args[i] <= hi:
-                    break
-            else:
-                return
-        values = {name: args[i] for i, name in self.scalar_names}
-        for dtype, tree, text, context, loc in self.int_checks:
-            try:
-                v = weak.evaluate(tree, values)
-                if v is not None:
-                    weak.fit(v, dtype)
-            except weak.Overflow as e:
-                self._raise_overflow(e, dtype, tree, text, context, loc, values)
-
-    def _raise_overflow(self, e, dtype, tree, text, context, loc, values):
-        names = weak.names(tree)
-        given = ", ".join(f"{n} = {values[n]}" for n in names)
-        if tree[0] == "var" and e.value == values[tree[1]]:
-            what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
-        else:
-            what = f"`{text}` is {e.value} (with {given}), which is"
-        lo, hi = weak.BOUNDS[e.dtype]
-        if e.dtype != "int64":
-            why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
-                   f"too (a Python int takes the dtype of the array it meets); pass a value "
-                   f"that fits, or widen the array in the definition (e.g. jd.int64(X[i]))")
-        else:
-            why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
-                   f"(pass a float for a larger number)")
-        raise ScalarOverflowError(
-            f"{self.fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
-            SourceLoc(loc[0], loc[1]) if loc else None)
-
     def _raise_memory_error(self, n):
         name, dtype, shape, nbytes = self.allocs[n - 1]
         size = f"{nbytes} bytes ({_human_bytes(nbytes)})" if nbytes else \
@@ -453,16 +479,6 @@ class Kernel:
             f"A schedule that computes "
             f"it in blocks inside its consumer (compute_at) or inlines it "
             f"(compute_inline) needs less memory")
-
-    def _raise_index_error(self, err, sizes=()):
-        tensor, text, extent = self.checks[int(err[0]) - 1]
-        if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
-            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
-            given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
-                              if re.search(rf"\b{n}\b", extent))
-            extent = f"{extent}) ({given}" if given else extent
-        raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
-                         f"outside [0, {extent})")
 
 
 _TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} // {})",

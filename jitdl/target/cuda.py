@@ -76,16 +76,9 @@ class CUDA:
                 f"{self.shared_bytes >> 10} KiB shared per block)")
 
 
-def no_gpu_runs(what):
-    """The error for running on a GPU array: not built yet (generating code is)."""
-    from jitdl.errors import ArgumentError
-    return ArgumentError(f"{what} is a GPU array: running kernels on the GPU is not built "
-                         "yet; f.cuda_source(...) and f.lower(..., target='cuda') show the "
-                         "CUDA C, and NumPy arrays (cupy.asnumpy(x)) run on the CPU")
-
-
+@functools.lru_cache(maxsize=None)
 def cupy_or_none():
-    """CuPy, when it is installed and sees a GPU; else None."""
+    """CuPy, when it is installed and sees a GPU; else None (asked once per process)."""
     try:
         import cupy
         if cupy.cuda.runtime.getDeviceCount() < 1:

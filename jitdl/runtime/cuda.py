@@ -1,0 +1,257 @@
+"""The cuda target's host side: NVRTC turns a function's CUDA C into a cubin (stored in
+the disk cache like the CPU's object code, so a warm process loads it without NVRTC), the
+driver loads it, and a CudaKernel runs one specialisation: it allocates the outputs and
+intermediates, evaluates each kernel's grid from the call's sizes, launches the kernels in
+order on the current stream and, when the code checks indices, reads the error slot.
+
+The device is reached through a backend object, so that the same host logic runs on a
+GPU through CuPy (CupyBackend) and, in tests, on anything with the same methods:
+
+    empty(shape, dtype), zeros(shape, dtype)      device arrays
+    asarray(a)          a device array of `a` (a GPU array of another library: no copy)
+    from_host(a), to_host(a)                      copies between NumPy and the device
+    copyto(dst, src), may_share_memory(a, b)
+    compile(source, arch, strict_fp) -> bytes     the binary of a module's source
+    load(binary) -> module, function(module, name) -> handle
+    launch(handle, grid, block, shared_bytes, args)   args: device arrays, NumPy scalars
+    synchronize()
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from jitdl.errors import ArgumentError, CompileError, OutArgumentError
+from jitdl.runtime.kernel import KernelChecks, _tree_code
+
+_lock = threading.Lock()
+_backend = []
+
+
+def backend():
+    """The process's CUDA backend (CuPy's), made on first use."""
+    if not _backend:
+        with _lock:
+            if not _backend:
+                _backend.append(CupyBackend())
+    return _backend[0]
+
+
+def is_device_array(a) -> bool:
+    """Whether `a` lives on a GPU: CuPy arrays, and any object with
+    `__cuda_array_interface__` (PyTorch and JAX GPU tensors, Numba device arrays)."""
+    return hasattr(type(a), "__cuda_array_interface__") and not isinstance(a, np.ndarray)
+
+
+class CupyBackend:
+    """A GPU through CuPy: memory from CuPy's pool, NVRTC through cupy.cuda.nvrtc, modules
+    through the driver (cupy.cuda.function.Module), launches on the current stream."""
+
+    name = "cupy"
+
+    def __init__(self):
+        from jitdl.target.cuda import cupy_or_none
+        cupy = cupy_or_none()
+        if cupy is None:
+            raise ArgumentError(
+                "the cuda target needs CuPy and a GPU it can see: install the package for "
+                "your CUDA version (pip install cupy-cuda12x, or cupy-cuda13x); without a "
+                "GPU, f.cuda_source(...) still shows the code")
+        self.cupy = cupy
+        self.empty = cupy.empty
+        self.zeros = cupy.zeros
+        self.to_host = cupy.asnumpy
+        self.from_host = cupy.asarray
+        self.may_share_memory = cupy.may_share_memory
+
+    def asarray(self, a):
+        return a if type(a) is self.cupy.ndarray else self.cupy.asarray(a)
+
+    def contiguous(self, a):
+        return self.cupy.ascontiguousarray(a)
+
+    def copyto(self, dst, src):
+        self.cupy.copyto(dst, src)
+
+    def compile(self, source: str, arch: str, strict_fp: bool = False) -> bytes:
+        """The cubin of `source` for `arch` (sm_90), by NVRTC; a CompileError with
+        NVRTC's log if the source does not compile."""
+        from cupy.cuda import nvrtc
+        options = [f"--gpu-architecture={arch}", "--std=c++17"]
+        if strict_fp:                   # no fused multiply-adds: NumPy's rounding
+            options.append("--fmad=false")
+        prog = nvrtc.createProgram(source, "jitdl.cu", [], [])
+        try:
+            try:
+                nvrtc.compileProgram(prog, options)
+            except nvrtc.NVRTCError as e:
+                log = nvrtc.getProgramLog(prog)
+                raise CompileError(f"NVRTC could not compile the generated CUDA C ({e}); "
+                                   f"this is a bug in jitdl, please report it with the "
+                                   f"definition. NVRTC says:\n{log}") from None
+            if hasattr(nvrtc, "getCUBIN"):
+                return bytes(nvrtc.getCUBIN(prog))
+            ptx = nvrtc.getPTX(prog)       # an old CuPy: PTX, which the driver also loads
+            return ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        finally:
+            nvrtc.destroyProgram(prog)
+
+    def load(self, binary: bytes):
+        from cupy.cuda import function
+        module = function.Module()
+        module.load(bytes(binary))
+        return module
+
+    def function(self, module, name):
+        return module.get_function(name)
+
+    def launch(self, handle, grid, block, shared_bytes, args):
+        handle(grid, block, args, shared_mem=shared_bytes)    # on the current stream
+
+    def synchronize(self):
+        self.cupy.cuda.get_current_stream().synchronize()
+
+
+class _Launch:
+    """One kernel of a module: its function, grid (a function of the sizes), block,
+    shared memory and where each parameter comes from."""
+    __slots__ = ("fn", "grid", "block", "shared", "params", "checks", "name")
+
+    def __init__(self, fn, grid, block, shared, params, checks, name):
+        self.fn, self.grid, self.block, self.shared = fn, grid, block, shared
+        self.params, self.checks, self.name = params, checks, name
+
+
+def _sizes_function(trees, n_sizes):
+    """f(sizes) -> tuple of the trees' values (ints, ["n", k], operators; see
+    jitdl.pipeline.size_tree), generated once as Python source from ints."""
+    names = [f"sizes[{k}]" for k in range(n_sizes)]
+    body = "".join(_tree_code(t, names) + ", " for t in trees) if trees else ""
+    namespace = {}
+    exec(f"def f(sizes):\n    return ({body})", namespace)   # noqa: S102 - built from ints
+    return namespace["f"]
+
+
+class CudaKernel(KernelChecks):
+    """Runs one compiled specialisation on the GPU (see the module's docstring)."""
+
+    fast = False            # (the CPU kernel's direct entry: none here)
+
+    def __init__(self, sig, launch: dict, binary: bytes, texts=None, device=None,
+                 target=None):
+        self.device = device or backend()
+        self.target = target
+        self._init_checks(sig)
+        self.texts = {} if texts is None else texts
+        self.launch_plan = launch
+        self.binary = binary
+        self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]
+        self.out_names = [name for name, _, _ in sig.outputs]
+        self.single = len(self.out_specs) == 1
+        self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
+        self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
+        n_own = len(sig.scalars) - len(sig.sizes)
+        self.scalar_types = [np.dtype(dt).type for _, dt in sig.scalars[:n_own]]
+        self.module = self.device.load(binary)
+        n = len(sig.sizes)
+        self.kernels = [_Launch(self.device.function(self.module, k["name"]),
+                                _sizes_function(k["grid"], n), tuple(k["block"]),
+                                int(k["shared_bytes"]), [tuple(p) for p in k["params"]],
+                                bool(k["checks"]), k["name"])
+                        for k in launch["kernels"]]
+        self.tmp_dtypes = [np.dtype(dt) for _, dt, _ in launch["intermediates"]]
+        self.tmp_shapes = [_sizes_function(shape, n) for _, _, shape in launch["intermediates"]]
+        self.has_err = any(k.checks for k in self.kernels)
+        limits = target.max_grid_dims if target is not None else (2 ** 31 - 1, 65535, 65535)
+        self.grid_limits = tuple(limits)
+
+    def run(self, args, out=None):
+        if self.int_checks:
+            self._check_ints(args)
+        dev = self.device
+        inputs = []
+        for i in self.array_pos:
+            a = dev.asarray(args[i])
+            if not a.flags.c_contiguous:
+                a = dev.contiguous(a)
+            inputs.append(a)
+        if self.dims is not None:
+            sizes, shapes = self.dims(args)
+            specs = [(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+        else:
+            sizes, specs = (), self.out_specs
+        if out is None:
+            outs, final = [dev.empty(shape, dt) for shape, dt in specs], None
+        else:
+            outs, final = self._check_out(out, inputs, specs)
+        values = inputs + outs
+        values += [t(args[i]) for t, i in zip(self.scalar_types, self.scalar_pos)]
+        values += [np.int64(s) for s in sizes]
+        tmps = [dev.empty(shape(sizes), dt) for shape, dt in zip(self.tmp_shapes,
+                                                               self.tmp_dtypes)]
+        err = dev.zeros(2, np.int64) if self.has_err else None
+        for k in self.kernels:
+            grid = k.grid(sizes)
+            if 0 in grid:
+                continue            # nothing to compute (an empty output)
+            self._check_grid(k, grid)
+            params = [values[i] if kind == "arg" else tmps[i] for kind, i in k.params]
+            if k.checks:
+                params.append(err)
+            dev.launch(k.fn, grid, k.block, k.shared, params)
+        if err is not None:
+            e = dev.to_host(err)
+            if e[0] > 0:
+                self._raise_index_error(e, sizes)
+        if final is not None:
+            for dst, src in zip(final, outs):
+                if dst is not src:
+                    dev.copyto(dst, src)
+            outs = final
+        return outs[0] if self.single else tuple(outs)
+
+    __call__ = run
+
+    def _check_grid(self, k, grid):
+        for axis, (g, limit) in enumerate(zip(grid, self.grid_limits)):
+            if g > limit:
+                raise ArgumentError(
+                    f"{self.fname}(): kernel {k.name} needs {g} blocks along "
+                    f"{'xyz'[axis]}, more than the device's {limit}; the shapes are too "
+                    f"large for this schedule (a grid-stride loop, e.g. the automatic "
+                    f"schedule, covers any size)")
+
+    def _check_out(self, out, inputs, specs):
+        given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
+        if len(given) != len(self.out_specs):
+            raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
+                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
+        outs = []
+        for o, name, (shape, dtype) in zip(given, self.out_names, specs):
+            if not is_device_array(o):
+                raise ArgumentError(
+                    f"{self.fname}(): out= for {name}: expected a GPU array (the call runs "
+                    f"on the GPU), got {type(o).__name__}")
+            o = self.device.asarray(o)
+            if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
+                raise OutArgumentError(
+                    f"{self.fname}(): out= for {name}: expected shape {tuple(shape)} and "
+                    f"dtype {dtype}, got shape {tuple(o.shape)} and dtype {o.dtype}")
+            overlaps = any(self.device.may_share_memory(a, o) for a in inputs)
+            if overlaps or not o.flags.c_contiguous:
+                outs.append(self.device.empty(shape, dtype))   # computed aside, copied in
+            else:
+                outs.append(o)
+        return outs, [self.device.asarray(o) for o in given]
+
+    def synchronize(self):
+        self.device.synchronize()
+
+
+def host_result(result):
+    """A kernel's result copied to NumPy (a tuple stays a tuple)."""
+    dev = backend()
+    if isinstance(result, tuple):
+        return tuple(dev.to_host(r) for r in result)
+    return dev.to_host(result)
