@@ -679,7 +679,9 @@ class Function:
         graph = self._trace(specs, args)
         task = Task(self.name, graph, target, self._options(),
                     self._schedules.get(target.name), self._tunable_space(specs),
-                    list(args), work_of(graph), key=self.qualname)
+                    [cuda_runtime.backend().to_host(a) if is_device_array(a) else a
+                     for a in args],        # (host copies: a task pickles anywhere)
+                    work_of(graph), key=self.qualname)
         rkey = self._record_key(specs, target)
         db = _records()
         history = [] if db is None else [
@@ -822,11 +824,11 @@ class Function:
     def _tune_job(self, job, runner, stop):
         """Run one background job (on the tuner's thread): each verified better kernel is
         swapped into the dispatch table as soon as it is found."""
+        from jitdl.autotune import measure
         generation = self._generation
 
         def better(m):
-            kernel = Kernel(m.artifact.signature,
-                            engine.Loaded(m.artifact.obj, m.artifact.signature.symbol))
+            kernel = measure.kernel_of(m)
             with self._lock:
                 if generation != self._generation:   # recompiled since: a stale kernel
                     return

@@ -29,6 +29,21 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite the expected texts under tests/golden/ instead of "
                           "comparing with them")
+    parser.addoption("--target", default=os.environ.get("JITDL_TEST_TARGET", "cpu"),
+                     choices=("cpu", "cuda"),
+                     help="where definitions run: 'cuda' calls every @jd.compute function "
+                          "and jd.numpy / jd.nn op on the GPU (NumPy arguments copied there, "
+                          "results back), so the tests of definitions and ops check GPU "
+                          "kernels against NumPy; needs CuPy and a GPU")
+
+
+def pytest_configure(config):
+    if config.getoption("--target") == "cuda":
+        from jitdl.target.cuda import cupy_or_none
+        if cupy_or_none() is None:
+            raise pytest.UsageError("--target cuda needs CuPy and a GPU it can see")
+        from _gpu_target import run_everything_on_gpu
+        run_everything_on_gpu()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -315,8 +315,19 @@ def test_workers_stop_at_exit_without_close(tmp_path):
             os.kill(pid, 0)
 
 
+@pytest.fixture
+def environ_kept():
+    """os.environ as it was before the test: distributed sets OMP_NUM_THREADS and the
+    like for its workers in this process, and a later test's child processes (which
+    read their thread count from it) would tune and look up records for another one."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.mark.slow
-def test_dask_runner_on_a_local_cluster():
+def test_dask_runner_on_a_local_cluster(environ_kept):
     """The same stages on dask workers: builds spread, timings on one worker; a worker
     killed by a crashing build is a "crash", a hung build a "timeout" (its worker
     restarted); a wrong kernel fails verification; the good candidates still succeed."""

@@ -24,6 +24,7 @@ DaskRunner submits the same two stages to a dask.distributed cluster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import signal
@@ -53,6 +54,10 @@ def build(task, config, post_build=None):
                          schedule_fn=task.schedule_fn, config=config)
     features = _features(low, task.target)
     art = pipeline.build(low, task.target, task.options)
+    if art.launch is not None and not art.obj:      # CUDA: NVRTC here, in parallel
+        from jitdl.runtime import cuda
+        art = dataclasses.replace(art, obj=cuda.backend().compile(
+            art.texts["cuda"], art.launch["arch"], task.options.strict_fp))
     if post_build is not None:
         art = post_build(task, config, art)
     return art, features, time.perf_counter() - t0
@@ -120,10 +125,31 @@ def differs(ref, got) -> str | None:
     return None
 
 
-def _load(art):
+def _load(art, target=None):
+    """The kernel of an artifact, loaded in this process (a CUDA one on the current GPU)."""
+    if art.launch is not None:
+        from jitdl.runtime import cuda
+        binary = art.obj or cuda.backend().compile(art.texts["cuda"], art.launch["arch"])
+        return cuda.CudaKernel(art.signature, art.launch, binary, target=target)
     from jitdl.runtime import engine
     from jitdl.runtime.kernel import Kernel
     return Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+
+
+def _to_device(task, values):
+    """A GPU task's arrays on the GPU (tasks carry host copies: they pickle anywhere)."""
+    if task.target.name != "cuda":
+        return values
+    from jitdl.runtime import cuda
+    dev = cuda.backend()
+    return [dev.from_host(a) if isinstance(a, np.ndarray) else a for a in values]
+
+
+def _to_host(result):
+    from jitdl.runtime import cuda
+    if isinstance(result, tuple):
+        return tuple(_to_host(r) for r in result)
+    return cuda.backend().to_host(result) if cuda.is_device_array(result) else result
 
 
 class _Bench:
@@ -135,11 +161,12 @@ class _Bench:
         from jitdl.runtime import engine
         engine.set_num_threads(task.options.num_threads)   # as in the tuning process
         self.task, self.error = task, None
-        self.inputs = fresh_inputs(task.args, zlib.crc32(task.key.encode()))
+        self.inputs = _to_device(task, fresh_inputs(task.args, zlib.crc32(task.key.encode())))
+        self.args = _to_device(task, task.args)
         try:
             art = pipeline.compile(task.graph, task.target, task.options,
                                    schedule_fn=task.schedule_fn, config=task.space.default())
-            self.expected = _load(art)(self.inputs)
+            self.expected = _to_host(_load(art, task.target)(self.inputs))
         except Exception as e:       # noqa: BLE001 - reported with every candidate
             self.error = f"run: the reference (the default config) failed: {_text(e)}"
 
@@ -148,28 +175,32 @@ class _Bench:
         if self.error:
             return None, self.error
         try:
-            kernel = _load(art)
-            got = kernel(self.inputs)
+            kernel = _load(art, self.task.target)
+            got = _to_host(kernel(self.inputs))
         except Exception as e:       # noqa: BLE001
             return None, f"run: {_text(e)}"
         why = differs(self.expected, got)
         if why:
             return None, f"wrong output: {why}"
         try:
-            return _time(kernel, self.task.args, repeat, min_repeat_ms / 1e3), None
+            return _time(kernel, self.args, repeat, min_repeat_ms / 1e3), None
         except Exception as e:       # noqa: BLE001
             return None, f"run: {_text(e)}"
 
 
 def _time(kernel, args, repeat, min_repeat_s):
     """Median seconds per call over `repeat` repeats of `number` calls, each repeat
-    lasting at least min_repeat_s, after one warm-up call."""
+    lasting at least min_repeat_s, after one warm-up call (a GPU kernel's repeats end
+    with the device synchronised)."""
+    sync = getattr(kernel, "synchronize", None) or (lambda: None)
     kernel(args)
+    sync()
     number = 1
     while True:
         t0 = time.perf_counter()
         for _ in range(number):
             kernel(args)
+        sync()
         took = time.perf_counter() - t0
         if took >= min_repeat_s:
             break
@@ -179,6 +210,7 @@ def _time(kernel, args, repeat, min_repeat_s):
         t0 = time.perf_counter()
         for _ in range(number):
             kernel(args)
+        sync()
         times.append((time.perf_counter() - t0) / number)
     return float(np.median(times))
 

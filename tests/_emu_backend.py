@@ -1,0 +1,96 @@
+"""A GPU that is not there: jitdl's CUDA host runtime over the CPU emulator of CUDA C
+(tests/_cuda_emu.py), so tests run the generated kernels, the launch plan, dispatch and
+the disk cache on any machine with g++.
+
+DeviceArray holds a NumPy array and presents `__cuda_array_interface__`, so jitdl treats it
+as a GPU array (the cuda target); EmulatedDevice has the methods of jitdl's CUDA backend
+(jitdl/runtime/cuda.py) and runs kernels with the emulator.
+"""
+import numpy as np
+
+
+class DeviceArray:
+    """An array 'on the device': NumPy memory behind a CUDA array interface."""
+
+    def __init__(self, host):
+        self.host = host
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.host.shape, "typestr": self.host.dtype.str,
+                "data": (self.host.ctypes.data, False), "version": 3, "strides": None}
+
+    shape = property(lambda self: self.host.shape)
+    dtype = property(lambda self: self.host.dtype)
+    size = property(lambda self: self.host.size)
+    ndim = property(lambda self: self.host.ndim)
+    flags = property(lambda self: self.host.flags)
+
+    def __getitem__(self, index):
+        return DeviceArray(np.asarray(self.host[index]))
+
+    def __repr__(self):
+        return f"DeviceArray({self.host!r})"
+
+
+class EmulatedDevice:
+    """jitdl's CUDA backend interface on the emulator."""
+
+    name = "emulated"
+
+    def __init__(self, emulator):
+        self.emu = emulator
+        self.launches = 0
+        self.compiles = 0
+
+    def empty(self, shape, dtype):
+        # filled with a pattern, not zeros: an element a kernel does not write shows
+        return DeviceArray(_garbage(shape, dtype))
+
+    def zeros(self, shape, dtype):
+        return DeviceArray(np.zeros(shape, dtype))
+
+    def asarray(self, a):
+        return a if isinstance(a, DeviceArray) else DeviceArray(np.asarray(a))
+
+    def contiguous(self, a):
+        return DeviceArray(np.ascontiguousarray(a.host))
+
+    def from_host(self, a):
+        return DeviceArray(np.array(a))
+
+    def to_host(self, a):
+        return np.array(a.host)
+
+    def copyto(self, dst, src):
+        np.copyto(dst.host, src.host)
+
+    def may_share_memory(self, a, b):
+        return np.may_share_memory(a.host, b.host)
+
+    def compile(self, source, arch, strict_fp=False):
+        self.compiles += 1
+        return source.encode()
+
+    def load(self, binary):
+        return self.emu.compile(binary.decode())
+
+    def function(self, module, name):
+        return (module, name)
+
+    def launch(self, handle, grid, block, shared_bytes, args):
+        module, name = handle
+        self.launches += 1
+        module.launch(name, tuple(grid), tuple(block), shared_bytes,
+                      [a.host if isinstance(a, DeviceArray) else a for a in args])
+
+    def synchronize(self):
+        pass
+
+
+def _garbage(shape, dtype):
+    """An array of the dtype whose bytes are a fixed non-zero pattern."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.full(max(n, 1), 0x7B, np.uint8)[:n]
+    return raw.view(dtype).reshape(shape)

@@ -1,0 +1,59 @@
+"""`pytest --target cuda`: the definition and op tests, run on the GPU.
+
+Every call of a @jd.compute function with NumPy arguments gets target="cuda" (the arrays
+are copied to the GPU and the results back, jitdl's own override), and every jd.numpy /
+jd.nn op on NumPy arrays runs on CuPy copies of them, its result copied back; the tests
+then compare GPU kernels with NumPy exactly as they compare CPU kernels. Tests of
+CPU-only things (LLVM IR, the CPU's schedules) are not meant to run this way.
+"""
+import numpy as np
+
+import jitdl
+from jitdl import api, eager
+from jitdl.ops.core import is_symbolic
+
+
+def run_everything_on_gpu(backend=None):
+    """Patch the call paths (for this test process only). `backend` replaces jitdl's
+    CUDA backend (tests on an emulated device)."""
+    from jitdl.runtime import cuda
+    if backend is not None:
+        cuda._backend[:] = [backend]
+    dev = cuda.backend()
+    call = api.Function.__call__
+
+    def on_gpu(self, *args, out=None, **kwargs):
+        if "target" in kwargs or any(isinstance(a, api._SYMBOLIC) for a in args) or \
+                not any(isinstance(a, np.ndarray) for a in args + tuple(kwargs.values())):
+            return call(self, *args, out=out, **kwargs)
+        return call(self, *args, out=out, target="cuda", **kwargs)
+    api.Function.__call__ = on_gpu
+
+    apply = eager.apply
+
+    def host(r):
+        if isinstance(r, tuple):
+            return tuple(host(x) for x in r)
+        if cuda.is_device_array(r):
+            h = dev.to_host(r)
+            return h[()] if h.ndim == 0 else h
+        return r
+
+    def gpu_apply(name, builder, operands, static=(), out=None, names=None, table=None,
+                  tkey=None):
+        if any(is_symbolic(a) for a in operands) or \
+                not any(isinstance(a, (np.ndarray, list, tuple)) for a in operands):
+            return apply(name, builder, operands, static, out, names)
+        moved = tuple(dev.from_host(np.asarray(a)) if isinstance(a, (np.ndarray, list, tuple))
+                      else a for a in operands)
+        result = host(apply(name, builder, moved, static, None, names))
+        if out is None:
+            return result
+        target = out[0] if isinstance(out, tuple) else out
+        np.copyto(target, result, casting="same_kind")
+        return out
+
+    eager.apply = gpu_apply
+    for module in (jitdl.numpy._ufuncs, jitdl.numpy._reductions, jitdl.numpy._linalg,
+                   jitdl.numpy._manipulation, jitdl.nn):
+        module.apply = gpu_apply

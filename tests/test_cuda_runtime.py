@@ -1,0 +1,244 @@
+"""The CUDA target end to end: dispatch of GPU arrays, the launch plan, outputs and
+intermediates, out=, index checks, target= overrides, the disk cache of cubins, jd.numpy
+on GPU arrays; every result against NumPy in float64 on random inputs.
+
+Each test runs on two devices: "gpu" (CuPy on a real GPU; skipped where there is none)
+and "emulated" (the generated CUDA C compiled for the CPU by tests/_cuda_emu.py behind
+the same backend interface; skipped without g++). The emulated device fills fresh
+buffers with a non-zero byte pattern, so an element a kernel fails to write shows.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl.runtime import cuda as cuda_runtime
+from jitdl.target.cuda import cupy_or_none
+
+
+class Gpu:
+    """What a test needs of a device: arrays to and from it, and its backend."""
+
+    def __init__(self, name, backend, to_device, to_host):
+        self.name, self.backend = name, backend
+        self.put, self.get = to_device, to_host
+
+
+def _emulator():
+    if shutil.which("g++") is None:
+        pytest.skip("no g++: the CUDA emulator compiles generated CUDA C with it")
+    try:
+        import _cuda_emu
+    except ImportError as e:
+        pytest.skip(f"the CUDA emulator is not available ({e})")
+    from _emu_backend import EmulatedDevice
+    return EmulatedDevice(_cuda_emu)
+
+
+@pytest.fixture(params=["gpu", "emulated"])
+def gpu(request):
+    saved = list(cuda_runtime._backend)
+    if request.param == "gpu":
+        cp = cupy_or_none()
+        if cp is None:
+            pytest.skip("no GPU that CuPy can see (these run with --target cuda on a GPU "
+                        "machine; the 'emulated' variant runs the same code on the CPU)")
+        cuda_runtime._backend[:] = []
+        yield Gpu("gpu", cuda_runtime.backend(), cp.asarray, cp.asnumpy)
+    else:
+        from _emu_backend import DeviceArray
+        dev = _emulator()
+        cuda_runtime._backend[:] = [dev]
+        yield Gpu("emulated", dev, lambda a: DeviceArray(np.array(a)),
+                  lambda a: np.array(a.host))
+    cuda_runtime._backend[:] = saved
+
+
+F32, F64 = np.float32, np.float64
+
+
+@jd.compute
+def saxpy(a, X, Y):
+    Z[i] = a * X[i] + Y[i]
+    return Z
+
+
+@jd.compute
+def softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute
+def matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@jd.compute(dynamic=True)
+def scale_rows(X, w):
+    return jd.tensor(X.shape, lambda i, j: X[i, j] * w[j] - 1.0, name="Y")
+
+
+@jd.compute
+def gather(X, idx):
+    Y[i] = X[idx[i]]
+    return Y
+
+
+@jd.compute
+def two_outputs(X):
+    S[i] = X[i] + 1.0
+    P[i] = X[i] * 2.0
+    return S, P
+
+
+def test_elementwise_with_scalar(gpu, rng):
+    x, y = rng.standard_normal(1000), rng.standard_normal(1000)
+    got = saxpy(2.5, gpu.put(x), gpu.put(y))
+    assert cuda_runtime.is_device_array(got)
+    np.testing.assert_allclose(gpu.get(got), 2.5 * x + y, rtol=1e-12)
+
+
+def test_softmax_rows_long_and_short(gpu, rng):
+    for shape in [(37, 300), (5, 3000), (64, 20)]:
+        x = rng.standard_normal(shape).astype(F32)
+        got = gpu.get(softmax(gpu.put(x)))
+        x64 = x.astype(F64)
+        e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=2e-5,
+                                   atol=1e-7)
+
+
+@pytest.mark.parametrize("shapes", [((64, 64), (64, 64)), ((100, 37), (37, 53))])
+def test_matmul_tiled(gpu, rng, shapes):
+    a = rng.standard_normal(shapes[0]).astype(F32)
+    b = rng.standard_normal(shapes[1]).astype(F32)
+    got = gpu.get(matmul(gpu.put(a), gpu.put(b)))
+    want = a.astype(F64) @ b.astype(F64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_dynamic_sizes_one_kernel(gpu, rng):
+    for shape in [(3, 7), (20, 33), (1, 5), (9, 1)]:
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal(shape[1])
+        got = gpu.get(scale_rows(gpu.put(x), gpu.put(w)))
+        np.testing.assert_allclose(got, x * w - 1.0, rtol=1e-12)
+    keys = [k for k in scale_rows._kernels if any(
+        isinstance(p, tuple) and len(p) == 3 and p[1] == (None, None) for p in k)]
+    assert len(keys) == 1, scale_rows._kernels.keys()
+
+
+def test_several_outputs_and_out(gpu, rng):
+    x = rng.standard_normal(50)
+    s, p = two_outputs(gpu.put(x))
+    np.testing.assert_allclose(gpu.get(s), x + 1)
+    np.testing.assert_allclose(gpu.get(p), x * 2)
+    o1, o2 = gpu.put(np.zeros(50)), gpu.put(np.zeros(50))
+    r = two_outputs(gpu.put(x), out=(o1, o2))
+    np.testing.assert_allclose(gpu.get(o1), x + 1)
+    np.testing.assert_allclose(gpu.get(o2), x * 2)
+    assert gpu.get(r[0]).shape == (50,)
+    with pytest.raises(jd.ArgumentError, match=r"out= for S: expected shape \(50,\)"):
+        two_outputs(gpu.put(x), out=(gpu.put(np.zeros(49)), o2))
+    with pytest.raises(jd.ArgumentError, match="expected a GPU array"):
+        two_outputs(gpu.put(x), out=(np.zeros(50), np.zeros(50)))
+
+
+def test_index_check_reports_the_bad_index(gpu, rng):
+    x = rng.standard_normal(10)
+    idx = np.array([1, 4, 9, 0], np.int64)
+    np.testing.assert_allclose(gpu.get(gather(gpu.put(x), gpu.put(idx))), x[idx])
+    with pytest.raises(IndexError, match=r"is 12, outside \[0, 10\)"):
+        gather(gpu.put(x), gpu.put(np.array([1, 12, 0, 0], np.int64)))
+
+
+def test_mixed_host_and_device_is_an_error(gpu, rng):
+    x = rng.standard_normal(8)
+    with pytest.raises(jd.ArgumentError, match=r"argument 'X' is on the GPU and argument "
+                                               r"'Y' in host memory"):
+        saxpy(1.0, gpu.put(x), x)
+
+
+def test_target_override_copies(gpu, rng):
+    x, y = rng.standard_normal(30), rng.standard_normal(30)
+    got = saxpy(3.0, x, y, target="cuda")              # NumPy in: NumPy out, GPU inside
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, 3 * x + y)
+    mixed = saxpy(3.0, gpu.put(x), y, target="cuda")   # mixed is fine when told where
+    assert cuda_runtime.is_device_array(mixed)
+    np.testing.assert_allclose(gpu.get(mixed), 3 * x + y)
+    back = saxpy(3.0, gpu.put(x), gpu.put(y), target="cpu")
+    assert cuda_runtime.is_device_array(back)          # computed on the host, returned
+    np.testing.assert_allclose(gpu.get(back), 3 * x + y)
+
+
+def test_numpy_ops_on_device_arrays(gpu, rng):
+    jnp = jd.numpy
+    x = rng.standard_normal((6, 40))
+    y = rng.standard_normal(40)
+    np.testing.assert_allclose(gpu.get(jnp.add(gpu.put(x), gpu.put(y))), x + y)
+    np.testing.assert_allclose(gpu.get(jnp.exp(gpu.put(x))), np.exp(x), rtol=1e-12)
+    np.testing.assert_allclose(gpu.get(jnp.sum(gpu.put(x), axis=1)), x.sum(axis=1))
+    np.testing.assert_allclose(gpu.get(jnp.max(gpu.put(x), axis=0)), x.max(axis=0))
+    total = jnp.sum(gpu.put(x))
+    np.testing.assert_allclose(float(gpu.get(total)), x.sum())
+
+
+def test_empty_output_launches_nothing(gpu):
+    x = np.empty((0,))
+    got = saxpy(1.0, gpu.put(x), gpu.put(x))
+    assert gpu.get(got).shape == (0,)
+
+
+def test_timeit_synchronises(gpu, rng):
+    x = gpu.put(rng.standard_normal(100))
+    t = saxpy.timeit(1.0, x, x, repeat=2, min_time=0.001)
+    assert t > 0
+
+
+def test_cubin_cached_for_a_new_process(gpu, tmp_path, rng):
+    """A warm process loads the stored binary without compiling (NVRTC, or here the
+    emulated device's compile step) and gets the same answer."""
+    if gpu.name == "gpu":
+        pytest.skip("checked through the emulated device (a child process on a real "
+                    "GPU would need this test's device set-up too)")
+    script = tmp_path / "warm.py"
+    script.write_text(
+        "import sys, json, numpy as np\n"
+        "sys.path.insert(0, %r)\n"
+        "import jitdl as jd\n"
+        "from jitdl.runtime import cuda\n"
+        "import _cuda_emu\n"
+        "from _emu_backend import EmulatedDevice, DeviceArray\n"
+        "dev = EmulatedDevice(_cuda_emu); cuda._backend[:] = [dev]\n"
+        "@jd.compute\n"
+        "def f(X):\n"
+        "    return jd.tensor(X.shape, lambda i: X[i] * 3.0 + 1.0, name='Y')\n"
+        "x = np.arange(20.0)\n"
+        "y = f(DeviceArray(x)).host\n"
+        "assert np.allclose(y, x * 3 + 1), y\n"
+        "print(json.dumps({'compiles': dev.compiles, 'events': f.cache_info()['events']}))\n"
+        % os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0]["compiles"] == 1 and runs[0]["events"][0]["result"] == "compiled"
+    assert runs[1]["compiles"] == 0, runs[1]
+    assert runs[1]["events"][0]["result"] == "hit"
+    assert runs[1]["events"][0]["loader"] == "cuda module"
