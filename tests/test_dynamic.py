@@ -307,3 +307,16 @@ def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     np.testing.assert_allclose(g(a2, row), np.abs(a2) + np.abs(row))
     with pytest.raises(jd.ArgumentError, match="shape mismatch"):
         f(np.ones(5), np.ones(6))
+
+
+def test_fused_symbolic_index_is_put_back_together(rng):
+    """A fused loop over a (n0, n1) dynamic array is taken apart into i = f // n1 and
+    j = f % n1 and put back as the row-major index i * n1 + j; simplify joins that to f,
+    so a GPU kernel indexes its arrays with f itself (no 64-bit division per element)."""
+    @jd.compute(dynamic=True)
+    def axpb(A, B):
+        return jd.tensor(A.shape, lambda i, j: A[i, j] * 2.0 + B[i, j], name="C")
+    x, y = rng.standard_normal((7, 13)), rng.standard_normal((7, 13))
+    text = str(axpb.lower(x, y, target="cuda"))
+    assert "%" not in text and "//" not in text.split("C[", 1)[1].split("\n")[0], text
+    np.testing.assert_allclose(axpb(x, y), x * 2.0 + y)

@@ -12,7 +12,8 @@ from dataclasses import replace
 from jitdl import dtypes
 from jitdl.ir.analysis import affine, bounds, linear, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
-                            LetStmt, PrimFunc, Select, Seq, Store, Var, ThreadReduce)
+                            LetStmt, PrimFunc, Select, Seq, SizeVar, Store, Var,
+                            ThreadReduce)
 from jitdl.ir import build
 from jitdl.ir.visit import map_expr, map_stmt, substitute
 
@@ -52,16 +53,28 @@ def _join_divmod(n):
     f = affine(n)
     changed = False
     for atom in list(f):
-        if not (isinstance(atom, Binary) and atom.op == BinOp.MOD and atom in f
-                and isinstance(atom.b, Const) and atom.b.value > 0):
+        if not (isinstance(atom, Binary) and atom.op == BinOp.MOD and atom in f):
             continue
         q = replace(atom, op=BinOp.FLOORDIV)
         c = f[atom]
-        if c and f.get(q, 0) == c * atom.b.value:
-            del f[atom], f[q]
-            for k, v in affine(atom.a).items():
-                f[k] = f.get(k, 0) + c * v
-            changed = True
+        if isinstance(atom.b, Const) and atom.b.value > 0:
+            if c and f.get(q, 0) == c * atom.b.value:
+                del f[atom], f[q]
+            else:
+                continue
+        elif isinstance(atom.b, SizeVar):
+            # (x // n) * n + x % n with n a dynamic size: x for every n > 0, and with
+            # n == 0 the index belongs to an empty loop (a fused loop over a zero-size
+            # axis), which never runs
+            qn = next((k for k in f if _is_product(k, q, atom.b)), None)
+            if not (c and qn is not None and f[qn] == c):
+                continue
+            del f[atom], f[qn]
+        else:
+            continue
+        for k, v in affine(atom.a).items():
+            f[k] = f.get(k, 0) + c * v
+        changed = True
     if not changed:
         return None
     out = _rebuild({k: c for k, c in f.items() if k == 1 or isinstance(k, Var)})
@@ -71,6 +84,12 @@ def _join_divmod(n):
             out = t if isinstance(out, Const) and out.value == 0 else \
                 Binary(BinOp.ADD, out, t, "int64")
     return out
+
+
+def _is_product(k, q, d):
+    """Whether atom k is q * d (either order; d a Var, compared by identity)."""
+    return isinstance(k, Binary) and k.op == BinOp.MUL and (
+        (k.a == q and k.b is d) or (k.b == q and k.a is d))
 
 
 def simplify_expr(e, ranges):
