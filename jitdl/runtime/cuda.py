@@ -165,6 +165,13 @@ class CudaKernel(KernelChecks):
         self.has_err = any(k.checks for k in self.kernels)
         limits = target.max_grid_dims if target is not None else (2 ** 31 - 1, 65535, 65535)
         self.grid_limits = tuple(limits)
+        if not sig.sizes:       # static shapes: grids and scratch shapes known now
+            for k in self.kernels:
+                grid = k.grid(())
+                self._check_grid(k, grid)
+                k.grid = (lambda g: lambda sizes: g)(grid)
+            self.tmp_shapes = [(lambda s: lambda sizes: s)(shape(())) for shape in
+                               self.tmp_shapes]
 
     def run(self, args, out=None):
         if self.int_checks:
@@ -195,7 +202,8 @@ class CudaKernel(KernelChecks):
             grid = k.grid(sizes)
             if 0 in grid:
                 continue            # nothing to compute (an empty output)
-            self._check_grid(k, grid)
+            if sizes:
+                self._check_grid(k, grid)
             params = [values[i] if kind == "arg" else tmps[i] for kind, i in k.params]
             if k.checks:
                 params.append(err)
