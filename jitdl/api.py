@@ -242,6 +242,9 @@ class Function:
 
     def _device_spec(self, n, name, a):
         """A GPU array's spec: that of a NumPy array of its shape and dtype, marked cuda."""
+        if not np.dtype(a.dtype).isnative:
+            raise ArgumentError(f"{self.name}(): argument '{name}' has non-native byte order "
+                                f"({np.dtype(a.dtype).str})")
         try:
             dt = dtypes.normalize(np.dtype(a.dtype))
         except TypeError:

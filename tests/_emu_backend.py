@@ -12,8 +12,9 @@ import numpy as np
 class DeviceArray:
     """An array 'on the device': NumPy memory behind a CUDA array interface."""
 
-    def __init__(self, host):
+    def __init__(self, host, scalar=False):
         self.host = host
+        self.scalar = scalar        # x[()] of a 0-d array: what NumPy makes a scalar
 
     @property
     def __cuda_array_interface__(self):
@@ -27,7 +28,8 @@ class DeviceArray:
     flags = property(lambda self: self.host.flags)
 
     def __getitem__(self, index):
-        return DeviceArray(np.asarray(self.host[index]))
+        return DeviceArray(np.asarray(self.host[index]), scalar=self.host.ndim == 0
+                           and index == ())
 
     def __repr__(self):
         return f"DeviceArray({self.host!r})"

@@ -30,20 +30,29 @@ def pytest_addoption(parser):
                      help="rewrite the expected texts under tests/golden/ instead of "
                           "comparing with them")
     parser.addoption("--target", default=os.environ.get("JITDL_TEST_TARGET", "cpu"),
-                     choices=("cpu", "cuda"),
+                     choices=("cpu", "cuda", "emulated"),
                      help="where definitions run: 'cuda' calls every @jd.compute function "
                           "and jd.numpy / jd.nn op on the GPU (NumPy arguments copied there, "
                           "results back), so the tests of definitions and ops check GPU "
-                          "kernels against NumPy; needs CuPy and a GPU")
+                          "kernels against NumPy; needs CuPy and a GPU. 'emulated' does the "
+                          "same on the CPU emulator of CUDA C (tests/_cuda_emu.py; g++)")
 
 
 def pytest_configure(config):
-    if config.getoption("--target") == "cuda":
+    target = config.getoption("--target")
+    if target == "cuda":
         from jitdl.target.cuda import cupy_or_none
         if cupy_or_none() is None:
             raise pytest.UsageError("--target cuda needs CuPy and a GPU it can see")
         from _gpu_target import run_everything_on_gpu
         run_everything_on_gpu()
+    elif target == "emulated":
+        if shutil.which("g++") is None:
+            raise pytest.UsageError("--target emulated needs g++")
+        import _cuda_emu
+        from _emu_backend import EmulatedDevice
+        from _gpu_target import run_everything_on_gpu
+        run_everything_on_gpu(EmulatedDevice(_cuda_emu))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -242,3 +242,32 @@ def test_cubin_cached_for_a_new_process(gpu, tmp_path, rng):
     assert runs[1]["compiles"] == 0, runs[1]
     assert runs[1]["events"][0]["result"] == "hit"
     assert runs[1]["events"][0]["loader"] == "cuda module"
+
+
+@pytest.mark.parametrize("op", ["sin", "fabs", "floor", "expm1", "isnan", "rint"])
+def test_ops_named_like_c_math_functions(gpu, rng, op):
+    """jd.numpy.sin's output buffer is named `sin`: it must not shadow the C function."""
+    x = rng.standard_normal(40) * 3
+    got = gpu.get(getattr(jd.numpy, op)(gpu.put(x)))
+    np.testing.assert_allclose(got, getattr(np, op)(x), rtol=1e-13)
+
+
+def test_checked_reads_of_dynamic_sizes(gpu, rng):
+    """A run-time index check against a size the kernel reads nowhere else (X_n0) passes
+    that size to the kernel; a failed check reads nothing (an empty axis has no element
+    0 to read on a GPU) and raises IndexError."""
+    @jd.compute(dynamic=True)
+    def take_rows(X, ids):
+        return jd.tensor((ids.shape[0], X.shape[1]), lambda i, j: X[ids[i], j], name="T")
+
+    @jd.compute(dynamic=True)
+    def clipped(X, ids):
+        return jd.numpy.take(X, ids, axis=0, mode="clip")
+    x, ids = rng.standard_normal((6, 5)), np.array([5, 0, 3], np.int64)
+    np.testing.assert_allclose(gpu.get(take_rows(gpu.put(x), gpu.put(ids))), x[ids])
+    with pytest.raises(IndexError, match=r"outside \[0, X_n0\) \(X_n0 = 6\)"):
+        take_rows(gpu.put(x), gpu.put(np.array([6], np.int64)))
+    np.testing.assert_allclose(gpu.get(clipped(gpu.put(x), gpu.put(ids + 4))),
+                               np.take(x, ids + 4, axis=0, mode="clip"))
+    with pytest.raises(IndexError, match="outside"):
+        clipped(gpu.put(np.empty((0, 5))), gpu.put(np.array([0], np.int64)))

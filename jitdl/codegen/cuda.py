@@ -355,7 +355,12 @@ _RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", 
              "void", "break", "continue", "switch", "case", "default", "sizeof", "static",
              "struct", "union", "new", "delete", "this", "class", "template", "typename",
              "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
-             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid"}
+             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid", "isnan", "isinf",
+             "isfinite", "signbit", "fmod", "pow", "atan2", "fmax", "fmin"}
+# a buffer or variable named like a math function the code calls (jd.numpy.sin's output
+# is `sin`) would shadow it
+_RESERVED |= {f for name in list(_MATH.values()) + list(_BINARY_MATH.values()) + ["sqrt"]
+              for f in (name, name + "f")} | {"fmaxf", "fminf", "fmodf", "powf"}
 
 
 class _KernelGen(_ExprText):
@@ -367,6 +372,7 @@ class _KernelGen(_ExprText):
         self.lines = []
         self.depth = 1
         self.has_checks = False
+        self.check_vars = set()     # variables the index checks read
         self.divergent = 0          # conditions that differ between a block's threads
         self.thread_vars = set()    # variables of the thread-bound loops around
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
@@ -410,6 +416,7 @@ class _KernelGen(_ExprText):
         for g in grid:
             if not isinstance(g, int):
                 used_vars.update(n for n in walk_expr(g) if isinstance(n, Var))
+        used_vars |= self.check_vars       # (a check's extent: a size the load lacks)
         kparams = [p for p in all_params
                    if (p in used_bufs if isinstance(p, Buffer) else p in used_vars)]
         decl = []
@@ -435,22 +442,25 @@ class _KernelGen(_ExprText):
         self.lines.append("  " * self.depth + line)
 
     def load(self, e):
-        idx = self.index(e.index)
-        if e.check:
-            idx = self.checked(e, idx)
-        v = f"{self.name(e.buffer)}[{idx}]"
-        return f"({v} != 0)" if e.buffer.dtype == "bool" else v
+        v = f"{self.name(e.buffer)}[{self.index(e.index)}]"
+        v = f"({v} != 0)" if e.buffer.dtype == "bool" else v
+        if e.check:     # a failed check reads nothing (an empty buffer has no element 0)
+            v = f"({self.checked(e)} ? {v} : {const_text(0, e.buffer.dtype)})"
+        return v
 
-    def checked(self, e, idx):
-        """Each data-dependent index checked; on failure the error slot, and index 0."""
+    def checked(self, e):
+        """Each data-dependent index checked (a failure sets the error slot): the
+        condition that they all passed."""
         self.has_checks = True
         conds = []
         for sub, extent, tensor, text in e.check:
             self.checks.append((tensor, text, extent))
             code = len(self.checks)
             n = f"{extent}LL" if isinstance(extent, int) else self.index(extent)
+            for x in ([sub] if isinstance(extent, int) else [sub, extent]):
+                self.check_vars.update(v for v in walk_expr(x) if isinstance(v, Var))
             conds.append(f"jd_ok({self.index(sub)}, {n}, {code}LL, jd_err)")
-        return f"(({' && '.join(conds)}) ? {idx} : 0LL)"
+        return f"({' && '.join(conds)})"
 
     # -- statements -----------------------------------------------------------------------
     def stmt(self, s):
