@@ -252,3 +252,13 @@ def test_cuda_source_and_lower_need_no_gpu():
     assert "blockIdx.y" in matmul.lower(a, a, target="cuda")
     # the CPU kernel of the same function is untouched by asking for CUDA C
     np.testing.assert_allclose(matmul(a, a), a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
+
+
+def test_sign_of_unsigned_values():
+    """nvcc rejected it (tests/test_cuda_codegen.py compiles every kernel with warnings
+    as errors): jd_sign compared an unsigned value with 0."""
+    @jd.compute
+    def usign(X):
+        return jnp.sign(X)
+    src = usign.cuda_source(rng.integers(0, 9, (4, 5)).astype(np.uint8))
+    assert "jd_sign<unsigned char>" not in src and "!= 0)" in src

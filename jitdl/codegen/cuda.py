@@ -299,8 +299,9 @@ class _ExprText:
             if fn == Intrin.ABS:
                 return f"(({C_TYPE[src]})({a} < 0 ? -{a} : {a}))" if dtypes.is_signed(src) \
                     else a
-            if fn == Intrin.SIGN:
-                return f"jd_sign<{C_TYPE[src]}>({a})"
+            if fn == Intrin.SIGN:      # (unsigned: 0 or 1; x < 0 would be a warning)
+                return f"jd_sign<{C_TYPE[src]}>({a})" if dtypes.is_signed(src) \
+                    else f"(({C_TYPE[src]})({a} != 0))"
             if fn in (Intrin.ISNAN, Intrin.ISINF):
                 return "false"
             if fn == Intrin.ISFINITE:
