@@ -262,3 +262,14 @@ def test_sign_of_unsigned_values():
         return jnp.sign(X)
     src = usign.cuda_source(rng.integers(0, 9, (4, 5)).astype(np.uint8))
     assert "jd_sign<unsigned char>" not in src and "!= 0)" in src
+
+
+def test_names_of_math_functions_are_not_taken():
+    """nvcc rejected it: nn.tanh's output, a buffer named tanh, hid the function tanh
+    (float64) that computes it."""
+    @jd.compute
+    def tanh64(X):
+        return nn.tanh(X)
+    src = tanh64.cuda_source(f32(4, 5).astype(np.float64))
+    assert "tanh[" not in src and "= tanh(X[" in src
+

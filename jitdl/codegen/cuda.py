@@ -356,7 +356,11 @@ _RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", 
              "void", "break", "continue", "switch", "case", "default", "sizeof", "static",
              "struct", "union", "new", "delete", "this", "class", "template", "typename",
              "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
-             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid"}
+             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid", "jd_g", "signbit", "isnan",
+             "isinf", "isfinite", "fmax", "fmin", "fabs", "atomicCAS"}
+# a buffer or variable may not take the name of a math function the kernel calls (a
+# tensor named tanh would hide tanh())
+_RESERVED |= {n + f for n in (*_MATH.values(), *_BINARY_MATH.values()) for f in ("", "f")}
 
 
 class _KernelGen(_ExprText):
