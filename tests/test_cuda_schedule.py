@@ -273,3 +273,11 @@ def test_names_of_math_functions_are_not_taken():
     src = tanh64.cuda_source(f32(4, 5).astype(np.float64))
     assert "tanh[" not in src and "= tanh(X[" in src
 
+
+def test_empty_outputs_keep_the_full_schedule():
+    """A zero-size output's grid-stride loop split by 0 threads failed every level but
+    the last (a kernel on one thread)."""
+    low = lowered(axpy, [f32(0, 5), f32(0, 5)])
+    assert low.auto_level == "full", low.auto_level
+    got, _ = run_on_cpu(axpy, f32(0, 5), f32(0, 5))
+    assert got.shape == (0, 5)

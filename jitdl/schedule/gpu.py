@@ -239,7 +239,7 @@ def grid_stride(s, name, target, cfg=None):
             n for n in (64, 128, 512, 1024)
             if n != target.threads_per_block and n <= target.max_threads_per_block])
     if isinstance(extent, int):
-        threads = min(threads, _round_up(extent, target.warp_size))
+        threads = min(threads, _round_up(max(extent, 1), target.warp_size))   # (0: empty)
     outer, t = s.split(fused, threads)
     blocks = target.multiprocessors * _WAVES
     oext = st.axes[outer.name].extent
