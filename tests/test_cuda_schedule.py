@@ -281,3 +281,61 @@ def test_empty_outputs_keep_the_full_schedule():
     assert low.auto_level == "full", low.auto_level
     got, _ = run_on_cpu(axpy, f32(0, 5), f32(0, 5))
     assert got.shape == (0, 5)
+
+
+def test_launch_limits_and_barriers_errors_name_the_loops():
+    """The checks of a hand-written GPU schedule name the loop, the limit and the value:
+    a block over the device's threads, a grid over its blocks along y, a thread extent
+    that is not a constant, shared memory over the limit (each buffer's part), a
+    reduction across threads that not every thread reaches (a bound split that does not
+    divide)."""
+    def bind(tags):
+        def sched(s, cfg):
+            for ax, tag in zip(s["C"].axis, tags):
+                s.bind(ax, tag)
+        return sched
+
+    def build(f, args, sched):
+        return pipeline.build(lowered(f, args, schedule=sched), GPU)
+    with pytest.raises(CompileError, match=r"2048 threads is over the device's limits of "
+                       r"1024 threads .*\(loop j over 2048 bound to threadIdx.x\)"):
+        build(axpy, [f32(4, 2048)] * 2, bind(["blockIdx.x", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"8x1x100 = 800 threads .* 1024x1024x64 along "
+                       r"x, y, z .*loop i over 100 bound to threadIdx.z"):
+        build(axpy, [f32(100, 8)] * 2, bind(["threadIdx.z", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"70000 blocks bound to blockIdx.y are over the "
+                       r"device's limit of 65535 \(loop i over 70000 bound to blockIdx.y\)"):
+        build(axpy, [f32(70000, 2)] * 2, bind(["blockIdx.y", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"must be a constant, got A_n0 \(loop idx0 over "
+                       r"A_n0 bound to threadIdx.x\)"):
+        build(dyn_add, [f32(10)] * 2,
+              lambda s, cfg: s.bind(s[list(s.stages)[-1]].axis[0], "threadIdx.x"))
+
+    def row_in_shared(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        ko, ki = s.split(S.reduce_axis[0], 32)
+        s.reorder(i, ki, ko)
+        s.bind(i, "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+        s.compute_at(s.cache_read("X", [S], "shared"), S, i)
+    with pytest.raises(CompileError, match=r"needs 80000 bytes of shared memory \(X_cache_l "
+                       r"1x20000: 80000\), over the device's 49152 per block"):
+        build(rowsum, [f32(4, 20000)], row_in_shared)
+
+    def rows_by_4(s, cfg):          # 9 rows in blocks of 4 threads along y
+        S = s["S"]
+        io, ii = s.split(S.axis[0], 4)
+        ko, ki = s.split(S.reduce_axis[0], 32)
+        s.reorder(io, ii, ki, ko)
+        s.bind(io, "blockIdx.x")
+        s.bind(ii, "threadIdx.y")
+        s.bind(ki, "threadIdx.x")
+    with pytest.raises(CompileError, match=r"reduction of S_acc across threads is under a "
+                       r"condition that differs between threads \(the condition "
+                       r"\(\(i_i \+ \(i_o \* 4LL\)\) < 9LL\)\)"):
+        build(rowsum, [f32(9, 100)], rows_by_4)
+    x = f32(8, 100)                 # 8 rows: it divides
+    got, low = run_on_cpu(rowsum, x, schedule=rows_by_4)
+    close(got, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]

@@ -372,34 +372,47 @@ class _KernelGen(_ExprText):
         self.lines = []
         self.depth = 1
         self.has_checks = False
-        self.divergent = 0          # conditions that differ between a block's threads
+        self.divergent = []         # conditions around that differ between a block's
+        #                             threads (their text, for errors)
         self.thread_vars = set()    # variables of the thread-bound loops around
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
+        self.shared_uses = []       # (what, bytes) of each use of it, for the error
         bound = {}                  # tag -> [extent, ...]
+        loops = {}                  # tag -> ["loop var (extent)", ...], for errors
         for s in walk_stmt(stmt):
             if isinstance(s, For) and s.kind.bound:
                 bound.setdefault(s.kind.value, []).append(s.extent)
+                ext = s.extent.value if isinstance(s.extent, Const) else _launch_text(s.extent)
+                loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
+
+        def bound_to(tags):
+            named = [f"loop {x} bound to {t}" for t in tags for x in loops.get(t, ())]
+            return f" ({'; '.join(named)})" if named else ""
         self.launch = {tag: _launch_extent(tag, exts, stmt) for tag, exts in bound.items()}
         block = [self.launch.get(f"threadIdx.{d}", 1) for d in "xyz"]
         grid = [self.launch.get(f"blockIdx.{d}", 1) for d in "xyz"]
         for d, n in zip("xyz", block):
             if not isinstance(n, int):
                 raise CompileError(f"cuda: kernel {name}: the extent bound to threadIdx.{d} "
-                                   f"must be a constant, got {_launch_text(n)}; split the "
-                                   "loop by a constant and bind the inner part")
+                                   f"must be a constant, got {_launch_text(n)}"
+                                   f"{bound_to([f'threadIdx.{d}'])}; split the loop by a "
+                                   "constant and bind the inner part")
         self.nthreads = block[0] * block[1] * block[2]
         if self.nthreads > target.max_threads_per_block or any(
                 b > m for b, m in zip(block, target.max_block_dims)):
             raise CompileError(
                 f"cuda: kernel {name}: a block of {block[0]}x{block[1]}x{block[2]} = "
-                f"{self.nthreads} threads is over the device's limit "
-                f"({target.max_threads_per_block} threads, at most "
-                f"{'x'.join(map(str, target.max_block_dims))})")
+                f"{self.nthreads} threads is over the device's limits of "
+                f"{target.max_threads_per_block} threads and "
+                f"{'x'.join(map(str, target.max_block_dims))} along x, y, z"
+                f"{bound_to([f'threadIdx.{d}' for d in 'xyz'])}; split the loops and bind "
+                "the inner parts")
         for d, n, m in zip("xyz", grid, target.max_grid_dims):
             if isinstance(n, int) and n > m:
                 raise CompileError(f"cuda: kernel {name}: {n} blocks bound to blockIdx.{d} "
-                                   f"are over the device's limit of {m}")
+                                   f"are over the device's limit of {m}"
+                                   f"{bound_to([f'blockIdx.{d}'])}")
         self.stmt(stmt)
         body = self.lines
         used_vars, used_bufs = set(), set()
@@ -431,9 +444,10 @@ class _KernelGen(_ExprText):
         head = f'extern "C" __global__ void {bounds}{name}({", ".join(decl)}) {{'
         self.text = "\n".join([head] + body + ["}"])
         if self.shared > target.shared_bytes:
+            uses = ", ".join(f"{what}: {n}" for what, n in self.shared_uses)
             raise CompileError(f"cuda: kernel {name} needs {self.shared} bytes of shared "
-                               f"memory, over the device's {target.shared_bytes} per block; "
-                               "use smaller tiles")
+                               f"memory ({uses}), over the device's {target.shared_bytes} "
+                               "per block; use smaller tiles")
         self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks)
 
     def emit(self, line):
@@ -473,11 +487,13 @@ class _KernelGen(_ExprText):
             case IfThen():
                 differs = reads_memory(s.cond) or any(
                     isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
-                self.emit(f"if ({self.expr(s.cond)}) {{")
-                self.nested(s.then, divergent=differs)
+                cond = self.expr(s.cond)
+                why = f"the condition {cond}" if differs else None
+                self.emit(f"if ({cond}) {{")
+                self.nested(s.then, why)
                 if s.otherwise is not None:
                     self.emit("} else {")
-                    self.nested(s.otherwise, divergent=differs)
+                    self.nested(s.otherwise, why)
                 self.emit("}")
             case ThreadReduce():
                 self.thread_reduce(s)
@@ -494,11 +510,15 @@ class _KernelGen(_ExprText):
             case _:
                 raise CompileError(f"cuda codegen: cannot emit statement {type(s).__name__}")
 
-    def nested(self, s, divergent=False):
+    def nested(self, s, why=None):
+        """s one level deeper; `why`: the condition that differs between threads around
+        it, if any."""
         self.depth += 1
-        self.divergent += divergent
+        if why:
+            self.divergent.append(why)
         self.stmt(s)
-        self.divergent -= divergent
+        if why:
+            self.divergent.pop()
         self.depth -= 1
 
     def serial_for(self, s):
@@ -526,7 +546,9 @@ class _KernelGen(_ExprText):
             self.stmt(s.body)
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
-            self.nested(s.body, divergent=s.kind.thread)
+            self.nested(s.body, s.kind.thread and (
+                f"loop {s.var.name} bound to {tag} over {_launch_text(s.extent)} of the "
+                f"block's {_launch_text(self.launch[tag])} threads"))
             self.emit("}")
         self.thread_vars.discard(s.var)
         self.depth -= 1
@@ -549,7 +571,8 @@ class _KernelGen(_ExprText):
         if self.divergent:
             raise CompileError(
                 f"cuda: the reduction of {s.buffer.name} across threads is under a condition "
-                "that differs between threads; every thread of the block must reach it")
+                f"that differs between threads ({self.divergent[-1]}); every thread of the "
+                "block must reach it: choose splits that divide the extents")
         dt = s.buffer.dtype
         ty = C_TYPE[dt]
         wide = ty if dt in ("float32", "float64", "int32", "int64") else "int"
@@ -578,6 +601,9 @@ class _KernelGen(_ExprText):
             warps, groups = n // 32, self.nthreads // n
             slots = f"jd_red{k}"
             self.shared += groups * 32 * (8 if wide in ("double", "long long") else 4)
+            self.shared_uses.append((f"the reduction of {s.buffer.name} across threads",
+                                     groups * 32 * (8 if wide in ("double", "long long")
+                                                    else 4)))
             ident = const_text(_identity(s.op, dt), dt)
             self.emit(f"__shared__ {wide} {slots}[{groups}][32];")
             self.emit("const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;")
@@ -623,6 +649,8 @@ class _KernelGen(_ExprText):
         shared = buf.scope == "shared"
         if shared:
             self.shared += n * dtypes.itemsize(buf.dtype)
+            self.shared_uses.append((f"{buf.name} {_shape_text(buf)}",
+                                     n * dtypes.itemsize(buf.dtype)))
         self.emit(f"{'__shared__ ' if shared else ''}{MEM_TYPE[buf.dtype]} {self.name(buf)}[{n}];")
 
     def fill_and_use(self, body, bufs):
@@ -637,8 +665,9 @@ class _KernelGen(_ExprText):
                 if self.divergent:
                     raise CompileError(
                         f"cuda: the block's copy {bufs[0].name} is filled under a condition "
-                        "that differs between threads (a bound loop that does not divide "
-                        "its extent, or a guard around the loop it is computed at): every "
+                        f"that differs between threads ({self.divergent[-1]}: a bound loop "
+                        "that does not divide its extent, or a guard around the loop it is "
+                        "computed at): every "
                         "thread of a block must reach its barriers; choose splits that "
                         "divide the extents")
                 self.emit("__syncthreads();")
