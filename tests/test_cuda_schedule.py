@@ -339,3 +339,18 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
     got, low = run_on_cpu(rowsum, x, schedule=rows_by_4)
     close(got, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
     assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
+
+
+def test_a_producer_fused_into_matmul_rows_keeps_the_tiles():
+    """linear(gelu(linear(X))): the row fusion computed gelu at the second matmul's rows,
+    and the tiling's split of those rows failed the "full" level."""
+    @jd.compute
+    def mlp(X, W1, W2):
+        return nn.linear(nn.gelu(nn.linear(X, W1)), W2)
+    x, w1, w2 = f32(32, 64), f32(128, 64), f32(64, 128)
+    got, low = run_on_cpu(mlp, x, w1, w2, level="full")
+    h = x.astype(np.float64) @ w1.T
+    from math import erf
+    h = h * 0.5 * (1 + np.vectorize(erf)(h / np.sqrt(2)))
+    close(got, h @ w2.T, rtol=1e-4, atol=1e-4)
+    assert str(low.func).count("(shared)") >= 4          # both matmuls tiled

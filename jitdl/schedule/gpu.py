@@ -46,6 +46,14 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 s.compute_inline(s[name])
     if "rows" in allow:
         _fuse_row_reductions(s, outputs, target, frozenset({"compute_at"}))
+    if "tile" in allow:
+        # a producer the row fusion computed at a matmul's rows is computed on its own
+        # (a grid-stride loop below): the tiles split those rows, and a stage read by
+        # one computed at another stage is not tiled
+        for st in list(s.stages.values()):
+            if st.attach == "at" and not st.is_reduce and \
+                    _matmul_like(s, s.stages[st.attach_to[0]]):
+                s.compute_root(s[st.tensor.name])
     if "bind" in allow:
         for name, st in list(s.stages.items()):
             if st.attach != "root":
