@@ -252,3 +252,105 @@ def test_cuda_source_and_lower_need_no_gpu():
     assert "blockIdx.y" in matmul.lower(a, a, target="cuda")
     # the CPU kernel of the same function is untouched by asking for CUDA C
     np.testing.assert_allclose(matmul(a, a), a.astype(np.float64) @ a, rtol=1e-4, atol=1e-4)
+
+
+def test_sign_of_unsigned_values():
+    """nvcc rejected it (tests/test_cuda_codegen.py compiles every kernel with warnings
+    as errors): jd_sign compared an unsigned value with 0."""
+    @jd.compute
+    def usign(X):
+        return jnp.sign(X)
+    src = usign.cuda_source(rng.integers(0, 9, (4, 5)).astype(np.uint8))
+    assert "jd_sign<unsigned char>" not in src and "!= 0)" in src
+
+
+def test_names_of_math_functions_are_not_taken():
+    """nvcc rejected it: nn.tanh's output, a buffer named tanh, hid the function tanh
+    (float64) that computes it."""
+    @jd.compute
+    def tanh64(X):
+        return nn.tanh(X)
+    src = tanh64.cuda_source(f32(4, 5).astype(np.float64))
+    assert "tanh[" not in src and "= tanh(X[" in src
+
+
+def test_empty_outputs_keep_the_full_schedule():
+    """A zero-size output's grid-stride loop split by 0 threads failed every level but
+    the last (a kernel on one thread)."""
+    low = lowered(axpy, [f32(0, 5), f32(0, 5)])
+    assert low.auto_level == "full", low.auto_level
+    got, _ = run_on_cpu(axpy, f32(0, 5), f32(0, 5))
+    assert got.shape == (0, 5)
+
+
+def test_launch_limits_and_barriers_errors_name_the_loops():
+    """The checks of a hand-written GPU schedule name the loop, the limit and the value:
+    a block over the device's threads, a grid over its blocks along y, a thread extent
+    that is not a constant, shared memory over the limit (each buffer's part), a
+    reduction across threads that not every thread reaches (a bound split that does not
+    divide)."""
+    def bind(tags):
+        def sched(s, cfg):
+            for ax, tag in zip(s["C"].axis, tags):
+                s.bind(ax, tag)
+        return sched
+
+    def build(f, args, sched):
+        return pipeline.build(lowered(f, args, schedule=sched), GPU)
+    with pytest.raises(CompileError, match=r"2048 threads is over the device's limits of "
+                       r"1024 threads .*\(loop j over 2048 bound to threadIdx.x\)"):
+        build(axpy, [f32(4, 2048)] * 2, bind(["blockIdx.x", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"8x1x100 = 800 threads .* 1024x1024x64 along "
+                       r"x, y, z .*loop i over 100 bound to threadIdx.z"):
+        build(axpy, [f32(100, 8)] * 2, bind(["threadIdx.z", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"70000 blocks bound to blockIdx.y are over the "
+                       r"device's limit of 65535 \(loop i over 70000 bound to blockIdx.y\)"):
+        build(axpy, [f32(70000, 2)] * 2, bind(["blockIdx.y", "threadIdx.x"]))
+    with pytest.raises(CompileError, match=r"must be a constant, got A_n0 \(loop idx0 over "
+                       r"A_n0 bound to threadIdx.x\)"):
+        build(dyn_add, [f32(10)] * 2,
+              lambda s, cfg: s.bind(s[list(s.stages)[-1]].axis[0], "threadIdx.x"))
+
+    def row_in_shared(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        ko, ki = s.split(S.reduce_axis[0], 32)
+        s.reorder(i, ki, ko)
+        s.bind(i, "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+        s.compute_at(s.cache_read("X", [S], "shared"), S, i)
+    with pytest.raises(CompileError, match=r"needs 80000 bytes of shared memory \(X_cache_l "
+                       r"1x20000: 80000\), over the device's 49152 per block"):
+        build(rowsum, [f32(4, 20000)], row_in_shared)
+
+    def rows_by_4(s, cfg):          # 9 rows in blocks of 4 threads along y
+        S = s["S"]
+        io, ii = s.split(S.axis[0], 4)
+        ko, ki = s.split(S.reduce_axis[0], 32)
+        s.reorder(io, ii, ki, ko)
+        s.bind(io, "blockIdx.x")
+        s.bind(ii, "threadIdx.y")
+        s.bind(ki, "threadIdx.x")
+    with pytest.raises(CompileError, match=r"reduction of S_acc across threads is under a "
+                       r"condition that differs between threads \(the condition "
+                       r"\(\(i_i \+ \(i_o \* 4LL\)\) < 9LL\)\)"):
+        build(rowsum, [f32(9, 100)], rows_by_4)
+    x = f32(8, 100)                 # 8 rows: it divides
+    got, low = run_on_cpu(rowsum, x, schedule=rows_by_4)
+    close(got, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
+
+
+def test_a_producer_fused_into_matmul_rows_keeps_the_tiles():
+    """linear(gelu(linear(X))): the row fusion computed gelu at the second matmul's rows,
+    and the tiling's split of those rows failed the "full" level."""
+    @jd.compute
+    def mlp(X, W1, W2):
+        return nn.linear(nn.gelu(nn.linear(X, W1)), W2)
+    x, w1, w2 = f32(32, 64), f32(128, 64), f32(64, 128)
+    got, low = run_on_cpu(mlp, x, w1, w2, level="full")
+    h = x.astype(np.float64) @ w1.T
+    from math import erf
+    h = h * 0.5 * (1 + np.vectorize(erf)(h / np.sqrt(2)))
+    close(got, h @ w2.T, rtol=1e-4, atol=1e-4)
+    assert str(low.func).count("(shared)") >= 4          # both matmuls tiled

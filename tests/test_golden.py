@@ -115,21 +115,24 @@ CASES = {
 }
 
 
-def check_golden(request, name, text):
-    path = GOLDEN / f"{name}.txt"
+def check_golden(request, name, text, suffix=".txt", test="tests/test_golden.py",
+                 what="the loop IR"):
+    """text equals tests/golden/<name><suffix> (or, with --update-golden, is written
+    there); `test` and `what` word the message (tests/test_cuda_codegen.py uses this too)."""
+    path = GOLDEN / f"{name}{suffix}"
     text = text.rstrip("\n") + "\n"
     if request.config.getoption("--update-golden"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
         return
     if not path.exists():
-        pytest.fail(f"no golden text {path}: run pytest tests/test_golden.py --update-golden")
+        pytest.fail(f"no golden text {path}: run pytest {test} --update-golden")
     expected = path.read_text()
     if text != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            f"golden/{name}.txt", "now"))
-        pytest.fail(f"the loop IR of {name} changed (if on purpose: pytest "
-                    f"tests/test_golden.py --update-golden, then review git diff):\n{diff}",
+                                            f"golden/{name}{suffix}", "now"))
+        pytest.fail(f"{what} of {name} changed (if on purpose: pytest "
+                    f"{test} --update-golden, then review git diff):\n{diff}",
                     pytrace=False)
 
 

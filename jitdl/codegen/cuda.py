@@ -299,8 +299,9 @@ class _ExprText:
             if fn == Intrin.ABS:
                 return f"(({C_TYPE[src]})({a} < 0 ? -{a} : {a}))" if dtypes.is_signed(src) \
                     else a
-            if fn == Intrin.SIGN:
-                return f"jd_sign<{C_TYPE[src]}>({a})"
+            if fn == Intrin.SIGN:      # (unsigned: 0 or 1; x < 0 would be a warning)
+                return f"jd_sign<{C_TYPE[src]}>({a})" if dtypes.is_signed(src) \
+                    else f"(({C_TYPE[src]})({a} != 0))"
             if fn in (Intrin.ISNAN, Intrin.ISINF):
                 return "false"
             if fn == Intrin.ISFINITE:
@@ -355,12 +356,12 @@ _RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", 
              "void", "break", "continue", "switch", "case", "default", "sizeof", "static",
              "struct", "union", "new", "delete", "this", "class", "template", "typename",
              "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
-             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid", "isnan", "isinf",
-             "isfinite", "signbit", "fmod", "pow", "atan2", "fmax", "fmin"}
-# a buffer or variable named like a math function the code calls (jd.numpy.sin's output
-# is `sin`) would shadow it
-_RESERVED |= {f for name in list(_MATH.values()) + list(_BINARY_MATH.values()) + ["sqrt"]
-              for f in (name, name + "f")} | {"fmaxf", "fminf", "fmodf", "powf"}
+             "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid", "jd_g", "signbit", "isnan",
+             "isinf", "isfinite", "fmax", "fmin", "fabs", "atomicCAS", "fmaxf", "fminf"}
+# a buffer or variable may not take the name of a math function the kernel calls (a
+# tensor named tanh would hide tanh(), jd.numpy.sin's output is named sin)
+_RESERVED |= {n + f for n in (*_MATH.values(), *_BINARY_MATH.values(), "sqrt")
+              for f in ("", "f")}
 
 
 class _KernelGen(_ExprText):
@@ -373,34 +374,47 @@ class _KernelGen(_ExprText):
         self.depth = 1
         self.has_checks = False
         self.check_vars = set()     # variables the index checks read
-        self.divergent = 0          # conditions that differ between a block's threads
+        self.divergent = []         # conditions around that differ between a block's
+        #                             threads (their text, for errors)
         self.thread_vars = set()    # variables of the thread-bound loops around
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
+        self.shared_uses = []       # (what, bytes) of each use of it, for the error
         bound = {}                  # tag -> [extent, ...]
+        loops = {}                  # tag -> ["loop var (extent)", ...], for errors
         for s in walk_stmt(stmt):
             if isinstance(s, For) and s.kind.bound:
                 bound.setdefault(s.kind.value, []).append(s.extent)
+                ext = s.extent.value if isinstance(s.extent, Const) else _launch_text(s.extent)
+                loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
+
+        def bound_to(tags):
+            named = [f"loop {x} bound to {t}" for t in tags for x in loops.get(t, ())]
+            return f" ({'; '.join(named)})" if named else ""
         self.launch = {tag: _launch_extent(tag, exts, stmt) for tag, exts in bound.items()}
         block = [self.launch.get(f"threadIdx.{d}", 1) for d in "xyz"]
         grid = [self.launch.get(f"blockIdx.{d}", 1) for d in "xyz"]
         for d, n in zip("xyz", block):
             if not isinstance(n, int):
                 raise CompileError(f"cuda: kernel {name}: the extent bound to threadIdx.{d} "
-                                   f"must be a constant, got {_launch_text(n)}; split the "
-                                   "loop by a constant and bind the inner part")
+                                   f"must be a constant, got {_launch_text(n)}"
+                                   f"{bound_to([f'threadIdx.{d}'])}; split the loop by a "
+                                   "constant and bind the inner part")
         self.nthreads = block[0] * block[1] * block[2]
         if self.nthreads > target.max_threads_per_block or any(
                 b > m for b, m in zip(block, target.max_block_dims)):
             raise CompileError(
                 f"cuda: kernel {name}: a block of {block[0]}x{block[1]}x{block[2]} = "
-                f"{self.nthreads} threads is over the device's limit "
-                f"({target.max_threads_per_block} threads, at most "
-                f"{'x'.join(map(str, target.max_block_dims))})")
+                f"{self.nthreads} threads is over the device's limits of "
+                f"{target.max_threads_per_block} threads and "
+                f"{'x'.join(map(str, target.max_block_dims))} along x, y, z"
+                f"{bound_to([f'threadIdx.{d}' for d in 'xyz'])}; split the loops and bind "
+                "the inner parts")
         for d, n, m in zip("xyz", grid, target.max_grid_dims):
             if isinstance(n, int) and n > m:
                 raise CompileError(f"cuda: kernel {name}: {n} blocks bound to blockIdx.{d} "
-                                   f"are over the device's limit of {m}")
+                                   f"are over the device's limit of {m}"
+                                   f"{bound_to([f'blockIdx.{d}'])}")
         self.stmt(stmt)
         body = self.lines
         used_vars, used_bufs = set(), set()
@@ -433,9 +447,10 @@ class _KernelGen(_ExprText):
         head = f'extern "C" __global__ void {bounds}{name}({", ".join(decl)}) {{'
         self.text = "\n".join([head] + body + ["}"])
         if self.shared > target.shared_bytes:
+            uses = ", ".join(f"{what}: {n}" for what, n in self.shared_uses)
             raise CompileError(f"cuda: kernel {name} needs {self.shared} bytes of shared "
-                               f"memory, over the device's {target.shared_bytes} per block; "
-                               "use smaller tiles")
+                               f"memory ({uses}), over the device's {target.shared_bytes} "
+                               "per block; use smaller tiles")
         self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks)
 
     def emit(self, line):
@@ -478,11 +493,13 @@ class _KernelGen(_ExprText):
             case IfThen():
                 differs = reads_memory(s.cond) or any(
                     isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
-                self.emit(f"if ({self.expr(s.cond)}) {{")
-                self.nested(s.then, divergent=differs)
+                cond = self.expr(s.cond)
+                why = f"the condition {cond}" if differs else None
+                self.emit(f"if ({cond}) {{")
+                self.nested(s.then, why)
                 if s.otherwise is not None:
                     self.emit("} else {")
-                    self.nested(s.otherwise, divergent=differs)
+                    self.nested(s.otherwise, why)
                 self.emit("}")
             case ThreadReduce():
                 self.thread_reduce(s)
@@ -499,11 +516,15 @@ class _KernelGen(_ExprText):
             case _:
                 raise CompileError(f"cuda codegen: cannot emit statement {type(s).__name__}")
 
-    def nested(self, s, divergent=False):
+    def nested(self, s, why=None):
+        """s one level deeper; `why`: the condition that differs between threads around
+        it, if any."""
         self.depth += 1
-        self.divergent += divergent
+        if why:
+            self.divergent.append(why)
         self.stmt(s)
-        self.divergent -= divergent
+        if why:
+            self.divergent.pop()
         self.depth -= 1
 
     def serial_for(self, s):
@@ -531,7 +552,9 @@ class _KernelGen(_ExprText):
             self.stmt(s.body)
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
-            self.nested(s.body, divergent=s.kind.thread)
+            self.nested(s.body, s.kind.thread and (
+                f"loop {s.var.name} bound to {tag} over {_launch_text(s.extent)} of the "
+                f"block's {_launch_text(self.launch[tag])} threads"))
             self.emit("}")
         self.thread_vars.discard(s.var)
         self.depth -= 1
@@ -554,7 +577,8 @@ class _KernelGen(_ExprText):
         if self.divergent:
             raise CompileError(
                 f"cuda: the reduction of {s.buffer.name} across threads is under a condition "
-                "that differs between threads; every thread of the block must reach it")
+                f"that differs between threads ({self.divergent[-1]}); every thread of the "
+                "block must reach it: choose splits that divide the extents")
         dt = s.buffer.dtype
         ty = C_TYPE[dt]
         wide = ty if dt in ("float32", "float64", "int32", "int64") else "int"
@@ -583,6 +607,9 @@ class _KernelGen(_ExprText):
             warps, groups = n // 32, self.nthreads // n
             slots = f"jd_red{k}"
             self.shared += groups * 32 * (8 if wide in ("double", "long long") else 4)
+            self.shared_uses.append((f"the reduction of {s.buffer.name} across threads",
+                                     groups * 32 * (8 if wide in ("double", "long long")
+                                                    else 4)))
             ident = const_text(_identity(s.op, dt), dt)
             self.emit(f"__shared__ {wide} {slots}[{groups}][32];")
             self.emit("const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;")
@@ -628,6 +655,8 @@ class _KernelGen(_ExprText):
         shared = buf.scope == "shared"
         if shared:
             self.shared += n * dtypes.itemsize(buf.dtype)
+            self.shared_uses.append((f"{buf.name} {_shape_text(buf)}",
+                                     n * dtypes.itemsize(buf.dtype)))
         self.emit(f"{'__shared__ ' if shared else ''}{MEM_TYPE[buf.dtype]} {self.name(buf)}[{n}];")
 
     def fill_and_use(self, body, bufs):
@@ -642,8 +671,9 @@ class _KernelGen(_ExprText):
                 if self.divergent:
                     raise CompileError(
                         f"cuda: the block's copy {bufs[0].name} is filled under a condition "
-                        "that differs between threads (a bound loop that does not divide "
-                        "its extent, or a guard around the loop it is computed at): every "
+                        f"that differs between threads ({self.divergent[-1]}: a bound loop "
+                        "that does not divide its extent, or a guard around the loop it is "
+                        "computed at): every "
                         "thread of a block must reach its barriers; choose splits that "
                         "divide the extents")
                 self.emit("__syncthreads();")

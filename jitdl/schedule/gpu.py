@@ -46,6 +46,14 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 s.compute_inline(s[name])
     if "rows" in allow:
         _fuse_row_reductions(s, outputs, target, frozenset({"compute_at"}))
+    if "tile" in allow:
+        # a producer the row fusion computed at a matmul's rows is computed on its own
+        # (a grid-stride loop below): the tiles split those rows, and a stage read by
+        # one computed at another stage is not tiled
+        for st in list(s.stages.values()):
+            if st.attach == "at" and not st.is_reduce and \
+                    _matmul_like(s, s.stages[st.attach_to[0]]):
+                s.compute_root(s[st.tensor.name])
     if "bind" in allow:
         for name, st in list(s.stages.items()):
             if st.attach != "root":
@@ -239,7 +247,7 @@ def grid_stride(s, name, target, cfg=None):
             n for n in (64, 128, 512, 1024)
             if n != target.threads_per_block and n <= target.max_threads_per_block])
     if isinstance(extent, int):
-        threads = min(threads, _round_up(extent, target.warp_size))
+        threads = min(threads, _round_up(max(extent, 1), target.warp_size))   # (0: empty)
     outer, t = s.split(fused, threads)
     blocks = target.multiprocessors * _WAVES
     oext = st.axes[outer.name].extent

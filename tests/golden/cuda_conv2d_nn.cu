@@ -1,0 +1,94 @@
+// jitdl: jd_conv2d, 3 kernel(s) for sm_90
+// launched in order on one stream:
+//   jd_conv2d_k0<<<(2, 1, 1), (256, 1, 1)>>>
+//   jd_conv2d_k1<<<(2, 1, 1), (256, 1, 1)>>>
+//   jd_conv2d_k2<<<(2, 1, 1), (256, 1, 1)>>>
+// helpers: NumPy's semantics where C's differ
+#define JD_INLINE static __device__ __forceinline__
+template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;
+}
+template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
+}
+template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
+  T r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of floats
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  T f = floor(d);
+  return d - f > (T)0.5 ? f + 1 : f;
+}
+template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
+  if (b == 0) return 0;
+  if (b == (T)-1) return (T)(0 - a);
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> JD_INLINE T jd_imod(T a, T b) {   // x % 0 == 0, the divisor's sign
+  if (b == 0 || b == (T)-1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_udiv(T a, T b) { return b == 0 ? 0 : a / b; }
+template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b; }
+template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
+  if (e < 0) return 0;
+  T r = 1;
+  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  return r;
+}
+template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
+template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
+template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
+
+extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k0(const float* __restrict__ X, float* __restrict__ conv2d_pad) {
+  {
+    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    {
+      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 504LL)) {
+        conv2d_pad[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = (((((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) >= 1LL) && (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) < 13LL)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) >= 1LL)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) < 11LL)) ? X[((((jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) * 12LL) + (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) - 1LL)) * 10LL) + (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) - 1LL))] : 0.0f);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k1(const float* __restrict__ W, const float* __restrict__ conv2d_pad, float* __restrict__ conv2d) {
+  {
+    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    {
+      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 480LL)) {
+        {
+          float conv2d_acc[1];
+          conv2d_acc[0LL] = 0.0f;
+          for (long long k0 = 0LL; k0 < 3LL; ++k0) {
+            for (long long k1 = 0LL; k1 < 3LL; ++k1) {
+              for (long long k2 = 0LL; k2 < 3LL; ++k2) {
+                conv2d_acc[0LL] = (conv2d_acc[0LL] + (conv2d_pad[((((((jd_idiv<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL) * 3LL) + k0) * 14LL) + ((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL) * 1LL) + k1)) * 12LL) + ((jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL) * 1LL) + k2))] * W[((((((jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL) * 3LL) + k0) * 3LL) + k1) * 3LL) + k2)]));
+              }
+            }
+          }
+          conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = conv2d_acc[0LL];
+        }
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k2(const float* __restrict__ b, float* __restrict__ relu, const float* __restrict__ conv2d) {
+  {
+    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    {
+      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 480LL)) {
+        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] + b[jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL)]), 0.0f);
+      }
+    }
+  }
+}

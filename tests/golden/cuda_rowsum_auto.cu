@@ -1,0 +1,85 @@
+// jitdl: jd_rowsum, 1 kernel(s) for sm_90
+// launched in order on one stream:
+//   jd_rowsum_k0<<<(33, 1, 1), (256, 1, 1)>>>
+// helpers: NumPy's semantics where C's differ
+#define JD_INLINE static __device__ __forceinline__
+template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;
+}
+template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
+}
+template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
+  T r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of floats
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  T f = floor(d);
+  return d - f > (T)0.5 ? f + 1 : f;
+}
+template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
+  if (b == 0) return 0;
+  if (b == (T)-1) return (T)(0 - a);
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> JD_INLINE T jd_imod(T a, T b) {   // x % 0 == 0, the divisor's sign
+  if (b == 0 || b == (T)-1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_udiv(T a, T b) { return b == 0 ? 0 : a / b; }
+template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b; }
+template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
+  if (e < 0) return 0;
+  T r = 1;
+  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  return r;
+}
+template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
+template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
+template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
+
+extern "C" __global__ void __launch_bounds__(256) jd_rowsum_k0(const float* __restrict__ X, float* __restrict__ S) {
+  {
+    const long long i = (long long)blockIdx.x;
+    {
+      float S_acc[1];
+      S_acc[0LL] = 0.0f;
+      {
+        const long long k_i = (long long)threadIdx.x;
+        for (long long k_o = 0LL; k_o < 2LL; ++k_o) {
+          S_acc[0LL] = (S_acc[0LL] + X[(((i * 700LL) + k_i) + (k_o * 256LL))]);
+        }
+        if (((k_i + 512LL) < 700LL)) {
+          S_acc[0LL] = (S_acc[0LL] + X[(((i * 700LL) + k_i) + 512LL)]);
+        }
+      }
+      {
+        float jd_v0 = S_acc[0];
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 16, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 8, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 4, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 2, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 1, 32));
+        __shared__ float jd_red0[1][32];
+        const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;
+        if ((threadIdx.x & 31) == 0) jd_red0[jd_g][threadIdx.x >> 5] = jd_v0;
+        __syncthreads();
+        jd_v0 = (threadIdx.x & 31) < 8 ? jd_red0[jd_g][threadIdx.x & 31] : (float)0.0f;
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 16, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 8, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 4, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 2, 32));
+        jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 1, 32));
+        __syncthreads();
+        S_acc[0] = __shfl_sync(0xffffffffu, jd_v0, 0, 32);
+      }
+      S[i] = S_acc[0LL];
+    }
+  }
+}

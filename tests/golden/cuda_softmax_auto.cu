@@ -1,0 +1,134 @@
+// jitdl: jd_softmax, 1 kernel(s) for sm_90
+// launched in order on one stream:
+//   jd_softmax_k0<<<(64, 1, 1), (256, 1, 1)>>>
+// helpers: NumPy's semantics where C's differ
+#define JD_INLINE static __device__ __forceinline__
+template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;
+}
+template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
+}
+template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
+  T r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of floats
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  T f = floor(d);
+  return d - f > (T)0.5 ? f + 1 : f;
+}
+template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
+  if (b == 0) return 0;
+  if (b == (T)-1) return (T)(0 - a);
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> JD_INLINE T jd_imod(T a, T b) {   // x % 0 == 0, the divisor's sign
+  if (b == 0 || b == (T)-1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_udiv(T a, T b) { return b == 0 ? 0 : a / b; }
+template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b; }
+template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
+  if (e < 0) return 0;
+  T r = 1;
+  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  return r;
+}
+template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
+template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
+template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
+
+extern "C" __global__ void __launch_bounds__(256) jd_softmax_k0(const float* __restrict__ X, float* __restrict__ Y) {
+  {
+    const long long i = (long long)blockIdx.x;
+    {
+      float s_l[1];
+      float mx_l[1];
+      __shared__ float X_cache_l[300];
+      __syncthreads();
+      for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 300LL; jd_f += 256) {
+        const long long d1_r = jd_f;
+        X_cache_l[d1_r] = X[(d1_r + (i * 300LL))];
+      }
+      __syncthreads();
+      {
+        float mx_acc[1];
+        mx_acc[0LL] = (-__int_as_float(0x7f800000));
+        {
+          const long long k_i = (long long)threadIdx.x;
+          mx_acc[0LL] = jd_fmax<float>(mx_acc[0LL], X_cache_l[k_i]);
+          if (((k_i + 256LL) < 300LL)) {
+            mx_acc[0LL] = jd_fmax<float>(mx_acc[0LL], X_cache_l[(k_i + 256LL)]);
+          }
+        }
+        {
+          float jd_v0 = mx_acc[0];
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 16, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 8, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 4, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 2, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 1, 32));
+          __shared__ float jd_red0[1][32];
+          const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;
+          if ((threadIdx.x & 31) == 0) jd_red0[jd_g][threadIdx.x >> 5] = jd_v0;
+          __syncthreads();
+          jd_v0 = (threadIdx.x & 31) < 8 ? jd_red0[jd_g][threadIdx.x & 31] : (float)(-__int_as_float(0x7f800000));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 16, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 8, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 4, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 2, 32));
+          jd_v0 = jd_fmax<float>(jd_v0, __shfl_down_sync(0xffffffffu, jd_v0, 1, 32));
+          __syncthreads();
+          mx_acc[0] = __shfl_sync(0xffffffffu, jd_v0, 0, 32);
+        }
+        mx_l[0LL] = mx_acc[0LL];
+      }
+      {
+        float s_acc[1];
+        s_acc[0LL] = 0.0f;
+        {
+          const long long k_i_1 = (long long)threadIdx.x;
+          s_acc[0LL] = (s_acc[0LL] + expf((X_cache_l[k_i_1] - mx_l[0LL])));
+          if (((k_i_1 + 256LL) < 300LL)) {
+            s_acc[0LL] = (s_acc[0LL] + expf((X_cache_l[(k_i_1 + 256LL)] - mx_l[0LL])));
+          }
+        }
+        {
+          float jd_v1 = s_acc[0];
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 16, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 8, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 4, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 2, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 1, 32));
+          __shared__ float jd_red1[1][32];
+          const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;
+          if ((threadIdx.x & 31) == 0) jd_red1[jd_g][threadIdx.x >> 5] = jd_v1;
+          __syncthreads();
+          jd_v1 = (threadIdx.x & 31) < 8 ? jd_red1[jd_g][threadIdx.x & 31] : (float)0.0f;
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 16, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 8, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 4, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 2, 32));
+          jd_v1 = (jd_v1 + __shfl_down_sync(0xffffffffu, jd_v1, 1, 32));
+          __syncthreads();
+          s_acc[0] = __shfl_sync(0xffffffffu, jd_v1, 0, 32);
+        }
+        s_l[0LL] = s_acc[0LL];
+      }
+      for (long long j_o = 0LL; j_o < 2LL; ++j_o) {
+        {
+          const long long j_i = (long long)threadIdx.x;
+          if (((j_i + (j_o * 256LL)) < 300LL)) {
+            Y[(((i * 300LL) + j_i) + (j_o * 256LL))] = (expf((X_cache_l[(j_i + (j_o * 256LL))] - mx_l[0LL])) / s_l[0LL]);
+          }
+        }
+      }
+    }
+  }
+}
