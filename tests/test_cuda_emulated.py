@@ -165,8 +165,8 @@ extern "C" __global__ void __launch_bounds__(128) oob(const double* __restrict__
     with pytest.raises(emu.EmulatorError, match=r"__launch_bounds__\(128\)"):
         m.launch("oob", (1, 1, 1), (256, 1, 1), 0, [x, y, 1])
     with pytest.raises(emu.EmulatorError, match="1032 bytes of static shared memory plus "
-                                                "48000 dynamic"):
-        m.launch("oob", (1, 1, 1), (128, 1, 1), 48000, [x, y, 1])
+                                                "48200 dynamic"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 48200, [x, y, 1])
 
 
 def test_emulator_is_fast_enough(rng):
