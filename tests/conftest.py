@@ -30,11 +30,13 @@ def pytest_addoption(parser):
                      help="rewrite the expected texts under tests/golden/ instead of "
                           "comparing with them")
     parser.addoption("--target", default=os.environ.get("JITDL_TEST_TARGET", "cpu"),
-                     choices=("cpu", "cuda"),
+                     choices=("cpu", "cuda", "cuda-emulated"),
                      help="where definitions run: 'cuda' calls every @jd.compute function "
                           "and jd.numpy / jd.nn op on the GPU (NumPy arguments copied there, "
                           "results back), so the tests of definitions and ops check GPU "
-                          "kernels against NumPy; needs CuPy and a GPU")
+                          "kernels against NumPy; needs CuPy and a GPU. 'cuda-emulated' does "
+                          "the same on the CPU emulator of CUDA C (tests/_cuda_emu.py, g++; "
+                          "slow: meant for a few test files at a time)")
 
 
 def pytest_configure(config):
@@ -44,6 +46,11 @@ def pytest_configure(config):
             raise pytest.UsageError("--target cuda needs CuPy and a GPU it can see")
         from _gpu_target import run_everything_on_gpu
         run_everything_on_gpu()
+    elif config.getoption("--target") == "cuda-emulated":
+        import _cuda_emu
+        from _emu_backend import EmulatedDevice
+        from _gpu_target import run_everything_on_gpu
+        run_everything_on_gpu(EmulatedDevice(_cuda_emu))
 
 
 def pytest_sessionfinish(session, exitstatus):

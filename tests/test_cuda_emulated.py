@@ -421,3 +421,80 @@ def test_nan_and_signed_zero(dev, rng):
     cpu = fmax_fmin(a, b)               # the CPU's signed zeros, bit for bit
     np.testing.assert_array_equal(mx.view(np.uint32), cpu[0].view(np.uint32))
     np.testing.assert_array_equal(mn.view(np.uint32), cpu[1].view(np.uint32))
+
+
+# ---------------------------------------------------------------------------------------
+# every level of the automatic schedule, and user schedules
+# ---------------------------------------------------------------------------------------
+
+def run_schedule(dev, f, args, schedule, target=None):
+    """f's CUDA C under `schedule` (def sched(s, cfg)), run through the host runtime on the
+    emulated device; NumPy results."""
+    from jitdl import pipeline
+    from jitdl.target.cuda import CUDA
+    target = target or CUDA()
+    a = f._args(tuple(args), {})
+    specs = f._specs(a)
+    low = pipeline.lower(f._trace(specs, a), target, f._options(), schedule_fn=schedule)
+    art = pipeline.build(low, target)
+    k = cuda_runtime.CudaKernel(art.signature, art.launch, art.texts["cuda"].encode(),
+                                device=dev, target=target)
+    got = k.run([DeviceArray(np.array(x)) if isinstance(x, np.ndarray) else x for x in a])
+    src = art.texts["cuda"]
+    if isinstance(got, tuple):
+        return tuple(np.array(g.host) for g in got), src
+    return np.array(got.host), src
+
+
+def at_level(level):
+    from jitdl.schedule import gpu
+    from jitdl.target.cuda import CUDA
+    return lambda s, cfg: gpu.auto_schedule(s, cfg, CUDA(), level)
+
+
+@pytest.mark.parametrize("level", range(5))
+def test_every_level_of_the_automatic_schedule(dev, rng, level):
+    x = rng.standard_normal((5, 300)).astype(F32)
+    got, _ = run_schedule(dev, softmax, [x], at_level(level))
+    x64 = x.astype(F64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    close(got, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-8)
+    a = rng.standard_normal((40, 30)).astype(F32)
+    b = rng.standard_normal((30, 70)).astype(F32)
+    got, _ = run_schedule(dev, matmul, [a, b], at_level(level))
+    close(got, a.astype(F64) @ b, rtol=1e-4, atol=1e-4)
+    xi = rng.integers(-100, 100, (7, 100)).astype(np.int32)
+    (s, m), _ = run_schedule(dev, row_sum_max, [xi], at_level(level))
+    np.testing.assert_array_equal(s, xi.sum(axis=1))
+    np.testing.assert_array_equal(m, xi.max(axis=1))
+
+
+@jd.compute
+def rowsum(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
+
+
+@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (32, 1), (64, 1), (64, 4),
+                                                    (128, 2), (8, 8)])
+def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
+    """A row reduced by `threads` threads along x (shuffles, then shared memory across
+    warps), `rows_per_block` rows along y; the row in shared memory."""
+    def sched(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        (k,) = S.reduce_axis
+        ko, ki = s.split(k, threads)
+        io, ii = s.split(i, rows_per_block)
+        s.reorder(io, ii, ki, ko)
+        s.bind(io, "blockIdx.x")
+        if rows_per_block > 1:
+            s.bind(ii, "threadIdx.y")
+        s.bind(ki, "threadIdx.x")
+        c = s.cache_read("X", [S], "shared")
+        s.compute_at(c, S, ii)
+    x = rng.standard_normal((8 * rows_per_block, 5 * threads + 3))
+    got, src = run_schedule(dev, rowsum, [x], sched)
+    assert "__shfl_down_sync" in src
+    close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
