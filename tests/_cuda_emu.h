@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -82,6 +83,24 @@ template <typename T> static inline T atomicMax(T* p, T v) { T old = *p; if (v >
 template <typename T> static inline T atomicMin(T* p, T v) { T old = *p; if (v < old) *p = v; return old; }
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
+
+// ---- conversions: a GPU converts float to integer saturating, NaN to 0 ------------------
+// (x86 gives the "integer indefinite" value instead.) _cuda_emu.py rewrites each C cast
+// "((T)x" to an integer type into "(jd_cvt<T>() ->* x": ->* binds tighter than every
+// binary operator and looser than the unary ones, as the cast's operand does, so the
+// expression keeps its meaning.
+template <typename T> struct jd_cvt {};
+template <typename T, typename U> static inline T operator->*(jd_cvt<T>, U v) {
+  if constexpr (std::is_floating_point<U>::value && std::is_integral<T>::value &&
+                !std::is_same<T, bool>::value) {
+    if (v != v) return 0;
+    if (v <= (U)std::numeric_limits<T>::min()) return std::numeric_limits<T>::min();
+    if (v >= (U)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+    return (T)v;
+  } else {
+    return (T)v;
+  }
+}
 
 // ---- checked memory (JD_EMU_CHECKED) -----------------------------------------------------
 template <typename T> static T& jd_emu_oob(const char* name, long long i, long long n) {

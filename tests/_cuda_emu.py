@@ -50,6 +50,7 @@ _KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\((\d+)\) 
 _PARAM = re.compile(r"^(const )?([a-z ]+?)(\*)?(?: __restrict__)? (\w+)$")
 _ARRAY = re.compile(r"^(\s*)(__shared__ )?(" + "|".join(sorted(C_DTYPE, key=len, reverse=True))
                     + r") (\w+)\[(\d+)\];$", re.M)
+_INT_CAST = re.compile(r"\(\(((?:unsigned )?(?:char|short|int|long long)|signed char|bool)\)")
 _SHARED = re.compile(r"__shared__ ([a-z ]+?) \w+((?:\[\d+\])+);")
 
 
@@ -133,6 +134,7 @@ def compile(source: str, checked: bool = True) -> "Module":   # noqa: A001 - the
         raise EmulatorError("the CUDA emulator needs g++")
     kernels = parse(source)         # (none is fine: a function with empty outputs)
     body = instrument(source, kernels) if checked else source
+    body = _INT_CAST.sub(r"(jd_cvt<\1>() ->* ", body)      # GPU conversions (see the header)
     tramp = []
     for name in kernels:
         tramp.append(
