@@ -498,3 +498,33 @@ def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
     got, src = run_schedule(dev, rowsum, [x], sched)
     assert "__shfl_down_sync" in src
     close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+
+
+@jd.compute
+def casts(X):
+    return X.astype("int32"), X.astype("int64"), X.astype("int8"), X.astype("uint8")
+
+
+def test_float_to_integer_conversions_saturate(dev):
+    """As on the CPU (and a GPU's conversion instructions): out-of-range values saturate,
+    NaN becomes 0."""
+    x = np.array([np.nan, 1e10, -1e10, 3.7, -3.7, 300, -300, np.inf, -np.inf, 2.0 ** 31,
+                  -2.0 ** 31, 2.0 ** 63], F32)
+    for got, want in zip(on_gpu(dev, casts, x), casts(x)):
+        np.testing.assert_array_equal(got, want)
+    assert on_gpu(dev, casts, x)[0][1] == 2 ** 31 - 1
+
+
+@jd.compute(dynamic=True)
+def take_rows(X, ids):
+    return jd.tensor((ids.shape[0], X.shape[1]), lambda i, j: X[ids[i], j])
+
+
+def test_checked_index_against_a_size_the_kernel_does_not_otherwise_read(dev, rng):
+    """The check of ids[i] against X's row count needs X_n0, a size only the check reads:
+    it must be a parameter of the kernel (it was not: the CUDA C did not compile)."""
+    x = rng.standard_normal((17, 5))
+    ids = rng.integers(0, 17, 7)
+    np.testing.assert_array_equal(on_gpu(dev, take_rows, x, ids), x[ids])
+    with pytest.raises(IndexError, match=r"is 17, outside \[0, X_n0\) \(X_n0 = 17\)"):
+        on_gpu(dev, take_rows, x, np.array([0, 17]))

@@ -405,6 +405,10 @@ class _KernelGen(_ExprText):
                         used_vars.add(n)
                     elif isinstance(n, Load):
                         used_bufs.add(n.buffer)
+                        for c in n.check or ():     # a checked extent's sizes are read too
+                            if not isinstance(c[1], int):
+                                used_vars.update(x for x in walk_expr(c[1])
+                                                 if isinstance(x, Var))
             if isinstance(s, Store):
                 used_bufs.add(s.buffer)
         for g in grid:
