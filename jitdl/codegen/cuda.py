@@ -356,6 +356,10 @@ _RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", 
              "struct", "union", "new", "delete", "this", "class", "template", "typename",
              "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
              "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid"}
+# a buffer named like a function the code calls (jnp.rint's output is "rint") would hide it
+_RESERVED |= {f + s for f in [*_MATH.values(), *_BINARY_MATH.values(), "fmax", "fmin"]
+              for s in ("", "f")}
+_RESERVED |= {"isnan", "isinf", "isfinite", "signbit", "atomicCAS"}
 
 
 class _KernelGen(_ExprText):
