@@ -543,3 +543,18 @@ def gpu_op(dev, fn, *args):
     """A jd.numpy op on arrays on the emulated device, its result copied back."""
     got = fn(*[DeviceArray(np.array(a)) for a in args])
     return np.array(got.host)
+
+
+@jd.compute(dynamic=True)
+def take_clipped(X, I):
+    return jnp.add(jnp.take(X, I, axis=0, mode="clip"), 1.0)
+
+
+def test_failed_index_check_reads_nothing_from_an_empty_array(dev, rng):
+    """take from an empty axis: the check fails and reports; the kernel must not read X[0]
+    of an empty X instead (on a GPU: an illegal address, which ends the CUDA context)."""
+    x = rng.standard_normal((5, 4))
+    i = np.array([7, -2, 3])
+    close(on_gpu(dev, take_clipped, x, i), np.take(x, i, axis=0, mode="clip") + 1.0)
+    with pytest.raises(IndexError, match="outside"):
+        on_gpu(dev, take_clipped, np.zeros((0, 4)), np.array([0]))

@@ -16,7 +16,7 @@ Inside a kernel:
     strided loop), with a barrier before it (the previous iteration's readers are done)
     and one after (every element is written before anyone reads);
   - a run-time index check that fails records its number and the index in the error
-    slot (two int64 on the device) and reads index 0 instead.
+    slot (two int64 on the device) and reads nothing (the value is 0).
 
 Arithmetic follows the CPU code generator's semantics (NumPy's): signed integer
 arithmetic on values wraps (it is done in unsigned), integer // and % by zero give 0,
@@ -104,7 +104,7 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 CHECK_HELPER = r"""JD_INLINE bool jd_ok(long long v, long long n, long long code, long long* err) {
   if (v >= 0 && v < n) return true;               // a run-time index check: on failure
   if (atomicCAS((unsigned long long*)err, 0ULL, (unsigned long long)code) == 0ULL)
-    err[1] = v;                                    // record it (the caller reads index 0)
+    err[1] = v;                                    // record it (the caller reads nothing)
   return false;
 }
 """
@@ -443,14 +443,13 @@ class _KernelGen(_ExprText):
         self.lines.append("  " * self.depth + line)
 
     def load(self, e):
-        idx = self.index(e.index)
-        if e.check:
-            idx = self.checked(e, idx)
-        v = f"{self.name(e.buffer)}[{idx}]"
+        v = f"{self.name(e.buffer)}[{self.index(e.index)}]"
+        if e.check:     # a failed check reads nothing (the buffer may be empty): zero
+            v = f"({self.checked(e)} ? {v} : ({MEM_TYPE[e.buffer.dtype]})0)"
         return f"({v} != 0)" if e.buffer.dtype == "bool" else v
 
-    def checked(self, e, idx):
-        """Each data-dependent index checked; on failure the error slot, and index 0."""
+    def checked(self, e):
+        """Each data-dependent index checked; on failure the error slot."""
         self.has_checks = True
         conds = []
         for sub, extent, tensor, text in e.check:
@@ -458,7 +457,7 @@ class _KernelGen(_ExprText):
             code = len(self.checks)
             n = f"{extent}LL" if isinstance(extent, int) else self.index(extent)
             conds.append(f"jd_ok({self.index(sub)}, {n}, {code}LL, jd_err)")
-        return f"(({' && '.join(conds)}) ? {idx} : 0LL)"
+        return f"({' && '.join(conds)})"
 
     # -- statements -----------------------------------------------------------------------
     def stmt(self, s):
