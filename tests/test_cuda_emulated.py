@@ -304,7 +304,7 @@ def test_broadcasting(dev, rng):
 
 
 @pytest.mark.parametrize("shape,dtype", [((37, 300), F32), ((5, 3000), F32), ((64, 20), F32),
-                                         ((3, 31), F32), ((6, 1000), F64), ((2, 100), F64)])
+                                         ((6, 1000), F64)])
 def test_softmax(dev, rng, shape, dtype):
     x = (rng.standard_normal(shape) * 4).astype(dtype)
     if shape[1] >= 128:
@@ -476,8 +476,7 @@ def rowsum(X):
     return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
 
 
-@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (32, 1), (64, 1), (64, 4),
-                                                    (128, 2), (8, 8)])
+@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (64, 4), (128, 2), (8, 8)])
 def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
     """A row reduced by `threads` threads along x (shuffles, then shared memory across
     warps), `rows_per_block` rows along y; the row in shared memory."""
@@ -530,7 +529,7 @@ def test_checked_index_against_a_size_the_kernel_does_not_otherwise_read(dev, rn
         on_gpu(dev, take_rows, x, np.array([0, 17]))
 
 
-@pytest.mark.parametrize("op", ["rint", "floor", "fabs", "sin", "isnan", "fmod"])
+@pytest.mark.parametrize("op", ["rint", "isnan", "fmod"])
 def test_outputs_named_like_math_functions(dev, rng, op):
     """jnp.rint's output is named rint: the kernel's buffer must not hide the function."""
     x = rng.standard_normal(50) * 3
