@@ -207,7 +207,9 @@ class CudaKernel(KernelChecks):
             params = [values[i] if kind == "arg" else tmps[i] for kind, i in k.params]
             if k.checks:
                 params.append(err)
-            dev.launch(k.fn, grid, k.block, k.shared, params)
+            # k.shared is the kernel's static __shared__ memory, which the launch gets
+            # anyway; the launch's argument is dynamic shared memory (none is used)
+            dev.launch(k.fn, grid, k.block, 0, params)
         if err is not None:
             e = dev.to_host(err)
             if e[0] > 0:

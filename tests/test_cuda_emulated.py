@@ -1,0 +1,559 @@
+"""The CUDA C jitdl generates, run on the CPU by the emulator (tests/_cuda_emu.py) through
+jitdl's CUDA host runtime (jitdl/runtime/cuda.py with the emulated device of
+tests/_emu_backend.py), compared with NumPy in float64: what no test can check on a
+machine without a GPU otherwise. The emulator runs each CUDA thread as a fiber (barriers,
+warp shuffles, shared memory poisoned per block, checked indices), so a missing barrier, a
+wrong shuffle, a thread that skips a barrier or an out-of-bounds index fails here.
+
+The first tests check the emulator itself on hand-written CUDA C."""
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl import nn
+from jitdl import numpy as jnp
+from jitdl.runtime import cuda as cuda_runtime
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
+                                reason="no g++: the CUDA emulator compiles CUDA C with it")
+
+import _cuda_emu as emu                                         # noqa: E402
+from _emu_backend import DeviceArray, EmulatedDevice            # noqa: E402
+
+F32, F64 = np.float32, np.float64
+
+
+@pytest.fixture(scope="module")
+def dev():
+    saved = list(cuda_runtime._backend)
+    device = EmulatedDevice(emu)
+    cuda_runtime._backend[:] = [device]
+    yield device
+    cuda_runtime._backend[:] = saved
+
+
+def on_gpu(dev, f, *args):
+    """f called with its arrays on the emulated device; the results copied back."""
+    before = dev.launches
+    got = f(*[DeviceArray(np.array(a)) if isinstance(a, np.ndarray) else a for a in args])
+    assert dev.launches > before or all(
+        np.asarray(a).size == 0 for a in args if isinstance(a, np.ndarray))
+    if isinstance(got, tuple):
+        return tuple(np.array(g.host) for g in got)
+    return np.array(got.host)
+
+
+def close(got, want, rtol=2e-5, atol=1e-6):
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_allclose(np.asarray(got, F64), want, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------------------------------
+# the emulator on hand-written CUDA C
+# ---------------------------------------------------------------------------------------
+
+BLOCK_SUM = r"""
+extern "C" __global__ void __launch_bounds__(256) block_sum(const float* __restrict__ x,
+    float* __restrict__ out, const long long n) {
+  __shared__ float part[256];
+  long long i = (long long)blockIdx.x * 256 + threadIdx.x;
+  part[threadIdx.x] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    SYNC
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+}
+"""
+
+
+def test_emulator_barriers_order_the_block(rng):
+    x = rng.standard_normal(1000).astype(F32)
+    out = np.full(4, np.nan, F32)
+    emu.compile(BLOCK_SUM.replace("SYNC", "__syncthreads();")).launch(
+        "block_sum", (4, 1, 1), (256, 1, 1), 0, [x, out, 1000])
+    close(out, np.pad(x.astype(F64), (0, 24)).reshape(4, 256).sum(1), rtol=1e-5, atol=1e-5)
+    # without the barrier in the loop thread 0 runs ahead and reads what is not summed yet
+    out[:] = np.nan
+    emu.compile(BLOCK_SUM.replace("SYNC", "")).launch(
+        "block_sum", (4, 1, 1), (256, 1, 1), 0, [x, out, 1000])
+    assert not np.allclose(out, np.pad(x, (0, 24)).reshape(4, 256).sum(1), atol=1e-3)
+
+
+def test_emulator_reports_barrier_divergence():
+    src = r"""
+extern "C" __global__ void early_exit(float* __restrict__ y) {
+  if (threadIdx.x < 40) return;
+  __syncthreads();
+  y[threadIdx.x] = 1.0f;
+}
+extern "C" __global__ void two_barriers(float* __restrict__ y) {
+  if (threadIdx.x & 1)
+    __syncthreads();
+  else
+    __syncthreads();
+  y[threadIdx.x] = 1.0f;
+}
+"""
+    m = emu.compile(src)
+    y = np.zeros(64, F32)
+    with pytest.raises(emu.EmulatorError, match=r"thread 0 finished while 24 thread\(s\) "
+                                                r"wait at __syncthreads"):
+        m.launch("early_exit", (1, 1, 1), (64, 1, 1), 0, [y])
+    with pytest.raises(emu.EmulatorError, match="different __syncthreads"):
+        m.launch("two_barriers", (1, 1, 1), (64, 1, 1), 0, [y])
+
+
+def test_emulator_shuffles_follow_cuda():
+    src = r"""
+extern "C" __global__ void shuffles(const int* __restrict__ x, int* __restrict__ y) {
+  int v = x[threadIdx.x];
+  y[threadIdx.x] = __shfl_down_sync(0xffffffffu, v, 3, 16);
+  y[64 + threadIdx.x] = __shfl_sync(0xffffffffu, v, 5, 8);
+  y[128 + threadIdx.x] = __shfl_xor_sync(0xffffffffu, v, 9, 32);
+}
+extern "C" __global__ void partial(const int* __restrict__ x, int* __restrict__ y) {
+  if (threadIdx.x < 16) y[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1, 32);
+}
+extern "C" __global__ void odd_width(const int* __restrict__ x, int* __restrict__ y) {
+  y[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1, 20);
+}
+"""
+    m = emu.compile(src)
+    x = np.arange(64, dtype=np.int32) * 7
+    y = np.zeros(192, np.int32)
+    m.launch("shuffles", (1, 1, 1), (64, 1, 1), 0, [x, y])
+    lane = np.arange(64)
+    down = np.where(lane % 16 + 3 < 16, lane + 3, lane)
+    np.testing.assert_array_equal(y[:64], x[down])
+    np.testing.assert_array_equal(y[64:128], x[lane // 8 * 8 + 5])
+    np.testing.assert_array_equal(y[128:], x[lane ^ 9])
+    with pytest.raises(emu.EmulatorError, match="warp shuffle"):
+        m.launch("partial", (1, 1, 1), (32, 1, 1), 0, [x, y])
+    with pytest.raises(emu.EmulatorError, match="not a power of two"):
+        m.launch("odd_width", (1, 1, 1), (32, 1, 1), 0, [x, y])
+
+
+def test_emulator_checks_indices_and_launches():
+    src = r"""
+extern "C" __global__ void __launch_bounds__(128) oob(const double* __restrict__ x,
+    double* __restrict__ y, const long long n) {
+  __shared__ double tile[129];
+  tile[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = tile[(threadIdx.x + n) % 130];
+}
+"""
+    m = emu.compile(src)
+    x, y = np.ones(128), np.zeros(128)
+    m.launch("oob", (1, 1, 1), (128, 1, 1), 0, [x, y, 1])
+    np.testing.assert_array_equal(y[:127], 1.0)
+    assert np.isnan(y[127])                 # shared memory not written: the poison
+    with pytest.raises(emu.EmulatorError, match=r"a shared array\[129\].*thread \(127, 0, 0\)"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 0, [x, y, 2])
+    with pytest.raises(emu.EmulatorError, match=r"x\[100\], x has 100 element.*thread \(100, 0, 0\)"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 0, [np.ones(100), y, 1])
+    with pytest.raises(emu.EmulatorError, match=r"parameter n \(const long long\): expected a int64 "
+                                                r"scalar, got float32"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 0, [x, y, np.float32(1)])
+    with pytest.raises(emu.EmulatorError, match="expected an array of float64, got float32"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 0, [x.astype(F32), y, 1])
+    with pytest.raises(emu.EmulatorError, match=r"__launch_bounds__\(128\)"):
+        m.launch("oob", (1, 1, 1), (256, 1, 1), 0, [x, y, 1])
+    with pytest.raises(emu.EmulatorError, match="1032 bytes of static shared memory plus "
+                                                "48200 dynamic"):
+        m.launch("oob", (1, 1, 1), (128, 1, 1), 48200, [x, y, 1])
+
+
+def test_emulator_is_fast_enough(rng):
+    src = r"""
+extern "C" __global__ void __launch_bounds__(256) axpy(const float* __restrict__ x,
+    float* __restrict__ y, const float a, const long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+  __syncthreads();
+}
+"""
+    m = emu.compile(src)
+    n = 100_000
+    x, y = rng.standard_normal(n).astype(F32), rng.standard_normal(n).astype(F32)
+    want = 2 * x.astype(F64) + y
+    t = time.perf_counter()
+    m.launch("axpy", ((n + 255) // 256, 1, 1), (256, 1, 1), 0, [x, y, np.float32(2), n])
+    took = time.perf_counter() - t
+    close(y, want, rtol=1e-6)
+    assert took < 0.5, took
+
+
+# ---------------------------------------------------------------------------------------
+# jitdl's kernels
+# ---------------------------------------------------------------------------------------
+
+@jd.compute
+def fused(A, B):
+    return jd.tensor(A.shape, lambda i, j: jd.exp(A[i, j]) * B[i, j] + 1, name="C")
+
+
+@jd.compute(dynamic=True)
+def dyn_fused(A, B):
+    return jnp.sqrt(jnp.abs(A)) + B * 2
+
+
+@jd.compute
+def bcast(A, B):
+    return jnp.add(A, B) * jnp.float32(0.5)
+
+
+@jd.compute
+def softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute
+def row_sum_max(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    S = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
+    k2 = jd.reduce_axis(m, name="k2")
+    M = jd.tensor((n,), lambda i: jd.max(X[i, k2], axis=k2), name="M")
+    return S, M
+
+
+@jd.compute
+def row_max(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.max(X[i, k], axis=k), name="M")
+
+
+@jd.compute
+def row_min(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.min(X[i, k], axis=k), name="M")
+
+
+@jd.compute
+def col_reduce(X):
+    return jnp.sum(X, axis=0), jnp.max(X, axis=0)
+
+
+@jd.compute
+def matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+@jd.compute
+def bmm(A, B):
+    return jnp.matmul(A, B)
+
+
+@jd.compute
+def conv(X, W):
+    return nn.conv2d(X, W, padding=1)
+
+
+@jd.compute
+def arg_max_min(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    AM = jd.tensor((n,), lambda i: jd.argmax(X[i, k], axis=k), name="AM")
+    AN = jd.tensor((n,), lambda i: jd.argmin(X[i, k], axis=k), name="AN")
+    return AM, AN
+
+
+@jd.compute
+def div_mod(A, B):
+    Q[i] = A[i] // B[i]
+    R[i] = A[i] % B[i]
+    return Q, R
+
+
+@jd.compute
+def fmax_fmin(A, B):
+    return jnp.maximum(A, B), jnp.minimum(A, B)
+
+
+def test_elementwise_static(dev, rng):
+    for shape in [(300, 347), (3, 5)]:
+        a, b = rng.standard_normal(shape).astype(F32), rng.standard_normal(shape).astype(F32)
+        close(on_gpu(dev, fused, a, b), np.exp(a.astype(F64)) * b + 1, rtol=1e-5)
+
+
+def test_elementwise_dynamic(dev, rng):
+    for shape in [(3, 7), (100, 37), (1, 1), (2, 40000)]:
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        close(on_gpu(dev, dyn_fused, a, b), np.sqrt(np.abs(a)) + b * 2, rtol=1e-12)
+
+
+def test_broadcasting(dev, rng):
+    a = rng.standard_normal((6, 1, 5)).astype(F32)
+    b = rng.standard_normal((4, 1)).astype(F32)
+    close(on_gpu(dev, bcast, a, b), (a.astype(F64) + b) * 0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,dtype", [((37, 300), F32), ((5, 3000), F32), ((64, 20), F32),
+                                         ((6, 1000), F64)])
+def test_softmax(dev, rng, shape, dtype):
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    if shape[1] >= 128:
+        src = softmax.cuda_source(x)
+        assert "__shfl_down_sync" in src and "__shared__" in src
+    got = on_gpu(dev, softmax, x)
+    x64 = x.astype(F64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    tol = 2e-5 if dtype == F32 else 1e-12
+    close(got, e / e.sum(axis=1, keepdims=True), rtol=tol, atol=tol * 1e-2)
+
+
+def test_softmax_long_rows_in_shared_memory(dev, rng):
+    """A row of 8000 float32 (31 KiB) is copied to shared memory: the launch must not ask
+    for that much again as dynamic shared memory (48 KiB per block in all)."""
+    x = rng.standard_normal((3, 8000)).astype(F32)
+    got = on_gpu(dev, softmax, x)
+    x64 = x.astype(F64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    close(got, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(9, 45), (5, 100), (3, 1000), (70, 33)])
+def test_row_sum_and_max(dev, rng, shape):
+    x = rng.standard_normal(shape)
+    s, m = on_gpu(dev, row_sum_max, x)
+    close(s, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+    close(m, x.max(axis=1), rtol=0, atol=0)
+    xi = rng.integers(-1000, 1000, shape).astype(np.int32)
+    si, mi = on_gpu(dev, row_sum_max, xi)
+    np.testing.assert_array_equal(si, xi.sum(axis=1))
+    np.testing.assert_array_equal(mi, xi.max(axis=1))
+
+
+def test_column_reductions(dev, rng):
+    x = rng.standard_normal((50, 40)).astype(F32)
+    s, m = on_gpu(dev, col_reduce, x)
+    close(s, x.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-5)
+    close(m, x.max(axis=0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shapes", [((64, 64), (64, 64)), ((100, 37), (37, 53)),
+                                    ((130, 200), (200, 70))])
+def test_matmul_tiled(dev, rng, shapes):
+    a = rng.standard_normal(shapes[0]).astype(F32)
+    b = rng.standard_normal(shapes[1]).astype(F32)
+    assert "__shared__" in matmul.cuda_source(a, b)
+    want = a.astype(F64) @ b
+    close(on_gpu(dev, matmul, a, b), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_matmul_batched(dev, rng):
+    a = rng.standard_normal((3, 20, 30)).astype(F32)
+    b = rng.standard_normal((3, 30, 17)).astype(F32)
+    want = a.astype(F64) @ b
+    close(on_gpu(dev, bmm, a, b), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_conv2d(dev, rng):
+    x = rng.standard_normal((2, 3, 12, 11)).astype(F32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(F32)
+    x64 = np.pad(x.astype(F64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 4, 12, 11))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,oc->nohw", x64[:, :, dy:dy + 12, dx:dx + 11],
+                              w[:, :, dy, dx].astype(F64))
+    close(on_gpu(dev, conv, x, w), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_argmax_argmin(dev, rng):
+    x = rng.integers(0, 4, (9, 13)).astype(np.int32)          # many ties: the first wins
+    am, an = on_gpu(dev, arg_max_min, x)
+    np.testing.assert_array_equal(am, np.argmax(x, axis=1))
+    np.testing.assert_array_equal(an, np.argmin(x, axis=1))
+    xf = rng.standard_normal((5, 300)).astype(F32)
+    am, an = on_gpu(dev, arg_max_min, xf)
+    np.testing.assert_array_equal(am, np.argmax(xf, axis=1))
+    np.testing.assert_array_equal(an, np.argmin(xf, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_division_and_modulo(dev, rng, dtype):
+    a = rng.integers(-50, 50, 200).astype(dtype)
+    b = rng.integers(-7, 8, 200).astype(dtype)
+    info = np.iinfo(dtype)
+    a[:4] = [info.min, info.min, 7, -7]
+    b[:4] = [-1, 3, 0, 0]
+    q, r = on_gpu(dev, div_mod, a, b)
+    with np.errstate(divide="ignore", over="ignore"):
+        np.testing.assert_array_equal(q, a // b)
+        np.testing.assert_array_equal(r, a % b)
+
+
+def test_nan_and_signed_zero(dev, rng):
+    for m in (20, 300):                 # serial rows and rows across a block of threads
+        x = rng.standard_normal((4, m)).astype(F32)
+        x[1, m // 3] = np.nan
+        x[2, :] = -0.0
+        x[2, m - 1] = 0.0
+        got = on_gpu(dev, row_max, x)
+        np.testing.assert_array_equal(np.isnan(got), [False, True, False, False])
+        assert got[2] == 0 and not np.signbit(got[2]), got[2]
+        close(got[[0, 3]], x[[0, 3]].max(axis=1), rtol=0, atol=0)
+        x[2, :] = 0.0
+        x[2, 0] = -0.0
+        got = on_gpu(dev, row_min, x)
+        assert np.isnan(got[1]) and np.signbit(got[2]), got
+    a = np.array([np.nan, 1, -0.0, 0.0, -np.inf, 2], F32)
+    b = np.array([1, np.nan, 0.0, -0.0, 3, np.inf], F32)
+    mx, mn = on_gpu(dev, fmax_fmin, a, b)
+    np.testing.assert_array_equal(mx, np.maximum(a, b))
+    np.testing.assert_array_equal(mn, np.minimum(a, b))
+    cpu = fmax_fmin(a, b)               # the CPU's signed zeros, bit for bit
+    np.testing.assert_array_equal(mx.view(np.uint32), cpu[0].view(np.uint32))
+    np.testing.assert_array_equal(mn.view(np.uint32), cpu[1].view(np.uint32))
+
+
+# ---------------------------------------------------------------------------------------
+# every level of the automatic schedule, and user schedules
+# ---------------------------------------------------------------------------------------
+
+def run_schedule(dev, f, args, schedule, target=None):
+    """f's CUDA C under `schedule` (def sched(s, cfg)), run through the host runtime on the
+    emulated device; NumPy results."""
+    from jitdl import pipeline
+    from jitdl.target.cuda import CUDA
+    target = target or CUDA()
+    a = f._args(tuple(args), {})
+    specs = f._specs(a)
+    low = pipeline.lower(f._trace(specs, a), target, f._options(), schedule_fn=schedule)
+    art = pipeline.build(low, target)
+    k = cuda_runtime.CudaKernel(art.signature, art.launch, art.texts["cuda"].encode(),
+                                device=dev, target=target)
+    got = k.run([DeviceArray(np.array(x)) if isinstance(x, np.ndarray) else x for x in a])
+    src = art.texts["cuda"]
+    if isinstance(got, tuple):
+        return tuple(np.array(g.host) for g in got), src
+    return np.array(got.host), src
+
+
+def at_level(level):
+    from jitdl.schedule import gpu
+    from jitdl.target.cuda import CUDA
+    return lambda s, cfg: gpu.auto_schedule(s, cfg, CUDA(), level)
+
+
+@pytest.mark.parametrize("level", range(5))
+def test_every_level_of_the_automatic_schedule(dev, rng, level):
+    x = rng.standard_normal((5, 300)).astype(F32)
+    got, _ = run_schedule(dev, softmax, [x], at_level(level))
+    x64 = x.astype(F64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    close(got, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-8)
+    a = rng.standard_normal((40, 30)).astype(F32)
+    b = rng.standard_normal((30, 70)).astype(F32)
+    got, _ = run_schedule(dev, matmul, [a, b], at_level(level))
+    close(got, a.astype(F64) @ b, rtol=1e-4, atol=1e-4)
+    xi = rng.integers(-100, 100, (7, 100)).astype(np.int32)
+    (s, m), _ = run_schedule(dev, row_sum_max, [xi], at_level(level))
+    np.testing.assert_array_equal(s, xi.sum(axis=1))
+    np.testing.assert_array_equal(m, xi.max(axis=1))
+
+
+@jd.compute
+def rowsum(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
+
+
+@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (64, 4), (128, 2), (8, 8)])
+def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
+    """A row reduced by `threads` threads along x (shuffles, then shared memory across
+    warps), `rows_per_block` rows along y; the row in shared memory."""
+    def sched(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        (k,) = S.reduce_axis
+        ko, ki = s.split(k, threads)
+        io, ii = s.split(i, rows_per_block)
+        s.reorder(io, ii, ki, ko)
+        s.bind(io, "blockIdx.x")
+        if rows_per_block > 1:
+            s.bind(ii, "threadIdx.y")
+        s.bind(ki, "threadIdx.x")
+        c = s.cache_read("X", [S], "shared")
+        s.compute_at(c, S, ii)
+    x = rng.standard_normal((8 * rows_per_block, 5 * threads + 3))
+    got, src = run_schedule(dev, rowsum, [x], sched)
+    assert "__shfl_down_sync" in src
+    close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+
+
+@jd.compute
+def casts(X):
+    return X.astype("int32"), X.astype("int64"), X.astype("int8"), X.astype("uint8")
+
+
+def test_float_to_integer_conversions_saturate(dev):
+    """As on the CPU (and a GPU's conversion instructions): out-of-range values saturate,
+    NaN becomes 0."""
+    x = np.array([np.nan, 1e10, -1e10, 3.7, -3.7, 300, -300, np.inf, -np.inf, 2.0 ** 31,
+                  -2.0 ** 31, 2.0 ** 63], F32)
+    for got, want in zip(on_gpu(dev, casts, x), casts(x)):
+        np.testing.assert_array_equal(got, want)
+    assert on_gpu(dev, casts, x)[0][1] == 2 ** 31 - 1
+
+
+@jd.compute(dynamic=True)
+def take_rows(X, ids):
+    return jd.tensor((ids.shape[0], X.shape[1]), lambda i, j: X[ids[i], j])
+
+
+def test_checked_index_against_a_size_the_kernel_does_not_otherwise_read(dev, rng):
+    """The check of ids[i] against X's row count needs X_n0, a size only the check reads:
+    it must be a parameter of the kernel (it was not: the CUDA C did not compile)."""
+    x = rng.standard_normal((17, 5))
+    ids = rng.integers(0, 17, 7)
+    np.testing.assert_array_equal(on_gpu(dev, take_rows, x, ids), x[ids])
+    with pytest.raises(IndexError, match=r"is 17, outside \[0, X_n0\) \(X_n0 = 17\)"):
+        on_gpu(dev, take_rows, x, np.array([0, 17]))
+
+
+@pytest.mark.parametrize("op", ["rint", "isnan", "fmod"])
+def test_outputs_named_like_math_functions(dev, rng, op):
+    """jnp.rint's output is named rint: the kernel's buffer must not hide the function."""
+    x = rng.standard_normal(50) * 3
+    args = (x, np.full(50, 0.7)) if op == "fmod" else (x,)
+    got = gpu_op(dev, getattr(jnp, op), *args)
+    np.testing.assert_allclose(got, getattr(np, op)(*args), rtol=1e-12)
+
+
+def gpu_op(dev, fn, *args):
+    """A jd.numpy op on arrays on the emulated device, its result copied back."""
+    got = fn(*[DeviceArray(np.array(a)) for a in args])
+    return np.array(got.host)
+
+
+@jd.compute(dynamic=True)
+def take_clipped(X, I):
+    return jnp.add(jnp.take(X, I, axis=0, mode="clip"), 1.0)
+
+
+def test_failed_index_check_reads_nothing_from_an_empty_array(dev, rng):
+    """take from an empty axis: the check fails and reports; the kernel must not read X[0]
+    of an empty X instead (on a GPU: an illegal address, which ends the CUDA context)."""
+    x = rng.standard_normal((5, 4))
+    i = np.array([7, -2, 3])
+    close(on_gpu(dev, take_clipped, x, i), np.take(x, i, axis=0, mode="clip") + 1.0)
+    with pytest.raises(IndexError, match="outside"):
+        on_gpu(dev, take_clipped, np.zeros((0, 4)), np.array([0]))
