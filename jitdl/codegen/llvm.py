@@ -214,9 +214,9 @@ class FunctionCodegen:
                 return self.gen.math.int_divmod(b, op == BinOp.FLOORDIV, a, c, signed)
             case BinOp.POW:
                 if is_vector(a):
-                    return self.per_lane(lambda x, y: b.call(self.gen.math.ipow(x.type),
-                                                             [x, y]), a, c)
-                return b.call(self.gen.math.ipow(a.type), [a, c])
+                    return self.per_lane(lambda x, y: b.call(
+                        self.gen.math.ipow(x.type, signed), [x, y]), a, c)
+                return b.call(self.gen.math.ipow(a.type, signed), [a, c])
         raise CompileError(f"codegen: {op} on {dt}")
 
     def short_circuit(self, e):

@@ -146,8 +146,10 @@ class MathLib:
             q, r = b.udiv(a, safe), b.urem(a, safe)
         return b.select(is_zero, zero, q if want_div else r)
 
-    def ipow(self, ty):
-        name = f"jitdl.ipow.i{ty.width}"
+    def ipow(self, ty, signed=True):
+        """x ** e by squaring; a negative exponent gives 0 (NumPy's integer power), which
+        an unsigned exponent never is (uint8 200 is not -56)."""
+        name = f"jitdl.ipow.{'i' if signed else 'u'}{ty.width}"
         fn = self.gen.module.globals.get(name)
         if fn is not None:
             return fn
@@ -159,7 +161,7 @@ class MathLib:
         body = fn.append_basic_block("body")
         done = fn.append_basic_block("done")
         b = ir.IRBuilder(entry)
-        neg = b.icmp_signed("<", exp, ir.Constant(ty, 0))
+        neg = b.icmp_signed("<", exp, ir.Constant(ty, 0)) if signed else ir.Constant(I1, 0)
         b.cbranch(neg, done, head)
         b.position_at_end(head)
         r = b.phi(ty)
@@ -168,12 +170,12 @@ class MathLib:
         r.add_incoming(ir.Constant(ty, 1), entry)
         x.add_incoming(base, entry)
         e.add_incoming(exp, entry)
-        b.cbranch(b.icmp_signed(">", e, ir.Constant(ty, 0)), body, done)
+        b.cbranch(b.icmp_unsigned("!=", e, ir.Constant(ty, 0)), body, done)
         b.position_at_end(body)
         odd = b.trunc(e, I1)
         r2 = b.select(odd, b.mul(r, x), r)
         x2 = b.mul(x, x)
-        e2 = b.ashr(e, ir.Constant(ty, 1))
+        e2 = b.lshr(e, ir.Constant(ty, 1))
         r.add_incoming(r2, body)
         x.add_incoming(x2, body)
         e.add_incoming(e2, body)
