@@ -391,8 +391,11 @@ class Function:
             layout = artifact.signature.layout
         full = None
         if store is not None:
+            # (the specs too: calls of other size patterns can lower to the same loop IR
+            # once sizes that must agree are merged, but check other sizes at the call)
             full, _ = keys.full_key(loop_ir, self.strict_fp,
-                                    {"fname": self.name, "layout": layout}, target)
+                                    {"fname": self.name, "layout": layout,
+                                     "specs": [list(s) for s in specs]}, target)
             kernel = None
             if full != rejected and artifact is None:
                 kernel = self._from_entry(store, full, store.get(full), event, specs)

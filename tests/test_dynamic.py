@@ -320,3 +320,23 @@ def test_fused_symbolic_index_is_put_back_together(rng):
     text = str(axpb.lower(x, y, target="cuda"))
     assert "%" not in text and "//" not in text.split("C[", 1)[1].split("\n")[0], text
     np.testing.assert_allclose(axpb(x, y), x * 2.0 + y)
+
+
+def test_matmul_of_symbolic_sizes(rng):
+    """jnp.matmul inside a dynamic definition: the contracted sizes are symbolic (X_n1,
+    Y_n0); they are taken to agree and checked at the call (was a ShapeError at trace).
+    Calls whose size-1 patterns lower to the same loop IR get their own kernels, quietly."""
+    import warnings
+
+    @jd.compute(dynamic=True)
+    def mm(X, Y):
+        return jd.numpy.matmul(X, Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for a, b in [((5, 7), (7, 3)), ((9, 4), (4, 6)), ((2, 5, 4), (4, 3)), ((4,), (4, 3)),
+                     ((5, 4), (4,)), ((5, 1), (1, 3))]:
+            x, y = rng.standard_normal(a), rng.standard_normal(b)
+            np.testing.assert_allclose(mm(x, y), np.matmul(x, y), rtol=1e-12)
+        for a, b in [((9, 4), (5, 6)), ((5, 1), (4, 3)), ((5, 4), (1, 3))]:
+            with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+                mm(rng.standard_normal(a), rng.standard_normal(b))

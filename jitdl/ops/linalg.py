@@ -61,7 +61,8 @@ def matmul(a, b):
                              user_loc())
     sa, sb = a.shape, b.shape
     ka, kb = sa[-1], sb[0] if len(sb) == 1 else sb[-2]
-    if not same_dim(ka, kb):
+    if not same_dim(ka, kb) and isinstance(ka, int) and isinstance(kb, int):
+        # (symbolic sizes are taken to agree: the call checks them, as broadcasting's)
         raise ShapeError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, "
                          f"with gufunc signature {_MATMUL_SIG} (size {kb} is different from "
                          f"{ka})", user_loc())
