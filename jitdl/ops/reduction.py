@@ -48,6 +48,8 @@ def _initial(r, op, initial):
         return r
     binop = {ReduceOp.SUM: BinOp.ADD, ReduceOp.PROD: BinOp.MUL, ReduceOp.MAX: BinOp.MAX,
              ReduceOp.MIN: BinOp.MIN}[op]
+    if type(initial) is int and dtypes.is_float(r.dtype) and not -2 ** 63 <= initial < 2 ** 63:
+        initial = float(initial)    # NumPy converts it to the float dtype (NEP 50)
     return elementwise(lambda a: build.binary(binop, a, build.cast(initial, a.dtype)), r)
 
 
