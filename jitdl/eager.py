@@ -18,7 +18,7 @@ from jitdl import dtypes
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
 from jitdl.errors import ArgumentError, OutArgumentError, ScalarOverflowError, user_loc
-from jitdl.ops.core import is_symbolic
+from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.kernel import freeze_static, other_key
 
 _ndarray = np.ndarray
@@ -257,7 +257,10 @@ def _function(name, builder, static, names, dynamic=False):
         kwargs = dict(static)
 
         def op(*args):
-            return builder(*args, **kwargs)
+            if not dynamic:
+                return builder(*args, **kwargs)
+            with nonzero_sizes():   # (empty operands never reach a dynamic kernel here)
+                return builder(*args, **kwargs)
         op.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
         op.__name__ = op.__qualname__ = name

@@ -309,6 +309,45 @@ def test_reduction_options():
     assert np.argmax([1.0, np.nan, 3.0, np.nan]) == jnp.argmax(np.array([1.0, np.nan, 3.0, np.nan])) == 1
 
 
+_EMPTY_MSG = {"max": "zero-size array to reduction operation maximum which has no identity",
+              "min": "zero-size array to reduction operation minimum which has no identity",
+              "ptp": "zero-size array to reduction operation maximum which has no identity",
+              "nanmax": "zero-size array to reduction operation fmax which has no identity",
+              "nanmin": "zero-size array to reduction operation fmin which has no identity",
+              "argmax": "attempt to get argmax of an empty sequence",
+              "argmin": "attempt to get argmin of an empty sequence"}
+
+
+@pytest.mark.parametrize("name", sorted(_EMPTY_MSG))
+def test_reductions_without_identity_over_an_empty_axis(name):
+    """Eagerly as NumPy (ValueError); inside a dynamic definition, where the axis's size
+    is symbolic, the kernel checks it at run time (the IndexError the kernel raises, with
+    NumPy's message) instead of returning the identity (-inf) or index 0."""
+    fn = getattr(jnp, name)
+    f = jd.compute(dynamic=True)(lambda X: fn(X, axis=1) * 2)
+    g = jd.compute(dynamic=True)(lambda X: fn(X) + 1)           # every axis
+    for shape in ((3, 5), (1, 4), (2, 1)):
+        x = RNG.standard_normal(shape) + 0.5
+        same(f(x), getattr(np, name)(x, axis=1) * 2)
+        same(g(x), getattr(np, name)(x) + 1)
+    for shape, axis in (((3, 0), 1), ((0, 3), 0), ((0, 3), None), ((3, 0), -1), ((2, 0, 2), (0, 1))):
+        if name.startswith("arg") and isinstance(axis, tuple):
+            continue
+        with pytest.raises(ValueError, match=_EMPTY_MSG[name]):
+            np_quiet(getattr(np, name), np.empty(shape), axis=axis)
+        with pytest.raises(ValueError, match=_EMPTY_MSG[name]):
+            fn(np.empty(shape), axis=axis)
+    for x in (np.empty((3, 0)), np.empty((1, 0))):
+        with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+            f(x)
+        with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+            g(x)
+    with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+        g(np.empty((0, 3)))
+    same(f(np.empty((0, 3))), getattr(np, name)(np.empty((0, 3)), axis=1) * 2)
+    assert len(f.cache_info()["events"]) <= 3       # (3, n), (1, n), (n, 1) patterns
+
+
 def test_reduction_errors():
     empty = np.zeros((0, 3))
     for name, msg in (("max", "zero-size array to reduction operation maximum which has no "
