@@ -10,14 +10,15 @@ its stages join that definition.
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 
 from jitdl import dtypes
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
-from jitdl.errors import ArgumentError, OutArgumentError, user_loc
-from jitdl.ops.core import is_symbolic
+from jitdl.errors import ArgumentError, OutArgumentError, ScalarOverflowError, user_loc
+from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import freeze_static, other_key
 
@@ -52,16 +53,62 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     from arrays only): the kernel's run goes into it, for the wrapper to call directly."""
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
-    if out is None and table is None:
-        run = _runs.get(key)
-        if run is not None:
-            return run(operands)
-    k = _kernels.get(key)
-    if k is not None and (out is None or _exact_out(k, out)):
-        if table is not None and type(k) is not _ScalarOut:
-            _remember(table, tkey, k, operands)
-        return k.run(operands, out)
+    try:
+        if out is None and table is None:
+            run = _runs.get(key)
+            if run is not None:
+                return run(operands)
+        k = _kernels.get(key)
+        if k is not None and (out is None or _exact_out(k, out)):
+            if table is not None and type(k) is not _ScalarOut:
+                _remember(table, tkey, k, operands)
+            return k.run(operands, out)
+    except ScalarOverflowError:
+        if not _has_huge_int(operands):
+            raise
     return _slow(name, builder, operands, static, out, names, table, tkey)
+
+
+_I64 = 2 ** 63
+_COMPARISONS = frozenset(("greater", "greater_equal", "less", "less_equal", "equal",
+                          "not_equal"))
+
+
+def _has_huge_int(operands):
+    return any(type(a) is int and not -_I64 <= a < _I64 for a in operands)
+
+
+def _huge_ints(name, operands, names):
+    """Operands with each Python int beyond int64 made what NumPy 2 makes of it (NEP 50:
+    a weak scalar takes the dtype of the loop): a float where the loop is a float one
+    (np.add(float32 array, 2**70) is float32; OverflowError past float64's range, as
+    NumPy), and for a comparison with integers a float beyond every int64 (NumPy's
+    result: the int's sign decides). Where the loop is an integer one the int stays, and
+    the kernel raises NumPy's OverflowError."""
+    def kind(a):
+        if type(a) is bool or type(a) is int or type(a) is float:
+            return type(a)
+        return getattr(a, "dtype", None)
+    ufunc = getattr(np, name, None)
+    others = [kind(a) for a, n in zip(operands, names) if n not in ("condition", "where")]
+    if isinstance(ufunc, np.ufunc) and ufunc.nin == len(operands) and None not in others:
+        try:
+            loop = ufunc.resolve_dtypes(tuple(kind(a) for a in operands) + (None,) * ufunc.nout)
+        except Exception:       # (no loop: the kernel's own error follows)
+            loop = None
+    else:
+        loop = None
+    floating = any(k is float or isinstance(k, np.dtype) and k.kind == "f" for k in others)
+    integral = any(isinstance(k, np.dtype) and k.kind in "iu" for k in others)
+    out = []
+    for i, a in enumerate(operands):
+        if type(a) is int and not -_I64 <= a < _I64:
+            if name in _COMPARISONS and integral and not floating:
+                a = math.copysign(2.0 ** 64, a)     # beyond every int64, compared exactly
+            elif loop[i].kind == "f" if loop is not None else floating:
+                a = float(a)            # (OverflowError past float64, as NumPy raises)
+        out.append(a)
+    return tuple(out)
 
 
 def _static_key(static):
@@ -131,6 +178,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
                             f"operands), got {type(out).__name__}", user_loc())
     names = names or [f"x{n + 1}" for n in range(len(operands))]
     operands = tuple(_normalise(name, a, n) for a, n in zip(operands, names))
+    if _has_huge_int(operands):
+        operands = _huge_ints(name, operands, names)
+        table = None        # (the wrapper's key says int: not this kernel's call)
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     k = _kernels.get(key)
@@ -227,7 +277,10 @@ def _function(name, builder, static, names, dynamic=False):
         kwargs = dict(static)
 
         def op(*args):
-            return builder(*args, **kwargs)
+            if not dynamic:
+                return builder(*args, **kwargs)
+            with nonzero_sizes():   # (empty operands never reach a dynamic kernel here)
+                return builder(*args, **kwargs)
         op.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
         op.__name__ = op.__qualname__ = name

@@ -126,6 +126,45 @@ def test_python_int_out_of_range_raises_overflow_error():
             jnp.add(x1, x2)
 
 
+BIG = 2 ** 70      # a Python int beyond int64
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.add(x.astype(np.float32), BIG), lambda m, x: m.add(x, -BIG),
+    lambda m, x: m.multiply(BIG, x.astype(np.float32)), lambda m, x: m.add(np.float32(1.5), BIG),
+    lambda m, x: m.add(BIG, 1.5), lambda m, x: m.subtract(x, -2 ** 63 - 1),
+    lambda m, x: m.divide(x.astype(np.int64), BIG), lambda m, x: m.arctan2(x, -BIG),
+    lambda m, x: m.maximum(x.astype(np.float32), BIG), lambda m, x: m.minimum(x, -BIG),
+    lambda m, x: m.where(x > 0, x.astype(np.float32), BIG), lambda m, x: m.clip(x, -BIG, BIG),
+    lambda m, x: m.greater(x.astype(np.int64), BIG), lambda m, x: m.less(x.astype(np.int8), BIG),
+    lambda m, x: m.not_equal(x.astype(np.int64), -BIG), lambda m, x: m.greater_equal(x, BIG),
+    lambda m, x: m.sum(x.astype(np.float32), initial=BIG), lambda m, x: m.max(x, initial=-BIG)])
+def test_python_int_beyond_int64_meets_floats_as_numpy(call):
+    """NEP 50: the int takes the float dtype of the loop (float32 stays float32); against
+    integers a comparison is decided by the int's sign."""
+    x = RNG.standard_normal(7) * 3 + 0.5
+    for _ in range(2):      # (the second call takes the cached path)
+        same(call(jnp, x), call(np, x), rtol=2e-7)
+
+
+def test_python_int_beyond_int64_with_integers_raises_overflow_error():
+    for call in (lambda m: m.add(np.ones(3, np.int64), BIG), lambda m: m.add(BIG, 1),
+                 lambda m: m.where(np.ones(3, bool), np.ones(3, np.int64), BIG),
+                 lambda m: m.add(np.ones(3, bool), -BIG), lambda m: m.equal(np.ones(3, bool), BIG),
+                 lambda m: m.sum(np.ones(3, np.int64), initial=BIG),
+                 lambda m: m.add(np.ones(3), 2 ** 1100)):
+        with pytest.raises(OverflowError):
+            call(np)
+        with pytest.raises(OverflowError):
+            call(jnp)
+    jnp.add(np.ones(3, np.int64), 5)            # a kernel for (int64, int) exists ...
+    with pytest.raises(OverflowError):          # ... and raises on the cached path too
+        jnp.add(np.ones(3, np.int64), BIG)
+    same(jnp.add(np.ones(3, np.float32), 5), np.ones(3, np.float32) + 5)
+    same(jnp.add(np.ones(3, np.float32), BIG), np.ones(3, np.float32) + BIG)
+    same(jnp.add(np.ones(3, np.float32), 5), np.ones(3, np.float32) + 5)
+
+
 def test_type_errors_read_like_numpy():
     for f, args in ((np.bitwise_and, (np.ones(2), 1)), (np.negative, (np.ones(2, bool),)),
                     (np.invert, (np.ones(2),)), (np.left_shift, (np.ones(2), 1)),
@@ -268,6 +307,45 @@ def test_reduction_options():
     all_nan = np.full((2, 3), np.nan)
     same(jnp.nanmax(all_nan, axis=1), np_quiet(np.nanmax, all_nan, axis=1))
     assert np.argmax([1.0, np.nan, 3.0, np.nan]) == jnp.argmax(np.array([1.0, np.nan, 3.0, np.nan])) == 1
+
+
+_EMPTY_MSG = {"max": "zero-size array to reduction operation maximum which has no identity",
+              "min": "zero-size array to reduction operation minimum which has no identity",
+              "ptp": "zero-size array to reduction operation maximum which has no identity",
+              "nanmax": "zero-size array to reduction operation fmax which has no identity",
+              "nanmin": "zero-size array to reduction operation fmin which has no identity",
+              "argmax": "attempt to get argmax of an empty sequence",
+              "argmin": "attempt to get argmin of an empty sequence"}
+
+
+@pytest.mark.parametrize("name", sorted(_EMPTY_MSG))
+def test_reductions_without_identity_over_an_empty_axis(name):
+    """Eagerly as NumPy (ValueError); inside a dynamic definition, where the axis's size
+    is symbolic, the kernel checks it at run time (the IndexError the kernel raises, with
+    NumPy's message) instead of returning the identity (-inf) or index 0."""
+    fn = getattr(jnp, name)
+    f = jd.compute(dynamic=True)(lambda X: fn(X, axis=1) * 2)
+    g = jd.compute(dynamic=True)(lambda X: fn(X) + 1)           # every axis
+    for shape in ((3, 5), (1, 4), (2, 1)):
+        x = RNG.standard_normal(shape) + 0.5
+        same(f(x), getattr(np, name)(x, axis=1) * 2)
+        same(g(x), getattr(np, name)(x) + 1)
+    for shape, axis in (((3, 0), 1), ((0, 3), 0), ((0, 3), None), ((3, 0), -1), ((2, 0, 2), (0, 1))):
+        if name.startswith("arg") and isinstance(axis, tuple):
+            continue
+        with pytest.raises(ValueError, match=_EMPTY_MSG[name]):
+            np_quiet(getattr(np, name), np.empty(shape), axis=axis)
+        with pytest.raises(ValueError, match=_EMPTY_MSG[name]):
+            fn(np.empty(shape), axis=axis)
+    for x in (np.empty((3, 0)), np.empty((1, 0))):
+        with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+            f(x)
+        with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+            g(x)
+    with pytest.raises((ValueError, IndexError), match=_EMPTY_MSG[name]):
+        g(np.empty((0, 3)))
+    same(f(np.empty((0, 3))), getattr(np, name)(np.empty((0, 3)), axis=1) * 2)
+    assert len(f.cache_info()["events"]) <= 3       # (3, n), (1, n), (n, 1) patterns
 
 
 def test_reduction_errors():

@@ -687,3 +687,38 @@ def test_dynamic_definition_errors():
     same(p(y), np.pad(y, 2, mode="edge"))
     with pytest.raises(IndexError):                 # NumPy: can't extend empty axis
         p(rand(0, 4))
+
+
+# a data-dependent read of a stage that is inlined: the stage's body may ignore the index (a
+# broadcast or reshaped length-1 axis) or fold it into range (tile, pad's edge and wrap,
+# roll); the read is checked against the stage's own extent all the same
+FOLDING = {
+    "broadcast_to": (lambda X, I: jnp.take(jnp.broadcast_to(X, (1, 1)), I, axis=0), (1,)),
+    "reshape": (lambda X, I: jnp.take(jnp.reshape(X, (1, 1)), I, axis=1), (1,)),
+    "expand_dims": (lambda X, I: jnp.take(jnp.expand_dims(X, 0), I, axis=0), (1,)),
+    "tile": (lambda X, I: jnp.take(jnp.tile(X, 2), I, axis=0), (3,)),
+    "pad_edge": (lambda X, I: jnp.take(jnp.pad(X, 1, mode="edge"), I, axis=0), (3,)),
+    "pad_wrap": (lambda X, I: jnp.take(jnp.pad(X, 1, mode="wrap"), I, axis=0), (3,)),
+    "roll": (lambda X, I: jnp.take(jnp.roll(X, 1), I, axis=0), (3,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLDING))
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_take_of_an_inlined_stage_checks_its_extent(case, dynamic):
+    fn, shape = FOLDING[case]
+    f = jd.compute(dynamic=dynamic)(lambda X, I: fn(X, I) * 2.0)
+    x = rand(*shape)
+    ref = {"broadcast_to": lambda: np.broadcast_to(x, (1, 1)), "reshape": lambda: x.reshape(1, 1),
+           "expand_dims": lambda: x[None], "tile": lambda: np.tile(x, 2),
+           "pad_edge": lambda: np.pad(x, 1, "edge"), "pad_wrap": lambda: np.pad(x, 1, "wrap"),
+           "roll": lambda: np.roll(x, 1)}[case]()
+    axis = 1 if case == "reshape" else 0
+    n = ref.shape[axis]
+    ok = np.array([n - 1, -n, 0])
+    same(f(x, ok), np.take(ref, ok, axis=axis) * 2.0)
+    for bad in (n, -n - 1, n + 3):
+        with pytest.raises(IndexError):
+            np.take(ref, [bad], axis=axis)
+        with pytest.raises(IndexError, match="outside"):
+            f(x, np.array([0, bad]))

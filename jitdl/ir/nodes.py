@@ -193,6 +193,10 @@ class Access(Expr):
     # an index read data before stages were inlined into it: checked at run time, as
     # the static prover never saw the inlined expression
     checked: bool = field(default=False, compare=False, hash=False)
+    # run-time checks that ride on this read: ((index, extent, tensor name), ...) of a
+    # data-dependent read of a stage inlined into it whose body ignores (or folds) that
+    # index, so the read of the inlined stage itself left nothing to check
+    carried: tuple = field(default=(), compare=False, hash=False)
 
     @property
     def dtype(self):

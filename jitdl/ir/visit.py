@@ -20,7 +20,7 @@ def expr_children(e):
         case Cast():
             return (e.value,)
         case Access():
-            return e.indices
+            return e.indices + tuple(c[0] for c in e.carried)
         case Reduce():
             return (e.body,) if e.where is None else (e.body, e.where)
         case Load():          # the index, and the indices a run-time check tests
@@ -58,7 +58,10 @@ def map_expr(e, fn):
             n = e if v is e.value else replace(e, value=v)
         case Access():
             idx = tuple(map_expr(x, fn) for x in e.indices)
-            n = e if all(x is y for x, y in zip(idx, e.indices)) else replace(e, indices=idx)
+            carried = tuple((map_expr(c[0], fn),) + tuple(c[1:]) for c in e.carried)
+            same = all(x is y for x, y in zip(idx, e.indices)) and \
+                all(x[0] is y[0] for x, y in zip(carried, e.carried))
+            n = e if same else replace(e, indices=idx, carried=carried)
         case Reduce():
             b = map_expr(e.body, fn)
             w = None if e.where is None else map_expr(e.where, fn)

@@ -16,9 +16,10 @@ from jitdl.errors import ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, linear, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
-                            IfThen, Load, PrimFunc, ReduceOp, Seq, Store, Var, ThreadReduce)
+                            IfThen, Load, PrimFunc, Reduce, ReduceOp, Select, Seq, Store, Var,
+                            ThreadReduce)
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
@@ -34,6 +35,40 @@ class Lowered:
     checks: int         # number of runtime index checks
     sizes: list = ()    # [(size Var, argument position, dim)]: the last scalars
     agree: list = ()    # symbolic sizes that must agree, checked at the call
+
+
+def _carry(e, checks):
+    """e with run-time index checks `checks` ((index, extent, tensor name), ...) put on
+    one of its reads: one that every evaluation of e performs where there is one (not in
+    an arm of a select, a short-circuit operand or a reduction's body), else any; e
+    unchanged when it reads no tensor (a constant stage: nothing to check against)."""
+    def sure(n):
+        match n:
+            case Access():
+                return n
+            case Select():
+                return sure(n.cond)
+            case Binary() if n.op in (BinOp.AND, BinOp.OR):
+                return sure(n.a)
+            case Reduce():
+                return None
+        for c in expr_children(n):
+            r = sure(c)
+            if r is not None:
+                return r
+        return None
+
+    target = sure(e) or next((n for n in walk_expr(e) if isinstance(n, Access)), None)
+    if target is None:
+        return e
+    done = []
+
+    def rep(n):
+        if n is target and not done:
+            done.append(n)
+            return replace(n, carried=n.carried + checks)
+        return None
+    return map_expr(e, rep)
 
 
 def identity(op: ReduceOp, dtype: str):
@@ -160,8 +195,14 @@ class _Builder:
                 st = self.sched.stages.get(n.tensor.name)
                 if st is not None and st.tensor is n.tensor and st.attach == "inline":
                     body = self.inline(st.tensor.op.body)
-                    return substitute(body, {a.var: i for a, i in zip(st.tensor.op.axes,
+                    body = substitute(body, {a.var: i for a, i in zip(st.tensor.op.axes,
                                                                        n.indices)})
+                    # the checks this read of the stage needs: its body may ignore an
+                    # index (a broadcast or reshaped length-1 axis) or fold it into range
+                    carried = n.carried + tuple(
+                        (i, d, n.tensor.name) for i, d in zip(n.indices, n.tensor.shape)
+                        if reads_memory(i) or n.checked and not isinstance(i, Const))
+                    return _carry(body, carried) if carried else body
             return None
         return map_expr(e, rep)
 
@@ -179,12 +220,14 @@ class _Builder:
     def loads(self, e):
         def check(n):
             """Run-time checks of the data-dependent indices of access n, or None."""
-            if not (n.checked or any(reads_memory(i) for i in n.indices)):
+            if not (n.checked or n.carried or any(reads_memory(i) for i in n.indices)):
                 return None
             self.checks += 1
-            return tuple((i, d, n.tensor.name, expr_text(i))
-                         for i, d in zip(n.indices, self.buffers[id(n.tensor)].shape)
-                         if reads_memory(i) or n.checked and not isinstance(i, Const))
+            # (the carried checks first: where both fail, the read's own is reported)
+            return tuple((i, self.size(d), name, expr_text(i)) for i, d, name in n.carried) \
+                + tuple((i, d, n.tensor.name, expr_text(i))
+                        for i, d in zip(n.indices, self.buffers[id(n.tensor)].shape)
+                        if reads_memory(i) or n.checked and not isinstance(i, Const))
 
         def rep(n):
             if isinstance(n, Access) and id(n.tensor) in self.redirect:

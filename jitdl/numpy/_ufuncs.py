@@ -16,6 +16,7 @@ _ndarray = np.ndarray
 
 
 _PY = (float, int, bool)
+_I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
 
 
 def _unary(name, doc):
@@ -56,7 +57,7 @@ def _binary(name, doc):
                         and x2.dtype is last[3]:
                     return last[4]((x1, x2))
                 key = (s1, x1.dtype, s2, x2.dtype)
-            elif t2 in _PY:
+            elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
                 key = (x1.shape, x1.dtype, t2)
             else:
                 key = None

@@ -9,6 +9,8 @@ broadcasts.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import operator
 import numpy as np
 
@@ -20,6 +22,27 @@ from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
+
+
+# True while a builder runs for jd.numpy on arrays: its kernels with symbolic extents only
+# ever see non-empty operands there (empty ones get kernels of their own), so run-time
+# checks for empty axes (max of nothing) are left out of them
+_EAGER_NONEMPTY = contextvars.ContextVar("jitdl_eager_nonempty", default=False)
+
+
+def sizes_known_nonzero():
+    """Whether the symbolic sizes of the kernel being built are known not to be 0."""
+    return _EAGER_NONEMPTY.get()
+
+
+@contextlib.contextmanager
+def nonzero_sizes():
+    """Build with symbolic sizes known not to be 0 (see sizes_known_nonzero)."""
+    token = _EAGER_NONEMPTY.set(True)
+    try:
+        yield
+    finally:
+        _EAGER_NONEMPTY.reset(token)
 
 
 def any_size(*builders):
@@ -245,7 +268,8 @@ def reduced_size(x, axis):
     (an int, or an int64 expression for symbolic extents)."""
     n = 1
     for a in normalize_axes(axis, ndim_of(x)):
-        n = n * x.shape[a]
+        d = x.shape[a]
+        n = d if isinstance(n, int) and n == 1 else n * d
     return n
 
 

@@ -4,6 +4,7 @@ NumPy's pairwise summation than a float32 accumulator over millions of elements)
 propagate NaN and argmax/argmin report the first NaN, as NumPy does."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,9 +12,10 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, Intrin, ReduceOp
+from jitdl.ir.nodes import BinOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand,
-                            reduced_size, reduction, scalar_result, shape_of)
+                            reduced_size, reduction, scalar_result, shape_of,
+                            sizes_known_nonzero)
 from jitdl.te import ops as te
 
 _NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
@@ -48,6 +50,8 @@ def _initial(r, op, initial):
         return r
     binop = {ReduceOp.SUM: BinOp.ADD, ReduceOp.PROD: BinOp.MUL, ReduceOp.MAX: BinOp.MAX,
              ReduceOp.MIN: BinOp.MIN}[op]
+    if type(initial) is int and dtypes.is_float(r.dtype) and not -2 ** 63 <= initial < 2 ** 63:
+        initial = float(initial)    # NumPy converts it to the float dtype (NEP 50)
     return elementwise(lambda a: build.binary(binop, a, build.cast(initial, a.dtype)), r)
 
 
@@ -77,6 +81,21 @@ def _check_nonempty(x, axis, what):
                          "identity", user_loc())
 
 
+def _nonempty_at_run_time(r, n, message):
+    """r, checked at run time to reduce a non-empty axis where its size n is symbolic
+    (a dynamic definition called with an empty array): NumPy raises there (max of
+    nothing), and the reduction would give its identity (-inf). The check, `0 < n` per
+    output element (none where the output is empty too, as NumPy gives an empty result
+    there), rides on the read of r and fails as an IndexError naming NumPy's message."""
+    if isinstance(n, int) or sizes_known_nonzero():
+        return r
+    check = ((Const(0, "int64"), n, f"the reduced axes ({message})"),)
+
+    def body(*idx):
+        return dataclasses.replace(r[idx], carried=check)
+    return te.tensor(r.shape, body, name=r.name)
+
+
 def _minmax(op, x, axis, keepdims, initial, where):
     x = as_tensor(x)
     if initial is None:
@@ -84,6 +103,8 @@ def _minmax(op, x, axis, keepdims, initial, where):
             raise ShapeError(f"reduction operation '{_NAMES[op]}' does not have an identity, "
                              "so to use a where mask one has to specify 'initial'", user_loc())
         _check_nonempty(x, axis, _NAMES[op])
+        return _nonempty_at_run_time(reduction(op, x, axis, keepdims), reduced_size(x, axis),
+                                     _no_identity(_NAMES[op]))
     if where is not None:
         fill = -math.inf if op == ReduceOp.MAX else math.inf
         if not dtypes.is_float(x.dtype):
@@ -91,6 +112,10 @@ def _minmax(op, x, axis, keepdims, initial, where):
                 if x.dtype != "bool" else op == ReduceOp.MIN
         x = _masked(x, where, fill)
     return _initial(reduction(op, x, axis, keepdims), op, initial)
+
+
+def _no_identity(what):
+    return f"zero-size array to reduction operation {what} which has no identity"
 
 
 def max_(x, where=None, *, axis=None, keepdims=False, initial=None):
@@ -111,9 +136,10 @@ def ptp(x, *, axis=None, keepdims=False):
                             "(ptp of a bool array); use the bitwise_xor, the `^` operator, "
                             "or the logical_xor function instead", user_loc())
     _check_nonempty(x, axis, "maximum")
-    return elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
-                       reduction(ReduceOp.MAX, x, axis, keepdims),
-                       reduction(ReduceOp.MIN, x, axis, keepdims))
+    return _nonempty_at_run_time(elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
+                                             reduction(ReduceOp.MAX, x, axis, keepdims),
+                                             reduction(ReduceOp.MIN, x, axis, keepdims)),
+                                 reduced_size(x, axis), _no_identity("maximum"))
 
 
 def _arg(op, x, axis, keepdims):
@@ -123,7 +149,8 @@ def _arg(op, x, axis, keepdims):
     n = reduced_size(x, axis)
     if isinstance(n, int) and n == 0:
         raise ShapeError(f"attempt to get {op.value} of an empty sequence", user_loc())
-    return reduction(op, x, axis, keepdims)
+    return _nonempty_at_run_time(reduction(op, x, axis, keepdims), n,
+                                 f"attempt to get {op.value} of an empty sequence")
 
 
 def argmax(x, *, axis=None, keepdims=False):
@@ -243,15 +270,18 @@ def nanmin(x, *, axis=None, keepdims=False):
 
 def _nan_minmax(op, x, axis, keepdims):
     x = as_tensor(x)
-    _check_nonempty(x, axis, _NAMES[op])
+    what = "fmax" if op == ReduceOp.MAX else "fmin"       # (NumPy's name here)
+    _check_nonempty(x, axis, what)
     if not dtypes.is_float(x.dtype):
-        return reduction(op, x, axis, keepdims)
+        return _nonempty_at_run_time(reduction(op, x, axis, keepdims), reduced_size(x, axis),
+                                     _no_identity(what))
     r = reduction(op, _nan_fill(x, -math.inf if op == ReduceOp.MAX else math.inf), axis,
                   keepdims)
     seen = reduction(ReduceOp.ANY, elementwise(
         lambda a: build.logical_not(build.call(Intrin.ISNAN, a)), x), axis, keepdims)
-    return elementwise(lambda a, s: build.select(s, a, build.cast(math.nan, a.dtype)),
-                       r, seen)
+    return _nonempty_at_run_time(
+        elementwise(lambda a, s: build.select(s, a, build.cast(math.nan, a.dtype)), r, seen),
+        reduced_size(x, axis), _no_identity(what))
 
 
 def nanmean(x, *, axis=None, dtype=None, keepdims=False):
