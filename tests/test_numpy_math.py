@@ -365,6 +365,11 @@ def test_reduction_errors():
         jnp.sum(A, axis=(1, -2))
     with pytest.raises(ValueError, match="where mask"):
         jnp.max(A, where=A > 0)
+    for name in ("argmax", "argmin"):               # one axis only, as NumPy
+        with pytest.raises(TypeError, match="'tuple' object cannot be interpreted as an"):
+            getattr(np, name)(A, axis=(0, 1))
+        with pytest.raises(TypeError, match="'tuple' object cannot be interpreted as an"):
+            getattr(jnp, name)(A, axis=(0, 1))
 
 
 # -- fused inside definitions ---------------------------------------------------------------

@@ -144,6 +144,9 @@ def ptp(x, *, axis=None, keepdims=False):
 
 def _arg(op, x, axis, keepdims):
     x = as_tensor(x)
+    if axis is not None and not isinstance(axis, int):     # (NumPy takes one axis here)
+        raise ArgumentError(f"'{type(axis).__name__}' object cannot be interpreted as an "
+                            f"integer ({op.value}'s axis must be an int or None)", user_loc())
     # axis=None: one reduction over every axis, whose position is the row-major one
     axis = None if axis is None else normalize_axes(axis, x.ndim, allow_none=False)[0]
     n = reduced_size(x, axis)
