@@ -309,6 +309,9 @@ class KernelChecks:
 
     def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]
+        if tensor.startswith("the reduced axes (") and tensor.endswith(")"):
+            # a reduction with no identity over an empty (symbolic) axis: NumPy's error
+            raise ValueError(f"{self.fname}(): {tensor[len('the reduced axes ('):-1]}")
         if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
             names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
             given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
