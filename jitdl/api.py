@@ -24,7 +24,7 @@ from jitdl.cache import keys
 from jitdl.cache.store import Entry, default_store, warn_once
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
-from jitdl.errors import ArgumentError, JitdlError, ScheduleError, user_loc
+from jitdl.errors import ArgumentError, JitdlError, OutArgumentError, ScheduleError, user_loc
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
@@ -156,10 +156,20 @@ class Function:
             raise ArgumentError(f"{self.name}(): out= must hold {len(results)} array(s), "
                                 f"got {len(outs)}")
         for o, r in zip(outs, results):
+            got = (tuple(o.shape), np.dtype(o.dtype) if isinstance(o, np.ndarray)
+                   else cuda_runtime.dtype_of(o))
+            want = (tuple(r.shape), np.dtype(r.dtype) if isinstance(r, np.ndarray)
+                    else cuda_runtime.dtype_of(r))
+            if got != want:
+                raise OutArgumentError(
+                    f"{self.name}(): out=: expected shape {want[0]} and dtype {want[1]}, "
+                    f"got shape {got[0]} and dtype {got[1]}")
             if isinstance(o, np.ndarray):
-                np.copyto(o, r if isinstance(r, np.ndarray) else cuda_runtime.backend().to_host(r))
+                np.copyto(o, r if isinstance(r, np.ndarray) else
+                          cuda_runtime.backend().to_host(r))
             else:
-                cuda_runtime.backend().copyto(cuda_runtime.backend().asarray(o), r)
+                dev = cuda_runtime.backend()
+                dev.copyto(dev.asarray(o), r if is_device_array(r) else dev.from_host(r))
         return out
 
     def _inline(self, args, out):
@@ -242,15 +252,26 @@ class Function:
 
     def _device_spec(self, n, name, a):
         """A GPU array's spec: that of a NumPy array of its shape and dtype, marked cuda."""
-        if not np.dtype(a.dtype).isnative:
+        dtype = cuda_runtime.dtype_of(a)
+        if not dtype.isnative:
             raise ArgumentError(f"{self.name}(): argument '{name}' has non-native byte order "
-                                f"({np.dtype(a.dtype).str})")
+                                f"({dtype.str})")
         try:
-            dt = dtypes.normalize(np.dtype(a.dtype))
+            dt = dtypes.normalize(dtype)
         except TypeError:
             raise ArgumentError(
-                f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
+                f"{self.name}(): argument '{name}': dtype {dtype} is not supported; "
                 f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
+        on = getattr(getattr(a, "device", None), "id", None)     # CuPy's device
+        if isinstance(on, int):
+            from jitdl.target.cuda import cupy_or_none
+            cp = cupy_or_none()
+            current = cp.cuda.runtime.getDevice() if cp is not None else on
+            if on != current:
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}' is on GPU {on}, but the current "
+                    f"device is GPU {current}; call it inside `with "
+                    f"cupy.cuda.Device({on}):`")
         shape = tuple(int(d) for d in a.shape)
         return ("array", size_pattern(shape) if n in self._dynamic_pos else shape, dt, "cuda")
 
@@ -611,12 +632,19 @@ class Function:
 
     def llvm_ir(self, *args, optimized=True, **kwargs):
         """The LLVM IR (optimised by default) of the specialisation for these arguments."""
-        k = self.kernel(*args, **kwargs)
+        k = self._cpu_kernel("llvm_ir", args, kwargs)
         return Text(k.texts["llvm_ir" if optimized else "llvm_ir_unoptimized"])
 
     def asm(self, *args, **kwargs):
         """The host assembly of the specialisation for these arguments."""
-        return Text(engine.assembly(self.kernel(*args, **kwargs).texts["llvm_ir"]))
+        return Text(engine.assembly(self._cpu_kernel("asm", args, kwargs).texts["llvm_ir"]))
+
+    def _cpu_kernel(self, what, args, kwargs):
+        k = self.kernel(*args, **kwargs)
+        if isinstance(k, cuda_runtime.CudaKernel):
+            raise ArgumentError(f"{self.name}.{what}(): these arguments run on the GPU, whose "
+                                f"code is CUDA C: see {self.name}.cuda_source(...)")
+        return k
 
     def schedule_of(self, *args, **kwargs):
         """The schedule (steps and loop structure) for these arguments."""
@@ -644,7 +672,7 @@ class Function:
         that `jd.load(path)` runs in a process that never sees this source."""
         from jitdl.cache import export     # lazy: only exports need it
         example_args = self._args(example_args, kwargs)
-        k = self.kernel(*example_args)
+        k = self._cpu_kernel("export", example_args, {})
         export.write(path, self.name, [(self._specs(example_args), k)])
         return path
 
@@ -1002,7 +1030,8 @@ def _describe(names, specs):
     out = []
     for name, s in zip(names, specs):
         if s[0] == "array":
-            out.append(f"{name}: {s[2]}[{', '.join(map(str, s[1]))}]")
+            gpu = " (GPU)" if len(s) > 3 else ""
+            out.append(f"{name}: {s[2]}[{', '.join(map(str, s[1]))}]{gpu}")
         elif s[0] == "static":
             out.append(f"{name}={s[1]!r}")
         else:

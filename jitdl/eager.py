@@ -248,7 +248,8 @@ def _normalise(name, a, what):
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         a = np.asarray(a)           # a subclass (np.matrix, ...): its data as an ndarray
     if is_device_array(a):          # a GPU array: the kernel runs on the GPU
-        if np.dtype(a.dtype).name not in dtypes.SUPPORTED:
+        from jitdl.runtime.cuda import dtype_of
+        if dtype_of(a).name not in dtypes.SUPPORTED:
             raise ArgumentError(
                 f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "
                 f"support; supported: {', '.join(dtypes.SUPPORTED)}", user_loc())

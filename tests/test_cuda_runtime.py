@@ -136,7 +136,7 @@ def test_dynamic_sizes_one_kernel(gpu, rng):
         got = gpu.get(scale_rows(gpu.put(x), gpu.put(w)))
         np.testing.assert_allclose(got, x * w - 1.0, rtol=1e-12)
     keys = [k for k in scale_rows._kernels if any(
-        isinstance(p, tuple) and len(p) == 3 and p[1] == (None, None) for p in k)]
+        isinstance(p, tuple) and len(p) >= 3 and p[1] == (None, None) for p in k)]
     assert len(keys) == 1, scale_rows._kernels.keys()
 
 
@@ -271,3 +271,52 @@ def test_checked_reads_of_dynamic_sizes(gpu, rng):
                                np.take(x, ids + 4, axis=0, mode="clip"))
     with pytest.raises(IndexError, match="outside"):
         clipped(gpu.put(np.empty((0, 5))), gpu.put(np.array([0], np.int64)))
+
+
+@pytest.mark.parametrize("name", ["goto", "register", "volatile", "namespace", "jd_ok",
+                                  "jd_idiv", "JD_INLINE", "floor", "dim3", "__syncthreads"])
+def test_tensors_named_like_cxx_keywords_and_helpers(gpu, rng, name):
+    """A tensor may be called anything: C++ keywords, jitdl's helpers (jd_ok, jd_idiv)
+    and the compiler's names are renamed in the CUDA C."""
+    @jd.compute
+    def f(X, ids):
+        return jd.tensor(ids.shape, lambda i: X[ids[i]] + X[i // 2], name=name)
+    x, ids = rng.standard_normal(8), np.array([3, 0, 7, 7, 1, 2, 5, 4])
+    got = gpu.get(f(gpu.put(x), gpu.put(ids)))
+    np.testing.assert_allclose(got, x[ids] + x[np.arange(8) // 2])
+
+
+def test_target_override_checks_out(gpu, rng):
+    x, y = rng.standard_normal(12), rng.standard_normal(12)
+    out = np.empty(12)
+    assert saxpy(2.0, x, y, target="cuda", out=out) is out
+    np.testing.assert_allclose(out, 2 * x + y)
+    dev_out = gpu.put(np.zeros(12))
+    saxpy(2.0, x, y, target="cuda", out=dev_out)          # NumPy in, GPU out
+    np.testing.assert_allclose(gpu.get(dev_out), 2 * x + y)
+    with pytest.raises(jd.ArgumentError, match=r"expected shape \(12,\) and dtype float64, "
+                                               r"got shape \(2, 12\)"):
+        saxpy(2.0, x, y, target="cuda", out=np.empty((2, 12)))
+    with pytest.raises(jd.ArgumentError, match="got shape \\(12,\\) and dtype float32"):
+        saxpy(2.0, x, y, target="cpu", out=np.empty(12, np.float32))
+
+
+class _HostTensor:
+    """Like a PyTorch CPU tensor: its class has __cuda_array_interface__, which raises
+    AttributeError on the instance; NumPy reads it through __array__."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("a CPU tensor has no CUDA array interface")
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a
+
+
+def test_a_host_tensor_is_not_a_gpu_array(rng):
+    x = rng.standard_normal(6)
+    assert not cuda_runtime.is_device_array(_HostTensor(x))
+    np.testing.assert_allclose(jd.numpy.add(_HostTensor(x), 1.0), x + 1.0)

@@ -340,3 +340,19 @@ def test_matmul_of_symbolic_sizes(rng):
         for a, b in [((9, 4), (5, 6)), ((5, 1), (4, 3)), ((5, 4), (1, 3))]:
             with pytest.raises(jd.ArgumentError, match="shape mismatch"):
                 mm(rng.standard_normal(a), rng.standard_normal(b))
+
+
+def test_divmod_join_with_a_zero_size_divisor():
+    """(x // n) * n + x % n is x only where n > 0: with n == 0 both parts are 0 (NumPy's
+    integer division by zero), and the joined form keeps that."""
+    @jd.compute(dynamic=True)
+    def f(X, Y):
+        n = X.shape[0]
+        return jd.tensor(Y.shape, lambda j: (Y[j] // n) * n + Y[j] % n + (j // n) * n + j % n,
+                         name="Z")
+    y = np.arange(-4, 5, dtype=np.int64)
+    j = np.arange(len(y))
+    for nx in [0, 1, 3]:
+        with np.errstate(all="ignore"):
+            want = (y // nx) * nx + y % nx + j if nx else np.zeros_like(y)
+        np.testing.assert_array_equal(f(np.ones(nx), y), want)

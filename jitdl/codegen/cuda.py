@@ -182,6 +182,8 @@ class _ExprText:
             base = "".join(c if c.isalnum() or c == "_" else "_" for c in x.name) or "v"
             if base[0].isdigit():
                 base = "v" + base
+            if base.lower().startswith("jd_") or base.startswith("__"):
+                base = "u" + base       # jitdl's helpers and the compiler's own names
             got, n = base, 1
             while got in self.used or got in _RESERVED:
                 got, n = f"{base}_{n}", n + 1
@@ -358,6 +360,17 @@ _RESERVED = {"int", "float", "double", "char", "short", "long", "bool", "true", 
              "min", "max", "exp", "log", "sqrt", "threadIdx", "blockIdx", "blockDim",
              "gridDim", "warpSize", "jd_err", "jd_f", "jd_tid", "jd_g", "signbit", "isnan",
              "isinf", "isfinite", "fmax", "fmin", "fabs", "atomicCAS", "fmaxf", "fminf"}
+# the rest of C++17's keywords and CUDA's names (a tensor may be called anything)
+_RESERVED |= {"alignas", "alignof", "and", "and_eq", "asm", "bitand", "bitor", "catch",
+              "char16_t", "char32_t", "compl", "concept", "const_cast", "constexpr",
+              "decltype", "dynamic_cast", "enum", "explicit", "export", "extern", "final",
+              "friend", "goto", "inline", "mutable", "namespace", "noexcept", "not", "not_eq",
+              "nullptr", "operator", "or", "or_eq", "override", "private", "protected",
+              "public", "register", "reinterpret_cast", "requires", "static_assert",
+              "static_cast", "thread_local", "throw", "try", "typedef", "typeid", "using",
+              "virtual", "volatile", "wchar_t", "xor", "xor_eq", "NULL", "dim3", "half",
+              "float2", "float4", "double2", "int2", "int4", "uint", "size_t", "assert",
+              "printf", "malloc", "free", "memcpy", "memset", "abs", "JD_INLINE"}
 # a buffer or variable may not take the name of a math function the kernel calls (a
 # tensor named tanh would hide tanh(), jd.numpy.sin's output is named sin)
 _RESERVED |= {n + f for n in (*_MATH.values(), *_BINARY_MATH.values(), "sqrt")

@@ -58,7 +58,9 @@ def _carry(e, checks):
                 return r
         return None
 
-    target = sure(e) or next((n for n in walk_expr(e) if isinstance(n, Access)), None)
+    target = sure(e)        # (an Expr has no truth value: no `or` here)
+    if target is None:
+        target = next((n for n in walk_expr(e) if isinstance(n, Access)), None)
     if target is None:
         return e
     done = []

@@ -17,6 +17,7 @@ from jitdl.eager import apply
 from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import manipulation as man
 from jitdl.ops.core import is_symbolic, operand, shape_of
+from jitdl.runtime.cuda import is_device_array
 
 
 def _sym(*xs):
@@ -241,8 +242,11 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     static = (("axis", None if axis is None else operator.index(axis)), ("mode", mode))
     if _sym(a, indices):
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
-    if not isinstance(indices, np.ndarray):    # a 0-d array: its read is bounds-checked
-        indices = np.asarray(indices)
+    if is_device_array(a) and not is_device_array(indices):   # a GPU a: indices too
+        from jitdl.runtime.cuda import backend
+        indices = backend().from_host(np.asarray(indices))
+    elif not isinstance(indices, np.ndarray) and not is_device_array(indices):
+        indices = np.asarray(indices)   # a 0-d array: its read is bounds-checked
     try:
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
     except (AxisError, man.TakeIndexError):
@@ -253,8 +257,11 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 def _take_error(a, indices, axis):
     """NumPy's IndexError for the first index out of range (None if none is)."""
-    shape = np.shape(a)
+    shape = tuple(a.shape) if is_device_array(a) else np.shape(a)
     n = int(np.prod(shape)) if axis is None else shape[axis % len(shape)]
+    if is_device_array(indices):
+        from jitdl.runtime.cuda import backend
+        indices = backend().to_host(indices)
     ind = np.asarray(indices).ravel()
     bad = ind[(ind < -n) | (ind >= n)]
     if not bad.size:

@@ -41,7 +41,22 @@ def backend():
 def is_device_array(a) -> bool:
     """Whether `a` lives on a GPU: CuPy arrays, and any object with
     `__cuda_array_interface__` (PyTorch and JAX GPU tensors, Numba device arrays)."""
-    return hasattr(type(a), "__cuda_array_interface__") and not isinstance(a, np.ndarray)
+    if not hasattr(type(a), "__cuda_array_interface__") or isinstance(a, np.ndarray):
+        return False
+    try:                # PyTorch defines it on the class and raises for CPU tensors
+        a.__cuda_array_interface__
+    except AttributeError:
+        return False
+    return True
+
+
+def dtype_of(a) -> np.dtype:
+    """A GPU array's dtype as NumPy's (PyTorch's dtypes are not NumPy's): from its CUDA
+    array interface."""
+    try:
+        return np.dtype(a.dtype)
+    except TypeError:
+        return np.dtype(a.__cuda_array_interface__["typestr"])
 
 
 class CupyBackend:
@@ -78,7 +93,9 @@ class CupyBackend:
         """The cubin of `source` for `arch` (sm_90), by NVRTC; a CompileError with
         NVRTC's log if the source does not compile."""
         from cupy.cuda import nvrtc
-        options = [f"--gpu-architecture={arch}", "--std=c++17"]
+        cubin = hasattr(nvrtc, "getCUBIN")    # else PTX (an old CuPy), for the virtual arch
+        options = [f"--gpu-architecture={arch if cubin else arch.replace('sm_', 'compute_')}",
+                   "--std=c++17"]
         if strict_fp:                   # no fused multiply-adds: NumPy's rounding
             options.append("--fmad=false")
         prog = nvrtc.createProgram(source, "jitdl.cu", [], [])
@@ -90,7 +107,7 @@ class CupyBackend:
                 raise CompileError(f"NVRTC could not compile the generated CUDA C ({e}); "
                                    f"this is a bug in jitdl, please report it with the "
                                    f"definition. NVRTC says:\n{log}") from None
-            if hasattr(nvrtc, "getCUBIN"):
+            if cubin:
                 return bytes(nvrtc.getCUBIN(prog))
             ptx = nvrtc.getPTX(prog)       # an old CuPy: PTX, which the driver also loads
             return ptx.encode() if isinstance(ptx, str) else bytes(ptx)

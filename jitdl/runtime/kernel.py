@@ -124,9 +124,13 @@ def other_key(a, dynamic=False):
     `__cuda_array_interface__`) its shape (`dynamic`: its size pattern) and dtype too,
     so a kernel of one shape never serves another."""
     t = type(a)
-    if isinstance(a, _ndarray) or hasattr(t, "__cuda_array_interface__"):
+    if isinstance(a, _ndarray):
         shape = tuple(a.shape)
         return (t, size_pattern(shape) if dynamic else shape, a.dtype)
+    if hasattr(t, "__cuda_array_interface__") and hasattr(a, "shape"):
+        shape = tuple(a.shape)      # (and which GPU: a module is loaded on one device)
+        return (t, size_pattern(shape) if dynamic else shape, a.dtype,
+                getattr(getattr(a, "device", None), "id", None))
     return t
 
 

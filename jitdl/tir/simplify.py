@@ -63,13 +63,18 @@ def _join_divmod(n):
             else:
                 continue
         elif isinstance(atom.b, SizeVar):
-            # (x // n) * n + x % n with n a dynamic size: x for every n > 0, and with
-            # n == 0 the index belongs to an empty loop (a fused loop over a zero-size
-            # axis), which never runs
+            # (x // n) * n + x % n with n a dynamic size (>= 0): x where n > 0, and 0
+            # where n == 0 (x // 0 and x % 0 are 0): select(n != 0, x, 0), one compare
+            # for two divisions (a fused loop's index taken apart and put back)
             qn = next((k for k in f if _is_product(k, q, atom.b)), None)
             if not (c and qn is not None and f[qn] == c):
                 continue
             del f[atom], f[qn]
+            x = Select(Compare(CmpOp.NE, atom.b, Const(0, "int64")), atom.a,
+                       Const(0, "int64"), "int64")
+            f[x] = f.get(x, 0) + c
+            changed = True
+            continue
         else:
             continue
         for k, v in affine(atom.a).items():
