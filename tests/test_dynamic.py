@@ -356,3 +356,15 @@ def test_divmod_join_with_a_zero_size_divisor():
         with np.errstate(all="ignore"):
             want = (y // nx) * nx + y % nx + j if nx else np.zeros_like(y)
         np.testing.assert_array_equal(f(np.ones(nx), y), want)
+
+
+def test_sizes_that_must_agree_are_checked_when_a_pattern_makes_them_constant(rng):
+    """X of pattern (1, n1, n2) with B (1, 1): range inference makes every size 1 (no
+    size is left a kernel parameter), and B's sizes must still agree with X's."""
+    @jd.compute(dynamic=True)
+    def f(X, B):
+        return jd.tensor(X.shape, lambda i, j, k: X[i, j, k] * 2.0 - B[j, k], name="Y")
+    with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+        f(rng.standard_normal((1, 2, 5)), rng.standard_normal((1, 1)))
+    x, b = rng.standard_normal((1, 1, 1)), rng.standard_normal((1, 1))
+    np.testing.assert_allclose(f(x, b), x * 2.0 - b)

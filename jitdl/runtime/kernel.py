@@ -273,7 +273,9 @@ class KernelChecks:
         self._int_bounds = [(position[t[1]],) + weak.BOUNDS[dt]
                             for dt, t, *_ in self.int_checks if t[0] == "var"]
         self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
-        self.dims = _dims_function(sig) if sig.sizes else None
+        # (sizes that must agree are checked even where none is left a parameter: a
+        # size-1 pattern can make every size a constant)
+        self.dims = _dims_function(sig) if sig.sizes or sig.agree else None
 
     def _check_ints(self, args):
         """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
@@ -512,10 +514,10 @@ def _dims_function(sig):
     for k, (_, pa, da, _, pb, db) in enumerate(sig.agree):
         lines.append(f"    if args[{int(pa)}].shape[{int(da)}] != args[{int(pb)}].shape[{int(db)}]:"
                      f" disagree(args, {k})")
-    sizes = ", ".join(f"n{k}" for k in range(len(sig.sizes)))
+    sizes = "".join(f"n{k}, " for k in range(len(sig.sizes)))
     shapes = ", ".join("(" + "".join(_tree_code(d) + ", " for d in shape) + ")"
                        for _, shape, _ in sig.outputs)
-    lines.append(f"    return ({sizes},), ({shapes},)")
+    lines.append(f"    return ({sizes}), ({shapes},)")
 
     def disagree(args, k):
         a, pa, da, b, pb, db = sig.agree[k]
