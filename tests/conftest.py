@@ -29,6 +29,10 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite the expected texts under tests/golden/ instead of "
                           "comparing with them")
+    parser.addoption("--slow", action="store_true",
+                     default=os.environ.get("JITDL_TEST_SLOW", "") not in ("", "0"),
+                     help="also run the tests marked slow (the dask cluster, the larger half "
+                          "of the nvcc battery); JITDL_TEST_SLOW=1 does the same")
     parser.addoption("--target", default=os.environ.get("JITDL_TEST_TARGET", "cpu"),
                      choices=("cpu", "cuda", "emulated"),
                      help="where definitions run: 'cuda' calls every @jd.compute function "
@@ -36,6 +40,16 @@ def pytest_addoption(parser):
                           "results back), so the tests of definitions and ops check GPU "
                           "kernels against NumPy; needs CuPy and a GPU. 'emulated' does the "
                           "same on the CPU emulator of CUDA C (tests/_cuda_emu.py; g++)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow or JITDL_TEST_SLOW=1 (kept out of "
+                                   "the default run to keep it near 10 minutes on 2 cores)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def pytest_configure(config):
