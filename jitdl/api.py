@@ -156,17 +156,14 @@ class Function:
             raise ArgumentError(f"{self.name}(): out= must hold {len(results)} array(s), "
                                 f"got {len(outs)}")
         for o, r in zip(outs, results):
-            got = (tuple(o.shape), np.dtype(o.dtype) if isinstance(o, np.ndarray)
-                   else cuda_runtime.dtype_of(o))
-            want = (tuple(r.shape), np.dtype(r.dtype) if isinstance(r, np.ndarray)
-                    else cuda_runtime.dtype_of(r))
+            got = (tuple(o.shape), cuda_runtime.dtype_of(o))
+            want = (tuple(r.shape), cuda_runtime.dtype_of(r))
             if got != want:
                 raise OutArgumentError(
                     f"{self.name}(): out=: expected shape {want[0]} and dtype {want[1]}, "
                     f"got shape {got[0]} and dtype {got[1]}")
             if isinstance(o, np.ndarray):
-                np.copyto(o, r if isinstance(r, np.ndarray) else
-                          cuda_runtime.backend().to_host(r))
+                np.copyto(o, r if isinstance(r, np.ndarray) else cuda_runtime.host_result(r))
             else:
                 dev = cuda_runtime.backend()
                 dev.copyto(dev.asarray(o), r if is_device_array(r) else dev.from_host(r))
@@ -440,11 +437,7 @@ class Function:
             event["times"] = {"trace": traced, **art.times, "load": time.perf_counter() - t0}
         event["loader"] = "mcjit"
         if store is not None:
-            meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
-                    "specs": specs, "target": target.name,
-                    "schedule": art.steps, "config": art.config,
-                    "created": time.time(), "environment": keys.environment(target),
-                    "fast_parts": fparts, "key": full}
+            meta = self._entry_meta(art, target, specs, event, fparts, full)
             store.put(full, meta, art.obj, texts, fkey, fparts)
             entry = Entry(meta, art.obj, texts)
             native.link_later(art.obj, store.root,
@@ -466,13 +459,19 @@ class Function:
                               "load": time.perf_counter() - t1}
         event["loader"] = "cuda module"
         if store is not None:
-            meta = {"fname": self.qualname, "signature": sig.to_json(), "call": event["call"],
-                    "specs": specs, "target": target.name, "launch": art.launch,
-                    "schedule": art.steps, "config": art.config,
-                    "created": time.time(), "environment": keys.environment(target),
-                    "fast_parts": fparts, "key": full}
+            meta = self._entry_meta(art, target, specs, event, fparts, full)
             store.put(full, meta, binary, texts, fkey, fparts)
         return kernel
+
+    def _entry_meta(self, art, target, specs, event, fparts, full):
+        """A cache entry's metadata (JSON): what the kernel is and was made for."""
+        meta = {"fname": self.qualname, "signature": art.signature.to_json(),
+                "call": event["call"], "specs": specs, "target": target.name,
+                "schedule": art.steps, "config": art.config, "created": time.time(),
+                "environment": keys.environment(target), "fast_parts": fparts, "key": full}
+        if art.launch is not None:
+            meta["launch"] = art.launch
+        return meta
 
     def _from_entry(self, store, full, entry, event, specs):
         """A kernel from a cache entry: its shared library through dlopen when it has one

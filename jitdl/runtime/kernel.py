@@ -26,6 +26,7 @@ _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
 _empty = np.empty
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
+_WEAK_SCALARS = frozenset(_WEAK_TYPES.values())
 ABI = 3     # calling convention of compiled kernels (see Signature.abi)
 
 
@@ -124,6 +125,8 @@ def other_key(a, dynamic=False):
     `__cuda_array_interface__`) its shape (`dynamic`: its size pattern) and dtype too,
     so a kernel of one shape never serves another."""
     t = type(a)
+    if t in _WEAK_SCALARS:          # (the common case: a Python number)
+        return t
     if isinstance(a, _ndarray):
         shape = tuple(a.shape)
         return (t, size_pattern(shape) if dynamic else shape, a.dtype)
