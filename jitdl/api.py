@@ -337,17 +337,18 @@ class Function:
 
     def _lower(self, specs, config=None, until=None, texts=False, graph=None, target=None):
         target = targets.get(target) if target is not None else self._target(specs)
-        if self._fixed and repr(specs) not in self._checked:
-            self._space(specs).check(self._fixed, f"{self.name}.with_config")
-            self._checked.add(repr(specs))
+        if self._fixed and (repr(specs), target.name) not in self._checked:
+            self._space(specs, target).check(self._fixed, f"{self.name}.with_config")
+            self._checked.add((repr(specs), target.name))
         return pipeline.lower(graph or self._trace(specs), target, self._options(),
                               **self._how(target, config), until=until, texts=texts)
 
-    def _space(self, specs):
-        """The config space of the schedule for these specs. Knobs are declared as the
-        schedule runs, so a knob declared only under some value of a choice knob is
-        found by running the schedule once more with each other value of it."""
-        target = self._target(specs)
+    def _space(self, specs, target=None):
+        """The config space of the schedule for these specs (on `target`, else where
+        they run). Knobs are declared as the schedule runs, so a knob declared only under
+        some value of a choice knob is found by running the schedule once more with each
+        other value of it."""
+        target = target or self._target(specs)
         graph, fn = self._trace(specs), self._schedules.get(target.name)
 
         def run(config):

@@ -174,15 +174,33 @@ def test_golden_cases_are_what_they_claim():
     """The golden kernels show what they are meant to: tiles in shared memory, a block
     per row with shuffles, dynamic sizes as parameters, the hand-written binding."""
     text = {n: (GOLDEN / f"{n}.cu").read_text() for n in GOLDEN_CASES}
-    assert "__shared__" in text["cuda_matmul_auto"] and "C_acc[16]" in text["cuda_matmul_auto"]
+    assert "__shared__" in text["cuda_matmul_auto"] and "C_acc[64]" in text["cuda_matmul_auto"]
     assert "__shfl_down_sync" in text["cuda_softmax_auto"]
     assert "__shfl_down_sync" in text["cuda_rowsum_auto"]
     assert "const long long A_n0" in text["cuda_elementwise_dynamic"]
     hand = text["cuda_rowsum_bind_shared"]
-    assert "__shared__ float X_cache_l[100];" in hand and "__launch_bounds__(32)" in hand
+    assert "__shared__ __align__(16) float X_cache_l[100];" in hand
+    assert "__launch_bounds__(32)" in hand
     tiled = text["cuda_matmul_tiled_by_hand"]
     assert "__launch_bounds__(256)" in tiled and tiled.count("__syncthreads();") >= 2
     assert "blockIdx.y" in tiled and "threadIdx.y" in tiled
+    # constant shapes: 32-bit indices; dynamic sizes keep 64-bit ones
+    assert "long long" not in text["cuda_matmul_auto"].split("__global__")[1]
+    assert "for (long long" in text["cuda_elementwise_dynamic"]
+
+
+def test_tiles_of_the_next_step_are_loaded_while_this_one_computes():
+    """Where the tiles divide the shapes, the block's copies of step k + 1 are read into
+    registers after the barrier of step k (their loads overlap its arithmetic) and stored
+    to shared memory at the top of step k + 1; the first step's before the loop."""
+    src, _ = cuda_module(matmul, (data((128, 128)), data((128, 128))))   # BK 16: 8 steps
+    body = src.split("__global__")[1]
+    loop = body.index("for (int k_o = 0; k_o < 8; ++k_o)")
+    assert "jd_pf0[0] = A[" in body[:loop] and "jd_pf1[0] = B[" in body[:loop]
+    step = body[loop:]
+    assert step.index("A_cache_l[") < step.index("if (k_o + 1 < 8)") < \
+        step.index("jd_pf0[0] = A[")
+    assert "= jd_pf0[0];" in step and "((k_o + 1) * 16)" in step
 
 
 @needs_nvcc
@@ -326,11 +344,11 @@ def test_nvcc_failures_name_their_module():
     if NVCC is None:
         pytest.skip("nvcc is not on PATH")
     good, _ = cuda_module(rowsum, (data((9, 100)),), schedule=bind_shared_schedule)
-    decl = "__shared__ float X_cache_l[100];"
+    decl = "__shared__ __align__(16) float X_cache_l[100];"
     bad = {
         "syntax": good.replace(decl, decl[:-1]),
         "type": good.replace("const float* __restrict__ X", "const float2* __restrict__ X"),
-        "shared": good.replace(decl, "__shared__ float X_cache_l[100 * 200];"),
+        "shared": good.replace(decl, "__shared__ __align__(16) float X_cache_l[100 * 200];"),
     }
     assert all(v != good for v in bad.values())
     modules = {"ok0": good, **bad, "ok1": good}
@@ -836,3 +854,14 @@ def test_more_generated_kernels_compile_with_nvcc(family):
     automatic schedule for a small device."""
     build, least = FAMILIES[family]
     check_family(build(), 10, slow=True)
+
+
+def test_with_config_names_the_gpu_schedules_knobs():
+    """with_config() checks knob names against the space of the target the code is for:
+    the GPU matmul's tile knobs for cuda_source(), the CPU schedule's for a CPU call."""
+    f = matmul.with_config(**{"C.tm": 8, "C.tn": 8, "C.ty": 8, "C.tx": 16})
+    a, b = data((256, 64)), data((64, 256))
+    src = f.cuda_source(a, b)
+    assert "__launch_bounds__(128)" in src and "float C_acc[64];" in src
+    with pytest.raises(jd.ScheduleError, match="no knob named 'C.tm'"):
+        f(a, b)

@@ -129,6 +129,23 @@ def test_matmul_tiled(gpu, rng, shapes):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("knobs", [
+    {"tm": 8, "tn": 8, "ty": 8, "tx": 16, "bk": 16, "jgroups": 2},
+    {"tm": 4, "tn": 8, "ty": 16, "tx": 8, "bk": 8, "jgroups": 2},
+    {"tm": 2, "tn": 4, "ty": 32, "tx": 16, "bk": 4},
+])
+def test_matmul_tile_knobs(gpu, rng, knobs):
+    """The tuner's tile shapes, the spread column runs among them, on shapes the tiles
+    divide (the next step's tiles then go through registers) and on shapes they do not."""
+    f = matmul.with_config(**{f"C.{k}": v for k, v in knobs.items()})
+    for (m, k, n) in [(128, 48, 256), (70, 37, 130)]:
+        a = rng.standard_normal((m, k)).astype(F32)
+        b = rng.standard_normal((k, n)).astype(F32)
+        got = gpu.get(f(gpu.put(a), gpu.put(b)))
+        want = a.astype(F64) @ b.astype(F64)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 def test_dynamic_sizes_one_kernel(gpu, rng):
     for shape in [(3, 7), (20, 33), (1, 5), (9, 1)]:
         x = rng.standard_normal(shape)

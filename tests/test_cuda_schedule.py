@@ -157,7 +157,7 @@ def test_matmul_tiles_in_shared_memory(m, k, n):
     got, low = run_on_cpu(matmul, a, b, level="full")
     close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     text = str(low.func)
-    assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[16]" in text
+    assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[64]" in text
 
 
 def test_batched_matmul_binds_the_batch_to_blockIdx_z():
@@ -204,7 +204,7 @@ def test_a_user_schedule_with_bind_shared_copies_and_a_thread_reduction():
     assert "X_cache_l: float32[1, 100] (shared)" in text
     assert "S_acc[0] = sum over threadIdx.x in range(32)" in text
     src = pipeline.build(low, GPU).texts["cuda"]
-    assert "__shfl_down_sync" in src and "__shared__ float X_cache_l[100];" in src
+    assert "__shfl_down_sync" in src and "__shared__ __align__(16) float X_cache_l[100];" in src
     assert src.count("__syncthreads();") >= 2
 
 
@@ -246,7 +246,7 @@ def test_schedule_errors_are_clear():
 
 
 def test_cuda_source_and_lower_need_no_gpu():
-    a = f32(128, 128)
+    a = f32(256, 256)      # two 128 x 128 tiles each way
     src = matmul.cuda_source(a, a)
     assert '__global__' in src and "__shared__" in src and "<<<" in src
     assert "blockIdx.y" in matmul.lower(a, a, target="cuda")
@@ -333,7 +333,7 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
         s.bind(ki, "threadIdx.x")
     with pytest.raises(CompileError, match=r"reduction of S_acc across threads is under a "
                        r"condition that differs between threads \(the condition "
-                       r"\(\(i_i \+ \(i_o \* 4LL\)\) < 9LL\)\)"):
+                       r"\(\(i_i \+ \(i_o \* 4\)\) < 9\)\)"):
         build(rowsum, [f32(9, 100)], rows_by_4)
     x = f32(8, 100)                 # 8 rows: it divides
     got, low = run_on_cpu(rowsum, x, schedule=rows_by_4)

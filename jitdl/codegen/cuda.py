@@ -34,8 +34,8 @@ from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
-from jitdl.ir.analysis import reads_memory
-from jitdl.ir.visit import stmt_exprs, walk_expr, walk_stmt
+from jitdl.ir.analysis import INF, bounds, reads_memory
+from jitdl.ir.visit import stmt_exprs, substitute, walk_expr, walk_stmt
 
 C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
           "int64": "long long", "uint8": "unsigned char", "float32": "float",
@@ -172,6 +172,7 @@ class _ExprText:
     """C text of expressions; subclassed by the kernel generator for names."""
 
     def __init__(self):
+        self.narrow = False          # int64 indices emitted as int (_fits_int32)
         self.names = {}         # Var or Buffer -> C identifier
         self.used = set()
         self.wrap = True        # values (not indices): signed arithmetic wraps
@@ -201,6 +202,8 @@ class _ExprText:
     def expr(self, e):
         match e:
             case Const():
+                if e.dtype == "int64" and self.narrow:
+                    return const_text(e.value, "int32")
                 return const_text(e.value, e.dtype)
             case Var():
                 return self.name(e)
@@ -428,6 +431,13 @@ class _KernelGen(_ExprText):
                 raise CompileError(f"cuda: kernel {name}: {n} blocks bound to blockIdx.{d} "
                                    f"are over the device's limit of {m}"
                                    f"{bound_to([f'blockIdx.{d}'])}")
+        # indices in 32 bits where every one provably fits: 64-bit integer arithmetic
+        # takes two or more instructions per operation on a GPU
+        self.narrow = _fits_int32(stmt, self.launch, self.nthreads)
+        self.ity = "int" if self.narrow else "long long"
+        self.written = {x.buffer for x in walk_stmt(stmt) if isinstance(x, Store)}
+        self.prefetched = {}        # id(fill statement) -> _Prefetch (serial_for)
+        self.next_fetch = []        # the loads of the next step, after the fill's barrier
         self.stmt(stmt)
         body = self.lines
         used_vars, used_bufs = set(), set()
@@ -521,7 +531,8 @@ class _KernelGen(_ExprText):
             case LetStmt():
                 self.emit("{")
                 self.depth += 1
-                self.emit(f"const {C_TYPE[s.var.dtype]} {self.name(s.var)} = "
+                ty = self.ity if s.var.dtype == "int64" else C_TYPE[s.var.dtype]
+                self.emit(f"const {ty} {self.name(s.var)} = "
                           f"{self.expr(s.value)};")
                 self.stmt(s.body)
                 self.depth -= 1
@@ -545,20 +556,109 @@ class _KernelGen(_ExprText):
         lo = self.index(s.min)
         end = self.index(s.extent) if _is_zero(s.min) else \
             f"{lo} + {self.index(s.extent)}"
+        fetches = self.prefetches(s)
+        if fetches:
+            # the block's copies of the next step are loaded into registers while this
+            # step computes (their global loads overlap the arithmetic), then stored to
+            # shared memory at the top of the next step: double buffering through
+            # registers, one set of shared tiles
+            self.emit("{")
+            self.depth += 1
+            for f in fetches:
+                self.emit(f"{C_TYPE[f.store.buffer.dtype]} {f.regs}[{f.count}];")
+            for f in fetches:
+                self.fetch(f, s.min)
         if s.kind == ForKind.UNROLLED:
             self.emit("#pragma unroll")
-        self.emit(f"for (long long {v} = {lo}; {v} < {end}; ++{v}) {{")
+        self.emit(f"for ({self.ity} {v} = {lo}; {v} < {end}; ++{v}) {{")
+        if fetches:
+            nxt = Binary(BinOp.ADD, s.var, Const(1, "int64"), "int64")
+            self.next_fetch.append((f"({v} + 1 < {end})", nxt, fetches))
         self.nested(s.body)
+        if fetches:
+            self.next_fetch.pop()
+        self.emit("}")
+        if fetches:
+            self.depth -= 1
+            self.emit("}")
+
+    def prefetches(self, s):
+        """The fills of shared buffers allocated directly in serial loop s that can be
+        loaded one step ahead: constant loop nests storing a value read from buffers the
+        kernel never writes, with no run-time index checks, a few elements per thread."""
+        if s.kind != ForKind.SERIAL or self.nthreads < 32:
+            return []
+        body, shared = s.body, []
+        while isinstance(body, Allocate):
+            if body.buffer.scope == "shared":
+                shared.append(body.buffer)
+            body = body.body
+        found = []
+        for x in (body.stmts if isinstance(body, Seq) else (body,)):
+            if not any(_writes(x, b) for b in shared):
+                continue
+            loops, conds, inner = _nest(x)
+            if not (loops and isinstance(inner, Store) and inner.buffer in shared
+                    and inner.buffer.dtype in ("float32", "float64", "int32")):
+                return []
+            reads = [n for n in walk_expr(inner.value) if isinstance(n, Load)]
+            if not reads or any(n.check or n.buffer.scope != "global" or n.buffer in
+                                self.written for n in reads) or not any(
+                    n is s.var for n in walk_expr(inner.value)):
+                return []
+            total = math.prod(int(lp.extent.value) for lp in loops)
+            count = -(-total // self.nthreads)
+            if count > 16:
+                return []
+            found.append(_Prefetch(x, loops, conds, inner, total, count,
+                                   f"jd_pf{len(self.prefetched) + len(found)}", s.var))
+        for f in found:             # (all of the loop's fills, or none)
+            self.prefetched[id(f.stmt)] = f
+        return found
+
+    def fetch(self, f, at):
+        """Registers f.regs := the values f's fill stores, with its loop variable at `at`."""
+        ll = "" if self.narrow else "LL"
+        for r in range(f.count):
+            self.flat_element(f, r, ll, lambda c: f"{f.regs}[{r}] = {c};",
+                              lambda e: substitute(e, {f.var: at}))
+
+    def flat_element(self, f, r, ll, text, subst=lambda e: e):
+        """Element r of this thread's share of fill f: its indices from the flat number,
+        then text(value) under f's conditions."""
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"const {self.ity} jd_f = ({self.ity})(threadIdx.x + blockDim.x * "
+                  f"(threadIdx.y + blockDim.y * threadIdx.z)) + {r * self.nthreads}{ll};")
+        guard = f.total % self.nthreads and r == f.count - 1
+        if guard:
+            self.emit(f"if (jd_f < {f.total}{ll}) {{")
+            self.depth += 1
+        inner = 1
+        for lp in reversed(f.loops):
+            ext = int(lp.extent.value)
+            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
+            idx = flat if inner * ext == f.total else f"({flat}) % {ext}{ll}"
+            lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
+            self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
+            inner *= ext
+        conds = [self.expr(subst(c)) for c in f.conds]
+        line = text(self.expr(subst(f.store.value)))
+        self.emit(f"if ({' && '.join(conds)}) {line}" if conds else line)
+        if guard:
+            self.depth -= 1
+            self.emit("}")
+        self.depth -= 1
         self.emit("}")
 
     def bound_for(self, s):
         tag = s.kind.value
         v = self.name(s.var)
-        idx = f"(long long){tag}"
+        idx = f"({self.ity}){tag}"
         self.emit("{")
         self.depth += 1
         start = idx if _is_zero(s.min) else f"{self.index(s.min)} + {idx}"
-        self.emit(f"const long long {v} = {start};")
+        self.emit(f"const {self.ity} {v} = {start};")
         if s.kind.thread:
             self.thread_vars.add(s.var)
         if _same(s.extent, self.launch[tag]):
@@ -670,7 +770,10 @@ class _KernelGen(_ExprText):
             self.shared += n * dtypes.itemsize(buf.dtype)
             self.shared_uses.append((f"{buf.name} {_shape_text(buf)}",
                                      n * dtypes.itemsize(buf.dtype)))
-        self.emit(f"{'__shared__ ' if shared else ''}{MEM_TYPE[buf.dtype]} {self.name(buf)}[{n}];")
+        # 16-byte aligned: runs of 4 floats read together become one vector load
+        # (ld.shared.v4: a quarter of the instructions of a tile's inner loop)
+        self.emit(f"{'__shared__ ' if shared else ''}__align__(16) {MEM_TYPE[buf.dtype]} "
+                  f"{self.name(buf)}[{n}];")
 
     def fill_and_use(self, body, bufs):
         """The statements that write the shared buffers are spread over the block's
@@ -692,27 +795,42 @@ class _KernelGen(_ExprText):
                 self.emit("__syncthreads();")
             elif filling and not fills:
                 self.emit("__syncthreads();")
+                self.fetch_next(stmts)
             filling = fills
-            if fills:
+            if fills and id(x) in self.prefetched:
+                f = self.prefetched[id(x)]
+                ll = "" if self.narrow else "LL"
+                for r in range(f.count):
+                    self.flat_element(f, r, ll, lambda c, r=r: (
+                        f"{self.name(f.store.buffer)}[{self.index(f.store.index)}] = "
+                        f"{f.regs}[{r}];"))
+            elif fills:
                 self.cooperative(x)
             else:
                 self.stmt(x)
         if filling:
             self.emit("__syncthreads();")
+            self.fetch_next(stmts)
+
+    def fetch_next(self, stmts):
+        """After the barrier that ends a prefetched fill: the next step's loads."""
+        if not self.next_fetch:
+            return
+        cond, nxt, fetches = self.next_fetch[-1]
+        mine = [f for f in fetches if any(f.stmt is x for x in stmts)]
+        if not mine:
+            return
+        self.emit(f"if {cond} {{")
+        self.depth += 1
+        for f in mine:
+            self.fetch(f, nxt)
+        self.depth -= 1
+        self.emit("}")
 
     def cooperative(self, s):
         """A loop nest run by the block's threads together: its perfectly nested constant
         loops become one flat loop, thread t taking elements t, t + T, t + 2T, ..."""
-        loops, conds = [], []
-        while True:
-            if isinstance(s, For) and isinstance(s.extent, Const) and not s.kind.bound:
-                loops.append(s)
-                s = s.body
-            elif isinstance(s, IfThen) and s.otherwise is None and isinstance(s.then, For):
-                conds.append(s.cond)
-                s = s.then
-            else:
-                break
+        loops, conds, s = _nest(s)
         if not loops or self.nthreads == 1:
             for c in conds:
                 s = IfThen(c, s)
@@ -721,22 +839,81 @@ class _KernelGen(_ExprText):
             self.stmt(s)
             return
         total = math.prod(int(lp.extent.value) for lp in loops)
-        self.emit("for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y"
-                  f" + blockDim.y * threadIdx.z)); jd_f < {total}LL; jd_f += {self.nthreads}) {{")
+        ll = "" if self.narrow else "LL"
+        self.emit(f"for ({self.ity} jd_f = ({self.ity})(threadIdx.x + blockDim.x * (threadIdx.y"
+                  f" + blockDim.y * threadIdx.z)); jd_f < {total}{ll}; jd_f += {self.nthreads}) {{")
         self.depth += 1
         inner = 1
         for lp in reversed(loops):
             ext = int(lp.extent.value)
-            flat = "jd_f" if inner == 1 else f"jd_f / {inner}LL"
-            idx = flat if inner * ext == total else f"({flat}) % {ext}LL"
+            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
+            idx = flat if inner * ext == total else f"({flat}) % {ext}{ll}"
             lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
-            self.emit(f"const long long {self.name(lp.var)} = {lo}{idx};")
+            self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
             inner *= ext
         for c in conds:
             s = IfThen(c, s)
         self.stmt(s)
         self.depth -= 1
         self.emit("}")
+
+
+def _fits_int32(stmt, launch, nthreads):
+    """Whether every int64 expression of the kernel (indices, loop bounds, their parts)
+    provably lies in int32's range, by interval bounds over the loops' ranges: then they
+    are computed as int. A size parameter, a value loaded from memory or an extent too
+    large for it keeps the kernel's indices in 64 bits."""
+    lo32, hi32 = -2 ** 31, 2 ** 31 - 1
+    ranges = {}
+    for s in walk_stmt(stmt):       # outer loops first: their ranges bound inner ones
+        if isinstance(s, For):
+            lo, top = bounds(s.min, ranges)
+            _, ext = bounds(s.extent, ranges)
+            if s.kind.bound:         # the launch extent, when larger (guarded)
+                launched = launch.get(s.kind.value)
+                ext = max(ext, launched if isinstance(launched, int) else INF)
+            ranges[s.var] = (lo, top + ext - 1)
+            # (+ nthreads: the flat loop of a block's copy steps past its end)
+            if not (lo32 <= lo and top + ext + nthreads <= hi32):
+                return False
+        elif isinstance(s, LetStmt) and s.var.dtype == "int64":
+            ranges[s.var] = bounds(s.value, ranges)
+        elif isinstance(s, ThreadReduce):
+            continue
+        for e in stmt_exprs(s):
+            for n in walk_expr(e):
+                if getattr(n, "dtype", None) == "int64":
+                    lo, hi = bounds(n, ranges)
+                    if not (lo32 <= lo and hi <= hi32):
+                        return False
+    return True
+
+
+@dataclass
+class _Prefetch:
+    """A fill of a shared buffer loaded one step of loop `var` ahead (serial_for)."""
+    stmt: object
+    loops: list
+    conds: list
+    store: Store
+    total: int
+    count: int
+    regs: str
+    var: Var
+
+
+def _nest(s):
+    """(constant loops, conditions, innermost statement) of a block's copy nest."""
+    loops, conds = [], []
+    while True:
+        if isinstance(s, For) and isinstance(s.extent, Const) and not s.kind.bound:
+            loops.append(s)
+            s = s.body
+        elif isinstance(s, IfThen) and s.otherwise is None and isinstance(s.then, For):
+            conds.append(s.cond)
+            s = s.then
+        else:
+            return loops, conds, s
 
 
 def _combine(op, dtype, a, b):

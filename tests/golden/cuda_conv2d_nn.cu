@@ -48,11 +48,11 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k0(const float* __restrict__ X, float* __restrict__ conv2d_pad) {
   {
-    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    const int idx0_idx1_f_idx2_f_idx3_f_o = (int)blockIdx.x;
     {
-      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
-      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 504LL)) {
-        conv2d_pad[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = (((((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) >= 1LL) && (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) < 13LL)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) >= 1LL)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) < 11LL)) ? X[((((jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) * 12LL) + (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL), 14LL) - 1LL)) * 10LL) + (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 12LL) - 1LL))] : 0.0f);
+      const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 504)) {
+        conv2d_pad[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = (((((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) >= 1) && (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) < 13)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) >= 1)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) < 11)) ? X[((((jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) * 12) + (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) - 1)) * 10) + (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) - 1))] : 0.0f);
       }
     }
   }
@@ -60,21 +60,21 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k0(const float* __re
 
 extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k1(const float* __restrict__ W, const float* __restrict__ conv2d_pad, float* __restrict__ conv2d) {
   {
-    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    const int idx0_idx1_f_idx2_f_idx3_f_o = (int)blockIdx.x;
     {
-      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
-      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 480LL)) {
+      const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 480)) {
         {
-          float conv2d_acc[1];
-          conv2d_acc[0LL] = 0.0f;
-          for (long long k0 = 0LL; k0 < 3LL; ++k0) {
-            for (long long k1 = 0LL; k1 < 3LL; ++k1) {
-              for (long long k2 = 0LL; k2 < 3LL; ++k2) {
-                conv2d_acc[0LL] = (conv2d_acc[0LL] + (conv2d_pad[((((((jd_idiv<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL) * 3LL) + k0) * 14LL) + ((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL) * 1LL) + k1)) * 12LL) + ((jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL) * 1LL) + k2))] * W[((((((jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL) * 3LL) + k0) * 3LL) + k1) * 3LL) + k2)]));
+          __align__(16) float conv2d_acc[1];
+          conv2d_acc[0] = 0.0f;
+          for (int k0 = 0; k0 < 3; ++k0) {
+            for (int k1 = 0; k1 < 3; ++k1) {
+              for (int k2 = 0; k2 < 3; ++k2) {
+                conv2d_acc[0] = (conv2d_acc[0] + (conv2d_pad[((((((jd_idiv<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4) * 3) + k0) * 14) + ((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12) * 1) + k1)) * 12) + ((jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10) * 1) + k2))] * W[((((((jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4) * 3) + k0) * 3) + k1) * 3) + k2)]));
               }
             }
           }
-          conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = conv2d_acc[0LL];
+          conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = conv2d_acc[0];
         }
       }
     }
@@ -83,11 +83,11 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k1(const float* __re
 
 extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k2(const float* __restrict__ b, float* __restrict__ relu, const float* __restrict__ conv2d) {
   {
-    const long long idx0_idx1_f_idx2_f_idx3_f_o = (long long)blockIdx.x;
+    const int idx0_idx1_f_idx2_f_idx3_f_o = (int)blockIdx.x;
     {
-      const long long idx0_idx1_f_idx2_f_idx3_f_i = (long long)threadIdx.x;
-      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)) < 480LL)) {
-        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL))] + b[jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256LL)), 10LL), 12LL), 4LL)]), 0.0f);
+      const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
+      if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 480)) {
+        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4)]), 0.0f);
       }
     }
   }

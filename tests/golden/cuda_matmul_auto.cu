@@ -1,6 +1,6 @@
 // jitdl: jd_matmul, 1 kernel(s) for sm_90
 // launched in order on one stream:
-//   jd_matmul_k0<<<(2, 1, 1), (16, 16, 1)>>>
+//   jd_matmul_k0<<<(1, 1, 1), (16, 16, 1)>>>
 // helpers: NumPy's semantics where C's differ
 #define JD_INLINE static __device__ __forceinline__
 template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
@@ -46,64 +46,283 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
   {
-    const long long j_o = (long long)blockIdx.x;
+    const int i_i_o = (int)threadIdx.y;
     {
-      const long long i_i_o = (long long)threadIdx.y;
+      const int j_i_i_o = (int)threadIdx.x;
       {
-        const long long j_i_o = (long long)threadIdx.x;
-        {
-          float C_acc[16];
-          #pragma unroll
-          for (long long i_i_i = 0LL; i_i_i < 4LL; ++i_i_i) {
+        __align__(16) float C_acc[64];
+        #pragma unroll
+        for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
+          if (((i_i_i + (i_i_o * 8)) < 64)) {
             #pragma unroll
-            for (long long j_i_i = 0LL; j_i_i < 4LL; ++j_i_i) {
-              if ((((j_i_i + (j_i_o * 4LL)) + (j_o * 64LL)) < 96LL)) {
-                C_acc[((i_i_i * 4LL) + j_i_i)] = 0.0f;
+            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+              C_acc[((i_i_i * 8) + j_i_i_i)] = 0.0f;
+            }
+            #pragma unroll
+            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+              if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = 0.0f;
               }
             }
           }
-          for (long long k_o = 0LL; k_o < 5LL; ++k_o) {
+        }
+        {
+          float jd_pf0[4];
+          float jd_pf1[6];
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[0] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[1] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[2] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[3] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          for (int k_o = 0; k_o < 2; ++k_o) {
             {
-              __shared__ float B_cache_l[512];
-              __shared__ float A_cache_l[512];
+              __shared__ __align__(16) float B_cache_l[1536];
+              __shared__ __align__(16) float A_cache_l[1024];
               __syncthreads();
-              for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512LL; jd_f += 256) {
-                const long long d1_r = (jd_f) % 8LL;
-                const long long d0_r = jd_f / 8LL;
-                A_cache_l[((d0_r * 8LL) + d1_r)] = A[(((d0_r * 40LL) + d1_r) + (k_o * 8LL))];
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[0];
               }
-              for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 8LL; jd_f += 256) {
-                const long long d0_r_1 = jd_f;
-                for (long long d1_r_1 = 0LL; d1_r_1 < 32LL; ++d1_r_1) {
-                  B_cache_l[((d0_r_1 * 64LL) + d1_r_1)] = B[((((d0_r_1 * 96LL) + d1_r_1) + (j_o * 64LL)) + (k_o * 768LL))];
-                }
-                for (long long d1_r_1 = 32LL; d1_r_1 < 32LL + 32LL; ++d1_r_1) {
-                  if (((d1_r_1 + (j_o * 64LL)) < 96LL)) {
-                    B_cache_l[((d0_r_1 * 64LL) + d1_r_1)] = B[((((d0_r_1 * 96LL) + d1_r_1) + (j_o * 64LL)) + (k_o * 768LL))];
-                  }
-                }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[1];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[2];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[3];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[0];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[1];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[2];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[3];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[4];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[5];
               }
               __syncthreads();
+              if (k_o + 1 < 2) {
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[0] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[1] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[2] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[3] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+              }
               #pragma unroll
-              for (long long k_i = 0LL; k_i < 8LL; ++k_i) {
+              for (int k_i = 0; k_i < 16; ++k_i) {
                 #pragma unroll
-                for (long long i_i_i = 0LL; i_i_i < 4LL; ++i_i_i) {
-                  #pragma unroll
-                  for (long long j_i_i = 0LL; j_i_i < 4LL; ++j_i_i) {
-                    if ((((j_i_i + (j_i_o * 4LL)) + (j_o * 64LL)) < 96LL)) {
-                      C_acc[((i_i_i * 4LL) + j_i_i)] = (C_acc[((i_i_i * 4LL) + j_i_i)] + (A_cache_l[(((i_i_i * 8LL) + (i_i_o * 32LL)) + k_i)] * B_cache_l[((j_i_i + (j_i_o * 4LL)) + (k_i * 64LL))]));
+                for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
+                  if (((i_i_i + (i_i_o * 8)) < 64)) {
+                    #pragma unroll
+                    for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                      C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
+                    }
+                    #pragma unroll
+                    for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                      if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                        C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
+                      }
                     }
                   }
                 }
               }
             }
           }
+        }
+        {
+          __shared__ __align__(16) float B_cache_l[1536];
+          __shared__ __align__(16) float A_cache_l[1024];
+          __syncthreads();
+          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512; jd_f += 256) {
+            const int d1_r = (jd_f) % 8;
+            const int d0_r = jd_f / 8;
+            A_cache_l[((d0_r * 16) + d1_r)] = A[(((d0_r * 40) + d1_r) + 32)];
+          }
+          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 768; jd_f += 256) {
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            B_cache_l[((d0_r_1 * 96) + d1_r_1)] = B[(((d0_r_1 * 96) + d1_r_1) + 3072)];
+          }
+          __syncthreads();
           #pragma unroll
-          for (long long i_i_i = 0LL; i_i_i < 4LL; ++i_i_i) {
+          for (int k_i = 0; k_i < 8; ++k_i) {
             #pragma unroll
-            for (long long j_i_i = 0LL; j_i_i < 4LL; ++j_i_i) {
-              if ((((j_i_i + (j_i_o * 4LL)) + (j_o * 64LL)) < 96LL)) {
-                C[(((((i_i_i * 96LL) + (i_i_o * 384LL)) + j_i_i) + (j_i_o * 4LL)) + (j_o * 64LL))] = C_acc[((i_i_i * 4LL) + j_i_i)];
+            for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
+              if (((i_i_i + (i_i_o * 8)) < 64)) {
+                #pragma unroll
+                for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                  C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
+                }
+                #pragma unroll
+                for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                  if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                    C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
+                  }
+                }
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
+          if (((i_i_i + (i_i_o * 8)) < 64)) {
+            #pragma unroll
+            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+              C[((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4))] = C_acc[((i_i_i * 8) + j_i_i_i)];
+            }
+            #pragma unroll
+            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+              if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                C[(((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4)) + 64)] = C_acc[(((i_i_i * 8) + j_i_i_i) + 4)];
               }
             }
           }

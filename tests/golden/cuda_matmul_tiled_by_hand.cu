@@ -46,38 +46,94 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
   {
-    const long long i_o = (long long)blockIdx.y;
+    const int i_o = (int)blockIdx.y;
     {
-      const long long j_o = (long long)blockIdx.x;
+      const int j_o = (int)blockIdx.x;
       {
-        const long long i_i = (long long)threadIdx.y;
+        const int i_i = (int)threadIdx.y;
         {
-          const long long j_i = (long long)threadIdx.x;
+          const int j_i = (int)threadIdx.x;
           {
-            float C_acc[1];
-            C_acc[0LL] = 0.0f;
-            for (long long k_o = 0LL; k_o < 3LL; ++k_o) {
+            __align__(16) float C_acc[1];
+            C_acc[0] = 0.0f;
+            {
+              float jd_pf0[1];
+              float jd_pf1[2];
               {
-                __shared__ float B_cache_l[512];
-                __shared__ float A_cache_l[128];
-                __syncthreads();
-                for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 128LL; jd_f += 256) {
-                  const long long d1_r = (jd_f) % 16LL;
-                  const long long d0_r = jd_f / 16LL;
-                  A_cache_l[((d0_r * 16LL) + d1_r)] = A[((((d0_r * 48LL) + d1_r) + (i_o * 384LL)) + (k_o * 16LL))];
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                if (jd_f < 128) {
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[0] = A[((((d0_r * 48) + d1_r) + (i_o * 384)) + (0 * 16))];
                 }
-                for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512LL; jd_f += 256) {
-                  const long long d1_r_1 = (jd_f) % 32LL;
-                  const long long d0_r_1 = jd_f / 32LL;
-                  B_cache_l[((d0_r_1 * 32LL) + d1_r_1)] = B[((((d0_r_1 * 96LL) + d1_r_1) + (j_o * 32LL)) + (k_o * 1536LL))];
-                }
-                __syncthreads();
-                for (long long k_i = 0LL; k_i < 16LL; ++k_i) {
-                  C_acc[0LL] = (C_acc[0LL] + (A_cache_l[((i_i * 16LL) + k_i)] * B_cache_l[(j_i + (k_i * 32LL))]));
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                const int d1_r_1 = (jd_f) % 32;
+                const int d0_r_1 = jd_f / 32;
+                jd_pf1[0] = B[((((d0_r_1 * 96) + d1_r_1) + (j_o * 32)) + (0 * 1536))];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                const int d1_r_1 = (jd_f) % 32;
+                const int d0_r_1 = jd_f / 32;
+                jd_pf1[1] = B[((((d0_r_1 * 96) + d1_r_1) + (j_o * 32)) + (0 * 1536))];
+              }
+              for (int k_o = 0; k_o < 3; ++k_o) {
+                {
+                  __shared__ __align__(16) float B_cache_l[512];
+                  __shared__ __align__(16) float A_cache_l[128];
+                  __syncthreads();
+                  {
+                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                    if (jd_f < 128) {
+                      const int d1_r = (jd_f) % 16;
+                      const int d0_r = jd_f / 16;
+                      A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[0];
+                    }
+                  }
+                  {
+                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                    const int d1_r_1 = (jd_f) % 32;
+                    const int d0_r_1 = jd_f / 32;
+                    B_cache_l[((d0_r_1 * 32) + d1_r_1)] = jd_pf1[0];
+                  }
+                  {
+                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                    const int d1_r_1 = (jd_f) % 32;
+                    const int d0_r_1 = jd_f / 32;
+                    B_cache_l[((d0_r_1 * 32) + d1_r_1)] = jd_pf1[1];
+                  }
+                  __syncthreads();
+                  if (k_o + 1 < 3) {
+                    {
+                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                      if (jd_f < 128) {
+                        const int d1_r = (jd_f) % 16;
+                        const int d0_r = jd_f / 16;
+                        jd_pf0[0] = A[((((d0_r * 48) + d1_r) + (i_o * 384)) + ((k_o + 1) * 16))];
+                      }
+                    }
+                    {
+                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
+                      const int d1_r_1 = (jd_f) % 32;
+                      const int d0_r_1 = jd_f / 32;
+                      jd_pf1[0] = B[((((d0_r_1 * 96) + d1_r_1) + (j_o * 32)) + ((k_o + 1) * 1536))];
+                    }
+                    {
+                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                      const int d1_r_1 = (jd_f) % 32;
+                      const int d0_r_1 = jd_f / 32;
+                      jd_pf1[1] = B[((((d0_r_1 * 96) + d1_r_1) + (j_o * 32)) + ((k_o + 1) * 1536))];
+                    }
+                  }
+                  for (int k_i = 0; k_i < 16; ++k_i) {
+                    C_acc[0] = (C_acc[0] + (A_cache_l[((i_i * 16) + k_i)] * B_cache_l[(j_i + (k_i * 32))]));
+                  }
                 }
               }
             }
-            C[((((i_i * 96LL) + (i_o * 768LL)) + j_i) + (j_o * 32LL))] = C_acc[0LL];
+            C[((((i_i * 96) + (i_o * 768)) + j_i) + (j_o * 32))] = C_acc[0];
           }
         }
       }

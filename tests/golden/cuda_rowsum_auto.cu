@@ -46,17 +46,17 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(256) jd_rowsum_k0(const float* __restrict__ X, float* __restrict__ S) {
   {
-    const long long i = (long long)blockIdx.x;
+    const int i = (int)blockIdx.x;
     {
-      float S_acc[1];
-      S_acc[0LL] = 0.0f;
+      __align__(16) float S_acc[1];
+      S_acc[0] = 0.0f;
       {
-        const long long k_i = (long long)threadIdx.x;
-        for (long long k_o = 0LL; k_o < 2LL; ++k_o) {
-          S_acc[0LL] = (S_acc[0LL] + X[(((i * 700LL) + k_i) + (k_o * 256LL))]);
+        const int k_i = (int)threadIdx.x;
+        for (int k_o = 0; k_o < 2; ++k_o) {
+          S_acc[0] = (S_acc[0] + X[(((i * 700) + k_i) + (k_o * 256))]);
         }
-        if (((k_i + 512LL) < 700LL)) {
-          S_acc[0LL] = (S_acc[0LL] + X[(((i * 700LL) + k_i) + 512LL)]);
+        if (((k_i + 512) < 700)) {
+          S_acc[0] = (S_acc[0] + X[(((i * 700) + k_i) + 512)]);
         }
       }
       {
@@ -79,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_rowsum_k0(const float* __re
         __syncthreads();
         S_acc[0] = __shfl_sync(0xffffffffu, jd_v0, 0, 32);
       }
-      S[i] = S_acc[0LL];
+      S[i] = S_acc[0];
     }
   }
 }

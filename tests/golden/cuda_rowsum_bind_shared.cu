@@ -46,25 +46,25 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(32) jd_rowsum_k0(const float* __restrict__ X, float* __restrict__ S) {
   {
-    const long long i = (long long)blockIdx.x;
+    const int i = (int)blockIdx.x;
     {
-      __shared__ float X_cache_l[100];
+      __shared__ __align__(16) float X_cache_l[100];
       __syncthreads();
-      for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 100LL; jd_f += 32) {
-        const long long d1_r = jd_f;
-        X_cache_l[d1_r] = X[(d1_r + (i * 100LL))];
+      for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 100; jd_f += 32) {
+        const int d1_r = jd_f;
+        X_cache_l[d1_r] = X[(d1_r + (i * 100))];
       }
       __syncthreads();
       {
-        float S_acc[1];
-        S_acc[0LL] = 0.0f;
+        __align__(16) float S_acc[1];
+        S_acc[0] = 0.0f;
         {
-          const long long k_i = (long long)threadIdx.x;
-          for (long long k_o = 0LL; k_o < 3LL; ++k_o) {
-            S_acc[0LL] = (S_acc[0LL] + X_cache_l[(k_i + (k_o * 32LL))]);
+          const int k_i = (int)threadIdx.x;
+          for (int k_o = 0; k_o < 3; ++k_o) {
+            S_acc[0] = (S_acc[0] + X_cache_l[(k_i + (k_o * 32))]);
           }
-          if (((k_i + 96LL) < 100LL)) {
-            S_acc[0LL] = (S_acc[0LL] + X_cache_l[(k_i + 96LL)]);
+          if (((k_i + 96) < 100)) {
+            S_acc[0] = (S_acc[0] + X_cache_l[(k_i + 96)]);
           }
         }
         {
@@ -76,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(32) jd_rowsum_k0(const float* __res
           jd_v0 = (jd_v0 + __shfl_down_sync(0xffffffffu, jd_v0, 1, 32));
           S_acc[0] = __shfl_sync(0xffffffffu, jd_v0, 0, 32);
         }
-        S[i] = S_acc[0LL];
+        S[i] = S_acc[0];
       }
     }
   }

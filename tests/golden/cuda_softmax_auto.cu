@@ -46,25 +46,25 @@ template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
 extern "C" __global__ void __launch_bounds__(256) jd_softmax_k0(const float* __restrict__ X, float* __restrict__ Y) {
   {
-    const long long i = (long long)blockIdx.x;
+    const int i = (int)blockIdx.x;
     {
-      float s_l[1];
-      float mx_l[1];
-      __shared__ float X_cache_l[300];
+      __align__(16) float s_l[1];
+      __align__(16) float mx_l[1];
+      __shared__ __align__(16) float X_cache_l[300];
       __syncthreads();
-      for (long long jd_f = (long long)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 300LL; jd_f += 256) {
-        const long long d1_r = jd_f;
-        X_cache_l[d1_r] = X[(d1_r + (i * 300LL))];
+      for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 300; jd_f += 256) {
+        const int d1_r = jd_f;
+        X_cache_l[d1_r] = X[(d1_r + (i * 300))];
       }
       __syncthreads();
       {
-        float mx_acc[1];
-        mx_acc[0LL] = (-__int_as_float(0x7f800000));
+        __align__(16) float mx_acc[1];
+        mx_acc[0] = (-__int_as_float(0x7f800000));
         {
-          const long long k_i = (long long)threadIdx.x;
-          mx_acc[0LL] = jd_fmax<float>(mx_acc[0LL], X_cache_l[k_i]);
-          if (((k_i + 256LL) < 300LL)) {
-            mx_acc[0LL] = jd_fmax<float>(mx_acc[0LL], X_cache_l[(k_i + 256LL)]);
+          const int k_i = (int)threadIdx.x;
+          mx_acc[0] = jd_fmax<float>(mx_acc[0], X_cache_l[k_i]);
+          if (((k_i + 256) < 300)) {
+            mx_acc[0] = jd_fmax<float>(mx_acc[0], X_cache_l[(k_i + 256)]);
           }
         }
         {
@@ -87,16 +87,16 @@ extern "C" __global__ void __launch_bounds__(256) jd_softmax_k0(const float* __r
           __syncthreads();
           mx_acc[0] = __shfl_sync(0xffffffffu, jd_v0, 0, 32);
         }
-        mx_l[0LL] = mx_acc[0LL];
+        mx_l[0] = mx_acc[0];
       }
       {
-        float s_acc[1];
-        s_acc[0LL] = 0.0f;
+        __align__(16) float s_acc[1];
+        s_acc[0] = 0.0f;
         {
-          const long long k_i_1 = (long long)threadIdx.x;
-          s_acc[0LL] = (s_acc[0LL] + expf((X_cache_l[k_i_1] - mx_l[0LL])));
-          if (((k_i_1 + 256LL) < 300LL)) {
-            s_acc[0LL] = (s_acc[0LL] + expf((X_cache_l[(k_i_1 + 256LL)] - mx_l[0LL])));
+          const int k_i_1 = (int)threadIdx.x;
+          s_acc[0] = (s_acc[0] + expf((X_cache_l[k_i_1] - mx_l[0])));
+          if (((k_i_1 + 256) < 300)) {
+            s_acc[0] = (s_acc[0] + expf((X_cache_l[(k_i_1 + 256)] - mx_l[0])));
           }
         }
         {
@@ -119,13 +119,13 @@ extern "C" __global__ void __launch_bounds__(256) jd_softmax_k0(const float* __r
           __syncthreads();
           s_acc[0] = __shfl_sync(0xffffffffu, jd_v1, 0, 32);
         }
-        s_l[0LL] = s_acc[0LL];
+        s_l[0] = s_acc[0];
       }
-      for (long long j_o = 0LL; j_o < 2LL; ++j_o) {
+      for (int j_o = 0; j_o < 2; ++j_o) {
         {
-          const long long j_i = (long long)threadIdx.x;
-          if (((j_i + (j_o * 256LL)) < 300LL)) {
-            Y[(((i * 300LL) + j_i) + (j_o * 256LL))] = (expf((X_cache_l[(j_i + (j_o * 256LL))] - mx_l[0LL])) / s_l[0LL]);
+          const int j_i = (int)threadIdx.x;
+          if (((j_i + (j_o * 256)) < 300)) {
+            Y[(((i * 300) + j_i) + (j_o * 256))] = (expf((X_cache_l[(j_i + (j_o * 256))] - mx_l[0])) / s_l[0]);
           }
         }
       }
