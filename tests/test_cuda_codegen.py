@@ -201,6 +201,13 @@ def test_tiles_of_the_next_step_are_loaded_while_this_one_computes():
     assert step.index("A_cache_l[") < step.index("if (k_o + 1 < 8)") < \
         step.index("jd_pf0[0] = A[")
     assert "= jd_pf0[0];" in step and "((k_o + 1) * 16)" in step
+    # tiles that do not divide the shapes: each copy comes as a full part and a guarded
+    # rest, every part spread over the whole block (a flat loop or registers), none left
+    # to the few threads of an outer loop
+    src, _ = cuda_module(matmul, (data((300, 64)), data((64, 200))))
+    body = src.split("__global__")[1]
+    assert body.count("float jd_pf") == 4 and "for (int d" not in body.split("k_o")[0]
+    assert re.search(r"if \(\(\(?\(?d\w+ \+ \(j_o \* 128\)\)? < 200\)", body)
 
 
 @needs_nvcc

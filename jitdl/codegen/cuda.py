@@ -25,7 +25,7 @@ float max/min propagate NaN, float-to-integer conversions saturate, `round` is t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -435,6 +435,7 @@ class _KernelGen(_ExprText):
         # takes two or more instructions per operation on a GPU
         self.narrow = _fits_int32(stmt, self.launch, self.nthreads)
         self.ity = "int" if self.narrow else "long long"
+        stmt = _split_fills(stmt)
         self.written = {x.buffer for x in walk_stmt(stmt) if isinstance(x, Store)}
         self.prefetched = {}        # id(fill statement) -> _Prefetch (serial_for)
         self.next_fetch = []        # the loads of the next step, after the fill's barrier
@@ -909,11 +910,71 @@ def _nest(s):
         if isinstance(s, For) and isinstance(s.extent, Const) and not s.kind.bound:
             loops.append(s)
             s = s.body
-        elif isinstance(s, IfThen) and s.otherwise is None and isinstance(s.then, For):
+        elif isinstance(s, IfThen) and s.otherwise is None and (
+                isinstance(s.then, For) or isinstance(s.then, Store) and loops):
             conds.append(s.cond)
             s = s.then
         else:
             return loops, conds, s
+
+
+def _split_fills(s):
+    """s with each copy into a shared buffer split into simple nests (loops, conditions,
+    one store), one per store: where a tile does not divide the shape, the copy's loops
+    come partitioned into a full part and a guarded rest (`for r: {for c in 0..104: ...;
+    for c in 104..128: if ...}`), which as one nest would spread only its outer loop over
+    the block's threads. The copies store values loaded from global memory into distinct
+    elements, so running their loops apart changes nothing but the order."""
+    match s:
+        case Seq():
+            return Seq(tuple(_split_fills(x) for x in s.stmts))
+        case For() | LetStmt():
+            return replace(s, body=_split_fills(s.body))
+        case IfThen():
+            return replace(s, then=_split_fills(s.then), otherwise=None if s.otherwise is None
+                           else _split_fills(s.otherwise))
+        case Allocate():
+            chain, body = [], s
+            while isinstance(body, Allocate):
+                chain.append(body)
+                body = body.body
+            shared = [a.buffer for a in chain if a.buffer.scope == "shared"]
+            parts = []
+            for x in (body.stmts if isinstance(body, Seq) else (body,)):
+                fission = shared and any(_writes(x, b) for b in shared) and _copy_only(x)
+                parts.extend(_fission(x) if fission else [_split_fills(x)])
+            body = parts[0] if len(parts) == 1 else Seq(tuple(parts))
+            for a in reversed(chain):
+                body = replace(a, body=body)
+            return body
+    return s
+
+
+def _copy_only(s):
+    """Only constant loops, conditions and stores of values read from global memory."""
+    for x in walk_stmt(s):
+        if isinstance(x, For) and (x.kind.bound or not isinstance(x.extent, Const)):
+            return False
+        if isinstance(x, IfThen) and x.otherwise is not None:
+            return False
+        if not isinstance(x, (For, IfThen, Seq, Store)):
+            return False
+        if isinstance(x, Store) and any(isinstance(n, Load) and n.buffer.scope != "global"
+                                        for n in walk_expr(x.value)):
+            return False
+    return True
+
+
+def _fission(s):
+    """The simple nests of a copy (see _split_fills)."""
+    match s:
+        case Seq():
+            return [n for x in s.stmts for n in _fission(x)]
+        case For():
+            return [replace(s, body=b) for b in _fission(s.body)]
+        case IfThen():
+            return [replace(s, then=b) for b in _fission(s.then)]
+    return [s]
 
 
 def _combine(op, dtype, a, b):

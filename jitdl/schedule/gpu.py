@@ -185,7 +185,8 @@ def tile_matmul(s, name, target, cfg=None):
     into shared memory together, then every thread accumulates its block from them.
     Sizes are knobs. The default, 128 x 128 tiles of 8 x 8 per thread (64 accumulators in
     registers, each step of k reading 16 values from shared memory for 64 fused
-    multiply-adds) by 256 threads, BK 16, is the usual SIMT shape. `jgroups` 2 spreads a
+    multiply-adds) by 256 threads, BK 16, is the usual SIMT shape; 64 x 128 tiles where
+    128 x 128 ones would be fewer blocks than the device has multiprocessors. `jgroups` 2 spreads a
     thread's 8 columns as two runs of 4, half a tile apart: the runs of neighbouring
     threads are then adjacent, so their 16-byte shared loads do not conflict. (On an H100,
     SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9 with 4 x 4 per thread
@@ -199,7 +200,11 @@ def tile_matmul(s, name, target, cfg=None):
     def knob(key, options):
         return cfg.choice(f"{name}.{key}", options) if cfg is not None else options[0]
     tm, tn = knob("tm", [8, 4, 2]), knob("tn", [8, 4, 2])
-    ty, tx = knob("ty", [16, 8, 32]), knob("tx", [16, 8, 32])
+    # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle
+    blocks = math.prod(a.extent for a in op.axes[:-2]) * -(-op.axes[-2].extent // 128) * \
+        -(-op.axes[-1].extent // 128)
+    rows = [16, 8, 32] if blocks >= target.multiprocessors else [8, 16, 32]
+    ty, tx = knob("ty", rows), knob("tx", [16, 8, 32])
     bk = knob("bk", [16, 8, 32, 4])
     groups = knob("jgroups", [tn // 4, 1]) if tn % 4 == 0 and tn > 4 else 1
     if ty * tx > target.max_threads_per_block or ty * tx < target.warp_size:

@@ -1,6 +1,6 @@
 // jitdl: jd_matmul, 1 kernel(s) for sm_90
 // launched in order on one stream:
-//   jd_matmul_k0<<<(1, 1, 1), (16, 16, 1)>>>
+//   jd_matmul_k0<<<(1, 1, 1), (16, 8, 1)>>>
 // helpers: NumPy's semantics where C's differ
 #define JD_INLINE static __device__ __forceinline__
 template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
@@ -44,7 +44,7 @@ template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? 
 template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
 template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
 
-extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
+extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C) {
   {
     const int i_i_o = (int)threadIdx.y;
     {
@@ -53,22 +53,20 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
         __align__(16) float C_acc[64];
         #pragma unroll
         for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
-          if (((i_i_i + (i_i_o * 8)) < 64)) {
-            #pragma unroll
-            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-              C_acc[((i_i_i * 8) + j_i_i_i)] = 0.0f;
-            }
-            #pragma unroll
-            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-              if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = 0.0f;
-              }
+          #pragma unroll
+          for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+            C_acc[((i_i_i * 8) + j_i_i_i)] = 0.0f;
+          }
+          #pragma unroll
+          for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+            if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+              C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = 0.0f;
             }
           }
         }
         {
-          float jd_pf0[4];
-          float jd_pf1[6];
+          float jd_pf0[8];
+          float jd_pf1[12];
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
             const int d1_r = (jd_f) % 16;
@@ -76,22 +74,46 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
             jd_pf0[0] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
             const int d1_r = (jd_f) % 16;
             const int d0_r = jd_f / 16;
             jd_pf0[1] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
             const int d1_r = (jd_f) % 16;
             const int d0_r = jd_f / 16;
             jd_pf0[2] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
             const int d1_r = (jd_f) % 16;
             const int d0_r = jd_f / 16;
             jd_pf0[3] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[4] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[5] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[6] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+            const int d1_r = (jd_f) % 16;
+            const int d0_r = jd_f / 16;
+            jd_pf0[7] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
@@ -100,34 +122,70 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
             jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[6] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[7] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[8] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[9] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[10] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+          }
+          {
+            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
+            const int d1_r_1 = (jd_f) % 96;
+            const int d0_r_1 = jd_f / 96;
+            jd_pf1[11] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
           }
           for (int k_o = 0; k_o < 2; ++k_o) {
             {
@@ -141,22 +199,46 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
                 A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[0];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                 const int d1_r = (jd_f) % 16;
                 const int d0_r = jd_f / 16;
                 A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[1];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                 const int d1_r = (jd_f) % 16;
                 const int d0_r = jd_f / 16;
                 A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[2];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                 const int d1_r = (jd_f) % 16;
                 const int d0_r = jd_f / 16;
                 A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[3];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[4];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[5];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[6];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+                const int d1_r = (jd_f) % 16;
+                const int d0_r = jd_f / 16;
+                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[7];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
@@ -165,34 +247,70 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[0];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[1];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[2];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[3];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[4];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[5];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[6];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[7];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[8];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[9];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[10];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
+                const int d1_r_1 = (jd_f) % 96;
+                const int d0_r_1 = jd_f / 96;
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[11];
               }
               __syncthreads();
               if (k_o + 1 < 2) {
@@ -203,22 +321,46 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
                   jd_pf0[0] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                   const int d1_r = (jd_f) % 16;
                   const int d0_r = jd_f / 16;
                   jd_pf0[1] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                   const int d1_r = (jd_f) % 16;
                   const int d0_r = jd_f / 16;
                   jd_pf0[2] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                   const int d1_r = (jd_f) % 16;
                   const int d0_r = jd_f / 16;
                   jd_pf0[3] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[4] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[5] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[6] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+                  const int d1_r = (jd_f) % 16;
+                  const int d0_r = jd_f / 16;
+                  jd_pf0[7] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
@@ -227,50 +369,84 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
                   jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
                   jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
                   jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
                   jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
                   jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
                 {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
                   jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[6] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[7] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[8] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[9] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[10] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                }
+                {
+                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
+                  const int d1_r_1 = (jd_f) % 96;
+                  const int d0_r_1 = jd_f / 96;
+                  jd_pf1[11] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
                 }
               }
               #pragma unroll
               for (int k_i = 0; k_i < 16; ++k_i) {
                 #pragma unroll
                 for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
-                  if (((i_i_i + (i_i_o * 8)) < 64)) {
-                    #pragma unroll
-                    for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                      C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
-                    }
-                    #pragma unroll
-                    for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                      if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                        C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
-                      }
+                  #pragma unroll
+                  for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                    C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
+                  }
+                  #pragma unroll
+                  for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                    if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                      C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
                     }
                   }
                 }
@@ -282,12 +458,12 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
           __shared__ __align__(16) float B_cache_l[1536];
           __shared__ __align__(16) float A_cache_l[1024];
           __syncthreads();
-          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512; jd_f += 256) {
+          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512; jd_f += 128) {
             const int d1_r = (jd_f) % 8;
             const int d0_r = jd_f / 8;
             A_cache_l[((d0_r * 16) + d1_r)] = A[(((d0_r * 40) + d1_r) + 32)];
           }
-          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 768; jd_f += 256) {
+          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 768; jd_f += 128) {
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
             B_cache_l[((d0_r_1 * 96) + d1_r_1)] = B[(((d0_r_1 * 96) + d1_r_1) + 3072)];
@@ -297,16 +473,14 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
           for (int k_i = 0; k_i < 8; ++k_i) {
             #pragma unroll
             for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
-              if (((i_i_i + (i_i_o * 8)) < 64)) {
-                #pragma unroll
-                for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                  C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
-                }
-                #pragma unroll
-                for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                  if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                    C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
-                  }
+              #pragma unroll
+              for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
+              }
+              #pragma unroll
+              for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+                if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+                  C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
                 }
               }
             }
@@ -314,16 +488,14 @@ extern "C" __global__ void __launch_bounds__(256) jd_matmul_k0(const float* __re
         }
         #pragma unroll
         for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
-          if (((i_i_i + (i_i_o * 8)) < 64)) {
-            #pragma unroll
-            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-              C[((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4))] = C_acc[((i_i_i * 8) + j_i_i_i)];
-            }
-            #pragma unroll
-            for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-              if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                C[(((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4)) + 64)] = C_acc[(((i_i_i * 8) + j_i_i_i) + 4)];
-              }
+          #pragma unroll
+          for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+            C[((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4))] = C_acc[((i_i_i * 8) + j_i_i_i)];
+          }
+          #pragma unroll
+          for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
+            if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
+              C[(((((i_i_i * 96) + (i_i_o * 768)) + j_i_i_i) + (j_i_i_o * 4)) + 64)] = C_acc[(((i_i_i * 8) + j_i_i_i) + 4)];
             }
           }
         }
