@@ -208,6 +208,15 @@ def test_tiles_of_the_next_step_are_loaded_while_this_one_computes():
     body = src.split("__global__")[1]
     assert body.count("float jd_pf") == 4 and "for (int d" not in body.split("k_o")[0]
     assert re.search(r"if \(\(\(?\(?d\w+ \+ \(j_o \* 128\)\)? < 200\)", body)
+    # ... and the threads accumulate their whole 8 x 8 block (the partial tile's extra
+    # rows and columns read unfilled elements of the shared copies, never stored): no
+    # guard inside the unrolled inner loop, only around the stores of C
+    ir = str(matmul.lower(data((300, 64)), data((64, 200)), target="cuda")).splitlines()
+    k = next(n for n, line in enumerate(ir) if "unrolled k_i" in line)
+    update = next(n for n, line in enumerate(ir) if " + A_cache_l[" in line)
+    assert not any(line.strip().startswith("if ") for line in ir[k:update])
+    assert any("< 300" in line for line in ir[update:]) and \
+        any("< 200" in line for line in ir[update:])
 
 
 @needs_nvcc

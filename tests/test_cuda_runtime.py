@@ -120,7 +120,8 @@ def test_softmax_rows_long_and_short(gpu, rng):
                                    atol=1e-7)
 
 
-@pytest.mark.parametrize("shapes", [((64, 64), (64, 64)), ((100, 37), (37, 53))])
+@pytest.mark.parametrize("shapes", [((64, 64), (64, 64)), ((100, 37), (37, 53)),
+                                    ((300, 70), (70, 260))])
 def test_matmul_tiled(gpu, rng, shapes):
     a = rng.standard_normal(shapes[0]).astype(F32)
     b = rng.standard_normal(shapes[1]).astype(F32)
@@ -138,7 +139,7 @@ def test_matmul_tile_knobs(gpu, rng, knobs):
     """The tuner's tile shapes, the spread column runs among them, on shapes the tiles
     divide (the next step's tiles then go through registers) and on shapes they do not."""
     f = matmul.with_config(**{f"C.{k}": v for k, v in knobs.items()})
-    for (m, k, n) in [(128, 48, 256), (70, 37, 130)]:
+    for (m, k, n) in [(128, 48, 256), (70, 37, 130), (200, 40, 300)]:
         a = rng.standard_normal((m, k)).astype(F32)
         b = rng.standard_normal((k, n)).astype(F32)
         got = gpu.get(f(gpu.put(a), gpu.put(b)))
