@@ -165,6 +165,39 @@ def test_python_int_beyond_int64_with_integers_raises_overflow_error():
     same(jnp.add(np.ones(3, np.float32), 5), np.ones(3, np.float32) + 5)
 
 
+def test_python_int_beyond_int64_written_in_a_definition():
+    """A literal 2**70 in a definition is what it is in NumPy: a float next to float data
+    (float32 stays float32), an OverflowError next to integer data, fine in a comparison."""
+    @jd.compute
+    def f(X):
+        Y[i] = X[i] * 2 ** 70 - 2 ** 66
+        return Y
+
+    @jd.compute
+    def below(X):
+        Y[i] = X[i] < 2 ** 70
+        return Y
+    for dt in (np.float32, np.float64):
+        x = (RNG.standard_normal(5) * 3).astype(dt)
+        same(f(x), x * 2 ** 70 - 2 ** 66, rtol=2e-7)
+        same(below(x), x < 2 ** 70)
+    @jd.compute
+    def against(X):
+        A[i] = 2 ** 70 <= X[i]
+        B[i] = X[i] != -2 ** 70
+        C[i] = -2 ** 70 >= X[i]
+        return A, B, C
+    for x in (np.array([-2 ** 63, 0, 2 ** 63 - 1]), np.array([-128, 5, 127], np.int8),
+              np.array([0, 255], np.uint8)):
+        same(below(x), x < 2 ** 70)
+        for got, want in zip(against(x), (2 ** 70 <= x, x != -2 ** 70, -2 ** 70 >= x)):
+            same(got, want)
+    with pytest.raises(OverflowError, match="out of bounds for int64"):
+        f(np.arange(5))
+    with pytest.raises(OverflowError):      # bool is not an integer here (NumPy raises)
+        below(np.ones(3, bool))
+
+
 def test_type_errors_read_like_numpy():
     for f, args in ((np.bitwise_and, (np.ones(2), 1)), (np.negative, (np.ones(2, bool),)),
                     (np.invert, (np.ones(2),)), (np.left_shift, (np.ones(2), 1)),

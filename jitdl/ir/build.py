@@ -79,8 +79,10 @@ def as_expr(x) -> Expr:
         return x
     if isinstance(x, (bool, int, float)):
         dt = dtypes.weak_kind_dtype(x)
-        if dt == "int64":
-            _check_python_int(x, dt)
+        if dt == "int64" and not _INT64[0] <= x <= _INT64[1]:
+            # kept as the Python int it is: a float operand makes it a float (NEP 50:
+            # float32_array + 2**70 is float32); an integer one raises (_check_python_int)
+            return Const(int(x), dt, weak=True)
         return Const(_py(x, dt), dt, weak=True)
     if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
         dt = dtypes.normalize(x.dtype)
@@ -105,6 +107,10 @@ def _check_python_int(value, dtype):
             f"a Python int takes the dtype of the array it meets, and NumPy 2 raises here "
             f"too; widen the array first (e.g. jd.int64(X[i]) * {value}) or write the "
             f"number as a float", user_loc())
+
+
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+_MIRROR = {CmpOp.LT: CmpOp.GT, CmpOp.GT: CmpOp.LT, CmpOp.LE: CmpOp.GE, CmpOp.GE: CmpOp.LE}
 
 
 def _weak_int_const(x):
@@ -147,22 +153,22 @@ def cast(x, dtype: str) -> Expr:
     dtype = dtypes.normalize(dtype)
     if x.dtype == dtype and not x.weak:
         return x
+    if _weak_int_const(x) and dtypes.is_int(dtype):
+        _check_python_int(x.value, dtype)
     if x.dtype == dtype:
         return Const(x.value, dtype) if isinstance(x, Const) else Cast(x, dtype)
     if isinstance(x, Const):
-        if _weak_int_const(x) and dtypes.is_int(dtype):
-            _check_python_int(x.value, dtype)
         return Const(_py(x.value, dtype), dtype)
     return Cast(x, dtype)
 
 
 def _to(x, dtype):
     """Cast to a computation dtype, keeping weakness of constants (internal)."""
+    if _weak_int_const(x) and dtypes.is_int(dtype):
+        _check_python_int(x.value, dtype)
     if x.dtype == dtype:
         return x
     if isinstance(x, Const):
-        if _weak_int_const(x) and dtypes.is_int(dtype):
-            _check_python_int(x.value, dtype)
         return Const(_py(x.value, dtype), dtype, x.weak)
     return Cast(x, dtype)
 
@@ -170,6 +176,9 @@ def _to(x, dtype):
 def _fold(ufunc, consts, dtype):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        for c in consts:
+            if _weak_int_const(c):
+                _check_python_int(c.value, c.dtype)
         vals = [np.array(c.value, dtype=c.dtype) for c in consts]
         return _py(ufunc(*vals), dtype)
 
@@ -190,6 +199,22 @@ def compare(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     common = result_dtype(np.add if "bool" not in (a.dtype, b.dtype) else np.maximum,
                           (a.dtype, a.weak), (b.dtype, b.weak))
+    for big, other, right in ((b, a, True), (a, b, False)):
+        if _weak_int_const(big) and not _INT64[0] <= big.value <= _INT64[1] and \
+                dtypes.is_int(other.dtype) and not _weak_int_const(other):
+            # an integer against a Python int beyond int64 is decided by the int's sign
+            # (NumPy 2: int64_array < 2**70 is all True): the same comparison against
+            # the int64 bound, strict where the bound is never reached
+            if not right:
+                op = _MIRROR.get(op, op)
+            if big.value > 0:
+                op = {CmpOp.LT: CmpOp.LE, CmpOp.GE: CmpOp.GT, CmpOp.EQ: CmpOp.GT,
+                      CmpOp.NE: CmpOp.LE}.get(op, op)
+            else:
+                op = {CmpOp.GT: CmpOp.GE, CmpOp.LE: CmpOp.LT, CmpOp.EQ: CmpOp.LT,
+                      CmpOp.NE: CmpOp.GE}.get(op, op)
+            bound = Const(_INT64[1] if big.value > 0 else _INT64[0], "int64")
+            return Compare(op, _to(other, "int64"), bound)
     if dtypes.is_int(common) and common != "int64":
         # NumPy 2 compares a Python int with a narrower integer exactly (int8 < 1000 is
         # True, uint8 == -1 False): compare in int64 unless the int is a literal that fits
