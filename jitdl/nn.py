@@ -120,6 +120,20 @@ def _optional(op, operands, names, **params):
     return operands, names, tuple(flags)
 
 
+def _constant_shapes(op, operands, names):
+    """Convolutions and pooling specialise on shapes (window loops of constant extent
+    are what they gain the most from): in a dynamic definition their operands' sizes must
+    be known. A clear error rather than one from deep in the builder."""
+    for x, name in zip(operands, names):
+        if is_symbolic(x) and not all(isinstance(d, int) for d in x.shape):
+            shape = ", ".join(str(d) for d in x.shape)
+            raise ArgumentError(
+                f"{op}(): {name} has sizes known only at run time ({shape}): "
+                f"convolutions and pooling compile one kernel per shape; leave the "
+                f"argument it comes from out of dynamic= (e.g. @jd.compute(dynamic="
+                f"('other_arg',))) or call {op} outside the dynamic definition", user_loc())
+
+
 def _unsupported(op, what):
     raise NotImplementedError(f"{op}(): {what} is not supported by jitdl.nn")
 
@@ -292,6 +306,7 @@ def _conv(op, n, input, weight, bias, stride, padding, dilation, groups):
     if padding == "same":
         padding = _same(weight, stride, dilation, op)
     operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
+    _constant_shapes(op, operands, names)
     return apply(op, ops.conv, operands,
                  (("op", op), ("stride", stride), ("padding", padding),
                   ("dilation", dilation), ("groups", groups)) + flags, None, names)
@@ -322,6 +337,7 @@ def _conv_transpose(op, n, input, weight, bias, stride, padding, output_padding,
     if groups < 1:
         raise ShapeError(f"{op}(): groups must be positive, got {groups}", user_loc())
     operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
+    _constant_shapes(op, operands, names)
     return apply(op, ops.conv_transpose, operands,
                  (("op", op), ("stride", stride), ("padding", padding),
                   ("output_padding", output_padding), ("dilation", dilation),
@@ -355,6 +371,7 @@ def _max_pool(op, n, input, kernel_size, stride, padding, dilation, ceil_mode,
     if return_indices:
         _unsupported(op, "return_indices=True")
     kernel_size, stride, padding = _pool_args(op, n, kernel_size, stride, padding)
+    _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.max_pool, (input,),
                  (("op", op), ("kernel_size", kernel_size), ("stride", stride),
                   ("padding", padding), ("dilation", _ntuple(dilation, n, "dilation", op, 1)),
@@ -382,6 +399,7 @@ def _avg_pool(op, n, input, kernel_size, stride, padding, ceil_mode, count_inclu
         divisor_override = _int(divisor_override, "divisor_override", op)
         if divisor_override == 0:
             raise ShapeError(f"{op}(): divisor_override must be non-zero", user_loc())
+    _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.avg_pool, (input,),
                  (("op", op), ("kernel_size", kernel_size), ("stride", stride),
                   ("padding", padding), ("ceil_mode", bool(ceil_mode)),
@@ -411,6 +429,7 @@ def _adaptive(op, n, input, output_size, reduce):
         raise ShapeError(f"{op}(): output_size must be an int or a tuple of {n}, got "
                          f"{output_size!r}", user_loc())
     seq = tuple(None if s is None else _int(s, "output_size", op) for s in seq)
+    _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.adaptive_pool, (input,),
                  (("op", op), ("output_size", seq), ("reduce", reduce)), None, ("input",))
 

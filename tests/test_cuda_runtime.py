@@ -338,3 +338,39 @@ def test_a_host_tensor_is_not_a_gpu_array(rng):
     x = rng.standard_normal(6)
     assert not cuda_runtime.is_device_array(_HostTensor(x))
     np.testing.assert_allclose(jd.numpy.add(_HostTensor(x), 1.0), x + 1.0)
+
+
+@pytest.mark.parametrize("order", ["AXB", "ABX", "XAB"])
+def test_prefetched_copies_split_by_another_statement(gpu, rng, order):
+    """Two shared copies filled in separate runs (a register copy between them): each
+    run's next-step loads come after its own barrier only; loading the second copy's next
+    tile after the first run's barrier would let the second run store step k + 1's data
+    into step k (found by review: 1023 of 1024 outputs wrong)."""
+    @jd.compute
+    def mm3(A, B, X):
+        (M, K), (_, N) = A.shape, B.shape
+        k = jd.reduce_axis(K, name="k")
+        return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j] * X[k], axis=k),
+                         name="C")
+
+    @jd.schedule(mm3, target="cuda")
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        (k,) = C.reduce_axis
+        io, ii = s.split(i, 8)
+        jo, ji = s.split(j, 32)
+        ko, ki = s.split(k, 8)
+        s.reorder(io, jo, ii, ji, ko, ki)
+        s.bind(io, "blockIdx.y")
+        s.bind(jo, "blockIdx.x")
+        s.bind(ii, "threadIdx.y")
+        s.bind(ji, "threadIdx.x")
+        for name in order:
+            c = s.cache_read(name, [C], "local" if name == "X" else "shared")
+            s.compute_at(c, C, ko)
+    a, b, x = (rng.standard_normal(s).astype(F32) for s in [(16, 32), (32, 64), (32,)])
+    got = gpu.get(mm3(gpu.put(a), gpu.put(b), gpu.put(x)))
+    want = (a.astype(F64) * x) @ b
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    assert "jd_pf" in mm3.cuda_source(a, b, x)

@@ -3,6 +3,7 @@ definitions: activations, softmax, norms, linear, convolutions, pooling, interpo
 embedding, attention; torch's shape rules, errors naming the argument, and the functions
 inside a @jd.compute definition (fused, no kernel of their own)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -573,3 +574,28 @@ def test_norms_in_dynamic_definitions(rng):
     assert len(ln.cache_info()["events"]) == 1 and len(rms.cache_info()["events"]) == 1
     with pytest.raises(jd.errors.ArgumentError, match="shape mismatch"):
         ln(rng.standard_normal((3, 5)), rng.standard_normal(6), rng.standard_normal(5))
+
+
+def test_convolution_and_pooling_in_dynamic_definitions_say_what_to_do(rng):
+    """Convolutions and pooling specialise on shapes: on operands of run-time sizes they
+    raise an error naming the op, the operand and the way out, not one from deep in the
+    builder; with the operands left out of dynamic= they compile as usual."""
+    x = rng.standard_normal((1, 3, 8, 8))
+    w = rng.standard_normal((4, 3, 3, 3))
+    for call, what in [(lambda X, W: F.conv2d(X, W, padding=1), "conv2d(): input"),
+                       (lambda X, W: F.conv_transpose2d(X, W.transpose(1, 0, 2, 3)),
+                        "conv_transpose2d(): input"),
+                       (lambda X, W: F.max_pool2d(X, 2), "max_pool2d(): input"),
+                       (lambda X, W: F.avg_pool2d(X, 2), "avg_pool2d(): input"),
+                       (lambda X, W: F.adaptive_avg_pool2d(X, 2), "adaptive_avg_pool2d(): input")]:
+        def definition(X, W):
+            return call(X, W)
+        f = jd.compute(definition, dynamic=True)
+        with pytest.raises(jd.errors.ArgumentError, match=re.escape(what) + ".*dynamic="):
+            f(x, w)
+    def conv_plus(X, W, B):
+        return F.conv2d(X, W, padding=1) * jd.numpy.sum(B)
+    g = jd.compute(conv_plus, dynamic=("B",))
+    for n in (1, 3, 5):
+        b = rng.standard_normal(n)
+        np.testing.assert_allclose(g(x, w, b), F.conv2d(x, w, padding=1) * b.sum(), rtol=1e-12)

@@ -782,6 +782,7 @@ class _KernelGen(_ExprText):
         every element is written before anyone reads); the rest runs as usual."""
         stmts = body.stmts if isinstance(body, Seq) else (body,)
         filling = False
+        group = []                  # the fills of the run being emitted
         for x in stmts:
             fills = any(_writes(x, b) for b in bufs)
             if fills and not filling:
@@ -796,8 +797,11 @@ class _KernelGen(_ExprText):
                 self.emit("__syncthreads();")
             elif filling and not fills:
                 self.emit("__syncthreads();")
-                self.fetch_next(stmts)
+                self.fetch_next(group)
+                group = []
             filling = fills
+            if fills:
+                group.append(x)
             if fills and id(x) in self.prefetched:
                 f = self.prefetched[id(x)]
                 ll = "" if self.narrow else "LL"
@@ -811,14 +815,15 @@ class _KernelGen(_ExprText):
                 self.stmt(x)
         if filling:
             self.emit("__syncthreads();")
-            self.fetch_next(stmts)
+            self.fetch_next(group)
 
-    def fetch_next(self, stmts):
-        """After the barrier that ends a prefetched fill: the next step's loads."""
+    def fetch_next(self, group):
+        """After the barrier that ends a run of fills: the next step's loads of those
+        of them that are prefetched (a later run's registers are still to be stored)."""
         if not self.next_fetch:
             return
         cond, nxt, fetches = self.next_fetch[-1]
-        mine = [f for f in fetches if any(f.stmt is x for x in stmts)]
+        mine = [f for f in fetches if any(f.stmt is x for x in group)]
         if not mine:
             return
         self.emit(f"if {cond} {{")

@@ -211,7 +211,8 @@ def tile_matmul(s, name, target, cfg=None):
         return False
     bm, bn = ty * tm, tx * tn
     readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
-    shared = (bm + bn) * bk * 4
+    shared = (bm + bn) * bk * max(dtypes.itemsize(acc.tensor.dtype)
+                                  for acc in walk_expr(op.reduce.body) if isinstance(acc, Access))
     if shared > target.shared_bytes:
         return False
     operands = [acc.tensor.name for acc in walk_expr(op.reduce.body)

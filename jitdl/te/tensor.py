@@ -179,9 +179,23 @@ def _whole_method(name):
 
 
 for _name in ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all",
-              "any", "reshape", "transpose", "astype", "ravel", "flatten", "squeeze", "clip",
-              "round"):
+              "any", "astype", "ravel", "flatten", "squeeze", "clip", "round"):
     setattr(Tensor, _name, _whole_method(_name))
+
+
+def _transpose(self, *axes):
+    """jd.numpy.transpose of this tensor; like ndarray.transpose, the axes may come as
+    one tuple or as separate ints (X.transpose(1, 0, 2))."""
+    return _whole("transpose", self, axes[0] if len(axes) == 1 else axes or None)
+
+
+def _reshape(self, *shape, **kwargs):
+    """jd.numpy.reshape of this tensor; like ndarray.reshape, the shape may come as one
+    tuple or as separate ints (X.reshape(2, -1))."""
+    return _whole("reshape", self, shape[0] if len(shape) == 1 else shape, **kwargs)
+
+
+Tensor.transpose, Tensor.reshape = _transpose, _reshape
 
 
 def _whole_compare(symbol, name, identity):
