@@ -617,6 +617,18 @@ class _KernelGen(_ExprText):
             self.prefetched[id(f.stmt)] = f
         return found
 
+    def flat_indices(self, loops, total, ll):
+        """The variables of a constant loop nest of `total` iterations from the flat
+        iteration number jd_f (row-major)."""
+        inner = 1
+        for lp in reversed(loops):
+            ext = int(lp.extent.value)
+            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
+            idx = flat if inner * ext == total else f"({flat}) % {ext}{ll}"
+            lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
+            self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
+            inner *= ext
+
     def fetch(self, f, at):
         """Registers f.regs := the values f's fill stores, with its loop variable at `at`."""
         ll = "" if self.narrow else "LL"
@@ -635,14 +647,7 @@ class _KernelGen(_ExprText):
         if guard:
             self.emit(f"if (jd_f < {f.total}{ll}) {{")
             self.depth += 1
-        inner = 1
-        for lp in reversed(f.loops):
-            ext = int(lp.extent.value)
-            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
-            idx = flat if inner * ext == f.total else f"({flat}) % {ext}{ll}"
-            lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
-            self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
-            inner *= ext
+        self.flat_indices(f.loops, f.total, ll)
         conds = [self.expr(subst(c)) for c in f.conds]
         line = text(self.expr(subst(f.store.value)))
         self.emit(f"if ({' && '.join(conds)}) {line}" if conds else line)
@@ -849,14 +854,7 @@ class _KernelGen(_ExprText):
         self.emit(f"for ({self.ity} jd_f = ({self.ity})(threadIdx.x + blockDim.x * (threadIdx.y"
                   f" + blockDim.y * threadIdx.z)); jd_f < {total}{ll}; jd_f += {self.nthreads}) {{")
         self.depth += 1
-        inner = 1
-        for lp in reversed(loops):
-            ext = int(lp.extent.value)
-            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
-            idx = flat if inner * ext == total else f"({flat}) % {ext}{ll}"
-            lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
-            self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
-            inner *= ext
+        self.flat_indices(loops, total, ll)
         for c in conds:
             s = IfThen(c, s)
         self.stmt(s)
