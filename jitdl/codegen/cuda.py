@@ -435,6 +435,7 @@ class _KernelGen(_ExprText):
         # takes two or more instructions per operation on a GPU
         self.narrow = _fits_int32(stmt, self.launch, self.nthreads)
         self.ity = "int" if self.narrow else "long long"
+        self.ll = "" if self.narrow else "LL"      # the suffix of index literals
         stmt = _split_fills(stmt)
         self.written = {x.buffer for x in walk_stmt(stmt) if isinstance(x, Store)}
         self.prefetched = {}        # id(fill statement) -> _Prefetch (serial_for)
@@ -617,37 +618,42 @@ class _KernelGen(_ExprText):
             self.prefetched[id(f.stmt)] = f
         return found
 
-    def flat_indices(self, loops, total, ll):
+    def flat_indices(self, loops, total):
         """The variables of a constant loop nest of `total` iterations from the flat
         iteration number jd_f (row-major)."""
         inner = 1
         for lp in reversed(loops):
             ext = int(lp.extent.value)
-            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{ll}"
-            idx = flat if inner * ext == total else f"({flat}) % {ext}{ll}"
+            flat = "jd_f" if inner == 1 else f"jd_f / {inner}{self.ll}"
+            idx = flat if inner * ext == total else f"({flat}) % {ext}{self.ll}"
             lo = "" if _is_zero(lp.min) else f"{self.index(lp.min)} + "
             self.emit(f"const {self.ity} {self.name(lp.var)} = {lo}{idx};")
             inner *= ext
 
     def fetch(self, f, at):
         """Registers f.regs := the values f's fill stores, with its loop variable at `at`."""
-        ll = "" if self.narrow else "LL"
         for r in range(f.count):
-            self.flat_element(f, r, ll, lambda c: f"{f.regs}[{r}] = {c};",
+            self.flat_element(f, r, lambda c: f"{f.regs}[{r}] = {c};",
                               lambda e: substitute(e, {f.var: at}))
 
-    def flat_element(self, f, r, ll, text, subst=lambda e: e):
+    def store_fetched(self, f):
+        """f's shared buffer := the registers fetch() filled (this thread's share)."""
+        for r in range(f.count):
+            self.flat_element(f, r, lambda c, r=r: (
+                f"{self.name(f.store.buffer)}[{self.index(f.store.index)}] = {f.regs}[{r}];"))
+
+    def flat_element(self, f, r, text, subst=lambda e: e):
         """Element r of this thread's share of fill f: its indices from the flat number,
         then text(value) under f's conditions."""
         self.emit("{")
         self.depth += 1
         self.emit(f"const {self.ity} jd_f = ({self.ity})(threadIdx.x + blockDim.x * "
-                  f"(threadIdx.y + blockDim.y * threadIdx.z)) + {r * self.nthreads}{ll};")
+                  f"(threadIdx.y + blockDim.y * threadIdx.z)) + {r * self.nthreads}{self.ll};")
         guard = f.total % self.nthreads and r == f.count - 1
         if guard:
-            self.emit(f"if (jd_f < {f.total}{ll}) {{")
+            self.emit(f"if (jd_f < {f.total}{self.ll}) {{")
             self.depth += 1
-        self.flat_indices(f.loops, f.total, ll)
+        self.flat_indices(f.loops, f.total)
         conds = [self.expr(subst(c)) for c in f.conds]
         line = text(self.expr(subst(f.store.value)))
         self.emit(f"if ({' && '.join(conds)}) {line}" if conds else line)
@@ -808,12 +814,7 @@ class _KernelGen(_ExprText):
             if fills:
                 group.append(x)
             if fills and id(x) in self.prefetched:
-                f = self.prefetched[id(x)]
-                ll = "" if self.narrow else "LL"
-                for r in range(f.count):
-                    self.flat_element(f, r, ll, lambda c, r=r: (
-                        f"{self.name(f.store.buffer)}[{self.index(f.store.index)}] = "
-                        f"{f.regs}[{r}];"))
+                self.store_fetched(self.prefetched[id(x)])
             elif fills:
                 self.cooperative(x)
             else:
@@ -850,11 +851,11 @@ class _KernelGen(_ExprText):
             self.stmt(s)
             return
         total = math.prod(int(lp.extent.value) for lp in loops)
-        ll = "" if self.narrow else "LL"
         self.emit(f"for ({self.ity} jd_f = ({self.ity})(threadIdx.x + blockDim.x * (threadIdx.y"
-                  f" + blockDim.y * threadIdx.z)); jd_f < {total}{ll}; jd_f += {self.nthreads}) {{")
+                  f" + blockDim.y * threadIdx.z)); jd_f < {total}{self.ll}; "
+                  f"jd_f += {self.nthreads}) {{")
         self.depth += 1
-        self.flat_indices(loops, total, ll)
+        self.flat_indices(loops, total)
         for c in conds:
             s = IfThen(c, s)
         self.stmt(s)

@@ -195,28 +195,28 @@ class CudaKernel(KernelChecks):
         # or checks): a call is the input checks, one allocation and one launch
         self.plain = None
         if not (sig.sizes or self.dims is not None or self.int_checks or self.scalar_types
-                or self.tmp_shapes or
-                self.has_err or len(self.kernels) != 1 or not self.single):
+                or self.tmp_shapes or self.has_err or len(self.kernels) != 1
+                or not self.single):
             k = self.kernels[0]
             grid = k.grid(())
             if 0 not in grid and [kind for kind, _ in k.params] == ["arg"] * len(k.params):
                 order = [i for _, i in k.params]
                 n_in = len(self.array_pos)
                 if order == list(range(n_in + 1)):      # inputs in order, then the output
-                    self.plain = (k.fn, grid, k.block, self.out_specs[0])
+                    self.plain = (k.fn, grid, k.block, self.out_specs[0],
+                                  getattr(self.device, "array_type", None))
 
     def run(self, args, out=None):
         plain = self.plain
         if plain is not None and out is None:
             dev = self.device
-            kind = getattr(dev, "array_type", None)
+            fn, grid, block, (shape, dt), kind = plain
             values = []
             for i in self.array_pos:
                 a = args[i]
                 if type(a) is not kind or not a.flags.c_contiguous:
                     a = dev.contiguous(dev.asarray(a))
                 values.append(a)
-            fn, grid, block, (shape, dt) = plain
             y = dev.empty(shape, dt)
             values.append(y)
             dev.launch(fn, grid, block, 0, values)

@@ -186,9 +186,9 @@ def tile_matmul(s, name, target, cfg=None):
     Sizes are knobs. The default, 128 x 128 tiles of 8 x 8 per thread (64 accumulators in
     registers, each step of k reading 16 values from shared memory for 64 fused
     multiply-adds) by 256 threads, BK 16, is the usual SIMT shape; 64 x 128 tiles where
-    128 x 128 ones would be fewer blocks than the device has multiprocessors. `jgroups` 2 spreads a
-    thread's 8 columns as two runs of 4, half a tile apart: the runs of neighbouring
-    threads are then adjacent, so their 16-byte shared loads do not conflict. (On an H100,
+    128 x 128 ones would be fewer blocks than the device has multiprocessors. `jgroups` 2
+    spreads a thread's 8 columns as two runs of 4, half a tile apart: the runs of
+    neighbouring threads are then adjacent, so their 16-byte shared loads do not conflict. (On an H100,
     SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9 with 4 x 4 per thread
     and 64 x 64 tiles, the earlier default.)"""
     st = s.stages[name]
@@ -211,12 +211,10 @@ def tile_matmul(s, name, target, cfg=None):
         return False
     bm, bn = ty * tm, tx * tn
     readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
-    shared = (bm + bn) * bk * max(dtypes.itemsize(acc.tensor.dtype)
-                                  for acc in walk_expr(op.reduce.body) if isinstance(acc, Access))
-    if shared > target.shared_bytes:
+    reads = [acc.tensor for acc in walk_expr(op.reduce.body) if isinstance(acc, Access)]
+    if (bm + bn) * bk * max(dtypes.itemsize(t.dtype) for t in reads) > target.shared_bytes:
         return False
-    operands = [acc.tensor.name for acc in walk_expr(op.reduce.body)
-                if isinstance(acc, Access)]
+    operands = [t.name for t in reads]
     if len(set(operands)) != 2 or readers and any(x.attach == "at" for x in readers):
         return False
     ax = {n: Axis(name, n) for n in st.leaves}
