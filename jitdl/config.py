@@ -27,6 +27,8 @@ class Settings:
     warm_up: bool             # JITDL_WARM_UP=0: no LLVM/libgomp start-up thread at import
     linker: str               # JITDL_LINKER: ld used to make shared libraries of cached
                               #   kernels (default: ld on PATH; 0: MCJIT loads them)
+    pool_bytes: int           # JITDL_POOL_BYTES: freed large kernel outputs kept for reuse
+                              #   (default: 512 MiB or 1/32 of memory, less; 0: none)
     tune_budget: str          # JITDL_TUNE_BUDGET: what autotune="background" spends per
                               #   key: trials ("64"), seconds ("90s", "2m") or both
                               # (JITDL_TUNING_DB is read at each use: tuning_db())
@@ -45,6 +47,14 @@ def cores():
         return os.cpu_count() or 1
 
 
+def _default_pool_bytes():
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        memory = 1 << 34
+    return min(1 << 29, memory // 32)
+
+
 def load() -> Settings:
     return Settings(
         num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or cores())),
@@ -57,6 +67,7 @@ def load() -> Settings:
         cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
         warm_up=os.environ.get("JITDL_WARM_UP", "1").strip() not in ("0", "false", "no"),
         linker=os.environ.get("JITDL_LINKER", "").strip(),
+        pool_bytes=max(0, _int("JITDL_POOL_BYTES", _default_pool_bytes())),
         tune_budget=os.environ.get("JITDL_TUNE_BUDGET", "").strip() or "64,120s",
     )
 

@@ -20,10 +20,9 @@ from jitdl.capture.trace import Captured
 from jitdl.errors import ArgumentError, OutArgumentError, ScalarOverflowError, user_loc
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
-from jitdl.runtime.kernel import freeze_static, other_key
+from jitdl.runtime.kernel import allocator, direct_builtin, freeze_static, other_key
 
 _ndarray = np.ndarray
-_empty = np.empty
 _SCALARS = (bool, int, float)
 _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
 _runs = {}           # the same keys -> the call without out= (see _bound)
@@ -45,12 +44,16 @@ class _ScalarOut:
         return r if out is not None else r[()]
 
 
-def apply(name, builder, operands, static=(), out=None, names=None, table=None, tkey=None):
+def apply(name, builder, operands, static=(), out=None, names=None, table=None, tkey=None,
+          slot=None):
     """Op `name`: builder(*operands, **dict(static)) on tensors of a definition; on arrays
     (and numbers, lists) its compiled kernel's result. `static` is a tuple of (name, value)
     pairs of plain, hashable values; `names` names the operands in messages. A wrapper
     with a fast path of its own passes its `table` and the call's key there (`tkey`, made
-    from arrays only): the kernel's run goes into it, for the wrapper to call directly."""
+    from arrays only): the kernel's run goes into it, for the wrapper to call directly;
+    and a one-item list `slot`, which gets the kernel's direct entry for calls like this
+    one (runtime.kernel.direct_builtin; None where there is none) whenever the kernel
+    serves a call through the table."""
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     try:
@@ -61,12 +64,12 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out)):
             if table is not None and type(k) is not _ScalarOut:
-                _remember(table, tkey, k, operands)
+                _remember(table, tkey, k, operands, slot)
             return k.run(operands, out)
     except ScalarOverflowError:
         if not _has_huge_int(operands):
             raise
-    return _slow(name, builder, operands, static, out, names, table, tkey)
+    return _slow(name, builder, operands, static, out, names, table, tkey, slot)
 
 
 _I64 = 2 ** 63
@@ -121,13 +124,22 @@ def _static_key(static):
     return static
 
 
-def _remember(table, key, k, operands):
+def _remember(table, key, k, operands, slot=None):
     """Put into a wrapper's table the call of kernel k for operands of exactly this key:
     sizes and output shape are fixed for it (they were checked on this call), so a later
-    call only allocates the output and enters the kernel."""
+    call only allocates the output and enters the kernel. With a `slot` (see apply), the
+    call also puts the kernel's direct entry there."""
     if len(table) >= _KEPT:
         table.clear()
-    table[key] = _call(k, operands)
+    run = _call(k, operands)
+    if slot is not None:
+        direct = direct_builtin(k, operands) if type(k) is not _ScalarOut else None
+        slot[0] = direct
+
+        def run(args, run=run):
+            slot[0] = direct
+            return run(args)
+    table[key] = run
 
 
 def _call(k, operands):
@@ -138,11 +150,12 @@ def _call(k, operands):
 
 
 def _bound(k, operands):
-    fast, slow, empty = k.fastcall, k.run, _empty
+    fast, slow = k.fastcall, k.run
     (shape, dtype), sizes = k.out_specs[0], ()
     if k.dims is not None:
         sizes, shapes = k.dims(operands)
         shape = shapes[0]
+    empty = allocator(shape, dtype)
     if len(sizes) == 1:
         (n,) = sizes
 
@@ -161,7 +174,7 @@ def _exact_out(k, out):
         (out.shape, out.dtype) == k.out_specs[0]
 
 
-def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
+def _slow(name, builder, operands, static, out, names, table=None, tkey=None, slot=None):
     if any(is_symbolic(a) for a in operands):
         if out is not None:
             raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
@@ -201,7 +214,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None):
         _kernels[key] = k
         _runs[key] = _call(k, operands)
     if table is not None and type(k) is not _ScalarOut:
-        _remember(table, tkey, k, operands)
+        _remember(table, tkey, k, operands, slot)
     if out is None:
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
-from jitdl.codegen.llvm import generate
+from jitdl.codegen.llvm import direct_shapes, generate
 from jitdl.errors import ArgumentError, CompileError, ScheduleError
 from jitdl import dtypes
 from jitdl.ir import weak
@@ -247,7 +247,9 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                               with_err=low.checks > 0,
                               array_data_offset=target.array_data_offset,
-                              n_inputs=len(low.inputs), layout=graph.layout)
+                              n_inputs=len(low.inputs), layout=graph.layout,
+                              shapes=direct_shapes(low.inputs, low.outputs,
+                                                   [v for v, _, _ in low.sizes]))
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
     sizes = [v for v, _, _ in low.sizes]

@@ -129,6 +129,7 @@ def load(path) -> ExportedFunction:
         loaded = _load_binary(entry, sig)
         if meta.get("array_data_offset") != engine.array_data_offset():
             loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
+            loaded.direct_address = 0
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
     return ExportedFunction(name, loaded_kernels)
 

@@ -21,7 +21,8 @@ from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca
                                    const, elem, is_vector, like, loop_metadata, mem_type, per_lane, reg_type,
                                    suffix)
 from jitdl.errors import CompileError
-from jitdl.target.cpu import (ARRAY_FLAGS_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
+from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
+                              ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
                               FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, TUPLE_ITEMS_OFFSET,
                               TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import reads_memory
@@ -775,11 +776,13 @@ _HOST_VECTOR_BYTES = None
 
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
-             array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None):
+             array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None,
+             shapes=None):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
     With array_data_offset and layout (the call's arguments, Signature.layout) the module
-    also has the `name.fast` entry (_fast_entry).
+    also has the `name.fast` entry (_fast_entry), and with `shapes` (direct_shapes) the
+    `name.direct` entry (_direct_entry).
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these."""
@@ -790,14 +793,14 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     gc.disable()
     try:
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-                         vector_bytes or host_vector_bytes(), layout)
+                         vector_bytes or host_vector_bytes(), layout, shapes)
     finally:
         if paused:
             gc.enable()
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-              vector_bytes, layout):
+              vector_bytes, layout, shapes):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
     arg_types = []
@@ -821,6 +824,8 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     cg.b.ret_void()
     if array_data_offset is not None and layout is not None:
         _fast_entry(gen, fn, func, array_data_offset, n_inputs, layout)
+        if shapes is not None:
+            _direct_entry(gen, fn, func, array_data_offset, n_inputs, layout, shapes)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     return gen.module, gen.checks
@@ -910,6 +915,160 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
     result(FAST_OK)
     b.position_at_end(fallback)
     result(FAST_FALLBACK)
+
+
+def direct_shapes(inputs, outputs, size_vars):
+    """The shapes a `name.direct` entry checks and makes, or None where it has none (more
+    than one output, a dimension that is an expression): per input and for the output,
+    each dimension as an int or ("n", k), the k-th size parameter."""
+    def dims(shape):
+        out = []
+        for d in shape:
+            if isinstance(d, int):
+                out.append(d)
+            elif isinstance(d, Const):
+                out.append(int(d.value))
+            elif isinstance(d, Var) and any(d is v for v in size_vars):
+                out.append(("n", next(k for k, v in enumerate(size_vars) if v is d)))
+            else:
+                return None
+        return out
+    if len(outputs) != 1:
+        return None
+    found = [dims(b.shape) for b in list(inputs) + list(outputs)]
+    return None if any(x is None for x in found) else found
+
+
+def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
+    """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
+    call's arguments themselves, checks them as a dispatch would (each array exactly an
+    ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
+    for; each number of the Python type it was compiled for), makes the output with
+    NumPy's PyArray_Empty and returns it. Anything else (another shape pattern, an empty
+    or a size-1 dimension where the kernel has a size, an output of pool.MIN_BYTES or
+    more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
+    takes its general path. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
+    ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address,
+    the dtype objects of the inputs and of the output, the Python types of the numbers."""
+    from jitdl.runtime.pool import MIN_BYTES
+    has_err = len(main.args) > len(func.params)
+    bufs = [p for p in func.params if isinstance(p, Buffer)]
+    n_scalars = len(func.params) - len(bufs)
+    scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
+    n_sizes = n_scalars - len(scalar_pos)
+    bound = {d[1] for sh in shapes[:-1] for d in sh if not isinstance(d, int)}
+    if len(bufs) != n_inputs + 1 or any(x[0] not in ("array", "scalar") for x in layout) \
+            or bound != set(range(n_sizes)) or len(shapes) != n_inputs + 1:
+        return          # (every size is read from an input's shape)
+    entry = gen.new_function(f"{main.name}.direct", PTR, [PTR, PTR, I64])
+    self_, argv, nargs = entry.args
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    fallback = entry.append_basic_block("fallback")
+    incref = gen.declare("Py_IncRef", VOID, [PTR])
+    decref = gen.declare("Py_DecRef", VOID, [PTR])
+    item_base = FAST_ARRAY_TYPE + 3     # after the ndarray type, the kept objects, the API
+
+    def field(obj, off, ty=PTR):
+        return b.load(b.gep(obj, [ir.Constant(I64, off)], source_etype=I8), typ=ty)
+
+    def item(k):
+        return field(self_, TUPLE_ITEMS_OFFSET + 8 * k)
+
+    def check(ok):
+        good = entry.append_basic_block()
+        b.cbranch(ok, good, fallback)
+        b.position_at_end(good)
+
+    check(b.icmp_signed("==", nargs, ir.Constant(I64, len(layout))))
+    ndarray = item(FAST_ARRAY_TYPE)
+    objs = [b.load(b.gep(argv, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR)
+            for i in range(len(layout))]
+    array_objs = [o for o, x in zip(objs, layout) if x[0] == "array"]
+    scalar_objs = [o for o, x in zip(objs, layout) if x[0] == "scalar"]
+    mask = ir.Constant(I32, ARRAY_OK_FLAGS)
+    sizes = [None] * n_sizes
+    data = []
+    for j, (obj, dims) in enumerate(zip(array_objs, shapes)):
+        check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), ndarray))
+        check(b.icmp_unsigned("==", b.and_(field(obj, ARRAY_FLAGS_OFFSET, I32), mask), mask))
+        check(b.icmp_unsigned("==", field(obj, ARRAY_DESCR_OFFSET), item(item_base + j)))
+        check(b.icmp_signed("==", field(obj, ARRAY_NDIM_OFFSET, I32),
+                            ir.Constant(I32, len(dims))))
+        extents = field(obj, ARRAY_DIMS_OFFSET)
+        for d, want in enumerate(dims):
+            n = b.load(b.gep(extents, [ir.Constant(I64, d)], source_etype=I64), typ=I64)
+            if isinstance(want, int):
+                check(b.icmp_signed("==", n, ir.Constant(I64, want)))
+            elif sizes[want[1]] is None:    # a size: not 0 or 1 (the pattern's own sizes)
+                check(b.icmp_signed(">", n, ir.Constant(I64, 1)))
+                sizes[want[1]] = n
+            else:                           # a size seen before: the same
+                check(b.icmp_signed("==", n, sizes[want[1]]))
+        data.append(field(obj, offset))
+    out_params = bufs[n_inputs:]
+    out_dims = shapes[len(array_objs)]
+    dims_ty = ir.ArrayType(I64, max(1, len(out_dims)))
+    dims_ptr = alloca(b, dims_ty, name="dims")
+    count = ir.Constant(I64, 1)
+    for d, want in enumerate(out_dims):
+        n = ir.Constant(I64, want) if isinstance(want, int) else sizes[want[1]]
+        b.store(n, b.gep(dims_ptr, [ir.Constant(I64, 0), ir.Constant(I64, d)],
+                         source_etype=dims_ty))
+        count = b.mul(count, n) if not (isinstance(count, ir.Constant)
+                                        and count.constant == 1) else n
+    itemsize = dtypes.itemsize(out_params[0].dtype)
+    check(b.icmp_signed("<", count, ir.Constant(I64, -(-MIN_BYTES // itemsize))))
+    scalars = []
+    for obj, p, a in zip(scalar_objs, func.params[len(bufs):], main.args[len(bufs):]):
+        k = item_base + len(shapes) + len(scalars)
+        check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), item(k)))
+        scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check))
+    api = field(item(FAST_ARRAY_TYPE + 2), offset)
+    # PyArray_Empty(nd, dims, descr (a reference it steals), fortran)
+    empty = b.load(api, typ=ir.FunctionType(PTR, [I32, PTR, PTR, I32]).as_pointer())
+    descr = item(item_base + len(array_objs))
+    b.call(incref, [descr])
+    out = b.call(empty, [ir.Constant(I32, len(out_dims)), dims_ptr, descr, ir.Constant(I32, 0)])
+    made = entry.append_basic_block("made")
+    failed = entry.append_basic_block("failed")
+    b.cbranch(b.icmp_unsigned("==", out, ir.Constant(PTR, None)), failed, made)
+    b.position_at_end(failed)
+    b.call(gen.declare("PyErr_Clear", VOID, []), [])
+    b.branch(fallback)
+    b.position_at_end(made)
+    args = data + [field(out, offset)] + scalars + sizes
+    err = None
+    if has_err:
+        err_ty = ir.ArrayType(I64, 2)
+        err = alloca(b, err_ty, name="err")
+        b.store(ir.Constant(err_ty, [0, 0]), err)
+        args.append(err)
+    work = _iterations(func.body)
+    if work >= GIL_FREE_ITERATIONS and n_sizes:     # symbolic: decided by the output's size
+        long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
+        with b.if_else(long) as (then, otherwise):
+            with then:
+                state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
+                b.call(main, args)
+                b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
+            with otherwise:
+                b.call(main, args)
+    elif work >= GIL_FREE_ITERATIONS:
+        state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
+        b.call(main, args)
+        b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
+    else:
+        b.call(main, args)
+    if has_err:
+        code = b.load(err, typ=I64)
+        with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
+            b.call(decref, [out])
+            b.branch(fallback)
+    b.ret(out)
+    b.position_at_end(fallback)
+    miss = item(FAST_FALLBACK)
+    b.call(incref, [miss])
+    b.ret(miss)
 
 
 def _python_number(gen, b, obj, dtype, ty, check):

@@ -11,8 +11,10 @@ from jitdl import dtypes
 from jitdl.eager import apply
 from jitdl.errors import user_loc
 from jitdl.ops import elementwise as ew
+from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 
 _ndarray = np.ndarray
+_MISS = FAST_RESULTS[FAST_FALLBACK]     # what a direct entry returns for a call it does not serve
 
 
 _PY = (float, int, bool)
@@ -23,18 +25,25 @@ def _unary(name, doc):
     static = (("fn", name),)
     table = {}          # (shape, dtype) -> the kernel's call for exactly those
     last = [None, None, None]      # the last call's shape, dtype and call
+    direct = [None]     # the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x, /, out=None, *, dtype=None):
-        if type(x) is _ndarray and out is None and dtype is None:
-            s = x.shape
-            if s == last[0] and x.dtype is last[1]:
-                return last[2]((x,))
-            key = (s, x.dtype)
-            run = table.get(key)
-            if run is None:
-                return apply(name, ew.unary, (x,), static, None, None, table, key)
-            last[:] = s, x.dtype, run
-            return run((x,))
+        if out is None and dtype is None:
+            d = direct[0]
+            if d is not None:
+                r = d(x)
+                if r is not _MISS:
+                    return r
+            if type(x) is _ndarray:
+                s = x.shape
+                if s == last[0] and x.dtype is last[1]:
+                    return last[2]((x,))
+                key = (s, x.dtype)
+                run = table.get(key)
+                if run is None:
+                    return apply(name, ew.unary, (x,), static, None, None, table, key, direct)
+                last[:] = s, x.dtype, run
+                return run((x,))
         return apply(name, ew.unary, (x,),
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
                      out)
@@ -47,27 +56,35 @@ def _binary(name, doc):
     static = (("fn", name),)
     table = {}          # (shape, dtype, shape, dtype or Python type) -> the kernel's call
     last = [None] * 5   # the last array-array call's shapes, dtypes and call
+    direct = [None]     # the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, dtype=None):
-        if type(x1) is _ndarray and out is None and dtype is None:
-            t2 = type(x2)
-            if t2 is _ndarray:
-                s1, s2 = x1.shape, x2.shape
-                if s1 == last[0] and s2 == last[1] and x1.dtype is last[2] \
-                        and x2.dtype is last[3]:
-                    return last[4]((x1, x2))
-                key = (s1, x1.dtype, s2, x2.dtype)
-            elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
-                key = (x1.shape, x1.dtype, t2)
-            else:
-                key = None
-            if key is not None:
-                run = table.get(key)
-                if run is None:
-                    return apply(name, ew.binary, (x1, x2), static, None, None, table, key)
+        if out is None and dtype is None:
+            d = direct[0]
+            if d is not None:
+                r = d(x1, x2)
+                if r is not _MISS:
+                    return r
+            if type(x1) is _ndarray:
+                t2 = type(x2)
                 if t2 is _ndarray:
-                    last[:] = s1, s2, x1.dtype, x2.dtype, run
-                return run((x1, x2))
+                    s1, s2 = x1.shape, x2.shape
+                    if s1 == last[0] and s2 == last[1] and x1.dtype is last[2] \
+                            and x2.dtype is last[3]:
+                        return last[4]((x1, x2))
+                    key = (s1, x1.dtype, s2, x2.dtype)
+                elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
+                    key = (x1.shape, x1.dtype, t2)
+                else:
+                    key = None
+                if key is not None:
+                    run = table.get(key)
+                    if run is None:
+                        return apply(name, ew.binary, (x1, x2), static, None, None, table,
+                                     key, direct)
+                    if t2 is _ndarray:
+                        last[:] = s1, s2, x1.dtype, x2.dtype, run
+                    return run((x1, x2))
         return apply(name, ew.binary, (x1, x2),
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
                      out)

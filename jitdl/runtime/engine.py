@@ -265,6 +265,7 @@ class Loaded:
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(symbol)
         self.fast_address = self.engine.get_function_address(symbol + ".fast")
+        self.direct_address = self.engine.get_function_address(symbol + ".direct")
         if not self.address:
             raise RuntimeError(f"symbol {symbol} not found in the object code")
 

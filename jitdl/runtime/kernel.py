@@ -17,17 +17,31 @@ import numpy as np
 from jitdl.errors import (AllocationError, ArgumentError, OutArgumentError, ScalarOverflowError,
                           SourceLoc)
 from jitdl.ir import weak
-from jitdl.runtime import engine
+from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
 
 _CTYPE = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8,
           "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
 _empty = np.empty
+
+
+def allocator(shape, dtype):
+    """How to allocate an output of this shape: np.empty, or pool.empty for one large
+    enough that reusing freed memory beats faulting in fresh pages."""
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= d
+    return pool.empty if n >= pool.MIN_BYTES else _empty
+
+
+def alloc(shape, dtype):
+    """An output array (see allocator)."""
+    return allocator(shape, dtype)(shape, dtype)
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
 _WEAK_SCALARS = frozenset(_WEAK_TYPES.values())
-ABI = 3     # calling convention of compiled kernels (see Signature.abi)
+ABI = 4     # calling convention of compiled kernels (see Signature.abi)
 
 
 @dataclass
@@ -47,7 +61,7 @@ class Signature:
     int_checks: list = field(default_factory=list)   # Python-int arguments that must fit
                                                      # a dtype (jitdl.ir.weak.checks)
     abi: int = ABI      # 1, 2: a `.pyobj` entry (not used: these run through the pointer
-                        # entry); 3: the `.fast` entry
+                        # entry); 3: the `.fast` entry; 4: also the `.direct` entry
     # a dynamic kernel: the last scalars are the sizes of its dynamic arguments, filled
     # from the call's shapes; an output dimension may then be a tree over them (see
     # jitdl.pipeline.size_tree); sizes that must agree are checked at each call
@@ -260,6 +274,46 @@ def fast_builtin(loaded, sig):
     return _new_builtin(ctypes.byref(method), tuple(own) + ((method, loaded),), None)
 
 
+_PY_ARRAY_EMPTY = 184    # PyArray_Empty's place in NumPy's C-API table
+_api = []
+
+
+def _numpy_api():
+    """An int64 array holding PyArray_Empty's address (read by `.direct` entries)."""
+    if not _api:
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        table = ctypes.cast(get(np._core._multiarray_umath._ARRAY_API, None),
+                            ctypes.POINTER(ctypes.c_void_p))
+        _api.append(np.array([table[_PY_ARRAY_EMPTY]], np.int64))
+    return _api[0]
+
+
+def direct_builtin(k, operands):
+    """Kernel k's `.direct` entry as a builtin `direct(*operands)` for calls like this
+    one (its numbers of these Python types), or None where it has none or cannot serve
+    them: it returns the output, or FAST_RESULTS[FAST_FALLBACK] when a call is not one
+    it serves (the caller then takes its general path). See codegen.llvm._direct_entry."""
+    address = getattr(k.loaded, "direct_address", 0)
+    sig = k.sig
+    if not address or sig.abi < 4 or k.int_checks or not k.single \
+            or engine.array_data_offset() is None or len(operands) != len(sig.layout):
+        return None
+    types = []
+    for a, (kind, *_) in zip(operands, sig.layout):
+        if kind == "scalar":
+            if type(a) not in _WEAK_SCALARS:
+                return None
+            types.append(type(a))
+    descrs = tuple(np.dtype(dt) for _, _, dt in sig.inputs + sig.outputs)
+    method = _MethodDef(sig.symbol.encode(), address, _METH_FASTCALL, None)
+    own = [None] * 4
+    own[:3] = FAST_RESULTS
+    own[FAST_ARRAY_TYPE] = _ndarray
+    items = tuple(own) + ((method, k.loaded), _numpy_api()) + descrs + tuple(types)
+    return _new_builtin(ctypes.byref(method), items, None)
+
+
 class KernelChecks:
     """What every target's kernel checks on the host: Python-int arguments against the
     dtypes they meet, and the run-time index checks a kernel reports."""
@@ -367,10 +421,11 @@ class Kernel(KernelChecks):
             return self.__call__
         (shape, dtype), fast, general, slow = (self.out_specs[0], self.fastcall,
                                                self.__call__, self._call)
+        empty = allocator(shape, dtype)
 
         def run(args, out=None):
             if out is None:
-                o = _empty(shape, dtype)
+                o = empty(shape, dtype)
                 if fast(args, o) is None:
                     return o
                 return slow(args, None)     # strided inputs, or an error to read
@@ -384,7 +439,7 @@ class Kernel(KernelChecks):
         if self.int_checks:
             self._check_ints(args)
         if self.fast and out is None:
-            outs = [_empty(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+            outs = [alloc(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
             if self.fastcall(tuple(args), *outs, *sizes) is None:
                 return outs[0] if self.single else tuple(outs)
         specs = [(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
@@ -397,7 +452,7 @@ class Kernel(KernelChecks):
             self._check_ints(args)
         if self.fast:
             if out is None:
-                outs = [_empty(shape, dtype) for shape, dtype in self.out_specs]
+                outs = [alloc(shape, dtype) for shape, dtype in self.out_specs]
             elif self.single and type(out) is _ndarray and self._out_ok(
                     out, [args[i] for i in self.array_pos]):
                 outs = [out]
@@ -433,7 +488,7 @@ class Kernel(KernelChecks):
                 keep.append(a)
             ptrs.append(a.ctypes.data)
         if out is None:
-            outs = [_empty(shape, dtype) for shape, dtype in out_specs]
+            outs = [alloc(shape, dtype) for shape, dtype in out_specs]
             final = None
         else:
             outs, final = self._check_out(out, args, out_specs)
@@ -564,13 +619,17 @@ def _fast_dynamic_run(k):
         tree = [list(d) if isinstance(d, (list, tuple)) else d for d in shape]
         dims = same.get(repr(tree)) or \
             "(" + "".join(_tree_code(d, sizes) + ", " for d in shape) + ")"
-        lines.append(f"    o{j} = empty({dims}, dt{j})")
+        # outputs of pool.MIN_BYTES and more in memory that is reused (see allocator)
+        count = " * ".join(f"({_tree_code(d, sizes)})" for d in shape) or "1"
+        most = -(-pool.MIN_BYTES // k.out_specs[j][1].itemsize)
+        lines.append(f"    o{j} = (empty if {count} < {most} else big)({dims}, dt{j})")
         outs.append(f"o{j}")
     call = ["args"] + outs + sizes
     lines.append(f"    if type(args) is tuple and fast({', '.join(call)}) is None:")
     lines.append(f"        return {outs[0] if k.single else '(' + ', '.join(outs) + ',)'}")
     lines.append("    return general(args, None)")
-    namespace = {"general": k._dynamic_run, "empty": _empty, "fast": k.fastcall,
+    namespace = {"general": k._dynamic_run, "empty": _empty, "big": pool.empty,
+                 "fast": k.fastcall,
                  **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
     exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
     return namespace["run"]

@@ -140,7 +140,7 @@ def load_shared(shared: bytes, obj: bytes, symbol: str, directory: str):
 
 class SharedLoaded:
     """A kernel's shared library, loaded with dlopen (the Loaded interface: address,
-    fast_address, obj). Use load_shared."""
+    fast_address, direct_address, obj). Use load_shared."""
 
     def __init__(self, shared: bytes, obj: bytes, symbol: str, directory: str):
         # a random name opened exclusively (tempfile.mkstemp's first use costs 0.3 ms)
@@ -160,6 +160,7 @@ class SharedLoaded:
         self.shared = shared
         self.address = self._address(symbol)
         self.fast_address = self._address(symbol + ".fast")
+        self.direct_address = self._address(symbol + ".direct")
         if not self.address:
             raise OSError(f"symbol {symbol} not found in the shared library")
 

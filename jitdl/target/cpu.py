@@ -19,6 +19,7 @@ from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
 ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, dimensions, descr
 # CPython's object layout on 64-bit GIL builds 3.10-3.13 (read by the `.fast` entry):
 # ob_type after the reference count, a tuple's size and then its items
 OBJECT_TYPE_OFFSET, TUPLE_SIZE_OFFSET, TUPLE_ITEMS_OFFSET = 8, 16, 24
@@ -175,4 +176,8 @@ def _array_data_offset():
     view = a[:, ::2]
     ok = ok and flags(a) & ARRAY_OK_FLAGS == ARRAY_OK_FLAGS \
         and not flags(view) & 0x0001 and not view.flags.c_contiguous
+    dims = ctypes.c_void_p.from_address(id(a) + ARRAY_DIMS_OFFSET).value
+    ok = ok and ctypes.c_int.from_address(id(a) + ARRAY_NDIM_OFFSET).value == 2 \
+        and (ctypes.c_int64 * 2).from_address(dims)[:] == [3, 4] \
+        and ctypes.c_void_p.from_address(id(a) + ARRAY_DESCR_OFFSET).value == id(a.dtype)
     return off if ok else None

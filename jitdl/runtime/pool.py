@@ -1,0 +1,325 @@
+"""Large kernel outputs in memory that is reused, not returned to the system and faulted in
+again: a NumPy allocation policy (PyDataMem_Handler, NumPy >= 1.22) used only around the
+allocation of a kernel's output of at least MIN_BYTES.
+
+glibc gives an allocation of more than 32 MiB its own mapping and unmaps it when it is
+freed, so `c = a + b` on 1e7 float32 maps 40 MB of fresh pages that the kernel then
+faults in and the kernel zeroes, every call: on a 2-core machine that is more time than
+the kernel's own reads and writes. The policy's free keeps up to SLOTS such blocks (at
+most settings.pool_bytes in all) and its malloc hands one back for a request of about the
+same size (a free into full slots frees the oldest block); everything else goes to
+malloc/calloc/realloc/free. The arrays it makes are
+ordinary NumPy arrays that own their data (NumPy frees them through the policy they were
+made with, from any thread, at any time, also at interpreter exit).
+
+The policy's four functions are a small LLVM module, compiled once and never freed; each
+block carries a 64-byte header with its size, and the slots are guarded by a spin lock
+(the GIL is not assumed). `release()` returns the cached blocks to the system.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from jitdl.config import settings
+
+MIN_BYTES = 4 << 20     # smaller blocks: glibc's heap already reuses them
+SLOTS = 4
+_HEADER = 64            # keeps malloc's 16-byte alignment of the data
+
+_IR = r"""
+%ctx = type {{ i32, i64, [{slots} x ptr], i64 }}   ; lock, cached bytes, blocks (null:
+                                                ; empty), the slot the next free fills
+
+declare ptr @malloc(i64)
+declare ptr @calloc(i64, i64)
+declare ptr @realloc(ptr, i64)
+declare void @free(ptr)
+
+define internal void @lock(ptr %c) {{
+entry:
+  br label %spin
+spin:
+  %old = atomicrmw xchg ptr %c, i32 1 acquire
+  %held = icmp ne i32 %old, 0
+  br i1 %held, label %spin, label %done
+done:
+  ret void
+}}
+
+define internal void @unlock(ptr %c) {{
+  store atomic i32 0, ptr %c release, align 4
+  ret void
+}}
+
+define internal ptr @wrap(ptr %base, i64 %size) {{
+  %null = icmp eq ptr %base, null
+  br i1 %null, label %fail, label %ok
+fail:
+  ret ptr null
+ok:
+  store i64 %size, ptr %base
+  %data = getelementptr i8, ptr %base, i64 {header}
+  ret ptr %data
+}}
+
+define ptr @jd_pool_malloc(ptr %c, i64 %size) {{
+entry:
+  %big = icmp uge i64 %size, {min_bytes}
+  br i1 %big, label %look, label %fresh
+look:
+  call void @lock(ptr %c)
+  br label %loop
+loop:
+  %i = phi i64 [0, %look], [%next, %skip]
+  %slot = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %i
+  %b = load ptr, ptr %slot
+  %empty = icmp eq ptr %b, null
+  br i1 %empty, label %skip, label %check
+check:
+  %have = load i64, ptr %b
+  %eighth = lshr i64 %size, 3
+  %most = add i64 %size, %eighth
+  %lo = icmp uge i64 %have, %size
+  %hi = icmp ule i64 %have, %most
+  %fits = and i1 %lo, %hi
+  br i1 %fits, label %take, label %skip
+take:
+  store ptr null, ptr %slot
+  %cached = getelementptr %ctx, ptr %c, i32 0, i32 1
+  %was = load i64, ptr %cached
+  %now = sub i64 %was, %have
+  store i64 %now, ptr %cached
+  call void @unlock(ptr %c)
+  %data = getelementptr i8, ptr %b, i64 {header}
+  ret ptr %data
+skip:
+  %next = add i64 %i, 1
+  %more = icmp ult i64 %next, {slots}
+  br i1 %more, label %loop, label %miss
+miss:
+  call void @unlock(ptr %c)
+  br label %fresh
+fresh:
+  %total = add i64 %size, {header}
+  %base = call ptr @malloc(i64 %total)
+  %r = call ptr @wrap(ptr %base, i64 %size)
+  ret ptr %r
+}}
+
+define ptr @jd_pool_calloc(ptr %c, i64 %n, i64 %item) {{
+  %m = call {{ i64, i1 }} @llvm.umul.with.overflow.i64(i64 %n, i64 %item)
+  %size = extractvalue {{ i64, i1 }} %m, 0
+  %over = extractvalue {{ i64, i1 }} %m, 1
+  br i1 %over, label %fail, label %ok
+fail:
+  ret ptr null
+ok:
+  %total = add i64 %size, {header}
+  %base = call ptr @calloc(i64 1, i64 %total)
+  %r = call ptr @wrap(ptr %base, i64 %size)
+  ret ptr %r
+}}
+
+declare {{ i64, i1 }} @llvm.umul.with.overflow.i64(i64, i64)
+
+define ptr @jd_pool_realloc(ptr %c, ptr %p, i64 %size) {{
+  %none = icmp eq ptr %p, null
+  br i1 %none, label %new, label %grow
+new:
+  %fresh = call ptr @jd_pool_malloc(ptr %c, i64 %size)
+  ret ptr %fresh
+grow:
+  %base = getelementptr i8, ptr %p, i64 -{header}
+  %total = add i64 %size, {header}
+  %moved = call ptr @realloc(ptr %base, i64 %total)
+  %r = call ptr @wrap(ptr %moved, i64 %size)
+  ret ptr %r
+}}
+
+define void @jd_pool_free(ptr %c, ptr %p, i64 %ignored) {{
+entry:
+  %none = icmp eq ptr %p, null
+  br i1 %none, label %out, label %some
+some:
+  %base = getelementptr i8, ptr %p, i64 -{header}
+  %size = load i64, ptr %base
+  %big = icmp uge i64 %size, {min_bytes}
+  %fits = icmp ule i64 %size, {cap}
+  %keep = and i1 %big, %fits
+  br i1 %keep, label %put, label %release
+put:
+  call void @lock(ptr %c)
+  %at = getelementptr %ctx, ptr %c, i32 0, i32 3
+  %i = load i64, ptr %at
+  %i1 = add i64 %i, 1
+  %wrap = icmp eq i64 %i1, {slots}
+  %next = select i1 %wrap, i64 0, i64 %i1
+  store i64 %next, ptr %at
+  %slot = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %i
+  call void @evict(ptr %c, ptr %slot)
+  store ptr %base, ptr %slot
+  %cached = getelementptr %ctx, ptr %c, i32 0, i32 1
+  %was = load i64, ptr %cached
+  %now = add i64 %was, %size
+  store i64 %now, ptr %cached
+  br label %trim
+trim:
+  %j = phi i64 [0, %put], [%j1, %kept]
+  %over = load i64, ptr %cached
+  %too = icmp ugt i64 %over, {cap}
+  %other = icmp ne i64 %j, %i
+  %go = and i1 %too, %other
+  %s = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %j
+  br i1 %go, label %drop, label %kept
+drop:
+  call void @evict(ptr %c, ptr %s)
+  br label %kept
+kept:
+  %j1 = add i64 %j, 1
+  %more = icmp ult i64 %j1, {slots}
+  br i1 %more, label %trim, label %done
+done:
+  call void @unlock(ptr %c)
+  ret void
+release:
+  call void @free(ptr %base)
+  br label %out
+out:
+  ret void
+}}
+
+define internal void @evict(ptr %c, ptr %slot) {{
+entry:
+  %b = load ptr, ptr %slot
+  %empty = icmp eq ptr %b, null
+  br i1 %empty, label %out, label %drop
+drop:
+  %size = load i64, ptr %b
+  %cached = getelementptr %ctx, ptr %c, i32 0, i32 1
+  %was = load i64, ptr %cached
+  %now = sub i64 %was, %size
+  store i64 %now, ptr %cached
+  store ptr null, ptr %slot
+  call void @free(ptr %b)
+  br label %out
+out:
+  ret void
+}}
+
+define void @jd_pool_release(ptr %c) {{
+entry:
+  call void @lock(ptr %c)
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %loop]
+  %slot = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %i
+  call void @evict(ptr %c, ptr %slot)
+  %next = add i64 %i, 1
+  %more = icmp ult i64 %next, {slots}
+  br i1 %more, label %loop, label %done
+done:
+  call void @unlock(ptr %c)
+  ret void
+}}
+"""
+
+
+class _Allocator(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", ctypes.c_void_p),
+                ("calloc", ctypes.c_void_p), ("realloc", ctypes.c_void_p),
+                ("free", ctypes.c_void_p)]
+
+
+class _Handler(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8),
+                ("allocator", _Allocator)]
+
+
+class _Ctx(ctypes.Structure):
+    _fields_ = [("lock", ctypes.c_int32), ("cached", ctypes.c_int64),
+                ("blocks", ctypes.c_void_p * SLOTS), ("next", ctypes.c_int64)]
+
+
+_SET_HANDLER = 304      # PyDataMem_SetHandler's place in NumPy's C-API table (>= 1.22)
+_lock = threading.Lock()
+_state = {}             # "policy": (capsule, set_handler) or None; "release"; "keep"
+
+
+def _policy():
+    """(the policy's capsule, NumPy's PyDataMem_SetHandler), or None where the policy is
+    off (JITDL_POOL_BYTES=0) or cannot be made."""
+    if "policy" in _state:
+        return _state["policy"]
+    with _lock:
+        if "policy" not in _state:
+            try:
+                _state["policy"] = _make() if settings.pool_bytes >= MIN_BYTES else None
+            except Exception:       # (no C-API table, no JIT): plain np.empty
+                _state["policy"] = None
+    return _state["policy"]
+
+
+def _make():
+    import llvmlite.binding as llvm
+
+    from jitdl.runtime import engine
+
+    api = np._core._multiarray_umath._ARRAY_API
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = ctypes.cast(get(api, None), ctypes.POINTER(ctypes.c_void_p))
+    set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
+
+    tm = engine._target_machine()
+    mod = llvm.parse_assembly(_IR.format(slots=SLOTS, header=_HEADER, min_bytes=MIN_BYTES,
+                                         cap=settings.pool_bytes))
+    mod.triple = llvm.get_process_triple()
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    jit = llvm.create_mcjit_compiler(mod, tm)
+    jit.finalize_object()
+    address = {n: jit.get_function_address(f"jd_pool_{n}")
+               for n in ("malloc", "calloc", "realloc", "free", "release")}
+    ctx = _Ctx()
+    handler = _Handler(b"jitdl_pool", 1, _Allocator(
+        ctypes.addressof(ctx), address["malloc"], address["calloc"], address["realloc"],
+        address["free"]))
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new_capsule(ctypes.addressof(handler), b"mem_handler", None)
+    # arrays made under the policy are freed through it until the process ends, after
+    # this module is gone: the code, the context and the handler are never released
+    keep = (jit, mod, ctx, handler, capsule)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
+    _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["release"])
+    _state["ctx"] = ctx
+    return capsule, set_handler
+
+
+def empty(shape, dtype):
+    """np.empty(shape, dtype), in memory the policy reuses (call it for outputs of at
+    least MIN_BYTES: smaller ones gain nothing and pay two C calls)."""
+    p = _policy()
+    if p is None:
+        return np.empty(shape, dtype)
+    capsule, set_handler = p
+    old = set_handler(capsule)
+    try:
+        return np.empty(shape, dtype)
+    finally:
+        set_handler(old)
+
+
+def cached_bytes() -> int:
+    """Bytes of freed outputs kept for reuse."""
+    return _state["ctx"].cached if _state.get("policy") else 0
+
+
+def release():
+    """Return the kept blocks to the system."""
+    if _state.get("policy"):
+        _state["release"](ctypes.addressof(_state["ctx"]))

@@ -1,0 +1,136 @@
+"""jd.numpy's ufuncs call a kernel's `.direct` entry first (codegen.llvm._direct_entry):
+it must serve exactly the calls the general dispatch would give that kernel, answer like
+NumPy, and hand every other call back (FAST_FALLBACK) without leaking references."""
+import sys
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl import eager
+from jitdl.runtime import engine, pool
+from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS, direct_builtin
+
+jnp = jd.numpy
+MISS = FAST_RESULTS[FAST_FALLBACK]
+pytestmark = pytest.mark.skipif(engine.array_data_offset() is None,
+                                reason="this interpreter's object layout has no fast entries")
+
+
+def rand(shape, dtype, seed=0):
+    x = np.random.default_rng(seed).standard_normal(shape) * 10
+    return x.astype(dtype)
+
+
+def kernel_of(name, *operands):
+    getattr(jnp, name)(*operands)
+    for key, k in eager._kernels.items():
+        if key[0] == name and key[2:] == tuple(
+                (a.shape, a.dtype) if type(a) is np.ndarray else type(a) for a in operands):
+            return k
+    raise AssertionError("no kernel")
+
+
+def test_one_kernel_serves_every_size_of_its_pattern():
+    a, b = rand(1000, np.float32), rand(1000, np.float32, 1)
+    d = direct_builtin(kernel_of("maximum", a, b), (a, b))
+    assert d is not None
+    for n in (2, 3, 7, 8, 9, 999, 4097):
+        x, y = rand(n, np.float32, n), rand(n, np.float32, n + 1)
+        got = d(x, y)
+        assert got is not MISS and got.dtype == np.float32 and got.shape == (n,)
+        np.testing.assert_array_equal(got, np.maximum(x, y))
+        assert sys.getrefcount(got) == 2        # the result's only owner is the caller
+
+
+@pytest.mark.parametrize("why, args", [
+    ("other sizes", lambda a, b: (a, b[:10])),
+    ("strided", lambda a, b: (a[::2], b[::2])),
+    ("another dtype", lambda a, b: (a.astype(np.float64), b)),
+    ("byte-swapped", lambda a, b: (a.astype(a.dtype.newbyteorder()), b)),
+    ("size 1 (another pattern)", lambda a, b: (a[:1], b[:1])),
+    ("empty", lambda a, b: (a[:0], b[:0])),
+    ("another rank", lambda a, b: (a.reshape(10, 100), b.reshape(10, 100))),
+    ("a subclass", lambda a, b: (a.view(np.matrix)[0], b)),
+    ("a list", lambda a, b: (list(a), b)),
+    ("a number", lambda a, b: (a, 2.0)),
+    ("too few", lambda a, b: (a,)),
+    ("too many", lambda a, b: (a, b, b)),
+])
+def test_calls_it_does_not_serve_fall_back(why, args):
+    a, b = rand(1000, np.float32), rand(1000, np.float32, 1)
+    d = direct_builtin(kernel_of("add", a, b), (a, b))
+    before = sys.getrefcount(MISS)
+    for _ in range(100):
+        assert d(*args(a, b)) is MISS, why
+    assert sys.getrefcount(MISS) == before
+
+
+def test_a_large_output_is_left_to_the_pool():
+    a = rand(1000, np.float32)
+    d = direct_builtin(kernel_of("negative", a), (a,))
+    big = rand(pool.MIN_BYTES // 4 + 8, np.float32)
+    assert d(big) is MISS
+    np.testing.assert_array_equal(jnp.negative(big), -big)
+
+
+@pytest.mark.parametrize("dtype, scalar", [(np.float32, 2.5), (np.int32, 3), (np.int32, 2.5),
+                                           (np.int8, 100), (np.bool_, True),
+                                           (np.uint8, 7), (np.float64, -1)])
+def test_numbers_keep_their_python_type(dtype, scalar):
+    a = rand(1000, dtype)
+    k = kernel_of("multiply", a, scalar)
+    d = direct_builtin(k, (a, scalar))
+    want = np.multiply(a, scalar)
+    got = jnp.multiply(a, scalar)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    if d is None:
+        return                              # (a kernel with checks on the int: no entry)
+    for other in (True, 3, 2.5, np.float64(2.5), np.int64(3)):
+        if type(other) is type(scalar):
+            continue
+        assert d(a, other) is MISS          # another type may be another result dtype
+    assert jnp.multiply(a, scalar).dtype == want.dtype
+
+
+def test_ints_that_must_fit_are_still_checked():
+    a = rand(1000, np.int8)
+    jnp.add(a, 1)
+    with pytest.raises(OverflowError):
+        jnp.add(a, 300)
+    np.testing.assert_array_equal(jnp.add(a, 1), a + np.int8(1))
+    big = 2 ** 70
+    np.testing.assert_array_equal(jnp.add(rand(1000, np.float32), big),
+                                  np.add(rand(1000, np.float32), big))
+
+
+def test_switching_patterns_and_back():
+    """The wrapper's direct slot follows the kernel in use; results stay NumPy's."""
+    rng = np.random.default_rng(5)
+    shapes = [((1000,), (1000,)), ((10, 100), (100,)), ((10, 100), (10, 1)), ((1000,), ()),
+              ((3, 4), (3, 4))]
+    for _ in range(3):
+        for sa, sb in shapes:
+            x = rng.standard_normal(sa)
+            y = rng.standard_normal(sb) if sb else 1.5
+            np.testing.assert_array_equal(jnp.subtract(x, y), np.subtract(x, y))
+            np.testing.assert_array_equal(jnp.sqrt(np.abs(x)), np.sqrt(np.abs(x)))
+
+
+def test_few_compiles_over_many_sizes():
+    eager.clear()
+    before = eager.cache_info("hypot")["kernels"]
+    for n in range(2, 200, 7):
+        x, y = rand(n, np.float64, n), rand(n, np.float64, n + 1)
+        np.testing.assert_allclose(jnp.hypot(x, y), np.hypot(x, y), rtol=4e-16)
+    assert eager.cache_info("hypot")["kernels"] - before <= 2
+
+
+def test_read_only_and_unaligned_inputs():
+    a = rand(1000, np.float64)
+    a.flags.writeable = False
+    np.testing.assert_array_equal(jnp.exp(a), np.exp(a))
+    raw = np.zeros(8001, np.uint8)[1:].view(np.float64)     # misaligned data
+    raw[:] = rand(1000, np.float64, 3)
+    np.testing.assert_array_equal(jnp.exp(raw), np.exp(raw))

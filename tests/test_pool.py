@@ -1,0 +1,112 @@
+"""Large kernel outputs come from memory that is reused (jitdl.runtime.pool): ordinary
+NumPy arrays that own their data, correct whatever the block held before, freed through
+the policy from any thread and at interpreter exit."""
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import jitdl as jd
+from jitdl.config import settings
+from jitdl.runtime import pool
+
+jnp = jd.numpy
+N = pool.MIN_BYTES // 4 + 1000          # float32 elements of a pooled output
+
+needs_pool = pytest.mark.skipif(pool._policy() is None, reason="the pool is off here "
+                                "(JITDL_POOL_BYTES below pool.MIN_BYTES)")
+
+
+def handler_of(a):
+    return np._core.multiarray.get_handler_name(a)
+
+
+@needs_pool
+def test_a_large_output_owns_reused_memory_and_is_right():
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal(N).astype(np.float32) for _ in range(2))
+    pool.release()
+    c = jnp.add(a, b)
+    assert c.flags.owndata and c.flags.c_contiguous and c.flags.writeable
+    assert handler_of(c) == "jitdl_pool"
+    np.testing.assert_array_equal(c, a + b)
+    where = c.ctypes.data
+    c[:] = np.nan                       # garbage left for the next user of the block
+    del c
+    assert pool.cached_bytes() >= N * 4
+    d = jnp.multiply(a, b)
+    assert d.ctypes.data == where       # the freed block came back
+    np.testing.assert_array_equal(d, a * b)   # every element written over the NaNs
+    assert handler_of(jnp.add(a[:10], b[:10])) != "jitdl_pool"   # small: NumPy's own
+
+
+@needs_pool
+def test_pooled_arrays_resize_and_calloc_through_the_policy():
+    a = pool.empty((N,), np.float32)
+    a[:] = 3
+    a.resize((2 * N,), refcheck=False)
+    assert a.shape == (2 * N,) and np.all(a[:N] == 3) and np.all(a[N:] == 0)
+    del a
+    old = pool._policy()[1](pool._policy()[0])
+    try:
+        z = np.zeros(N, np.float64)     # calloc under the policy
+    finally:
+        pool._policy()[1](old)
+    assert handler_of(z) == "jitdl_pool" and not z.any()
+
+
+@needs_pool
+def test_the_pool_keeps_at_most_its_budget_and_releases():
+    blocks = [pool.empty((N + 64 * i,), np.float32) for i in range(2 * pool.SLOTS)]
+    del blocks
+    assert 0 < pool.cached_bytes() <= min(pool.SLOTS * (N + 64 * 2 * pool.SLOTS) * 4,
+                                          settings.pool_bytes)
+    pool.release()
+    assert pool.cached_bytes() == 0
+    a = pool.empty((N,), np.float32)        # a release leaves the policy working
+    a[:] = 1
+    assert a.sum() == N
+
+
+@needs_pool
+def test_threads_allocate_and_free_concurrently():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(N).astype(np.float32)
+    bad = []
+
+    def work(k):
+        for i in range(30):
+            y = jnp.multiply(x, float(k + i))
+            if not np.array_equal(y, x * np.float32(k + i)):
+                bad.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def run_child(code, env=None):
+    import os
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_arrays_alive_at_exit_and_a_disabled_pool():
+    code = f"""
+        import numpy as np, jitdl as jd
+        a = np.random.default_rng(0).standard_normal({N}).astype(np.float32)
+        kept = jd.numpy.add(a, a)               # still alive when the process ends
+        print(np._core.multiarray.get_handler_name(kept), float(kept[5] - 2 * a[5]))
+        """
+    r = run_child(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[1] == "0.0"
+    r = run_child(code, {"JITDL_POOL_BYTES": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "default_allocator"
