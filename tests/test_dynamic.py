@@ -368,3 +368,28 @@ def test_sizes_that_must_agree_are_checked_when_a_pattern_makes_them_constant(rn
         f(rng.standard_normal((1, 2, 5)), rng.standard_normal((1, 1)))
     x, b = rng.standard_normal((1, 1, 1)), rng.standard_normal((1, 1))
     np.testing.assert_allclose(f(x, b), x * 2.0 - b)
+
+
+def test_column_reductions_split_their_last_block_inside_the_parallel_loop(rng):
+    """A column sum over run-time sizes: blocks of columns run in parallel, and the last,
+    partial block is split inside its own iteration (vector columns, then a scalar tail)
+    rather than after the loop (where a block of every row ran on one thread). Checked
+    over column counts around the block and vector widths, with big row counts."""
+    @jd.compute(dynamic=True)
+    def colsum(X):
+        k = jd.reduce_axis(X.shape[0])
+        return jd.tensor((X.shape[1],), lambda j: jd.sum(X[k, j], axis=k), name="S")
+    text = colsum.lower(rng.standard_normal((300, 1000)))
+    start = text.index("parallel")
+    par = text[start:text.index("else:", start)].rstrip().split("\n")
+    indent = len(text[:start].split("\n")[-1])
+    assert [line for line in par if len(line) - len(line.lstrip()) <= indent] == [par[0]] \
+        and "< X_n1" in "\n".join(par) and "vectorized" in "\n".join(par), text
+    for rows, cols in [(2, 3), (1000, 255), (1000, 257), (97, 1000), (3, 4097), (50, 515),
+                       (7, 9), (2000, 31)]:
+        x = rng.standard_normal((rows, cols))
+        np.testing.assert_allclose(colsum(x), x.sum(axis=0), rtol=1e-12, atol=1e-12)
+    x = rng.standard_normal((600, 333)).astype(np.float32)
+    np.testing.assert_allclose(jd.numpy.max(x, axis=0), x.max(axis=0))
+    np.testing.assert_allclose(jd.numpy.mean(x, axis=0), x.astype(np.float64).mean(axis=0),
+                               rtol=1e-6)

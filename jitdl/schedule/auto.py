@@ -681,7 +681,10 @@ def _column_reduction(s, name, st, num_threads, target, allow):
         else:
             _parallelize(s, name, st, num_threads, target)
     if "vectorize" in allow:
-        s.vectorize(ji)
+        if isinstance(ext, int):
+            s.vectorize(ji)
+        else:       # vectors of lanes: partition_loops leaves the last block a short tail
+            s.vectorize(s.split(ji, lanes)[1])
     return True
 
 

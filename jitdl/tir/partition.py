@@ -64,25 +64,38 @@ def _split_point(loop, ranges):
     return point
 
 
+def _bound_inside(s):
+    """Variables that loops and lets inside s bind."""
+    return {st.var for st in walk_stmt(s) if isinstance(st, (For, LetStmt))}
+
+
 def _symbolic_split(loop, ranges):
     """(split point expression, the guards it makes true below it) for a loop whose
-    guards `a*v + rest < n` have a bound n over sizes (no loop variables), or None."""
+    guards `a*v + rest < n` have a bound n over sizes (no loop variables), or None. Terms
+    of rest in variables bound outside the loop (an enclosing loop's, a size) count as
+    part of the bound: in `ji + jo*256 < n` inside loop jo, ji splits at n - jo*256."""
     inner = {**ranges, **_loop_ranges(loop.body)}
+    local = _bound_inside(loop.body) | {loop.var}
     point, guards = None, []
     for st in walk_stmt(loop.body):
         if not (isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and st.cond.op == CmpOp.LT and not isinstance(st.cond.b, Const)):
             continue
         n = st.cond.b
-        if any(isinstance(v, Var) and (v in inner or v is loop.var) for v in walk_expr(n)):
+        if any(isinstance(v, Var) and (v in local) for v in walk_expr(n)):
             continue
         form = linear(st.cond.a)
         if form is None or form.get(loop.var, 0) <= 0 or \
-                any(k != 1 and k is not loop.var and k not in inner for k in form):
+                any(k != 1 and k is not loop.var and k in local and k not in inner
+                    for k in form):
             continue
         a = form[loop.var]
+        for k, c in form.items():           # outer variables: moved to the bound
+            if k != 1 and k is not loop.var and k not in local:
+                n = n - k * c if c != 1 else n - k
         rest_max = form.get(1, 0) + sum(max(c * inner[k][0], c * inner[k][1])
-                                        for k, c in form.items() if k != 1 and k is not loop.var)
+                                        for k, c in form.items()
+                                        if k != 1 and k is not loop.var and k in local)
         # a*v + rest < n for all inner values  <=>  v < (n - 1 - rest_max) // a + 1
         c = a - 1 - rest_max
         p = n + c if c else n
@@ -182,6 +195,26 @@ def _serial_when_small(s, min_work):
     return map_stmt(s, rule)
 
 
+def _long_inside(s):
+    """A loop of symbolic extent runs inside s (its iterations are long)."""
+    return any(isinstance(x, For) and not isinstance(x.extent, Const)
+               for x in walk_stmt(s.body))
+
+
+def _symbolic_guard(s):
+    return any(isinstance(x, IfThen) and isinstance(x.cond, Compare)
+               and not isinstance(x.cond.b, Const) for x in walk_stmt(s))
+
+
+def _scalar_guarded(s):
+    """s with the vectorised loops that still hold a symbolic guard run serially."""
+    def rule(st):
+        if isinstance(st, For) and st.kind == ForKind.VECTORIZED and _symbolic_guard(st.body):
+            return replace(st, kind=ForKind.SERIAL)
+        return None
+    return map_stmt(s, rule)
+
+
 def partition_stmt(s, ranges):
     match s:
         case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
@@ -195,7 +228,13 @@ def partition_stmt(s, ranges):
         case For() if not isinstance(s.extent, Const) or any(
                 isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and not isinstance(st.cond.b, Const) for st in walk_stmt(s.body)):
-            done = _partition_symbolic(s, ranges)
+            if s.kind == ForKind.PARALLEL and _long_inside(s):
+                # a tail of whole rows would run on one thread after the others: each
+                # thread's iterations are partitioned inside instead (ji + jo*256 < n
+                # splits ji at n - jo*256)
+                body = _scalar_guarded(partition_stmt(s.body, ranges))
+                return s if body is s.body else replace(s, body=body)
+            done = _partition_symbolic(s, ranges) if s.kind != ForKind.VECTORIZED else None
             if done is not None:
                 return done
             if isinstance(s.min, Const) and isinstance(s.extent, Const):
