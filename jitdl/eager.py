@@ -20,12 +20,16 @@ from jitdl.capture.trace import Captured
 from jitdl.errors import ArgumentError, OutArgumentError, ScalarOverflowError, user_loc
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
-from jitdl.runtime.kernel import allocator, direct_builtin, freeze_static, other_key
+from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, direct_builtin,
+                                  freeze_static, other_key)
 
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float)
 _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
 _runs = {}           # the same keys -> the call without out= (see _bound)
+_directs = {}        # the same keys -> the kernel's direct entry for such calls, or None
+_direct = {}         # (op, static) -> the direct entry of its last kernel (or None)
+_MISS = FAST_RESULTS[FAST_FALLBACK]     # a direct entry's answer to a call it does not serve
 _functions = {}      # (op, static, parameter names) -> Function
 _KEPT = 4096         # call keys remembered before the table is cleared (shapes vary)
 
@@ -54,12 +58,20 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     and a one-item list `slot`, which gets the kernel's direct entry for calls like this
     one (runtime.kernel.direct_builtin; None where there is none) whenever the kernel
     serves a call through the table."""
-    key = (name, _static_key(static)) + tuple(
+    op = (name, _static_key(static))
+    if out is None and table is None:
+        d = _direct.get(op)
+        if d is not None:
+            r = d(*operands)
+            if r is not _MISS:
+                return r
+    key = op + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     try:
         if out is None and table is None:
             run = _runs.get(key)
             if run is not None:
+                _direct[op] = _directs.get(key)
                 return run(operands)
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out)):
@@ -119,9 +131,13 @@ def _static_key(static):
     True and NaN != NaN: floats and containers are keyed by their canonical form (floats
     by their bits, types kept) so a call never finds the kernel of another value."""
     for _, v in static:
-        if type(v) is float or type(v) is tuple or isinstance(v, np.generic):
+        t = type(v)
+        if t not in _PLAIN and (t is float or t is tuple or isinstance(v, np.generic)):
             return tuple((n, freeze_static(v)) for n, v in static)
     return static
+
+
+_PLAIN = frozenset((int, bool, str, type(None)))
 
 
 def _remember(table, key, k, operands, slot=None):
@@ -211,8 +227,13 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         if len(_kernels) >= _KEPT:
             _kernels.clear()
             _runs.clear()
+            _directs.clear()
         _kernels[key] = k
         _runs[key] = _call(k, operands)
+        _directs[key] = direct_builtin(k, operands) if type(k) is not _ScalarOut else \
+            direct_builtin(k.kernel, operands, scalar=True)
+    if out is None and table is None:
+        _direct[key[:2]] = _directs.get(key)
     if table is not None and type(k) is not _ScalarOut:
         _remember(table, tkey, k, operands, slot)
     if out is None:
@@ -320,8 +341,24 @@ def cache_info(name=None):
     return out.get(name, {"kernels": 0, "compiled": 0, "hits": 0}) if name else out
 
 
+def fast_state(*state):
+    """Register a wrapper's own tables and slots (dicts and lists), emptied by clear()."""
+    _wrappers.extend(state)
+    return state if len(state) > 1 else state[0]
+
+
+_wrappers = []
+
+
 def clear():
     """Forget the compiled kernels of this process (the disk cache keeps them)."""
+    for x in _wrappers:
+        if isinstance(x, dict):
+            x.clear()
+        else:
+            x[:] = [None] * len(x)
     _kernels.clear()
     _runs.clear()
+    _directs.clear()
+    _direct.clear()
     _functions.clear()

@@ -244,20 +244,20 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         raise ArgumentError(f"pipeline: no code generator for target {target.name!r}")
     parallel = engine.parallel_available() if options.parallel is None else options.parallel
     t0 = time.perf_counter()
+    sizes = [v for v, _, _ in low.sizes]
+    out_trees = [[size_tree(d, sizes) for d in b.shape] for b in low.outputs]
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                               with_err=low.checks > 0,
                               array_data_offset=target.array_data_offset,
                               n_inputs=len(low.inputs), layout=graph.layout,
-                              shapes=direct_shapes(low.inputs, low.outputs,
-                                                   [v for v, _, _ in low.sizes]))
+                              shapes=direct_shapes(low.inputs, out_trees, sizes))
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
-    sizes = [v for v, _, _ in low.sizes]
     sig = Signature(
         options.name, low.func.name,
         [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]
          for b in low.inputs],
-        [[b.name, [size_tree(d, sizes) for d in b.shape], b.dtype] for b in low.outputs],
+        [[b.name, tree, b.dtype] for b, tree in zip(low.outputs, out_trees)],
         [[v.name, v.dtype] for v in low.scalars],
         [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in checks],
         [list(x) for x in graph.layout],

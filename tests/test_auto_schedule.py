@@ -368,7 +368,8 @@ def test_a_failing_automatic_schedule_falls_back(monkeypatch, rng, caplog):
 
 
 def test_the_fallback_goes_down_to_the_default_loop_nests(monkeypatch, rng):
-    a, b = normal(rng, 40, 30, dtype=F64), normal(rng, 30, 50, dtype=F64)
+    # (large enough that every level below "inline only" has a parallel loop)
+    a, b = normal(rng, 80, 60, dtype=F64), normal(rng, 60, 100, dtype=F64)
     target = TARGETS["avx512"]
     # no loop may be unrolled, vectorized or parallel: only inlining is left
     validate = Schedule.validate

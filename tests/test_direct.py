@@ -23,6 +23,7 @@ def rand(shape, dtype, seed=0):
 
 
 def kernel_of(name, *operands):
+    eager.clear()                   # (a direct entry may serve the call without a lookup)
     getattr(jnp, name)(*operands)
     for key, k in eager._kernels.items():
         if key[0] == name and key[2:] == tuple(
@@ -120,6 +121,7 @@ def test_switching_patterns_and_back():
 
 def test_few_compiles_over_many_sizes():
     eager.clear()
+    assert jnp.hypot(rand(5, np.float64), rand(5, np.float64)).shape == (5,)
     before = eager.cache_info("hypot")["kernels"]
     for n in range(2, 200, 7):
         x, y = rand(n, np.float64, n), rand(n, np.float64, n + 1)
@@ -134,3 +136,32 @@ def test_read_only_and_unaligned_inputs():
     raw = np.zeros(8001, np.uint8)[1:].view(np.float64)     # misaligned data
     raw[:] = rand(1000, np.float64, 3)
     np.testing.assert_array_equal(jnp.exp(raw), np.exp(raw))
+
+
+def test_other_ops_take_their_direct_entries_too():
+    """Ops through jitdl.eager.apply: concatenate (an output size that is a sum of
+    sizes), reductions to a NumPy scalar, axis reductions; across sizes of one pattern."""
+    rng = np.random.default_rng(9)
+    for n in (3, 17, 40, 3, 17):
+        x, y = rng.standard_normal((n, 5)), rng.standard_normal((n, n + 2))
+        np.testing.assert_array_equal(jnp.concatenate([x, y], axis=1),
+                                      np.concatenate([x, y], axis=1))
+        with pytest.raises(ValueError):
+            jnp.concatenate([x, y[:-1]], axis=1)
+        s = jnp.sum(y)
+        assert type(s) is np.float64
+        np.testing.assert_allclose(s, np.sum(y), rtol=1e-12)
+        i = jnp.argmax(y)
+        assert type(i) is np.intp and i == np.argmax(y)
+        np.testing.assert_allclose(jnp.mean(y, axis=0), np.mean(y, axis=0), rtol=1e-12)
+        assert jnp.max(y, axis=1, keepdims=True).shape == (n, 1)
+    assert eager._direct.get(("concatenate", (("axis", 1), ("dtype", None)))) is not None
+
+
+def test_clear_forgets_the_wrappers_entries():
+    a = rand(100, np.float32)
+    jnp.negative(a)
+    eager.clear()
+    assert eager.cache_info("negative")["kernels"] == 0
+    jnp.negative(a)
+    assert eager.cache_info("negative")["kernels"] == 1

@@ -105,7 +105,7 @@ def _arrays(*shapes, dtype=F32):
 
 
 CASES = {
-    "matmul_auto": lambda: (matmul(), _arrays((64, 40), (40, 96))),
+    "matmul_auto": lambda: (matmul(), _arrays((64, 96), (96, 96))),
     "matmul_scheduled": lambda: (matmul_scheduled(), _arrays((37, 29), (29, 41))),
     "softmax_auto": lambda: (softmax, _arrays((64, 300))),
     "conv2d_auto": lambda: (conv2d, _arrays((1, 3, 12, 10), (4, 3, 3, 3))),

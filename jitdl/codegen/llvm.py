@@ -917,26 +917,47 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
     result(FAST_FALLBACK)
 
 
-def direct_shapes(inputs, outputs, size_vars):
+def direct_shapes(inputs, out_trees, size_vars):
     """The shapes a `name.direct` entry checks and makes, or None where it has none (more
-    than one output, a dimension that is an expression): per input and for the output,
-    each dimension as an int or ("n", k), the k-th size parameter."""
-    def dims(shape):
-        out = []
-        for d in shape:
-            if isinstance(d, int):
-                out.append(d)
-            elif isinstance(d, Const):
-                out.append(int(d.value))
+    than one output, an input dimension that is an expression): per input, each
+    dimension as an int or ["n", k], the k-th size parameter; for the output, each
+    dimension as a size tree (jitdl.pipeline.size_tree: also [op, a, b])."""
+    shapes = []
+    for b in inputs:
+        dims = []
+        for d in b.shape:
+            if isinstance(d, (int, Const)):
+                dims.append(int(d if isinstance(d, int) else d.value))
             elif isinstance(d, Var) and any(d is v for v in size_vars):
-                out.append(("n", next(k for k, v in enumerate(size_vars) if v is d)))
+                dims.append(["n", next(k for k, v in enumerate(size_vars) if v is d)])
             else:
                 return None
-        return out
-    if len(outputs) != 1:
+        shapes.append(dims)
+    if len(out_trees) != 1:
         return None
-    found = [dims(b.shape) for b in list(inputs) + list(outputs)]
-    return None if any(x is None for x in found) else found
+    return shapes + [list(out_trees[0])]
+
+
+def _tree_value(b, tree, sizes, check):
+    """A size tree's value (Python's // and %; a zero divisor fails the check)."""
+    if isinstance(tree, int):
+        return ir.Constant(I64, tree)
+    op, *args = tree
+    if op == "n":
+        return sizes[int(args[0])]
+    x, y = (_tree_value(b, t, sizes, check) for t in args)
+    if op in ("+", "-", "*"):
+        return {"+": b.add, "-": b.sub, "*": b.mul}[op](x, y)
+    if op in ("min", "max"):
+        return b.select(b.icmp_signed("<" if op == "min" else ">", x, y), x, y)
+    check(b.icmp_signed("!=", y, ir.Constant(I64, 0)))
+    q, r = b.sdiv(x, y), b.srem(x, y)
+    adjust = b.and_(b.icmp_signed("!=", r, ir.Constant(I64, 0)),
+                    b.icmp_signed("!=", b.icmp_signed("<", r, ir.Constant(I64, 0)),
+                                  b.icmp_signed("<", y, ir.Constant(I64, 0))))
+    if op == "//":
+        return b.sub(q, b.zext(adjust, I64))
+    return b.add(r, b.select(adjust, y, ir.Constant(I64, 0)))
 
 
 def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
@@ -948,8 +969,9 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     or a size-1 dimension where the kernel has a size, an output of pool.MIN_BYTES or
     more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
     takes its general path. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
-    ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address,
-    the dtype objects of the inputs and of the output, the Python types of the numbers."""
+    ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address
+    and PyArray_Return's (or 0), the dtype objects of the inputs and of the output, the
+    Python types of the numbers."""
     from jitdl.runtime.pool import MIN_BYTES
     has_err = len(main.args) > len(func.params)
     bufs = [p for p in func.params if isinstance(p, Buffer)]
@@ -1010,12 +1032,12 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     dims_ty = ir.ArrayType(I64, max(1, len(out_dims)))
     dims_ptr = alloca(b, dims_ty, name="dims")
     count = ir.Constant(I64, 1)
-    for d, want in enumerate(out_dims):
-        n = ir.Constant(I64, want) if isinstance(want, int) else sizes[want[1]]
+    for d, tree in enumerate(out_dims):
+        n = _tree_value(b, tree, sizes, check)
+        check(b.icmp_signed(">", n, ir.Constant(I64, 0)))     # (empty: the general path)
         b.store(n, b.gep(dims_ptr, [ir.Constant(I64, 0), ir.Constant(I64, d)],
                          source_etype=dims_ty))
-        count = b.mul(count, n) if not (isinstance(count, ir.Constant)
-                                        and count.constant == 1) else n
+        count = b.mul(count, n) if d else n
     itemsize = dtypes.itemsize(out_params[0].dtype)
     check(b.icmp_signed("<", count, ir.Constant(I64, -(-MIN_BYTES // itemsize))))
     scalars = []
@@ -1064,6 +1086,16 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
             b.call(decref, [out])
             b.branch(fallback)
+    # a 0-d result NumPy makes a scalar: PyArray_Return (the API array's second word,
+    # 0 where the caller wants the array)
+    ret_ty = ir.FunctionType(PTR, [PTR]).as_pointer()
+    as_scalar = b.load(b.gep(api, [ir.Constant(I64, 1)], source_etype=I64), typ=ret_ty)
+    with b.if_then(b.icmp_unsigned("!=", as_scalar, ir.Constant(ret_ty, None)), likely=False):
+        scalar = b.call(as_scalar, [out])       # (steals out)
+        with b.if_then(b.icmp_unsigned("==", scalar, ir.Constant(PTR, None)), likely=False):
+            b.call(gen.declare("PyErr_Clear", VOID, []), [])
+            b.branch(fallback)
+        b.ret(scalar)
     b.ret(out)
     b.position_at_end(fallback)
     miss = item(FAST_FALLBACK)

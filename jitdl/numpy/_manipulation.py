@@ -20,8 +20,14 @@ from jitdl.ops.core import is_symbolic, operand, shape_of
 from jitdl.runtime.cuda import is_device_array
 
 
+_ndarray = np.ndarray
+
+
 def _sym(*xs):
-    return any(is_symbolic(x) for x in xs)
+    for x in xs:
+        if type(x) is not _ndarray and is_symbolic(x):
+            return True
+    return False
 
 
 def _static(value):
@@ -37,8 +43,10 @@ def _dtype(dtype):
     return dtype and dtypes.normalize(dtype)
 
 
-def _names(n):
-    return tuple(f"a{k}" for k in range(n))
+def _names(n, known=[]):     # noqa: B006 (kept between calls)
+    while len(known) <= n:
+        known.append(tuple(f"a{k}" for k in range(len(known))))
+    return known[n]
 
 
 def _ndim(x):
@@ -48,6 +56,8 @@ def _ndim(x):
 # -- views on arrays ------------------------------------------------------------------------
 def transpose(a, axes=None):
     """numpy.transpose: axes reversed, or permuted as `axes` says (a view on arrays)."""
+    if type(a) is _ndarray:
+        return a.transpose(axes)
     if not _sym(a):
         return np.transpose(a, axes)
     return apply("transpose", man.transpose, (a,), (("axes", _static(axes)),), names=("a",))
@@ -76,6 +86,8 @@ def moveaxis(a, source, destination):
 
 def reshape(a, shape, order="C", *, copy=None):
     """numpy.reshape in C order, one -1 inferred (NumPy's own result on arrays)."""
+    if type(a) is _ndarray and copy is None:
+        return a.reshape(shape, order=order)
     if not _sym(a):
         return np.reshape(a, shape, order=order, copy=copy)
     if order != "C":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply
+from jitdl.eager import apply, fast_state
 from jitdl.errors import user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
@@ -23,9 +23,9 @@ _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.ea
 
 def _unary(name, doc):
     static = (("fn", name),)
-    table = {}          # (shape, dtype) -> the kernel's call for exactly those
-    last = [None, None, None]      # the last call's shape, dtype and call
-    direct = [None]     # the last kernel's direct entry (jitdl.eager.apply's slot)
+    table, last, direct = fast_state({}, [None] * 3, [None])
+    # table: (shape, dtype) -> the kernel's call for exactly those; last: the last call's
+    # shape, dtype and call; direct: the last kernel's direct entry (jitdl.eager.apply's)
 
     def ufunc(x, /, out=None, *, dtype=None):
         if out is None and dtype is None:
@@ -54,9 +54,10 @@ def _unary(name, doc):
 
 def _binary(name, doc):
     static = (("fn", name),)
-    table = {}          # (shape, dtype, shape, dtype or Python type) -> the kernel's call
-    last = [None] * 5   # the last array-array call's shapes, dtypes and call
-    direct = [None]     # the last kernel's direct entry (jitdl.eager.apply's slot)
+    table, last, direct = fast_state({}, [None] * 5, [None])
+    # table: (shape, dtype, shape, dtype or Python type) -> the kernel's call; last: the
+    # last array-array call's shapes, dtypes and call; direct: the last kernel's direct
+    # entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, dtype=None):
         if out is None and dtype is None:

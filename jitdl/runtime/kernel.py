@@ -274,29 +274,35 @@ def fast_builtin(loaded, sig):
     return _new_builtin(ctypes.byref(method), tuple(own) + ((method, loaded),), None)
 
 
-_PY_ARRAY_EMPTY = 184    # PyArray_Empty's place in NumPy's C-API table
-_api = []
+_PY_ARRAY_EMPTY, _PY_ARRAY_RETURN = 184, 76    # places in NumPy's C-API table
+_api = {}
 
 
-def _numpy_api():
-    """An int64 array holding PyArray_Empty's address (read by `.direct` entries)."""
-    if not _api:
+def _numpy_api(scalar):
+    """An int64 array holding PyArray_Empty's address and PyArray_Return's (0 unless
+    `scalar`), read by `.direct` entries."""
+    if scalar not in _api:
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         table = ctypes.cast(get(np._core._multiarray_umath._ARRAY_API, None),
                             ctypes.POINTER(ctypes.c_void_p))
-        _api.append(np.array([table[_PY_ARRAY_EMPTY]], np.int64))
-    return _api[0]
+        _api[scalar] = np.array([table[_PY_ARRAY_EMPTY],
+                                 table[_PY_ARRAY_RETURN] if scalar else 0], np.int64)
+    return _api[scalar]
 
 
-def direct_builtin(k, operands):
+def direct_builtin(k, operands, scalar=False):
     """Kernel k's `.direct` entry as a builtin `direct(*operands)` for calls like this
     one (its numbers of these Python types), or None where it has none or cannot serve
-    them: it returns the output, or FAST_RESULTS[FAST_FALLBACK] when a call is not one
-    it serves (the caller then takes its general path). See codegen.llvm._direct_entry."""
+    them: it returns the output (`scalar`: a 0-d one as a NumPy scalar), or
+    FAST_RESULTS[FAST_FALLBACK] when a call is not one it serves (the caller then takes
+    its general path). See codegen.llvm._direct_entry."""
     address = getattr(k.loaded, "direct_address", 0)
     sig = k.sig
-    if not address or sig.abi < 4 or k.int_checks or not k.single \
+    # an int checked only against int64 (the parameter's own type) is one the entry's
+    # conversion already rejects: it overflows, and the general path raises
+    wide = all(dt == "int64" and t[0] == "var" for dt, t, *_ in k.int_checks)
+    if not address or sig.abi < 4 or not wide or not k.single \
             or engine.array_data_offset() is None or len(operands) != len(sig.layout):
         return None
     types = []
@@ -310,7 +316,7 @@ def direct_builtin(k, operands):
     own = [None] * 4
     own[:3] = FAST_RESULTS
     own[FAST_ARRAY_TYPE] = _ndarray
-    items = tuple(own) + ((method, k.loaded), _numpy_api()) + descrs + tuple(types)
+    items = tuple(own) + ((method, k.loaded), _numpy_api(scalar)) + descrs + tuple(types)
     return _new_builtin(ctypes.byref(method), items, None)
 
 
