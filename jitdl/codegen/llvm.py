@@ -25,7 +25,7 @@ from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS
                               ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
                               FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, TUPLE_ITEMS_OFFSET,
                               TUPLE_SIZE_OFFSET)
-from jitdl.ir.analysis import reads_memory
+from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             Store, UnOp, Unary, Var, ThreadReduce)
@@ -151,7 +151,7 @@ class FunctionCodegen:
 
     def binary(self, e):
         dt = e.dtype
-        if dt == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_memory(e.b):
+        if dt == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_beyond(e.b, e.a):
             return self.short_circuit(e)
         a, c = self.expr(e.a), self.expr(e.b)
         return self.binop(e.op, a, c, dt)
@@ -256,7 +256,7 @@ class FunctionCodegen:
     def select(self, e):
         b = self.b
         cond = self.expr(e.cond)
-        if not (reads_memory(e.t) or reads_memory(e.f)):
+        if not arms_read_guarded(e):
             return b.select(cond, self.expr(e.t), self.expr(e.f))
         # an arm reads memory that may be valid only under its condition: branch
         t_bb = b.append_basic_block("sel.t")

@@ -24,7 +24,7 @@ from llvmlite import ir
 from jitdl import dtypes
 from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_const,
                                    mem_type, poison, suffix, vector, zeros)
-from jitdl.ir.analysis import affine, reads_memory
+from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
 from jitdl.ir.visit import expr_children, walk_expr
@@ -429,7 +429,7 @@ class VectorBody:
             case Load():
                 return self.load(e)
             case Binary():
-                if e.dtype == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_memory(e.b):
+                if e.dtype == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_beyond(e.b, e.a):
                     return self.short_circuit(e)
                 a, c = self.unify(self.expr(e.a), self.expr(e.b))
                 return cg.binop(e.op, a, c, e.dtype)
@@ -462,7 +462,7 @@ class VectorBody:
     def select(self, e):
         b = self.b
         cond = self.expr(e.cond)
-        if reads_memory(e.t) or reads_memory(e.f):
+        if arms_read_guarded(e):
             tv = self.guarded(cond, lambda: self.expr(e.t), self._reads_uniform(e.t))
             fv = self.guarded(b.not_(cond), lambda: self.expr(e.f), self._reads_uniform(e.f))
         else:

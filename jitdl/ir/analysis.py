@@ -486,3 +486,17 @@ def free_vars(e, acc=None):
 
 def reads_memory(e) -> bool:
     return any(isinstance(n, (Access, Load)) for n in walk_expr(e))
+
+
+def reads_beyond(e, before) -> bool:
+    """Whether e reads memory that expression `before` (evaluated first, in every lane)
+    does not: such a read may be valid only where `before` says so (select(i < n, A[i],
+    0), i < n and A[i] > 0), so it must not run unconditionally. Reads that `before`
+    makes itself are safe (NumPy's maximum: select(a > b | isnan(a), a, b))."""
+    made = [n for n in walk_expr(before) if isinstance(n, (Access, Load))]
+    return any(isinstance(n, (Access, Load)) and n not in made for n in walk_expr(e))
+
+
+def arms_read_guarded(sel) -> bool:
+    """Whether an arm of a Select reads memory beyond what its condition reads."""
+    return reads_beyond(sel.t, sel.cond) or reads_beyond(sel.f, sel.cond)

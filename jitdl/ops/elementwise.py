@@ -257,12 +257,17 @@ _OWN_DTYPE = {"isnan", "isinf", "isfinite", "signbit", "logical_not"}
 
 
 # -- binary functions (a, b in the result dtype unless the op is a comparison) --------------
-def _fminmax(op):
+def _minmax(op, nan_wins):
+    """NumPy's maximum/minimum (nan_wins) and fmax/fmin on floats: the first operand
+    where it is strictly greater (less), else the second, so that equal operands give
+    the second, as NumPy's loops do (maximum(0.0, -0.0) is -0.0); NaN from either operand
+    (maximum) or the number over NaN (fmax). Integers: the plain min/max."""
     def f(a, b):
-        m = _b(op, a, b)
         if _is_int(a):
-            return m
-        return _sel(_isnan(b), a, _sel(_isnan(a), b, m))     # the number wins over NaN
+            return _b(op, a, b)
+        first = _gt(a, b) if op == BinOp.MAX else _lt(a, b)
+        # one select whose condition reads both operands: its arms need no guarded loads
+        return _sel(_b(BinOp.OR, first, _isnan(a if nan_wins else b)), a, b)
     return f
 
 
@@ -352,10 +357,10 @@ BINARY = {
     "fmod": (np.fmod, _fmod),
     "power": (np.power, lambda a, b: _b(BinOp.POW, a, b)),
     "float_power": (np.float_power, lambda a, b: _b(BinOp.POW, a, b)),
-    "maximum": (np.maximum, lambda a, b: _b(BinOp.MAX, a, b)),
-    "minimum": (np.minimum, lambda a, b: _b(BinOp.MIN, a, b)),
-    "fmax": (np.fmax, _fminmax(BinOp.MAX)),
-    "fmin": (np.fmin, _fminmax(BinOp.MIN)),
+    "maximum": (np.maximum, _minmax(BinOp.MAX, True)),
+    "minimum": (np.minimum, _minmax(BinOp.MIN, True)),
+    "fmax": (np.fmax, _minmax(BinOp.MAX, False)),
+    "fmin": (np.fmin, _minmax(BinOp.MIN, False)),
     "arctan2": (np.arctan2, lambda a, b: _b(BinOp.ATAN2, a, b)),
     "hypot": (np.hypot, _hypot),
     "copysign": (np.copysign, _copysign),

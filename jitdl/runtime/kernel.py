@@ -297,7 +297,7 @@ def direct_builtin(k, operands, scalar=False):
     them: it returns the output (`scalar`: a 0-d one as a NumPy scalar), or
     FAST_RESULTS[FAST_FALLBACK] when a call is not one it serves (the caller then takes
     its general path). See codegen.llvm._direct_entry."""
-    address = getattr(k.loaded, "direct_address", 0)
+    address = getattr(getattr(k, "loaded", None), "direct_address", 0)   # (GPU kernels: none)
     sig = k.sig
     # an int checked only against int64 (the parameter's own type) is one the entry's
     # conversion already rejects: it overflows, and the general path raises
