@@ -65,6 +65,16 @@ template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) 
 template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
   return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
 }
+template <typename T, typename U> JD_INLINE T jd_shl(T a, T b) {   // NumPy: 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)((U)a << (int)b) : (T)0;
+}
+template <typename T> JD_INLINE T jd_ashr(T a, T b) {   // -1 or 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)(a >> (int)b)
+                                                          : (T)(a < 0 ? -1 : 0);
+}
+template <typename T> JD_INLINE T jd_lshr(T a, T b) {
+  return (unsigned long long)b < sizeof(T) * 8 ? (T)(a >> (int)b) : (T)0;
+}
 template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
   T r = fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
@@ -261,7 +271,11 @@ class _ExprText:
                 return f"jd_{'imod' if signed else 'umod'}<{ty}>({a}, {b})"
             case BinOp.POW:
                 return f"jd_ipow<{ty}>({a}, {b})"
-            case BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.SHL if signed and self.wraps(e):
+            case BinOp.SHL:
+                return f"jd_shl<{ty}, {UNSIGNED[dt] if signed else ty}>({a}, {b})"
+            case BinOp.SHR:
+                return f"jd_{'ashr' if signed else 'lshr'}<{ty}>({a}, {b})"
+            case BinOp.ADD | BinOp.SUB | BinOp.MUL if signed and self.wraps(e):
                 u = UNSIGNED[dt]
                 return f"(({ty})(({u}){a} {_BIN[op]} ({u}){b}))"
             case _ if op in _BIN:

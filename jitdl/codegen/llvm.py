@@ -203,10 +203,16 @@ class FunctionCodegen:
                 return b.or_(a, c)
             case BinOp.XOR:
                 return b.xor(a, c)
-            case BinOp.SHL:
-                return b.shl(a, c)
-            case BinOp.SHR:
-                return b.ashr(a, c) if signed else b.lshr(a, c)
+            case BinOp.SHL | BinOp.SHR:
+                # NumPy's shifts by the width or more (or by a negative count, as an
+                # unsigned one): 0, or -1 for a negative value shifted right (LLVM: poison)
+                width = (a.type.element if is_vector(a) else a.type).width
+                inside = b.icmp_unsigned("<", c, const(c.type, width))
+                if op == BinOp.SHL:
+                    return b.select(inside, b.shl(a, c), const(a.type, 0))
+                if signed:
+                    return b.select(inside, b.ashr(a, c), b.ashr(a, const(a.type, width - 1)))
+                return b.select(inside, b.lshr(a, c), const(a.type, 0))
             case BinOp.MIN | BinOp.MAX:
                 name = ("llvm.smin" if signed else "llvm.umin") if op == BinOp.MIN else \
                     ("llvm.smax" if signed else "llvm.umax")

@@ -11,6 +11,16 @@ template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) 
 template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
   return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
 }
+template <typename T, typename U> JD_INLINE T jd_shl(T a, T b) {   // NumPy: 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)((U)a << (int)b) : (T)0;
+}
+template <typename T> JD_INLINE T jd_ashr(T a, T b) {   // -1 or 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)(a >> (int)b)
+                                                          : (T)(a < 0 ? -1 : 0);
+}
+template <typename T> JD_INLINE T jd_lshr(T a, T b) {
+  return (unsigned long long)b < sizeof(T) * 8 ? (T)(a >> (int)b) : (T)0;
+}
 template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
   T r = fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
