@@ -300,6 +300,10 @@ def test_adding_libraries_keeps_the_size_cap(warm):
         data = _filler(min(16384, room) if room >= 2 * 16384 else room, pack)
         f = kdir / (hashlib.sha256(f"filler{i}".encode()).hexdigest() + ".jdk")
         f.write_bytes(data)
+        # least recently used, so evicted before the kernels (else the library linked
+        # after the first hit could evict the third kernel before it is looked up)
+        old = time.time() - 3600 - i
+        os.utime(f, (old, old))
         room, i = room - len(data), i + 1
     assert CAP - 1500 < kernel_bytes(warm) <= CAP
     ch = run_child(warm, std(), JITDL_CACHE_MAX_BYTES=CAP)
