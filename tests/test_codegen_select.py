@@ -193,3 +193,48 @@ def test_fuzz_padding_conjunctions(h, w, pads, extra, dtype, seed):
         i, j = np.indices(padded.shape)
         inside &= i + j < (h + w) // 2 + 3
     check(pad_fuzz, (x,), np.where(inside, padded, fill), dtype, out=False)
+
+
+GUARD_PAGE = r'''
+import ctypes, mmap, sys
+import numpy as np
+import jitdl as jd
+
+@jd.compute(dynamic=True)
+def first(X, Y):        # X[i] read only where i < n: the arm's read is the condition's, guarded
+    return jd.tensor(Y.shape, lambda i: X[i] if i < X.shape[0] and X[i] > 0 else 0.0,
+                     name="O")
+
+@jd.compute(dynamic=True)
+def chained(X, Y):
+    return jd.tensor(Y.shape, lambda i: 1.0 if i < X.shape[0] and X[i] > 0 and X[i] < 5
+                     else 0.0, name="O")
+
+page = mmap.PAGESIZE
+m = mmap.mmap(-1, 2 * page)
+buf = np.frombuffer(m, np.uint8)
+if ctypes.CDLL(None).mprotect(ctypes.c_void_p(buf.ctypes.data + page), page, 0) != 0:
+    sys.exit(3)
+x = buf[page - 32:page].view(np.float64)     # the last 4 doubles before a guard page
+x[:] = [1, -1, 2, 7]
+print(first(x, np.zeros(13)).tolist())
+print(chained(x, np.zeros(13)).tolist())
+'''
+
+
+def test_reads_guarded_inside_a_condition_stay_guarded_in_its_arms(tmp_path):
+    """A read on the right of `and` (or in a select's arms) runs only where the left side
+    holds: a select arm reading the same element must not be loaded unguarded (found by
+    review: a vector loop read past the array into an unmapped page)."""
+    import subprocess
+    import sys
+    script = tmp_path / "guard_page.py"         # (a definition's source is read from a file)
+    script.write_text(GUARD_PAGE)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode == 3:
+        pytest.skip("mprotect is not available here")
+    assert r.returncode == 0, r.stderr[-2000:]
+    first, chained = (eval(line) for line in r.stdout.split("\n")[:2])   # noqa: S307
+    assert first == [1.0, 0.0, 2.0, 7.0] + [0.0] * 9
+    assert chained == [1.0, 0.0, 1.0, 0.0] + [0.0] * 9

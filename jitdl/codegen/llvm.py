@@ -23,8 +23,8 @@ from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
                               ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
-                              FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, TUPLE_ITEMS_OFFSET,
-                              TUPLE_SIZE_OFFSET)
+                              FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
+                              TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
@@ -972,13 +972,12 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
     for; each number of the Python type it was compiled for), makes the output with
     NumPy's PyArray_Empty and returns it. Anything else (another shape pattern, an empty
-    or a size-1 dimension where the kernel has a size, an output of pool.MIN_BYTES or
+    or a size-1 dimension where the kernel has a size, an output of POOL_MIN_BYTES or
     more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
     takes its general path. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
     ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address
     and PyArray_Return's (or 0), the dtype objects of the inputs and of the output, the
     Python types of the numbers."""
-    from jitdl.runtime.pool import MIN_BYTES
     has_err = len(main.args) > len(func.params)
     bufs = [p for p in func.params if isinstance(p, Buffer)]
     n_scalars = len(func.params) - len(bufs)
@@ -1045,7 +1044,7 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
                          source_etype=dims_ty))
         count = b.mul(count, n) if d else n
     itemsize = dtypes.itemsize(out_params[0].dtype)
-    check(b.icmp_signed("<", count, ir.Constant(I64, -(-MIN_BYTES // itemsize))))
+    check(b.icmp_signed("<", count, ir.Constant(I64, -(-POOL_MIN_BYTES // itemsize))))
     scalars = []
     for obj, p, a in zip(scalar_objs, func.params[len(bufs):], main.args[len(bufs):]):
         k = item_base + len(shapes) + len(scalars)

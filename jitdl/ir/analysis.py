@@ -493,8 +493,25 @@ def reads_beyond(e, before) -> bool:
     does not: such a read may be valid only where `before` says so (select(i < n, A[i],
     0), i < n and A[i] > 0), so it must not run unconditionally. Reads that `before`
     makes itself are safe (NumPy's maximum: select(a > b | isnan(a), a, b))."""
-    made = [n for n in walk_expr(before) if isinstance(n, (Access, Load))]
+    made = _unconditional_reads(before)
     return any(isinstance(n, (Access, Load)) and n not in made for n in walk_expr(e))
+
+
+def _unconditional_reads(e):
+    """The reads of e that run whatever the values: not those on the right of a logical
+    and/or, nor in a select's arms (code generators may run them only under a guard)."""
+    out, stack = [], [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (Access, Load)):
+            out.append(n)
+        if isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
+            stack.append(n.a)
+        elif isinstance(n, Select):
+            stack.append(n.cond)
+        else:
+            stack.extend(expr_children(n))
+    return out
 
 
 def arms_read_guarded(sel) -> bool:

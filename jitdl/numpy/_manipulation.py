@@ -43,10 +43,11 @@ def _dtype(dtype):
     return dtype and dtypes.normalize(dtype)
 
 
-def _names(n, known=[]):     # noqa: B006 (kept between calls)
-    while len(known) <= n:
-        known.append(tuple(f"a{k}" for k in range(len(known))))
-    return known[n]
+def _names(n, known={}):     # noqa: B006 (kept between calls)
+    names = known.get(n)
+    if names is None:
+        names = known.setdefault(n, tuple(f"a{k}" for k in range(n)))
+    return names
 
 
 def _ndim(x):

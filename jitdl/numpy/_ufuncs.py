@@ -23,9 +23,10 @@ _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.ea
 
 def _unary(name, doc):
     static = (("fn", name),)
-    table, last, direct = fast_state({}, [None] * 3, [None])
+    table, last, direct = fast_state({}, [None], [None])
     # table: (shape, dtype) -> the kernel's call for exactly those; last: the last call's
-    # shape, dtype and call; direct: the last kernel's direct entry (jitdl.eager.apply's)
+    # (shape, dtype, call), one item that threads replace whole; direct: the last
+    # kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x, /, out=None, *, dtype=None):
         if out is None and dtype is None:
@@ -35,14 +36,14 @@ def _unary(name, doc):
                 if r is not _MISS:
                     return r
             if type(x) is _ndarray:
-                s = x.shape
-                if s == last[0] and x.dtype is last[1]:
-                    return last[2]((x,))
+                s, seen = x.shape, last[0]
+                if seen is not None and s == seen[0] and x.dtype is seen[1]:
+                    return seen[2]((x,))
                 key = (s, x.dtype)
                 run = table.get(key)
                 if run is None:
                     return apply(name, ew.unary, (x,), static, None, None, table, key, direct)
-                last[:] = s, x.dtype, run
+                last[0] = (s, x.dtype, run)
                 return run((x,))
         return apply(name, ew.unary, (x,),
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
@@ -54,10 +55,10 @@ def _unary(name, doc):
 
 def _binary(name, doc):
     static = (("fn", name),)
-    table, last, direct = fast_state({}, [None] * 5, [None])
+    table, last, direct = fast_state({}, [None], [None])
     # table: (shape, dtype, shape, dtype or Python type) -> the kernel's call; last: the
-    # last array-array call's shapes, dtypes and call; direct: the last kernel's direct
-    # entry (jitdl.eager.apply's slot)
+    # last array-array call's (shapes, dtypes, call), one item that threads replace
+    # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, dtype=None):
         if out is None and dtype is None:
@@ -69,10 +70,10 @@ def _binary(name, doc):
             if type(x1) is _ndarray:
                 t2 = type(x2)
                 if t2 is _ndarray:
-                    s1, s2 = x1.shape, x2.shape
-                    if s1 == last[0] and s2 == last[1] and x1.dtype is last[2] \
-                            and x2.dtype is last[3]:
-                        return last[4]((x1, x2))
+                    s1, s2, seen = x1.shape, x2.shape, last[0]
+                    if seen is not None and s1 == seen[0] and s2 == seen[1] \
+                            and x1.dtype is seen[2] and x2.dtype is seen[3]:
+                        return seen[4]((x1, x2))
                     key = (s1, x1.dtype, s2, x2.dtype)
                 elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
                     key = (x1.shape, x1.dtype, t2)
@@ -84,7 +85,7 @@ def _binary(name, doc):
                         return apply(name, ew.binary, (x1, x2), static, None, None, table,
                                      key, direct)
                     if t2 is _ndarray:
-                        last[:] = s1, s2, x1.dtype, x2.dtype, run
+                        last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                     return run((x1, x2))
         return apply(name, ew.binary, (x1, x2),
                      static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),

@@ -275,6 +275,7 @@ def fast_builtin(loaded, sig):
 
 
 _PY_ARRAY_EMPTY, _PY_ARRAY_RETURN = 184, 76    # places in NumPy's C-API table
+
 _api = {}
 
 
@@ -284,7 +285,7 @@ def _numpy_api(scalar):
     if scalar not in _api:
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        table = ctypes.cast(get(np._core._multiarray_umath._ARRAY_API, None),
+        table = ctypes.cast(get(pool.numpy_core()._multiarray_umath._ARRAY_API, None),
                             ctypes.POINTER(ctypes.c_void_p))
         _api[scalar] = np.array([table[_PY_ARRAY_EMPTY],
                                  table[_PY_ARRAY_RETURN] if scalar else 0], np.int64)
@@ -312,11 +313,15 @@ def direct_builtin(k, operands, scalar=False):
                 return None
             types.append(type(a))
     descrs = tuple(np.dtype(dt) for _, _, dt in sig.inputs + sig.outputs)
+    try:
+        api = _numpy_api(scalar)
+    except Exception:       # (a NumPy without the C-API capsule where it is looked for)
+        return None
     method = _MethodDef(sig.symbol.encode(), address, _METH_FASTCALL, None)
     own = [None] * 4
     own[:3] = FAST_RESULTS
     own[FAST_ARRAY_TYPE] = _ndarray
-    items = tuple(own) + ((method, k.loaded), _numpy_api(scalar)) + descrs + tuple(types)
+    items = tuple(own) + ((method, k.loaded), api) + descrs + tuple(types)
     return _new_builtin(ctypes.byref(method), items, None)
 
 

@@ -7,7 +7,7 @@ freed, so `c = a + b` on 1e7 float32 maps 40 MB of fresh pages that the kernel t
 faults in and the kernel zeroes, every call: on a 2-core machine that is more time than
 the kernel's own reads and writes. The policy's free keeps up to SLOTS such blocks (at
 most settings.pool_bytes in all) and its malloc hands one back for a request of about the
-same size (a free into full slots frees the oldest block); everything else goes to
+same size (a free into full slots replaces the blocks in turn); everything else goes to
 malloc/calloc/realloc/free. The arrays it makes are
 ordinary NumPy arrays that own their data (NumPy frees them through the policy they were
 made with, from any thread, at any time, also at interpreter exit).
@@ -19,13 +19,15 @@ block carries a 64-byte header with its size, and the slots are guarded by a spi
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import numpy as np
 
 from jitdl.config import settings
+from jitdl.target.cpu import POOL_MIN_BYTES
 
-MIN_BYTES = 4 << 20     # smaller blocks: glibc's heap already reuses them
+MIN_BYTES = POOL_MIN_BYTES
 SLOTS = 4
 _HEADER = 64            # keeps malloc's 16-byte alignment of the data
 
@@ -118,6 +120,9 @@ fail:
   ret ptr null
 ok:
   %total = add i64 %size, {header}
+  %wrapped = icmp ult i64 %total, %size
+  br i1 %wrapped, label %fail, label %alloc
+alloc:
   %base = call ptr @calloc(i64 1, i64 %total)
   %r = call ptr @wrap(ptr %base, i64 %size)
   ret ptr %r
@@ -152,12 +157,27 @@ some:
   br i1 %keep, label %put, label %release
 put:
   call void @lock(ptr %c)
+  br label %seek
+seek:                                   ; an empty slot, else the next in turn
+  %e = phi i64 [0, %put], [%e1, %full]
+  %es = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %e
+  %eb = load ptr, ptr %es
+  %free = icmp eq ptr %eb, null
+  br i1 %free, label %chosen, label %full
+full:
+  %e1 = add i64 %e, 1
+  %left = icmp ult i64 %e1, {slots}
+  br i1 %left, label %seek, label %turn
+turn:
   %at = getelementptr %ctx, ptr %c, i32 0, i32 3
-  %i = load i64, ptr %at
-  %i1 = add i64 %i, 1
-  %wrap = icmp eq i64 %i1, {slots}
-  %next = select i1 %wrap, i64 0, i64 %i1
+  %t = load i64, ptr %at
+  %t1 = add i64 %t, 1
+  %wrap = icmp eq i64 %t1, {slots}
+  %next = select i1 %wrap, i64 0, i64 %t1
   store i64 %next, ptr %at
+  br label %chosen
+chosen:
+  %i = phi i64 [%e, %seek], [%t, %turn]
   %slot = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %i
   call void @evict(ptr %c, ptr %slot)
   store ptr %base, ptr %slot
@@ -167,7 +187,7 @@ put:
   store i64 %now, ptr %cached
   br label %trim
 trim:
-  %j = phi i64 [0, %put], [%j1, %kept]
+  %j = phi i64 [0, %chosen], [%j1, %kept]
   %over = load i64, ptr %cached
   %too = icmp ugt i64 %over, {cap}
   %other = icmp ne i64 %j, %i
@@ -248,6 +268,12 @@ _lock = threading.Lock()
 _state = {}             # "policy": (capsule, set_handler) or None; "release"; "keep"
 
 
+def numpy_core():
+    """numpy._core (NumPy 2), or numpy.core (NumPy 1.26)."""
+    core = getattr(np, "_core", None)
+    return core if core is not None else np.core
+
+
 def _policy():
     """(the policy's capsule, NumPy's PyDataMem_SetHandler), or None where the policy is
     off (JITDL_POOL_BYTES=0) or cannot be made."""
@@ -267,7 +293,7 @@ def _make():
 
     from jitdl.runtime import engine
 
-    api = np._core._multiarray_umath._ARRAY_API
+    api = numpy_core()._multiarray_umath._ARRAY_API
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     table = ctypes.cast(get(api, None), ctypes.POINTER(ctypes.c_void_p))
@@ -297,6 +323,8 @@ def _make():
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
     _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["release"])
     _state["ctx"] = ctx
+    if hasattr(os, "register_at_fork"):     # a fork while another thread held the lock
+        os.register_at_fork(after_in_child=lambda: setattr(ctx, "lock", 0))
     return capsule, set_handler
 
 

@@ -20,6 +20,9 @@ from jitdl.schedule.auto import auto_schedule
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
 ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, dimensions, descr
+# kernel outputs of at least this many bytes come from runtime.pool (reused memory);
+# smaller ones from NumPy's allocator (glibc's heap already reuses them)
+POOL_MIN_BYTES = 4 << 20
 # CPython's object layout on 64-bit GIL builds 3.10-3.13 (read by the `.fast` entry):
 # ob_type after the reference count, a tuple's size and then its items
 OBJECT_TYPE_OFFSET, TUPLE_SIZE_OFFSET, TUPLE_ITEMS_OFFSET = 8, 16, 24
