@@ -599,3 +599,22 @@ def test_convolution_and_pooling_in_dynamic_definitions_say_what_to_do(rng):
     for n in (1, 3, 5):
         b = rng.standard_normal(n)
         np.testing.assert_allclose(g(x, w, b), F.conv2d(x, w, padding=1) * b.sum(), rtol=1e-12)
+
+
+def test_activations_and_softmax_compile_once_over_many_sizes():
+    """Elementwise activations and softmax/log_softmax use symbolic extents: one kernel
+    per dtype, rank and size-1 pattern, checked against NumPy at every size."""
+    from jitdl import eager
+    rng = np.random.default_rng(11)
+    eager.clear()
+    for n in range(2, 60, 3):
+        x = rng.standard_normal((3, n))
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(jd.nn.softmax(x, dim=1), e / e.sum(axis=1, keepdims=True),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(jd.nn.log_softmax(x, dim=0),
+                                   x - np.log(np.exp(x).sum(axis=0, keepdims=True)),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(jd.nn.silu(x), x / (1 + np.exp(-x)), rtol=1e-12)
+    counts = {k: v["kernels"] for k, v in eager.cache_info().items()}
+    assert counts == {"softmax": 1, "log_softmax": 1, "silu": 1}, counts

@@ -16,7 +16,7 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
-from jitdl.ops.core import (as_tensor, broadcast_shapes, elementwise, floating, is_one, load,
+from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating, is_one, load,
                             normalize_axis, operand, reduction, same_dim, shape_of, shape_text)
 from jitdl.te import ops as te
 
@@ -701,3 +701,7 @@ def attention(q, k, v, *mask, scale, is_causal):
     return te.tensor(batch + (L, Ev), lambda *idx: te.reduce(
         ReduceOp.SUM, p[idx[:nb] + (idx[nb], j)] * lhs(v, idx, (j, idx[nb + 1])), [j]),
         name="attention")
+
+
+# one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
+any_size(activation, softmax, log_softmax)
