@@ -902,18 +902,8 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
             n_extra += 1
         n_scalar += 1
         args.append(_python_number(gen, b, obj, p.dtype, a.type, check))
-    err = None
-    if has_err:
-        err_ty = ir.ArrayType(I64, 2)
-        err = alloca(b, err_ty, name="err")
-        b.store(ir.Constant(err_ty, [0, 0]), err)
-        args.append(err)
-    if _iterations(func.body) >= GIL_FREE_ITERATIONS:
-        state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
-        b.call(main, args)
-        b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
-    else:
-        b.call(main, args)
+    err = _error_slot(b, args) if has_err else None
+    _run_main(gen, b, main, args, _iterations(func.body) >= GIL_FREE_ITERATIONS)
     if has_err:
         code = b.load(err, typ=I64)
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
@@ -921,6 +911,34 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
     result(FAST_OK)
     b.position_at_end(fallback)
     result(FAST_FALLBACK)
+
+
+def _error_slot(b, args):
+    """A zeroed error slot for the pointer entry, appended to its arguments."""
+    err_ty = ir.ArrayType(I64, 2)
+    err = alloca(b, err_ty, name="err")
+    b.store(ir.Constant(err_ty, [0, 0]), err)
+    args.append(err)
+    return err
+
+
+def _run_main(gen, b, main, args, long):
+    """Call the pointer entry; with the GIL released where `long` (a bool, or an i1 value
+    decided at run time)."""
+    def released():
+        state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
+        b.call(main, args)
+        b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
+    if long is True:
+        released()
+    elif long is False:
+        b.call(main, args)
+    else:
+        with b.if_else(long) as (then, otherwise):
+            with then:
+                released()
+            with otherwise:
+                b.call(main, args)
 
 
 def direct_shapes(inputs, out_trees, size_vars):
@@ -1064,28 +1082,13 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     b.branch(fallback)
     b.position_at_end(made)
     args = data + [field(out, offset)] + scalars + sizes
-    err = None
-    if has_err:
-        err_ty = ir.ArrayType(I64, 2)
-        err = alloca(b, err_ty, name="err")
-        b.store(ir.Constant(err_ty, [0, 0]), err)
-        args.append(err)
+    err = _error_slot(b, args) if has_err else None
     work = _iterations(func.body)
     if work >= GIL_FREE_ITERATIONS and n_sizes:     # symbolic: decided by the output's size
-        long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
-        with b.if_else(long) as (then, otherwise):
-            with then:
-                state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
-                b.call(main, args)
-                b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
-            with otherwise:
-                b.call(main, args)
-    elif work >= GIL_FREE_ITERATIONS:
-        state = b.call(gen.declare("PyEval_SaveThread", PTR, []), [])
-        b.call(main, args)
-        b.call(gen.declare("PyEval_RestoreThread", VOID, [PTR]), [state])
+        _run_main(gen, b, main, args, b.icmp_signed(">=", count,
+                                                     ir.Constant(I64, GIL_FREE_ITERATIONS)))
     else:
-        b.call(main, args)
+        _run_main(gen, b, main, args, work >= GIL_FREE_ITERATIONS)
     if has_err:
         code = b.load(err, typ=I64)
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
