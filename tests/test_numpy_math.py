@@ -63,6 +63,9 @@ BINARY = [n for n in _ufuncs._BINARY_DOCS
 def test_binary_float64_against_numpy(name):
     r = getattr(jnp, name)(X1, X2)
     e = np_quiet(getattr(np, name), X1, X2)
+    if name == "floor_divide":      # the array API standard's, not NumPy's, for infinities
+        inf = np.isinf(X1) | np.isinf(X2)
+        e = np.where(inf, np_quiet(np.divide, X1, X2), e)
     same(r, e, atol=1e-15 if name == "logaddexp2" else 0.0)
 
 
@@ -449,3 +452,20 @@ def test_reduction_family_fused():
     e = np.exp(z - z.max(axis=1, keepdims=True))
     same(f(x), e.sum(axis=1) / x.std(axis=1, ddof=1), rtol=1e-13)
     same(g(x), np.argmax(x * x, axis=0))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_array_api_special_cases_numpy_does_not_follow(dt):
+    """The array API standard's special cases where NumPy differs (found by running
+    data-apis/array-api-tests' test_special_cases.py against jd.numpy): signbit of -NaN
+    is True (the bit, not x < 0), and floor_divide with an infinite operand is x1 / x2
+    (inf // 2 = inf, 3 // -inf = -0.0; NumPy: NaN and -1)."""
+    n = np.array([-np.nan, np.nan, -0.0, 0.0, -1.0, np.inf, -np.inf] * 3, dt)
+    np.testing.assert_array_equal(jnp.signbit(n), np.signbit(n))
+    assert jnp.signbit(n)[0] and not jnp.signbit(n)[1]
+    a = np.array([np.inf, np.inf, -np.inf, -np.inf, 3.0, -3.0, 5.0, -5.0, 7.5] * 3, dt)
+    b = np.array([2.0, -2.0, 2.0, -2.0, -np.inf, np.inf, np.inf, -np.inf, -2.0] * 3, dt)
+    r = jnp.floor_divide(a, b)
+    want = np.array([np.inf, -np.inf, -np.inf, np.inf, -0.0, -0.0, 0.0, 0.0, -4.0] * 3, dt)
+    np.testing.assert_array_equal(r, want)
+    np.testing.assert_array_equal(np.signbit(r), np.signbit(want))

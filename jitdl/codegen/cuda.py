@@ -325,6 +325,8 @@ class _ExprText:
                 return "false"
             if fn == Intrin.ISFINITE:
                 return "true"
+            if fn == Intrin.SIGNBIT:
+                return f"({a} < 0)" if dtypes.is_signed(src) else "false"
             raise CompileError(f"cuda codegen: {fn.value} of {src}")
         one = const_text(1.0, src)
         if fn in _MATH:
@@ -337,6 +339,8 @@ class _ExprText:
             return f"jd_sign<{C_TYPE[src]}>({a})"
         if fn in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE):
             return f"{fn.value}({a})"
+        if fn == Intrin.SIGNBIT:
+            return f"(signbit({a}) != 0)"
         raise CompileError(f"cuda codegen: intrinsic {fn.value}")
 
 

@@ -335,6 +335,9 @@ class FunctionCodegen:
                 return const(like(I1, x), 0)
             if fn == Intrin.ISFINITE:
                 return const(like(I1, x), 1)
+            if fn == Intrin.SIGNBIT:
+                return b.icmp_signed("<", x, const(ty, 0)) if dtypes.is_signed(src) \
+                    else const(like(I1, x), 0)
             raise CompileError(f"codegen: {fn.value} of {src}")
         if fn in _LLVM_UNARY:
             return self.call(_LLVM_UNARY[fn], ty, x)
@@ -357,6 +360,9 @@ class FunctionCodegen:
             return b.select(b.fcmp_ordered(">", x, zero), one, neg)
         if fn == Intrin.ISNAN:
             return b.fcmp_unordered("uno", x, x)
+        if fn == Intrin.SIGNBIT:        # the bit itself: NaN keeps its sign too
+            bits = like(ir.IntType(32 if elem(ty) == F32 else 64), x)
+            return b.icmp_signed("<", b.bitcast(x, bits), const(bits, 0))
         if fn in (Intrin.ISINF, Intrin.ISFINITE):
             ax = self.call("llvm.fabs", ty, x)
             inf = const(ty, math.inf)

@@ -36,7 +36,7 @@ _INTRIN_UFUNC = {
     Intrin.ABS: np.abs, Intrin.FLOOR: np.floor, Intrin.CEIL: np.ceil, Intrin.ROUND: np.rint,
     Intrin.TRUNC: np.trunc, Intrin.SIGN: np.sign, Intrin.LOG1P: np.log1p,
     Intrin.EXPM1: np.expm1, Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf,
-    Intrin.ISFINITE: np.isfinite,
+    Intrin.ISFINITE: np.isfinite, Intrin.SIGNBIT: np.signbit,
     # not NumPy ufuncs; typed like exp
     Intrin.RSQRT: np.sqrt, Intrin.SIGMOID: np.exp, Intrin.ERF: np.exp,
 }
@@ -274,7 +274,7 @@ def call(fn: Intrin, *args) -> Expr:
     args = tuple(as_expr(x) for x in args)
     (a,) = args
     dtype = result_dtype(_INTRIN_UFUNC[fn], (a.dtype, a.weak))
-    if fn in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE):
+    if fn in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE, Intrin.SIGNBIT):
         operand = a.dtype
     else:
         operand = dtype

@@ -69,6 +69,7 @@ class Intrin(enum.Enum):
     ISNAN = "isnan"
     ISINF = "isinf"
     ISFINITE = "isfinite"
+    SIGNBIT = "signbit"          # the sign bit of a float (set for -0.0 and -NaN)
 
 
 class ReduceOp(enum.Enum):

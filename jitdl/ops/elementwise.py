@@ -70,6 +70,10 @@ def _isnan(a):
     return build.call(Intrin.ISNAN, a)
 
 
+def _isinf(a):
+    return build.call(Intrin.ISINF, a)
+
+
 def _is_int(e):
     return e.dtype == "bool" or dtypes.is_int(e.dtype)
 
@@ -80,8 +84,8 @@ def _odd_sign(a, r):
 
 
 def _signbit(a):
-    """a's sign bit for a float: negative, or -0.0 (whose reciprocal is -inf)."""
-    return _or(_lt(a, 0), _and(_eq(a, 0), _lt(_b(BinOp.DIV, _k(1, a), a), 0)))
+    """a's sign bit for a float (set for -0.0 and for a NaN with its sign bit)."""
+    return build.call(Intrin.SIGNBIT, a)
 
 
 # -- unary functions (a is in the result dtype) ---------------------------------------------
@@ -277,8 +281,14 @@ def _zero_signed(q, like):
 
 
 def _floor_divide(a, b):
+    """Floored division; for floats with an infinite operand the array API standard's
+    result, which is a / b (inf // 2 is inf, 3 // -inf is -0.0; NumPy gives NaN and -1
+    there), and NaN for inf // inf."""
     q = _b(BinOp.FLOORDIV, a, b)
-    return q if _is_int(a) else _zero_signed(q, _b(BinOp.DIV, a, b))
+    if _is_int(a):
+        return q
+    div = _b(BinOp.DIV, a, b)
+    return _sel(_or(_isinf(a), _isinf(b)), div, _zero_signed(q, div))
 
 
 def _remainder(a, b):

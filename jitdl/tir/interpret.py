@@ -184,7 +184,8 @@ _FLOAT_INTRIN = {Intrin.EXP: np.exp, Intrin.LOG: np.log, Intrin.SQRT: np.sqrt,
                  Intrin.TAN: np.tan, Intrin.ATAN: np.arctan, Intrin.ABS: np.abs,
                  Intrin.FLOOR: np.floor, Intrin.CEIL: np.ceil, Intrin.ROUND: np.rint,
                  Intrin.TRUNC: np.trunc, Intrin.LOG1P: np.log1p, Intrin.EXPM1: np.expm1,
-                 Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf, Intrin.ISFINITE: np.isfinite}
+                 Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf, Intrin.ISFINITE: np.isfinite,
+                 Intrin.SIGNBIT: np.signbit}
 
 
 def float_op(op: BinOp, dtype: str):
@@ -284,6 +285,8 @@ def intrinsic(fn: Intrin, src: str, dtype: str):
             return lambda x: False
         case Intrin.ISFINITE:
             return lambda x: True
+        case Intrin.SIGNBIT:
+            return lambda x: x < 0
     raise ScopeError(f"interpret: intrinsic {fn.value} is not defined for {src}")
 
 
@@ -555,7 +558,7 @@ class _Interpreter:
                 return lambda: _cast(a(), src, dst)
             case Call():
                 (arg,) = e.args
-                if e.fn not in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE) \
+                if e.fn not in (Intrin.ISNAN, Intrin.ISINF, Intrin.ISFINITE, Intrin.SIGNBIT) \
                         and arg.dtype != e.dtype:
                     self.fail(ScopeError, f"operand of `{e}` is {arg.dtype}, the call {e.dtype}")
                 a, f = self.expr(arg), intrinsic(e.fn, arg.dtype, e.dtype)
