@@ -285,8 +285,8 @@ STATUS.update({
              "a definition an integer to a negative power gives 0, also for bases 1 and -1",
     "round": "partial: decimals must be a static int",
     "around": "partial: decimals must be a static int",
-    "copysign": "partial: the sign of a NaN in x2 is not read (taken as positive)",
-    "signbit": "partial: a NaN with its sign bit set gives False",
+    "floor_divide": "done (floats with an infinite operand: x1 / x2, the array API "
+                    "standard's result, where NumPy gives NaN or -1)",
     "reciprocal": "done (integers: C's 1 / x; 1 / 0 gives 0 where NumPy's result is "
                   "undefined)",
     "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
