@@ -469,3 +469,15 @@ def test_array_api_special_cases_numpy_does_not_follow(dt):
     want = np.array([np.inf, -np.inf, -np.inf, np.inf, -0.0, -0.0, 0.0, 0.0, -4.0] * 3, dt)
     np.testing.assert_array_equal(r, want)
     np.testing.assert_array_equal(np.signbit(r), np.signbit(want))
+
+
+@pytest.mark.parametrize("divisor", [2.0, -2.0, np.inf, -np.inf, 3])
+def test_remainder_by_a_number_keeps_the_divisors_zero_sign(divisor):
+    """remainder(x, 2.0) is +0.0 where x is a multiple of 2 (the divisor's sign): the
+    builder's select(signbit(b), -0.0, 0.0) was folded to -0.0 because Const(-0.0) ==
+    Const(0.0) (found by review)."""
+    x = np.array([4.0, -4.0, 0.0, -0.0, 3.0, -3.0, 5.5] * 3)
+    for dt in ("float32", "float64"):
+        a = x.astype(dt)
+        same(jnp.remainder(a, divisor), np_quiet(np.remainder, a, divisor))
+    assert not np.signbit(jnp.remainder(4.0, 2.0))
