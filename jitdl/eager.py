@@ -76,7 +76,7 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out)):
             if table is not None and type(k) is not _ScalarOut:
-                _remember(table, tkey, k, operands, slot)
+                _remember(table, tkey, k, operands, slot, _directs.get(key))
             return k.run(operands, out)
     except ScalarOverflowError:
         if not _has_huge_int(operands):
@@ -140,16 +140,15 @@ def _static_key(static):
 _PLAIN = frozenset((int, bool, str, type(None)))
 
 
-def _remember(table, key, k, operands, slot=None):
+def _remember(table, key, k, operands, slot=None, direct=None):
     """Put into a wrapper's table the call of kernel k for operands of exactly this key:
     sizes and output shape are fixed for it (they were checked on this call), so a later
     call only allocates the output and enters the kernel. With a `slot` (see apply), the
-    call also puts the kernel's direct entry there."""
+    call also puts the kernel's direct entry (`direct`) there."""
     if len(table) >= _KEPT:
         table.clear()
     run = _call(k, operands)
     if slot is not None:
-        direct = direct_builtin(k, operands) if type(k) is not _ScalarOut else None
         slot[0] = direct
 
         def run(args, run=run):
@@ -235,7 +234,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if out is None and table is None:
         _direct[key[:2]] = _directs.get(key)
     if table is not None and type(k) is not _ScalarOut:
-        _remember(table, tkey, k, operands, slot)
+        _remember(table, tkey, k, operands, slot, _directs.get(key))
     if out is None:
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k

@@ -854,25 +854,9 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
     convert), FAST_ERROR when the kernel reported an error (the caller runs the pointer
     entry again, with an error slot it can read). Long kernels release the GIL."""
     has_err = len(main.args) > len(func.params)
-    entry = gen.new_function(f"{main.name}.fast", PTR, [PTR, PTR, I64])
-    self_, argv, nargs = entry.args
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    fallback = entry.append_basic_block("fallback")
-    incref = gen.declare("Py_IncRef", VOID, [PTR])
-
-    def field(obj, off, ty=PTR):
-        return b.load(b.gep(obj, [ir.Constant(I64, off)], source_etype=I8), typ=ty)
-
-    def result(code):
-        item = field(self_, TUPLE_ITEMS_OFFSET + 8 * code)
-        b.call(incref, [item])
-        b.ret(item)
-
-    def check(ok):
-        good = entry.append_basic_block()
-        b.cbranch(ok, good, fallback)
-        b.position_at_end(good)
-
+    e = _Entry(gen, f"{main.name}.fast")
+    b, field, result, check = e.b, e.field, e.result, e.check
+    self_, argv, nargs = e.fn.args
     array_pos = [i for i, x in enumerate(layout) if x[0] == "array"]
     scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
     n_bufs = sum(isinstance(p, Buffer) for p in func.params)
@@ -883,7 +867,7 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
                           field(self_, OBJECT_TYPE_OFFSET)))
     check(b.icmp_signed("==", field(tup, TUPLE_SIZE_OFFSET, I64),
                         ir.Constant(I64, len(layout))))
-    ndarray = field(self_, TUPLE_ITEMS_OFFSET + 8 * FAST_ARRAY_TYPE)
+    ndarray = e.item(FAST_ARRAY_TYPE)
     args, n_buf, n_scalar, n_extra = [], 0, 0, 0
     for p, a in zip(func.params, main.args):
         if isinstance(p, Buffer):
@@ -915,8 +899,43 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
             result(FAST_ERROR)
     result(FAST_OK)
-    b.position_at_end(fallback)
-    result(FAST_FALLBACK)
+    e.finish()
+
+
+class _Entry:
+    """A METH_FASTCALL entry `name(self, argv, nargs)` being built: `check(ok)` goes on
+    where ok holds and else to the fallback block, which returns `self`'s FAST_FALLBACK
+    item (finish() writes it)."""
+
+    def __init__(self, gen, name):
+        self.gen = gen
+        self.fn = gen.new_function(name, PTR, [PTR, PTR, I64])
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.fallback = self.fn.append_basic_block("fallback")
+        self.incref = gen.declare("Py_IncRef", VOID, [PTR])
+
+    def field(self, obj, off, ty=PTR):
+        b = self.b
+        return b.load(b.gep(obj, [ir.Constant(I64, off)], source_etype=I8), typ=ty)
+
+    def item(self, k):
+        """Item k of `self` (a borrowed reference)."""
+        return self.field(self.fn.args[0], TUPLE_ITEMS_OFFSET + 8 * k)
+
+    def result(self, k):
+        """Return a new reference to item k of `self`."""
+        x = self.item(k)
+        self.b.call(self.incref, [x])
+        self.b.ret(x)
+
+    def check(self, ok):
+        good = self.fn.append_basic_block()
+        self.b.cbranch(ok, good, self.fallback)
+        self.b.position_at_end(good)
+
+    def finish(self):
+        self.b.position_at_end(self.fallback)
+        self.result(FAST_FALLBACK)
 
 
 def _error_slot(b, args):
@@ -1011,24 +1030,11 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     if len(bufs) != n_inputs + 1 or any(x[0] not in ("array", "scalar") for x in layout) \
             or bound != set(range(n_sizes)) or len(shapes) != n_inputs + 1:
         return          # (every size is read from an input's shape)
-    entry = gen.new_function(f"{main.name}.direct", PTR, [PTR, PTR, I64])
-    self_, argv, nargs = entry.args
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    fallback = entry.append_basic_block("fallback")
-    incref = gen.declare("Py_IncRef", VOID, [PTR])
+    e = _Entry(gen, f"{main.name}.direct")
+    b, field, item, check = e.b, e.field, e.item, e.check
+    _, argv, nargs = e.fn.args
     decref = gen.declare("Py_DecRef", VOID, [PTR])
     item_base = FAST_ARRAY_TYPE + 3     # after the ndarray type, the kept objects, the API
-
-    def field(obj, off, ty=PTR):
-        return b.load(b.gep(obj, [ir.Constant(I64, off)], source_etype=I8), typ=ty)
-
-    def item(k):
-        return field(self_, TUPLE_ITEMS_OFFSET + 8 * k)
-
-    def check(ok):
-        good = entry.append_basic_block()
-        b.cbranch(ok, good, fallback)
-        b.position_at_end(good)
 
     check(b.icmp_signed("==", nargs, ir.Constant(I64, len(layout))))
     ndarray = item(FAST_ARRAY_TYPE)
@@ -1078,28 +1084,26 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     # PyArray_Empty(nd, dims, descr (a reference it steals), fortran)
     empty = b.load(api, typ=ir.FunctionType(PTR, [I32, PTR, PTR, I32]).as_pointer())
     descr = item(item_base + len(array_objs))
-    b.call(incref, [descr])
+    b.call(e.incref, [descr])
     out = b.call(empty, [ir.Constant(I32, len(out_dims)), dims_ptr, descr, ir.Constant(I32, 0)])
-    made = entry.append_basic_block("made")
-    failed = entry.append_basic_block("failed")
+    made = e.fn.append_basic_block("made")
+    failed = e.fn.append_basic_block("failed")
     b.cbranch(b.icmp_unsigned("==", out, ir.Constant(PTR, None)), failed, made)
     b.position_at_end(failed)
     b.call(gen.declare("PyErr_Clear", VOID, []), [])
-    b.branch(fallback)
+    b.branch(e.fallback)
     b.position_at_end(made)
     args = data + [field(out, offset)] + scalars + sizes
     err = _error_slot(b, args) if has_err else None
-    work = _iterations(func.body)
-    if work >= GIL_FREE_ITERATIONS and n_sizes:     # symbolic: decided by the output's size
-        _run_main(gen, b, main, args, b.icmp_signed(">=", count,
-                                                     ir.Constant(I64, GIL_FREE_ITERATIONS)))
-    else:
-        _run_main(gen, b, main, args, work >= GIL_FREE_ITERATIONS)
+    long = _iterations(func.body) >= GIL_FREE_ITERATIONS
+    if long and n_sizes:            # symbolic sizes: decided by the output's size
+        long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
+    _run_main(gen, b, main, args, long)
     if has_err:
         code = b.load(err, typ=I64)
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
             b.call(decref, [out])
-            b.branch(fallback)
+            b.branch(e.fallback)
     # a 0-d result NumPy makes a scalar: PyArray_Return (the API array's second word,
     # 0 where the caller wants the array)
     ret_ty = ir.FunctionType(PTR, [PTR]).as_pointer()
@@ -1108,13 +1112,10 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
         scalar = b.call(as_scalar, [out])       # (steals out)
         with b.if_then(b.icmp_unsigned("==", scalar, ir.Constant(PTR, None)), likely=False):
             b.call(gen.declare("PyErr_Clear", VOID, []), [])
-            b.branch(fallback)
+            b.branch(e.fallback)
         b.ret(scalar)
     b.ret(out)
-    b.position_at_end(fallback)
-    miss = item(FAST_FALLBACK)
-    b.call(incref, [miss])
-    b.ret(miss)
+    e.finish()
 
 
 def _python_number(gen, b, obj, dtype, ty, check):

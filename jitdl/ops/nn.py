@@ -16,8 +16,9 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
-from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating, is_one, load,
-                            normalize_axis, operand, reduction, same_dim, shape_of, shape_text)
+from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating, is_one,
+                            load, normalize_axis, operand, reduction, same_dim, shape_of,
+                            shape_text)
 from jitdl.te import ops as te
 
 _SQRT1_2 = math.sqrt(0.5)

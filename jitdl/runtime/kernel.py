@@ -38,6 +38,8 @@ def allocator(shape, dtype):
 def alloc(shape, dtype):
     """An output array (see allocator)."""
     return allocator(shape, dtype)(shape, dtype)
+
+
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
 _WEAK_SCALARS = frozenset(_WEAK_TYPES.values())
@@ -267,11 +269,18 @@ def fast_builtin(loaded, sig):
     address = getattr(loaded, "fast_address", 0)
     if not address or sig.abi < 3 or engine.array_data_offset() is None:
         return None
-    method = _MethodDef(sig.symbol.encode(), address, _METH_FASTCALL, None)
+    return _builtin(sig.symbol, address, loaded)
+
+
+def _builtin(symbol, address, loaded, extra=()):
+    """The METH_FASTCALL entry at `address` as a Python builtin whose `self` is the tuple
+    the entries read: FAST_RESULTS, the ndarray type, the method definition and the
+    loaded code (kept alive by it), then `extra`."""
+    method = _MethodDef(symbol.encode(), address, _METH_FASTCALL, None)
     own = [None] * 4
     own[:3] = FAST_RESULTS
     own[FAST_ARRAY_TYPE] = _ndarray
-    return _new_builtin(ctypes.byref(method), tuple(own) + ((method, loaded),), None)
+    return _new_builtin(ctypes.byref(method), tuple(own) + ((method, loaded),) + extra, None)
 
 
 _PY_ARRAY_EMPTY, _PY_ARRAY_RETURN = 184, 76    # places in NumPy's C-API table
@@ -317,12 +326,7 @@ def direct_builtin(k, operands, scalar=False):
         api = _numpy_api(scalar)
     except Exception:       # (a NumPy without the C-API capsule where it is looked for)
         return None
-    method = _MethodDef(sig.symbol.encode(), address, _METH_FASTCALL, None)
-    own = [None] * 4
-    own[:3] = FAST_RESULTS
-    own[FAST_ARRAY_TYPE] = _ndarray
-    items = tuple(own) + ((method, k.loaded), api) + descrs + tuple(types)
-    return _new_builtin(ctypes.byref(method), items, None)
+    return _builtin(sig.symbol, address, k.loaded, (api,) + descrs + tuple(types))
 
 
 class KernelChecks:

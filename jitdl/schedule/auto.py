@@ -452,8 +452,8 @@ def _parallelize(s, name, st, num_threads, target, work=None, start=0, cfg=None)
     """Fuse leading data loops (from leaf `start` on) until there are enough iterations
     (four per thread, so that uneven blocks even out), run them in parallel (once: a
     stage with a parallel loop keeps it) where the stage has the work of the target's
-    parallel grain (its vector iterations, for a reduction along contiguous rows). With cfg, the iterations per thread are a knob
-    (0: the stage runs serially)."""
+    parallel grain (its vector iterations, for a reduction along contiguous rows). With
+    cfg, the iterations per thread are a knob (0: the stage runs serially)."""
     if work is None:
         work = 1
         for n in st.leaves:

@@ -188,9 +188,9 @@ def tile_matmul(s, name, target, cfg=None):
     multiply-adds) by 256 threads, BK 16, is the usual SIMT shape; 64 x 128 tiles where
     128 x 128 ones would be fewer blocks than the device has multiprocessors. `jgroups` 2
     spreads a thread's 8 columns as two runs of 4, half a tile apart: the runs of
-    neighbouring threads are then adjacent, so their 16-byte shared loads do not conflict. (On an H100,
-    SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9 with 4 x 4 per thread
-    and 64 x 64 tiles, the earlier default.)"""
+    neighbouring threads are then adjacent, so their 16-byte shared loads do not
+    conflict. (On an H100, SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9
+    with 4 x 4 per thread and 64 x 64 tiles, the earlier default.)"""
     st = s.stages[name]
     op = st.tensor.op
     i, j = op.axes[-2].name, op.axes[-1].name

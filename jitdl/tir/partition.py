@@ -225,9 +225,7 @@ def partition_stmt(s, ranges):
                 if isinstance(s.min, Const) and isinstance(s.extent, Const) else ranges
             body = partition_stmt(s.body, inner)
             return s if body is s.body else replace(s, body=body)
-        case For() if not isinstance(s.extent, Const) or any(
-                isinstance(st, IfThen) and isinstance(st.cond, Compare)
-                and not isinstance(st.cond.b, Const) for st in walk_stmt(s.body)):
+        case For() if not isinstance(s.extent, Const) or _symbolic_guard(s.body):
             if s.kind == ForKind.PARALLEL and _long_inside(s):
                 # a tail of whole rows would run on one thread after the others: each
                 # thread's iterations are partitioned inside instead (ji + jo*256 < n
