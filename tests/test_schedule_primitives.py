@@ -96,6 +96,34 @@ def test_compute_at_split_consumer(rng):
     assert text.index("mx_acc") > text.index("parallel")     # inside the consumer's loop
 
 
+def test_block_computed_at_a_serial_loop_runs_in_parallel(rng):
+    # the blocks of the A+1 stage, one per 5 rows of C, each computed by all cores
+    f = make_chain()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        io, ii = s.split(C.axis[0], 5)
+        s.compute_inline(s["A"])
+        s.compute_at(s["B"], C, io)
+        s.parallel(s["B"].axis[0])
+        s.parallel(ii)
+    x = rng.standard_normal((23, 70))
+    check(f, (x,), (x * 2.0 + 1.0) ** 2, F64, 1e-12)
+    text = str(f.lower(x))
+    assert text.index("for i_o") < text.index("parallel i_r") < text.index("parallel i_i")
+
+    @jd.schedule(f, target="cpu")
+    def nested(s, cfg):
+        C = s["C"]
+        io, ii = s.split(C.axis[0], 5)
+        s.compute_at(s["B"], C, io)
+        s.parallel(s["B"].axis[0])
+        s.parallel(io)
+    with pytest.raises(jd.ScheduleError, match="inside its parallel loop i.o"):
+        f(x)
+
+
 @pytest.mark.parametrize("case", ["other_stage_loop", "not_a_reader", "cycle", "split_after"])
 def test_compute_at_errors(case):
     f = make_softmax()

@@ -431,12 +431,16 @@ class Schedule:
         moved = [n for n in (getattr(step, "axis", None), getattr(step, "outer", None),
                              getattr(step, "inner", None)) if isinstance(n, str)]
         if st.attach == "at" and isinstance(step, (S.Split, S.Fuse, S.Parallel, S.Bind)):
-            if any(n in st.axes and not st.axes[n].reduce for n in moved):
+            # (a block's loop may run in parallel where no loop around the attach point
+            # does: the loop IR's verifier rejects parallel loops nested in one another)
+            roots = {a.name for a in st.tensor.op.axes}
+            if any(n in st.axes and not st.axes[n].reduce and not (
+                    isinstance(step, S.Parallel) and n in roots) for n in moved):
                 raise ScheduleError(
                     f"{step.op}: the data loops of {st.tensor.name} cover the block that "
                     f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
-                    "can be reordered, unrolled or vectorized but not split, fused, "
-                    "parallel or bound", user_loc())
+                    "can be reordered, unrolled, vectorized or run in parallel but not "
+                    "split, fused or bound", user_loc())
         if isinstance(step, (S.Split, S.Fuse)):
             for other in self.stages.values():
                 if other.attach == "at" and other.attach_to[0] == st.tensor.name \
@@ -654,7 +658,8 @@ class Schedule:
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
         so every stage that reads it must be that consumer or be computed at the same loop;
-        one level of compute_at; at most one parallel loop per stage."""
+        one level of compute_at; at most one parallel loop per stage, none in a stage computed
+        inside a parallel or bound loop."""
         for st in self.stages.values():
             if st.attach == "at":
                 cons = self.stages[st.attach_to[0]]
@@ -670,8 +675,15 @@ class Schedule:
                                     f"loops ({', '.join(par)}); fuse them and parallelise "
                                     "the fused loop")
             if par and st.attach == "at":
-                raise ScheduleError(f"parallel: {st.tensor.name} is computed inside "
-                                    f"{st.attach_to[0]}; parallelise the consumer's loop")
+                cons = self.stages[st.attach_to[0]]
+                around = cons.leaves[:cons.leaves.index(st.attach_to[1]) + 1]
+                busy = [n for n in around if cons.axes[n].kind != ForKind.SERIAL and
+                        cons.axes[n].kind != ForKind.UNROLLED]
+                if busy:
+                    raise ScheduleError(
+                        f"parallel: {st.tensor.name} is computed at loop {st.attach_to[1]} "
+                        f"of {cons.tensor.name}, inside its {cons.axes[busy[0]].kind.value} "
+                        f"loop {busy[0]}; its own loops cannot run in parallel there")
 
     def _check_readers_inside(self, st):
         for other in self.stages.values():
