@@ -9,6 +9,7 @@ its stages join that definition.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 
@@ -17,7 +18,8 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
-from jitdl.errors import ArgumentError, OutArgumentError, ScalarOverflowError, user_loc
+from jitdl.errors import (ArgumentError, OutArgumentError, ScalarOverflowError,
+                          UnsupportedDtypeError, user_loc)
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, direct_builtin,
@@ -294,12 +296,36 @@ def _normalise(name, a, what):
             raise ArgumentError(f"{name}(): argument '{what}': cannot make an array of "
                                 f"{type(a).__name__} ({e})", user_loc()) from None
     if a.dtype.name not in dtypes.SUPPORTED:
-        raise ArgumentError(
+        raise UnsupportedDtypeError(
             f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "
             f"support; supported: {', '.join(dtypes.SUPPORTED)}", user_loc())
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     return a
+
+
+def numpy_fallback(fn, np_fn):
+    """fn, calling NumPy's function np_fn with the caller's own arguments where an array
+    operand has a dtype jitdl does not compile (a drop-in jd.numpy serves every dtype
+    NumPy does; only the eight of jitdl.dtypes.SUPPORTED run as jitdl kernels). Inside a
+    definition (tensor operands) the error stands."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UnsupportedDtypeError:
+            if _symbolic_args(args, kwargs):
+                raise
+            return np_fn(*args, **kwargs)
+    call.numpy_fallback = np_fn
+    return call
+
+
+def _symbolic_args(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if is_symbolic(a) or isinstance(a, (list, tuple)) and any(map(is_symbolic, a)):
+            return True
+    return False
 
 
 def _function(name, builder, static, names, dynamic=False):

@@ -50,6 +50,11 @@ class ArgumentError(JitdlError, TypeError):
     """A call with arguments that do not fit the definition (dtype, rank, shape, count)."""
 
 
+class UnsupportedDtypeError(ArgumentError):
+    """An array operand of a dtype jitdl does not compile (float16, complex, uint16/32/64,
+    object, ...). jd.numpy's functions answer it with NumPy's own function."""
+
+
 class OutArgumentError(ArgumentError, ValueError):
     """An out= array of the wrong shape or read-only: an ArgumentError, and the ValueError
     NumPy raises there."""

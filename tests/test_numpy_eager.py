@@ -109,9 +109,67 @@ def test_empty_arrays(rng):
     same(jnp.max(np.ones((0, 4)), axis=1), np.ones((0, 4)).max(axis=1))
 
 
-def test_unsupported_dtype_and_device_are_clear():
+# -- dtypes jitdl does not compile: NumPy's own function ---------------------------------
+_OTHER = [np.float16, np.complex64, np.complex128, np.uint16, np.uint32, np.uint64]
+
+
+def _other(rng, shape, dt):
+    x = rng.standard_normal(shape) * 2
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    elif np.dtype(dt).kind == "u":
+        x = np.abs(x) + 1
+    return x.astype(dt)
+
+
+@pytest.mark.parametrize("dt", _OTHER)
+def test_other_dtypes_are_numpys(rng, dt):
+    x, y = _other(rng, (5, 7), dt), _other(rng, (7,), dt)
+    f = rng.standard_normal((5, 7))
+    cases = [
+        (jnp.add, np.add, (x, y), {}), (jnp.multiply, np.multiply, (x, f), {}),
+        (jnp.exp, np.exp, (x,), {}), (jnp.negative, np.negative, (x,), {}),
+        (jnp.sum, np.sum, (x,), {"axis": 0}), (jnp.max, np.max, (x,), {"axis": 1}),
+        (jnp.mean, np.mean, (x,), {"keepdims": True}),
+        (jnp.concatenate, np.concatenate, ([x, x],), {"axis": 1}),
+        (jnp.transpose, np.transpose, (x,), {}), (jnp.reshape, np.reshape, (x, (7, 5)), {}),
+        (jnp.matmul, np.matmul, (x, x.T), {}), (jnp.where, np.where, (f > 0, x, y), {}),
+        (jnp.pad, np.pad, (x, 1), {"mode": "edge"}), (jnp.flip, np.flip, (x,), {}),
+        (jnp.add, np.add, (f, 1j), {}), (jnp.maximum, np.maximum, (x, x[0]), {}),
+    ]
+    for jf, nf, args, kw in cases:
+        if jf is jnp.max and np.dtype(dt).kind == "c":
+            continue
+        got, want = jf(*args, **kw), nf(*args, **kw)
+        assert type(got) is type(want) and got.dtype == want.dtype, jf.__name__
+        np.testing.assert_array_equal(got, want, err_msg=jf.__name__)
+    u = rng.integers(0, 255, (4, 6)).astype(np.uint8)    # NumPy's uint64 totals
+    for jf, nf in ((jnp.sum, np.sum), (jnp.prod, np.prod), (jnp.nansum, np.nansum)):
+        for axis in (None, 1):
+            got, want = jf(u, axis=axis), nf(u, axis=axis)
+            assert got.dtype == want.dtype == np.uint64
+            np.testing.assert_array_equal(got, want)
+    out = np.empty((5, 7), dt)
+    assert jnp.subtract(x, y, out=out) is out
+    np.testing.assert_array_equal(out, x - y)
+
+
+def test_other_dtypes_errors_are_numpys():
+    with pytest.raises(TypeError):          # NumPy's own: no bitwise ops on floats
+        jnp.bitwise_and(np.ones(3, np.float16), np.ones(3, np.float16))
+    with pytest.raises(ValueError):         # NumPy's broadcasting error
+        jnp.add(np.ones(3, np.uint32), np.ones(4, np.uint32))
+
+
+def test_other_dtypes_inside_a_definition_and_in_nn_are_errors():
     with pytest.raises(TypeError, match="complex128"):
-        jnp.exp(np.ones(3, np.complex128))
+        jd.nn.relu(np.ones(3, np.complex128))
+
+    @jd.compute
+    def f(X):
+        return jnp.exp(X)
+    with pytest.raises(TypeError, match="float16"):
+        f(np.ones(3, np.float16))
 
 
 # -- whole tensors inside definitions ---------------------------------------------------

@@ -13,7 +13,8 @@ adds stages to that definition, so several calls fuse into one kernel:
         e = jnp.exp(X - jnp.max(X, axis=1, keepdims=True))
         return e / jnp.sum(e, axis=1, keepdims=True)
 
-Array creation is NumPy's own (`jd.numpy.asarray` is `numpy.asarray`). Inside a
+Arrays of a dtype jitdl does not compile (float16, complex, uint16/32/64, ...) are
+computed by NumPy's function of the same name. Array creation is NumPy's own (`jd.numpy.asarray` is `numpy.asarray`). Inside a
 definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
 `X.sum(axis=1)`, `np.exp(X)`) are these functions too.
 """
@@ -21,7 +22,9 @@ from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, f
                    float64, full, full_like, inf, int8, int16, int32, int64, linspace, nan,
                    newaxis, ones, ones_like, pi, uint8, zeros, zeros_like)
 
-from jitdl.eager import cache_info, clear  # noqa: F401
+import numpy as _np
+
+from jitdl.eager import cache_info, clear, numpy_fallback  # noqa: F401
 from jitdl.numpy import _linalg, _manipulation, _reductions, _ufuncs
 from jitdl.numpy._linalg import *  # noqa: F401,F403
 from jitdl.numpy._manipulation import *  # noqa: F401,F403
@@ -38,6 +41,9 @@ def status():
     return {n: s for m in _MODULES for n, s in getattr(m, "STATUS", {}).items()}
 
 
+for _n in __all__:     # arrays of dtypes jitdl does not compile: NumPy's own function
+    if not hasattr(globals()[_n], "numpy_fallback") and hasattr(_np, _n):
+        globals()[_n] = numpy_fallback(globals()[_n], getattr(_np, _n))
 WHOLE.update({n: globals()[n] for n in __all__})
 if "ravel" in WHOLE:
     WHOLE["flatten"] = WHOLE["ravel"]

@@ -9,8 +9,9 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply, fast_state
-from jitdl.errors import user_loc
+from jitdl.errors import UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
+from jitdl.ops.core import is_symbolic
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 
 _ndarray = np.ndarray
@@ -23,75 +24,88 @@ _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.ea
 
 def _unary(name, doc):
     static = (("fn", name),)
+    np_fn = getattr(np, name)         # (for dtypes jitdl does not compile: jitdl.eager)
     table, last, direct = fast_state({}, [None], [None])
     # table: (shape, dtype) -> the kernel's call for exactly those; last: the last call's
     # (shape, dtype, call), one item that threads replace whole; direct: the last
     # kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x, /, out=None, *, dtype=None):
-        if out is None and dtype is None:
-            d = direct[0]
-            if d is not None:
-                r = d(x)
-                if r is not _MISS:
-                    return r
-            if type(x) is _ndarray:
-                s, seen = x.shape, last[0]
-                if seen is not None and s == seen[0] and x.dtype is seen[1]:
-                    return seen[2]((x,))
-                key = (s, x.dtype)
-                run = table.get(key)
-                if run is None:
-                    return apply(name, ew.unary, (x,), static, None, None, table, key, direct)
-                last[0] = (s, x.dtype, run)
-                return run((x,))
-        return apply(name, ew.unary, (x,),
-                     static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
-                     out)
+        try:
+            if out is None and dtype is None:
+                d = direct[0]
+                if d is not None:
+                    r = d(x)
+                    if r is not _MISS:
+                        return r
+                if type(x) is _ndarray:
+                    s, seen = x.shape, last[0]
+                    if seen is not None and s == seen[0] and x.dtype is seen[1]:
+                        return seen[2]((x,))
+                    key = (s, x.dtype)
+                    run = table.get(key)
+                    if run is None:
+                        return apply(name, ew.unary, (x,), static, None, None, table, key,
+                                     direct)
+                    last[0] = (s, x.dtype, run)
+                    return run((x,))
+            return apply(name, ew.unary, (x,), static if dtype is None else
+                         static + (("dtype", dtypes.normalize(dtype)),), out)
+        except UnsupportedDtypeError:
+            if is_symbolic(x):
+                raise
+            return np_fn(x, out=out, dtype=dtype)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
+    ufunc.numpy_fallback = np_fn
     return ufunc
 
 
 def _binary(name, doc):
     static = (("fn", name),)
+    np_fn = getattr(np, name)
     table, last, direct = fast_state({}, [None], [None])
     # table: (shape, dtype, shape, dtype or Python type) -> the kernel's call; last: the
     # last array-array call's (shapes, dtypes, call), one item that threads replace
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, dtype=None):
-        if out is None and dtype is None:
-            d = direct[0]
-            if d is not None:
-                r = d(x1, x2)
-                if r is not _MISS:
-                    return r
-            if type(x1) is _ndarray:
-                t2 = type(x2)
-                if t2 is _ndarray:
-                    s1, s2, seen = x1.shape, x2.shape, last[0]
-                    if seen is not None and s1 == seen[0] and s2 == seen[1] \
-                            and x1.dtype is seen[2] and x2.dtype is seen[3]:
-                        return seen[4]((x1, x2))
-                    key = (s1, x1.dtype, s2, x2.dtype)
-                elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
-                    key = (x1.shape, x1.dtype, t2)
-                else:
-                    key = None
-                if key is not None:
-                    run = table.get(key)
-                    if run is None:
-                        return apply(name, ew.binary, (x1, x2), static, None, None, table,
-                                     key, direct)
+        try:
+            if out is None and dtype is None:
+                d = direct[0]
+                if d is not None:
+                    r = d(x1, x2)
+                    if r is not _MISS:
+                        return r
+                if type(x1) is _ndarray:
+                    t2 = type(x2)
                     if t2 is _ndarray:
-                        last[0] = (s1, s2, x1.dtype, x2.dtype, run)
-                    return run((x1, x2))
-        return apply(name, ew.binary, (x1, x2),
-                     static if dtype is None else static + (("dtype", dtypes.normalize(dtype)),),
-                     out)
+                        s1, s2, seen = x1.shape, x2.shape, last[0]
+                        if seen is not None and s1 == seen[0] and s2 == seen[1] \
+                                and x1.dtype is seen[2] and x2.dtype is seen[3]:
+                            return seen[4]((x1, x2))
+                        key = (s1, x1.dtype, s2, x2.dtype)
+                    elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
+                        key = (x1.shape, x1.dtype, t2)
+                    else:
+                        key = None
+                    if key is not None:
+                        run = table.get(key)
+                        if run is None:
+                            return apply(name, ew.binary, (x1, x2), static, None, None, table,
+                                         key, direct)
+                        if t2 is _ndarray:
+                            last[0] = (s1, s2, x1.dtype, x2.dtype, run)
+                        return run((x1, x2))
+            return apply(name, ew.binary, (x1, x2), static if dtype is None else
+                         static + (("dtype", dtypes.normalize(dtype)),), out)
+        except UnsupportedDtypeError:
+            if is_symbolic(x1) or is_symbolic(x2):
+                raise
+            return np_fn(x1, x2, out=out, dtype=dtype)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
+    ufunc.numpy_fallback = np_fn
     return ufunc
 
 
