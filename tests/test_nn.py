@@ -618,3 +618,37 @@ def test_activations_and_softmax_compile_once_over_many_sizes():
         np.testing.assert_allclose(jd.nn.silu(x), x / (1 + np.exp(-x)), rtol=1e-12)
     counts = {k: v["kernels"] for k, v in eager.cache_info().items()}
     assert counts == {"softmax": 1, "log_softmax": 1, "silu": 1}, counts
+
+
+def test_norms_compile_once_per_normalized_shape_and_keep_float32():
+    """layer_norm, rms_norm and batch_norm on arrays use symbolic extents: one kernel per
+    normalized_shape (a static argument) over many leading sizes; float32 stays float32
+    (a count over symbolic sizes once promoted the mean to float64)."""
+    from jitdl import eager
+    rng = np.random.default_rng(12)
+    eager.clear()
+    for n in (2, 5, 17, 64):
+        for dt, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+            x = rng.standard_normal((n, 3, 8)).astype(dt)
+            w, b = rng.standard_normal(8).astype(dt), rng.standard_normal(8).astype(dt)
+            x64 = x.astype(np.float64)
+            mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+            got = F.layer_norm(x, (8,), w, b)
+            assert got.dtype == dt
+            np.testing.assert_allclose(got, (x64 - mu) / np.sqrt(var + 1e-5) * w + b,
+                                       rtol=tol, atol=tol)
+            w2 = rng.standard_normal((3, 8)).astype(dt)
+            got = F.rms_norm(x, (3, 8), w2, eps=1e-6)
+            ms = (x64 * x64).mean((-2, -1), keepdims=True)
+            assert got.dtype == dt
+            np.testing.assert_allclose(got, x64 / np.sqrt(ms + 1e-6) * w2, rtol=tol, atol=tol)
+            rm, rv = rng.standard_normal(3).astype(dt), (rng.random(3) + 0.5).astype(dt)
+            got = F.batch_norm(x, rm, rv, w[:3], b[:3], eps=1e-3)
+            assert got.dtype == dt
+            np.testing.assert_allclose(
+                got, (x64 - rm[:, None]) / np.sqrt(rv[:, None] + 1e-3) * w[:3, None]
+                + b[:3, None], rtol=tol, atol=tol)
+    counts = {k: v["kernels"] for k, v in eager.cache_info().items()}
+    assert counts == {"layer_norm": 2, "rms_norm": 2, "batch_norm": 2}, counts
+    with pytest.raises(jd.errors.ShapeError, match="normalized_shape"):
+        F.layer_norm(rng.standard_normal((4, 9)), (8,))

@@ -129,7 +129,7 @@ def _check_param(p, shape, what, op):
 def _trailing(x, normalized_shape, op):
     """The axes normalized_shape covers (the last ones of x), checked as torch does."""
     k = len(normalized_shape)
-    if k == 0 or x.ndim < k or not all(same_dim(a, b) for a, b in
+    if k == 0 or x.ndim < k or not all(_may_agree(a, b) for a, b in
                                        zip(x.shape[x.ndim - k:], normalized_shape)):
         raise ShapeError(f"{op}(): normalized_shape={list(normalized_shape)} expects input "
                          f"of shape (*, {', '.join(map(str, normalized_shape))}), got input "
@@ -160,6 +160,8 @@ def _mean(x, axes, keepdims=True):
     for a in axes:
         n = n * x.shape[a]
     s = reduction(ReduceOp.SUM, x, axes, keepdims)
+    if not isinstance(n, int):        # a count over symbolic sizes: an int64 expression
+        return elementwise(lambda a: a / build.cast(n, a.dtype), s)
     return elementwise(lambda a: a / n, s)
 
 
@@ -705,4 +707,4 @@ def attention(q, k, v, *mask, scale, is_causal):
 
 
 # one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
-any_size(activation, softmax, log_softmax)
+any_size(activation, softmax, log_softmax, layer_norm, rms_norm, batch_norm)
