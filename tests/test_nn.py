@@ -652,3 +652,11 @@ def test_norms_compile_once_per_normalized_shape_and_keep_float32():
     assert counts == {"layer_norm": 2, "rms_norm": 2, "batch_norm": 2}, counts
     with pytest.raises(jd.errors.ShapeError, match="normalized_shape"):
         F.layer_norm(rng.standard_normal((4, 9)), (8,))
+
+
+def test_softmax_over_an_empty_axis_is_empty():
+    """torch's softmax/log_softmax of an empty dim is an empty tensor (no max to take)."""
+    for shape, dim in [((3, 0), 1), ((0,), 0), ((2, 0, 3), -2), ((0, 3), 1)]:
+        for fn in (F.softmax, F.log_softmax):
+            r = fn(np.ones(shape, np.float32), dim=dim)
+            assert r.shape == shape and r.dtype == np.float32

@@ -92,6 +92,8 @@ def _stable_exp(x, dim, dtype):
     elif not dtypes.is_float(x.dtype):
         x = elementwise(_float_of, x)
     axis = normalize_axis(dim, x.ndim)
+    if isinstance(x.shape[axis], int) and x.shape[axis] == 0:
+        return x, x, x        # an empty axis: an empty result, as torch's (no max to take)
     shifted = elementwise(lambda a, m: a - m, x, reduction(ReduceOp.MAX, x, axis, True))
     e = elementwise(_exp, shifted)
     return shifted, e, reduction(ReduceOp.SUM, e, axis, True)
