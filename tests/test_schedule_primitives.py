@@ -160,6 +160,28 @@ def test_auto_schedule_fuses_row_statistics(rng):
     check(f, (x,), softmax_ref(x.astype(np.float64)), F32, 1e-5, 1e-7)
 
 
+@pytest.mark.parametrize("shape", [(67, 5), (130, 33), (1001, 3), (64, 2, 9), (13, 40)])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_auto_schedule_splits_column_reductions_by_rows(rng, shape, dynamic):
+    """A reduction over axis 0 with the contiguous axis kept: the rows are split among the
+    threads (an rfactor stage, interleaved parts, a partial last round) where there are
+    many rows; every op against NumPy in float64, every output written."""
+    x = rng.standard_normal(shape)
+    b = x > 0.3
+    for fn, ref, arg in [(jd.numpy.sum, np.sum, x), (jd.numpy.max, np.max, x),
+                         (jd.numpy.min, np.min, x), (jd.numpy.prod, np.prod, 1 + x / 9),
+                         (jd.numpy.mean, np.mean, x), (jd.numpy.var, np.var, x),
+                         (jd.numpy.any, np.any, b), (jd.numpy.all, np.all, b)]:
+        def definition(X):
+            return fn(X, axis=0)
+        f = jd.compute(definition, dynamic=dynamic)
+        got, want = f(arg), ref(arg, axis=0)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=fn.__name__)
+        split = "_rf" in str(f.lower(arg))
+        assert split == (dynamic or shape[0] >= 64), (fn.__name__, split)
+
+
 def test_cfg_reorder_knob(rng):
     f = make_matmul()
     seen = []
