@@ -64,7 +64,9 @@ def test_calls_it_does_not_serve_fall_back(why, args):
     before = sys.getrefcount(MISS)
     for _ in range(100):
         assert d(*args(a, b)) is MISS, why
-    assert sys.getrefcount(MISS) == before
+    # a reference taken or dropped per call shows as 100; other objects holding the
+    # sentinel (freed by the collector meanwhile) as a few
+    assert abs(sys.getrefcount(MISS) - before) < 50
 
 
 def test_a_large_output_is_left_to_the_pool():
