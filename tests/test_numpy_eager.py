@@ -154,6 +154,22 @@ def test_other_dtypes_are_numpys(rng, dt):
     np.testing.assert_array_equal(out, x - y)
 
 
+def test_other_dtypes_of_functions_that_are_not_ufuncs_and_unsigned_totals():
+    h = np.array([1.5, -2.5, 3.7], np.float16)
+    for jf, nf in ((jnp.fix, np.fix), (jnp.sinc, np.sinc), (jnp.round, np.round)):
+        got, want = jf(h), nf(h)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    s = jnp.sum(np.uint8(200))
+    assert s == 200 and s.dtype == np.sum(np.uint8(200)).dtype
+    c = np.array([200, 100], np.uint8)
+
+    @jd.compute
+    def f(X):                       # a constant's total inside a definition: int64 there
+        return X + jnp.sum(c)
+    np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) + 300)
+
+
 def test_other_dtypes_errors_are_numpys():
     with pytest.raises(TypeError):          # NumPy's own: no bitwise ops on floats
         jnp.bitwise_and(np.ones(3, np.float16), np.ones(3, np.float16))

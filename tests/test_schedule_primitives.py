@@ -114,6 +114,16 @@ def test_block_computed_at_a_serial_loop_runs_in_parallel(rng):
     assert text.index("for i_o") < text.index("parallel i_r") < text.index("parallel i_i")
 
     @jd.schedule(f, target="cpu")
+    def parallel_first(s, cfg):     # the same, the block's loop made parallel first
+        C = s["C"]
+        io, ii = s.split(C.axis[0], 5)
+        s.compute_inline(s["A"])
+        s.parallel(s["B"].axis[0])
+        s.compute_at(s["B"], C, io)
+        s.parallel(ii)
+    check(f, (x,), (x * 2.0 + 1.0) ** 2, F64, 1e-12)
+
+    @jd.schedule(f, target="cpu")
     def nested(s, cfg):
         C = s["C"]
         io, ii = s.split(C.axis[0], 5)

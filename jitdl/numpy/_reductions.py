@@ -13,6 +13,7 @@ import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import reduction as red
+from jitdl.te import naming
 
 _A = ("a",)
 _AW = ("a", "where")
@@ -47,8 +48,10 @@ def _static(axis, keepdims, **extra):
 
 def _unsigned_total(a, dtype, what):
     """NumPy sums and multiplies unsigned integers in uint64, which jitdl does not have
-    (a definition uses int64): on arrays, NumPy's function answers (jitdl.eager)."""
-    if dtype is None and type(a) is np.ndarray and a.dtype.kind == "u":
+    (a definition uses int64): on arrays, NumPy's function answers (jitdl.eager); inside a
+    definition being traced a constant array's total stays int64, a value it can use."""
+    if dtype is None and (type(a) is np.ndarray or isinstance(a, np.generic)) \
+            and a.dtype.kind == "u" and not naming.tracing():
         raise UnsupportedDtypeError(f"{what}(): the uint64 total of a {a.dtype} array")
 
 

@@ -54,7 +54,7 @@ def _unary(name, doc):
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
-            return np_fn(x, out=out, dtype=dtype)
+            return np_fn(x, out=out) if dtype is None else np_fn(x, out=out, dtype=dtype)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -102,7 +102,8 @@ def _binary(name, doc):
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
-            return np_fn(x1, x2, out=out, dtype=dtype)
+            return np_fn(x1, x2, out=out) if dtype is None else \
+                np_fn(x1, x2, out=out, dtype=dtype)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn

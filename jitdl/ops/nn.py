@@ -709,4 +709,6 @@ def attention(q, k, v, *mask, scale, is_causal):
 
 
 # one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
-any_size(activation, softmax, log_softmax, layer_norm, rms_norm, batch_norm)
+# (batch_norm stays per shape: its rows are the short spatial ones, 7 x 7 after a ResNet's
+# last convolution, which a constant extent vectorises whole; symbolic, 4.8x slower)
+any_size(activation, softmax, log_softmax, layer_norm, rms_norm)

@@ -646,12 +646,11 @@ class Schedule:
             c = self.stages[c.attach_to[0]]
         for n in st.leaves:
             a = st.axes[n]
-            if not a.reduce and (a.kind == ForKind.PARALLEL or n not in
-                                 {x.name for x in st.tensor.op.axes}):
+            if not a.reduce and n not in {x.name for x in st.tensor.op.axes}:
                 raise ScheduleError(
                     f"compute_at: the data loops of {st.tensor.name} cover the block its "
-                    f"consumer's loop needs; they can be reordered, unrolled or vectorized "
-                    f"but not split, fused or parallel (found {n})", user_loc())
+                    f"consumer's loop needs; they can be reordered, unrolled, vectorized or "
+                    f"run in parallel but not split, fused or bound (found {n})", user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
         st.block_buffer = step.block_buffer
 

@@ -54,6 +54,11 @@ def scope():
         _current.reset(token)
 
 
+def tracing() -> bool:
+    """Whether a definition is being traced (its calls add stages, not kernels)."""
+    return _current.get() is not None
+
+
 def fresh(base: str) -> str:
     """A new name: `base<n>`, n counting from 0 in the current trace; outside a trace,
     named after the line that asks."""
