@@ -189,8 +189,18 @@ def _seq(arrays, what):
     return tuple(arrays)
 
 
+_LISTS = (list, tuple)
+_CONCAT = {}
+
+
 def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.concatenate (axis=None: of the flattened arrays), in their common dtype."""
+    if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS:
+        static = _CONCAT.get(axis)      # (the common call: nothing built but the tuple)
+        if static is None:
+            static = _CONCAT.setdefault(axis, (("axis", axis), ("dtype", None)))
+        xs = tuple(arrays)
+        return apply("concatenate", man.concatenate, xs, static, None, _names(len(xs)))
     xs = _seq(arrays, "concatenate")
     return apply("concatenate", man.concatenate, xs,
                  (("axis", None if axis is None else operator.index(axis)),
