@@ -192,6 +192,20 @@ def test_auto_schedule_splits_column_reductions_by_rows(rng, shape, dynamic):
         assert split == (dynamic or shape[0] >= 64), (fn.__name__, split)
 
 
+def test_matmul_k_blocks_and_their_packs_follow_the_parallel_knob(rng):
+    """The default matmul blocks its reduction axis (L1-sized panels) and packs a block at
+    a time on every core; the tuner's parallel=0 makes all of it serial."""
+    f = make_matmul()
+    a = rng.standard_normal((64, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 520)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    assert "C.parallel" in f.config_space(a, b)
+    for par in (0, 4):
+        g = f.with_config(**{"C.parallel": par})
+        check(g, (a, b), want, F32, 1e-4, 1e-4)
+        assert ("parallel" in str(g.lower(a, b))) == bool(par)
+
+
 def test_cfg_reorder_knob(rng):
     f = make_matmul()
     seen = []

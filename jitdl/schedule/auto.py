@@ -444,7 +444,8 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
             if loop is None:
                 continue                  # (packed whole: see auto_schedule)
             s.compute_at(packed, s[name], Axis(name, _leaf_of(st, loop.name)))
-            if loop in blocks and "parallel" in allow:     # (outside the parallel tiles)
+            if loop in blocks and "parallel" in allow and not (   # (outside the tiles;
+                    cfg is not None and cfg.used.get(f"{name}.parallel") == 0):  # serial)
                 _parallel_block(s, packed.name, num_threads, target)
             if "vectorize" in allow:
                 s.vectorize(packed.axis[-1])
