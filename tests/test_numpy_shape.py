@@ -722,3 +722,22 @@ def test_take_of_an_inlined_stage_checks_its_extent(case, dynamic):
             np.take(ref, [bad], axis=axis)
         with pytest.raises(IndexError, match="outside"):
             f(x, np.array([0, bad]))
+
+
+def test_concatenate_loops_are_split_where_the_select_decides():
+    """A serial loop over concatenate's output is split where `j < n1` stops holding for
+    a whole vector and where it fails for all of one (tir/partition.py): the parts read
+    one operand each, without the select; every size against NumPy, every element
+    written."""
+    @jd.compute(dynamic=True)
+    def cat(A, B, C):
+        return jnp.concatenate([A, B, C], axis=1)
+    rng = np.random.default_rng(5)
+    for rows in (1, 3):
+        for n1, n2, n3 in [(1, 1, 1), (7, 9, 2), (8, 8, 8), (13, 1, 30), (64, 3, 5),
+                           (2, 100, 1), (31, 33, 17)]:
+            a, b, c = (rng.standard_normal((rows, n)).astype(np.float32)
+                       for n in (n1, n2, n3))
+            np.testing.assert_array_equal(cat(a, b, c), np.concatenate([a, b, c], axis=1))
+    text = str(cat.lower(a, b, c))
+    assert "= A[" in text and "= C[" in text      # parts that read one operand only

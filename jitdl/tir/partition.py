@@ -21,8 +21,8 @@ from dataclasses import replace
 from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, bounds, linear
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
-                            IfThen, LetStmt, PrimFunc, Seq, Store, Var)
-from jitdl.ir.visit import map_stmt, walk_expr, walk_stmt
+                            IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
+from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
 
 
 def _loop_ranges(s):
@@ -105,6 +105,86 @@ def _symbolic_split(loop, ranges):
     return (point, guards) if point is not None else None
 
 
+# splits of one loop at selects, nested (concatenate of three: two; reflect padding nests
+# selects deeper, and each split multiplies the loops its partitions make)
+_SELECT_SPLITS = 2
+
+
+def _select_split(loop, ranges):
+    """(cond, p, q) for a select `a*v + rest < n ? X[..] : Y[..]` (two buffers' elements)
+    on serial loop v (rest over the loops
+    inside, n over sizes and outer variables): the condition holds for every inner value
+    where v < p and for none where v >= q (concatenate's `j < n1 ? A[j] : B[j - n1]`), or
+    None."""
+    inner = {**ranges, **_loop_ranges(loop.body)}
+    local = _bound_inside(loop.body) | {loop.var}
+    for st in walk_stmt(loop.body):
+        for e in stmt_exprs(st):
+            for x in walk_expr(e):
+                if not (isinstance(x, Select) and isinstance(x.cond, Compare)
+                        and x.cond.op == CmpOp.LT and isinstance(x.t, Load)
+                        and isinstance(x.f, Load) and x.t.buffer is not x.f.buffer):
+                    continue      # (only a choice between two operands' elements)
+                n = x.cond.b
+                if any(isinstance(v, Var) and v in local for v in walk_expr(n)):
+                    continue
+                form = linear(x.cond.a)
+                if form is None or form.get(loop.var, 0) <= 0 or any(
+                        k != 1 and k is not loop.var and k in local and k not in inner
+                        for k in form):
+                    continue
+                a = form[loop.var]
+                for k, c in form.items():      # outer variables: moved to the bound
+                    if k != 1 and k is not loop.var and k not in local:
+                        n = n - k * c if c != 1 else n - k
+                terms = [(c * inner[k][0], c * inner[k][1]) for k, c in form.items()
+                         if k != 1 and k is not loop.var and k in local]
+                rest_max = form.get(1, 0) + sum(max(t) for t in terms)
+                rest_min = form.get(1, 0) + sum(min(t) for t in terms)
+                # holds for all inner values: v <= (n - 1 - rest_max) / a; for none:
+                # a*v + rest_min >= n
+                p = build.binary(BinOp.FLOORDIV, n + (a - 1 - rest_max), Const(a, "int64")) \
+                    if a > 1 else n + (-rest_max) if rest_max else n
+                q = build.binary(BinOp.FLOORDIV, n + (a - 1 - rest_min), Const(a, "int64")) \
+                    if a > 1 else n + (-rest_min) if rest_min else n
+                return x.cond, p, q
+    return None
+
+
+def _choose(s, cond, value):
+    """s with every select on `cond` replaced by its arm for `value`."""
+    def pick(e):
+        if isinstance(e, Select) and e.cond is cond:
+            return e.t if value else e.f
+        return None
+    return map_stmt(s, lambda st: None, lambda e: map_expr(e, pick))
+
+
+def _partition_select(s, ranges, budget):
+    """A serial loop holding a select on its variable (see _select_split), split where the
+    condition stops being true for a whole iteration and where it becomes false for
+    one: each part reads one arm without the select (a vector loop inside no longer
+    loads both arms under masks); the iterations between keep it."""
+    found = _select_split(s, ranges)
+    if found is None:
+        return None
+    cond, p, q = found
+    lo = s.min
+    end = s.extent if isinstance(lo, Const) and lo.value == 0 else \
+        build.binary(BinOp.ADD, lo, s.extent)
+    # the split points are named (lets): the parts' own partitions then nest small
+    # expressions, where inlined ones grew to pages and took seconds to compile
+    pv, qv = Var(f"{s.var.name}_sel", "int64"), Var(f"{s.var.name}_nosel", "int64")
+    parts = (replace(s, extent=pv - lo, body=_choose(s.body, cond, True)),
+             replace(s, min=pv, extent=qv - pv),
+             replace(s, min=qv, extent=end - qv, body=_choose(s.body, cond, False)))
+    body = Seq(tuple(partition_stmt(x, ranges, 0 if x is parts[1] else budget - 1)
+                     for x in parts))
+    p = build.binary(BinOp.MIN, build.binary(BinOp.MAX, p, lo), end)
+    q = build.binary(BinOp.MIN, build.binary(BinOp.MAX, q, pv), end)
+    return LetStmt(pv, p, LetStmt(qv, q, body))
+
+
 def _drop_guards(s, guards):
     def rule(st):
         if isinstance(st, IfThen) and st.otherwise is None and \
@@ -127,7 +207,7 @@ def _size_ranges(e, ranges):
     return {**{v: (0, SIZE_LIMIT - 1) for v in walk_expr(e) if isinstance(v, Var)}, **ranges}
 
 
-def _partition_symbolic(s, ranges):
+def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
     """A loop with a symbolic extent or bound: guard-free main part and scalar tail."""
     found = _symbolic_split(s, ranges)
     if found is None:
@@ -143,7 +223,7 @@ def _partition_symbolic(s, ranges):
     main = replace(s, extent=point - lo if not (isinstance(lo, Const) and lo.value == 0)
                    else point, body=_drop_guards(s.body, guards))
     tail = _scalar(replace(s, min=point, extent=end - point))
-    return Seq((partition_stmt(main, ranges), tail))
+    return Seq((partition_stmt(main, ranges, selects), tail))
 
 
 def _at_most(p, q):
@@ -215,7 +295,11 @@ def _scalar_guarded(s):
     return map_stmt(s, rule)
 
 
-def partition_stmt(s, ranges):
+def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
+    if selects and isinstance(s, For) and s.kind == ForKind.SERIAL:
+        done = _partition_select(s, ranges, selects)
+        if done is not None:
+            return done
     match s:
         case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
                                           for x in walk_stmt(s.body)):
@@ -232,7 +316,8 @@ def partition_stmt(s, ranges):
                 # splits ji at n - jo*256)
                 body = _scalar_guarded(partition_stmt(s.body, ranges))
                 return s if body is s.body else replace(s, body=body)
-            done = _partition_symbolic(s, ranges) if s.kind != ForKind.VECTORIZED else None
+            done = _partition_symbolic(s, ranges, selects) \
+                if s.kind != ForKind.VECTORIZED else None
             if done is not None:
                 return done
             if isinstance(s.min, Const) and isinstance(s.extent, Const):
@@ -247,7 +332,8 @@ def partition_stmt(s, ranges):
             if p is not None and lo < p < lo + ext:
                 main = replace(s, extent=Const(p - lo, "int64"))
                 tail = replace(s, min=Const(p, "int64"), extent=Const(lo + ext - p, "int64"))
-                return Seq((partition_stmt(main, ranges), partition_stmt(tail, ranges)))
+                return Seq((partition_stmt(main, ranges, selects),
+                            partition_stmt(tail, ranges, selects)))
             inner = {**ranges, s.var: (lo, lo + ext - 1)}
             body = partition_stmt(s.body, inner)
             return s if body is s.body else replace(s, body=body)
