@@ -69,6 +69,27 @@ def _bound_inside(s):
     return {st.var for st in walk_stmt(s) if isinstance(st, (For, LetStmt))}
 
 
+def _linear_bound(cond, var, inner, local):
+    """(a, n, rest_min, rest_max) of a condition `a*var + rest < n` (a > 0), rest over
+    the loops inside (their ranges in `inner`), n over sizes and variables bound outside
+    (terms of rest in those move to n: in `ji + jo*256 < n` inside loop jo, n - jo*256);
+    None for another condition."""
+    n = cond.b
+    if any(isinstance(v, Var) and v in local for v in walk_expr(n)):
+        return None
+    form = linear(cond.a)
+    if form is None or form.get(var, 0) <= 0 or any(
+            k != 1 and k is not var and k in local and k not in inner for k in form):
+        return None
+    for k, c in form.items():
+        if k != 1 and k is not var and k not in local:
+            n = n - k * c if c != 1 else n - k
+    terms = [(c * inner[k][0], c * inner[k][1]) for k, c in form.items()
+             if k != 1 and k is not var and k in local]
+    return (form[var], n, form.get(1, 0) + sum(min(t) for t in terms),
+            form.get(1, 0) + sum(max(t) for t in terms))
+
+
 def _symbolic_split(loop, ranges):
     """(split point expression, the guards it makes true below it) for a loop whose
     guards `a*v + rest < n` have a bound n over sizes (no loop variables), or None. Terms
@@ -81,21 +102,10 @@ def _symbolic_split(loop, ranges):
         if not (isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and st.cond.op == CmpOp.LT and not isinstance(st.cond.b, Const)):
             continue
-        n = st.cond.b
-        if any(isinstance(v, Var) and (v in local) for v in walk_expr(n)):
+        found = _linear_bound(st.cond, loop.var, inner, local)
+        if found is None:
             continue
-        form = linear(st.cond.a)
-        if form is None or form.get(loop.var, 0) <= 0 or \
-                any(k != 1 and k is not loop.var and k in local and k not in inner
-                    for k in form):
-            continue
-        a = form[loop.var]
-        for k, c in form.items():           # outer variables: moved to the bound
-            if k != 1 and k is not loop.var and k not in local:
-                n = n - k * c if c != 1 else n - k
-        rest_max = form.get(1, 0) + sum(max(c * inner[k][0], c * inner[k][1])
-                                        for k, c in form.items()
-                                        if k != 1 and k is not loop.var and k in local)
+        a, n, _, rest_max = found
         # a*v + rest < n for all inner values  <=>  v < (n - 1 - rest_max) // a + 1
         c = a - 1 - rest_max
         p = n + c if c else n
@@ -112,10 +122,8 @@ _SELECT_SPLITS = 2
 
 def _select_split(loop, ranges):
     """(cond, p, q) for a select `a*v + rest < n ? X[..] : Y[..]` (two buffers' elements)
-    on serial loop v (rest over the loops
-    inside, n over sizes and outer variables): the condition holds for every inner value
-    where v < p and for none where v >= q (concatenate's `j < n1 ? A[j] : B[j - n1]`), or
-    None."""
+    on serial loop v (see _linear_bound): the condition holds for every inner value where
+    v < p and for none where v >= q (concatenate's `j < n1 ? A[j] : B[j - n1]`), or None."""
     inner = {**ranges, **_loop_ranges(loop.body)}
     local = _bound_inside(loop.body) | {loop.var}
     for st in walk_stmt(loop.body):
@@ -125,22 +133,10 @@ def _select_split(loop, ranges):
                         and x.cond.op == CmpOp.LT and isinstance(x.t, Load)
                         and isinstance(x.f, Load) and x.t.buffer is not x.f.buffer):
                     continue      # (only a choice between two operands' elements)
-                n = x.cond.b
-                if any(isinstance(v, Var) and v in local for v in walk_expr(n)):
+                found = _linear_bound(x.cond, loop.var, inner, local)
+                if found is None:
                     continue
-                form = linear(x.cond.a)
-                if form is None or form.get(loop.var, 0) <= 0 or any(
-                        k != 1 and k is not loop.var and k in local and k not in inner
-                        for k in form):
-                    continue
-                a = form[loop.var]
-                for k, c in form.items():      # outer variables: moved to the bound
-                    if k != 1 and k is not loop.var and k not in local:
-                        n = n - k * c if c != 1 else n - k
-                terms = [(c * inner[k][0], c * inner[k][1]) for k, c in form.items()
-                         if k != 1 and k is not loop.var and k in local]
-                rest_max = form.get(1, 0) + sum(max(t) for t in terms)
-                rest_min = form.get(1, 0) + sum(min(t) for t in terms)
+                a, n, rest_min, rest_max = found
                 # holds for all inner values: v <= (n - 1 - rest_max) / a; for none:
                 # a*v + rest_min >= n
                 p = build.binary(BinOp.FLOORDIV, n + (a - 1 - rest_max), Const(a, "int64")) \
