@@ -14,8 +14,8 @@ adds stages to that definition, so several calls fuse into one kernel:
         return e / jnp.sum(e, axis=1, keepdims=True)
 
 Arrays of a dtype jitdl does not compile (float16, complex, uint16/32/64, ...) are
-computed by NumPy's function of the same name. Array creation is NumPy's own (`jd.numpy.asarray` is `numpy.asarray`). Inside a
-definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
+computed by NumPy's function of the same name. Array creation is NumPy's own
+(`jd.numpy.asarray` is `numpy.asarray`). Inside a definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
 `X.sum(axis=1)`, `np.exp(X)`) are these functions too.
 """
 from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, float32,  # noqa: F401
