@@ -15,8 +15,9 @@ adds stages to that definition, so several calls fuse into one kernel:
 
 Arrays of a dtype jitdl does not compile (float16, complex, uint16/32/64, ...) are
 computed by NumPy's function of the same name. Array creation is NumPy's own
-(`jd.numpy.asarray` is `numpy.asarray`). Inside a definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
-`X.sum(axis=1)`, `np.exp(X)`) are these functions too.
+(`jd.numpy.asarray` is `numpy.asarray`). Inside a definition, operators and methods of
+whole tensors (`X + Y`, `X.T`, `X @ W`, `X.sum(axis=1)`, `np.exp(X)`) are these functions
+too.
 """
 from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, float32,  # noqa: F401
                    float64, full, full_like, inf, int8, int16, int32, int64, linspace, nan,
