@@ -258,6 +258,31 @@ def test_a_reused_operand_is_packed(rng):
             low.schedule.stages["B_pack"].attach == "root", low.schedule
 
 
+@jd.compute
+def normalised_matmul(P, s, V):
+    Q[i, k] = P[i, k] / s[i]
+    C[i, j] = sum(Q[i, k] * V[k, j] for k in range(P.shape[1]))
+    return C
+
+
+@pytest.mark.parametrize("shape", [(120, 96, 64), (70, 600, 40)])
+def test_a_costly_broadcast_operand_is_packed(shape, rng):
+    """An inlined operand with a division (attention's softmax(S) @ V), read once per
+    column tile, is packed: each quotient is computed once, not once per tile."""
+    m, k, n = shape
+    p, s, v = normal(rng, m, k), normal(rng, m) + 4.0, normal(rng, k, n)
+    ref = (p.astype(F64) / s[:, None]) @ v
+    for tname, target in TARGETS.items():
+        low = lowered(normalised_matmul, [p, s, v], target)
+        assert "Q_pack" in low.schedule.stages, low.schedule
+        body = str(low.func)
+        assert " / " in body and not any(" / " in line for line in body.splitlines()
+                                         if line.lstrip().startswith("C[")), body
+        if tname == "host":
+            np.testing.assert_allclose(run(low, target, [p, s, v]), ref, rtol=1e-4,
+                                       atol=1e-4 * np.sqrt(k))
+
+
 @pytest.mark.parametrize("shape", [(300, 700, 500), (97, 20000, 130), (250, 100, 4000)])
 def test_a_big_operand_is_packed_one_cache_sized_block_at_a_time(shape, rng):
     """An operand larger than the target's pack budget (from its cache sizes) is packed one

@@ -1,6 +1,8 @@
 """Large kernel outputs come from memory that is reused (jitdl.runtime.pool): ordinary
 NumPy arrays that own their data, correct whatever the block held before, freed through
 the policy from any thread and at interpreter exit."""
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -92,7 +94,6 @@ def test_threads_allocate_and_free_concurrently():
 
 
 def run_child(code, env=None):
-    import os
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=120, env={**os.environ, **(env or {})})
 
@@ -110,3 +111,66 @@ def test_arrays_alive_at_exit_and_a_disabled_pool():
     r = run_child(code, {"JITDL_POOL_BYTES": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == "default_allocator"
+
+
+ROWS = pool.MIN_BYTES // 4000 + 8      # float32 rows of 1000: a temporary above MIN_BYTES
+
+
+def two_step():
+    """A definition whose intermediate (ROWS x 1000 float32, left at the root by its
+    schedule) is a heap temporary larger than MIN_BYTES, with a small output."""
+    @jd.compute
+    def two_step(X):
+        t = jnp.exp(X * 0.5)
+        return jnp.sum(t * t, axis=1)
+
+    @jd.schedule(two_step, target="cpu")
+    def sched(s, cfg):
+        pass
+
+    return two_step
+
+
+@needs_pool
+def test_kernel_temporaries_are_reused_through_the_pool():
+    f = two_step()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((ROWS, 1000)).astype(np.float32)
+    ref = np.exp(x.astype(np.float64)).sum(axis=1)
+    assert "(global)" in str(f.lower(x))          # the temporary is on the heap
+    pool.release()
+    np.testing.assert_allclose(f(x), ref, rtol=1e-5)
+    assert pool.cached_bytes() >= x.nbytes        # freed into the pool, kept
+    for k in range(3):                            # taken back, whatever it held
+        y = x[::-1].copy() + k
+        np.testing.assert_allclose(f(y), np.exp(y.astype(np.float64)).sum(axis=1),
+                                   rtol=1e-5)
+    assert pool.cached_bytes() <= settings.pool_bytes
+
+
+@pytest.mark.parametrize("pool_bytes", ["default", "0"])
+def test_kernel_temporaries_from_the_cache_and_without_the_pool(tmp_path, pool_bytes):
+    """A kernel loaded from the disk cache in a later process (its shared library,
+    through dlopen, where there is a linker) gets the pool's hooks too; with the pool
+    off its temporaries come from aligned_alloc."""
+    code = f"""
+        import sys, numpy as np, jitdl as jd
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from jitdl.runtime import native, pool
+        from test_pool import two_step, ROWS
+        f = two_step()
+        x = np.random.default_rng(4).standard_normal((ROWS, 1000)).astype(np.float32)
+        ok = np.allclose(f(x), np.exp(x.astype(np.float64)).sum(axis=1), rtol=1e-5)
+        native.drain()
+        print(ok, pool.cached_bytes() >= x.nbytes,
+              sorted({{type(k.loaded).__name__ for k in f._kernels.values()}})[0])
+        """
+    env = {"JITDL_CACHE_DIR": str(tmp_path)}
+    if pool_bytes != "default":
+        env["JITDL_POOL_BYTES"] = pool_bytes
+    first, second = run_child(code, env), run_child(code, env)
+    for r in (first, second):
+        assert r.returncode == 0, r.stderr
+    assert first.stdout.split()[:2] == ["True", str(pool_bytes == "default")]
+    assert second.stdout.split() == ["True", str(pool_bytes == "default"),
+                                     "SharedLoaded" if shutil.which("ld") else "Loaded"]

@@ -23,7 +23,8 @@ from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
                               ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
-                              FAST_FALLBACK, FAST_OK, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
+                              FAST_FALLBACK, FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
+                              POOL_MIN_BYTES,
                               TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
@@ -541,9 +542,7 @@ class FunctionCodegen:
             n = self.expr(Binary(BinOp.MAX, buf.size, Const(1, "int64"), "int64"))
             n = self.b.mul(n, ir.Constant(I64, dtypes.itemsize(buf.dtype)))
             size = self.b.and_(self.b.add(n, ir.Constant(I64, 63)), ir.Constant(I64, -64))
-        alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
-        free = self.gen.declare("free", VOID, [PTR])
-        ptr = self.b.call(alloc, [ir.Constant(I64, 64), size], name=buf.name)
+        ptr = self.heap_alloc(size, buf.name)
         # on NULL the body (every use of the buffer) is skipped and the failure recorded;
         # buffers allocated around it are freed as usual when their bodies end
         failed = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
@@ -553,7 +552,36 @@ class FunctionCodegen:
             with otherwise:
                 self.bufs[buf] = ptr
                 self.stmt(s.body)
-                self.b.call(free, [ptr])
+                self.heap_free(ptr)
+
+    def heap_alloc(self, size, name):
+        """64-byte aligned memory from the module's allocation hook (HEAP_HOOKS) where the
+        runtime set it, else from aligned_alloc; null when refused."""
+        b = self.b
+        hook = b.load(self.gen.heap_hooks()[0], typ=ir.FunctionType(PTR, [I64]).as_pointer())
+        unset = b.icmp_unsigned("==", hook, ir.Constant(PTR, None))
+        with b.if_else(unset, likely=False) as (then, otherwise):
+            with then:
+                alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
+                direct = b.call(alloc, [ir.Constant(I64, 64), size])
+                came_direct = b.block
+            with otherwise:
+                hooked = b.call(hook, [size])
+                came_hooked = b.block
+        ptr = b.phi(PTR, name=name)
+        ptr.add_incoming(direct, came_direct)
+        ptr.add_incoming(hooked, came_hooked)
+        return ptr
+
+    def heap_free(self, ptr):
+        b = self.b
+        hook = b.load(self.gen.heap_hooks()[1], typ=ir.FunctionType(VOID, [PTR]).as_pointer())
+        unset = b.icmp_unsigned("==", hook, ir.Constant(PTR, None))
+        with b.if_else(unset, likely=False) as (then, otherwise):
+            with then:
+                b.call(self.gen.declare("free", VOID, [PTR]), [ptr])
+            with otherwise:
+                b.call(hook, [ptr])
 
     def parallel_for(self, s):
         """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""
@@ -729,6 +757,18 @@ class ModuleCodegen:
     def next_id(self):
         self._ids += 1
         return self._ids
+
+    def heap_hooks(self):
+        """The module's two allocation hooks (HEAP_HOOKS), made on first use."""
+        names = [f"{self.module.name}{suffix}" for suffix in HEAP_HOOKS]
+        hooks = [self.module.globals.get(n) for n in names]
+        if hooks[0] is None:
+            hooks = []
+            for n in names:
+                g = ir.GlobalVariable(self.module, PTR, name=n)
+                g.initializer = ir.Constant(PTR, None)
+                hooks.append(g)
+        return hooks
 
     def declare(self, name, ret, args):
         fn = self.module.globals.get(name)

@@ -14,6 +14,7 @@ import llvmlite.binding as llvm
 
 from jitdl.config import settings
 from jitdl.target import cpu as cpu_target
+from jitdl.target.cpu import HEAP_HOOKS
 
 _lock = threading.Lock()
 _state = {}
@@ -268,6 +269,9 @@ class Loaded:
         self.direct_address = self.engine.get_function_address(symbol + ".direct")
         if not self.address:
             raise RuntimeError(f"symbol {symbol} not found in the object code")
+        from jitdl.runtime import pool
+        pool.install_hooks(*(self.engine.get_global_value_address(symbol + h)
+                             for h in HEAP_HOOKS))
 
 
 def assembly(optimized_ir: str) -> str:

@@ -26,7 +26,8 @@ import tempfile
 import threading
 
 from jitdl.config import settings
-from jitdl.runtime import engine
+from jitdl.runtime import engine, pool
+from jitdl.target.cpu import HEAP_HOOKS
 
 log = logging.getLogger("jitdl.cache")
 
@@ -163,6 +164,13 @@ class SharedLoaded:
         self.direct_address = self._address(symbol + ".direct")
         if not self.address:
             raise OSError(f"symbol {symbol} not found in the shared library")
+        pool.install_hooks(*(self._global(symbol + h) for h in HEAP_HOOKS))
+
+    def _global(self, name):
+        try:
+            return ctypes.addressof(ctypes.c_void_p.in_dll(self.lib, name))
+        except ValueError:
+            return 0
 
     def _address(self, name):
         try:

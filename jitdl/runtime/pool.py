@@ -1,6 +1,8 @@
-"""Large kernel outputs in memory that is reused, not returned to the system and faulted in
-again: a NumPy allocation policy (PyDataMem_Handler, NumPy >= 1.22) used only around the
-allocation of a kernel's output of at least MIN_BYTES.
+"""Large kernel outputs and temporaries in memory that is reused, not returned to the system
+and faulted in again: a NumPy allocation policy (PyDataMem_Handler, NumPy >= 1.22) used
+only around the allocation of a kernel's output of at least MIN_BYTES, and the allocation
+hooks of every kernel loaded (install_hooks: its heap buffers, such as a matmul's packs or
+an intermediate stage, come from the same blocks).
 
 glibc gives an allocation of more than 32 MiB its own mapping and unmaps it when it is
 freed, so `c = a + b` on 1e7 float32 maps 40 MB of fresh pages that the kernel then
@@ -12,7 +14,11 @@ malloc/calloc/realloc/free. The arrays it makes are
 ordinary NumPy arrays that own their data (NumPy frees them through the policy they were
 made with, from any thread, at any time, also at interpreter exit).
 
-The policy's four functions are a small LLVM module, compiled once and never freed; each
+A kernel's intermediates fault in the same way: attention on 8x512x64 float32 (16 MB of
+temporaries, 4000 page faults a call on a 2-core VM) took 16 ms with aligned_alloc and
+7.5 ms with the pool's blocks.
+
+The policy's functions are a small LLVM module, compiled once and never freed; each
 block carries a 64-byte header with its size, and the slots are guarded by a spin lock
 (the GIL is not assumed). `release()` returns the cached blocks to the system.
 """
@@ -28,7 +34,7 @@ from jitdl.config import settings
 from jitdl.target.cpu import POOL_MIN_BYTES
 
 MIN_BYTES = POOL_MIN_BYTES
-SLOTS = 4
+SLOTS = 8
 _HEADER = 64            # keeps malloc's 16-byte alignment of the data
 
 _IR = r"""
@@ -229,6 +235,33 @@ out:
   ret void
 }}
 
+; a kernel's temporary: 64-byte aligned (its code assumes it), the pool's block start
+; kept just below it
+define ptr @jd_temp_alloc(i64 %size) {{
+entry:
+  %total = add i64 %size, 72
+  %p = call ptr @jd_pool_malloc(ptr inttoptr (i64 {ctx} to ptr), i64 %total)
+  %null = icmp eq ptr %p, null
+  br i1 %null, label %fail, label %ok
+fail:
+  ret ptr null
+ok:
+  %pi = ptrtoint ptr %p to i64
+  %up = add i64 %pi, 71
+  %ai = and i64 %up, -64
+  %a = inttoptr i64 %ai to ptr
+  %slot = getelementptr i8, ptr %a, i64 -8
+  store ptr %p, ptr %slot
+  ret ptr %a
+}}
+
+define void @jd_temp_free(ptr %a) {{
+  %slot = getelementptr i8, ptr %a, i64 -8
+  %p = load ptr, ptr %slot
+  call void @jd_pool_free(ptr inttoptr (i64 {ctx} to ptr), ptr %p, i64 0)
+  ret void
+}}
+
 define void @jd_pool_release(ptr %c) {{
 entry:
   call void @lock(ptr %c)
@@ -265,7 +298,8 @@ class _Ctx(ctypes.Structure):
 
 _SET_HANDLER = 304      # PyDataMem_SetHandler's place in NumPy's C-API table (>= 1.22)
 _lock = threading.Lock()
-_state = {}             # "policy": (capsule, set_handler) or None; "release"; "keep"
+_state = {}             # "module": (ctx, addresses) or None; "policy": (capsule,
+                        # set_handler) or None; "release"; "ctx"
 
 
 def numpy_core():
@@ -279,53 +313,84 @@ def _policy():
     off (JITDL_POOL_BYTES=0) or cannot be made."""
     if "policy" in _state:
         return _state["policy"]
+    module = _module()
     with _lock:
         if "policy" not in _state:
             try:
-                _state["policy"] = _make() if settings.pool_bytes >= MIN_BYTES else None
-            except Exception:       # (no C-API table, no JIT): plain np.empty
+                _state["policy"] = _make(*module) if module is not None else None
+            except Exception:       # (no C-API table): plain np.empty
                 _state["policy"] = None
     return _state["policy"]
 
 
-def _make():
+def _module():
+    """(the context, the address of each function) of the compiled policy, once per
+    process; None where it is off (JITDL_POOL_BYTES=0) or cannot be compiled. Its code
+    and context are never released: arrays and kernel temporaries made with it are
+    freed through it until the process ends, after this module is gone."""
+    if "module" in _state:
+        return _state["module"]
+    with _lock:
+        if "module" not in _state:
+            try:
+                _state["module"] = _compile() if settings.pool_bytes >= MIN_BYTES else None
+            except Exception:       # (no JIT)
+                _state["module"] = None
+    return _state["module"]
+
+
+def _compile():
     import llvmlite.binding as llvm
 
     from jitdl.runtime import engine
 
-    api = numpy_core()._multiarray_umath._ARRAY_API
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    table = ctypes.cast(get(api, None), ctypes.POINTER(ctypes.c_void_p))
-    set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
-
+    ctx = _Ctx()
     tm = engine._target_machine()
     mod = llvm.parse_assembly(_IR.format(slots=SLOTS, header=_HEADER, min_bytes=MIN_BYTES,
-                                         cap=settings.pool_bytes))
+                                         cap=settings.pool_bytes,
+                                         ctx=ctypes.addressof(ctx)))
     mod.triple = llvm.get_process_triple()
     mod.data_layout = str(tm.target_data)
     mod.verify()
     jit = llvm.create_mcjit_compiler(mod, tm)
     jit.finalize_object()
-    address = {n: jit.get_function_address(f"jd_pool_{n}")
-               for n in ("malloc", "calloc", "realloc", "free", "release")}
-    ctx = _Ctx()
+    address = {n: jit.get_function_address(f"jd_{n}")
+               for n in ("pool_malloc", "pool_calloc", "pool_realloc", "pool_free",
+                         "pool_release", "temp_alloc", "temp_free")}
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object((jit, mod, ctx)))
+    _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["pool_release"])
+    _state["ctx"] = ctx
+    if hasattr(os, "register_at_fork"):     # a fork while another thread held the lock
+        os.register_at_fork(after_in_child=lambda: setattr(ctx, "lock", 0))
+    return ctx, address
+
+
+def _make(ctx, address):
+    api = numpy_core()._multiarray_umath._ARRAY_API
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = ctypes.cast(get(api, None), ctypes.POINTER(ctypes.c_void_p))
+    set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
     handler = _Handler(b"jitdl_pool", 1, _Allocator(
-        ctypes.addressof(ctx), address["malloc"], address["calloc"], address["realloc"],
-        address["free"]))
+        ctypes.addressof(ctx), address["pool_malloc"], address["pool_calloc"],
+        address["pool_realloc"], address["pool_free"]))
     new_capsule = ctypes.pythonapi.PyCapsule_New
     new_capsule.restype = ctypes.py_object
     new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     capsule = new_capsule(ctypes.addressof(handler), b"mem_handler", None)
-    # arrays made under the policy are freed through it until the process ends, after
-    # this module is gone: the code, the context and the handler are never released
-    keep = (jit, mod, ctx, handler, capsule)
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
-    _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["release"])
-    _state["ctx"] = ctx
-    if hasattr(os, "register_at_fork"):     # a fork while another thread held the lock
-        os.register_at_fork(after_in_child=lambda: setattr(ctx, "lock", 0))
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object((handler, capsule)))
     return capsule, set_handler
+
+
+def install_hooks(alloc_slot: int, free_slot: int):
+    """Point a loaded kernel's allocation hooks (the addresses of its two function
+    pointers, codegen.llvm.HEAP_HOOKS) at the pool, so that its large temporaries are
+    reused across calls instead of mapped and faulted in each time (a kernel loaded
+    without jitdl, or with the pool off, calls aligned_alloc and free)."""
+    m = _module() if alloc_slot and free_slot else None
+    if m is not None:
+        ctypes.c_void_p.from_address(alloc_slot).value = m[1]["temp_alloc"]
+        ctypes.c_void_p.from_address(free_slot).value = m[1]["temp_free"]
 
 
 def empty(shape, dtype):
@@ -343,11 +408,11 @@ def empty(shape, dtype):
 
 
 def cached_bytes() -> int:
-    """Bytes of freed outputs kept for reuse."""
-    return _state["ctx"].cached if _state.get("policy") else 0
+    """Bytes of freed outputs and kernel temporaries kept for reuse."""
+    return _state["ctx"].cached if _state.get("module") else 0
 
 
 def release():
     """Return the kept blocks to the system."""
-    if _state.get("policy"):
+    if _state.get("module"):
         _state["release"](ctypes.addressof(_state["ctx"]))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from jitdl import dtypes
 from jitdl.ir.analysis import linear, reads_memory
-from jitdl.ir.nodes import Access, Call, ForKind, Intrin, ReduceOp, Select, Var
+from jitdl.ir.nodes import Access, Binary, BinOp, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.schedule.schedule import Axis, Schedule
 
@@ -346,6 +346,9 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
             ix is ax.var for acc in walk_expr(op.body) if isinstance(acc, Access)
             and acc.tensor is streamed[0] for ix in acc.indices)), 0)
     pack = ((plan.tensor, plan.dim, tj, "j"),) if plan is not None else ()
+    bcast = _broadcast_operand(st, last, cand) if "pack" in allow and ti else None
+    if bcast is not None and last.extent > tj and _costly_inline(s, bcast[0]):
+        pack += ((bcast[0].name, bcast[1], ti, "i"),)
     kc = plan.kc if plan is not None else None
     if kc is None and (not pack or "compute_at" in allow):
         kc = _l1_k_block(st, k, tj, target)
@@ -370,6 +373,26 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
     nc = rule.nc if nc == (rule.nc or n) else nc // tj * tj if tj <= nc < n else None
     kc = rule.kc if kc == (rule.kc or k_ext) else kc if kc < k_ext else None
     return _TileChoices(pack, nc, kc, k, order, unroll)
+
+
+_COSTLY = {BinOp.DIV, BinOp.FLOORDIV, BinOp.MOD, BinOp.POW, BinOp.ATAN2, BinOp.FMOD}
+
+
+def _costly_inline(s, tensor):
+    """The stage of `tensor` is inlined and computes a division or transcendental math
+    (its own inlined producers included): read as a register tile's broadcast operand
+    it would be recomputed once per column tile (attention's softmax(S) @ V divided
+    every score by its row sum N / tj times), so the rule packs it (computed once)."""
+    st = s.stages.get(tensor.name)
+    if st is None or st.tensor is not tensor or st.attach != "inline":
+        return False
+    for n in walk_expr(st.tensor.op.body):
+        if isinstance(n, Call) and n.fn in _EXPENSIVE or isinstance(n, Binary) and \
+                n.op in _COSTLY and dtypes.is_float(n.dtype):
+            return True
+        if isinstance(n, Access) and _costly_inline(s, n.tensor):
+            return True
+    return False
 
 
 def _pack_choice(name, st, last, tj, cand, ti, rule, cfg):

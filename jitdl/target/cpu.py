@@ -23,6 +23,10 @@ ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, di
 # kernel outputs of at least this many bytes come from runtime.pool (reused memory);
 # smaller ones from NumPy's allocator (glibc's heap already reuses them)
 POOL_MIN_BYTES = 4 << 20
+# the globals (suffixes of the kernel's symbol) holding the functions that allocate and
+# free its heap buffers: null (aligned_alloc and free) until the runtime points them at
+# its pool on loading the kernel (runtime.pool.install_hooks)
+HEAP_HOOKS = (".heap_alloc", ".heap_free")
 # CPython's object layout on 64-bit GIL builds 3.10-3.13 (read by the `.fast` entry):
 # ob_type after the reference count, a tuple's size and then its items
 OBJECT_TYPE_OFFSET, TUPLE_SIZE_OFFSET, TUPLE_ITEMS_OFFSET = 8, 16, 24
