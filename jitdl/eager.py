@@ -311,6 +311,8 @@ def numpy_fallback(fn, np_fn):
     definition (tensor operands) the error stands."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
+            return np_fn(*args, **kwargs)       # (dtype=np.float16, dtype=np.uint64, ...)
         try:
             return fn(*args, **kwargs)
         except UnsupportedDtypeError:
@@ -319,6 +321,27 @@ def numpy_fallback(fn, np_fn):
             return np_fn(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
+
+
+def kernel_dtype(name, d):
+    """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
+    raises UnsupportedDtypeError (so that NumPy's function answers it)."""
+    if _foreign_dtype(d):
+        raise UnsupportedDtypeError(
+            f"{name}(): dtype={np.dtype(d).name} is not supported; supported: "
+            f"{', '.join(dtypes.SUPPORTED)}", user_loc())
+    return dtypes.normalize(d)
+
+
+def _foreign_dtype(d):
+    """Whether d names a NumPy dtype that jitdl does not compile (None: no dtype given;
+    something NumPy does not know is left to the function's own error)."""
+    if d is None:
+        return False
+    try:
+        return np.dtype(d).name not in dtypes.SUPPORTED
+    except TypeError:
+        return False
 
 
 def _symbolic_args(args, kwargs):

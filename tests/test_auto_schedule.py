@@ -259,7 +259,7 @@ def test_a_reused_operand_is_packed(rng):
 
 
 @jd.compute
-def normalised_matmul(P, s, V):
+def quotient_matmul(P, s, V):
     Q[i, k] = P[i, k] / s[i]
     C[i, j] = sum(Q[i, k] * V[k, j] for k in range(P.shape[1]))
     return C
@@ -273,7 +273,7 @@ def test_a_costly_broadcast_operand_is_packed(shape, rng):
     p, s, v = normal(rng, m, k), normal(rng, m) + 4.0, normal(rng, k, n)
     ref = (p.astype(F64) / s[:, None]) @ v
     for tname, target in TARGETS.items():
-        low = lowered(normalised_matmul, [p, s, v], target)
+        low = lowered(quotient_matmul, [p, s, v], target)
         assert "Q_pack" in low.schedule.stages, low.schedule
         body = str(low.func)
         assert " / " in body and not any(" / " in line for line in body.splitlines()
@@ -365,6 +365,76 @@ def test_long_softmax_rows_compute_correctly(dtype, rng):
                                    rtol=1e-4 if dtype == F32 else 1e-12, atol=1e-12)
     np.testing.assert_allclose(softmax(x), np_softmax(x.astype(F64)),
                                rtol=1e-4 if dtype == F32 else 1e-12, atol=1e-12)
+
+
+@jd.compute
+def softmax_last(X):
+    e = jd.numpy.exp(X - jd.numpy.max(X, axis=-1, keepdims=True))
+    return e / jd.numpy.sum(e, axis=-1, keepdims=True)
+
+
+@jd.compute
+def layer_norm_last(X, w, b):
+    mu = jd.numpy.mean(X, axis=-1, keepdims=True)
+    var = jd.numpy.mean(jd.numpy.square(X - mu), axis=-1, keepdims=True)
+    return (X - mu) / jd.numpy.sqrt(var + 1e-5) * w + b
+
+
+def np_softmax_last(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_layer_norm(x, w, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * w + b
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 50), (1, 4096, 64), (3, 5, 7, 9), (4, 1, 33),
+                                   (2, 2, 70001), (1, 1, 1)])
+def test_row_statistics_of_higher_rank_inputs_are_computed_per_row(shape, rng):
+    """Softmax and layer_norm over the last axis of (batch, seq, features): the row loops
+    are fused into one (parallel) loop and the statistics computed inside it, one row
+    at a time, as for a matrix (a (1, 4096, 1024) softmax took 2.7x a (4096, 1024) one,
+    its statistics in serial passes over the whole input)."""
+    x = normal(rng, *shape)
+    w, b = normal(rng, shape[-1]), normal(rng, shape[-1])
+    for tname, target in TARGETS.items():
+        for f, args, ref in ((softmax_last, [x], np_softmax_last(x.astype(F64))),
+                             (layer_norm_last, [x, w, b], np_layer_norm(x.astype(F64), w, b))):
+            low = lowered(f, args, target)
+            assert low.auto_level == "full", (tname, low.schedule)
+            rows = 1
+            for d in shape[:-1]:
+                rows *= d
+            stats = [st for st in low.schedule.stages.values()
+                     if st.is_reduce and st.attach != "inline"]
+            if rows > 1:
+                assert stats and all(st.attach == "at" for st in stats), low.schedule
+                if rows >= 2 * THREADS and rows * shape[-1] >= target.parallel_min_work:
+                    assert any(n.kind == ForKind.PARALLEL and n.extent.value == rows
+                               for n in _loops(low.func.body)), low.func
+            peak = peak_temp_bytes(low.func, THREADS)
+            assert peak <= (THREADS + 1) * shape[-1] * 8 + 4096, (tname, peak, low.func)
+            if tname in ("host", "sse"):
+                np.testing.assert_allclose(run(low, target, args), ref, rtol=2e-5, atol=2e-5)
+
+
+def _loops(s):
+    from jitdl.ir.nodes import For
+    from jitdl.ir.visit import walk_stmt
+    return [n for n in walk_stmt(s) if isinstance(n, For)]
+
+
+def test_row_statistics_of_dynamic_higher_rank_inputs(rng):
+    """The same through the eager ops, whose kernels take any size (symbolic extents)."""
+    for shape in [(2, 3, 50), (1, 257, 64), (3, 1, 5, 9)]:
+        x = normal(rng, *shape)
+        w, b = normal(rng, shape[-1]), normal(rng, shape[-1])
+        np.testing.assert_allclose(jd.nn.softmax(x, dim=-1), np_softmax_last(x.astype(F64)),
+                                   rtol=2e-5, atol=1e-7)
+        np.testing.assert_allclose(jd.nn.layer_norm(x, shape[-1:], w, b),
+                                   np_layer_norm(x.astype(F64), w, b), rtol=2e-4, atol=2e-4)
 
 
 # ---------------------------------------------------------------------------------------

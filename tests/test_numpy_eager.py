@@ -170,6 +170,35 @@ def test_other_dtypes_of_functions_that_are_not_ufuncs_and_unsigned_totals():
     np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) + 300)
 
 
+def test_a_dtype_argument_of_another_dtype_is_numpys(rng):
+    """dtype= naming a dtype jitdl does not compile (float16, uint64, complex64) on arrays
+    jitdl does compile: NumPy's function answers, as for such an operand."""
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    i = rng.integers(-50, 50, (3, 4)).astype(np.int32)
+    cases = [(lambda m: m.add(a, a, dtype=np.float16)),
+             (lambda m: m.multiply(a, 2.0, dtype="complex64")),
+             (lambda m: m.sqrt(np.abs(a), dtype=np.float16)),
+             (lambda m: m.sum(i, dtype=np.uint64)),
+             (lambda m: m.sum(a, axis=1, dtype=np.float16)),
+             (lambda m: m.mean(a, axis=0, dtype=np.float16)),
+             (lambda m: m.prod(i[:, :2], axis=1, dtype=np.uint32)),
+             (lambda m: m.cumsum(i, axis=1, dtype=np.uint64) if hasattr(m, "cumsum") else
+              np.cumsum(i, axis=1, dtype=np.uint64))]
+    for case in cases:
+        got, want = case(jnp), case(np)
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        np.testing.assert_allclose(np.asarray(got, np.complex128),
+                                   np.asarray(want, np.complex128), rtol=1e-3)
+    with pytest.raises(TypeError, match="not a dtype|foo"):
+        jnp.sum(a, dtype="foo")
+
+    @jd.compute
+    def f(X):
+        return jnp.add(X, X, dtype=np.float16)
+    with pytest.raises(TypeError, match="float16"):
+        f(a)
+
+
 def test_other_dtypes_errors_are_numpys():
     with pytest.raises(TypeError):          # NumPy's own: no bitwise ops on floats
         jnp.bitwise_and(np.ones(3, np.float16), np.ones(3, np.float16))

@@ -741,3 +741,32 @@ def test_concatenate_loops_are_split_where_the_select_decides():
             np.testing.assert_array_equal(cat(a, b, c), np.concatenate([a, b, c], axis=1))
     text = str(cat.lower(a, b, c))
     assert "= A[" in text and "= C[" in text      # parts that read one operand only
+
+
+def test_compiling_data_movement_prints_nothing(tmp_path):
+    """LLVM printed "warning: loop not vectorized" to the terminal when it compiled the
+    reflect, symmetric and wrap pads (a loop with run-time checked reads marked for its
+    vectoriser): a fresh process compiling these ops writes nothing to stderr."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import numpy as np, jitdl as jd
+        jnp = jd.numpy
+        rng = np.random.default_rng(0)
+        for shape in [(2, 3), (4, 5, 6), (7,)]:
+            a = rng.standard_normal(shape).astype(np.float32)
+            for mode in ("constant", "edge", "reflect", "symmetric", "wrap"):
+                assert np.array_equal(jnp.pad(a, 2, mode=mode), np.pad(a, 2, mode=mode))
+            idx = rng.integers(0, shape[-1], 5)
+            assert np.array_equal(jnp.take(a, idx, axis=-1), np.take(a, idx, axis=-1))
+            assert np.array_equal(jnp.repeat(a, 2, axis=0), np.repeat(a, 2, axis=0))
+            assert np.array_equal(jnp.tile(a, 2), np.tile(a, 2))
+            assert np.array_equal(jnp.flip(a), np.flip(a))
+        print("ok")
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "JITDL_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert r.stderr == "", r.stderr

@@ -456,3 +456,36 @@ def test_auto_schedule_fuses_bias_relu_epilogue(rng, M, K, N):
     sched = dense_relu.schedule_of(a, bb, b)
     if N >= 32:
         assert sched.stages["C"].attach == "at" and sched.stages["C"].attach_to[0] == "D"
+
+
+@pytest.mark.parametrize("shape", [(3, 50, 70), (1, 7, 5), (4, 3, 2, 9)])
+def test_compute_at_a_fused_loop_computes_one_row(shape):
+    """A row statistic computed at a fused loop of its consumer (batch and row loops
+    fused into one) covers the one row that iteration reads (f // n and f % n are one
+    point each), not the whole tensor per iteration."""
+    @jd.compute
+    def sm(X):
+        e = jd.numpy.exp(X - jd.numpy.max(X, axis=-1, keepdims=True))
+        return e / jd.numpy.sum(e, axis=-1, keepdims=True)
+
+    @jd.schedule(sm, target="cpu")
+    def sched(s, cfg):
+        names = list(s.stages)
+        for n in names[:-1]:
+            if not s.stages[n].is_reduce:
+                s.compute_inline(s[n])
+        *rows, last = s[names[-1]].axis
+        f = s.fuse(*rows)
+        for n in names[:-1]:
+            if s.stages[n].is_reduce:
+                s.compute_at(s[n], s[names[-1]], f)
+        s.parallel(f)
+        s.vectorize(last)
+
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    text = str(sm.lower(x))
+    row = ", ".join("1" for _ in shape[:-1])
+    assert text.count(f"float32[{row}] (local)") >= 1 and \
+        f"float64[{row}] (local)" in text, text
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(sm(x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)

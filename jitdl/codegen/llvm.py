@@ -426,6 +426,9 @@ class FunctionCodegen:
             # LLVM does not vectorise outer loops: asking it to only prints a warning
             self.note(s, f"{what}: scalar loop (it has inner loops), because {p}")
             self.serial_for(s)
+        elif vector.refused(s):
+            self.note(s, f"{what}: scalar loop, because {p}")
+            self.serial_for(s)
         else:
             self.note(s, f"{what}: scalar loop marked llvm.loop.vectorize.enable, "
                          f"because {p}")

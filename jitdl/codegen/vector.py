@@ -136,6 +136,19 @@ def _stride(index, var, varying):
     return form.get(var, 0)
 
 
+def refused(loop):
+    """Why the loop body cannot be vector code (a read at an index checked at run time,
+    a node the scan does not know), or None. LLVM's vectoriser gives up on these too
+    (a checked read branches to the error path), and when a loop marked
+    llvm.loop.vectorize.enable is not vectorised it prints a "loop not vectorized"
+    warning to the user's terminal."""
+    try:
+        _scan(loop)
+    except _Refused as e:
+        return str(e)
+    return None
+
+
 def plan(loop, vector_bytes, unrolled=False):
     """A Plan for running `loop` as vector code, or a string saying why it cannot."""
     if not isinstance(loop.extent, Const):

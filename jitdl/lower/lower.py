@@ -136,6 +136,9 @@ class _Builder:
         for x, reg_x in co:
             xsub, xr = {}, dict(inner_ranges)
             for ax, (lo, ext) in zip(x.tensor.op.axes, reg_x):
+                if isinstance(ext, int) and ext == 1:
+                    xsub[ax.var] = lo           # (a point: lo may be f // n)
+                    continue
                 r = Var(f"{ax.name}_rr")
                 xsub[ax.var] = lo + r
                 xr[r] = (0, ext - 1)
@@ -151,7 +154,15 @@ class _Builder:
                 f = linear(idx[d])
                 if f is None:
                     f = linear(simplify_expr(idx[d], {**(outer_ranges or {}), **ranges}))
-                if f is None:
+                if f is None and not any(isinstance(v, Var) and v in ranges
+                                         for v in walk_expr(idx[d])):
+                    # one point fixed by the enclosing loops (a fused loop's `f // n`)
+                    if lo_form not in (None, ("point", idx[d])):
+                        lo_form = "any"
+                        break
+                    lo_form, lo, hi = ("point", idx[d]), 0, 0
+                    continue
+                if f is None or isinstance(lo_form, tuple):
                     lo_form = "any"
                     break
                 outer = {k: c for k, c in f.items() if k != 1 and k not in ranges and c}
@@ -168,6 +179,9 @@ class _Builder:
                 hi = ihi if hi is None else max(hi, ihi)
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
+                continue
+            if isinstance(lo_form, tuple):
+                out.append((lo_form[1], 1))
                 continue
             if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) else SIZE_LIMIT):
                 # (overshooting splits, or a symbolic range): the whole axis

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply, fast_state
+from jitdl.eager import apply, fast_state, kernel_dtype
 from jitdl.errors import UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
@@ -50,7 +50,7 @@ def _unary(name, doc):
                     last[0] = (s, x.dtype, run)
                     return run((x,))
             return apply(name, ew.unary, (x,), static if dtype is None else
-                         static + (("dtype", dtypes.normalize(dtype)),), out)
+                         static + (("dtype", kernel_dtype(name, dtype)),), out)
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
@@ -98,7 +98,7 @@ def _binary(name, doc):
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
             return apply(name, ew.binary, (x1, x2), static if dtype is None else
-                         static + (("dtype", dtypes.normalize(dtype)),), out)
+                         static + (("dtype", kernel_dtype(name, dtype)),), out)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise

@@ -269,9 +269,9 @@ class Loaded:
         self.direct_address = self.engine.get_function_address(symbol + ".direct")
         if not self.address:
             raise RuntimeError(f"symbol {symbol} not found in the object code")
-        from jitdl.runtime import pool
-        pool.install_hooks(*(self.engine.get_global_value_address(symbol + h)
-                             for h in HEAP_HOOKS))
+        # where its allocation hooks live (runtime.kernel.Kernel points them at the pool)
+        self.heap_hooks = tuple(self.engine.get_global_value_address(symbol + h)
+                                for h in HEAP_HOOKS)
 
 
 def assembly(optimized_ir: str) -> str:

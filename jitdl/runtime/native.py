@@ -26,7 +26,7 @@ import tempfile
 import threading
 
 from jitdl.config import settings
-from jitdl.runtime import engine, pool
+from jitdl.runtime import engine
 from jitdl.target.cpu import HEAP_HOOKS
 
 log = logging.getLogger("jitdl.cache")
@@ -164,7 +164,7 @@ class SharedLoaded:
         self.direct_address = self._address(symbol + ".direct")
         if not self.address:
             raise OSError(f"symbol {symbol} not found in the shared library")
-        pool.install_hooks(*(self._global(symbol + h) for h in HEAP_HOOKS))
+        self.heap_hooks = tuple(self._global(symbol + h) for h in HEAP_HOOKS)
 
     def _global(self, name):
         try:

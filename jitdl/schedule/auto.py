@@ -538,8 +538,9 @@ def _parallelize(s, name, st, num_threads, target, work=None, start=0, cfg=None)
             ext *= st.axes[m].extent
         if ext >= grain * num_threads:
             break
-    if lead and lead == data and len(lead) > 1:
-        lead = lead[:-1]            # keep the innermost loop for SIMD
+    if lead and lead == data and len(lead) > 1 and lead[-1] == st.leaves[-1]:
+        lead = lead[:-1]            # keep the innermost loop for SIMD (not a row loop
+                                    # around a reduction: (1, 4096) rows ran serially)
     if lead:
         ax = s.fuse(*[Axis(name, n) for n in lead]) if len(lead) > 1 else Axis(name, lead[0])
         s.parallel(ax)
@@ -598,41 +599,68 @@ def _attached(s, name):
 
 def _fuse_row_reductions(s, outputs, target, allow, cfg=None):
     """Compute row-wise producers (row statistics: max, sum, mean, variance; rows of an
-    expensive intermediate such as exp) inside the outer loop of the stage that reads
+    expensive intermediate such as exp) inside the row loop of the stage that reads
     them: P[i, ...] read at row i by Y[i, ...] and by stages already computed there. Each
     row of the input is then read from memory once and re-read from cache (or from the
     row's buffer when a row is wider than the cache: still one row, not the whole P).
+    Rows of a consumer of rank three or more are indexed by all its axes but the last
+    (the rows of (batch, seq, features)): those loops are fused into one row loop first.
     With cfg, a knob per producer may keep it whole instead (an elementwise one is then
     inlined into its readers)."""
+    row_loops = {}              # consumer -> (its row loop, fused or not; the loop's depth)
     for name in reversed(list(s.stages)):
         st = s.stages[name]
-        if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0 \
-                or (st.is_reduce and st.tensor.ndim > 1):   # (2-D reductions: tiles)
+        if st.attach != "root" or st.tensor.name in outputs or st.tensor.ndim == 0:
             continue
         if st.is_reduce and _innermost_contiguous(st):
-            continue    # a column statistic: one output at a time would walk a column
+            continue    # a column statistic or a matmul: tiles, not rows
         readers = [x for x in s.stages.values()
                    if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
         targets = {x.attach_to[0] if x.attach == "at" else x.tensor.name for x in readers}
         if len(targets) != 1:
             continue
         cons = s.stages[targets.pop()]
-        if not cons.leaves or not cons.tensor.op.axes or _tiled(s, cons, target, allow):
+        op = cons.tensor.op
+        if not cons.leaves or not op.axes or _tiled(s, cons, target, allow):
             continue
-        first = cons.tensor.op.axes[0]
-        if cons.leaves[0] != first.name or first.extent != st.tensor.shape[0]:
-            continue
-        ok = True
-        for x in readers:
-            own = x.tensor.op.axes
-            if x is not cons and (x.attach_to != (cons.tensor.name, first.name) or not own):
-                ok = False
+        chosen = row_loops.get(cons.tensor.name)
+        for depth in [chosen[1]] if chosen else sorted({len(op.axes) - 1, 1}, reverse=True):
+            if depth >= 1 and _reads_rows(s, st, cons, readers, depth,
+                                          chosen[0] if chosen else None):
                 break
-            var = first.var if x is cons else own[0].var
-            ok = ok and all(acc.indices[0] is var
-                            for acc in _inlined_accesses(s, x, st.tensor))
-        if ok and (cfg is None or cfg.choice(f"{name}.at_row", [True, False])):
-            s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, first.name))
+        else:
+            continue
+        if cfg is not None and not cfg.choice(f"{name}.at_row", [True, False]):
+            continue
+        if chosen is None:
+            rows = op.axes[:depth]
+            ax = s.fuse(*[Axis(cons.tensor.name, a.name) for a in rows]) if depth > 1 \
+                else Axis(cons.tensor.name, rows[0].name)
+            chosen = row_loops[cons.tensor.name] = (ax.name, depth)
+        s.compute_at(s[name], s[cons.tensor.name], Axis(cons.tensor.name, chosen[0]))
+
+
+def _reads_rows(s, st, cons, readers, depth, loop):
+    """Whether producer st can be computed at cons's row loop of `depth` leading axes
+    (`loop`, or those axes still unfused when None): a statistic has one value per row,
+    and every reader (cons, and stages already computed at that loop) reads it at its own
+    row indices."""
+    rows = cons.tensor.op.axes[:depth]
+    if st.is_reduce and st.tensor.ndim != depth:
+        return False        # (a statistic of fewer axes than the rows: not one per row)
+    if loop is None and (cons.leaves[:depth] != [a.name for a in rows] or any(
+            r.extent != e for r, e in zip(rows, st.tensor.shape))):
+        return False
+    for x in readers:
+        own = x.tensor.op.axes
+        if x is not cons and (loop is None or x.attach_to != (cons.tensor.name, loop)
+                              or len(own) < depth):
+            return False
+        want = [a.var for a in (rows if x is cons else own[:depth])]
+        if not all(len(acc.indices) >= depth and all(i is v for i, v in zip(acc.indices, want))
+                   for acc in _inlined_accesses(s, x, st.tensor)):
+            return False
+    return True
 
 
 def _bound_intermediates(s, outputs, limit, allow):
