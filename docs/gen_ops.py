@@ -45,8 +45,9 @@ def generate() -> str:
              "is current). *done*: NumPy's (or torch.nn.functional's) semantics for the dtypes",
              "jitdl compiles (bool, int8, int16, int32, int64, uint8, float32, float64);",
              "*partial*: what is missing is said; *missing*: not built yet. On arrays of other",
-             "dtypes (float16, complex, uint16/32/64, ...) a jd.numpy function calls NumPy's",
-             "function of the same name; jd.nn's raise a TypeError naming the dtype.", ""]
+             "dtypes (float16, complex, uint16/32/64, ...), and with a dtype= naming one, a",
+             "jd.numpy function calls NumPy's function of the same name; jd.nn's raise a",
+             "TypeError naming the dtype.", ""]
     claimed = set()
     for family, names in WANTED.items():
         status = nn_status if family == "jd.nn" else np_status
