@@ -390,13 +390,14 @@ def np_layer_norm(x, w, b):
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * w + b
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 50), (1, 4096, 64), (3, 5, 7, 9), (4, 1, 33),
-                                   (2, 2, 70001), (1, 1, 1)])
+@pytest.mark.parametrize("shape", [(2, 3, 150), (1, 4096, 160), (3, 5, 7, 9), (4, 1, 333),
+                                   (2, 2, 70001), (1, 1, 1), (8, 64, 64)])
 def test_row_statistics_of_higher_rank_inputs_are_computed_per_row(shape, rng):
     """Softmax and layer_norm over the last axis of (batch, seq, features): the row loops
     are fused into one (parallel) loop and the statistics computed inside it, one row
     at a time, as for a matrix (a (1, 4096, 1024) softmax took 2.7x a (4096, 1024) one,
-    its statistics in serial passes over the whole input)."""
+    its statistics in serial passes over the whole input), where rows are long (16
+    vectors or more: short rows stay in separate passes, which were faster)."""
     x = normal(rng, *shape)
     w, b = normal(rng, shape[-1]), normal(rng, shape[-1])
     for tname, target in TARGETS.items():
@@ -409,13 +410,15 @@ def test_row_statistics_of_higher_rank_inputs_are_computed_per_row(shape, rng):
                 rows *= d
             stats = [st for st in low.schedule.stages.values()
                      if st.is_reduce and st.attach != "inline"]
-            if rows > 1:
+            if rows > 1 and shape[-1] >= 16 * target.lanes(4):
                 assert stats and all(st.attach == "at" for st in stats), low.schedule
                 if rows >= 2 * THREADS and rows * shape[-1] >= target.parallel_min_work:
                     assert any(n.kind == ForKind.PARALLEL and n.extent.value == rows
                                for n in _loops(low.func.body)), low.func
             peak = peak_temp_bytes(low.func, THREADS)
-            assert peak <= (THREADS + 1) * shape[-1] * 8 + 4096, (tname, peak, low.func)
+            per_row = (THREADS + 1) * shape[-1] * 8 + 4096 if shape[-1] >= 16 * \
+                target.lanes(4) else 2 * rows * 8 + (THREADS + 1) * shape[-1] * 8 + 4096
+            assert peak <= per_row, (tname, peak, low.func)
             if tname in ("host", "sse"):
                 np.testing.assert_allclose(run(low, target, args), ref, rtol=2e-5, atol=2e-5)
 

@@ -545,7 +545,7 @@ class FunctionCodegen:
             n = self.expr(Binary(BinOp.MAX, buf.size, Const(1, "int64"), "int64"))
             n = self.b.mul(n, ir.Constant(I64, dtypes.itemsize(buf.dtype)))
             size = self.b.and_(self.b.add(n, ir.Constant(I64, 63)), ir.Constant(I64, -64))
-        ptr = self.heap_alloc(size, buf.name)
+        ptr, how = self.heap_alloc(size, buf.name)
         # on NULL the body (every use of the buffer) is skipped and the failure recorded;
         # buffers allocated around it are freed as usual when their bodies end
         failed = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
@@ -555,36 +555,40 @@ class FunctionCodegen:
             with otherwise:
                 self.bufs[buf] = ptr
                 self.stmt(s.body)
-                self.heap_free(ptr)
+                self.heap_free(ptr, how)
 
     def heap_alloc(self, size, name):
         """64-byte aligned memory from the module's allocation hook (HEAP_HOOKS) where the
-        runtime set it, else from aligned_alloc; null when refused."""
+        runtime set both hooks, else from aligned_alloc; null when refused. Returns the
+        pointer and what heap_free needs: the hooks are read once here, so that a block
+        is freed the way it was allocated even if the runtime sets them meanwhile."""
         b = self.b
-        hook = b.load(self.gen.heap_hooks()[0], typ=ir.FunctionType(PTR, [I64]).as_pointer())
-        unset = b.icmp_unsigned("==", hook, ir.Constant(PTR, None))
-        with b.if_else(unset, likely=False) as (then, otherwise):
+        slots = self.gen.heap_hooks()
+        hook = b.load(slots[0], typ=ir.FunctionType(PTR, [I64]).as_pointer())
+        release = b.load(slots[1], typ=ir.FunctionType(VOID, [PTR]).as_pointer())
+        hooked = b.and_(b.icmp_unsigned("!=", hook, ir.Constant(hook.type, None)),
+                        b.icmp_unsigned("!=", release, ir.Constant(release.type, None)))
+        with b.if_else(hooked) as (then, otherwise):
             with then:
+                pooled = b.call(hook, [size])
+                came_pooled = b.block
+            with otherwise:
                 alloc = self.gen.declare("aligned_alloc", PTR, [I64, I64])
                 direct = b.call(alloc, [ir.Constant(I64, 64), size])
                 came_direct = b.block
-            with otherwise:
-                hooked = b.call(hook, [size])
-                came_hooked = b.block
         ptr = b.phi(PTR, name=name)
+        ptr.add_incoming(pooled, came_pooled)
         ptr.add_incoming(direct, came_direct)
-        ptr.add_incoming(hooked, came_hooked)
-        return ptr
+        return ptr, (hooked, release)
 
-    def heap_free(self, ptr):
+    def heap_free(self, ptr, how):
         b = self.b
-        hook = b.load(self.gen.heap_hooks()[1], typ=ir.FunctionType(VOID, [PTR]).as_pointer())
-        unset = b.icmp_unsigned("==", hook, ir.Constant(PTR, None))
-        with b.if_else(unset, likely=False) as (then, otherwise):
+        hooked, release = how
+        with b.if_else(hooked) as (then, otherwise):
             with then:
-                b.call(self.gen.declare("free", VOID, [PTR]), [ptr])
+                b.call(release, [ptr])
             with otherwise:
-                b.call(hook, [ptr])
+                b.call(self.gen.declare("free", VOID, [PTR]), [ptr])
 
     def parallel_for(self, s):
         """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""

@@ -24,6 +24,7 @@ block carries a 64-byte header with its size, and the slots are guarded by a spi
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import threading
@@ -239,6 +240,9 @@ out:
 ; kept just below it
 define ptr @jd_temp_alloc(i64 %size) {{
 entry:
+  %huge = icmp ugt i64 %size, 4611686018427387904   ; 2^62: refused (no wrap below)
+  br i1 %huge, label %fail, label %ask
+ask:
   %total = add i64 %size, 72
   %p = call ptr @jd_pool_malloc(ptr inttoptr (i64 {ctx} to ptr), i64 %total)
   %null = icmp eq ptr %p, null
@@ -298,6 +302,8 @@ class _Ctx(ctypes.Structure):
 
 _SET_HANDLER = 304      # PyDataMem_SetHandler's place in NumPy's C-API table (>= 1.22)
 _lock = threading.Lock()
+_pending_lock = threading.Lock()
+_pending = []           # hook slots of kernels loaded before the module was compiled
 _state = {}             # "module": (ctx, addresses) or None; "policy": (capsule,
                         # set_handler) or None; "release"; "ctx"
 
@@ -333,9 +339,14 @@ def _module():
     with _lock:
         if "module" not in _state:
             try:
-                _state["module"] = _compile() if settings.pool_bytes >= MIN_BYTES else None
+                m = _compile() if settings.pool_bytes >= MIN_BYTES else None
             except Exception:       # (no JIT)
-                _state["module"] = None
+                m = None
+            _state["module"] = m
+            with _pending_lock:     # kernels loaded while it was compiled
+                for slots in _pending if m is not None else ():
+                    _point(m, *slots)
+                _pending.clear()
     return _state["module"]
 
 
@@ -384,13 +395,51 @@ def _make(ctx, address):
 
 def install_hooks(alloc_slot: int, free_slot: int):
     """Point a loaded kernel's allocation hooks (the addresses of its two function
-    pointers, codegen.llvm.HEAP_HOOKS) at the pool, so that its large temporaries are
+    pointers, target.cpu.HEAP_HOOKS) at the pool, so that its large temporaries are
     reused across calls instead of mapped and faulted in each time (a kernel loaded
-    without jitdl, or with the pool off, calls aligned_alloc and free)."""
-    m = _module() if alloc_slot and free_slot else None
+    without jitdl, or with the pool off, calls aligned_alloc and free). Before the pool's
+    module exists it is compiled on a daemon thread (~30 ms, which a disk-cache hit's
+    first call should not wait for) and the hooks are set when it is done; a kernel
+    reads both hooks once per allocation and frees with what it allocated with, so
+    setting them while it runs is safe."""
+    if not (alloc_slot and free_slot) or settings.pool_bytes < MIN_BYTES:
+        return
+    with _pending_lock:
+        if "module" not in _state:
+            _pending.append((alloc_slot, free_slot))
+            if _state.get("building") is None:
+                t = _state["building"] = threading.Thread(target=_module, name="jitdl-pool",
+                                                          daemon=True)
+                atexit.register(_wait_for_build)
+                t.start()
+            return
+    m = _state["module"]
     if m is not None:
-        ctypes.c_void_p.from_address(alloc_slot).value = m[1]["temp_alloc"]
-        ctypes.c_void_p.from_address(free_slot).value = m[1]["temp_free"]
+        _point(m, alloc_slot, free_slot)
+
+
+def _point(m, alloc_slot, free_slot):
+    # free first: a kernel that sees the new alloc hook sees a free hook too, or takes
+    # neither (it checks both)
+    ctypes.c_void_p.from_address(free_slot).value = m[1]["temp_free"]
+    ctypes.c_void_p.from_address(alloc_slot).value = m[1]["temp_alloc"]
+
+
+def _wait_for_build():
+    t = _state.get("building")       # (nothing may be inside LLVM when Python exits)
+    if t is not None and t is not threading.current_thread():
+        t.join()
+
+
+def _after_fork_in_child():
+    global _lock, _pending_lock
+    _lock, _pending_lock = threading.Lock(), threading.Lock()   # (a thread may have held
+    if "module" not in _state:                                   # them; it is gone)
+        _state.pop("building", None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def empty(shape, dtype):
