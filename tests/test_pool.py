@@ -177,27 +177,3 @@ def test_kernel_temporaries_from_the_cache_and_without_the_pool(tmp_path, pool_b
     assert second.stdout.split() == ["True", str(pool_bytes == "default"),
                                      "SharedLoaded" if shutil.which("ld") else "Loaded"]
 
-
-@pytest.mark.parametrize("dims", [(3996, 199679, 83717, 34519), (1416, 256999, 2089, 3033169)])
-def test_a_temporary_of_nearly_2_64_bytes_is_refused(dims):
-    """A symbolic temporary whose byte size rounds to just under 2**64 wrapped in the
-    pool's size arithmetic to a small block (a segfault): it is refused, a MemoryError
-    naming the buffer, as aligned_alloc refuses it."""
-    @jd.compute(dynamic=True)
-    def outer4(a, b, c, d):
-        P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
-        S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
-                   for l in range(d.shape[0]))
-        return S
-
-    @jd.schedule(outer4)
-    def materialise(s, cfg):
-        s.compute_root(s["P"])
-
-    rng = np.random.default_rng(6)
-    small = [rng.standard_normal(n) for n in (3, 4, 5, 6)]
-    np.testing.assert_allclose(outer4(*small), small[0] * small[1].sum() * small[2].sum()
-                               * small[3].sum(), rtol=1e-12)
-    pool._wait_for_build()
-    with pytest.raises(MemoryError, match="P"):
-        outer4(*[rng.standard_normal(n) for n in dims])

@@ -61,25 +61,46 @@ def test_intermediate_too_large_to_allocate_is_a_memory_error(rng):
         f(a, b, c, out=out)
 
 
-def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
-    """10^20 elements of 8 bytes do not fit a size_t: no wrapped (small) allocation."""
-    @jd.compute
+def make_outer4(dynamic=False):
+    """outer4(a, b, c, d): a rank-4 outer product P, materialised whole, summed per i."""
     def outer4(a, b, c, d):
         P[i, j, k, l] = a[i] * b[j] * c[k] * d[l]
         S[i] = sum(P[i, j, k, l] for j in range(b.shape[0]) for k in range(c.shape[0])
                    for l in range(d.shape[0]))
         return S
+    outer4 = jd.compute(dynamic=dynamic)(outer4)
 
     @jd.schedule(outer4)
     def materialise(s, cfg):
         s.compute_root(s["P"])
+    return outer4
 
+
+def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
+    """10^20 elements of 8 bytes do not fit a size_t: no wrapped (small) allocation."""
+    outer4 = make_outer4()
     args = [rng.standard_normal(n) for n in (3, 4, 5, 6)]
     check(outer4, args, args[0] * args[1].sum() * args[2].sum() * args[3].sum(), F64)
     args = [rng.standard_normal(100_000) for _ in range(4)]
     with pytest.raises(MemoryError) as ei:
         outer4(*args)
     mentions(str(ei.value), "P", str(8 * 10 ** 20))
+
+
+@pytest.mark.parametrize("dims", [(3996, 199679, 83717, 34519), (1416, 256999, 2089, 3033169)])
+def test_a_temporary_of_nearly_2_64_bytes_is_refused(dims):
+    """A symbolic temporary whose byte size rounds to just under 2**64 wrapped in the
+    pool's size arithmetic to a small block (a segfault): it is refused, a MemoryError
+    naming the buffer, as aligned_alloc refuses it."""
+    from jitdl.runtime import pool
+    outer4 = make_outer4(dynamic=True)
+    rng = np.random.default_rng(6)
+    small = [rng.standard_normal(n) for n in (3, 4, 5, 6)]
+    np.testing.assert_allclose(outer4(*small), small[0] * small[1].sum() * small[2].sum()
+                               * small[3].sum(), rtol=1e-12)
+    pool._wait_for_build()
+    with pytest.raises(MemoryError, match="P"):
+        outer4(*[rng.standard_normal(n) for n in dims])
 
 
 def test_failed_allocation_in_a_parallel_loop_block(rng):

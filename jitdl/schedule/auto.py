@@ -624,12 +624,10 @@ def _fuse_row_reductions(s, outputs, target, allow, cfg=None):
         if not cons.leaves or not op.axes or _tiled(s, cons, target, allow):
             continue
         chosen = row_loops.get(cons.tensor.name)
-        depths = {1}
-        if _long_rows(cons, target):
-            depths.add(len(op.axes) - 1)
-        for depth in [chosen[1]] if chosen else sorted(depths, reverse=True):
-            if depth >= 1 and _reads_rows(s, st, cons, readers, depth,
-                                          chosen[0] if chosen else None):
+        depths = [len(op.axes) - 1, 1] if len(op.axes) > 2 and _long_rows(cons, target) \
+            else [1]
+        for depth in [chosen[1]] if chosen else depths:
+            if _reads_rows(s, st, cons, readers, depth, chosen[0] if chosen else None):
                 break
         else:
             continue
