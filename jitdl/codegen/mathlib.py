@@ -31,6 +31,16 @@ class MathLib:
         fn = self.gen.declare(f"{name}.{suffix(ty)}", ty, [a.type for a in args])
         return b.call(fn, list(args))
 
+    def _madd(self, b, x, y, z):
+        """x * y + z, one fused multiply-add where the target has one (llvm.fmuladd)."""
+        return self._intr(b, "llvm.fmuladd", x.type, x, y, z)
+
+    def _horner(self, b, coefs, x):
+        p = const(x.type, coefs[0])
+        for coef in coefs[1:]:
+            p = self._madd(b, p, x, const(x.type, coef))
+        return p
+
     def exp(self, b, x):
         ty = x.type
         if elem(ty) != F32:
@@ -40,12 +50,10 @@ class MathLib:
         hi, lo = 88.72283935546875, -103.97207708
         xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(lo)), c(hi))
         n = self._intr(b, "llvm.roundeven", ty, b.fmul(xc, c(1.4426950408889634)))
-        r = b.fsub(xc, b.fmul(n, c(0.693359375)))
-        r = b.fsub(r, b.fmul(n, c(-2.12194440e-4)))
-        p = c(_EXP_P[0])
-        for coef in _EXP_P[1:]:
-            p = b.fadd(b.fmul(p, r), c(coef))
-        y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), c(1.0))
+        r = self._madd(b, n, c(-0.693359375), xc)
+        r = self._madd(b, n, c(2.12194440e-4), r)
+        p = self._horner(b, _EXP_P, r)
+        y = b.fadd(self._madd(b, p, b.fmul(r, r), r), c(1.0))
         ni = b.fptosi(n, i32)
         n1 = b.ashr(ni, const(i32, 1))
         n2 = b.sub(ni, n1)
@@ -76,14 +84,11 @@ class MathLib:
         e = b.sub(e, b.zext(small, i32))
         m = b.fsub(b.select(small, b.fadd(m, m), m), c(1.0))
         z = b.fmul(m, m)
-        p = c(_LOG_P[0])
-        for coef in _LOG_P[1:]:
-            p = b.fadd(b.fmul(p, m), c(coef))
+        p = self._horner(b, _LOG_P, m)
         ef = b.sitofp(e, ty)
-        y = b.fmul(b.fmul(p, m), z)
-        y = b.fadd(y, b.fmul(ef, c(-2.12194440e-4)))
-        y = b.fsub(y, b.fmul(z, c(0.5)))
-        r = b.fadd(b.fadd(m, y), b.fmul(ef, c(0.693359375)))
+        y = self._madd(b, ef, c(-2.12194440e-4), b.fmul(b.fmul(p, m), z))
+        y = self._madd(b, z, c(-0.5), y)
+        r = self._madd(b, ef, c(0.693359375), b.fadd(m, y))
         r = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), r)
         r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), r)
         r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), r)
@@ -97,10 +102,8 @@ class MathLib:
         ax = self._intr(b, "llvm.fabs", ty, x)
         big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(self.exp(b, b.fmul(ax, c(2.0))), c(1.0))))
         z = b.fmul(x, x)
-        p = c(_TANH_P[0])
-        for coef in _TANH_P[1:]:
-            p = b.fadd(b.fmul(p, z), c(coef))
-        small = b.fadd(b.fmul(b.fmul(p, z), x), x)
+        p = self._horner(b, _TANH_P, z)
+        small = self._madd(b, b.fmul(p, z), x, x)
         r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
