@@ -177,3 +177,39 @@ def test_kernel_temporaries_from_the_cache_and_without_the_pool(tmp_path, pool_b
     assert second.stdout.split() == ["True", str(pool_bytes == "default"),
                                      "SharedLoaded" if shutil.which("ld") else "Loaded"]
 
+
+
+def test_a_kernel_dropped_before_the_pool_is_built():
+    """Kernels loaded and dropped while the pool is still compiled on its thread: the
+    thread then wrote the hooks into their unmapped code (a segfault); the pool now holds
+    each until its hooks are set."""
+    code = f"""
+        import gc, numpy as np, jitdl as jd
+        from jitdl import pipeline
+        from jitdl.runtime import engine, pool
+        from jitdl.runtime.kernel import Kernel
+        from jitdl.target import get
+
+        @jd.compute
+        def mm(A, B):                   # B packed: a heap temporary
+            return jd.numpy.matmul(A, B)
+
+        target = get("cpu")
+        rng = np.random.default_rng(5)
+        a, b = (rng.standard_normal((200, 200)).astype(np.float32) for _ in range(2))
+        ref = a.astype(np.float64) @ b
+        graph = mm._trace(mm._specs(mm._args((a, b), {{}})))
+        low = pipeline.lower(graph, target, pipeline.Options("mm", False, 2))
+        art = pipeline.build(low, target, pipeline.Options("mm", False, 2))
+        assert "module" not in pool._state      # (nothing has built the pool yet)
+        kern = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+        assert all(kern.loaded.heap_hooks) and "module" not in pool._state
+        ok = np.allclose(kern((a, b)), ref, rtol=1e-4, atol=1e-3)
+        del kern
+        gc.collect()                # its code unmapped, unless the pool still holds it
+        pool._wait_for_build()
+        print(ok)
+        """
+    r = run_child(code, {"JITDL_CACHE": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "True"

@@ -406,7 +406,7 @@ class Kernel(KernelChecks):
     def __init__(self, sig: Signature, loaded, texts=None):
         engine.kernel_loaded()
         self.loaded = loaded                 # keeps the engine (and the code) alive
-        pool.install_hooks(*getattr(loaded, "heap_hooks", (0, 0)))
+        pool.install_hooks(loaded)
         # "loop_ir", "llvm_ir", "llvm_ir_unoptimized" (a cache entry's: decompressed lazily)
         self.texts = {} if texts is None else texts
         self.out_specs = [(tuple(shape), np.dtype(dt)) for _, shape, dt in sig.outputs]

@@ -303,7 +303,8 @@ class _Ctx(ctypes.Structure):
 _SET_HANDLER = 304      # PyDataMem_SetHandler's place in NumPy's C-API table (>= 1.22)
 _lock = threading.Lock()
 _pending_lock = threading.Lock()
-_pending = []           # hook slots of kernels loaded before the module was compiled
+_pending = []           # (alloc slot, free slot, owner) of kernels loaded before the module
+                        # was compiled; the owner keeps the slots' memory mapped till then
 _state = {}             # "module": (ctx, addresses) or None; "policy": (capsule,
                         # set_handler) or None; "release"; "ctx"
 
@@ -344,8 +345,8 @@ def _module():
                 m = None
             _state["module"] = m
             with _pending_lock:     # kernels loaded while it was compiled
-                for slots in _pending if m is not None else ():
-                    _point(m, *slots)
+                for alloc_slot, free_slot, _owner in _pending if m is not None else ():
+                    _point(m, alloc_slot, free_slot)
                 _pending.clear()
     return _state["module"]
 
@@ -393,20 +394,22 @@ def _make(ctx, address):
     return capsule, set_handler
 
 
-def install_hooks(alloc_slot: int, free_slot: int):
-    """Point a loaded kernel's allocation hooks (the addresses of its two function
-    pointers, target.cpu.HEAP_HOOKS) at the pool, so that its large temporaries are
-    reused across calls instead of mapped and faulted in each time (a kernel loaded
-    without jitdl, or with the pool off, calls aligned_alloc and free). Before the pool's
-    module exists it is compiled on a daemon thread (~30 ms, which a disk-cache hit's
-    first call should not wait for) and the hooks are set when it is done; a kernel
-    reads both hooks once per allocation and frees with what it allocated with, so
-    setting them while it runs is safe."""
+def install_hooks(loaded):
+    """Point a loaded kernel's allocation hooks (`loaded.heap_hooks`: the addresses of
+    its two function pointers, target.cpu.HEAP_HOOKS) at the pool, so that its large
+    temporaries are reused across calls instead of mapped and faulted in each time (a
+    kernel loaded without jitdl, or with the pool off, calls aligned_alloc and free).
+    Before the pool's module exists it is compiled on a daemon thread (~30 ms, which a
+    disk-cache hit's first call should not wait for) and the hooks are set when it is
+    done; a kernel reads both hooks once per allocation and frees with what it allocated
+    with, so setting them while it runs is safe. Until then the pool holds `loaded`: a
+    kernel dropped meanwhile would unmap the slots the build thread writes to."""
+    alloc_slot, free_slot = getattr(loaded, "heap_hooks", (0, 0))
     if not (alloc_slot and free_slot) or settings.pool_bytes < MIN_BYTES:
         return
     with _pending_lock:
         if "module" not in _state:
-            _pending.append((alloc_slot, free_slot))
+            _pending.append((alloc_slot, free_slot, loaded))
             if _state.get("building") is None:
                 t = _state["building"] = threading.Thread(target=_module, name="jitdl-pool",
                                                           daemon=True)
