@@ -563,3 +563,180 @@ def test_a_row_statistic_inside_a_tiled_reduction(rng):
         assert low.auto_level == "full"
         np.testing.assert_allclose(run(low, target, [a, b]),
                                    (a @ b) / (a * a).sum(1)[:, None], rtol=1e-12)
+
+
+# -- softmax weights divided after the sum; chains of reductions stay tiled ----------------
+jnp = jd.numpy
+
+
+@jd.compute
+def weighted_rows(S, V):
+    m[i] = max(S[i, k] for k in range(S.shape[1]))
+    E[i, k] = exp(S[i, k] - m[i])
+    z[i] = sum(E[i, k] for k in range(S.shape[1]))
+    C[i, j] = sum(E[i, k] / z[i] * V[k, j] for k in range(S.shape[1]))
+    return C
+
+
+@jd.compute
+def attention_jnp(Q, K, V):
+    s = jnp.matmul(Q, jnp.transpose(K, (0, 2, 1))) * 0.125
+    e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    return jnp.matmul(e / jnp.sum(e, axis=-1, keepdims=True), V)
+
+
+@jd.compute
+def attention_nn(Q, K, V):
+    return jd.nn.scaled_dot_product_attention(Q, K, V, is_causal=True)
+
+
+@jd.compute
+def unshifted_weights(S, V):          # exp(S) / sum(exp(S)): no max taken, may overflow
+    e = jnp.exp(S)
+    return jnp.matmul(e / jnp.sum(e, axis=-1, keepdims=True), V)
+
+
+@jd.compute
+def column_weights(S, V):             # divided by a column sum: not constant along k
+    e = jnp.exp(S - jnp.max(S, axis=-1, keepdims=True))
+    return jnp.matmul(e / jnp.sum(e, axis=0, keepdims=True), V)
+
+
+def np_attention(q, k, v, causal=False):
+    s = q @ np.swapaxes(k, -1, -2) * (0.125 if not causal else 1 / np.sqrt(q.shape[-1]))
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+
+def _dividend(low):
+    return [n for n in low.schedule.stages if n.endswith("_dividend")]
+
+
+def _sums_divide(low):
+    """Some accumulation (`X[i] = X[i] + ...`) of the loop IR divides."""
+    for line in str(low.func).splitlines():
+        lhs, eq, rhs = line.strip().partition(" = ")
+        if eq and rhs.startswith(lhs + " + ") and " / " in rhs:
+            return True
+    return False
+
+
+SOFTMAX_WEIGHTED = [
+    ("index notation", weighted_rows, [(70, 300), (300, 40)],
+     lambda s, v: np_softmax(s) @ v),
+    ("jd.numpy", attention_jnp, [(3, 50, 16), (3, 90, 16), (3, 90, 24)], np_attention),
+    ("nn causal", attention_nn, [(2, 45, 16), (2, 45, 16), (2, 45, 20)],
+     lambda q, k, v: np_attention(q, k, v, causal=True)),
+]
+
+
+@pytest.mark.parametrize("case", SOFTMAX_WEIGHTED, ids=[c[0] for c in SOFTMAX_WEIGHTED])
+@pytest.mark.parametrize("tname", list(TARGETS))
+def test_softmax_weights_are_divided_once_per_output(case, tname, rng):
+    """softmax(S) @ V sums e * V and divides each output by its row's sum once (the
+    division not once per term, and no copy of the quotients), at the full level."""
+    name, f, shapes, ref = case
+    target = TARGETS[tname]
+    args = [normal(rng, *sh) for sh in shapes]
+    low = lowered(f, args, target)
+    assert low.auto_level == "full" and _dividend(low), low.schedule
+    assert not _sums_divide(low), low.func
+    np.testing.assert_allclose(run(low, target, args), ref(*[a.astype(F64) for a in args]),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("f", [quotient_matmul, unshifted_weights, column_weights])
+def test_other_quotients_keep_their_division_inside_the_sum(f, rng):
+    """(P / s) @ V for any s, or exp(S) without its row max, may overflow summed without
+    the division where NumPy's does not: the division stays in the sum."""
+    args = [normal(rng, 40, 60), normal(rng, 40) + 4.0, normal(rng, 60, 30)] \
+        if f is quotient_matmul else [normal(rng, 40, 60), normal(rng, 60, 30)]
+    low = lowered(f, args, TARGETS["host"])
+    assert not _dividend(low), low.schedule
+    with pytest.raises(ScheduleError, match="divide_after: .*softmax"):
+        s = Schedule(f._trace(f._specs(f._args(tuple(args), {}))))
+        s.divide_after(s.outputs[0].name)
+
+
+def test_divide_after_replays_and_keeps_special_values(rng):
+    """The step round-trips through JSON, replays on a fresh trace, and rows that are all
+    -inf (fully masked) give NaN as NumPy's softmax does; +inf and NaN scores too."""
+    s_arg, v = normal(rng, 12, 30, dtype=F64), normal(rng, 30, 8, dtype=F64)
+    s_arg[3] = -np.inf
+    s_arg[5, 7] = np.inf
+    s_arg[8, 2] = np.nan
+    s_arg[9, ::2] = -np.inf           # masked half a row: exact zeros in the weights
+    f = jd.compute(weighted_rows.pyfunc)
+    graph = f._trace(f._specs(f._args((s_arg, v), {})))
+    sched = Schedule(graph)
+    new = sched.divide_after(sched["C"])
+    assert new.name == "C_dividend"
+    again = Schedule(f._trace(f._specs(f._args((s_arg, v), {})))).replay(sched.steps)
+    assert again.steps == sched.steps and "C_dividend" in again.stages
+    with pytest.raises(ScheduleError, match="already divided"):
+        sched.divide_after(sched["C"])
+    with np.errstate(invalid="ignore"):
+        want = np_softmax(s_arg) @ v
+    got = f(s_arg, v)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12, atol=1e-12)
+    assert np.isnan(want[3]).all() and np.isnan(want[5]).all() and not np.isnan(want[9]).any()
+
+
+@jd.compute
+def two_matmuls(Q, K, V):
+    return jnp.matmul(jnp.matmul(Q, jnp.transpose(K, (0, 2, 1))) * 0.125, V)
+
+
+@jd.compute
+def exp_then_matmul(S, V):
+    return jnp.matmul(jnp.exp(S - 1.0), V)
+
+
+@pytest.mark.parametrize("f, shapes, ref", [
+    (two_matmuls, [(4, 96, 32), (4, 96, 32), (4, 96, 32)],
+     lambda q, k, v: (q @ np.swapaxes(k, -1, -2) * 0.125) @ v),
+    (exp_then_matmul, [(4, 96, 300), (4, 300, 32)], lambda s, v: np.exp(s - 1.0) @ v),
+])
+def test_an_intermediate_feeding_a_register_tile_is_stored_whole(f, shapes, ref, rng):
+    """A deep reduction (Q @ K^T) or a transcendental operand reread by a tiled reduction
+    (exp(S) @ V) is computed whole at the root, larger than the definition's inputs and
+    outputs though it is: computed one slice at a time inside its consumer it untiled
+    both (the chain of matmuls ran 10x slower); the consumer is register tiled."""
+    for tname, target in TARGETS.items():
+        args = [normal(rng, *sh) for sh in shapes]
+        low = lowered(f, args, target)
+        out = low.schedule.outputs[0].name
+        inter = [n for n, st in low.schedule.stages.items()
+                 if n != out and st.attach == "root" and not n.endswith("_pack")]
+        assert inter and low.schedule.stages[out].attach == "root", low.schedule
+        assert any(a.kind == ForKind.UNROLLED for a in low.schedule.stages[out].axes.values()), \
+            low.schedule
+        np.testing.assert_allclose(run(low, target, args), ref(*[a.astype(F64) for a in args]),
+                                   rtol=1e-4, atol=1e-4 * np.sqrt(shapes[0][-1]))
+
+
+@jd.compute
+def batched_matmul_relu(A, B):
+    return jnp.maximum(jnp.matmul(A, B) * 0.5, 0.0)
+
+
+def test_a_fused_batch_loop_computes_each_block_of_its_producer_once(rng):
+    """(3, 50, 90) @ (3, 90, 24) then relu, on 2 threads: the epilogue's batch and row
+    block loops are fused into one parallel loop. The matmul's block at it was the
+    whole batch (the row index `f % 9 * 6 + i` was not seen as one block of 6 rows),
+    computed by 9 iterations at once into the same memory: a race that gave wrong
+    results in about 40% of calls. Now each iteration computes its own 6 rows."""
+    a, b = normal(rng, 3, 50, 90), normal(rng, 3, 90, 24)
+    ref = np.maximum(a.astype(F64) @ b * 0.5, 0)
+    for tname, target in TARGETS.items():
+        low = lowered(batched_matmul_relu, [a, b], target)
+        assert "range(50)" not in str(low.func), low.func
+        if tname == "host":
+            art = pipeline.build(low, target, pipeline.Options(low.func.name, False, THREADS))
+            kern = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+            for _ in range(40):
+                np.testing.assert_allclose(kern((a, b)), ref, rtol=1e-4, atol=1e-4)

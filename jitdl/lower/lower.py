@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from jitdl import dtypes
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
-from jitdl.ir.analysis import SIZE_LIMIT, bounds as index_bounds, linear, reads_memory
+from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds as index_bounds, reads_memory
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
                             IfThen, Load, PrimFunc, Reduce, ReduceOp, Select, Seq, Store, Var,
                             ThreadReduce)
@@ -151,18 +151,11 @@ class _Builder:
         for d, ax in enumerate(pst.tensor.op.axes):
             lo_form, lo, hi = None, None, None
             for idx, ranges in reads:
-                f = linear(idx[d])
+                f = _offset_form(idx[d], ranges)
                 if f is None:
-                    f = linear(simplify_expr(idx[d], {**(outer_ranges or {}), **ranges}))
-                if f is None and not any(isinstance(v, Var) and v in ranges
-                                         for v in walk_expr(idx[d])):
-                    # one point fixed by the enclosing loops (a fused loop's `f // n`)
-                    if lo_form not in (None, ("point", idx[d])):
-                        lo_form = "any"
-                        break
-                    lo_form, lo, hi = ("point", idx[d]), 0, 0
-                    continue
-                if f is None or isinstance(lo_form, tuple):
+                    f = _offset_form(simplify_expr(idx[d], {**(outer_ranges or {}), **ranges}),
+                                     ranges)
+                if f is None:
                     lo_form = "any"
                     break
                 outer = {k: c for k, c in f.items() if k != 1 and k not in ranges and c}
@@ -180,16 +173,15 @@ class _Builder:
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
                 continue
-            if isinstance(lo_form, tuple):
-                out.append((lo_form[1], 1))
-                continue
             if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) else SIZE_LIMIT):
                 # (overshooting splits, or a symbolic range): the whole axis
                 out.append((Const(0, "int64"), ax.extent))
                 continue
-            expr = Const(lo, "int64")
+            expr = None
             for v, c in lo_form.items():
-                expr = expr + v * c
+                term = v if c == 1 else v * c
+                expr = term if expr is None else expr + term
+            expr = Const(lo, "int64") if expr is None else expr + lo if lo else expr
             out.append((expr, hi - lo + 1))
         return out
 
@@ -483,6 +475,23 @@ class _Builder:
         return Allocate(best, Allocate(pos, Seq((
             Store(best, zero, identity(op, vdt)), Store(pos, zero, first),
             nest(rloops, update), Store(buf, out_index, Load(pos, zero))))))
+
+
+def _offset_form(e, ranges):
+    """Index e as {atom: coef, 1: const}, affine in the inner loop variables (`ranges`)
+    plus terms fixed by the enclosing loops, which may be any integer expression of them
+    (a fused loop's `f // n` or `f % n * 6`); None where a term that is not one inner
+    variable depends on one."""
+    if not dtypes.is_int(e.dtype):
+        return None
+    f = affine(e)
+    for k in f:
+        if k != 1 and k not in ranges and any(isinstance(v, Var) and v in ranges
+                                              for v in walk_expr(k)):
+            return None
+        if k in ranges and not dtypes.is_int(k.dtype):
+            return None
+    return f
 
 
 def _inside(load, ranges):

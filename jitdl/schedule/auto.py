@@ -26,6 +26,7 @@ from jitdl import dtypes
 from jitdl.ir.analysis import linear, reads_memory
 from jitdl.ir.nodes import Access, Binary, BinOp, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.schedule import rewrite
 from jitdl.schedule.schedule import Axis, Schedule
 
 _ALL = frozenset({"inline", "compute_at", "pack", "tile", "parallel", "vectorize"})
@@ -695,7 +696,7 @@ def _bound_intermediates(s, outputs, limit, allow):
         cons = readers[0]
         op = cons.tensor.op
         if cons.attach != "root" or not op.axes or cons.leaves[0] != op.axes[0].name \
-                or not Schedule._fresh(cons):
+                or not Schedule._fresh(cons) or _feeds_register_tile(s, st, cons, allow):
             continue
         first = op.axes[0]
         accs = _inlined_accesses(s, cons, st.tensor)
@@ -712,15 +713,36 @@ def _bound_intermediates(s, outputs, limit, allow):
                 s.vectorize(Axis(name, data[-1]))
 
 
+def _feeds_register_tile(s, st, cons, allow):
+    """Computing st one slice at a time inside its consumer would cost register tiles:
+    st is itself a reduction deep enough to be tiled (Q @ K^T in (Q @ K^T) @ V), or the
+    consumer is a tiled reduction reading each element of st for several outputs (exp(S)
+    @ V). Either does enough arithmetic per element that storing st whole costs little."""
+    if "tile" not in allow:
+        return False
+    depth = 1
+    for a in st.tensor.op.reduce_axes:
+        depth *= a.extent
+    if _tileable(st, allow) and depth >= 16:
+        return True
+    axes = {a.var for a in cons.tensor.op.axes}
+    return _tileable(cons, allow) and any(
+        not axes <= {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+        for acc in _inlined_accesses(s, cons, st.tensor))
+
+
 _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
               Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.LOG1P, Intrin.EXPM1}
+
+
+def _expensive(st):
+    return any(isinstance(n, Call) and n.fn in _EXPENSIVE for n in walk_expr(st.tensor.op.body))
 
 
 def _shared_and_expensive(s, st):
     """An elementwise stage with transcendental math that several stages read: inlining
     it would compute the math once per reader."""
-    if not any(isinstance(n, Call) and n.fn in _EXPENSIVE
-               for n in walk_expr(st.tensor.op.body)):
+    if not _expensive(st):
         return False
     readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
     return len(readers) >= 2
@@ -893,13 +915,18 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     symbolic = any(_symbolic(st) for st in s.stages.values())
     if symbolic:        # register tiles and packs are for concrete shapes
         allow = allow - {"tile", "pack"}
+    if "pack" in allow:          # softmax(S) @ V divides once per output, not per term
+        for name, st in list(s.stages.items()):
+            if st.is_reduce and rewrite.weighted_by_softmax(st.tensor) is not None:
+                s.divide_after(s[name])
     outputs = {t.name for t in s.outputs}
     own = set(s.stages)
     keep = []
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
-            if _shared_and_expensive(s, st) and "compute_at" in allow:
+            if (_shared_and_expensive(s, st) or _expensive(st) and _reread(s, st)) \
+                    and "compute_at" in allow:
                 keep.append(name)         # inlined below unless computed at a row loop
             else:
                 s.compute_inline(s[name])

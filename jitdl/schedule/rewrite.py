@@ -1,4 +1,5 @@
-"""Schedule steps that rewrite the TE graph: cache_read, cache_write, rfactor, pack.
+"""Schedule steps that rewrite the TE graph: cache_read, cache_write, rfactor, pack,
+divide_after.
 
 Each takes the stages it reads and returns the new stage it makes and the new ops of the
 stages it changes; the schedule applies them with jitdl.te.graph.replace_ops, so the
@@ -6,10 +7,12 @@ traced graph itself is never changed.
 """
 from __future__ import annotations
 
+from jitdl import dtypes
 from jitdl.errors import ScheduleError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import reads_memory
-from jitdl.ir.nodes import Access, BinOp, CmpOp, IterVar, Reduce, ReduceOp, Var
+from jitdl.ir.nodes import (Access, Binary, BinOp, Call, Cast, CmpOp, Intrin, IterVar, Reduce,
+                            ReduceOp, Var)
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.te.tensor import Compute, Tensor
 
@@ -121,3 +124,102 @@ def pack(cons, tname, d, f):
         new = (idx[d] // f,) + tuple(idx[k] for k in others) + (idx[d] % f,)
         return tuple(build.as_expr(x) for x in new)
     return packed, _redirect(cons.op, target, packed, index)
+
+
+def _expand(e):
+    """e with an access to an elementwise stage replaced by that stage's body, repeatedly,
+    until e is something else (a reduction's value, an argument, an operation)."""
+    while isinstance(e, Access) and isinstance(e.tensor.op, Compute) \
+            and e.tensor.op.reduce is None:
+        op = e.tensor.op
+        e = substitute(op.body, {a.var: i for a, i in zip(op.axes, e.indices)})
+    return e
+
+
+def _uncast(e):
+    """e expanded, with value casts between float types looked through."""
+    e = _expand(e)
+    while isinstance(e, Cast) and dtypes.is_float(e.dtype) and dtypes.is_float(e.value.dtype):
+        e = _expand(e.value)
+    return e
+
+
+def _factors(e):
+    if isinstance(e, Binary) and e.op == BinOp.MUL:
+        return _factors(e.a) + _factors(e.b)
+    return [e]
+
+
+def _row_sum_of(num, den, k, extent):
+    """`den` is the sum of the stage `num` reads over the axis where num reads `k`, and
+    that stage is exp(x - a max reduction): 0 <= num <= den, num <= 1, so num / den is a
+    weight in [0, 1] (softmax's)."""
+    if not isinstance(num, Access) or not isinstance(num.tensor.op, Compute):
+        return False
+    e = num.tensor.op.body
+    if not (isinstance(e, Call) and e.fn == Intrin.EXP):
+        return False
+    shifted = _expand(e.args[0])
+    if not (isinstance(shifted, Binary) and shifted.op == BinOp.SUB):
+        return False
+    m = _uncast(shifted.b)
+    if not (isinstance(m, Access) and isinstance(m.tensor.op, Compute)
+            and m.tensor.op.reduce is not None and m.tensor.op.reduce.op == ReduceOp.MAX):
+        return False
+    d = _uncast(den)
+    if not (isinstance(d, Access) and isinstance(d.tensor.op, Compute)):
+        return False
+    red = d.tensor.op.reduce
+    if red is None or red.op != ReduceOp.SUM or red.where is not None or len(red.axes) != 1 \
+            or red.axes[0].min != 0 or red.axes[0].extent != extent:
+        return False
+    term = red.body
+    while isinstance(term, Cast) and dtypes.is_float(term.dtype):
+        term = term.value
+    if not (isinstance(term, Access) and term.tensor is num.tensor):
+        return False
+    mapping = {a.var: i for a, i in zip(d.tensor.op.axes, d.indices)}
+    mapping[red.axes[0].var] = k
+    return tuple(substitute(i, mapping) for i in term.indices) == tuple(num.indices)
+
+
+def weighted_by_softmax(t):
+    """(factor, quotient) for the factor of stage t's sum of products that is a softmax
+    weight e / s with s constant along the sum (see _row_sum_of), or None."""
+    red = t.op.reduce
+    if red is None or red.op != ReduceOp.SUM or red.where is not None \
+            or len(red.axes) != 1 or not dtypes.is_float(t.dtype) or red.dtype != t.dtype:
+        return None
+    k = red.axes[0]
+    for factor in _factors(red.body):
+        q = _expand(factor)
+        if isinstance(q, Binary) and q.op == BinOp.DIV and q.dtype == t.dtype \
+                and not any(n == k.var for n in walk_expr(q.b) if isinstance(n, Var)) \
+                and _row_sum_of(q.a, q.b, k.var, k.extent):
+            return factor, q
+    return None
+
+
+def divide_after(t):
+    """`<t>_dividend`: t's sum of products with its softmax weight e / s (see
+    weighted_by_softmax) taken as e; t becomes dividend / s, so the division is done once
+    per output element, not once per term: sum_k (e[i, k] / s[i]) * V[k, j] =
+    (sum_k e[i, k] * V[k, j]) / s[i] (attention's softmax(S) @ V). Only for softmax's
+    weights: for other quotients the sum without the division could overflow where
+    NumPy's does not. Returns (dividend, new op of t)."""
+    found = weighted_by_softmax(t)
+    if found is None:
+        raise ScheduleError(f"divide_after: {t.name} is not a sum over one axis of products "
+                            "with a factor e / s, s the sum of e = exp(x - max) over that "
+                            "axis (softmax's weights)", user_loc())
+    factor, q = found
+    red = t.op.reduce
+    body = map_expr(red.body, lambda n: q.a if n is factor else None)
+    dividend = Tensor(f"{t.name}_dividend", t.shape, t.dtype,
+                      Compute(t.op.axes, Reduce(red.op, body, red.axes, None, red.dtype),
+                              t.op.loc))
+    axes = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
+    sub = {a.var: b.var for a, b in zip(t.op.axes, axes)}
+    quotient = Binary(BinOp.DIV, Access(dividend, tuple(b.var for b in axes)),
+                      substitute(q.b, sub), t.dtype)
+    return dividend, Compute(axes, quotient, t.op.loc)

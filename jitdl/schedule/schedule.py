@@ -393,6 +393,17 @@ class Schedule:
         self._apply(S.RFactor(name, axis.name, factor))
         return self[f"{name}_rf"]
 
+    def divide_after(self, stage):
+        """Move a softmax's division out of a sum of products: where `stage` sums
+        (e / s) * v over the axis that s sums e over (e = exp(x - max)), a new stage
+        `<stage>_dividend` sums e * v and `stage` divides that by s, once per element.
+        Before: P[i, k] = e[i, k] / s[i];  O[i, j] = sum(P[i, k] * V[k, j] for k)
+        After:  O_dividend[i, j] = sum(e[i, k] * V[k, j] for k);  O[i, j] = O_dividend[i, j] / s[i]
+        Returns the new stage."""
+        name = self._stage_arg("divide_after", stage)
+        self._apply(S.DivideAfter(name))
+        return self[f"{name}_dividend"]
+
     def compute_inline(self, stage):
         """Compute a stage inside each consumer instead of storing it: its loops vanish.
         Before: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])
@@ -559,6 +570,19 @@ class Schedule:
                 self._rewrite({t.name: op}, local, before=t.name, state=new_state)
                 st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
                 st.leaves = [a.name for a in op.axes]
+            case S.DivideAfter():
+                t = st.tensor
+                if not self._fresh(st) or st.attach != "root":
+                    raise ScheduleError(f"divide_after: apply it to {t.name} before other "
+                                        "steps", user_loc())
+                if f"{t.name}_dividend" in self.stages:
+                    raise ScheduleError(f"divide_after: {t.name} is already divided after "
+                                        "its sum", user_loc())
+                dividend, op = rewrite.divide_after(t)
+                new_state = StageState(dividend, dict(st.axes), list(st.leaves))
+                self._rewrite({t.name: op}, dividend, before=t.name, state=new_state)
+                st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
+                st.leaves = [a.name for a in op.axes]
             case S.CacheRead(readers=names, tensor=tname, scope=scope):
                 if scope not in SCOPES:
                     raise ScheduleError(f"cache_read: scope must be one of "
@@ -609,9 +633,10 @@ class Schedule:
             if name == before:
                 stages[new_tensor.name] = state
             stages[name] = st
-        self.stages = stages
+        # (a stage no output reads any more, the quotient divide_after bypassed, goes)
+        self.stages = {name: st for name, st in stages.items() if name in tensors}
         for name, st in self.stages.items():
-            st.tensor = tensors.get(name, st.tensor)
+            st.tensor = tensors[name]
 
     def _compute_at(self, st, step):
         cname, loop = step.target, step.axis

@@ -140,9 +140,14 @@ class RFactor(Step):
     factor: int
 
 
+@dataclass(frozen=True)
+class DivideAfter(Step):
+    op: ClassVar[str] = "divide_after"
+
+
 KINDS = {cls.op: cls for cls in (Split, Fuse, Reorder, Vectorize, Parallel, Unroll, Bind,
                                  ComputeInline, ComputeRoot, ComputeAt, Pack, CacheRead,
-                                 CacheWrite, RFactor)}
+                                 CacheWrite, RFactor, DivideAfter)}
 _ALIASES = {"vectorized": "vectorize"}          # the spelling of earlier recorded steps
 
 
