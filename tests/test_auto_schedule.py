@@ -740,3 +740,98 @@ def test_a_fused_batch_loop_computes_each_block_of_its_producer_once(rng):
             kern = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
             for _ in range(40):
                 np.testing.assert_allclose(kern((a, b)), ref, rtol=1e-4, atol=1e-4)
+
+
+@jd.compute
+def sum_of_squares(X):
+    return jnp.sum(X * X)
+
+
+@jd.compute
+def largest(X):
+    return jnp.max(X)
+
+
+@pytest.mark.parametrize("shape", [(700, 900), (3, 5, 40001), (300001,)])
+def test_a_full_reduction_runs_on_every_core(shape, rng):
+    """A reduction to one value of many elements: the threads reduce contiguous blocks
+    (rfactor, blocked) that a short reduction then combines; NaN still wins in max."""
+    x = normal(rng, *shape)
+    for tname, target in TARGETS.items():
+        low = lowered(sum_of_squares, [x], target)
+        kinds = {a.kind for st in low.schedule.stages.values() for a in st.axes.values()}
+        assert ForKind.PARALLEL in kinds and any(n.endswith("_rf")
+                                                 for n in low.schedule.stages), low.schedule
+        if tname == "host":
+            np.testing.assert_allclose(run(low, target, [x]), (x.astype(F64) ** 2).sum(),
+                                       rtol=1e-6)
+    x.flat[x.size * 3 // 4] = np.nan
+    assert np.isnan(largest(x))
+    x.flat[x.size * 3 // 4] = 0.5
+    assert largest(x) == x.max()
+
+
+@pytest.mark.parametrize("n", [1, 7, 4099, 32768, 32771, 100003, 1_000_003])
+def test_full_reductions_of_dynamic_arrays_at_any_size(n, rng):
+    """jd.numpy's full reductions (one kernel for every size: the parts' bounds are
+    computed at the call) against NumPy, on sizes that do not divide among the parts."""
+    x = normal(rng, n)
+    b = rng.integers(-3, 4, n)
+    np.testing.assert_allclose(jnp.sum(x), x.astype(F64).sum(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jnp.mean(x), x.astype(F64).mean(), rtol=1e-6, atol=1e-6)
+    p = 1 + x * np.float32(1e-3)
+    np.testing.assert_allclose(jnp.prod(p), p.astype(F64).prod(), rtol=1e-5)
+    assert jnp.max(x) == x.max() and jnp.min(x) == x.min()
+    assert jnp.sum(b) == b.sum() and jnp.any(b > 2) == (b > 2).any() \
+        and jnp.all(b > -3) == (b > -3).all()
+    m = normal(rng, 3, n)
+    np.testing.assert_allclose(jnp.sum(m), m.astype(F64).sum(), rtol=1e-6, atol=1e-6)
+
+
+@jd.compute
+def shifted_by_another_max(S, Y, V):
+    m[i] = max(Y[i, k] for k in range(Y.shape[1]))
+    E[i, k] = exp(S[i, k] - m[i])
+    z[i] = sum(E[i, k] for k in range(S.shape[1]))
+    C[i, j] = sum(E[i, k] / z[i] * V[k, j] for k in range(S.shape[1]))
+    return C
+
+
+def test_weights_shifted_by_another_max_keep_their_division(rng):
+    """exp(S - max(Y)) can exceed 1 (the review's case: S near 80, Y zero, V in the
+    hundreds gave inf summed undivided, NumPy 149): only the max of the same row counts."""
+    s_arg = (80 + rng.uniform(0, 1, (16, 256))).astype(F32)
+    y = np.zeros((16, 8), F32)
+    v = rng.uniform(100, 200, (256, 16)).astype(F32)
+    low = lowered(shifted_by_another_max, [s_arg, y, v], TARGETS["host"])
+    assert not _dividend(low), low.schedule
+    e = np.exp(s_arg.astype(F64))
+    want = (e / e.sum(1, keepdims=True)) @ v
+    np.testing.assert_allclose(shifted_by_another_max(s_arg, y, v), want, rtol=1e-5)
+
+
+@jd.compute
+def skinny_chain(A, B, C):
+    return jnp.matmul(jnp.matmul(A, B), C)
+
+
+@jd.compute
+def outer_exp_matmul(a, b, V):
+    T[i, k] = exp(a[i] * b[k])
+    C[i, j] = sum(T[i, k] * V[k, j] for k in range(b.shape[0]))
+    return C
+
+
+def test_intermediates_growing_faster_than_the_inputs_stay_in_slices(rng):
+    """The review's cases: (A @ B) @ C with A @ B 4 deep and C 4 wide, and exp(a b^T) @ V
+    of more than _WHOLE_MAX bytes, keep being computed a slice at a time (whole, they
+    took n^2 bytes: 4.3 GB for n = 32768)."""
+    args = [normal(rng, 2048, 4), normal(rng, 4, 2048), normal(rng, 2048, 4)]
+    low = lowered(skinny_chain, args, TARGETS["host"])
+    assert peak_temp_bytes(low.func, THREADS) <= 0.2 * io_bytes(args, np.empty((2048, 4), F32))
+    np.testing.assert_allclose(run(low, TARGETS["host"], args),
+                               (args[0].astype(F64) @ args[1]) @ args[2], rtol=1e-4, atol=1e-3)
+    n = 9000                                   # T: 324 MB, above the 256 MiB bound
+    big = [np.ones(n, F32), np.ones(n, F32), np.ones((n, 32), F32)]
+    low = lowered(outer_exp_matmul, big, TARGETS["host"])       # (lowered, not run)
+    assert peak_temp_bytes(low.func, THREADS) < 64 << 20, low.func

@@ -489,3 +489,39 @@ def test_compute_at_a_fused_loop_computes_one_row(shape):
         f"float64[{row}] (local)" in text, text
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(sm(x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_overlapping_blocks_at_a_parallel_loop_are_refused(rng):
+    """The review's case: C computed at D's parallel loop of 32 rows into its whole
+    buffer (block_buffer=False) needs 34 rows per iteration (D reads C[i + 2]), so two
+    iterations initialised and accumulated rows 32-33 at once: wrong in 44 of 60 calls.
+    That is refused now; the same block kept private (the default) runs right."""
+    def make(block_buffer):
+        @jd.compute
+        def stencil(A, B):
+            C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+            D = jd.tensor((A.shape[0] - 2, B.shape[1]))
+            D[i, j] = C[i, j] + C[i + 1, j] + C[i + 2, j]
+            return D
+
+        @jd.schedule(stencil, target="cpu")
+        def sched(s, cfg):
+            i, j = s["D"].axis
+            io, ii = s.split(i, 32)
+            s.parallel(io)
+            ci, cj = s["C"].axis
+            (ck,) = s["C"].reduce_axis
+            s.reorder(ck, ci, cj)
+            s.compute_at(s["C"], s["D"], io, block_buffer=block_buffer)
+        return stencil
+
+    a = rng.standard_normal((66, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 64)).astype(np.float32)
+    with pytest.raises(jd.ScheduleError, match="blocks of C .* overlap .*i: 34 from a "
+                                               "step of 32"):
+        make(False)(a, b)
+    c = a.astype(np.float64) @ b
+    want = c[:-2] + c[1:-1] + c[2:]
+    f = make(True)
+    for _ in range(20):
+        np.testing.assert_allclose(f(a, b), want, rtol=1e-4, atol=1e-3)

@@ -15,7 +15,7 @@ from jitdl import dtypes
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds as index_bounds, reads_memory
-from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For,
+from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For, ForKind,
                             IfThen, Load, PrimFunc, Reduce, ReduceOp, Select, Seq, Store, Var,
                             ThreadReduce)
 from jitdl.ir.printer import expr_text
@@ -322,6 +322,10 @@ class _Builder:
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
                                    "shared" if shared else "local" if small else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
+                if local is None:
+                    for m in leaves[:leaves.index(n) + 1]:
+                        if axes[m].kind == ForKind.PARALLEL:
+                            _disjoint_blocks(p, t, m, loopvar[m], reg)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
         def nest(names, inner, attach=True, over=False):
@@ -475,6 +479,31 @@ class _Builder:
         return Allocate(best, Allocate(pos, Seq((
             Store(best, zero, identity(op, vdt)), Store(pos, zero, first),
             nest(rloops, update), Store(buf, out_index, Load(pos, zero))))))
+
+
+def _disjoint_blocks(p, t, loop, var, reg):
+    """Producer p, computed into its whole buffer at a loop inside parallel loop `loop`
+    of t: the blocks two of its iterations compute must not overlap (both would
+    initialise and accumulate the shared elements at once: a race). Refused where the
+    block's start moves by less than its extent along every axis; a start that is not
+    affine in the loop variable (a fused loop's f // n) is taken as disjoint."""
+    steps = []
+    for (lo, ext), ax in zip(reg, p.tensor.op.axes):
+        f = affine(lo) if dtypes.is_int(lo.dtype) else {lo: 1}
+        if any(k != 1 and not isinstance(k, Var) and any(v == var for v in walk_expr(k)
+                                                         if isinstance(v, Var))
+               for k in f) or not isinstance(ext, int):
+            return
+        c = abs(f.get(var, 0))
+        if c >= ext:
+            return
+        steps.append(f"{ax.name}: {ext} from a step of {c}")
+    raise ScheduleError(
+        f"compute_at: the blocks of {p.tensor.name} that the iterations of parallel loop "
+        f"{t.name}.{loop} compute overlap ({'; '.join(steps)}): they would write the same "
+        f"elements at once. Compute {p.tensor.name} at a loop inside {loop} whose blocks "
+        "do not overlap, keep its block private (block_buffer=True), or make the loop "
+        "serial")
 
 
 def _offset_form(e, ranges):

@@ -713,22 +713,36 @@ def _bound_intermediates(s, outputs, limit, allow):
                 s.vectorize(Axis(name, data[-1]))
 
 
+# bytes above which an intermediate is computed a slice at a time whatever that costs
+# (the user's NumPy code would hold it whole; jitdl need not)
+_WHOLE_MAX = 256 << 20
+
+
 def _feeds_register_tile(s, st, cons, allow):
     """Computing st one slice at a time inside its consumer would cost register tiles:
     st is itself a reduction deep enough to be tiled (Q @ K^T in (Q @ K^T) @ V), or the
-    consumer is a tiled reduction reading each element of st for several outputs (exp(S)
-    @ V). Either does enough arithmetic per element that storing st whole costs little."""
-    if "tile" not in allow:
+    consumer is a tiled reduction reading each element of st for at least 16 outputs
+    (exp(S) @ V for 64 columns of V). Either does enough arithmetic per element that
+    storing st whole costs little, up to _WHOLE_MAX bytes (a skinny A @ B of 4 columns
+    feeding (A @ B) @ C grows with n^2 where the inputs grow with n: kept in slices)."""
+    if "tile" not in allow or _nbytes(st.tensor) > _WHOLE_MAX:
         return False
     depth = 1
     for a in st.tensor.op.reduce_axes:
         depth *= a.extent
     if _tileable(st, allow) and depth >= 16:
         return True
-    axes = {a.var for a in cons.tensor.op.axes}
-    return _tileable(cons, allow) and any(
-        not axes <= {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
-        for acc in _inlined_accesses(s, cons, st.tensor))
+    if not _tileable(cons, allow):
+        return False
+    for acc in _inlined_accesses(s, cons, st.tensor):
+        used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+        reuse = 1
+        for a in cons.tensor.op.axes:
+            if a.var not in used:
+                reuse *= a.extent
+        if reuse >= 16:
+            return True
+    return False
 
 
 _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
@@ -870,6 +884,32 @@ def _split_rows(s, name, f, target, allow):
         s.vectorize(s.split(data[-1], lanes)[1])
 
 
+_FULL_MIN = 1 << 15         # elements below which a full reduction stays on one core
+
+
+def _full_reduction(s, name, st, num_threads, target, allow):
+    """A reduction to one value (sum(x), max(x)) of many elements: each thread reduces
+    contiguous blocks of it (rfactor, blocked: part p takes elements, or rows, p * B to
+    (p + 1) * B - 1 of the outermost reduction axis), accumulating in registers, and a
+    short reduction combines the parts. Where the size is known only at the call,
+    partition_loops runs the parts on one core when they are small."""
+    op = st.tensor.op
+    if op.axes or not op.reduce_axes or "parallel" not in allow or num_threads <= 1 \
+            or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) \
+            or not Schedule._fresh(st) or _attached(s, name):
+        return False
+    n = 1
+    for a in op.reduce_axes:
+        n = n * a.extent if isinstance(a.extent, int) and isinstance(n, int) else None
+    if n is not None and n < _FULL_MIN:
+        return False
+    k = op.reduce_axes[0]
+    rf = s.rfactor(s[name], Axis(name, k.name), _ROW_PARTS_PER_THREAD * num_threads,
+                   blocked=True)
+    s.parallel(Axis(rf.name, s.stages[rf.name].tensor.op.axes[0].name))
+    return True
+
+
 def _symbolic(st):
     """The stage has a symbolic extent (over the sizes of dynamic arguments)."""
     return any(not isinstance(a.extent, int) for a in st.axes.values())
@@ -925,7 +965,8 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
-            if (_shared_and_expensive(s, st) or _expensive(st) and _reread(s, st)) \
+            if (_shared_and_expensive(s, st) or _expensive(st) and _reread(s, st)
+                    and _nbytes(st.tensor) <= _WHOLE_MAX) \
                     and "compute_at" in allow:
                 keep.append(name)         # inlined below unless computed at a row loop
             else:
@@ -962,7 +1003,8 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
         st = s.stages[name]
         if st.attach != "root" or name not in own:
             continue
-        if _column_reduction(s, name, st, num_threads, target, allow):
+        if _column_reduction(s, name, st, num_threads, target, allow) or \
+                _full_reduction(s, name, st, num_threads, target, allow):
             continue
         if symbolic:
             _schedule_symbolic(s, name, st, num_threads, target, allow)

@@ -55,10 +55,11 @@ _COMBINE = {ReduceOp.SUM: ReduceOp.SUM, ReduceOp.PROD: ReduceOp.PROD,
             ReduceOp.ANY: ReduceOp.ANY, ReduceOp.ALL: ReduceOp.ALL}
 
 
-def rfactor(t, axis_name, f):
+def rfactor(t, axis_name, f, blocked=False):
     """`<t>_rf[kf, ...]`: partial reductions over the outer part of reduction axis
-    `axis_name` split by f; t then reduces the partials. Returns (rf, new op of t, kr)
-    where kr is t's new reduction axis."""
+    `axis_name` split by f (part kf takes k = ko * f + kf, or blocked: k = kf * ceil(K /
+    f) + ko); t then reduces the partials. Returns (rf, new op of t, kr) where kr is t's
+    new reduction axis."""
     red = t.op.reduce
     ax = next((a for a in t.op.reduce_axes if a.name == axis_name), None)
     if red is None or ax is None:
@@ -71,7 +72,8 @@ def rfactor(t, axis_name, f):
     outer_n = -(-ax.extent // f)
     kf = IterVar(Var(f"{ax.name}_f"), 0, f)
     ko = IterVar(Var(f"{ax.name}_o"), 0, outer_n, reduce=True)
-    k_val = ko.var * f + kf.var + ax.min if ax.min else ko.var * f + kf.var
+    k_val = kf.var * outer_n + ko.var if blocked else ko.var * f + kf.var
+    k_val = k_val + ax.min if ax.min else k_val
     data = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
     sub = {ax.var: k_val, **{a.var: b.var for a, b in zip(t.op.axes, data)}}
     where = build.compare(CmpOp.LT, k_val, ax.min + ax.extent) \
@@ -152,19 +154,30 @@ def _factors(e):
 
 def _row_sum_of(num, den, k, extent):
     """`den` is the sum of the stage `num` reads over the axis where num reads `k`, and
-    that stage is exp(x - a max reduction): 0 <= num <= den, num <= 1, so num / den is a
-    weight in [0, 1] (softmax's)."""
+    that stage is exp(x - m) with m the max of x over that axis: 0 <= num <= 1 and
+    num <= den, so num / den is a weight in [0, 1] (softmax's)."""
     if not isinstance(num, Access) or not isinstance(num.tensor.op, Compute):
         return False
     e = num.tensor.op.body
     if not (isinstance(e, Call) and e.fn == Intrin.EXP):
         return False
+    pos = [d for d, i in enumerate(num.indices) if isinstance(i, Var) and i == k]
     shifted = _expand(e.args[0])
-    if not (isinstance(shifted, Binary) and shifted.op == BinOp.SUB):
+    if len(pos) != 1 or not (isinstance(shifted, Binary) and shifted.op == BinOp.SUB):
         return False
+    # x - m with m the max of x over the same row: exp(x - m) <= 1
     m = _uncast(shifted.b)
-    if not (isinstance(m, Access) and isinstance(m.tensor.op, Compute)
-            and m.tensor.op.reduce is not None and m.tensor.op.reduce.op == ReduceOp.MAX):
+    if not (isinstance(m, Access) and isinstance(m.tensor.op, Compute)):
+        return False
+    mred = m.tensor.op.reduce
+    row = num.tensor.op.axes[pos[0]]
+    if mred is None or mred.op != ReduceOp.MAX or mred.where is not None \
+            or len(mred.axes) != 1 or mred.axes[0].min != row.min \
+            or mred.axes[0].extent != row.extent:
+        return False
+    mapping = {a.var: i for a, i in zip(m.tensor.op.axes, m.indices)}
+    mapping[mred.axes[0].var] = row.var
+    if substitute(mred.body, mapping) != shifted.a:
         return False
     d = _uncast(den)
     if not (isinstance(d, Access) and isinstance(d.tensor.op, Compute)):
@@ -205,8 +218,9 @@ def divide_after(t):
     weighted_by_softmax) taken as e; t becomes dividend / s, so the division is done once
     per output element, not once per term: sum_k (e[i, k] / s[i]) * V[k, j] =
     (sum_k e[i, k] * V[k, j]) / s[i] (attention's softmax(S) @ V). Only for softmax's
-    weights: for other quotients the sum without the division could overflow where
-    NumPy's does not. Returns (dividend, new op of t)."""
+    weights (0 <= e <= 1, s >= 1): the sum without the division is at most
+    sum_k |V[k, j]|, so it overflows only where that does (V near the dtype's largest
+    value), and NaN and inf in x propagate as before. Returns (dividend, new op of t)."""
     found = weighted_by_softmax(t)
     if found is None:
         raise ScheduleError(f"divide_after: {t.name} is not a sum over one axis of products "

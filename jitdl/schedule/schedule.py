@@ -375,11 +375,13 @@ class Schedule:
         self._apply(S.CacheWrite(name))
         return self[f"{name}_local"]
 
-    def rfactor(self, stage, axis, factor):
+    def rfactor(self, stage, axis, factor, blocked=False):
         """Split reduction `axis` of `stage` by `factor` and move the inner part out as a
         data axis of a new stage of partial results, so that the partial reductions can
         run in parallel or as SIMD lanes; `stage` then reduces the partials. Returns the
-        new stage (named `<stage>_rf`, its first axis is the factor axis).
+        new stage (named `<stage>_rf`, its first axis is the factor axis). Part kf takes
+        every factor-th element (kf, kf + f, ...: SIMD lanes), or with blocked=True one
+        contiguous block of ceil(K / f) (a thread's share of a long reduction).
         Before: for i: C[i] = sum(X[i, k] for k in range(K))
         After:  for kf in range(f): for i: C_rf[kf, i] = sum(X[i, ko*f + kf] for ko ...)
                 for i: C[i] = sum(C_rf[kf, i] for kf in range(f))"""
@@ -390,7 +392,7 @@ class Schedule:
         if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
             raise ScheduleError(f"rfactor: argument 'factor' must be a positive int, got "
                                 f"{factor!r}", user_loc())
-        self._apply(S.RFactor(name, axis.name, factor))
+        self._apply(S.RFactor(name, axis.name, factor, bool(blocked)))
         return self[f"{name}_rf"]
 
     def divide_after(self, stage):
@@ -542,7 +544,7 @@ class Schedule:
                     raise ScheduleError(f"pack: {tname} is already packed", user_loc())
                 packed, op = rewrite.pack(st.tensor, tname, d, f)
                 self._rewrite({st.tensor.name: op}, packed, before=st.tensor.name)
-            case S.RFactor(axis=axis, factor=f):
+            case S.RFactor(axis=axis, factor=f, blocked=blocked):
                 t = st.tensor
                 if t.op.reduce is not None and any(a.name == axis for a in t.op.reduce_axes) \
                         and not self._fresh(st):
@@ -552,7 +554,7 @@ class Schedule:
                     raise ScheduleError(
                         f"rfactor: {t.name} already has an rfactor stage {t.name}_rf; "
                         f"rfactor it once (or rfactor {t.name}_rf)", user_loc())
-                rf, op, kr = rewrite.rfactor(t, axis, f)
+                rf, op, kr = rewrite.rfactor(t, axis, f, blocked)
                 self._rewrite({t.name: op}, rf, before=t.name)
                 st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
                 st.axes[kr.name] = LoopAxis(kr.name, f, True)

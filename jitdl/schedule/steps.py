@@ -138,6 +138,7 @@ class RFactor(Step):
     op: ClassVar[str] = "rfactor"
     axis: str
     factor: int
+    blocked: bool = False       # part kf takes a contiguous block, not every factor-th
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from jitdl import dtypes
 from jitdl.ir import build
-from jitdl.ir.analysis import SIZE_LIMIT, bounds, linear
+from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, linear
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
                             IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
 from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
@@ -77,9 +78,12 @@ def _linear_bound(cond, var, inner, local):
     n = cond.b
     if any(isinstance(v, Var) and v in local for v in walk_expr(n)):
         return None
-    form = linear(cond.a)
-    if form is None or form.get(var, 0) <= 0 or any(
-            k != 1 and k is not var and k in local and k not in inner for k in form):
+    if not dtypes.is_int(cond.a.dtype):
+        return None
+    form = affine(cond.a)       # (a term like `kf * ceil(n / 4)` of outer values moves to n)
+    if form.get(var, 0) <= 0 or any(
+            k != 1 and k is not var and (k in local and k not in inner or not isinstance(k, Var)
+                                         and _uses_any(k, local)) for k in form):
         return None
     for k, c in form.items():
         if k != 1 and k is not var and k not in local:
@@ -88,6 +92,10 @@ def _linear_bound(cond, var, inner, local):
              if k != 1 and k is not var and k in local]
     return (form[var], n, form.get(1, 0) + sum(min(t) for t in terms),
             form.get(1, 0) + sum(max(t) for t in terms))
+
+
+def _uses_any(e, names):
+    return any(isinstance(v, Var) and v in names for v in walk_expr(e))
 
 
 def _symbolic_split(loop, ranges):
