@@ -7,6 +7,8 @@ traced graph itself is never changed.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from jitdl import dtypes
 from jitdl.errors import ScheduleError, user_loc
 from jitdl.ir import build
@@ -23,7 +25,7 @@ def _redirect(op, old, new, index=None):
     def rewrite(e):
         if isinstance(e, Access) and e.tensor is old:
             idx = e.indices if index is None else index(e.indices)
-            return None if idx is None else Access(new, idx, e.loc)
+            return None if idx is None else dataclasses.replace(e, tensor=new, indices=idx)
         return None
     return Compute(op.axes, map_expr(op.body, rewrite), op.loc)
 

@@ -582,7 +582,8 @@ class Schedule:
                                         "its sum", user_loc())
                 dividend, op = rewrite.divide_after(t)
                 new_state = StageState(dividend, dict(st.axes), list(st.leaves))
-                self._rewrite({t.name: op}, dividend, before=t.name, state=new_state)
+                self._rewrite({t.name: op}, dividend, before=t.name, state=new_state,
+                              prune=True)
                 st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
                 st.leaves = [a.name for a in op.axes]
             case S.CacheRead(readers=names, tensor=tname, scope=scope):
@@ -620,9 +621,10 @@ class Schedule:
         return st.leaves == [a.name for a in op.axes] + [a.name for a in op.reduce_axes] \
             and all(a.kind == ForKind.SERIAL for a in st.axes.values())
 
-    def _rewrite(self, new_ops, new_tensor, before, state=None):
+    def _rewrite(self, new_ops, new_tensor, before, state=None, prune=False):
         """Replace stage ops (graph rewrite), and add the state of the new stage in front
-        of stage `before` (producers before consumers)."""
+        of stage `before` (producers before consumers); with prune, stages no output reads
+        any more go (the quotient divide_after bypassed)."""
         self.outputs, tensors = replace_ops(self.outputs, new_ops)
         if state is None:
             op = new_tensor.op
@@ -635,10 +637,10 @@ class Schedule:
             if name == before:
                 stages[new_tensor.name] = state
             stages[name] = st
-        # (a stage no output reads any more, the quotient divide_after bypassed, goes)
-        self.stages = {name: st for name, st in stages.items() if name in tensors}
+        self.stages = {name: st for name, st in stages.items()
+                       if not prune or name in tensors}
         for name, st in self.stages.items():
-            st.tensor = tensors[name]
+            st.tensor = tensors.get(name, st.tensor)
 
     def _compute_at(self, st, step):
         cname, loop = step.target, step.axis

@@ -6,6 +6,7 @@ that reads them, sharing the rest, so one trace serves any number of schedules.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from jitdl.ir.nodes import Access
@@ -55,8 +56,8 @@ def replace_ops(outputs, new_ops):
     def access(n):
         if isinstance(n, Access):
             t = tensor(n.tensor)
-            if t is not n.tensor:
-                return Access(t, n.indices, n.loc)
+            if t is not n.tensor:       # (its run-time checks, `checked`, `carried`, stay)
+                return dataclasses.replace(n, tensor=t)
         return None
 
     outs = tuple(tensor(t) for t in outputs)
