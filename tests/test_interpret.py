@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import jitdl as jd
 from _check import assert_matches
 from _passes import interpret_stages, pass_stages
-from jitdl.tir.interpret import RaceError, ScopeError, interpret
+from jitdl.tir.interpret import ScopeError, interpret
 from test_fuzz import (apply_schedule, compare, emit, fold, fuzz_settings, inputs,
                        make_elementwise, make_reduction, ref, ref_env, schedules, trees, uses)
 from test_schedules import make_matmul, make_softmax, softmax_ref
@@ -777,12 +777,10 @@ def blur_two_stage(X):
     return Y
 
 
-@pytest.mark.xfail(strict=True, raises=RaceError,
-                   reason="schedule: compute_at(..., block_buffer=False) at a loop inside a "
-                          "parallel loop lets the iterations compute overlapping blocks "
-                          "(here the halo row) into one shared buffer: threads write the "
-                          "same elements; refuse it, or keep such a block private")
-def test_known_bug_shared_block_race(rng):
+def test_overlapping_shared_blocks_at_a_parallel_loop_are_refused(rng):
+    """compute_at(..., block_buffer=False) at a loop inside a parallel loop let the
+    iterations compute overlapping blocks (here the halo row) into one shared buffer,
+    a race the interpreter's RaceError found; lowering refuses it now."""
     f = jd.compute(blur_two_stage.pyfunc)
 
     def sched(s):
@@ -792,5 +790,6 @@ def test_known_bug_shared_block_race(rng):
         s.parallel(io)
     schedule(f, sched)
     x = normal(rng, (7, 3))
-    check_definition(f, (x,), 2 * (x[:-1] + x[1:]))
+    with pytest.raises(jd.ScheduleError, match="blocks of T .* overlap"):
+        check_definition(f, (x,), 2 * (x[:-1] + x[1:]))
 
