@@ -835,3 +835,17 @@ def test_intermediates_growing_faster_than_the_inputs_stay_in_slices(rng):
     big = [np.ones(n, F32), np.ones(n, F32), np.ones((n, 32), F32)]
     low = lowered(outer_exp_matmul, big, TARGETS["host"])       # (lowered, not run)
     assert peak_temp_bytes(low.func, THREADS) < 64 << 20, low.func
+
+
+@pytest.mark.parametrize("shape", [(701, 900), (1, 200003), (3, 5, 40001)])
+def test_every_part_of_a_full_reduction_runs_in_parallel(shape, rng):
+    """The parts split the outermost axis that gives each part some work ((1, N): N),
+    and a size that does not divide among them is handled inside each part: split, the
+    last part ran alone after the parallel ones (the review: 1.5x slower)."""
+    x = normal(rng, *shape)
+    low = lowered(sum_of_squares, [x], TARGETS["host"])
+    text = str(low.func)
+    head = [line.strip() for line in text.splitlines() if "_f in range(" in line]
+    assert len(head) == 1 and head[0].startswith("parallel"), text
+    np.testing.assert_allclose(run(low, TARGETS["host"], [x]), (x.astype(F64) ** 2).sum(),
+                               rtol=1e-6)

@@ -525,3 +525,52 @@ def test_overlapping_blocks_at_a_parallel_loop_are_refused(rng):
     f = make(True)
     for _ in range(20):
         np.testing.assert_allclose(f(a, b), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_guard_reading_a_buffer_of_the_loop_does_not_bound_it(rng):
+    """The review's case: a where-clause reading T, computed at the reduction loop k,
+    made partition_loops bound k by `m - T_l[0]`, read before T_l existed (an IR
+    verifier error); such a guard stays a guard."""
+    @jd.compute(dynamic=True)
+    def masked_rows(X, Y):
+        n, m = X.shape
+        T[i, k] = Y[i, k] * 2
+        k = jd.reduce_axis(m, name="k")
+        return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k, where=k + T[i, k] < m),
+                         name="R")
+
+    @jd.schedule(masked_rows, target="cpu")
+    def sched(s, cfg):
+        (k,) = s["R"].reduce_axis
+        s.compute_at(s["T"], s["R"], k)
+
+    x = rng.standard_normal((4, 37)).astype(np.float32)
+    y = rng.integers(-3, 30, (4, 37)).astype(np.int64)
+    want = np.where(np.arange(37)[None] + 2 * y < 37, x.astype(np.float64), 0).sum(1)
+    np.testing.assert_allclose(masked_rows(x, y), want, rtol=1e-5, atol=1e-5)
+
+
+def test_overlapping_blocks_of_dynamic_sizes_are_refused(rng):
+    """The same stencil with sizes known only at the call: a block as wide as the whole
+    symbolic row, moving by 0 along it, overlaps too (it raced in 36 of 60 calls)."""
+    @jd.compute(dynamic=True)
+    def stencil(A, B):
+        C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+        D = jd.tensor((A.shape[0] - 2, B.shape[1]))
+        D[i, j] = C[i, j] + C[i + 1, j] + C[i + 2, j]
+        return D
+
+    @jd.schedule(stencil, target="cpu")
+    def sched(s, cfg):
+        i, j = s["D"].axis
+        io, ii = s.split(i, 32)
+        s.parallel(io)
+        ci, cj = s["C"].axis
+        (ck,) = s["C"].reduce_axis
+        s.reorder(ck, ci, cj)
+        s.compute_at(s["C"], s["D"], io, block_buffer=False)
+
+    a = rng.standard_normal((66, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 64)).astype(np.float32)
+    with pytest.raises(jd.ScheduleError, match="blocks of C .* overlap"):
+        stencil(a, b)

@@ -162,9 +162,11 @@ def test_split_nparts(rng, nparts):
 
     x, b = normal(rng, (37, 5)), normal(rng, 5)
     check(f, (x, b), ew_ref(x, b), F64)
-    if nparts == 4:   # 37 in 4 parts of ceil(37/4) = 10: three full parts, then a tail
-        text = lowered(f, x, b)       # of 7 (the partitioned last outer iteration)
-        assert "range(3)" in text and "range(10)" in text and "range(7)" in text, text
+    if nparts == 4:   # 37 in 4 parts of ceil(37/4) = 10: the 4 parts run in parallel,
+        text = lowered(f, x, b)   # each its first 7 rows unguarded, then 3 guarded (split
+        # at the parallel loop, the last part of 7 rows would run alone after the others)
+        assert "parallel i_o in range(4)" in text and "range(7)" in text \
+            and "range(7, 7 + 3)" in text, text
 
 
 def test_split_of_reduce_axis(rng):

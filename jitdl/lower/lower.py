@@ -483,21 +483,23 @@ class _Builder:
 
 def _disjoint_blocks(p, t, loop, var, reg):
     """Producer p, computed into its whole buffer at a loop inside parallel loop `loop`
-    of t: the blocks two of its iterations compute must not overlap (both would
-    initialise and accumulate the shared elements at once: a race). Refused where the
-    block's start moves by less than its extent along every axis; a start that is not
-    affine in the loop variable (a fused loop's f // n) is taken as disjoint."""
+    of t: the blocks two of its iterations compute must not overlap (both would write
+    the same elements at once; an accumulating block races outright). Refused unless
+    the block's start moves by at least its extent along some axis; a start that is not
+    affine in the loop variable (a fused loop's f // n: the automatic schedule's fused
+    batch and row-block loops) is taken as disjoint."""
     steps = []
     for (lo, ext), ax in zip(reg, p.tensor.op.axes):
         f = affine(lo) if dtypes.is_int(lo.dtype) else {lo: 1}
         if any(k != 1 and not isinstance(k, Var) and any(v == var for v in walk_expr(k)
                                                          if isinstance(v, Var))
-               for k in f) or not isinstance(ext, int):
+               for k in f):
             return
         c = abs(f.get(var, 0))
-        if c >= ext:
+        if isinstance(ext, int) and c >= ext:
             return
-        steps.append(f"{ax.name}: {ext} from a step of {c}")
+        steps.append(f"{ax.name}: {ext if isinstance(ext, int) else expr_text(ext)} from "
+                     f"a step of {c}")
     raise ScheduleError(
         f"compute_at: the blocks of {p.tensor.name} that the iterations of parallel loop "
         f"{t.name}.{loop} compute overlap ({'; '.join(steps)}): they would write the same "

@@ -891,8 +891,8 @@ _FULL_MIN = 1 << 15         # elements below which a full reduction stays on one
 def _full_reduction(s, name, st, num_threads, target, allow):
     """A reduction to one value (sum(x), max(x)) of many elements: each thread reduces
     contiguous blocks of it (rfactor, blocked: part p takes elements, or rows, p * B to
-    (p + 1) * B - 1 of the outermost reduction axis), accumulating in registers, and a
-    short reduction combines the parts. Where the size is known only at the call,
+    (p + 1) * B - 1 of the outermost reduction axis with at least one per part),
+    accumulating in registers, and a short reduction combines the parts. Where the size is known only at the call,
     partition_loops runs the parts on one core when they are small."""
     op = st.tensor.op
     if op.axes or not op.reduce_axes or "parallel" not in allow or num_threads <= 1 \
@@ -904,9 +904,14 @@ def _full_reduction(s, name, st, num_threads, target, allow):
         n = n * a.extent if isinstance(a.extent, int) and isinstance(n, int) else None
     if n is not None and n < _FULL_MIN:
         return False
-    k = op.reduce_axes[0]
-    rf = s.rfactor(s[name], Axis(name, k.name), _ROW_PARTS_PER_THREAD * num_threads,
-                   blocked=True)
+    parts = _ROW_PARTS_PER_THREAD * num_threads
+    # the outermost axis long enough to give every part some (of sizes known only at the
+    # call, the outermost: a matrix's rows)
+    k = next((a for a in op.reduce_axes if not isinstance(a.extent, int)
+              or a.extent >= 4 * parts), None)
+    if k is None:
+        return False
+    rf = s.rfactor(s[name], Axis(name, k.name), parts, blocked=True)
     s.parallel(Axis(rf.name, s.stages[rf.name].tensor.op.axes[0].name))
     return True
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from jitdl import dtypes
 from jitdl.ir import build
-from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, linear
+from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, linear, reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
                             IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
 from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
@@ -83,7 +83,8 @@ def _linear_bound(cond, var, inner, local):
     form = affine(cond.a)       # (a term like `kf * ceil(n / 4)` of outer values moves to n)
     if form.get(var, 0) <= 0 or any(
             k != 1 and k is not var and (k in local and k not in inner or not isinstance(k, Var)
-                                         and _uses_any(k, local)) for k in form):
+                                         and (_uses_any(k, local) or reads_memory(k)))
+            for k in form):
         return None
     for k, c in form.items():
         if k != 1 and k is not var and k not in local:
@@ -299,6 +300,9 @@ def _scalar_guarded(s):
     return map_stmt(s, rule)
 
 
+_FEW_PARALLEL = 64
+
+
 def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
     if selects and isinstance(s, For) and s.kind == ForKind.SERIAL:
         done = _partition_select(s, ranges, selects)
@@ -333,7 +337,13 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
         case For() if isinstance(s.min, Const) and isinstance(s.extent, Const):
             lo, ext = s.min.value, s.extent.value
             p = _split_point(s, ranges)
-            if p is not None and lo < p < lo + ext:
+            # (a parallel loop of few iterations, such as the parts of a reduction, is
+            # partitioned inside: split, its last part would run alone after the others;
+            # not one around register tiles, whose unrolled loops a guard would split)
+            if p is not None and lo < p < lo + ext and not (
+                    s.kind == ForKind.PARALLEL and ext <= _FEW_PARALLEL and not any(
+                        isinstance(x, For) and x.kind == ForKind.UNROLLED
+                        for x in walk_stmt(s.body))):
                 main = replace(s, extent=Const(p - lo, "int64"))
                 tail = replace(s, min=Const(p, "int64"), extent=Const(lo + ext - p, "int64"))
                 return Seq((partition_stmt(main, ranges, selects),
