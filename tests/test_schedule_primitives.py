@@ -491,38 +491,40 @@ def test_compute_at_a_fused_loop_computes_one_row(shape):
     np.testing.assert_allclose(sm(x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+def halo_stencil(block_buffer, dynamic=False):
+    """D[i] = C[i] + C[i + 1] + C[i + 2] with C = A @ B computed at D's parallel loop of
+    32 rows: each iteration needs 34 rows of C."""
+    @jd.compute(dynamic=dynamic)
+    def stencil(A, B):
+        C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
+        D = jd.tensor((A.shape[0] - 2, B.shape[1]))
+        D[i, j] = C[i, j] + C[i + 1, j] + C[i + 2, j]
+        return D
+
+    @jd.schedule(stencil, target="cpu")
+    def sched(s, cfg):
+        i, j = s["D"].axis
+        io, ii = s.split(i, 32)
+        s.parallel(io)
+        ci, cj = s["C"].axis
+        (ck,) = s["C"].reduce_axis
+        s.reorder(ck, ci, cj)
+        s.compute_at(s["C"], s["D"], io, block_buffer=block_buffer)
+    return stencil
+
+
 def test_overlapping_blocks_at_a_parallel_loop_are_refused(rng):
-    """The review's case: C computed at D's parallel loop of 32 rows into its whole
-    buffer (block_buffer=False) needs 34 rows per iteration (D reads C[i + 2]), so two
+    """The review's case: C computed into its whole buffer (block_buffer=False), so two
     iterations initialised and accumulated rows 32-33 at once: wrong in 44 of 60 calls.
     That is refused now; the same block kept private (the default) runs right."""
-    def make(block_buffer):
-        @jd.compute
-        def stencil(A, B):
-            C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
-            D = jd.tensor((A.shape[0] - 2, B.shape[1]))
-            D[i, j] = C[i, j] + C[i + 1, j] + C[i + 2, j]
-            return D
-
-        @jd.schedule(stencil, target="cpu")
-        def sched(s, cfg):
-            i, j = s["D"].axis
-            io, ii = s.split(i, 32)
-            s.parallel(io)
-            ci, cj = s["C"].axis
-            (ck,) = s["C"].reduce_axis
-            s.reorder(ck, ci, cj)
-            s.compute_at(s["C"], s["D"], io, block_buffer=block_buffer)
-        return stencil
-
     a = rng.standard_normal((66, 300)).astype(np.float32)
     b = rng.standard_normal((300, 64)).astype(np.float32)
     with pytest.raises(jd.ScheduleError, match="blocks of C .* overlap .*i: 34 from a "
                                                "step of 32"):
-        make(False)(a, b)
+        halo_stencil(False)(a, b)
     c = a.astype(np.float64) @ b
     want = c[:-2] + c[1:-1] + c[2:]
-    f = make(True)
+    f = halo_stencil(True)
     for _ in range(20):
         np.testing.assert_allclose(f(a, b), want, rtol=1e-4, atol=1e-3)
 
@@ -553,24 +555,7 @@ def test_a_guard_reading_a_buffer_of_the_loop_does_not_bound_it(rng):
 def test_overlapping_blocks_of_dynamic_sizes_are_refused(rng):
     """The same stencil with sizes known only at the call: a block as wide as the whole
     symbolic row, moving by 0 along it, overlaps too (it raced in 36 of 60 calls)."""
-    @jd.compute(dynamic=True)
-    def stencil(A, B):
-        C[i, j] = sum(A[i, k] * B[k, j] for k in range(A.shape[1]))
-        D = jd.tensor((A.shape[0] - 2, B.shape[1]))
-        D[i, j] = C[i, j] + C[i + 1, j] + C[i + 2, j]
-        return D
-
-    @jd.schedule(stencil, target="cpu")
-    def sched(s, cfg):
-        i, j = s["D"].axis
-        io, ii = s.split(i, 32)
-        s.parallel(io)
-        ci, cj = s["C"].axis
-        (ck,) = s["C"].reduce_axis
-        s.reorder(ck, ci, cj)
-        s.compute_at(s["C"], s["D"], io, block_buffer=False)
-
     a = rng.standard_normal((66, 300)).astype(np.float32)
     b = rng.standard_normal((300, 64)).astype(np.float32)
     with pytest.raises(jd.ScheduleError, match="blocks of C .* overlap"):
-        stencil(a, b)
+        halo_stencil(False, dynamic=True)(a, b)
