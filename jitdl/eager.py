@@ -311,7 +311,8 @@ def numpy_fallback(fn, np_fn):
     definition (tensor operands) the error stands."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
+        if kwargs and kwargs.get("dtype") is not None and _foreign_dtype(kwargs["dtype"]) \
+                and not _symbolic_args(args, kwargs):
             return np_fn(*args, **kwargs)       # (dtype=np.float16, dtype=np.uint64, ...)
         try:
             return fn(*args, **kwargs)

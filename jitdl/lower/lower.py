@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from jitdl import dtypes
 from jitdl.errors import ScheduleError
 from jitdl.ir import build
-from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds as index_bounds, reads_memory
+from jitdl.ir.analysis import (SIZE_LIMIT, affine, bounds as index_bounds, free_vars,
+                                reads_memory)
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For, ForKind,
                             IfThen, Load, PrimFunc, Reduce, ReduceOp, Select, Seq, Store, Var,
                             ThreadReduce)
@@ -490,10 +491,8 @@ def _disjoint_blocks(p, t, loop, var, reg):
     batch and row-block loops) is taken as disjoint."""
     steps = []
     for (lo, ext), ax in zip(reg, p.tensor.op.axes):
-        f = affine(lo) if dtypes.is_int(lo.dtype) else {lo: 1}
-        if any(k != 1 and not isinstance(k, Var) and any(v == var for v in walk_expr(k)
-                                                         if isinstance(v, Var))
-               for k in f):
+        f = affine(lo)
+        if any(k != 1 and not isinstance(k, Var) and var in free_vars(k) for k in f):
             return
         c = abs(f.get(var, 0))
         if isinstance(ext, int) and c >= ext:
@@ -516,12 +515,8 @@ def _offset_form(e, ranges):
     if not dtypes.is_int(e.dtype):
         return None
     f = affine(e)
-    for k in f:
-        if k != 1 and k not in ranges and any(isinstance(v, Var) and v in ranges
-                                              for v in walk_expr(k)):
-            return None
-        if k in ranges and not dtypes.is_int(k.dtype):
-            return None
+    if any(k != 1 and k not in ranges and any(v in ranges for v in free_vars(k)) for k in f):
+        return None
     return f
 
 

@@ -20,10 +20,11 @@ a definition never fails on a schedule its user did not write.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from jitdl import dtypes
-from jitdl.ir.analysis import linear, reads_memory
+from jitdl.ir.analysis import free_vars, linear, reads_memory
 from jitdl.ir.nodes import Access, Binary, BinOp, Call, ForKind, Intrin, ReduceOp, Select, Var
 from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.schedule import rewrite
@@ -732,17 +733,8 @@ def _feeds_register_tile(s, st, cons, allow):
         depth *= a.extent
     if _tileable(st, allow) and depth >= 16:
         return True
-    if not _tileable(cons, allow):
-        return False
-    for acc in _inlined_accesses(s, cons, st.tensor):
-        used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
-        reuse = 1
-        for a in cons.tensor.op.axes:
-            if a.var not in used:
-                reuse *= a.extent
-        if reuse >= 16:
-            return True
-    return False
+    return _tileable(cons, allow) and any(
+        math.prod(a.extent for a in missing) >= 16 for missing in _missing_axes(s, cons, st))
 
 
 _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
@@ -766,15 +758,19 @@ def _reread(s, st):
     """A reduction reads each element of st for several of its outputs (an index of the
     reduction's output is missing from the access: attention's P @ V reads P[b, i, k] for
     every column j). Inlining st there would recompute its math that many times."""
-    for x in s.stages.values():
-        if x is st or not x.is_reduce or x.attach == "inline":
-            continue
-        axes = {a.var for a in x.tensor.op.axes}
-        for acc in _inlined_accesses(s, x, st.tensor):
-            used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
-            if not axes <= used:
-                return True
-    return False
+    return any(missing for x in s.stages.values()
+               if x is not st and x.is_reduce and x.attach != "inline"
+               for missing in _missing_axes(s, x, st))
+
+
+def _missing_axes(s, x, st):
+    """Per access of stage x to st: the axes of x its indices do not use (x reads that
+    element of st once for each of their values)."""
+    for acc in _inlined_accesses(s, x, st.tensor):
+        used = {}
+        for i in acc.indices:
+            free_vars(i, used)
+        yield [a for a in x.tensor.op.axes if a.var not in used]
 
 
 def _column_reduction(s, name, st, num_threads, target, allow):
@@ -864,9 +860,10 @@ def _split_rows(s, name, f, target, allow):
     (rfactor of the outermost reduction axis, blocked: part p takes rows p * B to
     (p + 1) * B - 1, one contiguous stream; every F-th row instead broke the hardware
     prefetcher's stream at each row: 10 GB/s, not 27), each part streaming whole rows
-    into its own row of partial results, which a short reduction then adds. Blocks of columns would instead read each row in short
-    pieces: a 3162^2 mean(axis=0) took 5.6 ms that way, 3.1 ms split by rows (NumPy, row by
-    row on one core: 3.1 ms) on a 2-core Zen. With few rows (30 x 330000) the parts are
+    into its own row of partial results, which a short reduction then adds. Blocks of
+    columns would instead read each row in short pieces: a 3162^2 mean(axis=0) took 5.6
+    ms that way, 3.1 ms split by rows (NumPy, row by row on one core: 3.1 ms) on a 2-core
+    Zen. With few rows (30 x 330000) the parts are
     short and their partial rows long: column blocks win there."""
     k = s.stages[name].tensor.op.reduce_axes[0]
     rf = s.rfactor(s[name], Axis(name, k.name), f, blocked=True)
@@ -891,9 +888,10 @@ _FULL_MIN = 1 << 15         # elements below which a full reduction stays on one
 def _full_reduction(s, name, st, num_threads, target, allow):
     """A reduction to one value (sum(x), max(x)) of many elements: each thread reduces
     contiguous blocks of it (rfactor, blocked: part p takes elements, or rows, p * B to
-    (p + 1) * B - 1 of the outermost reduction axis with at least one per part),
-    accumulating in registers, and a short reduction combines the parts. Where the size is known only at the call,
-    partition_loops runs the parts on one core when they are small."""
+    (p + 1) * B - 1 of the outermost reduction axis with at least 4 per part),
+    accumulating in registers, and a short reduction combines the parts. Where the size
+    is known only at the call, partition_loops runs the parts on one core when they are
+    small."""
     op = st.tensor.op
     if op.axes or not op.reduce_axes or "parallel" not in allow or num_threads <= 1 \
             or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) \

@@ -140,11 +140,11 @@ def _expand(e):
     return e
 
 
-def _uncast(e):
+def _uncast(e, expand=_expand):
     """e expanded, with value casts between float types looked through."""
-    e = _expand(e)
+    e = expand(e)
     while isinstance(e, Cast) and dtypes.is_float(e.dtype) and dtypes.is_float(e.value.dtype):
-        e = _expand(e.value)
+        e = expand(e.value)
     return e
 
 
@@ -188,9 +188,7 @@ def _row_sum_of(num, den, k, extent):
     if red is None or red.op != ReduceOp.SUM or red.where is not None or len(red.axes) != 1 \
             or red.axes[0].min != 0 or red.axes[0].extent != extent:
         return False
-    term = red.body
-    while isinstance(term, Cast) and dtypes.is_float(term.dtype):
-        term = term.value
+    term = _uncast(red.body, expand=lambda x: x)    # (the stage e itself, not its body)
     if not (isinstance(term, Access) and term.tensor is num.tensor):
         return False
     mapping = {a.var: i for a, i in zip(d.tensor.op.axes, d.indices)}

@@ -560,32 +560,11 @@ class Schedule:
                 st.axes[kr.name] = LoopAxis(kr.name, f, True)
                 st.leaves = [a.name for a in op.axes] + [kr.name]
             case S.CacheWrite():
-                t = st.tensor
-                if not self._fresh(st) or st.attach != "root":
-                    raise ScheduleError(f"cache_write: apply it to {t.name} before other "
-                                        "steps", user_loc())
-                if f"{t.name}_local" in self.stages:
-                    raise ScheduleError(f"cache_write: {t.name} already has a write cache",
-                                        user_loc())
-                local, op = rewrite.cache_write(t)
-                new_state = StageState(local, dict(st.axes), list(st.leaves))
-                self._rewrite({t.name: op}, local, before=t.name, state=new_state)
-                st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
-                st.leaves = [a.name for a in op.axes]
+                self._hand_over(st, "cache_write", "_local", "already has a write cache",
+                                rewrite.cache_write)
             case S.DivideAfter():
-                t = st.tensor
-                if not self._fresh(st) or st.attach != "root":
-                    raise ScheduleError(f"divide_after: apply it to {t.name} before other "
-                                        "steps", user_loc())
-                if f"{t.name}_dividend" in self.stages:
-                    raise ScheduleError(f"divide_after: {t.name} is already divided after "
-                                        "its sum", user_loc())
-                dividend, op = rewrite.divide_after(t)
-                new_state = StageState(dividend, dict(st.axes), list(st.leaves))
-                self._rewrite({t.name: op}, dividend, before=t.name, state=new_state,
-                              prune=True)
-                st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
-                st.leaves = [a.name for a in op.axes]
+                self._hand_over(st, "divide_after", "_dividend", "is already divided after "
+                                "its sum", rewrite.divide_after, prune=True)
             case S.CacheRead(readers=names, tensor=tname, scope=scope):
                 if scope not in SCOPES:
                     raise ScheduleError(f"cache_read: scope must be one of "
@@ -620,6 +599,21 @@ class Schedule:
         op = st.tensor.op
         return st.leaves == [a.name for a in op.axes] + [a.name for a in op.reduce_axes] \
             and all(a.kind == ForKind.SERIAL for a in st.axes.values())
+
+    def _hand_over(self, st, prim, suffix, again, make, prune=False):
+        """A fresh root stage st gives its loops (and the steps to come) to the stage
+        `<st><suffix>` that make(st's tensor) returns with st's new op, which is one loop
+        per data axis (cache_write: a copy; divide_after: a division)."""
+        t = st.tensor
+        if not self._fresh(st) or st.attach != "root":
+            raise ScheduleError(f"{prim}: apply it to {t.name} before other steps", user_loc())
+        if f"{t.name}{suffix}" in self.stages:
+            raise ScheduleError(f"{prim}: {t.name} {again}", user_loc())
+        new, op = make(t)
+        self._rewrite({t.name: op}, new, before=t.name,
+                      state=StageState(new, dict(st.axes), list(st.leaves)), prune=prune)
+        st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
+        st.leaves = [a.name for a in op.axes]
 
     def _rewrite(self, new_ops, new_tensor, before, state=None, prune=False):
         """Replace stage ops (graph rewrite), and add the state of the new stage in front

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from jitdl import dtypes
 from jitdl.ir import build
-from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, linear, reads_memory
+from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, free_vars, linear, reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
                             IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
 from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
@@ -83,7 +83,8 @@ def _linear_bound(cond, var, inner, local):
     form = affine(cond.a)       # (a term like `kf * ceil(n / 4)` of outer values moves to n)
     if form.get(var, 0) <= 0 or any(
             k != 1 and k is not var and (k in local and k not in inner or not isinstance(k, Var)
-                                         and (_uses_any(k, local) or reads_memory(k)))
+                                         and (not local.isdisjoint(free_vars(k))
+                                              or reads_memory(k)))
             for k in form):
         return None
     for k, c in form.items():
@@ -93,10 +94,6 @@ def _linear_bound(cond, var, inner, local):
              if k != 1 and k is not var and k in local]
     return (form[var], n, form.get(1, 0) + sum(min(t) for t in terms),
             form.get(1, 0) + sum(max(t) for t in terms))
-
-
-def _uses_any(e, names):
-    return any(isinstance(v, Var) and v in names for v in walk_expr(e))
 
 
 def _symbolic_split(loop, ranges):
