@@ -51,7 +51,7 @@ class _ScalarOut:
 
 
 def apply(name, builder, operands, static=(), out=None, names=None, table=None, tkey=None,
-          slot=None):
+          slot=None, *, casting="same_kind"):
     """Op `name`: builder(*operands, **dict(static)) on tensors of a definition; on arrays
     (and numbers, lists) its compiled kernel's result. `static` is a tuple of (name, value)
     pairs of plain, hashable values; `names` names the operands in messages. A wrapper
@@ -83,7 +83,7 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     except ScalarOverflowError:
         if not _has_huge_int(operands):
             raise
-    return _slow(name, builder, operands, static, out, names, table, tkey, slot)
+    return _slow(name, builder, operands, static, out, names, table, tkey, slot, casting)
 
 
 _I64 = 2 ** 63
@@ -191,7 +191,8 @@ def _exact_out(k, out):
         (out.shape, out.dtype) == k.out_specs[0]
 
 
-def _slow(name, builder, operands, static, out, names, table=None, tkey=None, slot=None):
+def _slow(name, builder, operands, static, out, names, table=None, tkey=None, slot=None,
+          casting="same_kind"):
     if any(is_symbolic(a) for a in operands):
         if out is not None:
             raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
@@ -243,33 +244,36 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     shape, dtype = kernel.out_specs[0]
     if kernel.dims is not None:         # symbolic extents: this call's output shape
         shape = kernel.dims(operands)[1][0]
-    if tuple(out.shape) != shape:
+    out_shape = tuple(out.shape)
+    if out_shape != shape and (len(out_shape) < len(shape) or any(
+            s not in (1, o) for s, o in zip(shape, out_shape[len(out_shape) - len(shape):]))):
         raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
-                               f"{tuple(out.shape)} doesn't match the result's shape {shape} "
+                               f"{out_shape} doesn't match the result's shape {shape} "
                                f"(out=)", user_loc())
     if is_device_array(out):
-        return _device_out(name, kernel, operands, out, dtype)
+        return _device_out(name, kernel, operands, out, dtype, casting)
     if not out.flags.writeable:
         raise OutArgumentError(f"{name}(): output array is read-only (out=)", user_loc())
-    if out.dtype == dtype:
+    if out.dtype == dtype and out_shape == shape:
         return kernel.run(operands, out)
-    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
-        raise ArgumentError(f"{name}(): cannot cast the result from dtype('{dtype}') to "
-                            f"dtype('{out.dtype}') (out=) with casting rule 'same_kind'",
-                            user_loc())
-    np.copyto(out, kernel.run(operands), casting="same_kind")
+    _castable(name, dtype, out.dtype, casting)
+    np.copyto(out, kernel.run(operands), casting="unsafe")    # (out's shape: broadcast)
     return out
 
 
-def _device_out(name, kernel, operands, out, dtype):
-    """out= a GPU array: written by the kernel, or the result cast into it (same_kind)."""
-    from jitdl.runtime import cuda
-    if out.dtype == dtype:
-        return kernel.run(operands, out)
-    if not np.can_cast(dtype, np.dtype(out.dtype), casting="same_kind"):
+def _castable(name, dtype, to, casting):
+    if not np.can_cast(dtype, to, casting=casting):
         raise ArgumentError(f"{name}(): cannot cast the result from dtype('{dtype}') to "
-                            f"dtype('{out.dtype}') (out=) with casting rule 'same_kind'",
+                            f"dtype('{to}') (out=) with casting rule '{casting}'",
                             user_loc())
+
+
+def _device_out(name, kernel, operands, out, dtype, casting):
+    """out= a GPU array: written by the kernel, or the result cast into it."""
+    from jitdl.runtime import cuda
+    if out.dtype == dtype and tuple(out.shape) == kernel.out_specs[0][0]:
+        return kernel.run(operands, out)
+    _castable(name, dtype, np.dtype(out.dtype), casting)
     dev = cuda.backend()
     dev.copyto(dev.asarray(out), kernel.run(operands))
     return out
@@ -324,14 +328,31 @@ def numpy_fallback(fn, np_fn):
     return call
 
 
-def kernel_dtype(name, d):
+def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
-    raises UnsupportedDtypeError (so that NumPy's function answers it)."""
+    raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's
+    function `np_fn`, the operands are checked as numpy_accepts does."""
     if _foreign_dtype(d):
         raise UnsupportedDtypeError(
             f"{name}(): dtype={np.dtype(d).name} is not supported; supported: "
             f"{', '.join(dtypes.SUPPORTED)}", user_loc())
+    if np_fn is not None:
+        numpy_accepts(name, np_fn, operands, casting, dtype=d)
     return dtypes.normalize(d)
+
+
+def numpy_accepts(name, np_fn, operands, casting, **kwargs):
+    """NumPy's own TypeError (as an ArgumentError) where its function refuses operands of
+    these dtypes under the `casting` rule (input casts to dtype=, a loop that does not
+    exist for it, such as sqrt in int64), found on empty stand-ins of the arrays."""
+    stand_ins = [np.empty(0, a.dtype) if isinstance(a, np.ndarray) or is_symbolic(a)
+                 else a for a in operands]
+    try:
+        np_fn(*stand_ins, casting=casting, **kwargs)
+    except OverflowError as e:
+        raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
+    except TypeError as e:
+        raise ArgumentError(f"{name}(): {e}", user_loc()) from None
 
 
 def _foreign_dtype(d):

@@ -199,6 +199,59 @@ def test_a_dtype_argument_of_another_dtype_is_numpys(rng):
         f(a)
 
 
+def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
+    """dtype= and casting= of the ufuncs: the inputs cast to dtype= as the casting rule
+    allows, the loop exists for it, out= takes the result as the rule allows and may be
+    larger (broadcast), NumPy's answer in every case, also for clip."""
+    a = rng.standard_normal(5) * 3
+    i = rng.integers(-9, 9, 5, dtype=np.int32)
+    ok = [lambda m: m.clip(a, -1, 1, dtype=np.float32),
+          lambda m: m.clip(a, -1, 1, dtype=np.int32, casting="unsafe"),
+          lambda m: m.clip(i, None, 2, dtype=np.float64),
+          lambda m: m.add(a, 1, dtype=np.int64, casting="unsafe"),
+          lambda m: m.exp(i, dtype=np.float32),
+          lambda m: m.power(a, 2, dtype=np.float32),
+          lambda m: m.add(i, i, casting="no"),
+          lambda m: m.add(i, np.arange(5), casting="safe"),
+          lambda m: m.add(a, 1, out=np.empty(5, np.int16), casting="unsafe"),
+          lambda m: m.multiply(a, 2, out=np.empty((3, 5)))]
+    for case in ok:
+        got, want = case(jnp), case(np)
+        same(got, want, rtol=1e-6)
+    refused = [lambda m: m.add(a, 1, dtype=np.int32),
+               lambda m: m.add(i, 1.5, dtype=np.int32),
+               lambda m: m.clip(a, 0, 1, dtype=np.int32),
+               lambda m: m.sqrt(a, dtype=np.int64),
+               lambda m: m.power(a, 2, dtype=np.int8),
+               lambda m: m.add(i, np.arange(5), casting="no"),
+               lambda m: m.negative(a, out=np.empty(5, np.int32), casting="safe"),
+               lambda m: m.add(a, 1, out=np.empty(5, np.float32), casting="safe")]
+    for case in refused:
+        with pytest.raises(TypeError) as want:
+            case(np)
+        with pytest.raises(TypeError) as got:
+            case(jnp)
+        assert str(want.value).split(" with casting")[0][-30:] in str(got.value) or \
+            "casting rule" in str(got.value), (got.value, want.value)
+    with pytest.raises(OverflowError):
+        jnp.add(i.astype(np.int8), 300, dtype=np.int8)
+    with pytest.raises(ValueError, match="casting must be one of"):
+        jnp.exp(a, casting="bogus")
+    with pytest.raises(ValueError, match="non-broadcastable"):
+        jnp.add(a, 1, out=np.empty((5, 2)))
+
+    @jd.compute
+    def f(X):
+        return jnp.clip(X, 0, 1, dtype=np.float32) + jnp.exp(X, dtype="float32")
+    same(f(a), np.clip(a, 0, 1, dtype=np.float32) + np.exp(a, dtype=np.float32), 1e-6)
+
+    @jd.compute
+    def g(X):
+        return jnp.add(X, 1, dtype=np.int32)
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' input 0"):
+        g(a)
+
+
 def test_other_dtypes_errors_are_numpys():
     with pytest.raises(TypeError):          # NumPy's own: no bitwise ops on floats
         jnp.bitwise_and(np.ones(3, np.float16), np.ones(3, np.float16))

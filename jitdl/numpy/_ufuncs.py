@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply, fast_state, kernel_dtype
+from jitdl.eager import apply, fast_state, kernel_dtype, numpy_accepts
 from jitdl.errors import UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
@@ -22,6 +22,12 @@ _PY = (float, int, bool)
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
 
 
+def _given(dtype, casting):
+    """The keywords a call gave NumPy's function (np.fix, not a ufunc, takes neither)."""
+    return {k: v for k, v in (("dtype", dtype), ("casting", casting))
+            if v is not None and v != "same_kind"}
+
+
 def _unary(name, doc):
     static = (("fn", name),)
     np_fn = getattr(np, name)         # (for dtypes jitdl does not compile: jitdl.eager)
@@ -30,9 +36,9 @@ def _unary(name, doc):
     # (shape, dtype, call), one item that threads replace whole; direct: the last
     # kernel's direct entry (jitdl.eager.apply's slot)
 
-    def ufunc(x, /, out=None, *, dtype=None):
+    def ufunc(x, /, out=None, *, dtype=None, casting="same_kind"):
         try:
-            if out is None and dtype is None:
+            if out is None and dtype is None and casting == "same_kind":
                 d = direct[0]
                 if d is not None:
                     r = d(x)
@@ -49,12 +55,15 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
+            if casting != "same_kind" and dtype is None:
+                numpy_accepts(name, np_fn, (x,), casting)
             return apply(name, ew.unary, (x,), static if dtype is None else
-                         static + (("dtype", kernel_dtype(name, dtype)),), out)
+                         static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,), casting)),),
+                         out, casting=casting)
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
-            return np_fn(x, out=out) if dtype is None else np_fn(x, out=out, dtype=dtype)
+            return np_fn(x, out=out, **_given(dtype, casting))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -69,9 +78,9 @@ def _binary(name, doc):
     # last array-array call's (shapes, dtypes, call), one item that threads replace
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
-    def ufunc(x1, x2, /, out=None, *, dtype=None):
+    def ufunc(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
         try:
-            if out is None and dtype is None:
+            if out is None and dtype is None and casting == "same_kind":
                 d = direct[0]
                 if d is not None:
                     r = d(x1, x2)
@@ -97,13 +106,15 @@ def _binary(name, doc):
                         if t2 is _ndarray:
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
+            if casting != "same_kind" and dtype is None:
+                numpy_accepts(name, np_fn, (x1, x2), casting)
             return apply(name, ew.binary, (x1, x2), static if dtype is None else
-                         static + (("dtype", kernel_dtype(name, dtype)),), out)
+                         static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
+                                                          casting)),), out, casting=casting)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
-            return np_fn(x1, x2, out=out) if dtype is None else \
-                np_fn(x1, x2, out=out, dtype=dtype)
+            return np_fn(x1, x2, out=out, **_given(dtype, casting))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -202,13 +213,18 @@ def _integral(x):
     return t is int or t is bool
 
 
-def power(x1, x2, /, out=None, *, dtype=None):
+def power(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     if dtype is None and _integral(x2) and _integral(x1) and np.any(np.less(x2, 0)):
         raise ValueError("Integers to negative integer powers are not allowed.")
-    return apply("power", ew.binary, (x1, x2),
-                 _POWER if dtype is None else _POWER + (("dtype", dtypes.normalize(dtype)),),
-                 out)
+    if dtype is not None:
+        static = _POWER + (("dtype", kernel_dtype("power", dtype, np.power, (x1, x2),
+                                                  casting)),)
+    else:
+        static = _POWER
+        if casting != "same_kind":
+            numpy_accepts("power", np.power, (x1, x2), casting)
+    return apply("power", ew.binary, (x1, x2), static, out, casting=casting)
 
 
 def sinc(x):
@@ -222,11 +238,11 @@ def round(a, decimals=0, out=None):  # noqa: A001
                  out, ("a",))
 
 
-_CLIP = (("lo", True), ("hi", True))
 _CLIP_NAMES = ("a", "a_min", "a_max")
 
 
-def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A002
+         dtype=None, casting="same_kind"):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
     if min is not None:
         if a_min is not None:
@@ -236,15 +252,13 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A
         if a_max is not None:
             raise TypeError("clip() got both a_max and max: pass one of them")
         a_max = max
-    if a_min is not None and a_max is not None:
-        return apply("clip", ew.clip, (a, a_min, a_max), _CLIP, out, _CLIP_NAMES)
-    if a_min is not None:
-        return apply("clip", ew.clip, (a, a_min), (("lo", True), ("hi", False)), out,
-                     ("a", "a_min"))
-    if a_max is not None:
-        return apply("clip", ew.clip, (a, a_max), (("lo", False), ("hi", True)), out,
-                     ("a", "a_max"))
-    return apply("clip", ew.clip, (a,), (("lo", False), ("hi", False)), out, ("a",))
+    static = (("lo", a_min is not None), ("hi", a_max is not None))
+    if dtype is not None:
+        static += (("dtype", kernel_dtype("clip", dtype, np.clip, (a, a_min, a_max),
+                                          casting)),)
+    given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
+    return apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
+                 tuple(n for _, n in given), casting=casting)
 
 
 _WHERE_NAMES = ("condition", "x", "y")

@@ -459,11 +459,12 @@ def round_(x, decimals=0):
     return elementwise(lambda a: _b(BinOp.MUL, _rint(_b(BinOp.DIV, a, _k(s, a))), _k(s, a)), x)
 
 
-def clip(x, *bounds, lo=True, hi=True):
-    """np.clip: minimum(maximum(x, lo), hi) in the operands' common dtype (NaN propagates);
-    `bounds` are the lower and upper bounds that are given, as `lo` and `hi` say."""
+def clip(x, *bounds, lo=True, hi=True, dtype=None):
+    """np.clip: minimum(maximum(x, lo), hi) in the operands' common dtype or `dtype` (NaN
+    propagates); `bounds` are the lower and upper bounds that are given, as `lo` and `hi`
+    say."""
     xs = [operand(x, "a")] + [operand(v, "a_min/a_max") for v in bounds]
-    rt = xs[0].dtype if len(xs) == 1 else \
+    rt = dtype if dtype is not None else xs[0].dtype if len(xs) == 1 else \
         result_type(np.maximum if len(xs) == 2 else np.clip, "clip", *xs)
 
     def f(a, *vs):
