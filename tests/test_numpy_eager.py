@@ -214,7 +214,10 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
           lambda m: m.add(i, i, casting="no"),
           lambda m: m.add(i, np.arange(5), casting="safe"),
           lambda m: m.add(a, 1, out=np.empty(5, np.int16), casting="unsafe"),
-          lambda m: m.multiply(a, 2, out=np.empty((3, 5)))]
+          lambda m: m.multiply(a, 2, out=np.empty((3, 5))),
+          lambda m: m.matmul(a[:, None], i[None, :], dtype=np.float32),
+          lambda m: m.matmul(a[:4].reshape(2, 2), i[:4].reshape(2, 2), dtype=np.int16,
+                             casting="unsafe")]
     for case in ok:
         got, want = case(jnp), case(np)
         same(got, want, rtol=1e-6)
@@ -225,7 +228,8 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
                lambda m: m.power(a, 2, dtype=np.int8),
                lambda m: m.add(i, np.arange(5), casting="no"),
                lambda m: m.negative(a, out=np.empty(5, np.int32), casting="safe"),
-               lambda m: m.add(a, 1, out=np.empty(5, np.float32), casting="safe")]
+               lambda m: m.add(a, 1, out=np.empty(5, np.float32), casting="safe"),
+               lambda m: m.matmul(a, a, dtype=np.int32)]
     for case in refused:
         with pytest.raises(TypeError) as want:
             case(np)

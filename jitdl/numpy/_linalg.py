@@ -2,14 +2,23 @@
 contraction stage, a kernel on arrays."""
 from __future__ import annotations
 
-from jitdl.eager import apply
+import numpy as np
+
+from jitdl.eager import apply, kernel_dtype, numpy_accepts
 from jitdl.errors import ArgumentError, user_loc
 from jitdl.ops import linalg as la
 
 
-def matmul(x1, x2, /, out=None):
+def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
-    return apply("matmul", la.matmul, (x1, x2), (), out)
+    if dtype is None and casting == "same_kind":
+        return apply("matmul", la.matmul, (x1, x2), (), out)
+    static = ()
+    if dtype is not None:
+        static = (("dtype", kernel_dtype("matmul", dtype, np.matmul, (x1, x2), casting)),)
+    else:
+        numpy_accepts("matmul", np.matmul, (x1, x2), casting)
+    return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting)
 
 
 def dot(a, b, out=None):
@@ -61,7 +70,7 @@ def einsum(subscripts, /, *operands, out=None, optimize=False):
 
 
 STATUS = {
-    "matmul": "done (dtype= and casting= not taken)",
+    "matmul": "done",
     "dot": "done",
     "vdot": "done (real dtypes only: jitdl has no complex)",
     "inner": "done",

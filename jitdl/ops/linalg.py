@@ -15,7 +15,7 @@ from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
 from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
                             scalar_result, shape_of, shape_text)
-from jitdl.ops.manipulation import ravel
+from jitdl.ops.manipulation import astype, ravel
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -50,10 +50,12 @@ def contract(xs, labels, out, extents, name):
     return te.tensor(shape, body, name=name)
 
 
-def matmul(a, b):
+def matmul(a, b, dtype=None):
     """np.matmul (the @ operator): 1-D operands promoted to a row / column and the
-    added axis removed, the leading (batch) axes broadcast."""
+    added axis removed, the leading (batch) axes broadcast; in `dtype` when given."""
     a, b = operand(a), operand(b)
+    if dtype is not None:
+        a, b = (x if x.dtype == dtype else astype(x, dtype) for x in (a, b))
     for n, x in enumerate((a, b)):
         if not shape_of(x):
             raise ShapeError(f"matmul: Input operand {n} does not have enough dimensions "
