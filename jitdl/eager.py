@@ -341,18 +341,27 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     return dtypes.normalize(d)
 
 
+_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
 def numpy_accepts(name, np_fn, operands, casting, **kwargs):
     """NumPy's own TypeError (as an ArgumentError) where its function refuses operands of
     these dtypes under the `casting` rule (input casts to dtype=, a loop that does not
-    exist for it, such as sqrt in int64), found on empty stand-ins of the arrays."""
-    stand_ins = [np.empty(0, a.dtype) if isinstance(a, np.ndarray) or is_symbolic(a)
-                 else a for a in operands]
+    exist for it, such as sqrt in int64), found on empty stand-ins of the arrays (of
+    their ranks; NumPy's errors for shapes are left to the call itself)."""
+    if casting not in _CASTINGS:
+        raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', "
+                         f"'unsafe' (got {casting!r})")
+    stand_ins = [np.empty((0,) * len(a.shape), a.dtype)
+                 if isinstance(a, np.ndarray) or is_symbolic(a) else a for a in operands]
     try:
         np_fn(*stand_ins, casting=casting, **kwargs)
     except OverflowError as e:
         raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
     except TypeError as e:
         raise ArgumentError(f"{name}(): {e}", user_loc()) from None
+    except ValueError:
+        pass
 
 
 def _foreign_dtype(d):

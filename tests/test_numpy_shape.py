@@ -157,6 +157,23 @@ def test_concatenate_dtype_and_out():
     same(jnp.concatenate([[1, 2], [3]]), np.concatenate([[1, 2], [3]]))
 
 
+def test_joins_follow_the_casting_rule():
+    """dtype= and casting= of concatenate, stack, hstack and vstack: NumPy's answer."""
+    a, i = rand(2, 3), rand(2, 3, dtype="int32")
+    for fn in ("concatenate", "stack", "hstack", "vstack"):
+        for kw in ({"dtype": "int32", "casting": "unsafe"}, {"dtype": "float32"},
+                   {"casting": "safe"}, {"dtype": "int8", "casting": "unsafe"}):
+            same(getattr(jnp, fn)([a, i], **kw), getattr(np, fn)([a, i], **kw))
+        for kw in ({"dtype": "int32"}, {"casting": "no"}, {"casting": "equiv"},
+                   {"dtype": "float32", "casting": "safe"}):
+            e = raises_like(lambda: getattr(jnp, fn)([a, i], **kw),
+                            lambda: getattr(np, fn)([a, i], **kw))
+            assert "Cannot cast array data from dtype" in str(e)
+        with pytest.raises(ValueError, match="casting must be one of"):
+            getattr(jnp, fn)([a, i], casting="x")
+    same(jnp.concatenate([i, i], axis=1, casting="no"), np.concatenate([i, i], axis=1))
+
+
 def test_concatenate_errors():
     a, b, c = rand(2, 3), rand(2, 4), rand(3)
     e = raises_like(lambda: jnp.concatenate([a, b]), lambda: np.concatenate([a, b]))

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply
+from jitdl.eager import apply, numpy_accepts
 from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import manipulation as man
 from jitdl.ops.core import is_symbolic, operand, shape_of
@@ -195,16 +195,30 @@ _CONCAT = {}
 
 def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.concatenate (axis=None: of the flattened arrays), in their common dtype."""
-    if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS:
+    if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS \
+            and casting == "same_kind":
         static = _CONCAT.get(axis)      # (the common call: nothing built but the tuple)
         if static is None:
             static = _CONCAT.setdefault(axis, (("axis", axis), ("dtype", None)))
         xs = tuple(arrays)
         return apply("concatenate", man.concatenate, xs, static, None, _names(len(xs)))
     xs = _seq(arrays, "concatenate")
+    _castable(xs, "concatenate", dtype, casting)
     return apply("concatenate", man.concatenate, xs,
                  (("axis", None if axis is None else operator.index(axis)),
-                  ("dtype", _dtype(dtype))), out, _names(len(xs)))
+                  ("dtype", _dtype(dtype))), out, _names(len(xs)), casting=casting)
+
+
+def _joined(*xs, **kwargs):
+    return np.concatenate(xs, None, **kwargs)
+
+
+def _castable(xs, what, dtype, casting):
+    """NumPy's TypeError where an array cannot be cast to dtype= by the casting rule."""
+    if dtype is not None or casting != "same_kind":
+        numpy_accepts(what, _joined, tuple(np.asarray(x) if isinstance(x, _LISTS) else x
+                                         for x in xs), casting,
+                      **({} if dtype is None else {"dtype": dtype}))
 
 
 def concat(arrays, /, *, axis=0):
@@ -215,19 +229,23 @@ def concat(arrays, /, *, axis=0):
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.stack: arrays of one shape along a new axis."""
     xs = _seq(arrays, "stack")
+    _castable(xs, "stack", dtype, casting)
     return apply("stack", man.stack, xs, (("axis", operator.index(axis)),
-                                        ("dtype", _dtype(dtype))), out, _names(len(xs)))
+                                        ("dtype", _dtype(dtype))), out, _names(len(xs)),
+                 casting=casting)
 
 
 def hstack(tup, *, dtype=None, casting="same_kind"):
     """numpy.hstack: along axis 1 (axis 0 for 1-D arrays)."""
     xs = _seq(tup, "hstack")
+    _castable(xs, "hstack", dtype, casting)
     return apply("hstack", man.hstack, xs, (("dtype", _dtype(dtype)),), names=_names(len(xs)))
 
 
 def vstack(tup, *, dtype=None, casting="same_kind"):
     """numpy.vstack: along axis 0, 1-D arrays as rows."""
     xs = _seq(tup, "vstack")
+    _castable(xs, "vstack", dtype, casting)
     return apply("vstack", man.vstack, xs, (("dtype", _dtype(dtype)),), names=_names(len(xs)))
 
 
@@ -337,11 +355,11 @@ STATUS = {
     "array_split": "done (list of views on arrays)",
     "copy": "partial: order= ignored (always C order)",
     "astype": "done",
-    "concatenate": "partial: casting= not checked",
+    "concatenate": "done",
     "concat": "done",
-    "stack": "partial: casting= not checked",
-    "hstack": "partial: casting= not checked",
-    "vstack": "partial: casting= not checked",
+    "stack": "done",
+    "hstack": "done",
+    "vstack": "done",
     "pad": "partial: modes constant (one scalar constant_values), edge, reflect, "
            "symmetric, wrap; no stat modes, linear_ramp, empty, reflect_type='odd'",
     "roll": "done",
