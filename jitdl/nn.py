@@ -43,10 +43,7 @@ STATUS = {
     "batch_norm": "partial: inference only (training=True raises)",
     "linear": "partial: weight must be 2-D",
     "conv1d": "done", "conv2d": "done", "conv3d": "done",
-    "conv_transpose1d": "partial: multiplies the zeros between strided inputs (stride^2 "
-                        "more work than needed)",
-    "conv_transpose2d": "partial: multiplies the zeros between strided inputs (stride^2 "
-                        "more work than needed)",
+    "conv_transpose1d": "done", "conv_transpose2d": "done",
     "max_pool1d": "partial: no return_indices", "max_pool2d": "partial: no return_indices",
     "avg_pool1d": "done", "avg_pool2d": "done",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",

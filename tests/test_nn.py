@@ -2,6 +2,7 @@
 definitions: activations, softmax, norms, linear, convolutions, pooling, interpolate,
 embedding, attention; torch's shape rules, errors naming the argument, and the functions
 inside a @jd.compute definition (fused, no kernel of their own)."""
+import itertools
 import math
 import re
 
@@ -253,6 +254,31 @@ def test_conv_transpose1d(rng):
     x, w = normal(rng, (1, 3, 7), F64), normal(rng, (3, 2, 4), F64)
     close(F.conv_transpose1d(x, w, stride=2, padding=1),
           conv_transpose_ref(x, w, stride=2, pad=1), F64)
+
+
+def test_conv_transpose_per_axis_strides(rng):
+    """Strides, paddings, dilations and output paddings that differ per axis (a stride of
+    1 on one axis, 3 on the other; groups), 1-D and 2-D: the scatter definition's sums."""
+    def scatter(x, w, s, p, q, g, d):
+        cg, fg, ks = x.shape[1] // g, w.shape[1], w.shape[2:]
+        size = x.shape[2:]
+        osz = [(n - 1) * s_ - 2 * p_ + d_ * (k - 1) + q_ + 1
+               for n, s_, p_, d_, k, q_ in zip(size, s, p, d, ks, q)]
+        y = np.zeros((x.shape[0], fg * g) + tuple(osz))
+        for c, f, i, r in itertools.product(range(x.shape[1]), range(fg), np.ndindex(*size),
+                                            np.ndindex(*ks)):
+            o = tuple(a * s_ - p_ + b * d_ for a, s_, p_, b, d_ in zip(i, s, p, r, d))
+            if all(0 <= v < m for v, m in zip(o, osz)):
+                y[(slice(None), c // cg * fg + f) + o] += x[(slice(None), c) + i] * w[(c, f) + r]
+        return y
+    for s, p, q, g, d in [((2, 1), (1, 0), (1, 0), 1, (1, 2)), ((1, 3), (0, 2), (0, 2), 2, (2, 1)),
+                          ((3,), (1,), (2,), 1, (1,)), ((2,), (2,), (1,), 2, (2,))]:
+        size = (3, 4)[:len(s)]
+        x = normal(rng, (2, 2 * g) + size, F64)
+        w = normal(rng, (2 * g, 3) + (3, 2)[:len(s)], F64)
+        fn = F.conv_transpose1d if len(s) == 1 else F.conv_transpose2d
+        close(fn(x, w, stride=s, padding=p, output_padding=q, groups=g, dilation=d),
+              scatter(x, w, s, p, q, g, d), F64)
 
 
 def test_conv_errors(rng):

@@ -364,8 +364,11 @@ def conv(x, weight, *params, op, stride, padding, dilation, groups, has_bias):
 
 def conv_transpose(x, weight, *params, op, stride, padding, output_padding, dilation,
                    groups, has_bias):
-    """torch's conv_transpose1d/2d: the input spread out by `stride` (zeros between) and
-    padded by dilation * (k - 1) - padding, correlated with the flipped kernel."""
+    """torch's conv_transpose1d/2d: out[o] = sum over (i, r) with o = i * stride - padding
+    + r * dilation of x[i] * weight[r]. With stride 1, the input padded by dilation * (k - 1)
+    - padding correlated with the flipped kernel; with a larger stride, the products of
+    every input element with every kernel element (a matrix product, no zeros multiplied),
+    each output summing the kernel positions that reach it."""
     nsp = len(stride)
     x, weight, nb = _conv_input(op, x, weight, nsp)
     Cin, Cout = x.shape[nb], weight.shape[1] * groups
@@ -387,29 +390,61 @@ def conv_transpose(x, weight, *params, op, stride, padding, output_padding, dila
         raise ShapeError(f"{op}(): the output size {out_sp} is not positive (input "
                          f"{shape_text(x.shape)}, kernel {ksize}, padding {tuple(padding)})",
                          user_loc())
-    edge = tuple(d * (k - 1) - p for d, k, p in zip(dilation, ksize, padding))
-    zshape = x.shape[:nb + 1] + tuple(o + d * (k - 1) for o, d, k in zip(out_sp, dilation,
-                                                                         ksize))
-
-    def spread(*idx):
-        src, conds = list(idx), []
-        for n, (t_n, e, s) in enumerate(zip(size, edge, stride)):
-            t = idx[nb + 1 + n] - e
-            conds += [t >= 0, t <= (t_n - 1) * s]
-            if s != 1:
-                conds.append(build.compare(CmpOp.EQ, t % s, 0))   # (== is structural)
-            src[nb + 1 + n] = t // s if s != 1 else t
-        return build.select(te.all(*conds), x[tuple(src)], 0)
-    Z = te.tensor(zshape, spread, name=op + "_spread")
     Cg, Fg = Cin // groups, Cout // groups
 
     def wread(f, c, r):
         cin = c if groups == 1 else (f // Fg) * Cg + c
-        return weight[(cin, f % Fg if groups != 1 else f) +
-                      tuple(k - 1 - ri for k, ri in zip(ksize, r))]
-    y = _window_sum(Z, nb, Cg, Fg, groups, ksize, out_sp, Cout, (1,) * nsp, dilation,
-                    wread, op)
+        return weight[(cin, f % Fg if groups != 1 else f) + tuple(r)]
+    if any(s != 1 for s in stride):
+        y = _scatter_sum(x, nb, Cg, Fg, groups, Cout, ksize, out_sp, stride, padding,
+                         dilation, wread, op)
+        return _add_bias(y, params[0] if has_bias else None, nb, op)
+    edge = tuple(d * (k - 1) - p for d, k, p in zip(dilation, ksize, padding))
+    zshape = x.shape[:nb + 1] + tuple(o + d * (k - 1) for o, d, k in zip(out_sp, dilation,
+                                                                         ksize))
+
+    def padded(*idx):
+        src, conds = list(idx), []
+        for n, (t_n, e) in enumerate(zip(size, edge)):
+            t = idx[nb + 1 + n] - e
+            conds += [t >= 0, t <= t_n - 1]
+            src[nb + 1 + n] = t
+        return build.select(te.all(*conds), x[tuple(src)], 0)
+    P = te.tensor(zshape, padded, name=op + "_pad")
+    y = _window_sum(P, nb, Cg, Fg, groups, ksize, out_sp, Cout, (1,) * nsp, dilation,
+                    lambda f, c, r: wread(f, c, tuple(k - 1 - ri for k, ri in zip(ksize, r))),
+                    op)
     return _add_bias(y, params[0] if has_bias else None, nb, op)
+
+
+def _scatter_sum(x, nb, Cg, Fg, groups, Cout, ksize, out_sp, stride, padding, dilation,
+                 wread, op):
+    """A strided transposed convolution: prod[b, f, *r, *i] = sum over c of x[b, chan, *i]
+    * wread(f, c, r) (a matrix product), then out[b, f, *o] = the sum of prod[b, f, *r, *i]
+    over the r with o + padding - r * dilation = i * stride for an i inside the input."""
+    nsp = len(ksize)
+    size = x.shape[nb + 1:]
+    rc = te.reduce_axis(Cg)
+
+    def products(*idx):
+        f, r, i = idx[nb], idx[nb + 1:nb + 1 + nsp], idx[nb + 1 + nsp:]
+        chan = rc if groups == 1 else (f // Fg) * Cg + rc
+        return te.reduce(ReduceOp.SUM, x[idx[:nb] + (chan,) + i] * wread(f, rc, r), [rc])
+    prod = te.tensor(x.shape[:nb] + (Cout,) + tuple(ksize) + tuple(size), products,
+                     name=op + "_products")
+    rk = [te.reduce_axis(k) for k in ksize]
+
+    def gather(*idx):
+        conds, src = [], []
+        for o, r, n, s, p, d in zip(idx[nb + 1:], rk, size, stride, padding, dilation):
+            t = o + p - r * d
+            conds += [t >= 0, t <= (n - 1) * s]
+            if s != 1:
+                conds.append(build.compare(CmpOp.EQ, t % s, 0))   # (== is structural)
+            src.append(_min(_max(t // s if s != 1 else t, 0), n - 1))
+        return te.reduce(ReduceOp.SUM, build.select(
+            te.all(*conds), prod[idx[:nb + 1] + tuple(rk) + tuple(src)], 0), rk)
+    return te.tensor(x.shape[:nb] + (Cout,) + out_sp, gather, name=op)
 
 
 # -- pooling -------------------------------------------------------------------------------
