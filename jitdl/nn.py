@@ -41,7 +41,7 @@ STATUS = {
     "log_softmax": "partial: dim= is required (torch's implicit dim is deprecated)",
     "layer_norm": "done", "rms_norm": "done",
     "batch_norm": "partial: inference only (training=True raises)",
-    "linear": "partial: weight must be 2-D",
+    "linear": "done",
     "conv1d": "done", "conv2d": "done", "conv3d": "done",
     "conv_transpose1d": "done", "conv_transpose2d": "done",
     "max_pool1d": "partial: no return_indices", "max_pool2d": "partial: no return_indices",
@@ -262,7 +262,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.T + bias, weight of shape (out_features, in_features)."""
+    """input @ weight.T + bias, weight of shape (out_features, in_features) and bias
+    (out_features,), or weight (in_features,) and bias ()."""
     operands, names, flags = _optional("linear", (input, weight), ("input", "weight"),
                                        bias=bias)
     return apply("linear", ops.linear, operands, flags, None, names)

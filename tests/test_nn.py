@@ -138,9 +138,16 @@ def test_linear(rng, xshape):
     x, w, b = normal(rng, xshape), normal(rng, (6, 7)), normal(rng, (6,))
     close(F.linear(x, w, b), x.astype(F64) @ w.T.astype(F64) + b, k=7)
     close(F.linear(x, w), x.astype(F64) @ w.T.astype(F64), k=7)
+    w1, b0 = normal(rng, (7,)), normal(rng, ())          # torch's 1-D weight, 0-d bias
+    close(F.linear(x, w1, b0), x.astype(F64) @ w1.astype(F64) + b0, k=7)
+    assert F.linear(x, w1).shape == xshape[:-1]
 
 
 def test_linear_errors(rng):
+    with pytest.raises(ValueError, match="bias must have shape \\(\\)"):
+        F.linear(normal(rng, (2, 6)), normal(rng, (6,)), normal(rng, (1,)))
+    with pytest.raises(ValueError, match="weight must be"):
+        F.linear(normal(rng, (2, 6)), normal(rng, (1, 4, 6)))
     with pytest.raises(ValueError, match="in_features 6.*input of shape \\(2, 7\\)"):
         F.linear(normal(rng, (2, 7)), normal(rng, (4, 6)))
     with pytest.raises(ValueError, match="bias must have shape \\(4,\\)"):

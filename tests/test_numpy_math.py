@@ -264,8 +264,16 @@ def test_round_clip_nan_to_num_sinc():
     same(jnp.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0),
          np.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0))
     same(jnp.sinc(X[:60]), np.sinc(X[:60]))
-    with pytest.raises(TypeError):
-        jnp.where(x > 0)
+    for got, want in zip(jnp.where(X > 0), np.where(X > 0)):    # numpy.nonzero
+        same(got, want)
+    with pytest.raises(ValueError, match="both or neither"):
+        jnp.where(x > 0, x)
+
+    @jd.compute
+    def f(A):
+        return jnp.where(A > 0)
+    with pytest.raises(TypeError, match="depends on the data"):
+        f(x)
 
 
 def test_status_covers_every_export():

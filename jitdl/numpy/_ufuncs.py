@@ -9,7 +9,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply, fast_state, kernel_dtype, numpy_accepts
-from jitdl.errors import UnsupportedDtypeError, user_loc
+from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
@@ -265,11 +265,16 @@ _WHERE_NAMES = ("condition", "x", "y")
 
 
 def where(condition, x=None, y=None, /):
-    """x where condition holds, else y (all three broadcast together)."""
+    """x where condition holds, else y (all three broadcast together); where(condition)
+    alone is numpy.nonzero (NumPy's own: its shape depends on the data)."""
+    if x is None and y is None:
+        if is_symbolic(condition):
+            raise ArgumentError("where(condition) (numpy.nonzero) inside a definition: its "
+                                "shape depends on the data; use where(condition, x, y)",
+                                user_loc())
+        return np.nonzero(condition)
     if x is None or y is None:
-        raise TypeError("where(): jd.numpy takes the three-argument form where(condition, "
-                        "x, y); the one-argument form (numpy.nonzero) has a data-dependent "
-                        "shape")
+        raise ValueError("either both or neither of x and y should be given")
     return apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
 
 
@@ -321,6 +326,6 @@ STATUS.update({
     "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
     "cbrt": "done (pow and one Newton step; within 1 ulp)",
     "nan_to_num": "partial: copy=False is not supported",
-    "where": "partial: only the three-argument form",
+    "where": "done (where(condition) is NumPy's nonzero on arrays; not in definitions)",
     "sinc": "done (not a ufunc in NumPy either: no out=/dtype=)",
 })

@@ -230,19 +230,26 @@ _LINEAR_TRANSPOSE_ROWS = 4       # fewer input rows: weight read in place, once
 
 
 def linear(x, weight, *params, has_bias):
-    """x @ weight.T + bias: x (*, in), weight (out, in), bias (out,)."""
+    """x @ weight.T + bias: x (*, in), weight (out, in) and bias (out,), or weight (in,)
+    and bias () (torch's 1-D weight: one output feature, its axis dropped)."""
     x, weight = as_tensor(x), as_tensor(weight)
     bias = params[0] if has_bias else None
-    if weight.ndim != 2:
-        raise ShapeError(f"linear(): weight must be 2-D (out_features, in_features), got "
-                         f"shape {shape_text(weight.shape)}", user_loc())
-    if x.ndim < 1 or not same_dim(x.shape[-1], weight.shape[1]):
+    if weight.ndim not in (1, 2):
+        raise ShapeError(f"linear(): weight must be (out_features, in_features) or "
+                         f"(in_features,), got shape {shape_text(weight.shape)}", user_loc())
+    if x.ndim < 1 or not same_dim(x.shape[-1], weight.shape[-1]):
         raise ShapeError(f"linear(): input's last dimension must equal weight's "
-                         f"in_features {weight.shape[1]}, got input of shape "
+                         f"in_features {weight.shape[-1]}, got input of shape "
                          f"{shape_text(x.shape)} and weight of shape "
                          f"{shape_text(weight.shape)}", user_loc())
-    _check_param(bias, (weight.shape[0],), "bias", "linear")
     k = te.reduce_axis(x.shape[-1])
+    if weight.ndim == 1:
+        _check_param(bias, (), "bias", "linear")
+        y = te.tensor(x.shape[:-1], lambda *idx: te.reduce(
+            ReduceOp.SUM, x[idx + (k,)] * weight[k], [k]), name="linear")
+        return y if bias is None else \
+            te.tensor(y.shape, lambda *idx: y[idx] + bias[()], name="linear_bias")
+    _check_param(bias, (weight.shape[0],), "bias", "linear")
     shape = x.shape[:-1] + (weight.shape[0],)
     rows = 1
     for n in x.shape[:-1]:
