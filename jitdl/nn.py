@@ -44,7 +44,7 @@ STATUS = {
     "linear": "done",
     "conv1d": "done", "conv2d": "done", "conv3d": "done",
     "conv_transpose1d": "done", "conv_transpose2d": "done",
-    "max_pool1d": "partial: no return_indices", "max_pool2d": "partial: no return_indices",
+    "max_pool1d": "done", "max_pool2d": "done",
     "avg_pool1d": "done", "avg_pool2d": "done",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
     "adaptive_max_pool2d": "partial: no return_indices",
@@ -366,14 +366,13 @@ def _pool_args(op, n, kernel_size, stride, padding):
 
 def _max_pool(op, n, input, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices):
-    if return_indices:
-        _unsupported(op, "return_indices=True")
     kernel_size, stride, padding = _pool_args(op, n, kernel_size, stride, padding)
     _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.max_pool, (input,),
                  (("op", op), ("kernel_size", kernel_size), ("stride", stride),
                   ("padding", padding), ("dilation", _ntuple(dilation, n, "dilation", op, 1)),
-                  ("ceil_mode", bool(ceil_mode))), None, ("input",))
+                  ("ceil_mode", bool(ceil_mode)), ("return_indices", bool(return_indices))),
+                 None, ("input",))
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

@@ -383,8 +383,39 @@ def test_pool_1d_divisor_and_errors(rng):
         F.max_pool2d(y, 3, padding=2)
     with pytest.raises(ValueError, match="too small"):
         F.max_pool2d(y, 8)
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        F.max_pool2d(y, 2, return_indices=True)
+
+
+@pytest.mark.parametrize("xs,k,s,p,d,ceil", POOLS)
+def test_max_pool2d_indices(rng, xs, k, s, p, d, ceil):
+    """return_indices: each maximum's row-major position in its plane, the first of the
+    window (ties: small integers; a plane of -inf: the first position inside the input)."""
+    x = rng.integers(-2, 3, xs).astype(F32)
+    x[0, 0] = -np.inf
+    out, idx = F.max_pool2d(x, k, s, p, d, ceil, return_indices=True)
+    s = s or k
+    close(out, max_pool_ref(x, k, s, p, d, ceil))
+    assert idx.dtype == np.int64 and idx.shape == out.shape
+    h, w = x.shape[-2:]
+    for o in np.ndindex(*out.shape):
+        lead, (i, j) = o[:-2], o[-2:]
+        window = [(a, b) for a in range(i * s - p, i * s - p + d * k, d)
+                  for b in range(j * s - p, j * s - p + d * k, d) if 0 <= a < h and 0 <= b < w]
+        first = next(a * w + b for a, b in window if x[lead + (a, b)] == out[o])
+        assert idx[o] == first, (o, idx[o], first)
+
+
+def test_max_pool1d_indices_and_in_a_definition(rng):
+    x = normal(rng, (2, 9))
+    out, idx = F.max_pool1d(x, 3, 2, 1, return_indices=True)
+    close(out, _max_pool1d_ref(x[None], 3, 2, 1)[0])
+    np.testing.assert_array_equal(np.take_along_axis(x, idx, axis=1), out)
+
+    @jd.compute
+    def f(X):
+        y, i = F.max_pool2d(X, 2, return_indices=True)
+        return y * 2, i
+    y, i = f(normal(rng, (1, 2, 4, 6)))
+    assert y.shape == i.shape == (1, 2, 2, 3) and i.dtype == np.int64
 
 
 def _max_pool1d_ref(x, k, s, p):

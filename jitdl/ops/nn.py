@@ -497,8 +497,10 @@ def _window(x, nsp, out_sp, ksize, stride, padding, dilation, fill):
     return rk, element
 
 
-def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode):
-    """The maximum over each (dilated) window; padding never wins (-inf)."""
+def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode, return_indices=False):
+    """The maximum over each (dilated) window; padding never wins (-inf). With
+    return_indices, also each maximum's position in its input plane (torch's: row-major
+    over the spatial axes; the first maximum of the window, padding never chosen)."""
     x = as_tensor(x)
     for k, p, d in zip(kernel_size, padding, dilation):
         if 2 * p > d * (k - 1) + 1:
@@ -510,8 +512,38 @@ def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode):
     nsp = len(kernel_size)
     rk, element = _window(x, nsp, out_sp, kernel_size, stride, padding, dilation,
                           _lowest(x.dtype))
-    return te.tensor(x.shape[:x.ndim - nsp] + out_sp,
-                     lambda *idx: te.reduce(ReduceOp.MAX, element(idx), rk), name=op)
+    shape = x.shape[:x.ndim - nsp] + out_sp
+    y = te.tensor(shape, lambda *idx: te.reduce(ReduceOp.MAX, element(idx), rk), name=op)
+    if not return_indices:
+        return y
+    first = x.ndim - nsp
+    rk = [te.reduce_axis(k) for k in kernel_size]
+
+    def start(idx, d):
+        return idx[first + d] * stride[d] - padding[d]
+
+    def best(*idx):        # the first position inside x that holds the maximum (or NaN)
+        src, inside = list(idx[:first]), []
+        for d in range(nsp):
+            i = start(idx, d) + rk[d] * dilation[d]
+            inside += [i >= 0, i < x.shape[first + d]]
+            src.append(i)
+        e = x[tuple(src)]
+        hit = build.select(build.compare(CmpOp.EQ, e, y[idx]), 1, build.select(
+            build.compare(CmpOp.NE, e, e), 1, 0))
+        return te.reduce(ReduceOp.ARGMAX, build.cast(build.select(te.all(*inside), hit, 0),
+                                                     "int8"), rk)
+    arg = te.tensor(shape, best, name=op + "_argmax")
+
+    def position(*idx):    # the window position -> the row-major position in the plane
+        q, pos, plane = arg[idx], 0, 1
+        for d in reversed(range(nsp)):
+            r = q % kernel_size[d] if d else q
+            q = q // kernel_size[d]
+            pos = pos + (start(idx, d) + r * dilation[d]) * plane
+            plane = plane * x.shape[first + d]
+        return pos
+    return y, te.tensor(shape, position, name=op + "_indices")
 
 
 def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
