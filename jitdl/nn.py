@@ -47,7 +47,7 @@ STATUS = {
     "max_pool1d": "done", "max_pool2d": "done",
     "avg_pool1d": "done", "avg_pool2d": "done",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
-    "adaptive_max_pool2d": "partial: no return_indices",
+    "adaptive_max_pool2d": "done",
     "interpolate": "partial: nearest, nearest-exact, linear, bilinear, trilinear and area; "
                    "no bicubic, no antialias",
     "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
@@ -418,7 +418,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override)
 
 
-def _adaptive(op, n, input, output_size, reduce):
+def _adaptive(op, n, input, output_size, reduce, return_indices=False):
     seq = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,)
     if len(seq) == 1:
         seq = seq * n
@@ -428,7 +428,8 @@ def _adaptive(op, n, input, output_size, reduce):
     seq = tuple(None if s is None else _int(s, "output_size", op) for s in seq)
     _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.adaptive_pool, (input,),
-                 (("op", op), ("output_size", seq), ("reduce", reduce)), None, ("input",))
+                 (("op", op), ("output_size", seq), ("reduce", reduce))
+                 + ((("return_indices", True),) if return_indices else ()), None, ("input",))
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -442,10 +443,10 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
-    """The maximum over torch's adaptive windows to spatial size output_size."""
-    if return_indices:
-        _unsupported("adaptive_max_pool2d", "return_indices=True")
-    return _adaptive("adaptive_max_pool2d", 2, input, output_size, "max")
+    """The maximum over torch's adaptive windows to spatial size output_size (and, with
+    return_indices, each maximum's row-major position in its input plane)."""
+    return _adaptive("adaptive_max_pool2d", 2, input, output_size, "max",
+                     bool(return_indices))
 
 
 # -- resampling ----------------------------------------------------------------------------

@@ -448,6 +448,15 @@ def test_adaptive_pool2d(rng, xs, out):
     full = tuple(n if o is None else o for n, o in zip(xs[-2:], out))
     close(F.adaptive_avg_pool2d(x, out), adaptive_ref(x, full, np.mean))
     close(F.adaptive_max_pool2d(x, out), adaptive_ref(x, full, np.max))
+    ties = rng.integers(-2, 3, xs).astype(F32)           # return_indices: the first maximum
+    y, idx = F.adaptive_max_pool2d(ties, out, return_indices=True)
+    close(y, adaptive_ref(ties, full, np.max))
+    h, w = xs[-2:]
+    for o in np.ndindex(*y.shape):
+        i, j = o[-2:]
+        window = [(a, b) for a in range(i * h // full[0], -(-(i + 1) * h // full[0]))
+                  for b in range(j * w // full[1], -(-(j + 1) * w // full[1]))]
+        assert idx[o] == next(a * w + b for a, b in window if ties[o[:-2] + (a, b)] == y[o])
 
 
 def test_adaptive_avg_pool1d(rng):

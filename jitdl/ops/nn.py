@@ -517,33 +517,42 @@ def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode, return_in
     if not return_indices:
         return y
     first = x.ndim - nsp
-    rk = [te.reduce_axis(k) for k in kernel_size]
 
-    def start(idx, d):
-        return idx[first + d] * stride[d] - padding[d]
+    def spot(idx, rs):
+        src = [idx[first + d] * stride[d] - padding[d] + rs[d] * dilation[d]
+               for d in range(nsp)]
+        return src, [c for d, i in enumerate(src) for c in (i >= 0, i < x.shape[first + d])]
+    return y, _max_positions(x, y, kernel_size, spot, op)
 
-    def best(*idx):        # the first position inside x that holds the maximum (or NaN)
-        src, inside = list(idx[:first]), []
-        for d in range(nsp):
-            i = start(idx, d) + rk[d] * dilation[d]
-            inside += [i >= 0, i < x.shape[first + d]]
-            src.append(i)
-        e = x[tuple(src)]
+
+def _max_positions(x, y, window, spot, op):
+    """Where each window's maximum y is: the row-major position in x's plane (of its last
+    len(window) axes) of the window's first element inside x equal to it (or NaN where y
+    is NaN), torch's return_indices. spot(idx, rs) gives the plane coordinates of window
+    position rs of output idx and the conditions for it to lie inside x."""
+    nsp = len(window)
+    first = x.ndim - nsp
+    rk = [te.reduce_axis(k) for k in window]
+
+    def first_hit(*idx):
+        src, inside = spot(idx, rk)
+        e = x[tuple(idx[:first]) + tuple(src)]
         hit = build.select(build.compare(CmpOp.EQ, e, y[idx]), 1, build.select(
             build.compare(CmpOp.NE, e, e), 1, 0))
-        return te.reduce(ReduceOp.ARGMAX, build.cast(build.select(te.all(*inside), hit, 0),
-                                                     "int8"), rk)
-    arg = te.tensor(shape, best, name=op + "_argmax")
+        return te.reduce(ReduceOp.ARGMAX, build.cast(
+            build.select(te.all(*inside), hit, 0) if inside else hit, "int8"), rk)
+    arg = te.tensor(y.shape, first_hit, name=op + "_argmax")
 
-    def position(*idx):    # the window position -> the row-major position in the plane
-        q, pos, plane = arg[idx], 0, 1
+    def position(*idx):
+        q, rs = arg[idx], [None] * nsp
         for d in reversed(range(nsp)):
-            r = q % kernel_size[d] if d else q
-            q = q // kernel_size[d]
-            pos = pos + (start(idx, d) + r * dilation[d]) * plane
-            plane = plane * x.shape[first + d]
+            rs[d] = q % window[d] if d else q
+            q = q // window[d]
+        pos = 0
+        for d, i in enumerate(spot(idx, rs)[0]):
+            pos = pos * x.shape[first + d] + i
         return pos
-    return y, te.tensor(shape, position, name=op + "_indices")
+    return te.tensor(y.shape, position, name=op + "_indices")
 
 
 def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -591,7 +600,7 @@ def _adaptive_bounds(n, o):
     return start, end, max(end(i) - start(i) for i in range(o))
 
 
-def adaptive_pool(x, op, output_size, reduce):
+def adaptive_pool(x, op, output_size, reduce, return_indices=False):
     """torch's adaptive average / max pooling: output i covers input [floor(i * n / o),
     ceil((i + 1) * n / o))."""
     x = as_tensor(x)
@@ -610,14 +619,18 @@ def adaptive_pool(x, op, output_size, reduce):
     rk = [te.reduce_axis(b[2]) for b in bounds]
     fill = 0 if reduce == "avg" else _lowest(x.dtype)
 
-    def window(idx):
-        src, conds = list(idx[:first]), []
+    def spot(idx, rs):
+        src, conds = [], []
         for d, (start, end, kmax) in enumerate(bounds):
-            i = start(idx[first + d]) + rk[d]
+            i = start(idx[first + d]) + rs[d]
             if any(end(j) - start(j) < kmax for j in range(sizes[d])):
                 conds += [i < end(idx[first + d]), i < x.shape[first + d]]
             src.append(i)
-        e = x[tuple(src)]
+        return src, conds
+
+    def window(idx):
+        src, conds = spot(idx, rk)
+        e = x[tuple(idx[:first]) + tuple(src)]
         return build.select(te.all(*conds), e, fill) if conds else e
 
     def count(idx):
@@ -629,7 +642,8 @@ def adaptive_pool(x, op, output_size, reduce):
     out_shape = x.shape[:first] + sizes
     y = te.tensor(out_shape, lambda *idx: te.reduce(rop, window(idx), rk), name=op)
     if reduce == "max":
-        return y
+        return (y, _max_positions(x, y, [b[2] for b in bounds], spot, op)) \
+            if return_indices else y
     return te.tensor(out_shape, lambda *idx: y[idx] / count(idx), name=op + "_mean")
 
 
