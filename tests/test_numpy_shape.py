@@ -435,6 +435,34 @@ def test_einsum(sub, shapes):
     same(got, ref)
 
 
+@pytest.mark.parametrize("sub, shapes", [
+    ("...i", ((2, 3),)), ("i...->...", ((2, 3),)), ("...ij,...jk->...ik", ((2, 3, 4), (4, 5))),
+    ("...ij,...jk", ((2, 3, 4), (1, 4, 5))), ("ij...,jk...->ik...", ((3, 4, 2), (4, 5, 2))),
+    ("...,...", ((3,), (2, 3))), ("i...j,j...->i...", ((2, 3, 4), (4, 3))),
+    ("a...a->...a", ((3, 2, 3),)), ("...", ((2, 3),)), ("...ij->...ji", ((2, 1, 3, 4),)),
+    ("b...i,b...i->b...", ((2, 1, 3, 4), (2, 5, 1, 4))), ("...ii->...i", ((2, 3, 3),)),
+    ("...ab,...bc->...ac", ((5, 1, 2, 3), (1, 6, 3, 2))), ("i...", ((4,),)),
+])
+def test_einsum_ellipsis(sub, shapes):
+    xs = [rand(*s) for s in shapes]
+    same(jnp.einsum(sub, *xs), np.einsum(sub, *xs))
+
+
+def test_einsum_ellipsis_errors_and_casting():
+    x, i = rand(2, 3, 4), rand(4, 2, dtype="int32")
+    for sub, ops in [("...ij,...jk", (x, rand(3, 4, 5))), (".i", (x[0],)),
+                     ("...i->i", (x,)), ("i...,...->", (x[0], rand(3)))]:
+        raises_like(lambda: jnp.einsum(sub, *ops), lambda: np.einsum(sub, *ops))
+    for kw in ({"dtype": "float32", "casting": "same_kind"}, {"dtype": "int32",
+                                                             "casting": "unsafe"},
+               {"casting": "safe", "dtype": "float64"}):
+        same(jnp.einsum("...ij,jk", x, i, **kw), np.einsum("...ij,jk", x, i, **kw), 1e-5)
+    for kw in ({"dtype": "float32"}, {"casting": "no"}, {"out": np.empty((2, 3, 2), "f4")}):
+        e = raises_like(lambda: jnp.einsum("...ij,jk", x, i, **kw),
+                        lambda: np.einsum("...ij,jk", x, i, **kw))
+        assert "cast" in str(e)
+
+
 def test_einsum_dtypes_and_errors():
     a, b = rand(3, 4, dtype="int8"), rand(4, 2, dtype="bool")
     same(jnp.einsum("ij,jk->ik", a, b), np.einsum("ij,jk->ik", a, b))

@@ -59,14 +59,24 @@ def tensordot(a, b, axes=2):
                  ("a", "b"))
 
 
-def einsum(subscripts, /, *operands, out=None, optimize=False):
-    """numpy.einsum with explicit or implicit output, one stage for any number of
-    operands (no '...' subscripts)."""
+def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optimize=False):
+    """numpy.einsum with explicit or implicit output and '...' subscripts, one stage for
+    any number of operands (optimize= has nothing to choose: one fused stage)."""
     if not isinstance(subscripts, str):
         raise ArgumentError("einsum(): jd.numpy takes the subscripts as a string "
                             f"('ij,jk->ik'), got {type(subscripts).__name__}", user_loc())
-    return apply("einsum", la.einsum, operands, (("subscripts", subscripts),), out,
-                 tuple(f"a{k}" for k in range(len(operands))))
+    static = (("subscripts", subscripts),)
+    if dtype is not None:
+        static += (("dtype", kernel_dtype("einsum", dtype, _einsum_of(subscripts), operands,
+                                          casting)),)
+    elif casting != "safe":
+        numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
+    return apply("einsum", la.einsum, operands, static, out,
+                 tuple(f"a{k}" for k in range(len(operands))), casting=casting)
+
+
+def _einsum_of(subscripts):
+    return lambda *xs, **kwargs: np.einsum(subscripts, *xs, **kwargs)
 
 
 STATUS = {
@@ -76,8 +86,7 @@ STATUS = {
     "inner": "done",
     "outer": "done",
     "tensordot": "done",
-    "einsum": "partial: no '...' (ellipsis) subscripts, no dtype=/casting=; optimize= "
-              "ignored (one fused stage)",
+    "einsum": "done (optimize= ignored: one fused stage)",
 }
 
 __all__ = list(STATUS)

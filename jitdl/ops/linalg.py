@@ -178,18 +178,22 @@ def outer(a, b):
 
 
 def _parse_einsum(subscripts, ndims):
-    """(input label strings, output label string) of an einsum subscripts string, with
-    NumPy's errors; the implicit output is the labels used once, in alphabetical order."""
+    """(input label lists, output label list) of an einsum subscripts string, with NumPy's
+    errors; '...' stands for an operand's axes without a letter, labelled '.0' (the last
+    of them), '.1', ... (aligned on the right, as broadcasting does); the implicit output
+    is those axes, then the letters used once, in alphabetical order."""
     s = subscripts.replace(" ", "")
-    if "." in s:
-        raise ShapeError("jd.numpy.einsum does not support '...' (ellipsis) subscripts yet; "
-                         "write every axis's label", user_loc())
     lhs, arrow, rhs = s.partition("->")
     if "-" in lhs or ">" in lhs or "-" in rhs or ">" in rhs:
-        raise ShapeError("einstein sum subscript string does not contain proper '->' output "
+        raise ShapeError("einstein sum subscripts string does not contain proper '->' output "
                          "specified", user_loc())
     ins = lhs.split(",")
-    for c in lhs.replace(",", "") + rhs:
+    for n, part in enumerate(ins + [rhs]):
+        if "." in part.replace("...", "", 1):
+            where = "in the output" if n == len(ins) else f"in operand {n}"
+            raise ShapeError(f"einstein sum subscripts string contains a '.' that is not part "
+                             f"of an ellipsis ('...') {where}", user_loc())
+    for c in lhs.replace(",", "").replace(".", "") + rhs.replace(".", ""):
         if not c.isascii() or not c.isalpha():
             raise ShapeError(f"invalid subscript '{c}' in einstein sum subscripts string, "
                              "subscripts must be letters", user_loc())
@@ -199,42 +203,76 @@ def _parse_einsum(subscripts, ndims):
     if len(ins) > len(ndims):
         raise ShapeError("fewer operands provided to einstein sum function than specified "
                          "in the subscripts string", user_loc())
-    for n, (labels, nd) in enumerate(zip(ins, ndims)):
-        if len(labels) > nd:
+    labels, extra = [], 0
+    for n, (part, nd) in enumerate(zip(ins, ndims)):
+        letters = part.replace("...", "")
+        if len(letters) > nd:
             raise ShapeError(f"einstein sum subscripts string contains too many subscripts "
                              f"for operand {n}", user_loc())
-        if len(labels) < nd:
+        if len(letters) < nd and "..." not in part:
             raise ShapeError("operand has more dimensions than subscripts given in einstein "
                              "sum, but no '...' ellipsis provided to broadcast the extra "
                              "dimensions.", user_loc())
-    if not arrow:
-        used = lhs.replace(",", "")
-        rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
-    for c in rhs:
-        if rhs.count(c) > 1:
+        labels.append(_ellipsis(part, nd - len(letters)))
+        extra = max(extra, nd - len(letters))
+    if arrow:
+        if extra and "..." not in rhs:
+            raise ShapeError("output has more dimensions than subscripts given in einstein "
+                             "sum, but no '...' ellipsis provided to broadcast the extra "
+                             "dimensions.", user_loc())
+        out = _ellipsis(rhs, extra)
+    else:
+        used = lhs.replace(",", "").replace(".", "")
+        out = _ellipsis("...", extra) + sorted(c for c in set(used) if used.count(c) == 1)
+    seen = {c for part in labels for c in part}
+    for c in out:
+        if out.count(c) > 1:
             raise ShapeError(f"einstein sum subscripts string includes output subscript "
                              f"'{c}' multiple times", user_loc())
-        if c not in lhs:
+        if c not in seen:
             raise ShapeError(f"einstein sum subscripts string included output subscript "
                              f"'{c}' which never appeared in an input", user_loc())
-    return ins, rhs
+    return labels, out
 
 
-def einsum(*xs, subscripts):
+def _ellipsis(part, n):
+    """part's labels, its '...' standing for n axes labelled '.{n-1}' ... '.0'."""
+    before, dots, after = part.partition("...")
+    return list(before) + [f".{k}" for k in reversed(range(n if dots else 0))] + list(after)
+
+
+def einsum(*xs, subscripts, dtype=None):
     """np.einsum on one or more operands, explicit ('ij,jk->ik') or implicit ('ij,jk')
-    output; a label repeated in one operand reads its diagonal ('ii->i')."""
+    output; a label repeated in one operand reads its diagonal ('ii->i'); the axes of
+    '...' broadcast."""
     xs = [operand(x) for x in xs]
+    if dtype is not None:
+        xs = [x if x.dtype == dtype else astype(x, dtype) for x in xs]
     ins, out = _parse_einsum(subscripts, [len(shape_of(x)) for x in xs])
     extents = {}
     for n, (labels, x) in enumerate(zip(ins, xs)):
         for c, d in zip(labels, shape_of(x)):
+            if c.startswith(".") and is_one(d):
+                continue            # (a broadcast axis: its extent is the others')
             have = extents.setdefault(c, d)
             if same_dim(have, d):
                 continue
+            if c.startswith("."):
+                raise ShapeError(
+                    "operands could not be broadcast together with remapped shapes "
+                    f"[original->remapped]: {' '.join(shape_text(shape_of(x)) for x in xs)} "
+                    f"(the axes of '...')", user_loc())
             if labels.count(c) > 1:
                 raise ShapeError(f"dimensions in single operand for collapsing index '{c}' "
                                  f"don't match ({have} != {d})", user_loc())
             raise ShapeError(f"Size of label '{c}' for operand {n} ({d}) does not match "
                              f"previous terms ({have}).", user_loc())
-    return contract(xs, [tuple(s) for s in ins], tuple(out), extents, "einsum")
+    for labels in ins:              # (an axis of '...' of length 1 everywhere)
+        for c in labels:
+            extents.setdefault(c, 1)
+    ins = [tuple(None if c.startswith(".") and is_one(d) and not is_one(extents[c]) else c
+                 for c, d in zip(labels, shape_of(x))) for labels, x in zip(ins, xs)]
+    return contract(xs, ins, tuple(out), extents, "einsum")
+
+
 scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract)
