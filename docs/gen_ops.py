@@ -47,7 +47,10 @@ def generate() -> str:
              "*partial*: what is missing is said; *missing*: not built yet. On arrays of other",
              "dtypes (float16, complex, uint16/32/64, ...), and with a dtype= naming one, a",
              "jd.numpy function calls NumPy's function of the same name; jd.nn's raise a",
-             "TypeError naming the dtype.", ""]
+             "TypeError naming the dtype. Every other public NumPy name (`jd.numpy.sort`,",
+             "`cumsum`, `finfo`, `float16`, `random`, ...) is NumPy's own, not compiled: code",
+             "written for NumPy runs unchanged, and those functions refuse a definition's",
+             "tensors with an error naming them.", ""]
     claimed = set()
     for family, names in WANTED.items():
         status = nn_status if family == "jd.nn" else np_status

@@ -328,6 +328,20 @@ def numpy_fallback(fn, np_fn):
     return call
 
 
+def numpy_only(name, np_fn):
+    """NumPy's function np_fn as jd.numpy.`name`, which jitdl does not compile: on arrays
+    NumPy's result; on tensors of a definition an error saying so."""
+    def call(*args, **kwargs):
+        if _symbolic_args(args, kwargs):
+            raise ArgumentError(f"jd.numpy.{name}() is NumPy's own function (jitdl has no "
+                                f"kernel for it), so it cannot take the tensors of a "
+                                f"definition; call it on arrays outside the definition",
+                                user_loc())
+        return np_fn(*args, **kwargs)
+    call.numpy_fallback = np_fn
+    return call
+
+
 def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's

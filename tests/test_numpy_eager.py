@@ -256,6 +256,25 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
         g(a)
 
 
+def test_other_numpy_names_are_numpys_own(rng):
+    """A NumPy name jd.numpy does not compile is NumPy's: code written for NumPy runs; its
+    functions refuse a definition's tensors, naming the function; private and unknown
+    names are AttributeErrors."""
+    a = rng.standard_normal(7)
+    np.testing.assert_array_equal(jnp.sort(a), np.sort(a))
+    np.testing.assert_array_equal(jnp.cumsum(a), np.cumsum(a))
+    assert jnp.finfo(jnp.float32).eps == np.finfo(np.float32).eps
+    assert jnp.float16 is np.float16 and jnp.random is np.random and jnp.gcd is np.gcd
+    for name in ("no_such_function", "_private", "__wrapped__"):
+        assert not hasattr(jnp, name)
+
+    @jd.compute
+    def f(X):
+        return jnp.sort(X)
+    with pytest.raises(TypeError, match=r"jd.numpy.sort\(\) is NumPy's own function"):
+        f(a)
+
+
 def test_other_dtypes_errors_are_numpys():
     with pytest.raises(TypeError):          # NumPy's own: no bitwise ops on floats
         jnp.bitwise_and(np.ones(3, np.float16), np.ones(3, np.float16))

@@ -15,7 +15,9 @@ adds stages to that definition, so several calls fuse into one kernel:
 
 Arrays of a dtype jitdl does not compile (float16, complex, uint16/32/64, ...) are
 computed by NumPy's function of the same name. Array creation is NumPy's own
-(`jd.numpy.asarray` is `numpy.asarray`). Inside a definition, operators and methods of
+(`jd.numpy.asarray` is `numpy.asarray`), and so is every other NumPy name that jd.numpy
+does not compile (`jd.numpy.sort`, `cumsum`, `finfo`, `float16`, `random`, ...): code
+written for NumPy runs unchanged; those functions cannot take a definition's tensors. Inside a definition, operators and methods of
 whole tensors (`X + Y`, `X.T`, `X @ W`, `X.sum(axis=1)`, `np.exp(X)`) are these functions
 too.
 """
@@ -23,9 +25,12 @@ from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, f
                    float64, full, full_like, inf, int8, int16, int32, int64, linspace, nan,
                    newaxis, ones, ones_like, pi, uint8, zeros, zeros_like)
 
+import functools as _functools
+
 import numpy as _np
 
 from jitdl.eager import cache_info, clear, numpy_fallback  # noqa: F401
+from jitdl.eager import numpy_only as _numpy_only
 from jitdl.numpy import _linalg, _manipulation, _reductions, _ufuncs
 from jitdl.numpy._linalg import *  # noqa: F401,F403
 from jitdl.numpy._manipulation import *  # noqa: F401,F403
@@ -48,3 +53,15 @@ for _n in __all__:     # arrays of dtypes jitdl does not compile: NumPy's own fu
 WHOLE.update({n: globals()[n] for n in __all__})
 if "ravel" in WHOLE:
     WHOLE["flatten"] = WHOLE["ravel"]
+
+
+def __getattr__(name):
+    """A public NumPy name that jd.numpy does not compile: NumPy's own (its functions
+    refuse the tensors of a definition with an error naming them)."""
+    attr = getattr(_np, name, None) if not name.startswith("_") else None
+    if attr is None:
+        raise AttributeError(f"module 'jitdl.numpy' has no attribute {name!r}")
+    if callable(attr) and not isinstance(attr, (type, _np.ufunc)):
+        attr = _functools.wraps(attr)(_numpy_only(name, attr))
+    globals()[name] = attr
+    return attr
