@@ -815,3 +815,62 @@ def test_compiling_data_movement_prints_nothing(tmp_path):
                        timeout=600, env={**os.environ, "JITDL_CACHE_DIR": str(tmp_path)})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
     assert r.stderr == "", r.stderr
+
+
+# -- tril, triu, diff, matrix_transpose, vecdot, isclose, allclose, array_equal -----------
+_R = np.random.default_rng(77)
+_A = _R.standard_normal((3, 4, 5))
+_I8 = _R.integers(-100, 100, (6, 4)).astype(np.int8)
+_B = _R.random((5, 7)) > 0.5
+_V = _R.standard_normal(4)
+_N = _A[0] + _R.standard_normal((4, 5)) * 1e-6
+_N[0, :4] = [np.nan, np.inf, -np.inf, np.nan]
+_M = _A[0].copy()
+_M[0, :4] = [np.nan, np.inf, np.inf, 2.0]
+
+
+@pytest.mark.parametrize("case", [
+    lambda m: m.tril(_A), lambda m: m.triu(_A, -1), lambda m: m.tril(_A, 2), lambda m: m.tril(_V),
+    lambda m: m.triu(_I8, 1), lambda m: m.tril(_B), lambda m: m.tril(np.zeros((0, 3))),
+    lambda m: m.diff(_A), lambda m: m.diff(_A, 2, axis=0), lambda m: m.diff(_I8, 3),
+    lambda m: m.diff(_I8.astype(np.uint8)), lambda m: m.diff(_B), lambda m: m.diff(_B, axis=0),
+    lambda m: m.diff(_V, prepend=0), lambda m: m.diff(_V, append=[1, 2]), lambda m: m.diff(_V, 5),
+    lambda m: m.diff(_A, axis=1, prepend=_A[:, :1]), lambda m: m.diff(np.arange(1)),
+    lambda m: m.matrix_transpose(_A), lambda m: m.vecdot(_A, _A[0]),
+    lambda m: m.vecdot(_A, _A, axis=1), lambda m: m.vecdot(_I8, _I8),
+    lambda m: m.isclose(_M, _N), lambda m: m.isclose(_M, _N, equal_nan=True),
+    lambda m: m.isclose(_M.astype(np.float32), _N), lambda m: m.isclose(np.arange(5), 3),
+    lambda m: m.isclose(_I8, 3.0), lambda m: m.isclose(1e-9, np.zeros(3, np.float32)),
+    lambda m: m.isclose(_M, _N, rtol=0, atol=1e-3), lambda m: m.isclose(_M[:, None], _N[:1]),
+    lambda m: m.allclose(_M, _N), lambda m: m.allclose(_M[1:], _N[1:]),
+    lambda m: m.allclose(_M, _N, equal_nan=True), lambda m: m.array_equal(_N, _N),
+    lambda m: m.array_equal(_N, _N, equal_nan=True), lambda m: m.array_equal(_N, _N[:3]),
+    lambda m: m.array_equal(np.arange(3), [0, 1, 2]), lambda m: m.isclose(_M, _N, np.array(1e-3)),
+])
+def test_more_functions_are_numpys(case):
+    want, got = case(np), case(jnp)
+    assert type(got) is type(want), (type(got), type(want))
+    same(got, want)
+
+
+def test_more_functions_errors_and_definitions():
+    raises_like(lambda: jnp.diff(_V, -1), lambda: np.diff(_V, -1))
+    raises_like(lambda: jnp.diff(np.float32(3)), lambda: np.diff(np.float32(3)))
+    raises_like(lambda: jnp.diff(_A, axis=3), lambda: np.diff(_A, axis=3))
+    raises_like(lambda: jnp.vecdot(_A, _A[0, :, :3]), lambda: np.vecdot(_A, _A[0, :, :3]))
+    raises_like(lambda: jnp.matrix_transpose(_V), lambda: np.matrix_transpose(_V))
+
+    @jd.compute
+    def f(X, Y):
+        close = jnp.where(jnp.isclose(X, Y), 1.0, 0.0) + jnp.allclose(X, Y)
+        return jnp.tril(X) @ jnp.triu(Y).T + jnp.diff(X, axis=0).sum() + close
+    x, y = _A[0, :4, :4], _N[:, :4]
+    same(f(x, y), np.tril(x) @ np.triu(y).T + np.diff(x, axis=0).sum()
+         + np.where(np.isclose(x, y), 1.0, 0.0) + np.allclose(x, y))
+    eager.clear()
+    for n in range(3, 30):                  # one kernel per pattern, not per shape
+        a = _R.standard_normal((n, 2 + n % 5))
+        same(jnp.diff(a, axis=0), np.diff(a, axis=0))
+        same(jnp.triu(a), np.triu(a))
+        same(jnp.isclose(a, a + 1e-9), np.isclose(a, a + 1e-9))
+    assert all(eager.cache_info(op)["kernels"] <= 2 for op in ("diff", "triu", "isclose"))

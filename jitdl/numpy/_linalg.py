@@ -2,6 +2,8 @@
 contraction stage, a kernel on arrays."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from jitdl.eager import apply, kernel_dtype, numpy_accepts
@@ -40,6 +42,11 @@ def inner(a, b, /):
 def outer(a, b, out=None):
     """numpy.outer: every element of a.ravel() times every element of b.ravel()."""
     return apply("outer", la.outer, (a, b), (), out, ("a", "b"))
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """numpy.vecdot for real arrays: the sum over `axis` of x1 * x2, the rest broadcast."""
+    return apply("vecdot", la.vecdot, (x1, x2), (("axis", operator.index(axis)),), None)
 
 
 def _axes(axes):
@@ -85,6 +92,7 @@ STATUS = {
     "vdot": "done (real dtypes only: jitdl has no complex)",
     "inner": "done",
     "outer": "done",
+    "vecdot": "done (real dtypes only: jitdl has no complex)",
     "tensordot": "done",
     "einsum": "done (optimize= ignored: one fused stage)",
 }

@@ -335,6 +335,50 @@ def tile(A, reps):
     return apply("tile", man.tile, (A,), (("reps", _static(reps)),), names=("A",))
 
 
+def tril(m, k=0):
+    """numpy.tril: m with the elements above diagonal k zeroed (the last two axes)."""
+    return apply("tril", man.triangle, (m,), (("k", operator.index(k)),), names=("m",))
+
+
+def triu(m, k=0):
+    """numpy.triu: m with the elements below diagonal k zeroed (the last two axes)."""
+    return apply("triu", man.triangle, (m,), (("k", operator.index(k)), ("upper", True)),
+                 names=("m",))
+
+
+def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """numpy.diff: the n-th difference along `axis` (prepend/append joined first)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n!r}")
+    if prepend is not np._NoValue or append is not np._NoValue:
+        if not _sym(a):
+            a = np.asanyarray(a)
+        ax = axis % _ndim(a) if _ndim(a) else axis
+        parts = [a]
+        for v, at in ((prepend, 0), (append, 1)):
+            if v is not np._NoValue:
+                if not _sym(v):
+                    shape = list(np.shape(a) if not _sym(a) else a.shape)
+                    shape[ax] = 1
+                    v = np.broadcast_to(v, shape) if np.ndim(v) == 0 else v
+                parts.insert(at * len(parts), v)
+        a = concatenate(parts, axis=ax)
+    if n == 0:
+        return a
+    if not _sym(a) and np.ndim(a) and n >= np.shape(a)[operator.index(axis) % np.ndim(a)]:
+        return np.diff(a, n, axis)      # (nothing left: NumPy's empty result)
+    return apply("diff", man.diff, (a,), (("n", n), ("axis", operator.index(axis))),
+                 names=("a",))
+
+
+def matrix_transpose(x, /):
+    """numpy.matrix_transpose: the last two axes swapped (a view on arrays)."""
+    if _ndim(x) < 2:
+        raise ValueError("matrix transpose with ndim < 2 is undefined")
+    return swapaxes(x, -1, -2)
+
+
 STATUS = {
     "transpose": "done (view on arrays)",
     "permute_dims": "done (view on arrays)",
@@ -368,6 +412,9 @@ STATUS = {
     "repeat": "done: per-element counts on arrays through take, inside definitions as a "
               "count of boundaries (one comparison per element; not on a symbolic axis)",
     "tile": "done",
+    "tril": "done", "triu": "done",
+    "diff": "done (prepend/append joined by concatenate first)",
+    "matrix_transpose": "done (view on arrays)",
 }
 
 __all__ = list(STATUS)

@@ -13,6 +13,7 @@ import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import reduction as red
+from jitdl.ops.core import is_symbolic
 from jitdl.te import naming
 
 _A = ("a",)
@@ -132,6 +133,29 @@ def any(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
     return apply("any", red.any_, ops, _static(axis, keepdims), out, names)
 
 
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether numpy.isclose holds for every element pair (numpy.allclose): a bool."""
+    if not builtins.all(isinstance(v, (builtins.int, float, np.integer, np.floating))
+                        for v in (rtol, atol)) and not is_symbolic(a) and not is_symbolic(b):
+        return np.allclose(a, b, rtol, atol, equal_nan)
+    r = apply("allclose", red.allclose, (a, b), (
+        ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
+        None, ("a", "b"))
+    return r if is_symbolic(r) else bool(r)
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """Whether a1 and a2 have one shape and equal elements (numpy.array_equal): a bool."""
+    shapes = [tuple(x.shape) if is_symbolic(x) else np.shape(x) for x in (a1, a2)]
+    if len(shapes[0]) != len(shapes[1]) or builtins.any(
+            isinstance(m, builtins.int) and isinstance(n, builtins.int) and m != n
+            for m, n in zip(*shapes)):
+        return False
+    r = apply("array_equal", red.array_equal, (a1, a2), (("equal_nan", bool(equal_nan)),),
+              None, ("a1", "a2"))
+    return r if is_symbolic(r) else bool(r)
+
+
 def count_nonzero(a, axis=None, *, keepdims=False):
     """The number of non-zero elements over the given axes, int64 (numpy.count_nonzero)."""
     return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims), None, _A)
@@ -209,7 +233,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
 amax, amin = max, min
 __all__ = ["sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "ptp", "all",
            "any", "count_nonzero", "mean", "var", "std", "average", "nansum", "nanmax",
-           "nanmin", "nanmean"]
+           "nanmin", "nanmean", "allclose", "array_equal"]
 
 STATUS = {n: "done" for n in __all__}
 STATUS.update({

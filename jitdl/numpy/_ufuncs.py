@@ -278,6 +278,23 @@ def where(condition, x=None, y=None, /):
     return apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether a and b are equal within atol + rtol * |b|, elementwise (numpy.isclose)."""
+    if not _scalar(rtol) or not _scalar(atol):
+        if is_symbolic(a) or is_symbolic(b):
+            raise ArgumentError("isclose(): inside a definition rtol and atol must be "
+                                "numbers", user_loc())
+        return np.isclose(a, b, rtol, atol, equal_nan)
+    return apply("isclose", ew.isclose, (a, b), (
+        ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
+        None, ("a", "b"))
+
+
+def _scalar(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+        or isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf"
+
+
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """x with NaN and infinities replaced by finite numbers (numpy.nan_to_num)."""
     if not copy:
@@ -309,7 +326,7 @@ _ALIASES = ["abs", "true_divide", "mod", "pow", "asin", "acos", "atan", "atan2",
             "acosh", "atanh", "radians", "degrees", "around", "bitwise_not",
             "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift"]
 __all__ = list(_UNARY_DOCS) + list(_BINARY_DOCS) + [
-    "power", "sinc", "round", "clip", "where", "nan_to_num"] + _ALIASES
+    "power", "sinc", "round", "clip", "where", "nan_to_num", "isclose"] + _ALIASES
 
 STATUS = {n: "done" for n in __all__}
 STATUS.update({

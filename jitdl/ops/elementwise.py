@@ -477,6 +477,27 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
     return elementwise(f, *xs)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """np.isclose: |a - b| <= atol + rtol * |b| where b is finite, or a == b (equal
+    infinities); NaNs equal where equal_nan. b is taken in floating point (float64 for
+    integers) and both in their common dtype, as NumPy computes it."""
+    x, y = operand(a, "a"), operand(b, "b")
+    dx, wx = typed(x)
+    dy, wy = typed(y)
+    if not dtypes.is_float(dy):
+        dy = "float64"
+    dt = dy if wx else dx if wy and dtypes.is_float(dx) else \
+        str(np.result_type(np.dtype(dx), np.dtype(dy)))
+
+    def f(p, q):
+        p, q = _c(p, dt), _c(q, dt)
+        near = build.compare(CmpOp.LE, _call(Intrin.ABS, _b(BinOp.SUB, p, q)), _b(
+            BinOp.ADD, _k(atol, q), _b(BinOp.MUL, _k(rtol, q), _call(Intrin.ABS, q))))
+        r = _or(_and(near, build.call(Intrin.ISFINITE, q)), _eq(p, q))
+        return _or(r, _and(_isnan(p), _isnan(q))) if equal_nan else r
+    return elementwise(f, x, y)
+
+
 def where(cond, x, y):
     """np.where(cond, x, y): x where cond holds, else y, the three broadcast together."""
     return elementwise(build.select, operand(cond, "condition"), operand(x, "x"),
@@ -496,5 +517,5 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
         _eq(a, math.inf), _k(hi, a), _sel(_eq(a, -math.inf), _k(lo, a), a))), x)
 
 
-any_size(unary, binary, round_, clip, where, nan_to_num)
-scalar_result(unary, binary, round_, clip, where, nan_to_num)
+any_size(unary, binary, round_, clip, where, nan_to_num, isclose)
+scalar_result(unary, binary, round_, clip, where, nan_to_num, isclose)

@@ -15,7 +15,7 @@ from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
 from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
                             scalar_result, shape_of, shape_text)
-from jitdl.ops.manipulation import astype, ravel
+from jitdl.ops.manipulation import astype, moveaxis, ravel
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -275,4 +275,17 @@ def einsum(*xs, subscripts, dtype=None):
     return contract(xs, ins, tuple(out), extents, "einsum")
 
 
-scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract)
+def vecdot(a, b, axis=-1):
+    """np.vecdot of real operands: the sum over `axis` of a * b, the other axes broadcast."""
+    a, b = operand(a), operand(b)
+    for n, x in enumerate((a, b)):
+        if not shape_of(x):
+            raise ShapeError(f"vecdot: Input operand {n} does not have enough dimensions (has "
+                             f"0, gufunc core with signature (n),(n)->() requires 1)",
+                             user_loc())
+    if axis not in (-1,):
+        a, b = (moveaxis(x, axis, -1) for x in (a, b))
+    return einsum(a, b, subscripts="...i,...i->...")
+
+
+scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract, vecdot)

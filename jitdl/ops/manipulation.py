@@ -337,6 +337,40 @@ def flip(x, axis=None):
         x.shape[d] - 1 - i if d in axes else i for d, i in enumerate(idx))], name="flip")
 
 
+def triangle(m, k=0, upper=False):
+    """np.tril (upper: np.triu): m with the elements above (below) diagonal k zeroed, over
+    the last two axes; a 1-D m is taken as the rows of a square matrix, as NumPy does."""
+    m = as_tensor(m)
+    if m.ndim == 0:
+        raise ShapeError("tril/triu: input must be at least 1-d (NumPy: 'axis' out of "
+                         "bounds)", user_loc())
+    shape = m.shape if m.ndim > 1 else (m.shape[0],) + m.shape
+
+    def body(*idx):
+        i, j = idx[-2], idx[-1]
+        keep = j - i >= k if upper else j - i <= k
+        return build.select(keep, m[idx if m.ndim > 1 else (j,)], build.cast(0, m.dtype))
+    return te.tensor(shape, body, name="triu" if upper else "tril")
+
+
+def diff(a, n=1, axis=-1):
+    """np.diff: the n-th difference along `axis` (not equal, for bools)."""
+    a = as_tensor(a)
+    if a.ndim == 0:
+        raise ShapeError("diff requires input that is at least one dimensional", user_loc())
+    ax = normalize_axis(axis, a.ndim)
+    for _ in range(n):
+        def body(*idx, a=a):
+            nxt = tuple(i + 1 if d == ax else i for d, i in enumerate(idx))
+            if a.dtype == "bool":
+                return build.compare(CmpOp.NE, a[nxt], a[idx])
+            return build.binary(BinOp.SUB, a[nxt], a[idx])
+        extent = a.shape[ax]
+        size = builtins.max(extent - 1, 0) if _static(extent) else extent - 1
+        a = te.tensor(a.shape[:ax] + (size,) + a.shape[ax + 1:], body, name="diff")
+    return a
+
+
 def split(x, indices_or_sections, axis=0, equal=True):
     """np.split / np.array_split: a tuple of stages, each a range of x along `axis`. On a
     symbolic axis the ranges are int64 expressions (min/max of the split points) and the
@@ -732,5 +766,5 @@ def tile(a, reps):
 
 
 any_size(copy, astype, flip, concatenate, stack, hstack, vstack, pad, roll, take, repeat,
-         tile)
+         tile, triangle, diff)
 scalar_result(take)

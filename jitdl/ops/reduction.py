@@ -12,10 +12,11 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, Const, Intrin, ReduceOp
+from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand,
                             reduced_size, reduction, scalar_result, shape_of,
                             sizes_known_nonzero)
+from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
 
 _NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
@@ -178,6 +179,25 @@ def any_(x, where=None, *, axis=None, keepdims=False):
     return reduction(ReduceOp.ANY, x, axis, keepdims)
 
 
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """np.allclose: whether np.isclose holds for every element pair (a 0-d bool)."""
+    return reduction(ReduceOp.ALL, as_tensor(ew.isclose(a, b, rtol, atol, equal_nan)), None,
+                     False)
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """np.array_equal of operands of one shape: whether every element pair is equal (NaN
+    pairs too where equal_nan), a 0-d bool."""
+    def same(p, q):
+        e = build.compare(CmpOp.EQ, p, q)
+        if equal_nan and (dtypes.is_float(p.dtype) or dtypes.is_float(q.dtype)):
+            e = build.logical(BinOp.OR, e, build.logical(
+                BinOp.AND, build.call(Intrin.ISNAN, p), build.call(Intrin.ISNAN, q)))
+        return e
+    return reduction(ReduceOp.ALL, as_tensor(elementwise(same, operand(a1), operand(a2))),
+                     None, False)
+
+
 def count_nonzero(x, *, axis=None, keepdims=False):
     """np.count_nonzero (int64)."""
     x = as_tensor(x)
@@ -296,5 +316,7 @@ def nanmean(x, *, axis=None, dtype=None, keepdims=False):
     return mean(x, ok, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean)
-scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean, average)
+any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean,
+         allclose, array_equal)
+scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean, average,
+              allclose, array_equal)
