@@ -582,6 +582,23 @@ def test_attention(rng, case):
                                                                        kw["scale"]), k=8)
 
 
+def test_attention_fully_masked_rows_are_zero(rng):
+    """A query whose every key is masked (a bool row of False, a float row of -inf) gives
+    0, as torch does, not a softmax's NaN; the other rows are the reference's."""
+    q, k, v = normal(rng, (2, 4, 8)), normal(rng, (2, 6, 8)), normal(rng, (2, 6, 3))
+    mask = rng.random((4, 6)) > 0.4
+    mask[:, 1] = True
+    mask[2] = False
+    fmask = np.where(mask, 0.0, -np.inf).astype(F32)
+    with np.errstate(invalid="ignore"):         # (the reference's NaN row)
+        ref = attention_ref(q, k, v, mask)
+    for m in (mask, fmask):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        assert np.all(out[:, 2] == 0)
+        keep = [0, 1, 3]
+        close(out[:, keep], ref[:, keep], k=8)
+
+
 def test_attention_errors(rng):
     q = normal(rng, (2, 4, 8))
     with pytest.raises(NotImplementedError, match="dropout"):

@@ -791,9 +791,19 @@ def attention(q, k, v, *mask, scale, is_causal):
     logits = te.tensor(sshape, masked, name="attn_logits")
     p = softmax(logits, -1)
     j = te.reduce_axis(S)
-    return te.tensor(batch + (L, Ev), lambda *idx: te.reduce(
+    out = te.tensor(batch + (L, Ev), lambda *idx: te.reduce(
         ReduceOp.SUM, p[idx[:nb] + (idx[nb], j)] * lhs(v, idx, (j, idx[nb + 1])), [j]),
         name="attention")
+    if m is None:
+        return out
+    # a query whose every key is masked attends to nothing: 0, as torch gives (not the
+    # NaN of a softmax over -inf alone)
+    jm = te.reduce_axis(S)
+    top = te.tensor(batch + (L,), lambda *idx: te.reduce(
+        ReduceOp.MAX, logits[idx + (jm,)], [jm]), name="attn_row_max")
+    return te.tensor(out.shape, lambda *idx: build.select(
+        build.compare(CmpOp.EQ, top[idx[:-1]], -math.inf), build.cast(0, out.dtype),
+        out[idx]), name="attention_masked")
 
 
 # one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
