@@ -223,6 +223,33 @@ def test_pad_ints_and_errors():
     raises_like(lambda: jnp.pad(x[:0], 1, "edge"), lambda: np.pad(x[:0], 1, "edge"))
 
 
+def test_pad_values_keywords_and_numpys_modes():
+    """The fill value cast as NumPy casts it into the array (a NaN into integers is its
+    ValueError, -1 into uint8 wraps), keywords a mode does not take are NumPy's ValueError,
+    dict pad widths; modes and options jitdl does not compile are NumPy's own."""
+    a, i, u = rand(2, 3), np.arange(3), np.arange(3, dtype=np.uint8)
+    for case in (lambda m: m.pad(u, 1, constant_values=-1),
+                 lambda m: m.pad(i, 1, constant_values=2.7),
+                 lambda m: m.pad(np.array([True, False]), 1, constant_values=2),
+                 lambda m: m.pad(a, {1: (1, 2)}), lambda m: m.pad(a, {-1: 2, 0: (0, 1)}),
+                 lambda m: m.pad(a, 1, mode="mean"),
+                 lambda m: m.pad(a, 2, mode="reflect", reflect_type="odd"),
+                 lambda m: m.pad(a, 1, constant_values=((1, 2), (3, 4))),
+                 lambda m: m.pad(a, 1, mode="linear_ramp", end_values=5)):
+        same(case(jnp), case(np))
+    for case in (lambda m: m.pad(i, 1, constant_values=np.nan),
+                 lambda m: m.pad(a, 1, mode="edge", constant_values=3),
+                 lambda m: m.pad(a, 1, foo=1), lambda m: m.pad(a, 1, mode="bogus"),
+                 lambda m: m.pad(i.astype(np.int8), 1, constant_values=300)):
+        raises_like(lambda: case(jnp), lambda: case(np))
+
+    @jd.compute
+    def f(X):
+        return jnp.pad(X, 1, mode="mean")
+    with pytest.raises(TypeError, match="inside a definition jitdl pads with modes"):
+        f(a)
+
+
 @pytest.mark.parametrize("shift, axis", [(2, 1), (-7, 0), (3, None), ((1, -2), (0, 1)),
                                          (5, -1)])
 def test_roll(shift, axis):

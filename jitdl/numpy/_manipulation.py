@@ -16,7 +16,7 @@ from jitdl import dtypes
 from jitdl.eager import apply, numpy_accepts
 from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import manipulation as man
-from jitdl.ops.core import is_symbolic, operand, shape_of
+from jitdl.ops.core import is_symbolic, normalize_axis, operand, shape_of
 from jitdl.runtime.cuda import is_device_array
 
 
@@ -249,26 +249,47 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
     return apply("vstack", man.vstack, xs, (("dtype", _dtype(dtype)),), names=_names(len(xs)))
 
 
+_PAD_MODES = {"constant": {"constant_values"}, "edge": set(), "wrap": set(),
+              "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
+_NUMPY_PAD_MODES = {"linear_ramp": {"end_values"}, "maximum": {"stat_length"},
+                    "mean": {"stat_length"}, "median": {"stat_length"},
+                    "minimum": {"stat_length"}, "empty": set()}
+
+
 def pad(array, pad_width, mode="constant", **kwargs):
-    """numpy.pad: pad_width an int, a (before, after) pair or one pair per axis; modes
-    constant (constant_values a scalar), edge, reflect, symmetric, wrap."""
-    unknown = set(kwargs) - {"constant_values"}
-    if unknown:
-        raise ArgumentError(f"pad(): unsupported keyword arguments {sorted(unknown)} for "
-                            f"mode {mode!r}", user_loc())
+    """numpy.pad: pad_width an int, a (before, after) pair, one pair per axis or a dict
+    {axis: pair}; modes constant (one scalar constant_values), edge, reflect, symmetric
+    and wrap compiled; on arrays, the other modes and options are NumPy's own."""
+    known = _PAD_MODES.get(mode) if isinstance(mode, str) else None
+    allowed = known if known is not None else _NUMPY_PAD_MODES.get(mode)
+    if allowed is not None and set(kwargs) - allowed:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': "
+                         f"{set(kwargs) - allowed}")
     value = kwargs.get("constant_values", 0)
-    if not isinstance(value, (bool, int, float, np.generic)):
-        raise ArgumentError("pad(): constant_values: jd.numpy.pad takes one scalar "
-                            f"(per-axis values are not supported), got {value!r}", user_loc())
+    if known is None or kwargs.get("reflect_type", "even") != "even" or \
+            not isinstance(value, (bool, int, float, np.generic)):
+        if _sym(array):
+            raise ArgumentError(f"pad(): inside a definition jitdl pads with modes "
+                                f"{', '.join(_PAD_MODES)}, one scalar constant_values and "
+                                f"reflect_type='even'; got mode={mode!r} {kwargs}",
+                                user_loc())
+        return np.pad(array, pad_width, mode, **kwargs)     # NumPy's own
+    ndim = _ndim(array)
+    if isinstance(pad_width, dict):         # {axis: width or (before, after)}
+        pairs = [(0, 0)] * ndim
+        for ax, w in pad_width.items():
+            pairs[normalize_axis(ax, ndim)] = tuple(np.broadcast_to(w, 2))
+        pad_width = pairs
     widths = np.asarray(pad_width)
     if widths.dtype.kind not in "iu":
         raise ArgumentError("`pad_width` must be of integral type.", user_loc())
-    ndim = _ndim(array)
     widths = tuple(tuple(map(int, p)) for p in np.broadcast_to(widths, (ndim, 2)))
+    if "constant_values" in kwargs:         # in the array's dtype, as NumPy casts it
+        dt = array.dtype if _sym(array) or isinstance(array, np.ndarray) else \
+            np.asarray(array).dtype
+        value = np.pad(np.zeros(1, dt), 1, constant_values=value)[0].item()
     return apply("pad", man.pad, (array,), (("pad_width", widths), ("mode", mode),
-                                          ("constant_values", value.item()
-                                           if isinstance(value, np.generic) else value)),
-                 names=("array",))
+                                          ("constant_values", value)), names=("array",))
 
 
 def roll(a, shift, axis=None):
@@ -404,8 +425,9 @@ STATUS = {
     "stack": "done",
     "hstack": "done",
     "vstack": "done",
-    "pad": "partial: modes constant (one scalar constant_values), edge, reflect, "
-           "symmetric, wrap; no stat modes, linear_ramp, empty, reflect_type='odd'",
+    "pad": "done: modes constant (one scalar constant_values), edge, reflect, symmetric "
+           "and wrap compiled; the other modes, per-axis constant_values and "
+           "reflect_type='odd' are NumPy's own on arrays (not inside definitions)",
     "roll": "done",
     "take": "done: modes raise, wrap, clip; NumPy's IndexError text on arrays (inside "
             "definitions the kernel's own bounds message)",
