@@ -138,6 +138,8 @@ def test_linear(rng, xshape):
     x, w, b = normal(rng, xshape), normal(rng, (6, 7)), normal(rng, (6,))
     close(F.linear(x, w, b), x.astype(F64) @ w.T.astype(F64) + b, k=7)
     close(F.linear(x, w), x.astype(F64) @ w.T.astype(F64), k=7)
+    for b1 in (normal(rng, (1,)), normal(rng, ())):        # a bias that broadcasts
+        close(F.linear(x, w, b1), x.astype(F64) @ w.T.astype(F64) + b1, k=7)
     w1, b0 = normal(rng, (7,)), normal(rng, ())          # torch's 1-D weight, 0-d bias
     close(F.linear(x, w1, b0), x.astype(F64) @ w1.astype(F64) + b0, k=7)
     assert F.linear(x, w1).shape == xshape[:-1]
@@ -580,6 +582,16 @@ def test_attention(rng, case):
     close(F.scaled_dot_product_attention(q, k, v, **kw), attention_ref(q, k, v, mask,
                                                                        kw["is_causal"],
                                                                        kw["scale"]), k=8)
+
+
+def test_softmax_of_a_0d_input():
+    """torch: a 0-d tensor is its own row (dim 0 or -1): 1 and 0, NaN for inf and NaN."""
+    for v, want in ((3.0, 1.0), (-np.inf, np.nan), (np.nan, np.nan)):
+        np.testing.assert_equal(F.softmax(np.array(v), dim=0), want)
+        np.testing.assert_equal(F.log_softmax(np.array(v, F32), dim=-1),
+                                np.float32(want - 1.0 if want == want else want))
+    with pytest.raises(IndexError):
+        F.softmax(np.array(1.0), dim=1)
 
 
 def test_attention_fully_masked_rows_are_zero(rng):

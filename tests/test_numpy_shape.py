@@ -901,3 +901,41 @@ def test_more_functions_errors_and_definitions():
         same(jnp.triu(a), np.triu(a))
         same(jnp.isclose(a, a + 1e-9), np.isclose(a, a + 1e-9))
     assert all(eager.cache_info(op)["kernels"] <= 2 for op in ("diff", "triu", "isclose"))
+
+
+def test_arguments_numpy_takes_in_other_forms():
+    """0-d operands of concatenate(axis=None) (weak Python numbers), repeat and tile counts
+    as 0-d arrays, floats and bools, take's indices as a list of floats or bools, an empty
+    list, a literal list inside a definition; einsum's length-1 axes broadcast; dot's out=
+    must be C-contiguous of the result's dtype; NumPy's errors for the rest."""
+    x, a = np.arange(3), rand(3, 4)
+    c31, c45, c13, c21, c32, c35 = rand(3, 1), rand(4, 5), rand(1, 3), rand(2, 1), rand(3, 2), \
+        rand(3, 5)
+    for case in (lambda m: m.concatenate([np.float32(1), np.float32(2)], axis=None),
+                 lambda m: m.concatenate([np.float32(1), 2.0], axis=None),
+                 lambda m: m.concatenate([np.ones(2, np.int8), 3], axis=None),
+                 lambda m: m.repeat(x, np.array(2)), lambda m: m.repeat(x, 2.0),
+                 lambda m: m.repeat(x, np.array([True, False, True])),
+                 lambda m: m.repeat(x, [1.0, 2.0, 0.0]), lambda m: m.tile(x, np.array(2)),
+                 lambda m: m.take(a, [1.7, 0.2]), lambda m: m.take(a, []),
+                 lambda m: m.take(a, np.array([True, False])), lambda m: m.take(a, [True]),
+                 lambda m: m.einsum("ij,jk->ik", c31, c45),
+                 lambda m: m.einsum("ij,ij->ij", c13, c21)):
+        same(case(jnp), case(np))
+    for case in (lambda m: m.take(a, np.array([1.5])), lambda m: m.take(a, [1], mode="foo"),
+                 lambda m: m.repeat(x, [[1, 2, 3]]), lambda m: m.repeat(x, [1, 2]),
+                 lambda m: m.einsum("ij,jk", c32, c35),
+                 lambda m: m.dot(a, a.T, out=np.zeros((3, 6))[:, :3]),
+                 lambda m: m.dot(a, a.T, out=np.zeros((3, 3), np.float32))):
+        raises_like(lambda: case(jnp), lambda: case(np))
+
+    @jd.compute
+    def f(X):
+        return jnp.take(X, [2, 0, -1, 1], axis=1) * 2 + jnp.take(X, [[0, 5], [3, 1]]).sum()
+    same(f(a), np.take(a, [2, 0, -1, 1], axis=1) * 2 + np.take(a, [[0, 5], [3, 1]]).sum())
+
+    @jd.compute
+    def g(X):
+        return jnp.take(X, [0, 7], axis=1)
+    with pytest.raises(IndexError):
+        g(a)

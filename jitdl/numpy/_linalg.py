@@ -26,6 +26,11 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
 def dot(a, b, out=None):
     """numpy.dot: scalar product, inner product, matrix product, or the sum over a's
     last axis and b's second-to-last."""
+    if isinstance(out, np.ndarray) and (not out.flags.c_contiguous or out.dtype != np.result_type(
+            *(x if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x).dtype
+              if isinstance(x, (list, tuple)) else x for x in (a, b)))):
+        raise ValueError("output array is not acceptable (must have the right datatype, "
+                         "number of dimensions, and be a C-Array)")
     return apply("dot", la.dot, (a, b), (), out, ("a", "b"))
 
 

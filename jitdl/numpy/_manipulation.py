@@ -301,14 +301,24 @@ def roll(a, shift, axis=None):
 def take(a, indices, axis=None, out=None, mode="raise"):
     """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     static = (("axis", None if axis is None else operator.index(axis)), ("mode", mode))
+    if not isinstance(indices, np.ndarray) and not is_device_array(indices) \
+            and not is_symbolic(indices):
+        indices = np.asarray(indices)   # (a number: a 0-d array, whose read is checked)
+        if indices.dtype.kind in "fb":  # a list of floats: truncated, as NumPy does
+            indices = indices.astype(np.intp)
+    elif isinstance(indices, np.ndarray) and indices.dtype.kind == "b":
+        indices = indices.astype(np.intp)
     if _sym(a, indices):
+        if isinstance(indices, np.ndarray):     # a literal list written in a definition
+            indices = indices.item() if indices.ndim == 0 else \
+                man.constant(indices, "take(): indices")
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
     if is_device_array(a) and not is_device_array(indices):   # a GPU a: indices too
         from jitdl.runtime.cuda import backend
         indices = backend().from_host(np.asarray(indices))
-    elif not isinstance(indices, np.ndarray) and not is_device_array(indices):
-        indices = np.asarray(indices)   # a 0-d array: its read is bounds-checked
     try:
         return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
     except (AxisError, man.TakeIndexError):
@@ -334,7 +344,7 @@ def _take_error(a, indices, axis):
 
 def repeat(a, repeats, axis=None):
     """numpy.repeat: each element `repeats` times (an int, or one count per element)."""
-    reps = _static(repeats)
+    reps = _counts(repeats)
     if isinstance(reps, tuple) and len(reps) == 1:
         reps = reps[0]
     if isinstance(reps, tuple) and not _sym(a):
@@ -351,8 +361,26 @@ def repeat(a, repeats, axis=None):
                                              else operator.index(axis))), names=("a",))
 
 
+def _counts(value):
+    """Repeat counts as NumPy takes them: an int or a 1-D sequence, of any integer, bool or
+    float type (floats truncated, as NumPy's conversion to intp does)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return operator.index(value)
+    a = np.asarray(value)
+    if a.dtype.kind in "bf":
+        a = a.astype(np.intp)
+    if a.dtype.kind not in "iu" or a.ndim > 1:
+        raise ShapeError(f"repeats must be an integer or a 1-D sequence of integers, got "
+                         f"{value!r}", user_loc())
+    if a.ndim == 0:
+        return operator.index(a.item())
+    return _static(a)
+
+
 def tile(A, reps):
     """numpy.tile: A repeated `reps` times along each axis."""
+    if isinstance(reps, np.ndarray) and reps.ndim == 0:
+        reps = reps.item()
     return apply("tile", man.tile, (A,), (("reps", _static(reps)),), names=("A",))
 
 

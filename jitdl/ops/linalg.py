@@ -243,8 +243,8 @@ def _ellipsis(part, n):
 
 def einsum(*xs, subscripts, dtype=None):
     """np.einsum on one or more operands, explicit ('ij,jk->ik') or implicit ('ij,jk')
-    output; a label repeated in one operand reads its diagonal ('ii->i'); the axes of
-    '...' broadcast."""
+    output; a label repeated in one operand reads its diagonal ('ii->i'); axes of length 1
+    broadcast against the same label's (and the axes of '...' against each other)."""
     xs = [operand(x) for x in xs]
     if dtype is not None:
         xs = [x if x.dtype == dtype else astype(x, dtype) for x in xs]
@@ -252,7 +252,7 @@ def einsum(*xs, subscripts, dtype=None):
     extents = {}
     for n, (labels, x) in enumerate(zip(ins, xs)):
         for c, d in zip(labels, shape_of(x)):
-            if c.startswith(".") and is_one(d):
+            if is_one(d) and labels.count(c) == 1:
                 continue            # (a broadcast axis: its extent is the others')
             have = extents.setdefault(c, d)
             if same_dim(have, d):
@@ -270,7 +270,7 @@ def einsum(*xs, subscripts, dtype=None):
     for labels in ins:              # (an axis of '...' of length 1 everywhere)
         for c in labels:
             extents.setdefault(c, 1)
-    ins = [tuple(None if c.startswith(".") and is_one(d) and not is_one(extents[c]) else c
+    ins = [tuple(None if is_one(d) and labels.count(c) == 1 and not is_one(extents[c]) else c
                  for c, d in zip(labels, shape_of(x))) for labels, x in zip(ins, xs)]
     return contract(xs, ins, tuple(out), extents, "einsum")
 

@@ -77,6 +77,31 @@ def _ints(value, what):
                             user_loc()) from None
 
 
+_CONSTANT_MAX = 256     # elements of a literal array written into a definition's code
+
+
+def constant(values, what):
+    """A small literal array (a list of indices written in a definition) as a stage whose
+    elements are constants: a chain of selects on the flat position."""
+    values = np.asarray(values)
+    if values.size > _CONSTANT_MAX:
+        raise ArgumentError(f"{what}: a literal array of {values.size} elements inside a "
+                            f"definition (at most {_CONSTANT_MAX}): pass it as an argument "
+                            f"of the @jd.compute function", user_loc())
+    dt = values.dtype.name
+    flat = values.ravel().tolist()
+
+    def body(*idx):
+        pos = 0
+        for i, n in zip(idx, values.shape):
+            pos = pos * n + i
+        e = build.cast(flat[-1], dt)
+        for k in reversed(range(len(flat) - 1)):
+            e = build.select(build.compare(CmpOp.EQ, pos, k), build.cast(flat[k], dt), e)
+        return e
+    return te.tensor(values.shape, body, name="constant")
+
+
 def copy(x):
     """A new tensor with x's elements (np.copy)."""
     x = as_tensor(x)
@@ -441,7 +466,10 @@ def _may_agree(a, b) -> bool:
 def _common_dtype(xs, dtype=None):
     if dtype is not None:
         return dtype
-    return np.result_type(*(np.dtype(x.dtype) for x in xs)).name
+    weak = {"bool": False, "int64": 0, "float64": 0.0}     # (a Python number: NEP 50)
+    return np.result_type(*(weak[x.dtype] if getattr(x, "weak", False) and
+                            not isinstance(x, Tensor) else np.dtype(x.dtype)
+                            for x in xs)).name
 
 
 def concatenate(*xs, axis=0, dtype=None):
@@ -450,11 +478,11 @@ def concatenate(*xs, axis=0, dtype=None):
     if not xs:
         raise ShapeError("need at least one array to concatenate", user_loc())
     xs = [operand(x) for x in xs]
+    dt = _common_dtype(xs, dtype)   # (Python numbers weak)
+    if axis is None:                # (0-d operands too: each is one element)
+        xs, axis = [ravel(as_tensor(x)) for x in xs], 0
     if builtins.any(not shape_of(x) for x in xs):
         raise ShapeError("zero-dimensional arrays cannot be concatenated", user_loc())
-    if axis is None:
-        xs, axis = [ravel(x) for x in xs], 0
-    dt = _common_dtype(xs, dtype)
     first = xs[0]
     axis = normalize_axis(axis, first.ndim)
     for n, x in enumerate(xs[1:], 1):

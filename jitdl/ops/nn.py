@@ -91,6 +91,10 @@ def _stable_exp(x, dim, dtype):
         x = elementwise(lambda a: build.cast(a, dtype), x)
     elif not dtypes.is_float(x.dtype):
         x = elementwise(_float_of, x)
+    if x.ndim == 0 and dim in (0, -1):      # (torch: a 0-d tensor is its own row)
+        shifted = elementwise(lambda a: a - a, x)
+        e = elementwise(_exp, shifted)
+        return shifted, e, e
     axis = normalize_axis(dim, x.ndim)
     if isinstance(x.shape[axis], int) and x.shape[axis] == 0:
         return x, x, x        # an empty axis: an empty result, as torch's (no max to take)
@@ -249,8 +253,12 @@ def linear(x, weight, *params, has_bias):
             ReduceOp.SUM, x[idx + (k,)] * weight[k], [k]), name="linear")
         return y if bias is None else \
             te.tensor(y.shape, lambda *idx: y[idx] + bias[()], name="linear_bias")
-    _check_param(bias, (weight.shape[0],), "bias", "linear")
-    shape = x.shape[:-1] + (weight.shape[0],)
+    nout = weight.shape[0]
+    if bias is not None and shape_of(bias) in ((), (1,)):      # (broadcast, as torch does)
+        first = (0,) * len(shape_of(bias))
+        bias = te.tensor((nout,), lambda f: params[0][first], name="linear_bias_row")
+    _check_param(bias, (nout,), "bias", "linear")
+    shape = x.shape[:-1] + (nout,)
     rows = 1
     for n in x.shape[:-1]:
         rows = rows * n
