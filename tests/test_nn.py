@@ -619,6 +619,9 @@ def test_attention_errors(rng):
         F.scaled_dot_product_attention(q, normal(rng, (2, 4, 7)), q)
     with pytest.raises(ValueError, match="not both"):
         F.scaled_dot_product_attention(q, q, q, np.ones((4, 4), bool), is_causal=True)
+    for m in (np.zeros((4, 4)), np.ones((4, 4), np.int32)):     # torch: bool or q's dtype
+        with pytest.raises(TypeError, match="attn_mask must be bool or of the query's dtype"):
+            F.scaled_dot_product_attention(q, q, q, m)
 
 
 # -- inside definitions --------------------------------------------------------------------

@@ -783,6 +783,10 @@ def attention(q, k, v, *mask, scale, is_causal):
     s = te.tensor(sshape, score, name="attn_scores")
     m = operand(mask[0]) if mask else None
     if m is not None:
+        if m.dtype != "bool" and m.dtype != s.dtype:
+            raise ArgumentError(f"scaled_dot_product_attention(): attn_mask must be bool or "
+                                f"of the query's dtype ({s.dtype}), as torch requires, got "
+                                f"{m.dtype}", user_loc())
         broadcast_shapes(shape_of(m), sshape)
 
     def masked(*idx):
