@@ -51,7 +51,7 @@ class _ScalarOut:
 
 
 def apply(name, builder, operands, static=(), out=None, names=None, table=None, tkey=None,
-          slot=None, *, casting="same_kind"):
+          slot=None, *, casting="same_kind", broadcast_out=False):
     """Op `name`: builder(*operands, **dict(static)) on tensors of a definition; on arrays
     (and numbers, lists) its compiled kernel's result. `static` is a tuple of (name, value)
     pairs of plain, hashable values; `names` names the operands in messages. A wrapper
@@ -83,7 +83,8 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     except ScalarOverflowError:
         if not _has_huge_int(operands):
             raise
-    return _slow(name, builder, operands, static, out, names, table, tkey, slot, casting)
+    return _slow(name, builder, operands, static, out, names, table, tkey, slot, casting,
+                 broadcast_out)
 
 
 _I64 = 2 ** 63
@@ -192,7 +193,7 @@ def _exact_out(k, out):
 
 
 def _slow(name, builder, operands, static, out, names, table=None, tkey=None, slot=None,
-          casting="same_kind"):
+          casting="same_kind", broadcast_out=False):
     if any(is_symbolic(a) for a in operands):
         if out is not None:
             raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
@@ -208,7 +209,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         raise ArgumentError(f"{name}(): out= must be a NumPy array (or a GPU array for GPU "
                             f"operands), got {type(out).__name__}", user_loc())
     names = names or [f"x{n + 1}" for n in range(len(operands))]
+    raw = operands
     operands = tuple(_normalise(name, a, n) for a, n in zip(operands, names))
+    if table is not None and any(a is not r for a, r in zip(operands, raw)
+                                 if type(r) is _ndarray):
+        table = None        # (a byte-swapped array was copied: its key is not the kernel's)
     if _has_huge_int(operands):
         operands = _huge_ints(name, operands, names)
         table = None        # (the wrapper's key says int: not this kernel's call)
@@ -245,7 +250,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if kernel.dims is not None:         # symbolic extents: this call's output shape
         shape = kernel.dims(operands)[1][0]
     out_shape = tuple(out.shape)
-    if out_shape != shape and (len(out_shape) < len(shape) or any(
+    if out_shape != shape and (not broadcast_out or len(out_shape) < len(shape) or any(
             s not in (1, o) for s, o in zip(shape, out_shape[len(out_shape) - len(shape):]))):
         raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
                                f"{out_shape} doesn't match the result's shape {shape} "
@@ -352,10 +357,22 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
             f"{', '.join(dtypes.SUPPORTED)}", user_loc())
     if np_fn is not None:
         numpy_accepts(name, np_fn, operands, casting, dtype=d)
+        try:
+            natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
+        except Exception:
+            natural = None
+        if natural == np.dtype(d):
+            return None     # (the function's own dtype: dtype=bool of less() is no cast)
     return dtypes.normalize(d)
 
 
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _stand_ins(operands):
+    """Empty arrays of the operands' dtypes and ranks (numbers as they are)."""
+    return [np.empty((0,) * len(a.shape), a.dtype)
+            if isinstance(a, np.ndarray) or is_symbolic(a) else a for a in operands]
 
 
 def numpy_accepts(name, np_fn, operands, casting, **kwargs):
@@ -366,10 +383,8 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
     if casting not in _CASTINGS:
         raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', "
                          f"'unsafe' (got {casting!r})")
-    stand_ins = [np.empty((0,) * len(a.shape), a.dtype)
-                 if isinstance(a, np.ndarray) or is_symbolic(a) else a for a in operands]
     try:
-        np_fn(*stand_ins, casting=casting, **kwargs)
+        np_fn(*_stand_ins(operands), casting=casting, **kwargs)
     except OverflowError as e:
         raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
     except TypeError as e:

@@ -63,7 +63,10 @@ def test_cached_calls_on_other_layouts_stay_right(rng):
     same(jnp.multiply(t, b), t * b)
     same(jnp.multiply(a[::-1], b), a[::-1] * b)
     big = a.astype(">f8")
-    same(jnp.multiply(big, b), a * b)
+    for _ in range(3):                              # (a byte-swapped array is never cached)
+        same(jnp.multiply(big, b), a * b)
+        same(jnp.exp(big), np.exp(a))
+        same(jnp.add(big.astype(">i4"), 1), a.astype(np.int32) + 1)
     ro = a.copy()
     ro.flags.writeable = False
     same(jnp.multiply(ro, b), a * b)
@@ -215,6 +218,8 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
           lambda m: m.add(i, np.arange(5), casting="safe"),
           lambda m: m.add(a, 1, out=np.empty(5, np.int16), casting="unsafe"),
           lambda m: m.multiply(a, 2, out=np.empty((3, 5))),
+          lambda m: m.less(i, 2, dtype=bool), lambda m: m.equal(i, 2, dtype=bool),
+          lambda m: m.isnan(a, dtype=bool), lambda m: m.logical_and(i, a, dtype=bool),
           lambda m: m.matmul(a[:, None], i[None, :], dtype=np.float32),
           lambda m: m.matmul(a[:4].reshape(2, 2), i[:4].reshape(2, 2), dtype=np.int16,
                              casting="unsafe")]

@@ -489,3 +489,76 @@ def test_remainder_by_a_number_keeps_the_divisors_zero_sign(divisor):
         a = x.astype(dt)
         same(jnp.remainder(a, divisor), np_quiet(np.remainder, a, divisor))
     assert not np.signbit(jnp.remainder(4.0, 2.0))
+
+
+def test_review_battery_semantics():
+    """NumPy's answers found by an adversarial battery: log10 of float32 subnormals; the
+    two-bound clip keeps -0.0 and a NaN bound wins; Python-int clip bounds beyond the
+    dtype's range on the side that clips nothing; max/min with initial= over nothing;
+    axis 0 or -1 of a 0-d input; round of bools (NumPy's float16)."""
+    x = np.array([1.4e-45, 1e-40, 1e-38, 1e-30, 1000, 0.1], np.float32)
+    np.testing.assert_allclose(jnp.log10(x), np.log10(x), rtol=2e-7)
+    z = np.array([-0.0, 0.0, np.nan, 1.0, -2.0, 0.5, -np.inf])
+    for lo, hi in ((0.0, 0.0), (-0.0, -0.0), (np.nan, 2.0), (0.0, np.nan), (3.0, 1.0)):
+        got, want = jnp.clip(z, lo, hi), np.clip(z, lo, hi)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    i8, u8 = np.array([1, 50, 120], np.int8), np.array([1, 2, 5], np.uint8)
+    for case in (lambda m: m.clip(i8, -1000, 1000), lambda m: m.clip(u8, -1, 3),
+                 lambda m: m.clip(u8, None, 300), lambda m: m.clip(u8, 1, 2 ** 70)):
+        same(case(jnp), case(np))
+    for case in (lambda m: m.clip(u8, 300, 400), lambda m: m.clip(u8, None, -1)):
+        with pytest.raises(OverflowError):
+            case(np)
+        with pytest.raises(OverflowError):
+            case(jnp)
+    for case in (lambda m: m.max(np.array([]), initial=-5.0),
+                 lambda m: m.min(np.zeros((0, 3)), axis=0, initial=2),
+                 lambda m: m.max(np.zeros((0, 3), np.int8), axis=0, initial=5),
+                 lambda m: m.max(np.zeros((2, 0), np.float32), axis=1, initial=5,
+                                 keepdims=True)):
+        same(case(jnp), case(np))
+    s = np.array(5.0)
+    for fn in ("sum", "prod", "max", "min", "all", "any", "argmax", "argmin", "ptp",
+               "count_nonzero", "nansum", "nanmax", "nanmean"):
+        for ax in (0, -1):
+            same(getattr(jnp, fn)(s, axis=ax), getattr(np, fn)(s, axis=ax))
+    for fn in ("mean", "var", "std"):
+        with pytest.raises(np.exceptions.AxisError):
+            getattr(jnp, fn)(s, axis=0)
+    assert jnp.round(np.array([True, False])).dtype == np.round(np.array([True])).dtype
+    with pytest.raises(TypeError, match="'list' object cannot be interpreted"):
+        jnp.sum(np.ones((2, 3)), axis=[0])
+
+
+def test_reduction_masks_and_out_follow_numpy():
+    """where= of a reduction must be bool and broadcast to the input (not the other way);
+    a reduction's out= takes the result unsafely cast but of the exact shape; argmax's
+    out= must cast safely to the index dtype; a ufunc's where= with out= keeps out's
+    elements where the mask is False."""
+    a = np.ones((2, 3))
+    for case in (lambda m: m.sum(np.array([[1., 2, 3]]), axis=1,
+                                 where=np.array([[True], [False]])),
+                 lambda m: m.var(a, axis=0, where=np.ones((2, 1, 3), bool)),
+                 lambda m: m.sum(a, axis=1, where=np.ones((2, 4), bool)),
+                 lambda m: m.sum(a, axis=0, out=np.zeros((1, 3))),
+                 lambda m: m.argmax(a, axis=0, out=np.zeros(3))):
+        with pytest.raises((ValueError, TypeError)) as want:
+            case(np)
+        base = ValueError if isinstance(want.value, ValueError) else TypeError
+        with pytest.raises(base):
+            case(jnp)
+    with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
+        jnp.sum(np.ones(3), where=np.array([1, 0, 1]))
+    for case in (lambda m: m.sum(a, axis=0, out=np.zeros(3, np.int64)),
+                 lambda m: m.mean(a.astype(np.int64), axis=0, out=np.zeros(3, np.int64)),
+                 lambda m: m.prod(a, axis=0, out=np.zeros(3, bool)),
+                 lambda m: m.argmax(a, axis=0, out=np.zeros(3, np.int32)),
+                 lambda m: m.mean(a, axis=0, where=np.array([True, False, True])),
+                 lambda m: m.add(np.arange(5.), 2, out=np.zeros(5), where=np.arange(5) > 2),
+                 lambda m: m.exp(np.arange(5.), out=np.ones(5), where=np.arange(5) > 2),
+                 lambda m: m.add(np.arange(5.), 2, out=np.zeros(5, np.int64),
+                                 where=np.arange(5) > 2, casting="unsafe")):
+        with warnings.catch_warnings():         # (NumPy's mean of an empty column)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            same(case(jnp), case(np))

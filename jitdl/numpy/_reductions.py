@@ -6,9 +6,10 @@ is an operand of the kernel, the other options are static arguments.
 from __future__ import annotations
 
 import builtins
+import functools
 
 from jitdl import dtypes
-from jitdl.eager import apply
+from jitdl.eager import apply as _apply
 import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
@@ -16,16 +17,30 @@ from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
 from jitdl.te import naming
 
+# NumPy casts a reduction's result into out= unsafely
+apply = functools.partial(_apply, casting="unsafe")
+
 _A = ("a",)
 _AW = ("a", "where")
 _NONE = (("axis", None),)
 
 
+def _axis_of(a, axis):
+    """axis 0 or -1 of a 0-d input is every axis (None) to NumPy's reductions."""
+    if type(axis) is int and (axis == 0 or axis == -1) and (
+            a.ndim if hasattr(a, "ndim") else np.ndim(a)) == 0:
+        return None
+    return axis
+
+
 def _axis(axis):
     if axis is None or type(axis) is int:
         return axis
-    if isinstance(axis, (list, tuple)):
+    if isinstance(axis, tuple):
         return tuple(builtins.int(a) for a in axis)
+    if isinstance(axis, list):      # (NumPy takes an int or a tuple, not a list)
+        raise ArgumentError("'list' object cannot be interpreted as an integer (axis must "
+                            "be an int or a tuple of ints)", user_loc())
     return builtins.int(axis) if hasattr(axis, "__index__") else axis
 
 
@@ -68,6 +83,8 @@ def _initial(initial, what):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
         where=True):
     """Sum of array elements over the given axes (numpy.sum)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "sum")
     if axis is None and dtype is None and initial is None and where is True and not keepdims:
         return apply("sum", red.sum_, (a,), _NONE, out, _A)
@@ -79,6 +96,8 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     """Product of array elements over the given axes (numpy.prod)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "prod")
     if axis is None and dtype is None and initial is None and where is True and not keepdims:
         return apply("prod", red.prod, (a,), _NONE, out, _A)
@@ -90,6 +109,8 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The largest element over the given axes; NaN wins (numpy.max)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
         return apply("max", red.max_, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
@@ -99,6 +120,8 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The smallest element over the given axes; NaN wins (numpy.min)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
         return apply("min", red.min_, (a,), _NONE, out, _A)
     ops, names = _where(a, where)
@@ -108,27 +131,45 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
-    return apply("argmax", red.argmax, (a,), _static(axis, keepdims), out, _A)
+    if axis is not None:
+        axis = _axis_of(a, axis)
+    return apply("argmax", red.argmax, (a,), _static(axis, keepdims), _index_out(out), _A)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
-    return apply("argmin", red.argmin, (a,), _static(axis, keepdims), out, _A)
+    if axis is not None:
+        axis = _axis_of(a, axis)
+    return apply("argmin", red.argmin, (a,), _static(axis, keepdims), _index_out(out), _A)
+
+
+def _index_out(out):
+    """An argmax's out=: of a dtype that casts safely to the index dtype, as NumPy asks."""
+    if isinstance(out, np.ndarray) and not np.can_cast(out.dtype, np.intp, "safe"):
+        raise ArgumentError(f"Cannot cast array data from dtype('{out.dtype}') to "
+                            f"dtype('int64') according to the rule 'safe' (out=)", user_loc())
+    return out
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
     """max - min over the given axes (numpy.ptp)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     return apply("ptp", red.ptp, (a,), _static(axis, keepdims), out, _A)
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
     """Whether every element over the given axes is true (numpy.all)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     ops, names = _where(a, where)
     return apply("all", red.all_, ops, _static(axis, keepdims), out, names)
 
 
 def any(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
     """Whether any element over the given axes is true (numpy.any)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     ops, names = _where(a, where)
     return apply("any", red.any_, ops, _static(axis, keepdims), out, names)
 
@@ -158,6 +199,8 @@ def array_equal(a1, a2, equal_nan=False):
 
 def count_nonzero(a, axis=None, *, keepdims=False):
     """The number of non-zero elements over the given axes, int64 (numpy.count_nonzero)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims), None, _A)
 
 
@@ -209,6 +252,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
     """Sum treating NaN as zero (numpy.nansum)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "nansum")
     return apply("nansum", red.nansum, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, _A)
@@ -216,16 +261,22 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
 
 def nanmax(a, axis=None, out=None, keepdims=False):
     """The largest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmax)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     return apply("nanmax", red.nanmax, (a,), _static(axis, keepdims), out, _A)
 
 
 def nanmin(a, axis=None, out=None, keepdims=False):
     """The smallest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmin)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     return apply("nanmin", red.nanmin, (a,), _static(axis, keepdims), out, _A)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
     """The mean of the non-NaN elements (numpy.nanmean)."""
+    if axis is not None:
+        axis = _axis_of(a, axis)
     return apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, _A)
 

@@ -22,10 +22,21 @@ _PY = (float, int, bool)
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
 
 
-def _given(dtype, casting):
-    """The keywords a call gave NumPy's function (np.fix, not a ufunc, takes neither)."""
-    return {k: v for k, v in (("dtype", dtype), ("casting", casting))
-            if v is not None and v != "same_kind"}
+def _given(dtype, casting, where=True):
+    """The keywords a call gave NumPy's function (np.fix, not a ufunc, takes none)."""
+    return {k: v for k, v in (("dtype", dtype), ("casting", casting), ("where", where))
+            if v is not None and v is not True and not (k == "casting" and v == "same_kind")}
+
+
+def _where_out(out, result, where, casting):
+    """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
+    own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
+    out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if not isinstance(out, np.ndarray):
+        raise ArgumentError(f"out= must be a NumPy array with where=, got "
+                            f"{type(out).__name__}", user_loc())
+    np.copyto(out, result, casting=casting, where=where)
+    return out
 
 
 def _unary(name, doc):
@@ -36,7 +47,7 @@ def _unary(name, doc):
     # (shape, dtype, call), one item that threads replace whole; direct: the last
     # kernel's direct entry (jitdl.eager.apply's slot)
 
-    def ufunc(x, /, out=None, *, dtype=None, casting="same_kind"):
+    def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
         try:
             if out is None and dtype is None and casting == "same_kind":
                 d = direct[0]
@@ -55,15 +66,17 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
+            if where is not True and out is not None:
+                return _where_out(out, ufunc(x, dtype=dtype, casting=casting), where, casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
             return apply(name, ew.unary, (x,), static if dtype is None else
                          static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,), casting)),),
-                         out, casting=casting)
+                         out, casting=casting, broadcast_out=True)
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
-            return np_fn(x, out=out, **_given(dtype, casting))
+            return np_fn(x, out=out, **_given(dtype, casting, where))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -78,7 +91,8 @@ def _binary(name, doc):
     # last array-array call's (shapes, dtypes, call), one item that threads replace
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
-    def ufunc(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
+    def ufunc(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K",
+              dtype=None):
         try:
             if out is None and dtype is None and casting == "same_kind":
                 d = direct[0]
@@ -106,15 +120,19 @@ def _binary(name, doc):
                         if t2 is _ndarray:
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
+            if where is not True and out is not None:
+                return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting), where,
+                                  casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
             return apply(name, ew.binary, (x1, x2), static if dtype is None else
                          static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
-                                                          casting)),), out, casting=casting)
+                                                          casting)),),
+                         out, casting=casting, broadcast_out=True)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
-            return np_fn(x1, x2, out=out, **_given(dtype, casting))
+            return np_fn(x1, x2, out=out, **_given(dtype, casting, where))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -224,7 +242,8 @@ def power(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
         static = _POWER
         if casting != "same_kind":
             numpy_accepts("power", np.power, (x1, x2), casting)
-    return apply("power", ew.binary, (x1, x2), static, out, casting=casting)
+    return apply("power", ew.binary, (x1, x2), static, out, casting=casting,
+                 broadcast_out=True)
 
 
 def sinc(x):
@@ -234,6 +253,8 @@ def sinc(x):
 
 def round(a, decimals=0, out=None):  # noqa: A001
     """a rounded to `decimals` places, half to even (numpy.round)."""
+    if type(a) is _ndarray and a.dtype == np.bool_:
+        return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     return apply("round", ew.round_, (a,), (("decimals", _int_arg(decimals, "decimals")),),
                  out, ("a",))
 
@@ -252,13 +273,23 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A0
         if a_max is not None:
             raise TypeError("clip() got both a_max and max: pass one of them")
         a_max = max
+    kind = getattr(getattr(a, "dtype", None), "kind", None) if not is_symbolic(a) else \
+        ("i" if a.dtype.startswith("int") else "u" if a.dtype.startswith("uint") else None)
+    if kind in ("i", "u") and dtype is None:
+        # a Python int lower bound below the integers' range (an upper one above it) clips
+        # nothing: NumPy's answer, not the OverflowError of a bound on the wrong side
+        info = np.iinfo(a.dtype)
+        if type(a_min) is int and a_min < info.min:
+            a_min = int(info.min)
+        if type(a_max) is int and a_max > info.max:
+            a_max = int(info.max)
     static = (("lo", a_min is not None), ("hi", a_max is not None))
     if dtype is not None:
         static += (("dtype", kernel_dtype("clip", dtype, np.clip, (a, a_min, a_max),
                                           casting)),)
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
     return apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
-                 tuple(n for _, n in given), casting=casting)
+                 tuple(n for _, n in given), casting=casting, broadcast_out=True)
 
 
 _WHERE_NAMES = ("condition", "x", "y")

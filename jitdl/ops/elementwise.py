@@ -114,7 +114,11 @@ def _log_base(inv_ln, base):
     def f(a):
         r = _b(BinOp.MUL, _call(Intrin.LOG, a), _k(inv_ln, a))
         n = _call(Intrin.ROUND, r)             # exact powers of the base give exact results
-        return _sel(_eq(_b(BinOp.POW, _k(base, a), n), a), n, r)
+        # (of normal numbers only: 10.0 ** -45 rounds to float32's least subnormal)
+        tiny = _k(float(np.finfo(a.dtype).tiny), a)
+        exact = _and(_eq(_b(BinOp.POW, _k(base, a), n), a),
+                     build.compare(CmpOp.GE, a, tiny))
+        return _sel(exact, n, r)
     return f
 
 
@@ -469,6 +473,12 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
 
     def f(a, *vs):
         a, vs = _c(a, rt), [_c(v, rt) for v in vs]
+        if lo and hi and dtypes.is_float(rt):
+            # NumPy's two-bound clip keeps x where it equals a bound (-0.0 clipped to
+            # [0.0, 0.0] stays -0.0), a NaN anywhere wins, and hi wins where lo > hi
+            low, high = vs
+            a = _sel(_or(_lt(a, low), _isnan(low)), low, a)
+            return _sel(_or(_gt(a, high), _isnan(high)), high, a)
         if lo:
             a = _b(BinOp.MAX, a, vs.pop(0))
         if hi:

@@ -13,9 +13,9 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
-from jitdl.ops.core import (any_size, as_tensor, elementwise, normalize_axes, operand,
-                            reduced_size, reduction, scalar_result, shape_of,
-                            sizes_known_nonzero)
+from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
+                            operand, reduced_size, reduction, same_dim, scalar_result,
+                            shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
 
@@ -42,7 +42,24 @@ def _masked(x, where, fill):
     """x where `where` holds, else `fill` (the reduction's identity): NumPy's where=."""
     if where is None:
         return x
-    return elementwise(lambda a, w: build.select(w, a, build.cast(fill, a.dtype)), x, where)
+    w = operand(where, "where")
+    if w.dtype != "bool":
+        raise ArgumentError(f"Cannot cast array data from dtype('{w.dtype}') to "
+                            f"dtype('bool') according to the rule 'safe' (where=)", user_loc())
+    ws = shape_of(w)
+    if len(ws) > x.ndim or not all(_fits(d, n) for d, n in zip(ws[::-1], x.shape[::-1])):
+        raise ShapeError(f"non-broadcastable operand with shape {shape_text(ws)} doesn't "
+                         f"match the broadcast shape {shape_text(x.shape)} (where=)",
+                         user_loc())
+    return elementwise(lambda a, m: build.select(m, a, build.cast(fill, a.dtype)), x, w)
+
+
+def _fits(d, n):
+    """A mask's dimension d can stretch to or equal x's n (symbolic sizes that are not 1
+    are checked to agree at the call)."""
+    if is_one(d) or same_dim(d, n):
+        return True
+    return not is_one(n) and not (isinstance(d, int) and isinstance(n, int))
 
 
 def _initial(r, op, initial):
@@ -106,6 +123,11 @@ def _minmax(op, x, axis, keepdims, initial, where):
         _check_nonempty(x, axis, _NAMES[op])
         return _nonempty_at_run_time(reduction(op, x, axis, keepdims), reduced_size(x, axis),
                                      _no_identity(_NAMES[op]))
+    n = reduced_size(x, axis)
+    if isinstance(n, int) and n == 0:       # nothing reduced: initial everywhere
+        shape = reduction(ReduceOp.SUM, x, axis, keepdims)
+        return _initial(elementwise(lambda a: build.cast(initial, x.dtype), shape), op,
+                        initial)
     if where is not None:
         fill = -math.inf if op == ReduceOp.MAX else math.inf
         if not dtypes.is_float(x.dtype):
