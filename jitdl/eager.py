@@ -136,8 +136,18 @@ def _static_key(static):
     for _, v in static:
         t = type(v)
         if t not in _PLAIN and (t is float or t is tuple or isinstance(v, np.generic)):
-            return tuple((n, freeze_static(v)) for n, v in static)
+            seen = _frozen.get(id(static))
+            if seen is not None and seen[0] is static:
+                return seen[1]      # (a wrapper's precomputed tuple, frozen once)
+            key = tuple((n, freeze_static(v)) for n, v in static)
+            if len(_frozen) >= _KEPT:
+                _frozen.clear()
+            _frozen[id(static)] = (static, key)     # (kept alive: its id stays its own)
+            return key
     return static
+
+
+_frozen = {}
 
 
 _PLAIN = frozenset((int, bool, str, type(None)))

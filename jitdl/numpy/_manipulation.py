@@ -260,6 +260,10 @@ def pad(array, pad_width, mode="constant", **kwargs):
     """numpy.pad: pad_width an int, a (before, after) pair, one pair per axis or a dict
     {axis: pair}; modes constant (one scalar constant_values), edge, reflect, symmetric
     and wrap compiled; on arrays, the other modes and options are NumPy's own."""
+    if type(pad_width) is int and not kwargs and type(array) is _ndarray and pad_width >= 0:
+        static = _PAD_STATIC.get((array.ndim, pad_width, mode))    # (the common call)
+        if static is not None:
+            return apply("pad", man.pad, (array,), static, names=_ARRAY)
     known = _PAD_MODES.get(mode) if isinstance(mode, str) else None
     allowed = known if known is not None else _NUMPY_PAD_MODES.get(mode)
     if allowed is not None and set(kwargs) - allowed:
@@ -288,8 +292,15 @@ def pad(array, pad_width, mode="constant", **kwargs):
         dt = array.dtype if _sym(array) or isinstance(array, np.ndarray) else \
             np.asarray(array).dtype
         value = np.pad(np.zeros(1, dt), 1, constant_values=value)[0].item()
-    return apply("pad", man.pad, (array,), (("pad_width", widths), ("mode", mode),
-                                          ("constant_values", value)), names=("array",))
+    static = (("pad_width", widths), ("mode", mode), ("constant_values", value))
+    if type(pad_width) is int and not kwargs and type(array) is _ndarray and pad_width >= 0 \
+            and len(_PAD_STATIC) < 1024:
+        static = _PAD_STATIC.setdefault((array.ndim, pad_width, mode), static)
+    return apply("pad", man.pad, (array,), static, names=_ARRAY)
+
+
+_PAD_STATIC = {}    # (ndim, an int pad_width, mode) -> the static arguments
+_ARRAY = ("array",)
 
 
 def roll(a, shift, axis=None):
