@@ -6,15 +6,20 @@ import numpy as np
 SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")
 FLOATS = ("float32", "float64")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
+_names = {}     # a dtype as given (str, type, np.dtype) -> NumPy's name for it
 
 
 
 def normalize(dtype) -> str:
     """Return the canonical name of a supported dtype, or raise TypeError naming it."""
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        raise TypeError(f"{dtype!r} is not a dtype") from None
+    name = _names.get(dtype) if isinstance(dtype, (str, type, np.dtype)) else None
+    if name is None:
+        try:
+            name = np.dtype(dtype).name     # (NumPy's name lookup: microseconds)
+        except TypeError:
+            raise TypeError(f"{dtype!r} is not a dtype") from None
+        if isinstance(dtype, (str, type, np.dtype)) and len(_names) < 256:
+            _names[dtype] = name
     if name not in SUPPORTED:
         raise TypeError(f"dtype {name} is not supported; supported: {', '.join(SUPPORTED)}")
     return name

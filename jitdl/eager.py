@@ -361,19 +361,35 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's
     function `np_fn`, the operands are checked as numpy_accepts does."""
+    key = (name, np_fn, d, casting) + tuple(
+        a.dtype if hasattr(a, "dtype") else type(a) for a in operands)
+    try:
+        known = _DTYPE_ARGS.get(key, _DTYPE_ARGS)
+    except TypeError:       # (a dtype given as something unhashable)
+        key, known = None, _DTYPE_ARGS
+    if known is not _DTYPE_ARGS:
+        return known
     if _foreign_dtype(d):
         raise UnsupportedDtypeError(
             f"{name}(): dtype={np.dtype(d).name} is not supported; supported: "
             f"{', '.join(dtypes.SUPPORTED)}", user_loc())
-    if np_fn is not None:
-        numpy_accepts(name, np_fn, operands, casting, dtype=d)
-        try:
-            natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
-        except Exception:
-            natural = None
-        if natural == np.dtype(d):
-            return None     # (the function's own dtype: dtype=bool of less() is no cast)
-    return dtypes.normalize(d)
+    if np_fn is None:
+        return dtypes.normalize(d)
+    numpy_accepts(name, np_fn, operands, casting, dtype=d)
+    try:
+        natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
+    except Exception:
+        natural = None
+    # (the function's own dtype is no cast: dtype=bool of less() is its result's dtype)
+    known = None if natural == np.dtype(d) else dtypes.normalize(d)
+    if key is not None:
+        if len(_DTYPE_ARGS) >= _KEPT:
+            _DTYPE_ARGS.clear()
+        _DTYPE_ARGS[key] = known
+    return known
+
+
+_DTYPE_ARGS = {}    # (function, dtype=, casting=, operand dtypes or types) -> kernel dtype
 
 
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
@@ -409,9 +425,10 @@ def _foreign_dtype(d):
     if d is None:
         return False
     try:
-        return np.dtype(d).name not in dtypes.SUPPORTED
-    except TypeError:
-        return False
+        dtypes.normalize(d)
+    except TypeError as e:      # (unsupported: True; not a dtype at all: NumPy's error)
+        return "is not supported" in str(e)
+    return False
 
 
 def _symbolic_args(args, kwargs):

@@ -562,3 +562,37 @@ def test_reduction_masks_and_out_follow_numpy():
         with warnings.catch_warnings():         # (NumPy's mean of an empty column)
             warnings.simplefilter("ignore", RuntimeWarning)
             same(case(jnp), case(np))
+
+
+def test_second_review_semantics():
+    """ptp and std cast into out= as their last ufunc does (same_kind), nanmean wants an
+    inexact out=; dot's out= dtype treats a Python number as NumPy does; clip with dtype=
+    clamps Python-int bounds beyond the loop dtype's range; power with an integer dtype=
+    refuses negative exponents; repeat refuses float array counts; np.integer axes."""
+    a = np.random.default_rng(3).random((3, 4)) * 10
+    for case in (lambda m: m.ptp(a, axis=1, out=np.zeros(3, int)),
+                 lambda m: m.std(a, axis=1, out=np.zeros(3, int)),
+                 lambda m: m.nanmean(a, axis=1, out=np.zeros(3, int)),
+                 lambda m: m.power(np.array([1, 2, 3]), -1, dtype=np.int64),
+                 lambda m: m.power(np.array([1., 2, 3]), -1, dtype=np.int64, casting="unsafe"),
+                 lambda m: m.repeat(np.arange(3), np.array([1.5, 1, 1])),
+                 lambda m: m.concatenate([a, a], out=np.zeros((6, 4)), dtype=np.float64)):
+        with pytest.raises((TypeError, ValueError)) as want:
+            case(np)
+        with pytest.raises(ValueError if isinstance(want.value, ValueError) else TypeError):
+            case(jnp)
+    i8 = np.array([-128, 0, 127], np.int8)
+    for case in (lambda m: m.var(a, axis=1, out=np.zeros(3, int)),
+                 lambda m: m.dot(5, np.array([1, 2], np.int8), out=np.zeros(2, np.int64)),
+                 lambda m: m.clip(i8, -1000, 1000, dtype=np.int8),
+                 lambda m: m.clip(i8, -100000, 100000, dtype=np.int16),
+                 lambda m: m.power(np.array([1, 2, 3]), -1, dtype=np.float64),
+                 lambda m: m.sum(np.array(2.5), axis=np.int64(0)),
+                 lambda m: m.less(np.arange(4), 2, dtype=bool)):
+        same(case(jnp), case(np))
+
+    @jd.compute
+    def f(X):
+        return jnp.diff(X, prepend=0.0) + jnp.take(X, [], axis=0).sum()
+    x = np.random.default_rng(4).random((3, 4))
+    same(f(x), np.diff(x, prepend=0.0))

@@ -2,6 +2,7 @@
 contraction stage, a kernel on arrays."""
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -27,8 +28,7 @@ def dot(a, b, out=None):
     """numpy.dot: scalar product, inner product, matrix product, or the sum over a's
     last axis and b's second-to-last."""
     if isinstance(out, np.ndarray) and (not out.flags.c_contiguous or out.dtype != np.result_type(
-            *(x if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x).dtype
-              if isinstance(x, (list, tuple)) else x for x in (a, b)))):
+            *(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype for x in (a, b)))):
         raise ValueError("output array is not acceptable (must have the right datatype, "
                          "number of dimensions, and be a C-Array)")
     return apply("dot", la.dot, (a, b), (), out, ("a", "b"))
@@ -87,6 +87,7 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
                  tuple(f"a{k}" for k in range(len(operands))), casting=casting)
 
 
+@functools.lru_cache(maxsize=256)
 def _einsum_of(subscripts):
     return lambda *xs, **kwargs: np.einsum(subscripts, *xs, **kwargs)
 

@@ -18,6 +18,7 @@ from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import manipulation as man
 from jitdl.ops.core import is_symbolic, normalize_axis, operand, shape_of
 from jitdl.runtime.cuda import is_device_array
+from jitdl.runtime.kernel import freeze_static
 
 
 _ndarray = np.ndarray
@@ -202,6 +203,9 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
             static = _CONCAT.setdefault(axis, (("axis", axis), ("dtype", None)))
         xs = tuple(arrays)
         return apply("concatenate", man.concatenate, xs, static, None, _names(len(xs)))
+    if out is not None and dtype is not None:
+        raise ArgumentError("concatenate() only takes `out` or `dtype` as an argument, but "
+                            "both were provided.", user_loc())
     xs = _seq(arrays, "concatenate")
     _castable(xs, "concatenate", dtype, casting)
     return apply("concatenate", man.concatenate, xs,
@@ -216,9 +220,17 @@ def _joined(*xs, **kwargs):
 def _castable(xs, what, dtype, casting):
     """NumPy's TypeError where an array cannot be cast to dtype= by the casting rule."""
     if dtype is not None or casting != "same_kind":
-        numpy_accepts(what, _joined, tuple(np.asarray(x) if isinstance(x, _LISTS) else x
-                                         for x in xs), casting,
-                      **({} if dtype is None else {"dtype": dtype}))
+        xs = tuple(np.asarray(x) if isinstance(x, _LISTS) else x for x in xs)
+        key = (what, dtype, casting) + tuple(
+            x.dtype if hasattr(x, "dtype") else type(x) for x in xs)
+        if key not in _ACCEPTED:
+            numpy_accepts(what, _joined, xs, casting,
+                          **({} if dtype is None else {"dtype": dtype}))
+            if len(_ACCEPTED) < 4096:
+                _ACCEPTED.add(key)
+
+
+_ACCEPTED = set()   # the (function, dtype=, casting=, operand dtypes) NumPy accepts
 
 
 def concat(arrays, /, *, axis=0):
@@ -260,8 +272,13 @@ def pad(array, pad_width, mode="constant", **kwargs):
     """numpy.pad: pad_width an int, a (before, after) pair, one pair per axis or a dict
     {axis: pair}; modes constant (one scalar constant_values), edge, reflect, symmetric
     and wrap compiled; on arrays, the other modes and options are NumPy's own."""
-    if type(pad_width) is int and not kwargs and type(array) is _ndarray and pad_width >= 0:
-        static = _PAD_STATIC.get((array.ndim, pad_width, mode))    # (the common call)
+    common = type(pad_width) is int and type(array) is _ndarray and pad_width >= 0 and (
+        not kwargs or len(kwargs) == 1 and type(kwargs.get("constant_values")) in _NUMBERS)
+    if common:              # an int width, a mode's defaults or one number: cached
+        v = kwargs.get("constant_values", 0)
+        key = (array.ndim, pad_width, mode, array.dtype, type(v),
+               v.hex() if type(v) is float else v)
+        static = _PAD_STATIC.get(key)
         if static is not None:
             return apply("pad", man.pad, (array,), static, names=_ARRAY)
     known = _PAD_MODES.get(mode) if isinstance(mode, str) else None
@@ -291,15 +308,22 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if "constant_values" in kwargs:         # in the array's dtype, as NumPy casts it
         dt = array.dtype if _sym(array) or isinstance(array, np.ndarray) else \
             np.asarray(array).dtype
-        value = np.pad(np.zeros(1, dt), 1, constant_values=value)[0].item()
+        vkey = (str(dt), freeze_static(value))
+        cast = _PAD_VALUES.get(vkey)
+        if cast is None:
+            cast = np.pad(np.zeros(1, dt), 1, constant_values=value)[0].item()
+            if len(_PAD_VALUES) < 1024:
+                _PAD_VALUES[vkey] = cast
+        value = cast
     static = (("pad_width", widths), ("mode", mode), ("constant_values", value))
-    if type(pad_width) is int and not kwargs and type(array) is _ndarray and pad_width >= 0 \
-            and len(_PAD_STATIC) < 1024:
-        static = _PAD_STATIC.setdefault((array.ndim, pad_width, mode), static)
+    if common and len(_PAD_STATIC) < 1024:
+        static = _PAD_STATIC.setdefault(key, static)
     return apply("pad", man.pad, (array,), static, names=_ARRAY)
 
 
-_PAD_STATIC = {}    # (ndim, an int pad_width, mode) -> the static arguments
+_PAD_STATIC = {}    # (ndim, an int pad_width, mode, dtype, value) -> the static arguments
+_NUMBERS = (int, float, bool)
+_PAD_VALUES = {}    # (dtype, a constant_values' frozen form) -> it cast into the dtype
 _ARRAY = ("array",)
 
 
@@ -378,7 +402,11 @@ def _counts(value):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return operator.index(value)
     a = np.asarray(value)
-    if a.dtype.kind in "bf":
+    if isinstance(value, np.ndarray) and a.dtype.kind == "f":
+        raise ArgumentError(f"Cannot cast array data from dtype('{a.dtype}') to "
+                            f"dtype('int64') according to the rule 'safe' (repeats)",
+                            user_loc())
+    if a.dtype.kind in "bf":        # (numbers and lists: truncated, as NumPy converts them)
         a = a.astype(np.intp)
     if a.dtype.kind not in "iu" or a.ndim > 1:
         raise ShapeError(f"repeats must be an integer or a 1-D sequence of integers, got "
@@ -418,10 +446,11 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
         parts = [a]
         for v, at in ((prepend, 0), (append, 1)):
             if v is not np._NoValue:
-                if not _sym(v):
+                if not _sym(v) and np.ndim(v) == 0:     # a number: one slice of it
                     shape = list(np.shape(a) if not _sym(a) else a.shape)
                     shape[ax] = 1
-                    v = np.broadcast_to(v, shape) if np.ndim(v) == 0 else v
+                    v = man.broadcast_to(v, tuple(shape)) if _sym(a) else \
+                        np.broadcast_to(v, shape)
                 parts.insert(at * len(parts), v)
         a = concatenate(parts, axis=ax)
     if n == 0:

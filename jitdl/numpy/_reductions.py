@@ -17,7 +17,8 @@ from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
 from jitdl.te import naming
 
-# NumPy casts a reduction's result into out= unsafely
+# NumPy casts a reduction's result into out= unsafely (ptp and std: same_kind, as their
+# last ufunc, subtract or sqrt, does)
 apply = functools.partial(_apply, casting="unsafe")
 
 _A = ("a",)
@@ -27,7 +28,7 @@ _NONE = (("axis", None),)
 
 def _axis_of(a, axis):
     """axis 0 or -1 of a 0-d input is every axis (None) to NumPy's reductions."""
-    if type(axis) is int and (axis == 0 or axis == -1) and (
+    if isinstance(axis, (int, np.integer)) and (axis == 0 or axis == -1) and (
             a.ndim if hasattr(a, "ndim") else np.ndim(a)) == 0:
         return None
     return axis
@@ -155,7 +156,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
     """max - min over the given axes (numpy.ptp)."""
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("ptp", red.ptp, (a,), _static(axis, keepdims), out, _A)
+    return _apply("ptp", red.ptp, (a,), _static(axis, keepdims), out, _A)   # (same_kind)
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
@@ -234,9 +235,9 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
         correction=None):
     """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
     ops, names = _where(a, where)
-    return apply("std", red.std, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                               ddof=_ddof(ddof, correction) or None),
-                 out, names)
+    return _apply("std", red.std, ops, _static(axis, keepdims, dtype=_dtype(dtype),
+                                                ddof=_ddof(ddof, correction) or None),
+                  out, names)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
@@ -277,6 +278,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
     """The mean of the non-NaN elements (numpy.nanmean)."""
     if axis is not None:
         axis = _axis_of(a, axis)
+    if isinstance(out, np.ndarray) and out.dtype.kind not in "fc":
+        raise ArgumentError("If a is inexact, then out must be inexact (nanmean's out=)",
+                            user_loc())
     return apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, _A)
 

@@ -233,7 +233,9 @@ def _integral(x):
 
 def power(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
-    if dtype is None and _integral(x2) and _integral(x1) and np.any(np.less(x2, 0)):
+    ints = _integral(x2) and _integral(x1) if dtype is None else \
+        np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
+    if ints and not is_symbolic(x2) and np.any(np.less(x2, 0)):
         raise ValueError("Integers to negative integer powers are not allowed.")
     if dtype is not None:
         static = _POWER + (("dtype", kernel_dtype("power", dtype, np.power, (x1, x2),
@@ -273,12 +275,11 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A0
         if a_max is not None:
             raise TypeError("clip() got both a_max and max: pass one of them")
         a_max = max
-    kind = getattr(getattr(a, "dtype", None), "kind", None) if not is_symbolic(a) else \
-        ("i" if a.dtype.startswith("int") else "u" if a.dtype.startswith("uint") else None)
-    if kind in ("i", "u") and dtype is None:
+    dt = dtype if dtype is not None else getattr(a, "dtype", None)
+    if dt is not None and np.dtype(dt).kind in "iu":
         # a Python int lower bound below the integers' range (an upper one above it) clips
         # nothing: NumPy's answer, not the OverflowError of a bound on the wrong side
-        info = np.iinfo(a.dtype)
+        info = np.iinfo(dt)
         if type(a_min) is int and a_min < info.min:
             a_min = int(info.min)
         if type(a_max) is int and a_max > info.max:

@@ -92,6 +92,8 @@ def constant(values, what):
     flat = values.ravel().tolist()
 
     def body(*idx):
+        if not flat:
+            return build.cast(0, dt)        # (an empty array: never read)
         pos = 0
         for i, n in zip(idx, values.shape):
             pos = pos * n + i
