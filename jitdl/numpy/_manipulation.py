@@ -13,8 +13,9 @@ import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply, numpy_accepts
-from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
+from jitdl.eager import _foreign_dtype, apply, numpy_accepts
+from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
+                          user_loc)
 from jitdl.ops import manipulation as man
 from jitdl.ops.core import is_symbolic, normalize_axis, operand, shape_of
 from jitdl.runtime.cuda import is_device_array
@@ -196,21 +197,31 @@ _CONCAT = {}
 
 def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.concatenate (axis=None: of the flattened arrays), in their common dtype."""
-    if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS \
-            and casting == "same_kind":
-        static = _CONCAT.get(axis)      # (the common call: nothing built but the tuple)
-        if static is None:
-            static = _CONCAT.setdefault(axis, (("axis", axis), ("dtype", None)))
-        xs = tuple(arrays)
-        return apply("concatenate", man.concatenate, xs, static, None, _names(len(xs)))
-    if out is not None and dtype is not None:
-        raise ArgumentError("concatenate() only takes `out` or `dtype` as an argument, but "
-                            "both were provided.", user_loc())
-    xs = _seq(arrays, "concatenate")
-    _castable(xs, "concatenate", dtype, casting)
-    return apply("concatenate", man.concatenate, xs,
-                 (("axis", None if axis is None else operator.index(axis)),
-                  ("dtype", _dtype(dtype))), out, _names(len(xs)), casting=casting)
+    try:
+        if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS \
+                and casting == "same_kind":
+            static = _CONCAT.get(axis)      # (the common call: nothing built but the tuple)
+            if static is None:
+                static = _CONCAT.setdefault(axis, (("axis", axis), ("dtype", None)))
+            xs = tuple(arrays)
+            return apply("concatenate", man.concatenate, xs, static, None, _names(len(xs)))
+        if out is not None and dtype is not None:
+            raise ArgumentError("concatenate() only takes `out` or `dtype` as an argument, "
+                                "but both were provided.", user_loc())
+        if _foreign_dtype(dtype):
+            raise UnsupportedDtypeError(f"concatenate(): dtype={dtype}")
+        xs = _seq(arrays, "concatenate")
+        _castable(xs, "concatenate", dtype, casting)
+        return apply("concatenate", man.concatenate, xs,
+                     (("axis", None if axis is None else operator.index(axis)),
+                      ("dtype", _dtype(dtype))), out, _names(len(xs)), casting=casting)
+    except UnsupportedDtypeError:       # (dtypes jitdl does not compile: NumPy's own)
+        if _sym(*arrays) if isinstance(arrays, _LISTS) else _sym(arrays):
+            raise
+        return np.concatenate(arrays, axis, out, dtype=dtype, casting=casting)
+
+
+concatenate.numpy_fallback = np.concatenate     # (its own: no wrapper on the common call)
 
 
 def _joined(*xs, **kwargs):
