@@ -596,3 +596,19 @@ def test_second_review_semantics():
         return jnp.diff(X, prepend=0.0) + jnp.take(X, [], axis=0).sum()
     x = np.random.default_rng(4).random((3, 4))
     same(f(x), np.diff(x, prepend=0.0))
+
+
+def test_ufunc_options_and_gufunc_out():
+    """order= and a non-bool where= are NumPy's errors; matmul broadcasts into a larger
+    out= over its loop axes (a core axis of the wrong size is NumPy's ValueError); clip of
+    a list takes the list's dtype for its bounds."""
+    a, b = np.random.default_rng(5).random((2, 4)), np.random.default_rng(6).random((4, 2))
+    with pytest.raises(ValueError, match="order must be one of"):
+        jnp.add(a, 1, order="X")
+    with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
+        jnp.add(np.ones(3), 1, where=np.array([1, 0, 1]))
+    same(jnp.add(a, 1, order="C"), np.add(a, 1, order="C"))
+    same(jnp.matmul(a, b, out=np.zeros((3, 2, 2))), np.matmul(a, b, out=np.zeros((3, 2, 2))))
+    with pytest.raises(ValueError):
+        jnp.matmul(a, b, out=np.zeros((2, 1)))
+    same(jnp.clip([1, 2, 300], 0, 2 ** 70), np.clip([1, 2, 300], 0, 2 ** 70))

@@ -15,13 +15,14 @@ from jitdl.ops import linalg as la
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
     if dtype is None and casting == "same_kind":
-        return apply("matmul", la.matmul, (x1, x2), (), out)
+        return apply("matmul", la.matmul, (x1, x2), (), out, broadcast_out=True)
     static = ()
     if dtype is not None:
         static = (("dtype", kernel_dtype("matmul", dtype, np.matmul, (x1, x2), casting)),)
     else:
         numpy_accepts("matmul", np.matmul, (x1, x2), casting)
-    return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting)
+    return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting,
+                 broadcast_out=True)
 
 
 def dot(a, b, out=None):

@@ -28,6 +28,18 @@ def _given(dtype, casting, where=True):
             if v is not None and v is not True and not (k == "casting" and v == "same_kind")}
 
 
+def _options(where, order):
+    """NumPy's errors for a ufunc's order= and a where= mask that is not bool."""
+    if order not in ("K", "A", "C", "F"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if where is not True and not is_symbolic(where):
+        kind = np.asarray(where).dtype
+        if kind != np.bool_:
+            raise ArgumentError(f"Cannot cast array data from dtype('{kind}') to "
+                                f"dtype('bool') according to the rule 'safe' (where=)",
+                                user_loc())
+
+
 def _where_out(out, result, where, casting):
     """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
     own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
@@ -49,7 +61,8 @@ def _unary(name, doc):
 
     def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
         try:
-            if out is None and dtype is None and casting == "same_kind":
+            if out is None and dtype is None and casting == "same_kind" and where is True \
+                    and order == "K":
                 d = direct[0]
                 if d is not None:
                     r = d(x)
@@ -66,6 +79,7 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
+            _options(where, order)
             if where is not True and out is not None:
                 return _where_out(out, ufunc(x, dtype=dtype, casting=casting), where, casting)
             if casting != "same_kind" and dtype is None:
@@ -94,7 +108,8 @@ def _binary(name, doc):
     def ufunc(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K",
               dtype=None):
         try:
-            if out is None and dtype is None and casting == "same_kind":
+            if out is None and dtype is None and casting == "same_kind" and where is True \
+                    and order == "K":
                 d = direct[0]
                 if d is not None:
                     r = d(x1, x2)
@@ -120,6 +135,7 @@ def _binary(name, doc):
                         if t2 is _ndarray:
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
+            _options(where, order)
             if where is not True and out is not None:
                 return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting), where,
                                   casting)
@@ -275,6 +291,8 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A0
         if a_max is not None:
             raise TypeError("clip() got both a_max and max: pass one of them")
         a_max = max
+    if isinstance(a, (list, tuple)):
+        a = np.asarray(a)                   # (its dtype decides the bounds, as NumPy's)
     dt = dtype if dtype is not None else getattr(a, "dtype", None)
     if dt is not None and np.dtype(dt).kind in "iu":
         # a Python int lower bound below the integers' range (an upper one above it) clips
