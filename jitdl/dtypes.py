@@ -10,16 +10,23 @@ _names = {}     # a dtype as given (str, type, np.dtype) -> NumPy's name for it
 
 
 
-def normalize(dtype) -> str:
-    """Return the canonical name of a supported dtype, or raise TypeError naming it."""
-    name = _names.get(dtype) if isinstance(dtype, (str, type, np.dtype)) else None
+def numpy_name(dtype) -> str:
+    """NumPy's name of a dtype (supported or not), or a TypeError if it is not one."""
+    cached = isinstance(dtype, (str, type, np.dtype))
+    name = _names.get(dtype) if cached else None
     if name is None:
         try:
             name = np.dtype(dtype).name     # (NumPy's name lookup: microseconds)
         except TypeError:
             raise TypeError(f"{dtype!r} is not a dtype") from None
-        if isinstance(dtype, (str, type, np.dtype)) and len(_names) < 256:
+        if cached and len(_names) < 256:
             _names[dtype] = name
+    return name
+
+
+def normalize(dtype) -> str:
+    """Return the canonical name of a supported dtype, or raise TypeError naming it."""
+    name = numpy_name(dtype)
     if name not in SUPPORTED:
         raise TypeError(f"dtype {name} is not supported; supported: {', '.join(SUPPORTED)}")
     return name

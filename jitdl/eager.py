@@ -330,8 +330,7 @@ def numpy_fallback(fn, np_fn):
     definition (tensor operands) the error stands."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if kwargs and kwargs.get("dtype") is not None and _foreign_dtype(kwargs["dtype"]) \
-                and not _symbolic_args(args, kwargs):
+        if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
             return np_fn(*args, **kwargs)       # (dtype=np.float16, dtype=np.uint64, ...)
         try:
             return fn(*args, **kwargs)
@@ -346,6 +345,7 @@ def numpy_fallback(fn, np_fn):
 def numpy_only(name, np_fn):
     """NumPy's function np_fn as jd.numpy.`name`, which jitdl does not compile: on arrays
     NumPy's result; on tensors of a definition an error saying so."""
+    @functools.wraps(np_fn)
     def call(*args, **kwargs):
         if _symbolic_args(args, kwargs):
             raise ArgumentError(f"jd.numpy.{name}() is NumPy's own function (jitdl has no "
@@ -361,8 +361,7 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's
     function `np_fn`, the operands are checked as numpy_accepts does."""
-    key = (name, np_fn, d, casting) + tuple(
-        a.dtype if hasattr(a, "dtype") else type(a) for a in operands)
+    key = (name, np_fn, d, casting) + _signature(operands)
     try:
         known = _DTYPE_ARGS.get(key, _DTYPE_ARGS)
     except TypeError:       # (a dtype given as something unhashable)
@@ -395,6 +394,11 @@ _DTYPE_ARGS = {}    # (function, dtype=, casting=, operand dtypes or types) -> k
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
+def _signature(operands):
+    """What NumPy's dtype rules see of the operands: arrays' dtypes, numbers' types."""
+    return tuple(a.dtype if hasattr(a, "dtype") else type(a) for a in operands)
+
+
 def _stand_ins(operands):
     """Empty arrays of the operands' dtypes and ranks (numbers as they are)."""
     return [np.empty((0,) * len(a.shape), a.dtype)
@@ -409,6 +413,12 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
     if casting not in _CASTINGS:
         raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', "
                          f"'unsafe' (got {casting!r})")
+    key = (name, np_fn, casting, tuple(kwargs.items())) + _signature(operands)
+    try:
+        if key in _ACCEPTED:
+            return
+    except TypeError:       # (a keyword given as something unhashable)
+        key = None
     try:
         np_fn(*_stand_ins(operands), casting=casting, **kwargs)
     except OverflowError as e:
@@ -417,6 +427,13 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
         raise ArgumentError(f"{name}(): {e}", user_loc()) from None
     except ValueError:
         pass
+    if key is not None:
+        if len(_ACCEPTED) >= _KEPT:
+            _ACCEPTED.clear()
+        _ACCEPTED.add(key)
+
+
+_ACCEPTED = set()   # (function, casting=, keywords, operand dtypes) NumPy accepts
 
 
 def _foreign_dtype(d):
@@ -425,10 +442,9 @@ def _foreign_dtype(d):
     if d is None:
         return False
     try:
-        dtypes.normalize(d)
-    except TypeError as e:      # (unsupported: True; not a dtype at all: NumPy's error)
-        return "is not supported" in str(e)
-    return False
+        return dtypes.numpy_name(d) not in dtypes.SUPPORTED
+    except TypeError:           # (not a dtype at all: the function's own error)
+        return False
 
 
 def _symbolic_args(args, kwargs):

@@ -17,15 +17,13 @@ Arrays of a dtype jitdl does not compile (float16, complex, uint16/32/64, ...) a
 computed by NumPy's function of the same name. Array creation is NumPy's own
 (`jd.numpy.asarray` is `numpy.asarray`), and so is every other NumPy name that jd.numpy
 does not compile (`jd.numpy.sort`, `cumsum`, `finfo`, `float16`, `random`, ...): code
-written for NumPy runs unchanged; those functions cannot take a definition's tensors. Inside a definition, operators and methods of
-whole tensors (`X + Y`, `X.T`, `X @ W`, `X.sum(axis=1)`, `np.exp(X)`) are these functions
-too.
+written for NumPy runs unchanged; those functions cannot take a definition's tensors.
+Inside a definition, operators and methods of whole tensors (`X + Y`, `X.T`, `X @ W`,
+`X.sum(axis=1)`, `np.exp(X)`) are these functions too.
 """
 from numpy import (arange, array, asarray, bool_, dtype, e, empty, empty_like, float32,  # noqa: F401
                    float64, full, full_like, inf, int8, int16, int32, int64, linspace, nan,
                    newaxis, ones, ones_like, pi, uint8, zeros, zeros_like)
-
-import functools as _functools
 
 import numpy as _np
 
@@ -62,6 +60,6 @@ def __getattr__(name):
     if attr is None:
         raise AttributeError(f"module 'jitdl.numpy' has no attribute {name!r}")
     if callable(attr) and not isinstance(attr, (type, _np.ufunc)):
-        attr = _functools.wraps(attr)(_numpy_only(name, attr))
+        attr = _numpy_only(name, attr)
     globals()[name] = attr
     return attr

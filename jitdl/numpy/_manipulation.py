@@ -231,17 +231,9 @@ def _joined(*xs, **kwargs):
 def _castable(xs, what, dtype, casting):
     """NumPy's TypeError where an array cannot be cast to dtype= by the casting rule."""
     if dtype is not None or casting != "same_kind":
-        xs = tuple(np.asarray(x) if isinstance(x, _LISTS) else x for x in xs)
-        key = (what, dtype, casting) + tuple(
-            x.dtype if hasattr(x, "dtype") else type(x) for x in xs)
-        if key not in _ACCEPTED:
-            numpy_accepts(what, _joined, xs, casting,
-                          **({} if dtype is None else {"dtype": dtype}))
-            if len(_ACCEPTED) < 4096:
-                _ACCEPTED.add(key)
-
-
-_ACCEPTED = set()   # the (function, dtype=, casting=, operand dtypes) NumPy accepts
+        numpy_accepts(what, _joined, tuple(np.asarray(x) if isinstance(x, _LISTS) else x
+                                           for x in xs), casting,
+                      **({} if dtype is None else {"dtype": dtype}))
 
 
 def concat(arrays, /, *, axis=0):

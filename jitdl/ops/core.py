@@ -106,6 +106,15 @@ def same_dim(a, b) -> bool:
     return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
 
 
+def may_agree(a, b) -> bool:
+    """Whether dimensions a and b can be equal: equal ints, or a symbolic one (checked at
+    the call) against one that is not the int 1 (a symbolic extent is never 1: size 1 is
+    part of a dynamic kernel's key)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return same_dim(a, b) or not (is_one(a) or is_one(b))
+
+
 def shape_text(shape) -> str:
     """A shape as NumPy prints it: (3,), (2, 4)."""
     return str(tuple(d if isinstance(d, int) else str(d) for d in shape)).replace("'", "")

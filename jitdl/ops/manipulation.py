@@ -18,7 +18,7 @@ from jitdl.ir import build
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
 from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one,
-                            normalize_axes, normalize_axis, operand, same_dim,
+                            may_agree, normalize_axes, normalize_axis, operand, same_dim,
                             scalar_result, shape_of, shape_text)
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -456,15 +456,6 @@ def split(x, indices_or_sections, axis=0, equal=True):
 
 
 # -- data-moving ops ------------------------------------------------------------------------
-def _may_agree(a, b) -> bool:
-    """Whether dimensions a and b can be equal: equal ints, or a symbolic one (checked at
-    the call) against one that is not the int 1 (a symbolic extent is never 1: size 1 is
-    part of a dynamic kernel's key)."""
-    if _static(a) and _static(b):
-        return a == b
-    return same_dim(a, b) or not (is_one(a) or is_one(b))
-
-
 def _common_dtype(xs, dtype=None):
     if dtype is not None:
         return dtype
@@ -494,7 +485,7 @@ def concatenate(*xs, axis=0, dtype=None):
                 f"at index 0 has {first.ndim} dimension(s) and the array at index {n} has "
                 f"{x.ndim} dimension(s)", user_loc())
         for d in range(first.ndim):
-            if d != axis and not _may_agree(x.shape[d], first.shape[d]):
+            if d != axis and not may_agree(x.shape[d], first.shape[d]):
                 raise ShapeError(
                     f"all the input array dimensions except for the concatenation axis must "
                     f"match exactly, but along dimension {d}, the array at index 0 has size "
@@ -528,7 +519,7 @@ def stack(*xs, axis=0, dtype=None):
     xs = [as_tensor(x) for x in xs]
     for x in xs[1:]:
         if len(x.shape) != len(xs[0].shape) or not builtins.all(
-                _may_agree(a, b) for a, b in zip(x.shape, xs[0].shape)):
+                may_agree(a, b) for a, b in zip(x.shape, xs[0].shape)):
             raise ShapeError("all input arrays must have the same shape", user_loc())
     axis = normalize_axis(axis, xs[0].ndim + 1)
     return concatenate(*(expand_dims(x, axis) for x in xs), axis=axis, dtype=dtype)

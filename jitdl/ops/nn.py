@@ -16,9 +16,9 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
-from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating, is_one,
-                            load, normalize_axis, operand, reduction, same_dim, shape_of,
-                            shape_text)
+from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating,
+                            load, may_agree, normalize_axis, operand, reduction, same_dim,
+                            shape_of, shape_text)
 from jitdl.te import ops as te
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -117,17 +117,9 @@ def log_softmax(x, dim, dtype=None):
 
 
 # -- normalisation -------------------------------------------------------------------------
-def _may_agree(a, b):
-    """Dimensions that can be equal: equal ints, or a symbolic one against one that is not
-    the int 1 (checked at the call, where both are arguments' sizes read at one index)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    return same_dim(a, b) or not (is_one(a) or is_one(b))
-
-
 def _check_param(p, shape, what, op):
     if p is not None and (len(shape_of(p)) != len(shape) or
-                          not all(_may_agree(a, b) for a, b in zip(shape_of(p), shape))):
+                          not all(may_agree(a, b) for a, b in zip(shape_of(p), shape))):
         raise ShapeError(f"{op}(): {what} must have shape {shape_text(shape)}, got "
                          f"{shape_text(shape_of(p))}", user_loc())
 
@@ -135,7 +127,7 @@ def _check_param(p, shape, what, op):
 def _trailing(x, normalized_shape, op):
     """The axes normalized_shape covers (the last ones of x), checked as torch does."""
     k = len(normalized_shape)
-    if k == 0 or x.ndim < k or not all(_may_agree(a, b) for a, b in
+    if k == 0 or x.ndim < k or not all(may_agree(a, b) for a, b in
                                        zip(x.shape[x.ndim - k:], normalized_shape)):
         raise ShapeError(f"{op}(): normalized_shape={list(normalized_shape)} expects input "
                          f"of shape (*, {', '.join(map(str, normalized_shape))}), got input "

@@ -14,7 +14,7 @@ from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
-                            operand, reduced_size, reduction, same_dim, scalar_result,
+                            may_agree, operand, reduced_size, reduction, scalar_result,
                             shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
@@ -47,19 +47,12 @@ def _masked(x, where, fill):
         raise ArgumentError(f"Cannot cast array data from dtype('{w.dtype}') to "
                             f"dtype('bool') according to the rule 'safe' (where=)", user_loc())
     ws = shape_of(w)
-    if len(ws) > x.ndim or not all(_fits(d, n) for d, n in zip(ws[::-1], x.shape[::-1])):
+    if len(ws) > x.ndim or not all(is_one(d) or may_agree(d, n)
+                                   for d, n in zip(ws[::-1], x.shape[::-1])):
         raise ShapeError(f"non-broadcastable operand with shape {shape_text(ws)} doesn't "
                          f"match the broadcast shape {shape_text(x.shape)} (where=)",
                          user_loc())
     return elementwise(lambda a, m: build.select(m, a, build.cast(fill, a.dtype)), x, w)
-
-
-def _fits(d, n):
-    """A mask's dimension d can stretch to or equal x's n (symbolic sizes that are not 1
-    are checked to agree at the call)."""
-    if is_one(d) or same_dim(d, n):
-        return True
-    return not is_one(n) and not (isinstance(d, int) and isinstance(n, int))
 
 
 def _initial(r, op, initial):
@@ -338,7 +331,7 @@ def nanmean(x, *, axis=None, dtype=None, keepdims=False):
     return mean(x, ok, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean,
-         allclose, array_equal)
-scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean, average,
-              allclose, array_equal)
+any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var,
+         std, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
+scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean,
+              var, std, nansum, nanmax, nanmin, nanmean, average, allclose, array_equal)
