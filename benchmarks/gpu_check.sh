@@ -14,7 +14,7 @@ timeout 60 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
 timeout 90 python3 benchmarks/gpu_sizes.py > "$O/sizes.txt" 2>&1
 timeout 60 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_cuda_runtime.py \
     -k "not emulated" > "$O/runtime.txt" 2>&1
-timeout 120 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
+timeout 240 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
     tests/test_definitions.py tests/test_operators.py tests/test_nn.py \
     tests/test_numpy_math.py tests/test_dynamic.py tests/test_numpy_eager.py \
     tests/test_numpy_shape.py tests/test_fuzz.py > "$O/target.txt" 2>&1

@@ -266,7 +266,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
                                f"{out_shape} doesn't match the result's shape {shape} "
                                f"(out=)", user_loc())
     if is_device_array(out):
-        return _device_out(name, kernel, operands, out, dtype, casting)
+        return _device_out(name, kernel, operands, out, shape, dtype, casting)
     if not out.flags.writeable:
         raise OutArgumentError(f"{name}(): output array is read-only (out=)", user_loc())
     if out.dtype == dtype and out_shape == shape:
@@ -283,10 +283,11 @@ def _castable(name, dtype, to, casting):
                             user_loc())
 
 
-def _device_out(name, kernel, operands, out, dtype, casting):
-    """out= a GPU array: written by the kernel, or the result cast into it."""
+def _device_out(name, kernel, operands, out, shape, dtype, casting):
+    """out= a GPU array: written by the kernel, or the result cast (or broadcast) into
+    it."""
     from jitdl.runtime import cuda
-    if out.dtype == dtype and tuple(out.shape) == kernel.out_specs[0][0]:
+    if out.dtype == dtype and tuple(out.shape) == shape:
         return kernel.run(operands, out)
     _castable(name, dtype, np.dtype(out.dtype), casting)
     dev = cuda.backend()

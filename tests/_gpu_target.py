@@ -6,6 +6,8 @@ jd.nn op on NumPy arrays runs on CuPy copies of them, its result copied back; th
 then compare GPU kernels with NumPy exactly as they compare CPU kernels. Tests of
 CPU-only things (LLVM IR, the CPU's schedules) are not meant to run this way.
 """
+import functools
+
 import numpy as np
 
 import jitdl
@@ -52,23 +54,33 @@ def run_everything_on_gpu(backend=None):
         return r
 
     def gpu_apply(name, builder, operands, static=(), out=None, names=None, table=None,
-                  tkey=None):
+                  tkey=None, slot=None, **options):
+        # table/tkey/slot feed the CPU wrappers' fast paths: left out here, so that every
+        # call comes through this function
         if any(is_symbolic(a) for a in operands) or \
                 not any(isinstance(a, (np.ndarray, list, tuple)) for a in operands):
-            return apply(name, builder, operands, static, out, names)
+            return apply(name, builder, operands, static, out, names, **options)
         moved = tuple(dev.from_host(_native(np.asarray(a)))
                       if isinstance(a, (np.ndarray, list, tuple)) else a for a in operands)
-        result = host(apply(name, builder, moved, static, None, names))
         if out is None:
-            return result
+            return host(apply(name, builder, moved, static, None, names, **options))
+        # out= goes to the GPU too (its own elements with it: where= keeps them), so
+        # that the GPU path's out= handling (casting, broadcasting into it) is what runs
         target = out[0] if isinstance(out, tuple) else out
-        np.copyto(target, result, casting="same_kind")
-        return target
+        gpu_out = dev.from_host(target) if isinstance(target, np.ndarray) else target
+        r = apply(name, builder, moved, static,
+                  (gpu_out,) if isinstance(out, tuple) else gpu_out, names, **options)
+        if gpu_out is target:
+            return r
+        target[...] = dev.to_host(gpu_out)
+        return target if r is gpu_out else host(r)
 
     eager.apply = gpu_apply
     for module in (jitdl.numpy._ufuncs, jitdl.numpy._reductions, jitdl.numpy._linalg,
                    jitdl.numpy._manipulation, jitdl.nn):
-        module.apply = gpu_apply
+        own = module.apply      # a module's apply may fix keywords (reductions' casting)
+        module.apply = functools.partial(gpu_apply, **own.keywords) \
+            if isinstance(own, functools.partial) else gpu_apply
 
 
 class _Scalar:
