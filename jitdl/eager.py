@@ -305,7 +305,7 @@ def _normalise(name, a, what):
     if is_device_array(a):          # a GPU array: the kernel runs on the GPU
         from jitdl.runtime.cuda import dtype_of
         if dtype_of(a).name not in dtypes.SUPPORTED:
-            raise ArgumentError(
+            raise UnsupportedDtypeError(
                 f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "
                 f"support; supported: {', '.join(dtypes.SUPPORTED)}", user_loc())
         return a
@@ -329,18 +329,37 @@ def numpy_fallback(fn, np_fn):
     operand has a dtype jitdl does not compile (a drop-in jd.numpy serves every dtype
     NumPy does; only the eight of jitdl.dtypes.SUPPORTED run as jitdl kernels). Inside a
     definition (tensor operands) the error stands."""
+    name = fn.__name__
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
-            return np_fn(*args, **kwargs)       # (dtype=np.float16, dtype=np.uint64, ...)
+            # (dtype=np.float16, dtype=np.uint64, ...)
+            return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
         except UnsupportedDtypeError:
             if _symbolic_args(args, kwargs):
                 raise
-            return np_fn(*args, **kwargs)
+            return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
+
+
+def _array_module_function(name, np_fn, args, kwargs):
+    """The function that serves a call jitdl does not compile: NumPy's np_fn, or for GPU
+    arrays CuPy's function of the same name (NumPy's would refuse them); NumPy's where
+    CuPy has none (its error then says why)."""
+    def on_gpu(a):
+        return is_device_array(a) or isinstance(a, (list, tuple)) and any(
+            is_device_array(x) for x in a)
+    if any(on_gpu(a) for a in args) or any(on_gpu(a) for a in kwargs.values()):
+        from jitdl.target.cuda import cupy_or_none
+        cp = cupy_or_none()
+        cp_fn = getattr(cp, name, None) if cp is not None else None
+        if cp_fn is not None:
+            return cp_fn
+    return np_fn
 
 
 def numpy_only(name, np_fn):
@@ -353,7 +372,7 @@ def numpy_only(name, np_fn):
                                 f"kernel for it), so it cannot take the tensors of a "
                                 f"definition; call it on arrays outside the definition",
                                 user_loc())
-        return np_fn(*args, **kwargs)
+        return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
 

@@ -374,3 +374,31 @@ def test_prefetched_copies_split_by_another_statement(gpu, rng, order):
     want = (a.astype(F64) * x) @ b
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     assert "jd_pf" in mm3.cuda_source(a, b, x)
+
+
+def test_gpu_arrays_of_other_dtypes_and_numpys_own_names_go_to_cupy(rng):
+    """jd.numpy on CuPy arrays that jitdl does not compile (float16, complex, uint32...)
+    and jd.numpy names that are NumPy's own (sort, cumsum) answer with CuPy's function of
+    the same name, on the GPU, as NumPy's answer host arrays."""
+    cp = cupy_or_none()
+    if cp is None:
+        pytest.skip("no GPU that CuPy can see (CuPy's functions serve these on a GPU)")
+    jnp = jd.numpy
+    x = rng.standard_normal((5, 7))
+    for dt in (np.float16, np.complex64, np.uint32):
+        a, b = cp.asarray(x.astype(dt)), cp.asarray((x[::-1] * 3).astype(dt))
+        got = jnp.add(a, b)
+        assert isinstance(got, cp.ndarray) and got.dtype == dt
+        np.testing.assert_array_equal(cp.asnumpy(got), np.add(x.astype(dt), (x[::-1] * 3).astype(dt)))
+        got = jnp.sum(a, axis=1)
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got).astype(np.complex128),
+                                   np.sum(x.astype(dt), axis=1).astype(np.complex128),
+                                   rtol=1e-2 if dt == np.float16 else 1e-5)
+    a = cp.asarray(x)
+    for name in ("sort", "cumsum"):
+        got = getattr(jnp, name)(a, axis=1)
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got), getattr(np, name)(x, axis=1))
+    got = jnp.add(a, a, dtype=np.float16)
+    assert isinstance(got, cp.ndarray) and got.dtype == np.float16

@@ -160,6 +160,62 @@ def test_matmul_tiles_in_shared_memory(m, k, n):
     assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[64]" in text
 
 
+def _conv_reference(x, w, stride, pad, dil, groups=1):
+    """torch's conv2d in float64 by shifted products (no jitdl code)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, f, oh, ow))
+    fg = f // groups
+    for g in range(groups):
+        for r in range(kh):
+            for t in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, r * dil:r * dil + stride * (oh - 1) + 1:stride,
+                           t * dil:t * dil + stride * (ow - 1) + 1:stride]
+                out[:, g * fg:(g + 1) * fg] += np.einsum(
+                    "nchw,fc->nfhw", patch, w[g * fg:(g + 1) * fg, :, r, t])
+    return out
+
+
+CONVS = [((2, 16, 20, 20), (32, 16, 3, 3), 1, 1, 1), ((1, 8, 17, 13), (24, 8, 3, 3), 2, 1, 1),
+         ((3, 5, 9, 31), (20, 5, 2, 3), 1, 0, 2), ((2, 64, 14, 14), (128, 64, 1, 1), 1, 0, 1),
+         ((4, 3, 33, 33), (16, 3, 5, 5), 2, 2, 1), ((1, 32, 7, 7), (64, 32, 3, 3), 1, 1, 1)]
+
+
+@pytest.mark.parametrize("xs,ws,stride,pad,dil", CONVS)
+def test_convolution_tiles_like_a_matmul(xs, ws, stride, pad, dil):
+    """conv2d's reduction is tiled like a matmul (rows: output channels; columns: the
+    output's pixels, fused; each step a few input channels with the whole window), and
+    the block's copy of the input holds the rows its pixels span, not the whole image."""
+    x, w = f32(*xs), f32(*ws)
+    f = jd.compute(lambda X, W: nn.conv2d(X, W, stride=stride, padding=pad, dilation=dil))
+    got, low = run_on_cpu(f, x, w, level="full")
+    close(got, _conv_reference(x, w, stride, pad, dil), rtol=1e-4, atol=1e-4)
+    text = str(low.func)
+    assert "(shared)" in text and "conv2d_acc: float32[" in text
+    oh = (xs[2] + 2 * pad - dil * (ws[2] - 1) - 1) // stride + 1
+    if oh * ((xs[3] + 2 * pad - dil * (ws[3] - 1) - 1) // stride + 1) > 128:
+        # an image larger than a tile: its copy spans fewer rows than the image has
+        rows = xs[2] + 2 * pad
+        import re
+        copies = [tuple(map(int, m.group(1).split(", "))) for m in re.finditer(
+            r"(?:conv2d_pad|X)_cache_l: float32\[([0-9, ]+)\]", text)]
+        assert copies and all(c[-2] < rows for c in copies), (copies, rows)
+
+
+def test_grouped_and_depthwise_convolutions_are_not_tiled_as_contractions():
+    """A grouped convolution reads the input channel through the output channel: not a
+    contraction of two operands' separate axes; it keeps the element-wise schedule."""
+    x, w = f32(2, 8, 10, 10), f32(8, 1, 3, 3)
+    f = jd.compute(lambda X, W: nn.conv2d(X, W, padding=1, groups=8))
+    got, low = run_on_cpu(f, x, w)
+    close(got, _conv_reference(x, w, 1, 1, 1, groups=8), rtol=1e-4, atol=1e-4)
+    assert "(shared)" not in str(low.func)
+
+
 def test_batched_matmul_binds_the_batch_to_blockIdx_z():
     a, b = f32(3, 40, 24), f32(3, 24, 50)
     got, low = run_on_cpu(bmm, a, b)

@@ -183,6 +183,7 @@ class _ExprText:
 
     def __init__(self):
         self.narrow = False          # int64 indices emitted as int (_fits_int32)
+        self.ranges = {}             # loop variable -> (lo, hi), inclusive
         self.names = {}         # Var or Buffer -> C identifier
         self.used = set()
         self.wrap = True        # values (not indices): signed arithmetic wraps
@@ -262,6 +263,13 @@ class _ExprText:
         signed = dtypes.is_signed(dt)
         if dt == "bool" and op in (BinOp.AND, BinOp.OR):
             return f"({a} {'&&' if op == BinOp.AND else '||'} {b})"
+        if dt == "int64" and self.narrow and not reads_memory(e):
+            ty = "int"
+        if op in (BinOp.FLOORDIV, BinOp.MOD) and isinstance(e.b, Const) and e.b.value > 0 \
+                and bounds(e.a, self.ranges)[0] >= 0:
+            # C's / and % floor where both are non-negative (a divisor known to the
+            # compiler: a multiply and a shift, no branches)
+            return f"({a} {'/' if op == BinOp.FLOORDIV else '%'} {b})"
         match op:
             case BinOp.MIN | BinOp.MAX:
                 return f"jd_i{'min' if op == BinOp.MIN else 'max'}<{ty}>({a}, {b})"
@@ -451,7 +459,8 @@ class _KernelGen(_ExprText):
                                    f"{bound_to([f'blockIdx.{d}'])}")
         # indices in 32 bits where every one provably fits: 64-bit integer arithmetic
         # takes two or more instructions per operation on a GPU
-        self.narrow = _fits_int32(stmt, self.launch, self.nthreads)
+        self.ranges = {}
+        self.narrow = _fits_int32(stmt, self.launch, self.nthreads, self.ranges)
         self.ity = "int" if self.narrow else "long long"
         self.ll = "" if self.narrow else "LL"      # the suffix of index literals
         stmt = _split_fills(stmt)
@@ -881,13 +890,13 @@ class _KernelGen(_ExprText):
         self.emit("}")
 
 
-def _fits_int32(stmt, launch, nthreads):
+def _fits_int32(stmt, launch, nthreads, ranges):
     """Whether every int64 expression of the kernel (indices, loop bounds, their parts)
     provably lies in int32's range, by interval bounds over the loops' ranges: then they
     are computed as int. A size parameter, a value loaded from memory or an extent too
-    large for it keeps the kernel's indices in 64 bits."""
+    large for it keeps the kernel's indices in 64 bits. Fills `ranges` with the loop
+    variables' ranges (those before the first that does not fit, if one does not)."""
     lo32, hi32 = -2 ** 31, 2 ** 31 - 1
-    ranges = {}
     for s in walk_stmt(stmt):       # outer loops first: their ranges bound inner ones
         if isinstance(s, For):
             lo, top = bounds(s.min, ranges)

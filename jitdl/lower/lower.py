@@ -157,6 +157,8 @@ class _Builder:
                     f = _offset_form(simplify_expr(idx[d], {**(outer_ranges or {}), **ranges}),
                                      ranges)
                 if f is None:
+                    f, ranges = _widened_form(idx[d], ranges)
+                if f is None:
                     lo_form = "any"
                     break
                 outer = {k: c for k, c in f.items() if k != 1 and k not in ranges and c}
@@ -518,6 +520,44 @@ def _offset_form(e, ranges):
     if any(k != 1 and k not in ranges and any(v in ranges for v in free_vars(k)) for k in f):
         return None
     return f
+
+
+def _widened_form(e, ranges):
+    """(offset form, ranges) of index e with each `a // c` and `a % c` (c a positive
+    constant, a affine in the inner loops) bounded by a term of the enclosing loops plus a
+    new inner variable: a // c is (lo(a) // c) + w with w in [0, (hi(a) - lo(a)) // c + 1],
+    a % c is w in [0, c - 1]. A fused loop split into a block's tile reads its rows
+    through `//`: the block's copy then holds the few rows the tile spans, not the whole
+    axis. (None, ranges) where e has other atoms that depend on the inner loops."""
+    extra = dict(ranges)
+
+    def rep(n):
+        if not (isinstance(n, Binary) and n.op in (BinOp.FLOORDIV, BinOp.MOD)
+                and isinstance(n.b, Const) and dtypes.is_int(n.dtype) and n.b.value > 0):
+            return None
+        fa = _offset_form(n.a, ranges)
+        if fa is None:
+            return None
+        inner = {k: c for k, c in fa.items() if k != 1 and k in ranges and c}
+        if not inner:
+            return None
+        c = int(n.b.value)
+        w = Var(f"_w{len(extra)}", n.dtype)
+        if n.op == BinOp.MOD:
+            extra[w] = (0, c - 1)
+            return w
+        lo = sum(min(k * ranges[v][0], k * ranges[v][1]) for v, k in inner.items())
+        hi = sum(max(k * ranges[v][0], k * ranges[v][1]) for v, k in inner.items())
+        base = Const(fa.get(1, 0) + lo, n.dtype)
+        for v, k in fa.items():
+            if v != 1 and v not in ranges and k:
+                base = base + (v if k == 1 else v * k)
+        extra[w] = (0, (hi - lo) // c + 1)
+        return Binary(BinOp.FLOORDIV, base, n.b, n.dtype) + w
+    widened = map_expr(e, rep)
+    if widened is e:
+        return None, ranges
+    return _offset_form(widened, extra), extra
 
 
 def _inside(load, ranges):

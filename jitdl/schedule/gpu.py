@@ -51,14 +51,16 @@ def auto_schedule(s, cfg=None, target=None, level=0):
         # (a grid-stride loop below): the tiles split those rows, and a stage read by
         # one computed at another stage is not tiled
         for st in list(s.stages.values()):
-            if st.attach == "at" and not st.is_reduce and \
-                    _matmul_like(s, s.stages[st.attach_to[0]]):
+            if st.attach == "at" and not st.is_reduce and (
+                    _matmul_like(s, s.stages[st.attach_to[0]])
+                    or _contraction(s, s.stages[st.attach_to[0]]) is not None):
                 s.compute_root(s[st.tensor.name])
     if "bind" in allow:
         for name, st in list(s.stages.items()):
             if st.attach != "root":
                 continue
-            if "tile" in allow and _matmul_like(s, st) and tile_matmul(s, name, target, cfg):
+            if "tile" in allow and (_matmul_like(s, st) and tile_matmul(s, name, target, cfg)
+                                    or tile_contraction(s, name, target, cfg)):
                 continue
             if "rows" in allow and block_per_row(s, name, target, cfg):
                 continue
@@ -191,28 +193,101 @@ def tile_matmul(s, name, target, cfg=None):
     neighbouring threads are then adjacent, so their 16-byte shared loads do not
     conflict. (On an H100, SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9
     with 4 x 4 per thread and 64 x 64 tiles, the earlier default.)"""
+    op = s.stages[name].tensor.op
+    return _tile(s, name, target, cfg, [a.name for a in op.axes[:-2]], [op.axes[-2].name],
+                 [op.axes[-1].name], [op.reduce_axes[0].name])
+
+
+def _contraction(s, st):
+    """(batch, rows, cols, reductions): the loops of a stage that sums the products of two
+    operands, where the output's rows are read from one operand only and its columns
+    (the last output axis among them) from the other only, batch axes from both or
+    neither, every reduction axis from both: a convolution (out[b, f, y, x] = sum over
+    (c, r, t) of X[b, c, y + r, x + t] * W[f, c, r, t]: rows f, columns (b, y, x)) or a
+    contraction of several axes; None for anything else (and for matmul-like stages,
+    which tile_matmul takes)."""
+    op = st.tensor.op
+    if op.reduce is None or op.reduce.op is not ReduceOp.SUM or len(op.axes) < 2 \
+            or _symbolic(st) or _matmul_like(s, st):
+        return None
+    used = {}
+    for acc in walk_expr(op.reduce.body):
+        if isinstance(acc, Access):
+            used.setdefault(acc.tensor.name, set()).update(
+                v for x in acc.indices for v in walk_expr(x) if isinstance(v, Var))
+    if len(used) != 2:
+        return None
+    last = op.axes[-1].var
+    (a, b) = used.values()
+    if last in a:
+        a, b = b, a
+    if last not in b or last in a or any(k.var not in a or k.var not in b
+                                         for k in op.reduce_axes):
+        return None
+    # column loops are those after the last row loop (a convolution's batch loop, in
+    # front of its channels, goes to the blocks like a batch: its windows are apart)
+    rows = [x.name for x in op.axes if x.var in a and x.var not in b]
+    if not rows:
+        return None
+    after = op.axes[max(n for n, x in enumerate(op.axes) if x.name in rows) + 1:]
+    cols = [x.name for x in after if x.var in b and x.var not in a]
+    batch = [x.name for x in op.axes if x.name not in rows and x.name not in cols]
+    ext = {x.name: x.extent for x in op.axes}
+    if not cols or math.prod(ext[n] for n in rows) < 16 or \
+            math.prod(ext[n] for n in cols) < 16 or \
+            math.prod(k.extent for k in op.reduce_axes) < 8:
+        return None
+    return batch, rows, cols, [k.name for k in op.reduce_axes]
+
+
+def tile_contraction(s, name, target, cfg=None):
+    """tile_matmul's tiling for a stage _contraction describes: its row loops fused into
+    one, its column loops into another, the first reduction loop split into steps of bk
+    and the other reductions (a convolution's kernel window) run whole inside each
+    step, unrolled; the block copies what a step reads of each operand into shared
+    memory (for a convolution, the input window of its output tile)."""
+    st = s.stages[name]
+    found = _contraction(s, st)
+    if found is None or any(x.attach == "at" for x in s.stages.values()
+                            if x.attach_to and x.attach_to[0] == name):
+        return False
+    batch, rows, cols, ks = found
+    s.reorder(*[Axis(name, n) for n in batch + rows + cols + ks])
+    i = s.fuse(*[Axis(name, n) for n in rows]).name if len(rows) > 1 else rows[0]
+    j = s.fuse(*[Axis(name, n) for n in cols]).name if len(cols) > 1 else cols[0]
+    return _tile(s, name, target, cfg, batch, [i], [j], ks)
+
+
+def _tile(s, name, target, cfg, batch, rows, cols, ks):
+    """Tile a stage whose loops are batch..., i, j, k, window... (rows == [i], cols ==
+    [j]): see tile_matmul."""
     st = s.stages[name]
     op = st.tensor.op
-    i, j = op.axes[-2].name, op.axes[-1].name
-    k = op.reduce_axes[0].name
-    batch = [a.name for a in op.axes[:-2]]
+    (i,), (j,) = rows, cols
+    k, window = ks[0], ks[1:]
+    ext = {n: st.axes[n].extent for n in st.leaves}
 
     def knob(key, options):
         return cfg.choice(f"{name}.{key}", options) if cfg is not None else options[0]
     tm, tn = knob("tm", [8, 4, 2]), knob("tn", [8, 4, 2])
     # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle
-    blocks = math.prod(a.extent for a in op.axes[:-2]) * -(-op.axes[-2].extent // 128) * \
-        -(-op.axes[-1].extent // 128)
-    rows = [16, 8, 32] if blocks >= target.multiprocessors else [8, 16, 32]
-    ty, tx = knob("ty", rows), knob("tx", [16, 8, 32])
-    bk = knob("bk", [16, 8, 32, 4])
+    blocks = math.prod(ext[n] for n in batch) * -(-ext[i] // 128) * -(-ext[j] // 128)
+    rows_ = [16, 8, 32] if blocks >= target.multiprocessors else [8, 16, 32]
+    ty, tx = knob("ty", rows_), knob("tx", [16, 8, 32])
+    # a step of k covers about 16 products of the two operands' tiles
+    per = math.prod(ext[n] for n in window)
+    steps = max(1, round(16 / per))
+    # (sizes that divide k first: a partial step guards every product of the last)
+    bks = list(dict.fromkeys([steps, 8, 32, 4] if window else [16, 8, 32, 4]))
+    bk = knob("bk", sorted(bks, key=lambda b: ext[k] % b != 0))
     groups = knob("jgroups", [tn // 4, 1]) if tn % 4 == 0 and tn > 4 else 1
     if ty * tx > target.max_threads_per_block or ty * tx < target.warp_size:
         return False
     bm, bn = ty * tm, tx * tn
     readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
     reads = [acc.tensor for acc in walk_expr(op.reduce.body) if isinstance(acc, Access)]
-    if (bm + bn) * bk * max(dtypes.itemsize(t.dtype) for t in reads) > target.shared_bytes:
+    if not window and (bm + bn) * bk * max(dtypes.itemsize(t.dtype) for t in reads) > \
+            target.shared_bytes:
         return False
     operands = [t.name for t in reads]
     if len(set(operands)) != 2 or readers and any(x.attach == "at" for x in readers):
@@ -229,7 +304,8 @@ def tile_matmul(s, name, target, cfg=None):
         jx, jt = s.split(ji, tn)
         inner = [it, jt]
     ko, ki = s.split(ax[k], bk)
-    s.reorder(*[Axis(name, n) for n in batch], io, jo, iy, jx, ko, ki, *inner)
+    win = [ax[n] for n in window]
+    s.reorder(*[Axis(name, n) for n in batch], io, jo, iy, jx, ko, ki, *win, *inner)
     if batch:
         b = s.fuse(*[Axis(name, n) for n in batch]) if len(batch) > 1 else Axis(name, batch[0])
         s.bind(b, "blockIdx.z")
@@ -237,7 +313,7 @@ def tile_matmul(s, name, target, cfg=None):
     s.bind(jo, "blockIdx.x")
     s.bind(iy, "threadIdx.y")
     s.bind(jx, "threadIdx.x")
-    for loop in [ki, *inner]:
+    for loop in [ki, *win, *inner]:
         s.unroll(loop)
     for t in dict.fromkeys(operands):
         cache = s.cache_read(t, [s[name]], "shared")

@@ -62,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k0(const float* __re
     {
       const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
       if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 504)) {
-        conv2d_pad[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = (((((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) >= 1) && (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) < 13)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) >= 1)) && (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) < 11)) ? X[((((jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) * 12) + (jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12), 14) - 1)) * 10) + (jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 12) - 1))] : 0.0f);
+        conv2d_pad[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = ((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 12) % 14) >= 1) && ((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 12) % 14) < 13)) && (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 12) >= 1)) && (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 12) < 11)) ? X[(((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 12) / 14) * 12) + ((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 12) % 14) - 1)) * 10) + (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 12) - 1))] : 0.0f);
       }
     }
   }
@@ -80,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k1(const float* __re
           for (int k0 = 0; k0 < 3; ++k0) {
             for (int k1 = 0; k1 < 3; ++k1) {
               for (int k2 = 0; k2 < 3; ++k2) {
-                conv2d_acc[0] = (conv2d_acc[0] + (conv2d_pad[((((((jd_idiv<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4) * 3) + k0) * 14) + ((jd_imod<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12) * 1) + k1)) * 12) + ((jd_imod<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10) * 1) + k2))] * W[((((((jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4) * 3) + k0) * 3) + k1) * 3) + k2)]));
+                conv2d_acc[0] = (conv2d_acc[0] + (conv2d_pad[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) / 4) * 3) + k0) * 14) + (((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) % 12) * 1) + k1)) * 12) + ((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 10) * 1) + k2))] * W[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4) * 3) + k0) * 3) + k1) * 3) + k2)]));
               }
             }
           }
@@ -97,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k2(const float* __re
     {
       const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
       if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 480)) {
-        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[jd_imod<long long>(jd_idiv<long long>(jd_idiv<long long>((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)), 10), 12), 4)]), 0.0f);
+        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4)]), 0.0f);
       }
     }
   }
