@@ -265,7 +265,8 @@ def test_disk_cache_across_processes(tmp_path):
     (tmp_path / "child.py").write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("JITDL_")}
     env.update(JITDL_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()] + (
+                   [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
 
     def child(seed, sizes):
         p = subprocess.run([sys.executable, "child.py", str(seed), json.dumps(sizes)],

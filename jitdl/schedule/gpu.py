@@ -7,6 +7,9 @@ does not (every stage's data loops spread over blocks and threads), sized from t
   - each stored stage's data loops are fused into one and run as a grid-stride loop:
     consecutive threads take consecutive elements (coalesced), and a grid of a few
     blocks per multiprocessor walks the rest;
+  - row reductions (softmax, norms) run one block per row (block_per_row);
+  - matmul-like stages and convolutions are tiled in shared memory and registers
+    (tile_matmul, tile_contraction);
   - a stage with no data loop (a full reduction to a scalar) runs on one thread.
 
 LEVELS lists the decisions from all of them down to none; the pipeline applies the first
@@ -187,7 +190,8 @@ def tile_matmul(s, name, target, cfg=None):
     into shared memory together, then every thread accumulates its block from them.
     Sizes are knobs. The default, 128 x 128 tiles of 8 x 8 per thread (64 accumulators in
     registers, each step of k reading 16 values from shared memory for 64 fused
-    multiply-adds) by 256 threads, BK 16, is the usual SIMT shape; 64 x 128 tiles where
+    multiply-adds) by 256 threads, BK 16 (8 or 32 where 16 does not divide k and they
+    do: a partial step guards every product), is the usual SIMT shape; 64 x 128 tiles where
     128 x 128 ones would be fewer blocks than the device has multiprocessors. `jgroups` 2
     spreads a thread's 8 columns as two runs of 4, half a tile apart: the runs of
     neighbouring threads are then adjacent, so their 16-byte shared loads do not
@@ -270,15 +274,16 @@ def _tile(s, name, target, cfg, batch, rows, cols, ks):
     def knob(key, options):
         return cfg.choice(f"{name}.{key}", options) if cfg is not None else options[0]
     tm, tn = knob("tm", [8, 4, 2]), knob("tn", [8, 4, 2])
-    # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle
+    # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle or the
+    # rows are no more than 64
     blocks = math.prod(ext[n] for n in batch) * -(-ext[i] // 128) * -(-ext[j] // 128)
-    rows_ = [16, 8, 32] if blocks >= target.multiprocessors else [8, 16, 32]
+    rows_ = [16, 8, 32] if blocks >= target.multiprocessors and ext[i] > 64 else [8, 16, 32]
     ty, tx = knob("ty", rows_), knob("tx", [16, 8, 32])
     # a step of k covers about 16 products of the two operands' tiles
     per = math.prod(ext[n] for n in window)
     steps = max(1, round(16 / per))
     # (sizes that divide k first: a partial step guards every product of the last)
-    bks = list(dict.fromkeys([steps, 8, 32, 4] if window else [16, 8, 32, 4]))
+    bks = list(dict.fromkeys([steps, 8, 32, 4, 1] if window else [16, 8, 32, 4]))
     bk = knob("bk", sorted(bks, key=lambda b: ext[k] % b != 0))
     groups = knob("jgroups", [tn // 4, 1]) if tn % 4 == 0 and tn > 4 else 1
     if ty * tx > target.max_threads_per_block or ty * tx < target.warp_size:

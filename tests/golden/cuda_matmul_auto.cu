@@ -75,180 +75,96 @@ extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __re
           }
         }
         {
-          float jd_pf0[8];
-          float jd_pf1[12];
+          float jd_pf0[4];
+          float jd_pf1[6];
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[0] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+            const int d1_r = (jd_f) % 8;
+            const int d0_r = jd_f / 8;
+            jd_pf0[0] = A[(((d0_r * 40) + d1_r) + (0 * 8))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[1] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+            const int d1_r = (jd_f) % 8;
+            const int d0_r = jd_f / 8;
+            jd_pf0[1] = A[(((d0_r * 40) + d1_r) + (0 * 8))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[2] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+            const int d1_r = (jd_f) % 8;
+            const int d0_r = jd_f / 8;
+            jd_pf0[2] = A[(((d0_r * 40) + d1_r) + (0 * 8))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[3] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[4] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[5] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[6] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-            const int d1_r = (jd_f) % 16;
-            const int d0_r = jd_f / 16;
-            jd_pf0[7] = A[(((d0_r * 40) + d1_r) + (0 * 16))];
+            const int d1_r = (jd_f) % 8;
+            const int d0_r = jd_f / 8;
+            jd_pf0[3] = A[(((d0_r * 40) + d1_r) + (0 * 8))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
           {
             const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
             const int d1_r_1 = (jd_f) % 96;
             const int d0_r_1 = jd_f / 96;
-            jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
+            jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 768))];
           }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[6] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[7] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[8] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[9] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[10] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          {
-            const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            jd_pf1[11] = B[(((d0_r_1 * 96) + d1_r_1) + (0 * 1536))];
-          }
-          for (int k_o = 0; k_o < 2; ++k_o) {
+          for (int k_o = 0; k_o < 5; ++k_o) {
             {
-              __shared__ __align__(16) float B_cache_l[1536];
-              __shared__ __align__(16) float A_cache_l[1024];
+              __shared__ __align__(16) float B_cache_l[768];
+              __shared__ __align__(16) float A_cache_l[512];
               __syncthreads();
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[0];
+                const int d1_r = (jd_f) % 8;
+                const int d0_r = jd_f / 8;
+                A_cache_l[((d0_r * 8) + d1_r)] = jd_pf0[0];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[1];
+                const int d1_r = (jd_f) % 8;
+                const int d0_r = jd_f / 8;
+                A_cache_l[((d0_r * 8) + d1_r)] = jd_pf0[1];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[2];
+                const int d1_r = (jd_f) % 8;
+                const int d0_r = jd_f / 8;
+                A_cache_l[((d0_r * 8) + d1_r)] = jd_pf0[2];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[3];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[4];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[5];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[6];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-                const int d1_r = (jd_f) % 16;
-                const int d0_r = jd_f / 16;
-                A_cache_l[((d0_r * 16) + d1_r)] = jd_pf0[7];
+                const int d1_r = (jd_f) % 8;
+                const int d0_r = jd_f / 8;
+                A_cache_l[((d0_r * 8) + d1_r)] = jd_pf0[3];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
@@ -286,211 +202,83 @@ extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __re
                 const int d0_r_1 = jd_f / 96;
                 B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[5];
               }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[6];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[7];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[8];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[9];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[10];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
-                const int d1_r_1 = (jd_f) % 96;
-                const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[11];
-              }
               __syncthreads();
-              if (k_o + 1 < 2) {
+              if (k_o + 1 < 5) {
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[0] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                  const int d1_r = (jd_f) % 8;
+                  const int d0_r = jd_f / 8;
+                  jd_pf0[0] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 8))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[1] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                  const int d1_r = (jd_f) % 8;
+                  const int d0_r = jd_f / 8;
+                  jd_pf0[1] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 8))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[2] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                  const int d1_r = (jd_f) % 8;
+                  const int d0_r = jd_f / 8;
+                  jd_pf0[2] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 8))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[3] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[4] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[5] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[6] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-                  const int d1_r = (jd_f) % 16;
-                  const int d0_r = jd_f / 16;
-                  jd_pf0[7] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 16))];
+                  const int d1_r = (jd_f) % 8;
+                  const int d0_r = jd_f / 8;
+                  jd_pf0[3] = A[(((d0_r * 40) + d1_r) + ((k_o + 1) * 8))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[0] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[1] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[2] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[3] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[4] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
                 {
                   const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
                   const int d1_r_1 = (jd_f) % 96;
                   const int d0_r_1 = jd_f / 96;
-                  jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 768;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[6] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 896;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[7] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1024;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[8] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1152;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[9] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1280;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[10] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
-                }
-                {
-                  const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 1408;
-                  const int d1_r_1 = (jd_f) % 96;
-                  const int d0_r_1 = jd_f / 96;
-                  jd_pf1[11] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 1536))];
+                  jd_pf1[5] = B[(((d0_r_1 * 96) + d1_r_1) + ((k_o + 1) * 768))];
                 }
               }
               #pragma unroll
-              for (int k_i = 0; k_i < 16; ++k_i) {
+              for (int k_i = 0; k_i < 8; ++k_i) {
                 #pragma unroll
                 for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
                   #pragma unroll
                   for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                    C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
+                    C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 8) + (i_i_o * 64)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
                   }
                   #pragma unroll
                   for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
                     if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                      C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
+                      C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 8) + (i_i_o * 64)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
                     }
                   }
-                }
-              }
-            }
-          }
-        }
-        {
-          __shared__ __align__(16) float B_cache_l[1536];
-          __shared__ __align__(16) float A_cache_l[1024];
-          __syncthreads();
-          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 512; jd_f += 128) {
-            const int d1_r = (jd_f) % 8;
-            const int d0_r = jd_f / 8;
-            A_cache_l[((d0_r * 16) + d1_r)] = A[(((d0_r * 40) + d1_r) + 32)];
-          }
-          for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 768; jd_f += 128) {
-            const int d1_r_1 = (jd_f) % 96;
-            const int d0_r_1 = jd_f / 96;
-            B_cache_l[((d0_r_1 * 96) + d1_r_1)] = B[(((d0_r_1 * 96) + d1_r_1) + 3072)];
-          }
-          __syncthreads();
-          #pragma unroll
-          for (int k_i = 0; k_i < 8; ++k_i) {
-            #pragma unroll
-            for (int i_i_i = 0; i_i_i < 8; ++i_i_i) {
-              #pragma unroll
-              for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                C_acc[((i_i_i * 8) + j_i_i_i)] = (C_acc[((i_i_i * 8) + j_i_i_i)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96))]));
-              }
-              #pragma unroll
-              for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                if ((((j_i_i_i + (j_i_i_o * 4)) + 64) < 96)) {
-                  C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] = (C_acc[(((i_i_i * 8) + j_i_i_i) + 4)] + (A_cache_l[(((i_i_i * 16) + (i_i_o * 128)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (k_i * 96)) + 64)]));
                 }
               }
             }
