@@ -203,18 +203,22 @@ class CudaKernel(KernelChecks):
                 order = [i for _, i in k.params]
                 n_in = len(self.array_pos)
                 if order == list(range(n_in + 1)):      # inputs in order, then the output
-                    self.plain = (k.fn, grid, k.block, self.out_specs[0],
-                                  getattr(self.device, "array_type", None))
+                    kind = getattr(self.device, "array_type", None)
+                    # (CuPy's arrays say whether they are C-contiguous in an attribute;
+                    # .flags builds an object per call)
+                    self.plain = (k.fn, grid, k.block, self.out_specs[0], kind,
+                                  hasattr(kind, "_c_contiguous"))
 
     def run(self, args, out=None):
         plain = self.plain
         if plain is not None and out is None:
             dev = self.device
-            fn, grid, block, (shape, dt), kind = plain
+            fn, grid, block, (shape, dt), kind, flag = plain
             values = []
             for i in self.array_pos:
                 a = args[i]
-                if type(a) is not kind or not a.flags.c_contiguous:
+                if type(a) is not kind or not (a._c_contiguous if flag else
+                                               a.flags.c_contiguous):
                     a = dev.contiguous(dev.asarray(a))
                 values.append(a)
             y = dev.empty(shape, dt)
