@@ -375,6 +375,26 @@ def test_conv2d(dev, rng):
     close(on_gpu(dev, conv, x, w), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("xs,ws,stride", [((2, 40, 12, 12), (72, 40, 3, 3), 1),
+                                          ((1, 8, 17, 13), (24, 8, 3, 3), 2)])
+def test_conv2d_tiled_with_partial_tiles(dev, rng, xs, ws, stride):
+    """conv2d tiled like a matmul where the tiles do not divide the output (its threads
+    accumulate whole tiles from the block's copies, only the stores guarded): shared
+    memory is poisoned per block, so a read outside what the block copied shows."""
+    x, w = rng.standard_normal(xs).astype(F32), rng.standard_normal(ws).astype(F32)
+    f = jd.compute(lambda X, W: nn.conv2d(X, W, stride=stride, padding=1))
+    oh, ow = (xs[2] + 2 - 3) // stride + 1, (xs[3] + 2 - 3) // stride + 1
+    xp = np.pad(x.astype(F64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((xs[0], ws[0], oh, ow))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + stride * (oh - 1) + 1:stride,
+                                                  dx:dx + stride * (ow - 1) + 1:stride],
+                              w[:, :, dy, dx].astype(F64))
+    assert "__shared__" in f.cuda_source(x, w)
+    close(on_gpu(dev, f, x, w), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 def test_argmax_argmin(dev, rng):
     x = rng.integers(0, 4, (9, 13)).astype(np.int32)          # many ties: the first wins
     am, an = on_gpu(dev, arg_max_min, x)
