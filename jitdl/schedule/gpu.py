@@ -259,15 +259,12 @@ def tile_contraction(s, name, target, cfg=None):
     s.reorder(*[Axis(name, n) for n in batch + rows + cols + ks])
     i = s.fuse(*[Axis(name, n) for n in rows]).name if len(rows) > 1 else rows[0]
     j = s.fuse(*[Axis(name, n) for n in cols]).name if len(cols) > 1 else cols[0]
-    return _tile(s, name, target, cfg, batch, [i], [j], ks, fused_cols=True)
+    return _tile(s, name, target, cfg, batch, [i], [j], ks)
 
 
-def _tile(s, name, target, cfg, batch, rows, cols, ks, fused_cols=False):
+def _tile(s, name, target, cfg, batch, rows, cols, ks):
     """Tile a stage whose loops are batch..., i, j, k, window... (rows == [i], cols ==
-    [j]): see tile_matmul. Columns fused from several loops (`fused_cols`) take 4 per
-    thread by default: each column's indices are divisions of its own, and with 8 the
-    kernel needed about 200 registers (one block per multiprocessor) or spilled (on an
-    H100, conv2d 16x64x56x56 by 128x64x3x3: 0.41x cuDNN with 8, 0.99x with 4)."""
+    [j]): see tile_matmul."""
     st = s.stages[name]
     op = st.tensor.op
     (i,), (j,) = rows, cols
@@ -276,7 +273,7 @@ def _tile(s, name, target, cfg, batch, rows, cols, ks, fused_cols=False):
 
     def knob(key, options):
         return cfg.choice(f"{name}.{key}", options) if cfg is not None else options[0]
-    tm, tn = knob("tm", [8, 4, 2]), knob("tn", [4, 8, 2] if fused_cols else [8, 4, 2])
+    tm, tn = knob("tm", [8, 4, 2]), knob("tn", [8, 4, 2])
     # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle or the
     # rows are no more than 64
     blocks = math.prod(ext[n] for n in batch) * -(-ext[i] // 128) * -(-ext[j] // 128)
