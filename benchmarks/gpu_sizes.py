@@ -1,5 +1,6 @@
-"""SGEMM at several sizes (default schedule) against cuBLAS, and jd.nn.conv2d against
-cuDNN (through PyTorch, TF32 off, when it is installed): one line per case.
+"""SGEMM at several sizes (default schedule) against cuBLAS, and jd.nn.conv2d at five
+ResNet-like shapes against cuDNN (through PyTorch, TF32 off, when it is installed): one
+line per case.
 
     python benchmarks/gpu_sizes.py
 
@@ -73,22 +74,24 @@ def main():
         print("conv2d: no PyTorch here to compare with cuDNN")
         return
     torch.backends.cudnn.allow_tf32 = False
-    x = rng.standard_normal((16, 64, 56, 56), dtype=np.float32)
-    w = rng.standard_normal((128, 64, 3, 3), dtype=np.float32)
-    xc, wc = cp.asarray(x), cp.asarray(w)
-    t0 = time.perf_counter()
-    y = jd.nn.conv2d(xc, wc, padding=1)
-    cp.cuda.Device().synchronize()
-    first = time.perf_counter() - t0
-    xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
-    err = rel_err(cp.asnumpy(y), torch.nn.functional.conv2d(xt, wt, padding=1).cpu().numpy())
-    tj = gpu_time(lambda: jd.nn.conv2d(xc, wc, padding=1))
-    tr = gpu_time(lambda: torch.nn.functional.conv2d(xt, wt, padding=1))
-    flop = 2 * 16 * 128 * 56 * 56 * 64 * 9
-    print(f"conv2d 16x64x56x56 * 128x64x3x3: jitdl {flop / tj / 1e12:.2f} TFLOP/s "
-          f"({tj * 1e3:.2f} ms), cuDNN fp32 {flop / tr / 1e12:.2f} ({tr * 1e3:.2f} ms), "
-          f"ratio {tr / tj:.2f}, err {err:.1e}, first call {first:.2f} s")
-
+    # (batch, channels, image side, filters): 3x3 kernels, padding 1, as in ResNets
+    for (nb, c, h, f) in [(16, 64, 56, 128), (32, 128, 28, 256), (8, 256, 14, 512),
+                          (16, 3, 224, 64), (64, 64, 56, 64)]:
+        x = rng.standard_normal((nb, c, h, h), dtype=np.float32)
+        w = rng.standard_normal((f, c, 3, 3), dtype=np.float32)
+        xc, wc = cp.asarray(x), cp.asarray(w)
+        t0 = time.perf_counter()
+        y = jd.nn.conv2d(xc, wc, padding=1)
+        cp.cuda.Device().synchronize()
+        first = time.perf_counter() - t0
+        xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+        err = rel_err(cp.asnumpy(y), torch.nn.functional.conv2d(xt, wt, padding=1).cpu().numpy())
+        tj = gpu_time(lambda: jd.nn.conv2d(xc, wc, padding=1))
+        tr = gpu_time(lambda: torch.nn.functional.conv2d(xt, wt, padding=1))
+        flop = 2 * nb * f * h * h * c * 9
+        print(f"conv2d {nb}x{c}x{h}x{h} * {f}x{c}x3x3: jitdl {flop / tj / 1e12:.2f} TFLOP/s "
+              f"({tj * 1e3:.2f} ms), cuDNN fp32 {flop / tr / 1e12:.2f} ({tr * 1e3:.2f} ms), "
+              f"ratio {tr / tj:.2f}, err {err:.1e}, first call {first:.2f} s", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -335,18 +335,18 @@ def numpy_fallback(fn, np_fn):
     def call(*args, **kwargs):
         if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
             # (dtype=np.float16, dtype=np.uint64, ...)
-            return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
+            return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
         except UnsupportedDtypeError:
             if _symbolic_args(args, kwargs):
                 raise
-            return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
+            return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
 
 
-def _array_module_function(name, np_fn, args, kwargs):
+def array_module_function(name, np_fn, args, kwargs):
     """The function that serves a call jitdl does not compile: NumPy's np_fn, or for GPU
     arrays CuPy's function of the same name (NumPy's would refuse them); NumPy's where
     CuPy has none (its error then says why)."""
@@ -372,7 +372,7 @@ def numpy_only(name, np_fn):
                                 f"kernel for it), so it cannot take the tensors of a "
                                 f"definition; call it on arrays outside the definition",
                                 user_loc())
-        return _array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
+        return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
 

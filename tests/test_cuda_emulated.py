@@ -577,3 +577,19 @@ def test_failed_index_check_reads_nothing_from_an_empty_array(dev, rng):
     close(on_gpu(dev, take_clipped, x, i), np.take(x, i, axis=0, mode="clip") + 1.0)
     with pytest.raises(IndexError, match="outside"):
         on_gpu(dev, take_clipped, np.zeros((0, 4)), np.array([0]))
+
+
+def test_division_of_a_split_loop_with_a_tail(dev):
+    """A loop split into a main part and a tail (one loop variable, two ranges): an
+    index dividing a value that is negative in the main part but not in the tail is
+    divided with floor semantics in both (C's '/' truncates: column 46 read X[:, 2])."""
+    f = jd.compute(lambda X: jd.tensor((4, 50), lambda i, j: X[i, (45 - j) // 3 + 2],
+                                       name="Y"))
+
+    @jd.schedule(f, target="cuda")
+    def _(s, cfg):
+        i, j = s["Y"].axis
+        s.split(j, 16)
+        s.bind(i, "threadIdx.x")
+    x = np.arange(80, dtype=F32).reshape(4, 20) * 1.5 + 0.25
+    np.testing.assert_array_equal(on_gpu(dev, f, x), x[:, (45 - np.arange(50)) // 3 + 2])

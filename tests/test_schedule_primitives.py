@@ -529,6 +529,36 @@ def test_overlapping_blocks_at_a_parallel_loop_are_refused(rng):
         np.testing.assert_allclose(f(a, b), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("private", [False, True])
+def test_blocks_read_through_a_division_at_a_parallel_loop(rng, private):
+    """P[t // 7] read by a parallel loop's blocks of 18 elements: each block computes
+    the few rows of P its elements divide into, a region that may share rows with the
+    next block's (rows 2 and 3 raced when both accumulated them into P's buffer): refused
+    there; kept private to each block (the default), it runs right."""
+    x = rng.standard_normal((5, 3000))
+
+    @jd.compute
+    def f(X):
+        k = jd.reduce_axis(3000, name="k")
+        P = jd.tensor((5,), lambda i: jd.sum(X[i, k], axis=k), name="P")
+        return jd.tensor((35,), lambda t: P[t // 7] * 2.0, name="Y")
+
+    @jd.schedule(f, target="cpu")
+    def _(s, cfg):
+        (t,) = s["Y"].axis
+        o, _ = s.split(t, 18)
+        s.parallel(o)
+        (i,), (k,) = s["P"].axis, s["P"].reduce_axis
+        s.reorder(k, i)
+        s.compute_at(s["P"], s["Y"], o, block_buffer=private)
+    if not private:
+        with pytest.raises(jd.ScheduleError, match="blocks of P .* overlap"):
+            f(x)
+        return
+    for _ in range(5):
+        np.testing.assert_allclose(f(x), np.repeat(x.sum(1), 7) * 2, rtol=1e-10)
+
+
 def test_a_guard_reading_a_buffer_of_the_loop_does_not_bound_it(rng):
     """The review's case: a where-clause reading T, computed at the reduction loop k,
     made partition_loops bound k by `m - T_l[0]`, read before T_l existed (an IR

@@ -323,9 +323,9 @@ class _ExprText:
         if not dtypes.is_float(src):
             if fn in (Intrin.FLOOR, Intrin.CEIL, Intrin.ROUND, Intrin.TRUNC):
                 return a
-            if fn == Intrin.ABS:
-                return f"(({C_TYPE[src]})({a} < 0 ? -{a} : {a}))" if dtypes.is_signed(src) \
-                    else a
+            if fn == Intrin.ABS:        # (negated as unsigned: abs(INT_MIN) wraps, no UB)
+                return f"(({C_TYPE[src]})({a} < 0 ? 0 - ({UNSIGNED[src]}){a} : " \
+                    f"({UNSIGNED[src]}){a}))" if dtypes.is_signed(src) else a
             if fn == Intrin.SIGN:      # (unsigned: 0 or 1; x < 0 would be a warning)
                 return f"jd_sign<{C_TYPE[src]}>({a})" if dtypes.is_signed(src) \
                     else f"(({C_TYPE[src]})({a} != 0))"
@@ -904,7 +904,9 @@ def _fits_int32(stmt, launch, nthreads, ranges):
             if s.kind.bound:         # the launch extent, when larger (guarded)
                 launched = launch.get(s.kind.value)
                 ext = max(ext, launched if isinstance(launched, int) else INF)
-            ranges[s.var] = (lo, top + ext - 1)
+            # (a loop split into a main part and a tail has one variable: both ranges)
+            old = ranges.get(s.var, (lo, top + ext - 1))
+            ranges[s.var] = (min(lo, old[0]), max(top + ext - 1, old[1]))
             # (+ nthreads: the flat loop of a block's copy steps past its end)
             if not (lo32 <= lo and top + ext + nthreads <= hi32):
                 return False

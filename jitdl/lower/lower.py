@@ -119,6 +119,7 @@ class _Builder:
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
         self.output_ids = set()
         self.same = {}          # size Var -> the equal size Var used for it
+        self.widened = set()    # ids of region starts with a bounded `//` (_widened_form)
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -150,7 +151,7 @@ class _Builder:
                     reads.append(([substitute(i, xsub) for i in acc.indices], xr))
         out = []
         for d, ax in enumerate(pst.tensor.op.axes):
-            lo_form, lo, hi = None, None, None
+            lo_form, lo, hi, widened = None, None, None, False
             for idx, ranges in reads:
                 f = _offset_form(idx[d], ranges)
                 if f is None:
@@ -158,6 +159,7 @@ class _Builder:
                                      ranges)
                 if f is None:
                     f, ranges = _widened_form(idx[d], ranges)
+                    widened = widened or f is not None
                 if f is None:
                     lo_form = "any"
                     break
@@ -185,6 +187,8 @@ class _Builder:
                 term = v if c == 1 else v * c
                 expr = term if expr is None else expr + term
             expr = Const(lo, "int64") if expr is None else expr + lo if lo else expr
+            if widened:
+                self.widened.add(id(expr))
             out.append((expr, hi - lo + 1))
         return out
 
@@ -328,7 +332,7 @@ class _Builder:
                 if local is None:
                     for m in leaves[:leaves.index(n) + 1]:
                         if axes[m].kind == ForKind.PARALLEL:
-                            _disjoint_blocks(p, t, m, loopvar[m], reg)
+                            _disjoint_blocks(p, t, m, loopvar[m], reg, self.widened)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
 
         def nest(names, inner, attach=True, over=False):
@@ -486,19 +490,21 @@ class _Builder:
             nest(rloops, update), Store(buf, out_index, Load(pos, zero))))))
 
 
-def _disjoint_blocks(p, t, loop, var, reg):
+def _disjoint_blocks(p, t, loop, var, reg, widened=()):
     """Producer p, computed into its whole buffer at a loop inside parallel loop `loop`
     of t: the blocks two of its iterations compute must not overlap (both would write
     the same elements at once; an accumulating block races outright). Refused unless
     the block's start moves by at least its extent along some axis; a start that is not
     affine in the loop variable (a fused loop's f // n: the automatic schedule's fused
-    batch and row-block loops) is taken as disjoint."""
+    batch and row-block loops) is taken as disjoint, except a region's own bound of a
+    `//` (`widened`: ids of such starts), which moves by at least its step // divisor."""
     steps = []
     for (lo, ext), ax in zip(reg, p.tensor.op.axes):
         f = affine(lo)
-        if any(k != 1 and not isinstance(k, Var) and var in free_vars(k) for k in f):
+        odd = [k for k in f if k != 1 and not isinstance(k, Var) and var in free_vars(k)]
+        if odd and id(lo) not in widened:
             return
-        c = abs(f.get(var, 0))
+        c = _least_step(f, odd, var) if odd else abs(f.get(var, 0))
         if isinstance(ext, int) and c >= ext:
             return
         steps.append(f"{ax.name}: {ext if isinstance(ext, int) else expr_text(ext)} from "
@@ -509,6 +515,21 @@ def _disjoint_blocks(p, t, loop, var, reg):
         f"elements at once. Compute {p.tensor.name} at a loop inside {loop} whose blocks "
         "do not overlap, keep its block private (block_buffer=True), or make the loop "
         "serial")
+
+
+def _least_step(f, atoms, var):
+    """The least a start of form f moves when `var` moves by one, where its one term in
+    var is c * (a // n) with a affine in var (a widened region's start); 0 otherwise."""
+    if len(atoms) != 1 or f.get(var, 0):
+        return 0
+    (k,) = atoms
+    if not (isinstance(k, Binary) and k.op == BinOp.FLOORDIV and isinstance(k.b, Const)
+            and k.b.value > 0):
+        return 0
+    fa = affine(k.a)
+    if any(x != 1 and x is not var and var in free_vars(x) for x in fa):
+        return 0
+    return abs(f[k]) * (abs(fa.get(var, 0)) // int(k.b.value))
 
 
 def _offset_form(e, ranges):

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import _foreign_dtype, apply, numpy_accepts
+from jitdl.eager import _foreign_dtype, apply, array_module_function, numpy_accepts
 from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import manipulation as man
@@ -218,7 +218,8 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
     except UnsupportedDtypeError:       # (dtypes jitdl does not compile: NumPy's own)
         if _sym(*arrays) if isinstance(arrays, _LISTS) else _sym(arrays):
             raise
-        return np.concatenate(arrays, axis, out, dtype=dtype, casting=casting)
+        return array_module_function("concatenate", np.concatenate, (arrays, out), {})(
+            arrays, axis, out, dtype=dtype, casting=casting)
 
 
 concatenate.numpy_fallback = np.concatenate     # (its own: no wrapper on the common call)

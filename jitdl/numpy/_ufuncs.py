@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply, fast_state, kernel_dtype, numpy_accepts
+from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
+                          numpy_accepts)
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
@@ -90,7 +91,8 @@ def _unary(name, doc):
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
-            return np_fn(x, out=out, **_given(dtype, casting, where))
+            return array_module_function(name, np_fn, (x, out), {})(
+                x, out=out, **_given(dtype, casting, where))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -148,7 +150,8 @@ def _binary(name, doc):
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
-            return np_fn(x1, x2, out=out, **_given(dtype, casting, where))
+            return array_module_function(name, np_fn, (x1, x2, out), {})(
+                x1, x2, out=out, **_given(dtype, casting, where))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
