@@ -443,3 +443,23 @@ def test_modulo_by_a_size_that_may_be_zero_is_not_proven():
         return jd.tensor((2 * X.shape[0],), lambda i: X[i % X.shape[0]])
     same(tile(np.arange(3.0)), np.tile(np.arange(3.0), 2))
     same(tile(np.arange(0.0)), np.zeros(0))
+
+
+@pytest.mark.parametrize("name", ["power", "clip"])
+def test_power_and_clip_take_where_and_order_like_ufuncs(name):
+    """NumPy's power is a ufunc and its clip forwards ufunc keywords: where= with out=
+    keeps out's elements where the mask is False; order= is accepted; a non-bool mask
+    is NumPy's error."""
+    rng = np.random.default_rng(7)
+    a, b = np.abs(rng.standard_normal((4, 5))) + 0.1, rng.standard_normal((4, 5))
+    args = (a, b) if name == "power" else (b, -0.5, 0.5)
+    mask = rng.random((4, 5)) > 0.5
+    want, got = rng.standard_normal((4, 5)), None
+    got = want.copy()
+    r = getattr(jnp, name)(*args, out=got, where=mask)
+    getattr(np, name)(*args, out=want, where=mask)
+    assert r is got
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(getattr(jnp, name)(*args, order="F"), getattr(np, name)(*args))
+    with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
+        getattr(jnp, name)(*args, out=got, where=np.ones((4, 5)))

@@ -14,6 +14,7 @@ from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
+from jitdl.runtime.cuda import is_device_array
 
 _ndarray = np.ndarray
 _MISS = FAST_RESULTS[FAST_FALLBACK]     # what a direct entry returns for a call it does not serve
@@ -46,6 +47,10 @@ def _where_out(out, result, where, casting):
     own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if not isinstance(out, np.ndarray):
+        if is_device_array(out) and is_device_array(result):
+            array_module_function("copyto", np.copyto, (out,), {})(
+                out, result, casting=casting, where=where)
+            return out
         raise ArgumentError(f"out= must be a NumPy array with where=, got "
                             f"{type(out).__name__}", user_loc())
     np.copyto(out, result, casting=casting, where=where)
@@ -250,8 +255,11 @@ def _integral(x):
     return t is int or t is bool
 
 
-def power(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
+def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
+    _options(where, order)
+    if where is not True and out is not None:
+        return _where_out(out, power(x1, x2, dtype=dtype, casting=casting), where, casting)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
     if ints and not is_symbolic(x2) and np.any(np.less(x2, 0)):
@@ -284,8 +292,12 @@ _CLIP_NAMES = ("a", "a_min", "a_max")
 
 
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A002
-         dtype=None, casting="same_kind"):
+         where=True, casting="same_kind", order="K", dtype=None):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
+    _options(where, order)
+    if where is not True and out is not None:
+        return _where_out(out, clip(a, a_min, a_max, min=min, max=max, dtype=dtype,
+                                    casting=casting), where, casting)
     if min is not None:
         if a_min is not None:
             raise TypeError("clip() got both a_min and min: pass one of them")
