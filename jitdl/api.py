@@ -653,12 +653,17 @@ class Function:
                           until="schedule")
         return low.schedule
 
-    def config_space(self, *args, **kwargs):
+    def config_space(self, *args, target=None, **kwargs):
         """The knobs of the schedule (the user's for the target, or the automatic one)
         for these arguments: len() configs, iterable, .sample(n, seed=...). A knob that
         the schedule declares only for some value of a choice knob is in the space; in a
-        config where it does not apply, its value is not used."""
-        return self._space(self._specs(self._args(args, kwargs)))
+        config where it does not apply, its value is not used. `target=` ("cpu" or
+        "cuda") gives that target's space instead of the arguments' own (the GPU's knobs
+        from NumPy arrays of the intended shapes, on any machine)."""
+        if "target" in self.param_names and target is not None:
+            kwargs["target"], target = target, None     # (the definition's own parameter)
+        return self._space(self._specs(self._args(args, kwargs)),
+                           targets.get(target) if target is not None else None)
 
     def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches: a float

@@ -410,3 +410,14 @@ def test_a_producer_fused_into_matmul_rows_keeps_the_tiles():
     h = h * 0.5 * (1 + np.vectorize(erf)(h / np.sqrt(2)))
     close(got, h @ w2.T, rtol=1e-4, atol=1e-4)
     assert str(low.func).count("(shared)") >= 4          # both matmuls tiled
+
+
+def test_config_space_of_another_target():
+    """config_space(target="cuda") on NumPy arrays lists the GPU schedule's knobs (the
+    tile sizes), on a machine without a GPU; the CPU's space is the arguments' own."""
+    a = f32(256, 256)
+    gpu = matmul.config_space(a, a, target="cuda")
+    assert {"C.tm", "C.tn", "C.bk"} <= set(gpu.knobs)
+    assert set(matmul.config_space(a, a).knobs) != set(gpu.knobs)
+    assert set(matmul.config_space(a, a, target="cpu").knobs) == \
+        set(matmul.config_space(a, a).knobs)
