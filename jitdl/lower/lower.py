@@ -119,7 +119,8 @@ class _Builder:
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
         self.output_ids = set()
         self.same = {}          # size Var -> the equal size Var used for it
-        self.widened = set()    # ids of region starts with a bounded `//` (_widened_form)
+        # region starts with a bounded `//` (_widened_form), by id (kept alive: no reuse)
+        self.widened = {}
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -188,7 +189,7 @@ class _Builder:
                 expr = term if expr is None else expr + term
             expr = Const(lo, "int64") if expr is None else expr + lo if lo else expr
             if widened:
-                self.widened.add(id(expr))
+                self.widened[id(expr)] = expr
             out.append((expr, hi - lo + 1))
         return out
 
