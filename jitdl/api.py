@@ -40,6 +40,7 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
 _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
 _GRAPHS_KEPT = 8                  # traces kept per function (for inspection and tuning)
+_UNSET = object()                 # a keyword argument not given (None may be a value)
 
 
 class Text(str):
@@ -653,15 +654,17 @@ class Function:
                           until="schedule")
         return low.schedule
 
-    def config_space(self, *args, target=None, **kwargs):
+    def config_space(self, *args, target=_UNSET, **kwargs):
         """The knobs of the schedule (the user's for the target, or the automatic one)
         for these arguments: len() configs, iterable, .sample(n, seed=...). A knob that
         the schedule declares only for some value of a choice knob is in the space; in a
         config where it does not apply, its value is not used. `target=` ("cpu" or
         "cuda") gives that target's space instead of the arguments' own (the GPU's knobs
         from NumPy arrays of the intended shapes, on any machine)."""
-        if "target" in self.param_names and target is not None:
-            kwargs["target"], target = target, None     # (the definition's own parameter)
+        if "target" in self.param_names and target is not _UNSET:
+            kwargs["target"] = target                   # (the definition's own parameter)
+        if target is _UNSET or "target" in self.param_names:
+            target = None
         return self._space(self._specs(self._args(args, kwargs)),
                            targets.get(target) if target is not None else None)
 

@@ -421,3 +421,11 @@ def test_config_space_of_another_target():
     assert set(matmul.config_space(a, a).knobs) != set(gpu.knobs)
     assert set(matmul.config_space(a, a, target="cpu").knobs) == \
         set(matmul.config_space(a, a).knobs)
+
+
+def test_config_space_of_a_definition_with_a_target_parameter():
+    """A definition's own parameter named `target` takes config_space's target= (None
+    too); the space is then the arguments' own target's."""
+    f = jd.compute(static=("target",))(lambda A, B, target: A + B)
+    a = f32(8, 8)
+    assert len(f.config_space(a, a, target=None)) == len(f.config_space(a, a, None))

@@ -463,3 +463,15 @@ def test_power_and_clip_take_where_and_order_like_ufuncs(name):
     np.testing.assert_allclose(getattr(jnp, name)(*args, order="F"), getattr(np, name)(*args))
     with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
         getattr(jnp, name)(*args, out=got, where=np.ones((4, 5)))
+
+
+def test_power_where_masks_out_negative_integer_exponents():
+    """Only the elements where= computes are checked for negative integer exponents
+    (the review's case: NumPy computes the rest, jitdl raised for a masked -2)."""
+    i = np.arange(-2, 4).reshape(2, 3)
+    want, got = np.full((2, 3), 7), np.full((2, 3), 7)
+    np.power(2, i, where=i >= 0, out=want)
+    jnp.power(2, i, where=i >= 0, out=got)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        jnp.power(2, i, where=i >= -1, out=got)

@@ -35,7 +35,8 @@ def _options(where, order):
     if order not in ("K", "A", "C", "F"):
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     if where is not True and not is_symbolic(where):
-        kind = np.asarray(where).dtype
+        # (a GPU mask has its dtype: np.asarray would copy it, which CuPy refuses)
+        kind = where.dtype if hasattr(where, "dtype") else np.asarray(where).dtype
         if kind != np.bool_:
             raise ArgumentError(f"Cannot cast array data from dtype('{kind}') to "
                                 f"dtype('bool') according to the rule 'safe' (where=)",
@@ -258,12 +259,18 @@ def _integral(x):
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     _options(where, order)
-    if where is not True and out is not None:
-        return _where_out(out, power(x1, x2, dtype=dtype, casting=casting), where, casting)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
-    if ints and not is_symbolic(x2) and np.any(np.less(x2, 0)):
+    if ints and not is_symbolic(x2) and not is_symbolic(where) and np.any(
+            np.less(x2, 0) if where is True else np.less(x2, 0) & where):
+        # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
+    if where is not True and out is not None:
+        return _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
+    return _power(x1, x2, out, dtype, casting)
+
+
+def _power(x1, x2, out, dtype, casting):
     if dtype is not None:
         static = _POWER + (("dtype", kernel_dtype("power", dtype, np.power, (x1, x2),
                                                   casting)),)
