@@ -475,3 +475,32 @@ def test_power_where_masks_out_negative_integer_exponents():
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="negative integer powers"):
         jnp.power(2, i, where=i >= -1, out=got)
+
+
+@pytest.mark.parametrize("where", [1, 0, None, np.int64(1), 1.0, [1, 0, 1, 0], np.array(True),
+                                   np.arange(4), np.array(1)])
+def test_ufunc_where_takes_what_numpy_casts(where):
+    """where= of a ufunc: Python numbers, None, NumPy scalars and lists are cast to bool
+    as NumPy casts them; arrays (0-d too) must be bool (NumPy's TypeError)."""
+    a, b = np.arange(4.0) * 1.5, np.ones(4)
+    want, got = np.full(4, 9.0), np.full(4, 9.0)
+    try:
+        np.add(a, b, out=want, where=where)
+    except TypeError:
+        with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
+            jnp.add(a, b, out=got, where=where)
+        return
+    assert jnp.add(a, b, out=got, where=where) is got
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ufunc_order_and_a_tuple_of_none_out():
+    a, b = np.arange(4.0), np.ones(4)
+    for order in ("c", "f", "a", "k", None):
+        np.testing.assert_array_equal(jnp.add(a, b, order=order), a + b)
+    with pytest.raises(TypeError, match="order must be str"):
+        jnp.add(a, b, order=3)
+    with pytest.raises(ValueError, match="order must be one of"):
+        jnp.add(a, b, order="X")
+    got = jnp.multiply(a, b, out=(None,), where=a > 1)      # (a fresh result)
+    np.testing.assert_array_equal(got[a > 1], (a * b)[a > 1])

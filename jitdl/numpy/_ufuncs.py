@@ -31,22 +31,32 @@ def _given(dtype, casting, where=True):
 
 
 def _options(where, order):
-    """NumPy's errors for a ufunc's order= and a where= mask that is not bool."""
-    if order not in ("K", "A", "C", "F"):
+    """A ufunc's where= as the call uses it, after NumPy's errors for order= and a mask:
+    an array mask must be bool; Python numbers, None (False), NumPy scalars and lists are
+    cast to bool as NumPy casts them; a mask that is True everywhere as a scalar is True."""
+    if order is not None and not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__name__}")
+    if order is not None and order.upper() not in ("K", "A", "C", "F"):
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
-    if where is not True and not is_symbolic(where):
+    if where is True or is_symbolic(where):
+        return where
+    if isinstance(where, np.ndarray) or is_device_array(where):
         # (a GPU mask has its dtype: np.asarray would copy it, which CuPy refuses)
-        kind = where.dtype if hasattr(where, "dtype") else np.asarray(where).dtype
-        if kind != np.bool_:
-            raise ArgumentError(f"Cannot cast array data from dtype('{kind}') to "
+        if where.dtype != np.bool_:
+            raise ArgumentError(f"Cannot cast array data from dtype('{where.dtype}') to "
                                 f"dtype('bool') according to the rule 'safe' (where=)",
                                 user_loc())
+        return where
+    mask = np.asarray(where, dtype=bool)
+    return True if mask.ndim == 0 and mask else mask
 
 
 def _where_out(out, result, where, casting):
     """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
     own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if out is None:                 # (out=(None,): a fresh result, as without out=)
+        return result
     if not isinstance(out, np.ndarray):
         if is_device_array(out) and is_device_array(result):
             array_module_function("copyto", np.copyto, (out,), {})(
@@ -86,7 +96,7 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
-            _options(where, order)
+            where = _options(where, order)
             if where is not True and out is not None:
                 return _where_out(out, ufunc(x, dtype=dtype, casting=casting), where, casting)
             if casting != "same_kind" and dtype is None:
@@ -143,7 +153,7 @@ def _binary(name, doc):
                         if t2 is _ndarray:
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
-            _options(where, order)
+            where = _options(where, order)
             if where is not True and out is not None:
                 return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting), where,
                                   casting)
@@ -258,7 +268,7 @@ def _integral(x):
 
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
-    _options(where, order)
+    where = _options(where, order)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
     if ints and not is_symbolic(x2) and not is_symbolic(where) and np.any(
@@ -301,7 +311,7 @@ _CLIP_NAMES = ("a", "a_min", "a_max")
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A002
          where=True, casting="same_kind", order="K", dtype=None):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
-    _options(where, order)
+    where = _options(where, order)
     if where is not True and out is not None:
         return _where_out(out, clip(a, a_min, a_max, min=min, max=max, dtype=dtype,
                                     casting=casting), where, casting)
