@@ -661,9 +661,11 @@ class Function:
         config where it does not apply, its value is not used. `target=` ("cpu" or
         "cuda") gives that target's space instead of the arguments' own (the GPU's knobs
         from NumPy arrays of the intended shapes, on any machine)."""
-        if "target" in self.param_names and target is not _UNSET:
-            kwargs["target"] = target                   # (the definition's own parameter)
-        if target is _UNSET or "target" in self.param_names:
+        if "target" in self.param_names:       # the definition's own parameter
+            if target is not _UNSET:
+                kwargs["target"] = target
+            target = None
+        elif target is _UNSET:
             target = None
         return self._space(self._specs(self._args(args, kwargs)),
                            targets.get(target) if target is not None else None)

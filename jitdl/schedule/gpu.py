@@ -198,8 +198,8 @@ def tile_matmul(s, name, target, cfg=None):
     conflict. (On an H100, SGEMM 4096^3: 41 TFLOP/s; 38 with one run of 8 columns; 13.9
     with 4 x 4 per thread and 64 x 64 tiles, the earlier default.)"""
     op = s.stages[name].tensor.op
-    return _tile(s, name, target, cfg, [a.name for a in op.axes[:-2]], [op.axes[-2].name],
-                 [op.axes[-1].name], [op.reduce_axes[0].name])
+    return _tile(s, name, target, cfg, [a.name for a in op.axes[:-2]], op.axes[-2].name,
+                 op.axes[-1].name, [op.reduce_axes[0].name])
 
 
 def _contraction(s, st):
@@ -259,15 +259,13 @@ def tile_contraction(s, name, target, cfg=None):
     s.reorder(*[Axis(name, n) for n in batch + rows + cols + ks])
     i = s.fuse(*[Axis(name, n) for n in rows]).name if len(rows) > 1 else rows[0]
     j = s.fuse(*[Axis(name, n) for n in cols]).name if len(cols) > 1 else cols[0]
-    return _tile(s, name, target, cfg, batch, [i], [j], ks)
+    return _tile(s, name, target, cfg, batch, i, j, ks)
 
 
-def _tile(s, name, target, cfg, batch, rows, cols, ks):
-    """Tile a stage whose loops are batch..., i, j, k, window... (rows == [i], cols ==
-    [j]): see tile_matmul."""
+def _tile(s, name, target, cfg, batch, i, j, ks):
+    """Tile a stage whose loops are batch..., i, j, k, window...: see tile_matmul."""
     st = s.stages[name]
     op = st.tensor.op
-    (i,), (j,) = rows, cols
     k, window = ks[0], ks[1:]
     ext = {n: st.axes[n].extent for n in st.leaves}
 
@@ -277,8 +275,8 @@ def _tile(s, name, target, cfg, batch, rows, cols, ks):
     # 128-row tiles, or 64-row ones where 128 would leave multiprocessors idle or the
     # rows are no more than 64
     blocks = math.prod(ext[n] for n in batch) * -(-ext[i] // 128) * -(-ext[j] // 128)
-    rows_ = [16, 8, 32] if blocks >= target.multiprocessors and ext[i] > 64 else [8, 16, 32]
-    ty, tx = knob("ty", rows_), knob("tx", [16, 8, 32])
+    rows = [16, 8, 32] if blocks >= target.multiprocessors and ext[i] > 64 else [8, 16, 32]
+    ty, tx = knob("ty", rows), knob("tx", [16, 8, 32])
     # a step of k covers about 16 products of the two operands' tiles
     per = math.prod(ext[n] for n in window)
     steps = max(1, round(16 / per))
