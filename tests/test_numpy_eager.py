@@ -459,7 +459,8 @@ def test_power_and_clip_take_where_and_order_like_ufuncs(name):
     r = getattr(jnp, name)(*args, out=got, where=mask)
     getattr(np, name)(*args, out=want, where=mask)
     assert r is got
-    np.testing.assert_array_equal(got, want)
+    # (the kept elements are equal; CUDA's pow may differ from the host's in the last bit)
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
     np.testing.assert_allclose(getattr(jnp, name)(*args, order="F"), getattr(np, name)(*args))
     with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
         getattr(jnp, name)(*args, out=got, where=np.ones((4, 5)))

@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from jitdl.errors import ArgumentError, CompileError, OutArgumentError
-from jitdl.runtime.kernel import KernelChecks, _tree_code
+from jitdl.runtime.kernel import DEVICE_KEYS, KernelChecks, _tree_code, size_pattern
 
 _lock = threading.Lock()
 _backend = []
@@ -80,6 +80,7 @@ class CupyBackend:
         self.to_host = cupy.asnumpy
         self.from_host = cupy.asarray
         self.may_share_memory = cupy.may_share_memory
+        DEVICE_KEYS[cupy.ndarray] = _cupy_key
 
     def asarray(self, a):
         return a if type(a) is self.cupy.ndarray else self.cupy.asarray(a)
@@ -127,8 +128,20 @@ class CupyBackend:
     def launch(self, handle, grid, block, shared_bytes, args):
         handle(grid, block, args, shared_mem=shared_bytes)    # on the current stream
 
+    def launcher(self, handle):
+        """f(grid, block, args): a launch without dynamic shared memory (CuPy's function
+        is one)."""
+        return handle
+
     def synchronize(self):
         self.cupy.cuda.get_current_stream().synchronize()
+
+
+def _cupy_key(a, dynamic):
+    """other_key of a CuPy array (its type, shape or size pattern, dtype and GPU) without
+    the generic path's attribute probes and Device object."""
+    shape = a.shape
+    return (type(a), size_pattern(shape) if dynamic else shape, a.dtype, a.data.device_id)
 
 
 class _Launch:
@@ -206,14 +219,18 @@ class CudaKernel(KernelChecks):
                     kind = getattr(self.device, "array_type", None)
                     # (CuPy's arrays say whether they are C-contiguous in an attribute;
                     # .flags builds an object per call)
-                    self.plain = (k.fn, grid, k.block, self.out_specs[0], kind,
+                    launcher = getattr(self.device, "launcher", None)
+                    launch = (launcher(k.fn) if launcher is not None else
+                              lambda grid, block, args, fn=k.fn:
+                              self.device.launch(fn, grid, block, 0, args))
+                    self.plain = (launch, grid, k.block, self.out_specs[0], kind,
                                   hasattr(kind, "_c_contiguous"))
 
     def run(self, args, out=None):
         plain = self.plain
         if plain is not None and out is None:
             dev = self.device
-            fn, grid, block, (shape, dt), kind, flag = plain
+            launch, grid, block, (shape, dt), kind, flag = plain
             values = []
             for i in self.array_pos:
                 a = args[i]
@@ -223,7 +240,7 @@ class CudaKernel(KernelChecks):
                 values.append(a)
             y = dev.empty(shape, dt)
             values.append(y)
-            dev.launch(fn, grid, block, 0, values)
+            launch(grid, block, values)
             return y
         if self.int_checks:
             self._check_ints(args)

@@ -143,6 +143,9 @@ def other_key(a, dynamic=False):
     t = type(a)
     if t in _WEAK_SCALARS:          # (the common case: a Python number)
         return t
+    keyer = DEVICE_KEYS.get(t)
+    if keyer is not None:
+        return keyer(a, dynamic)
     if isinstance(a, _ndarray):
         shape = tuple(a.shape)
         return (t, size_pattern(shape) if dynamic else shape, a.dtype)
@@ -151,6 +154,10 @@ def other_key(a, dynamic=False):
         return (t, size_pattern(shape) if dynamic else shape, a.dtype,
                 getattr(getattr(a, "device", None), "id", None))
     return t
+
+
+DEVICE_KEYS = {}    # a GPU array type -> f(a, dynamic): other_key's value for it, by a
+#                     shorter path (the GPU backend registers its own array type)
 
 
 def call_key(args, static_pos=(), dynamic_pos=()):
