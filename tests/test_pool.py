@@ -213,3 +213,20 @@ def test_a_kernel_dropped_before_the_pool_is_built():
     r = run_child(code, {"JITDL_CACHE": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "True"
+
+
+def test_heap_buffers_are_noalias_for_llvm():
+    """A kernel's heap buffers come from one out-of-line function whose result is marked
+    noalias: without it LLVM could not keep a register tile that accumulates into a heap
+    intermediate in registers (each multiply-add loaded and stored its element)."""
+    @jd.compute
+    def qk(Q, K):
+        return jnp.matmul(Q, jnp.transpose(K, (0, 2, 1))) * 0.125
+
+    q = np.random.default_rng(5).standard_normal((2, 256, 64)).astype(np.float32)
+    text = qk.llvm_ir(q, q, optimized=False)
+    assert "(global)" in str(qk.lower(q, q))
+    heads = [line for line in text.splitlines() if line.startswith("define") and ".alloc" in line]
+    assert len(heads) == 1 and "noalias ptr" in heads[0] and "noinline" in heads[0]
+    np.testing.assert_allclose(qk(q, q), q.astype(np.float64) @ q.transpose(0, 2, 1) * 0.125,
+                               rtol=1e-5, atol=1e-5)

@@ -239,9 +239,11 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
         else:
             outer.append(Axis(dname, a.name))
     s.reorder(*outer, jo, *inner, ji)
-    # the block stays in C's own buffer: LLVM keeps an in-place unrolled block in
-    # vector registers, not a block-sized local copy
-    s.compute_at(s[name], s[dname], jo, block_buffer=False)
+    # the block in a block-sized buffer of its own: an unrolled block LLVM keeps in vector
+    # registers, which the epilogue reads from the stack (in C's whole buffer the block
+    # was stored to memory the rest of the kernel never reads: Q @ K^T * 0.125 on one
+    # thread took 4.7 ms against 3.9)
+    s.compute_at(s[name], s[dname], jo)
     if "vectorize" in allow:
         s.vectorize(ji)
     return True
