@@ -505,3 +505,39 @@ def test_ufunc_order_and_a_tuple_of_none_out():
         jnp.add(a, b, order="X")
     got = jnp.multiply(a, b, out=(None,), where=a > 1)      # (a fresh result)
     np.testing.assert_array_equal(got[a > 1], (a * b)[a > 1])
+
+
+def test_clip_bounds_follow_numpy_2():
+    """Both positional bounds or neither (then min=/max=, each optional); a missing
+    positional bound is a TypeError, both kinds together a ValueError, as NumPy 2."""
+    a = np.random.default_rng(11).standard_normal((3, 5))
+    for call in (lambda m: m.clip(a), lambda m: m.clip(a, None, None),
+                 lambda m: m.clip(a, min=-0.5), lambda m: m.clip(a, max=0.25),
+                 lambda m: m.clip(a, min=-0.5, max=None), lambda m: m.clip(a, -0.5, 0.5)):
+        np.testing.assert_array_equal(call(jnp), call(np))
+    for call, error in ((lambda m: m.clip(a, -1), TypeError),
+                        (lambda m: m.clip(a, a_max=1), TypeError),
+                        (lambda m: m.clip(a, -1, None, max=2), ValueError),
+                        (lambda m: m.clip(a, None, 1, min=0), ValueError)):
+        with pytest.raises(error):
+            call(np)
+        with pytest.raises(error):
+            call(jnp)
+
+
+@pytest.mark.parametrize("order", ["F", "f", "A", "C", "K"])
+def test_ufunc_order_gives_numpy_layout(order):
+    """order='F' returns a Fortran-ordered result, 'A' one when the array arguments all
+    are; the values are NumPy's either way."""
+    rng = np.random.default_rng(12)
+    c = rng.standard_normal((4, 6))
+    f = np.asfortranarray(rng.standard_normal((4, 6)))
+    for call in (lambda m: m.exp(f, order=order), lambda m: m.add(c, f, order=order),
+                 lambda m: m.multiply(f, 2.0, order=order),
+                 lambda m: m.power(np.abs(f), 1.5, order=order),
+                 lambda m: m.clip(f, -0.5, 0.5, order=order)):
+        got, want = call(jnp), call(np)
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+        if order not in "Kk":
+            assert got.flags.f_contiguous == want.flags.f_contiguous
+            assert got.flags.c_contiguous == want.flags.c_contiguous

@@ -51,6 +51,23 @@ def _options(where, order):
     return True if mask.ndim == 0 and mask else mask
 
 
+def _layout(result, order, args):
+    """A fresh result in the memory order order= asks for: 'F' Fortran order, 'A' Fortran
+    when every array argument is (and not also C order), else C order, which is what the
+    kernels write ('K', NumPy's default, follows the inputs' layout there: jitdl's
+    results are C-ordered whatever the inputs'; the values are the same)."""
+    if order is None or order in "KkCc" or is_symbolic(result) or getattr(result, "ndim", 0) < 2:
+        return result
+    if order in "Aa":
+        arrays = [a for a in args if hasattr(a, "flags") and getattr(a, "ndim", 0) >= 2]
+        if not arrays or not all(a.flags.f_contiguous and not a.flags.c_contiguous
+                                 for a in arrays):
+            return result
+    if isinstance(result, tuple):
+        return tuple(_layout(r, "F", args) for r in result)
+    return array_module_function("asfortranarray", np.asfortranarray, (result,), {})(result)
+
+
 def _where_out(out, result, where, casting):
     """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
     own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
@@ -101,9 +118,11 @@ def _unary(name, doc):
                 return _where_out(out, ufunc(x, dtype=dtype, casting=casting), where, casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
-            return apply(name, ew.unary, (x,), static if dtype is None else
-                         static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,), casting)),),
-                         out, casting=casting, broadcast_out=True)
+            result = apply(name, ew.unary, (x,), static if dtype is None else
+                           static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,),
+                                                            casting)),),
+                           out, casting=casting, broadcast_out=True)
+            return result if out is not None else _layout(result, order, (x,))
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
@@ -159,10 +178,11 @@ def _binary(name, doc):
                                   casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
-            return apply(name, ew.binary, (x1, x2), static if dtype is None else
-                         static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
-                                                          casting)),),
-                         out, casting=casting, broadcast_out=True)
+            result = apply(name, ew.binary, (x1, x2), static if dtype is None else
+                           static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
+                                                            casting)),),
+                           out, casting=casting, broadcast_out=True)
+            return result if out is not None else _layout(result, order, (x1, x2))
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
@@ -277,7 +297,8 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True and out is not None:
         return _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
-    return _power(x1, x2, out, dtype, casting)
+    result = _power(x1, x2, out, dtype, casting)
+    return result if out is not None else _layout(result, order, (x1, x2))
 
 
 def _power(x1, x2, out, dtype, casting):
@@ -308,21 +329,27 @@ def round(a, decimals=0, out=None):  # noqa: A001
 _CLIP_NAMES = ("a", "a_min", "a_max")
 
 
-def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A002
+_UNSET = object()        # (clip's bounds: None is a bound that clips nothing)
+
+
+def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # noqa: A002
          where=True, casting="same_kind", order="K", dtype=None):
-    """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates."""
+    """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
+    NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
+    min= and max=, each optional), never both kinds."""
+    if a_min is _UNSET and a_max is _UNSET:
+        a_min = None if min is _UNSET else min
+        a_max = None if max is _UNSET else max
+    elif a_min is _UNSET or a_max is _UNSET:
+        missing = "a_min" if a_min is _UNSET else "a_max"
+        raise TypeError(f"clip() missing 1 required positional argument: '{missing}'")
+    elif min is not _UNSET or max is not _UNSET:
+        raise ValueError("clip(): the keyword arguments `min` and `max` cannot be passed "
+                         "together with `a_min` and `a_max`; give the bounds one way")
     where = _options(where, order)
     if where is not True and out is not None:
-        return _where_out(out, clip(a, a_min, a_max, min=min, max=max, dtype=dtype,
-                                    casting=casting), where, casting)
-    if min is not None:
-        if a_min is not None:
-            raise TypeError("clip() got both a_min and min: pass one of them")
-        a_min = min
-    if max is not None:
-        if a_max is not None:
-            raise TypeError("clip() got both a_max and max: pass one of them")
-        a_max = max
+        return _where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
+                          where, casting)
     if isinstance(a, (list, tuple)):
         a = np.asarray(a)                   # (its dtype decides the bounds, as NumPy's)
     dt = dtype if dtype is not None else getattr(a, "dtype", None)
@@ -339,8 +366,9 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None,  # noqa: A0
         static += (("dtype", kernel_dtype("clip", dtype, np.clip, (a, a_min, a_max),
                                           casting)),)
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
-    return apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
-                 tuple(n for _, n in given), casting=casting, broadcast_out=True)
+    result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
+                   tuple(n for _, n in given), casting=casting, broadcast_out=True)
+    return result if out is not None else _layout(result, order, (a,))
 
 
 _WHERE_NAMES = ("condition", "x", "y")
