@@ -56,15 +56,17 @@ def _layout(result, order, args):
     when every array argument is (and not also C order), else C order, which is what the
     kernels write ('K', NumPy's default, follows the inputs' layout there: jitdl's
     results are C-ordered whatever the inputs'; the values are the same)."""
-    if order is None or order in "KkCc" or is_symbolic(result) or getattr(result, "ndim", 0) < 2:
+    if order is None or order in "KkCc":
         return result
     if order in "Aa":
         arrays = [a for a in args if hasattr(a, "flags") and getattr(a, "ndim", 0) >= 2]
         if not arrays or not all(a.flags.f_contiguous and not a.flags.c_contiguous
                                  for a in arrays):
             return result
-    if isinstance(result, tuple):
+    if isinstance(result, tuple):           # (divmod, modf, frexp: each result)
         return tuple(_layout(r, "F", args) for r in result)
+    if is_symbolic(result) or getattr(result, "ndim", 0) < 2:
+        return result
     return array_module_function("asfortranarray", np.asfortranarray, (result,), {})(result)
 
 
