@@ -536,9 +536,23 @@ def test_ufunc_order_gives_numpy_layout(order):
                  lambda m: m.multiply(f, 2.0, order=order),
                  lambda m: m.power(np.abs(f), 1.5, order=order),
                  lambda m: m.clip(f, -0.5, 0.5, order=order),
-                 lambda m: m.divmod(f, 0.3, order=order)[1]):
+                 lambda m: m.clip(f, np.zeros((4, 6)), 0.5, order=order),
+                 lambda m: m.add(f, f, order=order, out=(None,)),
+                 lambda m: m.exp(f.astype(np.float16), order=order),
+                 lambda m: m.add(f.astype(np.complex128), 1, order=order)):
         got, want = call(jnp), call(np)
         np.testing.assert_allclose(got, want, rtol=1e-15)
         if order not in "Kk":
             assert got.flags.f_contiguous == want.flags.f_contiguous
             assert got.flags.c_contiguous == want.flags.c_contiguous
+
+
+def test_clip_of_a_python_number_is_an_array_of_it():
+    """NumPy makes a Python number `a` an array first: its dtype is strong against the
+    bounds' (int with a float32 bound: float64), and an int bound past int64 clips
+    nothing."""
+    for call in (lambda m: m.clip(7, None, np.float32(0.5)), lambda m: m.clip(7, 1, 2 ** 70),
+                 lambda m: m.clip(True, 0, 1), lambda m: m.clip(3, 0.5, 1),
+                 lambda m: m.clip(-2.5, -1, 1)):
+        got, want = call(jnp), call(np)
+        assert got == want and np.asarray(got).dtype == np.asarray(want).dtype

@@ -24,10 +24,17 @@ _PY = (float, int, bool)
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
 
 
-def _given(dtype, casting, where=True):
+def _given(dtype, casting, where=True, order="K"):
     """The keywords a call gave NumPy's function (np.fix, not a ufunc, takes none)."""
-    return {k: v for k, v in (("dtype", dtype), ("casting", casting), ("where", where))
-            if v is not None and v is not True and not (k == "casting" and v == "same_kind")}
+    return {k: v for k, v in (("dtype", dtype), ("casting", casting), ("where", where),
+                              ("order", order))
+            if v is not None and v is not True and not (k == "casting" and v == "same_kind")
+            and not (k == "order" and v in ("K", "k"))}
+
+
+def _fresh(out):
+    """Whether a call's out= asks for a new result (None, or NumPy's (None,))."""
+    return out is None or isinstance(out, tuple) and len(out) == 1 and out[0] is None
 
 
 def _options(where, order):
@@ -63,8 +70,6 @@ def _layout(result, order, args):
         if not arrays or not all(a.flags.f_contiguous and not a.flags.c_contiguous
                                  for a in arrays):
             return result
-    if isinstance(result, tuple):           # (divmod, modf, frexp: each result)
-        return tuple(_layout(r, "F", args) for r in result)
     if is_symbolic(result) or getattr(result, "ndim", 0) < 2:
         return result
     return array_module_function("asfortranarray", np.asfortranarray, (result,), {})(result)
@@ -117,19 +122,20 @@ def _unary(name, doc):
                     return run((x,))
             where = _options(where, order)
             if where is not True and out is not None:
-                return _where_out(out, ufunc(x, dtype=dtype, casting=casting), where, casting)
+                return _where_out(out, ufunc(x, dtype=dtype, casting=casting, order=order),
+                                  where, casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
             result = apply(name, ew.unary, (x,), static if dtype is None else
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return result if out is not None else _layout(result, order, (x,))
+            return _layout(result, order, (x,)) if _fresh(out) else result
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
             return array_module_function(name, np_fn, (x, out), {})(
-                x, out=out, **_given(dtype, casting, where))
+                x, out=out, **_given(dtype, casting, where, order))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -176,20 +182,20 @@ def _binary(name, doc):
                         return run((x1, x2))
             where = _options(where, order)
             if where is not True and out is not None:
-                return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting), where,
-                                  casting)
+                return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting,
+                                             order=order), where, casting)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
             result = apply(name, ew.binary, (x1, x2), static if dtype is None else
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return result if out is not None else _layout(result, order, (x1, x2))
+            return _layout(result, order, (x1, x2)) if _fresh(out) else result
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
             return array_module_function(name, np_fn, (x1, x2, out), {})(
-                x1, x2, out=out, **_given(dtype, casting, where))
+                x1, x2, out=out, **_given(dtype, casting, where, order))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
@@ -298,9 +304,10 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True and out is not None:
-        return _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
+        return _where_out(out, _layout(_power(x1, x2, None, dtype, casting), order,
+                                       (x1, x2)), where, casting)
     result = _power(x1, x2, out, dtype, casting)
-    return result if out is not None else _layout(result, order, (x1, x2))
+    return _layout(result, order, (x1, x2)) if _fresh(out) else result
 
 
 def _power(x1, x2, out, dtype, casting):
@@ -350,10 +357,11 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
                          "together with `a_min` and `a_max`; give the bounds one way")
     where = _options(where, order)
     if where is not True and out is not None:
-        return _where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
-                          where, casting)
-    if isinstance(a, (list, tuple)):
-        a = np.asarray(a)                   # (its dtype decides the bounds, as NumPy's)
+        return _where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting,
+                                    order=order), where, casting)
+    if isinstance(a, (list, tuple)) or type(a) in (bool, int, float, complex) and not (
+            is_symbolic(a_min) or is_symbolic(a_max)):
+        a = np.asarray(a)     # (its dtype decides the bounds, as NumPy's: a strong type)
     dt = dtype if dtype is not None else getattr(a, "dtype", None)
     if dt is not None and np.dtype(dt).kind in "iu":
         # a Python int lower bound below the integers' range (an upper one above it) clips
@@ -370,7 +378,7 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
     result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
                    tuple(n for _, n in given), casting=casting, broadcast_out=True)
-    return result if out is not None else _layout(result, order, (a,))
+    return _layout(result, order, (a, a_min, a_max)) if _fresh(out) else result
 
 
 _WHERE_NAMES = ("condition", "x", "y")
