@@ -62,7 +62,7 @@ def run_everything_on_gpu(backend=None):
             return apply(name, builder, operands, static, out, names, **options)
         moved = tuple(dev.from_host(_native(np.asarray(a)))
                       if isinstance(a, (np.ndarray, list, tuple)) else a for a in operands)
-        if out is None or isinstance(out, tuple) and out == (None,):
+        if out is None or isinstance(out, tuple) and len(out) == 1 and out[0] is None:
             return host(apply(name, builder, moved, static, out, names, **options))
         # out= goes to the GPU too (its own elements with it: where= keeps them), so
         # that the GPU path's out= handling (casting, broadcasting into it) is what runs
