@@ -556,3 +556,32 @@ def test_clip_of_a_python_number_is_an_array_of_it():
                  lambda m: m.clip(-2.5, -1, 1)):
         got, want = call(jnp), call(np)
         assert got == want and np.asarray(got).dtype == np.asarray(want).dtype
+
+
+def test_review_cases_of_numpy_semantics():
+    """Cases a differential fuzz against NumPy found: NaN reductions with initial=/where=
+    (NumPy's function computes them), take/repeat of a 0-d array along axis 0, an
+    integer power whose Python-int exponent does not fit (OverflowError before the
+    negative-exponent ValueError), where= with an out= of the wrong rank, and round of
+    int8 to tens and hundreds (no wrap in between)."""
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, -1.0]])
+    m = np.array([[True, True, False], [True, False, True]])
+    for call in (lambda n: n.nanmax(x, initial=5), lambda n: n.nanmin(x, axis=1, initial=0, where=m),
+                 lambda n: n.nansum(x, where=m), lambda n: n.nanmean(x, axis=0, where=m),
+                 lambda n: n.nansum(x, axis=1, initial=2.0, keepdims=True),
+                 lambda n: n.repeat(np.array(7), 2, axis=0),
+                 lambda n: n.take(np.array(7.5), [0, 0], axis=-1),
+                 lambda n: n.round(np.array([-128, 127, -50, 50, -51, 105], np.int8), -2),
+                 lambda n: n.round(np.array([0, 255, 250, 149], np.uint8), -1)):
+        with np.errstate(all="ignore"):
+            want = call(np)
+        got = call(jnp)
+        np.testing.assert_array_equal(got, want)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+    for n in (np, jnp):
+        with pytest.raises(OverflowError):
+            n.power(np.array([2], np.uint8), -1)
+        with pytest.raises(ValueError, match="negative integer powers"):
+            n.power(np.array([2], np.int8), -1)
+        with pytest.raises(ValueError, match="non-broadcastable output"):
+            n.negative(np.ones((1, 3)), out=np.zeros(3), where=np.array([True, False, True]))

@@ -337,11 +337,21 @@ def roll(a, shift, axis=None):
                  names=("a",))
 
 
+def _as_1d_if_scalar(a, axis):
+    """A 0-d array (or number) with axis 0 or -1 as NumPy's take and repeat treat it: an
+    array of one element."""
+    if axis is None or _sym(a) or np.ndim(a) != 0 or not isinstance(
+            axis, (int, np.integer)) or axis not in (0, -1):
+        return a
+    return a.reshape(1) if hasattr(a, "reshape") else np.reshape(a, (1,))
+
+
 def take(a, indices, axis=None, out=None, mode="raise"):
     """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    a = _as_1d_if_scalar(a, axis)
     static = (("axis", None if axis is None else operator.index(axis)), ("mode", mode))
     if not isinstance(indices, np.ndarray) and not is_device_array(indices) \
             and not is_symbolic(indices):
@@ -383,6 +393,7 @@ def _take_error(a, indices, axis):
 
 def repeat(a, repeats, axis=None):
     """numpy.repeat: each element `repeats` times (an int, or one count per element)."""
+    a = _as_1d_if_scalar(a, axis)
     reps = _counts(repeats)
     if isinstance(reps, tuple) and len(reps) == 1:
         reps = reps[0]

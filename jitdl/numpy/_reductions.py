@@ -251,8 +251,30 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
                  ("a", "weights"))
 
 
-def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+_NO = object()      # (a keyword not given: NumPy's own defaults then)
+
+
+def _by_numpy(name, a, axis, out, keepdims, **given):
+    """A NaN reduction with initial= or where=, which its kernel lacks: NumPy's function
+    (CuPy's on GPU arrays) computes it; inside a definition an error saying so."""
+    if is_symbolic(a):
+        raise ArgumentError(f"{name}(): {' and '.join(f'{k}=' for k in given)} is not "
+                            f"supported inside a definition (on arrays NumPy computes it)",
+                            user_loc())
+    from jitdl.eager import array_module_function
+    fn = array_module_function(name, getattr(np, name), (a, out), {})
+    return fn(a, axis=axis, out=out, keepdims=keepdims, **given)
+
+
+def _extra(initial, where):
+    return {k: v for k, v in (("initial", initial), ("where", where)) if v is not _NO}
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """Sum treating NaN as zero (numpy.nansum)."""
+    if initial is not _NO or where is not _NO:
+        return _by_numpy("nansum", a, axis, out, keepdims, dtype=dtype,
+                         **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "nansum")
@@ -260,22 +282,28 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
                  out, _A)
 
 
-def nanmax(a, axis=None, out=None, keepdims=False):
+def nanmax(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """The largest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmax)."""
+    if initial is not _NO or where is not _NO:
+        return _by_numpy("nanmax", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("nanmax", red.nanmax, (a,), _static(axis, keepdims), out, _A)
 
 
-def nanmin(a, axis=None, out=None, keepdims=False):
+def nanmin(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """The smallest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmin)."""
+    if initial is not _NO or where is not _NO:
+        return _by_numpy("nanmin", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("nanmin", red.nanmin, (a,), _static(axis, keepdims), out, _A)
 
 
-def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
     """The mean of the non-NaN elements (numpy.nanmean)."""
+    if where is not _NO:
+        return _by_numpy("nanmean", a, axis, out, keepdims, dtype=dtype, where=where)
     if axis is not None:
         axis = _axis_of(a, axis)
     if isinstance(out, np.ndarray) and out.dtype.kind not in "fc":
@@ -298,11 +326,11 @@ STATUS.update({
             "int64)",
     "average": "partial: returned=True is not supported; weights broadcast against a "
                "(NumPy wants them 1-d along axis or a's shape)",
-    "nansum": "partial: no initial=/where=",
-    "nanmax": "partial: no initial=/where=; an all-NaN slice gives NaN without NumPy's "
-              "RuntimeWarning",
-    "nanmin": "partial: no initial=/where=; an all-NaN slice gives NaN without NumPy's "
-              "RuntimeWarning",
-    "nanmean": "partial: no where=",
+    "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
+    "nanmax": "partial: initial=/where= by NumPy's function (on arrays only); an all-NaN "
+              "slice gives NaN without NumPy's RuntimeWarning",
+    "nanmin": "partial: initial=/where= by NumPy's function (on arrays only); an all-NaN "
+              "slice gives NaN without NumPy's RuntimeWarning",
+    "nanmean": "partial: where= by NumPy's function (on arrays only)",
     "count_nonzero": "done (returns np.int64 for axis=None, as NumPy 2)",
 })

@@ -10,7 +10,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
                           numpy_accepts)
-from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
+from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
@@ -81,6 +81,11 @@ def _where_out(out, result, where, casting):
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if out is None:                 # (out=(None,): a fresh result, as without out=)
         return result
+    shape = tuple(getattr(out, "shape", ()))
+    loop = np.broadcast_shapes(shape, tuple(np.shape(result)))
+    if loop != shape:               # (np.copyto would drop the result's leading 1s)
+        raise ShapeError(f"non-broadcastable output operand with shape {shape} doesn't "
+                         f"match the broadcast shape {loop}", user_loc())
     if not isinstance(out, np.ndarray):
         if is_device_array(out) and is_device_array(result):
             array_module_function("copyto", np.copyto, (out,), {})(
@@ -294,12 +299,23 @@ def _integral(x):
     return t is int or t is bool
 
 
+def _fits(x2, x1):
+    """Whether a Python int exponent fits x1's integer dtype (NEP 50: else the call is
+    an OverflowError, which the kernel's argument check raises, before any check of a
+    negative exponent)."""
+    dt = getattr(x1, "dtype", None)
+    if type(x2) is not int or dt is None or np.dtype(dt).kind not in "iu":
+        return True
+    info = np.iinfo(dt)
+    return info.min <= x2 <= info.max
+
+
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     where = _options(where, order)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
-    if ints and not is_symbolic(x2) and not is_symbolic(where) and np.any(
+    if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x2, x1) and np.any(
             np.less(x2, 0) if where is True else np.less(x2, 0) & where):
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")

@@ -446,12 +446,18 @@ def round_(x, decimals=0):
         if decimals >= 0:
             return elementwise(lambda a: a, x)
         f = 10 ** -decimals
+        if f > 2 ** 62:                 # (past every integer type's range: all 0)
+            return elementwise(lambda a: _k(0, a), x)
 
-        def rnd(a):
+        def rnd(v):
+            # in int64: the remainder's double and the rounded multiple of f can leave a
+            # narrow type (round(int8(-128), -2) is -100, not a wrapped -200)
+            a = _c(v, "int64")
             q = _b(BinOp.FLOORDIV, a, _k(f, a))
             r2 = _b(BinOp.MUL, _b(BinOp.SUB, a, _b(BinOp.MUL, q, _k(f, a))), _k(2, a))
             up = _or(_gt(r2, f), _and(_eq(r2, f), _eq(_b(BinOp.MOD, q, _k(2, a)), 1)))
-            return _b(BinOp.MUL, _b(BinOp.ADD, q, _sel(up, _k(1, a), _k(0, a))), _k(f, a))
+            return _c(_b(BinOp.MUL, _b(BinOp.ADD, q, _sel(up, _k(1, a), _k(0, a))),
+                         _k(f, a)), v.dtype)
         return elementwise(rnd, x)
     if decimals == 0:
         return elementwise(_rint, x)
