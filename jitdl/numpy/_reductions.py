@@ -9,7 +9,7 @@ import builtins
 import functools
 
 from jitdl import dtypes
-from jitdl.eager import apply as _apply
+from jitdl.eager import apply as _apply, array_module_function
 import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
@@ -261,7 +261,6 @@ def _by_numpy(name, a, axis, out, keepdims, **given):
         raise ArgumentError(f"{name}(): {' and '.join(f'{k}=' for k in given)} is not "
                             f"supported inside a definition (on arrays NumPy computes it)",
                             user_loc())
-    from jitdl.eager import array_module_function
     fn = array_module_function(name, getattr(np, name), (a, out), {})
     return fn(a, axis=axis, out=out, keepdims=keepdims, **given)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from jitdl import dtypes
 from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
                           numpy_accepts)
 from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
@@ -58,12 +57,13 @@ def _options(where, order):
     return True if mask.ndim == 0 and mask else mask
 
 
-def _layout(result, order, args):
-    """A fresh result in the memory order order= asks for: 'F' Fortran order, 'A' Fortran
-    when every array argument is (and not also C order), else C order, which is what the
-    kernels write ('K', NumPy's default, follows the inputs' layout there: jitdl's
-    results are C-ordered whatever the inputs'; the values are the same)."""
-    if order is None or order in "KkCc":
+def _layout(result, order, args, out):
+    """A fresh result (out= None or (None,)) in the memory order order= asks for: 'F'
+    Fortran order, 'A' Fortran when every array argument is (and not also C order), else
+    C order, which is what the kernels write ('K', NumPy's default, follows the inputs'
+    layout there: jitdl's results are C-ordered whatever the inputs'; the values are the
+    same). A result written into out= keeps out's layout."""
+    if order is None or order in "KkCc" or not _fresh(out):
         return result
     if order in "Aa":
         arrays = [a for a in args if hasattr(a, "flags") and getattr(a, "ndim", 0) >= 2]
@@ -127,15 +127,15 @@ def _unary(name, doc):
                     return run((x,))
             where = _options(where, order)
             if where is not True and out is not None:
-                return _where_out(out, ufunc(x, dtype=dtype, casting=casting, order=order),
-                                  where, casting)
+                return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
+                                          where, casting), order, (x,), out)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
             result = apply(name, ew.unary, (x,), static if dtype is None else
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return _layout(result, order, (x,)) if _fresh(out) else result
+            return _layout(result, order, (x,), out)
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
@@ -187,15 +187,15 @@ def _binary(name, doc):
                         return run((x1, x2))
             where = _options(where, order)
             if where is not True and out is not None:
-                return _where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting,
-                                             order=order), where, casting)
+                return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
+                                          where, casting), order, (x1, x2), out)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
             result = apply(name, ew.binary, (x1, x2), static if dtype is None else
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return _layout(result, order, (x1, x2)) if _fresh(out) else result
+            return _layout(result, order, (x1, x2), out)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
@@ -320,10 +320,10 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True and out is not None:
-        return _where_out(out, _layout(_power(x1, x2, None, dtype, casting), order,
-                                       (x1, x2)), where, casting)
-    result = _power(x1, x2, out, dtype, casting)
-    return _layout(result, order, (x1, x2)) if _fresh(out) else result
+        result = _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
+    else:
+        result = _power(x1, x2, out, dtype, casting)
+    return _layout(result, order, (x1, x2), out)
 
 
 def _power(x1, x2, out, dtype, casting):
@@ -373,8 +373,8 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
                          "together with `a_min` and `a_max`; give the bounds one way")
     where = _options(where, order)
     if where is not True and out is not None:
-        return _where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting,
-                                    order=order), where, casting)
+        return _layout(_where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
+                                  where, casting), order, (a, a_min, a_max), out)
     if isinstance(a, (list, tuple)) or type(a) in (bool, int, float, complex) and not (
             is_symbolic(a_min) or is_symbolic(a_max)):
         a = np.asarray(a)     # (its dtype decides the bounds, as NumPy's: a strong type)
@@ -394,7 +394,7 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
     result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
                    tuple(n for _, n in given), casting=casting, broadcast_out=True)
-    return _layout(result, order, (a, a_min, a_max)) if _fresh(out) else result
+    return _layout(result, order, (a, a_min, a_max), out)
 
 
 _WHERE_NAMES = ("condition", "x", "y")
