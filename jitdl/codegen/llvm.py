@@ -42,7 +42,8 @@ _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ:
          CmpOp.NE: "!="}
 _LIBM = {Intrin.TANH: "tanh", Intrin.ERF: "erf", Intrin.TAN: "tan", Intrin.ATAN: "atan",
          Intrin.LOG1P: "log1p", Intrin.EXPM1: "expm1", Intrin.SIN: "sin", Intrin.COS: "cos",
-         Intrin.LOG: "log"}
+         Intrin.LOG: "log", Intrin.ASIN: "asin", Intrin.ACOS: "acos", Intrin.EXP2: "exp2",
+         Intrin.LOG2: "log2", Intrin.LOG10: "log10"}
 _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
                Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
                Intrin.ABS: "llvm.fabs"}
@@ -313,6 +314,9 @@ class FunctionCodegen:
             return self.per_lane(lambda *xs: self.libm(name, ty.element, *xs), *args)
         fname = name + ("f" if ty == F32 else "")
         fn = self.gen.declare(fname, ty, [a.type for a in args])
+        # pure: errno is never read, so one expression's repeated calls CSE into one
+        fn.attributes.add("readnone")
+        fn.attributes.add("nounwind")
         return self.b.call(fn, list(args))
 
     def intrin_value(self, fn, x, src):

@@ -5,6 +5,8 @@ the common call (no dtype=) builds nothing per call.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
@@ -21,6 +23,43 @@ _MISS = FAST_RESULTS[FAST_FALLBACK]     # what a direct entry returns for a call
 
 _PY = (float, int, bool)
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
+
+
+_NARROW = frozenset(map(np.dtype, ("bool", "int8", "uint8")))
+
+
+@functools.lru_cache(maxsize=None)
+def _half_loop(np_fn, dts):
+    """Whether NumPy runs np_fn's float16 loop for operands of these dtypes (Python types
+    for numbers: NEP 50's weak scalars)."""
+    try:
+        return np_fn.resolve_dtypes(dts + (None,) * np_fn.nout)[-1] == np.float16
+    except Exception:       # (no loop: the kernel's own error follows)
+        return False
+
+
+def _half(np_fn, operands):
+    """Whether NumPy computes these operands in float16 (a float function of bool, int8 or
+    uint8 arrays): jitdl has no float16, so on arrays NumPy's function answers (the same
+    float32 arithmetic rounded to float16); inside a definition the result is float32."""
+    dts, narrow = [], False
+    for a in operands:
+        if type(a) in (int, float, complex):
+            dts.append(type(a))
+            continue
+        if type(a) is bool:         # (NumPy's bool: a Python bool is not a weak scalar)
+            dts.append(np.dtype(bool))
+            continue
+        if is_symbolic(a):
+            return False
+        dt = getattr(a, "dtype", None)
+        if dt is None:
+            if not isinstance(a, (list, tuple)):
+                return False
+            dt = np.asarray(a).dtype
+        narrow |= dt in _NARROW
+        dts.append(dt)
+    return narrow and _half_loop(np_fn, tuple(dts))
 
 
 def _given(dtype, casting, where=True, order="K"):
@@ -121,6 +160,8 @@ def _unary(name, doc):
                     key = (s, x.dtype)
                     run = table.get(key)
                     if run is None:
+                        if x.dtype in _NARROW and _half(np_fn, (x,)):
+                            raise UnsupportedDtypeError(name)
                         return apply(name, ew.unary, (x,), static, None, None, table, key,
                                      direct)
                     last[0] = (s, x.dtype, run)
@@ -129,6 +170,8 @@ def _unary(name, doc):
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
                                           where, casting), order, (x,), out)
+            if dtype is None and _fresh(out) and _half(np_fn, (x,)):
+                raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
             result = apply(name, ew.unary, (x,), static if dtype is None else
@@ -180,6 +223,8 @@ def _binary(name, doc):
                     if key is not None:
                         run = table.get(key)
                         if run is None:
+                            if _half(np_fn, (x1, x2)):
+                                raise UnsupportedDtypeError(name)
                             return apply(name, ew.binary, (x1, x2), static, None, None, table,
                                          key, direct)
                         if t2 is _ndarray:
@@ -189,6 +234,8 @@ def _binary(name, doc):
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
                                           where, casting), order, (x1, x2), out)
+            if dtype is None and _fresh(out) and _half(np_fn, (x1, x2)):
+                raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
             result = apply(name, ew.binary, (x1, x2), static if dtype is None else
@@ -313,6 +360,8 @@ def _fits(x2, x1):
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     where = _options(where, order)
+    if dtype is None and _fresh(out) and _half(np.power, (x1, x2)):
+        raise UnsupportedDtypeError("power")        # (NumPy's function answers)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
     if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x2, x1) and np.any(
@@ -357,11 +406,33 @@ _CLIP_NAMES = ("a", "a_min", "a_max")
 _UNSET = object()        # (clip's bounds: None is a bound that clips nothing)
 
 
+_clip_table = fast_state({})     # (shape, dtype, bound types) -> the kernel's call
+_BOUND = (float, int, type(None))
+
+
 def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # noqa: A002
          where=True, casting="same_kind", order="K", dtype=None):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
     NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
     min= and max=, each optional), never both kinds."""
+    t_lo, t_hi = type(a_min), type(a_max)
+    if type(a) is _ndarray and t_lo in _BOUND and t_hi in _BOUND and a.dtype.kind == "f" \
+            and out is None and dtype is None and where is True and order == "K" \
+            and casting == "same_kind" and min is _UNSET and max is _UNSET \
+            and (t_lo is not int or -_I64 <= a_min < _I64) \
+            and (t_hi is not int or -_I64 <= a_max < _I64):
+        # the common call, clip(float array, number or None, number or None): one lookup
+        key = (a.shape, a.dtype, t_lo, t_hi)
+        run = _clip_table.get(key)
+        given = (a,) if a_min is None else (a, a_min)
+        given = given if a_max is None else given + (a_max,)
+        if run is not None:
+            return run(given)
+        return apply("clip", ew.clip, given, (("lo", a_min is not None),
+                                              ("hi", a_max is not None)), None,
+                     tuple(n for v, n in zip((a, a_min, a_max), _CLIP_NAMES)
+                           if v is not None), _clip_table, key, casting=casting,
+                     broadcast_out=True)
     if a_min is _UNSET and a_max is _UNSET:
         a_min = None if min is _UNSET else min
         a_max = None if max is _UNSET else max
@@ -466,8 +537,9 @@ __all__ = list(_UNARY_DOCS) + list(_BINARY_DOCS) + [
 
 STATUS = {n: "done" for n in __all__}
 STATUS.update({
-    "sqrt": "partial: float32 where NumPy gives float16 (int8/uint8/bool inputs), as every "
-            "transcendental function here (jitdl has no float16)",
+    "sqrt": "done (float16 results of bool/int8/uint8 arrays, as every float function here: "
+            "NumPy's own function on arrays; float32 inside a definition, which has no "
+            "float16)",
     "power": "partial: the negative-integer-exponent ValueError is raised on arrays; inside "
              "a definition an integer to a negative power gives 0, also for bases 1 and -1",
     "round": "partial: decimals must be a static int",

@@ -20,7 +20,6 @@ from jitdl.ops.core import any_size, elementwise, operand, scalar_result, typed
 
 _LN2 = math.log(2.0)
 _INV_LN2 = 1.0 / _LN2
-_INV_LN10 = 1.0 / math.log(10.0)
 
 
 # -- scalar helpers -------------------------------------------------------------------------
@@ -106,22 +105,6 @@ def _reciprocal(a):
     return _b(BinOp.DIV, _k(1, a), a)
 
 
-def _exp2(a):
-    return _b(BinOp.POW, _k(2.0, a), a)        # pow is exact on integers, unlike exp(a ln2)
-
-
-def _log_base(inv_ln, base):
-    def f(a):
-        r = _b(BinOp.MUL, _call(Intrin.LOG, a), _k(inv_ln, a))
-        n = _call(Intrin.ROUND, r)             # exact powers of the base give exact results
-        # (of normal numbers only: 10.0 ** -45 rounds to float32's least subnormal)
-        tiny = _k(float(np.finfo(a.dtype).tiny), a)
-        exact = _and(_eq(_b(BinOp.POW, _k(base, a), n), a),
-                     build.compare(CmpOp.GE, a, tiny))
-        return _sel(exact, n, r)
-    return f
-
-
 def _cbrt(a):
     x = _call(Intrin.ABS, a)
     y = _b(BinOp.POW, x, _k(1.0 / 3.0, a))
@@ -129,20 +112,6 @@ def _cbrt(a):
                            _k(3.0, a)))        # one Newton step
     special = _or(_eq(x, 0), _or(_isnan(a), _call(Intrin.ISINF, a)))
     return _sel(special, a, _odd_sign(a, y))
-
-
-def _sqrt1m(a):
-    """sqrt(1 - a^2) as sqrt((1 - a)(1 + a)), accurate near |a| = 1."""
-    one = _k(1.0, a)
-    return _call(Intrin.SQRT, _b(BinOp.MUL, _b(BinOp.SUB, one, a), _b(BinOp.ADD, one, a)))
-
-
-def _arcsin(a):
-    return _b(BinOp.ATAN2, a, _sqrt1m(a))      # |a| > 1: sqrt gives NaN, so does atan2
-
-
-def _arccos(a):
-    return _b(BinOp.ATAN2, _sqrt1m(a), a)      # arccos(1) = +0
 
 
 def _half_exp(x):
@@ -225,19 +194,19 @@ UNARY = {
     "reciprocal": (np.reciprocal, _reciprocal),
     "square": (np.square, lambda a: _b(BinOp.MUL, a, a)),
     "exp": (np.exp, lambda a: _call(Intrin.EXP, a)),
-    "exp2": (np.exp2, _exp2),
+    "exp2": (np.exp2, lambda a: _call(Intrin.EXP2, a)),
     "expm1": (np.expm1, lambda a: _call(Intrin.EXPM1, a)),
     "log": (np.log, lambda a: _call(Intrin.LOG, a)),
-    "log2": (np.log2, _log_base(_INV_LN2, 2.0)),
-    "log10": (np.log10, _log_base(_INV_LN10, 10.0)),
+    "log2": (np.log2, lambda a: _call(Intrin.LOG2, a)),
+    "log10": (np.log10, lambda a: _call(Intrin.LOG10, a)),
     "log1p": (np.log1p, lambda a: _call(Intrin.LOG1P, a)),
     "sqrt": (np.sqrt, lambda a: _call(Intrin.SQRT, a)),
     "cbrt": (np.cbrt, _cbrt),
     "sin": (np.sin, lambda a: _call(Intrin.SIN, a)),
     "cos": (np.cos, lambda a: _call(Intrin.COS, a)),
     "tan": (np.tan, lambda a: _call(Intrin.TAN, a)),
-    "arcsin": (np.arcsin, _arcsin),
-    "arccos": (np.arccos, _arccos),
+    "arcsin": (np.arcsin, lambda a: _call(Intrin.ASIN, a)),
+    "arccos": (np.arccos, lambda a: _call(Intrin.ACOS, a)),
     "arctan": (np.arctan, lambda a: _call(Intrin.ATAN, a)),
     "sinh": (np.sinh, _sinh),
     "cosh": (np.cosh, _cosh),
@@ -333,7 +302,7 @@ def _logaddexp(base2):
         m = _b(BinOp.MAX, a, b)
         d = -_call(Intrin.ABS, _b(BinOp.SUB, a, b))
         if base2:
-            t = _b(BinOp.MUL, _call(Intrin.LOG1P, _exp2(d)), _k(_INV_LN2, a))
+            t = _b(BinOp.MUL, _call(Intrin.LOG1P, _call(Intrin.EXP2, d)), _k(_INV_LN2, a))
         else:
             t = _call(Intrin.LOG1P, _call(Intrin.EXP, d))
         equal = _b(BinOp.ADD, a, _k(1.0 if base2 else _LN2, a))   # inf, inf: inf
