@@ -585,3 +585,18 @@ def test_review_cases_of_numpy_semantics():
             n.power(np.array([2], np.int8), -1)
         with pytest.raises(ValueError, match="non-broadcastable output"):
             n.negative(np.ones((1, 3)), out=np.zeros(3), where=np.array([True, False, True]))
+
+
+def test_astype_to_dtypes_jitdl_does_not_compile_and_device():
+    """astype to uint16 / float16 is NumPy's (found by the array API test suite, which
+    raised TypeError there); device= is the array API's: "cpu" or None for NumPy arrays."""
+    a = np.arange(-3, 5)
+    for dt in (np.uint16, "float16", np.complex64):
+        got = jnp.astype(a, dt)
+        assert got.dtype == np.dtype(dt)
+        np.testing.assert_array_equal(got, a.astype(dt))
+    np.testing.assert_array_equal(jnp.astype(a, np.float32, device="cpu"), a.astype(np.float32))
+    with pytest.raises(ValueError, match="device"):
+        jnp.astype(a, np.float32, device="gpu")
+    assert jnp.__array_api_version__ == np.__array_api_version__
+    assert jnp.__array_namespace_info__ is np.__array_namespace_info__

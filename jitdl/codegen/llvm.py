@@ -357,6 +357,9 @@ class FunctionCodegen:
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
         if fn == Intrin.TANH and elem(ty) == F32:
             return self.gen.math.tanh(b, x)
+        if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
+            return self.gen.math.sincos(b, x, fn == Intrin.COS,
+                                        lambda: self.libm(_LIBM[fn], ty, x))
         if fn in _LIBM:
             return self.libm(_LIBM[fn], ty, x)
         if fn == Intrin.SIGN:

@@ -22,6 +22,15 @@ _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
            -3.33332819422e-1)
 
+# sin and cos on [-pi/4, pi/4] (Cephes sinf / cosf): sin r = r + r^3 S(r^2),
+# cos r = 1 - r^2 / 2 + r^4 C(r^2)
+_SIN_P = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
+_COS_P = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
+# pi / 2 as the sum of three float32s, for the reduction x - j pi/2 by fused multiply-adds
+_PIO2 = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)
+# below this the three-part reduction is within an ulp; above it (and for inf, NaN) libm
+_SINCOS_REDUCED = 65536.0
+
 
 class MathLib:
     def __init__(self, gen):
@@ -106,6 +115,50 @@ class MathLib:
         small = self._madd(b, b.fmul(p, z), x, x)
         r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
+
+    def sincos(self, b, x, cos, slow):
+        """float32 sin (cos when `cos`) of a scalar or vector x, within 2 ulp: x = j pi/2
+        + r with |r| <= pi/4 by three fused multiply-adds, then the quadrant j picks
+        +-sin r or +-cos r, each a short polynomial. Lanes beyond 65536 (and inf, NaN) get
+        slow() (libm), computed only when a lane needs it."""
+        ty = x.type
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))        # (NaN is big too)
+        ax = b.select(big, c(0.0), ax)
+        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+        nj = b.fneg(j)
+        r = ax
+        for part in _PIO2:
+            r = self._intr(b, "llvm.fma", ty, nj, c(part), r)
+        z = b.fmul(r, r)
+        s = self._madd(b, b.fmul(r, z), self._horner(b, _SIN_P, z), r)
+        co = self._madd(b, b.fmul(z, z), self._horner(b, _COS_P, z),
+                        self._madd(b, z, c(-0.5), c(1.0)))
+        q = b.fptosi(j, i32)
+        odd = b.icmp_unsigned("!=", b.and_(q, const(i32, 1)), const(i32, 0))
+        if cos:         # cos |x|: cos r, -sin r, -cos r, sin r by quadrant
+            v = b.select(odd, s, co)
+            flip = b.and_(b.add(q, const(i32, 1)), const(i32, 2))
+        else:           # sin x = sign(x) sin |x|: sin r, cos r, -sin r, -cos r
+            v = b.select(odd, co, s)
+            flip = b.xor(b.and_(q, const(i32, 2)),
+                         b.lshr(b.bitcast(x, i32), const(i32, 30)))
+            flip = b.and_(flip, const(i32, 2))
+        v = b.bitcast(b.xor(b.bitcast(v, i32), b.shl(flip, const(i32, 30))), ty)
+        any_big = big
+        if isinstance(ty, ir.VectorType):
+            fn = self.gen.declare(f"llvm.vector.reduce.or.{suffix(big.type)}", I1, [big.type])
+            any_big = b.call(fn, [big])
+        fast_end = b.block
+        with b.if_then(any_big, likely=False):
+            mixed = b.select(big, slow(), v)
+            slow_end = b.block
+        out = b.phi(ty)
+        out.add_incoming(v, fast_end)
+        out.add_incoming(mixed, slow_end)
+        return out
 
     def float_mod(self, b, a, c):
         """NumPy's remainder: the sign of the divisor."""

@@ -36,6 +36,11 @@ from jitdl.numpy._reductions import *  # noqa: F401,F403
 from jitdl.numpy._ufuncs import *  # noqa: F401,F403
 from jitdl.te.tensor import WHOLE
 
+# the array API's version and inspection namespace are NumPy's (whose arrays these are)
+__array_api_version__ = getattr(_np, "__array_api_version__", "2023.12")
+if hasattr(_np, "__array_namespace_info__"):
+    __array_namespace_info__ = _np.__array_namespace_info__
+
 _MODULES = (_ufuncs, _reductions, _manipulation, _linalg)
 __all__ = [n for m in _MODULES for n in m.__all__]
 

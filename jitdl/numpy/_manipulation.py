@@ -174,8 +174,15 @@ def copy(a, order="K"):
     return apply("copy", man.copy, (a,), names=("a",))
 
 
-def astype(x, dtype, /, *, copy=True):
-    """The array API's astype: x's elements converted to `dtype` (a kernel)."""
+def astype(x, dtype, /, *, copy=True, device=None):
+    """The array API's astype: x's elements converted to `dtype` (a kernel; to a dtype
+    jitdl does not compile, such as uint16 or float16, NumPy's own on arrays). The
+    result stays on x's device: device= may only name that one ("cpu" for NumPy's)."""
+    if device is not None and not (device == "cpu" and not is_device_array(x)) and \
+            device != getattr(x, "device", None):
+        raise ValueError(f'astype(): device= must be x\'s device, got {device!r}')
+    if _foreign_dtype(dtype) and not _sym(x):
+        raise UnsupportedDtypeError(f"astype(): dtype {dtype}")   # (NumPy's function)
     dt = dtypes.normalize(dtype)
     if not copy and not _sym(x) and isinstance(x, np.ndarray) and x.dtype == dt:
         return x

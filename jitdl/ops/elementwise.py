@@ -135,23 +135,29 @@ def _cosh(a):
     return _sel(_lt(x, 20.0), small, _half_exp(x))
 
 
+def _log2x(x, small_arg):
+    """log1p(small_arg), or log(2 x) where x is so large that log1p(x) is log(x) to the
+    last bit (1 / x below half an ulp of log x) and x^2 could overflow: one log per
+    element, not two."""
+    big = _gt(x, 1e8 if x.dtype == "float32" else 1e17)
+    return _b(BinOp.ADD, _call(Intrin.LOG1P, _sel(big, x, small_arg)),
+              _sel(big, _k(_LN2, x), _k(0.0, x)))
+
+
 def _arcsinh(a):
     x = _call(Intrin.ABS, a)
     x2 = _b(BinOp.MUL, x, x)
     one = _k(1.0, a)
-    small = _call(Intrin.LOG1P, _b(BinOp.ADD, x, _b(BinOp.DIV, x2, _b(
-        BinOp.ADD, one, _call(Intrin.SQRT, _b(BinOp.ADD, one, x2))))))
-    big = _b(BinOp.ADD, _call(Intrin.LOG, x), _k(_LN2, a))    # x^2 would overflow
-    return _odd_sign(a, _sel(_gt(x, 1e8), big, small))
+    small = _b(BinOp.ADD, x, _b(BinOp.DIV, x2, _b(
+        BinOp.ADD, one, _call(Intrin.SQRT, _b(BinOp.ADD, one, x2)))))
+    return _odd_sign(a, _log2x(x, small))
 
 
 def _arccosh(a):
     t = _b(BinOp.SUB, a, _k(1.0, a))
-    small = _call(Intrin.LOG1P, _b(BinOp.ADD, t, _call(Intrin.SQRT, _b(
-        BinOp.ADD, _b(BinOp.MUL, _k(2.0, a), t), _b(BinOp.MUL, t, t)))))
-    big = _b(BinOp.ADD, _call(Intrin.LOG, a), _k(_LN2, a))
-    r = _sel(_gt(a, 1e8), big, small)
-    return _sel(_lt(a, 1.0), _k(math.nan, a), r)     # t * t may overflow for a << -1
+    small = _b(BinOp.ADD, t, _call(Intrin.SQRT, _b(
+        BinOp.ADD, _b(BinOp.MUL, _k(2.0, a), t), _b(BinOp.MUL, t, t))))
+    return _sel(_lt(a, 1.0), _k(math.nan, a), _log2x(a, small))   # (t * t overflows: a << -1)
 
 
 def _arctanh(a):
