@@ -84,6 +84,10 @@ def eager_cases(sizes, rng):
                     lambda a=a: np.exp(a), np.exp(a.astype(np.float64))))
         out.append(("elementwise", "maximum f32", label, lambda a=a, b=b: jnp.maximum(a, b),
                     lambda a=a, b=b: np.maximum(a, b), np.maximum(a, b)))
+        out.append(("elementwise", "sin f32", label, lambda a=a: jnp.sin(a),
+                    lambda a=a: np.sin(a), np.sin(a.astype(np.float64))))
+        out.append(("elementwise", "less f64", label, lambda x=x, y=y: jnp.less(x, y),
+                    lambda x=x, y=y: np.less(x, y), np.less(x, y)))
         rows = max(1, n // 1000)
         m = rand((rows, n // rows), np.float32, rng)
         out.append(("reduction", "sum f32 (all)", label, lambda m=m: jnp.sum(m),
