@@ -600,3 +600,13 @@ def test_astype_to_dtypes_jitdl_does_not_compile_and_device():
         jnp.astype(a, np.float32, device="gpu")
     assert jnp.__array_api_version__ == np.__array_api_version__
     assert jnp.__array_namespace_info__ is np.__array_namespace_info__
+
+
+def test_zero_d_results_are_arrays_where_numpys_are():
+    """np.where and np.tensordot give 0-d arrays (ufuncs and reductions give scalars)."""
+    for _ in range(2):      # (and the second call, on the kernels' fast path)
+        r = jnp.where(True, np.array(1.5), 2.0)
+        assert type(r) is np.ndarray and r.shape == () and r == 1.5
+        r = jnp.tensordot(np.arange(3.0), np.arange(1.0, 4.0), 1)
+        assert type(r) is np.ndarray and r.shape == () and r == 8.0
+        assert type(jnp.add(np.array(1.5), 1)) is type(np.add(np.array(1.5), 1))

@@ -68,8 +68,8 @@ def _axes(axes):
 
 def tensordot(a, b, axes=2):
     """numpy.tensordot: axes an int or a pair of axis sequences."""
-    return apply("tensordot", la.tensordot, (a, b), (("axes", _axes(axes)),), None,
-                 ("a", "b"))
+    r = apply("tensordot", la.tensordot, (a, b), (("axes", _axes(axes)),), None, ("a", "b"))
+    return np.asarray(r) if isinstance(r, np.generic) else r   # (NumPy: a 0-d array)
 
 
 def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optimize=False):

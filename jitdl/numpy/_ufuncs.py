@@ -482,7 +482,8 @@ def where(condition, x=None, y=None, /):
         return np.nonzero(condition)
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
-    return apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
+    r = apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
+    return np.asarray(r) if isinstance(r, np.generic) else r       # (NumPy: a 0-d array)
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
