@@ -661,7 +661,9 @@ def test_libm_functions_are_numpys_to_the_bit(name):
     lo, hi = {"arcsin": (-1, 1), "arccos": (-1, 1), "exp2": (-120, 120)}.get(name, (0, 1e6))
     for dt in (np.float32, np.float64):
         x = np.concatenate([RNG.uniform(lo, hi, 2000), SPECIAL, [1000, 1e-5, 1024, 0.125,
-                                                                  -3, 7, 100]]).astype(dt)
+                                                                  -3, 7, 100]])
+        with np.errstate(over="ignore"):        # (1e300 is inf in float32)
+            x = x.astype(dt)
         got, want = getattr(jnp, name)(x), np_quiet(getattr(np, name), x)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
