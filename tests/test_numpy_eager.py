@@ -610,3 +610,9 @@ def test_zero_d_results_are_arrays_where_numpys_are():
         r = jnp.tensordot(np.arange(3.0), np.arange(1.0, 4.0), 1)
         assert type(r) is np.ndarray and r.shape == () and r == 8.0
         assert type(jnp.add(np.array(1.5), 1)) is type(np.add(np.array(1.5), 1))
+
+
+def test_astype_to_a_swapped_byte_order_is_numpys():
+    got = jnp.astype(np.arange(3.0), ">f4")
+    assert got.dtype == np.dtype(">f4")
+    np.testing.assert_array_equal(got, np.arange(3.0))

@@ -680,3 +680,30 @@ def test_libm_calls_are_pure_so_repeated_calls_merge():
     ir = f.llvm_ir(x)
     calls = ir.count("call double @expm1(")
     assert 0 < calls <= 4 * 4 + 4, calls        # (a vector's lanes and a scalar tail)
+
+
+def test_review_cases_float16_arctanh_clip_zeros():
+    """From a review: a Python bool is a narrow operand (NumPy: float16); out= with narrow
+    inputs gets NumPy's float16 arithmetic; inside a definition a NumPy uint8 scalar in a
+    float function is a float32 constant; arctanh near -1 keeps its digits; clip with
+    one bound lets the bound win a tie of zeros (NumPy's)."""
+    for name in ("sin", "sqrt", "exp2"):
+        got, want = getattr(jnp, name)(True), getattr(np, name)(True)
+        assert type(got) is type(want) and got == want
+    u8 = np.array([1, 2, 5], np.uint8)
+    out = np.empty(3, np.float32)
+    jnp.sin(u8, out=out)
+    np.testing.assert_array_equal(out, np.sin(u8, out=np.empty(3, np.float32)))
+
+    @jd.compute
+    def h(x):
+        return x + jnp.sqrt(np.uint8(4))
+    same(h(np.ones(3, np.float32)), np.full(3, 3.0, np.float32))
+    for dt in (np.float32, np.float64):
+        a = np.array([-1, 1], dt) * np.nextafter(dt(1), dt(0))
+        same(jnp.arctanh(a), np.arctanh(a), rtol=4e-7 if dt == np.float32 else 4e-15)
+    z = np.array([0.0, -0.0, np.nan, 1.0, -1.0])
+    for lo, hi in ((-0.0, None), (0.0, None), (None, 0.0), (None, -0.0), (np.nan, None),
+                   (None, np.nan)):
+        for x in (z, z.astype(np.float32)):
+            same(jnp.clip(x, lo, hi), np.clip(x, lo, hi))

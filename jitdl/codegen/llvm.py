@@ -358,8 +358,10 @@ class FunctionCodegen:
         if fn == Intrin.TANH and elem(ty) == F32:
             return self.gen.math.tanh(b, x)
         if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
-            return self.gen.math.sincos(b, x, fn == Intrin.COS,
-                                        lambda: self.libm(_LIBM[fn], ty, x))
+            name = _LIBM[fn]
+            slow = (lambda: b.call(self.gen.math.lanewise(name + "f", ty), [x])) \
+                if is_vector(x) else (lambda: self.libm(name, ty, x))
+            return self.gen.math.sincos(b, x, fn == Intrin.COS, slow)
         if fn in _LIBM:
             return self.libm(_LIBM[fn], ty, x)
         if fn == Intrin.SIGN:

@@ -160,6 +160,27 @@ class MathLib:
         out.add_incoming(mixed, slow_end)
         return out
 
+    def lanewise(self, name, ty):
+        """An out-of-line function applying the C library's scalar function `name` to
+        each lane of a vector of type ty (one per module and type), so that a rarely taken
+        slow path is one call at each use, not a lane-by-lane sequence to compile."""
+        fname = f"jitdl.lanes.{name}.{suffix(ty)}"
+        fn = self.gen.module.globals.get(fname)
+        if fn is not None:
+            return fn
+        fn = self.gen.new_function(fname, ty, [ty], internal=True)
+        fn.attributes.add("noinline")
+        scalar = self.gen.declare(name, ty.element, [ty.element])
+        scalar.attributes.add("readnone")
+        scalar.attributes.add("nounwind")
+        fb = ir.IRBuilder(fn.append_basic_block("entry"))
+        v, out = fn.args[0], ir.Constant(ty, ir.Undefined)
+        for lane in range(ty.count):
+            x = fb.extract_element(v, ir.Constant(I32, lane))
+            out = fb.insert_element(out, fb.call(scalar, [x]), ir.Constant(I32, lane))
+        fb.ret(out)
+        return fn
+
     def float_mod(self, b, a, c):
         """NumPy's remainder: the sign of the divisor."""
         zero = const(a.type, 0.0)

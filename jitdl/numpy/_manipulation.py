@@ -174,6 +174,14 @@ def copy(a, order="K"):
     return apply("copy", man.copy, (a,), names=("a",))
 
 
+def _swapped(dtype):
+    """Whether dtype names a non-native byte order ('>f4' on a little-endian machine)."""
+    try:
+        return not np.dtype(dtype).isnative
+    except TypeError:
+        return False
+
+
 def astype(x, dtype, /, *, copy=True, device=None):
     """The array API's astype: x's elements converted to `dtype` (a kernel; to a dtype
     jitdl does not compile, such as uint16 or float16, NumPy's own on arrays). The
@@ -181,7 +189,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if device is not None and not (device == "cpu" and not is_device_array(x)) and \
             device != getattr(x, "device", None):
         raise ValueError(f'astype(): device= must be x\'s device, got {device!r}')
-    if _foreign_dtype(dtype) and not _sym(x):
+    if (_foreign_dtype(dtype) or _swapped(dtype)) and not _sym(x):
         raise UnsupportedDtypeError(f"astype(): dtype {dtype}")   # (NumPy's function)
     dt = dtypes.normalize(dtype)
     if not copy and not _sym(x) and isinstance(x, np.ndarray) and x.dtype == dt:

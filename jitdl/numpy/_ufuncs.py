@@ -14,6 +14,7 @@ from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
 from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
+from jitdl.te.naming import tracing
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 from jitdl.runtime.cuda import is_device_array
 
@@ -42,6 +43,8 @@ def _half(np_fn, operands):
     """Whether NumPy computes these operands in float16 (a float function of bool, int8 or
     uint8 arrays): jitdl has no float16, so on arrays NumPy's function answers (the same
     float32 arithmetic rounded to float16); inside a definition the result is float32."""
+    if tracing():       # (a definition's constants: float32, the definition's float)
+        return False
     dts, narrow = [], False
     for a in operands:
         if type(a) in (int, float, complex):
@@ -49,6 +52,7 @@ def _half(np_fn, operands):
             continue
         if type(a) is bool:         # (NumPy's bool: a Python bool is not a weak scalar)
             dts.append(np.dtype(bool))
+            narrow = True
             continue
         if is_symbolic(a):
             return False
@@ -170,7 +174,7 @@ def _unary(name, doc):
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
                                           where, casting), order, (x,), out)
-            if dtype is None and _fresh(out) and _half(np_fn, (x,)):
+            if dtype is None and _half(np_fn, (x,)):
                 raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
@@ -234,7 +238,7 @@ def _binary(name, doc):
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
                                           where, casting), order, (x1, x2), out)
-            if dtype is None and _fresh(out) and _half(np_fn, (x1, x2)):
+            if dtype is None and _half(np_fn, (x1, x2)):
                 raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x1, x2), casting)
@@ -360,7 +364,7 @@ def _fits(x2, x1):
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     where = _options(where, order)
-    if dtype is None and _fresh(out) and _half(np.power, (x1, x2)):
+    if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)

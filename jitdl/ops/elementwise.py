@@ -161,9 +161,11 @@ def _arccosh(a):
 
 
 def _arctanh(a):
-    # 0.5 log1p(2a / (1 - a)): +-inf at +-1, NaN beyond, -0 kept
-    return _b(BinOp.MUL, _k(0.5, a), _call(Intrin.LOG1P, _b(
-        BinOp.DIV, _b(BinOp.MUL, _k(2.0, a), a), _b(BinOp.SUB, _k(1.0, a), a))))
+    # 0.5 log1p(2x / (1 - x)) of x = |a| with a's sign (for a < 0 the form loses digits
+    # near -1): +-inf at +-1, NaN beyond, -0 kept
+    x = _call(Intrin.ABS, a)
+    return _odd_sign(a, _b(BinOp.MUL, _k(0.5, a), _call(Intrin.LOG1P, _b(
+        BinOp.DIV, _b(BinOp.MUL, _k(2.0, a), x), _b(BinOp.SUB, _k(1.0, a), x)))))
 
 
 def _rint(a):
@@ -460,6 +462,11 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
             low, high = vs
             a = _sel(_or(_lt(a, low), _isnan(low)), low, a)
             return _sel(_or(_gt(a, high), _isnan(high)), high, a)
+        if dtypes.is_float(rt):
+            # one bound: the bound wins a tie (clip(0.0, -0.0, None) is -0.0), NaN wins
+            b = vs[0]
+            keep = _gt(a, b) if lo else _lt(a, b)
+            return _sel(_or(keep, _isnan(a)), a, b)
         if lo:
             a = _b(BinOp.MAX, a, vs.pop(0))
         if hi:
