@@ -462,7 +462,7 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
             low, high = vs
             a = _sel(_or(_lt(a, low), _isnan(low)), low, a)
             return _sel(_or(_gt(a, high), _isnan(high)), high, a)
-        if dtypes.is_float(rt):
+        if (lo or hi) and dtypes.is_float(rt):
             # one bound: the bound wins a tie (clip(0.0, -0.0, None) is -0.0), NaN wins
             b = vs[0]
             keep = _gt(a, b) if lo else _lt(a, b)
