@@ -7,7 +7,8 @@
 #
 # The suite needs hypothesis and ndindex (pip install hypothesis ndindex pytest-json-report).
 # jd.numpy's arrays are NumPy's, so the array-object tests (operators on ndarray) test NumPy;
-# complex inputs go to NumPy's functions. 2026-11-28: every jd.numpy failure was NumPy's.
+# complex inputs go to NumPy's functions (their special cases pass or fail with hypothesis'
+# draws, in either run). 2026-11-28: every jd.numpy failure was also NumPy's.
 set -euo pipefail
 suite=${1:?path to a checkout of data-apis/array-api-tests}
 examples=${2:-30}
