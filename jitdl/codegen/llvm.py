@@ -313,11 +313,7 @@ class FunctionCodegen:
         if is_vector(args[0]):
             return self.per_lane(lambda *xs: self.libm(name, ty.element, *xs), *args)
         fname = name + ("f" if ty == F32 else "")
-        fn = self.gen.declare(fname, ty, [a.type for a in args])
-        # pure: errno is never read, so one expression's repeated calls CSE into one
-        fn.attributes.add("readnone")
-        fn.attributes.add("nounwind")
-        return self.b.call(fn, list(args))
+        return self.b.call(self.gen.declare_libm(fname, ty, [a.type for a in args]), list(args))
 
     def intrin_value(self, fn, x, src):
         """Intrinsic fn of x (a scalar or a vector) of dtype src."""
@@ -806,6 +802,14 @@ class ModuleCodegen:
         fn = self.module.globals.get(name)
         if fn is None:
             fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        return fn
+
+    def declare_libm(self, name, ret, args):
+        """The C library's math function `name`, declared pure: errno is never read, so
+        one expression's repeated calls merge into one."""
+        fn = self.declare(name, ret, args)
+        fn.attributes.add("readnone")
+        fn.attributes.add("nounwind")
         return fn
 
     def new_function(self, name, ret, args, internal=False):

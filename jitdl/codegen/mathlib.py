@@ -170,9 +170,7 @@ class MathLib:
             return fn
         fn = self.gen.new_function(fname, ty, [ty], internal=True)
         fn.attributes.add("noinline")
-        scalar = self.gen.declare(name, ty.element, [ty.element])
-        scalar.attributes.add("readnone")
-        scalar.attributes.add("nounwind")
+        scalar = self.gen.declare_libm(name, ty.element, [ty.element])
         fb = ir.IRBuilder(fn.append_basic_block("entry"))
         v, out = fn.args[0], ir.Constant(ty, ir.Undefined)
         for lane in range(ty.count):

@@ -36,8 +36,9 @@ _INTRIN_UFUNC = {
     Intrin.ABS: np.abs, Intrin.FLOOR: np.floor, Intrin.CEIL: np.ceil, Intrin.ROUND: np.rint,
     Intrin.TRUNC: np.trunc, Intrin.SIGN: np.sign, Intrin.LOG1P: np.log1p,
     Intrin.EXPM1: np.expm1, Intrin.ASIN: np.arcsin, Intrin.ACOS: np.arccos,
-    Intrin.EXP2: np.exp2, Intrin.LOG2: np.log2, Intrin.LOG10: np.log10, Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf,
-    Intrin.ISFINITE: np.isfinite, Intrin.SIGNBIT: np.signbit,
+    Intrin.EXP2: np.exp2, Intrin.LOG2: np.log2, Intrin.LOG10: np.log10,
+    Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf, Intrin.ISFINITE: np.isfinite,
+    Intrin.SIGNBIT: np.signbit,
     # not NumPy ufuncs; typed like exp
     Intrin.RSQRT: np.sqrt, Intrin.SIGMOID: np.exp, Intrin.ERF: np.exp,
 }

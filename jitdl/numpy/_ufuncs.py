@@ -14,9 +14,9 @@ from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
 from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
-from jitdl.te.naming import tracing
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 from jitdl.runtime.cuda import is_device_array
+from jitdl.te.naming import tracing
 
 _ndarray = np.ndarray
 _MISS = FAST_RESULTS[FAST_FALLBACK]     # what a direct entry returns for a call it does not serve
@@ -419,24 +419,19 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
     NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
     min= and max=, each optional), never both kinds."""
-    t_lo, t_hi = type(a_min), type(a_max)
+    t_lo, t_hi, key = type(a_min), type(a_max), None
     if type(a) is _ndarray and t_lo in _BOUND and t_hi in _BOUND and a.dtype.kind == "f" \
             and out is None and dtype is None and where is True and order == "K" \
             and casting == "same_kind" and min is _UNSET and max is _UNSET \
             and (t_lo is not int or -_I64 <= a_min < _I64) \
             and (t_hi is not int or -_I64 <= a_max < _I64):
         # the common call, clip(float array, number or None, number or None): one lookup
+        # (a miss goes the general way, which puts the kernel's call under this key)
         key = (a.shape, a.dtype, t_lo, t_hi)
         run = _clip_table.get(key)
-        given = (a,) if a_min is None else (a, a_min)
-        given = given if a_max is None else given + (a_max,)
         if run is not None:
-            return run(given)
-        return apply("clip", ew.clip, given, (("lo", a_min is not None),
-                                              ("hi", a_max is not None)), None,
-                     tuple(n for v, n in zip((a, a_min, a_max), _CLIP_NAMES)
-                           if v is not None), _clip_table, key, casting=casting,
-                     broadcast_out=True)
+            given = (a,) if a_min is None else (a, a_min)
+            return run(given if a_max is None else given + (a_max,))
     if a_min is _UNSET and a_max is _UNSET:
         a_min = None if min is _UNSET else min
         a_max = None if max is _UNSET else max
@@ -468,7 +463,8 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
                                           casting)),)
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
     result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
-                   tuple(n for _, n in given), casting=casting, broadcast_out=True)
+                   tuple(n for _, n in given), None if key is None else _clip_table, key,
+                   casting=casting, broadcast_out=True)
     return _layout(result, order, (a, a_min, a_max), out)
 
 
