@@ -890,3 +890,30 @@ def test_every_part_of_a_full_reduction_runs_in_parallel(shape, rng):
     assert len(head) == 1 and head[0].startswith("parallel"), text
     np.testing.assert_allclose(run(low, TARGETS["host"], [x]), (x.astype(F64) ** 2).sum(),
                                rtol=1e-6)
+
+
+@jd.compute
+def doubling_chain(x):
+    y = x
+    for _ in range(14):
+        y = jnp.sin(y * 1.1) + jnp.cos(y + 0.5)
+    return y
+
+
+def test_a_chain_that_reads_each_step_twice_is_not_inlined_into_a_tree(rng):
+    """Each step reads the previous one twice: inlined all the way, the expression would
+    have 2^14 sines (12 steps never finished compiling). Stages whose expansion passes a
+    bound are stored instead, and the result is NumPy's."""
+    from jitdl.ir.nodes import Call, Intrin
+    from jitdl.ir.visit import stmt_exprs, walk_expr, walk_stmt
+    x = normal(rng, 1000)
+    for tname in ("host", "sse"):
+        low = lowered(doubling_chain, [x], TARGETS[tname])
+        sines = sum(isinstance(n, Call) and n.fn == Intrin.SIN
+                    for st in walk_stmt(low.func.body) for e in stmt_exprs(st)
+                    for n in walk_expr(e))
+        assert 14 <= sines <= 1024, sines
+        ref = x.astype(F64)
+        for _ in range(14):
+            ref = np.sin(ref * 1.1) + np.cos(ref + 0.5)
+        np.testing.assert_allclose(run(low, TARGETS[tname], [x]), ref, rtol=1e-4, atol=1e-5)

@@ -770,6 +770,41 @@ def _expensive(st):
     return any(isinstance(n, Call) and n.fn in _EXPENSIVE for n in walk_expr(st.tensor.op.body))
 
 
+# nodes of an expression (its inlined producers expanded) above which a stage read at
+# several places is stored, not inlined
+_INLINE_MAX_NODES = 512
+
+
+def _inlined_size(s, st, memo):
+    """Nodes of st's body with the stages inlined into it expanded (memo: by stage name;
+    a stage's producers are decided before it)."""
+    name = st.tensor.name
+    if name not in memo:
+        n = 0
+        for x in walk_expr(st.tensor.op.body):
+            n += 1
+            p = s.stages.get(x.tensor.name) if isinstance(x, Access) else None
+            if p is not None and p.tensor is x.tensor and p.attach == "inline":
+                n += _inlined_size(s, p, memo)
+        memo[name] = n
+    return memo[name]
+
+
+def _duplicated_when_inlined(s, st, memo):
+    """Inlining st would copy a large expression into several places: an elementwise
+    chain in which each step reads the previous one twice (y = sin(y) + cos(y), repeated)
+    doubles with every step when inlined, and 12 steps never finished compiling. Such a
+    stage is stored instead, once its expanded expression exceeds _INLINE_MAX_NODES."""
+    if _inlined_size(s, st, memo) <= _INLINE_MAX_NODES:
+        return False
+    reads = 0
+    for x in s.stages.values():
+        if x is not st:
+            reads += sum(isinstance(n, Access) and n.tensor is st.tensor
+                         for n in walk_expr(x.tensor.op.body))
+    return reads >= 2
+
+
 def _shared_and_expensive(s, st):
     """An elementwise stage with transcendental math that several stages read: inlining
     it would compute the math once per reader."""
@@ -990,10 +1025,12 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
                 s.divide_after(s[name])
     outputs = {t.name for t in s.outputs}
     own = set(s.stages)
-    keep = []
+    keep, sizes = [], {}
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
+            if _duplicated_when_inlined(s, st, sizes):
+                continue                  # stored whole (see there)
             if (_shared_and_expensive(s, st) or _expensive(st) and _reread(s, st)
                     and _nbytes(st.tensor) <= _WHOLE_MAX) \
                     and "compute_at" in allow:

@@ -23,7 +23,7 @@ from jitdl import dtypes
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
-from jitdl.schedule.auto import _fuse_row_reductions, _reread
+from jitdl.schedule.auto import _duplicated_when_inlined, _fuse_row_reductions, _reread
 from jitdl.schedule.schedule import Axis
 
 LEVELS = (
@@ -44,8 +44,10 @@ def auto_schedule(s, cfg=None, target=None, level=0):
     allow = LEVELS[level][1]
     outputs = {t.name for t in s.outputs}
     if "inline" in allow:
+        sizes = {}
         for name, st in list(s.stages.items()):
-            if not st.is_reduce and name not in outputs and not _reread(s, st):
+            if not st.is_reduce and name not in outputs and not _reread(s, st) \
+                    and not _duplicated_when_inlined(s, st, sizes):
                 s.compute_inline(s[name])
     if "rows" in allow:
         _fuse_row_reductions(s, outputs, target, frozenset({"compute_at"}))
