@@ -586,6 +586,26 @@ def test_literals_are_weak(rng, dtype):
           *((1e-6, 1e-6) if expected.dtype == F32 else (1e-12, 0)))
 
 
+@pytest.mark.parametrize("const", [np.float64(2.5), np.float32(2.5), np.int64(3), np.int8(3),
+                                   np.uint8(3), np.bool_(True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int32])
+def test_numpy_scalars_in_a_definition_are_strong(rng, const, dtype):
+    """A NumPy scalar closed over (np.float64 is a Python float too) or the result of
+    jd.numpy on a Python number (np.float64) takes part in promotion as NumPy's does:
+    np.float64(2.5) * float32 array is float64."""
+    x = (normal(rng, 10, dtype) if np.dtype(dtype).kind == "f"
+         else rng.integers(1, 20, 10).astype(dtype))
+
+    @jd.compute
+    def times_const(X):
+        return X * const + jd.numpy.log10(1000.0)
+
+    expected = x * const + np.log10(1000.0)
+    got = times_const(x)
+    assert got.dtype == expected.dtype, (const, dtype, got.dtype, expected.dtype)
+    np.testing.assert_allclose(got, f64(x) * float(const) + 3.0, rtol=1e-6, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------
 # every dtype; integer floor division and modulo; mixed promotion
 # ---------------------------------------------------------------------------------------

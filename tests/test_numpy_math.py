@@ -654,19 +654,43 @@ def test_float32_sin_cos_within_two_ulp(name):
         same(getattr(jnp, name)(s), np_quiet(getattr(np, name), s), rtol=2.4e-7)
 
 
+def _ulps(got, want):
+    """Distance in units in the last place of `want`'s dtype (0 where both are NaN or the
+    same infinity)."""
+    got, want = np.asarray(got), np.asarray(want)
+    both = (np.isnan(got) & np.isnan(want)) | (got == want)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(got.astype(np.float64) - want.astype(np.float64)) / np.spacing(
+            np.abs(want)).astype(np.float64)
+    return np.where(both, 0.0, np.nan_to_num(d, nan=np.inf))
+
+
 @pytest.mark.parametrize("name", ["arcsin", "arccos", "exp2", "log2", "log10"])
-def test_libm_functions_are_numpys_to_the_bit(name):
-    """These call the C library's function, as NumPy does: the same bits on both types,
-    exact powers of the base (log10(1000) = 3), exp2 of integers."""
+def test_libm_functions_are_accurate(name):
+    """These call the C library's function: within an ulp of the float64 result rounded
+    (float32) and of NumPy's (float64; NumPy's own SIMD float32 code, which it dispatches
+    to on some CPUs only, gives log10(1000) = 3.0000002 on AVX-512), NaN and infinities
+    where NumPy has them, exact powers of the base exact (log10(1000) = 3, exp2(7) = 128)."""
     lo, hi = {"arcsin": (-1, 1), "arccos": (-1, 1), "exp2": (-120, 120)}.get(name, (0, 1e6))
+    exact = {"exp2": ([7, -3, 0, 10], [128, 0.125, 1, 1024]),
+             "log2": ([1024, 0.125, 1], [10, -3, 0]),
+             "log10": ([1000, 1e-2, 1], [3, -2, 0]),
+             "arcsin": ([0, 1], [0, np.arcsin(np.float64(1))]),
+             "arccos": ([1], [0])}[name]
     for dt in (np.float32, np.float64):
-        x = np.concatenate([RNG.uniform(lo, hi, 2000), SPECIAL, [1000, 1e-5, 1024, 0.125,
-                                                                  -3, 7, 100]])
+        x = np.concatenate([RNG.uniform(lo, hi, 2000), SPECIAL])
         with np.errstate(over="ignore"):        # (1e300 is inf in float32)
             x = x.astype(dt)
         got, want = getattr(jnp, name)(x), np_quiet(getattr(np, name), x)
-        np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+        ref = want if dt == np.float64 else np_quiet(getattr(np, name), x.astype(np.float64))
+        with np.errstate(over="ignore"):
+            ref = ref.astype(dt)
+        assert _ulps(got, ref).max() <= 1, (dt, name, _ulps(got, ref).max())
+        xs, ys = exact
+        np.testing.assert_array_equal(getattr(jnp, name)(np.array(xs, dt)), np.array(ys, dt))
 
 
 def test_libm_calls_are_pure_so_repeated_calls_merge():
@@ -679,7 +703,9 @@ def test_libm_calls_are_pure_so_repeated_calls_merge():
     same(f(x), np.sinh(x), rtol=6e-15)
     ir = f.llvm_ir(x)
     calls = ir.count("call double @expm1(")
-    assert 0 < calls <= 4 * 4 + 4, calls        # (a vector's lanes and a scalar tail)
+    lanes = jd.target.get("cpu").lanes(8)
+    # (a call per lane of the vector loop's unrolled vectors, and a scalar tail)
+    assert 0 < calls <= 4 * lanes + 4, (calls, lanes)
 
 
 def test_review_cases_float16_arctanh_clip_zeros():

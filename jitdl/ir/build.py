@@ -79,7 +79,9 @@ def symbolic_index_error(e) -> Exception:
 def as_expr(x) -> Expr:
     if isinstance(x, Expr):
         return x
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        # (a NumPy float64 is a Python float too, but strong: np.float64(3) * float32
+        # array is float64)
         dt = dtypes.weak_kind_dtype(x)
         if dt == "int64" and not _INT64[0] <= x <= _INT64[1]:
             # kept as the Python int it is: a float operand makes it a float (NEP 50:
