@@ -272,7 +272,8 @@ def test_float32_inline_math_accuracy(rng, width, name):
         assert _ulps(unary(x), ref(x.astype(F64))) <= 2.0
         got, want = unary(special), ref(special.astype(F64)).astype(F32)
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)       # NaNs where NumPy's
-    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    num = ~np.isnan(want)       # (a NaN's sign is not NumPy's to keep: its AVX-512 log
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))  # gives -NaN)
     assert_vector(unary, (x,), "i")
 
 
