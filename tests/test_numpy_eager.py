@@ -616,3 +616,33 @@ def test_astype_to_a_swapped_byte_order_is_numpys():
     got = jnp.astype(np.arange(3.0), ">f4")
     assert got.dtype == np.dtype(">f4")
     np.testing.assert_array_equal(got, np.arange(3.0))
+
+
+def test_integer_dtype_moments_are_numpys():
+    """From a differential fuzz against NumPy: mean/var/std with an integer dtype= sum in
+    that dtype, wrapping, and truncate (np.mean(int8 [100, 100, 100], dtype=int8) == 14);
+    on arrays they are NumPy's answers."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (4, 6)).astype(np.uint8)
+    cases = [("mean", {"dtype": np.int8}), ("mean", {"axis": 1, "dtype": np.int16,
+                                                     "keepdims": True}),
+             ("var", {"dtype": np.int16}), ("var", {"axis": 0, "dtype": np.int32, "ddof": 1}),
+             ("std", {"dtype": np.int16}), ("mean", {"dtype": bool})]
+    for name, kw in cases:
+        with np.errstate(all="ignore"):
+            got, want = getattr(jnp, name)(x, **kw), getattr(np, name)(x, **kw)
+        assert np.asarray(got).dtype == np.asarray(want).dtype, (name, kw)
+        np.testing.assert_array_equal(got, want)
+    assert jnp.mean(np.array([100, 100, 100], np.int8), dtype=np.int8) == 14
+    # a float dtype= stays jitdl's own kernel
+    np.testing.assert_allclose(jnp.var(x, axis=1, dtype=np.float32), np.var(x, axis=1),
+                               rtol=1e-6)
+
+
+def test_round_to_more_places_than_floats_have():
+    """10 ** 400 is inf: NumPy's rounding gives NaN there (jitdl raised OverflowError)."""
+    x = np.array([0.5, 3e38, 1234.5678], np.float32)
+    for d in (-400, -40, 40, 400, 3, -3):
+        with np.errstate(all="ignore"):
+            want = np.round(x, d)
+        np.testing.assert_array_equal(jnp.round(x, d), want)

@@ -126,7 +126,8 @@ def _py(value, dtype):
         return bool(value)
     if dtypes.is_int(dtype):
         return int(np.array(value).astype(dtype))
-    return float(np.array(value).astype(dtype))
+    with np.errstate(over="ignore"):        # (a constant past float32's range is inf)
+        return float(np.array(value).astype(dtype))
 
 
 def _sample(dt, weak):

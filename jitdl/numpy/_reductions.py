@@ -205,10 +205,20 @@ def count_nonzero(a, axis=None, *, keepdims=False):
     return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims), None, _A)
 
 
+def _integer_moment(a, dtype):
+    """mean/var/std of arrays with an integer dtype= are NumPy's (it sums in that dtype,
+    wrapping, and truncates each quotient: np.mean(int8 [100, 100, 100], dtype=int8) is
+    14); inside a definition jitdl's (in floating point, cast to the dtype at the end)."""
+    return dtype is not None and np.dtype(dtype).kind in "biu" and not is_symbolic(a)
+
+
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
     if axis is None and dtype is None and where is True and not keepdims:
         return apply("mean", red.mean, (a,), _NONE, out, _A)
+    if _integer_moment(a, dtype):
+        return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
+                         **_given(where=(where, True)))
     ops, names = _where(a, where)
     return apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, names)
@@ -225,6 +235,9 @@ def _ddof(ddof, correction):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Variance over the given axes, two-pass, divided by n - ddof (numpy.var)."""
+    if _integer_moment(a, dtype):
+        return _by_numpy("var", a, axis, out, keepdims, dtype=dtype, **_given(
+            where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
     ops, names = _where(a, where)
     return apply("var", red.var, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                ddof=_ddof(ddof, correction) or None),
@@ -234,6 +247,9 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
+    if _integer_moment(a, dtype):
+        return _by_numpy("std", a, axis, out, keepdims, dtype=dtype, **_given(
+            where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
     ops, names = _where(a, where)
     return _apply("std", red.std, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                 ddof=_ddof(ddof, correction) or None),
@@ -254,9 +270,15 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 _NO = object()      # (a keyword not given: NumPy's own defaults then)
 
 
+def _given(**pairs):
+    """The keywords whose value is not their default (pairs of value and default)."""
+    return {k: v for k, (v, default) in pairs.items() if v is not default}
+
+
 def _by_numpy(name, a, axis, out, keepdims, **given):
-    """A NaN reduction with initial= or where=, which its kernel lacks: NumPy's function
-    (CuPy's on GPU arrays) computes it; inside a definition an error saying so."""
+    """A reduction with options its kernel lacks (a NaN reduction's initial= or where=,
+    an integer dtype= of a mean): NumPy's function (CuPy's on GPU arrays) computes it;
+    inside a definition an error saying so."""
     if is_symbolic(a):
         raise ArgumentError(f"{name}(): {' and '.join(f'{k}=' for k in given)} is not "
                             f"supported inside a definition (on arrays NumPy computes it)",
@@ -323,6 +345,9 @@ STATUS.update({
            "jitdl having no uint64)",
     "prod": "done (uint8 arrays: NumPy's uint64 product, by NumPy; inside a definition "
             "int64)",
+    **{n: "done (an integer dtype= on arrays: NumPy's function, which sums in that dtype "
+          "and truncates; inside a definition computed in floating point and cast)"
+       for n in ("mean", "var", "std")},
     "average": "partial: returned=True is not supported; weights broadcast against a "
                "(NumPy wants them 1-d along axis or a's shape)",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",

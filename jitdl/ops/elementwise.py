@@ -438,11 +438,11 @@ def round_(x, decimals=0):
         return elementwise(rnd, x)
     if decimals == 0:
         return elementwise(_rint, x)
+    # (10 ** 400 is inf, as in NumPy: its rounding then gives NaN)
+    s = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
     if decimals > 0:
-        s = 10.0 ** decimals
         return elementwise(lambda a: _b(BinOp.DIV, _rint(_b(BinOp.MUL, a, _k(s, a))),
                                         _k(s, a)), x)
-    s = 10.0 ** -decimals
     return elementwise(lambda a: _b(BinOp.MUL, _rint(_b(BinOp.DIV, a, _k(s, a))), _k(s, a)), x)
 
 
