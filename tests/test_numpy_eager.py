@@ -646,3 +646,12 @@ def test_round_to_more_places_than_floats_have():
         with np.errstate(all="ignore"):
             want = np.round(x, d)
         np.testing.assert_array_equal(jnp.round(x, d), want)
+
+
+def test_axis_bounds_are_checked_before_repeats():
+    """NumPy checks every axis's bounds first: (0, 0, 1) on a vector is an AxisError."""
+    x = np.arange(3.0)
+    with pytest.raises(np.exceptions.AxisError, match="axis 1 is out of bounds"):
+        jnp.min(x, axis=(0, 0, 1))
+    with pytest.raises(ValueError, match="duplicate value in 'axis'"):
+        jnp.sum(x, axis=(0, -1))

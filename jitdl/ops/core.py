@@ -223,10 +223,9 @@ def normalize_axes(axis, ndim, allow_none=True) -> tuple:
         if not -ndim <= a < ndim:
             raise AxisError(f"axis {a} is out of bounds for array of dimension {ndim}",
                             user_loc())
-        a %= builtins.max(ndim, 1)
-        if a in out:
-            raise ShapeError("duplicate value in 'axis'", user_loc())
-        out.append(a)
+        out.append(a % builtins.max(ndim, 1))
+    if len(set(out)) != len(out):       # (after every bound is checked, as NumPy does)
+        raise ShapeError("duplicate value in 'axis'", user_loc())
     return tuple(out)
 
 
