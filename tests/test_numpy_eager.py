@@ -646,6 +646,10 @@ def test_round_to_more_places_than_floats_have():
         with np.errstate(all="ignore"):
             want = np.round(x, d)
         np.testing.assert_array_equal(jnp.round(x, d), want)
+    for a in ([True, False], False, np.bool_(True)):     # NumPy's float16, from any bool
+        got, want = jnp.round(a), np.round(a)
+        assert np.asarray(got).dtype == np.asarray(want).dtype == np.float16
+        np.testing.assert_array_equal(got, want)
 
 
 def test_axis_bounds_are_checked_before_repeats():

@@ -398,7 +398,8 @@ def sinc(x):
 
 def round(a, decimals=0, out=None):  # noqa: A001
     """a rounded to `decimals` places, half to even (numpy.round)."""
-    if type(a) is _ndarray and a.dtype == np.bool_:
+    if isinstance(a, (_ndarray, np.generic, bool, list, tuple)) and not tracing() and \
+            np.asarray(a).dtype == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     return apply("round", ew.round_, (a,), (("decimals", _int_arg(decimals, "decimals")),),
                  out, ("a",))
