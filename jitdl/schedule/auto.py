@@ -540,18 +540,23 @@ def _parallelize(s, name, st, num_threads, target, work=None, start=0, cfg=None)
     data = [n for n in st.leaves[start:] if not st.axes[n].reduce]
     attached = {x.attach_to[1] for x in s.stages.values()
                 if x.attach == "at" and x.attach_to[0] == name}
-    lead = []
+    lead, ext = [], 1
     for n in st.leaves[start:]:
         if st.axes[n].reduce or st.axes[n].kind != ForKind.SERIAL:
             break
-        if n in attached or lead and _has_tail(st, n):
-            if not lead:        # stages are computed at it: keep it whole; or a split
-                lead.append(n)  # with a tail, which would stay a guard in each
-            break               # iteration of the fused loop instead of a loop of its own
+        if not lead and st.axes[n].extent == 1 and n not in attached:
+            data.remove(n)      # (a loop of one iteration: nothing to share out)
+            continue
+        if n in attached:               # stages are computed at it: keep it whole
+            if not lead:
+                lead.append(n)
+            break
+        if lead and ext >= num_threads and _has_tail(st, n):
+            break   # a split with a tail would stay a guard in each iteration of the
+                    # fused loop (a loop of its own, partition_loops peels the tail); the
+                    # loops before it give every thread an iteration
         lead.append(n)
-        ext = 1
-        for m in lead:
-            ext *= st.axes[m].extent
+        ext *= st.axes[n].extent
         if ext >= grain * num_threads:
             break
     if lead and lead == data and len(lead) > 1 and lead[-1] == st.leaves[-1]:
