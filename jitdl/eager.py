@@ -399,8 +399,9 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
         natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
     except Exception:
         natural = None
-    # (the function's own dtype is no cast: dtype=bool of less() is its result's dtype)
-    known = None if natural == np.dtype(d) else dtypes.normalize(d)
+    # (the function's own dtype is no cast: dtype=bool of less() is its result's dtype;
+    # `natural is not None`: NumPy's None == dtype('float64') is True)
+    known = None if natural is not None and natural == np.dtype(d) else dtypes.normalize(d)
     if key is not None:
         if len(_DTYPE_ARGS) >= _KEPT:
             _DTYPE_ARGS.clear()
@@ -415,14 +416,27 @@ _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
 def _signature(operands):
-    """What NumPy's dtype rules see of the operands: arrays' dtypes, numbers' types."""
-    return tuple(a.dtype if hasattr(a, "dtype") else type(a) for a in operands)
+    """What NumPy's dtype rules see of the operands: arrays' dtypes, numbers' types, the
+    dtype and rank of the array a list or tuple becomes."""
+    return tuple(a.dtype if hasattr(a, "dtype") else _as_array(a) if isinstance(
+        a, (list, tuple)) else type(a) for a in operands)
+
+
+def _as_array(seq):
+    a = np.asarray(seq)
+    return ("sequence", a.dtype, a.ndim)
 
 
 def _stand_ins(operands):
-    """Empty arrays of the operands' dtypes and ranks (numbers as they are)."""
-    return [np.empty((0,) * len(a.shape), a.dtype)
-            if isinstance(a, np.ndarray) or is_symbolic(a) else a for a in operands]
+    """Empty arrays of the operands' dtypes and ranks (lists and tuples: of the array
+    they become; numbers as they are)."""
+    out = []
+    for a in operands:
+        if isinstance(a, (list, tuple)):
+            a = np.asarray(a)
+        out.append(np.empty((0,) * len(a.shape), a.dtype)
+                   if isinstance(a, np.ndarray) or is_symbolic(a) else a)
+    return out
 
 
 def numpy_accepts(name, np_fn, operands, casting, **kwargs):

@@ -659,3 +659,23 @@ def test_axis_bounds_are_checked_before_repeats():
         jnp.min(x, axis=(0, 0, 1))
     with pytest.raises(ValueError, match="duplicate value in 'axis'"):
         jnp.sum(x, axis=(0, -1))
+
+
+def test_dtype_of_a_ufunc_with_a_list_operand():
+    """From the differential fuzz: dtype='float64' with an array and a list was dropped
+    (NumPy's None == dtype('float64') is True, and a list's elements were not part of the
+    cache key): int64 [2**62] * [4] wrapped to 0 instead of 1.8e19."""
+    cases = [lambda m: m.add(np.array([3, 4]), [1, 2], dtype="float64"),
+             lambda m: m.remainder(np.array([0, -1, 3]), [1, 0, 7], dtype="float64"),
+             lambda m: m.multiply(np.array([2 ** 62, 1]), [4, 1], dtype=float),
+             lambda m: m.add(np.array([127, 1], np.int8), [True, False], dtype=np.float64),
+             lambda m: m.add([1.5, 2.5], np.array([1, 2]), dtype="float64"),
+             lambda m: m.add([1, 2], np.array([1, 2]), dtype="float64"),      # (same key
+             lambda m: m.add(np.array([1, 2]), [1.5, 2.5], dtype="int64", casting="unsafe"),
+             lambda m: m.add(np.array([1, 2]), [1, 2], dtype="int64", casting="unsafe"),
+             lambda m: m.maximum(np.array([1.0, 2.0], np.float32), (3, 0), dtype="float64")]
+    for case in cases:
+        with np.errstate(all="ignore"):
+            got, want = case(jnp), case(np)
+        assert got.dtype == want.dtype, (got, want)
+        np.testing.assert_array_equal(got, want)
