@@ -679,3 +679,16 @@ def test_dtype_of_a_ufunc_with_a_list_operand():
             got, want = case(jnp), case(np)
         assert got.dtype == want.dtype, (got, want)
         np.testing.assert_array_equal(got, want)
+
+
+def test_negative_integer_powers_of_lists_and_empty_arrays():
+    """From the fuzz: a list exponent skipped NumPy's ValueError (power([2, 3], [-1, 2])
+    gave [0, 9]); an empty result raises nothing in NumPy."""
+    with pytest.raises(ValueError, match="negative integer powers"):
+        jnp.power(np.array([2, 3]), [-1, 2])
+    with pytest.raises(ValueError, match="negative integer powers"):
+        jnp.power([2, 3], (1, -2))
+    for base, exp in [(np.array([], np.int64), -1), (np.zeros((0, 3), np.int64), [-1, 2, 3])]:
+        got, want = jnp.power(base, exp), np.power(base, exp)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(jnp.power([2, 3], (1, 2)), [2, 9])

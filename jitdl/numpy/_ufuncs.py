@@ -347,7 +347,19 @@ def _integral(x):
     t = type(x)
     if t is _ndarray or isinstance(x, np.generic):
         return x.dtype.kind in "biu"
+    if t is list or t is tuple:
+        return np.asarray(x).dtype.kind in "biu"
     return t is int or t is bool
+
+
+def _empty_result(x1, x2):
+    """The operands broadcast to no elements (NumPy computes nothing, raises nothing)."""
+    if is_symbolic(x1) or is_symbolic(x2):
+        return False
+    try:
+        return 0 in np.broadcast_shapes(np.shape(x1), np.shape(x2))
+    except ValueError:
+        return False        # (the call's own broadcasting error follows)
 
 
 def _fits(x2, x1):
@@ -369,7 +381,8 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
     if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x2, x1) and np.any(
-            np.less(x2, 0) if where is True else np.less(x2, 0) & where):
+            np.less(x2, 0) if where is True else np.less(x2, 0) & where) \
+            and not _empty_result(x1, x2):
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True and out is not None:
