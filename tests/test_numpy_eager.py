@@ -692,3 +692,13 @@ def test_negative_integer_powers_of_lists_and_empty_arrays():
         got, want = jnp.power(base, exp), np.power(base, exp)
         assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(jnp.power([2, 3], (1, 2)), [2, 9])
+
+
+def test_take_from_a_number_checks_its_indices():
+    """From the fuzz: take(12, [1, 5]) gave [12, 12]; NumPy raises IndexError."""
+    for a in (12, np.int64(12), 2.5):
+        with pytest.raises(IndexError):
+            jnp.take(a, [1, 5])
+        with pytest.raises(IndexError):
+            jnp.take(a, 3)
+        np.testing.assert_array_equal(jnp.take(a, [0, -1]), np.take(a, [0, -1]))

@@ -366,6 +366,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    if isinstance(a, (bool, int, float, np.generic)) and not _sym(indices):
+        a = np.asarray(a)       # (a number's one element: its indices are checked)
     a = _as_1d_if_scalar(a, axis)
     static = (("axis", None if axis is None else operator.index(axis)), ("mode", mode))
     if not isinstance(indices, np.ndarray) and not is_device_array(indices) \
