@@ -659,6 +659,9 @@ def test_axis_bounds_are_checked_before_repeats():
         jnp.min(x, axis=(0, 0, 1))
     with pytest.raises(ValueError, match="duplicate value in 'axis'"):
         jnp.sum(x, axis=(0, -1))
+    for axis in (True, (True,), np.True_):      # NumPy: "an integer is required"
+        with pytest.raises(TypeError, match="an integer is required"):
+            jnp.sum(np.ones((2, 3)), axis=axis)
 
 
 def test_dtype_of_a_ufunc_with_a_list_operand():

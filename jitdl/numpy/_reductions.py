@@ -38,11 +38,17 @@ def _axis(axis):
     if axis is None or type(axis) is int:
         return axis
     if isinstance(axis, tuple):
-        return tuple(builtins.int(a) for a in axis)
+        return tuple(_one_axis(a) for a in axis)
     if isinstance(axis, list):      # (NumPy takes an int or a tuple, not a list)
         raise ArgumentError("'list' object cannot be interpreted as an integer (axis must "
                             "be an int or a tuple of ints)", user_loc())
-    return builtins.int(axis) if hasattr(axis, "__index__") else axis
+    return _one_axis(axis) if hasattr(axis, "__index__") else axis
+
+
+def _one_axis(a):
+    if isinstance(a, (bool, np.bool_)):     # (NumPy refuses axis=True)
+        raise ArgumentError("an integer is required (axis is a bool)", user_loc())
+    return builtins.int(a)
 
 
 def _dtype(dtype):

@@ -214,6 +214,8 @@ def normalize_axes(axis, ndim, allow_none=True) -> tuple:
     seq = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for a in seq:
+        if isinstance(a, (bool, np.bool_)):
+            raise ArgumentError("an integer is required (axis is a bool)", user_loc())
         try:
             a = operator.index(a)
         except TypeError:
