@@ -333,7 +333,7 @@ def _guarded_tiles(stmt, in_unrolled=False):
 
 @pytest.mark.parametrize("shape", [(2, 128, 128, 64), (2, 256, 96, 64), (4, 56, 64, 64),
                                    (3, 100, 40, 64), (2, 197, 50, 64), (1, 56, 64, 64),
-                                   (1, 197, 50, 64)])
+                                   (1, 197, 50, 64), (2, 13, 64, 256), (1, 25, 64, 512)])
 def test_register_tiles_have_no_guarded_rows(shape, rng):
     """A tile's rows divide the row count where a divisor of more than half the register
     budget's rows exists; where none does, the split with a tail is not fused into the
