@@ -15,6 +15,7 @@ import numpy as np
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
 from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
+from jitdl.runtime.cuda import is_device_array
 from jitdl.te import naming
 
 # NumPy casts a reduction's result into out= unsafely (ptp and std: same_kind, as their
@@ -215,7 +216,9 @@ def _integer_moment(a, dtype):
     """mean/var/std of arrays with an integer dtype= are NumPy's (it sums in that dtype,
     wrapping, and truncates each quotient: np.mean(int8 [100, 100, 100], dtype=int8) is
     14); inside a definition jitdl's (in floating point, cast to the dtype at the end)."""
-    return dtype is not None and np.dtype(dtype).kind in "biu" and not is_symbolic(a)
+    # (GPU arrays keep jitdl's kernel: CuPy's mean/var/std lack where= and correction=)
+    return dtype is not None and np.dtype(dtype).kind in "biu" and not is_symbolic(a) \
+        and not is_device_array(a)
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
