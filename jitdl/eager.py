@@ -418,11 +418,11 @@ _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 def _signature(operands):
     """What NumPy's dtype rules see of the operands: arrays' dtypes, numbers' types, the
     dtype and rank of the array a list or tuple becomes."""
-    return tuple(a.dtype if hasattr(a, "dtype") else _as_array(a) if isinstance(
+    return tuple(a.dtype if hasattr(a, "dtype") else _sequence_signature(a) if isinstance(
         a, (list, tuple)) else type(a) for a in operands)
 
 
-def _as_array(seq):
+def _sequence_signature(seq):
     a = np.asarray(seq)
     return ("sequence", a.dtype, a.ndim)
 

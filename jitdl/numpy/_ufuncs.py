@@ -411,8 +411,9 @@ def sinc(x):
 
 def round(a, decimals=0, out=None):  # noqa: A001
     """a rounded to `decimals` places, half to even (numpy.round)."""
-    if isinstance(a, (_ndarray, np.generic, bool, list, tuple)) and not tracing() and \
-            np.asarray(a).dtype == np.bool_:
+    dt = a.dtype if isinstance(a, (_ndarray, np.generic)) else np.asarray(a).dtype \
+        if isinstance(a, (bool, list, tuple)) and not tracing() else None
+    if dt == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     return apply("round", ew.round_, (a,), (("decimals", _int_arg(decimals, "decimals")),),
                  out, ("a",))
