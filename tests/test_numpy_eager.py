@@ -222,7 +222,10 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
           lambda m: m.isnan(a, dtype=bool), lambda m: m.logical_and(i, a, dtype=bool),
           lambda m: m.matmul(a[:, None], i[None, :], dtype=np.float32),
           lambda m: m.matmul(a[:4].reshape(2, 2), i[:4].reshape(2, 2), dtype=np.int16,
-                             casting="unsafe")]
+                             casting="unsafe"),
+          # (dtype= picks the loop: bool has no subtract, the inputs cast to int16)
+          lambda m: m.subtract(a > 0, (i > 0).reshape(5, 1), dtype=np.int16),
+          lambda m: m.subtract(a > 0, True, dtype=np.float32)]
     for case in ok:
         got, want = case(jnp), case(np)
         same(got, want, rtol=1e-6)
@@ -259,6 +262,12 @@ def test_ufunc_dtype_and_casting_follow_numpys_rules(rng):
         return jnp.add(X, 1, dtype=np.int32)
     with pytest.raises(TypeError, match="Cannot cast ufunc 'add' input 0"):
         g(a)
+
+    @jd.compute
+    def h(X, Y):
+        return jnp.subtract(X > 0, Y, dtype=np.int16) + jnp.bitwise_and(X < 0, Y, dtype=bool)
+    b = rng.standard_normal(5) > 0
+    same(h(a, b), np.subtract(a > 0, b, dtype=np.int16) + np.bitwise_and(a < 0, b), 0)
 
 
 def test_other_numpy_names_are_numpys_own(rng):

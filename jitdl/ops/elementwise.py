@@ -408,9 +408,9 @@ def binary(x1, x2, fn, dtype=None):
     """The ufunc BINARY[fn] over x1 and x2, broadcast (in `dtype` when given)."""
     ufunc, f = BINARY[fn]
     x1, x2 = operand(x1, "x1"), operand(x2, "x2")
-    rt = result_type(ufunc, fn, x1, x2)
-    if dtype is not None:
+    if dtype is not None:       # (the loop is dtype's: subtract(bool, bool, dtype=int16))
         return elementwise(lambda a, b: _c(f(_c(a, dtype), _c(b, dtype)), dtype), x1, x2)
+    rt = result_type(ufunc, fn, x1, x2)
     if fn in _OWN_DTYPE:
         return elementwise(f, x1, x2)
     return elementwise(lambda a, b: f(_c(a, rt), _c(b, rt)), x1, x2)
