@@ -121,6 +121,7 @@ class _Builder:
         self.same = {}          # size Var -> the equal size Var used for it
         # region starts with a bounded `//` (_widened_form), by id (kept alive: no reuse)
         self.widened = {}
+        self.inlined = {}       # stage name -> its body with the stages inlined into it
         for st in sched.stages.values():
             if st.attach == "at":
                 cons, loop = st.attach_to
@@ -210,7 +211,9 @@ class _Builder:
             if isinstance(n, Access):
                 st = self.sched.stages.get(n.tensor.name)
                 if st is not None and st.tensor is n.tensor and st.attach == "inline":
-                    body = self.inline(st.tensor.op.body)
+                    body = self.inlined.get(st.tensor.name)
+                    if body is None:    # (once per stage: a chain of them nests deep)
+                        body = self.inlined[st.tensor.name] = self.inline(st.tensor.op.body)
                     body = substitute(body, {a.var: i for a, i in zip(st.tensor.op.axes,
                                                                        n.indices)})
                     # the checks this read of the stage needs: its body may ignore an

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from jitdl import dtypes
 from jitdl.ir.analysis import free_vars, linear, reads_memory
 from jitdl.ir.nodes import Access, Binary, BinOp, Call, ForKind, Intrin, ReduceOp, Select, Var
-from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.schedule import rewrite
 from jitdl.schedule.schedule import Axis, Schedule, Split
 
@@ -656,8 +656,9 @@ def _fuse_row_reductions(s, outputs, target, allow, cfg=None):
             continue
         cons = s.stages[targets.pop()]
         op = cons.tensor.op
-        if not cons.leaves or not op.axes or _tiled(s, cons, target, allow):
-            continue
+        if not cons.leaves or not op.axes or _tiled(s, cons, target, allow) \
+                or len(op.axes) == 1 and not st.is_reduce:
+            continue    # (rows of one element: nothing gained, and no vector loop left)
         chosen = row_loops.get(cons.tensor.name)
         depths = [len(op.axes) - 1, 1] if len(op.axes) > 2 and _long_rows(cons, target) \
             else [1]
@@ -782,29 +783,48 @@ def _expensive(st):
 # nodes of an expression (its inlined producers expanded) above which a stage read at
 # several places is stored, not inlined
 _INLINE_MAX_NODES = 512
+# expression depth past which an inlined chain is stored: every pass over the expression
+# (lowering, simplification, code generation) recurses once or more per level, and 300
+# chained steps ran into Python's recursion limit
+_INLINE_MAX_DEPTH = 96
 
 
 def _inlined_size(s, st, memo):
-    """Nodes of st's body with the stages inlined into it expanded (memo: by stage name;
-    a stage's producers are decided before it)."""
+    """(nodes, depth) of st's body with the stages inlined into it expanded (memo: by
+    stage name; a stage's producers are decided before it)."""
     name = st.tensor.name
     if name not in memo:
         n = 0
         for x in walk_expr(st.tensor.op.body):
             n += 1
-            p = s.stages.get(x.tensor.name) if isinstance(x, Access) else None
-            if p is not None and p.tensor is x.tensor and p.attach == "inline":
-                n += _inlined_size(s, p, memo)
-        memo[name] = n
+            p = _inlined_producer(s, x)
+            if p is not None:
+                n += _inlined_size(s, p, memo)[0]
+        memo[name] = (n, _depth(s, st.tensor.op.body, memo))
     return memo[name]
 
 
+def _inlined_producer(s, x):
+    p = s.stages.get(x.tensor.name) if isinstance(x, Access) else None
+    return p if p is not None and p.tensor is x.tensor and p.attach == "inline" else None
+
+
+def _depth(s, e, memo):
+    p = _inlined_producer(s, e)
+    below = max((_depth(s, c, memo) for c in expr_children(e)), default=0)
+    return 1 + max(below, _inlined_size(s, p, memo)[1] if p is not None else 0)
+
+
 def _duplicated_when_inlined(s, st, memo):
-    """Inlining st would copy a large expression into several places: an elementwise
-    chain in which each step reads the previous one twice (y = sin(y) + cos(y), repeated)
-    doubles with every step when inlined, and 12 steps never finished compiling. Such a
-    stage is stored instead, once its expanded expression exceeds _INLINE_MAX_NODES."""
-    if _inlined_size(s, st, memo) <= _INLINE_MAX_NODES:
+    """Inlining st would copy a large expression into several places, or nest it too
+    deep: an elementwise chain in which each step reads the previous one twice (y = sin(y)
+    + cos(y), repeated) doubles with every step when inlined, and 12 steps never finished
+    compiling. Such a stage is stored instead, once its expanded expression exceeds
+    _INLINE_MAX_NODES, or _INLINE_MAX_DEPTH levels whatever its reads."""
+    size, depth = _inlined_size(s, st, memo)
+    if depth > _INLINE_MAX_DEPTH:
+        return True
+    if size <= _INLINE_MAX_NODES:
         return False
     reads = 0
     for x in s.stages.values():
@@ -814,13 +834,29 @@ def _duplicated_when_inlined(s, st, memo):
     return reads >= 2
 
 
-def _shared_and_expensive(s, st):
-    """An elementwise stage with transcendental math that several stages read: inlining
-    it would compute the math once per reader."""
+def _shared_and_expensive(s, st, consumers):
+    """An elementwise stage with transcendental math that several stages read, directly
+    or through stages inlined into them: inlining it would compute the math once per
+    reader. consumers: _consumers(s)."""
     if not _expensive(st):
         return False
-    readers = [x for x in s.stages.values() if x is not st and st.tensor in s._reads(x)]
+    readers, todo = set(), [st]
+    while todo and len(readers) < 2:
+        for x in consumers.get(todo.pop().tensor, ()):
+            if x is not st and x.tensor.name not in readers:
+                readers.add(x.tensor.name)
+                if x.attach == "inline":
+                    todo.append(x)
     return len(readers) >= 2
+
+
+def _consumers(s):
+    """Tensor -> the stages whose own bodies read it."""
+    out = {}
+    for x in s.stages.values():
+        for t in {n.tensor for n in walk_expr(x.tensor.op.body) if isinstance(n, Access)}:
+            out.setdefault(t, []).append(x)
+    return out
 
 
 def _reread(s, st):
@@ -1034,13 +1070,13 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
                 s.divide_after(s[name])
     outputs = {t.name for t in s.outputs}
     own = set(s.stages)
-    keep, sizes = [], {}
+    keep, sizes, consumers = [], {}, _consumers(s)
     for name, st in s.stages.items():
         if not st.is_reduce and st.tensor.name not in outputs and not (
                 _guarded_reads(st) and _consumed_by_reduction(s, st.tensor)):
             if _duplicated_when_inlined(s, st, sizes):
                 continue                  # stored whole (see there)
-            if (_shared_and_expensive(s, st) or _expensive(st) and _reread(s, st)
+            if (_shared_and_expensive(s, st, consumers) or _expensive(st) and _reread(s, st)
                     and _nbytes(st.tensor) <= _WHOLE_MAX) \
                     and "compute_at" in allow:
                 keep.append(name)         # inlined below unless computed at a row loop

@@ -720,13 +720,15 @@ class Schedule:
                     "that encloses all its readers", user_loc())
 
     def _reads_transitively(self, st):
+        # (each stage's own body: the closure over them is the closure over _reads, which
+        # looks through inlined stages again at every step of a long chain)
         out, todo = set(), [st]
         while todo:
-            for t in self._reads(todo.pop()):
-                if t not in out:
-                    out.add(t)
-                    if t.name in self.stages:
-                        todo.append(self.stages[t.name])
+            for n in walk_expr(todo.pop().tensor.op.body):
+                if isinstance(n, Access) and n.tensor not in out:
+                    out.add(n.tensor)
+                    if n.tensor.name in self.stages:
+                        todo.append(self.stages[n.tensor.name])
         return out
 
     def _reads(self, st):
