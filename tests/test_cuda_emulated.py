@@ -327,6 +327,29 @@ def test_softmax_long_rows_in_shared_memory(dev, rng):
     close(got, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-9)
 
 
+@jd.compute
+def softmax_of_a_doubling_chain(X):
+    y = X
+    for _ in range(8):
+        y = jnp.sin(y * 1.1) + jnp.cos(y + 0.5)
+    return nn.softmax(y, -1)
+
+
+def test_softmax_of_a_stored_stage_keeps_a_block_per_row(dev, rng):
+    """The inline-size rule stores a stage of the chain, which the row fusion computed at
+    the softmax's rows: it runs as its own grid-stride kernel and the row statistics still
+    get a block of threads per row (they ran one thread per row, 37 threads in all)."""
+    x = rng.standard_normal((37, 300)).astype(F32)
+    src = softmax_of_a_doubling_chain.cuda_source(x)
+    assert "__shfl_down_sync" in src and src.count("__global__") == 2
+    y = x.astype(F64)
+    for _ in range(8):
+        y = np.sin(y * 1.1) + np.cos(y + 0.5)
+    e = np.exp(y - y.max(axis=1, keepdims=True))
+    close(on_gpu(dev, softmax_of_a_doubling_chain, x), e / e.sum(axis=1, keepdims=True),
+          rtol=1e-4, atol=1e-7)
+
+
 @pytest.mark.parametrize("shape", [(9, 45), (5, 100), (3, 1000), (70, 33)])
 def test_row_sum_and_max(dev, rng, shape):
     x = rng.standard_normal(shape)

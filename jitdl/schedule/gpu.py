@@ -67,8 +67,15 @@ def auto_schedule(s, cfg=None, target=None, level=0):
             if "tile" in allow and (_matmul_like(s, st) and tile_matmul(s, name, target, cfg)
                                     or tile_contraction(s, name, target, cfg)):
                 continue
-            if "rows" in allow and block_per_row(s, name, target, cfg):
-                continue
+            if "rows" in allow:
+                # an elementwise stage computed at the rows (one the inline rules stored)
+                # runs on its own, and the row statistics still get a block per row
+                for x in list(s.stages.values()):
+                    if x.attach == "at" and x.attach_to[0] == name and not x.is_reduce:
+                        s.compute_root(s[x.tensor.name])
+                        grid_stride(s, x.tensor.name, target, cfg)
+                if block_per_row(s, name, target, cfg):
+                    continue
             for x in list(s.stages.values()):     # rows too short for a block of threads
                 if x.attach == "at" and x.attach_to[0] == name:
                     s.compute_root(s[x.tensor.name])
