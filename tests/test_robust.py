@@ -787,3 +787,37 @@ def test_disk_cache_key_covers_globals_in_a_fresh_process(tmp_path):
     shifted = run(7, 1)                                # what a helper reads
     assert shifted["result"] == "compiled" and shifted["y"] == (x * 7 + 1).tolist()
     assert run(5, 0)["y"] == (x * 5).tolist()          # each value keeps its own kernel
+
+
+def _squarings(v, n):
+    for _ in range(n):
+        v = v * v + 0.25
+    return v
+
+
+@jd.compute(static=("n",))
+def squarings(x, n):
+    rows, m = x.shape
+    k = jd.reduce_axis(m, name="k")
+    y = jd.tensor((rows, m), lambda i, j: _squarings(x[i, j], n) * 2)
+    s = jd.tensor((rows,), lambda i: jd.sum(_squarings(x[i, k], n), axis=k))
+    # (a select's branches keep their expressions: x[i, j + 1] is read only where j + 1 < m)
+    z = jd.tensor((rows, m), lambda i, j: jd.select(
+        j + 1 < m, x[i, j + 1] * 3, -1.0) + _squarings(x[i, j], n))
+    return y, s, z
+
+
+@pytest.mark.parametrize("n", [3, 16, 40])
+def test_a_value_used_twice_per_step_compiles_in_its_own_size(n, rng):
+    """`v = v * v + 0.25` repeated inside one lambda: each step uses the previous value
+    twice, so the expression's tree doubles with every step (14 steps compiled in 44 s).
+    Large shared subexpressions become stages of their own; the results are NumPy's and
+    the loop IR stays small."""
+    x = rng.uniform(-0.3, 0.3, (5, 33))
+    y, s, z = squarings(x, n)
+    ref = _squarings(x, n)
+    np.testing.assert_allclose(y, ref * 2, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(s, ref.sum(axis=1), rtol=1e-13, atol=1e-15)
+    want = np.concatenate([x[:, 1:] * 3, np.full((5, 1), -1.0)], axis=1) + ref
+    np.testing.assert_allclose(z, want, rtol=1e-13, atol=1e-15)
+    assert len(str(squarings.lower(x, n))) < 200_000

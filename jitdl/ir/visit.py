@@ -37,44 +37,53 @@ def walk_expr(e):
         stack.extend(reversed(expr_children(n)))
 
 
-def map_expr(e, fn):
+def map_expr(e, fn, memo=None):
     """Rebuild e bottom-up, calling fn on each rebuilt node; fn returns a replacement or None.
-    Returns the same object when nothing changed."""
+    Returns the same object when nothing changed. With `memo` (a dict, by id of the nodes
+    of e, which stay alive meanwhile) a node shared by several parents is rebuilt once and
+    stays shared: a DAG is walked in its own size, not its tree's."""
+    if memo is not None and id(e) in memo:
+        return memo[id(e)]
     match e:
         case Binary() | Compare():
-            a, b = map_expr(e.a, fn), map_expr(e.b, fn)
+            a, b = map_expr(e.a, fn, memo), map_expr(e.b, fn, memo)
             n = e if (a is e.a and b is e.b) else replace(e, a=a, b=b)
         case Unary():
-            a = map_expr(e.a, fn)
+            a = map_expr(e.a, fn, memo)
             n = e if a is e.a else replace(e, a=a)
         case Call():
-            args = tuple(map_expr(x, fn) for x in e.args)
+            args = tuple(map_expr(x, fn, memo) for x in e.args)
             n = e if all(x is y for x, y in zip(args, e.args)) else replace(e, args=args)
         case Select():
-            c, t, f = map_expr(e.cond, fn), map_expr(e.t, fn), map_expr(e.f, fn)
+            c, t = map_expr(e.cond, fn, memo), map_expr(e.t, fn, memo)
+            f = map_expr(e.f, fn, memo)
             n = e if (c is e.cond and t is e.t and f is e.f) else replace(e, cond=c, t=t, f=f)
         case Cast():
-            v = map_expr(e.value, fn)
+            v = map_expr(e.value, fn, memo)
             n = e if v is e.value else replace(e, value=v)
         case Access():
-            idx = tuple(map_expr(x, fn) for x in e.indices)
-            carried = tuple((map_expr(c[0], fn),) + tuple(c[1:]) for c in e.carried)
+            idx = tuple(map_expr(x, fn, memo) for x in e.indices)
+            carried = tuple((map_expr(c[0], fn, memo),) + tuple(c[1:]) for c in e.carried)
             same = all(x is y for x, y in zip(idx, e.indices)) and \
                 all(x[0] is y[0] for x, y in zip(carried, e.carried))
             n = e if same else replace(e, indices=idx, carried=carried)
         case Reduce():
-            b = map_expr(e.body, fn)
-            w = None if e.where is None else map_expr(e.where, fn)
+            b = map_expr(e.body, fn, memo)
+            w = None if e.where is None else map_expr(e.where, fn, memo)
             n = e if (b is e.body and w is e.where) else replace(e, body=b, where=w)
         case Load():
-            i = map_expr(e.index, fn)
-            check = e.check and tuple((map_expr(c[0], fn),) + tuple(c[1:]) for c in e.check)
+            i = map_expr(e.index, fn, memo)
+            check = e.check and tuple((map_expr(c[0], fn, memo),) + tuple(c[1:])
+                                      for c in e.check)
             same = i is e.index and all(x[0] is y[0] for x, y in zip(check or (), e.check or ()))
             n = e if same else replace(e, index=i, check=check)
         case _:
             n = e
     r = fn(n)
-    return n if r is None else r
+    r = n if r is None else r
+    if memo is not None:
+        memo[id(e)] = r
+    return r
 
 
 def substitute(e, mapping):

@@ -12,8 +12,8 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import free_vars
 from jitdl.ir.nodes import (Access, BinOp, Const, Expr, Intrin, IterVar, Reduce, ReduceOp,
-                            Var)
-from jitdl.ir.visit import map_expr, substitute, walk_expr
+                            Select, Var)
+from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
 
@@ -128,8 +128,71 @@ def make_stage(name, axes, body, loc) -> Tensor:
                   auto_named=auto)
 
 
+# an expression whose tree (a subexpression counted at each of its uses) passes this many
+# nodes gets stages of its own for its large shared subexpressions
+_TREE_MAX = 4096
+_SHARED_MIN = 48
+
+
+def _hoist_shared(name, e, axes, loc):
+    """A subexpression used twice is one Python object: `v = v * v` repeated builds a DAG
+    whose tree doubles with every step (14 squarings in one lambda: 2^14 multiplies, and
+    44 s to compile). Past _TREE_MAX nodes, each shared subexpression of more than
+    _SHARED_MIN nodes (counting those already hoisted as one) becomes a stage over the axes
+    it uses; the automatic schedule then inlines or stores them by their size. Nothing under
+    a select's branches or inside a nested reduction moves: those are evaluated only where
+    their guard holds."""
+    order, refs = [], {}
+    stack, seen = [(e, False)], set()
+    while stack:                          # the distinct nodes, children first
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+        elif id(n) not in seen:
+            seen.add(id(n))
+            stack.append((n, True))
+            for c in expr_children(n):
+                refs[id(c)] = refs.get(id(c), 0) + 1
+                stack.append((c, False))
+    tree = {}
+    for n in order:
+        tree[id(n)] = 1 + builtins.sum(tree[id(c)] for c in expr_children(n))
+    if tree[id(e)] <= _TREE_MAX:
+        return e
+    guarded = set()
+    for n in order:
+        if isinstance(n, (Select, Reduce)):
+            todo = list(expr_children(n))[1 if isinstance(n, Select) else 0:]
+            while todo:
+                c = todo.pop()
+                if id(c) not in guarded:
+                    guarded.add(id(c))
+                    todo.extend(expr_children(c))
+    by_var = {a.var: a for a in axes}
+    uses, size, memo, count = {}, {}, {}, itertools.count()
+    for n in order:
+        kids = expr_children(n)
+        uses[id(n)] = set().union(*(uses[id(c)] for c in kids)) | (
+            {n} if isinstance(n, Var) and n in by_var else set()) | (
+            {"memory"} if isinstance(n, Access) else set())
+        size[id(n)] = 1 + builtins.sum(size[id(c)] for c in kids)
+        if refs.get(id(n), 0) < 2 or size[id(n)] <= _SHARED_MIN or id(n) in guarded \
+                or n.weak or "memory" not in uses[id(n)]:
+            continue
+        body = map_expr(n, lambda x: None, memo)
+        outer = [a for a in axes if a.var in uses[id(n)]]
+        new_axes = tuple(IterVar(Var(a.var.name), 0, a.extent) for a in outer)
+        sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
+        stage = make_stage(f"{name}_shared{next(count)}", new_axes, substitute(body, sub), loc)
+        memo[id(n)] = Access(stage, tuple(a.var - a.min if a.min else a.var for a in outer),
+                             loc)
+        size[id(n)] = 1
+    return map_expr(e, lambda x: None, memo)
+
+
 def _extract(name, e, axes, loc):
     """Replace every Reduce inside e by an access to a new stage over the axes it uses."""
+    e = _hoist_shared(name, e, axes, loc)
     count = itertools.count()
     by_var = {a.var: a for a in axes}
 
