@@ -416,6 +416,29 @@ def test_matmul_out():
     same(out, a @ b)
 
 
+def test_outer_and_take_out_follow_numpy():
+    """outer's out= may be larger than the result (it broadcasts, as multiply's); take casts
+    into its out= whatever the kinds (uint8 wraps as in NumPy)."""
+    a, b = rand(3), rand(4)
+    got, want = np.full((2, 3, 4), 7.0), np.full((2, 3, 4), 7.0)
+    assert jnp.outer(a, b, out=got) is got
+    same(got, np.outer(a, b, out=want))
+    raises_like(lambda: jnp.outer(a, b, out=np.empty((3, 1))),
+                lambda: np.outer(a, b, out=np.empty((3, 1))))
+    x = np.array([300, -1, 7])
+    for src, dt in ((x, np.uint8), (x, np.int16), (x + 0.5, np.int64), (x, np.float32),
+                    (a, np.float16), ([1.5, 2.5, 3.5], np.int32)):
+        got, want = np.zeros(2, dt), np.zeros(2, dt)
+        try:
+            np.take(src, [2, 0], out=want)
+        except TypeError:
+            raises_like(lambda: jnp.take(src, [2, 0], out=got),
+                        lambda: np.take(src, [2, 0], out=want))
+            continue
+        assert jnp.take(src, [2, 0], out=got) is got
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("fn, sa, sb, extra", [
     ("dot", (4,), (4,), ()), ("dot", (3, 4), (4, 5), ()), ("dot", (2, 3, 4), (4,), ()),
     ("dot", (4,), (2, 4, 3), ()), ("dot", (2, 3, 4), (5, 4, 2), ()), ("dot", (3,), (), ()),

@@ -47,7 +47,7 @@ def inner(a, b, /):
 
 def outer(a, b, out=None):
     """numpy.outer: every element of a.ravel() times every element of b.ravel()."""
-    return apply("outer", la.outer, (a, b), (), out, ("a", "b"))
+    return apply("outer", la.outer, (a, b), (), out, ("a", "b"), broadcast_out=True)
 
 
 def vecdot(x1, x2, /, *, axis=-1):

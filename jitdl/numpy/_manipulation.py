@@ -385,8 +385,16 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if is_device_array(a) and not is_device_array(indices):   # a GPU a: indices too
         from jitdl.runtime.cuda import backend
         indices = backend().from_host(np.asarray(indices))
+    a_dtype = None if not isinstance(out, np.ndarray) else \
+        a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype
+    if a_dtype is not None and not np.can_cast(out.dtype, a_dtype, "safe"):
+        # (NumPy's rule, its own way round: out= must cast safely to a's dtype, and the
+        # result then goes into it whatever the kinds)
+        raise ArgumentError(f"Cannot cast array data from {out.dtype!r} to {a_dtype!r} "
+                            f"according to the rule 'safe' (take(), out=)", user_loc())
     try:
-        return apply("take", man.take, (a, indices), static, out, ("a", "indices"))
+        return apply("take", man.take, (a, indices), static, out, ("a", "indices"),
+                     casting="unsafe")
     except (AxisError, man.TakeIndexError):
         raise
     except IndexError as e:
