@@ -661,6 +661,27 @@ def test_round_to_more_places_than_floats_have():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                    reason="NumPy's float64 to integer conversion out of range is x86's here")
+def test_integer_round_at_the_ends_of_each_type(rng):
+    """NumPy rounds int32 and int64 through float64 and converts back as x86 does: a result
+    outside the type is its minimum (round(int32 min, -1)), int64s past 2**53 lose their low
+    digits; narrower types wrap. jitdl gave the exact multiple, wrapped."""
+    for dt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64):
+        info = np.iinfo(dt)
+        ends = [info.min, info.max, info.max - 4, info.min + 5, 25, 35, 15]
+        if info.min < 0:
+            ends += [-25, -35, -15] + ([2 ** 53 + 1, -(2 ** 60) - 3] if info.bits == 64 else [])
+        a = np.concatenate([np.array(ends, dt),
+                            rng.integers(info.min, info.max, 300, dtype=dt, endpoint=True)])
+        for d in (-1, -2, -9, -18, -19, -309, 0, 3):
+            with np.errstate(all="ignore"):
+                want = np.round(a, d)
+            got = jnp.round(a, d)
+            assert got.dtype == want.dtype, (dt, d)
+            np.testing.assert_array_equal(got, want, err_msg=f"{dt.__name__} {d}")
+
+
 def test_axis_bounds_are_checked_before_repeats():
     """NumPy checks every axis's bounds first: (0, 0, 1) on a vector is an AxisError."""
     x = np.arange(3.0)

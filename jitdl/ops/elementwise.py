@@ -423,7 +423,10 @@ def round_(x, decimals=0):
         if decimals >= 0:
             return elementwise(lambda a: a, x)
         f = 10 ** -decimals
-        if f > 2 ** 62:                 # (past every integer type's range: all 0)
+        if x.dtype in ("int32", "int64"):
+            f = float(f) if decimals >= -308 else math.inf      # (as NumPy's power of 10)
+            return elementwise(lambda a: _round_through_float64(a, f), x)
+        if f > 2 ** 62:                 # (past every other integer type's range: all 0)
             return elementwise(lambda a: _k(0, a), x)
 
         def rnd(v):
@@ -444,6 +447,17 @@ def round_(x, decimals=0):
         return elementwise(lambda a: _b(BinOp.DIV, _rint(_b(BinOp.MUL, a, _k(s, a))),
                                         _k(s, a)), x)
     return elementwise(lambda a: _b(BinOp.MUL, _rint(_b(BinOp.DIV, a, _k(s, a))), _k(s, a)), x)
+
+
+def _round_through_float64(v, f):
+    """NumPy's round of an int32 or int64 to a multiple of f: rint(x / f) * f in float64,
+    converted back as x86 converts, a result outside the type being its minimum
+    (round(int32 min, -1) is int32 min; int64s beyond 2**53 lose their low digits)."""
+    q = _c(v, "float64")
+    q = _b(BinOp.MUL, _rint(_b(BinOp.DIV, q, _k(f, q))), _k(f, q))
+    lo = -2.0 ** (dtypes.itemsize(v.dtype) * 8 - 1)
+    outside = _or(_or(_lt(q, _k(lo, q)), build.compare(CmpOp.GE, q, _k(-lo, q))), _isnan(q))
+    return _sel(outside, _k(int(lo), v), _c(_sel(outside, _k(0.0, q), q), v.dtype))
 
 
 def clip(x, *bounds, lo=True, hi=True, dtype=None):
