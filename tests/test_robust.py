@@ -821,3 +821,34 @@ def test_a_value_used_twice_per_step_compiles_in_its_own_size(n, rng):
     want = np.concatenate([x[:, 1:] * 3, np.full((5, 1), -1.0)], axis=1) + ref
     np.testing.assert_allclose(z, want, rtol=1e-13, atol=1e-15)
     assert len(str(squarings.lower(x, n))) < 200_000
+
+
+@jd.compute
+def guarded_squarings(x):
+    n, m = x.shape
+    k = jd.reduce_axis(m, name="k")
+    w = jd.tensor((n,), lambda i: jd.sum(_squarings(x[i, k - 1], 10), axis=k, where=k >= 1))
+    a = jd.tensor((n, m), lambda i, j: jd.select(
+        jd.all(j >= 1, _squarings(x[i, j - 1], 10) > 0.2501), 1.0, 0.0))
+    o = jd.tensor((n, m), lambda i, j: jd.select(
+        jd.any(j + 1 >= m, _squarings(x[i, j + 1], 10) > 0.2501), 1.0, 0.0))
+    c = jd.tensor((n, n), lambda i, j: jd.sum(_squarings(x[i, k] * x[j, k], 10), axis=k))
+    return w, a, o, c
+
+
+def test_guarded_shared_subexpressions_stay_guarded(rng):
+    """Shared subexpressions read under a guard (a reduction's where=, the right side of a
+    logical and/or) are not made stages of their own: evaluated everywhere, their reads
+    went outside x (a DefinitionError on valid code, found by review); nor is one over a
+    contraction's axis (an (n, n, m) intermediate, larger than anything it reads)."""
+    x = rng.uniform(-0.6, 0.6, (4, 9))
+    w, a, o, c = guarded_squarings(x)
+    sq = _squarings(x, 10)
+    np.testing.assert_allclose(w, sq[:, :-1].sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(a[:, 1:], sq[:, :-1] > 0.2501)
+    np.testing.assert_array_equal(a[:, 0], 0.0)
+    np.testing.assert_array_equal(o[:, :-1], sq[:, 1:] > 0.2501)
+    np.testing.assert_array_equal(o[:, -1], 1.0)
+    np.testing.assert_allclose(c, _squarings(x[:, None, :] * x[None, :, :], 10).sum(axis=2),
+                               rtol=1e-12)
+    assert "_shared" not in str(guarded_squarings.lower(x))

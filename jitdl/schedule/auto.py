@@ -785,22 +785,28 @@ def _expensive(st):
 _INLINE_MAX_NODES = 512
 # expression depth past which an inlined chain is stored: every pass over the expression
 # (lowering, simplification, code generation) recurses once or more per level, and 300
-# chained steps ran into Python's recursion limit
-_INLINE_MAX_DEPTH = 96
+# chained steps (900 levels) ran into Python's recursion limit
+_INLINE_MAX_DEPTH = 240
 
 
 def _inlined_size(s, st, memo):
-    """(nodes, depth) of st's body with the stages inlined into it expanded (memo: by
-    stage name; a stage's producers are decided before it)."""
+    """(nodes, depth, data-dependent) of st's body with the stages inlined into it expanded
+    (memo: by stage name; a stage's producers are decided before it). Data-dependent: some
+    read's index reads memory or is checked at run time."""
     name = st.tensor.name
     if name not in memo:
-        n = 0
+        n, dd = 0, False
         for x in walk_expr(st.tensor.op.body):
             n += 1
+            if isinstance(x, Access) and (x.checked or x.carried
+                                          or any(map(reads_memory, x.indices))):
+                dd = True
             p = _inlined_producer(s, x)
             if p is not None:
-                n += _inlined_size(s, p, memo)[0]
-        memo[name] = (n, _depth(s, st.tensor.op.body, memo))
+                below = _inlined_size(s, p, memo)
+                n += below[0]
+                dd = dd or below[2]
+        memo[name] = (n, _depth(s, st.tensor.op.body, memo), dd)
     return memo[name]
 
 
@@ -820,10 +826,18 @@ def _duplicated_when_inlined(s, st, memo):
     deep: an elementwise chain in which each step reads the previous one twice (y = sin(y)
     + cos(y), repeated) doubles with every step when inlined, and 12 steps never finished
     compiling. Such a stage is stored instead, once its expanded expression exceeds
-    _INLINE_MAX_NODES, or _INLINE_MAX_DEPTH levels whatever its reads."""
-    size, depth = _inlined_size(s, st, memo)
-    if depth > _INLINE_MAX_DEPTH:
-        return True
+    _INLINE_MAX_NODES; or once it nests _INLINE_MAX_DEPTH levels deep, where storing it
+    whole is safe and small: no read of it is data-dependent (a consumer's select may
+    guard it, and stored it would be read everywhere) and it is no larger than the
+    definition's own arrays (a chain over a broadcast grid stays inside its reduction)."""
+    size, depth, dd = _inlined_size(s, st, memo)
+    if depth > _INLINE_MAX_DEPTH and not dd \
+            and all(isinstance(d, int) for d in st.tensor.shape):
+        if ("io",) not in memo:         # (a tuple: not a stage's name)
+            io = _io_bytes(s)
+            memo[("io",)] = io if isinstance(io, int) else -1
+        if _nbytes(st.tensor) <= memo[("io",)]:
+            return True
     if size <= _INLINE_MAX_NODES:
         return False
     reads = 0

@@ -69,9 +69,12 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 continue
             if "rows" in allow:
                 # an elementwise stage computed at the rows (one the inline rules stored)
-                # runs on its own, and the row statistics still get a block per row
-                for x in list(s.stages.values()):
-                    if x.attach == "at" and x.attach_to[0] == name and not x.is_reduce:
+                # that reads no row statistic runs on its own, and the statistics still
+                # get a block per row
+                at = [x for x in s.stages.values() if x.attach == "at" and x.attach_to[0] == name]
+                for x in at:
+                    if not x.is_reduce and not any(r.is_reduce and r.tensor in s._reads(x)
+                                                   for r in at):
                         s.compute_root(s[x.tensor.name])
                         grid_stride(s, x.tensor.name, target, cfg)
                 if block_per_row(s, name, target, cfg):

@@ -36,8 +36,13 @@ def cache_read(readers, tname):
     target = next((n.tensor for r in readers for n in walk_expr(r.op.body)
                    if isinstance(n, Access) and n.tensor.name == tname), None)
     if target is None:
+        shared = sorted({n.tensor.name for r in readers for n in walk_expr(r.op.body)
+                         if isinstance(n, Access) and "_shared" in n.tensor.name})
+        hint = f" (it reads {', '.join(shared)}: subexpressions it used more than once, " \
+            "made stages of their own because its expression was large; " \
+            "cache_read for those)" if shared else ""
         raise ScheduleError(f"cache_read: none of {', '.join(r.name for r in readers)} reads "
-                            f"a tensor named {tname!r}", user_loc())
+                            f"a tensor named {tname!r}{hint}", user_loc())
     axes = tuple(IterVar(Var(f"d{k}"), 0, n) for k, n in enumerate(target.shape))
     cache = Tensor(f"{tname}_cache", target.shape, target.dtype,
                    Compute(axes, Access(target, tuple(a.var for a in axes)),

@@ -6,13 +6,14 @@ from __future__ import annotations
 import builtins
 import inspect
 import itertools
+import math
 
 from jitdl import dtypes
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import free_vars
-from jitdl.ir.nodes import (Access, BinOp, Const, Expr, Intrin, IterVar, Reduce, ReduceOp,
-                            Select, Var)
+from jitdl.ir.nodes import (Access, Binary, BinOp, Const, Expr, Intrin, IterVar, Reduce,
+                            ReduceOp, Select, Var)
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
@@ -117,8 +118,11 @@ def make_stage(name, axes, body, loc) -> Tensor:
     auto = name is None
     name = name or naming.fresh("T")
     if isinstance(body, Reduce):
-        inner = _extract(name, body.body, axes + body.axes, loc)
-        where = None if body.where is None else _extract(name, body.where, axes + body.axes, loc)
+        # (shared subexpressions are not hoisted where a where= guards the body)
+        inner = _extract(name, body.body, axes + body.axes, loc,
+                         hoist_over=axes if body.where is None else None)
+        where = None if body.where is None else \
+            _extract(name, body.where, axes + body.axes, loc, hoist_over=None)
         body = Reduce(body.op, inner, body.axes, where, body.dtype)
     else:
         body = _extract(name, body, axes, loc)
@@ -134,14 +138,17 @@ _TREE_MAX = 4096
 _SHARED_MIN = 48
 
 
-def _hoist_shared(name, e, axes, loc):
+def _hoist_shared(name, e, axes, all_axes, loc):
     """A subexpression used twice is one Python object: `v = v * v` repeated builds a DAG
     whose tree doubles with every step (14 squarings in one lambda: 2^14 multiplies, and
     44 s to compile). Past _TREE_MAX nodes, each shared subexpression of more than
     _SHARED_MIN nodes (counting those already hoisted as one) becomes a stage over the axes
-    it uses; the automatic schedule then inlines or stores them by their size. Nothing under
-    a select's branches or inside a nested reduction moves: those are evaluated only where
-    their guard holds."""
+    it uses; the automatic schedule then inlines or stores them by their size. One that
+    uses a reduction's axes (all_axes beyond the data axes `axes`) moves only where its
+    stage is no larger than the largest tensor it reads (sum_k f(A[i, k] * B[k, j]) would
+    make an (i, j, k) array), and nothing guarded moves: under a select's branches, the
+    right side of a logical and/or, or inside a nested reduction, an expression is
+    evaluated only where its guard holds."""
     order, refs = [], {}
     stack, seen = [(e, False)], set()
     while stack:                          # the distinct nodes, children first
@@ -161,26 +168,36 @@ def _hoist_shared(name, e, axes, loc):
         return e
     guarded = set()
     for n in order:
-        if isinstance(n, (Select, Reduce)):
-            todo = list(expr_children(n))[1 if isinstance(n, Select) else 0:]
+        logical = isinstance(n, Binary) and n.op in (BinOp.AND, BinOp.OR)
+        if isinstance(n, (Select, Reduce)) or logical:
+            todo = list(expr_children(n))[1 if isinstance(n, Select) or logical else 0:]
             while todo:
                 c = todo.pop()
                 if id(c) not in guarded:
                     guarded.add(id(c))
                     todo.extend(expr_children(c))
-    by_var = {a.var: a for a in axes}
-    uses, size, memo, count = {}, {}, {}, itertools.count()
+    by_var = {a.var: a for a in all_axes}
+    data = {a.var for a in axes}
+    uses, size, read, memo, count = {}, {}, {}, {}, itertools.count()
     for n in order:
         kids = expr_children(n)
         uses[id(n)] = set().union(*(uses[id(c)] for c in kids)) | (
             {n} if isinstance(n, Var) and n in by_var else set()) | (
             {"memory"} if isinstance(n, Access) else set())
         size[id(n)] = 1 + builtins.sum(size[id(c)] for c in kids)
+        # (the most elements of a tensor n reads; 0 where a shape is symbolic)
+        read[id(n)] = builtins.max([read[id(c)] for c in kids] + [
+            math.prod(n.tensor.shape) if builtins.all(isinstance(d, int) for d in n.tensor.shape)
+            else 0] if isinstance(n, Access) else [read[id(c)] for c in kids], default=0)
         if refs.get(id(n), 0) < 2 or size[id(n)] <= _SHARED_MIN or id(n) in guarded \
                 or n.weak or "memory" not in uses[id(n)]:
             continue
+        outer = [a for a in all_axes if a.var in uses[id(n)]]
+        if builtins.any(a.var not in data for a in outer) and not (
+                builtins.all(isinstance(a.extent, int) for a in outer)
+                and math.prod(a.extent for a in outer) <= read[id(n)]):
+            continue
         body = map_expr(n, lambda x: None, memo)
-        outer = [a for a in axes if a.var in uses[id(n)]]
         new_axes = tuple(IterVar(Var(a.var.name), 0, a.extent) for a in outer)
         sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
         stage = make_stage(f"{name}_shared{next(count)}", new_axes, substitute(body, sub), loc)
@@ -190,9 +207,11 @@ def _hoist_shared(name, e, axes, loc):
     return map_expr(e, lambda x: None, memo)
 
 
-def _extract(name, e, axes, loc):
-    """Replace every Reduce inside e by an access to a new stage over the axes it uses."""
-    e = _hoist_shared(name, e, axes, loc)
+def _extract(name, e, axes, loc, hoist_over=()):
+    """Replace every Reduce inside e by an access to a new stage over the axes it uses
+    (after _hoist_shared over `hoist_over`, by default all of them; None: none)."""
+    if hoist_over is not None:
+        e = _hoist_shared(name, e, axes if hoist_over == () else hoist_over, axes, loc)
     count = itertools.count()
     by_var = {a.var: a for a in axes}
 
