@@ -675,9 +675,9 @@ def test_integer_round_at_the_ends_of_each_type(rng):
         a = np.concatenate([np.array(ends, dt),
                             rng.integers(info.min, info.max, 300, dtype=dt, endpoint=True)])
         for d in (-1, -2, -9, -18, -19, -309, 0, 3):
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):     # (NumPy's own cast warnings)
                 want = np.round(a, d)
-            got = jnp.round(a, d)
+                got = jnp.round(a, d)
             assert got.dtype == want.dtype, (dt, d)
             np.testing.assert_array_equal(got, want, err_msg=f"{dt.__name__} {d}")
 
