@@ -72,9 +72,9 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                 # that reads no row statistic runs on its own, and the statistics still
                 # get a block per row
                 at = [x for x in s.stages.values() if x.attach == "at" and x.attach_to[0] == name]
+                stats = {r.tensor for r in at if r.is_reduce}
                 for x in at:
-                    if not x.is_reduce and not any(r.is_reduce and r.tensor in s._reads(x)
-                                                   for r in at):
+                    if not x.is_reduce and not stats & s._reads(x):
                         s.compute_root(s[x.tensor.name])
                         grid_stride(s, x.tensor.name, target, cfg)
                 if block_per_row(s, name, target, cfg):

@@ -118,14 +118,14 @@ def make_stage(name, axes, body, loc) -> Tensor:
     auto = name is None
     name = name or naming.fresh("T")
     if isinstance(body, Reduce):
-        # (shared subexpressions are not hoisted where a where= guards the body)
-        inner = _extract(name, body.body, axes + body.axes, loc,
-                         hoist_over=axes if body.where is None else None)
-        where = None if body.where is None else \
-            _extract(name, body.where, axes + body.axes, loc, hoist_over=None)
+        every = axes + body.axes
+        inner = body.body if body.where is not None else \
+            _hoist_shared(name, body.body, axes, every, loc)    # (not under a where=)
+        inner = _extract(name, inner, every, loc)
+        where = None if body.where is None else _extract(name, body.where, every, loc)
         body = Reduce(body.op, inner, body.axes, where, body.dtype)
     else:
-        body = _extract(name, body, axes, loc)
+        body = _extract(name, _hoist_shared(name, body, axes, axes, loc), axes, loc)
     if body.weak:
         body = build.cast(body, body.dtype)
     return Tensor(name, tuple(a.extent for a in axes), body.dtype, Compute(axes, body, loc),
@@ -185,10 +185,10 @@ def _hoist_shared(name, e, axes, all_axes, loc):
             {n} if isinstance(n, Var) and n in by_var else set()) | (
             {"memory"} if isinstance(n, Access) else set())
         size[id(n)] = 1 + builtins.sum(size[id(c)] for c in kids)
-        # (the most elements of a tensor n reads; 0 where a shape is symbolic)
-        read[id(n)] = builtins.max([read[id(c)] for c in kids] + [
-            math.prod(n.tensor.shape) if builtins.all(isinstance(d, int) for d in n.tensor.shape)
-            else 0] if isinstance(n, Access) else [read[id(c)] for c in kids], default=0)
+        # (the most elements of a tensor n reads; a symbolic shape counts as none)
+        read[id(n)] = builtins.max([read[id(c)] for c in kids], default=0)
+        if isinstance(n, Access) and builtins.all(isinstance(d, int) for d in n.tensor.shape):
+            read[id(n)] = builtins.max(read[id(n)], math.prod(n.tensor.shape))
         if refs.get(id(n), 0) < 2 or size[id(n)] <= _SHARED_MIN or id(n) in guarded \
                 or n.weak or "memory" not in uses[id(n)]:
             continue
@@ -207,11 +207,8 @@ def _hoist_shared(name, e, axes, all_axes, loc):
     return map_expr(e, lambda x: None, memo)
 
 
-def _extract(name, e, axes, loc, hoist_over=()):
-    """Replace every Reduce inside e by an access to a new stage over the axes it uses
-    (after _hoist_shared over `hoist_over`, by default all of them; None: none)."""
-    if hoist_over is not None:
-        e = _hoist_shared(name, e, axes if hoist_over == () else hoist_over, axes, loc)
+def _extract(name, e, axes, loc):
+    """Replace every Reduce inside e by an access to a new stage over the axes it uses."""
     count = itertools.count()
     by_var = {a.var: a for a in axes}
 
