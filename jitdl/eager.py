@@ -202,6 +202,10 @@ def _exact_out(k, out):
         (out.shape, out.dtype) == k.out_specs[0]
 
 
+# NumPy functions besides ufuncs that take out= as a 1-tuple (sum, concatenate... do not)
+_UFUNC_BACKED = frozenset(("clip", "fix", "nanmax", "nanmin"))
+
+
 def _slow(name, builder, operands, static, out, names, table=None, tkey=None, slot=None,
           casting="same_kind", broadcast_out=False):
     if any(is_symbolic(a) for a in operands):
@@ -211,6 +215,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
                                 user_loc())
         return builder(*operands, **dict(static))
     if isinstance(out, tuple):
+        if not (isinstance(getattr(np, name, None), np.ufunc) or name in _UFUNC_BACKED):
+            raise ArgumentError(f"{name}(): out= must be an array, not a tuple (only "
+                                "ufuncs such as add take a tuple)", user_loc())
         if len(out) != 1:
             raise ArgumentError(f"{name}(): out= must be one array, got a tuple of "
                                 f"{len(out)}", user_loc())

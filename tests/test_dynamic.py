@@ -6,6 +6,7 @@ across processes."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -394,3 +395,20 @@ def test_column_reductions_split_their_last_block_inside_the_parallel_loop(rng):
     np.testing.assert_allclose(jd.numpy.max(x, axis=0), x.max(axis=0))
     np.testing.assert_allclose(jd.numpy.mean(x, axis=0), x.astype(np.float64).mean(axis=0),
                                rtol=1e-6)
+
+
+def test_the_serial_branch_for_small_sizes_reuses_the_parallel_body():
+    """A dynamic kernel runs its loop on the thread team above the parallel grain and on
+    the calling thread below it: both call one outlined body (two copies doubled LLVM's
+    time), and both give NumPy's answer."""
+    @jd.compute(dynamic=True)
+    def ex(X):
+        return jd.tensor(X.shape, lambda *i: jd.exp(X[i]) * 0.5)
+    x = rand(300, 257)                       # above the grain: the thread team
+    np.testing.assert_allclose(ex(x), np.exp(x) * 0.5, rtol=1e-13)
+    for shape in [(3, 5), (1, 7), (2, 1), (40, 33)]:   # below it: the calling thread
+        y = rand(*shape)
+        np.testing.assert_allclose(ex(y), np.exp(y) * 0.5, rtol=1e-13)
+    text = str(ex.llvm_ir(x, optimized=False))
+    if "GOMP_parallel" in text:              # (a machine without libgomp runs serially)
+        assert len(re.findall(r"= call <\d+ x double> @\"llvm\.exp\.v\d+f64\"", text)) == 1

@@ -90,6 +90,26 @@ def test_out_argument(rng):
     same(a, out)
 
 
+@pytest.mark.parametrize("call", [
+    lambda m, x, o: m.sum(x, out=o), lambda m, x, o: m.max(x, axis=0, out=o),
+    lambda m, x, o: m.mean(x, axis=0, out=o), lambda m, x, o: m.argmax(x, axis=0, out=o),
+    lambda m, x, o: m.concatenate([x[0], x[1]], out=o), lambda m, x, o: m.round(x, out=o),
+    lambda m, x, o: m.clip(x, -0.5, 0.5, out=o), lambda m, x, o: m.nanmax(x, axis=0, out=o),
+    lambda m, x, o: m.matmul(x, x.T, out=o)])
+def test_out_as_a_tuple_only_where_numpy_takes_one(rng, call):
+    x = rng.standard_normal((4, 4))
+    o = np.empty_like(np.asarray(call(np, x, None)))
+    try:
+        want = call(np, x, (o,))
+    except TypeError:
+        with pytest.raises(TypeError, match="out="):
+            call(jnp, x, (o.copy(),))
+        return
+    mine = np.empty_like(o)
+    assert call(jnp, x, (mine,)) is mine
+    same(mine, want)
+
+
 def test_scalars_lists_and_zero_d(rng):
     x = rng.standard_normal(17).astype(np.float32)
     r = jnp.multiply(x, 2.5)

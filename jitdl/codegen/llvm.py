@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import math
+from dataclasses import replace
 
 from llvmlite import ir
 
@@ -395,6 +396,13 @@ class FunctionCodegen:
                     self.unrolled_for(s)
                 else:
                     self.serial_for(s)
+            case IfThen() if _serial_when_small(s):
+                # `if work >= grain: parallel L else: L serially`: one outlined body for
+                # both (the serial branch calls it on the whole range), not two copies
+                if self.gen.parallel_ok:
+                    self.parallel_for(s.then, serial_unless=self.expr(s.cond))
+                else:
+                    self.stmt(s.otherwise)
             case IfThen():
                 cond = self.expr(s.cond)
                 if s.otherwise is None:
@@ -585,8 +593,9 @@ class FunctionCodegen:
             with otherwise:
                 b.call(self.gen.declare("free", VOID, [PTR]), [ptr])
 
-    def parallel_for(self, s):
-        """Outline the loop body and run it on the OpenMP team with GOMP_parallel."""
+    def parallel_for(self, s, serial_unless=None):
+        """Outline the loop body and run it on the OpenMP team with GOMP_parallel; where
+        the i1 `serial_unless` is false, on the calling thread instead."""
         b = self.b
         free = _free_vars(s)
         captured_vars = [v for v in self.env if v in free]
@@ -666,7 +675,21 @@ class FunctionCodegen:
         ob.ret_void()
         gomp = self.gen.declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         outlined.type = PTR     # pass it as an opaque pointer
-        b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+        if serial_unless is None:
+            b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+            return
+        with b.if_else(serial_unless) as (team, alone):
+            with team:
+                b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+            with alone:
+                b.call(impl, slots[:-2] + [lo, b.add(lo, ext)])
+
+
+def _serial_when_small(s):
+    """s is partition_loops' `if work >= grain: parallel loop, else the loop serially`."""
+    t, o = s.then, s.otherwise
+    return isinstance(t, For) and isinstance(o, For) and t.kind == ForKind.PARALLEL \
+        and o.kind == ForKind.SERIAL and o == replace(t, kind=ForKind.SERIAL)
 
 
 _FOLDABLE = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
