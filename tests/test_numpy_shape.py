@@ -300,6 +300,24 @@ def test_repeat_errors():
     raises_like(lambda: jnp.repeat(x, -1), lambda: np.repeat(x, -1))
 
 
+@pytest.mark.parametrize("axis", [0, -1, 1, -2])
+def test_axis_zero_of_a_zero_d_array_in_definitions(axis):
+    """NumPy repeats a 0-d array as a 1-d one and squeezes it with axis 0 or -1."""
+    x = np.array(rand(1)[0])
+    for mine, ref in [(lambda a: jnp.repeat(a, 3, axis=axis), lambda a: np.repeat(a, 3, axis)),
+                      (lambda a: jnp.squeeze(a, axis=axis), lambda a: np.squeeze(a, axis))]:
+        if axis in (0, -1):
+            same(jd.compute(mine)(x), ref(x))
+        else:
+            raises_like(lambda: jd.compute(mine)(x), lambda: ref(x))
+
+
+@pytest.mark.parametrize("axes", [-1, -3, 0, 1])
+def test_tensordot_axes_counts(axes):
+    a, b = rand(2, 3), rand(3, 4)       # a negative count contracts nothing, as NumPy's
+    same(jnp.tensordot(a, b, axes=axes), np.tensordot(a, b, axes=axes))
+
+
 @pytest.mark.parametrize("shape, reps", [((3, 4), 2), ((3, 4), (2, 1)), ((3,), (2, 1, 3)),
                                          ((2, 1, 3), (2, 2)), ((3, 4), (0, 2))])
 def test_tile(shape, reps):

@@ -105,8 +105,10 @@ def tensordot(a, b, axes=2):
     a, b = operand(a), operand(b)
     sa, sb = shape_of(a), shape_of(b)
     if isinstance(axes, int):
-        if axes < 0 or axes > len(sa) or axes > len(sb):
-            raise ShapeError("shape-mismatch for sum", user_loc())
+        if axes > len(sa) or axes > len(sb):
+            raise ShapeError(f"tensordot(): axes={axes} is more than the dimensions of a "
+                             f"({len(sa)}) or b ({len(sb)})", user_loc())
+        axes = max(axes, 0)     # (NumPy: a negative count contracts nothing, an outer product)
         xa, xb = tuple(range(len(sa) - axes, len(sa))), tuple(range(axes))
     else:
         xa, xb = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in axes)

@@ -318,6 +318,8 @@ def ravel(x):
 def squeeze(x, axis=None):
     """np.squeeze: drop the axes of length 1 (`axis`: those, which must have length 1)."""
     x = as_tensor(x)
+    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+        return x            # (NumPy takes axis 0 or -1 of a 0-d array as no axis)
     if axis is None:
         axes = tuple(d for d, n in enumerate(x.shape) if is_one(n))
     else:
@@ -724,8 +726,8 @@ def repeat(a, repeats, axis=None):
     repeats an int, or a tuple with one count per element (the source of an output
     position counts the boundaries at or before it: one comparison per element)."""
     a = as_tensor(a)
-    if axis is None:
-        a, axis = ravel(a), 0
+    if axis is None or a.ndim == 0:     # (NumPy: a 0-d array repeats as a 1-d one)
+        a, axis = ravel(a), 0 if axis is None else axis
     axis = normalize_axis(axis, a.ndim)
     n = a.shape[axis]
     reps = _ints(repeats, "repeats")
