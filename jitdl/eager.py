@@ -30,6 +30,7 @@ _SCALARS = (bool, int, float)
 _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
 _runs = {}           # the same keys -> the call without out= (see _bound)
 _directs = {}        # the same keys -> the kernel's direct entry for such calls, or None
+_outs = {}           # the same keys -> (kernel, result shape, dtype, sizes) for out= calls
 _direct = {}         # (op, static) -> the direct entry of its last kernel (or None)
 _MISS = FAST_RESULTS[FAST_FALLBACK]     # a direct entry's answer to a call it does not serve
 _functions = {}      # (op, static, parameter names) -> Function
@@ -69,6 +70,10 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
                 return r
     key = op + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
+    if type(out) is _ndarray:
+        hit = _outs.get(key)
+        if hit is not None and _into(hit, operands, out):
+            return out
     try:
         if out is None and table is None:
             run = _runs.get(key)
@@ -76,9 +81,12 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
                 _direct[op] = _directs.get(key)
                 return run(operands)
         k = _kernels.get(key)
-        if k is not None and (out is None or _exact_out(k, out)):
+        if k is not None and (out is None or _exact_out(k, out, operands)):
             if table is not None and type(k) is not _ScalarOut:
                 _remember(table, tkey, k, operands, slot, _directs.get(key))
+            if out is not None and getattr(k, "fast", None) and k.single:
+                sizes = k.dims(operands)[0] if k.dims is not None else ()
+                _outs[key] = (k, out.shape, out.dtype, tuple(sizes))
             return k.run(operands, out)
     except ScalarOverflowError:
         if not _has_huge_int(operands):
@@ -197,9 +205,43 @@ def _bound(k, operands):
     return run
 
 
-def _exact_out(k, out):
-    return type(out) is _ndarray and type(k) is not _ScalarOut and \
-        (out.shape, out.dtype) == k.out_specs[0]
+def apply_out(name, static, operands, out):
+    """A wrapper's fast path for out= an array: the result written by a kernel that an
+    earlier call like this one (same operand key) ran into such an array, else _MISS."""
+    key = (name, _static_key(static)) + tuple(
+        [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
+    hit = _outs.get(key)
+    return out if hit is not None and _into(hit, operands, out) else _MISS
+
+
+def _into(hit, operands, out):
+    """Kernel hit[0] ran into out through its fast entry (out of the result's shape and
+    dtype, contiguous, writable and apart from the operands); False: not done."""
+    k, shape, dtype, sizes = hit
+    if out.shape != shape or out.dtype != dtype:
+        return False
+    flags = out.flags
+    if not (flags.c_contiguous and flags.writeable and flags.aligned):
+        return False
+    for a in operands:
+        if type(a) is _ndarray and np.may_share_memory(a, out):
+            return False
+    if k.int_checks:
+        try:
+            k._check_ints(operands)
+        except ScalarOverflowError:     # (the general path: NumPy's error, or huge ints)
+            return False
+    return k.fastcall(tuple(operands), out, *sizes) is None
+
+
+def _exact_out(k, out, operands):
+    """out= is an array of exactly the kernel's result (its shape for these operands)."""
+    if type(out) is not _ndarray or type(k) is _ScalarOut:
+        return False
+    shape, dtype = k.out_specs[0]
+    if k.dims is not None:          # symbolic extents: this call's shape
+        shape = k.dims(operands)[1][0]
+    return out.shape == shape and out.dtype == dtype
 
 
 # NumPy functions besides ufuncs that take out= as a 1-tuple (sum, concatenate... do not)
@@ -252,6 +294,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             _kernels.clear()
             _runs.clear()
             _directs.clear()
+            _outs.clear()
         _kernels[key] = k
         _runs[key] = _call(k, operands)
         _directs[key] = direct_builtin(k, operands) if type(k) is not _ScalarOut else \
@@ -552,5 +595,6 @@ def clear():
     _kernels.clear()
     _runs.clear()
     _directs.clear()
+    _outs.clear()
     _direct.clear()
     _functions.clear()

@@ -755,3 +755,46 @@ def test_take_from_a_number_checks_its_indices():
         with pytest.raises(IndexError):
             jnp.take(a, 3)
         np.testing.assert_array_equal(jnp.take(a, [0, -1]), np.take(a, [0, -1]))
+
+
+def test_repeated_out_calls_take_the_fast_path_only_where_it_is_exact(rng):
+    """A second call like the first writes straight into out=; an out= of another dtype,
+    shape, layout, an operand itself, a read-only one or an int that does not fit still
+    takes the general path, each call after the other."""
+    a, b = rng.standard_normal(1000), rng.standard_normal(1000)
+    x8 = rng.integers(-100, 100, 50).astype(np.int8)
+    m = rng.standard_normal((20, 30))
+    for _ in range(3):
+        o = np.empty(1000)
+        assert jnp.add(a, b, out=o) is o
+        same(o, a + b)
+        o32 = np.empty(1000, np.float32)
+        assert jnp.add(a, b, out=o32) is o32
+        same(o32, (a + b).astype(np.float32), rtol=1e-6)
+        c = a.copy()
+        jnp.add(c, b, out=c)
+        same(c, a + b)
+        wide = np.empty((3, 1000))
+        jnp.add(a, b, out=wide)
+        same(wide, np.broadcast_to(a + b, (3, 1000)))
+        strided = np.empty(2000)[::2]
+        jnp.add(a, b, out=strided)
+        same(strided, a + b)
+        o8 = np.empty(50, np.int8)
+        jnp.add(x8, 5, out=o8)
+        same(o8, x8 + 5)
+        with pytest.raises(OverflowError):
+            jnp.add(x8, 300, out=o8)
+        frozen = np.empty(1000)
+        frozen.flags.writeable = False
+        with pytest.raises(ValueError):
+            jnp.add(a, b, out=frozen)
+        rows = np.empty(20)
+        jnp.sum(m, axis=1, out=rows)
+        same(rows, m.sum(axis=1))
+        jnp.exp(a, out=o)
+        same(o, np.exp(a))
+        other = rng.standard_normal(1234)    # the same kernel at another size
+        o2 = np.empty(1234)
+        jnp.multiply(other, 2.5, out=o2)
+        same(o2, other * 2.5)

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from jitdl.eager import (apply, array_module_function, fast_state, kernel_dtype,
+from jitdl.eager import (apply, apply_out, array_module_function, fast_state, kernel_dtype,
                           numpy_accepts)
 from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
 from jitdl.ops import elementwise as ew
@@ -170,6 +170,11 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
+            elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
+                    and where is True and order == "K":
+                r = apply_out(name, static, (x,), out)
+                if r is not _MISS:
+                    return r
             where = _options(where, order)
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
@@ -234,6 +239,11 @@ def _binary(name, doc):
                         if t2 is _ndarray:
                             last[0] = (s1, s2, x1.dtype, x2.dtype, run)
                         return run((x1, x2))
+            elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
+                    and where is True and order == "K":
+                r = apply_out(name, static, (x1, x2), out)
+                if r is not _MISS:
+                    return r
             where = _options(where, order)
             if where is not True and out is not None:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),

@@ -461,9 +461,15 @@ class Kernel(KernelChecks):
         sizes, shapes = self.dims(args)
         if self.int_checks:
             self._check_ints(args)
-        if self.fast and out is None:
-            outs = [alloc(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
-            if self.fastcall(tuple(args), *outs, *sizes) is None:
+        if self.fast:
+            if out is None:
+                outs = [alloc(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
+            elif self.single and type(out) is _ndarray and self._out_ok(
+                    out, [args[i] for i in self.array_pos], shapes[0]):
+                outs = [out]
+            else:
+                outs = None
+            if outs is not None and self.fastcall(tuple(args), *outs, *sizes) is None:
                 return outs[0] if self.single else tuple(outs)
         specs = [(shape, dt) for shape, (_, dt) in zip(shapes, self.out_specs)]
         return self._call(args, out, specs, sizes)
@@ -486,9 +492,12 @@ class Kernel(KernelChecks):
                 return outs[0] if self.single else tuple(outs)
         return self._call(args, out)
 
-    def _out_ok(self, o, inputs):
-        shape, dtype = self.out_specs[0]
-        if o.shape != shape or o.dtype != dtype:
+    def _out_ok(self, o, inputs, shape=None):
+        """o can take the result directly (the fast entry's out=): the kernel's shape
+        (`shape`: a dynamic kernel's for this call) and dtype, writable, contiguous and
+        apart from every input."""
+        spec_shape, dtype = self.out_specs[0]
+        if o.shape != (spec_shape if shape is None else shape) or o.dtype != dtype:
             return False
         flags = o.flags
         if not (flags.c_contiguous and flags.writeable and flags.aligned):
