@@ -980,3 +980,25 @@ def test_arguments_numpy_takes_in_other_forms():
         return jnp.take(X, [0, 7], axis=1)
     with pytest.raises(IndexError):
         g(a)
+
+
+def test_review_items_of_stop_30():
+    a = rand(5000)
+    o = np.full(4, 7.0)          # take(mode='raise') leaves out= alone when it raises
+    with pytest.raises(IndexError):
+        jnp.take(a, [1, 2, 9000, 3], out=o)
+    same(o, np.full(4, 7.0))
+    assert jnp.take(a, [1, 2, 4, 3], out=o) is o
+    same(o, a[[1, 2, 4, 3]])
+    x, y = rand(2, 3), rand(3, 4)
+    same(jnp.tensordot(x, y, axes=np.int64(1)), np.tensordot(x, y, axes=np.int64(1)))
+    for f in (lambda t: jnp.squeeze(t, axis=False), lambda t: jnp.repeat(t, 2, axis=False)):
+        for t in (np.array(2.5), np.ones((1, 3))):
+            with pytest.raises(TypeError, match="integer is required"):
+                jd.compute(f)(t)
+    i32 = np.arange(4, dtype=np.int32)
+    raises_like(lambda: jnp.clip(i32, 1, 2, out=np.zeros(4, np.int32), casting="equiv"),
+                lambda: np.clip(i32, 1, 2, out=np.zeros(4, np.int32), casting="equiv"))
+    got = np.zeros(4, np.int32)
+    jnp.clip(i32, np.int32(1), np.int32(2), out=got, casting="equiv")
+    same(got, np.clip(i32, 1, 2))

@@ -56,8 +56,8 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 
 def _axes(axes):
-    if isinstance(axes, int):
-        return axes
+    if isinstance(axes, (int, np.integer)):
+        return int(axes)
     try:
         a, b = axes
     except (TypeError, ValueError):

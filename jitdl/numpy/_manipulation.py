@@ -41,6 +41,14 @@ def _static(value):
     return operator.index(value)
 
 
+def _int_axis(axis):
+    """An axis where NumPy requires an integer (not a bool): squeeze, repeat."""
+    if isinstance(axis, (bool, np.bool_)) or isinstance(axis, tuple) and any(
+            isinstance(a, (bool, np.bool_)) for a in axis):
+        raise ArgumentError("an integer is required for the axis", user_loc())
+    return axis
+
+
 def _dtype(dtype):
     return dtype and dtypes.normalize(dtype)
 
@@ -110,7 +118,7 @@ def squeeze(a, axis=None):
     """numpy.squeeze: drop axes of length 1 (a view on arrays)."""
     if not _sym(a):
         return np.squeeze(a, axis)
-    return apply("squeeze", man.squeeze, (a,), (("axis", _static(axis)),))
+    return apply("squeeze", man.squeeze, (a,), (("axis", _static(_int_axis(axis))),))
 
 
 def expand_dims(a, axis):
@@ -392,9 +400,15 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         # result then goes into it whatever the kinds)
         raise ArgumentError(f"Cannot cast array data from {out.dtype!r} to {a_dtype!r} "
                             f"according to the rule 'safe' (take(), out=)", user_loc())
+    # (as NumPy: with mode 'raise' out= is written once every index is known to be good)
+    into = np.empty_like(out) if mode == "raise" and isinstance(out, np.ndarray) else out
     try:
-        return apply("take", man.take, (a, indices), static, out, ("a", "indices"),
-                     casting="unsafe")
+        r = apply("take", man.take, (a, indices), static, into, ("a", "indices"),
+                  casting="unsafe")
+        if into is not out:
+            np.copyto(out, into)
+            return out
+        return r
     except (AxisError, man.TakeIndexError):
         raise
     except IndexError as e:
@@ -418,7 +432,7 @@ def _take_error(a, indices, axis):
 
 def repeat(a, repeats, axis=None):
     """numpy.repeat: each element `repeats` times (an int, or one count per element)."""
-    a = _as_1d_if_scalar(a, axis)
+    a = _as_1d_if_scalar(a, _int_axis(axis))
     reps = _counts(repeats)
     if isinstance(reps, tuple) and len(reps) == 1:
         reps = reps[0]

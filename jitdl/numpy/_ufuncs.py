@@ -486,6 +486,8 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     if dtype is not None:
         static += (("dtype", kernel_dtype("clip", dtype, np.clip, (a, a_min, a_max),
                                           casting)),)
+    elif casting != "same_kind" and not any(is_symbolic(v) for v in (a, a_min, a_max)):
+        numpy_accepts("clip", np.clip, (a, a_min, a_max), casting)
     given = [(v, n) for v, n in zip((a, a_min, a_max), _CLIP_NAMES) if v is not None]
     result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
                    tuple(n for _, n in given), None if key is None else _clip_table, key,

@@ -318,7 +318,8 @@ def ravel(x):
 def squeeze(x, axis=None):
     """np.squeeze: drop the axes of length 1 (`axis`: those, which must have length 1)."""
     x = as_tensor(x)
-    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) \
+            and axis in (0, -1):
         return x            # (NumPy takes axis 0 or -1 of a 0-d array as no axis)
     if axis is None:
         axes = tuple(d for d, n in enumerate(x.shape) if is_one(n))
