@@ -223,8 +223,11 @@ def _into(hit, operands, out):
     flags = out.flags
     if not (flags.c_contiguous and flags.writeable and flags.aligned):
         return False
+    own = out.base is None
     for a in operands:
-        if type(a) is _ndarray and np.may_share_memory(a, out):
+        # (two arrays that each own their data are apart unless they are one array)
+        if type(a) is _ndarray and (a is out or not (own and a.base is None)
+                                    and np.may_share_memory(a, out)):
             return False
     if k.int_checks:
         try:
