@@ -223,10 +223,10 @@ def _into(hit, operands, out):
     flags = out.flags
     if not (flags.c_contiguous and flags.writeable and flags.aligned):
         return False
-    own = out.base is None
+    own = flags.owndata
     for a in operands:
         # (two arrays that each own their data are apart unless they are one array)
-        if type(a) is _ndarray and (a is out or not (own and a.base is None)
+        if type(a) is _ndarray and (a is out or not (own and a.flags.owndata)
                                     and np.may_share_memory(a, out)):
             return False
     if k.int_checks:
