@@ -30,7 +30,7 @@ _SCALARS = (bool, int, float)
 _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut around one)
 _runs = {}           # the same keys -> the call without out= (see _bound)
 _directs = {}        # the same keys -> the kernel's direct entry for such calls, or None
-_outs = {}           # the same keys -> (kernel, result shape, dtype, sizes) for out= calls
+_outs = {}           # the same keys -> (kernel, result shape, sizes) for out= calls
 _direct = {}         # (op, static) -> the direct entry of its last kernel (or None)
 _MISS = FAST_RESULTS[FAST_FALLBACK]     # a direct entry's answer to a call it does not serve
 _functions = {}      # (op, static, parameter names) -> Function
@@ -86,7 +86,7 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
                 _remember(table, tkey, k, operands, slot, _directs.get(key))
             if out is not None and getattr(k, "fast", None) and k.single:
                 sizes = k.dims(operands)[0] if k.dims is not None else ()
-                _outs[key] = (k, out.shape, out.dtype, tuple(sizes))
+                _outs[key] = (k, out.shape, tuple(sizes))
             return k.run(operands, out)
     except ScalarOverflowError:
         if not _has_huge_int(operands):
@@ -215,20 +215,11 @@ def apply_out(name, static, operands, out):
 
 
 def _into(hit, operands, out):
-    """Kernel hit[0] ran into out through its fast entry (out of the result's shape and
-    dtype, contiguous, writable and apart from the operands); False: not done."""
-    k, shape, dtype, sizes = hit
-    if out.shape != shape or out.dtype != dtype:
+    """Kernel hit[0] ran into out through its fast entry (where the kernel takes out as
+    it is: Kernel._out_ok); False: not done."""
+    k, shape, sizes = hit
+    if not k._out_ok(out, operands, shape):
         return False
-    flags = out.flags
-    if not (flags.c_contiguous and flags.writeable and flags.aligned):
-        return False
-    own = flags.owndata
-    for a in operands:
-        # (two arrays that each own their data are apart unless they are one array)
-        if type(a) is _ndarray and (a is out or not (own and a.flags.owndata)
-                                    and np.may_share_memory(a, out)):
-            return False
     if k.int_checks:
         try:
             k._check_ints(operands)

@@ -495,15 +495,18 @@ class Kernel(KernelChecks):
     def _out_ok(self, o, inputs, shape=None):
         """o can take the result directly (the fast entry's out=): the kernel's shape
         (`shape`: a dynamic kernel's for this call) and dtype, writable, contiguous and
-        apart from every input."""
+        apart from every input (numbers among them are skipped)."""
         spec_shape, dtype = self.out_specs[0]
         if o.shape != (spec_shape if shape is None else shape) or o.dtype != dtype:
             return False
         flags = o.flags
         if not (flags.c_contiguous and flags.writeable and flags.aligned):
             return False
+        own = flags.owndata
         for a in inputs:
-            if np.may_share_memory(a, o):
+            # (two arrays that each own their data are apart unless they are one array)
+            if a is o or isinstance(a, _ndarray) and not (own and a.flags.owndata) \
+                    and np.may_share_memory(a, o):
                 return False
         return True
 
