@@ -1,8 +1,9 @@
 """Shared fixtures for the jitdl test suite.
 
 The disk cache and the tuning records are pointed at a fresh temporary directory for the
-whole session (before jitdl is imported), so tests neither read stale binaries or records
-nor litter the user's; child processes find jitdl in this checkout (PYTHONPATH).
+whole session (before jitdl is imported; one per pytest-xdist worker), so tests neither
+read stale binaries or records nor litter the user's; child processes find jitdl in this
+checkout (PYTHONPATH).
 `--update-golden` rewrites the expected loop IR texts of tests/test_golden.py.
 """
 import os
@@ -15,6 +16,12 @@ os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
 # tuning records likewise: a fresh database per session, and a small background budget
 os.environ["JITDL_TUNING_DB"] = os.path.join(_CACHE_DIR, "tuning.sqlite")
 os.environ.setdefault("JITDL_TUNE_BUDGET", "12,60s")
+# with pytest-xdist (-n auto: a worker per core) each worker's kernels use a share of the
+# cores, at least two so that parallel loops are still compiled and run; a team per
+# worker the size of the machine would oversubscribe it that many times over
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _WORKERS > 1:
+    os.environ.setdefault("JITDL_NUM_THREADS", str(max(2, (os.cpu_count() or 2) // _WORKERS)))
 # child processes import jitdl from this checkout too (not from wherever an editable
 # install points, e.g. another worktree)
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
