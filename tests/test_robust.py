@@ -852,3 +852,48 @@ def test_guarded_shared_subexpressions_stay_guarded(rng):
     np.testing.assert_allclose(c, _squarings(x[:, None, :] * x[None, :, :], 10).sum(axis=2),
                                rtol=1e-12)
     assert "_shared" not in str(guarded_squarings.lower(x))
+
+
+def test_a_definition_chaining_a_thousand_ops_compiles(rng):
+    """A chain of 1100 jd.numpy calls (1100 stages, each reading the one before) once hit
+    Python's recursion limit in the walk over the stage graph."""
+    @jd.compute
+    def drift(x):
+        y = x
+        for i in range(1100):
+            y = y + (i % 7 - 3)
+        return y
+
+    x = rng.standard_normal(5)
+    ref = x.copy()
+    for i in range(1100):
+        ref = ref + (i % 7 - 3)
+    check(drift, (x,), ref, F64)
+
+
+def test_an_expression_too_deep_to_compile_is_an_error_at_the_line(rng):
+    """One element expression of thousands of levels is refused with what to do, at the
+    user's line, instead of a RecursionError from inside the compiler (a deep one failed
+    while tracing, a shallower one in a later pass); one just under the limit runs."""
+    def steps(n):
+        @jd.compute
+        def damped(x):
+            def body(i):
+                y = x[i]
+                for _ in range(n):
+                    y = jd.sin(y) * 0.5 + 0.1
+                return y
+            return jd.tensor(x.shape, body, name="y")
+        return damped
+
+    x = rng.uniform(-1, 1, 8)
+    for n in (120, 3000):
+        with pytest.raises(jd.DefinitionError) as ei:
+            steps(n)(x)
+        msg = str(ei.value)
+        assert "up to 300 levels deep" in msg and "tensor of its own" in msg, msg
+        assert ei.value.loc is not None and "jd.tensor(x.shape, body" in str(ei.value.loc)
+    ref = x
+    for _ in range(90):
+        ref = np.sin(ref) * 0.5 + 0.1
+    check(steps(90), (x,), ref, F64)

@@ -13,6 +13,7 @@ from jitdl.capture.transform import rewrite
 from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
+from jitdl.ir.visit import expr_children
 from jitdl.te import naming
 from jitdl.te.graph import Graph
 from jitdl.te.ops import make_stage, stages_of
@@ -214,6 +215,9 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
                 f"...)`, which works by tracing. (Python said: {e})") from None
         raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
                               _user_frame_loc(e.__traceback__, filename)) from e
+    except RecursionError as e:
+        raise DefinitionError(f"{fname}: {_TOO_DEEP}", _user_frame_loc(e.__traceback__,
+                                                                          filename)) from None
     except Exception as e:
         called = ", ".join(
             f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if isinstance(p, Tensor)
@@ -239,7 +243,38 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
             outputs[n] = _copy_stage(o, f"{o.name}_{n}")
         seen.add(id(o))
     _unique_names(params, outputs)
+    for t in stages_of(outputs):
+        depth = expr_depth(t.op.body)
+        if depth > MAX_BODY_DEPTH:
+            raise DefinitionError(f"{fname}: the expression of {t.name} nests {depth} levels "
+                                  f"deep; {_TOO_DEEP}", t.op.loc)
     return Graph(fname, tuple(params), tuple(outputs), layout)
+
+
+# Levels of one stage's expression that every pass of the pipeline takes (each recurses
+# once or more per level: 480 levels exceeded Python's recursion limit; a chain of stages,
+# such as jd.numpy calls, is not limited, as the automatic schedule stores an inlined
+# chain every schedule.auto._INLINE_MAX_DEPTH levels)
+MAX_BODY_DEPTH = 300
+_TOO_DEEP = (f"jitdl compiles expressions up to {MAX_BODY_DEPTH} levels deep: compute a "
+             "part of it as a tensor of its own (jd.tensor, index notation, or jd.numpy "
+             "calls), which the compiler fuses back where that is safe")
+
+
+def expr_depth(e):
+    """Levels of the expression e (1: a leaf), without recursion."""
+    depth, stack = {}, [(e, False)]
+    while stack:
+        n, done = stack.pop()
+        if id(n) in depth:
+            continue
+        kids = expr_children(n)
+        if done:
+            depth[id(n)] = 1 + max((depth[id(k)] for k in kids), default=0)
+        else:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in depth)
+    return depth[id(e)]
 
 
 def inline(cap: Captured, args, fname):

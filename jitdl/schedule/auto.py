@@ -840,12 +840,13 @@ def _duplicated_when_inlined(s, st, memo):
             return True
     if size <= _INLINE_MAX_NODES:
         return False
-    reads = 0
-    for x in s.stages.values():
-        if x is not st:
-            reads += sum(isinstance(n, Access) and n.tensor is st.tensor
-                         for n in walk_expr(x.tensor.op.body))
-    return reads >= 2
+    if ("reads",) not in memo:      # reads of each tensor in the stages' own bodies (once:
+        reads = memo[("reads",)] = {}   # counted per stage, long chains took seconds)
+        for x in s.stages.values():
+            for n in walk_expr(x.tensor.op.body):
+                if isinstance(n, Access) and n.tensor is not x.tensor:
+                    reads[id(n.tensor)] = reads.get(id(n.tensor), 0) + 1
+    return memo[("reads",)].get(id(st.tensor), 0) >= 2
 
 
 def _shared_and_expensive(s, st, consumers):

@@ -407,17 +407,19 @@ INTRINSICS = {
 def stages_of(outputs):
     """All compute stages reachable from outputs, producers before consumers."""
     order, seen = [], set()
-
-    def visit(t):
-        if id(t) in seen or not isinstance(t.op, Compute):
-            return
-        seen.add(id(t))
-        for n in walk_expr(t.op.body):
-            if isinstance(n, Access):
-                visit(n.tensor)
-        order.append(t)
-    for t in outputs:
-        visit(t)
+    for out in outputs:             # (depth-first without recursion: a definition may
+        stack = [(out, False)]      # chain a thousand ops)
+        while stack:
+            t, done = stack.pop()
+            if done:
+                order.append(t)
+                continue
+            if id(t) in seen or not isinstance(t.op, Compute):
+                continue
+            seen.add(id(t))
+            stack.append((t, True))
+            reads = [n.tensor for n in walk_expr(t.op.body) if isinstance(n, Access)]
+            stack.extend((r, False) for r in reversed(reads))
     return order
 
 
