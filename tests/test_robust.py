@@ -897,3 +897,29 @@ def test_an_expression_too_deep_to_compile_is_an_error_at_the_line(rng):
     for _ in range(90):
         ref = np.sin(ref) * 0.5 + 0.1
     check(steps(90), (x,), ref, F64)
+
+
+def test_a_guarded_iteration_compiles_in_its_own_size(rng):
+    """`z = select(z * z < 4, z * z + c, z)` repeated reads z three times a step: its tree
+    triples with each step (6 steps took 40 s to compile: the shared parts were kept inline
+    because a select guards them). Parts whose reads are inside their tensors everywhere
+    become stages even under a guard, and the loop IR grows with the steps, not with their
+    tree; parts that are not stay guarded (test_guarded_shared_subexpressions_stay_guarded)."""
+    def escape(steps):
+        @jd.compute
+        def escape(c):
+            def body(i, j):
+                z = c[i, j]
+                for _ in range(steps):
+                    z = jd.select(z * z < 4.0, z * z + c[i, j] * 0.5, z)
+                return z
+            return jd.tensor(c.shape, body, name="z")
+        return escape
+
+    c = rng.uniform(-2, 2, (7, 9))
+    z = c.copy()
+    for _ in range(12):
+        z = np.where(z * z < 4.0, z * z + c * 0.5, z)
+    check(escape(12), (c,), z, F64)
+    short, long = (len(str(escape(n).lower(c))) for n in (10, 20))
+    assert long < 4 * short, (short, long)

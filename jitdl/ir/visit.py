@@ -37,6 +37,20 @@ def walk_expr(e):
         stack.extend(reversed(expr_children(n)))
 
 
+def walk_unique(e):
+    """Pre-order iteration over the distinct nodes of e: a subexpression that is one object
+    used at several places (`v * v`) is visited once, so a DAG is walked in its own size,
+    not its tree's (which doubles with every `v = v * v`)."""
+    stack, seen = [e], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(reversed(expr_children(n)))
+
+
 def map_expr(e, fn, memo=None):
     """Rebuild e bottom-up, calling fn on each rebuilt node; fn returns a replacement or None.
     Returns the same object when nothing changed. With `memo` (a dict, by id of the nodes

@@ -15,7 +15,7 @@ from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, re
                                unbounded_part, with_loop)
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import expr_children, substitute, walk_expr
+from jitdl.ir.visit import expr_children, substitute, walk_expr, walk_unique
 from jitdl.te.tensor import Placeholder
 
 
@@ -144,7 +144,7 @@ def check_shape_agreement(stages):
     at_call = []
     owners = {}             # a dynamic argument's size -> (argument, dimension)
     for t in stages:
-        for acc in walk_expr(t.op.body):
+        for acc in walk_unique(t.op.body):
             if isinstance(acc, Access) and isinstance(acc.tensor.op, Placeholder):
                 for dim, n in enumerate(acc.tensor.shape):
                     if isinstance(n, SizeVar):
@@ -193,9 +193,8 @@ def check_shape_agreement(stages):
 
 
 def _collect_bare(e, uses):
-    if isinstance(e, Access):
-        for dim, idx in enumerate(e.indices):
-            if isinstance(idx, Var):
-                uses.setdefault(idx, []).append((e, dim))
-    for c in expr_children(e):
-        _collect_bare(c, uses)
+    for acc in walk_unique(e):      # (each access once, however often a DAG uses it)
+        if isinstance(acc, Access):
+            for dim, idx in enumerate(acc.indices):
+                if isinstance(idx, Var):
+                    uses.setdefault(idx, []).append((acc, dim))
