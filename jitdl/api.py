@@ -12,7 +12,6 @@ import inspect
 import json
 import logging
 import os
-import threading
 import time
 
 import numpy as np
@@ -33,6 +32,7 @@ from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, siz
                                   static_value)
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
+from jitdl import locks
 
 log = logging.getLogger("jitdl.cache")
 tlog = logging.getLogger("jitdl.tune")
@@ -97,7 +97,7 @@ class Function:
         self._configs = {}              # key -> knob values chosen by tuning
         self._fixed = {}                # knob values given with with_config()
         self._checked = set()           # specs whose space the _fixed names were checked in
-        self._lock = threading.RLock()
+        self._lock = locks.Lock(reentrant=True)     # (new in a forked child)
         self._events = []               # cache hits and compilations, for cache_info()
         self._tunings = []              # TuneResults of this process (tuning_curve)
         self._jobs = {}                 # key -> background tuning job (tuning_status)

@@ -580,6 +580,50 @@ def test_fork_after_a_parallel_kernel(probes):
     assert res["ok"]
 
 
+def test_fork_while_other_threads_hold_jitdls_locks(tmp_path):
+    """A fork while another thread compiles (holding its function's lock, the cache's, the
+    library table's) left the child waiting for ever on its first compile; and a child
+    inherited the parent's background tuner (its jobs never ran) and, exiting, killed the
+    parent's tuning workers. Locks are new in the child, and so is its tuner."""
+    code = '''
+        import json, os, threading, faulthandler
+        import numpy as np
+        import jitdl as jd
+        from jitdl.autotune import background, measure
+        from jitdl.cache.store import default_store
+        from jitdl.runtime import native
+
+        @jd.compute
+        def scale(X):
+            return jd.tensor(X.shape, lambda i, j: X[i, j] * 2.0 + 1.0)
+
+        scale(np.ones((2, 3)))
+        parents_tuner = background.get()
+        held, done = threading.Event(), threading.Event()
+
+        def hold():
+            with scale._lock, native._loaded_lock, default_store()._lock:
+                held.set()
+                done.wait()
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(60, exit=True)     # a hang: exit status 1
+            x = np.random.default_rng(1).uniform(1, 2, (5, 11))
+            ok = bool(np.allclose(scale(x), x * 2 + 1))
+            fresh = background.get() is not parents_tuner and not any(
+                p.procs for p in measure._pools)
+            os._exit(0 if ok and fresh else 3)
+        _, status = os.waitpid(pid, 0)
+        done.set()
+        t.join()
+        print("RESULT " + json.dumps(os.waitstatus_to_exitcode(status)))
+        '''
+    assert result_of(run_script(tmp_path, code)) == 0
+
+
 # ============================================================================ odd files
 
 def test_a_fifo_in_place_of_an_entry_does_not_hang(probes):

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import re
 import threading
 import time
 from dataclasses import dataclass, field
+
+from jitdl import locks
 
 log = logging.getLogger("jitdl.tune")
 
@@ -86,7 +89,7 @@ class Background:
         # runner's own exit hook (which would end its processes under a running round)
         self._runner = LocalRunner()
         self._pending = 0               # jobs submitted and not finished
-        self._lock = threading.Lock()
+        self._lock = locks.Lock()
 
     def submit(self, job):
         with self._lock:
@@ -154,7 +157,18 @@ class Background:
 
 
 _background = None
-_lock = threading.Lock()
+_lock = locks.Lock()
+
+
+def _after_fork_in_child():
+    """The parent's tuner thread and its queue are not the child's: a forked child that
+    submits a job gets a tuner of its own (its workers too, see measure.py)."""
+    global _background
+    _background = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get() -> Background:

@@ -38,6 +38,7 @@ from multiprocessing.connection import wait as wait_for
 
 import numpy as np
 
+from jitdl import locks
 from jitdl.autotune.task import Measurement
 
 _START_TIMEOUT = 120.0        # seconds a fresh process may take to import jitdl
@@ -298,7 +299,7 @@ def _serve(conn):
             conn.send(("error", error) if error else ("ok", (seconds, time.perf_counter() - t0)))
 
 
-_start_lock = threading.Lock()
+_start_lock = locks.Lock()
 
 
 @contextlib.contextmanager
@@ -334,6 +335,7 @@ class _Proc:
         self.proc = ctx.Process(target=_serve, args=(child,), daemon=True,
                                 name="jitdl-tune-worker")
         self.started = time.perf_counter()
+        self.owner = os.getpid()     # (a forked child inherits this object, not the process)
         with _main_hidden():
             self.proc.start()
         child.close()
@@ -343,8 +345,9 @@ class _Proc:
         self.deadline = None
 
     def kill(self):
-        self.proc.kill()
-        self.proc.join(5)
+        if self.owner == os.getpid():
+            self.proc.kill()
+            self.proc.join(5)
         self.conn.close()
 
     def death(self):
@@ -370,7 +373,8 @@ class _Pool:
         self.procs = []
         self.start_s = []            # seconds each process took to become ready
         self.closed = False          # until the next LocalRunner.measure()
-        self._lock = threading.Lock()
+        self._lock = locks.Lock()
+        _pools.add(self)
 
     def start(self):
         while len(self.procs) < self.size:
@@ -477,6 +481,26 @@ class _Pool:
         return [p.proc.pid for p in self.procs]
 
 
+_pools = weakref.WeakSet()
+
+
+def _forget_parents_workers():
+    """In a forked child: the pools' processes are the parent's, and so are their pipes.
+    The child starts its own when it measures, and never ends the parent's (nor does
+    multiprocessing's exit hook, which would terminate them as the child's children)."""
+    import multiprocessing.process as mp_process
+    children = getattr(mp_process, "_children", None)
+    for pool in list(_pools):
+        for p in pool.procs:
+            if children is not None:
+                children.discard(p.proc)
+        pool.procs = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parents_workers)
+
+
 def _shutdown(*pools):
     for pool in pools:
         pool.close()
@@ -503,7 +527,7 @@ class LocalRunner:
         self.post_build = _post_build
         self._builders = _Pool(ctx, self.n_parallel, "build")
         self._timer = _Pool(ctx, 1, "timing")
-        self._lock = threading.Lock()
+        self._lock = locks.Lock()
         self._task = self._blob = None
         self._ids = itertools.count(1)
         self._task_id = None
@@ -575,7 +599,7 @@ def _finish(m, status, value):
 # -- dask.distributed ------------------------------------------------------------------------
 
 _dask_state = {}          # per dask worker process: the last task loaded, its _Bench
-_dask_lock = threading.Lock()
+_dask_lock = locks.Lock()
 
 
 def _dask_task(task_key, blob):
@@ -643,7 +667,7 @@ class DaskRunner:
         self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
         self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
         self.post_build = _post_build
-        self._lock = threading.Lock()
+        self._lock = locks.Lock()
         self._task = self._key = self._blob = self._timed_on = None
         self._ids = itertools.count(1)
 

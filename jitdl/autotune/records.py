@@ -20,11 +20,11 @@ import math
 import numbers
 import os
 import sqlite3
-import threading
 import time
 import warnings
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 
+from jitdl import locks
 from jitdl._version import __version__
 from jitdl.config import tuning_db
 from jitdl.cache.store import CacheWarning, warn_once, write_atomic
@@ -226,7 +226,7 @@ class Records:
         self.read_only = None     # why records are not saved, once found
         self._db = None
         self._ino = None          # the file the connection has open
-        self._lock = threading.RLock()
+        self._lock = locks.Lock(reentrant=True)
 
     # -- the connection ---------------------------------------------------------------------
     def _connect(self, write):
@@ -534,7 +534,7 @@ class Records:
 
 
 _shared = {}
-_shared_lock = threading.Lock()
+_shared_lock = locks.Lock()
 
 
 def shared(path=None) -> Records:

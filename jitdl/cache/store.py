@@ -25,12 +25,13 @@ import stat
 import struct
 import sys
 import tempfile
-import threading
 import time
 import warnings
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from jitdl import locks
 
 log = logging.getLogger("jitdl.cache")
 
@@ -46,7 +47,7 @@ class CacheWarning(UserWarning):
 
 
 _warned = set()                  # the entries warned about in this process
-_warned_lock = threading.Lock()
+_warned_lock = locks.Lock()
 
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,7 +192,7 @@ class Store:
         self.max_bytes = max_bytes
         self.kernels = os.path.join(root, "kernels")
         self.aliases = os.path.join(root, "aliases")
-        self._lock = threading.Lock()
+        self._lock = locks.Lock()
         self._db = None
         self._pending = {}               # hits not yet written to stats.sqlite
         self.usable = self._prepare()

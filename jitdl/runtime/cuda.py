@@ -18,14 +18,13 @@ GPU through CuPy (CupyBackend) and, in tests, on anything with the same methods:
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
+from jitdl import locks
 from jitdl.errors import ArgumentError, CompileError, OutArgumentError
 from jitdl.runtime.kernel import DEVICE_KEYS, KernelChecks, _tree_code, size_pattern
 
-_lock = threading.Lock()
+_lock = locks.Lock()
 _backend = []
 
 

@@ -28,6 +28,7 @@ import threading
 from jitdl.config import settings
 from jitdl.runtime import engine
 from jitdl.target.cpu import HEAP_HOOKS
+from jitdl import locks
 
 log = logging.getLogger("jitdl.cache")
 
@@ -124,7 +125,7 @@ def load(entry, symbol: str, directory: str | None, what: str):
 
 
 _loaded = {}                 # sha256 of a library -> its SharedLoaded
-_loaded_lock = threading.Lock()
+_loaded_lock = locks.Lock()
 
 
 def load_shared(shared: bytes, obj: bytes, symbol: str, directory: str):
