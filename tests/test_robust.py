@@ -923,3 +923,21 @@ def test_a_guarded_iteration_compiles_in_its_own_size(rng):
     check(escape(12), (c,), z, F64)
     short, long = (len(str(escape(n).lower(c))) for n in (10, 20))
     assert long < 4 * short, (short, long)
+
+
+def test_a_slice_of_a_2d_argument_is_named_a_slice():
+    """`X[::-1]` of a 2-d argument was reported as an array of the wrong rank (the count
+    of indices was checked before their kind); a partial index says both readings."""
+    @jd.compute
+    def flipped(X):
+        return jd.numpy.sum(X[::-1] * X, axis=0)
+
+    with pytest.raises(jd.DefinitionError, match="slices, `...` and None are not supported"):
+        flipped(np.ones((3, 4)))
+
+    @jd.compute
+    def rows(X):
+        return jd.tensor((3,), lambda i: X[i] * 2)
+
+    with pytest.raises(jd.ArgumentError, match="or index all 2: a partial index"):
+        rows(np.ones((3, 4)))

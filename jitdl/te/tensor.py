@@ -53,21 +53,24 @@ class Tensor:
     def __getitem__(self, idx):
         if not isinstance(idx, tuple):
             idx = (idx,)
+        for x in idx:       # (before the count: X[::-1] of a 2-d X is a slice, not a rank)
+            if isinstance(x, slice) or x is Ellipsis or x is None:
+                raise DefinitionError(
+                    f"{self.name}[...] takes one index expression per dimension; slices, "
+                    "`...` and None are not supported in definitions", user_loc())
         if len(idx) != len(self.shape):
             if isinstance(self.op, Placeholder):     # the argument does not fit the use
                 raise ArgumentError(
                     f"argument '{self.name}' was passed a {len(self.shape)}-d array (shape "
                     f"{self.shape}) but the definition indexes it with {len(idx)} "
                     f"index{'es' * (len(idx) != 1)}: pass an array of {len(idx)} "
-                    f"dimension{'s' * (len(idx) != 1)}", user_loc())
+                    f"dimension{'s' * (len(idx) != 1)}"
+                    + (f" (or index all {len(self.shape)}: a partial index is not a row or a "
+                       "slice inside a definition)" if len(idx) < len(self.shape) else ""),
+                    user_loc())
             raise DefinitionError(
                 f"{self.name} has {len(self.shape)} dimension(s) (shape {self.shape}) "
                 f"but is indexed with {len(idx)}", user_loc())
-        for x in idx:
-            if isinstance(x, slice) or x is Ellipsis or x is None:
-                raise DefinitionError(
-                    f"{self.name}[...] takes one index expression per dimension; slices, "
-                    "`...` and None are not supported in definitions", user_loc())
         try:
             indices = [build.as_expr(x) for x in idx]
         except TypeError as e:
