@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import inspect
 import json
 import logging
 import os
+import sys
 import time
 
 import numpy as np
@@ -920,6 +922,35 @@ class Function:
 
     def __repr__(self):
         return f"<jitdl.compute {self.name}{self.signature}: {len(self._kernels)} compiled>"
+
+    def __reduce__(self):
+        """Pickled by name where its module has it under its name (a process pool, dask:
+        the other side imports it), else as its Python function, options, schedules and
+        knob values (cloudpickle sends the function by value); never its kernels, which
+        the other side compiles or finds in its disk cache."""
+        module = sys.modules.get(self.__module__)
+        found = module
+        for part in self.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is self:
+            return _by_name, (self.__module__, self.__qualname__)
+        return _rebuilt, (self.pyfunc, dict(strict_fp=self.strict_fp, autotune=self.autotune,
+                                             name=self.name, static=self.static,
+                                             dynamic=self.dynamic),
+                          dict(self._schedules), dict(self._fixed))
+
+
+def _by_name(module, qualname):
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _rebuilt(pyfunc, options, schedules, fixed):
+    f = Function(pyfunc, **options)
+    f._schedules, f._fixed = schedules, fixed
+    return f
 
 
 def _listing(noun, names):

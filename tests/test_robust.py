@@ -941,3 +941,35 @@ def test_a_slice_of_a_2d_argument_is_named_a_slice():
 
     with pytest.raises(jd.ArgumentError, match="or index all 2: a partial index"):
         rows(np.ones((3, 4)))
+
+
+@jd.compute
+def doubled_plus_one(X):
+    return jd.tensor(X.shape, lambda i, j: X[i, j] * 2.0 + 1.0)
+
+
+def test_compute_functions_pickle(rng):
+    """By name where the module has them (process pools, dask), by value through
+    cloudpickle where it does not (a function made inside another), schedule and knob
+    values included; the kernels are not pickled (they held ctypes pointers and a lock,
+    and pickling failed before or after the first call)."""
+    import pickle
+    import cloudpickle
+    x = rng.standard_normal((4, 6))
+    for _ in range(2):                       # before and after the first call
+        assert pickle.loads(pickle.dumps(doubled_plus_one)) is doubled_plus_one
+        doubled_plus_one(x)
+
+    @jd.compute
+    def scaled(X, s):
+        return jd.tensor(X.shape, lambda i, j: X[i, j] * s, name="Y")
+
+    @jd.schedule(scaled)
+    def _(s, cfg):
+        s.parallel(s["Y"].axis[0])
+
+    scaled(x, 3.0)
+    copy = pickle.loads(cloudpickle.dumps(scaled))
+    assert copy is not scaled and copy._schedules.keys() == scaled._schedules.keys()
+    check(copy, (x, 3.0), x * 3.0, F64)
+    assert "parallel" in str(copy.lower(x, 3.0))
