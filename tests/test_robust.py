@@ -973,3 +973,27 @@ def test_compute_functions_pickle(rng):
     assert copy is not scaled and copy._schedules.keys() == scaled._schedules.keys()
     check(copy, (x, 3.0), x * 3.0, F64)
     assert "parallel" in str(copy.lower(x, 3.0))
+
+
+def _grow(z, steps):
+    for _ in range(steps):
+        z = z * z * 0.5 + z * 0.25
+    return z
+
+
+@jd.compute
+def guarded_gather(x, idx):
+    n, m = x.shape[0], idx.shape[0]
+    T = jd.tensor((m,), lambda j: x[idx[j]], name="T")
+    return jd.tensor((m,), lambda i: jd.select((idx[i] >= 0) & (idx[i] < n),
+                                               _grow(T[i], 8), -1.0), name="y")
+
+
+def test_a_guarded_data_dependent_read_stays_guarded_when_shared(rng):
+    """A large shared part under a guard reads T[i], whose stage reads x[idx[j]] (checked
+    at run time): made a stage computed everywhere, it raised IndexError for the indices
+    the guard excludes (found by review). Such parts stay under their guard."""
+    x = rng.uniform(-0.5, 0.5, 16)
+    idx = np.array([0, 3, 99, 5, -7, 15, 1000000, 2])
+    ok = (idx >= 0) & (idx < 16)
+    check(guarded_gather, (x, idx), np.where(ok, _grow(x[np.where(ok, idx, 0)], 8), -1.0), F64)

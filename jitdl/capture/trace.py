@@ -215,9 +215,6 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
                 f"...)`, which works by tracing. (Python said: {e})") from None
         raise DefinitionError(f"{fname}: {type(e).__name__}: {e}",
                               _user_frame_loc(e.__traceback__, filename)) from e
-    except RecursionError as e:
-        raise DefinitionError(f"{fname}: {_TOO_DEEP}", _user_frame_loc(e.__traceback__,
-                                                                          filename)) from None
     except Exception as e:
         called = ", ".join(
             f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if isinstance(p, Tensor)
@@ -228,7 +225,9 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
             raise ArgumentError(
                 f"{fname}(): an argument has the wrong number of dimensions for this "
                 f"definition ({e}); called with {called}", loc) from None
-        raise DefinitionError(f"{fname}: {type(e).__name__}: {e} (called with {called})",
+        hint = f"; if it builds a very deep expression: {_TOO_DEEP}" \
+            if isinstance(e, RecursionError) else ""
+        raise DefinitionError(f"{fname}: {type(e).__name__}: {e} (called with {called}){hint}",
                               loc) from e
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     if not outs:

@@ -222,7 +222,7 @@ def _safe_anywhere(e, all_axes):
     for acc in walk_unique(e):
         if not isinstance(acc, Access):
             continue
-        if acc.checked or acc.carried:
+        if acc.checked or acc.carried or not _static_reads(acc.tensor):
             return False
         for idx, n in zip(acc.indices, acc.tensor.shape):
             if reads_memory(idx):
@@ -231,6 +231,18 @@ def _safe_anywhere(e, all_axes):
                 **{v: (0, SIZE_LIMIT - 1) for v in walk_expr(n) if isinstance(v, Var)},
                 **ranges}
             if bounds(idx, rng)[0] < 0 or not below(idx, n, rng):
+                return False
+    return True
+
+
+def _static_reads(tensor):
+    """Whether a tensor's stage and every stage it reads make only reads whose indices read
+    no memory and are not checked at run time: inlined into a stage computed everywhere,
+    a data-dependent read (x[idx[j]]) would run, and raise, where a guard excluded it."""
+    for t in stages_of([tensor]):
+        for acc in walk_unique(t.op.body):
+            if isinstance(acc, Access) and (acc.checked or acc.carried
+                                            or builtins.any(map(reads_memory, acc.indices))):
                 return False
     return True
 
