@@ -13,7 +13,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 # DESIGN.md "Layers and data flow", top to bottom; layer 0 is the package's plain modules
 LAYERS = [
-    ("_version", "dtypes", "errors", "config"),
+    ("_version", "dtypes", "errors", "config", "locks"),
     ("ir",), ("te",), ("capture",), ("schedule",), ("tir",), ("lower",), ("target",),
     ("codegen",), ("runtime",), ("pipeline",), ("cache",), ("autotune",), ("ops",),
     ("frontends",), ("api", "tune"), ("eager",), ("numpy", "nn"), ("__init__", "__main__"),
