@@ -16,9 +16,10 @@ os.environ["JITDL_CACHE_DIR"] = _CACHE_DIR
 # tuning records likewise: a fresh database per session, and a small background budget
 os.environ["JITDL_TUNING_DB"] = os.path.join(_CACHE_DIR, "tuning.sqlite")
 os.environ.setdefault("JITDL_TUNE_BUDGET", "12,60s")
-# with pytest-xdist (-n auto: a worker per core) each worker's kernels use a share of the
-# cores, at least two so that parallel loops are still compiled and run; a team per
-# worker the size of the machine would oversubscribe it that many times over
+# with pytest-xdist (-n auto --dist loadfile: a worker per core, each file in one worker
+# and in its order, as a module's tests were written to run) each worker's kernels use a
+# share of the cores, at least two so that parallel loops are still compiled and run; a
+# team per worker the size of the machine would oversubscribe it that many times over
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
 if _WORKERS > 1:
     os.environ.setdefault("JITDL_NUM_THREADS", str(max(2, (os.cpu_count() or 2) // _WORKERS)))

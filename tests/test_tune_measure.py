@@ -111,6 +111,9 @@ def planted():
     task = make_task(f, (a, b))
     runner = LocalRunner(n_parallel=2, timeout=4.0, repeat=3, min_repeat_ms=5,
                          _post_build=make_hook(task))
+    # its processes started, whichever of the module's tests runs first (pytest-xdist
+    # hands them out in any order): the tests compare the processes before and after
+    assert runner.measure(task, [{"mode": "ok", "tj": 8}])[0].verified
     yield task, runner
     runner.close()
 
