@@ -30,7 +30,6 @@ import os
 import signal
 import sys
 import sysconfig
-import threading
 import time
 import weakref
 import zlib
@@ -335,7 +334,6 @@ class _Proc:
         self.proc = ctx.Process(target=_serve, args=(child,), daemon=True,
                                 name="jitdl-tune-worker")
         self.started = time.perf_counter()
-        self.owner = os.getpid()     # (a forked child inherits this object, not the process)
         with _main_hidden():
             self.proc.start()
         child.close()
@@ -345,9 +343,8 @@ class _Proc:
         self.deadline = None
 
     def kill(self):
-        if self.owner == os.getpid():
-            self.proc.kill()
-            self.proc.join(5)
+        self.proc.kill()
+        self.proc.join(5)
         self.conn.close()
 
     def death(self):

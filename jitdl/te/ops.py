@@ -7,6 +7,7 @@ import builtins
 import inspect
 import itertools
 import math
+import weakref
 
 from jitdl import dtypes
 from jitdl.errors import DefinitionError, user_loc
@@ -235,16 +236,24 @@ def _safe_anywhere(e, all_axes):
     return True
 
 
+_STATIC_READS = weakref.WeakKeyDictionary()       # tensor -> _static_reads(tensor)
+
+
 def _static_reads(tensor):
     """Whether a tensor's stage and every stage it reads make only reads whose indices read
     no memory and are not checked at run time: inlined into a stage computed everywhere,
-    a data-dependent read (x[idx[j]]) would run, and raise, where a guard excluded it."""
-    for t in stages_of([tensor]):
-        for acc in walk_unique(t.op.body):
-            if isinstance(acc, Access) and (acc.checked or acc.carried
-                                            or builtins.any(map(reads_memory, acc.indices))):
-                return False
-    return True
+    a data-dependent read (x[idx[j]]) would run, and raise, where a guard excluded it.
+    (Kept per tensor: a hoisted chain asks it of each earlier step.)"""
+    if not isinstance(tensor.op, Compute):
+        return True
+    if tensor not in _STATIC_READS:
+        for t in stages_of([tensor]):            # producers first, without recursion
+            if t not in _STATIC_READS:
+                _STATIC_READS[t] = builtins.all(
+                    not (a.checked or a.carried or builtins.any(map(reads_memory, a.indices)))
+                    and _STATIC_READS.get(a.tensor, True)
+                    for a in walk_unique(t.op.body) if isinstance(a, Access))
+    return _STATIC_READS[tensor]
 
 
 def _extract(name, e, axes, loc):
