@@ -62,17 +62,24 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     one (runtime.kernel.direct_builtin; None where there is none) whenever the kernel
     serves a call through the table."""
     op = (name, _static_key(static))
-    if out is None and table is None:
+    if table is None:
         d = _direct.get(op)
         if d is not None:
-            r = d(*operands)
-            if r is not _MISS:
-                return r
+            if out is None:
+                r = d(*operands)
+                if r is not _MISS:
+                    return r
+            elif type(out) is _ndarray:
+                r = d(*operands, out)
+                if r is not _MISS:
+                    return r
     key = op + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     if type(out) is _ndarray:
         hit = _outs.get(key)
         if hit is not None and _into(hit, operands, out):
+            if table is None:
+                _direct[op] = _directs.get(key)
             return out
     try:
         if out is None and table is None:
@@ -186,39 +193,46 @@ def _call(k, operands):
 
 
 def _bound(k, operands):
-    fast, slow = k.fastcall, k.run
+    fast, slow = k.fastcall, k._call     # (slow: strided inputs copied, errors read)
     (shape, dtype), sizes = k.out_specs[0], ()
     if k.dims is not None:
         sizes, shapes = k.dims(operands)
         shape = shapes[0]
+    sizes = tuple(sizes)
+    specs = [(shape, dtype)]
     empty = allocator(shape, dtype)
     if len(sizes) == 1:
         (n,) = sizes
 
         def run(args):
             o = empty(shape, dtype)
-            return o if fast(args, o, n) is None else slow(args)
+            return o if fast(args, o, n) is None else slow(args, None, specs, sizes)
     else:
         def run(args):
             o = empty(shape, dtype)
-            return o if fast(args, o, *sizes) is None else slow(args)
+            return o if fast(args, o, *sizes) is None else slow(args, None, specs, sizes)
     return run
 
 
-def apply_out(name, static, operands, out):
+def apply_out(name, static, operands, out, slot=None):
     """A wrapper's fast path for out= an array: the result written by a kernel that an
-    earlier call like this one (same operand key) ran into such an array, else _MISS."""
+    earlier call like this one (same operand key) ran into such an array, else _MISS.
+    A one-item list `slot` gets that kernel's direct entry (see apply)."""
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     hit = _outs.get(key)
-    return out if hit is not None and _into(hit, operands, out) else _MISS
+    if hit is None or not _into(hit, operands, out):
+        return _MISS
+    if slot is not None:
+        slot[0] = _directs.get(key)
+    return out
 
 
 def _into(hit, operands, out):
     """Kernel hit[0] ran into out through its fast entry (where the kernel takes out as
     it is: Kernel._out_ok); False: not done."""
     k, shape, sizes = hit
-    if not k._out_ok(out, operands, shape):
+    if not k._out_ok(out, [operands[i] for i in k.array_pos], shape):
         return False
     if k.int_checks:
         try:

@@ -34,7 +34,7 @@ from jitdl import dtypes
 from jitdl.ir import weak
 from jitdl.ir.nodes import BinOp, Binary, Cast, Const, Var
 from jitdl.ir.printer import expr_text
-from jitdl.lower.lower import lower as lower_nests
+from jitdl.lower.lower import in_place_inputs, lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
 from jitdl.schedule.config import Config
@@ -246,11 +246,12 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     t0 = time.perf_counter()
     sizes = [v for v, _, _ in low.sizes]
     out_trees = [[size_tree(d, sizes) for d in b.shape] for b in low.outputs]
+    alias = in_place_inputs(low.schedule, low.inputs, low.outputs)
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                               with_err=low.checks > 0,
                               array_data_offset=target.array_data_offset,
                               n_inputs=len(low.inputs), layout=graph.layout,
-                              shapes=direct_shapes(low.inputs, out_trees, sizes))
+                              shapes=direct_shapes(low.inputs, out_trees, sizes), alias=alias)
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
     sig = Signature(
@@ -264,7 +265,7 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         [[n, dt, [d if isinstance(d, int) else expr_text(d) for d in shape], nb]
          for n, dt, shape, nb in module.jitdl_allocs],
         weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
-        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
+        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree, alias=alias)
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":

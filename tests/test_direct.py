@@ -56,7 +56,7 @@ def test_one_kernel_serves_every_size_of_its_pattern():
     ("a list", lambda a, b: (list(a), b)),
     ("a number", lambda a, b: (a, 2.0)),
     ("too few", lambda a, b: (a,)),
-    ("too many", lambda a, b: (a, b, b)),
+    ("too many", lambda a, b: (a, b, b, b)),
 ])
 def test_calls_it_does_not_serve_fall_back(why, args):
     a, b = rand(1000, np.float32), rand(1000, np.float32, 1)
@@ -168,3 +168,122 @@ def test_clear_forgets_the_wrappers_entries():
     assert eager.cache_info("negative")["kernels"] == 0
     jnp.negative(a)
     assert eager.cache_info("negative")["kernels"] == 1
+
+
+def test_out_is_written_and_returned():
+    """direct(*args, out): the kernel writes into out and returns out itself."""
+    a, b = rand(1000, np.float32), rand(1000, np.float32, 1)
+    d = direct_builtin(kernel_of("add", a, b), (a, b))
+    for n in (2, 9, 1000, 4097):
+        x, y = rand(n, np.float32, n), rand(n, np.float32, n + 1)
+        out = np.full(n, np.nan, np.float32)
+        refs = sys.getrefcount(out)
+        assert d(x, y, out) is out
+        assert sys.getrefcount(out) == refs
+        np.testing.assert_array_equal(out, x + y)
+    big = rand(pool.MIN_BYTES // 4 + 8, np.float32)     # (no allocation: any size)
+    out = np.empty_like(big)
+    assert d(big, big, out) is out
+    np.testing.assert_array_equal(out, big + big)
+
+
+@pytest.mark.parametrize("why, out", [
+    ("another dtype", lambda a: np.empty(1000, np.float64)),
+    ("another shape", lambda a: np.empty(999, np.float32)),
+    ("a larger shape (broadcast)", lambda a: np.empty((2, 1000), np.float32)),
+    ("read-only", lambda a: np.frombuffer(np.zeros(1000, np.float32).tobytes(), np.float32)),
+    ("strided", lambda a: np.empty(2000, np.float32)[::2]),
+    ("reversed", lambda a: np.empty(1000, np.float32)[::-1]),
+    ("a subclass", lambda a: np.empty((1, 1000), np.float32).view(np.matrix)[0]),
+    ("a list", lambda a: [0.0] * 1000),
+    ("partly over an input", lambda a: a[1:].view(np.float32)),
+])
+def test_out_calls_it_does_not_serve_fall_back(why, out):
+    base = rand(1001, np.float32)
+    a, b = base[:1000], rand(1000, np.float32, 1)
+    d = direct_builtin(kernel_of("add", a, b), (a, b))
+    o = out(base)
+    before = o.copy() if isinstance(o, np.ndarray) else list(o)
+    a_before = a.copy()
+    assert d(a, b, o) is MISS, why
+    np.testing.assert_array_equal(np.asarray(o), np.asarray(before))   # untouched
+    np.testing.assert_array_equal(a, a_before)
+
+
+def test_an_elementwise_kernel_may_write_over_its_inputs():
+    """out= exactly an input of an elementwise kernel: each element reads its own
+    inputs before it is written (lower.in_place_inputs), as NumPy's in-place ufuncs."""
+    a, b = rand(1000, np.float64), rand(1000, np.float64, 1)
+    k = kernel_of("add", a, b)
+    assert k.sig.alias == [0, 1]
+    d = direct_builtin(k, (a, b))
+    x, y = a.copy(), b.copy()
+    assert d(x, y, x) is x
+    np.testing.assert_array_equal(x, a + b)
+    assert d(x, y, y) is y
+    np.testing.assert_array_equal(y, (a + b) + b)
+    z = a.copy()
+    assert d(z, z, z) is z
+    np.testing.assert_array_equal(z, a + a)
+    w = a.copy()
+    assert d(w, b, w.view()) is not MISS        # (another view of the same memory)
+    np.testing.assert_array_equal(w, a + b)
+    # a kernel that is not elementwise in its input takes none of this
+    m = rand((30, 30), np.float64)
+    k = kernel_of("matmul", m, m)
+    assert k.sig.alias == []
+    d = direct_builtin(k, (m, m))
+    if d is not None:
+        x = m.copy()
+        assert d(x, m, x) is MISS
+        np.testing.assert_array_equal(x, m)
+
+
+_OUT_CASES = {
+    "fresh": lambda p, v: p.add(v["x"], v["y"], out=v["o"]),
+    "in place x": lambda p, v: p.multiply(v["x"], v["y"], out=v["x"]),
+    "in place y": lambda p, v: p.subtract(v["x"], v["y"], out=v["y"]),
+    "both": lambda p, v: p.add(v["x"], v["x"], out=v["x"]),
+    "broadcast in place": lambda p, v: p.add(v["m"], v["r"], out=v["m"]),
+    "shifted views": lambda p, v: p.add(v["x"][:-1], v["x"][1:], out=v["x"][:-1]),
+    "reversed out": lambda p, v: p.add(v["x"], v["y"], out=v["x"][::-1]),
+    "other dtype": lambda p, v: p.add(v["x"], v["y"], out=v["o32"]),
+    "unary in place": lambda p, v: p.tanh(v["x"], out=v["x"]),
+    "scalar operand in place": lambda p, v: p.subtract(2.5, v["x"], out=v["x"]),
+    "matmul over its input": lambda p, v: p.matmul(v["sq"], v["sq"].T.copy(), out=v["sq"]),
+    "sum into a row of its input": lambda p, v: p.sum(v["m"], axis=0, out=v["m"][2]),
+    "sum into 0-d": lambda p, v: p.sum(v["x"], out=v["z"]),
+}
+
+
+@pytest.mark.parametrize("case", list(_OUT_CASES))
+def test_out_calls_answer_as_numpy(case):
+    """Each out= pattern, called often enough to take the general path, the wrapper's
+    out= table and the direct entry, against NumPy on the same inputs: the result, what
+    it returns, and every array afterwards."""
+    rng = np.random.default_rng(11)
+    eager.clear()
+    for _ in range(4):
+        mine = {"x": rng.standard_normal(257), "y": rng.standard_normal(257),
+                "m": rng.standard_normal((6, 257)), "r": rng.standard_normal(257),
+                "o": np.full(257, np.nan), "o32": np.zeros(257, np.float32),
+                "z": np.zeros(()), "sq": rng.standard_normal((16, 16))}
+        theirs = {k: a.copy() for k, a in mine.items()}
+        got, want = _OUT_CASES[case](jnp, mine), _OUT_CASES[case](np, theirs)
+        assert type(got) is type(want) and np.shape(got) == np.shape(want)
+        for k in mine:
+            assert (got is mine[k]) == (want is theirs[k]), f"{case}: returns out= {k}"
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        for k in mine:
+            np.testing.assert_allclose(mine[k], theirs[k], rtol=1e-12, atol=1e-12,
+                                       err_msg=f"{case}: {k} afterwards")
+
+
+def test_read_only_out_is_refused_and_untouched():
+    x, y = rand(100, np.float64), rand(100, np.float64, 1)
+    for _ in range(3):
+        o = np.zeros(100)
+        o.flags.writeable = False
+        with pytest.raises(ValueError):
+            jnp.add(x, y, out=o)
+        assert not o.any()

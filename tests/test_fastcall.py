@@ -102,6 +102,47 @@ def test_out_through_the_fast_entry(rng):
     assert np.isnan(strided[1::2]).all()
 
 
+@jd.compute
+def scale_shift(X, Y):
+    T[i, j] = X[i, j] * 2.0
+    Z[i, j] = T[i, j] + Y[j] - X[i, j] * X[i, j]
+    return Z
+
+
+@jd.compute
+def reversed_sum(X, Y):
+    n = X.shape[0]
+    Z[i] = X[n - 1 - i] + Y[i]
+    return Z
+
+
+@jd.compute
+def row_centered(X):
+    m = X.shape[1]
+    M[i] = sum(X[i, k] for k in range(m))
+    Z[i, j] = X[i, j] - M[i]
+    return Z
+
+
+@pytest.mark.parametrize("fn, alias", [(scale_shift, [0]), (reversed_sum, [1]),
+                                       (row_centered, []), (add, [0, 1])])
+def test_out_over_an_input_is_the_answer_computed_aside(rng, fn, alias):
+    """out= an input: an elementwise kernel (each element reads that input at its own
+    position only) writes over it directly; any other is computed aside, then copied."""
+    shapes = {scale_shift: [(7, 33), (33,)], reversed_sum: [(50,), (50,)],
+              row_centered: [(7, 33)], add: [(50,), (50,)]}[fn]
+    for _ in range(3):
+        args = [rng.standard_normal(s) for s in shapes]
+        want = fn(*[a.copy() for a in args])
+        assert fn.kernel(*args).sig.alias == alias
+        for j, a in enumerate(args):
+            if a.shape != want.shape:
+                continue
+            given = [x.copy() for x in args]
+            assert fn(*given, out=given[j]) is given[j]
+            assert_matches(given[j], want, np.float64)
+
+
 def test_kernel_errors_are_raised_through_the_fast_entry(rng):
     E = rng.standard_normal((10, 4))
     ids = np.array([3, 0, 9, 9])

@@ -23,8 +23,8 @@ from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca
                                    suffix)
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
-                              ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, FAST_ARRAY_TYPE, FAST_ERROR,
-                              FAST_FALLBACK, FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
+                              ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, ARRAY_WRITEABLE,
+                              FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
                               POOL_MIN_BYTES,
                               TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import arms_read_guarded, reads_beyond
@@ -888,12 +888,13 @@ _HOST_VECTOR_BYTES = None
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
              array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None,
-             shapes=None):
+             shapes=None, alias=()):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
     With array_data_offset and layout (the call's arguments, Signature.layout) the module
     also has the `name.fast` entry (_fast_entry), and with `shapes` (direct_shapes) the
-    `name.direct` entry (_direct_entry).
+    `name.direct` entry (_direct_entry), whose out= may be exactly the inputs at the
+    positions in `alias` (jitdl.lower.lower.in_place_inputs).
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these."""
@@ -904,14 +905,14 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     gc.disable()
     try:
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-                         vector_bytes or host_vector_bytes(), layout, shapes)
+                         vector_bytes or host_vector_bytes(), layout, shapes, alias)
     finally:
         if paused:
             gc.enable()
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-              vector_bytes, layout, shapes):
+              vector_bytes, layout, shapes, alias):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
     arg_types = []
@@ -936,7 +937,7 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     if array_data_offset is not None and layout is not None:
         _fast_entry(gen, fn, func, array_data_offset, n_inputs, layout)
         if shapes is not None:
-            _direct_entry(gen, fn, func, array_data_offset, n_inputs, layout, shapes)
+            _direct_entry(gen, fn, func, array_data_offset, n_inputs, layout, shapes, alias)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     return gen.module, gen.checks
@@ -1108,7 +1109,7 @@ def _tree_value(b, tree, sizes, check):
     return b.add(r, b.select(adjust, y, ir.Constant(I64, 0)))
 
 
-def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
+def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
     """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
     call's arguments themselves, checks them as a dispatch would (each array exactly an
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
@@ -1116,7 +1117,10 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     NumPy's PyArray_Empty and returns it. Anything else (another shape pattern, an empty
     or a size-1 dimension where the kernel has a size, an output of POOL_MIN_BYTES or
     more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
-    takes its general path. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
+    takes its general path. `direct(*args, out)` (one argument more) writes into out
+    instead and returns it, where out is exactly an ndarray of the output's dtype object
+    and shape, C-contiguous, aligned, writeable and apart from every input (or exactly
+    the memory of an input at a position in `alias`); else the fallback. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
     ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address
     and PyArray_Return's (or 0), the dtype objects of the inputs and of the output, the
     Python types of the numbers."""
@@ -1135,7 +1139,8 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     decref = gen.declare("Py_DecRef", VOID, [PTR])
     item_base = FAST_ARRAY_TYPE + 3     # after the ndarray type, the kept objects, the API
 
-    check(b.icmp_signed("==", nargs, ir.Constant(I64, len(layout))))
+    with_out = b.icmp_signed("==", nargs, ir.Constant(I64, len(layout) + 1))
+    check(b.or_(b.icmp_signed("==", nargs, ir.Constant(I64, len(layout))), with_out))
     ndarray = item(FAST_ARRAY_TYPE)
     objs = [b.load(b.gep(argv, [ir.Constant(I64, i)], source_etype=PTR), typ=PTR)
             for i in range(len(layout))]
@@ -1143,7 +1148,7 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     scalar_objs = [o for o, x in zip(objs, layout) if x[0] == "scalar"]
     mask = ir.Constant(I32, ARRAY_OK_FLAGS)
     sizes = [None] * n_sizes
-    data = []
+    data, nbytes = [], []
     for j, (obj, dims) in enumerate(zip(array_objs, shapes)):
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), ndarray))
         check(b.icmp_unsigned("==", b.and_(field(obj, ARRAY_FLAGS_OFFSET, I32), mask), mask))
@@ -1161,28 +1166,73 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))
         data.append(field(obj, offset))
+        nbytes.append(_byte_count(b, extents, len(dims), dtypes.itemsize(bufs[j].dtype)))
     out_params = bufs[n_inputs:]
     out_dims = shapes[len(array_objs)]
     dims_ty = ir.ArrayType(I64, max(1, len(out_dims)))
     dims_ptr = alloca(b, dims_ty, name="dims")
     count = ir.Constant(I64, 1)
+    out_extents = []
     for d, tree in enumerate(out_dims):
         n = _tree_value(b, tree, sizes, check)
         check(b.icmp_signed(">", n, ir.Constant(I64, 0)))     # (empty: the general path)
         b.store(n, b.gep(dims_ptr, [ir.Constant(I64, 0), ir.Constant(I64, d)],
                          source_etype=dims_ty))
+        out_extents.append(n)
         count = b.mul(count, n) if d else n
     itemsize = dtypes.itemsize(out_params[0].dtype)
-    check(b.icmp_signed("<", count, ir.Constant(I64, -(-POOL_MIN_BYTES // itemsize))))
     scalars = []
     for obj, p, a in zip(scalar_objs, func.params[len(bufs):], main.args[len(bufs):]):
         k = item_base + len(shapes) + len(scalars)
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), item(k)))
         scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check))
+    descr = item(item_base + len(array_objs))
+    long = _iterations(func.body) >= GIL_FREE_ITERATIONS
+    if long and n_sizes:            # symbolic sizes: decided by the output's size
+        long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
+    into, fresh = e.fn.append_basic_block("into"), e.fn.append_basic_block("fresh")
+    b.cbranch(with_out, into, fresh)
+
+    # direct(*args, out): the kernel writes into out
+    b.position_at_end(into)
+    out = b.load(b.gep(argv, [ir.Constant(I64, len(layout))], source_etype=PTR), typ=PTR)
+    check(b.icmp_unsigned("==", field(out, OBJECT_TYPE_OFFSET), ndarray))
+    writable = ir.Constant(I32, ARRAY_OK_FLAGS | ARRAY_WRITEABLE)
+    check(b.icmp_unsigned("==", b.and_(field(out, ARRAY_FLAGS_OFFSET, I32), writable),
+                          writable))
+    check(b.icmp_unsigned("==", field(out, ARRAY_DESCR_OFFSET), descr))
+    check(b.icmp_signed("==", field(out, ARRAY_NDIM_OFFSET, I32),
+                        ir.Constant(I32, len(out_dims))))
+    given = field(out, ARRAY_DIMS_OFFSET)
+    for d, n in enumerate(out_extents):
+        check(b.icmp_signed("==", b.load(b.gep(given, [ir.Constant(I64, d)],
+                                                source_etype=I64), typ=I64), n))
+    # apart from every input: [start, start + bytes) ranges that do not meet (the arrays
+    # are contiguous, so their ranges are exactly their memory)
+    start = b.ptrtoint(field(out, offset), I64)
+    end = b.add(start, b.mul(count, ir.Constant(I64, itemsize)))
+    for j, (p, n) in enumerate(zip(data, nbytes)):
+        a_start = b.ptrtoint(p, I64)
+        a_end = b.add(a_start, n)
+        ok = b.or_(b.icmp_unsigned("<=", end, a_start), b.icmp_unsigned("<=", a_end, start))
+        if j in alias:      # (an elementwise kernel may write over this input itself)
+            ok = b.or_(ok, b.and_(b.icmp_unsigned("==", a_start, start),
+                                  b.icmp_unsigned("==", a_end, end)))
+        check(ok)
+    args = data + [field(out, offset)] + scalars + sizes
+    err = _error_slot(b, args) if has_err else None
+    _run_main(gen, b, main, args, long)
+    if has_err:
+        check(b.icmp_signed("==", b.load(err, typ=I64), ir.Constant(I64, 0)))
+    b.call(e.incref, [out])
+    b.ret(out)
+
+    # direct(*args): a new output
+    b.position_at_end(fresh)
+    check(b.icmp_signed("<", count, ir.Constant(I64, -(-POOL_MIN_BYTES // itemsize))))
     api = field(item(FAST_ARRAY_TYPE + 2), offset)
     # PyArray_Empty(nd, dims, descr (a reference it steals), fortran)
     empty = b.load(api, typ=ir.FunctionType(PTR, [I32, PTR, PTR, I32]).as_pointer())
-    descr = item(item_base + len(array_objs))
     b.call(e.incref, [descr])
     out = b.call(empty, [ir.Constant(I32, len(out_dims)), dims_ptr, descr, ir.Constant(I32, 0)])
     made = e.fn.append_basic_block("made")
@@ -1194,9 +1244,6 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
     b.position_at_end(made)
     args = data + [field(out, offset)] + scalars + sizes
     err = _error_slot(b, args) if has_err else None
-    long = _iterations(func.body) >= GIL_FREE_ITERATIONS
-    if long and n_sizes:            # symbolic sizes: decided by the output's size
-        long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
     _run_main(gen, b, main, args, long)
     if has_err:
         code = b.load(err, typ=I64)
@@ -1215,6 +1262,15 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes):
         b.ret(scalar)
     b.ret(out)
     e.finish()
+
+
+def _byte_count(b, extents, rank, itemsize):
+    """The bytes of an array of this rank and element size with these extents (a pointer
+    to the array's dimensions)."""
+    n = ir.Constant(I64, itemsize)
+    for d in range(rank):
+        n = b.mul(n, b.load(b.gep(extents, [ir.Constant(I64, d)], source_etype=I64), typ=I64))
+    return n
 
 
 def _python_number(gen, b, obj, dtype, ty, check):

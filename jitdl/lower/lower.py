@@ -24,6 +24,7 @@ from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split
 from jitdl.te.ops import stages_of
+from jitdl.te.tensor import Compute
 from jitdl.tir.simplify import simplify_expr
 
 
@@ -727,3 +728,37 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
     return Lowered(func, inputs, outputs, scalars, b.checks, sizes, agree)
 
+
+
+def in_place_inputs(sched, inputs, outputs):
+    """Positions of the inputs that may be the output itself (out= that very array): in a
+    kernel of one output whose every stage is elementwise over the output's rank (no
+    reduction, reads of stages at the reading stage's own indices), an input of the
+    output's shape read only at the reading stage's own indices. Each output element
+    then reads that input at its own position only, before it is written (schedules
+    reorder, split and place loops, but an element's value still needs only its own
+    inputs; vector tails are narrower blocks, never a block shifted back)."""
+    if len(outputs) != 1:
+        return []
+    rank = len(outputs[0].shape)
+    own = {}            # input name -> read only at the reading stage's own indices
+    for st in sched.stages.values():
+        op = st.tensor.op
+        if not isinstance(op, Compute) or op.reduce is not None or len(op.axes) != rank:
+            return []
+        axes = tuple(a.var for a in op.axes)
+        for node in walk_expr(op.body):
+            if isinstance(node, Reduce):
+                return []
+            if not isinstance(node, Access):
+                continue
+            same = len(node.indices) == rank and all(
+                i is a for i, a in zip(node.indices, axes)) and not (node.checked or
+                                                                     node.carried)
+            if node.tensor.name in sched.stages:
+                if not same:
+                    return []
+            else:
+                own[node.tensor.name] = own.get(node.tensor.name, True) and same
+    return [j for j, b in enumerate(inputs)
+            if own.get(b.name) and b.shape == outputs[0].shape]

@@ -172,7 +172,12 @@ def _unary(name, doc):
                     return run((x,))
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
-                r = apply_out(name, static, (x,), out)
+                d = direct[0]
+                if d is not None:
+                    r = d(x, out)
+                    if r is not _MISS:
+                        return r
+                r = apply_out(name, static, (x,), out, direct)
                 if r is not _MISS:
                     return r
             where = _options(where, order)
@@ -241,7 +246,12 @@ def _binary(name, doc):
                         return run((x1, x2))
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
-                r = apply_out(name, static, (x1, x2), out)
+                d = direct[0]
+                if d is not None:
+                    r = d(x1, x2, out)
+                    if r is not _MISS:
+                        return r
+                r = apply_out(name, static, (x1, x2), out, direct)
                 if r is not _MISS:
                     return r
             where = _options(where, order)

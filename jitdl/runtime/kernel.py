@@ -69,6 +69,9 @@ class Signature:
     # jitdl.pipeline.size_tree); sizes that must agree are checked at each call
     sizes: list = field(default_factory=list)    # [argument position, dim] per size
     agree: list = field(default_factory=list)    # [name, position, dim] * 2
+    # inputs (positions among the arrays) that out= may be exactly: the kernel is
+    # elementwise in them (jitdl.lower.lower.in_place_inputs)
+    alias: list = field(default_factory=list)
 
     def to_json(self):
         return asdict(self)
@@ -82,7 +85,8 @@ class Signature:
                    [[n, dt, list(shape), int(nb)] for n, dt, shape, nb in d.get("allocs", [])],
                    [list(x) for x in d.get("int_checks", [])],
                    int(d.get("abi", 1)), [list(x) for x in d.get("sizes", [])],
-                   [list(x) for x in d.get("agree", [])])
+                   [list(x) for x in d.get("agree", [])],
+                   [int(x) for x in d.get("alias", [])])
 
     @property
     def has_err(self):
@@ -431,6 +435,7 @@ class Kernel(KernelChecks):
         self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
         self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
         self.single = len(self.out_specs) == 1
+        self.alias = frozenset(sig.alias)
         self._init_checks(sig)
         self.run = self._specialised_run()
 
@@ -503,43 +508,49 @@ class Kernel(KernelChecks):
         if not (flags.c_contiguous and flags.writeable and flags.aligned):
             return False
         own = flags.owndata
-        for a in inputs:
+        for j, a in enumerate(inputs):
+            if a is o:      # (an elementwise kernel may write over such an input)
+                if j not in self.alias:
+                    return False
             # (two arrays that each own their data are apart unless they are one array)
-            if a is o or isinstance(a, _ndarray) and not (own and a.flags.owndata) \
+            elif isinstance(a, _ndarray) and not (own and a.flags.owndata) \
                     and np.may_share_memory(a, o):
                 return False
         return True
 
     def _call(self, args, out, out_specs=None, sizes=()):
-        """The general path: strided inputs are copied, out= is checked, checks read.
+        """The general path: strided inputs are copied, out= is checked (an out= that
+        overlaps an input, or is strided, takes the result through a copy), checks read.
         A dynamic kernel passes this call's output shapes and sizes."""
         out_specs = out_specs or self.out_specs
-        ptrs = []
-        keep = []
+        copied = list(args)
         for i in self.array_pos:
-            a = args[i]
-            if not (a.flags.c_contiguous and a.flags.aligned):
-                a = np.ascontiguousarray(a)    # strided/unaligned inputs are copied
-                keep.append(a)
-            ptrs.append(a.ctypes.data)
+            flags = args[i].flags
+            if not (flags.c_contiguous and flags.aligned):
+                copied[i] = np.ascontiguousarray(args[i])    # strided/unaligned: copied
+        args = tuple(copied)
         if out is None:
             outs = [alloc(shape, dtype) for shape, dtype in out_specs]
             final = None
         else:
             outs, final = self._check_out(out, args, out_specs)
-        ptrs.extend(o.ctypes.data for o in outs)
-        ptrs.extend(args[i] for i in self.scalar_pos)
-        ptrs.extend(sizes)
-        if self.has_err:
-            err = np.zeros(2, np.int64)
-            ptrs.append(err.ctypes.data)
-            self.cfunc(*ptrs)
-            if err[0] > 0:
-                self._raise_index_error(err, sizes)
-            if err[0] < 0:
-                self._raise_memory_error(int(-err[0]))
-        else:
-            self.cfunc(*ptrs)
+        # the fast entry where it serves (ctypes' conversions cost more than a small
+        # kernel's work); else the pointer entry, which reports errors
+        if not (self.fast and self.fastcall(args, *outs, *sizes) is None):
+            ptrs = [args[i].ctypes.data for i in self.array_pos]
+            ptrs.extend(o.ctypes.data for o in outs)
+            ptrs.extend(args[i] for i in self.scalar_pos)
+            ptrs.extend(sizes)
+            if self.has_err:
+                err = np.zeros(2, np.int64)
+                ptrs.append(err.ctypes.data)
+                self.cfunc(*ptrs)
+                if err[0] > 0:
+                    self._raise_index_error(err, sizes)
+                if err[0] < 0:
+                    self._raise_memory_error(int(-err[0]))
+            else:
+                self.cfunc(*ptrs)
         if final is not None:
             for dst, src in zip(final, outs):
                 if dst is not src:
@@ -660,10 +671,15 @@ def _fast_dynamic_run(k):
         lines.append(f"    o{j} = (empty if {count} < {most} else big)({dims}, dt{j})")
         outs.append(f"o{j}")
     call = ["args"] + outs + sizes
-    lines.append(f"    if type(args) is tuple and fast({', '.join(call)}) is None:")
+    lines.append("    if type(args) is not tuple:")
+    lines.append("        return general(args, None)")
+    lines.append(f"    if fast({', '.join(call)}) is None:")
     lines.append(f"        return {outs[0] if k.single else '(' + ', '.join(outs) + ',)'}")
-    lines.append("    return general(args, None)")
-    namespace = {"general": k._dynamic_run, "empty": _empty, "big": pool.empty,
+    # strided inputs or an error to read: the general path, with this call's shapes
+    specs = ", ".join(f"(o{j}.shape, dt{j})" for j in range(len(outs)))
+    lines.append(f"    return slow(args, None, [{specs}], ({''.join(s + ', ' for s in sizes)}))")
+    namespace = {"general": k._dynamic_run, "slow": k._call, "empty": _empty,
+                 "big": pool.empty,
                  "fast": k.fastcall,
                  **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
     exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
