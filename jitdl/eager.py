@@ -296,6 +296,10 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
         kernel = f.kernel(*operands)
+        if callable(getattr(np, name, None)):
+            # a jd.numpy function (its wrapper answers a view far larger than its memory
+            # with NumPy's function: see Kernel._contiguous)
+            kernel.expanded_ok = False
         k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () and \
             getattr(builder, "scalar_result", False) else kernel
         if len(_kernels) >= _KEPT:

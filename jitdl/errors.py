@@ -55,6 +55,13 @@ class UnsupportedDtypeError(ArgumentError):
     object, ...). jd.numpy's functions answer it with NumPy's own function."""
 
 
+class ExpandedViewError(UnsupportedDtypeError):
+    """An array operand that is a view far larger than its memory (np.broadcast_to,
+    stride tricks), which a kernel would copy whole (jitdl's kernels read contiguous
+    arrays): jd.numpy's functions answer it with NumPy's own function, which reads the
+    view in place."""
+
+
 class OutArgumentError(ArgumentError, ValueError):
     """An out= array of the wrong shape or read-only: an ArgumentError, and the ValueError
     NumPy raises there."""

@@ -997,3 +997,39 @@ def test_a_guarded_data_dependent_read_stays_guarded_when_shared(rng):
     idx = np.array([0, 3, 99, 5, -7, 15, 1000000, 2])
     ok = (idx >= 0) & (idx < 16)
     check(guarded_gather, (x, idx), np.where(ok, _grow(x[np.where(ok, idx, 0)], 8), -1.0), F64)
+
+
+@jd.compute
+def _row_sums(X):
+    m = X.shape[1]
+    S[i] = sum(X[i, k] for k in range(m))
+    return S
+
+
+def test_a_broadcast_view_is_not_copied_whole():
+    """Kernels read contiguous arrays, so a strided input is copied. A zero-stride view
+    (np.broadcast_to) far larger than its memory: jd.numpy answers with NumPy's function,
+    which reads it in place; a definition's kernel whose copy could not fit in memory
+    says so, instead of meeting the system's out-of-memory killer."""
+    import tracemalloc
+    jnp = jd.numpy
+    rng = np.random.default_rng(3)
+    row = rng.standard_normal(8000)
+    view = np.broadcast_to(row, (8000, 8000))               # 8000^2 float64: 488 MiB
+    want = (np.sum(view), np.sum(view, axis=0), np.max(view, axis=1))
+    jnp.sum(view[:2])                                       # (compiles outside the count)
+    tracemalloc.start()
+    try:
+        got = (jnp.sum(view), jnp.sum(view, axis=0), jnp.max(view, axis=1))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    small = np.broadcast_to(row[:50], (40, 50))             # small views are copied
+    check(_row_sums, (small,), small.sum(1), np.float64)
+    huge = np.broadcast_to(np.float64(1.0), (10 ** 6, 10 ** 6))
+    with pytest.raises(MemoryError, match=r"input X is a strided view .* than this "
+                                          r"machine's memory"):
+        _row_sums(huge)

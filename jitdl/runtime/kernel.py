@@ -9,12 +9,14 @@ the pointer entry through ctypes: strided inputs, out= that needs a copy, errors
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import (AllocationError, ArgumentError, OutArgumentError, ScalarOverflowError,
+from jitdl.errors import (AllocationError, ArgumentError, ExpandedViewError,
+                           OutArgumentError, ScalarOverflowError,
                           SourceLoc)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
@@ -414,6 +416,8 @@ class KernelChecks:
 class Kernel(KernelChecks):
     """Runs one compiled specialisation."""
 
+    expanded_ok = True      # copy inputs that are views far larger than their memory
+
     def __init__(self, sig: Signature, loaded, texts=None):
         engine.kernel_loaded()
         self.loaded = loaded                 # keeps the engine (and the code) alive
@@ -524,10 +528,10 @@ class Kernel(KernelChecks):
         A dynamic kernel passes this call's output shapes and sizes."""
         out_specs = out_specs or self.out_specs
         copied = list(args)
-        for i in self.array_pos:
+        for j, i in enumerate(self.array_pos):
             flags = args[i].flags
             if not (flags.c_contiguous and flags.aligned):
-                copied[i] = np.ascontiguousarray(args[i])    # strided/unaligned: copied
+                copied[i] = self._contiguous(args[i], j)    # strided/unaligned: copied
         args = tuple(copied)
         if out is None:
             outs = [alloc(shape, dtype) for shape, dtype in out_specs]
@@ -557,6 +561,27 @@ class Kernel(KernelChecks):
                     np.copyto(dst, src)
             outs = final
         return outs[0] if self.single else tuple(outs)
+
+    def _contiguous(self, a, j):
+        """Input j's contiguous copy. A view far larger than its memory (broadcast_to:
+        zero strides) is refused where `expanded_ok` is False (jd.numpy's kernels: NumPy
+        reads it in place), and wherever the copy could not fit in this machine's memory
+        (a clear error, not the system's out-of-memory killer)."""
+        size = a.nbytes
+        if size >= EXPANDED_MIN_BYTES:
+            span = _span(a)
+            if size >= EXPANDED_RATIO * span and not self.expanded_ok:
+                raise ExpandedViewError(f"{self.fname}(): input {self.sig.inputs[j][0]} is "
+                                        f"a view of {_human_bytes(span)} that a copy "
+                                        f"would make {_human_bytes(size)}")
+            if size > _physical_memory():
+                raise AllocationError(
+                    f"{self.fname}(): input {self.sig.inputs[j][0]} is a strided view (of "
+                    f"{_human_bytes(span)}, shape {a.shape}, strides {a.strides}) that the "
+                    f"kernel reads as a contiguous copy: {_human_bytes(size)}, more than "
+                    f"this machine's memory ({_human_bytes(_physical_memory())}). Pass the "
+                    f"array the view was made from and broadcast it in the definition")
+        return np.ascontiguousarray(a)
 
     def _check_out(self, out, args, out_specs):
         given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
@@ -684,6 +709,24 @@ def _fast_dynamic_run(k):
                  **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
     exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
     return namespace["run"]
+
+
+EXPANDED_MIN_BYTES = 64 << 20   # a strided input's copy this large may be refused, if
+EXPANDED_RATIO = 8              # it is this many times the memory the view spans
+
+
+def _span(a):
+    """The bytes a view's elements span in memory (its base may hold more)."""
+    if a.size == 0:
+        return 0
+    return a.itemsize + sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides))
+
+
+def _physical_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):      # (no such figure here)
+        return 1 << 62
 
 
 def _human_bytes(n):
