@@ -798,3 +798,23 @@ def test_repeated_out_calls_take_the_fast_path_only_where_it_is_exact(rng):
         o2 = np.empty(1234)
         jnp.multiply(other, 2.5, out=o2)
         same(o2, other * 2.5)
+
+
+@pytest.mark.parametrize("y", [-1, 255, 256, 300, -129, 2 ** 40, 2 ** 64, 1.5, True])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16])
+def test_where_takes_python_ints_as_numpy_does(y, dtype):
+    """numpy.where wraps a Python int outside the dtype it meets (where(c, u8, -1) is
+    255), where the ufuncs raise OverflowError; beyond int64 it raises."""
+    rng = np.random.default_rng(4)
+    c = rng.random(40) < 0.5
+    x = rng.integers(0, 100, 40).astype(dtype)
+    for args in ((c, x, y), (c, y, x)):
+        try:
+            want = np.where(*args)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                jnp.where(*args)
+            continue
+        got = jnp.where(*args)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

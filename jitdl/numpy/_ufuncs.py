@@ -11,7 +11,8 @@ import numpy as np
 
 from jitdl.eager import (apply, apply_out, array_module_function, fast_state, kernel_dtype,
                           numpy_accepts)
-from jitdl.errors import ArgumentError, ShapeError, UnsupportedDtypeError, user_loc
+from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
+                          user_loc)
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
@@ -519,7 +520,14 @@ def where(condition, x=None, y=None, /):
         return np.nonzero(condition)
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
-    r = apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
+    try:
+        r = apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
+    except ScalarOverflowError:
+        if is_symbolic(condition) or is_symbolic(x) or is_symbolic(y):
+            raise
+        # a Python int outside the dtype it meets: numpy.where wraps it (where(c, u8, -1)
+        # gives 255), unlike the ufuncs, which raise
+        return np.where(condition, x, y)
     return np.asarray(r) if isinstance(r, np.generic) else r       # (NumPy: a 0-d array)
 
 
