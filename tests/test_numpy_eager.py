@@ -818,3 +818,11 @@ def test_where_takes_python_ints_as_numpy_does(y, dtype):
         got = jnp.where(*args)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_tensordot_with_more_axes_than_dimensions_raises_numpys_class():
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    with pytest.raises(IndexError):         # (NumPy's: "tuple index out of range")
+        np.tensordot(a, b, axes=3)
+    with pytest.raises(IndexError, match="axes=3 is more than the dimensions"):
+        jnp.tensordot(a, b, axes=3)

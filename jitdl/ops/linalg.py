@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jitdl.errors import ShapeError, user_loc
+from jitdl.errors import AxisError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
 from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
@@ -106,8 +106,9 @@ def tensordot(a, b, axes=2):
     sa, sb = shape_of(a), shape_of(b)
     if isinstance(axes, int):
         if axes > len(sa) or axes > len(sb):
-            raise ShapeError(f"tensordot(): axes={axes} is more than the dimensions of a "
-                             f"({len(sa)}) or b ({len(sb)})", user_loc())
+            # (an AxisError: NumPy's own is an IndexError here, "tuple index out of range")
+            raise AxisError(f"tensordot(): axes={axes} is more than the dimensions of a "
+                            f"({len(sa)}) or b ({len(sb)})", user_loc())
         axes = max(axes, 0)     # (NumPy: a negative count contracts nothing, an outer product)
         xa, xb = tuple(range(len(sa) - axes, len(sa))), tuple(range(axes))
     else:
