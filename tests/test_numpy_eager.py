@@ -826,3 +826,22 @@ def test_tensordot_with_more_axes_than_dimensions_raises_numpys_class():
         np.tensordot(a, b, axes=3)
     with pytest.raises(IndexError, match="axes=3 is more than the dimensions"):
         jnp.tensordot(a, b, axes=3)
+
+
+@pytest.mark.parametrize("order1, order2", [("F", "C"), ("C", "F"), ("F", "F")])
+def test_matmul_of_transposed_operands(order1, order2):
+    """x @ W.T and X.T @ X: an F-ordered operand is copied before the call (the direct
+    entry then serves it); the answer, out= and the input arrays are NumPy's."""
+    rng = np.random.default_rng(8)
+    for m, k, n in ((4, 6, 3), (33, 17, 9)):
+        a = np.asarray(rng.standard_normal((m, k)), order=order1)
+        b = np.asarray(rng.standard_normal((k, n)), order=order2)
+        a0, b0 = a.copy(), b.copy()
+        for _ in range(3):
+            want = a @ b
+            np.testing.assert_allclose(jnp.matmul(a, b), want, rtol=1e-12, atol=1e-12)
+            out = np.full((m, n), np.nan)
+            assert jnp.matmul(a, b, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(a, a0)
+        np.testing.assert_array_equal(b, b0)

@@ -15,6 +15,12 @@ from jitdl.ops import linalg as la
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
     if dtype is None and casting == "same_kind":
+        # a transposed operand (x @ W.T, X.T @ X) is copied here, so that the call takes
+        # the direct entry: a kernel reading it in place was slower past small sizes
+        if type(x1) is _ndarray and not x1.flags.c_contiguous and x1.flags.f_contiguous:
+            x1 = x1.copy()
+        if type(x2) is _ndarray and not x2.flags.c_contiguous and x2.flags.f_contiguous:
+            x2 = x2.copy()
         return apply("matmul", la.matmul, (x1, x2), (), out, broadcast_out=True)
     static = ()
     if dtype is not None:
@@ -23,6 +29,9 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
         numpy_accepts("matmul", np.matmul, (x1, x2), casting)
     return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting,
                  broadcast_out=True)
+
+
+_ndarray = np.ndarray
 
 
 def dot(a, b, out=None):
