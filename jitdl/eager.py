@@ -31,7 +31,7 @@ _kernels = {}        # (op, static, operand key...) -> kernel (or _ScalarOut aro
 _runs = {}           # the same keys -> the call without out= (see _bound)
 _directs = {}        # the same keys -> the kernel's direct entry for such calls, or None
 _outs = {}           # the same keys -> (kernel, result shape, sizes) for out= calls
-_direct = {}         # (op, static) -> the direct entry of its last kernel (or None)
+_direct = {}         # (op, static, operand count) -> its last kernel's direct entry
 _MISS = FAST_RESULTS[FAST_FALLBACK]     # a direct entry's answer to a call it does not serve
 _functions = {}      # (op, static, parameter names) -> Function
 _KEPT = 4096         # call keys remembered before the table is cleared (shapes vary)
@@ -62,8 +62,11 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     one (runtime.kernel.direct_builtin; None where there is none) whenever the kernel
     serves a call through the table."""
     op = (name, _static_key(static))
+    # (the op's direct slot is per operand count: an entry takes one argument more as
+    # out=, so one made for fewer operands must not see a call with more)
+    slot_key = op + (len(operands),)
     if table is None:
-        d = _direct.get(op)
+        d = _direct.get(slot_key)
         if d is not None:
             if out is None:
                 r = d(*operands)
@@ -79,13 +82,13 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         hit = _outs.get(key)
         if hit is not None and _into(hit, operands, out):
             if table is None:
-                _direct[op] = _directs.get(key)
+                _direct[slot_key] = _directs.get(key)
             return out
     try:
         if out is None and table is None:
             run = _runs.get(key)
             if run is not None:
-                _direct[op] = _directs.get(key)
+                _direct[slot_key] = _directs.get(key)
                 return run(operands)
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out, operands)):
@@ -312,7 +315,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         _directs[key] = direct_builtin(k, operands) if type(k) is not _ScalarOut else \
             direct_builtin(k.kernel, operands, scalar=True)
     if out is None and table is None:
-        _direct[key[:2]] = _directs.get(key)
+        _direct[key[:2] + (len(operands),)] = _directs.get(key)
     if table is not None and type(k) is not _ScalarOut:
         _remember(table, tkey, k, operands, slot, _directs.get(key))
     if out is None:

@@ -254,6 +254,8 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
                               shapes=direct_shapes(low.inputs, out_trees, sizes), alias=alias)
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
+    if checks or module.jitdl_allocs:
+        alias = []      # (a kernel that can stop with an error half done: see _direct_entry)
     sig = Signature(
         options.name, low.func.name,
         [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]

@@ -158,7 +158,7 @@ def test_other_ops_take_their_direct_entries_too():
         assert type(i) is np.intp and i == np.argmax(y)
         np.testing.assert_allclose(jnp.mean(y, axis=0), np.mean(y, axis=0), rtol=1e-12)
         assert jnp.max(y, axis=1, keepdims=True).shape == (n, 1)
-    assert eager._direct.get(("concatenate", (("axis", 1), ("dtype", None)))) is not None
+    assert eager._direct.get(("concatenate", (("axis", 1), ("dtype", None)), 2)) is not None
 
 
 def test_clear_forgets_the_wrappers_entries():
@@ -287,3 +287,35 @@ def test_read_only_out_is_refused_and_untouched():
         with pytest.raises(ValueError):
             jnp.add(x, y, out=o)
         assert not o.any()
+
+
+def test_an_ops_direct_slot_is_per_operand_count():
+    """The direct entry takes one argument more as out=: an entry made for fewer operands
+    (concatenate of 2, all() without where=) must never see a call with more, where the
+    last operand would be taken for out and written over (found by review)."""
+    eager.clear()
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])
+    jnp.concatenate([a, b])
+    c = np.arange(10.0, 15.0)
+    got = jnp.concatenate([a, b, c])
+    assert got is not c and got.shape == (10,)
+    np.testing.assert_array_equal(c, np.arange(10.0, 15.0))
+    np.testing.assert_array_equal(got, np.concatenate([a, b, c]))
+    jnp.concatenate([a, b, c])
+    out = np.zeros(5)
+    assert jnp.concatenate([a, b], out=out) is out
+    np.testing.assert_array_equal(out, np.concatenate([a, b]))
+    x = np.array([[True, False, True], [True, True, False]])
+    m = np.array([[True, False, True]])
+    jnp.all(x, axis=0, keepdims=True)
+    got = jnp.all(x, axis=0, keepdims=True, where=m)
+    assert got is not m
+    np.testing.assert_array_equal(m, [[True, False, True]])
+    np.testing.assert_array_equal(got, np.all(x, axis=0, keepdims=True, where=m))
+    o = np.zeros((1, 3), bool)
+    assert jnp.all(x, axis=0, keepdims=True, out=o) is o
+    np.testing.assert_array_equal(o, np.all(x, axis=0, keepdims=True))
+    v1, v2, v3 = np.ones((1, 4)), np.full((1, 4), 2.0), np.full((2, 4), 7.0)
+    jnp.vstack([v1, v2])
+    got = jnp.vstack([v1, v2, v3])
+    assert got.shape == (4, 4) and (v3 == 7.0).all()

@@ -143,6 +143,42 @@ def test_out_over_an_input_is_the_answer_computed_aside(rng, fn, alias):
             assert_matches(given[j], want, np.float64)
 
 
+@jd.compute
+def gather_plus(X, ids, E):
+    Z[i] = X[i] + E[ids[i]]
+    return Z
+
+
+@jd.compute
+def gather1(E, ids):
+    Z[i] = E[ids[i]]
+    return Z
+
+
+def test_out_over_an_input_of_a_kernel_with_checks_is_computed_aside(rng):
+    """A kernel whose run-time check can fail part way gets no in-place inputs: out= the
+    index array must not hide the IndexError (the general path ran again over the
+    half-written indices and found them valid), nor leave an input half written."""
+    E = np.array([4, 3, 2, 1, 0], dtype=np.int64)
+    for n, bad in ((4, 2), (1000, 999), (100000, 0)):
+        ids = rng.integers(0, 5, n)
+        ids[bad] = 7
+        assert gather1.kernel(E, ids).sig.alias == []
+        c = ids.copy()
+        with pytest.raises(IndexError, match="is 7, outside"):
+            gather1(E, c, out=c)
+        x, ids2 = np.arange(float(n)), ids.copy()
+        with pytest.raises(IndexError, match="is 7, outside"):
+            gather_plus(x, ids2, E.astype(np.float64), out=x)
+        np.testing.assert_array_equal(x, np.arange(float(n)))
+        np.testing.assert_array_equal(ids2, ids)
+    ids = rng.integers(0, 5, 50)
+    x = rng.standard_normal(50)
+    want = x + E[ids]
+    assert gather_plus(x, ids, E.astype(np.float64), out=x) is x
+    assert_matches(x, want, np.float64)
+
+
 def test_kernel_errors_are_raised_through_the_fast_entry(rng):
     E = rng.standard_normal((10, 4))
     ids = np.array([3, 0, 9, 9])

@@ -1125,6 +1125,8 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
     and PyArray_Return's (or 0), the dtype objects of the inputs and of the output, the
     Python types of the numbers."""
     has_err = len(main.args) > len(func.params)
+    if has_err:     # (a check that fails leaves out half written: out= an input would be
+        alias = ()  # an input changed under the general path, which runs it again)
     bufs = [p for p in func.params if isinstance(p, Buffer)]
     n_scalars = len(func.params) - len(bufs)
     scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
