@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib
 import inspect
 import json
+import linecache
 import logging
 import os
 import sys
 import time
+import weakref
 
 import numpy as np
 
@@ -926,18 +929,31 @@ class Function:
     def __reduce__(self):
         """Pickled by name where its module has it under its name (a process pool, dask:
         the other side imports it), else as its Python function, options, schedules and
-        knob values (cloudpickle sends the function by value); never its kernels, which
-        the other side compiles or finds in its disk cache."""
+        knob values (cloudpickle sends the function by value), with the lines of its
+        source file (a worker on another machine has no such file, and index notation is
+        read from the source); never its kernels, which the other side compiles or finds
+        in its disk cache. A function of `__main__` goes by value inside cloudpickle's
+        bytes (a plain pickle cannot send it by value), and the other side takes its own
+        `__main__`'s where that is the same definition (a spawned process pool)."""
         module = sys.modules.get(self.__module__)
         found = module
         for part in self.__qualname__.split("."):
             found = getattr(found, part, None)
-        if found is self:
+        if found is self and self.__module__ != "__main__":
             return _by_name, (self.__module__, self.__qualname__)
-        return _rebuilt, (self.pyfunc, dict(strict_fp=self.strict_fp, autotune=self.autotune,
-                                             name=self.name, static=self.static,
-                                             dynamic=self.dynamic),
-                          dict(self._schedules), dict(self._fixed))
+        value = (self.pyfunc, dict(strict_fp=self.strict_fp, autotune=self.autotune,
+                                   name=self.name, static=self.static, dynamic=self.dynamic),
+                 dict(self._schedules), dict(self._fixed))
+        code = getattr(self.pyfunc, "__code__", None)
+        source = None
+        if code is not None:
+            source = (code.co_filename, tuple(
+                linecache.getlines(code.co_filename, getattr(self.pyfunc, "__globals__", None))))
+        if self.__module__ == "__main__":
+            import cloudpickle
+            where = (code.co_filename, code.co_firstlineno) if code is not None else None
+            return _from_main, (self.__qualname__, where, cloudpickle.dumps(value), source)
+        return _rebuilt, value + (source,)
 
 
 def _by_name(module, qualname):
@@ -947,10 +963,43 @@ def _by_name(module, qualname):
     return found
 
 
-def _rebuilt(pyfunc, options, schedules, fixed):
+def _rebuilt(pyfunc, options, schedules, fixed, source=None):
+    if source is not None:
+        _known_source(*source)
     f = Function(pyfunc, **options)
     f._schedules, f._fixed = schedules, fixed
     return f
+
+
+_FROM_MAIN = weakref.WeakValueDictionary()      # digest of a pickled payload -> Function
+
+
+def _from_main(qualname, where, payload, source):
+    """A `__main__` function unpickled: this process's own where its `__main__` has that
+    definition (same file and line), else the one sent by value (one per payload, so a
+    pool's tasks share its kernels)."""
+    found = sys.modules.get("__main__")
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    code = getattr(getattr(found, "pyfunc", None), "__code__", None)
+    if isinstance(found, Function) and code is not None and where is not None \
+            and (code.co_filename, code.co_firstlineno) == tuple(where):
+        return found
+    key = hashlib.sha256(payload).digest()
+    f = _FROM_MAIN.get(key)
+    if f is None:
+        import cloudpickle
+        if source is not None:
+            _known_source(*source)
+        f = _FROM_MAIN[key] = _rebuilt(*cloudpickle.loads(payload))
+    return f
+
+
+def _known_source(filename, lines):
+    """The lines of a pickled function's source file, for linecache where this machine
+    has no such file (index notation is read from the source)."""
+    if lines and not linecache.getlines(filename):
+        linecache.cache[filename] = (sum(map(len, lines)), None, list(lines), filename)
 
 
 def _listing(noun, names):

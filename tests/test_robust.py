@@ -1033,3 +1033,63 @@ def test_a_broadcast_view_is_not_copied_whole():
     with pytest.raises(MemoryError, match=r"input X is a strided view .* than this "
                                           r"machine's memory"):
         _row_sums(huge)
+
+
+_MAIN_DEF = '''
+import pickle, sys
+import cloudpickle, numpy as np
+import jitdl as jd
+
+@jd.compute
+def twice_plus(X, s):
+    Y[i, j] = X[i, j] * 2.0 + s
+    return Y
+
+if __name__ == "__main__":
+    x = np.arange(6.0).reshape(2, 3)
+    assert (twice_plus(x, 1.0) == x * 2 + 1).all()
+    assert pickle.loads(pickle.dumps(twice_plus)) is twice_plus   # its own __main__'s
+    open(sys.argv[1], "wb").write(pickle.dumps(twice_plus))
+    open(sys.argv[2], "wb").write(cloudpickle.dumps(twice_plus))
+'''
+
+_OTHER_MAIN = '''
+import pickle, sys
+import numpy as np
+import jitdl as jd
+
+@jd.compute
+def twice_plus(X, s):          # another definition under the same name
+    Y[i, j] = X[i, j] - s
+    return Y
+
+if __name__ == "__main__":
+    x = np.arange(6.0).reshape(2, 3)
+    for path in sys.argv[1:]:
+        f = pickle.load(open(path, "rb"))
+        assert f is not twice_plus
+        assert (f(x, 1.0) == x * 2 + 1).all(), f(x, 1.0)
+        assert pickle.load(open(path, "rb")) is f                 # one per payload
+    print("ok")
+'''
+
+
+def test_a_main_function_pickles_to_a_machine_without_its_file(tmp_path):
+    """A @jd.compute function of `__main__` (a script, a notebook) sent to a process whose
+    `__main__` is something else and where its file does not exist (a dask worker on
+    another machine): it arrives by value with its source lines, through plain pickle
+    and cloudpickle alike, and is not mistaken for that `__main__`'s function of the
+    same name."""
+    import subprocess
+    import sys
+    script, other = tmp_path / "defs_main.py", tmp_path / "other_main.py"
+    script.write_text(_MAIN_DEF)
+    other.write_text(_OTHER_MAIN)
+    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"))
+    a, b = tmp_path / "plain.pkl", tmp_path / "cloud.pkl"
+    subprocess.run([sys.executable, str(script), str(a), str(b)], check=True, env=env,
+                   timeout=300)
+    script.unlink()
+    run = subprocess.run([sys.executable, str(other), str(a), str(b)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr
