@@ -195,6 +195,28 @@ def _call(k, operands):
     return k.run
 
 
+def merged_run(name, static, merged, shape, general):
+    """A wrapper's call for operands whose dimensions merge (numpy._ufuncs._merge): the
+    kernel that served the merged views `merged`, entered with the call's own arrays (its
+    fast entry reads data pointers only: C-contiguous arrays of the same sizes lie the
+    same in memory) and an output of `shape`; general(args) where the entry does not
+    serve (strided arrays). None where that kernel has no fast entry."""
+    key = (name, _static_key(static)) + tuple(
+        [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in merged])
+    k = _kernels.get(key)
+    if k is None or type(k) is _ScalarOut or not (k.fast and k.single and not k.int_checks):
+        return None
+    fast, sizes, dtype = k.fastcall, (), k.out_specs[0][1]
+    if k.dims is not None:
+        sizes = tuple(k.dims(merged)[0])
+    empty = allocator(shape, dtype)
+
+    def run(args):
+        o = empty(shape, dtype)
+        return o if fast(args, o, *sizes) is None else general(args)
+    return run
+
+
 def _bound(k, operands):
     fast, slow = k.fastcall, k._call     # (slow: strided inputs copied, errors read)
     (shape, dtype), sizes = k.out_specs[0], ()

@@ -845,3 +845,42 @@ def test_matmul_of_transposed_operands(order1, order2):
             np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(a, a0)
         np.testing.assert_array_equal(b, b0)
+
+
+@pytest.mark.parametrize("shape1, shape2", [
+    ((70000, 3), (70000, 3)), ((3, 70000), (3, 70000)), ((700, 10, 10), (10,)),
+    ((700, 10, 10), (10, 1)), ((700, 10, 10), ()), ((5, 1, 20000), (5, 1, 1)),
+    ((2,) * 17, (2,) * 17), ((40, 40, 50), (40, 1, 50)), ((300, 300), (300,))])
+def test_elementwise_calls_merge_dimensions_as_numpy_does(shape1, shape2):
+    """A large elementwise call on C-contiguous arrays runs with adjacent dimensions
+    merged where every array has both whole or both of size 1: the answers, dtypes and
+    shapes are NumPy's on every call (the first, the table's, strided ones of the same
+    key), results own their data, and the inputs are left alone."""
+    rng = np.random.default_rng(12)
+    eager.clear()
+    for _ in range(3):
+        x = rng.standard_normal(shape1)
+        y = rng.standard_normal(shape2) if shape2 else 1.5
+        i8 = rng.integers(-100, 100, shape1).astype(np.int8)
+        for fn, args in ((jnp.add, (x, y)), (jnp.multiply, (i8, y)), (jnp.exp, (x,)),
+                         (jnp.negative, (i8,)), (jnp.less, (x, y)), (jnp.add, (i8, 3))):
+            before = [np.copy(a) for a in args]
+            want = getattr(np, fn.__name__)(*args)
+            got = fn(*args)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert got.flags.owndata and got.flags.c_contiguous
+            np.testing.assert_allclose(got, want, rtol=1e-15)
+            for a, b in zip(args, before):
+                np.testing.assert_array_equal(a, b)
+        xf = np.asfortranarray(x)                   # the same key, strided: general path
+        np.testing.assert_allclose(jnp.add(xf, y), np.add(xf, y), rtol=1e-15)
+
+
+def test_merged_calls_of_every_rank_share_one_kernel():
+    eager.clear()
+    rng = np.random.default_rng(13)
+    for shape in [(1 << 16,), (1 << 8, 1 << 8), (8, 1 << 13), (16, 16, 256), (4,) * 8]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(jnp.sqrt(jnp.abs(x)), np.sqrt(np.abs(x)), rtol=1e-7)
+    assert eager.cache_info("sqrt")["kernels"] == 1
+    assert eager.cache_info("absolute")["kernels"] == 1

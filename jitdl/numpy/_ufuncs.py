@@ -6,11 +6,13 @@ the common call (no dtype=) builds nothing per call.
 from __future__ import annotations
 
 import functools
+import math
+import warnings
 
 import numpy as np
 
 from jitdl.eager import (apply, apply_out, array_module_function, fast_state, kernel_dtype,
-                          numpy_accepts)
+                          merged_run, numpy_accepts)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -167,6 +169,9 @@ def _unary(name, doc):
                     if run is None:
                         if x.dtype in _NARROW and _half(np_fn, (x,)):
                             raise UnsupportedDtypeError(name)
+                        plan = _merge((x,))
+                        if plan is not None:
+                            return _merged(name, static, (x,), plan, table, key, ew.unary)
                         return apply(name, ew.unary, (x,), static, None, None, table, key,
                                      direct)
                     last[0] = (s, x.dtype, run)
@@ -205,6 +210,71 @@ def _unary(name, doc):
     return ufunc
 
 
+MERGE_MIN = 1 << 16     # results of this many elements run with their dimensions merged
+
+
+def _merge(operands):
+    """How an elementwise call on C-contiguous arrays runs as one of fewer dimensions, as
+    NumPy's iterator does: adjacent dimensions merge where every array has both whole or
+    both of size 1 (a (N, 3) array is one run of 3N elements, not N runs of 3 that the
+    vector loop barely enters; a rank-6 call compiles a rank-1 kernel). (The operands'
+    merged shapes, the result's shape), or None: nothing merges, a strided or small
+    call (the reshapes cost more than they save)."""
+    shapes = []
+    for a in operands:
+        if type(a) is _ndarray:
+            if not a.flags.c_contiguous:
+                return None
+            shapes.append(a.shape)
+        elif type(a) not in _PY:
+            return None
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None                     # (NumPy's error, from the general path)
+    if len(shape) < 2 or math.prod(shape) < MERGE_MIN:
+        return None
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    padded = [(1,) * (len(shape) - len(sh)) + sh for sh in shapes]
+    groups = [[dims[0]]] if dims else []
+    for d in dims[1:]:
+        prev = groups[-1][-1]
+        if all((p[prev] == 1) == (p[d] == 1) for p in padded):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    if len(groups) >= len(shape):
+        return None
+    merged = [tuple(math.prod(p[d] for d in g) for g in groups) for p in padded]
+    return merged, shape
+
+
+def _merged(name, static, operands, plan, table, key, builder):
+    """The first call of a key whose dimensions merge (_merge): the kernel of the merged
+    views (compiled, or found: a symbolic one serves every size); then the table serves
+    such calls with that kernel, entered with the arrays themselves (eager.merged_run)."""
+    shapes, shape = plan
+    views, it = [], iter(shapes)
+    for a in operands:
+        views.append(a.reshape(next(it)) if type(a) is _ndarray else a)
+    vkey = tuple(x for a in views
+                 for x in ((a.shape, a.dtype) if type(a) is _ndarray else (type(a),)))
+    result = apply(name, builder, tuple(views), static, None, None, table, vkey)
+
+    def general(args):      # (strided arrays of this key: the call as it is)
+        return apply(name, builder, args, static, None)
+    run = merged_run(name, static, tuple(views), shape, general)
+    if run is not None:
+        table[key] = run
+    try:                    # (the result keeps its own data, as NumPy's results do)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result.shape = shape
+    except Exception:       # (a NumPy where setting the shape is deprecated)
+        result = result.reshape(shape)
+    return result
+
+
 def _binary(name, doc):
     static = (("fn", name),)
     np_fn = getattr(np, name)
@@ -240,6 +310,10 @@ def _binary(name, doc):
                         if run is None:
                             if _half(np_fn, (x1, x2)):
                                 raise UnsupportedDtypeError(name)
+                            plan = _merge((x1, x2))
+                            if plan is not None:
+                                return _merged(name, static, (x1, x2), plan, table, key,
+                                               ew.binary)
                             return apply(name, ew.binary, (x1, x2), static, None, None, table,
                                          key, direct)
                         if t2 is _ndarray:
