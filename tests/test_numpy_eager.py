@@ -884,3 +884,23 @@ def test_merged_calls_of_every_rank_share_one_kernel():
         np.testing.assert_allclose(jnp.sqrt(jnp.abs(x)), np.sqrt(np.abs(x)), rtol=1e-7)
     assert eager.cache_info("sqrt")["kernels"] == 1
     assert eager.cache_info("absolute")["kernels"] == 1
+
+
+def test_whole_reductions_of_every_rank_share_one_kernel():
+    """sum, prod, max, min and mean over every axis of a large C-contiguous array run
+    on its 1-d view: one kernel for every rank, NumPy's answers and result types."""
+    eager.clear()
+    rng = np.random.default_rng(14)
+    for shape in [(100000, 3), (300, 300), (40, 40, 50), (4,) * 9]:
+        x = rng.standard_normal(shape)
+        for name in ("sum", "prod", "max", "min", "mean"):
+            got, want = getattr(jnp, name)(x), getattr(np, name)(x)
+            assert type(got) is type(want)
+            np.testing.assert_allclose(got, want, rtol=1e-10)
+            out = np.zeros(())
+            assert getattr(jnp, name)(x, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-10)
+    for name in ("sum", "prod", "max", "min", "mean"):
+        assert eager.cache_info(name)["kernels"] == 1, name
+    xf = np.asfortranarray(x)                       # (strided: the general path)
+    np.testing.assert_allclose(jnp.sum(xf), np.sum(xf), rtol=1e-10)

@@ -13,6 +13,7 @@ from jitdl.eager import apply as _apply, array_module_function
 import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
+from jitdl.numpy._ufuncs import MERGE_MIN
 from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.cuda import is_device_array
@@ -63,6 +64,14 @@ def _where(a, where):
     return (a, where), _AW
 
 
+def _flat(a):
+    """A large C-contiguous array reduced whole, as its 1-d view (every rank shares one
+    kernel, and a narrow last axis is no short inner loop: see numpy._ufuncs._merge)."""
+    if type(a) is np.ndarray and a.ndim > 1 and a.size >= MERGE_MIN and a.flags.c_contiguous:
+        return a.reshape(-1)
+    return a
+
+
 def _static(axis, keepdims, **extra):
     if axis is None and not keepdims and not extra:
         return _NONE
@@ -95,7 +104,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "sum")
     if axis is None and dtype is None and initial is None and where is True and not keepdims:
-        return apply("sum", red.sum_, (a,), _NONE, out, _A)
+        return apply("sum", red.sum_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("sum", red.sum_, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                 initial=_initial(initial, "sum")),
@@ -108,7 +117,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "prod")
     if axis is None and dtype is None and initial is None and where is True and not keepdims:
-        return apply("prod", red.prod, (a,), _NONE, out, _A)
+        return apply("prod", red.prod, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("prod", red.prod, ops, _static(axis, keepdims, dtype=_dtype(dtype),
                                                  initial=_initial(initial, "prod")),
@@ -120,7 +129,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
-        return apply("max", red.max_, (a,), _NONE, out, _A)
+        return apply("max", red.max_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("max", red.max_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "max")), out, names)
@@ -131,7 +140,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
-        return apply("min", red.min_, (a,), _NONE, out, _A)
+        return apply("min", red.min_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("min", red.min_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "min")), out, names)
@@ -224,7 +233,7 @@ def _integer_moment(a, dtype):
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
     if axis is None and dtype is None and where is True and not keepdims:
-        return apply("mean", red.mean, (a,), _NONE, out, _A)
+        return apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
     if _integer_moment(a, dtype):
         return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
                          **_given(where=(where, True)))
