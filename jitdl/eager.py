@@ -294,8 +294,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             raise ArgumentError(f"{name}(): out= must be an array, not a tuple (only "
                                 "ufuncs such as add take a tuple)", user_loc())
         if len(out) != 1:
-            raise ArgumentError(f"{name}(): out= must be one array, got a tuple of "
-                                f"{len(out)}", user_loc())
+            raise OutArgumentError(f"{name}(): out= must be one array, got a tuple of "
+                                   f"{len(out)}", user_loc())     # (NumPy: ValueError)
         out = out[0]
     if out is not None and not isinstance(out, np.ndarray) and not is_device_array(out):
         raise ArgumentError(f"{name}(): out= must be a NumPy array (or a GPU array for GPU "

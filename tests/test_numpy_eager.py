@@ -904,3 +904,36 @@ def test_whole_reductions_of_every_rank_share_one_kernel():
         assert eager.cache_info(name)["kernels"] == 1, name
     xf = np.asfortranarray(x)                       # (strided: the general path)
     np.testing.assert_allclose(jnp.sum(xf), np.sum(xf), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "sum", "prod"])
+@pytest.mark.parametrize("initial", [3.0, 2.5, -0.5, 255.5, 300.0, -1.5, 1e30, np.nan,
+                                     np.float32(4.5)])
+def test_float_initial_of_an_integer_reduction_converts_as_numpy(name, initial):
+    """A float initial= of an integer array is NumPy's conversion: truncated, and an
+    OverflowError or ValueError where it does not fit (it was wrapped: initial=300.0 of
+    uint8 gave 44)."""
+    for dtype in (np.uint8, np.int32):
+        a = np.arange(1, 6, dtype=dtype)
+        try:
+            want = getattr(np, name)(a, initial=initial)
+        except (OverflowError, ValueError) as e:
+            with pytest.raises(type(e)):
+                getattr(jnp, name)(a, initial=initial)
+            continue
+        got = getattr(jnp, name)(a, initial=initial)
+        assert got == want and np.asarray(got).dtype == np.asarray(want).dtype
+
+
+def test_error_classes_of_out_tuples_and_tensordot_axes_are_numpys():
+    x = np.arange(3.0)
+    for out in ((np.zeros(3), np.zeros(3)), ()):
+        with pytest.raises(ValueError):
+            np.add(x, x, out=out)
+        with pytest.raises(ValueError):
+            jnp.add(x, x, out=out)
+    with pytest.raises(ValueError):
+        jnp.tensordot(np.ones((2, 3)), np.ones((3, 2)), [1])
+    o = np.zeros(())
+    r = jnp.dot(x, x, out=o)                # (NumPy: a scalar, not out)
+    assert type(r) is np.float64 and r == 5.0 and o == 5.0

@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from jitdl.eager import apply, kernel_dtype, numpy_accepts
-from jitdl.errors import ArgumentError, user_loc
+from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
 
 
@@ -41,7 +41,10 @@ def dot(a, b, out=None):
             *(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype for x in (a, b)))):
         raise ValueError("output array is not acceptable (must have the right datatype, "
                          "number of dimensions, and be a C-Array)")
-    return apply("dot", la.dot, (a, b), (), out, ("a", "b"))
+    r = apply("dot", la.dot, (a, b), (), out, ("a", "b"))
+    if out is not None and type(r) is np.ndarray and r.ndim == 0:
+        return r[()]                # (NumPy: a 0-d result is a scalar, out= or not)
+    return r
 
 
 def vdot(a, b, /):
@@ -69,9 +72,10 @@ def _axes(axes):
         return int(axes)
     try:
         a, b = axes
-    except (TypeError, ValueError):
-        raise ArgumentError(f"tensordot(): axes must be an int or a pair of axis sequences, "
-                            f"got {axes!r}", user_loc()) from None
+    except (TypeError, ValueError) as e:    # (NumPy's classes: not iterable, not a pair)
+        error = ArgumentError if isinstance(e, TypeError) else ShapeError
+        raise error(f"tensordot(): axes must be an int or a pair of axis sequences, "
+                    f"got {axes!r}", user_loc()) from None
     return tuple(tuple(v) if isinstance(v, (list, tuple)) else (v,) for v in (a, b))
 
 

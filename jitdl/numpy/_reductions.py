@@ -88,13 +88,22 @@ def _unsigned_total(a, dtype, what):
         raise UnsupportedDtypeError(f"{what}(): the uint64 total of a {a.dtype} array")
 
 
-def _initial(initial, what):
+def _initial(initial, what, a=None, dtype=None):
     if initial is None:
         return None
     if not isinstance(initial, (bool, int, float)) and not hasattr(initial, "item"):
         raise ArgumentError(f"{what}(): initial= must be a number, got "
                             f"{type(initial).__name__}", user_loc())
-    return initial.item() if hasattr(initial, "item") else initial
+    value = initial.item() if hasattr(initial, "item") else initial
+    if isinstance(value, float) and a is not None and not is_symbolic(a):
+        kind = np.result_type(a).kind if dtype is None else np.dtype(dtype).kind
+        if kind in "biu":
+            # a float initial of an integer reduction: NumPy's conversion (truncated, and
+            # OverflowError or ValueError where it does not fit), read off an empty call
+            empty = np.empty(0, np.result_type(a))
+            extra = {} if dtype is None else {"dtype": dtype}
+            value = getattr(np, what)(empty, initial=value, **extra).item()
+    return value
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
@@ -107,7 +116,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
         return apply("sum", red.sum_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("sum", red.sum_, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                                initial=_initial(initial, "sum")),
+                                                initial=_initial(initial, "sum", a, dtype)),
                  out, names)
 
 
@@ -120,7 +129,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
         return apply("prod", red.prod, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("prod", red.prod, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                                 initial=_initial(initial, "prod")),
+                                                 initial=_initial(initial, "prod", a, dtype)),
                  out, names)
 
 
@@ -132,7 +141,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
         return apply("max", red.max_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("max", red.max_, ops, _static(axis, keepdims,
-                                                initial=_initial(initial, "max")), out, names)
+                                                initial=_initial(initial, "max", a)), out, names)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
@@ -143,7 +152,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
         return apply("min", red.min_, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
     return apply("min", red.min_, ops, _static(axis, keepdims,
-                                                initial=_initial(initial, "min")), out, names)
+                                                initial=_initial(initial, "min", a)), out, names)
 
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
