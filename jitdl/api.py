@@ -16,6 +16,7 @@ import linecache
 import logging
 import os
 import sys
+import threading
 import time
 import weakref
 
@@ -952,7 +953,19 @@ class Function:
         if self.__module__ == "__main__":
             import cloudpickle
             where = (code.co_filename, code.co_firstlineno) if code is not None else None
-            return _from_main, (self.__qualname__, where, cloudpickle.dumps(value), source)
+            busy = _PICKLING.__dict__.setdefault("ids", set())
+            if id(self) in busy:            # (it refers to itself: see below)
+                raise _SelfReference
+            busy.add(id(self))
+            try:
+                payload = cloudpickle.dumps(value)
+            except _SelfReference:
+                # a schedule or global of it names it: a cycle that bytes made apart from
+                # this pickle cannot hold; by name, as a process pool needs
+                return _by_name, (self.__module__, self.__qualname__)
+            finally:
+                busy.discard(id(self))
+            return _from_main, (self.__qualname__, where, payload, source)
         return _rebuilt, value + (source,)
 
 
@@ -963,9 +976,21 @@ def _by_name(module, qualname):
     return found
 
 
+class _SelfReference(Exception):
+    """A `__main__` function met again while its own value is pickled."""
+
+
+_PICKLING = threading.local()
+
+
 def _rebuilt(pyfunc, options, schedules, fixed, source=None):
     if source is not None:
         _known_source(*source)
+        code = getattr(pyfunc, "__code__", None)
+        if code is not None and code.co_filename != source[0]:
+            # (cloudpickle names a function's file "<dynamic-code>": index notation is
+            # read from the file the code says it came from)
+            pyfunc.__code__ = code.replace(co_filename=source[0])
     f = Function(pyfunc, **options)
     f._schedules, f._fixed = schedules, fixed
     return f
@@ -989,17 +1014,17 @@ def _from_main(qualname, where, payload, source):
     f = _FROM_MAIN.get(key)
     if f is None:
         import cloudpickle
-        if source is not None:
-            _known_source(*source)
-        f = _FROM_MAIN[key] = _rebuilt(*cloudpickle.loads(payload))
+        f = _FROM_MAIN[key] = _rebuilt(*cloudpickle.loads(payload), source)
     return f
 
 
 def _known_source(filename, lines):
     """The lines of a pickled function's source file, for linecache where this machine
-    has no such file (index notation is read from the source)."""
-    if lines and not linecache.getlines(filename):
-        linecache.cache[filename] = (sum(map(len, lines)), None, list(lines), filename)
+    has no such file or another version of it (index notation is read from the source;
+    linecache keeps an entry without a modification time as it is)."""
+    lines = list(lines)
+    if lines and linecache.getlines(filename) != lines:
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
 def _listing(noun, names):

@@ -204,12 +204,20 @@ def merged_run(name, static, merged, shape, general):
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in merged])
     k = _kernels.get(key)
-    if k is None or type(k) is _ScalarOut or not (k.fast and k.single and not k.int_checks):
+    if k is None or type(k) is _ScalarOut or not (k.fast and k.single):
         return None
     fast, sizes, dtype = k.fastcall, (), k.out_specs[0][1]
     if k.dims is not None:
         sizes = tuple(k.dims(merged)[0])
     empty = allocator(shape, dtype)
+    if k.int_checks:        # (a Python int must fit the dtype it meets: NumPy's error)
+        check = k._check_ints
+
+        def run(args):
+            check(args)
+            o = empty(shape, dtype)
+            return o if fast(args, o, *sizes) is None else general(args)
+        return run
 
     def run(args):
         o = empty(shape, dtype)

@@ -863,7 +863,8 @@ def test_elementwise_calls_merge_dimensions_as_numpy_does(shape1, shape2):
         y = rng.standard_normal(shape2) if shape2 else 1.5
         i8 = rng.integers(-100, 100, shape1).astype(np.int8)
         for fn, args in ((jnp.add, (x, y)), (jnp.multiply, (i8, y)), (jnp.exp, (x,)),
-                         (jnp.negative, (i8,)), (jnp.less, (x, y)), (jnp.add, (i8, 3))):
+                         (jnp.negative, (i8,)), (jnp.less, (x, y)), (jnp.add, (i8, 3)),
+                         (jnp.add, (i8, -100))):
             before = [np.copy(a) for a in args]
             want = getattr(np, fn.__name__)(*args)
             got = fn(*args)
@@ -874,6 +875,8 @@ def test_elementwise_calls_merge_dimensions_as_numpy_does(shape1, shape2):
                 np.testing.assert_array_equal(a, b)
         xf = np.asfortranarray(x)                   # the same key, strided: general path
         np.testing.assert_allclose(jnp.add(xf, y), np.add(xf, y), rtol=1e-15)
+        with pytest.raises(OverflowError):          # (a Python int that does not fit)
+            jnp.add(i8, 300)
 
 
 def test_merged_calls_of_every_rank_share_one_kernel():
@@ -922,6 +925,9 @@ def test_float_initial_of_an_integer_reduction_converts_as_numpy(name, initial):
                 getattr(jnp, name)(a, initial=initial)
             continue
         got = getattr(jnp, name)(a, initial=initial)
+        assert got == want and np.asarray(got).dtype == np.asarray(want).dtype
+        got = getattr(jnp, name)(a.tolist(), initial=initial)       # (a list too)
+        want = getattr(np, name)(a.tolist(), initial=initial)
         assert got == want and np.asarray(got).dtype == np.asarray(want).dtype
 
 

@@ -1045,10 +1045,20 @@ def twice_plus(X, s):
     Y[i, j] = X[i, j] * 2.0 + s
     return Y
 
+@jd.compute
+def names_itself(X):
+    Y[i] = X[i] + 1.0
+    return Y
+
+@jd.schedule(names_itself)
+def _(s, cfg):
+    assert names_itself is not None
+
 if __name__ == "__main__":
     x = np.arange(6.0).reshape(2, 3)
     assert (twice_plus(x, 1.0) == x * 2 + 1).all()
     assert pickle.loads(pickle.dumps(twice_plus)) is twice_plus   # its own __main__'s
+    assert pickle.loads(pickle.dumps(names_itself)) is names_itself   # (a cycle: by name)
     open(sys.argv[1], "wb").write(pickle.dumps(twice_plus))
     open(sys.argv[2], "wb").write(cloudpickle.dumps(twice_plus))
 '''
@@ -1085,11 +1095,11 @@ def test_a_main_function_pickles_to_a_machine_without_its_file(tmp_path):
     script, other = tmp_path / "defs_main.py", tmp_path / "other_main.py"
     script.write_text(_MAIN_DEF)
     other.write_text(_OTHER_MAIN)
-    env = dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "cache"))
     a, b = tmp_path / "plain.pkl", tmp_path / "cloud.pkl"
-    subprocess.run([sys.executable, str(script), str(a), str(b)], check=True, env=env,
-                   timeout=300)
+    subprocess.run([sys.executable, str(script), str(a), str(b)], check=True, timeout=300,
+                   env=dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "sender")))
     script.unlink()
-    run = subprocess.run([sys.executable, str(other), str(a), str(b)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, str(other), str(a), str(b)],    # (its own cache:
+                         env=dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "receiver")),
+                         capture_output=True, text=True, timeout=300)     # it compiles)
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr

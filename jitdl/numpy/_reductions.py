@@ -96,11 +96,12 @@ def _initial(initial, what, a=None, dtype=None):
                             f"{type(initial).__name__}", user_loc())
     value = initial.item() if hasattr(initial, "item") else initial
     if isinstance(value, float) and a is not None and not is_symbolic(a):
-        kind = np.result_type(a).kind if dtype is None else np.dtype(dtype).kind
+        a_dtype = a.dtype if isinstance(a, (np.ndarray, np.generic)) else np.asarray(a).dtype
+        kind = a_dtype.kind if dtype is None else np.dtype(dtype).kind
         if kind in "biu":
             # a float initial of an integer reduction: NumPy's conversion (truncated, and
             # OverflowError or ValueError where it does not fit), read off an empty call
-            empty = np.empty(0, np.result_type(a))
+            empty = np.empty(0, a_dtype)
             extra = {} if dtype is None else {"dtype": dtype}
             value = getattr(np, what)(empty, initial=value, **extra).item()
     return value
