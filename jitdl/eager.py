@@ -195,42 +195,38 @@ def _call(k, operands):
     return k.run
 
 
-def merged_run(name, static, merged, shape, general):
+def merged_run(name, static, merged, shape):
     """A wrapper's call for operands whose dimensions merge (numpy._ufuncs._merge): the
     kernel that served the merged views `merged`, entered with the call's own arrays (its
-    fast entry reads data pointers only: C-contiguous arrays of the same sizes lie the
-    same in memory) and an output of `shape`; general(args) where the entry does not
-    serve (strided arrays). None where that kernel has no fast entry."""
+    entries read data pointers only: C-contiguous arrays of the same sizes lie the same
+    in memory; strided ones are copied) and an output of `shape`. None where that kernel
+    has no fast entry."""
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in merged])
     k = _kernels.get(key)
     if k is None or type(k) is _ScalarOut or not (k.fast and k.single):
         return None
-    fast, sizes, dtype = k.fastcall, (), k.out_specs[0][1]
-    if k.dims is not None:
-        sizes = tuple(k.dims(merged)[0])
-    empty = allocator(shape, dtype)
-    if k.int_checks:        # (a Python int must fit the dtype it meets: NumPy's error)
-        check = k._check_ints
-
-        def run(args):
-            check(args)
-            o = empty(shape, dtype)
-            return o if fast(args, o, *sizes) is None else general(args)
+    run = _bound(k, merged, shape)
+    if not k.int_checks:
         return run
+    check = k._check_ints       # (a Python int must fit the dtype it meets: NumPy's error)
 
-    def run(args):
-        o = empty(shape, dtype)
-        return o if fast(args, o, *sizes) is None else general(args)
-    return run
+    def checked(args):
+        check(args)
+        return run(args)
+    return checked
 
 
-def _bound(k, operands):
+def _bound(k, operands, shape=None):
+    """Kernel k's call for operands like these: the output allocated, the fast entry
+    entered (strided inputs and errors: the general path). `shape`: the output's, where
+    it is not the kernel's own (merged dimensions, see merged_run)."""
     fast, slow = k.fastcall, k._call     # (slow: strided inputs copied, errors read)
-    (shape, dtype), sizes = k.out_specs[0], ()
+    (own, dtype), sizes = k.out_specs[0], ()
     if k.dims is not None:
         sizes, shapes = k.dims(operands)
-        shape = shapes[0]
+        own = shapes[0]
+    shape = own if shape is None else shape
     sizes = tuple(sizes)
     specs = [(shape, dtype)]
     empty = allocator(shape, dtype)

@@ -246,16 +246,14 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     t0 = time.perf_counter()
     sizes = [v for v, _, _ in low.sizes]
     out_trees = [[size_tree(d, sizes) for d in b.shape] for b in low.outputs]
-    alias = in_place_inputs(low.schedule, low.inputs, low.outputs)
     module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                               with_err=low.checks > 0,
                               array_data_offset=target.array_data_offset,
                               n_inputs=len(low.inputs), layout=graph.layout,
-                              shapes=direct_shapes(low.inputs, out_trees, sizes), alias=alias)
+                              shapes=direct_shapes(low.inputs, out_trees, sizes),
+                              alias=in_place_inputs(low.schedule, low.inputs, low.outputs))
     texts["llvm_ir_unoptimized"] = str(module)
     times["codegen"] = time.perf_counter() - t0
-    if checks or module.jitdl_allocs:
-        alias = []      # (a kernel that can stop with an error half done: see _direct_entry)
     sig = Signature(
         options.name, low.func.name,
         [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]
@@ -267,7 +265,8 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         [[n, dt, [d if isinstance(d, int) else expr_text(d) for d in shape], nb]
          for n, dt, shape, nb in module.jitdl_allocs],
         weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
-        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree, alias=alias)
+        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
+        alias=module.jitdl_alias)
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":

@@ -24,9 +24,9 @@ from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
                               ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, ARRAY_WRITEABLE,
-                              FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
-                              POOL_MIN_BYTES,
-                              TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
+                              FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK, HEAP_HOOKS,
+                              OBJECT_TYPE_OFFSET, POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET,
+                              TUPLE_SIZE_OFFSET)
 from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
@@ -897,7 +897,8 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     positions in `alias` (jitdl.lower.lower.in_place_inputs).
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
-    fail: the function takes the error slot when there are checks (with_err) or these."""
+    fail: the function takes the error slot when there are checks (with_err) or these;
+    `module.jitdl_alias` the positions kept (none with the error slot)."""
     # llvmlite's IR is thousands of small objects with parent links: Python's cyclic GC
     # would scan them (and everything else alive) several times while they are built
     # (2-3 ms of a cold compile); nothing here needs collecting before the module is done
@@ -915,6 +916,8 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
               vector_bytes, layout, shapes, alias):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
+    if with_err:    # (a check that fails leaves out half written: out= an input would be
+        alias = ()  # an input changed under the general path, which runs it again)
     arg_types = []
     for p in func.params:
         arg_types.append(PTR if isinstance(p, Buffer) else reg_type(p.dtype))
@@ -940,6 +943,7 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
             _direct_entry(gen, fn, func, array_data_offset, n_inputs, layout, shapes, alias)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
+    gen.module.jitdl_alias = list(alias)
     return gen.module, gen.checks
 
 
@@ -1109,7 +1113,7 @@ def _tree_value(b, tree, sizes, check):
     return b.add(r, b.select(adjust, y, ir.Constant(I64, 0)))
 
 
-def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
+def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias):
     """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
     call's arguments themselves, checks them as a dispatch would (each array exactly an
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
@@ -1120,13 +1124,11 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
     takes its general path. `direct(*args, out)` (one argument more) writes into out
     instead and returns it, where out is exactly an ndarray of the output's dtype object
     and shape, C-contiguous, aligned, writeable and apart from every input (or exactly
-    the memory of an input at a position in `alias`); else the fallback. `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the
-    ndarray type, what it keeps alive, an int64 array holding PyArray_Empty's address
-    and PyArray_Return's (or 0), the dtype objects of the inputs and of the output, the
-    Python types of the numbers."""
+    the memory of an input at a position in `alias`); else the fallback.
+    `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the ndarray type, what it keeps
+    alive, an int64 array holding PyArray_Empty's address and PyArray_Return's (or 0),
+    the dtype objects of the inputs and of the output, the Python types of the numbers."""
     has_err = len(main.args) > len(func.params)
-    if has_err:     # (a check that fails leaves out half written: out= an input would be
-        alias = ()  # an input changed under the general path, which runs it again)
     bufs = [p for p in func.params if isinstance(p, Buffer)]
     n_scalars = len(func.params) - len(bufs)
     scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
@@ -1158,8 +1160,10 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
         check(b.icmp_signed("==", field(obj, ARRAY_NDIM_OFFSET, I32),
                             ir.Constant(I32, len(dims))))
         extents = field(obj, ARRAY_DIMS_OFFSET)
+        size = ir.Constant(I64, dtypes.itemsize(bufs[j].dtype))   # (its bytes, for out=)
         for d, want in enumerate(dims):
             n = b.load(b.gep(extents, [ir.Constant(I64, d)], source_etype=I64), typ=I64)
+            size = b.mul(size, n)
             if isinstance(want, int):
                 check(b.icmp_signed("==", n, ir.Constant(I64, want)))
             elif sizes[want[1]] is None:    # a size: not 0 or 1 (the pattern's own sizes)
@@ -1168,7 +1172,7 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))
         data.append(field(obj, offset))
-        nbytes.append(_byte_count(b, extents, len(dims), dtypes.itemsize(bufs[j].dtype)))
+        nbytes.append(size)
     out_params = bufs[n_inputs:]
     out_dims = shapes[len(array_objs)]
     dims_ty = ir.ArrayType(I64, max(1, len(out_dims)))
@@ -1264,15 +1268,6 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias=()):
         b.ret(scalar)
     b.ret(out)
     e.finish()
-
-
-def _byte_count(b, extents, rank, itemsize):
-    """The bytes of an array of this rank and element size with these extents (a pointer
-    to the array's dimensions)."""
-    n = ir.Constant(I64, itemsize)
-    for d in range(rank):
-        n = b.mul(n, b.load(b.gep(extents, [ir.Constant(I64, d)], source_etype=I64), typ=I64))
-    return n
 
 
 def _python_number(gen, b, obj, dtype, ty, check):

@@ -11,6 +11,8 @@ from jitdl.eager import apply, kernel_dtype, numpy_accepts
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
 
+_ndarray = np.ndarray
+
 
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
@@ -29,9 +31,6 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
         numpy_accepts("matmul", np.matmul, (x1, x2), casting)
     return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting,
                  broadcast_out=True)
-
-
-_ndarray = np.ndarray
 
 
 def dot(a, b, out=None):

@@ -260,10 +260,7 @@ def _merged(name, static, operands, plan, table, key, builder):
     vkey = tuple(x for a in views
                  for x in ((a.shape, a.dtype) if type(a) is _ndarray else (type(a),)))
     result = apply(name, builder, tuple(views), static, None, None, table, vkey)
-
-    def general(args):      # (strided arrays of this key: the call as it is)
-        return apply(name, builder, args, static, None)
-    run = merged_run(name, static, tuple(views), shape, general)
+    run = merged_run(name, static, tuple(views), shape)
     if run is not None:
         table[key] = run
     try:                    # (the result keeps its own data, as NumPy's results do)
