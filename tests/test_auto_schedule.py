@@ -10,6 +10,8 @@ sizes the schedule, code generation is for the host.
 """
 import dataclasses
 import logging
+import math
+import re
 
 import numpy as np
 import pytest
@@ -687,6 +689,50 @@ def test_softmax_weights_are_divided_once_per_output(case, tname, rng):
     assert not _sums_divide(low), low.func
     np.testing.assert_allclose(run(low, target, args), ref(*[a.astype(F64) for a in args]),
                                rtol=1e-5, atol=1e-5)
+
+
+@jd.compute
+def attention_2d(Q, K, V):
+    s = jnp.matmul(Q, jnp.transpose(K)) * 0.25
+    e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    return jnp.matmul(e / jnp.sum(e, axis=-1, keepdims=True), V)
+
+
+@pytest.mark.parametrize("f, shapes, dtype", [
+    (attention_jnp, [(3, 96, 16), (3, 96, 16), (3, 96, 16)], F32),
+    (attention_jnp, [(2, 45, 20), (2, 77, 20), (2, 77, 36)], F32),   # tails everywhere
+    (attention_jnp, [(2, 64, 24), (2, 50, 24), (2, 50, 40)], F64),
+    (attention_2d, [(130, 16), (70, 16), (70, 48)], F32),
+    (attention_nn, [(2, 45, 16), (2, 45, 16), (2, 45, 20)], F32),
+], ids=["batched", "tails", "float64", "2-d", "nn causal"])
+def test_attention_runs_one_block_of_rows_at_a_time(f, shapes, dtype, rng):
+    """softmax(Q @ K^T) @ V: the scores, their row max, the exponentials and the row sums
+    are all computed at the output's loop over blocks of tile rows, the scores register
+    tiled inside the block, so no temporary holds all the scores; results as NumPy's."""
+    args = [normal(rng, *sh, dtype=dtype) for sh in shapes]
+    q, k, v = [a.astype(F64) for a in args]
+    if f is attention_2d:
+        ref = np_softmax(q @ k.T * 0.25) @ v
+    else:
+        ref = np_attention(q, k, v, causal=f is attention_nn)
+    scores = math.prod(args[0].shape[:-1]) * args[1].shape[-2]
+    for tname, target in TARGETS.items():
+        low = lowered(f, args, target)
+        sched = low.schedule
+        out = sched.outputs[0].name
+        at_rows = {n for n, st in sched.stages.items()
+                   if st.attach == "at" and st.attach_to[0] == out}
+        tiled = [n for n in at_rows if sched.stages[n].is_reduce and any(
+            a.kind == ForKind.UNROLLED for a in sched.stages[n].axes.values())]
+        assert low.auto_level == "full" and len(at_rows) >= 5 and len(tiled) == 2, sched
+        assert len({sched.stages[n].attach_to[1] for n in at_rows}) == 1, sched
+        allocs = re.findall(r"alloc (\w+): \w+\[([\d, ]+)\]", str(low.func))
+        assert allocs and all(math.prod(map(int, shape.split(","))) < scores
+                              for name, shape in allocs if not name.endswith("_pack")), allocs
+        got = run(low, target, args)
+        assert got.dtype == dtype and np.isfinite(got).all()
+        tol = 1e-5 if dtype == F32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("f", [quotient_matmul, unshifted_weights, column_weights])

@@ -96,6 +96,41 @@ def test_compute_at_split_consumer(rng):
     assert text.index("mx_acc") > text.index("parallel")     # inside the consumer's loop
 
 
+@pytest.mark.parametrize("factors", [(4, 5), (3, 4), (8, 16), (1, 2)])
+def test_a_block_computed_at_a_loop_can_be_split(rng, factors):
+    """The loops of a stage computed at a consumer's loop split over the block (a factor
+    that does not divide the block's extent, or exceeds it, leaves a guarded tail), then
+    reorder, unroll and vectorize; every element is computed as NumPy does."""
+    fi, fj = factors
+
+    @jd.compute
+    def rows(X, W):
+        n, k = X.shape
+        S[i, j] = sum(X[i, r] * W[r, j] for r in range(k))
+        m[i] = max(S[i, j] for j in range(W.shape[1]))
+        Y[i, j] = S[i, j] - m[i]
+        return Y
+
+    @jd.schedule(rows, target="cpu")
+    def sched_rows(s, cfg):
+        Y, S, m = s["Y"], s["S"], s["m"]
+        io, ii = s.split(Y.axis[0], 4)
+        s.compute_at(S, Y, io)
+        s.compute_at(m, Y, io)
+        si, sj = S.axis
+        (r,) = S.reduce_axis
+        sjo, sji = s.split(sj, fj)
+        sio, sii = s.split(si, fi)
+        s.reorder(sio, sjo, r, sii, sji)
+        s.unroll(sii)
+        s.vectorize(sji)
+        s.parallel(io)
+    x, w = rng.standard_normal((23, 13)), rng.standard_normal((13, 29))
+    sv = x @ w
+    check(rows, (x, w), sv - sv.max(1, keepdims=True), F64, 1e-12)
+    assert rows.schedule_of(x, w).stages["S"].attach == "at"
+
+
 def test_block_computed_at_a_serial_loop_runs_in_parallel(rng):
     # the blocks of the A+1 stage, one per 5 rows of C, each computed by all cores
     f = make_chain()
@@ -363,7 +398,7 @@ def make_chain():
     return chain
 
 
-@pytest.mark.parametrize("case", ["double_rfactor", "argmin_reordered", "split_attached",
+@pytest.mark.parametrize("case", ["double_rfactor", "argmin_reordered", "fuse_attached",
                                   "nested_compute_at", "two_parallel", "at_inside_reduction"])
 def test_refused_schedules(case):
     x3 = np.arange(2 * 6 * 3, dtype=np.float64).reshape(2, 6, 3) % 5
@@ -386,14 +421,14 @@ def test_refused_schedules(case):
             k, l = s["Y"].reduce_axis
             s.reorder(l, k)
         args, match = (x3,), "row-major order"
-    elif case in ("split_attached", "nested_compute_at", "two_parallel"):
+    elif case in ("fuse_attached", "nested_compute_at", "two_parallel"):
         f, args = make_chain(), (np.ones((4, 5)),)
 
         @jd.schedule(f, target="cpu")
         def sched(s, cfg):
-            if case == "split_attached":
+            if case == "fuse_attached":
                 s.compute_at(s["B"], s["C"], s["C"].axis[0])
-                s.split(s["B"].axis[1], 4)
+                s.fuse(*s["B"].axis)
             elif case == "nested_compute_at":
                 s.compute_at(s["A"], s["B"], s["B"].axis[0])
                 s.compute_at(s["B"], s["C"], s["C"].axis[0])
@@ -401,7 +436,7 @@ def test_refused_schedules(case):
                 i, j = s["C"].axis
                 s.parallel(i)
                 s.parallel(j)
-        match = {"split_attached": "cover the block", "nested_compute_at": "nested",
+        match = {"fuse_attached": "cover the block", "nested_compute_at": "nested",
                  "two_parallel": "several parallel"}[case]
     else:
         @jd.compute

@@ -22,7 +22,7 @@ from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Cons
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.lower import bounds
-from jitdl.schedule.schedule import Fuse, LoopAxis, Split
+from jitdl.schedule.schedule import Fuse, LoopAxis, Split, ceil_div
 from jitdl.te.ops import stages_of
 from jitdl.te.tensor import Compute
 from jitdl.tir.simplify import simplify_expr
@@ -268,34 +268,28 @@ class _Builder:
         if region is None:
             leaves, axes, relations = st.leaves, st.axes, st.relations
         else:
-            roots = {a.name for a in op.axes}
-            leaves = [f"{n}.r" if n in roots else n for n in st.leaves]
-            axes = dict(st.axes)
-            for a, (_, ext) in zip(op.axes, region):
-                axes[f"{a.name}.r"] = LoopAxis(f"{a.name}.r", ext, False, st.axes[a.name].kind)
-            relations = [r for r in st.relations if st.axes[
-                r.parent if isinstance(r, Split) else r.outer].reduce]
+            leaves, axes, relations = _block_loops(st, region)
         loopvar = {n: Var(n.replace(".", "_")) for n in leaves}
         values = {n: loopvar[n] for n in leaves}
         guards = []
         data_guards = set()          # ids of the guards of data loops' split tails
-        if region is not None:
-            for a, (lo, _) in zip(op.axes, region):
-                values[a.name] = lo + loopvar[f"{a.name}.r"]
-                guards.append(build.logical(BinOp.AND, values[a.name] >= 0,
-                                            values[a.name] < self.size(a.extent)))
         for rel in reversed(relations):
             if isinstance(rel, Split):
                 values[rel.parent] = values[rel.outer] * rel.factor + values[rel.inner]
-                ext = st.axes[rel.parent].extent
+                ext = axes[rel.parent].extent
                 if not isinstance(ext, int) or ext % rel.factor:
                     guards.append(values[rel.parent] < self.size(ext))
-                    if not st.axes[rel.parent].reduce:
+                    if not axes[rel.parent].reduce:
                         data_guards.add(id(guards[-1]))
             elif isinstance(rel, Fuse):
-                inner_ext = self.size(st.axes[rel.inner].extent)
+                inner_ext = self.size(axes[rel.inner].extent)
                 values[rel.outer] = values[rel.fused] // inner_ext
                 values[rel.inner] = values[rel.fused] % inner_ext
+        if region is not None:
+            for a, (lo, _) in zip(op.axes, region):
+                values[a.name] = lo + values[f"{a.name}.r"]
+                guards.append(build.logical(BinOp.AND, values[a.name] >= 0,
+                                            values[a.name] < self.size(a.extent)))
         sub = dict(self.same)
         for a in list(op.axes) + list(op.reduce_axes):
             v = values[a.name]
@@ -535,6 +529,30 @@ def _least_step(f, atoms, var):
     if any(x != 1 and x is not var and var in free_vars(x) for x in fa):
         return 0
     return abs(f[k]) * (abs(fa.get(var, 0)) // int(k.b.value))
+
+
+def _block_loops(st, region):
+    """(leaves, axes, relations) of a stage computed over `region` (per data axis: lo, extent)
+    at a consumer's loop: each data axis `x` becomes the block-relative loop `x.r` over the
+    region's extent, and the splits of data loops split those (a factor over a region that
+    it does not divide leaves a guarded tail, as on a whole axis)."""
+    roots = {a.name for a in st.tensor.op.axes}
+    axes = dict(st.axes)
+    for a, (_, ext) in zip(st.tensor.op.axes, region):
+        axes[f"{a.name}.r"] = LoopAxis(f"{a.name}.r", ext, False, st.axes[a.name].kind)
+    relations = []
+    for r in st.relations:
+        if isinstance(r, Split) and not st.axes[r.parent].reduce:
+            parent = f"{r.parent}.r" if r.parent in roots else r.parent
+            ext = axes[parent].extent
+            axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, r.factor))
+            r = Split(parent, r.outer, r.inner, r.factor)
+        elif isinstance(r, Fuse) and not st.axes[r.outer].reduce:
+            raise ScheduleError(f"compute_at: the data loops {r.outer} and {r.inner} of "
+                                f"{st.tensor.name} are fused; a block's loops can be split "
+                                "but not fused")
+        relations.append(r)
+    return [f"{n}.r" if n in roots else n for n in st.leaves], axes, relations
 
 
 def _offset_form(e, ranges):

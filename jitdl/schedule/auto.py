@@ -261,6 +261,139 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
     return True
 
 
+def _epilogue_reader(s, name, st, outputs, num_threads, target, allow):
+    """The elementwise stage that alone reads tileable reduction `st`, at its own indices
+    (an epilogue to compute with st's register tiles: _fuse_epilogue), or None."""
+    if st.attach != "root" or st.tensor.name in outputs or not _tileable(st, allow):
+        return None
+    readers = [x for x in s.stages.values()
+               if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
+    if len(readers) != 1 or readers[0].is_reduce or readers[0].attach != "root" \
+            or _attached(s, readers[0].tensor.name) or (
+                _column_reducible(s, name, st, allow)
+                and _row_parts(st, num_threads, allow, target)):
+        return None
+    d = readers[0]
+    if d.tensor.shape != st.tensor.shape or any(
+            tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
+            for acc in _inlined_accesses(s, d, st.tensor)):
+        return None
+    return d
+
+
+def _row_blocks(s, outputs, num_threads, target, cfg, allow):
+    """softmax(Q @ K^T) @ V one block of rows at a time. Where a tiled reduction C (P @ V)
+    has an epilogue D, and the rows it reads come from stages that work row by row and
+    include a row statistic (S = Q @ K^T, its row max, P = exp(S - max), the row sums),
+    those stages are all computed at D's loop over blocks of tile rows: each block of S is
+    made, reduced, exponentiated and multiplied by V while it is in L1, where separate
+    passes wrote and re-read S and P through memory. Their register tiles are split inside
+    the block. Returns the names
+    of the reductions C so scheduled (epilogues); with cfg, a knob per C may decline."""
+    done = set()
+    for name in list(s.stages):
+        st = s.stages[name]
+        d = _epilogue_reader(s, name, st, outputs, num_threads, target, allow)
+        if d is None:
+            continue
+        sizes = _tile_sizes(s, name, st, target, cfg)
+        if sizes is None or sizes[2] is None:
+            continue
+        last, tj, cand, ti = sizes
+        pos = st.tensor.op.axes.index(cand)
+        group = _row_group(s, st, d, outputs, pos, ti, target, cfg, allow)
+        if not group or cfg is not None and not cfg.choice(f"{name}.row_blocks",
+                                                           [True, False]):
+            continue
+        if not _fuse_epilogue(s, name, st, d, target, cfg, allow):
+            continue
+        done.add(name)
+        dname = d.tensor.name
+        jo = next(r.outer for r in d.relations
+                  if isinstance(r, Split) and r.parent == d.tensor.op.axes[-1].name)
+        lead = d.leaves[:d.leaves.index(jo)]
+        loop = s.fuse(*[Axis(dname, n) for n in lead]) if len(lead) > 1 \
+            else Axis(dname, lead[0])
+        for x, tile in group:
+            xname = x.tensor.name
+            if tile is not None:
+                _block_tile(s, xname, x, *tile)
+            elif not x.is_reduce and x.tensor.op.axes[-1].extent >= 4 and "vectorize" in allow:
+                s.vectorize(Axis(xname, x.tensor.op.axes[-1].name))
+            s.compute_at(s[xname], s[dname], loop)
+        op = st.tensor.op
+        jo_c, ji_c = s.split(Axis(name, op.axes[-1].name), tj)
+        others = [Axis(name, a.name) for a in op.axes[:-1] if a is not cand]
+        s.reorder(*others, jo_c, *[Axis(name, r.name) for r in op.reduce_axes],
+                  Axis(name, cand.name), ji_c)
+        s.unroll(ji_c)
+        s.compute_at(s[name], s[dname], loop)
+    return done
+
+
+def _row_group(s, c, d, outputs, pos, ti, target, cfg, allow):
+    """[(stage, its register tile or None)] for _row_blocks: the root stages that c and d
+    read (directly or not) whose leading axes are d's rows (all but its last axis), read
+    by every reader at the reader's own rows, with a row statistic among them, blocks of
+    ti rows (theirs and c's) that fit half of L2, and every tileable one a register tile over the same
+    rows; else None."""
+    depth = d.tensor.ndim - 1
+    rows = tuple(d.tensor.shape[:depth])
+    if depth < 1 or tuple(c.tensor.shape[:depth]) != rows:
+        return None
+    needed = s._reads_transitively(d)
+    members = [x for x in s.stages.values() if x.attach == "root" and x is not c
+               and x is not d and x.tensor.name not in outputs and x.tensor in needed
+               and x.tensor.ndim in (depth, depth + 1)
+               and tuple(x.tensor.shape[:depth]) == rows]
+    if not any(x.is_reduce and x.tensor.ndim == depth for x in members):
+        return None
+    inside = {id(x) for x in members} | {id(c), id(d)}
+    block = ti * c.tensor.shape[-1] * dtypes.itemsize(c.tensor.dtype)
+    for x in members:
+        for y in s.stages.values():
+            if y is x or y.attach == "inline" or x.tensor not in s._reads(y):
+                continue
+            own = [a.var for a in y.tensor.op.axes[:depth]]
+            if id(y) not in inside or len(own) < depth or any(
+                    any(i is not v for i, v in zip(acc.indices[:depth], own))
+                    for acc in _inlined_accesses(s, y, x.tensor)):
+                return None
+        block += ti * (x.tensor.shape[-1] if x.tensor.ndim > depth else 1) \
+            * dtypes.itemsize(x.tensor.dtype)
+    if block > target.l2_bytes // 2:
+        return None
+    group = []
+    for x in members:
+        tile = None
+        if x.tensor.ndim > depth and _tileable(x, allow):
+            sizes = _tile_sizes(s, x.tensor.name, x, target, cfg)
+            if sizes is None or sizes[2] is None or x.tensor.op.axes.index(sizes[2]) != pos:
+                return None
+            last, tj, cand, _ = sizes
+            plan = _pack_plan(s, x, last, tj, cand, ti, target, allow) \
+                if "pack" in allow else None
+            if plan is not None and plan.nc is not None:
+                return None           # (a pack per cache block: not inside a row block)
+            tile = (last, tj, cand, plan)
+        group.append((x, tile))
+    return group
+
+
+def _block_tile(s, name, st, last, tj, cand, plan):
+    """The register tile of a stage computed over blocks of rows (_row_blocks): the
+    block's columns split by the tile width, the rows (the whole block) unrolled."""
+    if plan is not None:
+        s.pack(plan.tensor, s[name], plan.dim, tj)
+    op = st.tensor.op
+    jo, ji = s.split(Axis(name, last.name), tj)
+    others = [Axis(name, a.name) for a in op.axes if a is not last and a is not cand]
+    s.reorder(*others, jo, *[Axis(name, r.name) for r in op.reduce_axes],
+              Axis(name, cand.name), ji)
+    s.unroll(Axis(name, cand.name))
+    s.unroll(ji)
+
+
 def _streamed_operand(st, last):
     """(tensor, dim) of the operand a register tile reads along its contiguous axis
     (B[k, j] in C[i, j] = sum(A[i, k] * B[k, j])): it can be packed into panels of the
@@ -1098,26 +1231,14 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
             else:
                 s.compute_inline(s[name])
     epilogues = set()
+    if {"compute_at", "tile"} <= allow:
+        epilogues = _row_blocks(s, outputs, num_threads, target, cfg, allow)
     if "compute_at" in allow:
         _fuse_row_reductions(s, outputs, target, allow, cfg)
     for name in list(s.stages) if {"compute_at", "tile"} <= allow else ():
         st = s.stages[name]
-        op = st.tensor.op
-        if st.attach != "root" or st.tensor.name in outputs or not _tileable(st, allow):
-            continue
-        readers = [x for x in s.stages.values()
-                   if x is not st and x.attach != "inline" and st.tensor in s._reads(x)]
-        if len(readers) != 1 or readers[0].is_reduce or readers[0].attach != "root" \
-                or _attached(s, readers[0].tensor.name) or (
-                    _column_reducible(s, name, st, allow)
-                    and _row_parts(st, num_threads, allow, target)):
-            continue
-        d = readers[0]
-        if d.tensor.shape != st.tensor.shape or any(
-                tuple(acc.indices) != tuple(a.var for a in d.tensor.op.axes)
-                for acc in _inlined_accesses(s, d, st.tensor)):
-            continue
-        if _fuse_epilogue(s, name, st, d, target, cfg, allow):
+        d = _epilogue_reader(s, name, st, outputs, num_threads, target, allow)
+        if d is not None and _fuse_epilogue(s, name, st, d, target, cfg, allow):
             epilogues.add(name)
     for name in keep:            # inlined unless computed at a row loop, or others are,
         st = s.stages[name]      # or a reduction would recompute it per output element

@@ -443,7 +443,7 @@ class Schedule:
             raise ScheduleError(f"{step.op}: no stage named {step.stage!r}", user_loc())
         moved = [n for n in (getattr(step, "axis", None), getattr(step, "outer", None),
                              getattr(step, "inner", None)) if isinstance(n, str)]
-        if st.attach == "at" and isinstance(step, (S.Split, S.Fuse, S.Parallel, S.Bind)):
+        if st.attach == "at" and isinstance(step, (S.Fuse, S.Parallel, S.Bind)):
             # (a block's loop may run in parallel where no loop around the attach point
             # does: the loop IR's verifier rejects parallel loops nested in one another)
             roots = {a.name for a in st.tensor.op.axes}
@@ -452,8 +452,8 @@ class Schedule:
                 raise ScheduleError(
                     f"{step.op}: the data loops of {st.tensor.name} cover the block that "
                     f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
-                    "can be reordered, unrolled, vectorized or run in parallel but not "
-                    "split, fused or bound", user_loc())
+                    "can be split, reordered, unrolled, vectorized or run in parallel but "
+                    "not fused or bound", user_loc())
         if isinstance(step, (S.Split, S.Fuse)):
             for other in self.stages.values():
                 if other.attach == "at" and other.attach_to[0] == st.tensor.name \
@@ -667,13 +667,17 @@ class Schedule:
                                     f"{st.tensor.name}, so this would make a cycle",
                                     user_loc())
             c = self.stages[c.attach_to[0]]
+        roots = {a.name for a in st.tensor.op.axes}
         for n in st.leaves:
             a = st.axes[n]
-            if not a.reduce and n not in {x.name for x in st.tensor.op.axes}:
+            if not a.reduce and n not in roots and (a.kind.bound or any(
+                    isinstance(r, Fuse) and not st.axes[r.fused].reduce
+                    for r in st.relations)):
                 raise ScheduleError(
                     f"compute_at: the data loops of {st.tensor.name} cover the block its "
-                    f"consumer's loop needs; they can be reordered, unrolled, vectorized or "
-                    f"run in parallel but not split, fused or bound (found {n})", user_loc())
+                    f"consumer's loop needs; they can be split, reordered, unrolled, "
+                    f"vectorized or run in parallel but not fused or bound (found {n})",
+                    user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
         st.block_buffer = step.block_buffer
 
