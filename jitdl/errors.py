@@ -46,6 +46,29 @@ class DefinitionError(JitdlError):
     """A compute definition that cannot be compiled (bad index, unbounded axis, ...)."""
 
 
+class DefinitionTypeError(DefinitionError, TypeError):
+    """A TypeError raised while a definition is traced (a jd.numpy call with a bad
+    dtype=, say): still the TypeError it was, as the same call on arrays raises."""
+
+
+class DefinitionValueError(DefinitionError, ValueError):
+    """A ValueError raised while a definition is traced (see DefinitionTypeError)."""
+
+
+class DefinitionIndexError(DefinitionError, IndexError):
+    """An IndexError raised while a definition is traced (see DefinitionTypeError)."""
+
+
+def definition_error(e, message, loc=None):
+    """The DefinitionError for exception e raised while a definition was traced, of the
+    same builtin class as e where it is a TypeError, ValueError or IndexError."""
+    for base, cls in ((TypeError, DefinitionTypeError), (ValueError, DefinitionValueError),
+                      (IndexError, DefinitionIndexError)):
+        if isinstance(e, base):
+            return cls(message, loc)
+    return DefinitionError(message, loc)
+
+
 class ArgumentError(JitdlError, TypeError):
     """A call with arguments that do not fit the definition (dtype, rank, shape, count)."""
 

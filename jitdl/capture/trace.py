@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from jitdl.capture import runtime as jd_runtime
 from jitdl.capture.transform import rewrite
-from jitdl.errors import ArgumentError, DefinitionError, JitdlError, SourceLoc
+from jitdl.errors import (ArgumentError, DefinitionError, JitdlError, SourceLoc,
+                           definition_error)
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
 from jitdl.ir.visit import expr_children
@@ -227,8 +228,8 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
                 f"definition ({e}); called with {called}", loc) from None
         hint = f"; if it builds a very deep expression: {_TOO_DEEP}" \
             if isinstance(e, RecursionError) else ""
-        raise DefinitionError(f"{fname}: {type(e).__name__}: {e} (called with {called}){hint}",
-                              loc) from e
+        raise definition_error(e, f"{fname}: {type(e).__name__}: {e} (called with "
+                               f"{called}){hint}", loc) from e
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     if not outs:
         raise DefinitionError(f"{fname} returns nothing; return the output tensor(s)")

@@ -411,12 +411,36 @@ class Operators:
         raise ScalarIndexError(self)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(_whole(x) for x in inputs):
+            return NotImplemented
         return numpy_ufunc(ufunc, method, inputs, kwargs)
 
     def __repr__(self):
         return text(self)
 
     __str__ = __repr__
+
+
+def _whole(x):
+    """x is a whole tensor of a definition (alpha * X with a scalar argument alpha): the
+    tensor's own (reflected) operator adds the jd.numpy stage, so the element's gives way."""
+    return getattr(type(x), "__jitdl_whole__", False)
+
+
+def _giving_way(fn):
+    def method(self, o):
+        return NotImplemented if _whole(o) else fn(self, o)
+    method.__name__ = fn.__name__
+    return method
+
+
+for _name, _fn in list(vars(Operators).items()):
+    if _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                 "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+                 "__rmod__", "__pow__", "__rpow__", "__and__", "__rand__", "__or__", "__ror__",
+                 "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__",
+                 "__rrshift__", "__lt__", "__le__", "__gt__", "__ge__"):
+        setattr(Operators, _name, _giving_way(_fn))
 
 
 def install():

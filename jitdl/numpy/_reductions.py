@@ -291,8 +291,16 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
                         "sum(weights) separately")
     if weights is None:
         return apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A)
-    return apply("average", red.average, (a, weights), _static(axis, keepdims), None,
-                 ("a", "weights"))
+    r = apply("average", red.average, (a, weights), _static(axis, keepdims), None,
+              ("a", "weights"))
+    if isinstance(r, (np.ndarray, np.generic)) and not np.isfinite(r).all() \
+            and not is_symbolic(weights) and not is_device_array(weights):
+        # (a weight sum of zero gave inf or NaN: NumPy's error; checked only then)
+        w = np.asarray(weights)
+        axes = None if axis is None else _axis_of(a, axis) if w.ndim == np.ndim(a) else None
+        if np.any(np.sum(w, axis=axes) == 0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+    return r
 
 
 _NO = object()      # (a keyword not given: NumPy's own defaults then)

@@ -16,7 +16,7 @@ from jitdl.eager import (apply, apply_out, array_module_function, fast_state, ke
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
-from jitdl.ops.core import is_symbolic
+from jitdl.ops.core import broadcast_shapes, is_symbolic, shape_of
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 from jitdl.runtime.cuda import is_device_array
 from jitdl.te.naming import tracing
@@ -123,10 +123,19 @@ def _layout(result, order, args, out):
 
 def _where_out(out, result, where, casting):
     """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
-    own elements elsewhere (without out=, NumPy leaves those uninitialised: any value)."""
+    own elements elsewhere. Without out= (or out=(None,)) the mask takes part in the
+    result's broadcast shape, and NumPy leaves the elements it masks out uninitialised:
+    here they hold the computed values."""
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
-    if out is None:                 # (out=(None,): a fresh result, as without out=)
-        return result
+    if out is None:
+        if is_symbolic(result) or is_symbolic(where):
+            from jitdl.numpy._manipulation import broadcast_to
+            return broadcast_to(result, broadcast_shapes(shape_of(result), shape_of(where)))
+        shape = np.broadcast_shapes(np.shape(result), np.shape(where))
+        if shape == np.shape(result):
+            return result
+        return array_module_function("broadcast_to", np.broadcast_to, (result,), {})(
+            result, shape).copy()
     shape = tuple(getattr(out, "shape", ()))
     loop = np.broadcast_shapes(shape, tuple(np.shape(result)))
     if loop != shape:               # (np.copyto would drop the result's leading 1s)
@@ -187,7 +196,7 @@ def _unary(name, doc):
                 if r is not _MISS:
                     return r
             where = _options(where, order)
-            if where is not True and out is not None:
+            if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
                                           where, casting), order, (x,), out)
             if dtype is None and _half(np_fn, (x,)):
@@ -327,7 +336,7 @@ def _binary(name, doc):
                 if r is not _MISS:
                     return r
             where = _options(where, order)
-            if where is not True and out is not None:
+            if where is not True:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
                                           where, casting), order, (x1, x2), out)
             if dtype is None and _half(np_fn, (x1, x2)):
@@ -477,7 +486,7 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
             and not _empty_result(x1, x2):
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
-    if where is not True and out is not None:
+    if where is not True:
         result = _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
     else:
         result = _power(x1, x2, out, dtype, casting)
@@ -549,7 +558,7 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
         raise ValueError("clip(): the keyword arguments `min` and `max` cannot be passed "
                          "together with `a_min` and `a_max`; give the bounds one way")
     where = _options(where, order)
-    if where is not True and out is not None:
+    if where is not True:
         return _layout(_where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
                                   where, casting), order, (a, a_min, a_max), out)
     if isinstance(a, (list, tuple)) or type(a) in (bool, int, float, complex) and not (
@@ -631,7 +640,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 def _int_arg(v, what):
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-        raise TypeError(f"{what} must be an int, got {type(v).__name__} {v!r}", user_loc())
+        raise ArgumentError(f"{what} must be an int, got {type(v).__name__} {v!r}", user_loc())
     return int(v)
 
 

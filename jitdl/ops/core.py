@@ -17,7 +17,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ArgumentError, AxisError, DefinitionError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import Access, Expr, IterVar, ReduceOp
+from jitdl.ir.nodes import Access, Expr, IterVar, ReduceOp, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
@@ -188,11 +188,14 @@ def typed(x) -> tuple:
 
 
 def _no_elements(xs, name):
-    """A whole tensor combined with an element of one (`jd.select(X == 0, 1.0, X[i])`)
-    would compute a tensor per element: say what to write instead."""
+    """A whole tensor combined with an element of one at a loop's index (`jd.select(X == 0,
+    1.0, X[i])`) would compute a tensor per element: say what to write instead. An element
+    at fixed indices (`X + X[-1]`) is a scalar, as in NumPy."""
     t = next(x for x in xs if isinstance(x, Tensor))
     for x in xs:
-        if isinstance(x, Expr) and any(isinstance(n, Access) for n in walk_expr(x)):
+        if isinstance(x, Expr) and any(isinstance(n, Access) and any(
+                isinstance(v, Var) for i in n.indices for v in walk_expr(i))
+                for n in walk_expr(x)):
             raise DefinitionError(
                 f"{name or 'an elementwise operation'} combines the whole tensor {t.name} "
                 f"({t.dtype}{list(t.shape)}) with the element expression `{expr_text(x)}`; "

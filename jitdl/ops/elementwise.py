@@ -15,7 +15,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ArgumentError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, CmpOp, Intrin, UnOp
+from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, UnOp
 from jitdl.ops.core import any_size, elementwise, operand, scalar_result, typed
 
 _LN2 = math.log(2.0)
@@ -511,9 +511,20 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def where(cond, x, y):
-    """np.where(cond, x, y): x where cond holds, else y, the three broadcast together."""
-    return elementwise(build.select, operand(cond, "condition"), operand(x, "x"),
-                       operand(y, "y"))
+    """np.where(cond, x, y): x where cond holds, else y, the three broadcast together. A
+    Python int outside the integer dtype of the other operand wraps into it, as NumPy's
+    where does (where(c, uint8, -1) gives 255; the ufuncs raise instead)."""
+    x, y = operand(x, "x"), operand(y, "y")
+    return elementwise(build.select, operand(cond, "condition"), _wrapped(x, y), _wrapped(y, x))
+
+
+def _wrapped(p, other):
+    if isinstance(p, Const) and p.weak and isinstance(p.value, int) and not isinstance(
+            p.value, bool) and dtypes.is_int(other.dtype) and other.dtype != "bool":
+        lo, hi = build.int_bounds(other.dtype)
+        if not lo <= p.value <= hi:
+            return Const((p.value - lo) % (hi - lo + 1) + lo, other.dtype)
+    return p
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):

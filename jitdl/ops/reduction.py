@@ -14,8 +14,8 @@ from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
-                            may_agree, operand, reduced_size, reduction, scalar_result,
-                            shape_of, shape_text, sizes_known_nonzero)
+                            may_agree, operand, reduced_size, reduction, same_dim,
+                            scalar_result, shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
 
@@ -268,11 +268,19 @@ def average(x, weights=None, *, axis=None, keepdims=False):
     """np.average: the mean, or with weights sum(x * w) / sum(w) (w broadcast to x)."""
     if weights is None:
         return mean(x, axis=axis, keepdims=keepdims)
-    x, w = as_tensor(x), operand(weights, "weights")
-    if isinstance(axis, int) and len(shape_of(w)) == 1 and x.ndim > 1:
-        ax = normalize_axes(axis, x.ndim)[0]      # 1-d weights run along `axis`, as NumPy's
+    x, w = as_tensor(x), as_tensor(operand(weights, "weights"))
+    if len(w.shape) != x.ndim or not all(same_dim(a, b) for a, b in zip(w.shape, x.shape)):
+        # NumPy's rule: weights of another shape than x's run along the axes, in their order
+        if axis is None:
+            raise ArgumentError("Axis must be specified when shapes of a and weights differ.",
+                                user_loc())
+        axes = normalize_axes(axis, x.ndim)
+        if len(w.shape) != len(axes) or not all(
+                same_dim(n, x.shape[a]) for n, a in zip(w.shape, axes)):
+            raise ShapeError("Shape of weights must be consistent with shape of a along "
+                             "specified axis.", user_loc())
         w1 = w
-        w = te.tensor(x.shape, lambda *idx: w1[idx[ax]], name="weights")
+        w = te.tensor(x.shape, lambda *idx: w1[tuple(idx[a] for a in axes)], name="weights")
     dt = build.result_dtype(np.add, (_mean_dtype(x.dtype), False),
                             (_mean_dtype(w.dtype), False))
     acc = _acc(dt)

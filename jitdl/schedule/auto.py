@@ -129,7 +129,9 @@ def _tile_sizes(s, name, st, target, cfg=None):
     ti = None
     if cand is not None:
         budget = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
-        ti = _even_rows(cand.extent, min(max(budget // tj, 1), cand.extent))
+        ti = min(max(budget // tj, 1), cand.extent)
+        if cand is not data[0]:      # (the row tiles' loop runs inside other data loops)
+            ti = _even_rows(cand.extent, ti)
         if cfg is not None:
             rows = _tile_rows(target, lanes, widths)
             ti = cfg.split(f"{name}.tile_i", cand.extent,
@@ -139,11 +141,13 @@ def _tile_sizes(s, name, st, target, cfg=None):
 
 
 def _even_rows(extent, ti):
-    """The rows of a register tile: the largest divisor of `extent` of more than half of
-    ti, else ti. A tile whose row loop leaves a tail guards each row of the tile; where
-    that loop is fused into the parallel loop the guards stay in the unrolled tile and
-    LLVM keeps its accumulators in memory (2 x 128 x 128 @ 2 x 128 x 64 float32 on a
-    2-core Zen: 53-85 us with 12-row tiles, 27.5 us with 8-row ones, NumPy 27)."""
+    """The rows of a register tile whose row loop runs inside other data loops (a batch):
+    the largest divisor of `extent` of more than half of ti, else ti. A tile whose row
+    loop leaves a tail guards each row of the tile; where that loop is fused into the
+    parallel loop the guards stay in the unrolled tile and LLVM keeps its accumulators in
+    memory (2 x 128 x 128 @ 2 x 128 x 64 float32 on a 2-core Zen: 53-85 us with 12-row
+    tiles, 27.5 us with 8-row ones, NumPy 27). The outermost row loop is never fused
+    with a tail (_parallelize) and its tail is peeled, so it keeps the full tile."""
     if extent % ti == 0:
         return ti
     d = max(d for d in range(1, ti + 1) if extent % d == 0)

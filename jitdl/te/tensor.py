@@ -50,6 +50,14 @@ class Tensor:
     def ndim(self):
         return len(self.shape)
 
+    @property
+    def size(self):
+        """The number of elements (an int, or an expression over symbolic extents)."""
+        n = 1
+        for d in self.shape:
+            n = n * d
+        return n
+
     def __getitem__(self, idx):
         if not isinstance(idx, tuple):
             idx = (idx,)
@@ -89,6 +97,8 @@ class Tensor:
     def __repr__(self):
         kind = type(self.op).__name__.lower() if self.op is not None else "tensor"
         return f"<jitdl {kind} {self.name}: {self.dtype}{list(self.shape)}>"
+
+    __jitdl_whole__ = True      # (an element's operators give way to a tensor's: alpha * X)
 
     # Whole-tensor arithmetic and methods (`X + Y`, `np.exp(X)`, `X.T`, `X.sum(axis=1)`) are
     # jd.numpy's functions on the tensor, which add stages; where jitdl needs one element
@@ -182,7 +192,8 @@ def _whole_method(name):
 
 
 for _name in ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all",
-              "any", "astype", "ravel", "flatten", "squeeze", "clip", "round"):
+              "any", "astype", "ravel", "flatten", "squeeze", "clip", "round", "dot",
+              "swapaxes", "repeat", "take", "ptp"):
     setattr(Tensor, _name, _whole_method(_name))
 
 
