@@ -45,11 +45,13 @@ STATUS = {
     "conv1d": "done", "conv2d": "done", "conv3d": "done",
     "conv_transpose1d": "done", "conv_transpose2d": "done",
     "max_pool1d": "done", "max_pool2d": "done",
-    "avg_pool1d": "done", "avg_pool2d": "done",
+    "avg_pool1d": "done (integers: torch's truncated mean, in the input's dtype)",
+    "avg_pool2d": "done (integers: torch's truncated mean, in the input's dtype)",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
     "adaptive_max_pool2d": "done",
     "interpolate": "partial: nearest, nearest-exact, linear, bilinear, trilinear and area; "
-                   "no bicubic, no antialias",
+                   "no bicubic, no antialias; the linear modes take floating-point input "
+                   "only (torch's bilinear also takes uint8)",
     "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
                  "effect on the forward result)",
     "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises), no "

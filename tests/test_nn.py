@@ -420,6 +420,61 @@ def test_max_pool1d_indices_and_in_a_definition(rng):
     assert y.shape == i.shape == (1, 2, 2, 3) and i.dtype == np.int64
 
 
+def _torch_max_index(values):
+    """torch's CPU max-pool loop over a window in row-major order: a larger value or any
+    NaN replaces the running maximum (so the last NaN wins)."""
+    best, at = -np.inf, 0
+    for n, v in enumerate(values):
+        if v > best or np.isnan(v):
+            best, at = v, n
+    return at
+
+
+def test_max_pool_indices_of_nan_windows_are_the_last_nan(rng):
+    """Windows with NaNs: the maximum is NaN, at the last NaN's position (found against
+    torch 2.13; the first one was reported), in 1-d, 2-d and adaptive pooling."""
+    x = normal(rng, (3, 16))
+    x[rng.random(x.shape) < 0.3] = np.nan
+    out, idx = F.max_pool1d(x, 4, return_indices=True)
+    for r, w in np.ndindex(*idx.shape):
+        assert idx[r, w] == 4 * w + _torch_max_index(x[r, 4 * w:4 * w + 4]), (r, w)
+    y = normal(rng, (2, 3, 6, 6))
+    y[rng.random(y.shape) < 0.3] = np.nan
+    for got in (F.max_pool2d(y, 3, return_indices=True)[1],
+                F.adaptive_max_pool2d(y, 2, return_indices=True)[1]):
+        for o in np.ndindex(*got.shape):
+            i, j = o[-2:]
+            win = y[o[:2] + (slice(3 * i, 3 * i + 3), slice(3 * j, 3 * j + 3))]
+            k = _torch_max_index(win.ravel())
+            assert got[o] == (3 * i + k // 3) * 6 + 3 * j + k % 3, o
+
+
+def test_integer_avg_pool_is_torchs_truncated_mean(rng):
+    """avg_pool of integers: the sum divided and truncated toward zero, in the input's
+    dtype (torch's int64 kernel; found against torch 2.13, which returned 2 for a window
+    summing to 11, where jitdl returned 2.75 in float64)."""
+    x = rng.integers(-50, 50, (2, 3, 7, 9))
+    for dov in (None, 3, -2):
+        got = F.avg_pool2d(x, 3, 2, 1, divisor_override=dov)
+        s = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        total = np.array([[s[..., 2 * i:2 * i + 3, 2 * j:2 * j + 3].sum((-2, -1))
+                           for j in range(got.shape[-1])] for i in range(got.shape[-2])])
+        total = np.moveaxis(total, (0, 1), (-2, -1))
+        div = 9 if dov is None else dov
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, np.trunc(total / div).astype(x.dtype))
+    assert F.avg_pool1d(np.array([[[-1, -2, 1, 2]]], np.int32), 2).tolist() == [[[-1, 1]]]
+
+
+def test_relu_keeps_negative_zero_and_nan():
+    """torch's relu keeps -0.0 (and NaN) as they are; max(x, 0) made +0.0 of -0.0."""
+    x = np.array([-0.0, 0.0, np.nan, -1.0, 7.0])
+    for f in (F.relu, F.relu6):
+        got = f(x)
+        np.testing.assert_array_equal(np.signbit(got[:2]), [True, False])
+        assert np.isnan(got[2]) and got[3] == 0 and got[4] == (7.0 if f is F.relu else 6.0)
+
+
 def _max_pool1d_ref(x, k, s, p):
     xp = np.pad(x.astype(F64), ((0, 0), (0, 0), (p, p)), constant_values=-np.inf)
     o = pool_out(x.shape[-1], k, s, p, 1, False)
@@ -467,12 +522,13 @@ def test_adaptive_avg_pool1d(rng):
 
 
 # -- interpolate ---------------------------------------------------------------------------
-def nearest_index(o, n, scale_factor=None, exact=False):
-    """torch's CPU nearest source index, in float32 index arithmetic as torch does it."""
+def nearest_index(o, n, scale_factor=None, exact=False, rank=2):
+    """torch's CPU nearest source index, in float32 index arithmetic as torch does it; its
+    2-d kernel alone copies a size kept and halves a size doubled, whatever the scale."""
     dst = np.arange(o)
-    if not exact and o == n:
+    if not exact and rank == 2 and o == n:
         return dst
-    if not exact and o == 2 * n:
+    if not exact and rank == 2 and o == 2 * n:
         return dst // 2
     scale = np.float32(1 / scale_factor) if scale_factor else np.float32(n) / np.float32(o)
     f = dst.astype(F32) + (F32(0.5) if exact else F32(0))
@@ -480,7 +536,10 @@ def nearest_index(o, n, scale_factor=None, exact=False):
 
 
 def linear_taps(o, n, align, scale_factor=None):
+    """torch's (lower, upper, upper's weight); a size kept is copied, whatever the scale."""
     dst = np.arange(o, dtype=F64)
+    if o == n:
+        return dst.astype(np.int64), dst.astype(np.int64), np.zeros(o)
     if align:
         src = dst * ((n - 1) / (o - 1) if o > 1 else 0.0)
     else:
@@ -524,6 +583,26 @@ def test_interpolate_bilinear(rng, size, sf, align):
     out = size or tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf))
     close(F.interpolate(x, size, sf, mode="bilinear", align_corners=align),
           bilinear_ref(x, out, align, sf or (None, None)))
+
+
+@pytest.mark.parametrize("n, sf", [(3, 2.1), (4, 1.2), (4, 2.0), (5, 1.0), (6, 0.7)])
+def test_interpolate_scale_factors_in_every_rank(rng, n, sf):
+    """A scale factor that keeps a size (4 x 1.2) or doubles it (3 x 2.1): torch's nearest
+    copies or halves only in 2-d, and its linear modes copy a kept size in every rank
+    (found against torch 2.13)."""
+    o = int(math.floor(n * sf))
+    x1, x3 = normal(rng, (2, 3, n), F64), normal(rng, (1, 2, 2, 3, n), F64)
+    x2 = normal(rng, (2, 3, 3, n), F64)
+    for x, rank in ((x1, 1), (x2, 2), (x3, 3)):
+        sfs = (1.0,) * (rank - 1) + (sf,)
+        got = F.interpolate(x, scale_factor=sfs if rank > 1 else sf)
+        np.testing.assert_array_equal(got, x[..., nearest_index(o, n, sf, rank=rank)])
+        mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[rank]
+        i0, i1, l1 = linear_taps(o, n, False, sf)
+        close(F.interpolate(x, scale_factor=sfs if rank > 1 else sf, mode=mode),
+              x[..., i0] * (1 - l1) + x[..., i1] * l1, F64)
+    inf = np.full((1, 1, 4), np.inf)       # a copied size: inf stays inf (no 0 * inf)
+    assert np.isposinf(F.interpolate(inf, scale_factor=1.2, mode="linear")).all()
 
 
 def test_interpolate_linear_area_and_errors(rng):

@@ -943,3 +943,100 @@ def test_error_classes_of_out_tuples_and_tensordot_axes_are_numpys():
     o = np.zeros(())
     r = jnp.dot(x, x, out=o)                # (NumPy: a scalar, not out)
     assert type(r) is np.float64 and r == 5.0 and o == 5.0
+
+
+# -- found by a fuzzer comparing NumPy, eager jd.numpy and the same code in definitions -----
+@jd.compute
+def _scaled(alpha, X):
+    return alpha * X - alpha / (X * X + 1) + (alpha < X) + 2 ** alpha * jnp.sum(X)
+
+
+def test_a_scalar_argument_on_the_left_of_a_tensor_operator(rng):
+    """alpha * X with alpha a scalar argument of the definition (a float, an int, a NumPy
+    scalar): the tensor's operator adds the stage, as X * alpha did."""
+    x = rng.standard_normal((3, 4))
+    for alpha in (2.5, 3, np.float64(-1.5), np.float32(0.5)):
+        with np.errstate(all="ignore"):
+            want = alpha * x - alpha / (x * x + 1) + (alpha < x) + 2 ** alpha * np.sum(x)
+        same(_scaled(alpha, x), want)
+
+
+@jd.compute
+def _with_elements(X):
+    return X - X[0, 1] * X[2, 3] + X.dot(X.T).swapaxes(0, 1)[0, 0] * X.size
+
+
+def test_elements_at_fixed_indices_are_scalars_and_tensors_have_more_methods(rng):
+    x = rng.standard_normal((3, 4))
+    same(_with_elements(x), x - x[0, 1] * x[2, 3] + x.dot(x.T).swapaxes(0, 1)[0, 0] * x.size)
+
+
+@jd.compute
+def _masked_add(X, Y, M):
+    return jnp.add(X, Y, where=M)
+
+
+def test_where_without_out_broadcasts_with_the_result(rng):
+    """A ufunc's where= without out=: the mask takes part in the broadcast (elements it
+    masks out are uninitialised in NumPy: only the shape and the others are compared);
+    a mask that does not broadcast is NumPy's ValueError, eagerly and in definitions."""
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    mask = rng.random((3, 4)) > 0.5
+    for got in (jnp.add(b, b, where=mask), _masked_add(b, b, mask)):
+        assert got.shape == (3, 4)
+        np.testing.assert_array_equal(got[mask], np.broadcast_to(b + b, (3, 4))[mask])
+    assert jnp.exp(b, where=mask[:2]).shape == (2, 4)
+    for call in (lambda: jnp.add(a, a, where=np.ones(3, bool)),
+                 lambda: _masked_add(a, a, np.ones(3, bool))):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_average_checks_its_weights_as_numpy_does(rng):
+    a = rng.standard_normal((3, 4, 5))
+    for w, axis in [(rng.random((4, 5)), (1, 2)), (rng.random((5, 4)), (2, 1)),
+                    (rng.random(4), 1), (rng.random((3, 4, 5)), -1)]:
+        same(jnp.average(a, axis, w), np.average(a, axis, w))
+    for w, axis, err in [(rng.random((4, 5)), None, TypeError), (rng.random(4), 2, ValueError),
+                         (rng.random((1, 4, 5)), 1, ValueError), (2.0, None, TypeError)]:
+        with pytest.raises(err):
+            np.average(a, axis, w)
+        with pytest.raises(err):
+            jnp.average(a, axis, w)
+    with pytest.raises(ZeroDivisionError):
+        jnp.average(a, 0, np.zeros(3))
+
+
+@jd.compute
+def _where_wraps(C, X):
+    return jnp.where(C, 300, X), jnp.where(C, X.astype(np.uint8), -2)
+
+
+def test_where_wraps_a_python_int_inside_definitions_too():
+    c, x = np.array([True, False]), np.array([4, 5], np.int8)
+    got = _where_wraps(c, x)
+    want = (np.where(c, 300, x), np.where(c, x.astype(np.uint8), -2))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(jnp.where(c, 300, x), want[0])
+
+
+@jd.compute
+def _bad_dtype(X):
+    return jnp.sum(X, dtype="float99")
+
+
+@jd.compute
+def _one_branch(X):
+    return jnp.where(X > 0, X)
+
+
+def test_errors_while_tracing_keep_numpys_class(rng):
+    """jd.numpy's TypeError and ValueError inside a definition are still those classes
+    (and DefinitionErrors), as the same calls on arrays raise."""
+    x = rng.standard_normal(3)
+    for f, cls in ((_bad_dtype, TypeError), (_one_branch, ValueError)):
+        with pytest.raises(cls) as e:
+            f(x)
+        assert isinstance(e.value, jd.DefinitionError)

@@ -64,8 +64,9 @@ def _softplus(a, beta, threshold):
 
 
 ACTIVATIONS = {
-    "relu": lambda a: _max(a, 0),
-    "relu6": lambda a: _min(_max(a, 0), 6),
+    # (a select, not max: torch keeps -0.0, and NaN, as they are)
+    "relu": lambda a: build.select(a < 0, 0, a),
+    "relu6": lambda a: _min(build.select(a < 0, 0, a), 6),
     "leaky_relu": lambda a, negative_slope: build.select(a > 0, a, a * negative_slope),
     "elu": lambda a, alpha: build.select(_float_of(a) > 0, _float_of(a),
                                          alpha * build.call(Intrin.EXPM1, _float_of(a))),
@@ -527,9 +528,10 @@ def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode, return_in
 
 def _max_positions(x, y, window, spot, op):
     """Where each window's maximum y is: the row-major position in x's plane (of its last
-    len(window) axes) of the window's first element inside x equal to it (or NaN where y
-    is NaN), torch's return_indices. spot(idx, rs) gives the plane coordinates of window
-    position rs of output idx and the conditions for it to lie inside x."""
+    len(window) axes) of the window's first element inside x equal to it, or of its last
+    NaN where there is one (torch's loop takes a NaN it meets, and every later one),
+    torch's return_indices. spot(idx, rs) gives the plane coordinates of window position
+    rs of output idx and the conditions for it to lie inside x."""
     nsp = len(window)
     first = x.ndim - nsp
     rk = [te.reduce_axis(k) for k in window]
@@ -537,10 +539,14 @@ def _max_positions(x, y, window, spot, op):
     def first_hit(*idx):
         src, inside = spot(idx, rk)
         e = x[tuple(idx[:first]) + tuple(src)]
-        hit = build.select(build.compare(CmpOp.EQ, e, y[idx]), 1, build.select(
-            build.compare(CmpOp.NE, e, e), 1, 0))
-        return te.reduce(ReduceOp.ARGMAX, build.cast(
-            build.select(te.all(*inside), hit, 0) if inside else hit, "int8"), rk)
+        at = 0
+        for d in range(nsp):
+            at = at * window[d] + rk[d]
+        # (a NaN outranks an equal element, and a later NaN an earlier one)
+        hit = build.select(build.compare(CmpOp.NE, e, e), build.cast(at, "int64") + 2,
+                           build.select(build.compare(CmpOp.EQ, e, y[idx]), 1, 0))
+        return te.reduce(ReduceOp.ARGMAX, build.select(te.all(*inside), hit, 0)
+                         if inside else hit, rk)
     arg = te.tensor(y.shape, first_hit, name=op + "_argmax")
 
     def position(*idx):
@@ -560,7 +566,8 @@ def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
     """The mean over each window; the divisor as torch counts it (padding counted or not,
     windows clipped at the padded edge, or divisor_override)."""
     x = as_tensor(x)
-    if not dtypes.is_float(x.dtype):
+    ints = dtypes.is_int(x.dtype) and x.dtype != "bool"
+    if not dtypes.is_float(x.dtype) and not ints:
         x = elementwise(_float_of, x)
     for k, p in zip(kernel_size, padding):
         if 2 * p > k:
@@ -571,8 +578,9 @@ def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
     ones = (1,) * nsp
     out_sp = _pool_sizes(op, x, kernel_size, stride, padding, ones, ceil_mode)
     rk, element = _window(x, nsp, out_sp, kernel_size, stride, padding, ones, 0)
-    total = te.tensor(x.shape[:x.ndim - nsp] + out_sp,
-                      lambda *idx: te.reduce(ReduceOp.SUM, element(idx), rk), name=op + "_sum")
+    total = te.tensor(x.shape[:x.ndim - nsp] + out_sp, lambda *idx: te.reduce(
+        ReduceOp.SUM, build.cast(element(idx), "int64") if ints else element(idx), rk),
+        name=op + "_sum")
     first = x.ndim - nsp
 
     def divisor(idx):
@@ -586,8 +594,19 @@ def avg_pool(x, op, kernel_size, stride, padding, ceil_mode, count_include_pad,
             if not count_include_pad:
                 start, end = _max(start, 0), _min(end, size)
             n = n * (end - start)
-        return build.cast(n, x.dtype)
+        return build.cast(n, "int64" if ints else x.dtype)
+    if ints:        # torch's integer mean: the sum divided, truncated toward zero
+        return te.tensor(total.shape, lambda *idx: build.cast(
+            _trunc_div(total[idx], divisor(idx)), x.dtype), name=op)
     return te.tensor(total.shape, lambda *idx: total[idx] / divisor(idx), name=op)
+
+
+def _trunc_div(a, b):
+    """a / b rounded toward zero (C's integer division) for int64 a and b != 0."""
+    q = a // b
+    inexact = build.logical(BinOp.AND, build.compare(CmpOp.NE, q * b, a),
+                            build.compare(CmpOp.NE, a < 0, b < 0))
+    return build.select(inexact, q + 1, q)
 
 
 def _adaptive_bounds(n, o):
@@ -680,9 +699,11 @@ def interpolate(x, size, scales, mode, align_corners):
                  for n, o, s in zip(ins, size, scales)]
 
         def src(d, i):
-            if mode == "nearest" and size[d] == ins[d]:
+            # (torch's 2-d kernel alone copies a size kept, or halves a size doubled,
+            # whatever the scale factor; in 1-d and 3-d the scale decides)
+            if mode == "nearest" and nsp == 2 and size[d] == ins[d]:
                 return i
-            if mode == "nearest" and size[d] == 2 * ins[d]:
+            if mode == "nearest" and nsp == 2 and size[d] == 2 * ins[d]:
                 return i // 2
             f = build.cast(i, "float32")
             if mode == "nearest-exact":
@@ -705,18 +726,23 @@ def interpolate(x, size, scales, mode, align_corners):
         i1 = _min(i0 + 1, ins[d] - 1)
         return i0, i1, s - build.cast(i0, cdt)
 
+    # (a dimension whose size is kept is copied, whatever the scale factor, as torch does)
+    moved = [d for d in range(nsp) if size[d] != ins[d]]
+
     def body(*idx):
-        tap = [taps(d, idx[first + d]) for d in range(nsp)]
+        tap = {d: taps(d, idx[first + d]) for d in moved}
         total = None
-        for corner in range(1 << nsp):
-            w, src = None, []
-            for d in range(nsp):
+        for corner in range(1 << len(moved)):
+            w, src = None, list(idx[first:])
+            for k, d in enumerate(moved):
                 i0, i1, l1 = tap[d]
-                upper = corner >> d & 1
-                src.append(i1 if upper else i0)
+                upper = corner >> k & 1
+                src[d] = i1 if upper else i0
                 wd = l1 if upper else 1.0 - l1
                 w = wd if w is None else w * wd
-            term = build.cast(w, x.dtype) * x[idx[:first] + tuple(src)]
+            term = x[idx[:first] + tuple(src)]
+            if w is not None:
+                term = build.cast(w, x.dtype) * term
             total = term if total is None else total + term
         return total
     return te.tensor(out_shape, body, name="interpolate")
