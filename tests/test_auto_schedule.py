@@ -996,3 +996,19 @@ def test_a_long_chain_read_once_is_stored_in_pieces(shape, rng):
     assert deepest <= 240 + 16, deepest
     np.testing.assert_allclose(run(low, TARGETS["host"], [x]), ref, rtol=1e-12, atol=1e-14)
     assert long_chain.cuda_source(x).count("sin(") == 250
+
+
+def test_every_pack_option_applies_with_one_row_tiles(rng, caplog):
+    """The pack knob offers the same options whatever tile_i is; with one-row tiles
+    (tile_i=1) a pack of the broadcast operand is dropped, not an error that sent the
+    schedule down two levels (found by review)."""
+    args = [normal(rng, 2, 29, 16), normal(rng, 2, 37, 16), normal(rng, 2, 37, 24)]
+    space = attention_jnp.config_space(*args)
+    packs = space.knobs["matmul.pack"].options
+    assert len(packs) == 4
+    ref = np_attention(*[a.astype(F64) for a in args])
+    for pack in packs:
+        g = attention_jnp.with_config(**{"matmul.tile_i": 1, "matmul.pack": pack})
+        with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
+            np.testing.assert_allclose(g(*args), ref, rtol=1e-5, atol=1e-5)
+        assert not [r for r in caplog.records if "failed" in r.getMessage()], pack

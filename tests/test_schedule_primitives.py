@@ -131,6 +131,34 @@ def test_a_block_computed_at_a_loop_can_be_split(rng, factors):
     assert rows.schedule_of(x, w).stages["S"].attach == "at"
 
 
+def test_blocks_of_a_dynamic_definition_read_each_other(rng):
+    """Stages computed at one loop of a definition with symbolic extents, each reading
+    the one before over a whole symbolic axis: the range of such a read is below the
+    size limit (it was compared as a symbolic value: found by review)."""
+    @jd.compute(dynamic=True)
+    def sm(X, W):
+        n, k = X.shape
+        S[i, j] = sum(X[i, r] * W[r, j] for r in range(k))
+        m[i] = max(S[i, j] for j in range(W.shape[1]))
+        e[i, j] = exp(S[i, j] - m[i])
+        t[i] = sum(e[i, j] for j in range(W.shape[1]))
+        Y[i, j] = e[i, j] / t[i]
+        return Y
+
+    @jd.schedule(sm, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        io, ii = s.split(Y.axis[0], 4)
+        for name in "Smet":
+            s.compute_at(s[name], Y, io)
+        s.split(s["S"].axis[1], 3)
+    for n, k, m in ((5, 3, 4), (9, 7, 11)):
+        x, w = rng.standard_normal((n, k)), rng.standard_normal((k, m))
+        sv = x @ w
+        ev = np.exp(sv - sv.max(1, keepdims=True))
+        check(sm, (x, w), ev / ev.sum(1, keepdims=True), F64, 1e-12)
+
+
 def test_block_computed_at_a_serial_loop_runs_in_parallel(rng):
     # the blocks of the A+1 stage, one per 5 rows of C, each computed by all cores
     f = make_chain()

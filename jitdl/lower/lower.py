@@ -146,7 +146,7 @@ class _Builder:
                     continue
                 r = Var(f"{ax.name}_rr")
                 xsub[ax.var] = lo + r
-                xr[r] = (0, ext - 1)
+                xr[r] = _range(0, ext)          # (a symbolic extent: below SIZE_LIMIT)
             for ax in x.tensor.op.reduce_axes:
                 xr[ax.var] = _range(ax.min, ax.extent)
             for acc in walk_expr(self.inline(x.tensor.op.body)):

@@ -123,9 +123,7 @@ def _tile_sizes(s, name, st, target, cfg=None):
     widths = [f for f in (lanes, 2 * lanes, 3 * lanes, 4 * lanes, 32, 64) if f <= last.extent]
     if cfg is not None:      # the tile sizes are knobs for the tuner; the rule's choice first
         tj = cfg.split(f"{name}.tile_j", last.extent, [tj] + widths)
-    shared = _vars_with(st, last.var)
-    cands = [a for a in data[:-1] if a.var not in shared]
-    cand = max(cands, key=lambda a: a.extent) if cands else None
+    cand = _row_axis(st, last)
     ti = None
     if cand is not None:
         budget = target.max_accumulators(dtypes.itemsize(st.tensor.dtype))
@@ -141,6 +139,14 @@ def _tile_sizes(s, name, st, target, cfg=None):
 
 
 _ROW_TILES = 32     # row tiles enough for the outermost loop alone to feed every thread
+
+
+def _row_axis(st, last):
+    """The data axis a register tile's rows run along: the longest one (but the last)
+    that the last axis's operands do not share, or None."""
+    shared = _vars_with(st, last.var)
+    cands = [a for a in st.tensor.op.axes[:-1] if a.var not in shared]
+    return max(cands, key=lambda a: a.extent) if cands else None
 
 
 def _even_rows(extent, ti):
@@ -519,7 +525,7 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
     nc = cfg.split(f"{name}.block_j", n, [rule.nc or n] + _column_block_options(
         st, k, tj, n, target))
     if "pack" in allow:
-        pack = _pack_choice(name, st, last, tj, cand, ti, rule, cfg)
+        pack = _pack_choice(name, st, last, tj, ti, rule, cfg)
     order = cfg.choice(f"{name}.order", ["rows", "cols"])
     inner = op.reduce_axes[-1].extent
     unroll = cfg.split(f"{name}.unroll_k", inner, [1] + [u for u in (2, 4) if u < inner])
@@ -553,16 +559,19 @@ def _costly_inline(s, tensor):
     return False
 
 
-def _pack_choice(name, st, last, tj, cand, ti, rule, cfg):
+def _pack_choice(name, st, last, tj, ti, rule, cfg):
     """The `pack` knob: which operands to copy into tile-shaped panels, "B" (the streamed
     operand, panels of the tile's width), "A" (the broadcast one, panels of its rows),
     both or none; the rule's choice first."""
-    streamed, bcast = _streamed_operand(st, last), _broadcast_operand(st, last, cand)
+    # (the options do not depend on the tile's rows, which are a knob too: without rows,
+    # tile_i=1, the broadcast operand's pack is dropped from the choice)
+    streamed = _streamed_operand(st, last)
+    bcast = _broadcast_operand(st, last, _row_axis(st, last))
     kinds = {"none": ()}
     if streamed is not None:
         kinds[streamed[0].name] = ((streamed[0].name, streamed[1], tj, "j"),)
-    if bcast is not None and ti:
-        a = ((bcast[0].name, bcast[1], ti, "i"),)
+    if bcast is not None:
+        a = ((bcast[0].name, bcast[1], ti, "i"),) if ti else ()
         kinds[bcast[0].name] = a
         if streamed is not None:
             kinds[f"{bcast[0].name}+{streamed[0].name}"] = kinds[streamed[0].name] + a
