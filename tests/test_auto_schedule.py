@@ -484,6 +484,26 @@ def test_row_statistics_of_dynamic_higher_rank_inputs(rng):
                                    np_layer_norm(x.astype(F64), w, b), rtol=2e-4, atol=2e-4)
 
 
+@jd.compute(dynamic=True)
+def attention_dynamic(Q, K, V):
+    s = jnp.matmul(Q, jnp.swapaxes(K, -1, -2)) * 0.125
+    e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    return jnp.matmul(e / jnp.sum(e, axis=-1, keepdims=True), V)
+
+
+def test_batched_attention_with_symbolic_sizes_keeps_the_full_schedule(rng, caplog):
+    """Rows fused for their statistics in a definition with symbolic sizes: the matmul
+    is ordered by its current loops (it named the unfused ones, and the schedule fell
+    back a level: found by review)."""
+    for n, m in ((5, 7), (37, 64)):
+        q, k, v = normal(rng, 2, n, 16), normal(rng, 2, m, 16), normal(rng, 2, m, 8)
+        with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
+            got = attention_dynamic(q, k, v)
+        assert not [r for r in caplog.records if "failed" in r.getMessage()]
+        np.testing.assert_allclose(got, np_attention(q.astype(F64), k, v), rtol=1e-5,
+                                   atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------
 # the fallback
 # ---------------------------------------------------------------------------------------

@@ -1197,12 +1197,17 @@ def _schedule_symbolic(s, name, st, num_threads, target, allow):
     a scalar tail); the outermost data loop of more than one iteration runs in parallel
     (partition_loops makes it serial at run time when the work is small)."""
     op = st.tensor.op
-    data, red = [a.name for a in op.axes], [a.name for a in op.reduce_axes]
+    # (its current loops: row loops fused for the row statistics computed at them)
+    data = [n for n in st.leaves if not st.axes[n].reduce]
+    red = [n for n in st.leaves if st.axes[n].reduce]
+    at = {x.attach_to[1] for x in s.stages.values()
+          if x.attach == "at" and x.attach_to[0] == name}
     if red and data and op.reduce.op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) \
-            and _innermost_contiguous(st):
+            and _innermost_contiguous(st) and data[-1] not in at:
         s.reorder(*[Axis(name, n) for n in data[:-1] + red + data[-1:]])
     inner = st.leaves[-1] if st.leaves else None
-    if "vectorize" in allow and inner is not None and not st.axes[inner].reduce:
+    if "vectorize" in allow and inner is not None and not st.axes[inner].reduce \
+            and inner not in at:
         ext = st.axes[inner].extent
         lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
         if not isinstance(ext, int) and lanes > 1:
