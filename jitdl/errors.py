@@ -59,10 +59,15 @@ class DefinitionIndexError(DefinitionError, IndexError):
     """An IndexError raised while a definition is traced (see DefinitionTypeError)."""
 
 
+class DefinitionAxisError(DefinitionError, np.exceptions.AxisError):
+    """NumPy's AxisError raised while a definition is traced (see DefinitionTypeError)."""
+
+
 def definition_error(e, message, loc=None):
     """The DefinitionError for exception e raised while a definition was traced, of the
-    same builtin class as e where it is a TypeError, ValueError or IndexError."""
-    for base, cls in ((TypeError, DefinitionTypeError), (ValueError, DefinitionValueError),
+    same class as e where it is NumPy's AxisError, a TypeError, ValueError or IndexError."""
+    for base, cls in ((np.exceptions.AxisError, DefinitionAxisError),
+                      (TypeError, DefinitionTypeError), (ValueError, DefinitionValueError),
                       (IndexError, DefinitionIndexError)):
         if isinstance(e, base):
             return cls(message, loc)

@@ -1040,3 +1040,39 @@ def test_errors_while_tracing_keep_numpys_class(rng):
         with pytest.raises(cls) as e:
             f(x)
         assert isinstance(e.value, jd.DefinitionError)
+
+
+@jd.compute(dynamic=True)
+def _dynamic_where_average(X, M, w):
+    return jnp.add(X, 1.0, where=M), jnp.average(X, axis=1, weights=w)
+
+
+def test_where_and_average_with_symbolic_sizes(rng):
+    """The mask's broadcast and average's weight checks with sizes known only at the call
+    (both failed to trace: found by review)."""
+    for n, m in ((3, 5), (6, 9)):
+        x, w = rng.standard_normal((n, m)), rng.random(m) + 0.5
+        mask = x > 0
+        got, avg = _dynamic_where_average(x, mask, w)
+        np.testing.assert_array_equal(got[mask], (x + 1.0)[mask])
+        same(avg, np.average(x, 1, w))
+
+
+@jd.compute
+def _axis_error(X):
+    return np.ones(3).sum(axis=5) + X       # (NumPy's own AxisError, raised while tracing)
+
+
+def test_a_numpy_axis_error_while_tracing_is_still_one(rng):
+    with pytest.raises(np.exceptions.AxisError) as e:
+        _axis_error(rng.standard_normal((2, 3)))
+    assert isinstance(e.value, IndexError) and isinstance(e.value, jd.DefinitionError)
+    with pytest.raises(np.exceptions.AxisError):           # (jitdl's own, eagerly too)
+        jnp.moveaxis(rng.standard_normal((2, 3)), 5, 0)
+    c, x = np.array([True, False]), np.array([4, 5], np.int64)
+
+    @jd.compute
+    def huge(C, X):
+        return jnp.where(C, X, 2 ** 64 + 5)
+    with pytest.raises(OverflowError):
+        huge(c, x)

@@ -16,7 +16,7 @@ from jitdl.eager import (apply, apply_out, array_module_function, fast_state, ke
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
-from jitdl.ops.core import broadcast_shapes, is_symbolic, shape_of
+from jitdl.ops.core import broadcast_shapes, broadcast_to, is_symbolic, shape_of
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
 from jitdl.runtime.cuda import is_device_array
 from jitdl.te.naming import tracing
@@ -129,7 +129,6 @@ def _where_out(out, result, where, casting):
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if out is None:
         if is_symbolic(result) or is_symbolic(where):
-            from jitdl.numpy._manipulation import broadcast_to
             return broadcast_to(result, broadcast_shapes(shape_of(result), shape_of(where)))
         shape = np.broadcast_shapes(np.shape(result), np.shape(where))
         if shape == np.shape(result):

@@ -190,7 +190,7 @@ def typed(x) -> tuple:
 def _no_elements(xs, name):
     """A whole tensor combined with an element of one at a loop's index (`jd.select(X == 0,
     1.0, X[i])`) would compute a tensor per element: say what to write instead. An element
-    at fixed indices (`X + X[-1]`) is a scalar, as in NumPy."""
+    at constant indices (`X + X[0]`) is a scalar, as in NumPy."""
     t = next(x for x in xs if isinstance(x, Tensor))
     for x in xs:
         if isinstance(x, Expr) and any(isinstance(n, Access) and any(
@@ -200,7 +200,8 @@ def _no_elements(xs, name):
                 f"{name or 'an elementwise operation'} combines the whole tensor {t.name} "
                 f"({t.dtype}{list(t.shape)}) with the element expression `{expr_text(x)}`; "
                 f"inside an element expression use elements of tensors too (e.g. "
-                f"`{t.name}[i]`), or whole tensors throughout", user_loc())
+                f"`{t.name}[{', '.join('ijklmn'[:t.ndim]) or '()'}]`), or whole tensors "
+                "throughout", user_loc())
 
 
 def result_type(ufunc, *xs) -> str:

@@ -519,8 +519,10 @@ def where(cond, x, y):
 
 
 def _wrapped(p, other):
+    # (NumPy wraps what a C int64 or uint64 holds; a larger int is its OverflowError)
     if isinstance(p, Const) and p.weak and isinstance(p.value, int) and not isinstance(
-            p.value, bool) and dtypes.is_int(other.dtype) and other.dtype != "bool":
+            p.value, bool) and dtypes.is_int(other.dtype) and other.dtype != "bool" \
+            and -2 ** 63 <= p.value < 2 ** 64:
         lo, hi = build.int_bounds(other.dtype)
         if not lo <= p.value <= hi:
             return Const((p.value - lo) % (hi - lo + 1) + lo, other.dtype)

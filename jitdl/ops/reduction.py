@@ -14,8 +14,8 @@ from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
-                            may_agree, operand, reduced_size, reduction, same_dim,
-                            scalar_result, shape_of, shape_text, sizes_known_nonzero)
+                            may_agree, operand, reduced_size, reduction, scalar_result,
+                            shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
 
@@ -269,14 +269,15 @@ def average(x, weights=None, *, axis=None, keepdims=False):
     if weights is None:
         return mean(x, axis=axis, keepdims=keepdims)
     x, w = as_tensor(x), as_tensor(operand(weights, "weights"))
-    if len(w.shape) != x.ndim or not all(same_dim(a, b) for a, b in zip(w.shape, x.shape)):
+    # (sizes that may agree are x's: symbolic ones are checked at the call)
+    if len(w.shape) != x.ndim or not all(may_agree(a, b) for a, b in zip(w.shape, x.shape)):
         # NumPy's rule: weights of another shape than x's run along the axes, in their order
         if axis is None:
             raise ArgumentError("Axis must be specified when shapes of a and weights differ.",
                                 user_loc())
         axes = normalize_axes(axis, x.ndim)
         if len(w.shape) != len(axes) or not all(
-                same_dim(n, x.shape[a]) for n, a in zip(w.shape, axes)):
+                may_agree(n, x.shape[a]) for n, a in zip(w.shape, axes)):
             raise ShapeError("Shape of weights must be consistent with shape of a along "
                              "specified axis.", user_loc())
         w1 = w
