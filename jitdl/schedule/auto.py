@@ -386,8 +386,24 @@ def _row_group(s, c, d, outputs, pos, ti, target, cfg, allow):
             if sizes is None or sizes[2] is None or x.tensor.op.axes.index(sizes[2]) != pos:
                 return None
             last, tj, cand, _ = sizes
+            # (its rows are the block's ti: as wide as the accumulator budget leaves room
+            # for; 24 rows of 32 float32 on AVX-512 spilled, and took 8 s to compile)
+            size = dtypes.itemsize(x.tensor.dtype)
+            lanes = target.lanes(size)
+            tj = min(tj, target.max_accumulators(size) // ti // lanes * lanes)
+            if tj < lanes:
+                return None
             plan = _pack_plan(s, x, last, tj, cand, ti, target, allow) \
                 if "pack" in allow else None
+            streamed = _streamed_operand(x, last)
+            if plan is None and "pack" in allow and streamed is not None:
+                # a short reduction still packs an operand read through an inlined stage
+                # (K^T: each tile row would gather its columns from K's rows)
+                st_in = s.stages.get(streamed[0].name)
+                if st_in is not None and st_in.tensor is streamed[0] and \
+                        st_in.attach == "inline" and _nbytes(streamed[0]) <= \
+                        target.pack_block_bytes:
+                    plan = _PackPlan(streamed[0].name, streamed[1])
             if plan is not None and plan.nc is not None:
                 return None           # (a pack per cache block: not inside a row block)
             tile = (last, tj, cand, plan)

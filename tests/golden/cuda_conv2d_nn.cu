@@ -97,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k2(const float* __re
     {
       const int idx0_idx1_f_idx2_f_idx3_f_i = (int)threadIdx.x;
       if (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) < 480)) {
-        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = jd_fmax<float>((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4)]), 0.0f);
+        relu[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] = (((conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4)]) < 0.0f) ? 0.0f : (conv2d[(idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256))] + b[((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4)]));
       }
     }
   }
