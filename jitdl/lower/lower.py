@@ -547,11 +547,7 @@ def _block_loops(st, region):
             ext = axes[parent].extent
             axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, r.factor))
             r = Split(parent, r.outer, r.inner, r.factor)
-        elif isinstance(r, Fuse) and not st.axes[r.outer].reduce:
-            raise ScheduleError(f"compute_at: the data loops {r.outer} and {r.inner} of "
-                                f"{st.tensor.name} are fused; a block's loops can be split "
-                                "but not fused")
-        relations.append(r)
+        relations.append(r)         # (data loops are never fused: Schedule._compute_at)
     return [f"{n}.r" if n in roots else n for n in st.leaves], axes, relations
 
 

@@ -297,7 +297,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             and not is_symbolic(weights) and not is_device_array(weights):
         # (a weight sum of zero gave inf or NaN: NumPy's error; checked only then)
         w = np.asarray(weights)
-        axes = None if axis is None else _axis_of(a, axis) if w.ndim == np.ndim(a) else None
+        axes = _axis_of(a, axis) if w.ndim == np.ndim(a) else None
         if np.any(np.sum(w, axis=axes) == 0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
     return r

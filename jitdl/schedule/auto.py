@@ -303,8 +303,8 @@ def _row_blocks(s, outputs, num_threads, target, cfg, allow):
     those stages are all computed at D's loop over blocks of tile rows: each block of S is
     made, reduced, exponentiated and multiplied by V while it is in L1, where separate
     passes wrote and re-read S and P through memory. Their register tiles are split inside
-    the block. Returns the names
-    of the reductions C so scheduled (epilogues); with cfg, a knob per C may decline."""
+    the block. Returns the names of the reductions C so scheduled (epilogues); with cfg,
+    a knob per C may decline."""
     done = set()
     for name in list(s.stages):
         st = s.stages[name]
@@ -336,12 +336,7 @@ def _row_blocks(s, outputs, num_threads, target, cfg, allow):
             elif not x.is_reduce and x.tensor.op.axes[-1].extent >= 4 and "vectorize" in allow:
                 s.vectorize(Axis(xname, x.tensor.op.axes[-1].name))
             s.compute_at(s[xname], s[dname], loop)
-        op = st.tensor.op
-        jo_c, ji_c = s.split(Axis(name, op.axes[-1].name), tj)
-        others = [Axis(name, a.name) for a in op.axes[:-1] if a is not cand]
-        s.reorder(*others, jo_c, *[Axis(name, r.name) for r in op.reduce_axes],
-                  Axis(name, cand.name), ji_c)
-        s.unroll(ji_c)
+        _block_tile(s, name, st, last, tj, cand, None)   # (C's tile, over the block now)
         s.compute_at(s[name], s[dname], loop)
     return done
 
@@ -350,8 +345,8 @@ def _row_group(s, c, d, outputs, pos, ti, target, cfg, allow):
     """[(stage, its register tile or None)] for _row_blocks: the root stages that c and d
     read (directly or not) whose leading axes are d's rows (all but its last axis), read
     by every reader at the reader's own rows, with a row statistic among them, blocks of
-    ti rows (theirs and c's) that fit half of L2, and every tileable one a register tile over the same
-    rows; else None."""
+    ti rows (theirs and c's) that fit half of L2, and every tileable one a register tile
+    over the same rows; else None."""
     depth = d.tensor.ndim - 1
     rows = tuple(d.tensor.shape[:depth])
     if depth < 1 or tuple(c.tensor.shape[:depth]) != rows:

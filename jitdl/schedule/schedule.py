@@ -668,11 +668,10 @@ class Schedule:
                                     user_loc())
             c = self.stages[c.attach_to[0]]
         roots = {a.name for a in st.tensor.op.axes}
+        fused = any(isinstance(r, Fuse) and not st.axes[r.fused].reduce for r in st.relations)
         for n in st.leaves:
             a = st.axes[n]
-            if not a.reduce and n not in roots and (a.kind.bound or any(
-                    isinstance(r, Fuse) and not st.axes[r.fused].reduce
-                    for r in st.relations)):
+            if not a.reduce and n not in roots and (a.kind.bound or fused):
                 raise ScheduleError(
                     f"compute_at: the data loops of {st.tensor.name} cover the block its "
                     f"consumer's loop needs; they can be split, reordered, unrolled, "

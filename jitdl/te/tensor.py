@@ -1,6 +1,7 @@
 """Tensors and the operations that produce them: inputs, scalar parameters, compute stages."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,10 +54,7 @@ class Tensor:
     @property
     def size(self):
         """The number of elements (an int, or an expression over symbolic extents)."""
-        n = 1
-        for d in self.shape:
-            n = n * d
-        return n
+        return math.prod(self.shape)
 
     def __getitem__(self, idx):
         if not isinstance(idx, tuple):
