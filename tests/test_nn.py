@@ -621,6 +621,19 @@ def test_interpolate_linear_area_and_errors(rng):
         F.interpolate(y, (4, 4), mode="bicubic")
 
 
+def test_interpolate_area_3d_of_a_tiny_volume_compiles(rng):
+    """A fully unrolled 3-d area pool (5x2x2 to 4x3x3, float32): LLVM's SLP vectoriser
+    made a use before its definition here and code generation aborted the process;
+    the optimiser's output is now verified and optimised again without SLP."""
+    x = normal(rng, (1, 1, 5, 2, 2), F32)
+    want = np.zeros((1, 1, 4, 3, 3))
+    for i, j, k in itertools.product(range(4), range(3), range(3)):
+        sl = tuple(slice(a * n // o, -(-(a + 1) * n // o)) for a, n, o in
+                   zip((i, j, k), (5, 2, 2), (4, 3, 3)))
+        want[0, 0, i, j, k] = x[(0, 0) + sl].astype(F64).mean()
+    close(F.interpolate(x, size=(4, 3, 3), mode="area"), want)
+
+
 # -- embedding and attention ---------------------------------------------------------------
 def test_embedding(rng):
     w = normal(rng, (10, 4))

@@ -241,18 +241,37 @@ def set_num_threads(n: int):
 
 
 def optimize(ir_text):
-    """Parse, verify and optimise a module (O3 for the host): (object code, optimised IR)."""
+    """Parse, verify and optimise a module (O3 for the host): (object code, optimised IR).
+
+    The optimised module is verified again before code generation. LLVM's SLP
+    vectoriser has been seen to emit a use before its definition in fully unrolled
+    straight-line kernels (a 3-d adaptive average pool of 5x2x2 to 4x3x3), which
+    code generation then meets with an assertion that aborts the process. Such a
+    module is optimised again without the SLP vectoriser, then without either
+    vectoriser; a module no setting makes valid is an error, never an abort."""
     tm = _target_machine()
-    mod = llvm.parse_assembly(ir_text)
-    mod.triple = llvm.get_process_triple()
-    mod.data_layout = str(tm.target_data)
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod), str(mod)
+    for loop_vectorize, slp_vectorize in _VECTORISERS:
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
+        pto.loop_vectorization = loop_vectorize
+        pto.slp_vectorization = slp_vectorize
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        try:
+            mod.verify()
+        except RuntimeError as e:
+            problem = e
+            continue
+        return tm.emit_object(mod), str(mod)
+    raise RuntimeError(f"LLVM's optimiser produced an invalid module with every vectoriser "
+                       f"setting; this is a jitdl or LLVM bug: {problem}")
+
+
+# Vectoriser settings tried in turn (loop, SLP): the first whose output verifies is used.
+_VECTORISERS = ((True, True), (True, False), (False, False))
 
 
 class Loaded:
