@@ -452,6 +452,22 @@ def test_binary_comparison_where_family_fused():
     same(f(x, y), e, rtol=1e-15)
 
 
+def _matches(a, X):
+    """A helper the capture does not rewrite: `a == X` reaches the tensor reflected."""
+    return jnp.where(a == X, 10.0, 0.0) + (X == a) + (a != X) * 100.0 + (X != a) * 1000.0
+
+
+def test_a_scalar_argument_compared_with_a_tensor_in_a_helper():
+    @jd.compute
+    def f(X, a: float):
+        return _matches(a, X) + _matches(a * 2.0, X)
+    x = RNG.integers(0, 4, 40).astype(np.float64)
+    for a in (1.0, 2.0):
+        want = sum(np.where(b == x, 10.0, 0.0) + (x == b) + (b != x) * 100.0 + (x != b) * 1000.0
+                   for b in (a, a * 2.0))
+        same(f(x, a), want)
+
+
 def test_integer_family_fused():
     @jd.compute
     def f(A, B):

@@ -211,11 +211,13 @@ Tensor.transpose, Tensor.reshape = _transpose, _reshape
 
 
 def _whole_compare(symbol, name, identity):
-    """`X == 0` on a whole tensor is jd.numpy's equal (it was a silent False before);
-    tensors still compare by identity with anything that is not a number or tensor of a
-    definition (`t in stages` in jitdl's own code)."""
+    """`X == 0` on a whole tensor is jd.numpy's equal (it was a silent False before), and
+    so is `X == alpha` or `alpha == X` with a scalar argument or expression, in helper
+    functions too, which the capture does not rewrite (Python reflects `alpha == X` to
+    the tensor). Tensors still compare by identity with other tensors and anything else
+    (`t in stages` in jitdl's own code)."""
     def method(self, other):
-        if isinstance(other, (bool, int, float, np.generic)):
+        if isinstance(other, (bool, int, float, np.generic, Expr)):
             return _whole(name, self, other, symbol=symbol)
         return identity(self, other)
     return method
