@@ -31,7 +31,7 @@ from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             Store, UnOp, Unary, Var, ThreadReduce)
-from jitdl.ir.visit import walk_expr, walk_stmt, stmt_exprs
+from jitdl.ir.visit import same_zeros, walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
 LONG_LOOP = 64          # serial loops at least this long are not unrolled after vectorising
@@ -51,6 +51,27 @@ _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL
 
 
 
+class _Env(dict):
+    """Var -> ir.Value; binding a variable again forgets the values of expressions
+    (FunctionCodegen.values), which may have read the old binding."""
+
+    def __init__(self, values, env):
+        super().__init__(env)
+        self.values = values
+
+    def __setitem__(self, var, value):
+        self.values.clear()
+        super().__setitem__(var, value)
+
+    def pop(self, var, *default):
+        self.values.clear()
+        return super().pop(var, *default)
+
+    def update(self, *args, **kwargs):
+        self.values.clear()
+        super().update(*args, **kwargs)
+
+
 class FunctionCodegen:
     """Emits one LLVM function for a statement, with an environment of values.
 
@@ -61,7 +82,8 @@ class FunctionCodegen:
 
     def __init__(self, gen, fn, env, bufs):
         self.gen, self.fn = gen, fn
-        self.env = dict(env)        # Var -> ir.Value
+        self.values = {}            # see expr: node -> (node, block, ir.Value)
+        self.env = _Env(self.values, env)       # Var -> ir.Value
         self.bufs = dict(bufs)      # Buffer -> ir.Value (pointer)
         # allocas live in their own entry block, so the main builder never shares a block
         self.entry = fn.append_basic_block("entry")
@@ -91,14 +113,29 @@ class FunctionCodegen:
 
     # -- expressions ----------------------------------------------------------------------
     def expr(self, e):
+        """The value of e. A node met again in the same basic block, within one statement
+        and with the same variables, is the value emitted the first time: a subexpression
+        used twice is one value, not a tree that doubles with every use (a guarded one,
+        which the tensor level does not make a stage, took 30 s to compile as a tree)."""
+        if isinstance(e, (Const, Var)):
+            return self.leaf(e)
+        known = self.values.get(e)
+        if known is not None and known[1] is self.b.block and same_zeros(known[0], e):
+            return known[2]
+        v = self.node(e)
+        self.values[e] = (e, self.b.block, v)
+        return v
+
+    def leaf(self, e):
+        if isinstance(e, Const):
+            return self.const(e.value, e.dtype)
+        try:
+            return self.env[e]
+        except KeyError:
+            raise CompileError(f"codegen: unbound variable {e.name}") from None
+
+    def node(self, e):
         match e:
-            case Const():
-                return self.const(e.value, e.dtype)
-            case Var():
-                try:
-                    return self.env[e]
-                except KeyError:
-                    raise CompileError(f"codegen: unbound variable {e.name}") from None
             case Load():
                 return self.load(e)
             case Binary():
@@ -380,6 +417,7 @@ class FunctionCodegen:
     # -- statements -----------------------------------------------------------------------
     def stmt(self, s):
         b = self.b
+        self.values.clear()         # (a statement may store what an expression read)
         match s:
             case Seq():
                 for x in s.stmts:

@@ -27,7 +27,7 @@ from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_co
 from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
-from jitdl.ir.visit import expr_children, walk_expr
+from jitdl.ir.visit import expr_children, same_zeros, walk_expr
 from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
@@ -234,6 +234,7 @@ class VectorBody:
         self.mask = None            # None: every lane runs; else a <n x i1> value
         self._memo = memo
         self._cache = {}            # (block, key) -> value, for broadcasts and lane indices
+        self.values = {}            # node -> (node, block, mask, value): see expr
 
     # -- lanes ---------------------------------------------------------------------------
     def varies(self, e):
@@ -432,13 +433,24 @@ class VectorBody:
 
     # -- expressions ---------------------------------------------------------------------
     def expr(self, e):
-        """e for every lane: a vector, or a scalar when it is the same in every lane."""
+        """e for every lane: a vector, or a scalar when it is the same in every lane. As
+        in FunctionCodegen.expr, a node met again in the same block and statement, and
+        under the same mask, is the value emitted the first time."""
         if not self.varies(e):
             return self.cg.expr(e)
+        if isinstance(e, Var):
+            return self.lane_values() if e is self.var else self.cg.env[e]
+        known = self.values.get(e)
+        if known is not None and known[1] is self.b.block and known[2] is self.mask \
+                and same_zeros(known[0], e):
+            return known[3]
+        v = self.node(e)
+        self.values[e] = (e, self.b.block, self.mask, v)
+        return v
+
+    def node(self, e):
         cg = self.cg
         match e:
-            case Var():
-                return self.lane_values() if e is self.var else cg.env[e]
             case Load():
                 return self.load(e)
             case Binary():
@@ -489,6 +501,8 @@ class VectorBody:
     # -- statements ----------------------------------------------------------------------
     def stmt(self, s):
         cg, b = self.cg, self.b
+        self.values.clear()         # (a statement may store what an expression read)
+        cg.values.clear()
         match s:
             case Seq():
                 for x in s.stmts:

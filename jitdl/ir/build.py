@@ -16,7 +16,7 @@ from jitdl.errors import ScalarOverflowError, user_loc
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
 from jitdl.ir.printer import to_text
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import same_zeros, walk_expr
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -313,18 +313,9 @@ def select(cond, t, f) -> Expr:
     t, f = cast(t, dtype), cast(f, dtype)
     if isinstance(cond, Const):
         return t if cond.value else f
-    if t == f and _same_zeros(t, f) and not any(isinstance(n, Access) for n in walk_expr(cond)):
+    if t == f and same_zeros(t, f) and not any(isinstance(n, Access) for n in walk_expr(cond)):
         return t        # (a condition that reads a tensor stays: its access bounds indices)
     return Select(cond, t, f, dtype)
-
-
-def _same_zeros(t, f):
-    """Whether structurally equal t and f also agree on the signs of their float
-    constants (Const(-0.0) == Const(0.0): select(c, -0.0, 0.0) is not -0.0)."""
-    def signs(e):
-        return [math.copysign(1.0, n.value) for n in walk_expr(e)
-                if isinstance(n, Const) and isinstance(n.value, float)]
-    return signs(t) == signs(f)
 
 
 _UFUNC_BIN = {u: op for op, u in _BIN_UFUNC.items()}

@@ -1,9 +1,10 @@
 """Generic traversal and rewriting of IR nodes (children, walk, substitute, post-order map)."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, For, IfThen,
+from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, For, IfThen,
                             LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var, ThreadReduce)
 
 
@@ -35,6 +36,15 @@ def walk_expr(e):
         n = stack.pop()
         yield n
         stack.extend(reversed(expr_children(n)))
+
+
+def same_zeros(t, f):
+    """Whether structurally equal t and f also agree on the signs of their float
+    constants (Const(-0.0) == Const(0.0): select(c, -0.0, 0.0) is not -0.0)."""
+    def signs(e):
+        return [math.copysign(1.0, n.value) for n in walk_expr(e)
+                if isinstance(n, Const) and isinstance(n.value, float)]
+    return signs(t) == signs(f)
 
 
 def walk_unique(e):
