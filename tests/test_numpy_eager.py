@@ -1007,6 +1007,21 @@ def test_average_checks_its_weights_as_numpy_does(rng):
         jnp.average(a, 0, np.zeros(3))
 
 
+def test_weighted_average_compiles_once_for_many_shapes(rng):
+    """average with weights has symbolic extents as mean has (it compiled a kernel per
+    shape); NumPy's weight checks still hold for each new shape."""
+    eager.clear()
+    for n in range(2, 22):
+        a = rng.standard_normal((n, 3 + n % 7))
+        for w in (rng.random(a.shape) + 0.5, rng.random(a.shape[1]) + 0.5):
+            same(jnp.average(a, 1, w), np.average(a, 1, w))
+    assert eager.cache_info("average")["kernels"] == 2
+    with pytest.raises(ValueError):
+        jnp.average(a, 1, rng.random(a.shape[1] + 1))
+    with pytest.raises(ValueError):
+        jnp.average(a, 1, rng.random((a.shape[0] + 1, a.shape[1])))
+
+
 @jd.compute
 def _where_wraps(C, X):
     return jnp.where(C, 300, X), jnp.where(C, X.astype(np.uint8), -2)

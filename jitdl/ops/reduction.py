@@ -341,6 +341,6 @@ def nanmean(x, *, axis=None, dtype=None, keepdims=False):
 
 
 any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var,
-         std, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
+         std, average, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
 scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean,
               var, std, nansum, nanmax, nanmin, nanmean, average, allclose, array_equal)
