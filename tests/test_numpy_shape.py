@@ -921,12 +921,30 @@ def test_more_functions_are_numpys(case):
     same(got, want)
 
 
+def test_vecdot_out_and_dtype():
+    """vecdot is a NumPy ufunc: out= (cast by casting=) and dtype= as NumPy's."""
+    a = _I8.astype(np.float32)
+    for kw in ({"dtype": np.float64}, {"dtype": np.int32, "casting": "unsafe"},
+               {"axis": 0, "dtype": np.float64}):
+        same(jnp.vecdot(_I8, _I8, **kw), np.vecdot(_I8, _I8, **kw))
+    for dt in (np.float32, np.float64):
+        out = np.zeros(6, dt)
+        assert jnp.vecdot(a, a, out=out) is out
+        same(out, np.vecdot(a, a, out=np.zeros(6, dt)))
+    with pytest.raises(TypeError):
+        jnp.vecdot(a, a, out=np.zeros(6, np.int32))
+
+
 def test_more_functions_errors_and_definitions():
     raises_like(lambda: jnp.diff(_V, -1), lambda: np.diff(_V, -1))
     raises_like(lambda: jnp.diff(np.float32(3)), lambda: np.diff(np.float32(3)))
     raises_like(lambda: jnp.diff(_A, axis=3), lambda: np.diff(_A, axis=3))
     raises_like(lambda: jnp.vecdot(_A, _A[0, :, :3]), lambda: np.vecdot(_A, _A[0, :, :3]))
     raises_like(lambda: jnp.matrix_transpose(_V), lambda: np.matrix_transpose(_V))
+    # a core dimension of length 1 does not broadcast (einsum's would)
+    for x, y in (([[1, 2]], [[3], [4]]), (np.ones((2, 1, 3)), np.ones((4, 1)))):
+        raises_like(lambda: jnp.vecdot(x, y), lambda: np.vecdot(x, y),
+                    match="(size 1 is different from")
 
     @jd.compute
     def f(X, Y):

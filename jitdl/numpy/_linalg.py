@@ -61,9 +61,16 @@ def outer(a, b, out=None):
     return apply("outer", la.outer, (a, b), (), out, ("a", "b"), broadcast_out=True)
 
 
-def vecdot(x1, x2, /, *, axis=-1):
+def vecdot(x1, x2, /, out=None, *, axis=-1, dtype=None, casting="same_kind"):
     """numpy.vecdot for real arrays: the sum over `axis` of x1 * x2, the rest broadcast."""
-    return apply("vecdot", la.vecdot, (x1, x2), (("axis", operator.index(axis)),), None)
+    static = (("axis", operator.index(axis)),)
+    np_fn = getattr(np, "vecdot", None)     # (NumPy 2)
+    if dtype is not None:
+        static += (("dtype", kernel_dtype("vecdot", dtype, np_fn, (x1, x2), casting)),)
+    elif casting != "same_kind" and np_fn is not None:
+        numpy_accepts("vecdot", np_fn, (x1, x2), casting)
+    return apply("vecdot", la.vecdot, (x1, x2), static, out, casting=casting,
+                 broadcast_out=True)
 
 
 def _axes(axes):

@@ -278,8 +278,9 @@ def einsum(*xs, subscripts, dtype=None):
     return contract(xs, ins, tuple(out), extents, "einsum")
 
 
-def vecdot(a, b, axis=-1):
-    """np.vecdot of real operands: the sum over `axis` of a * b, the other axes broadcast."""
+def vecdot(a, b, axis=-1, dtype=None):
+    """np.vecdot of real operands: the sum over `axis` of a * b, the other axes broadcast;
+    in `dtype` when given."""
     a, b = operand(a), operand(b)
     for n, x in enumerate((a, b)):
         if not shape_of(x):
@@ -288,7 +289,13 @@ def vecdot(a, b, axis=-1):
                              user_loc())
     if axis not in (-1,):
         a, b = (moveaxis(x, axis, -1) for x in (a, b))
-    return einsum(a, b, subscripts="...i,...i->...")
+    na, nb = shape_of(a)[-1], shape_of(b)[-1]
+    if not same_dim(na, nb) and isinstance(na, int) and isinstance(nb, int):
+        # (not einsum's broadcast of a length 1: the core dimensions must agree)
+        raise ShapeError(f"vecdot: Input operand 1 has a mismatch in its core dimension 0, "
+                         f"with gufunc signature (n),(n)->() (size {nb} is different from "
+                         f"{na})", user_loc())
+    return einsum(a, b, subscripts="...i,...i->...", dtype=dtype)
 
 
 scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract, vecdot)
