@@ -18,8 +18,8 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.api import Function
 from jitdl.capture.trace import Captured
-from jitdl.errors import (ArgumentError, OutArgumentError, ScalarOverflowError,
-                          UnsupportedDtypeError, user_loc)
+from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
+                          ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, direct_builtin,
@@ -369,9 +369,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
 
 def _castable(name, dtype, to, casting):
     if not np.can_cast(dtype, to, casting=casting):
-        raise ArgumentError(f"{name}(): cannot cast the result from dtype('{dtype}') to "
-                            f"dtype('{to}') (out=) with casting rule '{casting}'",
-                            user_loc())
+        raise numpy_kind(ArgumentError, OUTPUT_CASTING)(
+            f"{name}(): cannot cast the result from dtype('{dtype}') to dtype('{to}') "
+            f"(out=) with casting rule '{casting}'", user_loc())
 
 
 def _device_out(name, kernel, operands, out, shape, dtype, casting):
@@ -549,7 +549,7 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
     except OverflowError as e:
         raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
     except TypeError as e:
-        raise ArgumentError(f"{name}(): {e}", user_loc()) from None
+        raise numpy_kind(ArgumentError, type(e))(f"{name}(): {e}", user_loc()) from None
     except ValueError:
         pass
     if key is not None:

@@ -1,6 +1,7 @@
 """jitdl's exceptions, and how they point at the user's source line."""
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -39,7 +40,11 @@ class JitdlError(Exception):
     def __init__(self, message: str, loc: SourceLoc | None = None):
         self.message = message
         self.loc = loc
-        super().__init__(message + (f"\n  {loc}".replace("\n", "\n  ") if loc else ""))
+        super().__init__(_text(message, loc))
+
+
+def _text(message, loc):
+    return message + (f"\n  {loc}".replace("\n", "\n  ") if loc else "")
 
 
 class DefinitionError(JitdlError):
@@ -65,17 +70,54 @@ class DefinitionAxisError(DefinitionError, np.exceptions.AxisError):
 
 def definition_error(e, message, loc=None):
     """The DefinitionError for exception e raised while a definition was traced, of the
-    same class as e where it is NumPy's AxisError, a TypeError, ValueError or IndexError."""
+    same class as e where it is NumPy's AxisError, a TypeError, ValueError or IndexError
+    (and an instance of NumPy's subclass of it, such as a UFuncTypeError)."""
     for base, cls in ((np.exceptions.AxisError, DefinitionAxisError),
                       (TypeError, DefinitionTypeError), (ValueError, DefinitionValueError),
                       (IndexError, DefinitionIndexError)):
         if isinstance(e, base):
-            return cls(message, loc)
+            return numpy_kind(cls, numpy_base(e, base))(message, loc)
     return DefinitionError(message, loc)
 
 
 class ArgumentError(JitdlError, TypeError):
     """A call with arguments that do not fit the definition (dtype, rank, shape, count)."""
+
+
+def _numpy_init(self, message, loc=None):
+    self.message = message
+    self.loc = loc
+    Exception.__init__(self, _text(message, loc))
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_kind(cls, numpy_cls):
+    """jitdl's error class cls, made an instance of NumPy's exception class numpy_cls too
+    (a UFuncTypeError, whose own constructor takes the ufunc and dtypes), for an error
+    raised where NumPy raises numpy_cls: `except` clauses written for NumPy catch it."""
+    if issubclass(cls, numpy_cls):
+        return cls
+    return type(cls.__name__, (cls, numpy_cls), {
+        "__init__": _numpy_init, "__str__": Exception.__str__,
+        "__reduce__": Exception.__reduce__, "__module__": cls.__module__})
+
+
+def numpy_base(e, default):
+    """NumPy's own exception class among e's classes (a UFuncTypeError, AxisError), else
+    `default`."""
+    return next((c for c in type(e).__mro__ if c.__module__.startswith("numpy")), default)
+
+
+def _raised(f):
+    try:
+        f()
+    except TypeError as e:
+        return type(e)
+    return TypeError
+
+
+# NumPy's UFuncTypeError for a result that out= cannot take under casting=
+OUTPUT_CASTING = _raised(lambda: np.add(1.5, 1.5, out=np.empty((), np.int8)))
 
 
 class UnsupportedDtypeError(ArgumentError):

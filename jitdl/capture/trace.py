@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from jitdl.capture import runtime as jd_runtime
 from jitdl.capture.transform import rewrite
 from jitdl.errors import (ArgumentError, DefinitionError, JitdlError, SourceLoc,
-                           definition_error)
+                           definition_error, numpy_base, numpy_kind)
 from jitdl.ir import build
 from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
 from jitdl.ir.visit import expr_children
@@ -193,7 +193,8 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     except ArgumentError as e:
         if e.message.startswith(f"{fname}("):
             raise
-        raise ArgumentError(f"{fname}(): {e.message}", e.loc) from None   # say whose
+        raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(   # say whose
+            f"{fname}(): {e.message}", e.loc) from None
     except JitdlError:
         raise
     except build.ScalarIndexError as e:
