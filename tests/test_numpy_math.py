@@ -597,6 +597,25 @@ def test_reduction_masks_and_out_follow_numpy():
             same(case(jnp), case(np))
 
 
+def test_reduction_out_dtype_takes_part():
+    """A float32 array summed or averaged into a float64 out= is computed in float64, as
+    NumPy's reduction picks its loop with out's dtype; nanmean of an integer array is its
+    mean (an integer out= or dtype= as NumPy's); of a float array it refuses an integer
+    dtype=."""
+    a = np.random.default_rng(5).standard_normal((4000, 3)).astype(np.float32)
+    for name in ("sum", "mean", "nansum", "nanmean"):
+        got, want = np.zeros(3), np.zeros(3)
+        getattr(jnp, name)(a, axis=0, out=got)
+        getattr(np, name)(a, axis=0, out=want)
+        same(got, want, atol=1e-9)
+    i = np.arange(12).reshape(4, 3)
+    for case in (lambda m: m.nanmean(i, axis=0, out=np.zeros(3, np.int64)),
+                 lambda m: m.nanmean(i, axis=1, dtype=np.int8)):
+        same(case(jnp), case(np))
+    with pytest.raises(TypeError, match="dtype must be inexact"):
+        jnp.nanmean(a, dtype=np.int32)
+
+
 def test_second_review_semantics():
     """ptp and std cast into out= as their last ufunc does (same_kind), nanmean wants an
     inexact out=; dot's out= dtype treats a Python number as NumPy does; clip with dtype=

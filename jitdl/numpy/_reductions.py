@@ -88,6 +88,15 @@ def _unsigned_total(a, dtype, what):
         raise UnsupportedDtypeError(f"{what}(): the uint64 total of a {a.dtype} array")
 
 
+def _out_dtype(a, dtype, out):
+    """A sum's, product's or mean's dtype: dtype=, else float64 for a float32 array into a
+    float64 out=, as NumPy's (out's dtype takes part in choosing its reduction's loop)."""
+    if dtype is None and type(out) is np.ndarray and out.dtype == np.float64 \
+            and getattr(a, "dtype", None) == np.float32:
+        return out.dtype
+    return dtype
+
+
 def _initial(initial, what, a=None, dtype=None):
     if initial is None:
         return None
@@ -110,6 +119,7 @@ def _initial(initial, what, a=None, dtype=None):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
         where=True):
     """Sum of array elements over the given axes (numpy.sum)."""
+    dtype = _out_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "sum")
@@ -123,6 +133,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     """Product of array elements over the given axes (numpy.prod)."""
+    dtype = _out_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "prod")
@@ -242,6 +253,7 @@ def _integer_moment(a, dtype):
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
+    dtype = _out_dtype(a, dtype, out)
     if axis is None and dtype is None and where is True and not keepdims:
         return apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
     if _integer_moment(a, dtype):
@@ -329,6 +341,7 @@ def _extra(initial, where):
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """Sum treating NaN as zero (numpy.nansum)."""
+    dtype = _out_dtype(a, dtype, out)
     if initial is not _NO or where is not _NO:
         return _by_numpy("nansum", a, axis, out, keepdims, dtype=dtype,
                          **_extra(initial, where))
@@ -359,10 +372,16 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
     """The mean of the non-NaN elements (numpy.nanmean)."""
+    dtype = _out_dtype(a, dtype, out)
     if where is not _NO:
         return _by_numpy("nanmean", a, axis, out, keepdims, dtype=dtype, where=where)
     if axis is not None:
         axis = _axis_of(a, axis)
+    if np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype).kind not in "fc":
+        return mean(a, axis, dtype, out, keepdims)     # (NumPy's: no NaN to leave out)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise ArgumentError("If a is inexact, then dtype must be inexact (nanmean's "
+                            "dtype=)", user_loc())
     if isinstance(out, np.ndarray) and out.dtype.kind not in "fc":
         raise ArgumentError("If a is inexact, then out must be inexact (nanmean's out=)",
                             user_loc())
