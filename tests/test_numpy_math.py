@@ -583,6 +583,8 @@ def test_reduction_masks_and_out_follow_numpy():
             case(jnp)
     with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
         jnp.sum(np.ones(3), where=np.array([1, 0, 1]))
+    with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):   # (before max's identity)
+        jnp.max(np.ones(3), where=np.array([1, 0, 1]))
     for case in (lambda m: m.sum(a, axis=0, out=np.zeros(3, np.int64)),
                  lambda m: m.mean(a.astype(np.int64), axis=0, out=np.zeros(3, np.int64)),
                  lambda m: m.prod(a, axis=0, out=np.zeros(3, bool)),

@@ -221,6 +221,9 @@ def test_pad_ints_and_errors():
     raises_like(lambda: jnp.pad(x, ((1, 2), (1, 1))), lambda: np.pad(x, ((1, 2), (1, 1))))
     raises_like(lambda: jnp.pad(x, 1.5), lambda: np.pad(x, 1.5))
     raises_like(lambda: jnp.pad(x[:0], 1, "edge"), lambda: np.pad(x[:0], 1, "edge"))
+    y = np.zeros((2, 0))
+    raises_like(lambda: jnp.pad(y, 1, "wrap"), lambda: np.pad(y, 1, "wrap"),
+                match="empty axis 1 ")
 
 
 def test_pad_values_keywords_and_numpys_modes():

@@ -603,10 +603,10 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     if builtins.any(p < 0 for pair in pad_width for p in pair):
         raise ShapeError("index can't contain negative values", user_loc())
     shape = tuple(_add(_add(n, b), a) for n, (b, a) in zip(x.shape, pad_width))
-    for n, (b, a) in zip(x.shape, pad_width):
+    for axis, (n, (b, a)) in enumerate(zip(x.shape, pad_width)):
         if mode != "constant" and (b or a) and _empty(n):
-            raise ShapeError("can't extend empty axis using modes other than 'constant' "
-                             "or 'empty'", user_loc())
+            raise ShapeError(f"can't extend empty axis {axis} using modes other than "
+                             f"'constant' or 'empty'", user_loc())
     value = build.cast(constant_values, x.dtype) if mode == "constant" else None
     guard = None
     if mode != "constant":

@@ -111,6 +111,7 @@ def _minmax(op, x, axis, keepdims, initial, where):
     x = as_tensor(x)
     if initial is None:
         if where is not None:
+            _masked(x, where, 0)        # (NumPy's errors for the mask itself come first)
             raise ShapeError(f"reduction operation '{_NAMES[op]}' does not have an identity, "
                              "so to use a where mask one has to specify 'initial'", user_loc())
         _check_nonempty(x, axis, _NAMES[op])
