@@ -165,6 +165,22 @@ def test_python_int_beyond_int64_meets_floats_as_numpy(call):
         same(call(jnp, x), call(np, x), rtol=2e-7)
 
 
+def test_python_int_beyond_int64_alone_is_numpys():
+    """A lone Python int beyond int64 is NumPy's uint64 or object array to a unary ufunc:
+    its result (negative(2**70) is a Python int) or its TypeError (exp has no object
+    loop)."""
+    for x in (BIG, 2 ** 63, -2 ** 63 - 1):
+        for name in ("negative", "absolute", "square", "floor"):
+            want = getattr(np, name)(x)
+            got = getattr(jnp, name)(x)
+            assert type(got) is type(want) and got == want, (name, x, got, want)
+    for name in ("exp", "sqrt", "isnan", "sin"):
+        with pytest.raises(TypeError):
+            getattr(np, name)(BIG)
+        with pytest.raises(TypeError):
+            getattr(jnp, name)(BIG)
+
+
 def test_python_int_beyond_int64_with_integers_raises_overflow_error():
     for call in (lambda m: m.add(np.ones(3, np.int64), BIG), lambda m: m.add(BIG, 1),
                  lambda m: m.where(np.ones(3, bool), np.ones(3, np.int64), BIG),

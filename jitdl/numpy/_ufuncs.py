@@ -200,6 +200,9 @@ def _unary(name, doc):
                                           where, casting), order, (x,), out)
             if dtype is None and _half(np_fn, (x,)):
                 raise UnsupportedDtypeError(name)
+            if type(x) is int and not -_I64 <= x < _I64 and not tracing():
+                # (NumPy's uint64 or object array of it: a number or NumPy's TypeError)
+                raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
                 numpy_accepts(name, np_fn, (x,), casting)
             result = apply(name, ew.unary, (x,), static if dtype is None else
