@@ -273,6 +273,17 @@ def test_take(shape, ind, axis, mode):
     assert type(got) is type(ref)           # a NumPy scalar for one index, as NumPy gives
 
 
+def test_take_modes_of_one_element_get_their_own_kernels():
+    """take of a one-element array reads a[0] in every mode, mode 'raise' checking the
+    index at run time on that read: the loop IR prints the check, so the kernel cache
+    (keyed by the loop IR) does not hand mode 'clip' the kernel of 'raise'."""
+    for a in (np.array(True), np.array([[2.5]], np.float32)):
+        same(jnp.take(a, [0, 0]), np.take(a, [0, 0]))
+        for mode in ("clip", "wrap"):
+            same(jnp.take(a, [3, -1, 0], mode=mode), np.take(a, [3, -1, 0], mode=mode))
+        raises_like(lambda: jnp.take(a, [3, 0]), lambda: np.take(a, [3, 0]))
+
+
 def test_take_errors():
     x = rand(3, 5)
     e = raises_like(lambda: jnp.take(x, np.array([0, 7]), axis=1),

@@ -72,6 +72,12 @@ def expr_text(e) -> str:
             return f"{e.op.value}({expr_text(e.body)} for {axes}{where})"
         case Load():
             mark = "!" if e.check else ""
+            # the checks that ride on the read from a stage inlined into it: their index
+            # is not the read's own (reads that check different indices print unlike)
+            carried = [f"{name}[{text}] in [0, {n if isinstance(n, int) else expr_text(n)})"
+                       for _, n, name, text in e.check or () if name != e.buffer.name]
+            if carried:
+                mark += "{" + "; ".join(carried) + "}"
             return f"{e.buffer.name}[{expr_text(e.index)}]{mark}"
     raise TypeError(f"no text for {type(e).__name__}")
 
