@@ -1002,6 +1002,46 @@ def test_a_guarded_data_dependent_read_stays_guarded_when_shared(rng):
     assert str(guarded_gather.llvm_ir(x, idx, optimized=False)).count(" fmul ") <= 3 * 8
 
 
+def _chain(x, steps):
+    for k in range(steps):
+        x = x * 0.999 + 0.001 * (k % 3)
+    return x
+
+
+@jd.compute
+def _deep_chain(X):
+    Y = jd.tensor(X.shape, name="Y")
+    Y[i] = _chain(X[i], 140)
+    return Y
+
+
+def test_codegen_hashes_a_deep_expression_once(monkeypatch):
+    """Codegen looks each subexpression up among those already emitted: hashed with the
+    nodes' own __hash__, which walks the whole subtree, that was quadratic in the depth
+    (a 280-level expression: 393400 hashes of Binary nodes, codegen 10x slower than
+    before the lookup; found by review). The structural hash is computed once per node."""
+    from jitdl.codegen import llvm as codegen
+    from jitdl.ir import nodes
+    calls, inside = [0], [False]
+    orig_hash, orig_generate = nodes.Binary.__hash__, codegen._generate
+
+    def counted(self):
+        calls[0] += inside[0]
+        return orig_hash(self)
+
+    def generate(*args, **kwargs):
+        inside[0] = True
+        try:
+            return orig_generate(*args, **kwargs)
+        finally:
+            inside[0] = False
+    monkeypatch.setattr(nodes.Binary, "__hash__", counted)
+    monkeypatch.setattr(codegen, "_generate", generate)
+    x = np.linspace(-0.5, 0.5, 63)
+    check(_deep_chain, (x,), _chain(x, 140), F64)
+    assert calls[0] < 2000, calls[0]
+
+
 @jd.compute
 def _row_sums(X):
     m = X.shape[1]

@@ -31,7 +31,7 @@ from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             Store, UnOp, Unary, Var, ThreadReduce)
-from jitdl.ir.visit import same_zeros, walk_expr, walk_stmt, stmt_exprs
+from jitdl.ir.visit import NodeKey, walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
 LONG_LOOP = 64          # serial loops at least this long are not unrolled after vectorising
@@ -82,7 +82,8 @@ class FunctionCodegen:
 
     def __init__(self, gen, fn, env, bufs):
         self.gen, self.fn = gen, fn
-        self.values = {}            # see expr: node -> (node, block, ir.Value)
+        self.values = {}            # see expr: NodeKey -> (block, ir.Value)
+        self.hashes = {}            # id -> (node, structural hash): see NodeKey
         self.env = _Env(self.values, env)       # Var -> ir.Value
         self.bufs = dict(bufs)      # Buffer -> ir.Value (pointer)
         # allocas live in their own entry block, so the main builder never shares a block
@@ -119,11 +120,12 @@ class FunctionCodegen:
         which the tensor level does not make a stage, took 30 s to compile as a tree)."""
         if isinstance(e, (Const, Var)):
             return self.leaf(e)
-        known = self.values.get(e)
-        if known is not None and known[1] is self.b.block and same_zeros(known[0], e):
-            return known[2]
+        key = NodeKey(e, self.hashes)
+        known = self.values.get(key)
+        if known is not None and known[0] is self.b.block:
+            return known[1]
         v = self.node(e)
-        self.values[e] = (e, self.b.block, v)
+        self.values[key] = (self.b.block, v)
         return v
 
     def leaf(self, e):

@@ -27,7 +27,7 @@ from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_co
 from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
-from jitdl.ir.visit import expr_children, same_zeros, walk_expr
+from jitdl.ir.visit import NodeKey, expr_children, walk_expr
 from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
@@ -234,7 +234,7 @@ class VectorBody:
         self.mask = None            # None: every lane runs; else a <n x i1> value
         self._memo = memo
         self._cache = {}            # (block, key) -> value, for broadcasts and lane indices
-        self.values = {}            # node -> (node, block, mask, value): see expr
+        self.values = {}            # NodeKey -> (block, mask, value): see expr
 
     # -- lanes ---------------------------------------------------------------------------
     def varies(self, e):
@@ -440,12 +440,12 @@ class VectorBody:
             return self.cg.expr(e)
         if isinstance(e, Var):
             return self.lane_values() if e is self.var else self.cg.env[e]
-        known = self.values.get(e)
-        if known is not None and known[1] is self.b.block and known[2] is self.mask \
-                and same_zeros(known[0], e):
-            return known[3]
+        key = NodeKey(e, self.cg.hashes)
+        known = self.values.get(key)
+        if known is not None and known[0] is self.b.block and known[1] is self.mask:
+            return known[2]
         v = self.node(e)
-        self.values[e] = (e, self.b.block, self.mask, v)
+        self.values[key] = (self.b.block, self.mask, v)
         return v
 
     def node(self, e):

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
-from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, For, IfThen,
+from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, Expr, For, IfThen,
                             LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var, ThreadReduce)
 
 
@@ -45,6 +45,53 @@ def same_zeros(t, f):
         return [math.copysign(1.0, n.value) for n in walk_expr(e)
                 if isinstance(n, Const) and isinstance(n.value, float)]
     return signs(t) == signs(f)
+
+
+_COMPARED = {}      # node class -> the names of the fields its __eq__ compares
+
+
+def structural_hash(e, cache):
+    """A hash of e consistent with NodeKey's equality, computed once per node object
+    (cache: id -> (node, hash), which keeps the node alive). A node's own __hash__ walks
+    its whole subtree every time: asked at each level of a deep expression, that is
+    quadratic in its depth."""
+    hit = cache.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    if isinstance(e, Const):
+        h = hash((e, isinstance(e.value, float) and math.copysign(1.0, e.value)))
+    elif isinstance(e, Var):
+        h = hash(e)
+    else:
+        names = _COMPARED.get(type(e))
+        if names is None:
+            names = _COMPARED[type(e)] = tuple(f.name for f in fields(e) if f.compare)
+        parts = [type(e)]
+        for name in names:
+            v = getattr(e, name)
+            if isinstance(v, Expr):
+                v = structural_hash(v, cache)
+            elif type(v) is tuple and all(isinstance(a, Expr) for a in v):     # Call.args
+                v = tuple(structural_hash(a, cache) for a in v)
+            parts.append(v)
+        h = hash(tuple(parts))
+    cache[id(e)] = (e, h)
+    return h
+
+
+class NodeKey:
+    """An expression as a dict key: structurally equal with the same signs of float zeros
+    (see same_zeros), hashed by structural_hash."""
+    __slots__ = ("e", "h")
+
+    def __init__(self, e, cache):
+        self.e, self.h = e, structural_hash(e, cache)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        return self.e is other.e or (self.e == other.e and same_zeros(self.e, other.e))
 
 
 def walk_unique(e):
