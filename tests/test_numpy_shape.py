@@ -914,6 +914,9 @@ _M[0, :4] = [np.nan, np.inf, np.inf, 2.0]
 @pytest.mark.parametrize("case", [
     lambda m: m.tril(_A), lambda m: m.triu(_A, -1), lambda m: m.tril(_A, 2), lambda m: m.tril(_V),
     lambda m: m.triu(_I8, 1), lambda m: m.tril(_B), lambda m: m.tril(np.zeros((0, 3))),
+    lambda m: m.tril(_A, 1.5), lambda m: m.tril(_A, 0.5), lambda m: m.triu(_A, -1.5),
+    lambda m: m.triu(_A, np.float32(1.7)), lambda m: m.tril(_A, -2.0),
+    lambda m: m.astype(np.float32(3.7), np.int8), lambda m: m.astype(np.float64(-0.0), bool),
     lambda m: m.diff(_A), lambda m: m.diff(_A, 2, axis=0), lambda m: m.diff(_I8, 3),
     lambda m: m.diff(_I8.astype(np.uint8)), lambda m: m.diff(_B), lambda m: m.diff(_B, axis=0),
     lambda m: m.diff(_V, prepend=0), lambda m: m.diff(_V, append=[1, 2]), lambda m: m.diff(_V, 5),
@@ -951,6 +954,7 @@ def test_vecdot_out_and_dtype():
 
 def test_more_functions_errors_and_definitions():
     raises_like(lambda: jnp.diff(_V, -1), lambda: np.diff(_V, -1))
+    raises_like(lambda: jnp.astype([1, 2], np.float32), lambda: np.astype([1, 2], np.float32))
     raises_like(lambda: jnp.diff(np.float32(3)), lambda: np.diff(np.float32(3)))
     raises_like(lambda: jnp.diff(_A, axis=3), lambda: np.diff(_A, axis=3))
     raises_like(lambda: jnp.vecdot(_A, _A[0, :, :3]), lambda: np.vecdot(_A, _A[0, :, :3]))

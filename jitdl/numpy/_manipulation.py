@@ -197,12 +197,15 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if device is not None and not (device == "cpu" and not is_device_array(x)) and \
             device != getattr(x, "device", None):
         raise ValueError(f'astype(): device= must be x\'s device, got {device!r}')
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"Input should be a NumPy array or scalar. It is a {type(x)} instead.")
     if (_foreign_dtype(dtype) or _swapped(dtype)) and not _sym(x):
         raise UnsupportedDtypeError(f"astype(): dtype {dtype}")   # (NumPy's function)
     dt = dtypes.normalize(dtype)
     if not copy and not _sym(x) and isinstance(x, np.ndarray) and x.dtype == dt:
         return x
-    return apply("astype", man.astype, (x,), (("dtype", dt),), names=("x",))
+    r = apply("astype", man.astype, (x,), (("dtype", dt),), names=("x",))
+    return r[()] if isinstance(x, np.generic) else r        # (a NumPy scalar stays one)
 
 
 def _seq(arrays, what):
@@ -479,13 +482,30 @@ def tile(A, reps):
 
 def tril(m, k=0):
     """numpy.tril: m with the elements above diagonal k zeroed (the last two axes)."""
-    return apply("tril", man.triangle, (m,), (("k", operator.index(k)),), names=("m",))
+    if _fractional(k) and not _sym(m):
+        return np.tril(m, k)            # (NumPy's integer arange of -k decides: its own)
+    return apply("tril", man.triangle, (m,), (("k", _offset(k)),), names=("m",))
 
 
 def triu(m, k=0):
     """numpy.triu: m with the elements below diagonal k zeroed (the last two axes)."""
-    return apply("triu", man.triangle, (m,), (("k", operator.index(k)), ("upper", True)),
+    if _fractional(k) and not _sym(m):
+        return np.triu(m, k)
+    return apply("triu", man.triangle, (m,), (("k", _offset(k)), ("upper", True)),
                  names=("m",))
+
+
+def _fractional(k):
+    """A float diagonal offset, which NumPy accepts (an integral one is that int)."""
+    return isinstance(k, (float, np.floating)) and not float(k).is_integer()
+
+
+def _offset(k):
+    if not isinstance(k, (float, np.floating)):
+        return operator.index(k)
+    if _fractional(k):
+        raise TypeError(f"tril/triu inside a definition: k must be an integer, got {k!r}")
+    return int(k)
 
 
 def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
