@@ -917,6 +917,8 @@ _M[0, :4] = [np.nan, np.inf, np.inf, 2.0]
     lambda m: m.tril(_A, 1.5), lambda m: m.tril(_A, 0.5), lambda m: m.triu(_A, -1.5),
     lambda m: m.triu(_A, np.float32(1.7)), lambda m: m.tril(_A, -2.0),
     lambda m: m.astype(np.float32(3.7), np.int8), lambda m: m.astype(np.float64(-0.0), bool),
+    lambda m: m.roll(_A, 2 ** 70), lambda m: m.roll(_A, (2 ** 70, -1), axis=(0, 2)),
+    lambda m: m.isclose(np.arange(5), 2 ** 70), lambda m: m.isclose(-2 ** 64, _V),
     lambda m: m.diff(_A), lambda m: m.diff(_A, 2, axis=0), lambda m: m.diff(_I8, 3),
     lambda m: m.diff(_I8.astype(np.uint8)), lambda m: m.diff(_B), lambda m: m.diff(_B, axis=0),
     lambda m: m.diff(_V, prepend=0), lambda m: m.diff(_V, append=[1, 2]), lambda m: m.diff(_V, 5),

@@ -8,6 +8,7 @@ arithmetic that the schedule inlines into its consumer. Functions that move data
 """
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -359,6 +360,9 @@ _ARRAY = ("array",)
 
 def roll(a, shift, axis=None):
     """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
+    if not _sym(a) and builtins.any(type(v) is int and not -2 ** 63 <= v < 2 ** 63
+                                    for v in np.ravel(np.asarray(shift, object))):
+        return np.roll(a, shift, axis)      # (a shift beyond int64: NumPy's, modulo the size)
     return apply("roll", man.roll, (a,), (("shift", _static(shift)), ("axis", _static(axis))),
                  names=("a",))
 

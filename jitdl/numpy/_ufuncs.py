@@ -620,9 +620,16 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
             raise ArgumentError("isclose(): inside a definition rtol and atol must be "
                                 "numbers", user_loc())
         return np.isclose(a, b, rtol, atol, equal_nan)
+    if _huge_int(a) or _huge_int(b):        # (NumPy compares it as a float or an object)
+        if not is_symbolic(a) and not is_symbolic(b):
+            return np.isclose(a, b, rtol, atol, equal_nan)
     return apply("isclose", ew.isclose, (a, b), (
         ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
         None, ("a", "b"))
+
+
+def _huge_int(v):
+    return type(v) is int and not -2 ** 63 <= v < 2 ** 64
 
 
 def _scalar(v):
