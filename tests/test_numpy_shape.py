@@ -957,6 +957,7 @@ def test_vecdot_out_and_dtype():
 def test_more_functions_errors_and_definitions():
     raises_like(lambda: jnp.diff(_V, -1), lambda: np.diff(_V, -1))
     raises_like(lambda: jnp.astype([1, 2], np.float32), lambda: np.astype([1, 2], np.float32))
+    raises_like(lambda: jnp.tril(np.array(2.0)), lambda: np.tril(np.array(2.0)))
     raises_like(lambda: jnp.diff(np.float32(3)), lambda: np.diff(np.float32(3)))
     raises_like(lambda: jnp.diff(_A, axis=3), lambda: np.diff(_A, axis=3))
     raises_like(lambda: jnp.vecdot(_A, _A[0, :, :3]), lambda: np.vecdot(_A, _A[0, :, :3]))

@@ -372,8 +372,8 @@ def triangle(m, k=0, upper=False):
     the last two axes; a 1-D m is taken as the rows of a square matrix, as NumPy does."""
     m = as_tensor(m)
     if m.ndim == 0:
-        raise ShapeError("tril/triu: input must be at least 1-d (NumPy: 'axis' out of "
-                         "bounds)", user_loc())
+        raise ArgumentError("tril/triu: input must be at least 1-d, got a 0-d array (a "
+                            "TypeError, as NumPy's)", user_loc())
     shape = m.shape if m.ndim > 1 else (m.shape[0],) + m.shape
 
     def body(*idx):
