@@ -29,6 +29,16 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
+# child processes (cache races, tuning workers, the command line) each import jitdl; with
+# bytecode writing off (PYTHONDONTWRITEBYTECODE, as on these machines) every one compiled
+# all of its modules from source again: a quarter of the time of the files that start them.
+# Compiled once here, they are read (writing stays off where it is off).
+try:
+    import compileall  # noqa: E402
+    compileall.compile_dir(os.path.join(_CHECKOUT, "jitdl"), quiet=2)
+except OSError:
+    pass                # (a read-only checkout: children compile as before)
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
