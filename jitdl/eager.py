@@ -99,7 +99,7 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
                 _outs[key] = (k, out.shape, tuple(sizes))
             return k.run(operands, out)
     except ScalarOverflowError:
-        if not _has_huge_int(operands):
+        if not has_huge_int(operands):
             raise
     return _slow(name, builder, operands, static, out, names, table, tkey, slot, casting,
                  broadcast_out)
@@ -110,7 +110,7 @@ _COMPARISONS = frozenset(("greater", "greater_equal", "less", "less_equal", "equ
                           "not_equal"))
 
 
-def _has_huge_int(operands):
+def has_huge_int(operands):
     return any(type(a) is int and not -_I64 <= a < _I64 for a in operands)
 
 
@@ -310,7 +310,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if table is not None and any(a is not r for a, r in zip(operands, raw)
                                  if type(r) is _ndarray):
         table = None        # (a byte-swapped array was copied: its key is not the kernel's)
-    if _has_huge_int(operands):
+    if has_huge_int(operands):
         operands = _huge_ints(name, operands, names)
         table = None        # (the wrapper's key says int: not this kernel's call)
     key = (name, _static_key(static)) + tuple(

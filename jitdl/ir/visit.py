@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
-from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, Expr, For, IfThen,
-                            LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var, ThreadReduce)
+from jitdl.ir.nodes import (Access, Allocate, Binary, Call, Cast, Compare, Const, Expr, For,
+                            IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var,
+                            ThreadReduce)
 
 
 def expr_children(e):

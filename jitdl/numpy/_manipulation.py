@@ -8,13 +8,13 @@ arithmetic that the schedule inlines into its consumer. Functions that move data
 """
 from __future__ import annotations
 
-import builtins
 import operator
 
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import _foreign_dtype, apply, array_module_function, numpy_accepts
+from jitdl.eager import (_foreign_dtype, apply, array_module_function, has_huge_int,
+                          numpy_accepts)
 from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import manipulation as man
@@ -360,8 +360,7 @@ _ARRAY = ("array",)
 
 def roll(a, shift, axis=None):
     """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
-    if not _sym(a) and builtins.any(type(v) is int and not -2 ** 63 <= v < 2 ** 63
-                                    for v in np.ravel(np.asarray(shift, object))):
+    if not _sym(a) and has_huge_int(np.ravel(np.asarray(shift, object))):
         return np.roll(a, shift, axis)      # (a shift beyond int64: NumPy's, modulo the size)
     return apply("roll", man.roll, (a,), (("shift", _static(shift)), ("axis", _static(axis))),
                  names=("a",))

@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 
-from jitdl.eager import (apply, apply_out, array_module_function, fast_state, kernel_dtype,
-                          merged_run, numpy_accepts)
+from jitdl.eager import (apply, apply_out, array_module_function, fast_state, has_huge_int,
+                          kernel_dtype, merged_run, numpy_accepts)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -620,16 +620,11 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
             raise ArgumentError("isclose(): inside a definition rtol and atol must be "
                                 "numbers", user_loc())
         return np.isclose(a, b, rtol, atol, equal_nan)
-    if _huge_int(a) or _huge_int(b):        # (NumPy compares it as a float or an object)
-        if not is_symbolic(a) and not is_symbolic(b):
-            return np.isclose(a, b, rtol, atol, equal_nan)
+    if has_huge_int((a, b)):                # (NumPy compares it as a float or an object)
+        return np.isclose(a, b, rtol, atol, equal_nan)
     return apply("isclose", ew.isclose, (a, b), (
         ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
         None, ("a", "b"))
-
-
-def _huge_int(v):
-    return type(v) is int and not -2 ** 63 <= v < 2 ** 64
 
 
 def _scalar(v):
