@@ -1658,3 +1658,77 @@ def test_zero_size_arrays():
     got = mixed_add(x, x)
     assert_matches(got, x + x, F64)
     assert_matches(transpose(np.ones((0, 3), F32)), np.ones((3, 0)), F32)
+
+
+# -- comparisons written in helper functions --------------------------------------------
+# The capture rewrites `==` and `!=` in the definition's own source; a helper it calls runs
+# as plain Python, where they were structural equality of expressions (a bool) and
+# identity of tensors: jd.select(i == j, ...) silently took one branch.
+def _eye_plus(X):
+    n = X.shape[0]
+    return jd.tensor((n, n), lambda i, j: jd.select(i == j, 1.0, 0.0) + X[i, j])
+
+
+def _off_diagonal(X):
+    return jd.tensor(X.shape, lambda i, j: jd.select(i != j, X[i, j], -1.0))
+
+
+def _replace_value(X, v):
+    return jd.tensor(X.shape, lambda i, j: jd.select(X[i, j] == v, 100.0, X[i, j]) +
+                     jd.select(0.5 == X[i, j], 7.0, 0.0) + jd.select(X[i, j] != 0.5, 1.0, 0.0))
+
+
+def _where_same(X, Y, Z):
+    return jd.numpy.where(X == Y, X, 0.0) + (Y != X) * 10.0 + (X == Z) * 100.0
+
+
+def _structure_test(X):
+    if X.shape[0] == 3:                         # concrete values keep Python's meaning
+        return X * 2.0
+    return X
+
+
+def test_equality_written_in_a_helper_compares_elements(rng):
+    @jd.compute
+    def eye(X):
+        return _eye_plus(X)
+
+    @jd.compute
+    def off(X):
+        return _off_diagonal(X)
+
+    @jd.compute
+    def replace(X, v: float):
+        return _replace_value(X, v)
+
+    x = normal(rng, (5, 5))
+    check(eye, (x,), np.eye(5) + x, F64)
+    check(off, (x,), np.where(np.eye(5, dtype=bool), -1.0, x), F64)
+    q = rng.integers(0, 3, (4, 6)) * 0.5
+    for v in (0.0, 1.0):
+        want = np.where(q == v, 100.0, q) + np.where(q == 0.5, 7.0, 0.0) + (q != 0.5)
+        check(replace, (q, v), want, F64)
+
+
+def test_equality_of_whole_tensors_written_in_a_helper(rng):
+    @jd.compute
+    def f(X, Y, Z):
+        return _where_same(X, Y, Z) + _structure_test(X)
+
+    x = rng.integers(0, 3, (3, 7)).astype(np.float64)
+    y = rng.integers(0, 3, (3, 7)).astype(np.float64)
+    z = rng.integers(0, 3, 7).astype(np.float64)
+    want = np.where(x == y, x, 0.0) + (y != x) * 10.0 + (x == z) * 100.0 + x * 2.0
+    check(f, (x, y, z), want, F64)
+
+
+def _branch_on(X):
+    return jd.tensor(X.shape, lambda i: 1.0 if X[i] == 0.0 else 2.0)
+
+
+def test_an_if_on_an_element_comparison_in_a_helper_is_a_clear_error():
+    @jd.compute
+    def f(X):
+        return _branch_on(X)
+    with pytest.raises(jd.JitdlError, match="symbolic"):
+        f(np.ones(4))

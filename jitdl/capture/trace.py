@@ -66,7 +66,8 @@ def _call(cap, values):
     params = list(inspect.signature(cap.original).parameters.values())
     pos = [v for p, v in zip(params, values) if p.kind != p.KEYWORD_ONLY]
     kw = {p.name: v for p, v in zip(params, values) if p.kind == p.KEYWORD_ONLY}
-    return cap.func(*pos, **kw)
+    with build.user_code():
+        return cap.func(*pos, **kw)
 
 
 def _last_line(code):

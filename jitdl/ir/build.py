@@ -5,8 +5,11 @@ Compare or Select always carry the node's computation dtype (casts are explicit)
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -15,6 +18,7 @@ from jitdl import dtypes
 from jitdl.errors import ScalarOverflowError, user_loc
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
+from jitdl.ir import nodes as nodes_module
 from jitdl.ir.printer import to_text
 from jitdl.ir.visit import same_zeros, walk_expr
 
@@ -65,8 +69,9 @@ def text(node) -> str:
 def symbolic_bool_error(e) -> Exception:
     return SymbolicValueError(
         f"the condition `{text(e)}` is symbolic and has no Python truth value here; "
-        "inside a jitdl definition write a select (`a if cond else b` or jd.select) "
-        "instead of an `if` statement or a Python-level test")
+        "write a select, jd.select(cond, a, b) (or `a if cond else b` in the definition's "
+        "own function: the capture rewrites it there, not in helpers it calls), instead "
+        "of an `if` statement or a Python-level test")
 
 
 def symbolic_index_error(e) -> Exception:
@@ -349,7 +354,8 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
 
 class Operators:
     """Python's operators on expressions: each builds IR with the builders above.
-    `install()` puts them on Expr, so every node has them (== stays structural)."""
+    `install()` puts them on Expr, so every node has them (== stays structural, except
+    where the user's code compares while a definition is traced: _written_comparison)."""
 
     def __add__(self, o): return binary(BinOp.ADD, self, o)
     def __radd__(self, o): return binary(BinOp.ADD, o, self)
@@ -434,11 +440,68 @@ for _name, _fn in list(vars(Operators).items()):
         setattr(Operators, _name, _giving_way(_fn))
 
 
+class _Tracing(threading.local):
+    depth = 0     # definitions whose Python is running in this thread
+
+
+_TRACING = _Tracing()
+
+
+@contextlib.contextmanager
+def user_code():
+    """While a definition's Python runs (the function and every helper it calls)."""
+    _TRACING.depth += 1
+    try:
+        yield
+    finally:
+        _TRACING.depth -= 1
+
+
+# packages whose Python compares jitdl's objects as objects (weakref's dicts of tensors)
+_NOT_USER = frozenset(sys.stdlib_module_names) | {"jitdl", "numpy"}
+
+
+def written_in_definition(frame) -> bool:
+    """The code of `frame` is the user's (not jitdl's, NumPy's or the standard library's),
+    run while a definition is traced."""
+    if not _TRACING.depth:
+        return False
+    return frame.f_globals.get("__name__", "").partition(".")[0] not in _NOT_USER
+
+
+_COMPARABLE = (Expr, bool, int, float, np.generic)
+
+
+def _written_comparison(op, structural):
+    """`==` / `!=` on expressions: structural equality, which the compiler's dicts and
+    tests rely on, except in the user's own code while a definition is traced. The
+    capture rewrites `==` in the definition itself, but not in the helper functions it
+    calls, where `jd.select(i == j, 1.0, 0.0)` was a structural False (a zero matrix,
+    silently): written there, it is the comparison, as in TVM's TE."""
+    def method(self, other):
+        if _TRACING.depth and isinstance(other, _COMPARABLE) and \
+                written_in_definition(sys._getframe(1)):
+            return compare(op, self, other)
+        return structural(self, other)
+    method.__name__ = structural.__name__
+    return method
+
+
+def _structural_ne(a, b):
+    same = type(a).__eq__(a, b)
+    return same if same is NotImplemented else not same
+
+
 def install():
     """Give Expr its operators and the printed form of nodes and statements."""
     for name, fn in vars(Operators).items():
         if name.startswith("__") and name.endswith("__") and callable(fn):
             setattr(Expr, name, fn)
+    nodes = [Expr] + [c for c in vars(nodes_module).values()
+                      if isinstance(c, type) and issubclass(c, Expr) and c is not Expr]
+    for cls in nodes:       # set after the classes are made: each keeps its hash
+        cls.__eq__ = _written_comparison(CmpOp.EQ, vars(cls).get("__eq__", object.__eq__))
+        cls.__ne__ = _written_comparison(CmpOp.NE, _structural_ne)
     Stmt.__repr__ = PrimFunc.__repr__ = text
 
 

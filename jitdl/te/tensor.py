@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,10 +215,13 @@ def _whole_compare(symbol, name, identity):
     """`X == 0` on a whole tensor is jd.numpy's equal (it was a silent False before), and
     so is `X == alpha` or `alpha == X` with a scalar argument or expression, in helper
     functions too, which the capture does not rewrite (Python reflects `alpha == X` to
-    the tensor). Tensors still compare by identity with other tensors and anything else
-    (`t in stages` in jitdl's own code)."""
+    the tensor). A tensor and another tensor, an array or a list compare element by
+    element where the user's code (a helper) compares them while a definition is traced;
+    in jitdl's own code (`t in stages`) tensors compare by identity."""
     def method(self, other):
-        if isinstance(other, (bool, int, float, np.generic, Expr)):
+        if isinstance(other, (bool, int, float, np.generic, Expr)) or \
+                isinstance(other, (Tensor, np.ndarray, list, tuple)) and \
+                build.written_in_definition(sys._getframe(1)):
             return _whole(name, self, other, symbol=symbol)
         return identity(self, other)
     return method
