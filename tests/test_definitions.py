@@ -1732,3 +1732,64 @@ def test_an_if_on_an_element_comparison_in_a_helper_is_a_clear_error():
         return _branch_on(X)
     with pytest.raises(jd.JitdlError, match="symbolic"):
         f(np.ones(4))
+
+
+def _diagonal_by_axis(X):
+    n = X.shape[0]
+    k = jd.reduce_axis(n, name="k")
+    return jd.tensor((n,), lambda i: jd.sum(jd.select(k == i, X[i, k], 0.0), axis=k) +
+                     jd.sum(X[i, k] * (k != 0), axis=k))
+
+
+def test_a_reduction_axis_compared_in_a_helper(rng):
+    # IterVar (jd.reduce_axis) had no == of its own: identity, a silent False / True
+    @jd.compute
+    def f(X):
+        return _diagonal_by_axis(X)
+
+    x = normal(rng, (5, 5))
+    check(f, (x,), np.diag(x) + x[:, 1:].sum(1), F64)
+
+
+def _object_tests(X, Z, alpha):
+    seen = [X]
+    out = X if Z in seen else X + Z                 # membership: identity, as before
+    ts = [X, Z]
+    ts.remove(ts[ts.index(Z)])                      # list.index / remove
+    memo = {}
+
+    def twice(e):                                   # a dict keyed by expressions
+        if e not in memo:
+            memo[e] = e * 2.0
+        return memo[e]
+    doubled = jd.tensor(X.shape, lambda i, j: twice(X[i, j]) + twice(X[i, j]))
+    scale = alpha if alpha not in (0, 1) else 1.0   # `in` on a scalar argument
+    return out + ts[0] * scale + doubled
+
+
+def test_c_level_comparisons_in_a_helper_keep_their_object_meaning(rng):
+    # `in`, list.index/remove and dict lookups compare from C code called by the helper's
+    # frame: only an `==` / `!=` operator as written compares elements
+    @jd.compute
+    def f(X, Z, alpha: float):
+        return _object_tests(X, Z, alpha)
+
+    x, z = normal(rng, (3, 4)), normal(rng, (3, 4))
+    check(f, (x, z, 2.0), x + z + 2 * x + 4 * x, F64)
+
+
+def _broadcast_last(X):
+    if X.shape[-1] == 1 or X.shape[0] != X.shape[0]:
+        return X * 0.0
+    return X * 2.0
+
+
+def test_shape_tests_of_dynamic_sizes_in_a_helper(rng):
+    # a dynamic size equals itself and is never 1 (size-1 dimensions stay concrete)
+    @jd.compute(dynamic=True)
+    def f(X):
+        return _broadcast_last(X)
+
+    x = normal(rng, (3, 4))
+    check(f, (x,), 2 * x, F64)
+    check(f, (x[:, :1],), 0 * x[:, :1], F64)

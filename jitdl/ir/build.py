@@ -6,6 +6,7 @@ Compare or Select always carry the node's computation dtype (casts are explicit)
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import math
 import sys
@@ -17,7 +18,8 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ScalarOverflowError, user_loc
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
-                            Intrin, PrimFunc, Select, Stmt, UnOp, Unary)
+                            Intrin, IterVar, PrimFunc, Select, SizeVar, Stmt, UnOp,
+                            Unary)
 from jitdl.ir import nodes as nodes_module
 from jitdl.ir.printer import to_text
 from jitdl.ir.visit import same_zeros, walk_expr
@@ -203,6 +205,22 @@ def binary(op: BinOp, a, b) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(_fold(_BIN_UFUNC[op], (a, b), dtype), dtype, weak)
     return Binary(op, a, b, dtype, weak)
+
+
+def size_test(op: CmpOp, a, b):
+    """`==` / `!=` of a dynamic argument's size (SizeVar) as a Python bool where it is
+    known: a size equals itself and is never 1 (size-1 dimensions stay concrete:
+    size_pattern), so shape tests such as `if X.shape[-1] == 1` keep their Python answer.
+    None where it is not known."""
+    if op not in (CmpOp.EQ, CmpOp.NE):
+        return None
+    s, o = (a, b) if isinstance(a, SizeVar) else (b, a)
+    if not isinstance(s, SizeVar):
+        return None
+    if o is s or type(o) is int and o == 1 or \
+            isinstance(o, Const) and type(o.value) is int and o.value == 1:
+        return (o is s) == (op is CmpOp.EQ)
+    return None
 
 
 def compare(op: CmpOp, a, b) -> Expr:
@@ -461,15 +479,34 @@ def user_code():
 _NOT_USER = frozenset(sys.stdlib_module_names) | {"jitdl", "numpy"}
 
 
+_COMPARE_OP = dis.opmap["COMPARE_OP"]
+
+
 def written_in_definition(frame) -> bool:
     """The code of `frame` is the user's (not jitdl's, NumPy's or the standard library's),
-    run while a definition is traced."""
-    if not _TRACING.depth:
+    run while a definition is traced, and it is at an `==` / `!=` operator as written
+    (COMPARE_OP, also when Python reflects it, `0 == i`). The comparisons C code makes for
+    that frame keep their meaning as objects: `t in tensors`, list.index and .remove,
+    dict and set lookups, functools.lru_cache (CONTAINS_OP or a call)."""
+    if not _TRACING.depth or \
+            frame.f_globals.get("__name__", "").partition(".")[0] in _NOT_USER:
         return False
-    return frame.f_globals.get("__name__", "").partition(".")[0] not in _NOT_USER
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _COMPARE_OP
 
 
 _COMPARABLE = (Expr, bool, int, float, np.generic)
+
+
+def comparable(x):
+    """An operand `==` compares element-wise in the user's code: a scalar or expression,
+    or a loop axis (IterVar: jd.reduce_axis), which stands for its variable."""
+    return isinstance(x, _COMPARABLE) or isinstance(x, IterVar)
+
+
+def tracing() -> bool:
+    """A definition's Python is running in this thread (cheap: test it before the frame)."""
+    return _TRACING.depth > 0
 
 
 def _written_comparison(op, structural):
@@ -479,9 +516,10 @@ def _written_comparison(op, structural):
     calls, where `jd.select(i == j, 1.0, 0.0)` was a structural False (a zero matrix,
     silently): written there, it is the comparison, as in TVM's TE."""
     def method(self, other):
-        if _TRACING.depth and isinstance(other, _COMPARABLE) and \
+        if _TRACING.depth and comparable(other) and \
                 written_in_definition(sys._getframe(1)):
-            return compare(op, self, other)
+            known = size_test(op, self, other)
+            return compare(op, self, other) if known is None else known
         return structural(self, other)
     method.__name__ = structural.__name__
     return method

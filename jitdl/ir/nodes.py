@@ -4,7 +4,8 @@ Nodes are frozen, slotted dataclasses compared structurally, except the named ob
 (Var, IterVar, Buffer) which are compared by identity. Change a node with
 dataclasses.replace. Expressions overload Python's operators so that tracing a user's
 function builds IR (jitdl.ir.build installs them); `==` stays structural equality, the
-capture layer rewrites the user's `==` and `!=` into `eq`/`ne` nodes.
+capture layer rewrites the user's `==` and `!=` into `eq`/`ne` nodes (and an `==` operator
+written in a helper the definition calls builds one: build.written_in_definition).
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import builtins
 import inspect
 import itertools
 import math
+import sys
 import weakref
 
 from jitdl import dtypes
@@ -14,8 +15,8 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, below, bounds, free_vars, reads_memory,
                                with_loop)
-from jitdl.ir.nodes import (Access, Binary, BinOp, Const, Expr, Intrin, IterVar, Reduce,
-                            ReduceOp, Select, Var)
+from jitdl.ir.nodes import (Access, Binary, BinOp, CmpOp, Const, Expr, Intrin, IterVar,
+                            Reduce, ReduceOp, Select, Var)
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr, walk_unique
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
@@ -32,6 +33,23 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__rmod__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__", "__pow__"):
     setattr(IterVar, _name, _delegate(_name))
 IterVar.__jitdl_expr__ = lambda self: self.var
+
+
+def _axis_comparison(op, identity):
+    """`k == i` / `k != 0` on a loop axis written in the user's code while a definition is
+    traced (a helper, which the capture does not rewrite) compares its variable, as the
+    other operators do; elsewhere axes compare by identity (set after the class is made,
+    so IterVar keeps its identity hash)."""
+    def method(self, other):
+        if build.tracing() and build.comparable(other) and \
+                build.written_in_definition(sys._getframe(1)):
+            return build.compare(op, self.var, other)
+        return identity(self, other)
+    return method
+
+
+IterVar.__eq__ = _axis_comparison(CmpOp.EQ, lambda a, b: a is b or NotImplemented)
+IterVar.__ne__ = _axis_comparison(CmpOp.NE, lambda a, b: a is not b or NotImplemented)
 
 
 def _as_int(x, what):

@@ -215,9 +215,10 @@ def _whole_compare(symbol, name, identity):
     """`X == 0` on a whole tensor is jd.numpy's equal (it was a silent False before), and
     so is `X == alpha` or `alpha == X` with a scalar argument or expression, in helper
     functions too, which the capture does not rewrite (Python reflects `alpha == X` to
-    the tensor). A tensor and another tensor, an array or a list compare element by
-    element where the user's code (a helper) compares them while a definition is traced;
-    in jitdl's own code (`t in stages`) tensors compare by identity."""
+    the tensor). A tensor and another tensor compare element by element where the user's
+    code (a helper) writes `==` while a definition is traced (an array or a list there is
+    jd.numpy's error: arrays are the definition's parameters); `t in tensors`, in jitdl's
+    code or the user's, compares by identity."""
     def method(self, other):
         if isinstance(other, (bool, int, float, np.generic, Expr)) or \
                 isinstance(other, (Tensor, np.ndarray, list, tuple)) and \
