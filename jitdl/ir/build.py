@@ -373,7 +373,7 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
 class Operators:
     """Python's operators on expressions: each builds IR with the builders above.
     `install()` puts them on Expr, so every node has them (== stays structural, except
-    where the user's code compares while a definition is traced: _written_comparison)."""
+    where the user's code compares while a definition is traced: written_comparison)."""
 
     def __add__(self, o): return binary(BinOp.ADD, self, o)
     def __radd__(self, o): return binary(BinOp.ADD, o, self)
@@ -504,22 +504,19 @@ def comparable(x):
     return isinstance(x, _COMPARABLE) or isinstance(x, IterVar)
 
 
-def tracing() -> bool:
-    """A definition's Python is running in this thread (cheap: test it before the frame)."""
-    return _TRACING.depth > 0
-
-
-def _written_comparison(op, structural):
+def written_comparison(op, structural, operand=None):
     """`==` / `!=` on expressions: structural equality, which the compiler's dicts and
     tests rely on, except in the user's own code while a definition is traced. The
     capture rewrites `==` in the definition itself, but not in the helper functions it
     calls, where `jd.select(i == j, 1.0, 0.0)` was a structural False (a zero matrix,
-    silently): written there, it is the comparison, as in TVM's TE."""
+    silently): written there, it is the comparison, as in TVM's TE. `operand` gives the
+    expression an object stands for (a loop axis: its variable)."""
     def method(self, other):
         if _TRACING.depth and comparable(other) and \
                 written_in_definition(sys._getframe(1)):
-            known = size_test(op, self, other)
-            return compare(op, self, other) if known is None else known
+            a = self if operand is None else operand(self)
+            known = size_test(op, a, other)
+            return compare(op, a, other) if known is None else known
         return structural(self, other)
     method.__name__ = structural.__name__
     return method
@@ -538,8 +535,8 @@ def install():
     nodes = [Expr] + [c for c in vars(nodes_module).values()
                       if isinstance(c, type) and issubclass(c, Expr) and c is not Expr]
     for cls in nodes:       # set after the classes are made: each keeps its hash
-        cls.__eq__ = _written_comparison(CmpOp.EQ, vars(cls).get("__eq__", object.__eq__))
-        cls.__ne__ = _written_comparison(CmpOp.NE, _structural_ne)
+        cls.__eq__ = written_comparison(CmpOp.EQ, vars(cls).get("__eq__", object.__eq__))
+        cls.__ne__ = written_comparison(CmpOp.NE, _structural_ne)
     Stmt.__repr__ = PrimFunc.__repr__ = text
 
 

@@ -7,7 +7,6 @@ import builtins
 import inspect
 import itertools
 import math
-import sys
 import weakref
 
 from jitdl import dtypes
@@ -35,21 +34,10 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
 IterVar.__jitdl_expr__ = lambda self: self.var
 
 
-def _axis_comparison(op, identity):
-    """`k == i` / `k != 0` on a loop axis written in the user's code while a definition is
-    traced (a helper, which the capture does not rewrite) compares its variable, as the
-    other operators do; elsewhere axes compare by identity (set after the class is made,
-    so IterVar keeps its identity hash)."""
-    def method(self, other):
-        if build.tracing() and build.comparable(other) and \
-                build.written_in_definition(sys._getframe(1)):
-            return build.compare(op, self.var, other)
-        return identity(self, other)
-    return method
-
-
-IterVar.__eq__ = _axis_comparison(CmpOp.EQ, lambda a, b: a is b or NotImplemented)
-IterVar.__ne__ = _axis_comparison(CmpOp.NE, lambda a, b: a is not b or NotImplemented)
+# `k == i` on a loop axis written in a helper compares its variable (it was identity: a
+# silent False); set after the class is made, so IterVar keeps its identity hash
+IterVar.__eq__ = build.written_comparison(CmpOp.EQ, object.__eq__, lambda k: k.var)
+IterVar.__ne__ = build.written_comparison(CmpOp.NE, object.__ne__, lambda k: k.var)
 
 
 def _as_int(x, what):
