@@ -902,3 +902,103 @@ def test_fast_key_sees_closures_partials_and_callable_objects():
 
 
 FACTOR = 1.0
+
+
+class _Tile:
+    def __init__(self, f):
+        self.f = f
+
+
+class _Config:
+    def __init__(self, f):
+        self.tile = _Tile(f)
+
+
+class _Slots:
+    __slots__ = ("scale",)
+
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class _ScheduleMaker:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def sched(self, s, cfg):
+        s.split(s["Y"].axis[0], self.factor)
+
+    def __call__(self, s, cfg):
+        s.split(s["Y"].axis[1], self.factor)
+
+
+def test_fast_key_sees_nested_objects_slots_and_schedule_callables():
+    """Found by a schedule fuzzer: a value reached through an attribute of an object of
+    the user's class (`cfg.tile.f`), inside a container (`[Tile(2.0)]`) or in __slots__
+    was not in the key, so a later process with another value loaded the first kernel
+    (a wrong answer; a refused schedule ran as the cached legal one); a schedule given
+    as a bound method kept no `self`, and a functools.partial or an object with
+    __call__ as a schedule raised AttributeError: '__code__' on every cached call."""
+    import functools
+    from jitdl.cache import keys
+
+    def digests(value):
+        def f(X):
+            return value
+        return keys.code_digests(f)
+
+    assert digests(_Config(2)) != digests(_Config(3))
+    assert digests([_Tile(2.0)]) != digests([_Tile(3.0)])
+    assert digests({"t": _Tile(2.0)}) != digests({"t": _Tile(3.0)})
+    assert digests(_Slots(2.0)) != digests(_Slots(3.0))
+    loop = _Tile(1.0)
+    loop.f = [loop]                       # a cycle is read once, not followed forever
+    assert digests(loop) == digests(loop)
+    # schedule functions: bound methods, partials and callable objects
+    assert keys.code_digests(_ScheduleMaker(2).sched) != \
+        keys.code_digests(_ScheduleMaker(3).sched)
+
+    def generic(s, cfg, factor):
+        s.split(s["Y"].axis[0], factor)
+    assert keys.code_digests(functools.partial(generic, factor=2)) != \
+        keys.code_digests(functools.partial(generic, factor=3))
+    assert keys.code_digests(_ScheduleMaker(2)) != keys.code_digests(_ScheduleMaker(3))
+
+    import numpy as np
+    import jitdl as jd
+    x = np.arange(12.0).reshape(4, 3)
+    for sched in (functools.partial(generic, factor=3), _ScheduleMaker(2),
+                  _ScheduleMaker(2).sched):
+        @jd.compute
+        def twice(X):
+            return jd.tensor(X.shape, lambda i, j: X[i, j] * 2.0, name="Y")
+        jd.schedule(twice, target="cpu")(sched)
+        np.testing.assert_array_equal(twice(x), 2 * x)
+
+
+def test_changing_a_nested_object_attribute_invalidates(tmp_path):
+    src = textwrap.dedent('''\
+        import jitdl as jd
+
+        class Tile:
+            def __init__(self, scale):
+                self.scale = scale
+
+        class Params:
+            __slots__ = ("tile",)
+
+            def __init__(self, scale):
+                self.tile = Tile(scale)
+
+        PARAMS = Params(2.0)
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = X[i] * PARAMS.tile.scale
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    edit_module(tmp_path, "kmod", "Params(2.0)", "Params(3.0)")
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"

@@ -652,3 +652,157 @@ def test_overlapping_blocks_of_dynamic_sizes_are_refused(rng):
     b = rng.standard_normal((300, 64)).astype(np.float32)
     with pytest.raises(jd.ScheduleError, match="blocks of C .* overlap"):
         halo_stencil(False, dynamic=True)(a, b)
+
+
+# ---------------------------------------------------------------- found by a schedule fuzzer
+
+@pytest.mark.parametrize("block_buffer", [True, False])
+def test_a_block_read_through_a_division_of_a_symbolic_loop_is_the_whole_row(rng,
+                                                                           block_buffer):
+    """T computed at Y's row loop, Y[i, j] reading T[i, j // 2] with j over the symbolic
+    2 * m: the block of T was sized from the loop's stand-in bound divided by 2 (a row of
+    2**39 + 1 elements), so every call raised AllocationError (4 TiB) for a 3 x 4 input,
+    or (block_buffer=False) ran a guarded tail loop of 2**39 iterations per row: a hang.
+    The block is the whole symbolic row."""
+    @jd.compute(dynamic=True)
+    def up(X):
+        n, m = X.shape
+        T = jd.tensor((n, m), lambda i, j: X[i, j] * 2.0, name="T")
+        return jd.tensor((n, 2 * m), lambda i, j: T[i, j // 2], name="Y")
+
+    @jd.schedule(up, target="cpu")
+    def sched(s, cfg):
+        s.compute_at(s["T"], s["Y"], s["Y"].axis[0], block_buffer=block_buffer)
+    text = str(up.lower(rng.standard_normal((3, 4))))     # (before any call can hang)
+    assert "549755813889" not in text
+    assert ("T_l: float64[1, X_n1]" in text) == block_buffer
+    for shape in ((3, 4), (5, 1), (1, 7)):
+        x = rng.standard_normal(shape)
+        check(up, (x,), np.repeat(x * 2.0, 2, axis=1), F64)
+
+
+def test_pack_of_a_symbolic_extent_is_refused():
+    """pack on a dynamic definition raised jitdl's internal SymbolicValueError (`B_n1 % 4`
+    has no truth value), whose text told the user to write a select."""
+    f = make_matmul()
+    g = jd.compute(f.pyfunc, dynamic=True)
+
+    @jd.schedule(g, target="cpu")
+    def sched(s, cfg):
+        s.pack("B", s["C"], 1, 4)
+    with pytest.raises(jd.ScheduleError, match=r"pack: dimension 1 of B has the symbolic "
+                                               r"extent B_n1") as e:
+        g(np.ones((5, 6)), np.ones((6, 7)))
+    assert e.value.loc is not None and "s.pack" in e.value.loc.line()
+
+
+@pytest.mark.parametrize("case", ["nested_compute_at", "two_parallel", "reader_outside",
+                                  "inside_reduction", "parallel_inside_parallel"])
+def test_schedule_errors_found_when_lowering_name_the_schedules_line(case):
+    """Checks of the finished schedule (made when it is lowered, at the call) named no
+    line, or the line of the call: they name the schedule's own line that made it so."""
+    f = make_chain()
+    x = np.ones((4, 5))
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        A, B, C = s["A"], s["B"], s["C"]
+        if case == "nested_compute_at":
+            s.compute_at(A, B, B.axis[0])                                 # MARK
+            s.compute_at(B, C, C.axis[0])                                 # MARK
+        elif case == "two_parallel":
+            s.parallel(C.axis[0])
+            s.parallel(C.axis[1])                                         # MARK
+        elif case == "reader_outside":
+            s.compute_at(A, C, C.axis[0])                                 # MARK
+        elif case == "parallel_inside_parallel":
+            s.parallel(C.axis[0])
+            s.compute_at(B, C, C.axis[1])
+            s.parallel(B.axis[0])                                         # MARK
+    if case == "inside_reduction":
+        x = np.ones((3, 8))
+
+        @jd.compute
+        def f(X):
+            n, m = X.shape
+            T[i, k] = X[i, k] * 2.0
+            R[i] = sum(T[i, k] for k in range(m))
+            return R
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            (i,), (k,) = s["R"].axis, s["R"].reduce_axis
+            s.reorder(k, i)
+            s.compute_at(s["T"], s["R"], i)                               # MARK
+    with pytest.raises(jd.ScheduleError) as e:
+        f(x)
+    assert e.value.loc is not None and e.value.loc.line().rstrip().endswith("# MARK"), \
+        str(e.value)
+
+
+@pytest.mark.parametrize("which", ["auto", "rfactor", "cache_read", "pack"])
+def test_a_schedule_keeps_the_definitions_shape_agreements(which):
+    """A[i, k] * B[k, j] makes B's rows A's columns: unscheduled, A (3, 10) with B (12, 5)
+    is an ArgumentError. Where a schedule rewrote B[k, j] (rfactor's B[ko * 4 + kf, j],
+    cache_read's B_cache[k, j], pack's B_pack[...]), and where the automatic schedule
+    packs B (256 x 300 @ 310 x 256), the call ran and summed 10 (300) of B's rows."""
+    f = make_matmul()
+    if which != "auto":
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            C = s["C"]
+            if which == "rfactor":
+                s.rfactor(C, C.reduce_axis[0], 4)
+            elif which == "cache_read":
+                s.cache_read("B", [C])
+            else:
+                s.pack("B", C, 1, 4)
+        a, b = np.ones((3, 10)), np.ones((12, 5))
+    else:
+        a, b = np.ones((256, 300), np.float32), np.ones((310, 256), np.float32)
+    with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+        f(a, b)
+    b = np.ones((a.shape[1], b.shape[1]), b.dtype)
+    np.testing.assert_allclose(f(a, b), a.astype(np.float64) @ b)
+
+
+def test_rfactor_of_a_dynamic_contraction(rng):
+    """rfactor of a dynamic matmul was a DefinitionError naming the definition's line
+    (B[ko * 4 + kf, j] could not be proven inside B's rows: that B's rows are A's
+    columns came only from the bare B[k, j] the rewrite replaced)."""
+    f = make_matmul()
+    g = jd.compute(f.pyfunc, dynamic=True)
+
+    @jd.schedule(g, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        rf = s.rfactor(C, C.reduce_axis[0], 4)
+        s.vectorize(rf.axis[0])
+    for K in (1, 3, 4, 10, 33):
+        a, b = rng.standard_normal((3, K)), rng.standard_normal((K, 5))
+        check(g, (a, b), a @ b, F64, 1e-11)
+    with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+        g(np.ones((3, 10)), np.ones((12, 5)))
+
+
+@pytest.mark.parametrize("factor,blocked", [(2, False), (4, False), (7, False), (2, True),
+                                            (3, True)])
+def test_rfactor_of_a_reduction_read_at_an_offset(rng, factor, blocked):
+    """A valid convolution, X[i, j + r]: rfactor by a factor that does not divide R was a
+    DefinitionError naming the definition's line ("X[i, j + (r_o * 2 + r_f)] can read
+    outside X"): its tail's guard `r_o * 2 + r_f < R` bounded r, not j + r."""
+    @jd.compute
+    def conv(X, Kw):
+        n, m = X.shape
+        r = jd.reduce_axis(Kw.shape[0], name="r")
+        return jd.tensor((n, m - Kw.shape[0] + 1),
+                         lambda i, j: jd.sum(X[i, j + r] * Kw[r], axis=r), name="Y")
+
+    @jd.schedule(conv, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        rf = s.rfactor(Y, Y.reduce_axis[0], factor, blocked=blocked)
+        s.vectorize(rf.axis[-1])
+    x, k = rng.standard_normal((4, 9)), rng.standard_normal(5)
+    want = np.stack([np.convolve(row, k[::-1], "valid") for row in x])
+    check(conv, (x, k), want, F64, 1e-12)

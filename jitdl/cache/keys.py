@@ -169,6 +169,10 @@ class _Walker:
                               f"{digest(np.ascontiguousarray(v).tobytes())}")
         elif isinstance(v, np.generic):
             self.parts.append(f"{name} = {v.dtype} {v!r}")
+        elif isinstance(v, types.MethodType):
+            self.parts.append(f"{name} = method")
+            self.value(f"{name}.__self__", v.__self__, names)
+            self.value(f"{name}.__func__", v.__func__, names)
         elif isinstance(v, functools.partial):
             self.parts.append(f"{name} = partial")
             self.value(f"{name}.func", v.func, names)
@@ -181,7 +185,7 @@ class _Walker:
                               f"{_container_text({k: x for k, x in vars(v).items() if not k.startswith('__')})}")
         else:
             t = type(v)
-            state = getattr(v, "__dict__", None)
+            state = _object_state(v)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> "
                               f"{_container_text(state) if state is not None else _stable_repr(v)}")
             if not _is_library(t):       # its methods' code and what they read
@@ -198,12 +202,40 @@ def _stable_repr(v) -> str:
     return f"<{type(v).__module__}.{type(v).__qualname__}>" if " at 0x" in r else r
 
 
+def _object_state(v):
+    """An object's attributes: its __dict__ and the values of its __slots__ (None when it
+    has neither)."""
+    state = getattr(v, "__dict__", None)
+    slots = {}
+    for cls in type(v).__mro__:
+        names = getattr(cls, "__slots__", ())
+        for n in (names,) if isinstance(names, str) else names:
+            if n not in ("__dict__", "__weakref__") and hasattr(v, n):
+                slots[n] = getattr(v, n)
+    if not slots:
+        return state
+    return {**(state if isinstance(state, dict) else {}), **slots}
+
+
 def _container_text(v) -> str:
     """Contents of a container or an object's attributes, recursively and stably (arrays
-    by digest, functions by their code); enough to notice any edit of a value."""
+    by digest, functions by their code, the attributes of objects of the user's classes:
+    `cfg.tile.factor`); enough to notice any edit of a value."""
+    path = set()
+
     def norm(x, depth=0):
         if depth > 20:
             return "..."
+        if not isinstance(x, (dict, list, tuple, set, frozenset, np.ndarray, type,
+                              types.FunctionType, bool, int, float, str, type(None))) \
+                and id(x) not in path and not _is_library(type(x)):
+            state = _object_state(x)
+            if state is not None:
+                path.add(id(x))          # (a cycle back to x is not followed again)
+                try:
+                    return {"<object>": _stable_repr(type(x)), "state": norm(state, depth + 1)}
+                finally:
+                    path.discard(id(x))
         if isinstance(x, dict):
             return {str(k): norm(y, depth + 1) for k, y in sorted(x.items(), key=lambda kv: str(kv[0]))}
         if isinstance(x, (list, tuple)):
@@ -241,9 +273,14 @@ def _has_contents(cell):
 
 
 def code_digests(fn):
-    """(digest of fn's own source, digest of what it reads)."""
+    """(digest of fn's own source, digest of what it reads). fn may be any callable: a
+    bound method, a functools.partial or an object with __call__ (a schedule) is read
+    with the values it carries (its self, the partial's arguments)."""
     w = _Walker()
-    w.function(fn)
+    if isinstance(fn, types.FunctionType):
+        w.function(fn)
+    else:
+        w.value("<callable>", fn, set())
     own, deps = w.parts[0], w.parts[1:]
     return digest(own), digest(*deps)
 

@@ -22,24 +22,28 @@ def _var_part(form):
 
 def _apply_facts(f, lo, hi, ranges):
     """Tighten [lo, hi] of the affine form f with facts like `i + k >= 1`, also where f's
-    variable part is a multiple of the fact's (2*i + 2*k)."""
+    variable part is a multiple of the fact's (2*i + 2*k), plus other terms bounded by
+    their ranges (`j + k` under `k <= K - 1`: an rfactor's guarded tail read at j + k)."""
     vp = _var_part(f)
     if not vp:
         return lo, hi
     for items, flo, fhi in ranges.get(FACTS, ()):
         form = dict(items)
         fv = _var_part(form)
-        if fv.keys() != vp.keys():
+        if not fv or not fv.keys() <= vp.keys():
             continue
         first = next(iter(fv))
         k, rem = divmod(vp[first], fv[first])
         if rem or k == 0 or any(vp[a] != k * c for a, c in fv.items()):
             continue
-        # f = k * (fv) + cf  and  fv in [flo - cform, fhi - cform]
+        # f = k * (fv) + rest + cf  and  fv in [flo - cform, fhi - cform]
+        rest = {a: c for a, c in vp.items() if a not in fv}
+        rlo, rhi = form_bounds(rest, {**ranges, FACTS: ()}) if rest else (0, 0)
         cf, cform = f.get(1, 0), form.get(1, 0)
         a, b = k * (flo - cform) + cf, k * (fhi - cform) + cf
         a, b = (a, b) if k > 0 else (b, a)
-        lo, hi = max(lo, a), min(hi, b)
+        a, b = a + rlo, b + rhi
+        lo, hi = max(lo, a) if a == a else lo, min(hi, b) if b == b else hi
     return lo, hi
 
 

@@ -410,11 +410,13 @@ class _Builder:
         first = leaves.index(rloops[0])
         prefix, rest = leaves[:first], leaves[first:]
         inner_data = [n for n in rest if not axes[n].reduce]
-        if any(n in at_loop for n in inner_data):
+        inside = [p for n in inner_data for p, _, _ in at_loop.get(n, ())]
+        if inside:
             raise ScheduleError(
                 f"compute_at: stages are computed at a data loop of {t.name} that runs "
                 f"inside its reduction loops ({', '.join(leaves)}); compute them at a loop "
-                "outside the reduction, or reorder the reduction innermost")
+                "outside the reduction, or reorder the reduction innermost",
+                inside[0].attach_loc)
         tile = self._register_tile(t, red, axes, prefix, inner_data, loopvar)
         if tile is not None:
             # a GPU thread's block of outputs: accumulated in its registers, written once
@@ -513,7 +515,7 @@ def _disjoint_blocks(p, t, loop, var, reg, widened=()):
         f"{t.name}.{loop} compute overlap ({'; '.join(steps)}): they would write the same "
         f"elements at once. Compute {p.tensor.name} at a loop inside {loop} whose blocks "
         "do not overlap, keep its block private (block_buffer=True), or make the loop "
-        "serial")
+        "serial", p.attach_loc)
 
 
 def _least_step(f, atoms, var):
@@ -594,7 +596,10 @@ def _widened_form(e, ranges):
         for v, k in fa.items():
             if v != 1 and v not in ranges and k:
                 base = base + (v if k == 1 else v * k)
-        extra[w] = (0, (hi - lo) // c + 1)
+        # a loop of symbolic extent spans [lo, lo + SIZE_LIMIT): dividing that span must
+        # not make it look bounded (a block of SIZE_LIMIT / c elements), so it stays one
+        unbounded = any(ranges[v][1] - ranges[v][0] + 1 >= SIZE_LIMIT for v in inner)
+        extra[w] = (0, SIZE_LIMIT if unbounded else (hi - lo) // c + 1)
         return Binary(BinOp.FLOORDIV, base, n.b, n.dtype) + w
     widened = map_expr(e, rep)
     if widened is e:
@@ -702,6 +707,10 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     stages = stages_of(sched.outputs)
     sched.validate()
     agree = bounds.check_shape_agreement(stages)
+    # the definition's own agreements hold whatever the schedule rewrote: rfactor's
+    # B[ko * f + kf, j] no longer shows that B's rows are A's columns (B[k, j], A[i, k])
+    agree += [c for c in bounds.check_shape_agreement(stages_of(graph.outputs))
+              if c not in agree]
     same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     for t in stages:

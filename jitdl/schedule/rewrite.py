@@ -110,6 +110,10 @@ def pack(cons, tname, d, f):
         raise ScheduleError(f"pack: argument 'dim' must be in [0, {target.ndim}) for "
                             f"{target.name}{list(target.shape)}, got {d!r}", user_loc())
     n = target.shape[d]
+    if not isinstance(n, int):
+        raise ScheduleError(f"pack: dimension {d} of {target.name} has the symbolic extent "
+                            f"{n!r} (a dynamic definition); pack needs a concrete extent",
+                            user_loc())
     others = [k for k in range(target.ndim) if k != d]
     axes = [IterVar(Var(f"{target.name}_o"), 0, -(-n // f))]
     axes += [IterVar(Var(f"d{k}"), 0, target.shape[k]) for k in others]

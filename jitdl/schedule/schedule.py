@@ -65,6 +65,8 @@ class StageState:
     attach_to: tuple = None         # (consumer stage, loop) when attach == "at"
     block_buffer: bool = True       # compute_at: a block-sized buffer when private
     scope: str = "global"           # a cache_read copy's memory: "shared" on a GPU block
+    attach_loc: object = None       # the user's line of its compute_at (errors found later)
+    kind_locs: dict = field(default_factory=dict)   # loop -> the line that annotated it
 
     @property
     def is_reduce(self):
@@ -510,6 +512,7 @@ class Schedule:
                         f"(legal: {', '.join(n for n in st.leaves if not st.axes[n].reduce)}"
                         "); use rfactor for parallel reductions", user_loc())
                 la.kind = kind
+                st.kind_locs[axis] = user_loc()
             case S.Bind(axis=axis, thread=tag):
                 la = self._loop(st, step, axis)
                 if tag not in BIND_TAGS:
@@ -679,6 +682,7 @@ class Schedule:
                     user_loc())
         st.attach, st.attach_to = "at", (cname, loop)
         st.block_buffer = step.block_buffer
+        st.attach_loc = user_loc()
 
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
@@ -692,13 +696,14 @@ class Schedule:
                     raise ScheduleError(
                         f"compute_at: {st.tensor.name} is computed at {cons.tensor.name}, "
                         f"which is itself computed at {cons.attach_to[0]}: nested compute_at "
-                        f"is not supported yet; compute both at {cons.attach_to[0]}")
+                        f"is not supported yet; compute both at {cons.attach_to[0]}",
+                        st.attach_loc)
                 self._check_readers_inside(st)
             par = [n for n in st.leaves if st.axes[n].kind == ForKind.PARALLEL]
             if len(par) > 1:
                 raise ScheduleError(f"parallel: stage {st.tensor.name} has several parallel "
                                     f"loops ({', '.join(par)}); fuse them and parallelise "
-                                    "the fused loop")
+                                    "the fused loop", st.kind_locs.get(par[-1]))
             if par and st.attach == "at":
                 cons = self.stages[st.attach_to[0]]
                 around = cons.leaves[:cons.leaves.index(st.attach_to[1]) + 1]
@@ -708,7 +713,8 @@ class Schedule:
                     raise ScheduleError(
                         f"parallel: {st.tensor.name} is computed at loop {st.attach_to[1]} "
                         f"of {cons.tensor.name}, inside its {cons.axes[busy[0]].kind.value} "
-                        f"loop {busy[0]}; its own loops cannot run in parallel there")
+                        f"loop {busy[0]}; its own loops cannot run in parallel there",
+                        st.kind_locs.get(par[0]) or st.attach_loc)
 
     def _check_readers_inside(self, st):
         for other in self.stages.values():
@@ -720,7 +726,7 @@ class Schedule:
                     f"compute_at: {other.tensor.name} also reads {st.tensor.name} outside "
                     f"loop {st.attach_to[1]} of {st.attach_to[0]}; compute "
                     f"{other.tensor.name} at that loop too, or {st.tensor.name} at a loop "
-                    "that encloses all its readers", user_loc())
+                    "that encloses all its readers", st.attach_loc or user_loc())
 
     def _reads_transitively(self, st):
         # (each stage's own body: the closure over them is the closure over _reads, which
