@@ -39,6 +39,35 @@ def test_pack_any_factor(rng, factor):
     assert "B_pack" in str(f.lower(a, b))
 
 
+def test_numpy_integer_factors(rng):
+    # factors computed with NumPy (np.int64) are sizes like Python ints; floats and bools
+    # are not
+    f = make_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C = s["C"]
+        s.pack("B", C, 1, np.int64(8))
+        i, j = C.axis
+        (k,) = C.reduce_axis
+        s.rfactor(C, k, np.int32(3))
+        io, ii = s.split(i, np.int64(4))
+        s.split(j, nparts=np.uint8(2))
+        s.tile(io, ii, np.int16(2), np.int64(2))
+    a, b = rng.standard_normal((13, 29)), rng.standard_normal((29, 45))
+    check(f, (a, b), a @ b, F64)
+    json.dumps(f.schedule_of(a, b).steps)                  # the steps stay JSON
+
+    for bad in (np.float64(4.0), True, np.int64(0), 2.0):
+        g = make_matmul()
+
+        @jd.schedule(g, target="cpu")
+        def sched2(s, cfg):
+            s.split(s["C"].axis[0], bad)
+        with pytest.raises(jd.ScheduleError, match="must be a positive int"):
+            g(a, b)
+
+
 def test_pack_errors(rng):
     f = make_matmul()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from jitdl.errors import ScheduleError, user_loc
 from jitdl.ir.nodes import Access, ForKind
 from jitdl.ir.visit import walk_expr
@@ -30,6 +32,15 @@ def ceil_div(extent, f):
     if isinstance(extent, int):
         return -(-extent // f)
     return (extent + (f - 1)) // f if f > 1 else extent
+
+
+def _positive_int(op, which, val):
+    """A schedule's size argument as a Python int: an int or a NumPy integer (a factor
+    computed with NumPy), positive; anything else is a ScheduleError naming it."""
+    if not isinstance(val, bool) and isinstance(val, (int, np.integer)) and val > 0:
+        return int(val)
+    raise ScheduleError(f"{op}: argument '{which}' must be a positive int, got {val!r}",
+                        user_loc())
 
 
 @dataclass
@@ -190,10 +201,8 @@ class Schedule:
         if (factor is None) == (nparts is None):
             raise ScheduleError("split: give exactly one of 'factor' and 'nparts'", user_loc())
         which = "factor" if factor is not None else "nparts"
-        val = factor if factor is not None else nparts
-        if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
-            raise ScheduleError(f"split: argument '{which}' must be a positive int, got {val!r}",
-                                user_loc())
+        val = _positive_int("split", which, factor if factor is not None else nparts)
+        factor, nparts = (val, None) if factor is not None else (None, val)
         if nparts is not None:
             if not isinstance(la.extent, int):
                 raise ScheduleError(f"split: nparts= needs a concrete extent; "
@@ -336,9 +345,7 @@ class Schedule:
                 for k: for j: ... B_pack[j // bn, k, j % bn]"""
         cname = self._stage_arg("pack", consumer)
         tname = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
-        if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
-            raise ScheduleError(f"pack: argument 'factor' must be a positive int, got "
-                                f"{factor!r}", user_loc())
+        factor = _positive_int("pack", "factor", factor)
         self._apply(S.Pack(cname, tname, dim, factor))
         return self[f"{tname}_pack"]
 
@@ -391,9 +398,7 @@ class Schedule:
         if not isinstance(axis, Axis) or axis.stage != name:
             raise ScheduleError(f"rfactor: argument 'axis' must be a reduction axis of "
                                 f"{name}, got {axis!r}", user_loc())
-        if isinstance(factor, bool) or not isinstance(factor, int) or factor <= 0:
-            raise ScheduleError(f"rfactor: argument 'factor' must be a positive int, got "
-                                f"{factor!r}", user_loc())
+        factor = _positive_int("rfactor", "factor", factor)
         self._apply(S.RFactor(name, axis.name, factor, bool(blocked)))
         return self[f"{name}_rf"]
 
