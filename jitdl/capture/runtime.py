@@ -90,8 +90,7 @@ def cmp(op, a, b):
     if isinstance(a, Tensor) or isinstance(b, Tensor):     # whole tensors: jd.numpy's
         return tensor_compare(op, a, b)
     if symbolic(a) or symbolic(b):
-        known = build.size_test(_CMPS[op], a, b)
-        return build.compare(_CMPS[op], a, b) if known is None else known
+        return build.written_compare(_CMPS[op], a, b)
     return {"==": a == b, "!=": a != b}[op] if op in ("==", "!=") else \
         {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
          ">=": lambda: a >= b}[op]()

@@ -223,6 +223,13 @@ def size_test(op: CmpOp, a, b):
     return None
 
 
+def written_compare(op: CmpOp, a, b):
+    """A comparison the user wrote: its Python bool where size_test knows it, else the
+    Compare node."""
+    known = size_test(op, a, b)
+    return compare(op, a, b) if known is None else known
+
+
 def compare(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     common = result_dtype(np.add if "bool" not in (a.dtype, b.dtype) else np.maximum,
@@ -495,13 +502,9 @@ def written_in_definition(frame) -> bool:
     return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _COMPARE_OP
 
 
-_COMPARABLE = (Expr, bool, int, float, np.generic)
-
-
-def comparable(x):
-    """An operand `==` compares element-wise in the user's code: a scalar or expression,
-    or a loop axis (IterVar: jd.reduce_axis), which stands for its variable."""
-    return isinstance(x, _COMPARABLE) or isinstance(x, IterVar)
+# operands `==` compares element-wise in the user's code: scalars, expressions and loop
+# axes (IterVar: jd.reduce_axis), which stand for their variable
+_COMPARABLE = (Expr, IterVar, bool, int, float, np.generic)
 
 
 def written_comparison(op, structural, operand=None):
@@ -512,11 +515,9 @@ def written_comparison(op, structural, operand=None):
     silently): written there, it is the comparison, as in TVM's TE. `operand` gives the
     expression an object stands for (a loop axis: its variable)."""
     def method(self, other):
-        if _TRACING.depth and comparable(other) and \
+        if _TRACING.depth and isinstance(other, _COMPARABLE) and \
                 written_in_definition(sys._getframe(1)):
-            a = self if operand is None else operand(self)
-            known = size_test(op, a, other)
-            return compare(op, a, other) if known is None else known
+            return written_compare(op, self if operand is None else operand(self), other)
         return structural(self, other)
     method.__name__ = structural.__name__
     return method
