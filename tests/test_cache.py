@@ -123,12 +123,14 @@ print("RESULT " + json.dumps(out))
 # ----------------------------------------------------------------------------- helpers
 
 def base_env(root, **extra):
-    """A child environment: no inherited JITDL_* settings, the cache under root/cache,
-    root/mods first on PYTHONPATH, no bytecode files (an edited module is always re-read)."""
+    """A child environment: no inherited JITDL_* settings, the cache under root/cache and
+    the tuning records in root (never the user's), root/mods first on PYTHONPATH, no
+    bytecode files (an edited module is always re-read)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("JITDL_") and k != "PYTHONWARNINGS"}
     path = [str(root / "mods")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env.update(JITDL_CACHE_DIR=str(root / "cache"), PYTHONPATH=os.pathsep.join(path),
+               JITDL_TUNING_DB=str(root / "tuning.sqlite"),
                PYTHONDONTWRITEBYTECODE="1", JITDL_LOG="cache", JITDL_NUM_THREADS="1")
     env.update({k: str(v) for k, v in extra.items()})
     return env

@@ -528,7 +528,7 @@ def test_threads_compile_different_shapes_and_functions_at_once(tmp_path):
     write_module(tmp_path, "kmod", KMOD)
     write_module(tmp_path, "khelper", KHELPER)
     code = '''\
-        import json, threading
+        import json, threading, traceback
         import numpy as np
         import kmod
         refs = {"scaled": lambda x: (x + 1.0) * 2.0,
@@ -544,8 +544,8 @@ def test_threads_compile_different_shapes_and_functions_at_once(tmp_path):
                 y = getattr(kmod, name)(X)
                 out.append(bool(y.shape == X.shape and np.allclose(
                     y, refs[name](X.astype(np.float64)), rtol=1e-4, atol=1e-5)))
-            except Exception as e:
-                errors.append(repr(e))
+            except Exception:
+                errors.append(traceback.format_exc())
         ts = [threading.Thread(target=work, args=(i,)) for i in range(12)]
         for t in ts:
             t.start()
