@@ -412,3 +412,145 @@ def test_the_serial_branch_for_small_sizes_reuses_the_parallel_body():
     text = str(ex.llvm_ir(x, optimized=False))
     if "GOMP_parallel" in text:              # (a machine without libgomp runs serially)
         assert len(re.findall(r"= call <\d+ x double> @\"llvm\.exp\.v\d+f64\"", text)) == 1
+
+
+# ----------------------------------------------------------- shifted and windowed indices
+
+@jd.compute(dynamic=True)
+def _diff(X):
+    Y[i] = X[i + 1] - X[i]
+    return Y
+
+
+@jd.compute(dynamic=True)
+def _flip(X):
+    n = X.shape[0]
+    Y[i] = X[n - 1 - i] * 2.0
+    return Y
+
+
+@jd.compute(dynamic=True)
+def _shifted_sum(X, Z):
+    Y[i] = X[i] + Z[i + 1]
+    return Y
+
+
+@jd.compute(dynamic=True)
+def _two_steps(X):
+    Y[i] = X[i + 2] + X[i]
+    Z[i] = Y[i + 1] * Y[i]
+    return Z
+
+
+def test_shifted_indices_give_symbolic_ranges():
+    """Tensor Comprehensions' rule over symbolic sizes: `Y[i] = X[i + 1] - X[i]` has
+    X_n0 - 1 elements (np.diff), a stage read at i + 1 one fewer again, the least of
+    several sizes where several bound an index; empty where nothing fits. One kernel for
+    every size above 1 (sizes of 1 are their own pattern)."""
+    for n in SIZES:
+        X = rand(n)
+        np.testing.assert_allclose(_diff(X), np.diff(X), rtol=1e-12)
+        assert _diff(X).shape == (max(n - 1, 0),)
+        np.testing.assert_allclose(_flip(X), X[::-1] * 2.0, rtol=1e-12)
+        y = X[2:] + X[:-2]
+        expected = y[1:] * y[:-1] if n >= 3 else np.zeros(0)
+        np.testing.assert_allclose(_two_steps(X), expected, rtol=1e-12)
+        assert _two_steps(X).shape == expected.shape
+        for m in (0, 1, 4, 12, 102):
+            Z = rand(m)
+            k = max(min(n, m - 1), 0)
+            got = _shifted_sum(X, Z)
+            assert got.shape == (k,), (n, m, got.shape)
+            np.testing.assert_allclose(got, X[:k] + Z[1:k + 1], rtol=1e-12)
+    assert kernels(_diff) <= 3 and kernels(_flip) <= 3 and kernels(_two_steps) <= 3
+
+
+@jd.compute(dynamic=True)
+def _conv1d(X, W):
+    R = W.shape[0]
+    Y[i, j] = sum(X[i, j + r] * W[r] for r in range(R))
+    return Y
+
+
+@jd.compute(dynamic=True)
+def _conv2d(X, W):
+    KH, KW = W.shape
+    Y[i, j] = sum(X[i + a, j + b] * W[a, b] for a in range(KH) for b in range(KW))
+    return Y
+
+
+@jd.compute(dynamic=True)
+def _conv1d_declared(X, W):
+    n, m = X.shape
+    R = W.shape[0]
+    Y = jd.tensor((n, m - R + 1))
+    Y[i, j] = sum(X[i, j + r] * W[r] for r in range(R))
+    return Y
+
+
+def test_convolutions_over_symbolic_sizes():
+    """A window of a dynamic size (range(W.shape[0])): the output's extent is inferred
+    (X_n1 - W_n0 + 1, or none when the window is wider), and a declared one is proved in
+    bounds by combining the two loops' facts (j + r <= X_n1 - 1). One kernel for all."""
+    from numpy.lib.stride_tricks import sliding_window_view as windows
+    for (a, b), r in (((5, 20), 3), ((4, 33), 5), ((3, 7), 7), ((2, 4), 6), ((0, 5), 2),
+                      ((6, 9), 2)):
+        X, W = rand(a, b), rand(r)
+        width = max(b - r + 1, 0)
+        ref = np.einsum("ijr,r->ij", windows(X, r, axis=1), W) if width else \
+            np.zeros((a, 0))
+        for f in (_conv1d, _conv1d_declared):
+            if f is _conv1d_declared and b - r + 1 < 0:
+                with pytest.raises(ArgumentError, match=r"dimension 1 of the output Y is "
+                                   r"`.*X\.shape\[1\] - W\.shape\[0\].*` = -1 .*must be >= 0"):
+                    f(X, W)
+                continue
+            got = f(X, W)
+            assert got.shape == ref.shape, (f.name, got.shape, ref.shape)
+            np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert kernels(_conv1d) == kernels(_conv1d_declared) == 1
+    for (h, w), (kh, kw) in (((8, 9), (3, 2)), ((5, 5), (5, 5)), ((4, 6), (2, 3)),
+                             ((3, 3), (4, 2)), ((7, 4), (2, 4))):
+        X, W = rand(h, w), rand(kh, kw)
+        shape = (max(h - kh + 1, 0), max(w - kw + 1, 0))
+        ref = np.einsum("ijab,ab->ij", windows(X, (kh, kw)), W) if min(shape) else \
+            np.zeros(shape)
+        got = _conv2d(X, W)
+        assert got.shape == shape
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert kernels(_conv2d) == 1
+
+
+def test_a_window_one_too_wide_is_refused():
+    """The facts that prove a symbolic window in bounds do not prove one element more."""
+    from jitdl.errors import DefinitionError
+
+    @jd.compute(dynamic=True)
+    def wide(X, W):
+        n, m = X.shape
+        R = W.shape[0]
+        Y = jd.tensor((n, m - R + 2))
+        Y[i, j] = sum(X[i, j + r] * W[r] for r in range(R))
+        return Y
+
+    @jd.compute(dynamic=True)
+    def past_w(X, W):
+        R = W.shape[0]
+        Y[i, j] = sum(X[i, j + r] * W[r] for r in range(R + 1))
+        return Y
+
+    @jd.compute(dynamic=True)
+    def shifted(X, W):
+        R = W.shape[0]
+        Y[i, j] = sum(X[i, j + r + 1] * W[r + 1] for r in range(R - 1))
+        return Y
+    with pytest.raises(DefinitionError, match=r"cannot prove index `j \+ r`"):
+        wide(rand(3, 9), rand(3))
+    with pytest.raises(DefinitionError, match=r"W\[r\]: cannot prove index `r`"):
+        past_w(rand(3, 9), rand(3))
+    X, W = rand(3, 9), rand(3)
+    got = shifted(X, W)       # j + r + 1 <= 8 for r <= 1: j <= 6
+    assert got.shape == (3, 7)
+    ref = np.stack([[sum(X[i, j + r + 1] * W[r + 1] for r in range(2)) for j in range(7)]
+                    for i in range(3)])
+    np.testing.assert_allclose(got, ref, rtol=1e-12)

@@ -16,8 +16,8 @@ import threading
 
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
-from jitdl.ir.analysis import INF, affine, bounds, form_bounds
-from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, Var
+from jitdl.ir.analysis import INF, affine, bounds, form_bounds, upper_ends
+from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, SizeVar, Var
 from jitdl.ir.visit import map_expr, walk_expr
 from jitdl.te.ops import make_stage
 
@@ -38,7 +38,7 @@ def solve(idx, lo, hi, unknown, known):
         d = int(idx.b.value)
         return solve(idx.a, lo * d, hi * d + d - 1, unknown, known)
     form = affine(idx)
-    parts = [(k, c) for k, c in form.items() if k != 1 and _mentions(k, unknown)]
+    parts = [(k, c) for k, c in form.items() if type(k) is not int and _mentions(k, unknown)]
     if len(parts) != 1:
         return None
     atom, c = parts[0]
@@ -57,6 +57,95 @@ def solve(idx, lo, hi, unknown, known):
     return None
 
 
+def _form_add(*terms):
+    """The sum of affine forms, each given as (coefficient, form)."""
+    out = {1: 0}
+    for c, f in terms:
+        for k, v in f.items():
+            out[k] = out.get(k, 0) + c * v
+    return {k: v for k, v in out.items() if v != 0 or type(k) is int}
+
+
+def _form_expr(f):
+    """An affine form over size variables as an int64 expression."""
+    e = build.as_expr(f.get(1, 0))
+    for k, c in f.items():
+        if type(k) is not int:
+            e = e + c * k if c != 1 else e + k
+    return e
+
+
+def solve_sized(idx, n, unknown, known, sym):
+    """solve() against a symbolic size n: (var, lo, his) with each hi an affine form over size
+    variables ({atom: coef, 1: const}) for `0 <= idx <= n - 1`, where idx is `i + e` or
+    `-i + e`, e built from constants, size variables and indices with known ranges (ints
+    in `known`, forms in `sym`: a reduction over range(R) of a dynamic size); else None.
+    The upper end is a list: one per bound of n (see size_forms).
+    `Y[i] = X[i + 1] - X[i]` makes i range over [0, X_n0 - 1)."""
+    form = affine(idx)
+    parts = [(k, c) for k, c in form.items() if type(k) is not int and _mentions(k, unknown)]
+    if len(parts) != 1 or not isinstance(parts[0][0], Var) or parts[0][1] not in (1, -1):
+        return None
+    atom, c = parts[0]
+    elo, ehi = {1: form.get(1, 0)}, {1: form.get(1, 0)}      # e's bounds, as forms
+    for k, ck in form.items():
+        if type(k) is int or k is atom:
+            continue
+        if isinstance(k, SizeVar):
+            lo = hi = {k: 1}
+        elif k in known:
+            lo, hi = ({1: b} for b in known[k])
+        elif k in sym:
+            lo, hi = sym[k]
+        else:
+            return None
+        if ck < 0:
+            lo, hi = hi, lo
+        elo, ehi = _form_add((1, elo), (ck, lo)), _form_add((1, ehi), (ck, hi))
+    if c == 1:      # i in [-elo, n - 1 - ehi] for each upper end of n
+        lo = _form_add((-1, elo))
+        his = [_form_add((1, f), (1, {1: -1}), (-1, ehi)) for f in size_forms(n)]
+    else:           # i in [ehi - (n - 1), elo]
+        size = affine(n)
+        if not all(type(k) is int or isinstance(k, SizeVar) for k in size):
+            return None
+        lo, his = _form_add((1, ehi), (-1, size), (1, {1: 1})), [elo]
+    if len(lo) != 1 or not his:
+        return None         # a lower end that depends on the sizes: not decided here
+    return atom, lo[1], his
+
+
+def size_forms(n):
+    """Affine forms over size variables that any index valid in a dimension of size n is
+    below: n itself, each side of a min, `a` of `max(a, 0)` (an inferred extent: an index
+    is valid only where it is at least 1, so there it is a)."""
+    forms = [affine(e) for e in upper_ends(n)]
+    return [f for f in forms if all(type(k) is int or isinstance(k, SizeVar) for k in f)]
+
+
+def _extent(ends):
+    """An index's extent from the upper ends its accesses allow (ints, and forms over size
+    variables): the least of them plus one, and never negative (an empty range makes an
+    empty tensor, as NumPy); an int, or an int64 expression of the sizes (forms with the
+    same sizes compare by their constants: X[i] and X[i + 1] give X_n0 - 1)."""
+    best = {}
+    for h in ends:
+        f = _form_add((1, {1: h} if isinstance(h, int) else h), (1, {1: 1}))
+        key = tuple(sorted((k.name, c) for k, c in f.items() if type(k) is not int))
+        if key not in best or f[1] < best[key][1]:
+            best[key] = f
+    if list(best) == [()]:
+        return max(best[()][1], 0)
+    forms = list(best.values())
+    out = _form_expr(forms[0])
+    for f in forms[1:]:
+        out = build.binary(BinOp.MIN, out, _form_expr(f))
+    if len(forms) == 1 and forms[0][1] >= 0 and \
+            all(c > 0 for k, c in forms[0].items() if type(k) is not int):
+        return out          # X_n0 + 2: never negative
+    return build.binary(BinOp.MAX, out, build.as_expr(0))
+
+
 def infer_ranges(variables, body, what, pending=()):
     """{Var: extent} for the index variables of one index-notation statement."""
     axes = [a for n in walk_expr(body) if isinstance(n, Reduce) for a in n.axes]
@@ -67,7 +156,12 @@ def infer_ranges(variables, body, what, pending=()):
     empty = {a.var for a in axes if a.var not in later and a.extent <= 0}
     known = {a.var: (a.min, a.min + a.extent - 1) for a in axes
              if a.var not in later and a.var not in empty}
-    unknown = set(variables) | later | empty
+    # reductions over a dynamic size (range(R), R = W.shape[0]): their range as forms
+    waiting = {ax.var for ax, _, _ in pending}
+    sym = {a.var: ({1: a.min}, _form_add((1, affine(a.extent)), (1, {1: a.min - 1})))
+           for a in axes if a.var in later and a.var not in waiting and isinstance(a.min, int)
+           and all(type(k) is int or isinstance(k, SizeVar) for k in affine(a.extent))}
+    unknown = set(variables) | (later - set(sym)) | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
     sizes = {}      # v -> the symbolic size of the first dimension it is the whole index of
     accs = [n for n in walk_expr(body) if isinstance(n, Access)]   # selects, filters too
@@ -75,10 +169,16 @@ def infer_ranges(variables, body, what, pending=()):
         fixed = {}
         for acc in accs:
             for dim, idx in enumerate(acc.indices):
-                if not isinstance(acc.tensor.shape[dim], int):
-                    if idx in found:    # (a dynamic argument's size: bare indices only;
-                        #                  the others are checked equal at the call)
-                        sizes.setdefault(idx, acc.tensor.shape[dim])
+                n = acc.tensor.shape[dim]
+                if not isinstance(n, int):
+                    if idx in found:    # (a dynamic argument's size: the first bare
+                        #                  index's; the others are checked equal at the call)
+                        sizes.setdefault(idx, n)
+                    else:
+                        sol = solve_sized(idx, n, unknown, known, sym)
+                        if sol is not None and sol[0] in found:
+                            fixed.setdefault(sol[0], []).extend(
+                                (sol[1], hi, acc) for hi in sol[2])
                     continue
                 sol = solve(idx, 0, acc.tensor.shape[dim] - 1, unknown, known)
                 if sol is not None and sol[0] in found:
@@ -87,7 +187,11 @@ def infer_ranges(variables, body, what, pending=()):
             break
         for v, cons in fixed.items():        # indices bounded in this round are known
             found[v] = cons
-            known[v] = (0, max(min(c[1] for c in cons), -1))
+            ints = [c[1] for c in cons if isinstance(c[1], int)]
+            if ints:
+                known[v] = (0, max(min(ints), -1))
+            else:               # (an upper end over sizes; the first where there are several)
+                sym[v] = ({1: 0}, cons[0][1])
             unknown.discard(v)
     extents = {}
     for v in variables:
@@ -106,7 +210,6 @@ def infer_ranges(variables, body, what, pending=()):
                 f"cannot infer the range of index `{v.name}` in {what}: {why}; declare the "
                 f"shape first, e.g. `{what.split('[')[0]} = jd.tensor((n, ...))`", user_loc())
         lo = max(c[0] for c in cons)
-        hi = min(c[1] for c in cons)
         if lo > 0:
             worst = max(cons, key=lambda c: c[0])[2]
             raise DefinitionError(
@@ -115,7 +218,10 @@ def infer_ranges(variables, body, what, pending=()):
                 "instead of `Y[i] = X[i - 1] + X[i + 1]`), or declare the shape first with "
                 f"jd.tensor(shape) and guard the accesses (`... if {v.name} >= {lo} "
                 "else ...`)", user_loc())
-        extents[v] = max(hi + 1, 0)      # an empty range makes an empty tensor, as NumPy
+        ends = [c[1] for c in cons]
+        if any(not isinstance(h, int) for h in ends) and v in sizes:
+            ends += [_form_add((1, f), (1, {1: -1})) for f in size_forms(sizes[v])]
+        extents[v] = _extent(ends)
     return extents
 
 

@@ -9,7 +9,7 @@ import math
 
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
-                            Load, Select, UnOp, Unary, Var)
+                            Load, Select, SizeVar, UnOp, Unary, Var)
 from jitdl.ir.visit import expr_children, walk_expr
 
 INF = math.inf
@@ -17,13 +17,15 @@ FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) fro
 
 
 def _var_part(form):
-    return {k: v for k, v in form.items() if k != 1 and v != 0}
+    # (the constant's key is the int 1: `k != 1` on a node would call its __ne__, in Python)
+    return {k: v for k, v in form.items() if v != 0 and type(k) is not int}
 
 
 def _apply_facts(f, lo, hi, ranges):
     """Tighten [lo, hi] of the affine form f with facts like `i + k >= 1`, also where f's
     variable part is a multiple of the fact's (2*i + 2*k), plus other terms bounded by
-    their ranges (`j + k` under `k <= K - 1`: an rfactor's guarded tail read at j + k)."""
+    their ranges (`j + k` under `k <= K - 1`: an rfactor's guarded tail read at j + k);
+    over symbolic sizes, by chains of facts (see _chain)."""
     vp = _var_part(f)
     if not vp:
         return lo, hi
@@ -44,7 +46,53 @@ def _apply_facts(f, lo, hi, ranges):
         a, b = (a, b) if k > 0 else (b, a)
         a, b = a + rlo, b + rhi
         lo, hi = max(lo, a) if a == a else lo, min(hi, b) if b == b else hi
+    if all(isinstance(k, Var) for k in vp) and any(
+            isinstance(k, SizeVar) or ranges.get(k, (0, 0))[1] >= SIZE_LIMIT - 1 for k in vp):
+        lo, hi = _chain(f, lo, hi, ranges)
     return lo, hi
+
+
+_CHAIN = 3      # facts one bound over symbolic sizes combines at most
+
+
+def _chain(f, lo, hi, ranges):
+    """Bounds of a linear form over symbolic sizes by a chain of the facts: f = (f - c*F)
+    + c*F, where the fact bounds c*F, c cancels one of f's loop variables, and what remains
+    is bounded by the ranges or by further facts. `j + r - X_n1 <= -1` under the facts of
+    two loops, `r - W_n0 <= -1` and `j - X_n1 + W_n0 <= 0` (a window of a dynamic size)."""
+    facts = []
+    for items, flo, fhi in ranges.get(FACTS, ()):
+        if all(type(k) is int or isinstance(k, Var) for k, _ in items):
+            form = dict(items)
+            loops = [(k, c) for k, c in items
+                     if c and isinstance(k, Var) and not isinstance(k, SizeVar)]
+            facts.append((form, loops, flo, fhi))
+    if not any(k in f for _, loops, _, _ in facts for k, _ in loops):
+        return lo, hi
+    plain = {**ranges, FACTS: ()}
+    best = [lo, hi]
+
+    def step(g, used, add_lo, add_hi, depth):
+        for n, (form, loops, flo, fhi) in enumerate(facts):
+            if n in used:
+                continue
+            for atom, fc in loops:
+                c, rem = divmod(g.get(atom, 0), fc)
+                if rem or c == 0:
+                    continue
+                rest = dict(g)
+                for k, v in form.items():
+                    rest[k] = rest.get(k, 0) - c * v
+                clo, chi = sorted((_mul(c, flo), _mul(c, fhi)))
+                rlo, rhi = form_bounds(rest, plain)
+                a, b = rlo + clo + add_lo, rhi + chi + add_hi
+                best[0] = max(best[0], a) if a == a else best[0]
+                best[1] = min(best[1], b) if b == b else best[1]
+                if depth > 1:
+                    step(rest, used | {n}, add_lo + clo, add_hi + chi, depth - 1)
+    if facts:
+        step(f, frozenset(), 0, 0, _CHAIN)
+    return best[0], best[1]
 
 
 SIZE_LIMIT = 1 << 40    # array sizes stay below this (8 TiB of float64): what a size
@@ -61,19 +109,39 @@ def with_loop(ranges, var, lo, extent):
     for v in walk_expr(extent):
         if isinstance(v, Var) and v not in out:
             out[v] = (0, SIZE_LIMIT - 1)
-    form = {var: 1, 1: -lo}
-    for k, c in affine(extent).items():
-        form[k] = form.get(k, 0) - c
-    out[FACTS] = out.get(FACTS, ()) + ((tuple(form.items()), -INF, -1),)
+    for end in upper_ends(extent):
+        form = {var: 1, 1: -lo}
+        for k, c in affine(end).items():
+            form[k] = form.get(k, 0) - c
+        out[FACTS] = out.get(FACTS, ()) + ((tuple(form.items()), -INF, -1),)
     return out
+
+
+def upper_ends(extent):
+    """Extents that a loop over `extent` is below whenever it runs: each side of a min,
+    and `a` of `max(a, c)` with c <= 0 (a loop that runs has an extent of at least 1, so
+    there it is a: an inferred `max(X_n0 - R + 1, 0)`)."""
+    if isinstance(extent, Binary) and extent.op == BinOp.MIN:
+        return upper_ends(extent.a) + upper_ends(extent.b)
+    if isinstance(extent, Binary) and extent.op == BinOp.MAX:
+        for a, b in ((extent.a, extent.b), (extent.b, extent.a)):
+            if isinstance(b, Const) and b.value <= 0:
+                return upper_ends(a)
+    return [extent]
 
 
 def below(e, n, ranges):
     """Whether e <= n - 1 holds under ranges, for an int or symbolic n: by the affine
-    form of e - n (with the facts), through `a // c` (a <= c*n - 1), `a % n`, and the
-    min, max and selects of clamped indices (`max(min(e, n - 1), 0)`)."""
+    form of e - n (with the facts), through `a // c` (a <= c*n - 1), `a % n`, the min,
+    max and selects of clamped indices (`max(min(e, n - 1), 0)`), and a min or max n."""
     if isinstance(n, int):
         return bounds(e, ranges)[1] <= n - 1
+    if isinstance(n, Binary) and n.op in (BinOp.MIN, BinOp.MAX) and dtypes.is_int(n.dtype):
+        # below a min: below both sides; below a max: below either (an inferred extent
+        # `max(X_n0 - 2, 0)`)
+        sides = (below(e, n.a, ranges), below(e, n.b, ranges))
+        if all(sides) or n.op == BinOp.MAX and any(sides):
+            return True
     match e:
         case Binary(op=BinOp.FLOORDIV) if isinstance(e.b, Const) and e.b.value > 0:
             return below(e.a, n * e.b.value, ranges)
@@ -135,7 +203,7 @@ def linear(e):
     if not _is_int(e):
         return None
     f = affine(e)
-    if all(k == 1 or isinstance(k, Var) and dtypes.is_int(k.dtype) for k in f):
+    if all(type(k) is int or isinstance(k, Var) and dtypes.is_int(k.dtype) for k in f):
         return f
     return None
 
@@ -166,14 +234,14 @@ def affine(e):
             out = dict(affine(e.a))
             for k, v in affine(e.b).items():
                 out[k] = out.get(k, 0) + sign * v
-            return {k: v for k, v in out.items() if v != 0 or k == 1}
+            return {k: v for k, v in out.items() if v != 0 or type(k) is int}
         case Binary(op=BinOp.MUL) if dtypes.is_int(e.dtype):
             fa, fb = affine(e.a), affine(e.b)
             if len(fa) == 1:
                 fa, fb = fb, fa
             if len(fb) == 1:
                 c = fb.get(1, 0)
-                return {k: v * c for k, v in fa.items() if v * c != 0 or k == 1}
+                return {k: v * c for k, v in fa.items() if v * c != 0 or type(k) is int}
     return {e: 1, 1: 0}
 
 
@@ -181,7 +249,7 @@ def form_bounds(f, ranges):
     """Inclusive (lo, hi) of an affine form (from `affine`) under `ranges`."""
     lo = hi = f.get(1, 0)
     for k, c in f.items():
-        if k == 1:
+        if type(k) is int:
             continue
         vlo, vhi = atom_bounds(k, ranges)
         lo += min(_mul(c, vlo), _mul(c, vhi))
@@ -376,7 +444,8 @@ def unbounded_part(e, ranges):
     if lo != -INF and hi != INF:
         return None
     f = affine(e)
-    parts = expr_children(e) if e in f else [a for a in f if a != 1]   # an atom: its operands
+    # an atom: its operands
+    parts = expr_children(e) if e in f else [a for a in f if type(a) is not int]
     for p in parts:
         inner = unbounded_part(p, ranges) if _is_int(p) else None
         if inner is not None:
@@ -445,7 +514,7 @@ def _narrow_cmp(op, a, b, ranges):
     diff = dict(_exact_form(a, ranges))
     for k, v in _exact_form(b, ranges).items():
         diff[k] = diff.get(k, 0) - v
-    terms = [(k, c) for k, c in diff.items() if k != 1 and c != 0]
+    terms = [(k, c) for k, c in diff.items() if type(k) is not int and c != 0]
     out = ranges
     if len(terms) >= 2 and op in _FACT_LIMITS:
         lim = _FACT_LIMITS[op]

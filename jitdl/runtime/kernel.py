@@ -644,9 +644,23 @@ def _dims_function(sig):
         lines.append(f"    if args[{int(pa)}].shape[{int(da)}] != args[{int(pb)}].shape[{int(db)}]:"
                      f" disagree(args, {k})")
     sizes = "".join(f"n{k}, " for k in range(len(sig.sizes)))
+    for j, (_, shape, _) in enumerate(sig.outputs):
+        for d, tree in enumerate(shape):
+            if _may_be_negative(tree):
+                lines.append(f"    if {_tree_code(tree)} < 0: negative(args, {j}, {d})")
     shapes = ", ".join("(" + "".join(_tree_code(d) + ", " for d in shape) + ")"
                        for _, shape, _ in sig.outputs)
     lines.append(f"    return ({sizes}), ({shapes},)")
+
+    def negative(args, j, d):
+        name, shape, _ = sig.outputs[j]
+        named = [f"{sig.layout[p][1]}.shape[{int(dim)}]" for p, dim in sig.sizes]
+        given = ", ".join(f"{sig.layout[p][1]} {tuple(args[p].shape)}"
+                          for p in sorted({int(p) for p, _ in sig.sizes}))
+        raise ArgumentError(
+            f"{sig.fname}(): dimension {d} of the output {name} is "
+            f"`{_tree_code(shape[d], named)}` = {eval_tree(shape[d], args, sig)} for these "
+            f"arguments ({given}); a dimension must be >= 0")
 
     def disagree(args, k):
         a, pa, da, b, pb, db = sig.agree[k]
@@ -655,9 +669,27 @@ def _dims_function(sig):
             f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
             f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
             f"{b} {sb})")
-    namespace = {"disagree": disagree}
+    namespace = {"disagree": disagree, "negative": negative}
     exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
     return namespace["dims"]
+
+
+def _may_be_negative(tree):
+    """Whether an output size tree can be negative: it subtracts (a declared
+    `jd.tensor((m - R + 1,))`), outside a max with 0."""
+    if isinstance(tree, int):
+        return tree < 0
+    if tree[0] == "n":
+        return False
+    if tree[0] == "max" and any(isinstance(t, int) and t >= 0 for t in tree[1:]):
+        return False
+    return tree[0] in ("-", "//") or any(_may_be_negative(t) for t in tree[1:])
+
+
+def eval_tree(tree, args, sig):
+    """A size tree's value for a call's arguments."""
+    sizes = [str(int(args[p].shape[d])) for p, d in sig.sizes]
+    return eval(_tree_code(tree, sizes), {})        # noqa: S307 - ints and operators only
 
 
 def _fast_dynamic_run(k):
@@ -693,6 +725,10 @@ def _fast_dynamic_run(k):
         # outputs of pool.MIN_BYTES and more in memory that is reused (see allocator)
         count = " * ".join(f"({_tree_code(d, sizes)})" for d in shape) or "1"
         most = -(-pool.MIN_BYTES // k.out_specs[j][1].itemsize)
+        for d in shape:
+            if _may_be_negative(d):         # (the general path raises the error)
+                lines.append(f"    if {_tree_code(d, sizes)} < 0:")
+                lines.append("        return general(args, None)")
         lines.append(f"    o{j} = (empty if {count} < {most} else big)({dims}, dt{j})")
         outs.append(f"o{j}")
     call = ["args"] + outs + sizes

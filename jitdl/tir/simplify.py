@@ -20,7 +20,7 @@ from jitdl.ir.visit import map_expr, map_stmt, substitute
 
 def _rebuild(form):
     """A canonical expression from {Var: coef, 1: const}."""
-    terms = sorted(((k, c) for k, c in form.items() if k != 1 and c != 0),
+    terms = sorted(((k, c) for k, c in form.items() if type(k) is not int and c != 0),
                    key=lambda kc: kc[0].name)
     out = None
     for v, c in terms:
@@ -82,9 +82,9 @@ def _join_divmod(n):
         changed = True
     if not changed:
         return None
-    out = _rebuild({k: c for k, c in f.items() if k == 1 or isinstance(k, Var)})
+    out = _rebuild({k: c for k, c in f.items() if type(k) is int or isinstance(k, Var)})
     for k, c in f.items():
-        if k != 1 and not isinstance(k, Var) and c:
+        if type(k) is not int and not isinstance(k, Var) and c:
             t = k if c == 1 else Binary(BinOp.MUL, k, Const(c, "int64"), "int64")
             out = t if isinstance(out, Const) and out.value == 0 else \
                 Binary(BinOp.ADD, out, t, "int64")
@@ -104,8 +104,8 @@ def simplify_expr(e, ranges):
                 d = n.b.value
                 f = linear(n.a)
                 if f is not None:
-                    q = {k: c // d for k, c in f.items() if k != 1 and c % d == 0}
-                    r = {k: c for k, c in f.items() if k != 1 and c % d != 0}
+                    q = {k: c // d for k, c in f.items() if type(k) is not int and c % d == 0}
+                    r = {k: c for k, c in f.items() if type(k) is not int and c % d != 0}
                     const = f.get(1, 0)
                     q[1], r[1] = const // d, const % d
                     lo, hi = bounds(_rebuild(r), ranges)
@@ -236,7 +236,7 @@ def _tighten(loop, body, mn, ext):
         return None
     form = linear(body.cond.a)
     if form is None or form.get(loop.var) != 1 or \
-            any(k is not loop.var and k != 1 and c for k, c in form.items()):
+            any(k is not loop.var and type(k) is not int and c for k, c in form.items()):
         return None
     stop = body.cond.b.value - form.get(1, 0)          # v < stop
     new_ext = min(ext.value, stop - mn.value)
