@@ -562,6 +562,55 @@ def test_threads_compile_different_shapes_and_functions_at_once(tmp_path):
     assert hot["results"] == ["hit"] * 12
 
 
+def test_threads_print_ir_while_llvmlite_would_build_its_escape_table(tmp_path):
+    """llvmlite builds the table that escapes strings in printed IR on its first use: a
+    thread that printed a module while another was building it failed with KeyError(98)
+    (the "b" of !"branch_weights"), once in several runs of the test above. Here every
+    entry of the table takes a thread switch, so the threads would print their modules
+    while it is built, unless jitdl built it on import."""
+    write_module(tmp_path, "kmod", KMOD)
+    write_module(tmp_path, "khelper", KHELPER)
+    code = '''\
+        import json, threading, time, traceback
+        import numpy as np
+        import llvmlite.ir.values as values
+
+        escape = getattr(values, "_escape_string", None)
+        table = (getattr(escape, "__defaults__", None) or (None,))[0]
+        if not isinstance(table, dict) or table:
+            print("RESULT " + json.dumps({"skip": "this llvmlite has no escape table "
+                                                  "built on first use"}))
+            raise SystemExit
+
+        class SlowTable(dict):
+            def __setitem__(self, key, value):      # a thread switch at every entry
+                time.sleep(0.001)
+                super().__setitem__(key, value)
+
+        escape.__defaults__ = (SlowTable(),)
+        import kmod
+        errors, barrier = [], threading.Barrier(8)
+
+        def work(i):
+            try:
+                X = np.random.default_rng().standard_normal((i // 2 + 2, 7)).astype(np.float32)
+                barrier.wait()
+                getattr(kmod, ("scaled", "softmax")[i % 2])(X)
+            except Exception:
+                errors.append(traceback.format_exc())
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print("RESULT " + json.dumps({"errors": errors}))
+        '''
+    res = result_of(run_script(tmp_path, code))
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["errors"] == [], "\n".join(res["errors"])
+
+
 # ============================================================================ fork
 
 def test_fork_right_after_import(probes):

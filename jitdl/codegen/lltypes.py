@@ -23,6 +23,18 @@ _MEM = dict(_REG, bool=I8)
 _SPLAT_SYNTAX = llvm.llvm_version_info >= (19,)
 
 
+def _build_escape_table():
+    """llvmlite builds the table that escapes strings in printed IR (metadata such as
+    !"branch_weights") on its first use, shared by every thread: a thread that prints a
+    module while another is still building it finds the table part-filled and fails with
+    a KeyError of the byte not yet there (KeyError(98), the "b" of branch_weights, when
+    two functions compiled at once). Built here, on import, before any thread compiles."""
+    ir.MetaDataString(ir.Module(), "").get_reference()
+
+
+_build_escape_table()
+
+
 def reg_type(dtype):
     return _REG[dtype]
 
