@@ -67,21 +67,36 @@ def _form_add(*terms):
 
 
 def _form_expr(f):
-    """An affine form over size variables as an int64 expression."""
-    e = build.as_expr(f.get(1, 0))
+    """An affine form over sizes as an int64 expression (`X_n0 - 1`, `X_n0`)."""
+    e = None
     for k, c in f.items():
         if type(k) is not int:
-            e = e + c * k if c != 1 else e + k
-    return e
+            t = k if c == 1 else c * k
+            e = t if e is None else e + t
+    const = f.get(1, 0)
+    if e is None:
+        return build.as_expr(const)
+    return e + const if const else e
+
+
+def _of_sizes(f):
+    """Whether a form's terms are sizes: size variables, and expressions of them alone
+    (`V_n0 // 2`, an inferred extent), never of loop indices."""
+    return all(type(k) is int or isinstance(k, SizeVar) or all(
+        isinstance(v, SizeVar) for v in walk_expr(k) if isinstance(v, Var)) for k in f)
+
+
+def _size_key(f):
+    return tuple(sorted((repr(k), c) for k, c in f.items() if type(k) is not int))
 
 
 def solve_sized(idx, n, unknown, known, sym):
-    """solve() against a symbolic size n: (var, lo, his) with each hi an affine form over size
-    variables ({atom: coef, 1: const}) for `0 <= idx <= n - 1`, where idx is `i + e` or
-    `-i + e`, e built from constants, size variables and indices with known ranges (ints
-    in `known`, forms in `sym`: a reduction over range(R) of a dynamic size); else None.
-    The upper end is a list: one per bound of n (see size_forms).
-    `Y[i] = X[i + 1] - X[i]` makes i range over [0, X_n0 - 1)."""
+    """solve() where a size or a range is symbolic: (var, lo, his) for `0 <= idx <= n - 1`
+    with each hi an affine form over sizes ({atom: coef, 1: const}), one per upper end of
+    n (see size_forms), where idx is `i + e` or `-i + e`, e built from constants, sizes and
+    indices with known ranges (ints in `known`, forms in `sym`: a reduction over range(R)
+    of a dynamic size); else None. `Y[i] = X[i + 1] - X[i]` makes i range over
+    [0, X_n0 - 1)."""
     form = affine(idx)
     parts = [(k, c) for k, c in form.items() if type(k) is not int and _mentions(k, unknown)]
     if len(parts) != 1 or not isinstance(parts[0][0], Var) or parts[0][1] not in (1, -1):
@@ -102,36 +117,45 @@ def solve_sized(idx, n, unknown, known, sym):
         if ck < 0:
             lo, hi = hi, lo
         elo, ehi = _form_add((1, elo), (ck, lo)), _form_add((1, ehi), (ck, hi))
+    forms = size_forms(n)
     if c == 1:      # i in [-elo, n - 1 - ehi] for each upper end of n
         lo = _form_add((-1, elo))
-        his = [_form_add((1, f), (1, {1: -1}), (-1, ehi)) for f in size_forms(n)]
+        his = [_form_add((1, f), (1, {1: -1}), (-1, ehi)) for f in forms or ()]
     else:           # i in [ehi - (n - 1), elo]
-        size = affine(n)
-        if not all(type(k) is int or isinstance(k, SizeVar) for k in size):
+        if forms is None or len(forms) != 1:
             return None
-        lo, his = _form_add((1, ehi), (-1, size), (1, {1: 1})), [elo]
-    if len(lo) != 1 or not his:
-        return None         # a lower end that depends on the sizes: not decided here
+        lo, his = _form_add((1, ehi), (-1, forms[0]), (1, {1: 1})), [elo]
+    if len(lo) != 1:
+        # a lower end over sizes: decided only where it is never above 0 (`X[i + R]`)
+        if lo[1] > 0 or any(c > 0 or not isinstance(k, SizeVar)
+                            for k, c in lo.items() if type(k) is not int):
+            return None
+        lo = {1: lo[1]}
+    if not his:
+        return None
     return atom, lo[1], his
 
 
 def size_forms(n):
-    """Affine forms over size variables that any index valid in a dimension of size n is
-    below: n itself, each side of a min, `a` of `max(a, 0)` (an inferred extent: an index
-    is valid only where it is at least 1, so there it is a)."""
+    """Affine forms over sizes that any index valid in a dimension of size n is below (an
+    int n: itself): n, each side of a min, `a` of `max(a, 0)` (an inferred extent: an
+    index is valid only where it is at least 1, so there it is a); None where one of them
+    is not a form over sizes (a side left out would let the range exceed it)."""
+    if isinstance(n, int):
+        return [{1: n}]
     forms = [affine(e) for e in upper_ends(n)]
-    return [f for f in forms if all(type(k) is int or isinstance(k, SizeVar) for k in f)]
+    return forms if all(_of_sizes(f) for f in forms) else None
 
 
 def _extent(ends):
-    """An index's extent from the upper ends its accesses allow (ints, and forms over size
-    variables): the least of them plus one, and never negative (an empty range makes an
-    empty tensor, as NumPy); an int, or an int64 expression of the sizes (forms with the
-    same sizes compare by their constants: X[i] and X[i + 1] give X_n0 - 1)."""
+    """An index's extent from the upper ends its accesses allow (ints, and forms over
+    sizes): the least of them plus one, and never negative (an empty range makes an empty
+    tensor, as NumPy); an int, or an int64 expression of the sizes (forms with the same
+    sizes compare by their constants: X[i] and X[i + 1] give X_n0 - 1)."""
     best = {}
     for h in ends:
         f = _form_add((1, {1: h} if isinstance(h, int) else h), (1, {1: 1}))
-        key = tuple(sorted((k.name, c) for k, c in f.items() if type(k) is not int))
+        key = _size_key(f)
         if key not in best or f[1] < best[key][1]:
             best[key] = f
     if list(best) == [()]:
@@ -140,10 +164,26 @@ def _extent(ends):
     out = _form_expr(forms[0])
     for f in forms[1:]:
         out = build.binary(BinOp.MIN, out, _form_expr(f))
-    if len(forms) == 1 and forms[0][1] >= 0 and \
-            all(c > 0 for k, c in forms[0].items() if type(k) is not int):
+    if len(forms) == 1 and forms[0][1] >= 0 and all(
+            c > 0 and isinstance(k, SizeVar) for k, c in forms[0].items() if type(k) is not int):
         return out          # X_n0 + 2: never negative
     return build.binary(BinOp.MAX, out, build.as_expr(0))
+
+
+def _upper(ends):
+    """The upper end that indices read through another index may take it to: the one
+    end (the least constant where the ends differ only in it), or None where the least
+    of several is not one form (an index that depends on it is then not inferred)."""
+    best = {}
+    for h in ends:
+        f = {1: h} if isinstance(h, int) else h
+        key = _size_key(f)
+        if key not in best or f[1] < best[key][1]:
+            best[key] = f
+    if len(best) != 1:
+        return None
+    f = next(iter(best.values()))
+    return f[1] if list(best) == [()] else f
 
 
 def infer_ranges(variables, body, what, pending=()):
@@ -160,10 +200,10 @@ def infer_ranges(variables, body, what, pending=()):
     waiting = {ax.var for ax, _, _ in pending}
     sym = {a.var: ({1: a.min}, _form_add((1, affine(a.extent)), (1, {1: a.min - 1})))
            for a in axes if a.var in later and a.var not in waiting and isinstance(a.min, int)
-           and all(type(k) is int or isinstance(k, SizeVar) for k in affine(a.extent))}
+           and _of_sizes(affine(a.extent))}
     unknown = set(variables) | (later - set(sym)) | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
-    sizes = {}      # v -> the symbolic size of the first dimension it is the whole index of
+    sizes = {}      # v -> the symbolic sizes of the dimensions it is the whole index of
     accs = [n for n in walk_expr(body) if isinstance(n, Access)]   # selects, filters too
     while True:
         fixed = {}
@@ -171,33 +211,36 @@ def infer_ranges(variables, body, what, pending=()):
             for dim, idx in enumerate(acc.indices):
                 n = acc.tensor.shape[dim]
                 if not isinstance(n, int):
-                    if idx in found:    # (a dynamic argument's size: the first bare
-                        #                  index's; the others are checked equal at the call)
-                        sizes.setdefault(idx, n)
-                    else:
-                        sol = solve_sized(idx, n, unknown, known, sym)
-                        if sol is not None and sol[0] in found:
-                            fixed.setdefault(sol[0], []).extend(
-                                (sol[1], hi, acc) for hi in sol[2])
+                    if idx in found:    # (a dynamic argument's size: checked equal to the
+                        #                  others at the call, see check_shape_agreement)
+                        if n not in sizes.setdefault(idx, []):
+                            sizes[idx].append(n)
+                        continue
+                    sol = None
+                else:
+                    sol = solve(idx, 0, n - 1, unknown, known)
+                if not isinstance(n, int) or sol is None and _mentions(idx, sym):
+                    sol = solve_sized(idx, n, unknown, known, sym)
+                    if sol is not None and sol[0] in found:
+                        fixed.setdefault(sol[0], []).extend((sol[1], hi, acc) for hi in sol[2])
                     continue
-                sol = solve(idx, 0, acc.tensor.shape[dim] - 1, unknown, known)
                 if sol is not None and sol[0] in found:
                     fixed.setdefault(sol[0], []).append((sol[1], sol[2], acc))
         if not fixed:
             break
         for v, cons in fixed.items():        # indices bounded in this round are known
             found[v] = cons
-            ints = [c[1] for c in cons if isinstance(c[1], int)]
-            if ints:
-                known[v] = (0, max(min(ints), -1))
-            else:               # (an upper end over sizes; the first where there are several)
-                sym[v] = ({1: 0}, cons[0][1])
+            up = _upper(_ends(cons, sizes.get(v, ())))
+            if isinstance(up, int):
+                known[v] = (0, max(up, -1))
+            elif up is not None:
+                sym[v] = ({1: 0}, up)
             unknown.discard(v)
     extents = {}
     for v in variables:
         cons = found[v]
         if not cons and v in sizes:
-            extents[v] = sizes[v]
+            extents[v] = sizes[v][0]
             continue
         if not cons:
             if any(_mentions(a, {v}) and _mentions(a, empty) for a in accs):
@@ -218,11 +261,19 @@ def infer_ranges(variables, body, what, pending=()):
                 "instead of `Y[i] = X[i - 1] + X[i + 1]`), or declare the shape first with "
                 f"jd.tensor(shape) and guard the accesses (`... if {v.name} >= {lo} "
                 "else ...`)", user_loc())
-        ends = [c[1] for c in cons]
-        if any(not isinstance(h, int) for h in ends) and v in sizes:
-            ends += [_form_add((1, f), (1, {1: -1})) for f in size_forms(sizes[v])]
-        extents[v] = _extent(ends)
+        extents[v] = _extent(_ends(cons, sizes.get(v, ())))
     return extents
+
+
+def _ends(cons, bare):
+    """The upper ends of an index: its constraints', and where one is over sizes, those
+    of the dimensions it indexes whole (which the call checks equal, see
+    check_shape_agreement), as Tensor Comprehensions' rule takes every access."""
+    ends = [c[1] for c in cons]
+    if any(not isinstance(h, int) for h in ends):
+        for n in bare:
+            ends += [_form_add((1, f), (1, {1: -1})) for f in size_forms(n) or ()]
+    return ends
 
 
 _state = threading.local()

@@ -12,7 +12,7 @@ import itertools
 
 from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
-                               unbounded_part, with_loop)
+                               unbounded_part, upper_ends, with_loop)
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_expr, walk_unique
@@ -167,8 +167,11 @@ def check_shape_agreement(stages):
                         if check not in at_call:
                             at_call.append(check)
             args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
+            # a dimension over the whole extent, or one of the sizes an extent inferred
+            # over symbolic sizes is the least of (min(X_n0, W_n0, Z_n0 - 1))
+            ends = [ax.extent] if isinstance(ax.extent, int) else upper_ends(ax.extent)
             full = [(acc, dim) for acc, dim in args
-                    if ax.min == 0 and acc.tensor.shape[dim] == ax.extent]
+                    if ax.min == 0 and any(_is_size(acc.tensor.shape[dim], e) for e in ends)]
             if not full:
                 continue
             for (ref, rdim), (acc, dim) in itertools.product(full, args):
@@ -190,6 +193,14 @@ def check_shape_agreement(stages):
                     f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
                     f"{acc.tensor.shape})", acc.loc or op.loc)
     return at_call
+
+
+def _is_size(n, e):
+    """Whether a dimension's size n (an int or a size variable) is the extent e."""
+    if isinstance(e, Const):
+        e = int(e.value)
+    return n == e if isinstance(n, int) and isinstance(e, int) else n is e or (
+        not isinstance(n, int) and not isinstance(e, int) and n == e)
 
 
 def _collect_bare(e, uses):
