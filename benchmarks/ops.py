@@ -163,21 +163,23 @@ def np_attention(Q, K, V):
 
 
 def fused_cases(quick, rng):
-    rows, cols = (512, 256) if quick else (4096, 1024)
-    X = rand((rows, cols), np.float32, rng)
-    w, b = rand(cols, np.float32, rng), rand(cols, np.float32, rng)
-    n, k, m = (128, 256, 256) if quick else (512, 1024, 1024)
-    A, W, bias = rand((n, k), np.float32, rng), rand((k, m), np.float32, rng) * 0.05, \
-        rand(m, np.float32, rng)
-    bh, seq = (2, 128) if quick else (8, 512)
-    Q, K, V = (rand((bh, seq, 64), np.float32, rng) for _ in range(3))
-    return [
-        ("softmax", f"{rows}x{cols} f32", softmax, (X,), np_softmax),
-        ("layer_norm", f"{rows}x{cols} f32", layer_norm, (X, w, b), np_layer_norm),
-        ("gelu(x @ W + b)", f"{n}x{k} @ {k}x{m} f32", gelu_linear, (A, W, bias),
-         np_gelu_linear),
-        ("attention", f"{bh}x{seq}x64 f32", attention, (Q, K, V), np_attention),
-    ]
+    """Each composite at three sizes (output elements near 1e3, 1e5 and 1e6-1e7; the
+    two smaller with --quick): a layer of a small model to a large one."""
+    out = []
+    for rows, cols in ((8, 128), (128, 1024), (4096, 1024))[:2 if quick else 3]:
+        X = rand((rows, cols), np.float32, rng)
+        w, b = rand(cols, np.float32, rng), rand(cols, np.float32, rng)
+        out += [("softmax", f"{rows}x{cols} f32", softmax, (X,), np_softmax),
+                ("layer_norm", f"{rows}x{cols} f32", layer_norm, (X, w, b), np_layer_norm)]
+    for n, k, m in ((16, 64, 64), (256, 256, 512), (512, 1024, 1024))[:2 if quick else 3]:
+        A, W, bias = rand((n, k), np.float32, rng), rand((k, m), np.float32, rng) * 0.05, \
+            rand(m, np.float32, rng)
+        out.append(("gelu(x @ W + b)", f"{n}x{k} @ {k}x{m} f32", gelu_linear, (A, W, bias),
+                    np_gelu_linear))
+    for bh, seq in ((1, 16), (4, 128), (8, 512))[:2 if quick else 3]:
+        Q, K, V = (rand((bh, seq, 64), np.float32, rng) for _ in range(3))
+        out.append(("attention", f"{bh}x{seq}x64 f32", attention, (Q, K, V), np_attention))
+    return out
 
 
 def main():
