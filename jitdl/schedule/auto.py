@@ -1290,7 +1290,11 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
         if symbolic:
             _schedule_symbolic(s, name, st, num_threads, target, allow)
             continue
-        inner_work = [_work(x) for x in s.stages.values() if x.attach == "at"
+        # (a reduction computed in its consumer's tiles runs as vector multiply-adds:
+        # its vector iterations are the work, as _parallelize counts a stage's own)
+        inner_work = [_work(x) // (target.lanes(dtypes.itemsize(x.tensor.dtype))
+                                   if x.is_reduce else 1)
+                      for x in s.stages.values() if x.attach == "at"
                       and x.tensor.name in epilogues and x.attach_to[0] == name]
         if inner_work:                   # an epilogue: tiled with its producer's block
             if "parallel" in allow:
