@@ -86,8 +86,15 @@ def _of_sizes(f):
         isinstance(v, SizeVar) for v in walk_expr(k) if isinstance(v, Var)) for k in f)
 
 
-def _size_key(f):
-    return tuple(sorted((repr(k), c) for k, c in f.items() if type(k) is not int))
+def _least(forms):
+    """{sizes: form} keeping, of forms over the same sizes, the one with the least
+    constant (`X_n0 - 2` of `X_n0 - 1` and `X_n0 - 2`); ints are forms of no sizes."""
+    best = {}
+    for f in forms:
+        key = tuple(sorted((repr(k), c) for k, c in f.items() if type(k) is not int))
+        if key not in best or f[1] < best[key][1]:
+            best[key] = f
+    return best
 
 
 def solve_sized(idx, n, unknown, known, sym):
@@ -152,12 +159,8 @@ def _extent(ends):
     sizes): the least of them plus one, and never negative (an empty range makes an empty
     tensor, as NumPy); an int, or an int64 expression of the sizes (forms with the same
     sizes compare by their constants: X[i] and X[i + 1] give X_n0 - 1)."""
-    best = {}
-    for h in ends:
-        f = _form_add((1, {1: h} if isinstance(h, int) else h), (1, {1: 1}))
-        key = _size_key(f)
-        if key not in best or f[1] < best[key][1]:
-            best[key] = f
+    best = _least([_form_add((1, {1: h} if isinstance(h, int) else h), (1, {1: 1}))
+                   for h in ends])
     if list(best) == [()]:
         return max(best[()][1], 0)
     forms = list(best.values())
@@ -174,12 +177,7 @@ def _upper(ends):
     """The upper end that indices read through another index may take it to: the one
     end (the least constant where the ends differ only in it), or None where the least
     of several is not one form (an index that depends on it is then not inferred)."""
-    best = {}
-    for h in ends:
-        f = {1: h} if isinstance(h, int) else h
-        key = _size_key(f)
-        if key not in best or f[1] < best[key][1]:
-            best[key] = f
+    best = _least([{1: h} if isinstance(h, int) else h for h in ends])
     if len(best) != 1:
         return None
     f = next(iter(best.values()))
