@@ -199,8 +199,7 @@ def _is_size(n, e):
     """Whether a dimension's size n (an int or a size variable) is the extent e."""
     if isinstance(e, Const):
         e = int(e.value)
-    return n == e if isinstance(n, int) and isinstance(e, int) else n is e or (
-        not isinstance(n, int) and not isinstance(e, int) and n == e)
+    return isinstance(n, int) == isinstance(e, int) and n == e
 
 
 def _collect_bare(e, uses):
