@@ -631,3 +631,17 @@ def test_rows_of_a_symbolic_width_are_contiguous_vectors():
     notes = [line for line in colsum.llvm_ir(x, optimized=False).splitlines()
              if "jitdl: vectorized" in line]
     assert notes and not any("gather" in n for n in notes), notes
+
+
+def test_unrolled_loop_too_long_to_copy_says_it_is_a_loop(rng, width):
+    """unroll over more than MAX_UNROLL iterations: a loop, and the IR's notes say so
+    (they said nothing while lower() printed `unrolled`)."""
+    j = Var("j")
+    X, Y = Buffer("X", "float64", (100,)), Buffer("Y", "float64", (100,))
+    body = Store(Y, j, Load(Y, j) * Load(X, j) + 1.0)
+    x, y = normal(rng, 100), normal(rng, 100)
+    expected = y * x + 1
+    text = run_loop_ir([X, Y], vloop(j, 100, body, ForKind.UNROLLED), [x, y])
+    np.testing.assert_allclose(y, expected, 1e-12)
+    assert "unrolled j: a loop, because its extent 100 is not a constant of at most 64" \
+        in text

@@ -34,6 +34,7 @@ from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, 
 from jitdl.ir.visit import NodeKey, walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
+MAX_UNROLL = 64         # unrolled loops up to this extent are copies of the body
 LONG_LOOP = 64          # serial loops at least this long are not unrolled after vectorising
 CONTRACT = ("contract",)
 GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations release the GIL
@@ -432,8 +433,12 @@ class FunctionCodegen:
                 elif s.kind == ForKind.VECTORIZED:
                     self.vectorized_for(s)
                 elif s.kind == ForKind.UNROLLED and isinstance(s.extent, Const) \
-                        and s.extent.value <= 64:
+                        and s.extent.value <= MAX_UNROLL:
                     self.unrolled_for(s)
+                elif s.kind == ForKind.UNROLLED:
+                    self.note(s, f"unrolled {s.var.name}: a loop, because its extent "
+                                 f"{s.extent} is not a constant of at most {MAX_UNROLL}")
+                    self.serial_for(s)
                 else:
                     self.serial_for(s)
             case IfThen() if _serial_when_small(s):

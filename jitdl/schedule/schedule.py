@@ -298,7 +298,8 @@ class Schedule:
         self._annotate("parallel", ax, ForKind.PARALLEL)
 
     def unroll(self, ax):
-        """Unroll a loop with a constant trip count (up to 64 copies).
+        """Unroll a loop with a constant trip count (up to 64 copies; a longer loop or one
+        of a symbolic extent stays a loop, as the LLVM IR's notes say).
         Before: for j in range(3): S[j]      After: S[0]; S[1]; S[2]"""
         self._annotate("unroll", ax, ForKind.UNROLLED)
 
