@@ -964,3 +964,40 @@ def test_a_failed_export_leaves_no_temporary_file(export_probe):
 
 def test_an_export_gets_the_umask_mode(export_probe):
     assert export_probe["mode"] == export_probe["expected_mode"], export_probe["mode"]
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_the_collector_pause_of_code_generation_is_counted_across_threads(was_on):
+    """Code generation turns Python's collector off while it builds a module. Each thread
+    saving and restoring it alone could leave it off for good (one thread's restore
+    between another's check and its disable); counted, the last thread out restores what
+    the first found, in any order of entries and exits."""
+    import gc
+    import threading
+    from jitdl.codegen.llvm import _collector_paused
+    (gc.enable if was_on else gc.disable)()
+    try:
+        a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def a():
+            with _collector_paused():
+                a_in.set()
+                b_in.wait(5)
+            a_out.set()
+
+        def b():
+            a_in.wait(5)
+            with _collector_paused():
+                b_in.set()
+                a_out.wait(5)
+                seen["inside after a left"] = gc.isenabled()
+        ts = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(10)
+        assert seen == {"inside after a left": False}
+        assert gc.isenabled() is was_on
+    finally:
+        gc.enable()

@@ -10,8 +10,10 @@ arithmetic keeps IEEE semantics (no nnan/ninf anywhere).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
+import threading
 from dataclasses import replace
 
 from llvmlite import ir
@@ -944,17 +946,35 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these;
     `module.jitdl_alias` the positions kept (none with the error slot)."""
-    # llvmlite's IR is thousands of small objects with parent links: Python's cyclic GC
-    # would scan them (and everything else alive) several times while they are built
-    # (2-3 ms of a cold compile); nothing here needs collecting before the module is done
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with _collector_paused():
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
                          vector_bytes or host_vector_bytes(), layout, shapes, alias)
+
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = [0, False]     # threads generating code now; whether the collector was on
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic collector off while a module is built: llvmlite's IR is thousands
+    of small objects with parent links, which it would scan (with everything else alive)
+    several times over (2-3 ms of a cold compile); nothing here needs collecting before the
+    module is done. Counted across threads: the last one out turns it back on if it was on
+    when the first came in (each thread saving and restoring it alone could leave it off
+    for good when one thread's restore fell between another's check and its disable)."""
+    with _GC_LOCK:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
     finally:
-        if paused:
-            gc.enable()
+        with _GC_LOCK:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
