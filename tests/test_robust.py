@@ -1146,3 +1146,26 @@ def test_a_main_function_pickles_to_a_machine_without_its_file(tmp_path):
                          env=dict(os.environ, JITDL_CACHE_DIR=str(tmp_path / "receiver")),
                          capture_output=True, text=True, timeout=300)     # it compiles)
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr
+
+
+def test_capture_survives_another_thread_dropping_the_linecache_entry(rng, monkeypatch):
+    """Python 3.11's linecache.checkcache reads an entry after testing that it is there:
+    a thread dropping a stale entry in between (a file changed while two threads captured
+    functions from it) made the other's capture fail with KeyError(path)."""
+    import linecache
+    real, raised = linecache.checkcache, []
+
+    def racy(filename=None):
+        if not raised:
+            raised.append(filename)
+            raise KeyError(filename)
+        return real(filename)
+    monkeypatch.setattr(linecache, "checkcache", racy)
+
+    @jd.compute
+    def halve(X):
+        Y[i] = X[i] * 0.5
+        return Y
+    x = rng.standard_normal(13)
+    np.testing.assert_array_equal(halve(x), x * 0.5)
+    assert raised == [__file__]

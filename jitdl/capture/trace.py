@@ -79,6 +79,20 @@ def _last_line(code):
     return last
 
 
+def _current_lines(filename, module_globals):
+    """linecache's lines of a file, checked against the file first (it may have changed:
+    a reload). Python 3.11's linecache reads an entry after testing that it is there, so a
+    thread that drops a stale entry between the two makes another's read raise
+    KeyError(filename); the second try finds the entry gone or fresh."""
+    for attempt in range(3):
+        try:
+            linecache.checkcache(filename)
+            return linecache.getlines(filename, module_globals)
+        except KeyError:
+            if attempt == 2:
+                raise
+
+
 def _definition(pyfunc):
     """(the function's def as an AST, its first line), or an error text. The block is
     cut by indentation from the file (inspect.getsourcelines tokenizes it, ~5 ms); where
@@ -97,8 +111,7 @@ def _definition(pyfunc):
                      ast.AsyncFunctionDef)) and n.name == pyfunc.__name__), None)
     code = getattr(pyfunc, "__code__", None)
     if code is not None:
-        linecache.checkcache(code.co_filename)      # the file may have changed (reload)
-        lines = linecache.getlines(code.co_filename, pyfunc.__globals__)
+        lines = _current_lines(code.co_filename, pyfunc.__globals__)
         first = code.co_firstlineno
         if 0 < first <= len(lines):
             def inside(k):            # a blank line, or one indented deeper than the def
