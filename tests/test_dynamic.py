@@ -606,3 +606,32 @@ def test_symbolic_ranges_agree_with_the_static_ones():
                                jd.compute(_body_min_side)(X, V), rtol=1e-12)
     with pytest.raises(DefinitionError, match="cannot infer the range of index `j`"):
         jd.compute(_body_two_ends, dynamic=True)(rand(4), rand(3), rand(9))
+
+
+def test_an_index_no_loop_moves_is_checked_at_the_call():
+    """`W[0]` or `W[W.shape[0] - 1]` into a dynamic dimension holds for every size but an
+    empty one: it is checked where it is read (IndexError naming the read at a call with
+    an empty W, as NumPy's w[0]), not refused for every size at definition; the loop that
+    reads it stays vector code."""
+    @jd.compute(dynamic=True)
+    def ends(X, W):
+        Y[i, j] = X[i, j] * W[0] + W[W.shape[0] - 1]
+        return Y
+    for n, m, r in [(3, 9, 4), (1, 17, 1), (5, 2, 2), (0, 4, 3), (2, 64, 7)]:
+        X, W = rand(n, m), rand(r)
+        np.testing.assert_allclose(ends(X, W), X * W[0] + W[-1], rtol=1e-12)
+    assert kernels(ends) <= 3           # (size-1 patterns are their own kernels)
+    with pytest.raises(IndexError, match=r"index `(0|W_n0 - 1)` into W is -?\d+, outside "
+                                         r"\[0, W_n0\) \(W_n0 = 0\)"):
+        ends(rand(3, 9), rand(0))
+    np.testing.assert_array_equal(ends(rand(0, 9), rand(0)), np.empty((0, 9)))
+    notes = [ln for ln in ends.llvm_ir(X, W, optimized=False).splitlines()
+             if "jitdl: vectorized" in ln]
+    assert notes and all("vector code" in ln for ln in notes), notes
+
+    @jd.compute(dynamic=True)
+    def moved(X, W):
+        Y[i] = X[i] * W[i]          # a loop moves it: still proven, or refused
+        return Y
+    with pytest.raises(ArgumentError):
+        moved(rand(5), rand(4))

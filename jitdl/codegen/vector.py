@@ -86,7 +86,8 @@ def _scan(loop):
         for e in es:
             for n in walk_expr(e):
                 if isinstance(n, Load):
-                    if n.check:
+                    if n.check and (varies(n.index) or any(varies(c[0]) for c in n.check)):
+                        # (one that no lane moves is a scalar read, checked once a block)
                         raise _Refused(f"it reads {n.check[0][2]} at an index checked at "
                                        "run time")
                     accesses.append((n.buffer, n.index, False))

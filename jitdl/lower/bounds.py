@@ -53,8 +53,13 @@ def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent):
 
 def check_stage(tensor, scalars=(), same=None):
     """Prove the accesses of one stage (data-dependent ones are checked at run time).
-    `same` maps size variables to those the call checks them equal to."""
+    `same` maps size variables to those the call checks them equal to. Returns the reads
+    left to a run-time check, as (tensor name, dimension, index text): an index that no
+    loop moves (`W[0]`, `X[X_n0 - 1]`) into a symbolic dimension it cannot be proven
+    inside, for every size; at a call where it is outside (an empty W), IndexError, as
+    NumPy's `w[0]` raises on an empty w."""
     op = tensor.op
+    deferred = set()
 
     def extent(a):              # a symbolic extent with the sizes the call checks equal
         if isinstance(a.extent, int) or not same:
@@ -62,7 +67,7 @@ def check_stage(tensor, scalars=(), same=None):
         n = substitute(a.extent, same)
         return int(n.value) if isinstance(n, Const) else n
     if any(isinstance(extent(a), int) and extent(a) == 0 for a in op.axes):
-        return                      # an empty tensor reads nothing
+        return deferred             # an empty tensor reads nothing
     ranges = {v: (0, SIZE_LIMIT - 1) for v in _size_vars(op)}
     for a in op.axes:
         ranges = with_loop(ranges, a.var, a.min, extent(a))
@@ -82,6 +87,7 @@ def check_stage(tensor, scalars=(), same=None):
             n = acc.tensor.shape[dim]
             if reads_memory(idx):
                 continue
+            text = expr_text(idx)
             if not isinstance(n, int) and same:
                 n, idx = substitute(n, same), substitute(idx, same)
                 n = int(n.value) if isinstance(n, Const) else n
@@ -89,6 +95,10 @@ def check_stage(tensor, scalars=(), same=None):
                 rng = {**{v: (0, SIZE_LIMIT - 1) for v in _size_vars(n)}, **rng}
             lo, hi = bounds(idx, rng)
             if lo >= 0 and below(idx, n, rng):
+                continue
+            if not isinstance(n, int) and not any(
+                    isinstance(v, Var) and not isinstance(v, SizeVar) for v in walk_expr(idx)):
+                deferred.add((acc.tensor.name, dim, text))
                 continue
             if not isinstance(n, int):
                 raise DefinitionError(
@@ -111,6 +121,7 @@ def check_stage(tensor, scalars=(), same=None):
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
     _walk_guarded(op.body, ranges, visit, extent)
+    return deferred
 
 
 def _size_vars(e):

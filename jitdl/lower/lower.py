@@ -116,6 +116,7 @@ class _Builder:
         self.local_buffer_bytes = local_buffer_bytes
         self.buffers = buffers           # id(tensor) -> Buffer
         self.checks = 0
+        self.deferred = set()   # reads checked at run time (bounds.check_stage)
         self.attached = {}      # consumer name -> {loop name: [producer StageStates]}
         self.redirect = {}      # id(tensor) -> (local buffer, region lows, region shape)
         self.output_ids = set()
@@ -240,14 +241,16 @@ class _Builder:
     def loads(self, e):
         def check(n):
             """Run-time checks of the data-dependent indices of access n, or None."""
-            if not (n.checked or n.carried or any(reads_memory(i) for i in n.indices)):
+            later = [k for k, i in enumerate(n.indices)
+                     if (n.tensor.name, k, expr_text(i)) in self.deferred]
+            if not (n.checked or n.carried or later or any(map(reads_memory, n.indices))):
                 return None
             self.checks += 1
             # (the carried checks first: where both fail, the read's own is reported)
             return tuple((i, self.size(d), name, expr_text(i)) for i, d, name in n.carried) \
                 + tuple((i, d, n.tensor.name, expr_text(i))
-                        for i, d in zip(n.indices, self.buffers[id(n.tensor)].shape)
-                        if reads_memory(i) or n.checked and not isinstance(i, Const))
+                        for k, (i, d) in enumerate(zip(n.indices, self.buffers[id(n.tensor)].shape))
+                        if reads_memory(i) or k in later or n.checked and not isinstance(i, Const))
 
         def rep(n):
             if isinstance(n, Access) and id(n.tensor) in self.redirect:
@@ -713,11 +716,12 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
               if c not in agree]
     same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
+    deferred = set()
     for t in stages:
-        bounds.check_stage(t, scalar_params, same)
+        deferred |= bounds.check_stage(t, scalar_params, same)
     buffers = {}
     b = _Builder(sched, buffers, local_buffer_bytes)
-    b.same = same
+    b.same, b.deferred = same, deferred
 
     def shape(t):
         return tuple(d if isinstance(d, int) else b.size(d) for d in t.shape)
