@@ -630,6 +630,14 @@ def test_an_index_no_loop_moves_is_checked_at_the_call():
     assert notes and all("vector code" in ln for ln in notes), notes
 
     @jd.compute(dynamic=True)
+    def last(X, W):
+        Y[i] = X[i] * W[W.shape[0] - 1] + W[i]      # W's size is X's: checked equal
+        return Y
+    for n in (0, 1, 2, 7, 33):
+        X, W = rand(n), rand(n)
+        np.testing.assert_allclose(last(X, W), X * W[n - 1] + W if n else X, rtol=1e-12)
+
+    @jd.compute(dynamic=True)
     def moved(X, W):
         Y[i] = X[i] * W[i]          # a loop moves it: still proven, or refused
         return Y

@@ -98,7 +98,9 @@ def check_stage(tensor, scalars=(), same=None):
                 continue
             if not isinstance(n, int) and not any(
                     isinstance(v, Var) and not isinstance(v, SizeVar) for v in walk_expr(idx)):
-                deferred.add((acc.tensor.name, dim, text))
+                # (as written and with the sizes the call checks equal put in)
+                deferred.update({(acc.tensor.name, dim, text),
+                                 (acc.tensor.name, dim, expr_text(idx))})
                 continue
             if not isinstance(n, int):
                 raise DefinitionError(
