@@ -54,8 +54,7 @@ STATUS = {
                    "only (torch's bilinear also takes uint8)",
     "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
                  "effect on the forward result)",
-    "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises), no "
-                                    "enable_gqa",
+    "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises)",
 }
 
 
@@ -521,8 +520,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     op = "scaled_dot_product_attention"
     if dropout_p:
         _unsupported(op, f"dropout_p={dropout_p} (only dropout_p=0.0)")
-    if enable_gqa:
-        _unsupported(op, "enable_gqa=True")
     if is_causal and attn_mask is not None:
         raise ShapeError(f"{op}(): give attn_mask or is_causal=True, not both", user_loc())
     operands, names = (query, key, value), ("query", "key", "value")
@@ -530,4 +527,4 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         operands, names = operands + (attn_mask,), names + ("attn_mask",)
     return apply(op, ops.attention, operands,
                  (("scale", None if scale is None else _float(scale, "scale", op)),
-                  ("is_causal", bool(is_causal))), None, names)
+                  ("is_causal", bool(is_causal)), ("gqa", bool(enable_gqa))), None, names)

@@ -676,6 +676,33 @@ def test_attention(rng, case):
                                                                        kw["scale"]), k=8)
 
 
+@pytest.mark.parametrize("heads", [(8, 2), (6, 3), (4, 1), (4, 4)])
+def test_attention_with_shared_key_value_heads(rng, heads):
+    """enable_gqa: key and value of fewer heads than the query, each shared by Hq / Hkv
+    consecutive query heads (torch's repeat_interleave), also causal and under a mask,
+    and fused inside a definition."""
+    hq, hk = heads
+    q, k, v = normal(rng, (2, hq, 5, 8)), normal(rng, (2, hk, 7, 8)), normal(rng, (2, hk, 7, 6))
+    kk, vv = np.repeat(k, hq // hk, axis=-3), np.repeat(v, hq // hk, axis=-3)
+    for kw in ({}, {"is_causal": True}, {"attn_mask": normal(rng, (hq, 1, 7))}):
+        close(F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw),
+              attention_ref(q, kk, vv, kw.get("attn_mask"), kw.get("is_causal", False)), k=8)
+
+    @jd.compute
+    def scaled(Q, K, V):
+        return F.scaled_dot_product_attention(Q, K, V, enable_gqa=True) * 2.0
+    close(scaled(q, k, v), 2 * attention_ref(q, kk, vv), k=8)
+    if hk not in (hq, 1):
+        with pytest.raises(ValueError, match="broadcast"):        # without enable_gqa
+            F.scaled_dot_product_attention(q, k, v)
+        with pytest.raises(ValueError, match="same number of heads"):
+            F.scaled_dot_product_attention(q, k, normal(rng, (2, hq, 7, 6)), enable_gqa=True)
+    with pytest.raises(ValueError, match=r"dividing the query's; got query \(2, 5, 5, 8\)"):
+        F.scaled_dot_product_attention(q[:, :5] if hq > 5 else normal(rng, (2, 5, 5, 8)),
+                                       normal(rng, (2, 2, 7, 8)), normal(rng, (2, 2, 7, 6)),
+                                       enable_gqa=True)
+
+
 def test_softmax_of_a_0d_input():
     """torch: a 0-d tensor is its own row (dim 0 or -1): 1 and 0, NaN for inf and NaN."""
     for v, want in ((3.0, 1.0), (-np.inf, np.nan), (np.nan, np.nan)):

@@ -763,15 +763,42 @@ def embedding(indices, weight):
                      lambda *idx: weight[indices[idx[:-1]], idx[-1]], name="embedding")
 
 
-def attention(q, k, v, *mask, scale, is_causal):
+def _shared_heads(q, k, v):
+    """key and value with each of their heads repeated for the query heads that share it
+    (torch's repeat_interleave along axis -3 of enable_gqa), as index stages."""
+    hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+    if not all(isinstance(h, int) for h in (hq, hk, hv)):
+        raise ShapeError("scaled_dot_product_attention(): enable_gqa=True needs head counts "
+                         "(axis -3) known at compile time, got query "
+                         f"{shape_text(q.shape)}, key {shape_text(k.shape)} and value "
+                         f"{shape_text(v.shape)}", user_loc())
+    if hk != hv or hk == 0 or hq % hk:
+        raise ShapeError("scaled_dot_product_attention(): with enable_gqa=True, key and value "
+                         "must have the same number of heads (axis -3), dividing the query's; "
+                         f"got query {shape_text(q.shape)}, key {shape_text(k.shape)} and "
+                         f"value {shape_text(v.shape)}", user_loc())
+    group = hq // hk
+
+    def repeated(t, name):
+        return te.tensor(t.shape[:-3] + (hq,) + t.shape[-2:], lambda *idx: t[
+            idx[:-3] + (idx[-3] // group,) + idx[-2:]], name=name)
+    return repeated(k, "attn_key_heads"), repeated(v, "attn_value_heads")
+
+
+def attention(q, k, v, *mask, scale, is_causal, gqa=False):
     """softmax(q @ k^T * scale + mask) @ v over the last two axes, batch axes broadcast; a
-    bool mask keeps where True, a float mask is added; is_causal keeps key j <= query i."""
+    bool mask keeps where True, a float mask is added; is_causal keeps key j <= query i.
+    gqa (torch's enable_gqa): key and value may have fewer heads (axis -3) than query, a
+    divisor of its count; query head h reads key/value head h // (Hq // Hkv)."""
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     for t, what in ((q, "query"), (k, "key"), (v, "value")):
         if t.ndim < 2:
             raise ShapeError(f"scaled_dot_product_attention(): {what} must have 2 or more "
                              f"dimensions (..., L, E), got shape {shape_text(t.shape)}",
                              user_loc())
+    if gqa and min(q.ndim, k.ndim, v.ndim) >= 3 and not (
+            same_dim(k.shape[-3], q.shape[-3]) and same_dim(v.shape[-3], q.shape[-3])):
+        k, v = _shared_heads(q, k, v)
     L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
     if not same_dim(k.shape[-1], E):
         raise ShapeError(f"scaled_dot_product_attention(): key's last dimension must equal "
