@@ -49,9 +49,9 @@ STATUS = {
     "avg_pool2d": "done (integers: torch's truncated mean, in the input's dtype)",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
     "adaptive_max_pool2d": "done",
-    "interpolate": "partial: nearest, nearest-exact, linear, bilinear, trilinear and area; "
-                   "no bicubic, no antialias; the linear modes take floating-point input "
-                   "only (torch's bilinear also takes uint8)",
+    "interpolate": "partial: nearest, nearest-exact, linear, bilinear, bicubic, trilinear "
+                   "and area; no antialias; the interpolating modes take floating-point "
+                   "input only (torch's bilinear and bicubic also take uint8)",
     "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
                  "effect on the forward result)",
     "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises)",
@@ -451,7 +451,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 
 # -- resampling ----------------------------------------------------------------------------
-_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -472,7 +472,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     elif mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ShapeError("interpolate(): align_corners can only be set with the "
-                             "interpolating modes linear, bilinear and trilinear", user_loc())
+                             "interpolating modes linear, bilinear, bicubic and trilinear",
+                             user_loc())
     else:
         _unsupported(op, f"mode={mode!r}")
     if (size is None) == (scale_factor is None):

@@ -585,6 +585,58 @@ def test_interpolate_bilinear(rng, size, sf, align):
           bilinear_ref(x, out, align, sf or (None, None)))
 
 
+def cubic_taps(o, n, align, scale_factor=None):
+    """torch's bicubic: the 4 source indices (held inside [0, n)) and Keys' weights
+    (A = -0.75) per output index; the source point is not clamped, and a size kept is
+    resampled like any other."""
+    dst = np.arange(o, dtype=F64)
+    if align:
+        src = dst * ((n - 1) / (o - 1) if o > 1 else 0.0)
+    else:
+        src = (dst + 0.5) * (1 / scale_factor if scale_factor else n / o) - 0.5
+    low = np.floor(src)
+    t = src - low
+    a = -0.75
+
+    def near(d):
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    index = np.clip(low.astype(np.int64)[:, None] + np.arange(-1, 3), 0, n - 1)
+    return index, np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+
+
+def bicubic_ref(x, size, align, sf=(None, None)):
+    ih, wh = cubic_taps(size[0], x.shape[-2], align, sf[0])
+    iw, ww = cubic_taps(size[1], x.shape[-1], align, sf[1])
+    x = x.astype(F64)
+    return np.einsum("ha,wb,...hawb->...hw", wh, ww, x[..., ih, :][..., iw])
+
+
+@pytest.mark.parametrize("size,sf,align", [((11, 9), None, False), ((4, 3), None, True),
+                                           ((9, 8), None, False), ((1, 13), None, True),
+                                           (None, (1.7, 0.6), False), (None, (1.05, 1.0), False)])
+def test_interpolate_bicubic(rng, size, sf, align):
+    """Keys' cubic convolution as torch computes it (checked against torch 2.13 over 54
+    cases of sizes, scale factors and align_corners, both float dtypes); a size kept by a
+    scale factor (9 x 1.05) is resampled, not copied, as torch does in bicubic."""
+    x = normal(rng, (2, 3, 9, 8))
+    out = size or tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf))
+    close(F.interpolate(x, size, sf, mode="bicubic", align_corners=align),
+          bicubic_ref(x, out, align, sf or (None, None)))
+    x64 = x.astype(F64)
+    got = F.interpolate(x64, size, sf, mode="bicubic", align_corners=align)
+    assert got.dtype == F64
+    np.testing.assert_allclose(got, bicubic_ref(x64, out, align, sf or (None, None)),
+                               rtol=1e-12, atol=1e-12)
+
+    @jd.compute
+    def resized(X):
+        return F.interpolate(X, size, sf, mode="bicubic", align_corners=align) + 1.0
+    np.testing.assert_allclose(resized(x64), got + 1.0, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("n, sf", [(3, 2.1), (4, 1.2), (4, 2.0), (5, 1.0), (6, 0.7)])
 def test_interpolate_scale_factors_in_every_rank(rng, n, sf):
     """A scale factor that keeps a size (4 x 1.2) or doubles it (3 x 2.1): torch's nearest
@@ -617,8 +669,10 @@ def test_interpolate_linear_area_and_errors(rng):
         F.interpolate(x, 4, mode="bilinear")
     with pytest.raises(ValueError, match="align_corners"):
         F.interpolate(y, (4, 4), align_corners=True)
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.interpolate(y, (4, 4), mode="bicubic")
+    with pytest.raises(NotImplementedError, match="antialias"):
+        F.interpolate(y, (4, 4), mode="bicubic", antialias=True)
+    with pytest.raises(NotImplementedError, match="'lanczos'"):
+        F.interpolate(y, (4, 4), mode="lanczos")
 
 
 def test_interpolate_area_3d_of_a_tiny_volume_compiles(rng):

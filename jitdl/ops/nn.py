@@ -714,6 +714,9 @@ def interpolate(x, size, scales, mode, align_corners):
         return te.tensor(out_shape, lambda *idx: x[idx[:first] + tuple(
             src(d, idx[first + d]) for d in range(nsp))], name="interpolate")
 
+    if mode == "bicubic":
+        return _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst)
+
     def taps(d, i):
         """(lower index, upper index, weight of the upper) along dimension d."""
         f = build.cast(i, cdt)
@@ -745,6 +748,43 @@ def interpolate(x, size, scales, mode, align_corners):
                 term = build.cast(w, x.dtype) * term
             total = term if total is None else total + term
         return total
+    return te.tensor(out_shape, body, name="interpolate")
+
+
+def _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst):
+    """torch's bicubic: Keys' cubic convolution (A = -0.75) over the 4 x 4 inputs around
+    the source point (half-pixel centres, not clamped; or corners aligned), indices held
+    inside the input; rows of 4 along the last axis first, then the 4 rows, as torch
+    sums them. Every dimension is resampled, a size kept included (torch copies none)."""
+    a = -0.75
+
+    def near(t):            # |t| <= 1
+        return ((fconst(a + 2) * t - fconst(a + 3)) * t) * t + fconst(1.0)
+
+    def far(t):             # 1 < |t| < 2
+        return ((fconst(a) * t - fconst(5 * a)) * t + fconst(8 * a)) * t - fconst(4 * a)
+
+    def taps(d, i):
+        f = build.cast(i, cdt)
+        real = f * fconst(scale[d]) if align_corners else \
+            fconst(scale[d]) * (f + 0.5) - 0.5
+        low = build.call(Intrin.FLOOR, real)
+        t = real - low
+        low = build.cast(low, "int64")
+        weights = (far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t))
+        index = tuple(_max(_min(low + (k - 1), ins[d] - 1), 0) for k in range(4))
+        return index, weights
+
+    def body(*idx):
+        (ry, wy), (rx, wx) = taps(0, idx[first]), taps(1, idx[first + 1])
+        total = None
+        for r, w in zip(ry, wy):
+            row = None
+            for c, v in zip(rx, wx):
+                term = v * build.cast(x[idx[:first] + (r, c)], cdt)
+                row = term if row is None else row + term
+            total = w * row if total is None else total + w * row
+        return build.cast(total, x.dtype)
     return te.tensor(out_shape, body, name="interpolate")
 
 
