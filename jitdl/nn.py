@@ -52,8 +52,9 @@ STATUS = {
     "interpolate": "partial: nearest, nearest-exact, linear, bilinear, bicubic, trilinear "
                    "and area; no antialias; the interpolating modes take floating-point "
                    "input only (torch's bilinear and bicubic also take uint8)",
-    "embedding": "partial: no max_norm (padding_idx and the gradient options have no "
-                 "effect on the forward result)",
+    "embedding": "done (padding_idx and the gradient options have no effect on the "
+                 "forward result; max_norm renormalises a NumPy weight in place, as torch "
+                 "does, and only the result inside a definition)",
     "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises)",
 }
 
@@ -503,16 +504,40 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 # -- embedding and attention ---------------------------------------------------------------
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    """weight[input]: rows of weight at integer indices (IndexError when out of range)."""
-    if max_norm is not None:
-        _unsupported("embedding", "max_norm (it renormalises weight in place)")
+    """weight[input]: rows of weight at integer indices (IndexError when out of range).
+    max_norm: each row input reads whose norm_type-norm is over max_norm is scaled to it,
+    in weight itself as torch does (a NumPy weight is renormalised in place; inside a
+    definition only the result is)."""
     if padding_idx is not None:
         rows = _shape(weight)[0]
         p = _int(padding_idx, "padding_idx", "embedding")
         if not -rows <= p < rows:
             raise ShapeError(f"embedding(): padding_idx must be within num_embeddings "
                              f"({rows}), got {p}", user_loc())
-    return apply("embedding", ops.embedding, (input, weight), (), None, ("input", "weight"))
+    static = ()
+    if max_norm is not None:
+        max_norm = _float(max_norm, "max_norm", "embedding")
+        norm_type = _float(norm_type, "norm_type", "embedding")
+        if not norm_type > 0:
+            raise ArgumentError(f"embedding(): norm_type must be positive, got {norm_type}",
+                                user_loc())
+        static = (("max_norm", max_norm), ("norm_type", norm_type))
+        out = apply("embedding", ops.embedding, (input, weight), static, None,
+                    ("input", "weight"))
+        if isinstance(weight, np.ndarray) and not is_symbolic(out):
+            _renorm_rows(weight, np.asarray(input), max_norm, norm_type)
+        return out
+    return apply("embedding", ops.embedding, (input, weight), static, None,
+                 ("input", "weight"))
+
+
+def _renorm_rows(weight, indices, max_norm, norm_type):
+    """torch's embedding_renorm_: rows of weight that indices read, scaled in place to
+    norm max_norm where theirs is over it (after the kernel checked the indices)."""
+    rows = np.unique(indices.ravel())
+    norms = np.linalg.norm(weight[rows].astype(np.float64), ord=norm_type, axis=1)
+    over = norms > max_norm
+    weight[rows[over]] *= (max_norm / (norms[over] + 1e-7))[:, None].astype(weight.dtype)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

@@ -689,6 +689,35 @@ def test_interpolate_area_3d_of_a_tiny_volume_compiles(rng):
 
 
 # -- embedding and attention ---------------------------------------------------------------
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, np.inf, 3.0])
+def test_embedding_max_norm(rng, norm_type):
+    """max_norm: the rows input reads whose norm is over it come out scaled by
+    max_norm / (norm + 1e-7), and a NumPy weight is renormalised in place, as torch does
+    (checked against torch 2.13: these norms, 0.5, an empty input, float32 and float64);
+    inside a definition only the result is scaled."""
+    for dt in (F64, F32):
+        w = normal(rng, (10, 4), dt) * 2
+        ids = rng.integers(0, 7, (3, 5))          # rows 7..9 are not read: kept
+        before = w.copy()
+        norms = np.linalg.norm(before.astype(F64), ord=norm_type, axis=1)
+        scale = np.where(norms > 1.5, 1.5 / (norms + 1e-7), 1.0)[:, None]
+        want = before.astype(F64) * scale
+        tol = dict(rtol=1e-12, atol=1e-12) if dt == F64 else dict(rtol=2e-6, atol=2e-6)
+        got = F.embedding(ids, w, max_norm=1.5, norm_type=norm_type)
+        assert got.dtype == dt
+        np.testing.assert_allclose(got, want[ids], **tol)
+        read = np.isin(np.arange(10), ids)
+        np.testing.assert_allclose(w[read], want[read], **tol)
+        np.testing.assert_array_equal(w[~read], before[~read])
+
+        @jd.compute
+        def looked_up(I, W):
+            return F.embedding(I, W, max_norm=1.5, norm_type=norm_type) + 1.0
+        np.testing.assert_allclose(looked_up(ids, before), want[ids] + 1.0, **tol)
+    with pytest.raises(TypeError, match="floating-point weight"):
+        F.embedding(ids, np.arange(40).reshape(10, 4), max_norm=1.0)
+
+
 def test_embedding(rng):
     w = normal(rng, (10, 4))
     ids = rng.integers(0, 10, (3, 5))

@@ -789,9 +789,11 @@ def _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst):
 
 
 # -- embedding and attention ---------------------------------------------------------------
-def embedding(indices, weight):
+def embedding(indices, weight, max_norm=None, norm_type=2.0):
     """weight[indices]: one row of weight per index (indices checked when the kernel runs:
-    one out of range raises IndexError)."""
+    one out of range raises IndexError). With max_norm, a row whose norm_type-norm is over
+    it comes out scaled by max_norm / (norm + 1e-7), torch's renormalisation (which torch
+    also writes back into weight: jitdl.nn.embedding does that on arrays)."""
     indices, weight = as_tensor(indices), as_tensor(weight)
     if not dtypes.is_int(indices.dtype):
         raise ArgumentError(f"embedding(): input must hold integer indices, got dtype "
@@ -799,8 +801,36 @@ def embedding(indices, weight):
     if weight.ndim != 2:
         raise ShapeError(f"embedding(): weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {shape_text(weight.shape)}", user_loc())
-    return te.tensor(indices.shape + (weight.shape[1],),
-                     lambda *idx: weight[indices[idx[:-1]], idx[-1]], name="embedding")
+    shape = indices.shape + (weight.shape[1],)
+    if max_norm is None:
+        return te.tensor(shape, lambda *idx: weight[indices[idx[:-1]], idx[-1]],
+                         name="embedding")
+    if not dtypes.is_float(weight.dtype):
+        raise ArgumentError(f"embedding(): max_norm needs a floating-point weight, got "
+                            f"{weight.dtype}", user_loc())
+    k = te.reduce_axis(weight.shape[1])
+
+    def const(v):
+        return build.as_expr(np.dtype(weight.dtype).type(v))
+
+    def norm(*p):
+        a = build.call(Intrin.ABS, weight[indices[p], k])
+        if norm_type == math.inf:
+            return te.reduce(ReduceOp.MAX, a, k)
+        if norm_type == 2:
+            return build.call(Intrin.SQRT, te.reduce(ReduceOp.SUM, a * a, k))
+        if norm_type == 1:
+            return te.reduce(ReduceOp.SUM, a, k)
+        total = te.reduce(ReduceOp.SUM, build.binary(BinOp.POW, a, const(norm_type)), k)
+        return build.binary(BinOp.POW, total, const(1 / norm_type))
+    norms = te.tensor(indices.shape, norm, name="embedding_norm")
+
+    def row(*idx):
+        n = norms[idx[:-1]]
+        scale = build.select(n > const(max_norm), const(max_norm) / (n + const(1e-7)),
+                             const(1))
+        return weight[indices[idx[:-1]], idx[-1]] * scale
+    return te.tensor(shape, row, name="embedding")
 
 
 def _shared_heads(q, k, v):
