@@ -608,6 +608,70 @@ def test_symbolic_ranges_agree_with_the_static_ones():
         jd.compute(_body_two_ends, dynamic=True)(rand(4), rand(3), rand(9))
 
 
+def _body_strided(X, W):
+    R = W.shape[0]
+    Y[i] = sum(X[2 * i + r] * W[r] for r in range(R))
+    return Y
+
+
+def _body_pooled(X):
+    Y[i, j] = max(X[i, 3 * j + r] for r in range(3))
+    return Y
+
+
+def _body_strided_twice(X, W):
+    R = W.shape[0]
+    T[i] = sum(X[2 * i + r] * W[r] for r in range(R))
+    Y[i] = sum(T[2 * i + r + 1] for r in range(R - 1))
+    return Y
+
+
+def _body_strided_too_wide(X, W):
+    n, R = X.shape[0], W.shape[0]
+    Y = jd.tensor(((n - R + 1) // 2 + 1,))        # one too many where n - R is odd
+    Y[i] = sum(X[2 * i + r] * W[r] for r in range(R))
+    return Y
+
+
+def _body_strided_declared(X, W):
+    n, R = X.shape[0], W.shape[0]
+    Y = jd.tensor(((n - R) // 2 + 1,))
+    Y[i] = sum(X[2 * i + r] * W[r] for r in range(R))
+    return Y
+
+
+def test_strided_windows_over_symbolic_sizes():
+    """`X[2 * i + r]` over range(W.shape[0]) has `(X_n0 - W_n0) // 2 + 1` elements (or
+    none): one kernel for every size, the same shapes and values as the static kernels,
+    nothing written past the output (an out= view of a larger array keeps its tail);
+    strided stages chain, and a declared extent one too wide is refused: the prover takes
+    `c * (a // c)` to lie in [a - c + 1, a]."""
+    from jitdl.errors import DefinitionError
+    pairs = [(jd.compute(b, dynamic=True), jd.compute(b))
+             for b in (_body_strided, _body_strided_twice, _body_strided_declared)]
+    for n, r in [(0, 1), (1, 1), (2, 3), (5, 2), (9, 3), (10, 3), (17, 4), (64, 5), (3, 7)]:
+        X, W = rand(n), rand(r)
+        for dyn, sta in pairs:
+            try:
+                want = sta(X, W)
+            except DefinitionError:     # the static kernel of an empty window stage
+                continue
+            got = dyn(X, W)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            big = np.full(got.size + 16, 7.0)
+            dyn(X, W, out=big[:got.size])
+            np.testing.assert_allclose(big[:got.size], want, rtol=1e-12)
+            assert (big[got.size:] == 7.0).all()
+    assert kernels(pairs[0][0]) <= 3
+    pooled = jd.compute(_body_pooled, dynamic=True)
+    for m in (0, 2, 3, 7, 31):
+        X = rand(4, m)
+        np.testing.assert_array_equal(pooled(X), X[:, :m // 3 * 3].reshape(4, -1, 3).max(-1))
+    with pytest.raises(DefinitionError, match=r"cannot prove index `2 \* i \+ r`"):
+        jd.compute(_body_strided_too_wide, dynamic=True)(rand(9), rand(3))
+
+
 def test_an_index_no_loop_moves_is_checked_at_the_call():
     """`W[0]` or `W[W.shape[0] - 1]` into a dynamic dimension holds for every size but an
     empty one: it is checked where it is read (IndexError naming the read at a call with

@@ -68,15 +68,17 @@ def _form_add(*terms):
 
 def _form_expr(f):
     """An affine form over sizes as an int64 expression (`X_n0 - 1`, `X_n0`)."""
-    e = None
-    for k, c in f.items():
-        if type(k) is not int:
-            t = k if c == 1 else c * k
-            e = t if e is None else e + t
-    const = f.get(1, 0)
+    e, const = None, f.get(1, 0)
+    for k, c in sorted(((k, c) for k, c in f.items() if type(k) is not int and c),
+                       key=lambda kc: kc[1] < 0):        # (X_n0 - W_n0, not -1 * W_n0 + X_n0)
+        t = k if abs(c) == 1 else abs(c) * k
+        if e is None and c < 0:     # (sizes are computed with + - * // min max: no negation)
+            e, const = build.binary(BinOp.SUB, build.as_expr(const), t), 0
+        else:
+            e = t if e is None else e - t if c < 0 else e + t
     if e is None:
         return build.as_expr(const)
-    return e + const if const else e
+    return e + const if const > 0 else e - (-const) if const else e
 
 
 def _of_sizes(f):
@@ -106,7 +108,8 @@ def solve_sized(idx, n, unknown, known, sym):
     [0, X_n0 - 1)."""
     form = affine(idx)
     parts = [(k, c) for k, c in form.items() if type(k) is not int and _mentions(k, unknown)]
-    if len(parts) != 1 or not isinstance(parts[0][0], Var) or parts[0][1] not in (1, -1):
+    if len(parts) != 1 or not isinstance(parts[0][0], Var) or parts[0][1] == 0 \
+            or parts[0][1] < -1:
         return None
     atom, c = parts[0]
     elo, ehi = {1: form.get(1, 0)}, {1: form.get(1, 0)}      # e's bounds, as forms
@@ -125,6 +128,11 @@ def solve_sized(idx, n, unknown, known, sym):
             lo, hi = hi, lo
         elo, ehi = _form_add((1, elo), (ck, lo)), _form_add((1, ehi), (ck, hi))
     forms = size_forms(n)
+    if c > 1:       # c*i in [-elo, n - 1 - ehi]: i from ceil(-elo / c) to the floor of
+        if len(elo) != 1 or forms is None:      # each end over c (a size atom)
+            return None
+        return atom, -(elo[1] // c), [_over(_form_add((1, f), (1, {1: -1}), (-1, ehi)), c)
+                                     for f in forms]
     if c == 1:      # i in [-elo, n - 1 - ehi] for each upper end of n
         lo = _form_add((-1, elo))
         his = [_form_add((1, f), (1, {1: -1}), (-1, ehi)) for f in forms or ()]
@@ -141,6 +149,13 @@ def solve_sized(idx, n, unknown, known, sym):
     if not his:
         return None
     return atom, lo[1], his
+
+
+def _over(f, c):
+    """floor(f / c) of a form over sizes, as a form: an int, or the atom `(f) // c`."""
+    if len(f) == 1:
+        return {1: f[1] // c}
+    return {build.binary(BinOp.FLOORDIV, _form_expr(f), build.as_expr(c)): 1, 1: 0}
 
 
 def size_forms(n):

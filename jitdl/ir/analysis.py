@@ -46,7 +46,7 @@ def _apply_facts(f, lo, hi, ranges):
         a, b = (a, b) if k > 0 else (b, a)
         a, b = a + rlo, b + rhi
         lo, hi = max(lo, a) if a == a else lo, min(hi, b) if b == b else hi
-    if all(isinstance(k, Var) for k in vp) and any(
+    if all(isinstance(k, Var) or _size_atom(k) for k in vp) and any(
             isinstance(k, SizeVar) or ranges.get(k, (0, 0))[1] >= SIZE_LIMIT - 1 for k in vp):
         lo, hi = _chain(f, lo, hi, ranges)
     return lo, hi
@@ -62,10 +62,12 @@ def _chain(f, lo, hi, ranges):
     two loops, `r - W_n0 <= -1` and `j - X_n1 + W_n0 <= 0` (a window of a dynamic size)."""
     facts = []
     for items, flo, fhi in ranges.get(FACTS, ()):
-        if all(type(k) is int or isinstance(k, Var) for k, _ in items):
+        if all(type(k) is int or isinstance(k, Var) or _size_atom(k) for k, _ in items):
             form = dict(items)
-            loops = [(k, c) for k, c in items
-                     if c and isinstance(k, Var) and not isinstance(k, SizeVar)]
+            # what a fact may cancel: loop variables, and quotients of sizes (a strided
+            # extent's `(X_n0 - R) // 2`, then bounded by its own fact)
+            loops = [(k, c) for k, c in items if c and (
+                isinstance(k, Var) and not isinstance(k, SizeVar) or _size_atom(k))]
             facts.append((form, loops, flo, fhi))
     if not any(k in f for _, loops, _, _ in facts for k, _ in loops):
         return lo, hi
@@ -114,7 +116,30 @@ def with_loop(ranges, var, lo, extent):
         for k, c in affine(end).items():
             form[k] = form.get(k, 0) - c
         out[FACTS] = out.get(FACTS, ()) + ((tuple(form.items()), -INF, -1),)
+        out[FACTS] += tuple(_quotient_fact(k) for k in form if _size_quotient(k))
     return out
+
+
+def _size_atom(k):
+    """An atom of a form that is an expression of size variables alone (`(X_n0 - R) // 2`
+    of an inferred strided extent)."""
+    return type(k) is not int and not isinstance(k, Var) and all(
+        isinstance(v, SizeVar) for v in walk_expr(k) if isinstance(v, Var))
+
+
+def _size_quotient(k):
+    return _size_atom(k) and isinstance(k, Binary) and k.op == BinOp.FLOORDIV \
+        and isinstance(k.b, Const) and k.b.value > 1 and dtypes.is_int(k.dtype) \
+        and all(type(a) is int or isinstance(a, SizeVar) or _size_atom(a) for a in affine(k.a))
+
+
+def _quotient_fact(q):
+    """`c*q - a` in [1 - c, 0] for q = a // c: what floor division gives."""
+    c = int(q.b.value)
+    form = {q: c}
+    for k, v in affine(q.a).items():
+        form[k] = form.get(k, 0) - v
+    return tuple(form.items()), 1 - c, 0
 
 
 def upper_ends(extent):
