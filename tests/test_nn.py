@@ -968,3 +968,47 @@ def test_softmax_over_an_empty_axis_is_empty():
         for fn in (F.softmax, F.log_softmax):
             r = fn(np.ones(shape, np.float32), dim=dim)
             assert r.shape == shape and r.dtype == np.float32
+
+
+def test_max_pool_padding_is_at_most_half_the_kernel_not_the_dilated_one(rng):
+    """torch 2.13 checks padding <= kernel_size // 2 whatever the dilation (max_pool1d and
+    max_pool2d, with or without return_indices); a padding allowed by the dilated kernel's
+    width alone gave a window wholly in the padding: -inf, silently."""
+    x = normal(rng, (1, 2, 9, 9))
+    for k, d, p in [(3, 2, 2), (2, 3, 2), (2, 5, 3)]:
+        for ri in (False, True):
+            with pytest.raises(jd.errors.ShapeError, match=r"padding should be at most half "
+                               r"of the kernel size, got padding=\(%d, %d\)" % (p, p)):
+                F.max_pool2d(x, k, 1, p, d, return_indices=ri)
+            with pytest.raises(jd.errors.ShapeError, match="at most half"):
+                F.max_pool1d(x[0], k, 1, p, d, return_indices=ri)
+    # the largest padding allowed, dilated
+    close(F.max_pool2d(x, 3, 1, 1, 2), max_pool_ref(x, 3, 1, 1, 2, False))
+    close(F.max_pool2d(x, 2, 2, 1, 3, True), max_pool_ref(x, 2, 2, 1, 3, True))
+
+
+def test_max_pool_of_bools_is_any_over_the_window(rng):
+    """Bool input: max is logical or, padding False (it raised NumPy's 'Invalid integer
+    data type' from the padding value, np.iinfo(bool))."""
+    x = rng.random((2, 3, 5, 6)) > 0.7
+    y = F.max_pool2d(x, 2, 1, 1)
+    assert y.dtype == np.bool_
+    np.testing.assert_array_equal(y, max_pool_ref(x.astype(F64), 2, 1, 1, 1, False) > 0)
+    y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(y, max_pool_ref(x.astype(F64), 3, 2, 1, 1, False) > 0)
+    assert np.all(x.reshape(2, 3, -1)[np.arange(2)[:, None, None, None],
+                                      np.arange(3)[None, :, None, None], idx] == y)
+    np.testing.assert_array_equal(F.adaptive_max_pool2d(x, (2, 4)),
+                                  adaptive_ref(x, (2, 4), np.max) > 0)
+
+
+@pytest.mark.parametrize("fn,n", [(F.adaptive_avg_pool2d, 2), (F.adaptive_max_pool2d, 2),
+                                  (F.adaptive_avg_pool1d, 1)])
+def test_adaptive_pool_of_an_empty_spatial_dimension_raises(fn, n):
+    """torch raises for an empty spatial size; the mean was NaN, silently, and the max an
+    internal 'max over an empty range' error. An empty batch stays fine."""
+    shape = (1, 2) + (0, 4)[:n]
+    with pytest.raises(jd.errors.ShapeError, match=re.escape(
+            f"expected input with non-zero spatial sizes, got shape {shape}")):
+        fn(np.ones(shape, F32), 2)
+    assert fn(np.ones((0, 2) + (3, 4)[:n], F32), 2).shape == (0, 2) + (2, 2)[:n]

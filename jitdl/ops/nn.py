@@ -44,7 +44,10 @@ def _float_of(a):
 
 
 def _lowest(dt):
-    """The identity of max over dtype dt: -inf for floats, the smallest integer else."""
+    """The identity of max over dtype dt: -inf for floats, False for bool, the smallest
+    integer else."""
+    if dt == "bool":
+        return False
     return -math.inf if dtypes.is_float(dt) else int(np.iinfo(dt).min)
 
 
@@ -503,10 +506,12 @@ def max_pool(x, op, kernel_size, stride, padding, dilation, ceil_mode, return_in
     return_indices, also each maximum's position in its input plane (torch's: row-major
     over the spatial axes; the first maximum of the window, padding never chosen)."""
     x = as_tensor(x)
-    for k, p, d in zip(kernel_size, padding, dilation):
-        if 2 * p > d * (k - 1) + 1:
-            raise ShapeError(f"{op}(): padding should be at most half of the effective "
-                             f"kernel size, got padding={tuple(padding)}, "
+    for k, p in zip(kernel_size, padding):
+        # torch's rule: at most half of the kernel size itself (k // 2), dilation or not
+        # (a wider padding can put a whole window in the padding: a -inf maximum)
+        if p > k // 2:
+            raise ShapeError(f"{op}(): padding should be at most half of the kernel size, "
+                             f"got padding={tuple(padding)}, "
                              f"kernel_size={tuple(kernel_size)}, dilation={tuple(dilation)}",
                              user_loc())
     out_sp = _pool_sizes(op, x, kernel_size, stride, padding, dilation, ceil_mode)
@@ -628,6 +633,10 @@ def adaptive_pool(x, op, output_size, reduce, return_indices=False):
         raise ShapeError(f"{op}(): expected input of {nsp + 1} or {nsp + 2} dimensions, got "
                          f"shape {shape_text(x.shape)}", user_loc())
     first = x.ndim - nsp
+    if any(n == 0 for n in x.shape[first:]):
+        # (no window has an element: a mean of nothing, a maximum of nothing)
+        raise ShapeError(f"{op}(): expected input with non-zero spatial sizes, got shape "
+                         f"{shape_text(x.shape)}", user_loc())
     sizes = tuple(n if o is None else o for n, o in zip(x.shape[first:], output_size))
     if any(o < 1 for o in sizes):
         raise ShapeError(f"{op}(): output_size must be positive, got {tuple(output_size)}",
