@@ -60,12 +60,18 @@ STATUS = {
 
 
 # -- argument normalisation ------------------------------------------------------------------
-def _int(v, what, op):
+def _int(v, what, op, whole=None, kind="an int"):
+    """v as an int; the error names `what`, the kind of value it takes and the value given
+    (`whole`, the whole argument, where v is one of its entries). A bool is refused, as
+    torch refuses it (stride=True is no stride of 1)."""
     try:
+        if isinstance(v, (bool, np.bool_)):
+            raise TypeError
         return operator.index(v)
     except TypeError:
-        raise ArgumentError(f"{op}(): {what} must be an int or a tuple of ints, got "
-                            f"{type(v).__name__} {v!r}", user_loc()) from None
+        given = v if whole is None else whole
+        raise ArgumentError(f"{op}(): {what} must be {kind}, got {type(given).__name__} "
+                            f"{given!r}", user_loc()) from None
 
 
 def _ntuple(v, n, what, op, least=None):
@@ -76,7 +82,7 @@ def _ntuple(v, n, what, op, least=None):
     if len(seq) != n:
         raise ShapeError(f"{op}(): {what} must be an int or a tuple of {n} ints, got {v!r}",
                          user_loc())
-    seq = tuple(_int(x, what, op) for x in seq)
+    seq = tuple(_int(x, what, op, v, f"an int or a tuple of {n} ints") for x in seq)
     if least is not None and any(x < least for x in seq):
         raise ShapeError(f"{op}(): {what} must be {'positive' if least else 'non-negative'}, "
                          f"got {v!r}", user_loc())
@@ -218,7 +224,8 @@ def _normalized_shape(s, op):
     """normalized_shape as a tuple of ints; inside a dynamic definition its entries may
     be the input's symbolic sizes (`X.shape[-1:]`)."""
     seq = tuple(s) if isinstance(s, (tuple, list)) else (s,)
-    return tuple(n if is_symbolic(n) else _int(n, "normalized_shape", op) for n in seq)
+    return tuple(n if is_symbolic(n) else _int(n, "normalized_shape", op, s,
+                                                "an int or a tuple of ints") for n in seq)
 
 
 def _apply_norm(name, builder, operands, static, names):
@@ -427,7 +434,9 @@ def _adaptive(op, n, input, output_size, reduce, return_indices=False):
     if len(seq) != n:
         raise ShapeError(f"{op}(): output_size must be an int or a tuple of {n}, got "
                          f"{output_size!r}", user_loc())
-    seq = tuple(None if s is None else _int(s, "output_size", op) for s in seq)
+    seq = tuple(None if s is None else _int(s, "output_size", op, output_size,
+                                            f"an int or a tuple of {n} ints or None")
+                for s in seq)
     _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.adaptive_pool, (input,),
                  (("op", op), ("output_size", seq), ("reduce", reduce))

@@ -1012,3 +1012,53 @@ def test_adaptive_pool_of_an_empty_spatial_dimension_raises(fn, n):
             f"expected input with non-zero spatial sizes, got shape {shape}")):
         fn(np.ones(shape, F32), 2)
     assert fn(np.ones((0, 2) + (3, 4)[:n], F32), 2).shape == (0, 2) + (2, 2)[:n]
+
+
+def test_argument_errors_name_what_the_argument_takes_and_the_value_given(rng):
+    """An int-only argument says 'an int' (softmax's dim=(0, 1) was told it 'must be an int
+    or a tuple of ints, got tuple (0, 1)'); a tuple argument shows the whole value, not the
+    entry that failed; a bool is no int, as torch says (stride=True ran with stride 1)."""
+    x = normal(rng, (2, 3, 6, 6))
+    w = normal(rng, (2, 3, 2, 2))
+    cases = [
+        (lambda: F.softmax(x, dim=(0, 1)), "softmax(): dim must be an int, got tuple (0, 1)"),
+        (lambda: F.log_softmax(x, dim=True), "log_softmax(): dim must be an int, got bool"),
+        (lambda: F.avg_pool2d(x, 2, divisor_override=2.5),
+         "divisor_override must be an int, got float 2.5"),
+        (lambda: F.conv2d(x, w, groups=1.0), "groups must be an int, got float 1.0"),
+        (lambda: F.conv2d(x, w, padding=((1, 2), (1, 2))),
+         "padding must be an int or a tuple of 2 ints, got tuple ((1, 2), (1, 2))"),
+        (lambda: F.conv2d(x, w, stride=True), "stride must be an int or a tuple of 2 ints, "
+                                              "got bool True"),
+        (lambda: F.max_pool2d(x, (2, 2.0)), "kernel_size must be an int or a tuple of 2 "
+                                            "ints, got tuple (2, 2.0)"),
+        (lambda: F.adaptive_avg_pool2d(x, (2, 2.5)),
+         "output_size must be an int or a tuple of 2 ints or None, got tuple (2, 2.5)"),
+        (lambda: F.layer_norm(x, (6, 6.0)),
+         "normalized_shape must be an int or a tuple of ints, got tuple (6, 6.0)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(jd.errors.ArgumentError, match=re.escape(message)):
+            call()
+    # numpy integers are ints
+    close(F.softmax(x, dim=np.int32(1)), F.softmax(x, dim=1))
+    assert F.conv2d(x, w, stride=np.int64(2)).shape == (2, 2, 3, 3)
+
+
+def test_empty_normalized_shape_and_empty_kernel_say_so(rng):
+    """torch: 'normalized_shape to be at least 1-dimensional' (jitdl said it expected input
+    of shape '(*, )'); a convolution kernel of size 0 raises (it returned a sum over nothing,
+    zeros, where torch says 'kernel size should be greater than zero')."""
+    x = normal(rng, (2, 3, 5, 5))
+    for fn in (F.layer_norm, F.rms_norm):
+        with pytest.raises(jd.errors.ShapeError,
+                           match=re.escape("normalized_shape must have at least one entry, "
+                                           "got ()")):
+            fn(x, ())
+    for call, shape in [(lambda: F.conv2d(x, np.ones((4, 3, 0, 2), F32)), (4, 3, 0, 2)),
+                        (lambda: F.conv1d(x[0], np.ones((4, 3, 0), F32)), (4, 3, 0)),
+                        (lambda: F.conv_transpose2d(x, np.ones((3, 2, 2, 0), F32)),
+                         (3, 2, 2, 0))]:
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                f"kernel size must be positive, got weight of shape {shape}")):
+            call()

@@ -131,7 +131,10 @@ def _check_param(p, shape, what, op):
 def _trailing(x, normalized_shape, op):
     """The axes normalized_shape covers (the last ones of x), checked as torch does."""
     k = len(normalized_shape)
-    if k == 0 or x.ndim < k or not all(may_agree(a, b) for a, b in
+    if k == 0:
+        raise ShapeError(f"{op}(): normalized_shape must have at least one entry, got "
+                         f"{tuple(normalized_shape)}", user_loc())
+    if x.ndim < k or not all(may_agree(a, b) for a, b in
                                        zip(x.shape[x.ndim - k:], normalized_shape)):
         raise ShapeError(f"{op}(): normalized_shape={list(normalized_shape)} expects input "
                          f"of shape (*, {', '.join(map(str, normalized_shape))}), got input "
@@ -284,6 +287,9 @@ def _conv_input(op, x, weight, nsp):
                          f"(batched) dimensions, got shape {shape_text(x.shape)}", user_loc())
     if weight.ndim != nsp + 2:
         raise ShapeError(f"{op}(): weight must have {nsp + 2} dimensions, got shape "
+                         f"{shape_text(weight.shape)}", user_loc())
+    if any(k == 0 for k in weight.shape[2:]):
+        raise ShapeError(f"{op}(): kernel size must be positive, got weight of shape "
                          f"{shape_text(weight.shape)}", user_loc())
     return x, weight, x.ndim - nsp - 1
 
