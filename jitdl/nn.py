@@ -470,9 +470,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     op = "interpolate"
     shape = _shape(input)
     n = len(shape) - 2
-    if n < 1:
+    if not 1 <= n <= 3:
         raise ShapeError(f"interpolate(): input must be (N, C, *spatial) with 1 to 3 spatial "
                          f"dimensions, got shape {shape}", user_loc())
+    if any(isinstance(d, int) and d == 0 for d in shape[2:]):
+        raise ShapeError(f"interpolate(): input's spatial sizes must be positive, got shape "
+                         f"{shape}", user_loc())
     if antialias:
         _unsupported(op, "antialias=True")
     if mode in _LINEAR:
@@ -490,6 +493,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ShapeError("interpolate(): give exactly one of size and scale_factor",
                          user_loc())
     if size is not None:
+        if recompute_scale_factor:
+            raise ShapeError("interpolate(): recompute_scale_factor is not meaningful with "
+                             "an explicit size", user_loc())
+        if isinstance(size, (tuple, list)) and len(size) != n:
+            # (torch repeats an int, never a sequence of one)
+            raise ShapeError(f"interpolate(): size must be an int or a tuple of {n} ints "
+                             f"(one per spatial dimension of input of shape {shape}), got "
+                             f"{size!r}", user_loc())
         out = _ntuple(size, n, "size", op, 1)
         scales = (None,) * n
     else:

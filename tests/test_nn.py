@@ -821,8 +821,10 @@ def test_attention_errors(rng):
         F.scaled_dot_product_attention(q, normal(rng, (2, 4, 7)), q)
     with pytest.raises(ValueError, match="not both"):
         F.scaled_dot_product_attention(q, q, q, np.ones((4, 4), bool), is_causal=True)
-    for m in (np.zeros((4, 4)), np.ones((4, 4), np.int32)):     # torch: bool or q's dtype
-        with pytest.raises(TypeError, match="attn_mask must be bool or of the query's dtype"):
+    # torch: bool, float32 or q's dtype
+    for m in (np.zeros((4, 4)), np.ones((4, 4), np.int32)):
+        with pytest.raises(TypeError, match="attn_mask must be bool, float32 or of the "
+                                            "query's dtype"):
             F.scaled_dot_product_attention(q, q, q, m)
 
 
@@ -1062,3 +1064,43 @@ def test_empty_normalized_shape_and_empty_kernel_say_so(rng):
         with pytest.raises(jd.errors.ShapeError, match=re.escape(
                 f"kernel size must be positive, got weight of shape {shape}")):
             call()
+
+
+def test_attention_float32_mask_on_float64_and_an_empty_embedding(rng):
+    """torch takes a float32 attn_mask beside float64 queries (bool, float32 or the query's
+    dtype; jitdl refused it, saying torch requires the query's dtype); E = 0 scores every
+    key 0, torch's uniform weights (jitdl raised ZeroDivisionError from 1 / sqrt(0))."""
+    q, k, v = normal(rng, (2, 5, 4), F64), normal(rng, (2, 6, 4), F64), normal(rng, (2, 6, 3), F64)
+    m = normal(rng, (5, 6), F32)
+    s = q @ k.transpose(0, 2, 1) / 2 + m.astype(F64)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    close(F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+          (p / p.sum(-1, keepdims=True)) @ v, F64)
+    empty = np.zeros((2, 5, 0), F64)
+    close(F.scaled_dot_product_attention(empty, np.zeros((2, 6, 0)), v),
+          np.broadcast_to(v.mean(1, keepdims=True), (2, 5, 3)), F64)
+
+
+def test_interpolate_errors_torch_raises(rng):
+    """Inputs torch refuses, which jitdl took: a 4-D spatial input (6-D, nearest, though
+    the message said 1 to 3), size=[8] for two spatial dimensions (torch repeats an int,
+    never a one-entry list), recompute_scale_factor with an explicit size; and an empty
+    spatial size (an internal 'can read outside input' error)."""
+    x = normal(rng, (1, 2, 4, 4))
+    cases = [
+        (lambda: F.interpolate(normal(rng, (1, 1, 2, 2, 2, 2)), size=4),
+         "with 1 to 3 spatial dimensions, got shape (1, 1, 2, 2, 2, 2)"),
+        (lambda: F.interpolate(x, size=[8]), "size must be an int or a tuple of 2 ints"),
+        (lambda: F.interpolate(x, size=8, recompute_scale_factor=True),
+         "recompute_scale_factor is not meaningful with an explicit size"),
+        (lambda: F.interpolate(np.ones((1, 2, 0, 4), F32), size=8),
+         "spatial sizes must be positive, got shape (1, 2, 0, 4)"),
+        (lambda: F.interpolate(np.ones((1, 2, 0, 4), F32), size=8, mode="bilinear"),
+         "spatial sizes must be positive"),
+    ]
+    for call, message in cases:
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(message)):
+            call()
+    close(F.interpolate(x, size=(8, 8)), F.interpolate(x, size=8))
+    assert F.interpolate(normal(rng, (1, 2, 4)), size=[8]).shape == (1, 2, 8)
+    assert F.interpolate(x, scale_factor=2, recompute_scale_factor=True).shape == (1, 2, 8, 8)

@@ -895,7 +895,9 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
                          f"{shape_text(v.shape)}", user_loc())
     batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if scale is None:
-        scale = 1.0 / math.sqrt(E)
+        # (E = 0: every score is an empty sum, 0, whatever the scale; torch's uniform
+        # weights, not 1 / sqrt(0))
+        scale = 1.0 / math.sqrt(E) if E != 0 else 1.0
     nb = len(batch)
     e = te.reduce_axis(E)
     sshape = batch + (L, S)
@@ -913,10 +915,10 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
     s = te.tensor(sshape, score, name="attn_scores")
     m = operand(mask[0]) if mask else None
     if m is not None:
-        if m.dtype != "bool" and m.dtype != s.dtype:
-            raise ArgumentError(f"scaled_dot_product_attention(): attn_mask must be bool or "
-                                f"of the query's dtype ({s.dtype}), as torch requires, got "
-                                f"{m.dtype}", user_loc())
+        if m.dtype not in ("bool", "float32", s.dtype):
+            raise ArgumentError(f"scaled_dot_product_attention(): attn_mask must be bool, "
+                                f"float32 or of the query's dtype ({s.dtype}), as torch "
+                                f"requires, got {m.dtype}", user_loc())
         broadcast_shapes(shape_of(m), sshape)
 
     def masked(*idx):
@@ -928,7 +930,7 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
             if mv.dtype == "bool":
                 a = build.select(mv, a, -math.inf)
             else:
-                a = a + mv
+                a = a + build.cast(mv, a.dtype)
         return a
     logits = te.tensor(sshape, masked, name="attn_logits")
     p = softmax(logits, -1)
