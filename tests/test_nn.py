@@ -1104,3 +1104,32 @@ def test_interpolate_errors_torch_raises(rng):
     close(F.interpolate(x, size=(8, 8)), F.interpolate(x, size=8))
     assert F.interpolate(normal(rng, (1, 2, 4)), size=[8]).shape == (1, 2, 8)
     assert F.interpolate(x, scale_factor=2, recompute_scale_factor=True).shape == (1, 2, 8, 8)
+
+
+def test_attention_mask_never_widens_the_batch_and_errors_name_the_operands(rng):
+    """A mask of 3 batches beside queries of 1: torch raises (the output's shape doesn't
+    match the broadcast shape); jitdl read the mask's first batch alone, silently, or (with
+    no query batch) raised an internal 'can read outside attn_mask'. Batch dimensions that
+    don't broadcast name query, key and value."""
+    k, v = normal(rng, (1, 6, 4), F64), normal(rng, (1, 6, 3), F64)
+    m = rng.random((3, 5, 6)) > 0.2
+    for q in (normal(rng, (1, 5, 4), F64), normal(rng, (5, 4), F64)):
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                "attn_mask of shape (3, 5, 6) must broadcast to the attention scores' shape "
+                f"{(1, 5, 6) if q.ndim == 3 else (5, 6)}")):
+            F.scaled_dot_product_attention(q, k[0] if q.ndim == 2 else k,
+                                           v[0] if q.ndim == 2 else v, attn_mask=m)
+    with pytest.raises(jd.errors.ShapeError, match=re.escape(
+            "batch dimensions (all but the last two) of query (2, 4, 5, 4), key (2, 2, 6, 4) "
+            "and value (2, 2, 6, 3) do not broadcast")):
+        F.scaled_dot_product_attention(normal(rng, (2, 4, 5, 4)), normal(rng, (2, 2, 6, 4)),
+                                       normal(rng, (2, 2, 6, 3)))
+    # masks that do broadcast: per batch, per key, per query
+    q = normal(rng, (2, 5, 4), F64)
+    k, v = normal(rng, (2, 6, 4), F64), normal(rng, (2, 6, 3), F64)
+    for ms in [(2, 1, 6), (1, 6), (5, 1), (2, 5, 6)]:
+        mask = normal(rng, ms, F64)
+        s = q @ k.transpose(0, 2, 1) / 2 + mask
+        p = np.exp(s - s.max(-1, keepdims=True))
+        close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+              (p / p.sum(-1, keepdims=True)) @ v, F64)

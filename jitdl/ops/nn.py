@@ -17,8 +17,8 @@ from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating,
-                            load, may_agree, normalize_axis, operand, reduction, same_dim,
-                            shape_of, shape_text)
+                            is_one, load, may_agree, normalize_axis, operand, reduction,
+                            same_dim, shape_of, shape_text)
 from jitdl.te import ops as te
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -893,7 +893,13 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
         raise ShapeError(f"scaled_dot_product_attention(): value must have as many rows as "
                          f"key ({S}), got key {shape_text(k.shape)} and value "
                          f"{shape_text(v.shape)}", user_loc())
-    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    try:
+        batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ShapeError:
+        raise ShapeError(f"scaled_dot_product_attention(): the batch dimensions (all but "
+                         f"the last two) of query {shape_text(q.shape)}, key "
+                         f"{shape_text(k.shape)} and value {shape_text(v.shape)} do not "
+                         f"broadcast together", user_loc()) from None
     if scale is None:
         # (E = 0: every score is an empty sum, 0, whatever the scale; torch's uniform
         # weights, not 1 / sqrt(0))
@@ -919,7 +925,14 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
             raise ArgumentError(f"scaled_dot_product_attention(): attn_mask must be bool, "
                                 f"float32 or of the query's dtype ({s.dtype}), as torch "
                                 f"requires, got {m.dtype}", user_loc())
-        broadcast_shapes(shape_of(m), sshape)
+        # the mask broadcasts to the scores' shape, never widening it (torch's error; a
+        # mask of 3 batches beside queries of 1 was read at its first batch alone)
+        mshape = shape_of(m)
+        if len(mshape) > len(sshape) or not all(
+                is_one(a) or may_agree(a, b) for a, b in zip(mshape[::-1], sshape[::-1])):
+            raise ShapeError(f"scaled_dot_product_attention(): attn_mask of shape "
+                             f"{shape_text(mshape)} must broadcast to the attention scores' "
+                             f"shape {shape_text(sshape)} (..., L, S)", user_loc())
 
     def masked(*idx):
         a = s[idx] * scale
