@@ -137,6 +137,12 @@ class OutArgumentError(ArgumentError, ValueError):
     NumPy raises there."""
 
 
+class ArgumentShapeError(ArgumentError, ValueError):
+    """Arguments whose sizes disagree (a dynamic kernel's sizes checked equal at the call,
+    an output dimension that comes out negative): an ArgumentError, and the ValueError
+    NumPy raises for shapes that do not fit."""
+
+
 class ScheduleError(JitdlError):
     """An illegal schedule primitive."""
 

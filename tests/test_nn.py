@@ -786,6 +786,28 @@ def test_attention_with_shared_key_value_heads(rng, heads):
                                        enable_gqa=True)
 
 
+def test_attention_in_a_dynamic_definition(rng):
+    """In a dynamic definition query's and key's E (and key's and value's S) are sizes of
+    their own, checked equal at the call (they were refused at definition); the default
+    scale 1 / sqrt(E) is computed from the call's E (1 where E is 0, as torch)."""
+    @jd.compute(dynamic=True)
+    def att(Q, K, V):
+        return F.scaled_dot_product_attention(Q, K, V)
+    for b, L, S, E, Ev in [(2, 5, 7, 8, 4), (3, 9, 2, 4, 5), (2, 3, 3, 16, 16)]:
+        q, k, v = normal(rng, (b, L, E), F64), normal(rng, (b, S, E), F64), \
+            normal(rng, (b, S, Ev), F64)
+        np.testing.assert_allclose(att(q, k, v), attention_ref(q, k, v), rtol=1e-12)
+        q32, k32, v32 = (x.astype(F32) for x in (q, k, v))
+        close(att(q32, k32, v32), attention_ref(q, k, v), k=8)
+    assert len(att.cache_info()["events"]) <= 2          # one per dtype
+    with pytest.raises(ValueError, match="'Q' has size 8 in dimension 2 but argument 'K' has "
+                                         "size 6"):
+        att(normal(rng, (2, 5, 8), F64), normal(rng, (2, 7, 6), F64), normal(rng, (2, 7, 4), F64))
+    v = normal(rng, (2, 7, 4), F64)
+    np.testing.assert_allclose(att(np.zeros((2, 5, 0)), np.zeros((2, 7, 0)), v),
+                               np.broadcast_to(v.mean(1, keepdims=True), (2, 5, 4)), rtol=1e-12)
+
+
 def test_softmax_of_a_0d_input():
     """torch: a 0-d tensor is its own row (dim 0 or -1): 1 and 0, NaN for inf and NaN."""
     for v, want in ((3.0, 1.0), (-np.inf, np.nan), (np.nan, np.nan)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from jitdl.errors import ArgumentError, DefinitionError
+from jitdl.errors import ArgumentShapeError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
                                unbounded_part, upper_ends, with_loop)
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
@@ -198,7 +198,7 @@ def check_shape_agreement(stages):
                     if check not in at_call:
                         at_call.append(check)
                     continue
-                raise ArgumentError(
+                raise ArgumentShapeError(
                     f"shape mismatch: argument '{ref.tensor.name}' has size "
                     f"{ref.tensor.shape[rdim]} in dimension {rdim} but argument "
                     f"'{acc.tensor.name}' has size {acc.tensor.shape[dim]} in dimension "

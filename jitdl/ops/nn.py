@@ -885,11 +885,12 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
             same_dim(k.shape[-3], q.shape[-3]) and same_dim(v.shape[-3], q.shape[-3])):
         k, v = _shared_heads(q, k, v)
     L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
-    if not same_dim(k.shape[-1], E):
+    # (symbolic sizes are taken to agree: the call checks them, as matmul's)
+    if not same_dim(k.shape[-1], E) and isinstance(E, int) and isinstance(k.shape[-1], int):
         raise ShapeError(f"scaled_dot_product_attention(): key's last dimension must equal "
                          f"query's ({E}), got query {shape_text(q.shape)} and key "
                          f"{shape_text(k.shape)}", user_loc())
-    if not same_dim(v.shape[-2], S):
+    if not same_dim(v.shape[-2], S) and isinstance(S, int) and isinstance(v.shape[-2], int):
         raise ShapeError(f"scaled_dot_product_attention(): value must have as many rows as "
                          f"key ({S}), got key {shape_text(k.shape)} and value "
                          f"{shape_text(v.shape)}", user_loc())
@@ -903,7 +904,12 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
     if scale is None:
         # (E = 0: every score is an empty sum, 0, whatever the scale; torch's uniform
         # weights, not 1 / sqrt(0))
-        scale = 1.0 / math.sqrt(E) if E != 0 else 1.0
+        if isinstance(E, int):
+            scale = 1.0 / math.sqrt(E) if E != 0 else 1.0
+        else:       # (a dynamic E: computed in float64 at the call, as the int's above)
+            root = build.call(Intrin.SQRT, build.cast(E, "float64"))
+            scale = build.cast(build.select(E > 0, 1.0 / root, build.as_expr(1.0)),
+                               q.dtype if dtypes.is_float(q.dtype) else "float64")
     nb = len(batch)
     e = te.reduce_axis(E)
     sshape = batch + (L, S)

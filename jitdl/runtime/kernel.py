@@ -15,9 +15,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import (AllocationError, ArgumentError, ExpandedViewError,
-                           OutArgumentError, ScalarOverflowError,
-                          SourceLoc)
+from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
+                          ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -658,7 +657,7 @@ def _dims_function(sig):
         named = [f"{sig.layout[p][1]}.shape[{int(dim)}]" for p, dim in sig.sizes]
         given = ", ".join(f"{sig.layout[p][1]} {tuple(args[p].shape)}"
                           for p in sorted({int(p) for p, _ in sig.sizes}))
-        raise ArgumentError(
+        raise ArgumentShapeError(
             f"{sig.fname}(): dimension {d} of the output {name} is "
             f"`{_tree_code(shape[d], named)}` = {value} for these "
             f"arguments ({given}); a dimension must be >= 0")
@@ -666,7 +665,7 @@ def _dims_function(sig):
     def disagree(args, k):
         a, pa, da, b, pb, db = sig.agree[k]
         sa, sb = args[pa].shape, args[pb].shape
-        raise ArgumentError(
+        raise ArgumentShapeError(
             f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
             f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
             f"{b} {sb})")
