@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -37,8 +38,8 @@ STATUS = {
     "relu": "done", "relu6": "done", "leaky_relu": "done", "elu": "done",
     "gelu": "done (approximate='none' with erf, and 'tanh')", "sigmoid": "done",
     "silu": "done", "softplus": "done", "tanh": "done",
-    "softmax": "partial: dim= is required (torch's implicit dim is deprecated)",
-    "log_softmax": "partial: dim= is required (torch's implicit dim is deprecated)",
+    "softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
+    "log_softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
     "layer_norm": "done", "rms_norm": "done",
     "batch_norm": "partial: inference only (training=True raises)",
     "linear": "done",
@@ -96,15 +97,18 @@ def _float(v, what, op):
     return float(v)
 
 
-def _dim(dim, axis, op):
+def _dim(dim, axis, op, x):
     if axis is not None:
         if dim is not None:
             raise ArgumentError(f"{op}(): give dim= or its synonym axis=, not both",
                                 user_loc())
         dim = axis
     if dim is None:
-        raise ArgumentError(f"{op}(): dim= is required (the axis to normalise over)",
-                            user_loc())
+        # torch's deprecated implicit choice, with its warning: the first axis of a 0-d,
+        # 1-d or 3-d input, else the second
+        warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the "
+                      "call to include dim=X as an argument.", UserWarning, stacklevel=3)
+        return 0 if len(_shape(x)) in (0, 1, 3) else 1
     return _int(dim, "dim", op)
 
 
@@ -208,14 +212,14 @@ def tanh(input):
 def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     """exp(x - max) / sum(exp(x - max)) along dim (computed in dtype when given)."""
     return apply("softmax", ops.softmax, (input,),
-                 (("dim", _dim(dim, axis, "softmax")),
+                 (("dim", _dim(dim, axis, "softmax", input)),
                   ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     """x - max - log(sum(exp(x - max))) along dim (computed in dtype when given)."""
     return apply("log_softmax", ops.log_softmax, (input,),
-                 (("dim", _dim(dim, axis, "log_softmax")),
+                 (("dim", _dim(dim, axis, "log_softmax", input)),
                   ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
 
 

@@ -808,6 +808,20 @@ def test_attention_in_a_dynamic_definition(rng):
                                np.broadcast_to(v.mean(1, keepdims=True), (2, 5, 4)), rtol=1e-12)
 
 
+def test_softmax_without_dim_takes_torchs_implicit_choice(rng):
+    """No dim: torch's deprecated choice (axis 0 of a 0-d, 1-d or 3-d input, else axis 1)
+    with its UserWarning, pointing at the caller's line."""
+    for nd in range(5):
+        x = normal(rng, (2, 3, 4, 5)[:nd], F64)
+        want = 0 if nd in (0, 1, 3) else 1
+        for f in (F.softmax, F.log_softmax):
+            with pytest.warns(UserWarning, match=f"Implicit dimension choice for {f.__name__} "
+                                                 "has been deprecated") as w:
+                got = f(x)
+            assert w[0].filename == __file__
+            np.testing.assert_array_equal(got, f(x, dim=want))
+
+
 def test_softmax_of_a_0d_input():
     """torch: a 0-d tensor is its own row (dim 0 or -1): 1 and 0, NaN for inf and NaN."""
     for v, want in ((3.0, 1.0), (-np.inf, np.nan), (np.nan, np.nan)):
