@@ -41,7 +41,9 @@ STATUS = {
     "softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
     "log_softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
     "layer_norm": "done", "rms_norm": "done",
-    "batch_norm": "partial: inference only (training=True raises)",
+    "batch_norm": "done (training=True: the batch's statistics, which update NumPy "
+                  "running statistics in place, as torch does; inside a definition only "
+                  "the result)",
     "linear": "done",
     "conv1d": "done", "conv2d": "done", "conv3d": "done",
     "conv_transpose1d": "done", "conv_transpose2d": "done",
@@ -260,10 +262,13 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-05):
-    """Inference batch norm over channel axis 1 with the running statistics."""
+    """Batch norm over channel axis 1: with the running statistics, or (training=True)
+    with the batch's, which then update running_mean and running_var in place (NumPy
+    arrays; momentum-weighted, the variance unbiased), as torch does."""
     if training:
-        _unsupported("batch_norm", "training=True (batch statistics and updating the "
-                                   "running ones)")
+        return _batch_norm_training(input, running_mean, running_var, weight, bias,
+                                    _float(momentum, "momentum", "batch_norm"),
+                                    _float(eps, "eps", "batch_norm"))
     if running_mean is None or running_var is None:
         raise ArgumentError("batch_norm(): running_mean and running_var are required with "
                             "training=False", user_loc())
@@ -272,6 +277,31 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                        weight=weight, bias=bias)
     return apply("batch_norm", ops.batch_norm, operands,
                  (("eps", _float(eps, "eps", "batch_norm")),) + flags, None, names)
+
+
+def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps):
+    shape = _shape(input)
+    count = int(np.prod(shape[:1] + shape[2:], dtype=np.int64)) if len(shape) > 1 else 0
+    if len(shape) > 1 and count <= 1 and all(isinstance(d, int) for d in shape):
+        raise ShapeError(f"batch_norm(): expected more than 1 value per channel when "
+                         f"training, got input size {tuple(shape)}", user_loc())
+    operands, names, flags = _optional("batch_norm", (input,), ("input",), weight=weight,
+                                       bias=bias)
+    out = apply("batch_norm", ops.batch_norm_batch_stats, operands, (("eps", eps),) + flags,
+                None, names)
+    running = [r for r in (running_mean, running_var) if r is not None]
+    if running and not is_symbolic(out):
+        x = np.asarray(input)
+        axes = (0,) + tuple(range(2, x.ndim))
+        for r, stat in ((running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
+                        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))):
+            if isinstance(r, np.ndarray):
+                if r.shape != (shape[1],):
+                    raise ShapeError(f"batch_norm(): running statistics must have shape "
+                                     f"({shape[1]},), got {r.shape}", user_loc())
+                r *= 1 - momentum
+                r += (momentum * stat()).astype(r.dtype)
+    return out
 
 
 def linear(input, weight, bias=None):

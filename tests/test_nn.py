@@ -116,6 +116,38 @@ def test_rms_norm(rng):
     close(F.rms_norm(x, [8]), x / np.sqrt(ms + np.finfo(F64).eps), F64)
 
 
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 5)])
+def test_batch_norm_training(rng, shape):
+    """training=True: the batch's statistics (biased variance) over every axis but axis 1,
+    and the running ones updated in place, momentum-weighted with the unbiased variance,
+    as torch does (checked against torch 2.13); inside a definition the result alone."""
+    axes = (0,) + tuple(range(2, len(shape)))
+    for dt in (F64, F32):
+        x = normal(rng, shape, dt) * 2 + 0.5
+        w, b = normal(rng, (3,), dt), normal(rng, (3,), dt)
+        m, v = normal(rng, (3,), dt), np.abs(normal(rng, (3,), dt)) + 0.5
+        m0, v0 = m.astype(F64), v.astype(F64)
+        x64 = x.astype(F64)
+        c = (slice(None),) + (None,) * (len(shape) - 2)
+        mean, var = x64.mean(axes), x64.var(axes)
+        ref = (x64 - mean[c]) / np.sqrt(var[c] + 1e-5) * w[c] + b[c]
+        got = F.batch_norm(x, m, v, w, b, training=True, momentum=0.3)
+        assert got.dtype == dt
+        tol = dict(rtol=1e-12, atol=1e-12) if dt == F64 else dict(rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, ref, **tol)
+        np.testing.assert_allclose(m, 0.7 * m0 + 0.3 * mean, **tol)
+        np.testing.assert_allclose(v, 0.7 * v0 + 0.3 * x64.var(axes, ddof=1), **tol)
+        np.testing.assert_allclose(F.batch_norm(x, None, None, training=True),
+                                   (x64 - mean[c]) / np.sqrt(var[c] + 1e-5), **tol)
+
+        @jd.compute
+        def normed(X, W, B):
+            return F.batch_norm(X, None, None, W, B, training=True) * 2.0
+        np.testing.assert_allclose(normed(x, w, b), 2 * ref, **tol)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.batch_norm(normal(rng, (1, 3)), None, None, training=True)
+
+
 def test_batch_norm(rng):
     x = normal(rng, (2, 3, 4, 5))
     m, v = normal(rng, (3,)), np.abs(normal(rng, (3,))) + 0.1
@@ -125,8 +157,6 @@ def test_batch_norm(rng):
     close(F.batch_norm(x, m, v, w, b), ref)
     close(F.batch_norm(x[:, :, 0], m, v), (x[:, :, 0] - m[:, None]) /
           np.sqrt(v[:, None].astype(F64) + 1e-5))
-    with pytest.raises(NotImplementedError, match="training"):
-        F.batch_norm(x, m, v, training=True)
     with pytest.raises(ValueError, match="running_var must have shape"):
         F.batch_norm(x, m, v[:2])
 

@@ -202,6 +202,37 @@ def rms_norm(x, *params, normalized_shape, eps, has_weight):
     return _affine(y, weight, None, len(axes), "rms_norm")
 
 
+def batch_norm_batch_stats(x, *params, eps, has_weight, has_bias):
+    """Training batch norm: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] with
+    the statistics of the batch (over every axis but the channel axis 1; var biased)."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm(): input must have 2 or more dimensions (N, C, ...), "
+                         f"got shape {shape_text(x.shape)}", user_loc())
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    C = x.shape[1]
+    weight = params[0] if has_weight else None
+    bias = params[int(has_weight)] if has_bias else None
+    for p, what in ((weight, "weight"), (bias, "bias")):
+        _check_param(p, (C,), what, "batch_norm")
+    axes = (0,) + tuple(range(2, x.ndim))
+    centred = elementwise(lambda a, m: a - m, x, _mean(x, axes))
+    var = _mean(elementwise(lambda a: a * a, centred), axes)
+    y = elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
+    if weight is None and bias is None:
+        return y
+
+    def body(*idx):
+        e = y[idx]
+        if weight is not None:
+            e = e * weight[idx[1]]
+        if bias is not None:
+            e = e + bias[idx[1]]
+        return e
+    return te.tensor(x.shape, body, name="batch_norm")
+
+
 def batch_norm(x, running_mean, running_var, *params, eps, has_weight, has_bias):
     """Inference batch norm: (x - running_mean[c]) / sqrt(running_var[c] + eps) * weight[c]
     + bias[c], channels on axis 1."""
