@@ -296,6 +296,13 @@ def test_round_clip_nan_to_num_sinc():
     same(jnp.nan_to_num(x), np.nan_to_num(x))
     same(jnp.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0),
          np.nan_to_num(x.astype(np.float32), nan=-1.0, posinf=9.0))
+    for a in (x.copy(), x.astype(np.float32)[::-1], np.stack([x, -x]).T):   # in place
+        b = a.copy()
+        assert jnp.nan_to_num(a, copy=False, neginf=-3.0) is a
+        same(a, np.nan_to_num(b, copy=False, neginf=-3.0))
+    assert jnp.nan_to_num(ints, copy=False) is ints
+    with pytest.raises(ValueError):             # (NumPy's: a list cannot be changed in place)
+        jnp.nan_to_num([1.0, np.nan], copy=False)
     same(jnp.sinc(X[:60]), np.sinc(X[:60]))
     for got, want in zip(jnp.where(X > 0), np.where(X > 0)):    # numpy.nonzero
         same(got, want)

@@ -633,13 +633,20 @@ def _scalar(v):
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """x with NaN and infinities replaced by finite numbers (numpy.nan_to_num)."""
-    if not copy:
-        raise TypeError("nan_to_num(): copy=False (in place) is not supported; use "
-                        "out-of-place results")
-    return apply("nan_to_num", ew.nan_to_num, (x,),
-                 (("nan", float(nan)), ("posinf", None if posinf is None else float(posinf)),
-                  ("neginf", None if neginf is None else float(neginf))), None, ("x",))
+    """x with NaN and infinities replaced by finite numbers (numpy.nan_to_num); with
+    copy=False a float array is changed in place and returned, as NumPy does."""
+    out = None
+    if not copy and not is_symbolic(x):
+        if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
+            # (an int or bool array is returned as it is, other floats and complex numbers
+            # are NumPy's, a scalar or a list is NumPy's ValueError)
+            kw = dict(copy=False, nan=nan, posinf=posinf, neginf=neginf)
+            return array_module_function("nan_to_num", np.nan_to_num, (x,), kw)(x, **kw)
+        out = x
+    r = apply("nan_to_num", ew.nan_to_num, (x,),
+              (("nan", float(nan)), ("posinf", None if posinf is None else float(posinf)),
+               ("neginf", None if neginf is None else float(neginf))), out, ("x",))
+    return x if out is not None else r
 
 
 def _int_arg(v, what):
@@ -680,7 +687,7 @@ STATUS.update({
                   "undefined)",
     "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
     "cbrt": "done (pow and one Newton step; within 1 ulp)",
-    "nan_to_num": "partial: copy=False is not supported",
+    "nan_to_num": "done (copy=False changes a float array in place, as NumPy)",
     "where": "done (where(condition) is NumPy's nonzero on arrays; not in definitions)",
     "sinc": "done (not a ufunc in NumPy either: no out=/dtype=)",
 })
