@@ -709,3 +709,34 @@ def test_an_index_no_loop_moves_is_checked_at_the_call():
         return Y
     with pytest.raises(ArgumentError):
         moved(rand(5), rand(4))
+
+
+def _body_first_of_a_stage(X):
+    T[i] = X[i + 2] * 2.0
+    Y[j] = X[j] + T[0]
+    return Y
+
+
+def _body_last_of_a_strided_stage(X):
+    T[i] = X[2 * i + 3] * 2.0
+    Y[j] = X[j] + T[T.shape[0] - 1]
+    return Y
+
+
+def test_an_unmoved_index_into_an_inlined_stage_keeps_its_check():
+    """`T[0]` of a stage T that is empty at some sizes is checked at the call; inlined,
+    the read becomes `X[0 + 2]`, which is no longer the read the check was found by: it
+    carries the check (it read X[2] past a 2-element X, or X[1] for T[-1], silently)."""
+    first = jd.compute(_body_first_of_a_stage, dynamic=True)
+    last = jd.compute(_body_last_of_a_strided_stage, dynamic=True)
+    for n in (2, 3, 5, 9):
+        big = np.full(n + 2, np.nan)
+        big[1:-1] = rand(n)
+        x = big[1:-1]                   # NaN on either side: a read outside shows
+        for f, size, at in ((first, n - 2, 0), (last, max((n - 4) // 2 + 1, 0), -1)):
+            if size <= 0:
+                with pytest.raises(IndexError, match=r"into T is -?\d+, outside \[0, "):
+                    f(x)
+                continue
+            t = x[2:] * 2.0 if f is first else x[3::2] * 2.0
+            np.testing.assert_allclose(f(x), x + t[at], rtol=1e-12)

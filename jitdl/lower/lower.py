@@ -220,9 +220,13 @@ class _Builder:
                                                                        n.indices)})
                     # the checks this read of the stage needs: its body may ignore an
                     # index (a broadcast or reshaped length-1 axis) or fold it into range
+                    # (and those the bounds check left to the call: `T[0]` of a T that
+                    # may be empty, which the inlined body reads at `X[0 + 2]`)
                     carried = n.carried + tuple(
-                        (i, d, n.tensor.name) for i, d in zip(n.indices, n.tensor.shape)
-                        if reads_memory(i) or n.checked and not isinstance(i, Const))
+                        (i, d, n.tensor.name) for k, (i, d) in enumerate(zip(n.indices,
+                                                                             n.tensor.shape))
+                        if reads_memory(i) or n.checked and not isinstance(i, Const)
+                        or (n.tensor.name, k, expr_text(i)) in self.deferred)
                     return _carry(body, carried) if carried else body
             return None
         return map_expr(e, rep)
