@@ -806,9 +806,15 @@ def test_attention_with_shared_key_value_heads(rng, heads):
     if hk not in (hq, 1):
         with pytest.raises(ValueError, match="broadcast"):        # without enable_gqa
             F.scaled_dot_product_attention(q, k, v)
-        with pytest.raises(ValueError, match="same number of heads"):
-            F.scaled_dot_product_attention(q, k, normal(rng, (2, hq, 7, 6)), enable_gqa=True)
-    with pytest.raises(ValueError, match=r"dividing the query's; got query \(2, 5, 5, 8\)"):
+    # key's and value's head counts need not be equal, each dividing the query's (as
+    # torch; a value of hq heads beside a key of hk was refused)
+    v_all = normal(rng, (2, hq, 7, 6))
+    close(F.scaled_dot_product_attention(q, k, v_all, enable_gqa=True),
+          attention_ref(q, kk, v_all), k=8)
+    k1 = normal(rng, (2, 1, 7, 8))
+    close(F.scaled_dot_product_attention(q, k1, v, enable_gqa=True),
+          attention_ref(q, np.repeat(k1, hq, axis=-3), vv), k=8)
+    with pytest.raises(ValueError, match=r"each divide the query's; got query \(2, 5, 5, 8\)"):
         F.scaled_dot_product_attention(q[:, :5] if hq > 5 else normal(rng, (2, 5, 5, 8)),
                                        normal(rng, (2, 2, 7, 8)), normal(rng, (2, 2, 7, 6)),
                                        enable_gqa=True)

@@ -888,17 +888,21 @@ def _shared_heads(q, k, v):
                          "(axis -3) known at compile time, got query "
                          f"{shape_text(q.shape)}, key {shape_text(k.shape)} and value "
                          f"{shape_text(v.shape)}", user_loc())
-    if hk != hv or hk == 0 or hq % hk:
-        raise ShapeError("scaled_dot_product_attention(): with enable_gqa=True, key and value "
-                         "must have the same number of heads (axis -3), dividing the query's; "
+    if hk == 0 or hv == 0 or hq % hk or hq % hv:
+        # (torch's rule: each of key's and value's head counts divides the query's; they
+        # need not be equal, each is repeated by its own factor)
+        raise ShapeError("scaled_dot_product_attention(): with enable_gqa=True, the numbers "
+                         "of heads (axis -3) of key and value must each divide the query's; "
                          f"got query {shape_text(q.shape)}, key {shape_text(k.shape)} and "
                          f"value {shape_text(v.shape)}", user_loc())
-    group = hq // hk
 
-    def repeated(t, name):
+    def repeated(t, h, name):
+        if h == hq:
+            return t
+        group = hq // h
         return te.tensor(t.shape[:-3] + (hq,) + t.shape[-2:], lambda *idx: t[
             idx[:-3] + (idx[-3] // group,) + idx[-2:]], name=name)
-    return repeated(k, "attn_key_heads"), repeated(v, "attn_value_heads")
+    return repeated(k, hk, "attn_key_heads"), repeated(v, hv, "attn_value_heads")
 
 
 def attention(q, k, v, *mask, scale, is_causal, gqa=False):
