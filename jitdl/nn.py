@@ -579,19 +579,26 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         out = apply("embedding", ops.embedding, (input, weight), static, None,
                     ("input", "weight"))
         if isinstance(weight, np.ndarray) and not is_symbolic(out):
-            _renorm_rows(weight, np.asarray(input), max_norm, norm_type)
+            _renorm_rows(weight, np.asarray(input), out)
         return out
     return apply("embedding", ops.embedding, (input, weight), static, None,
                  ("input", "weight"))
 
 
-def _renorm_rows(weight, indices, max_norm, norm_type):
-    """torch's embedding_renorm_: rows of weight that indices read, scaled in place to
-    norm max_norm where theirs is over it (after the kernel checked the indices)."""
-    rows = np.unique(indices.ravel())
-    norms = np.linalg.norm(weight[rows].astype(np.float64), ord=norm_type, axis=1)
-    over = norms > max_norm
-    weight[rows[over]] *= (max_norm / (norms[over] + 1e-7))[:, None].astype(weight.dtype)
+def _renorm_rows(weight, indices, out):
+    """torch's embedding_renorm_: the rows of weight that indices read, scaled in place
+    where their norm is over max_norm. Written back from the kernel's result, whose rows
+    are those rows renormalised, so that weight[indices] is the result afterwards, as in
+    torch (a norm computed again here in float64 scaled float32 rows whose float32 norm
+    overflows to inf, which the kernel, as torch, scales to 0)."""
+    flat = indices.ravel()
+    if flat.size == 0:
+        return
+    rows = np.asarray(out).reshape(flat.size, weight.shape[1])
+    old = weight[flat]
+    changed = ~((rows == old) | np.isnan(rows) & np.isnan(old)).all(axis=1)
+    if changed.any():
+        weight[flat[changed]] = rows[changed]
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

@@ -746,6 +746,22 @@ def test_embedding_max_norm(rng, norm_type):
         F.embedding(ids, np.arange(40).reshape(10, 4), max_norm=1.0)
 
 
+def test_embedding_max_norm_writes_back_the_rows_it_returns():
+    """The weight renormalised in place holds the rows the result has: float32 rows whose
+    float32 norm overflows to inf come out as 0, as torch 2.13 gives them, and torch
+    leaves them 0 in weight too (a norm computed again in float64 scaled them to norm
+    max_norm in weight, unlike the result); a row of norm NaN is kept, as torch."""
+    w = np.array([[3e20, 4e20], [0.3, 0.4], [6.0, 8.0], [np.nan, 1.0]], dtype=F32)
+    ids = np.array([[0, 2], [2, 0], [3, 0]])
+    got = F.embedding(ids, w, max_norm=1.0)
+    np.testing.assert_array_equal(got[0, 0], [0.0, 0.0])
+    np.testing.assert_array_equal(got, w[ids])
+    np.testing.assert_array_equal(w[0], [0.0, 0.0])
+    np.testing.assert_allclose(w[2], [0.6, 0.8], rtol=1e-6)
+    np.testing.assert_array_equal(w[1], np.array([0.3, 0.4], F32))
+    assert np.isnan(w[3, 0]) and w[3, 1] == 1.0
+
+
 def test_embedding(rng):
     w = normal(rng, (10, 4))
     ids = rng.integers(0, 10, (3, 5))
