@@ -740,3 +740,30 @@ def test_an_unmoved_index_into_an_inlined_stage_keeps_its_check():
                 continue
             t = x[2:] * 2.0 if f is first else x[3::2] * 2.0
             np.testing.assert_allclose(f(x), x + t[at], rtol=1e-12)
+
+
+def _body_first_of_a_formula(X):
+    T = jd.tensor((X.shape[0] - 2,))
+    T[i] = i * 1.0 + 5.0
+    Y[j] = X[j] + T[0]
+    return Y
+
+
+def test_an_unmoved_index_into_an_inlined_formula_is_refused():
+    """`T[0]` of a stage that reads no array: stored, the read is checked at the call;
+    inlined, no read is left to carry the check (it gave 5.0 for an empty T), so the
+    definition is refused with the read named."""
+    from jitdl.errors import DefinitionError
+    stored = jd.compute(_body_first_of_a_formula, dynamic=True)
+    x = rand(5)
+    np.testing.assert_allclose(stored(x), x + 5.0, rtol=1e-12)
+    with pytest.raises(IndexError, match="into T is 0"):
+        stored(rand(2))
+    inlined = jd.compute(_body_first_of_a_formula, dynamic=True)
+
+    @jd.schedule(inlined, target="cpu")
+    def sched(s, cfg):
+        s.compute_inline(s["T"])
+    with pytest.raises(DefinitionError, match=r"T\[0\]: cannot prove index `0` .* nor check "
+                                              "it at the call"):
+        inlined(x)

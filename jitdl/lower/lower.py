@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from jitdl import dtypes
-from jitdl.errors import ScheduleError
+from jitdl.errors import DefinitionError, ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, affine, bounds as index_bounds, form_bounds,
                                 free_vars, reads_memory)
@@ -39,28 +39,31 @@ class Lowered:
     agree: list = ()    # symbolic sizes that must agree, checked at the call
 
 
+def _sure_read(n):
+    """A read that every evaluation of n performs (not in an arm of a select, a
+    short-circuit operand or a reduction's body), or None."""
+    match n:
+        case Access():
+            return n
+        case Select():
+            return _sure_read(n.cond)
+        case Binary() if n.op in (BinOp.AND, BinOp.OR):
+            return _sure_read(n.a)
+        case Reduce():
+            return None
+    for c in expr_children(n):
+        r = _sure_read(c)
+        if r is not None:
+            return r
+    return None
+
+
 def _carry(e, checks):
     """e with run-time index checks `checks` ((index, extent, tensor name), ...) put on
     one of its reads: one that every evaluation of e performs where there is one (not in
     an arm of a select, a short-circuit operand or a reduction's body), else any; e
     unchanged when it reads no tensor (a constant stage: nothing to check against)."""
-    def sure(n):
-        match n:
-            case Access():
-                return n
-            case Select():
-                return sure(n.cond)
-            case Binary() if n.op in (BinOp.AND, BinOp.OR):
-                return sure(n.a)
-            case Reduce():
-                return None
-        for c in expr_children(n):
-            r = sure(c)
-            if r is not None:
-                return r
-        return None
-
-    target = sure(e)        # (an Expr has no truth value: no `or` here)
+    target = _sure_read(e)      # (an Expr has no truth value: no `or` here)
     if target is None:
         target = next((n for n in walk_expr(e) if isinstance(n, Access)), None)
     if target is None:
@@ -222,11 +225,24 @@ class _Builder:
                     # index (a broadcast or reshaped length-1 axis) or fold it into range
                     # (and those the bounds check left to the call: `T[0]` of a T that
                     # may be empty, which the inlined body reads at `X[0 + 2]`)
+                    later = [k for k, i in enumerate(n.indices)
+                             if (n.tensor.name, k, expr_text(i)) in self.deferred]
+                    if later and _sure_read(body) is None:
+                        # (no read that every evaluation makes to carry the check to: a
+                        # stage of a formula alone, or of a reduction that may be empty)
+                        k = later[0]
+                        raise DefinitionError(
+                            f"{expr_text(n)}: cannot prove index `{expr_text(n.indices[k])}` "
+                            f"of dimension {k} inside [0, {expr_text(n.tensor.shape[k])}) "
+                            f"for every size, nor check it at the call ({n.tensor.name} is "
+                            "computed where it is read, from no array read on every "
+                            "evaluation); guard it with a condition on the size "
+                            "(`... if n > 0 else ...`)", n.loc or st.tensor.op.loc)
                     carried = n.carried + tuple(
                         (i, d, n.tensor.name) for k, (i, d) in enumerate(zip(n.indices,
                                                                              n.tensor.shape))
                         if reads_memory(i) or n.checked and not isinstance(i, Const)
-                        or (n.tensor.name, k, expr_text(i)) in self.deferred)
+                        or k in later)
                     return _carry(body, carried) if carried else body
             return None
         return map_expr(e, rep)
