@@ -1001,3 +1001,33 @@ def test_the_collector_pause_of_code_generation_is_counted_across_threads(was_on
         assert gc.isenabled() is was_on
     finally:
         gc.enable()
+
+
+def test_a_child_forked_during_code_generation_has_the_collector_on():
+    """A process forked while a thread generates code (the collector paused) does not
+    inherit the pause: nothing in the child would end it."""
+    import gc
+    import threading
+    from jitdl.codegen.llvm import _collector_paused
+    gc.enable()
+    inside, leave = threading.Event(), threading.Event()
+
+    def generate():
+        with _collector_paused():
+            inside.set()
+            leave.wait(10)
+    t = threading.Thread(target=generate)
+    t.start()
+    try:
+        assert inside.wait(10) and not gc.isenabled()
+        pid = os.fork()
+        if pid == 0:                                    # the child: report and leave
+            with _collector_paused():
+                pass
+            os._exit(0 if gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        leave.set()
+        t.join(10)
+    assert gc.isenabled()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import threading
 from dataclasses import replace
 
@@ -953,6 +954,20 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
 
 _GC_LOCK = threading.Lock()
 _gc_pauses = [0, False]     # threads generating code now; whether the collector was on
+
+
+def _gc_after_fork():
+    """A child forked while threads generated code has none of them: the collector back
+    as the first found it, the count at 0 (the child's copy of the lock may be held)."""
+    global _GC_LOCK
+    _GC_LOCK = threading.Lock()
+    if _gc_pauses[0]:
+        _gc_pauses[0] = 0
+        if _gc_pauses[1]:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_gc_after_fork)
 
 
 @contextlib.contextmanager

@@ -920,12 +920,12 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
             same_dim(k.shape[-3], q.shape[-3]) and same_dim(v.shape[-3], q.shape[-3])):
         k, v = _shared_heads(q, k, v)
     L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
-    # (symbolic sizes are taken to agree: the call checks them, as matmul's)
-    if not same_dim(k.shape[-1], E) and isinstance(E, int) and isinstance(k.shape[-1], int):
+    # (two symbolic sizes are taken to agree: the call checks them, as matmul's)
+    if not same_dim(k.shape[-1], E) and (isinstance(E, int) or isinstance(k.shape[-1], int)):
         raise ShapeError(f"scaled_dot_product_attention(): key's last dimension must equal "
                          f"query's ({E}), got query {shape_text(q.shape)} and key "
                          f"{shape_text(k.shape)}", user_loc())
-    if not same_dim(v.shape[-2], S) and isinstance(S, int) and isinstance(v.shape[-2], int):
+    if not same_dim(v.shape[-2], S) and (isinstance(S, int) or isinstance(v.shape[-2], int)):
         raise ShapeError(f"scaled_dot_product_attention(): value must have as many rows as "
                          f"key ({S}), got key {shape_text(k.shape)} and value "
                          f"{shape_text(v.shape)}", user_loc())
