@@ -487,7 +487,8 @@ def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
         return dtypes.normalize(d)
     numpy_accepts(name, np_fn, operands, casting, dtype=d)
     try:
-        natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
+        with np.errstate(all="ignore"):
+            natural = np.asarray(np_fn(*_stand_ins(operands))).dtype
     except Exception:
         natural = None
     # (the function's own dtype is no cast: dtype=bool of less() is its result's dtype;
@@ -520,12 +521,12 @@ def _sequence_signature(seq):
 
 def _stand_ins(operands):
     """Empty arrays of the operands' dtypes and ranks (lists and tuples: of the array
-    they become; numbers as they are)."""
+    they become; numbers as they are; a definition's scalar, a 0-d array of its dtype)."""
     out = []
     for a in operands:
         if isinstance(a, (list, tuple)):
             a = np.asarray(a)
-        out.append(np.empty((0,) * len(a.shape), a.dtype)
+        out.append(np.zeros((0,) * len(getattr(a, "shape", ())), a.dtype)
                    if isinstance(a, np.ndarray) or is_symbolic(a) else a)
     return out
 
@@ -545,7 +546,8 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
     except TypeError:       # (a keyword given as something unhashable)
         key = None
     try:
-        np_fn(*_stand_ins(operands), casting=casting, **kwargs)
+        with np.errstate(all="ignore"):     # (a 0-d stand-in's value is no operand's)
+            np_fn(*_stand_ins(operands), casting=casting, **kwargs)
     except OverflowError as e:
         raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
     except TypeError as e:

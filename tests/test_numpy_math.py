@@ -793,3 +793,59 @@ def test_review_cases_float16_arctanh_clip_zeros():
                    (None, np.nan)):
         for x in (z, z.astype(np.float32)):
             same(jnp.clip(x, lo, hi), np.clip(x, lo, hi))
+
+
+def test_dtype_and_casting_of_a_definitions_scalar_and_of_0d_arrays():
+    """dtype= (and casting=) with a definition's scalar argument (a NumPy scalar passed to
+    the definition) crashed with AttributeError ('Var' has no shape); on 0-d arrays the
+    dtype check ran NumPy's function on an uninitialised 0-d stand-in, so arctanh or log
+    warned about values the call never had."""
+    x = RNG.standard_normal(4).astype(np.float32)
+    for v in (np.float32(x[0]), np.float32(abs(x[1]))):
+        f = jd.compute(lambda X: jnp.exp(X, dtype=np.float64))
+        same(f(v), np.exp(v, dtype=np.float64))
+        g = jd.compute(lambda X: jnp.isinf(X, dtype=bool) + jnp.add(X, 1, dtype=np.float64))
+        same(g(v), np.isinf(v, dtype=bool) + np.add(v, 1, dtype=np.float64))
+        h = jd.compute(lambda X: jnp.sqrt(X, casting="unsafe"))
+        same(h(abs(v)), np.sqrt(abs(v), casting="unsafe"))
+        c = jd.compute(lambda X: jnp.clip(X, -0.5, 0.5, dtype=np.float64))
+        same(c(v), np.clip(v, -0.5, 0.5, dtype=np.float64))
+    for v in RNG.uniform(-0.99, 0.99, 3):
+        a = np.array(v)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for name in ("arctanh", "arcsin", "log1p"):
+                same(getattr(jnp, name)(a, dtype=np.float64),
+                     getattr(np, name)(a, dtype=np.float64))
+                same(getattr(jnp, name)(a, casting="unsafe"),
+                     getattr(np, name)(a, casting="unsafe"))
+
+
+def test_nanmean_of_a_0d_integer_array_refuses_axis_0_as_numpy():
+    """NumPy's nanmean of an integer array is its mean, which refuses axis 0 of a 0-d
+    array (AxisError); jd.numpy's took it as every axis."""
+    for dt in (np.int8, np.int64, bool):
+        a = np.array(RNG.integers(0, 5), dt)
+        for axis in (0, -1):
+            with pytest.raises(np.exceptions.AxisError):
+                np.nanmean(a, axis=axis)
+            with pytest.raises(np.exceptions.AxisError):
+                jnp.nanmean(a, axis=axis)
+        same(jnp.nanmean(a, axis=None), np.nanmean(a, axis=None))
+    f = np.array(RNG.standard_normal())
+    same(jnp.nanmean(f, axis=0), np.nanmean(f, axis=0))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "nansum", "nanmean", "average", "prod", "max"])
+def test_reduction_over_no_axes_keeps_numpys_zero_sign(name):
+    """axis=() reduces nothing; NumPy's sum still adds each element to 0.0, so a -0.0
+    comes back as 0.0 (prod and max keep it): jd.numpy's sum returned -0.0."""
+    for dt in (np.float32, np.float64):
+        x = RNG.standard_normal((3, 4)).astype(dt)
+        x[RNG.random((3, 4)) < 0.5] = -0.0
+        x[0, 0] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = getattr(np, name)(x, axis=())
+        same(getattr(jnp, name)(x, axis=()), want)
+        same(jd.compute(lambda X: getattr(jnp, name)(X, axis=()))(x), want)

@@ -312,6 +312,14 @@ def test_repeat_errors():
     x = rand(3)
     raises_like(lambda: jnp.repeat(x, (1, 2)), lambda: np.repeat(x, (1, 2)))
     raises_like(lambda: jnp.repeat(x, -1), lambda: np.repeat(x, -1))
+    # per-element counts with an axis out of range: NumPy's AxisError (was IndexError:
+    # tuple index out of range); a negative axis in range counts from the end
+    y = rand(3, 4)
+    for axis in (2, -3):
+        e = raises_like(lambda: jnp.repeat(y, [1, 0, 2], axis),
+                        lambda: np.repeat(y, [1, 0, 2], axis))
+        assert isinstance(e, np.exceptions.AxisError) and "out of bounds" in str(e)
+    same(jnp.repeat(y, [1, 0, 2], -2), np.repeat(y, [1, 0, 2], -2))
 
 
 @pytest.mark.parametrize("axis", [0, -1, 1, -2])

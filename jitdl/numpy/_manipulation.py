@@ -444,7 +444,8 @@ def repeat(a, repeats, axis=None):
         reps = reps[0]
     if isinstance(reps, tuple) and not _sym(a):
         # per-element counts on an array: the source positions by NumPy, moved by take
-        n = np.size(a) if axis is None else np.shape(a)[axis]
+        n = np.size(a) if axis is None else \
+            np.shape(a)[normalize_axis(operator.index(axis), np.ndim(a))]
         if len(reps) != n:
             raise ShapeError(f"operands could not be broadcast together with shape ({n},) "
                              f"({len(reps)},)", user_loc())

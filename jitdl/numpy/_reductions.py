@@ -375,10 +375,11 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
     dtype = _out_dtype(a, dtype, out)
     if where is not _NO:
         return _by_numpy("nanmean", a, axis, out, keepdims, dtype=dtype, where=where)
+    if np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype).kind not in "fc":
+        # (NumPy's: no NaN to leave out; its mean refuses axis 0 of a 0-d array)
+        return mean(a, axis, dtype, out, keepdims)
     if axis is not None:
         axis = _axis_of(a, axis)
-    if np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype).kind not in "fc":
-        return mean(a, axis, dtype, out, keepdims)     # (NumPy's: no NaN to leave out)
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise ArgumentError("If a is inexact, then dtype must be inexact (nanmean's "
                             "dtype=)", user_loc())

@@ -17,7 +17,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import ArgumentError, AxisError, DefinitionError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import Access, Expr, IterVar, ReduceOp, Var
+from jitdl.ir.nodes import Access, CmpOp, Expr, IterVar, ReduceOp, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
@@ -268,6 +268,10 @@ def reduction(op: ReduceOp, x, axis=None, keepdims=False, dtype=None, name=None)
             return build.truth(e)
         if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
             return build.cast(0, "int64")
+        if op == ReduceOp.SUM and dtypes.is_float(e.dtype):
+            # (NumPy adds each element to the identity 0.0: a -0.0 becomes 0.0)
+            zero = build.cast(0, e.dtype)
+            return build.select(build.compare(CmpOp.EQ, e, zero), zero, e)
         return e
     r = te.tensor(shape, body, name=None if keepdims and ks else name)
     if not (keepdims and ks):
