@@ -316,6 +316,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
     k = _kernels.get(key)
+    if k is None and out is None and getattr(builder, "any_size", False) and any(
+            type(a) is _ndarray and 0 in a.shape for a in operands):
+        empty = _empty_result(key, name, builder, static, names, operands)
+        if empty is not None:
+            return empty
     if k is None:
         # one kernel per broadcast pattern where the builder allows it; empty arrays get
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
@@ -365,6 +370,28 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     _castable(name, dtype, out.dtype, casting)
     np.copyto(out, kernel.run(operands), casting="unsafe")    # (out's shape: broadcast)
     return out
+
+
+_empties = {}       # call keys with empty operands -> (shape, dtype) of an empty result, or None
+
+
+def _empty_result(key, name, builder, static, names, operands):
+    """A new empty array for a call whose one result has no elements (add of a (n, 0)
+    array), found by tracing the definition for these shapes (which raises NumPy's errors
+    for them) without compiling a kernel: one per empty shape cost a compile each; None
+    where the result has elements (sum over an empty axis, max of nothing)."""
+    spec = _empties.get(key, ())
+    if spec == ():
+        graph, _ = _function(name, builder, static, tuple(names))._graph(operands)
+        outs = graph.outputs
+        spec = None
+        if len(outs) == 1 and all(isinstance(d, int) for d in outs[0].shape) \
+                and 0 in outs[0].shape:
+            spec = (tuple(outs[0].shape), np.dtype(outs[0].dtype))
+        if len(_empties) >= _KEPT:
+            _empties.clear()
+        _empties[key] = spec
+    return None if spec is None else np.empty(*spec)
 
 
 def _castable(name, dtype, to, casting):

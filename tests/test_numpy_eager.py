@@ -449,6 +449,27 @@ def test_static_values_that_python_calls_equal_get_their_own_kernels():
     assert eager.cache_info("nan_to_num")["kernels"] - before <= 1
 
 
+def test_empty_results_compile_nothing():
+    """A call whose result has no elements returns NumPy's empty result (shape and dtype)
+    without a kernel: one per empty shape cost a compile each; an empty operand with a
+    result that has elements (a sum over an empty axis) still compiles, and NumPy's shape
+    errors still come."""
+    before = {op: eager.cache_info(op)["kernels"] for op in ("add", "exp", "less", "where")}
+    for n in range(300, 306):
+        for got, want in ((jnp.add(np.zeros((n, 0)), 1.0), np.add(np.zeros((n, 0)), 1.0)),
+                          (jnp.exp(np.zeros((0, n), np.float32)),
+                           np.exp(np.zeros((0, n), np.float32))),
+                          (jnp.less(np.zeros((0, 1, n), np.int8), 3),
+                           np.less(np.zeros((0, 1, n), np.int8), 3)),
+                          (jnp.where(np.ones((n, 0), bool), 1, np.zeros(0, np.uint8)),
+                           np.where(np.ones((n, 0), bool), 1, np.zeros(0, np.uint8)))):
+            assert got.shape == want.shape and got.dtype == want.dtype
+    assert {op: eager.cache_info(op)["kernels"] for op in before} == before
+    same(jnp.sum(np.zeros((0, 3)), axis=0), np.zeros(3))
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        jnp.add(np.zeros((0, 3)), np.zeros(4))
+
+
 def test_zero_d_results_follow_numpy():
     assert isinstance(jnp.copy(np.array(3.0)), np.ndarray)
     assert isinstance(jnp.sum(np.array([1.0, 2.0])), np.float64)
