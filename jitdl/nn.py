@@ -281,26 +281,26 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps):
     shape = _shape(input)
-    count = int(np.prod(shape[:1] + shape[2:], dtype=np.int64)) if len(shape) > 1 else 0
-    if len(shape) > 1 and count <= 1 and all(isinstance(d, int) for d in shape):
+    if len(shape) > 1 and all(isinstance(d, int) for d in shape) and \
+            math.prod(shape[:1] + shape[2:]) <= 1:
         raise ShapeError(f"batch_norm(): expected more than 1 value per channel when "
                          f"training, got input size {tuple(shape)}", user_loc())
     operands, names, flags = _optional("batch_norm", (input,), ("input",), weight=weight,
                                        bias=bias)
     out = apply("batch_norm", ops.batch_norm_batch_stats, operands, (("eps", eps),) + flags,
                 None, names)
-    running = [r for r in (running_mean, running_var) if r is not None]
-    if running and not is_symbolic(out):
-        x = np.asarray(input)
-        axes = (0,) + tuple(range(2, x.ndim))
-        for r, stat in ((running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
-                        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))):
-            if isinstance(r, np.ndarray):
-                if r.shape != (shape[1],):
-                    raise ShapeError(f"batch_norm(): running statistics must have shape "
-                                     f"({shape[1]},), got {r.shape}", user_loc())
-                r *= 1 - momentum
-                r += (momentum * stat()).astype(r.dtype)
+    if is_symbolic(out):
+        return out          # (inside a definition: the result alone)
+    x = np.asarray(input)
+    axes = (0,) + tuple(range(2, x.ndim))
+    for r, stat in ((running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
+                    (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))):
+        if isinstance(r, np.ndarray):
+            if r.shape != (shape[1],):
+                raise ShapeError(f"batch_norm(): running statistics must have shape "
+                                 f"({shape[1]},), got {r.shape}", user_loc())
+            r *= 1 - momentum
+            r += (momentum * stat()).astype(r.dtype)
     return out
 
 

@@ -225,8 +225,7 @@ class _Builder:
                     # index (a broadcast or reshaped length-1 axis) or fold it into range
                     # (and those the bounds check left to the call: `T[0]` of a T that
                     # may be empty, which the inlined body reads at `X[0 + 2]`)
-                    later = [k for k, i in enumerate(n.indices)
-                             if (n.tensor.name, k, expr_text(i)) in self.deferred]
+                    later = self.deferred_dims(n)
                     if later and _sure_read(body) is None:
                         # (no read that every evaluation makes to carry the check to: a
                         # stage of a formula alone, or of a reduction that may be empty)
@@ -258,18 +257,25 @@ class _Builder:
                    or p.tensor not in self.sched._reads(x)
                    for x in self.sched.stages.values() if x.attach != "inline" and x is not p)
 
+    def deferred_dims(self, n):
+        """The dimensions of access n whose index the bounds check left to the call."""
+        if not self.deferred:
+            return []
+        return [k for k, i in enumerate(n.indices)
+                if (n.tensor.name, k, expr_text(i)) in self.deferred]
+
     def loads(self, e):
         def check(n):
             """Run-time checks of the data-dependent indices of access n, or None."""
-            later = [k for k, i in enumerate(n.indices)
-                     if (n.tensor.name, k, expr_text(i)) in self.deferred]
+            later = self.deferred_dims(n)
             if not (n.checked or n.carried or later or any(map(reads_memory, n.indices))):
                 return None
             self.checks += 1
+            shape = self.buffers[id(n.tensor)].shape
             # (the carried checks first: where both fail, the read's own is reported)
             return tuple((i, self.size(d), name, expr_text(i)) for i, d, name in n.carried) \
                 + tuple((i, d, n.tensor.name, expr_text(i))
-                        for k, (i, d) in enumerate(zip(n.indices, self.buffers[id(n.tensor)].shape))
+                        for k, (i, d) in enumerate(zip(n.indices, shape))
                         if reads_memory(i) or k in later or n.checked and not isinstance(i, Const))
 
         def rep(n):

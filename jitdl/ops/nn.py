@@ -180,10 +180,14 @@ def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
     bias = params[int(has_weight)] if has_bias else None
     _check_param(weight, normalized_shape, "weight", "layer_norm")
     _check_param(bias, normalized_shape, "bias", "layer_norm")
+    return _affine(_standardized(x, axes, eps), weight, bias, len(axes), "layer_norm")
+
+
+def _standardized(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) with the mean and the (biased) variance over axes."""
     centred = elementwise(lambda a, m: a - m, x, _mean(x, axes))
     var = _mean(elementwise(lambda a: a * a, centred), axes)
-    y = elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
-    return _affine(y, weight, bias, len(axes), "layer_norm")
+    return elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
 
 
 def rms_norm(x, *params, normalized_shape, eps, has_weight):
@@ -216,10 +220,7 @@ def batch_norm_batch_stats(x, *params, eps, has_weight, has_bias):
     bias = params[int(has_weight)] if has_bias else None
     for p, what in ((weight, "weight"), (bias, "bias")):
         _check_param(p, (C,), what, "batch_norm")
-    axes = (0,) + tuple(range(2, x.ndim))
-    centred = elementwise(lambda a, m: a - m, x, _mean(x, axes))
-    var = _mean(elementwise(lambda a: a * a, centred), axes)
-    y = elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
+    y = _standardized(x, (0,) + tuple(range(2, x.ndim)), eps)
     if weight is None and bias is None:
         return y
 
