@@ -11,6 +11,10 @@ import numpy as np
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
+# the name a run-time check of an integer power's exponent gives (jitdl.ops.elementwise);
+# a kernel raises its failure as NumPy's ValueError, with the text in the parentheses
+NEGATIVE_POWER = "a negative exponent (Integers to negative integer powers are not allowed.)"
+
 
 @dataclass(frozen=True)
 class SourceLoc:

@@ -253,6 +253,49 @@ def test_integer_negative_powers_raise_value_error():
     same(jnp.power(np.arange(3.0), -1), np_quiet(np.power, np.arange(3.0), -1))
 
 
+@jd.compute
+def _int_power(X, Y):
+    return jnp.power(X, Y)
+
+
+@jd.compute
+def _int_power_scalar(X, n):
+    return jnp.power(X * 2, n) + 1
+
+
+@jd.compute
+def _int_power_masked(X, Y):
+    return jnp.where(Y >= 0, jnp.power(X, Y, where=Y >= 0), 7)
+
+
+def test_integer_negative_powers_inside_definitions_raise_at_run_time():
+    """The exponent is data: a negative one is NumPy's ValueError when the kernel runs
+    (it gave 0 before, also for bases 1 and -1), where NumPy's code raises too."""
+    msg = "_int_power.*Integers to negative integer powers are not allowed"
+    x = RNG.integers(-3, 4, 3000).astype(np.int32)
+    y = RNG.integers(0, 5, 3000).astype(np.int32)
+    same(_int_power(x, y), np.power(x, y))
+    same(_int_power(x.astype(np.int8), y.astype(np.uint8)), np.power(x.astype(np.int8),
+                                                                      y.astype(np.uint8)))
+    for k in (0, 1777, 2999):           # (a lone negative exponent anywhere, vector or tail)
+        bad = y.copy()
+        bad[k] = -1
+        with pytest.raises(ValueError):
+            np.power(x, bad)
+        with pytest.raises(ValueError, match=msg):
+            _int_power(x, bad)
+    same(_int_power_scalar(x, 3), np.power(x * 2, 3) + 1)
+    with pytest.raises(ValueError, match=msg):
+        _int_power_scalar(x, -2)
+    # (an exponent that is not a signed integer needs no check)
+    same(_int_power(x, y.astype(np.float64) - 1), np.power(x, y.astype(np.float64) - 1))
+    # where= leaves the masked elements uncomputed, as NumPy does
+    bad = y - 2
+    want = np.full_like(x, 7)
+    np.power(x, bad, where=bad >= 0, out=want)
+    same(_int_power_masked(x, bad), want)
+
+
 def test_broadcasting_lists_and_scalars():
     a, b = RNG.standard_normal((3, 1)), RNG.standard_normal(4)
     same(jnp.hypot(a, b), np.hypot(a, b))

@@ -489,18 +489,24 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True:
-        result = _where_out(out, _power(x1, x2, None, dtype, casting), where, casting)
+        # (NumPy computes no element the mask leaves out: its exponents were checked
+        # above on arrays, and are not checked inside a definition)
+        result = _where_out(out, _power(x1, x2, None, dtype, casting, _UNCHECKED), where,
+                            casting)
     else:
         result = _power(x1, x2, out, dtype, casting)
     return _layout(result, order, (x1, x2), out)
 
 
-def _power(x1, x2, out, dtype, casting):
+_UNCHECKED = (("unchecked", True),)
+
+
+def _power(x1, x2, out, dtype, casting, extra=()):
     if dtype is not None:
-        static = _POWER + (("dtype", kernel_dtype("power", dtype, np.power, (x1, x2),
-                                                  casting)),)
+        static = _POWER + extra + (("dtype", kernel_dtype("power", dtype, np.power,
+                                                          (x1, x2), casting)),)
     else:
-        static = _POWER
+        static = _POWER + extra
         if casting != "same_kind":
             numpy_accepts("power", np.power, (x1, x2), casting)
     return apply("power", ew.binary, (x1, x2), static, out, casting=casting,
@@ -677,8 +683,10 @@ STATUS.update({
     "sqrt": "done (float16 results of bool/int8/uint8 arrays, as every float function here: "
             "NumPy's own function on arrays; float32 inside a definition, which has no "
             "float16)",
-    "power": "partial: the negative-integer-exponent ValueError is raised on arrays; inside "
-             "a definition an integer to a negative power gives 0, also for bases 1 and -1",
+    "power": "partial: NumPy's ValueError for an integer to a negative integer power, on "
+             "arrays and (at run time) inside a definition; inside a definition two of the "
+             "definition's scalars alone, or a where= mask, leave it unchecked (the power is 0, "
+             "also for bases 1 and -1)",
     "round": "partial: decimals must be a static int",
     "around": "partial: decimals must be a static int",
     "floor_divide": "done (floats with an infinite operand: x1 / x2, the array API "

@@ -9,13 +9,15 @@ are composites of intrinsics, written so that their edge cases come out as NumPy
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ArgumentError, user_loc
+from jitdl.errors import NEGATIVE_POWER, ArgumentError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, UnOp
+from jitdl.ir.nodes import Access, BinOp, Cast, CmpOp, Const, Intrin, UnOp
+from jitdl.ir.visit import map_expr
 from jitdl.ops.core import any_size, elementwise, operand, scalar_result, typed
 
 _LN2 = math.log(2.0)
@@ -338,6 +340,30 @@ def _logical_xor(a, b):
     return build.compare(CmpOp.NE, build.truth(a), build.truth(b))
 
 
+def _pow(a, b):          # (float_power, and power without its run-time check)
+    return _b(BinOp.POW, a, b)
+
+
+def _power(a, b):
+    """a ** b, both in the result's dtype. In an integer dtype a negative exponent is
+    NumPy's ValueError, checked at run time on a read of an array operand (the
+    exponent's where it is one, else the base's): min(b, 0) must be in [0, 1).
+    Operands that read no array (a definition's scalars alone) stay unchecked and give
+    0, as the IR's integer power does."""
+    r = _b(BinOp.POW, a, b)
+    src = b.value if isinstance(b, Cast) else b
+    if not dtypes.is_signed(b.dtype) or not dtypes.is_signed(src.dtype) or \
+            isinstance(src, Const) and src.value >= 0:
+        return r
+    check = ((_b(BinOp.MIN, _c(b, "int64"), Const(0, "int64")), 1, NEGATIVE_POWER),)
+    for e in (b, a):
+        target = e.value if isinstance(e, Cast) else e
+        if isinstance(target, Access):
+            carried = replace(target, carried=target.carried + check)
+            return map_expr(r, lambda n: carried if n is target else None)
+    return r
+
+
 BINARY = {
     "add": (np.add, lambda a, b: _b(BinOp.ADD, a, b)),
     "subtract": (np.subtract, lambda a, b: _b(BinOp.SUB, a, b)),
@@ -346,8 +372,8 @@ BINARY = {
     "floor_divide": (np.floor_divide, _floor_divide),
     "remainder": (np.remainder, _remainder),
     "fmod": (np.fmod, _fmod),
-    "power": (np.power, lambda a, b: _b(BinOp.POW, a, b)),
-    "float_power": (np.float_power, lambda a, b: _b(BinOp.POW, a, b)),
+    "power": (np.power, _power),
+    "float_power": (np.float_power, _pow),
     "maximum": (np.maximum, _minmax(BinOp.MAX, True)),
     "minimum": (np.minimum, _minmax(BinOp.MIN, True)),
     "fmax": (np.fmax, _minmax(BinOp.MAX, False)),
@@ -404,9 +430,13 @@ def unary(x, fn, dtype=None):
     return elementwise(lambda a: f(_c(a, rt)), x)
 
 
-def binary(x1, x2, fn, dtype=None):
-    """The ufunc BINARY[fn] over x1 and x2, broadcast (in `dtype` when given)."""
+def binary(x1, x2, fn, dtype=None, unchecked=False):
+    """The ufunc BINARY[fn] over x1 and x2, broadcast (in `dtype` when given). With
+    `unchecked`, power's negative integer exponents are the caller's to refuse (those
+    a where= mask leaves out are no error)."""
     ufunc, f = BINARY[fn]
+    if unchecked and fn == "power":
+        f = _pow
     x1, x2 = operand(x1, "x1"), operand(x2, "x2")
     if dtype is not None:       # (the loop is dtype's: subtract(bool, bool, dtype=int16))
         return elementwise(lambda a, b: _c(f(_c(a, dtype), _c(b, dtype)), dtype), x1, x2)

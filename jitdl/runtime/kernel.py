@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
+from jitdl.errors import (NEGATIVE_POWER, AllocationError, ArgumentError, ArgumentShapeError,
                           ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
@@ -402,6 +402,8 @@ class KernelChecks:
         if tensor.startswith("the reduced axes (") and tensor.endswith(")"):
             # a reduction with no identity over an empty (symbolic) axis: NumPy's error
             raise ValueError(f"{self.fname}(): {tensor[len('the reduced axes ('):-1]}")
+        if tensor == NEGATIVE_POWER:            # an integer power's exponent below 0
+            raise ValueError(f"{self.fname}(): {tensor[len('a negative exponent ('):-1]}")
         if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
             names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
             given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
