@@ -1036,6 +1036,39 @@ def test_average_checks_its_weights_as_numpy_does(rng):
         jnp.average(a, 0, np.zeros(3))
 
 
+@jd.compute
+def _average_returned(X, W):
+    m, s = jnp.average(X, axis=1, weights=W, returned=True)
+    c, n = jnp.average(X, axis=0, returned=True, keepdims=True)
+    return m, s, c, n
+
+
+def test_average_returned_gives_the_weights_sum(rng):
+    """returned=True: (average, sum of the weights or the count), both of the average's
+    dtype and shape, as NumPy's; on arrays and inside a definition."""
+    a = rng.standard_normal((3, 4, 5))
+    ai = rng.integers(-9, 9, (3, 4, 5))
+    for args, kw in [((a,), {}), ((a, 1), {}), ((a, (0, 2)), {"keepdims": True}),
+                     ((a, 1, rng.random(4) + .1), {}),
+                     ((a, (2, 1), rng.random((5, 4)) + .1), {}),
+                     ((a, None, rng.random(a.shape) + .1), {}),
+                     ((a.astype(np.float32), -1, rng.random(5).astype(np.float32) + .1), {}),
+                     ((ai, 0), {}), ((ai, 2, rng.integers(1, 5, 5)), {"keepdims": True})]:
+        want = np.average(*args, returned=True, **kw)
+        got = jnp.average(*args, returned=True, **kw)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, w in zip(got, want):
+            assert type(g) is type(w) and np.shape(g) == np.shape(w)
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            same(g, w, rtol=1e-6 if np.asarray(w).dtype == np.float32 else 1e-12)
+    x, w = rng.standard_normal((6, 7)), rng.random(7) + 0.1
+    m, s, c, n = _average_returned(x, w)
+    for got, want in zip((m, s), np.average(x, 1, w, returned=True)):
+        same(got, want)
+    for got, want in zip((c, n), np.average(x, 0, returned=True, keepdims=True)):
+        same(got, want)
+
+
 def test_weighted_average_compiles_once_for_many_shapes(rng):
     """average with weights has symbolic extents as mean has (it compiled a kernel per
     shape); NumPy's weight checks still hold for each new shape."""

@@ -297,10 +297,14 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    """The (weighted) average over the given axes (numpy.average)."""
+    """The (weighted) average over the given axes (numpy.average); with returned=True,
+    the pair of it and the sum of the weights (the count of the elements without)."""
     if returned:
-        raise TypeError("average(): returned=True is not supported; compute "
-                        "sum(weights) separately")
+        if is_symbolic(a) or is_symbolic(weights):
+            return apply("average", red.average, (a, weights), _static(
+                axis, keepdims) + (("returned", True),), None, ("a", "weights"))
+        avg = average(a, axis, weights, keepdims=keepdims)
+        return avg, _weight_sum(a, axis, weights, keepdims, avg)
     if weights is None:
         return apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A)
     r = apply("average", red.average, (a, weights), _static(axis, keepdims), None,
@@ -313,6 +317,27 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         if np.any(np.sum(w, axis=axes) == 0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
     return r
+
+
+def _weight_sum(a, axis, weights, keepdims, avg):
+    """average's second result on arrays, as NumPy's: the sum of the weights over the
+    axes (the size of a over avg's without weights) in avg's dtype and shape (the
+    average itself has checked the weights' shape)."""
+    a, avg = np.asanyarray(a), np.asanyarray(avg)
+    if weights is None:
+        scl = avg.dtype.type(a.size / avg.size)
+    else:
+        w = np.asanyarray(weights)
+        axes = None if axis is None else np.lib.array_utils.normalize_axis_tuple(
+            axis, a.ndim)
+        if w.shape != a.shape and w.ndim != a.ndim:        # (weights along the axes)
+            w = w.transpose(np.argsort(axes)).reshape(
+                tuple(n if d in axes else 1 for d, n in enumerate(a.shape)))
+        scl = np.broadcast_to(w, a.shape).sum(axis=axes, dtype=avg.dtype,
+                                              keepdims=keepdims)
+    if np.shape(scl) != avg.shape:
+        scl = np.broadcast_to(scl, avg.shape).copy()
+    return scl
 
 
 _NO = object()      # (a keyword not given: NumPy's own defaults then)
@@ -404,8 +429,8 @@ STATUS.update({
     **{n: "done (an integer dtype= on arrays: NumPy's function, which sums in that dtype "
           "and truncates; inside a definition computed in floating point and cast)"
        for n in ("mean", "var", "std")},
-    "average": "partial: returned=True is not supported; weights broadcast against a "
-               "(NumPy wants them 1-d along axis or a's shape)",
+    "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
+               "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
     "nanmax": "partial: initial=/where= by NumPy's function (on arrays only); an all-NaN "
               "slice gives NaN without NumPy's RuntimeWarning",

@@ -265,10 +265,16 @@ def std(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False):
     return var(x, where, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, root=True)
 
 
-def average(x, weights=None, *, axis=None, keepdims=False):
-    """np.average: the mean, or with weights sum(x * w) / sum(w) (w broadcast to x)."""
+def average(x, weights=None, *, axis=None, keepdims=False, returned=False):
+    """np.average: the mean, or with weights sum(x * w) / sum(w) (w broadcast to x);
+    with `returned`, the pair of it and the weights' sum (without weights the count),
+    in the average's dtype and shape."""
     if weights is None:
-        return mean(x, axis=axis, keepdims=keepdims)
+        m = mean(x, axis=axis, keepdims=keepdims)
+        if not returned:
+            return m
+        n = build.cast(reduced_size(as_tensor(x), axis), "float64")
+        return m, elementwise(lambda a: build.cast(n, a.dtype), m)
     x, w = as_tensor(x), as_tensor(operand(weights, "weights"))
     # (sizes that may agree are x's: symbolic ones are checked at the call)
     if len(w.shape) != x.ndim or not all(may_agree(a, b) for a, b in zip(w.shape, x.shape)):
@@ -289,10 +295,10 @@ def average(x, weights=None, *, axis=None, keepdims=False):
     xw = elementwise(lambda a, b: build.binary(BinOp.MUL, build.cast(a, acc),
                                                build.cast(b, acc)), x, w)
     ws = elementwise(lambda a, b: build.cast(b, acc), x, w)
+    total = reduction(ReduceOp.SUM, ws, axis, keepdims)
     r = elementwise(lambda a, b: build.binary(BinOp.DIV, a, b),
-                    reduction(ReduceOp.SUM, xw, axis, keepdims),
-                    reduction(ReduceOp.SUM, ws, axis, keepdims))
-    return _cast(r, dt)
+                    reduction(ReduceOp.SUM, xw, axis, keepdims), total)
+    return (_cast(r, dt), _cast(total, dt)) if returned else _cast(r, dt)
 
 
 def _nan_fill(x, fill):
