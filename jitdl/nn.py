@@ -53,8 +53,9 @@ STATUS = {
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
     "adaptive_max_pool2d": "done",
     "interpolate": "partial: nearest, nearest-exact, linear, bilinear, bicubic, trilinear "
-                   "and area; no antialias; the interpolating modes take floating-point "
-                   "input only (torch's bilinear and bicubic also take uint8)",
+                   "and area, antialias for bilinear and bicubic; the interpolating modes "
+                   "take floating-point input only (torch's bilinear and bicubic also take "
+                   "uint8)",
     "embedding": "done (padding_idx and the gradient options have no effect on the "
                  "forward result; max_norm renormalises a NumPy weight in place, as torch "
                  "does, and only the result inside a definition)",
@@ -132,16 +133,17 @@ def _optional(op, operands, names, **params):
 
 
 def _constant_shapes(op, operands, names):
-    """Convolutions and pooling specialise on shapes (window loops of constant extent
-    are what they gain the most from): in a dynamic definition their operands' sizes must
-    be known. A clear error rather than one from deep in the builder."""
+    """Convolutions, pooling and interpolate specialise on shapes (window loops of
+    constant extent are what they gain the most from; interpolate's source indices are
+    computed from the sizes): in a dynamic definition their operands' sizes must be
+    known. A clear error rather than one from deep in the builder."""
     for x, name in zip(operands, names):
         if is_symbolic(x) and not all(isinstance(d, int) for d in x.shape):
             shape = ", ".join(str(d) for d in x.shape)
             raise ArgumentError(
                 f"{op}(): {name} has sizes known only at run time ({shape}): "
-                f"convolutions and pooling compile one kernel per shape; leave the "
-                f"argument it comes from out of dynamic= (e.g. @jd.compute(dynamic="
+                f"convolutions, pooling and interpolate compile one kernel per shape; leave "
+                f"the argument it comes from out of dynamic= (e.g. @jd.compute(dynamic="
                 f"('other_arg',))) or call {op} outside the dynamic definition", user_loc())
 
 
@@ -507,11 +509,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if not 1 <= n <= 3:
         raise ShapeError(f"interpolate(): input must be (N, C, *spatial) with 1 to 3 spatial "
                          f"dimensions, got shape {shape}", user_loc())
+    _constant_shapes(op, (input,), ("input",))
     if any(isinstance(d, int) and d == 0 for d in shape[2:]):
         raise ShapeError(f"interpolate(): input's spatial sizes must be positive, got shape "
                          f"{shape}", user_loc())
-    if antialias:
-        _unsupported(op, "antialias=True")
+    if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
+        raise ShapeError("interpolate(): antialias=True is for the modes bilinear and "
+                         f"bicubic of a 4-D input (N, C, H, W), got mode={mode!r} and shape "
+                         f"{shape}", user_loc())
     if mode in _LINEAR:
         if _LINEAR[mode] != n:
             raise ShapeError(f"interpolate(): mode={mode!r} needs a {_LINEAR[mode] + 2}-D "
@@ -552,7 +557,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return _adaptive(f"adaptive_avg_pool{n}d", n, input, out, "avg")
     return apply(op, ops.interpolate, (input,),
                  (("size", out), ("scales", scales), ("mode", mode),
-                  ("align_corners", bool(align_corners))), None, ("input",))
+                  ("align_corners", bool(align_corners)))
+                 + ((("antialias", True),) if antialias else ()), None, ("input",))
 
 
 # -- embedding and attention ---------------------------------------------------------------

@@ -721,10 +721,11 @@ def _coord_scale(n, o, scale, align_corners):
     return 1.0 / scale if scale is not None else n / o
 
 
-def interpolate(x, size, scales, mode, align_corners):
+def interpolate(x, size, scales, mode, align_corners, antialias=False):
     """torch's interpolate to spatial `size`: nearest (floor(dst * scale)), nearest-exact
     (floor((dst + 0.5) * scale)), (bi)linear (half-pixel centres clamped at 0, or corners
-    aligned); `scales` are the user's scale factors (None: in / out)."""
+    aligned); `scales` are the user's scale factors (None: in / out). With `antialias`
+    (bilinear and bicubic of 2 spatial dimensions) the filter widens with the scale."""
     x = as_tensor(x)
     nsp = len(size)
     first = x.ndim - nsp
@@ -761,6 +762,11 @@ def interpolate(x, size, scales, mode, align_corners):
         return te.tensor(out_shape, lambda *idx: x[idx[:first] + tuple(
             src(d, idx[first + d]) for d in range(nsp))], name="interpolate")
 
+    if antialias:
+        for d in (1, 0):        # (the contiguous axis first, as torch resamples)
+            if size[d] != ins[d]:
+                x = _antialiased(x, first + d, size[d], scale[d], mode, cdt, fconst)
+        return x
     if mode == "bicubic":
         return _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst)
 
@@ -796,6 +802,60 @@ def interpolate(x, size, scales, mode, align_corners):
             total = term if total is None else total + term
         return total
     return te.tensor(out_shape, body, name="interpolate")
+
+
+def _aa_filter(mode, t, fconst):
+    """torch's antialiasing filter at distance t: the triangle of bilinear, or for bicubic
+    Keys' cubic with A = -0.5 (as PIL's, not interpolate's -0.75)."""
+    t = build.call(Intrin.ABS, t)
+    if mode == "bilinear":
+        return _max(fconst(1.0) - t, fconst(0.0))
+    a = -0.5
+    near = ((fconst(a + 2) * t - fconst(a + 3)) * t) * t + fconst(1.0)
+    far = ((fconst(a) * t - fconst(5 * a)) * t + fconst(8 * a)) * t - fconst(4 * a)
+    return build.select(t < fconst(1.0), near, build.select(t < fconst(2.0), far, fconst(0.0)))
+
+
+def _antialiased(x, axis, size, scale, mode, cdt, fconst):
+    """x resampled along `axis` to `size` with torch's antialiasing: output i is centred
+    at scale * (i + 0.5) in the input, and sums the inputs within the filter's support
+    (its half-width, 1 for bilinear and 2 for bicubic, stretched by the scale where that
+    is above 1) weighted by the filter and normalised by their sum."""
+    n = x.shape[axis]
+    half = 1.0 if mode == "bilinear" else 2.0
+    support = half * scale if scale >= 1.0 else half
+    inv = 1.0 / scale if scale >= 1.0 else 1.0
+    taps = int(math.ceil(support)) * 2 + 1
+
+    def window(i):
+        """(first input, inputs taken) of output i, in int64."""
+        centre = fconst(scale) * (build.cast(i, cdt) + fconst(0.5))
+        lo = _max(build.cast(centre - fconst(support) + fconst(0.5), "int64"), 0)
+        hi = _min(build.cast(centre + fconst(support) + fconst(0.5), "int64"), n)
+        return centre, lo, _max(_min(hi - lo, taps), 0)
+
+    def raw(i, k):
+        centre, lo, count = window(i)
+        w = _aa_filter(mode, (build.cast(k + lo, cdt) - centre + fconst(0.5)) * fconst(inv),
+                       fconst)
+        return build.select(k < count, w, fconst(0.0))
+    weights = te.tensor((size, taps), raw, name="aa_weights")
+    r = te.reduce_axis(taps)
+    total = te.tensor((size,), lambda i: te.reduce(ReduceOp.SUM, weights[i, r], r),
+                      name="aa_total")
+    k = te.reduce_axis(taps)
+
+    def body(*idx):
+        i = idx[axis]
+        _, lo, count = window(i)
+        src = idx[:axis] + (_min(lo + k, n - 1),) + idx[axis + 1:]
+        term = weights[i, k] * build.cast(x[src], cdt)
+        s = te.reduce(ReduceOp.SUM, build.select(k < count, term, fconst(0.0)), k)
+        t = total[i]
+        return build.cast(build.select(build.compare(CmpOp.NE, t, fconst(0.0)), s / t, s),
+                          x.dtype)
+    return te.tensor(x.shape[:axis] + (size,) + x.shape[axis + 1:], body,
+                     name="interpolate_aa")
 
 
 def _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst):
