@@ -59,7 +59,9 @@ STATUS = {
     "embedding": "done (padding_idx and the gradient options have no effect on the "
                  "forward result; max_norm renormalises a NumPy weight in place, as torch "
                  "does, and only the result inside a definition)",
-    "scaled_dot_product_attention": "partial: no dropout (dropout_p > 0 raises)",
+    "scaled_dot_product_attention": "done (dropout_p > 0 on arrays draws the kept weights "
+                                    "with NumPy's global generator, not torch's; inside a "
+                                    "definition it raises)",
 }
 
 
@@ -611,13 +613,48 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale + mask) @ value; scale defaults to 1 / sqrt(E)."""
     op = "scaled_dot_product_attention"
-    if dropout_p:
-        _unsupported(op, f"dropout_p={dropout_p} (only dropout_p=0.0)")
     if is_causal and attn_mask is not None:
         raise ShapeError(f"{op}(): give attn_mask or is_causal=True, not both", user_loc())
     operands, names = (query, key, value), ("query", "key", "value")
     if attn_mask is not None:
         operands, names = operands + (attn_mask,), names + ("attn_mask",)
-    return apply(op, ops.attention, operands,
-                 (("scale", None if scale is None else _float(scale, "scale", op)),
-                  ("is_causal", bool(is_causal)), ("gqa", bool(enable_gqa))), None, names)
+    static = (("scale", None if scale is None else _float(scale, "scale", op)),
+              ("is_causal", bool(is_causal)), ("gqa", bool(enable_gqa)))
+    p = _float(dropout_p, "dropout_p", op)
+    if p:
+        kept = _dropout_draw(p, query, key, value, enable_gqa, op)
+        if kept is not None:
+            operands, names = operands + (kept,), names + ("dropout",)
+            static += (("dropout", True),)
+    return apply(op, ops.attention, operands, static, None, names)
+
+
+def _dropout_draw(p, query, key, value, gqa, op):
+    """torch's dropout of the attention weights (train=True): each kept with probability
+    1 - p and scaled by 1 / (1 - p), all dropped at p = 1. The draw is NumPy's global
+    generator's (np.random.seed repeats it; torch's own generator cannot be matched), as
+    an array of the weights' shape (batch..., L, S); None where the operands' shapes do
+    not fit together (the attention says why)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}(): dropout probability has to be between 0 and 1, but got "
+                         f"{p}")
+    if any(is_symbolic(t) for t in (query, key, value)):
+        raise ArgumentError(f"{op}(): dropout_p > 0 inside a definition: kernels draw no "
+                            "random numbers; call it on arrays, or pass the dropped weights' "
+                            "effect in yourself (dropout_p=0.0)", user_loc())
+    shapes = [np.shape(t) for t in (query, key, value)]
+    if min(map(len, shapes)) < 2:
+        return None
+    batch = [s[:-2] for s in shapes]
+    if gqa and min(map(len, batch)) >= 1:      # (key and value heads repeat the query's)
+        batch = [b[:-1] + batch[0][-1:] for b in batch]
+    try:
+        shape = np.broadcast_shapes(*batch) + (shapes[0][-2], shapes[1][-2])
+    except ValueError:
+        return None
+    dt = np.result_type(*(np.asarray(t).dtype if not isinstance(t, np.ndarray) else t.dtype
+                          for t in (query, key, value)))
+    dt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
+    if p == 1.0:
+        return np.zeros(shape, dt)
+    return (np.random.random_sample(shape) >= p).astype(dt) / dt.type(1.0 - p)

@@ -952,10 +952,41 @@ def test_attention_fully_masked_rows_are_zero(rng):
         close(out[:, keep], ref[:, keep], k=8)
 
 
+@jd.compute
+def _attention_dropout(Q, K, V):
+    return F.scaled_dot_product_attention(Q, K, V, dropout_p=0.5)
+
+
+@pytest.mark.parametrize("p", [0.3, 1.0])
+def test_attention_dropout_drops_weights_with_numpys_generator(rng, p):
+    """dropout_p > 0: torch's dropout of the attention weights (each kept with probability
+    1 - p, scaled by 1 / (1 - p)), drawn from NumPy's global generator, so np.random.seed
+    repeats a call; with gqa the draw has the query's heads. Refused inside a definition
+    (a kernel draws no random numbers)."""
+    q, k, v = normal(rng, (2, 4, 5, 8), F64), normal(rng, (2, 2, 7, 8), F64), \
+        normal(rng, (2, 2, 7, 3), F64)
+    mask = rng.random((5, 7)) > 0.3
+    mask[:, 0] = True
+    np.random.seed(7)
+    got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                         enable_gqa=True)
+    np.random.seed(7)
+    keep = (np.random.random_sample((2, 4, 5, 7)) >= p) / (1 - p) if p < 1 else 0.0
+    kk, vv = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
+    s = q @ np.swapaxes(kk, -1, -2) / np.sqrt(8)
+    want = (softmax_ref(np.where(mask, s, -np.inf), -1) * keep) @ vv
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    if p < 1:
+        assert not np.allclose(got, attention_ref(q, kk, vv, mask))
+    with pytest.raises(jd.errors.ArgumentError, match="inside a definition"):
+        _attention_dropout(q, q, q)
+
+
 def test_attention_errors(rng):
     q = normal(rng, (2, 4, 8))
-    with pytest.raises(NotImplementedError, match="dropout"):
-        F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+            F.scaled_dot_product_attention(q, q, q, dropout_p=p)
     with pytest.raises(ValueError, match="key's last dimension"):
         F.scaled_dot_product_attention(q, normal(rng, (2, 4, 7)), q)
     with pytest.raises(ValueError, match="not both"):

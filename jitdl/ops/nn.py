@@ -966,11 +966,14 @@ def _shared_heads(q, k, v):
     return repeated(k, hk, "attn_key_heads"), repeated(v, hv, "attn_value_heads")
 
 
-def attention(q, k, v, *mask, scale, is_causal, gqa=False):
+def attention(q, k, v, *extra, scale, is_causal, gqa=False, dropout=False):
     """softmax(q @ k^T * scale + mask) @ v over the last two axes, batch axes broadcast; a
     bool mask keeps where True, a float mask is added; is_causal keeps key j <= query i.
     gqa (torch's enable_gqa): key and value may have fewer heads (axis -3) than query, a
-    divisor of its count; query head h reads key/value head h // (Hq // Hkv)."""
+    divisor of its count; query head h reads key/value head h // (Hq // Hkv). With
+    `dropout`, the last operand multiplies the attention weights (softmax's output)
+    elementwise: the caller's draw of kept weights, scaled."""
+    mask, drop = (extra[:-1], extra[-1]) if dropout else (extra, None)
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
     for t, what in ((q, "query"), (k, "key"), (v, "value")):
         if t.ndim < 2:
@@ -1049,6 +1052,10 @@ def attention(q, k, v, *mask, scale, is_causal, gqa=False):
         return a
     logits = te.tensor(sshape, masked, name="attn_logits")
     p = softmax(logits, -1)
+    if drop is not None:
+        weights = p
+        p = te.tensor(sshape, lambda *idx: weights[idx] * build.cast(
+            load(operand(drop, "dropout"), idx, sshape), weights.dtype), name="attn_dropout")
     j = te.reduce_axis(S)
     out = te.tensor(batch + (L, Ev), lambda *idx: te.reduce(
         ReduceOp.SUM, p[idx[:nb] + (idx[nb], j)] * lhs(v, idx, (j, idx[nb + 1])), [j]),
