@@ -276,11 +276,23 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if running_mean is None or running_var is None:
         raise ArgumentError("batch_norm(): running_mean and running_var are required with "
                             "training=False", user_loc())
-    operands, names, flags = _optional("batch_norm", (input, running_mean, running_var),
+    x, shape = _channels_rows(input)
+    operands, names, flags = _optional("batch_norm", (x, running_mean, running_var),
                                        ("input", "running_mean", "running_var"),
                                        weight=weight, bias=bias)
-    return apply("batch_norm", ops.batch_norm, operands,
-                 (("eps", _float(eps, "eps", "batch_norm")),) + flags, None, names)
+    out = apply("batch_norm", ops.batch_norm, operands,
+                (("eps", _float(eps, "eps", "batch_norm")),) + flags, None, names)
+    return out if shape is None else out.reshape(shape)
+
+
+def _channels_rows(x):
+    """A C-contiguous array of 4 or more dimensions (N, C, *spatial) as the (N, C, S) view
+    that batch norm treats the same, and its shape (else x and None): the kernel's inner
+    loop runs over all S elements (a ResNet's 7 x 7 planes: 49, not 7 per row), and every
+    rank shares one kernel."""
+    if type(x) is not np.ndarray or x.ndim < 4 or not x.flags.c_contiguous:
+        return x, None
+    return x.reshape(x.shape[:2] + (math.prod(x.shape[2:]),)), x.shape
 
 
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps):
@@ -289,12 +301,15 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
             math.prod(shape[:1] + shape[2:]) <= 1:
         raise ShapeError(f"batch_norm(): expected more than 1 value per channel when "
                          f"training, got input size {tuple(shape)}", user_loc())
-    operands, names, flags = _optional("batch_norm", (input,), ("input",), weight=weight,
+    x, merged = _channels_rows(input)
+    operands, names, flags = _optional("batch_norm", (x,), ("input",), weight=weight,
                                        bias=bias)
     out = apply("batch_norm", ops.batch_norm_batch_stats, operands, (("eps", eps),) + flags,
                 None, names)
     if is_symbolic(out):
         return out          # (inside a definition: the result alone)
+    if merged is not None:
+        out = out.reshape(merged)
     x = np.asarray(input)
     axes = (0,) + tuple(range(2, x.ndim))
     for r, stat in ((running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),

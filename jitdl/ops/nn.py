@@ -248,15 +248,16 @@ def batch_norm(x, running_mean, running_var, *params, eps, has_weight, has_bias)
                     (weight, "weight"), (bias, "bias")):
         _check_param(p, (C,), what, "batch_norm")
 
+    def scale(c):
+        s = 1 / build.call(Intrin.SQRT, running_var[c] + eps)
+        return s * weight[c] if weight is not None else s
+    # (a channel's factor once, not a square root and a division per element)
+    factor = te.tensor((C,), scale, name="batch_norm_scale")
+
     def body(*idx):
         c = idx[1]
-        a = _float_of(x[idx])
-        e = (a - running_mean[c]) / build.call(Intrin.SQRT, running_var[c] + eps)
-        if weight is not None:
-            e = e * weight[c]
-        if bias is not None:
-            e = e + bias[c]
-        return e
+        e = (_float_of(x[idx]) - running_mean[c]) * factor[c]
+        return e + bias[c] if bias is not None else e
     return te.tensor(x.shape, body, name="batch_norm")
 
 
@@ -1073,6 +1074,7 @@ def attention(q, k, v, *extra, scale, is_causal, gqa=False, dropout=False):
 
 
 # one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
-# (batch_norm stays per shape: its rows are the short spatial ones, 7 x 7 after a ResNet's
-# last convolution, which a constant extent vectorises whole; symbolic, 4.8x slower)
-any_size(activation, softmax, log_softmax, layer_norm, rms_norm)
+# (jitdl.nn.batch_norm runs arrays of 4 or more dimensions as (N, C, S): rows of a whole
+# plane, not the short 7-element rows of a ResNet's last 7 x 7 maps)
+any_size(activation, softmax, log_softmax, layer_norm, rms_norm, batch_norm,
+         batch_norm_batch_stats, embedding)
