@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
-from scipy.special import erf
 
 import jitdl as jd
 import jitdl.numpy as jnp
 from jitdl import eager
 
 F = jd.nn
+erf = np.vectorize(math.erf, otypes=[np.float64])     # (scipy is no dependency)
 
 
 def _shapes(rng, rank, n=12):
@@ -56,6 +56,8 @@ CASES = {
                     lambda a: jnp.pad(a, 1, mode="reflect"), lambda a: np.pad(a, 1, mode="reflect")),
     "roll axis=1": (3, lambda r, s: (r.standard_normal(s),),
                     lambda a: jnp.roll(a, -2, axis=1), lambda a: np.roll(a, -2, axis=1)),
+    "outer": (2, lambda r, s: (r.standard_normal(s[0]), r.standard_normal(s[1])),
+              jnp.outer, np.outer),
     "tile (2, 3)": (2, lambda r, s: (r.standard_normal(s),),
                     lambda a: jnp.tile(a, (2, 3)), lambda a: np.tile(a, (2, 3))),
     "gelu": (4, lambda r, s: (r.standard_normal(s),), F.gelu,

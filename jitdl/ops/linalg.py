@@ -13,8 +13,8 @@ import numpy as np
 from jitdl.errors import AxisError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
-from jitdl.ops.core import (broadcast_shapes, is_one, normalize_axes, operand, same_dim,
-                            scalar_result, shape_of, shape_text)
+from jitdl.ops.core import (any_size, broadcast_shapes, is_one, normalize_axes, operand,
+                            same_dim, scalar_result, shape_of, shape_text)
 from jitdl.ops.manipulation import astype, moveaxis, ravel
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -299,3 +299,6 @@ def vecdot(a, b, axis=-1, dtype=None):
 
 
 scalar_result(matmul, tensordot, dot, vdot, inner, einsum, contract, vecdot)
+# an outer product is a broadcast multiply: one kernel per dtype, rank and size-1 pattern,
+# as multiply's (matmul gains from knowing its shapes)
+any_size(outer)
