@@ -688,6 +688,8 @@ def nn_cases():
         "interpolate_nearest": (lambda X: nn.interpolate(X, scale_factor=2), x4),
         "interpolate_bilinear": (lambda X: nn.interpolate(X, size=(5, 17), mode="bilinear",
                                                           align_corners=False), x4),
+        "interpolate_aa": (lambda X: nn.interpolate(X, size=(3, 2), mode="bicubic",
+                                                    antialias=True), x4),
         "embedding": (lambda I, E: nn.embedding(I, E), rng.integers(0, 30, (4, 7)),
                       data((30, 16))),
         "sdpa": (lambda Q, K, V: nn.scaled_dot_product_attention(Q, K, V), q, k, v),
