@@ -301,25 +301,28 @@ _NUMPY_PAD_MODES = {"linear_ramp": {"end_values"}, "maximum": {"stat_length"},
 
 def pad(array, pad_width, mode="constant", **kwargs):
     """numpy.pad: pad_width an int, a (before, after) pair, one pair per axis or a dict
-    {axis: pair}; modes constant (one scalar constant_values), edge, reflect, symmetric
-    and wrap compiled; on arrays, the other modes and options are NumPy's own."""
+    {axis: pair}; modes constant (one scalar constant_values, a run-time operand: every
+    value shares one kernel), edge, reflect, symmetric and wrap compiled; on arrays, the
+    other modes and options are NumPy's own."""
     common = type(pad_width) is int and type(array) is _ndarray and pad_width >= 0 and (
         not kwargs or len(kwargs) == 1 and type(kwargs.get("constant_values")) in _NUMBERS)
     if common:              # an int width, a mode's defaults or one number: cached
-        v = kwargs.get("constant_values", 0)
-        key = (array.ndim, pad_width, mode, array.dtype, type(v),
-               v.hex() if type(v) is float else v)
+        key = (array.ndim, pad_width, mode, array.dtype, bool(kwargs))
         static = _PAD_STATIC.get(key)
         if static is not None:
-            return apply("pad", man.pad, (array,), static, names=_ARRAY)
+            if mode != "constant":
+                return apply("pad", man.pad, (array,), static, names=_ARRAY)
+            value = _pad_value(kwargs.get("constant_values", 0), array.dtype)
+            return apply("pad", man.pad, (array, value), static, names=_ARRAY_VALUE)
     known = _PAD_MODES.get(mode) if isinstance(mode, str) else None
     allowed = known if known is not None else _NUMPY_PAD_MODES.get(mode)
     if allowed is not None and set(kwargs) - allowed:
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': "
                          f"{set(kwargs) - allowed}")
     value = kwargs.get("constant_values", 0)
-    if known is None or kwargs.get("reflect_type", "even") != "even" or \
-            not isinstance(value, (bool, int, float, np.generic)):
+    if known is None or kwargs.get("reflect_type", "even") != "even" or not (
+            isinstance(value, (bool, int, float, np.generic))
+            or _sym(value) and not shape_of(value)):
         if _sym(array):
             raise ArgumentError(f"pad(): inside a definition jitdl pads with modes "
                                 f"{', '.join(_PAD_MODES)}, one scalar constant_values and "
@@ -336,26 +339,41 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if widths.dtype.kind not in "iu":
         raise ArgumentError("`pad_width` must be of integral type.", user_loc())
     widths = tuple(tuple(map(int, p)) for p in np.broadcast_to(widths, (ndim, 2)))
-    if "constant_values" in kwargs:         # in the array's dtype, as NumPy casts it
-        dt = array.dtype if _sym(array) or isinstance(array, np.ndarray) else \
-            np.asarray(array).dtype
-        vkey = (str(dt), freeze_static(value))
-        cast = _PAD_VALUES.get(vkey)
-        if cast is None:
-            cast = np.pad(np.zeros(1, dt), 1, constant_values=value)[0].item()
-            if len(_PAD_VALUES) < 1024:
-                _PAD_VALUES[vkey] = cast
-        value = cast
-    static = (("pad_width", widths), ("mode", mode), ("constant_values", value))
+    static = (("pad_width", widths), ("mode", mode))
     if common and len(_PAD_STATIC) < 1024:
         static = _PAD_STATIC.setdefault(key, static)
-    return apply("pad", man.pad, (array,), static, names=_ARRAY)
+    if mode != "constant":
+        return apply("pad", man.pad, (array,), static, names=_ARRAY)
+    if not _sym(value):
+        value = _pad_value(value, np.dtype(array.dtype) if hasattr(array, "dtype") else
+                           np.asarray(array).dtype)
+    return apply("pad", man.pad, (array, value), static, names=_ARRAY_VALUE)
 
 
-_PAD_STATIC = {}    # (ndim, an int pad_width, mode, dtype, value) -> the static arguments
+def _pad_value(value, dt):
+    """constant_values as NumPy pads with it, cast into the array's dtype: a Python float
+    meets a float array as it is (the kernel's cast rounds as NumPy's does; one beyond
+    float32's range warns, as NumPy's cast); other numbers take NumPy's cast (its
+    wrapping, its errors, found by padding one element) as a float for a float array, a
+    scalar of the array's dtype for others, so that every value shares one kernel."""
+    if type(value) is float and (dt == _F64 or dt == _F32 and not _F32_MAX < abs(value) < _INF):
+        return value
+    vkey = (dt, freeze_static(value))
+    cast = _PAD_VALUES.get(vkey)
+    if cast is None:
+        cast = np.pad(np.zeros(1, dt), 1, constant_values=value)[0]
+        if len(_PAD_VALUES) < 1024:
+            _PAD_VALUES[vkey] = cast
+    return float(cast) if dt.kind == "f" else cast
+
+
+_PAD_STATIC = {}    # (ndim, an int pad_width, mode, dtype, keywords given) -> static arguments
 _NUMBERS = (int, float, bool)
 _PAD_VALUES = {}    # (dtype, a constant_values' frozen form) -> it cast into the dtype
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32_MAX, _INF = float(np.finfo(np.float32).max), float("inf")
 _ARRAY = ("array",)
+_ARRAY_VALUE = ("array", "constant_values")
 
 
 def roll(a, shift, axis=None):

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import builtins
 import functools
+import warnings
 
 from jitdl import dtypes
-from jitdl.eager import apply as _apply, array_module_function
+from jitdl.eager import apply as _apply, array_module_function, has_huge_int
 import numpy as np
 
 from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
-from jitdl.numpy._ufuncs import MERGE_MIN
+from jitdl.numpy._ufuncs import (EQUAL_NAN, ISCLOSE_NAMES, MERGE_MIN,
+                                 finite_tolerances, tolerance)
 from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.cuda import is_device_array
@@ -213,13 +215,16 @@ def any(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether numpy.isclose holds for every element pair (numpy.allclose): a bool."""
-    if not builtins.all(isinstance(v, (builtins.int, float, np.integer, np.floating))
-                        for v in (rtol, atol)) and not is_symbolic(a) and not is_symbolic(b):
+    """Whether numpy.isclose holds for every element pair (numpy.allclose): a bool. Number
+    tolerances are run-time operands: every value shares one kernel."""
+    if not (tolerance(rtol) and tolerance(atol)) or has_huge_int((a, b, rtol, atol)):
+        if is_symbolic(a) or is_symbolic(b):
+            raise ArgumentError("allclose(): inside a definition rtol and atol must be "
+                                "numbers", user_loc())
         return np.allclose(a, b, rtol, atol, equal_nan)
-    r = apply("allclose", red.allclose, (a, b), (
-        ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
-        None, ("a", "b"))
+    finite_tolerances(rtol, atol)
+    r = apply("allclose", red.allclose, (a, b, rtol, atol), EQUAL_NAN[bool(equal_nan)],
+              None, ISCLOSE_NAMES)
     return r if is_symbolic(r) else bool(r)
 
 
@@ -265,11 +270,52 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
 
 
 def _ddof(ddof, correction):
+    """ddof (or correction=) as the kernel's operand: a Python float, exact for every
+    integer NumPy's int64 count arithmetic takes, so that every value shares one kernel
+    (a definition's value as it is)."""
     if correction is not None:
         if ddof != 0:
             raise ValueError("ddof and correction can't be provided simultaneously.")
         ddof = correction
-    return ddof if isinstance(ddof, int) else float(ddof)
+    if is_symbolic(ddof):
+        return ddof
+    if has_huge_int((ddof,)):
+        raise OverflowError("Python int too large to convert to C long")    # (NumPy's)
+    return float(ddof)
+
+
+def _moment(name, builder, a, axis, dtype, out, ddof, keepdims, where, correction):
+    """var or std: the kernel's result, with NumPy's RuntimeWarning where ddof is at least
+    a slice's element count (the result is inf or NaN there)."""
+    ddof = _ddof(ddof, correction)
+    if where is True:
+        ops, names = (a, ddof), _A_DDOF
+    else:
+        ops, names = (a, ddof, where), _A_DDOF_WHERE
+    # (std: NumPy casts into out= as its last ufunc, sqrt, does: same_kind)
+    r = (apply if name == "var" else _apply)(
+        name, builder, ops, _static(axis, keepdims, dtype=_dtype(dtype)), out, names)
+    if not is_symbolic(r) and _few_degrees(a, axis, ddof, where, r):
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+    return r
+
+
+_A_DDOF = ("a", "ddof")
+_A_DDOF_WHERE = ("a", "ddof", "where")
+
+
+def _few_degrees(a, axis, ddof, where, result):
+    """Whether ddof >= the number of elements of some slice (NumPy's test; NaN is not)."""
+    if where is True:
+        shape = np.shape(a)
+        n = 1
+        for ax in range(len(shape)) if axis is None else np.atleast_1d(axis):
+            n *= shape[ax]
+        return ddof >= n
+    if not isinstance(result, (np.ndarray, np.generic)) or np.isfinite(result).all():
+        return False        # (ddof >= n gives inf or NaN: only then counted)
+    count = np.sum(np.broadcast_to(where, np.shape(a)), axis=_axis(axis))
+    return bool(np.any(ddof >= count))
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
@@ -278,10 +324,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     if _integer_moment(a, dtype):
         return _by_numpy("var", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
-    ops, names = _where(a, where)
-    return apply("var", red.var, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                               ddof=_ddof(ddof, correction) or None),
-                 out, names)
+    return _moment("var", red.var, a, axis, dtype, out, ddof, keepdims, where, correction)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
@@ -290,10 +333,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     if _integer_moment(a, dtype):
         return _by_numpy("std", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
-    ops, names = _where(a, where)
-    return _apply("std", red.std, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                                ddof=_ddof(ddof, correction) or None),
-                  out, names)
+    return _moment("std", red.std, a, axis, dtype, out, ddof, keepdims, where, correction)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):

@@ -620,27 +620,58 @@ def where(condition, x=None, y=None, /):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether a and b are equal within atol + rtol * |b|, elementwise (numpy.isclose)."""
-    if not _scalar(rtol) or not _scalar(atol):
+    """Whether a and b are equal within atol + rtol * |b|, elementwise (numpy.isclose).
+    Number tolerances are run-time operands: every value shares one kernel."""
+    if not tolerance(rtol) or not tolerance(atol):
         if is_symbolic(a) or is_symbolic(b):
             raise ArgumentError("isclose(): inside a definition rtol and atol must be "
                                 "numbers", user_loc())
         return np.isclose(a, b, rtol, atol, equal_nan)
-    if has_huge_int((a, b)):                # (NumPy compares it as a float or an object)
+    if has_huge_int((a, b, rtol, atol)):    # (NumPy compares it as a float or an object)
         return np.isclose(a, b, rtol, atol, equal_nan)
-    return apply("isclose", ew.isclose, (a, b), (
-        ("rtol", float(rtol)), ("atol", float(atol)), ("equal_nan", bool(equal_nan))),
-        None, ("a", "b"))
+    finite_tolerances(rtol, atol)
+    return apply("isclose", ew.isclose, (a, b, rtol, atol), EQUAL_NAN[bool(equal_nan)],
+                 None, ISCLOSE_NAMES)
 
 
-def _scalar(v):
+EQUAL_NAN = {False: (("equal_nan", False),), True: (("equal_nan", True),)}
+ISCLOSE_NAMES = ("a", "b", "rtol", "atol")
+
+
+def tolerance(v):
+    """Whether isclose takes v as a tolerance operand: a number (not a bool), a 0-d
+    integer or float array, or a value of a definition."""
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
-        or isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf"
+        or isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf" \
+        or is_symbolic(v)
+
+
+def finite_tolerances(rtol, atol):
+    """NumPy's RuntimeWarning for a NaN or infinite tolerance (an error or a line as
+    np.seterr(invalid=) says)."""
+    if is_symbolic(rtol) or is_symbolic(atol) or math.isfinite(rtol) and math.isfinite(atol):
+        return
+    message = f"One of rtol or atol is not valid, atol: {atol}, rtol: {rtol}"
+    how = np.geterr()["invalid"]
+    if how == "warn":
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    elif how == "raise":
+        raise FloatingPointError(message)
+    elif how == "print":
+        print(message)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """x with NaN and infinities replaced by finite numbers (numpy.nan_to_num); with
-    copy=False a float array is changed in place and returned, as NumPy does."""
+    copy=False a float array is changed in place and returned, as NumPy does. Number
+    fills are run-time operands: every value shares one kernel."""
+    if not (_fill(nan) and (posinf is None or _fill(posinf))
+            and (neginf is None or _fill(neginf))):
+        if is_symbolic(x):
+            raise ArgumentError("nan_to_num(): inside a definition nan, posinf and neginf "
+                                "must be numbers", user_loc())
+        kw = dict(copy=copy, nan=nan, posinf=posinf, neginf=neginf)     # (NumPy's)
+        return array_module_function("nan_to_num", np.nan_to_num, (x,), kw)(x, **kw)
     out = None
     if not copy and not is_symbolic(x):
         if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
@@ -649,10 +680,25 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
             kw = dict(copy=False, nan=nan, posinf=posinf, neginf=neginf)
             return array_module_function("nan_to_num", np.nan_to_num, (x,), kw)(x, **kw)
         out = x
-    r = apply("nan_to_num", ew.nan_to_num, (x,),
-              (("nan", float(nan)), ("posinf", None if posinf is None else float(posinf)),
-               ("neginf", None if neginf is None else float(neginf))), out, ("x",))
+    given = [v if is_symbolic(v) else float(v) for v in (nan, posinf, neginf)
+             if v is not None]
+    static, names = _NAN_TO_NUM[posinf is not None, neginf is not None]
+    r = apply("nan_to_num", ew.nan_to_num, (x,) + tuple(given), static, out, names)
     return x if out is not None else r
+
+
+def _fill(v):
+    """Whether nan_to_num takes v as a fill operand: a number or a 0-d array (inside a
+    definition, a scalar of it)."""
+    if is_symbolic(v):
+        return not shape_of(v)
+    return isinstance(v, (int, float, np.integer, np.floating, np.bool_)) or isinstance(
+        v, np.ndarray) and v.ndim == 0
+
+
+_NAN_TO_NUM = {(p, n): ((("posinf", p), ("neginf", n)),
+                        ("x", "nan") + ("posinf",) * p + ("neginf",) * n)
+               for p in (False, True) for n in (False, True)}
 
 
 def _int_arg(v, what):

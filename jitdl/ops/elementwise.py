@@ -521,23 +521,25 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """np.isclose: |a - b| <= atol + rtol * |b| where b is finite, or a == b (equal
-    infinities); NaNs equal where equal_nan. b is taken in floating point (float64 for
-    integers) and both in their common dtype, as NumPy computes it."""
+    infinities); NaNs equal where equal_nan. The tolerances are operands (a number is a
+    run-time scalar: one kernel serves every value), each step typed as NumPy's (NEP 50):
+    b made inexact (float64 for integers; a Python int a weak float), |a - b| in a's and
+    b's dtype, the tolerance in b's and the tolerances' (a np.float64 rtol makes it
+    float64 for float32 arrays)."""
     x, y = operand(a, "a"), operand(b, "b")
-    dx, wx = typed(x)
-    dy, wy = typed(y)
-    if not dtypes.is_float(dy):
-        dy = "float64"
-    dt = dy if wx else dx if wy and dtypes.is_float(dx) else \
-        str(np.result_type(np.dtype(dx), np.dtype(dy)))
+    r, t = operand(rtol, "rtol"), operand(atol, "atol")
 
-    def f(p, q):
-        p, q = _c(p, dt), _c(q, dt)
+    def f(p, q, r, t):
+        if not dtypes.is_float(q.dtype):
+            # (a weak scalar stays weak: float32 - 2 is float32, as float32 - 2.0)
+            q = _b(BinOp.ADD, q, 0.0) if q.weak else _c(q, "float64")
         near = build.compare(CmpOp.LE, _call(Intrin.ABS, _b(BinOp.SUB, p, q)), _b(
-            BinOp.ADD, _k(atol, q), _b(BinOp.MUL, _k(rtol, q), _call(Intrin.ABS, q))))
-        r = _or(_and(near, build.call(Intrin.ISFINITE, q)), _eq(p, q))
-        return _or(r, _and(_isnan(p), _isnan(q))) if equal_nan else r
-    return elementwise(f, x, y)
+            BinOp.ADD, t, _b(BinOp.MUL, r, _call(Intrin.ABS, q))))
+        e = _or(_and(near, build.call(Intrin.ISFINITE, q)), _eq(p, q))
+        if not equal_nan or _is_int(p):
+            return e
+        return _or(e, _and(_isnan(p), _isnan(q)))
+    return elementwise(f, x, y, r, t)
 
 
 def where(cond, x, y):
@@ -559,17 +561,23 @@ def _wrapped(p, other):
     return p
 
 
-def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
-    """np.nan_to_num: NaN to `nan`, infinities to `posinf`/`neginf` (the dtype's largest
-    finite values by default); integers unchanged."""
+def nan_to_num(x, nan=0.0, *fills, posinf=False, neginf=False):
+    """np.nan_to_num: NaN to `nan`, infinities to the `fills` given (`posinf` and `neginf`
+    say which; else the dtype's largest finite values), each cast to x's dtype; integers
+    unchanged. The values are operands: on arrays run-time scalars, so every value shares
+    one kernel."""
     x = operand(x, "x")
     if x.dtype == "bool" or dtypes.is_int(x.dtype):
         return elementwise(lambda a: a, x)
     big = float(np.finfo(x.dtype).max)
-    hi = big if posinf is None else posinf
-    lo = -big if neginf is None else neginf
-    return elementwise(lambda a: _sel(_isnan(a), _k(nan, a), _sel(
-        _eq(a, math.inf), _k(hi, a), _sel(_eq(a, -math.inf), _k(lo, a), a))), x)
+
+    def f(a, v, *given):
+        given = list(given)
+        hi = _c(given.pop(0), a.dtype) if posinf else _k(big, a)
+        lo = _c(given.pop(0), a.dtype) if neginf else _k(-big, a)
+        return _sel(_isnan(a), _c(v, a.dtype), _sel(
+            _eq(a, math.inf), hi, _sel(_eq(a, -math.inf), lo, a)))
+    return elementwise(f, x, operand(nan, "nan"), *(operand(v, "posinf/neginf") for v in fills))
 
 
 any_size(unary, binary, round_, clip, where, nan_to_num, isclose)

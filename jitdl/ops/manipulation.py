@@ -17,7 +17,7 @@ from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
-from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one,
+from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one, load,
                             may_agree, normalize_axes, normalize_axis, operand, same_dim,
                             scalar_result, shape_of, shape_text)
 from jitdl.te import ops as te
@@ -586,8 +586,9 @@ def _pad_source(j, n, mode, before, after):
     return build.binary(BinOp.MIN, build.select(build.compare(CmpOp.LT, m, n), m, back), n - 1)
 
 
-def pad(x, pad_width, mode="constant", constant_values=0):
-    """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar.
+def pad(x, constant_values=0, *, pad_width, mode="constant"):
+    """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar operand
+    (on arrays a run-time one: every value shares one kernel), cast to x's dtype.
     A padded symbolic axis in a mode other than constant must not be empty (NumPy's
     ValueError): the read is guarded by its length, and the other side of that select
     reads the same element (its index written another way) checked at run time, which
@@ -607,7 +608,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         if mode != "constant" and (b or a) and _empty(n):
             raise ShapeError(f"can't extend empty axis {axis} using modes other than "
                              f"'constant' or 'empty'", user_loc())
-    value = build.cast(constant_values, x.dtype) if mode == "constant" else None
+    value = build.cast(load(operand(constant_values, "constant_values"), (), ()), x.dtype) \
+        if mode == "constant" else None
     guard = None
     if mode != "constant":
         for n, (b, a) in zip(x.shape, pad_width):

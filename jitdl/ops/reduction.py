@@ -240,8 +240,9 @@ def mean(x, where=None, *, axis=None, dtype=None, keepdims=False):
     return _cast(m, dt)
 
 
-def var(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False, root=False):
-    """np.var, two passes (the mean first) for accuracy; np.std with `root`."""
+def var(x, ddof=0, where=None, *, axis=None, dtype=None, keepdims=False, root=False):
+    """np.var, two passes (the mean first) for accuracy; np.std with `root`. ddof is an
+    operand: on arrays a run-time scalar, so every value shares one kernel."""
     x = as_tensor(x)
     dt = dtype or _mean_dtype(x.dtype)
     acc = "float64" if dt in ("float32", "float64") or not dtypes.is_float(dt) else dt
@@ -250,19 +251,22 @@ def var(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False, root=Fa
                                                build.binary(BinOp.SUB, a, b)),
                      elementwise(lambda a: build.cast(a, acc), x), m)
     s = reduction(ReduceOp.SUM, _masked(d2, where, 0), axis, keepdims)
-    n = _count(x, axis, where, keepdims)
-    # NumPy divides by max(n - ddof, 0): nan or inf when ddof >= n
-    v = elementwise(lambda a, c: build.binary(BinOp.DIV, a, build.binary(
-        BinOp.MAX, build.binary(BinOp.SUB, build.cast(c, acc), build.cast(ddof, acc)),
-        build.cast(0.0, acc))), s, n)
+
+    def divide(a, n, d):
+        # NumPy divides by max(n - ddof, 0): inf or NaN where ddof >= n, NaN for a NaN
+        # ddof (a select, not a max: NaN passes it)
+        dof = build.binary(BinOp.SUB, build.cast(n, acc), build.cast(d, acc))
+        return build.binary(BinOp.DIV, a, build.select(build.compare(CmpOp.LT, dof, 0),
+                                                      build.cast(0.0, acc), dof))
+    v = elementwise(divide, s, _count(x, axis, where, keepdims), operand(ddof, "ddof"))
     if root:
         v = elementwise(lambda a: build.call(Intrin.SQRT, a), v)
     return _cast(v, dt)
 
 
-def std(x, where=None, *, axis=None, dtype=None, ddof=0, keepdims=False):
+def std(x, ddof=0, where=None, *, axis=None, dtype=None, keepdims=False):
     """np.std: the square root of np.var."""
-    return var(x, where, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, root=True)
+    return var(x, ddof, where, axis=axis, dtype=dtype, keepdims=keepdims, root=True)
 
 
 def average(x, weights=None, *, axis=None, keepdims=False, returned=False):
