@@ -351,27 +351,35 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 
 def _pad_value(value, dt):
-    """constant_values as NumPy pads with it, cast into the array's dtype: a Python float
-    meets a float array as it is (the kernel's cast rounds as NumPy's does; one beyond
-    float32's range warns, as NumPy's cast); other numbers take NumPy's cast (its
-    wrapping, its errors, found by padding one element) as a float for a float array, a
-    scalar of the array's dtype for others, so that every value shares one kernel."""
-    if type(value) is float and (dt == _F64 or dt == _F32 and not _F32_MAX < abs(value) < _INF):
-        return value
-    vkey = (dt, freeze_static(value))
-    cast = _PAD_VALUES.get(vkey)
-    if cast is None:
-        cast = np.pad(np.zeros(1, dt), 1, constant_values=value)[0]
-        if len(_PAD_VALUES) < 1024:
-            _PAD_VALUES[vkey] = cast
-    return float(cast) if dt.kind == "f" else cast
+    """constant_values as NumPy pads with it, cast into the array's dtype, as the kernel's
+    operand: a Python float, which holds every value of these dtypes exactly (an int64
+    beyond 2**53 goes as a np.int64) and which the kernel casts as NumPy casts a float
+    (one beyond float32's range warns, as NumPy's cast does), so that every value shares
+    one kernel, entered directly. Numbers the fast tests leave take NumPy's own cast
+    (its wrapping and its errors), found by padding one element."""
+    t = type(value)
+    if dt.kind == "f" and (t is float and (dt == _F64 or not _F32_MAX < abs(value) < _INF)
+                           or t is int and -_EXACT <= value <= _EXACT or t is bool):
+        return float(value)
+    if t is int and dt in _INT_RANGE and _INT_RANGE[dt][0] <= value <= _INT_RANGE[dt][1]:
+        cast = value
+    else:
+        vkey = (dt, freeze_static(value))
+        cast = _PAD_VALUES.get(vkey)
+        if cast is None:
+            cast = np.pad(np.zeros(1, dt), 1, constant_values=value)[0]
+            if len(_PAD_VALUES) < 1024:
+                _PAD_VALUES[vkey] = cast
+    return float(cast) if dt.kind == "f" or -_EXACT <= cast <= _EXACT else cast
 
 
 _PAD_STATIC = {}    # (ndim, an int pad_width, mode, dtype, keywords given) -> static arguments
 _NUMBERS = (int, float, bool)
 _PAD_VALUES = {}    # (dtype, a constant_values' frozen form) -> it cast into the dtype
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_F32_MAX, _INF = float(np.finfo(np.float32).max), float("inf")
+_F32_MAX, _INF, _EXACT = float(np.finfo(np.float32).max), float("inf"), 2 ** 53
+_INT_RANGE = {np.dtype(n): (int(np.iinfo(n).min), int(np.iinfo(n).max))
+              for n in dtypes.SUPPORTED if np.dtype(n).kind in "iu"}
 _ARRAY = ("array",)
 _ARRAY_VALUE = ("array", "constant_values")
 

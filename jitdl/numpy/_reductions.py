@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 import warnings
 
 from jitdl import dtypes
@@ -271,17 +272,22 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
 
 def _ddof(ddof, correction):
     """ddof (or correction=) as the kernel's operand: a Python float, exact for every
-    integer NumPy's int64 count arithmetic takes, so that every value shares one kernel
-    (a definition's value as it is)."""
+    integer up to 2**53, so that every value shares one kernel (a definition's value as
+    it is)."""
     if correction is not None:
         if ddof != 0:
             raise ValueError("ddof and correction can't be provided simultaneously.")
         ddof = correction
+    if type(ddof) is float or type(ddof) is int and -_EXACT <= ddof <= _EXACT:
+        return float(ddof)
     if is_symbolic(ddof):
         return ddof
     if has_huge_int((ddof,)):
         raise OverflowError("Python int too large to convert to C long")    # (NumPy's)
     return float(ddof)
+
+
+_EXACT = 2 ** 53
 
 
 def _moment(name, builder, a, axis, dtype, out, ddof, keepdims, where, correction):
@@ -307,11 +313,11 @@ _A_DDOF_WHERE = ("a", "ddof", "where")
 def _few_degrees(a, axis, ddof, where, result):
     """Whether ddof >= the number of elements of some slice (NumPy's test; NaN is not)."""
     if where is True:
-        shape = np.shape(a)
-        n = 1
-        for ax in range(len(shape)) if axis is None else np.atleast_1d(axis):
-            n *= shape[ax]
-        return ddof >= n
+        shape = a.shape if type(a) is np.ndarray else np.shape(a)
+        if axis is None:
+            return ddof >= math.prod(shape)
+        return ddof >= math.prod(shape[ax] for ax in (axis if isinstance(axis, tuple)
+                                                      else (axis,)))
     if not isinstance(result, (np.ndarray, np.generic)) or np.isfinite(result).all():
         return False        # (ddof >= n gives inf or NaN: only then counted)
     count = np.sum(np.broadcast_to(where, np.shape(a)), axis=_axis(axis))
