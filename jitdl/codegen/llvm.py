@@ -205,6 +205,8 @@ class FunctionCodegen:
     def binop(self, op, a, c, dt, flags=CONTRACT):
         b = self.b
         if dtypes.is_float(dt):
+            if self.gen.strict_fp:      # (no fused multiply-adds: NumPy's rounding, as CUDA's)
+                flags = ()
             ty = a.type
             match op:
                 case BinOp.ADD:
