@@ -288,7 +288,8 @@ def test_integer_negative_powers_inside_definitions_raise_at_run_time():
     with pytest.raises(ValueError, match=msg):
         _int_power_scalar(x, -2)
     # (an exponent that is not a signed integer needs no check)
-    same(_int_power(x, y.astype(np.float64) - 1), np.power(x, y.astype(np.float64) - 1))
+    same(_int_power(x, y.astype(np.float64) - 1),
+         np_quiet(np.power, x, y.astype(np.float64) - 1))
     # where= leaves the masked elements uncomputed, as NumPy does
     bad = y - 2
     want = np.full_like(x, 7)
