@@ -893,3 +893,25 @@ def test_reduction_over_no_axes_keeps_numpys_zero_sign(name):
             want = getattr(np, name)(x, axis=())
         same(getattr(jnp, name)(x, axis=()), want)
         same(jd.compute(lambda X: getattr(jnp, name)(X, axis=()))(x), want)
+
+
+def test_whole_array_argmin_argmax_first_position():
+    """argmin/argmax over every element (two vectorised passes: the extreme, then the
+    least position holding it): NumPy's first position, the first NaN's where there is
+    one, ties, -0.0 beside 0.0, infinities, every dtype, keepdims, transposed views."""
+    rng = np.random.default_rng(5)
+    for t in range(48):
+        n = int(rng.integers(1, 2500))
+        dt = [np.float64, np.float32, np.int8, np.bool_][t % 4]
+        x = rng.integers(-3, 3, n).astype(dt) if t % 2 else (rng.standard_normal(n) * 3).astype(dt)
+        if x.dtype.kind == "f" and t % 3 == 0:
+            x[rng.integers(0, n, 3)] = [np.nan, np.inf, -0.0]
+        if x.dtype.kind == "f" and t % 5 == 0:
+            x[rng.integers(0, n, 2)] = -np.inf
+        x = x.reshape((2, n // 2)).T if n % 2 == 0 and t % 4 == 0 else x
+        for fj, fn in ((jnp.argmin, np.argmin), (jnp.argmax, np.argmax)):
+            got, want = fj(x), fn(x)
+            assert type(got) is type(want) and got == want, (dt, n, got, want)
+            if dt == np.float64:
+                np.testing.assert_array_equal(fj(x, keepdims=True), fn(x, keepdims=True))
+    assert jnp.argmin(np.array([0.0, -0.0])) == 0 and jnp.argmax(np.array([-0.0, 0.0])) == 0
