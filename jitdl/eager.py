@@ -480,11 +480,23 @@ def array_module_function(name, np_fn, args, kwargs):
     return np_fn
 
 
+_NUMPY_ONLY_PLAIN = frozenset((np.ndarray, int, float, bool, str, type(None)))
+
+
 def numpy_only(name, np_fn):
     """NumPy's function np_fn as jd.numpy.`name`, which jitdl does not compile: on arrays
     NumPy's result; on tensors of a definition an error saying so."""
     @functools.wraps(np_fn)
     def call(*args, **kwargs):
+        for a in args:
+            if type(a) not in _NUMPY_ONLY_PLAIN:
+                break
+        else:       # (arrays and numbers alone: NumPy's call, without the checks' cost)
+            for a in kwargs.values():
+                if type(a) not in _NUMPY_ONLY_PLAIN:
+                    break
+            else:
+                return np_fn(*args, **kwargs)
         if _symbolic_args(args, kwargs):
             raise ArgumentError(f"jd.numpy.{name}() is NumPy's own function (jitdl has no "
                                 f"kernel for it), so it cannot take the tensors of a "

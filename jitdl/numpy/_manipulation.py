@@ -117,6 +117,8 @@ def ravel(a, order="C"):
 
 def squeeze(a, axis=None):
     """numpy.squeeze: drop axes of length 1 (a view on arrays)."""
+    if type(a) is _ndarray:
+        return a.squeeze(axis)      # (np.squeeze's own call, without its dispatch)
     if not _sym(a):
         return np.squeeze(a, axis)
     return apply("squeeze", man.squeeze, (a,), (("axis", _static(_int_axis(axis))),))
@@ -136,8 +138,13 @@ def broadcast_to(array, shape):
     return apply("broadcast_to", man.broadcast_to, (array,), (("shape", _static(shape)),))
 
 
+_REVERSED = (slice(None, None, -1),)
+
+
 def flip(m, axis=None):
     """numpy.flip: reverse the order along `axis`, every axis for None (a view on arrays)."""
+    if axis is None and type(m) is _ndarray:
+        return m[_REVERSED * m.ndim]      # (np.flip's own view, without its dispatch)
     if not _sym(m):
         return np.flip(m, axis)
     return apply("flip", man.flip, (m,), (("axis", _static(axis)),), names=("m",))
@@ -615,3 +622,6 @@ STATUS = {
 }
 
 __all__ = list(STATUS)
+# views on arrays, NumPy's own for every dtype: no dtype fallback needs to wrap them (a
+# call layer less: a small call was 1.8x NumPy's time)
+squeeze.numpy_fallback, flip.numpy_fallback = np.squeeze, np.flip
