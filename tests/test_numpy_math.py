@@ -297,6 +297,27 @@ def test_integer_negative_powers_inside_definitions_raise_at_run_time():
     same(_int_power_masked(x, bad), want)
 
 
+@jd.compute
+def _int_power_unsafe(X, Y):
+    return jnp.power(X, Y, dtype=np.int64, casting="unsafe")
+
+
+def test_integer_power_of_float_exponents_cast_unsafe_checks_the_cast():
+    """A float exponent cast to an integer dtype (casting='unsafe') is checked after the
+    cast inside a definition too, as NumPy's loop does (it gave 0)."""
+    x = RNG.integers(-3, 4, (5, 7)).astype(np.float64)
+    y = RNG.integers(0, 4, (5, 7)) + RNG.random((5, 7)) * 0.9
+    same(_int_power_unsafe(x, y), np.power(x, y, dtype=np.int64, casting="unsafe"))
+    bad = y.copy()
+    bad[3, 2] = -1.5
+    with pytest.raises(ValueError):
+        np.power(x, bad, dtype=np.int64, casting="unsafe")
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        _int_power_unsafe(x, bad)
+    bad[3, 2] = -0.5        # (casts to 0: no error)
+    same(_int_power_unsafe(x, bad), np.power(x, bad, dtype=np.int64, casting="unsafe"))
+
+
 def test_broadcasting_lists_and_scalars():
     a, b = RNG.standard_normal((3, 1)), RNG.standard_normal(4)
     same(jnp.hypot(a, b), np.hypot(a, b))

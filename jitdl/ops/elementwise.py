@@ -347,12 +347,15 @@ def _pow(a, b):          # (float_power, and power without its run-time check)
 def _power(a, b):
     """a ** b, both in the result's dtype. In an integer dtype a negative exponent is
     NumPy's ValueError, checked at run time on a read of an array operand (the
-    exponent's where it is one, else the base's): min(b, 0) must be in [0, 1).
+    exponent's where it is one, else the base's): min(b, 0) must be in [0, 1), b
+    in the integer dtype (a float exponent cast with casting='unsafe' too).
     Operands that read no array (a definition's scalars alone) stay unchecked and give
     0, as the IR's integer power does."""
     r = _b(BinOp.POW, a, b)
     src = b.value if isinstance(b, Cast) else b
-    if not dtypes.is_signed(b.dtype) or not dtypes.is_signed(src.dtype) or \
+    # (an exponent cast from bool or uint8 is never negative; one cast from a float,
+    # casting='unsafe', is checked after the cast, as NumPy's loop does)
+    if not dtypes.is_signed(b.dtype) or src.dtype in ("bool", "uint8") or \
             isinstance(src, Const) and src.value >= 0:
         return r
     check = ((_b(BinOp.MIN, _c(b, "int64"), Const(0, "int64")), 1, NEGATIVE_POWER),)
