@@ -312,14 +312,24 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
         out = out.reshape(merged)
     x = np.asarray(input)
     axes = (0,) + tuple(range(2, x.ndim))
-    for r, stat in ((running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
-                    (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))):
-        if isinstance(r, np.ndarray):
-            if r.shape != (shape[1],):
-                raise ShapeError(f"batch_norm(): running statistics must have shape "
-                                 f"({shape[1]},), got {r.shape}", user_loc())
-            r *= 1 - momentum
-            r += (momentum * stat()).astype(r.dtype)
+    stats = [(r, stat) for r, stat in (
+        (running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
+        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64)))
+        if isinstance(r, np.ndarray)]
+    for r, _ in stats:
+        if r.shape != (shape[1],):
+            raise ShapeError(f"batch_norm(): running statistics must have shape "
+                             f"({shape[1]},), got {r.shape}", user_loc())
+    # (both updates computed before either is written: a running statistic that cannot
+    # take them, an integer one, raises with neither changed)
+    updated = []
+    for r, stat in stats:
+        u = r.copy()
+        u *= 1 - momentum
+        u += (momentum * stat()).astype(u.dtype)
+        updated.append(u)
+    for (r, _), u in zip(stats, updated):
+        r[...] = u
     return out
 
 

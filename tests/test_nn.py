@@ -148,6 +148,27 @@ def test_batch_norm_training(rng, shape):
         F.batch_norm(normal(rng, (1, 3)), None, None, training=True)
 
 
+def test_batch_norm_training_refused_running_stats_change_neither(rng):
+    """A running statistic of the wrong shape, or one that cannot take the update (an
+    integer array), raises with neither running statistic changed (running_mean was
+    updated before running_var was refused); a running_var view is updated in place."""
+    x = normal(rng, (4, 3, 5), F64) * 2 + 0.5
+    m = normal(rng, (3,), F64)
+    m0 = m.copy()
+    for v in (np.abs(normal(rng, (4,), F64)) + 0.5, np.array([1, 2, 3], dtype=np.int64)):
+        v0 = v.copy()
+        with pytest.raises((ValueError, TypeError)):
+            F.batch_norm(x, m, v, training=True)
+        np.testing.assert_array_equal(m, m0)
+        np.testing.assert_array_equal(v, v0)
+    big = np.abs(normal(rng, (6,), F64)) + 0.5
+    v, v0 = big[::2], big[::2].copy()
+    F.batch_norm(x, m, v, training=True, momentum=0.25)
+    np.testing.assert_allclose(m, 0.75 * m0 + 0.25 * x.mean((0, 2)), rtol=1e-12)
+    np.testing.assert_allclose(big[::2], 0.75 * v0 + 0.25 * x.var((0, 2), ddof=1),
+                               rtol=1e-12)
+
+
 def test_batch_norm(rng):
     x = normal(rng, (2, 3, 4, 5))
     m, v = normal(rng, (3,)), np.abs(normal(rng, (3,))) + 0.1
