@@ -11,9 +11,20 @@ import numpy as np
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# the name a run-time check of an integer power's exponent gives (jitdl.ops.elementwise);
-# a kernel raises its failure as NumPy's ValueError, with the text in the parentheses
-NEGATIVE_POWER = "a negative exponent (Integers to negative integer powers are not allowed.)"
+# run-time checks whose failure is NumPy's ValueError, not an IndexError: the "tensor"
+# each names is one of these, then NumPy's message in parentheses (a reduction with no
+# identity over an empty symbolic axis; an integer power's exponent below 0)
+VALUE_CHECKS = ("the reduced axes (", "a negative exponent (")
+NEGATIVE_POWER = VALUE_CHECKS[1] + "Integers to negative integer powers are not allowed.)"
+
+
+def value_check_message(tensor):
+    """NumPy's message where a failed run-time check naming `tensor` is a ValueError,
+    else None."""
+    for prefix in VALUE_CHECKS:
+        if tensor.startswith(prefix) and tensor.endswith(")"):
+            return tensor[len(prefix):-1]
+    return None
 
 
 @dataclass(frozen=True)

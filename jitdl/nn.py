@@ -677,8 +677,7 @@ def _dropout_draw(p, query, key, value, gqa, op):
         shape = np.broadcast_shapes(*batch) + (shapes[0][-2], shapes[1][-2])
     except ValueError:
         return None
-    dt = np.result_type(*(np.asarray(t).dtype if not isinstance(t, np.ndarray) else t.dtype
-                          for t in (query, key, value)))
+    dt = np.result_type(*(np.asarray(t).dtype for t in (query, key, value)))
     dt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
     if p == 1.0:
         return np.zeros(shape, dt)

@@ -351,7 +351,7 @@ def _power(a, b):
     in the integer dtype (a float exponent cast with casting='unsafe' too).
     Operands that read no array (a definition's scalars alone) stay unchecked and give
     0, as the IR's integer power does."""
-    r = _b(BinOp.POW, a, b)
+    r = _pow(a, b)
     src = b.value if isinstance(b, Cast) else b
     # (an exponent cast from bool or uint8 is never negative; one cast from a float,
     # casting='unsafe', is checked after the cast, as NumPy's loop does)

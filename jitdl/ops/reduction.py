@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.errors import VALUE_CHECKS, ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
@@ -97,10 +97,10 @@ def _nonempty_at_run_time(r, n, message):
     (a dynamic definition called with an empty array): NumPy raises there (max of
     nothing), and the reduction would give its identity (-inf). The check, `0 < n` per
     output element (none where the output is empty too, as NumPy gives an empty result
-    there), rides on the read of r and fails as an IndexError naming NumPy's message."""
+    there), rides on the read of r and fails as NumPy's ValueError (errors.VALUE_CHECKS)."""
     if isinstance(n, int) or sizes_known_nonzero():
         return r
-    check = ((Const(0, "int64"), n, f"the reduced axes ({message})"),)
+    check = ((Const(0, "int64"), n, f"{VALUE_CHECKS[0]}{message})"),)
 
     def body(*idx):
         return dataclasses.replace(r[idx], carried=check)

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from jitdl.errors import (NEGATIVE_POWER, AllocationError, ArgumentError, ArgumentShapeError,
-                          ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc)
+from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
+                          ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc,
+                          value_check_message)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -399,11 +400,9 @@ class KernelChecks:
 
     def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]
-        if tensor.startswith("the reduced axes (") and tensor.endswith(")"):
-            # a reduction with no identity over an empty (symbolic) axis: NumPy's error
-            raise ValueError(f"{self.fname}(): {tensor[len('the reduced axes ('):-1]}")
-        if tensor == NEGATIVE_POWER:            # an integer power's exponent below 0
-            raise ValueError(f"{self.fname}(): {tensor[len('a negative exponent ('):-1]}")
+        message = value_check_message(tensor)
+        if message is not None:
+            raise ValueError(f"{self.fname}(): {message}")
         if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
             names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
             given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import CompileError
+from jitdl.errors import CompileError, value_check_message
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare,
                             Const, For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc,
                             Select, Seq, Store, UnOp, Unary, Var, ThreadReduce)
@@ -601,6 +601,9 @@ class _Interpreter:
             for sub, extent, tensor, text in checks:      # the user's run-time checks
                 v = sub()
                 if not 0 <= v < extent:
+                    message = value_check_message(tensor)
+                    if message is not None:         # (NumPy's ValueError, as the kernel's)
+                        raise ValueError(f"{fname}(): {message}")
                     raise IndexError(f"{fname}(): index `{text}` into {tensor} is {v}, "
                                      f"outside [0, {extent})")
             i = idx()
