@@ -936,3 +936,34 @@ def test_whole_array_argmin_argmax_first_position():
             if dt == np.float64:
                 np.testing.assert_array_equal(fj(x, keepdims=True), fn(x, keepdims=True))
     assert jnp.argmin(np.array([0.0, -0.0])) == 0 and jnp.argmax(np.array([-0.0, 0.0])) == 0
+
+
+def test_argmin_argmax_along_the_last_axis_first_position():
+    """Along the last axis (the same two passes per row): each row's first extreme, the
+    first NaN of a row holding one (others unaffected), all-NaN rows, ties, -0.0, every
+    dtype and rank, keepdims, a transposed view, and in a definition of any size."""
+    rng = np.random.default_rng(6)
+    for t in range(24):
+        shape = [(int(rng.integers(1, 40)), int(rng.integers(1, 300))),
+                 (3, int(rng.integers(1, 9)), int(rng.integers(1, 70)))][t % 2]
+        dt = [np.float64, np.float32, np.int16, np.bool_, np.uint8, np.float32][t % 6]
+        x = (rng.integers(-2, 3, shape) if t % 3 else rng.standard_normal(shape) * 4).astype(dt)
+        if x.dtype.kind == "f":
+            x.flat[rng.integers(0, x.size, 4)] = [np.nan, np.inf, -np.inf, -0.0]
+            x[0] = np.nan                       # an all-NaN row
+        x = np.ascontiguousarray(x.T).T if t % 5 == 0 else x
+        for fj, fn in ((jnp.argmin, np.argmin), (jnp.argmax, np.argmax)):
+            for kw in ({"axis": -1}, {"axis": x.ndim - 1, "keepdims": True}):
+                got, want = fj(x, **kw), fn(x, **kw)
+                assert got.dtype == want.dtype and got.shape == want.shape, (dt, shape, kw)
+                np.testing.assert_array_equal(got, want, err_msg=f"{dt} {shape} {kw}")
+
+    @jd.compute(dynamic=True)
+    def first_min(X):
+        return jnp.argmin(X, axis=1)
+
+    for n, m in ((5, 17), (33, 1), (2, 1000)):
+        x = rng.standard_normal((n, m))
+        x[:, -1] = x.min(axis=1)                # a tie with the last element
+        np.testing.assert_array_equal(first_min(x), np.argmin(x, axis=1))
+    assert len(first_min.cache_info()["events"]) <= 2     # (n, m) and (n, 1) patterns
