@@ -688,16 +688,22 @@ def test_reduction_masks_and_out_follow_numpy():
 
 
 def test_reduction_out_dtype_takes_part():
-    """A float32 array summed or averaged into a float64 out= is computed in float64, as
-    NumPy's reduction picks its loop with out's dtype; nanmean of an integer array is its
-    mean (an integer out= or dtype= as NumPy's); of a float array it refuses an integer
-    dtype=."""
+    """A float32 array's sum, mean, variance or deviation into a float64 out= is computed
+    in float64, as NumPy's reduction picks its loop with out's dtype; nanmean of an integer
+    array is its mean (an integer out= or dtype= as NumPy's); of a float array it refuses
+    an integer dtype=."""
     a = np.random.default_rng(5).standard_normal((4000, 3)).astype(np.float32)
     for name in ("sum", "mean", "nansum", "nanmean"):
         got, want = np.zeros(3), np.zeros(3)
         getattr(jnp, name)(a, axis=0, out=got)
         getattr(np, name)(a, axis=0, out=want)
         same(got, want, atol=1e-9)
+    big = a.reshape(750, 16) * 1000 + 1e4   # (float32 rounding of the result: ~6e-8)
+    for name in ("var", "std"):             # (NumPy sums the squares into out's float64)
+        got, want = np.zeros(16), np.zeros(16)
+        getattr(jnp, name)(big, axis=0, out=got)
+        getattr(np, name)(big, axis=0, out=want)
+        np.testing.assert_allclose(got, want, rtol=1e-8, err_msg=name)
     i = np.arange(12).reshape(4, 3)
     for case in (lambda m: m.nanmean(i, axis=0, out=np.zeros(3, np.int64)),
                  lambda m: m.nanmean(i, axis=1, dtype=np.int8)):

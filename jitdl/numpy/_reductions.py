@@ -92,8 +92,9 @@ def _unsigned_total(a, dtype, what):
 
 
 def _out_dtype(a, dtype, out):
-    """A sum's, product's or mean's dtype: dtype=, else float64 for a float32 array into a
-    float64 out=, as NumPy's (out's dtype takes part in choosing its reduction's loop)."""
+    """A sum's, product's, mean's or variance's dtype: dtype=, else float64 for a float32
+    array into a float64 out=, as NumPy's (out's dtype takes part in choosing its
+    reduction's loop)."""
     if dtype is None and type(out) is np.ndarray and out.dtype == np.float64 \
             and getattr(a, "dtype", None) == np.float32:
         return out.dtype
@@ -294,6 +295,7 @@ def _moment(name, builder, a, axis, dtype, out, ddof, keepdims, where, correctio
     """var or std: the kernel's result, with NumPy's RuntimeWarning where ddof is at least
     a slice's element count (the result is inf or NaN there)."""
     ddof = _ddof(ddof, correction)
+    dtype = _out_dtype(a, dtype, out)       # (NumPy sums the squares in out's float64)
     if where is True:
         ops, names = (a, ddof), _A_DDOF
     else:
