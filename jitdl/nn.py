@@ -27,17 +27,21 @@ from jitdl.ops.core import is_symbolic
 
 __all__ = [
     "relu", "relu6", "leaky_relu", "elu", "gelu", "sigmoid", "silu", "softplus", "tanh",
+    "hardtanh", "hardsigmoid", "hardswish", "mish", "logsigmoid", "softsign",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "linear",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate", "embedding",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "glu", "group_norm", "instance_norm", "dropout",
+    "normalize", "cosine_similarity", "pad",
 ]
 
 STATUS = {
     "relu": "done", "relu6": "done", "leaky_relu": "done", "elu": "done",
     "gelu": "done (approximate='none' with erf, and 'tanh')", "sigmoid": "done",
     "silu": "done", "softplus": "done", "tanh": "done",
+    "hardtanh": "done", "hardsigmoid": "done", "hardswish": "done", "mish": "done",
+    "logsigmoid": "done", "softsign": "done",
     "softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
     "log_softmax": "done (without dim, torch's deprecated implicit choice and its warning)",
     "layer_norm": "done", "rms_norm": "done",
@@ -62,6 +66,15 @@ STATUS = {
     "scaled_dot_product_attention": "done (dropout_p > 0 on arrays draws the kept weights "
                                     "with NumPy's global generator, not torch's; inside a "
                                     "definition it raises)",
+    "glu": "done (the halved dimension's size must be known when compiling)",
+    "group_norm": "done (the channel count must be known when compiling)",
+    "instance_norm": "done (use_input_stats=True updates NumPy running statistics in place, "
+                     "as torch does; inside a definition only the result)",
+    "dropout": "done (training=True on arrays draws with NumPy's global generator, not "
+               "torch's; inside a definition only training=False or p=0, the identity)",
+    "normalize": "done", "cosine_similarity": "done",
+    "pad": "done (modes constant, reflect, replicate and circular; circular widths wider "
+           "than what negative widths leave wrap again where torch's result is undefined)",
 }
 
 
@@ -115,6 +128,24 @@ def _dim(dim, axis, op, x):
                       "call to include dim=X as an argument.", UserWarning, stacklevel=3)
         return 0 if len(_shape(x)) in (0, 1, 3) else 1
     return _int(dim, "dim", op)
+
+
+def _dtype(x):
+    """The dtype of an operand, a tensor's or an array-like's as NumPy reads it."""
+    return np.dtype(x.dtype) if is_symbolic(x) or isinstance(x, np.ndarray) else \
+        np.asarray(x).dtype
+
+
+def _dim_or_axis(dim, axis, default, op):
+    """dim= with its synonym axis=, for a function whose dim has a default: an explicit
+    axis= stands where dim is left at its default (dim given as the default value and
+    axis= both cannot be told from axis= alone)."""
+    if axis is not None:
+        if dim != default:
+            raise ArgumentError(f"{op}(): give dim= or its synonym axis=, not both",
+                                user_loc())
+        dim = axis
+    return dim
 
 
 def _shape(x):
@@ -214,6 +245,90 @@ def tanh(input):
     return _act("tanh", input)
 
 
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clamped to [min_val, max_val] (NaN kept); integers stay integers, with the limits
+    truncated to integers as torch converts them."""
+    op = "hardtanh"
+    min_val, max_val = _float(min_val, "min_val", op), _float(max_val, "max_val", op)
+    if min_val > max_val:
+        raise ValueError("hardtanh(): min_val cannot be greater than max_val")
+    dt = _dtype(input)
+    if dt == np.bool_:
+        raise ArgumentError("hardtanh(): bool inputs are not supported, as in torch",
+                            user_loc())
+    if dt.kind == "u" and min_val < 0:
+        raise ShapeError(f"hardtanh(): cannot clamp an unsigned input ({dt}) to negative "
+                         f"limits (min_val={min_val})", user_loc())
+    return _act(op, input, _out(input, inplace), min_val=min_val, max_val=max_val)
+
+
+def hardsigmoid(input, inplace=False):
+    """min(max(x + 3, 0), 6) / 6: sigmoid's piecewise-linear stand-in."""
+    return _act("hardsigmoid", input, _out(input, inplace))
+
+
+def hardswish(input, inplace=False):
+    """x * hardsigmoid(x)."""
+    return _act("hardswish", input, _out(input, inplace))
+
+
+def mish(input, inplace=False):
+    """x * tanh(log(1 + exp(x)))."""
+    return _act("mish", input, _out(input, inplace))
+
+
+def logsigmoid(input):
+    """log(1 / (1 + exp(-x))), computed without overflow for inputs of either sign."""
+    return _act("logsigmoid", input)
+
+
+def softsign(input):
+    """x / (1 + |x|)."""
+    return _act("softsign", input)
+
+
+def glu(input, dim=-1, *, axis=None):
+    """a * sigmoid(b), a and b the first and second halves of input along dim."""
+    return apply("glu", ops.glu, (input,),
+                 (("dim", _int(_dim_or_axis(dim, axis, -1, "glu"), "dim", "glu")),), None,
+                 ("input",))
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Each element zeroed with probability p and the rest scaled by 1 / (1 - p) when
+    training; input itself otherwise (and where p is 0), as torch returns it. The draw is
+    NumPy's global generator's (np.random.seed repeats it; torch's own generator cannot
+    be matched); kernels draw no random numbers, so inside a definition only
+    training=False (or p=0) is accepted."""
+    p = _float(p, "p", "dropout")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout(): dropout probability has to be between 0 and 1, but "
+                         f"got {p}")
+    if not training or p == 0.0:
+        return input
+    if is_symbolic(input):
+        raise ArgumentError("dropout(): training=True with p > 0 inside a definition: "
+                            "kernels draw no random numbers; call it on arrays, or pass "
+                            "training=False", user_loc())
+    x = input if isinstance(input, np.ndarray) else np.asarray(input)
+    if x.dtype not in (np.float32, np.float64):
+        raise ArgumentError(f"dropout(): training=True needs a float32 or float64 input "
+                            f"(the kept elements are scaled), got {x.dtype}", user_loc())
+    if x.size == 0:
+        return input
+    return apply("dropout", ops.dropout, (x, _kept(x.shape, x.dtype, p)), (),
+                 _out(x, inplace), ("input", "kept"))
+
+
+def _kept(shape, dt, p):
+    """torch's dropout draw as an array of `shape` and dtype dt: each element kept with
+    probability 1 - p, as 1 / (1 - p), else 0 (all 0 at p = 1), from NumPy's global
+    generator."""
+    if p == 1.0:
+        return np.zeros(shape, dt)
+    return (np.random.random_sample(shape) >= p).astype(dt) / dt.type(1.0 - p)
+
+
 # -- softmax -------------------------------------------------------------------------------
 def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     """exp(x - max) / sum(exp(x - max)) along dim (computed in dtype when given)."""
@@ -285,6 +400,109 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out if shape is None else out.reshape(shape)
 
 
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    """(x - mean) / sqrt(var + eps) * weight[c] + bias[c], the statistics of each sample's
+    group of C / num_groups consecutive channels (var biased)."""
+    op = "group_norm"
+    num_groups = _int(num_groups, "num_groups", op)
+    if num_groups < 1:
+        raise ShapeError(f"group_norm(): num_groups must be positive, got {num_groups}",
+                         user_loc())
+    shape = _shape(input)
+    if len(shape) < 2:
+        raise ShapeError(f"group_norm(): expected at least 2 dimensions for input (N, C, "
+                         f"...), got shape {tuple(shape)}", user_loc())
+    if all(isinstance(d, int) for d in shape) and shape[1] % num_groups == 0 and \
+            shape[0] * shape[1] // num_groups * math.prod(shape[2:]) == 1:
+        # (torch's check, worded as torch's batch norm: one value per group of one sample)
+        raise ValueError(f"group_norm(): expected more than 1 value per channel when "
+                         f"training, got input size {tuple(shape)} and num_groups="
+                         f"{num_groups}")
+    x, merged = _channels_rows(input)
+    operands, names, flags = _optional(op, (x,), ("input",), weight=weight, bias=bias)
+    out = apply(op, ops.group_norm, operands,
+                (("num_groups", num_groups), ("eps", _float(eps, "eps", op))) + flags, None,
+                names)
+    return out if merged is None else out.reshape(merged)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-05):
+    """(x - mean) / sqrt(var + eps) * weight[c] + bias[c] with each sample's own channel
+    statistics over the spatial axes (use_input_stats=True; running_mean and running_var,
+    NumPy arrays, are then updated in place as torch does: momentum-weighted, with the
+    batch's mean of the per-sample means and unbiased variances); use_input_stats=False
+    normalises with running_mean and running_var instead, as batch_norm's inference."""
+    op = "instance_norm"
+    eps = _float(eps, "eps", op)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ArgumentError("instance_norm(): running_mean and running_var are required "
+                                "with use_input_stats=False", user_loc())
+        return batch_norm(input, running_mean, running_var, weight, bias, False, eps=eps)
+    momentum = _float(momentum, "momentum", op)
+    shape = _shape(input)
+    if all(isinstance(d, int) for d in shape) and math.prod(shape[2:]) == 1:
+        raise ValueError(f"instance_norm(): expected more than 1 spatial element when "
+                         f"training, got input size {tuple(shape)}")
+    x, merged = _channels_rows(input)
+    operands, names, flags = _optional(op, (x,), ("input",), weight=weight, bias=bias)
+    out = apply(op, ops.instance_norm, operands, (("eps", eps),) + flags, None, names)
+    if is_symbolic(out):
+        return out          # (inside a definition: the result alone)
+    if merged is not None:
+        out = out.reshape(merged)
+    x = np.asarray(input)
+    axes = tuple(range(2, x.ndim))
+    _update_running(op, shape[1], momentum, (
+        (running_mean, lambda: x.mean(axis=axes, dtype=np.float64).mean(0)),
+        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64).mean(0))))
+    return out
+
+
+def _update_running(op, channels, momentum, stats):
+    """running = (1 - momentum) * running + momentum * statistic, in place, for each
+    (running, statistic) of `stats` whose running is a NumPy array: every one checked and
+    computed before any is written (a running statistic that cannot take the update, an
+    integer one, raises with none changed)."""
+    stats = [(r, stat) for r, stat in stats if isinstance(r, np.ndarray)]
+    for r, _ in stats:
+        if r.shape != (channels,):
+            raise ShapeError(f"{op}(): running statistics must have shape "
+                             f"({channels},), got {r.shape}", user_loc())
+    updated = []
+    for r, stat in stats:
+        u = r.copy()
+        u *= 1 - momentum
+        u += (momentum * stat()).astype(u.dtype)
+        updated.append(u)
+    for (r, _), u in zip(stats, updated):
+        r[...] = u
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None, *, axis=None):
+    """input / max(||input||_p, eps), the p-norm along dim (an int or a tuple of ints):
+    p = inf, -inf and 0 as torch's vector_norm (largest, smallest magnitude; count of
+    non-zero elements)."""
+    op = "normalize"
+    dim = _dim_or_axis(dim, axis, 1, op)
+    dims = tuple(_int(d, "dim", op, dim, "an int or a tuple of ints") for d in dim) \
+        if isinstance(dim, (tuple, list)) else _int(dim, "dim", op, None,
+                                                    "an int or a tuple of ints")
+    return apply(op, ops.normalize, (input,),
+                 (("p", _float(p, "p", op)), ("dim", dims), ("eps", _float(eps, "eps", op))),
+                 out, ("input",))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-08, *, axis=None):
+    """The cosine of the angle between x1 and x2 along dim (broadcast together), each
+    divided by max(its norm, eps)."""
+    op = "cosine_similarity"
+    return apply(op, ops.cosine_similarity, (x1, x2),
+                 (("dim", _int(_dim_or_axis(dim, axis, 1, op), "dim", op)),
+                  ("eps", _float(eps, "eps", op))), None, ("x1", "x2"))
+
+
 def _channels_rows(x):
     """A C-contiguous array of 4 or more dimensions (N, C, *spatial) as the (N, C, S) view
     that batch norm treats the same, and its shape (else x and None): the kernel's inner
@@ -312,24 +530,9 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
         out = out.reshape(merged)
     x = np.asarray(input)
     axes = (0,) + tuple(range(2, x.ndim))
-    stats = [(r, stat) for r, stat in (
+    _update_running("batch_norm", shape[1], momentum, (
         (running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
-        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64)))
-        if isinstance(r, np.ndarray)]
-    for r, _ in stats:
-        if r.shape != (shape[1],):
-            raise ShapeError(f"batch_norm(): running statistics must have shape "
-                             f"({shape[1]},), got {r.shape}", user_loc())
-    # (both updates computed before either is written: a running statistic that cannot
-    # take them, an integer one, raises with neither changed)
-    updated = []
-    for r, stat in stats:
-        u = r.copy()
-        u *= 1 - momentum
-        u += (momentum * stat()).astype(u.dtype)
-        updated.append(u)
-    for (r, _), u in zip(stats, updated):
-        r[...] = u
+        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))))
     return out
 
 
@@ -588,6 +791,91 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                  + ((("antialias", True),) if antialias else ()), None, ("input",))
 
 
+# -- padding -------------------------------------------------------------------------------
+_PAD_RANKS = ("Supported combinations for non-constant padding: 2D or 3D input: padding "
+              "size = 2 (pads last dimension); 3D or 4D input: padding size = 4 (pads last 2 "
+              "dimensions); 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """input padded by pad = (last dimension's before, after, the one before it's before,
+    after, ...), torch's order; a negative width cuts elements off. Modes constant (with
+    value, default 0), reflect, replicate and circular (these pad the last 1, 2 or 3
+    dimensions of an input with at most one batch dimension more, as torch's)."""
+    op = "pad"
+    widths = tuple(pad) if isinstance(pad, (tuple, list)) else None
+    if widths is None:
+        raise ArgumentError(f"pad(): pad must be a tuple of ints, got {type(pad).__name__} "
+                            f"{pad!r}", user_loc())
+    widths = tuple(_int(w, "pad", op, pad, "a tuple of ints") for w in widths)
+    shape = _shape(input)
+    ndim, k = len(shape), len(widths) // 2
+    if len(widths) % 2:
+        raise ShapeError(f"pad(): padding length must be divisible by 2, got {pad!r}",
+                         user_loc())
+    if k > ndim:
+        raise ShapeError(f"pad(): padding length should be less than or equal to two times "
+                         f"the input dimension but got padding length {len(widths)} and "
+                         f"input of dimension {ndim}", user_loc())
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad(): unrecognised padding mode {mode!r}: jitdl.nn pads "
+                                  f"with 'constant', 'reflect', 'replicate' and 'circular'")
+    pairs = tuple((widths[2 * i], widths[2 * i + 1]) for i in reversed(range(k)))
+    first = ndim - k
+    if mode == "constant":
+        for d, (n, (a, b)) in enumerate(zip(shape[first:], pairs), first):
+            if isinstance(n, int) and n + a + b < 0:
+                raise ShapeError(f"pad(): the input size {n}, plus negative padding {a} and "
+                                 f"{b} resulted in a negative output size, which is invalid; "
+                                 f"check dimension {d} of your input", user_loc())
+        fill = 0 if value is None else value
+        if not is_symbolic(fill):
+            fill = _float(fill, "value", op)
+            kind = _dtype(input).kind
+            fill = bool(fill) if kind == "b" else int(fill) if kind in "iu" else fill
+        return apply(op, ops.pad, (input, fill),
+                     (("pads", pairs), ("mode", mode)), None, ("input", "value"))
+    if value is not None and value != 0:
+        raise ShapeError(f"pad(): padding mode {mode!r} doesn't take in value argument",
+                         user_loc())
+    if not 1 <= k <= 3 or ndim not in (k + 1, k + 2):
+        raise NotImplementedError(f"pad(): padding size {len(widths)} is not supported for "
+                                  f"{ndim}D input with mode {mode!r}. {_PAD_RANKS}")
+    _check_edge_pads(mode, shape, pairs, first)
+    return apply(op, ops.pad, (input,), (("pads", pairs), ("mode", mode)), None, ("input",))
+
+
+def _check_edge_pads(mode, shape, pairs, first):
+    """torch's limits on the widths of reflect, replicate and circular padding, on the
+    sizes known: reflect and replicate need every dimension but the batch one non-empty
+    and an output of at least one element, reflection is narrower than the input,
+    circular wrapping no wider than it and never of an input cut away."""
+    unbatched = shape[1:] if len(shape) == len(pairs) + 2 else shape
+    if mode != "circular" and any(isinstance(n, int) and n == 0 for n in unbatched):
+        raise ShapeError(f"pad(): mode {mode!r} needs every dimension but the batch one "
+                         f"non-empty, got input of shape {tuple(shape)}", user_loc())
+    for d, (n, (a, b)) in enumerate(zip(shape[first:], pairs), first):
+        if not isinstance(n, int):
+            continue
+        if mode == "reflect" and not (a < n and b < n):
+            raise ShapeError(f"pad(): padding size should be less than the corresponding "
+                             f"input dimension, but got padding ({a}, {b}) at dimension {d} "
+                             f"of input {tuple(shape)}", user_loc())
+        if mode == "circular":
+            if a > n or b > n:
+                raise ShapeError(f"pad(): padding ({a}, {b}) at dimension {d} of input "
+                                 f"{tuple(shape)} causes wrapping around more than once",
+                                 user_loc())
+            kept = n - max(-a, 0) - max(-b, 0)
+            if kept < 0 or kept == 0 and (a > 0 or b > 0):
+                raise ShapeError(f"pad(): negative padding ({a}, {b}) at dimension {d} of "
+                                 f"input {tuple(shape)} leaves nothing to wrap", user_loc())
+        elif n + a + b < 1:
+            raise ShapeError(f"pad(): input (size {n} at dimension {d}) is too small for "
+                             f"padding ({a}, {b}): calculated output size {n + a + b}",
+                             user_loc())
+
+
 # -- embedding and attention ---------------------------------------------------------------
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
@@ -678,7 +966,4 @@ def _dropout_draw(p, query, key, value, gqa, op):
     except ValueError:
         return None
     dt = np.result_type(*(np.asarray(t).dtype for t in (query, key, value)))
-    dt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
-    if p == 1.0:
-        return np.zeros(shape, dt)
-    return (np.random.random_sample(shape) >= p).astype(dt) / dt.type(1.0 - p)
+    return _kept(shape, dt if dt in (np.float32, np.float64) else np.dtype(np.float32), p)

@@ -543,7 +543,7 @@ def vstack(*xs, dtype=None):
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
-def _pad_source(j, n, mode, before, after):
+def pad_source(j, n, mode, before, after):
     """The source index of position j (before-padding removed) of an axis of length n.
     Padding no wider than the axis takes one reflection (two selects); wider padding
     repeats it (a modulo: integer division, which x86 has no vector instruction for).
@@ -628,7 +628,7 @@ def pad(x, constant_values=0, *, pad_width, mode="constant"):
                 inside.append(build.logical(BinOp.AND, build.compare(CmpOp.GE, j, 0),
                                             build.compare(CmpOp.LT, j, n)))
             else:
-                src.append(_pad_source(j, n, mode, b, a))
+                src.append(pad_source(j, n, mode, b, a))
         e = x[tuple(src)]
         # one select per padded axis, the innermost axis's innermost: the outer axes'
         # conditions are loop-invariant branches, only the last one is a vector mask

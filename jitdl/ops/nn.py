@@ -17,8 +17,9 @@ from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating,
-                            is_one, load, may_agree, normalize_axis, operand, reduction,
-                            same_dim, shape_of, shape_text)
+                            is_one, load, may_agree, normalize_axes, normalize_axis, operand,
+                            reduction, result_type, same_dim, shape_of, shape_text)
+from jitdl.ops.manipulation import pad_source
 from jitdl.te import ops as te
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -66,6 +67,36 @@ def _softplus(a, beta, threshold):
     return build.select(z > threshold, a, build.call(Intrin.LOG1P, _exp(z)) / beta)
 
 
+def _hardtanh(a, min_val, max_val):
+    """min_val where a < min_val, max_val where a > max_val, else a (NaN stays NaN). On
+    integers the limits are truncated to integers, as torch converts them."""
+    if not dtypes.is_float(a.dtype):
+        min_val, max_val = int(min_val), int(max_val)
+    lo, hi = build.cast(min_val, a.dtype), build.cast(max_val, a.dtype)
+    return build.select(a < lo, lo, build.select(a > hi, hi, a))
+
+
+def _relu6_of_shift(a):
+    """min(max(a + 3, 0), 6), NaN kept: hardsigmoid's and hardswish's common part."""
+    s = a + 3.0
+    return build.select(s < 0.0, 0.0, build.select(s > 6.0, 6.0, s))
+
+
+def _logsigmoid(a):
+    """log(sigmoid(a)) as min(a, 0) - log1p(exp(-|a|)): no exp overflows, and the tiny
+    values of very negative a are not lost to log(0)."""
+    a = _float_of(a)
+    low = build.select(a < 0.0, a, 0.0)
+    return low - build.call(Intrin.LOG1P, _exp(-build.call(Intrin.ABS, a)))
+
+
+def _mish(a):
+    """a * tanh(softplus(a)), softplus without threshold: exp overflowing to inf for a
+    large a gives tanh(inf) = 1, a itself."""
+    a = _float_of(a)
+    return a * build.call(Intrin.TANH, build.call(Intrin.LOG1P, _exp(a)))
+
+
 ACTIVATIONS = {
     # (a select, not max: torch keeps -0.0, and NaN, as they are)
     "relu": lambda a: build.select(a < 0, 0, a),
@@ -78,6 +109,12 @@ ACTIVATIONS = {
     "silu": lambda a: _float_of(a) * build.call(Intrin.SIGMOID, _float_of(a)),
     "softplus": _softplus,
     "tanh": lambda a: build.call(Intrin.TANH, _float_of(a)),
+    "hardtanh": _hardtanh,
+    "hardsigmoid": lambda a: _relu6_of_shift(_float_of(a)) / 6.0,
+    "hardswish": lambda a: _float_of(a) * _relu6_of_shift(_float_of(a)) / 6.0,
+    "mish": _mish,
+    "logsigmoid": _logsigmoid,
+    "softsign": lambda a: _float_of(a) / (1.0 + build.call(Intrin.ABS, _float_of(a))),
 }
 
 
@@ -85,6 +122,35 @@ def activation(x, fn, **params):
     """The elementwise activation ACTIVATIONS[fn] over x (NaN propagates)."""
     f = ACTIVATIONS[fn]
     return elementwise(lambda a: f(a, **params), x, name=fn)
+
+
+def glu(x, dim):
+    """a * sigmoid(b), a and b the first and second halves of x along dim. The halved
+    size must be known when the kernel is built (it is where b starts)."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise ShapeError("glu(): glu does not support 0-d input, which has no dimension to "
+                         "halve", user_loc())
+    axis = normalize_axis(dim, x.ndim)
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ArgumentError(f"glu(): dimension {axis} of input {shape_text(x.shape)} is known "
+                            f"only at run time; glu compiles per size of the halved "
+                            f"dimension: leave the argument out of dynamic=", user_loc())
+    if n % 2:
+        raise ShapeError(f"glu(): halving dimension must be even, but dimension {axis} is "
+                         f"size {n}", user_loc())
+    half = n // 2
+
+    def body(*idx):
+        gate = idx[:axis] + (idx[axis] + half,) + idx[axis + 1:]
+        return _float_of(x[idx]) * build.call(Intrin.SIGMOID, _float_of(x[gate]))
+    return te.tensor(x.shape[:axis] + (half,) + x.shape[axis + 1:], body, name="glu")
+
+
+def dropout(x, kept):
+    """x * kept: the caller's draw of kept elements, each 1 / (1 - p) or 0."""
+    return elementwise(lambda a, k: a * k, x, kept, name="dropout")
 
 
 # -- softmax -------------------------------------------------------------------------------
@@ -221,6 +287,11 @@ def batch_norm_batch_stats(x, *params, eps, has_weight, has_bias):
     for p, what in ((weight, "weight"), (bias, "bias")):
         _check_param(p, (C,), what, "batch_norm")
     y = _standardized(x, (0,) + tuple(range(2, x.ndim)), eps)
+    return _channel_affine(y, weight, bias, "batch_norm")
+
+
+def _channel_affine(y, weight, bias, name):
+    """y * weight[c] + bias[c] over channel axis 1 (either may be None)."""
     if weight is None and bias is None:
         return y
 
@@ -231,7 +302,56 @@ def batch_norm_batch_stats(x, *params, eps, has_weight, has_bias):
         if bias is not None:
             e = e + bias[idx[1]]
         return e
-    return te.tensor(x.shape, body, name="batch_norm")
+    return te.tensor(y.shape, body, name=name)
+
+
+def _channel_norm_input(x, params, has_weight, has_bias, op):
+    """(x as a float tensor of 2 or more dimensions, weight, bias) of a norm over channel
+    axis 1, weight and bias checked to be (C,)."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}(): input must have 2 or more dimensions (N, C, ...), got "
+                         f"shape {shape_text(x.shape)}", user_loc())
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    weight = params[0] if has_weight else None
+    bias = params[int(has_weight)] if has_bias else None
+    for p, what in ((weight, "weight"), (bias, "bias")):
+        _check_param(p, (x.shape[1],), what, op)
+    return x, weight, bias
+
+
+def instance_norm(x, *params, eps, has_weight, has_bias):
+    """(x - mean) / sqrt(var + eps) * weight[c] + bias[c] with the statistics of each
+    sample's channel (over the spatial axes 2...; var biased)."""
+    x, weight, bias = _channel_norm_input(x, params, has_weight, has_bias, "instance_norm")
+    y = _standardized(x, tuple(range(2, x.ndim)), eps)
+    return _channel_affine(y, weight, bias, "instance_norm")
+
+
+def group_norm(x, *params, num_groups, eps, has_weight, has_bias):
+    """(x - mean) / sqrt(var + eps) * weight[c] + bias[c] with the statistics of each
+    sample's group of C / num_groups consecutive channels (over those channels and the
+    spatial axes; var biased). The channels are read as (N, G, C / G, *spatial) and the
+    result read back through c // (C / G), c % (C / G): divisions by a constant, which is
+    why this builder compiles per shape."""
+    x, weight, bias = _channel_norm_input(x, params, has_weight, has_bias, "group_norm")
+    N, C, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    if isinstance(C, int) and C % num_groups:
+        raise ShapeError(f"group_norm(): expected the number of channels in input to be "
+                         f"divisible by num_groups, got input of shape {shape_text(x.shape)} "
+                         f"and num_groups={num_groups}", user_loc())
+    if not isinstance(C, int):
+        raise ArgumentError(f"group_norm(): the channels of input {shape_text(x.shape)} are "
+                            f"known only at run time; group_norm compiles per channel count: "
+                            f"leave the argument out of dynamic=", user_loc())
+    per = C // num_groups
+    grouped = te.tensor((N, num_groups, per) + spatial, lambda n, g, r, *s: x[
+        (n, g * per + r) + s], name="group_norm_groups")
+    y = _standardized(grouped, tuple(range(2, grouped.ndim)), eps)
+    back = te.tensor(x.shape, lambda n, c, *s: y[(n, c // per, c % per) + s],
+                     name="group_norm_channels")
+    return _channel_affine(back, weight, bias, "group_norm")
 
 
 def batch_norm(x, running_mean, running_var, *params, eps, has_weight, has_bias):
@@ -259,6 +379,65 @@ def batch_norm(x, running_mean, running_var, *params, eps, has_weight, has_bias)
         e = (_float_of(x[idx]) - running_mean[c]) * factor[c]
         return e + bias[c] if bias is not None else e
     return te.tensor(x.shape, body, name="batch_norm")
+
+
+def _norm_along(a, axes, p):
+    """The p-norm of a along axes (kept as size 1): torch's vector_norm, p = 0 counting the
+    non-zero elements, inf and -inf the largest and smallest magnitude."""
+    if p == 2:
+        return elementwise(lambda t: build.call(Intrin.SQRT, t),
+                           reduction(ReduceOp.SUM, elementwise(lambda t: t * t, a), axes, True))
+    mag = elementwise(lambda t: build.call(Intrin.ABS, t), a)
+    if p == math.inf:
+        return reduction(ReduceOp.MAX, mag, axes, True)
+    if p == -math.inf:
+        return reduction(ReduceOp.MIN, mag, axes, True)
+    if p == 1:
+        return reduction(ReduceOp.SUM, mag, axes, True)
+    if p == 0:
+        nonzero = elementwise(lambda t: build.cast(build.compare(CmpOp.NE, t, 0.0), t.dtype), a)
+        return reduction(ReduceOp.SUM, nonzero, axes, True)
+    powered = elementwise(lambda t: build.binary(BinOp.POW, t, build.cast(p, t.dtype)), mag)
+    return elementwise(lambda t: build.binary(BinOp.POW, t, build.cast(1.0 / p, t.dtype)),
+                       reduction(ReduceOp.SUM, powered, axes, True))
+
+
+def _at_least(n, eps):
+    """max(n, eps) that keeps NaN, as torch's clamp_min."""
+    return elementwise(lambda t: build.select(t < eps, build.cast(eps, t.dtype), t), n)
+
+
+def normalize(x, p, dim, eps):
+    """x / max(||x||_p, eps), the norm along dim (an axis or a tuple of them)."""
+    x = as_tensor(x)
+    if not dtypes.is_float(x.dtype):
+        x = elementwise(_float_of, x)
+    axes = normalize_axes(dim, x.ndim, allow_none=False)
+    return elementwise(lambda a, n: a / n, x, _at_least(_norm_along(x, axes, p), eps),
+                       name="normalize")
+
+
+def cosine_similarity(x1, x2, dim, eps):
+    """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along dim, x1 and x2
+    broadcast together first and each divided by its own norm (a result within [-1, 1],
+    as torch computes it). Each operand's quotient is computed in its own float dtype
+    (an integer one in the common float dtype), their product in the common dtype, as
+    torch does (a float32 x1 beside a float64 x2 is normalised in float32)."""
+    x1, x2 = operand(x1, "x1"), operand(x2, "x2")
+    common = floating(result_type(np.add, x1, x2))
+    shape = broadcast_shapes(shape_of(x1), shape_of(x2))
+    if not shape:
+        raise ShapeError("cosine_similarity(): x1 and x2 must have at least one dimension, "
+                         "got 0-d operands", user_loc())
+    axis = normalize_axis(dim, len(shape))
+
+    def unit(t, name):
+        dt = t.dtype if dtypes.is_float(t.dtype) else common
+        full = te.tensor(shape, lambda *idx: build.cast(load(t, idx, shape), dt), name=name)
+        return elementwise(lambda u, n: build.cast(u / n, common), full,
+                           _at_least(_norm_along(full, (axis,), 2), eps))
+    products = elementwise(lambda u, v: u * v, unit(x1, "cosine_x1"), unit(x2, "cosine_x2"))
+    return reduction(ReduceOp.SUM, products, axis, name="cosine_similarity")
 
 
 # -- linear --------------------------------------------------------------------------------
@@ -329,7 +508,8 @@ def _conv_input(op, x, weight, nsp):
 
 def _pad(x, lo, hi, value, name):
     """x with its last len(lo) dimensions padded by lo before and hi after, with `value`
-    (a stage reading x under guards; x itself when there is no padding)."""
+    (a stage reading x under guards; x itself when there is no padding); a negative width
+    cuts that many elements off instead."""
     if not any(lo) and not any(hi):
         return x
     first = x.ndim - len(lo)
@@ -339,10 +519,11 @@ def _pad(x, lo, hi, value, name):
         src, conds = list(idx), []
         for d, (a, b) in enumerate(zip(lo, hi)):
             i = idx[first + d]
-            if a:
-                conds.append(i >= a)
+            if a:       # (a negative width removes elements: no guard)
                 src[first + d] = i - a
-            if b:
+            if a > 0:
+                conds.append(i >= a)
+            if b > 0:
                 conds.append(i < x.shape[first + d] + a)
         return build.select(te.all(*conds), x[tuple(src)], value)
     return te.tensor(shape, body, name=name)
@@ -896,6 +1077,39 @@ def _bicubic(x, first, ins, out_shape, scale, align_corners, cdt, fconst):
     return te.tensor(out_shape, body, name="interpolate")
 
 
+# -- padding -------------------------------------------------------------------------------
+def pad(x, *value, pads, mode):
+    """torch's pad: pads holds one (lo, hi) pair per padded dimension, the last ones of x
+    in their order; a negative width removes elements. constant fills with the scalar
+    operand value (a run-time one: every value shares a kernel), cast to x's dtype; reflect
+    and replicate map an index outside the input (lo and hi both under its size: one
+    reflection) back into it; circular wraps within the input left once its negative
+    widths have cut it, as torch does."""
+    x = as_tensor(x)
+    first = x.ndim - len(pads)
+    if mode == "constant":
+        fill = build.cast(load(operand(value[0], "value"), (), ()), x.dtype)
+        return _pad(x, tuple(a for a, _ in pads), tuple(b for _, b in pads), fill, "pad")
+    if mode == "circular":
+        cut = [(max(-a, 0), max(-b, 0)) for a, b in pads]
+        if any(cut_lo or cut_hi for cut_lo, cut_hi in cut):
+            inner = x
+            x = te.tensor(x.shape[:first] + tuple(
+                n - a - b for n, (a, b) in zip(x.shape[first:], cut)), lambda *idx: inner[
+                idx[:first] + tuple(i + a for i, (a, _) in zip(idx[first:], cut))],
+                name="pad_cut")
+        pads = tuple((max(a, 0), max(b, 0)) for a, b in pads)
+    source = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    shape = x.shape[:first] + tuple(n + a + b for n, (a, b) in zip(x.shape[first:], pads))
+
+    def body(*idx):
+        src = list(idx[:first])
+        for i, n, (a, b) in zip(idx[first:], x.shape[first:], pads):
+            src.append(pad_source(i - a, n, source, max(a, 0), max(b, 0)))
+        return x[tuple(src)]
+    return te.tensor(shape, body, name="pad")
+
+
 # -- embedding and attention ---------------------------------------------------------------
 def embedding(indices, weight, max_norm=None, norm_type=2.0):
     """weight[indices]: one row of weight per index (indices checked when the kernel runs:
@@ -1076,5 +1290,7 @@ def attention(q, k, v, *extra, scale, is_causal, gqa=False, dropout=False):
 # one kernel per dtype, rank and size-1 pattern (symbolic extents), not per shape
 # (jitdl.nn.batch_norm runs arrays of 4 or more dimensions as (N, C, S): rows of a whole
 # plane, not the short 7-element rows of a ResNet's last 7 x 7 maps)
+# (normalize and cosine_similarity, which reduce along any axis, compile per shape: with
+# symbolic extents a reduction along a middle axis took LLVM 1 s to optimise, 0.12 s here)
 any_size(activation, softmax, log_softmax, layer_norm, rms_norm, batch_norm,
-         batch_norm_batch_stats, embedding)
+         batch_norm_batch_stats, instance_norm, dropout, embedding)
