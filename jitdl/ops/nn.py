@@ -275,17 +275,7 @@ def rms_norm(x, *params, normalized_shape, eps, has_weight):
 def batch_norm_batch_stats(x, *params, eps, has_weight, has_bias):
     """Training batch norm: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] with
     the statistics of the batch (over every axis but the channel axis 1; var biased)."""
-    x = as_tensor(x)
-    if x.ndim < 2:
-        raise ShapeError(f"batch_norm(): input must have 2 or more dimensions (N, C, ...), "
-                         f"got shape {shape_text(x.shape)}", user_loc())
-    if not dtypes.is_float(x.dtype):
-        x = elementwise(_float_of, x)
-    C = x.shape[1]
-    weight = params[0] if has_weight else None
-    bias = params[int(has_weight)] if has_bias else None
-    for p, what in ((weight, "weight"), (bias, "bias")):
-        _check_param(p, (C,), what, "batch_norm")
+    x, weight, bias = _channel_norm_input(x, params, has_weight, has_bias, "batch_norm")
     y = _standardized(x, (0,) + tuple(range(2, x.ndim)), eps)
     return _channel_affine(y, weight, bias, "batch_norm")
 
