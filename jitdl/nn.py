@@ -481,14 +481,25 @@ def _update_running(op, channels, momentum, stats):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None, *, axis=None):
-    """input / max(||input||_p, eps), the p-norm along dim (an int or a tuple of ints):
-    p = inf, -inf and 0 as torch's vector_norm (largest, smallest magnitude; count of
-    non-zero elements)."""
+    """input / max(||input||_p, eps), the p-norm along dim (an int or a tuple of ints; an
+    empty tuple is every dimension): p = inf, -inf and 0 as torch's vector_norm (largest,
+    smallest magnitude; count of non-zero elements)."""
     op = "normalize"
     dim = _dim_or_axis(dim, axis, 1, op)
     dims = tuple(_int(d, "dim", op, dim, "an int or a tuple of ints") for d in dim) \
         if isinstance(dim, (tuple, list)) else _int(dim, "dim", op, None,
                                                     "an int or a tuple of ints")
+    ndim = len(_shape(input))
+    if dims == ():
+        # (torch's vector_norm reads an empty dim as every dimension)
+        dims = tuple(range(ndim))
+    elif ndim == 0:
+        # (a 0-d input is a vector of one element, along dim 0 or -1, as torch reads it)
+        for d in dims if isinstance(dims, tuple) else (dims,):
+            if d not in (0, -1):
+                raise IndexError(f"normalize(): dim {d} is out of range for a 0-d input "
+                                 f"(expected to be in range of [-1, 0])")
+        dims = ()
     return apply(op, ops.normalize, (input,),
                  (("p", _float(p, "p", op)), ("dim", dims), ("eps", _float(eps, "eps", op))),
                  out, ("input",))

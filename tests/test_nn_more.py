@@ -207,6 +207,22 @@ def test_normalize_default_dim_float32_and_out(rng):
         F.normalize(x, dim=1.0)
 
 
+@pytest.mark.parametrize("p", [2.0, 1.0, math.inf, 0.0, -1.0])
+def test_normalize_empty_dim_is_every_dimension(rng, p):
+    """dim=() (or []) is the norm of the whole array, as torch's vector_norm reads it (it
+    normalised each element by itself, +-1); a 0-d input is a vector of one element."""
+    x = normal(rng, (3, 4, 2), F64)
+    mag = np.abs(x)
+    norm = {2.0: lambda: np.sqrt((x * x).sum()), 1.0: mag.sum, math.inf: mag.max,
+            0.0: lambda: float((x != 0).sum()), -1.0: lambda: (mag ** -1).sum() ** -1}[p]()
+    close(F.normalize(x, p, ()), x / max(norm, 1e-12), F64)
+    close(F.normalize(x, p, []), x / max(norm, 1e-12), F64)
+    s = np.array(-2.5)
+    close(F.normalize(s, p, 0), np.array(-2.5 if p == 0 else -1.0), F64)
+    with pytest.raises(IndexError, match="out of range for a 0-d input"):
+        F.normalize(s, p, 1)
+
+
 def cosine_ref(a, b, dim, eps):
     a, b = np.broadcast_arrays(a.astype(F64), b.astype(F64))
     na = np.maximum(np.sqrt((a * a).sum(dim, keepdims=True)), eps)
