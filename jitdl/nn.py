@@ -858,13 +858,19 @@ def pad(input, pad, mode="constant", value=None):
 
 def _check_edge_pads(mode, shape, pairs, first):
     """torch's limits on the widths of reflect, replicate and circular padding, on the
-    sizes known: reflect and replicate need every dimension but the batch one non-empty
-    and an output of at least one element, reflection is narrower than the input,
+    sizes known: reflect and replicate need every dimension but the batch one non-empty,
+    no padded dimension of the output negative and at least one of them non-empty (an
+    empty one beside it is torch's empty result), reflection narrower than the input,
     circular wrapping no wider than it and never of an input cut away."""
     unbatched = shape[1:] if len(shape) == len(pairs) + 2 else shape
     if mode != "circular" and any(isinstance(n, int) and n == 0 for n in unbatched):
         raise ShapeError(f"pad(): mode {mode!r} needs every dimension but the batch one "
                          f"non-empty, got input of shape {tuple(shape)}", user_loc())
+    sizes = [n + a + b for n, (a, b) in zip(shape[first:], pairs) if isinstance(n, int)]
+    if mode != "circular" and len(sizes) == len(pairs) and max(sizes) < 1:
+        raise ShapeError(f"pad(): input {tuple(shape)} is too small for padding "
+                         f"{[list(p) for p in pairs]}: calculated output sizes {sizes} of "
+                         f"the padded dimensions", user_loc())
     for d, (n, (a, b)) in enumerate(zip(shape[first:], pairs), first):
         if not isinstance(n, int):
             continue
@@ -881,7 +887,7 @@ def _check_edge_pads(mode, shape, pairs, first):
             if kept < 0 or kept == 0 and (a > 0 or b > 0):
                 raise ShapeError(f"pad(): negative padding ({a}, {b}) at dimension {d} of "
                                  f"input {tuple(shape)} leaves nothing to wrap", user_loc())
-        elif n + a + b < 1:
+        elif n + a + b < 0:
             raise ShapeError(f"pad(): input (size {n} at dimension {d}) is too small for "
                              f"padding ({a}, {b}): calculated output size {n + a + b}",
                              user_loc())

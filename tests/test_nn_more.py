@@ -274,6 +274,55 @@ def test_pad_negative_widths(rng):
           np.pad(x[..., 2:], ((0, 0), (0, 0), (0, 3)), "wrap"), F64)
 
 
+def _torch_edge_index(j, n, mode):
+    """torch's reflect / replicate source of output position j (pad before removed, a
+    cut making it start beyond 0) of an axis of length n."""
+    if mode == "replicate":
+        return min(max(j, 0), n - 1)
+    j = -j if j < 0 else j
+    return 2 * (n - 1) - j if j >= n else j
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("widths", [(-4, 1), (-4, 2), (1, -4), (-3, 2), (2, -3), (-1, 3)])
+def test_pad_cut_to_an_edge(mode, widths):
+    """A negative width that cuts an axis up to (or past) its last element before the
+    other side pads it: torch reads the whole input there (reflect of (1, 4) by (-4, 1)
+    is x[2]); it failed to compile (the index 'can read outside input')."""
+    x = np.arange(8.0).reshape(2, 4)
+    a, b = widths
+    want = x[:, [_torch_edge_index(j - a, 4, mode) for j in range(4 + a + b)]]
+    close(F.pad(x, widths, mode), want, F64)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pad_empty_output_dimension_beside_a_non_empty_one(rng, mode):
+    """Padding 2 or 3 dimensions may cut one of them to nothing while another keeps
+    elements: torch's empty result (it raised); every padded dimension empty raises."""
+    x = normal(rng, (2, 3, 4, 5), F64)
+    assert F.pad(x, (-5, 0, 0, 0), mode).shape == (2, 3, 4, 0)
+    assert F.pad(x, (2, -1, -1, 3, -2, -1), mode).shape == (2, 0, 6, 6)
+    with pytest.raises(ValueError, match=r"calculated output sizes \[0, 0\]"):
+        F.pad(x, (-5, 0, -4, 0), mode)
+    with pytest.raises(ValueError, match="too small"):
+        F.pad(x[0], (-2, -3), mode)
+
+
+@pytest.mark.parametrize("mode,widths", [("reflect", (2, 1, 1, 1)), ("replicate", (-2, 3)),
+                                         ("circular", (-1, 2, 1, -1)), ("reflect", (-1, 2))])
+def test_pad_edge_modes_in_a_dynamic_definition(rng, mode, widths):
+    """reflect, replicate and circular with sizes known only at run time (they failed to
+    compile: the bounds prover could not see the index inside an axis that may be
+    empty)."""
+    @jd.compute(dynamic=True)
+    def padded(X):
+        return F.pad(X, widths, mode) * 2
+
+    for shape in [(2, 3, 5), (3, 4, 7)]:
+        x = normal(rng, shape, F64)
+        close(padded(x), F.pad(x, widths, mode) * 2, F64)
+
+
 def test_pad_constant_value_dtypes_and_errors(rng):
     i = rng.integers(-5, 5, (3, 4)).astype(np.int32)
     out = F.pad(i, (1, 1, 0, 2), value=-1.7)      # truncated to -1, as torch converts it

@@ -610,12 +610,6 @@ def pad(x, constant_values=0, *, pad_width, mode="constant"):
                              f"'constant' or 'empty'", user_loc())
     value = build.cast(load(operand(constant_values, "constant_values"), (), ()), x.dtype) \
         if mode == "constant" else None
-    guard = None
-    if mode != "constant":
-        for n, (b, a) in zip(x.shape, pad_width):
-            if (b or a) and not _static(n):
-                c = build.compare(CmpOp.GE, n, 1)
-                guard = c if guard is None else build.logical(BinOp.AND, guard, c)
 
     def body(*idx):
         src, inside = [], []
@@ -629,17 +623,34 @@ def pad(x, constant_values=0, *, pad_width, mode="constant"):
                                             build.compare(CmpOp.LT, j, n)))
             else:
                 src.append(pad_source(j, n, mode, b, a))
+        if mode != "constant":
+            return read_padded(x, src, [bool(b or a) for b, a in pad_width])
         e = x[tuple(src)]
         # one select per padded axis, the innermost axis's innermost: the outer axes'
         # conditions are loop-invariant branches, only the last one is a vector mask
         for c in reversed(inside):
             e = build.select(c, e, value)
-        if guard is not None:       # (these indices are out of x just when x is empty)
-            e = build.select(guard, e, _checked(x[tuple(
-                build.binary(BinOp.MIN, j, n - 1) if (b or a) and not _static(n) else j
-                for j, n, (b, a) in zip(src, x.shape, pad_width))]))
         return e
     return te.tensor(shape, body, name="pad")
+
+
+def read_padded(x, src, padded):
+    """x[src], src the pad_source indices of the axes where `padded` is true. Where such
+    an axis is symbolic the read is guarded by its length: pad_source's index is inside
+    it just when it is not empty, and the other side of the select reads the same element
+    checked at run time (an IndexError just when x is empty), which the bounds prover
+    accepts."""
+    e = x[tuple(src)]
+    guard = None
+    for n, p in zip(x.shape, padded):
+        if p and not _static(n):
+            c = build.compare(CmpOp.GE, n, 1)
+            guard = c if guard is None else build.logical(BinOp.AND, guard, c)
+    if guard is None:
+        return e
+    return build.select(guard, e, _checked(x[tuple(
+        build.binary(BinOp.MIN, j, n - 1) if p and not _static(n) else j
+        for j, n, p in zip(src, x.shape, padded))]))
 
 
 def roll(x, shift, axis=None):

@@ -19,7 +19,7 @@ from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
 from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating,
                             is_one, load, may_agree, normalize_axes, normalize_axis, operand,
                             reduction, result_type, same_dim, shape_of, shape_text)
-from jitdl.ops.manipulation import pad_source
+from jitdl.ops.manipulation import pad_source, read_padded
 from jitdl.te import ops as te
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -1095,8 +1095,15 @@ def pad(x, *value, pads, mode):
     def body(*idx):
         src = list(idx[:first])
         for i, n, (a, b) in zip(idx[first:], x.shape[first:], pads):
-            src.append(pad_source(i - a, n, source, max(a, 0), max(b, 0)))
-        return x[tuple(src)]
+            j = pad_source(i - a, n, source, max(a, 0), max(b, 0))
+            if (a < 0 or b < 0) and isinstance(n, int):
+                # (inside the axis already; clamped for the bounds prover, which does not
+                # narrow a select's sides by its condition when a cut starts the read
+                # beyond an edge)
+                j = build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
+            src.append(j)
+        return read_padded(x, src, (False,) * first + tuple(
+            bool(a or b) for a, b in pads))
     return te.tensor(shape, body, name="pad")
 
 
