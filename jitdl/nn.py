@@ -839,10 +839,20 @@ def pad(input, pad, mode="constant", value=None):
                 raise ShapeError(f"pad(): the input size {n}, plus negative padding {a} and "
                                  f"{b} resulted in a negative output size, which is invalid; "
                                  f"check dimension {d} of your input", user_loc())
+            if isinstance(n, int) and n + min(a, 0) + min(b, 0) < 0:
+                # (torch cuts before it pads: narrow(): length must be non-negative)
+                raise ShapeError(f"pad(): negative padding in ({a}, {b}) cuts more than the "
+                                 f"{n} element(s) of dimension {d} of your input (the cut "
+                                 f"comes before the padding, as torch's narrow)", user_loc())
         fill = 0 if value is None else value
         if not is_symbolic(fill):
-            fill = _float(fill, "value", op)
+            # (a bool value is the number torch takes it for: F.pad(mask, ..., value=True))
+            fill = _float(int(fill) if isinstance(fill, (bool, np.bool_)) else fill,
+                          "value", op)
             kind = _dtype(input).kind
+            if kind in "iu" and not math.isfinite(fill):
+                raise ArgumentError(f"pad(): value {fill} cannot be converted to the "
+                                    f"integer dtype {_dtype(input)} of input", user_loc())
             fill = bool(fill) if kind == "b" else int(fill) if kind in "iu" else fill
         return apply(op, ops.pad, (input, fill),
                      (("pads", pairs), ("mode", mode)), None, ("input", "value"))

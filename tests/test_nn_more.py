@@ -346,6 +346,27 @@ def test_pad_constant_value_dtypes_and_errors(rng):
             F.pad(x, args, **kw)
 
 
+def test_pad_bool_value_non_finite_integer_value_and_cut_before_pad():
+    """value=True pads a mask with True (it raised 'value must be a number'), and is 1
+    elsewhere; a NaN or infinite value for integer input is an error that says so (it was
+    Python's bare int() error); a negative width cutting more than the dimension holds is
+    an error even where the other side's padding would make up the size (torch cuts
+    first: (3, -3) of 2 elements raises there)."""
+    mask = np.array([[True, False, False]])
+    np.testing.assert_array_equal(F.pad(mask, (1, 2), value=True),
+                                  np.pad(mask, ((0, 0), (1, 2)), constant_values=True))
+    i = np.array([[4, 5]], np.int16)
+    np.testing.assert_array_equal(F.pad(i, (1, 0), value=True), [[1, 4, 5]])
+    for v in (math.nan, math.inf):
+        with pytest.raises(TypeError, match="cannot be converted to the integer dtype"):
+            F.pad(i, (1, 0), value=v)
+    x = np.ones((2, 2))
+    for widths in [(3, -3), (-3, 2)]:
+        with pytest.raises(ValueError, match="cuts more than the 2 element"):
+            F.pad(x, widths)
+    np.testing.assert_array_equal(F.pad(x, (3, -2), value=7.0), np.full((2, 3), 7.0))
+
+
 # -- inside definitions ----------------------------------------------------------------------
 def test_new_functions_fuse_in_a_definition(rng):
     """group_norm, mish, pad, glu, normalize, cosine_similarity and dropout (training=False,
