@@ -246,8 +246,9 @@ def tanh(input):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """x clamped to [min_val, max_val] (NaN kept); integers stay integers, with the limits
-    truncated to integers as torch converts them."""
+    """x clamped to [min_val, max_val] (NaN kept; a NaN limit makes every element NaN, as
+    torch's clamp); integers stay integers, with the limits truncated to integers as torch
+    converts them."""
     op = "hardtanh"
     min_val, max_val = _float(min_val, "min_val", op), _float(max_val, "max_val", op)
     if min_val > max_val:
@@ -256,7 +257,14 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if dt == np.bool_:
         raise ArgumentError("hardtanh(): bool inputs are not supported, as in torch",
                             user_loc())
-    if dt.kind == "u" and min_val < 0:
+    if dt.kind in "iu":
+        for v, what in ((min_val, "min_val"), (max_val, "max_val")):
+            if not math.isfinite(v):
+                raise ArgumentError(f"hardtanh(): {what}={v} cannot be converted to the "
+                                    f"integer dtype {dt} of input", user_loc())
+    # (the limits of integer input are truncated first, as torch converts them: -0.5
+    # clamps uint8 at 0)
+    if dt.kind == "u" and int(min_val) < 0:
         raise ShapeError(f"hardtanh(): cannot clamp an unsigned input ({dt}) to negative "
                          f"limits (min_val={min_val})", user_loc())
     return _act(op, input, _out(input, inplace), min_val=min_val, max_val=max_val)

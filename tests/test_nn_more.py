@@ -76,6 +76,27 @@ def test_activation_float64_inplace_and_hardtanh_of_integers(rng):
         F.hardtanh(i.astype(np.uint8))
 
 
+def test_hardtanh_limits_truncated_before_the_unsigned_check_and_non_finite_limits():
+    """uint8 with min_val=-0.5 clamps at int(-0.5) = 0, as torch (it raised 'negative
+    limits'); a NaN limit gives NaN everywhere on floats (torch's clamp; it clamped to the
+    other limit); non-finite limits for integer input raise naming hardtanh (it was a
+    DefinitionError from inside the builder)."""
+    u = np.array([0, 1, 5, 200], np.uint8)
+    out = F.hardtanh(u, -0.5, 2.0)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, [0, 1, 2, 2])
+    np.testing.assert_array_equal(F.hardtanh(u, -0.7, -0.5), [0, 0, 0, 0])
+    with pytest.raises(ValueError, match="negative limits"):
+        F.hardtanh(u, -1.0, 2.0)
+    x = np.array([np.inf, -np.inf, 0.5, np.nan, 3.0], F32)
+    for lim in [(math.nan, 1.0), (-1.0, math.nan)]:
+        assert np.isnan(F.hardtanh(x, *lim)).all()
+    for lim, what in [((-math.inf, 1), "min_val=-inf"), ((0, math.inf), "max_val=inf"),
+                      ((math.nan, 1), "min_val=nan")]:
+        with pytest.raises(TypeError, match=f"hardtanh\\(\\): {what} cannot be converted"):
+            F.hardtanh(np.arange(3, dtype=np.int8), *lim)
+
+
 def test_glu(rng):
     x = normal(rng, (4, 6), F64)
     close(F.glu(x), x[:, :3] * _sigmoid(x[:, 3:]), F64)

@@ -68,10 +68,13 @@ def _softplus(a, beta, threshold):
 
 
 def _hardtanh(a, min_val, max_val):
-    """min_val where a < min_val, max_val where a > max_val, else a (NaN stays NaN). On
-    integers the limits are truncated to integers, as torch converts them."""
+    """min_val where a < min_val, max_val where a > max_val, else a (NaN stays NaN; a NaN
+    limit gives NaN everywhere, as torch's clamp). On integers the limits are truncated to
+    integers, as torch converts them."""
     if not dtypes.is_float(a.dtype):
         min_val, max_val = int(min_val), int(max_val)
+    elif math.isnan(min_val) or math.isnan(max_val):
+        return a + build.cast(math.nan, a.dtype)        # (torch's clamp: NaN throughout)
     lo, hi = build.cast(min_val, a.dtype), build.cast(max_val, a.dtype)
     return build.select(a < lo, lo, build.select(a > hi, hi, a))
 
