@@ -449,6 +449,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                                 "with use_input_stats=False", user_loc())
         return batch_norm(input, running_mean, running_var, weight, bias, False, eps=eps)
     momentum = _float(momentum, "momentum", op)
+    _both_or_neither(running_mean, running_var)
     shape = _shape(input)
     if all(isinstance(d, int) for d in shape) and math.prod(shape[2:]) == 1:
         raise ValueError(f"instance_norm(): expected more than 1 spatial element when "
@@ -462,10 +463,17 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         out = out.reshape(merged)
     x = np.asarray(input)
     axes = tuple(range(2, x.ndim))
-    _update_running(op, shape[1], momentum, (
-        (running_mean, lambda: x.mean(axis=axes, dtype=np.float64).mean(0)),
-        (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64).mean(0))))
+    if math.prod(x.shape[2:]):      # (no spatial element: torch leaves them as they are)
+        _update_running(op, shape[1], momentum, (
+            (running_mean, lambda: x.mean(axis=axes, dtype=np.float64).mean(0)),
+            (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64).mean(0))))
     return out
+
+
+def _both_or_neither(running_mean, running_var):
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither "
+                         "be None")
 
 
 def _update_running(op, channels, momentum, stats):
@@ -533,9 +541,13 @@ def _channels_rows(x):
 
 
 def _batch_norm_training(input, running_mean, running_var, weight, bias, momentum, eps):
+    _both_or_neither(running_mean, running_var)
+    if not eps > 0:
+        raise ValueError(f"batch_norm(): eps must be positive during training, but got "
+                         f"{eps}")
     shape = _shape(input)
     if len(shape) > 1 and all(isinstance(d, int) for d in shape) and \
-            math.prod(shape[:1] + shape[2:]) <= 1:
+            math.prod(shape[:1] + shape[2:]) == 1:
         raise ShapeError(f"batch_norm(): expected more than 1 value per channel when "
                          f"training, got input size {tuple(shape)}", user_loc())
     x, merged = _channels_rows(input)
@@ -549,6 +561,8 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
         out = out.reshape(merged)
     x = np.asarray(input)
     axes = (0,) + tuple(range(2, x.ndim))
+    if x.size == 0:             # (an empty batch: torch leaves them as they are)
+        return out
     _update_running("batch_norm", shape[1], momentum, (
         (running_mean, lambda: x.mean(axis=axes, dtype=np.float64)),
         (running_var, lambda: x.var(axis=axes, ddof=1, dtype=np.float64))))

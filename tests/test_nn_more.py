@@ -175,6 +175,30 @@ def test_instance_norm_updates_running_statistics(rng):
         F.instance_norm(x, use_input_stats=False)
 
 
+def test_running_statistics_both_or_neither_and_empty_batches(rng):
+    """instance_norm and training batch_norm take running_mean and running_var both or
+    neither (torch's ValueError; one alone was updated); a batch with no element to
+    average leaves them as they are, as torch does (instance_norm wrote NaN over them,
+    batch_norm of an empty batch raised 'more than 1 value per channel'); training
+    batch_norm's eps must be positive (torch 2.13's ValueError)."""
+    x = normal(rng, (2, 3, 4), F64)
+    for call in (lambda m, v: F.instance_norm(x, m, v),
+                 lambda m, v: F.batch_norm(x, m, v, training=True)):
+        for m, v in ((np.zeros(3), None), (None, np.ones(3))):
+            with pytest.raises(ValueError, match="both be None or neither be None"):
+                call(m, v)
+    for shape in [(2, 3, 0), (0, 3, 4), (0, 3)]:
+        m, v = np.full(3, 0.5), np.full(3, 2.0)
+        assert F.batch_norm(np.ones(shape), m, v, training=True).shape == shape
+        np.testing.assert_array_equal(np.concatenate([m, v]), [0.5] * 3 + [2.0] * 3)
+    m, v = np.full(3, 0.5), np.full(3, 2.0)
+    assert F.instance_norm(np.ones((2, 3, 0)), m, v).shape == (2, 3, 0)
+    np.testing.assert_array_equal(np.concatenate([m, v]), [0.5] * 3 + [2.0] * 3)
+    for eps in (0.0, -1e-5):
+        with pytest.raises(ValueError, match="eps must be positive during training"):
+            F.batch_norm(x, None, None, training=True, eps=eps)
+
+
 # -- dropout ---------------------------------------------------------------------------------
 def test_dropout(rng):
     """Kept elements scaled by 1 / (1 - p), the draw NumPy's global generator's (seeded,
