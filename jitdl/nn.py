@@ -525,9 +525,12 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-08, *, axis=None):
     """The cosine of the angle between x1 and x2 along dim (broadcast together), each
     divided by max(its norm, eps)."""
     op = "cosine_similarity"
+    eps = _float(eps, "eps", op)
+    if not eps >= 0:
+        raise ValueError(f"cosine_similarity(): eps must be non-negative, got {eps}")
     return apply(op, ops.cosine_similarity, (x1, x2),
                  (("dim", _int(_dim_or_axis(dim, axis, 1, op), "dim", op)),
-                  ("eps", _float(eps, "eps", op))), None, ("x1", "x2"))
+                  ("eps", eps)), None, ("x1", "x2"))
 
 
 def _channels_rows(x):

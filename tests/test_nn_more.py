@@ -291,6 +291,17 @@ def test_cosine_similarity(rng):
         F.cosine_similarity(a, b, dim=3)
 
 
+def test_cosine_similarity_float_beside_integer_keeps_its_dtype_and_negative_eps(rng):
+    """A float32 operand beside an int64 one gives float32, torch's promotion (NumPy's
+    float64 came back); a negative eps is refused as torch refuses it."""
+    a, b = normal(rng, (3, 4)), rng.integers(-3, 4, (3, 4))
+    for x1, x2 in ((a, b), (b, a)):
+        close(F.cosine_similarity(x1, x2), cosine_ref(x1, x2, 1, 1e-8), F32)
+    close(F.cosine_similarity(b, b), cosine_ref(b, b, 1, 1e-8), F64)
+    with pytest.raises(ValueError, match="eps must be non-negative, got -1.0"):
+        F.cosine_similarity(a, a, eps=-1.0)
+
+
 # -- pad -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("replicate", "edge"),
                                           ("circular", "wrap")])

@@ -415,9 +415,14 @@ def cosine_similarity(x1, x2, dim, eps):
     broadcast together first and each divided by its own norm (a result within [-1, 1],
     as torch computes it). Each operand's quotient is computed in its own float dtype
     (an integer one in the common float dtype), their product in the common dtype, as
-    torch does (a float32 x1 beside a float64 x2 is normalised in float32)."""
+    torch does (a float32 x1 beside a float64 x2 is normalised in float32). The common
+    dtype is torch's: a float operand beside an integer one keeps its own dtype (float32
+    beside int64 is float32, where NumPy's promotion gives float64)."""
     x1, x2 = operand(x1, "x1"), operand(x2, "x2")
-    common = floating(result_type(np.add, x1, x2))
+    if dtypes.is_float(x1.dtype) != dtypes.is_float(x2.dtype):
+        common = (x1 if dtypes.is_float(x1.dtype) else x2).dtype
+    else:
+        common = floating(result_type(np.add, x1, x2))
     shape = broadcast_shapes(shape_of(x1), shape_of(x2))
     if not shape:
         raise ShapeError("cosine_similarity(): x1 and x2 must have at least one dimension, "
