@@ -420,7 +420,12 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     if len(shape) < 2:
         raise ShapeError(f"group_norm(): expected at least 2 dimensions for input (N, C, "
                          f"...), got shape {tuple(shape)}", user_loc())
-    if all(isinstance(d, int) for d in shape) and shape[1] % num_groups == 0 and \
+    if isinstance(shape[1], int) and shape[1] % num_groups:
+        # (here, where the message shows the input's shape, not its (N, C, S) view)
+        raise ShapeError(f"group_norm(): expected the number of channels in input to be "
+                         f"divisible by num_groups, got input of shape {tuple(shape)} and "
+                         f"num_groups={num_groups}", user_loc())
+    if all(isinstance(d, int) for d in shape) and \
             shape[0] * shape[1] // num_groups * math.prod(shape[2:]) == 1:
         # (torch's check, worded as torch's batch norm: one value per group of one sample)
         raise ValueError(f"group_norm(): expected more than 1 value per channel when "

@@ -139,6 +139,9 @@ def test_group_norm_errors(rng):
     x = normal(rng, (2, 6, 3))
     with pytest.raises(ValueError, match="divisible by num_groups"):
         F.group_norm(x, 4)
+    # (the input's own shape, not the (N, C, S) view that arrays of 4+ dimensions run as)
+    with pytest.raises(ValueError, match=r"input of shape \(1, 6, 1, 2\) and num_groups=4"):
+        F.group_norm(normal(rng, (1, 6, 1, 2)), 4)
     with pytest.raises(ValueError, match=r"weight must have shape \(6,\)"):
         F.group_norm(x, 3, normal(rng, (5,)))
     with pytest.raises(ValueError, match="num_groups must be positive"):
