@@ -454,3 +454,15 @@ def test_new_functions_fuse_in_a_definition(rng):
         return F.dropout(X, 0.5)
     with pytest.raises(jd.errors.ArgumentError, match="inside a definition"):
         training(x)
+
+
+def test_norms_of_a_constant_row_are_zero():
+    """A constant row (or group, or channel) centres to exactly 0, as torch's: the float32
+    mean is summed in float64 (a float32 sum left its rounding, up to 1e-2 once divided by
+    sqrt(eps), for 123.456; NaN for 3e38)."""
+    for v in (7.3, 0.1, 123.456, 1e20, 3e38):
+        x = np.full((3, 6, 50), v, np.float32)
+        for got in (jd.nn.layer_norm(x, (50,)), jd.nn.layer_norm(x, (6, 50)),
+                    jd.nn.group_norm(x, 3), jd.nn.instance_norm(x),
+                    jd.nn.batch_norm(x, None, None, training=True)):
+            assert got.dtype == np.float32 and np.array_equal(got, np.zeros_like(x)), v

@@ -229,14 +229,15 @@ def _affine(y, weight, bias, k, name):
     return te.tensor(shape, body, name=name)
 
 
-def _mean(x, axes, keepdims=True):
+def _mean(x, axes, keepdims=True, acc=None):
+    """The mean over axes, summed in dtype `acc` when given and returned in x's dtype."""
     n = 1
     for a in axes:
         n = n * x.shape[a]
-    s = reduction(ReduceOp.SUM, x, axes, keepdims)
+    s = reduction(ReduceOp.SUM, x, axes, keepdims, dtype=acc)
     if not isinstance(n, int):        # a count over symbolic sizes: an int64 expression
-        return elementwise(lambda a: a / build.cast(n, a.dtype), s)
-    return elementwise(lambda a: a / n, s)
+        return elementwise(lambda a: build.cast(a / build.cast(n, a.dtype), x.dtype), s)
+    return elementwise(lambda a: build.cast(a / n, x.dtype), s)
 
 
 def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
@@ -253,8 +254,11 @@ def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
 
 
 def _standardized(x, axes, eps):
-    """(x - mean) / sqrt(var + eps) with the mean and the (biased) variance over axes."""
-    centred = elementwise(lambda a, m: a - m, x, _mean(x, axes))
+    """(x - mean) / sqrt(var + eps) with the mean and the (biased) variance over axes. The
+    mean of float32 is summed in float64, so that a constant row's is exact and centres to
+    0 as torch's (a float32 sum's rounding left 1e-2 of noise divided by sqrt(eps))."""
+    acc = "float64" if x.dtype == "float32" else None
+    centred = elementwise(lambda a, m: a - m, x, _mean(x, axes, acc=acc))
     var = _mean(elementwise(lambda a: a * a, centred), axes)
     return elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
 
