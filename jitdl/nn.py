@@ -491,6 +491,10 @@ def _update_running(op, channels, momentum, stats):
         if r.shape != (channels,):
             raise ShapeError(f"{op}(): running statistics must have shape "
                              f"({channels},), got {r.shape}", user_loc())
+        if r.dtype.kind != "f":
+            raise ArgumentError(f"{op}(): running statistics are updated in place with "
+                                f"fractions, so they must be float arrays, got {r.dtype}",
+                                user_loc())
     updated = []
     for r, stat in stats:
         u = r.copy()

@@ -466,3 +466,13 @@ def test_norms_of_a_constant_row_are_zero():
                     jd.nn.group_norm(x, 3), jd.nn.instance_norm(x),
                     jd.nn.batch_norm(x, None, None, training=True)):
             assert got.dtype == np.float32 and np.array_equal(got, np.zeros_like(x)), v
+
+
+def test_integer_running_statistics_are_refused_naming_them():
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    rm, rv = np.zeros(3, np.int64), np.ones(3, np.int64)
+    for call in (lambda: jd.nn.instance_norm(x, rm, rv),
+                 lambda: jd.nn.batch_norm(x, rm, rv, training=True)):
+        with pytest.raises(TypeError, match="running statistics .* float arrays, got int64"):
+            call()
+        assert not rm.any() and (rv == 1).all()
