@@ -222,6 +222,31 @@ def test_vectorised_main_part_and_serial_tail():
         np.testing.assert_array_equal(add(x, y), x + y)
 
 
+def test_tail_of_a_split_runs_at_most_once_as_a_block():
+    """The tail of a split by 4 has at most one useful iteration: a guarded block, not a
+    loop (LLVM cannot see that such a loop runs once, and unrolled it into pages); a
+    tail whose guard fails for every iteration (the parts of an rfactor) is dropped."""
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return jd.tensor(X.shape, lambda *i: X[i] + Y[i])
+    text = add.lower(rand(10), rand(10))
+    assert "if X_n0 // 4 < (X_n0 + 3) // 4:\n      i0_o = X_n0 // 4\n" in text, text
+    assert "for i0_o in range(X_n0 // 4," not in text
+    for n in SIZES + [4097]:
+        x, y = rand(n), rand(n)
+        np.testing.assert_array_equal(add(x, y), x + y)
+
+    @jd.compute(dynamic=True)
+    def total(X):
+        k = jd.reduce_axis(X.shape[0])
+        return jd.tensor((), lambda: jd.sum(X[k], axis=k))
+    text = total.lower(rand(10))
+    assert "if " not in text.split("else:")[0].split("parallel", 1)[1], text
+    for n in SIZES + [4097]:
+        x = rand(n)
+        np.testing.assert_allclose(total(x), x.sum())
+
+
 def test_tune_says_it_needs_concrete_shapes():
     @jd.compute(dynamic=True)
     def add(X, Y):

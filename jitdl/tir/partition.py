@@ -2,7 +2,8 @@
 stop being always true, so the main part runs without them (simplify then drops them)
 and only the tail keeps the checks. With a symbolic bound (`jo*4 + ji < n`, n a size
 known at the call) the split point is an expression, the main part loses the guards
-here and the tail runs as scalar, serial loops.
+here and the tail runs as scalar, serial loops; a tail with at most one iteration that
+does anything (a split by its factor) is a guarded block, and one with none is dropped.
 
 A parallel loop whose work is symbolic is also partitioned at run time: it runs serially
 when its iterations (with those of the loops inside) are fewer than the target's
@@ -97,13 +98,15 @@ def _linear_bound(cond, var, inner, local):
 
 
 def _symbolic_split(loop, ranges):
-    """(split point expression, the guards it makes true below it) for a loop whose
-    guards `a*v + rest < n` have a bound n over sizes (no loop variables), or None. Terms
-    of rest in variables bound outside the loop (an enclosing loop's, a size) count as
-    part of the bound: in `ji + jo*256 < n` inside loop jo, ji splits at n - jo*256."""
+    """(split point expression, the guards it makes true below it, the iterations from
+    the point on that can do anything) for a loop whose guards `a*v + rest < n` have a
+    bound n over sizes (no loop variables), or None. Terms of rest in variables bound
+    outside the loop (an enclosing loop's, a size) count as part of the bound: in
+    `ji + jo*256 < n` inside loop jo, ji splits at n - jo*256. The count is None when
+    unknown (see _tail_reach)."""
     inner = {**ranges, **_loop_ranges(loop.body)}
     local = _bound_inside(loop.body) | {loop.var}
-    point, guards = None, []
+    point, guards, spans = None, [], set()
     for st in walk_stmt(loop.body):
         if not (isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and st.cond.op == CmpOp.LT and not isinstance(st.cond.b, Const)):
@@ -111,14 +114,57 @@ def _symbolic_split(loop, ranges):
         found = _linear_bound(st.cond, loop.var, inner, local)
         if found is None:
             continue
-        a, n, _, rest_max = found
+        a, n, rest_min, rest_max = found
         # a*v + rest < n for all inner values  <=>  v < (n - 1 - rest_max) // a + 1
         c = a - 1 - rest_max
         p = n + c if c else n
         p = p // a if a > 1 else p
         point = p if point is None else build.binary(BinOp.MIN, point, p)
         guards.append(st.cond)
-    return (point, guards) if point is not None else None
+        spans.add((a, rest_max - rest_min))
+    if point is None:
+        return None
+    return point, guards, _tail_reach(loop.body, guards, spans)
+
+
+def _tail_reach(body, guards, spans):
+    """How many iterations from a symbolic split's point on can do anything: every
+    store of the body under one guard `a*v + rest < n` (several IfThens of one condition)
+    with rest spanning w values: from the point p = (n - 1 - rest_max) // a + 1 on, the
+    guard fails for every inner value once a*v + rest_min >= n, i.e. from v = p +
+    ceil(w / a) on (for a split by 4 of `ji + jo*4 < n`: at most one iteration; for
+    `f*c + jo < n`: none). None when the body does something else (or has several
+    guards), or when that is more than one iteration."""
+    if len(spans) != 1 or any(g != guards[0] for g in guards):
+        return None
+    (a, width), = spans
+    reach = -(-width // a)
+    return reach if reach <= 1 and _only_guarded(body, guards) else None
+
+
+def _only_guarded(s, guards):
+    """Whether s does nothing outside the IfThens on `guards`: its stores (and anything
+    else with an effect, such as a checked read) are all inside them."""
+    match s:
+        case IfThen() if s.otherwise is None and any(s.cond is g for g in guards):
+            return True
+        case For():
+            return not _checked(s.min) and not _checked(s.extent) and \
+                _only_guarded(s.body, guards)
+        case Seq():
+            return all(_only_guarded(x, guards) for x in s.stmts)
+        case Allocate():
+            return _only_guarded(s.body, guards)
+        case LetStmt():
+            return not _checked(s.value) and _only_guarded(s.body, guards)
+        case IfThen():
+            return not _checked(s.cond) and _only_guarded(s.then, guards) and (
+                s.otherwise is None or _only_guarded(s.otherwise, guards))
+    return False
+
+
+def _checked(e):
+    return any(isinstance(x, Load) and x.check is not None for x in walk_expr(e))
 
 
 # splits of one loop at selects, nested (concatenate of three: two; reflect padding nests
@@ -214,7 +260,7 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
     found = _symbolic_split(s, ranges)
     if found is None:
         return None
-    point, guards = found
+    point, guards, reach = found
     lo, end = s.min, build.binary(BinOp.ADD, s.min, s.extent) \
         if not (isinstance(s.min, Const) and s.min.value == 0) else s.extent
     sr = _size_ranges(point, ranges)
@@ -224,8 +270,16 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
         point = build.binary(BinOp.MIN, point, end)
     main = replace(s, extent=point - lo if not (isinstance(lo, Const) and lo.value == 0)
                    else point, body=_drop_guards(s.body, guards))
-    tail = _scalar(replace(s, min=point, extent=end - point))
-    return Seq((partition_stmt(main, ranges, selects), tail))
+    main = partition_stmt(main, ranges, selects)
+    if reach == 0:
+        return main
+    if reach == 1:
+        # (a loop that runs at most once is a guarded block: LLVM cannot see that such a
+        # tail runs at most once, and unrolled and unswitched it into pages of code)
+        tail = IfThen(Compare(CmpOp.LT, point, end), LetStmt(s.var, point, _scalar(s.body)))
+    else:
+        tail = _scalar(replace(s, min=point, extent=end - point))
+    return Seq((main, tail))
 
 
 def _at_most(p, q):
