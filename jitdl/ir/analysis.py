@@ -6,6 +6,8 @@ These are what bound inference, static bounds checking and the simplifier rely o
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
@@ -310,14 +312,48 @@ def _limits(dtype):
     return (0, 1) if dtype == "bool" else _int_range(dtype)
 
 
+_memo = threading.local()     # .table: see memoised()
+
+
+@contextmanager
+def memoised():
+    """Within it (on this thread), the bounds of each atom and each narrowing of ranges
+    are computed once per node object and ranges object. A pass that asks for the bounds
+    of every node of an expression (the simplifier, bottom-up) otherwise computes those
+    of each subexpression again at every level above it, and those of the arms of nested
+    selects once per enclosing select: seconds for a reflect padding. Sound because
+    ranges dicts are never changed once made (every narrowing makes a new one), and the
+    table keeps each node and ranges it has seen alive, so their ids stay theirs."""
+    if getattr(_memo, "table", None) is not None:
+        yield
+        return
+    _memo.table = {}
+    try:
+        yield
+    finally:
+        _memo.table = None
+
+
 def atom_bounds(e, ranges):
     """Bounds of one atom: its own range where a condition narrowed it, intersected with
     what its operation implies."""
-    known = ranges.get(e)
     if isinstance(e, Var):
+        known = ranges.get(e)
         if known is not None:
             return known
         return _dtype_range(e.dtype)
+    table = getattr(_memo, "table", None)
+    if table is None:
+        return _atom_bounds(e, ranges)
+    key = (id(e), id(ranges))
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = (e, ranges, _atom_bounds(e, ranges))
+    return hit[2]
+
+
+def _atom_bounds(e, ranges):
+    known = ranges.get(e)
     lo, hi = _op_bounds(e, ranges)
     if not (isinstance(e, Select) or isinstance(e, Binary) and e.op in (BinOp.MIN, BinOp.MAX)):
         lo, hi = _fit((lo, hi), e.dtype)
@@ -494,6 +530,17 @@ def narrow(cond, ranges, negate=False):
     """Ranges tightened by assuming `cond` (or its negation) holds. Sound, not complete."""
     if cond is None:
         return ranges
+    table = getattr(_memo, "table", None)
+    if table is None:
+        return _narrow(cond, ranges, negate)
+    key = (id(cond), id(ranges), negate)
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = (cond, ranges, _narrow(cond, ranges, negate))
+    return hit[2]
+
+
+def _narrow(cond, ranges, negate):
     match cond:
         case Unary(op=UnOp.NOT):
             return narrow(cond.a, ranges, not negate)

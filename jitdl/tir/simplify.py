@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jitdl import dtypes
-from jitdl.ir.analysis import affine, bounds, linear, with_loop
+from jitdl.ir.analysis import affine, bounds, linear, memoised, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
                             LetStmt, PrimFunc, Select, Seq, SizeVar, Store, Var,
                             ThreadReduce)
@@ -248,7 +248,8 @@ def _subst_stmt(s, mapping):
 
 
 def simplify(func: PrimFunc) -> PrimFunc:
-    body = simplify_stmt(func.body, {})
+    with memoised():
+        body = simplify_stmt(func.body, {})
     if body is None:
         body = Seq(())
     return func if body is func.body else replace(func, body=body)
