@@ -441,6 +441,26 @@ def test_the_serial_branch_for_small_sizes_reuses_the_parallel_body():
         assert len(re.findall(r"= call <\d+ x double> @\"llvm\.exp\.v\d+f64\"", text)) == 1
 
 
+def test_the_serial_branch_shares_the_parallel_body_after_select_splits():
+    """Concatenate's select splits name their split points with lets, fresh in each
+    branch: the serial branch is still the parallel one's loop (one copy in the LLVM
+    module, not two)."""
+    @jd.compute(dynamic=True)
+    def cat(A, B, C):
+        return jd.numpy.concatenate([A, B, C], axis=1)
+    a, b, c = rand(300, 57), rand(300, 9), rand(300, 120)
+    np.testing.assert_array_equal(cat(a, b, c), np.concatenate([a, b, c], axis=1))
+    for n in (1, 3, 20):
+        a, b, c = rand(n, 5), rand(n, 2), rand(n, 7)
+        np.testing.assert_array_equal(cat(a, b, c), np.concatenate([a, b, c], axis=1))
+    text = str(cat.lower(a, b, c))
+    assert "_sel = " in text, text                    # (split points named by lets)
+    ir = str(cat.llvm_ir(a, b, c, optimized=False))
+    if "GOMP_parallel" in ir:              # (a machine without libgomp runs serially)
+        main = ir.split("define void @\"jd_cat\"", 1)[1].split("\n}", 1)[0]
+        assert "par1.chunk" in main and " phi " not in main    # no loop of its own
+
+
 # ----------------------------------------------------------- shifted and windowed indices
 
 @jd.compute(dynamic=True)

@@ -351,6 +351,17 @@ def _scalar_guarded(s):
     return map_stmt(s, rule)
 
 
+def _serial_twin(par, ser):
+    """Whether `ser` (the serial branch of _serial_when_small, partitioned) is `par` (the
+    parallel one, partitioned) run serially but for the identity of the variables that
+    partitioning named: each select split makes fresh lets. The serial branch is then
+    made of the parallel one's own nodes, so that code generation sees one loop and
+    compiles one copy of it for both paths. (Same text is the same program: the loop IR's
+    text is also what the kernel cache keys on.)"""
+    return isinstance(par, For) and isinstance(ser, For) and par.kind == ForKind.PARALLEL \
+        and ser.kind == ForKind.SERIAL and str(ser) == str(replace(par, kind=ForKind.SERIAL))
+
+
 _FEW_PARALLEL = 64
 
 
@@ -411,6 +422,8 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
         case IfThen():
             t = partition_stmt(s.then, ranges)
             o = None if s.otherwise is None else partition_stmt(s.otherwise, ranges)
+            if _serial_twin(t, o):
+                o = replace(t, kind=ForKind.SERIAL)
             return s if (t is s.then and o is s.otherwise) else IfThen(s.cond, t, o)
         case Store():
             return s
