@@ -461,6 +461,21 @@ def test_the_serial_branch_shares_the_parallel_body_after_select_splits():
         assert "par1.chunk" in main and " phi " not in main    # no loop of its own
 
 
+def test_llvm_keeps_one_copy_of_a_body_both_branches_call():
+    """A small outlined body (a row sum's) called by the parallel and the serial branch
+    stays one function: LLVM inlined it into both, then optimised and compiled it twice."""
+    @jd.compute(dynamic=True)
+    def rowsum(X):
+        k = jd.reduce_axis(X.shape[1])
+        return jd.tensor((X.shape[0],), lambda i: jd.sum(X[i, k], axis=k))
+    for shape in [(300, 503), (3, 5)]:
+        x = rand(*shape)
+        np.testing.assert_allclose(rowsum(x), x.sum(axis=1), rtol=1e-10, atol=1e-12)
+    optimized = str(rowsum.llvm_ir(x))
+    if "GOMP_parallel" in optimized:
+        assert re.search(r"define internal [^\n]*@jd_rowsum\.par1\.chunk", optimized)
+
+
 # ----------------------------------------------------------- shifted and windowed indices
 
 @jd.compute(dynamic=True)

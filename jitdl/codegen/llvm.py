@@ -728,6 +728,10 @@ class FunctionCodegen:
         if serial_unless is None:
             b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
             return
+        # called from both paths: one copy of the loop, not one inlined into each (LLVM
+        # would optimise and compile the same loop nest twice; a call per chunk costs
+        # nothing next to the chunk's iterations)
+        impl.attributes.add("noinline")
         with b.if_else(serial_unless) as (team, alone):
             with team:
                 b.call(gomp, [outlined, data, ir.Constant(I32, 0), ir.Constant(I32, 0)])
