@@ -399,13 +399,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if running_mean is None or running_var is None:
         raise ArgumentError("batch_norm(): running_mean and running_var are required with "
                             "training=False", user_loc())
-    x, shape = _channels_rows(input)
-    operands, names, flags = _optional("batch_norm", (x, running_mean, running_var),
-                                       ("input", "running_mean", "running_var"),
-                                       weight=weight, bias=bias)
-    out = apply("batch_norm", ops.batch_norm, operands,
-                (("eps", _float(eps, "eps", "batch_norm")),) + flags, None, names)
-    return out if shape is None else out.reshape(shape)
+    return _per_channel("batch_norm", ops.batch_norm, input, weight, bias,
+                        (("eps", _float(eps, "eps", "batch_norm")),),
+                        running_mean=running_mean, running_var=running_var)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
@@ -431,12 +427,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
         raise ValueError(f"group_norm(): expected more than 1 value per channel when "
                          f"training, got input size {tuple(shape)} and num_groups="
                          f"{num_groups}")
-    x, merged = _channels_rows(input)
-    operands, names, flags = _optional(op, (x,), ("input",), weight=weight, bias=bias)
-    out = apply(op, ops.group_norm, operands,
-                (("num_groups", num_groups), ("eps", _float(eps, "eps", op))) + flags, None,
-                names)
-    return out if merged is None else out.reshape(merged)
+    return _per_channel(op, ops.group_norm, input, weight, bias,
+                        (("num_groups", num_groups), ("eps", _float(eps, "eps", op))))
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -459,13 +451,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if all(isinstance(d, int) for d in shape) and math.prod(shape[2:]) == 1:
         raise ValueError(f"instance_norm(): expected more than 1 spatial element when "
                          f"training, got input size {tuple(shape)}")
-    x, merged = _channels_rows(input)
-    operands, names, flags = _optional(op, (x,), ("input",), weight=weight, bias=bias)
-    out = apply(op, ops.instance_norm, operands, (("eps", eps),) + flags, None, names)
+    out = _per_channel(op, ops.instance_norm, input, weight, bias, (("eps", eps),))
     if is_symbolic(out):
         return out          # (inside a definition: the result alone)
-    if merged is not None:
-        out = out.reshape(merged)
     x = np.asarray(input)
     axes = tuple(range(2, x.ndim))
     if math.prod(x.shape[2:]):      # (no spatial element: torch leaves them as they are)
@@ -542,6 +530,17 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-08, *, axis=None):
                   ("eps", eps)), None, ("x1", "x2"))
 
 
+def _per_channel(op, builder, input, weight, bias, static, **stats):
+    """A norm over channel axis 1 run on input's (N, C, S) rows (_channels_rows), with
+    the running statistics `stats` and the optional weight and bias as operands; the
+    result in input's shape."""
+    x, merged = _channels_rows(input)
+    operands, names, flags = _optional(op, (x,) + tuple(stats.values()),
+                                       ("input",) + tuple(stats), weight=weight, bias=bias)
+    out = apply(op, builder, operands, static + flags, None, names)
+    return out if merged is None else out.reshape(merged)
+
+
 def _channels_rows(x):
     """A C-contiguous array of 4 or more dimensions (N, C, *spatial) as the (N, C, S) view
     that batch norm treats the same, and its shape (else x and None): the kernel's inner
@@ -562,15 +561,10 @@ def _batch_norm_training(input, running_mean, running_var, weight, bias, momentu
             math.prod(shape[:1] + shape[2:]) == 1:
         raise ShapeError(f"batch_norm(): expected more than 1 value per channel when "
                          f"training, got input size {tuple(shape)}", user_loc())
-    x, merged = _channels_rows(input)
-    operands, names, flags = _optional("batch_norm", (x,), ("input",), weight=weight,
-                                       bias=bias)
-    out = apply("batch_norm", ops.batch_norm_batch_stats, operands, (("eps", eps),) + flags,
-                None, names)
+    out = _per_channel("batch_norm", ops.batch_norm_batch_stats, input, weight, bias,
+                       (("eps", eps),))
     if is_symbolic(out):
         return out          # (inside a definition: the result alone)
-    if merged is not None:
-        out = out.reshape(merged)
     x = np.asarray(input)
     axes = (0,) + tuple(range(2, x.ndim))
     if x.size == 0:             # (an empty batch: torch leaves them as they are)
