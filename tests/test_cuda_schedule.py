@@ -160,6 +160,27 @@ def test_matmul_tiles_in_shared_memory(m, k, n):
     assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[64]" in text
 
 
+def test_a_tile_larger_than_the_output_accumulates_unguarded():
+    """One block covers a 37 x 29 output: its shared copies keep the tile's size (rows and
+    columns past the output unfilled), so the register tile's multiply-adds run without
+    guards, as in the blocks of a larger output, and only the stores are guarded. Guards
+    in the unrolled loop took NVVM 13 s to compile (1 s without)."""
+    a, b = f32(37, 64), f32(64, 29)
+    got, low = run_on_cpu(matmul, a, b, level="full")
+    close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    lines = str(low.func).splitlines()
+    k = next(n for n, ln in enumerate(lines) if "unrolled k_i in range(16)" in ln)
+    depth = len(lines[k]) - len(lines[k].lstrip())
+    body = []
+    for ln in lines[k + 1:]:
+        if len(ln) - len(ln.lstrip()) <= depth:
+            break
+        body.append(ln.strip())
+    assert not [ln for ln in body if ln.startswith("if ")], body
+    assert any(ln.startswith("C_acc[") for ln in body), body
+    assert "A_cache_l: float32[64, 16] (shared)" in str(low.func)
+
+
 def _conv_reference(x, w, stride, pad, dil, groups=1):
     """torch's conv2d in float64 by shifted products (no jitdl code)."""
     x, w = x.astype(np.float64), w.astype(np.float64)
