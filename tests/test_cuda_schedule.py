@@ -7,6 +7,7 @@ does: this checks the GPU schedules, the lowering of shared copies (a block's co
 covers what all its threads read), register tiles and cross-thread reductions. The
 CUDA C itself is checked by tests/test_cuda_codegen.py (nvcc, an emulator)."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -160,25 +161,41 @@ def test_matmul_tiles_in_shared_memory(m, k, n):
     assert "A_cache_l" in text and "(shared)" in text and "C_acc: float32[64]" in text
 
 
-def test_a_tile_larger_than_the_output_accumulates_unguarded():
-    """One block covers a 37 x 29 output: its shared copies keep the tile's size (rows and
-    columns past the output unfilled), so the register tile's multiply-adds run without
-    guards, as in the blocks of a larger output, and only the stores are guarded. Guards
-    in the unrolled loop took NVVM 13 s to compile (1 s without)."""
-    a, b = f32(37, 64), f32(64, 29)
-    got, low = run_on_cpu(matmul, a, b, level="full")
-    close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+def _enclosing(lines, k):
+    """The lines of loop IR text that enclose line k (less indented, above it)."""
+    out, depth = [], len(lines[k]) - len(lines[k].lstrip())
+    for ln in reversed(lines[:k]):
+        d = len(ln) - len(ln.lstrip())
+        if d < depth:
+            out.append(ln.strip())
+            depth = d
+    return out
+
+
+@pytest.mark.parametrize("case", ["matmul", "conv"])
+def test_a_tile_past_the_output_accumulates_unguarded(case):
+    """A register tile that reaches past the output (one block of a 37 x 29 matmul; a
+    7 x 7 image's 49 pixels in 64-pixel tiles) multiplies and adds without guards, as the
+    blocks inside a larger output do, and only its stores are guarded: the matmul's
+    shared copies keep the tile's size (rows and columns past the output unfilled), the
+    convolution reads its copy at the last pixel's indices there. Guards in the unrolled
+    loop took NVVM 13-34 s to compile (1-4 s without)."""
+    if case == "matmul":
+        a, b = f32(37, 64), f32(64, 29)
+        got, low = run_on_cpu(matmul, a, b, level="full")
+        close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+        assert "A_cache_l: float32[64, 16] (shared)" in str(low.func)
+    else:
+        x, w = f32(1, 32, 7, 7), f32(64, 32, 3, 3)
+        got, low = run_on_cpu(conv, x, w, level="full")
+        close(got, _conv_reference(x, w, 1, 1, 1), rtol=1e-4, atol=1e-4)
     lines = str(low.func).splitlines()
-    k = next(n for n, ln in enumerate(lines) if "unrolled k_i in range(16)" in ln)
-    depth = len(lines[k]) - len(lines[k].lstrip())
-    body = []
-    for ln in lines[k + 1:]:
-        if len(ln) - len(ln.lstrip()) <= depth:
-            break
-        body.append(ln.strip())
-    assert not [ln for ln in body if ln.startswith("if ")], body
-    assert any(ln.startswith("C_acc[") for ln in body), body
-    assert "A_cache_l: float32[64, 16] (shared)" in str(low.func)
+    updates = [k for k, ln in enumerate(lines) if re.match(r"\s*\w+_acc\[.*\] = \w+_acc\[", ln)]
+    assert updates
+    for k in updates:
+        assert not [ln for ln in _enclosing(lines, k) if ln.startswith("if ")], lines[k]
+    stores = [k for k, ln in enumerate(lines) if re.match(r"\s*(C|conv2d)\[.*= \w+_acc\[", ln)]
+    assert stores and all(_enclosing(lines, k)[0].startswith("if ") for k in stores)
 
 
 def _conv_reference(x, w, stride, pad, dil, groups=1):
@@ -222,7 +239,6 @@ def test_convolution_tiles_like_a_matmul(xs, ws, stride, pad, dil):
     if oh * ((xs[3] + 2 * pad - dil * (ws[3] - 1) - 1) // stride + 1) > 128:
         # an image larger than a tile: its copy spans fewer rows than the image has
         rows = xs[2] + 2 * pad
-        import re
         copies = [tuple(map(int, m.group(1).split(", "))) for m in re.finditer(
             r"(?:conv2d_pad|X)_cache_l: float32\[([0-9, ]+)\]", text)]
         assert copies and all(c[-2] < rows for c in copies), (copies, rows)
