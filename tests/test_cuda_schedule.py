@@ -176,15 +176,13 @@ def _enclosing(lines, k):
 def test_a_tile_past_the_output_accumulates_unguarded(case):
     """A register tile that reaches past the output (one block of a 37 x 29 matmul; a
     7 x 7 image's 49 pixels in 64-pixel tiles) multiplies and adds without guards, as the
-    blocks inside a larger output do, and only its stores are guarded: the matmul's
-    shared copies keep the tile's size (rows and columns past the output unfilled), the
-    convolution reads its copy at the last pixel's indices there. Guards in the unrolled
-    loop took NVVM 13-34 s to compile (1-4 s without)."""
+    blocks inside a larger output do, and only its stores are guarded: past the output
+    it reads the block's copies at the last row's, column's or pixel's indices. Guards
+    in the unrolled loop took NVVM 13-34 s to compile (1-4 s without)."""
     if case == "matmul":
         a, b = f32(37, 64), f32(64, 29)
         got, low = run_on_cpu(matmul, a, b, level="full")
         close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-        assert "A_cache_l: float32[64, 16] (shared)" in str(low.func)
     else:
         x, w = f32(1, 32, 7, 7), f32(64, 32, 3, 3)
         got, low = run_on_cpu(conv, x, w, level="full")

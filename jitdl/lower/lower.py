@@ -132,18 +132,12 @@ class _Builder:
                 cons, loop = st.attach_to
                 self.attached.setdefault(cons, {}).setdefault(loop, []).append(st)
 
-    def region(self, pst, cons, cons_sub, inner_ranges, co=(), outer_ranges=None,
-               tile=()):
+    def region(self, pst, cons, cons_sub, inner_ranges, co=(), outer_ranges=None):
         """The block of producer `pst` that one iteration of a consumer loop reads, by the
         consumer and by the stages `co` computed at the same loop after it (with their own
         regions): per data axis, (lo expression in the enclosing loop variables, extent).
         An index with `//` or `%` (a packed layout read through split loops) is simplified
-        under the ranges of the consumer's loops first. A block larger than a constant
-        axis is the whole axis, except along an axis read only through the loops `tile`
-        (a GPU block's shared copy, read through data loops): there it keeps the tile's
-        size, its elements past the axis unfilled, so that a register tile reads inside
-        it and runs unguarded, as in the blocks of a larger output (its guards in the
-        unrolled loop took NVVM 13 s to compile for a 37 x 29 matmul)."""
+        under the ranges of the consumer's loops first."""
         reads = []                      # (substituted indices, ranges of the inner vars)
         for acc in walk_expr(self.inline(cons.op.body)):
             if isinstance(acc, Access) and acc.tensor is pst.tensor:
@@ -164,7 +158,7 @@ class _Builder:
                     reads.append(([substitute(i, xsub) for i in acc.indices], xr))
         out = []
         for d, ax in enumerate(pst.tensor.op.axes):
-            lo_form, lo, hi, widened, padded = None, None, None, False, bool(tile)
+            lo_form, lo, hi, widened = None, None, None, False
             for idx, ranges in reads:
                 f = _offset_form(idx[d], ranges)
                 if f is None:
@@ -178,7 +172,6 @@ class _Builder:
                     break
                 outer = {k: c for k, c in f.items() if k != 1 and k not in ranges and c}
                 inner = {k: c for k, c in f.items() if k != 1 and k in ranges and c}
-                padded = padded and all(k in tile for k in inner)
                 ilo = sum(min(c * ranges[k][0], c * ranges[k][1])
                           for k, c in inner.items()) + f.get(1, 0)
                 ihi = sum(max(c * ranges[k][0], c * ranges[k][1])
@@ -192,9 +185,7 @@ class _Builder:
             if lo_form is None or lo_form == "any":
                 out.append((Const(0, "int64"), ax.extent))      # the whole axis
                 continue
-            if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) and not
-                               (padded and lo >= 0)
-                               else SIZE_LIMIT):
+            if hi - lo + 1 >= (ax.extent if isinstance(ax.extent, int) else SIZE_LIMIT):
                 # (overshooting splits, or a symbolic range): the whole axis
                 out.append((Const(0, "int64"), ax.extent))
                 continue
@@ -355,12 +346,10 @@ class _Builder:
             # to thread indices around the attach point count as inner loops
             threads = {loopvar[m]: _range(0, axes[m].extent)
                        for m in leaves[:leaves.index(n) + 1] if axes[m].kind.thread}
-            data = {loopvar[m] for m in leaves if not axes[m].reduce}
             for p in reversed(producers):
                 shared = p.scope == "shared"
                 reg = self.region(p, t, sub, {**inner_ranges, **threads} if shared
-                                  else inner_ranges, done, outer_ranges,
-                                  tile=data if shared else ())
+                                  else inner_ranges, done, outer_ranges)
                 done.append((p, reg))
                 local = None
                 if self.private(p, t):

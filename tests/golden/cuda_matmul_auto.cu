@@ -136,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __re
           }
           for (int k_o = 0; k_o < 5; ++k_o) {
             {
-              __shared__ __align__(16) float B_cache_l[1024];
+              __shared__ __align__(16) float B_cache_l[768];
               __shared__ __align__(16) float A_cache_l[512];
               __syncthreads();
               {
@@ -167,37 +167,37 @@ extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __re
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[0];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[0];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[1];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[1];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 256;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[2];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[2];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 384;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[3];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[3];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 512;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[4];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[4];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 640;
                 const int d1_r_1 = (jd_f) % 96;
                 const int d0_r_1 = jd_f / 96;
-                B_cache_l[((d0_r_1 * 128) + d1_r_1)] = jd_pf1[5];
+                B_cache_l[((d0_r_1 * 96) + d1_r_1)] = jd_pf1[5];
               }
               __syncthreads();
               if (k_o + 1 < 5) {
@@ -270,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(128) jd_matmul_k0(const float* __re
                   for (int j_i_o = 0; j_i_o < 2; ++j_i_o) {
                     #pragma unroll
                     for (int j_i_i_i = 0; j_i_i_i < 4; ++j_i_i_i) {
-                      C_acc[(((i_i_i * 8) + j_i_i_i) + (j_i_o * 4))] = (C_acc[(((i_i_i * 8) + j_i_i_i) + (j_i_o * 4))] + (A_cache_l[(((i_i_i * 8) + (i_i_o * 64)) + k_i)] * B_cache_l[(((j_i_i_i + (j_i_i_o * 4)) + (j_i_o * 64)) + (k_i * 128))]));
+                      C_acc[(((i_i_i * 8) + j_i_i_i) + (j_i_o * 4))] = (C_acc[(((i_i_i * 8) + j_i_i_i) + (j_i_o * 4))] + (A_cache_l[(((i_i_i * 8) + (i_i_o * 64)) + k_i)] * B_cache_l[((k_i * 96) + (jd_imin<int>(((j_i_i_i + (j_i_i_o * 4)) + (j_i_o * 64)), 95) - 0))]));
                     }
                   }
                 }
