@@ -319,6 +319,11 @@ def dropout(input, p=0.5, training=True, inplace=False):
                             "kernels draw no random numbers; call it on arrays, or pass "
                             "training=False", user_loc())
     x = input if isinstance(input, np.ndarray) else np.asarray(input)
+    if p == 1.0 and x.dtype.kind in "biu":      # (every element dropped: torch's zeros)
+        if inplace and isinstance(input, np.ndarray):
+            input[...] = 0
+            return input
+        return np.zeros_like(x)
     if x.dtype not in (np.float32, np.float64):
         raise ArgumentError(f"dropout(): training=True needs a float32 or float64 input "
                             f"(the kept elements are scaled), got {x.dtype}", user_loc())
@@ -513,6 +518,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None, *, axis=None):
                 raise IndexError(f"normalize(): dim {d} is out of range for a 0-d input "
                                  f"(expected to be in range of [-1, 0])")
         dims = ()
+    if isinstance(p, str) and p == "fro":   # (torch's norm: for vectors, the 2-norm)
+        p = 2.0
     return apply(op, ops.normalize, (input,),
                  (("p", _float(p, "p", op)), ("dim", dims), ("eps", _float(eps, "eps", op))),
                  out, ("input",))

@@ -476,3 +476,40 @@ def test_integer_running_statistics_are_refused_naming_them():
         with pytest.raises(TypeError, match="running statistics .* float arrays, got int64"):
             call()
         assert not rm.any() and (rv == 1).all()
+
+
+def test_torchs_edge_cases_of_norms_dropout_and_similarity():
+    """torch's answers where the formulas alone say nothing: instance_norm with eps=0 on
+    a constant channel (0, as torch's batch-norm kernel takes 1 / sqrt(0) as 0), dropout
+    of integers at p=1 (zeros), normalize with p='fro' (the 2-norm), cosine_similarity of
+    0-d operands (vectors of one element along dim 0 or -1)."""
+    rng = np.random.default_rng(31)
+    x = normal(rng, (2, 3, 5), F64)
+    x[1, 2] = 1.25                      # one constant channel
+    out = F.instance_norm(x, eps=0.0)
+    mu = x.mean(-1, keepdims=True)
+    sd = np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True))
+    ref = np.divide(x - mu, sd, out=np.zeros_like(x), where=sd > 0)
+    close(out, ref, F64)
+    assert (out[1, 2] == 0).all()
+    ints = rng.integers(-9, 9, (4, 5))
+    got = F.dropout(ints, p=1.0)
+    assert got.dtype == ints.dtype and (got == 0).all()
+    kept = ints.copy()
+    assert F.dropout(kept, p=1.0, inplace=True) is kept and (kept == 0).all()
+    with pytest.raises(jd.ArgumentError, match="float32 or float64"):
+        F.dropout(ints, p=0.5)
+    v = normal(rng, (3, 4))
+    close(F.normalize(v, p="fro", dim=1), v / np.linalg.norm(v.astype(F64), axis=1,
+                                                             keepdims=True))
+    with pytest.raises(jd.ArgumentError, match="p must be a number"):
+        F.normalize(v, p="nuc", dim=1)
+    for a, b, want in ((1.5, 2.0, 1.0), (1.5, -2.0, -1.0), (0.0, 2.0, 0.0)):
+        for dim in (0, -1):
+            got = F.cosine_similarity(np.array(a, F32), np.array(b, F32), dim=dim)
+            assert got.shape == () and got.dtype == F32 and got == want, (a, b, dim, got)
+    with pytest.raises(np.exceptions.AxisError):
+        F.cosine_similarity(np.array(1.0, F32), np.array(2.0, F32))     # dim=1
+    w = normal(rng, 3, F64)
+    got = F.cosine_similarity(np.array(0.5), w, dim=0)
+    close(got, np.array(0.5 * w.sum() / (0.5 * np.linalg.norm(w) * math.sqrt(3))), F64)

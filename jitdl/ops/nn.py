@@ -253,14 +253,22 @@ def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
     return _affine(_standardized(x, axes, eps), weight, bias, len(axes), "layer_norm")
 
 
-def _standardized(x, axes, eps):
+def _standardized(x, axes, eps, flat_is_zero=False):
     """(x - mean) / sqrt(var + eps) with the mean and the (biased) variance over axes. The
     mean of float32 is summed in float64, so that a constant row's is exact and centres to
-    0 as torch's (a float32 sum's rounding left 1e-2 of noise divided by sqrt(eps))."""
+    0 as torch's (a float32 sum's rounding left 1e-2 of noise divided by sqrt(eps)). With
+    flat_is_zero, a row whose var + eps is 0 gives 0, not 0 / 0 (torch's batch-norm kernel,
+    which instance norm runs, takes 1 / sqrt(0) as 0)."""
     acc = "float64" if x.dtype == "float32" else None
     centred = elementwise(lambda a, m: a - m, x, _mean(x, axes, acc=acc))
     var = _mean(elementwise(lambda a: a * a, centred), axes)
-    return elementwise(lambda c, v: c / build.call(Intrin.SQRT, v + eps), centred, var)
+
+    def scaled(c, v):
+        q = c / build.call(Intrin.SQRT, v + eps)
+        if not flat_is_zero:
+            return q
+        return build.select(build.compare(CmpOp.EQ, v + eps, 0.0), build.cast(0, q.dtype), q)
+    return elementwise(scaled, centred, var)
 
 
 def rms_norm(x, *params, normalized_shape, eps, has_weight):
@@ -322,7 +330,7 @@ def instance_norm(x, *params, eps, has_weight, has_bias):
     """(x - mean) / sqrt(var + eps) * weight[c] + bias[c] with the statistics of each
     sample's channel (over the spatial axes 2...; var biased)."""
     x, weight, bias = _channel_norm_input(x, params, has_weight, has_bias, "instance_norm")
-    y = _standardized(x, tuple(range(2, x.ndim)), eps)
+    y = _standardized(x, tuple(range(2, x.ndim)), eps, flat_is_zero=eps == 0)
     return _channel_affine(y, weight, bias, "instance_norm")
 
 
@@ -429,8 +437,9 @@ def cosine_similarity(x1, x2, dim, eps):
         common = floating(result_type(np.add, x1, x2))
     shape = broadcast_shapes(shape_of(x1), shape_of(x2))
     if not shape:
-        raise ShapeError("cosine_similarity(): x1 and x2 must have at least one dimension, "
-                         "got 0-d operands", user_loc())
+        # (torch: 0-d operands are vectors of one element, along dim 0 or -1)
+        normalize_axis(dim, 1)
+        shape, dim = (1,), 0
     axis = normalize_axis(dim, len(shape))
 
     def unit(t, name):
