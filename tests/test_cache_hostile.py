@@ -974,21 +974,21 @@ def test_the_collector_pause_of_code_generation_is_counted_across_threads(was_on
     the first found, in any order of entries and exits."""
     import gc
     import threading
-    from jitdl.codegen.llvm import _collector_paused
+    from jitdl.codegen.llvm import collector_paused
     (gc.enable if was_on else gc.disable)()
     try:
         a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
         seen = {}
 
         def a():
-            with _collector_paused():
+            with collector_paused():
                 a_in.set()
                 b_in.wait(5)
             a_out.set()
 
         def b():
             a_in.wait(5)
-            with _collector_paused():
+            with collector_paused():
                 b_in.set()
                 a_out.wait(5)
                 seen["inside after a left"] = gc.isenabled()
@@ -1008,12 +1008,12 @@ def test_a_child_forked_during_code_generation_has_the_collector_on():
     inherit the pause: nothing in the child would end it."""
     import gc
     import threading
-    from jitdl.codegen.llvm import _collector_paused
+    from jitdl.codegen.llvm import collector_paused
     gc.enable()
     inside, leave = threading.Event(), threading.Event()
 
     def generate():
-        with _collector_paused():
+        with collector_paused():
             inside.set()
             leave.wait(10)
     t = threading.Thread(target=generate)
@@ -1022,7 +1022,7 @@ def test_a_child_forked_during_code_generation_has_the_collector_on():
         assert inside.wait(10) and not gc.isenabled()
         pid = os.fork()
         if pid == 0:                                    # the child: report and leave
-            with _collector_paused():
+            with collector_paused():
                 pass
             os._exit(0 if gc.isenabled() else 1)
         _, status = os.waitpid(pid, 0)

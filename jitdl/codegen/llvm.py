@@ -953,7 +953,7 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these;
     `module.jitdl_alias` the positions kept (none with the error slot)."""
-    with _collector_paused():
+    with collector_paused():
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
                          vector_bytes or host_vector_bytes(), layout, shapes, alias)
 
@@ -977,11 +977,12 @@ os.register_at_fork(after_in_child=_gc_after_fork)
 
 
 @contextlib.contextmanager
-def _collector_paused():
-    """Python's cyclic collector off while a module is built: llvmlite's IR is thousands
-    of small objects with parent links, which it would scan (with everything else alive)
-    several times over (2-3 ms of a cold compile); nothing here needs collecting before the
-    module is done. Counted across threads: the last one out turns it back on if it was on
+def collector_paused():
+    """Python's cyclic collector off while a module is built (and printed: see
+    jitdl.pipeline.build): llvmlite's IR is thousands of small objects with parent links,
+    which it would scan (with everything else alive) several times over (2-3 ms of a cold
+    compile); nothing here needs collecting before the module is done. Counted across
+    threads: the last one out turns it back on if it was on
     when the first came in (each thread saving and restoring it alone could leave it off
     for good when one thread's restore fell between another's check and its disable)."""
     with _GC_LOCK:
