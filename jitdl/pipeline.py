@@ -257,7 +257,8 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
                                   n_inputs=len(low.inputs), layout=graph.layout,
                                   shapes=direct_shapes(low.inputs, out_trees, sizes),
                                   alias=in_place_inputs(low.schedule, low.inputs, low.outputs))
-        texts["llvm_ir_unoptimized"] = str(module)
+        texts["llvm_ir_unoptimized"] = "\n".join(filter(None, (str(module),
+                                                                 module.jitdl_entries)))
         allocs, alias = module.jitdl_allocs, module.jitdl_alias
         del module
     times["codegen"] = time.perf_counter() - t0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 import os
 import threading
@@ -945,10 +946,12 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
              shapes=None, alias=()):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
-    With array_data_offset and layout (the call's arguments, Signature.layout) the module
-    also has the `name.fast` entry (_fast_entry), and with `shapes` (direct_shapes) the
-    `name.direct` entry (_direct_entry), whose out= may be exactly the inputs at the
-    positions in `alias` (jitdl.lower.lower.in_place_inputs).
+    With array_data_offset and layout (the call's arguments, Signature.layout)
+    `module.jitdl_entries` is the text of a second module (else ""), of the `name.fast`
+    entry (_fast_entry) and with `shapes` (direct_shapes) the `name.direct` entry
+    (_direct_entry), whose out= may be exactly the inputs at the positions in `alias`
+    (jitdl.lower.lower.in_place_inputs): see entries_text; the two texts one after the
+    other are what jitdl.runtime.engine.optimize links and compiles.
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
     fail: the function takes the error slot when there are checks (with_err) or these;
@@ -1024,17 +1027,47 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
         cg.err = fn.args[-1]
     cg.stmt(func.body)
     cg.b.ret_void()
+    gen.module.jitdl_entries = ""
     if array_data_offset is not None and layout is not None:
-        _fast_entry(gen, fn, func, array_data_offset, n_inputs, layout)
-        if shapes is not None:
-            _direct_entry(gen, fn, func, array_data_offset, n_inputs, layout, shapes, alias)
+        gen.module.jitdl_entries = entries_text(
+            fn, func.params, array_data_offset, n_inputs, layout, shapes, alias,
+            _iterations(func.body) >= GIL_FREE_ITERATIONS, vector_bytes)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     gen.module.jitdl_alias = list(alias)
     return gen.module, gen.checks
 
 
-def _fast_entry(gen, main, func, offset, n_inputs, layout):
+ENTRY_MAIN = "jd.main"      # the kernel in entries_text's memo (no kernel symbol has a dot)
+_ENTRIES = {}               # entries_text's memo: what the entries read -> their text
+_ENTRIES_KEPT = 512         # texts kept (about 10 KB each); then the memo starts again
+
+
+def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, vector_bytes):
+    """The text of a module of the kernel `main`'s entry points, `name.fast` and (with
+    `shapes`) `name.direct`, which declares `main`. They read only what the key below
+    holds (not the kernel's loops, nor any name), so kernels alike in it (every float32
+    binary elementwise jd.numpy op of one rank, say) share one text, made once per process
+    with the placeholder ENTRY_MAIN for the kernel's name: building and printing it was a
+    third of a small kernel's Python code generation time."""
+    key = (tuple((isinstance(p, Buffer), p.dtype) for p in params), len(main.args), offset,
+           n_inputs, tuple(x[0] for x in layout), json.dumps(shapes), tuple(alias), long,
+           vector_bytes)
+    text = _ENTRIES.get(key)
+    if text is None:
+        gen = ModuleCodegen(ENTRY_MAIN + ".entries", True, vector_bytes=vector_bytes)
+        stub = ir.Function(gen.module, main.ftype, name=ENTRY_MAIN)
+        _fast_entry(gen, stub, params, offset, n_inputs, layout, long)
+        if shapes is not None:
+            _direct_entry(gen, stub, params, offset, n_inputs, layout, shapes, alias, long)
+        text = str(gen.module)
+        if len(_ENTRIES) >= _ENTRIES_KEPT:
+            _ENTRIES.clear()
+        _ENTRIES[key] = text
+    return text.replace(f'"{ENTRY_MAIN}', f'"{main.name}')      # (and the module's name)
+
+
+def _fast_entry(gen, main, params, offset, n_inputs, layout, long):
     """`name.fast`: the kernel as a METH_FASTCALL builtin, `fast(args, *outs, *extra)`.
     `args` is the call's argument tuple (laid out as `layout`): array data pointers and
     scalar values are read from its objects, outputs come after it, then scalar
@@ -1043,15 +1076,16 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
     FAST_FALLBACK without running when an argument is not what the entry reads (not an
     exact tuple or ndarray, a strided or unaligned input, a number that does not
     convert), FAST_ERROR when the kernel reported an error (the caller runs the pointer
-    entry again, with an error slot it can read). Long kernels release the GIL."""
-    has_err = len(main.args) > len(func.params)
+    entry again, with an error slot it can read). A `long` kernel (at least
+    GIL_FREE_ITERATIONS) runs with the GIL released."""
+    has_err = len(main.args) > len(params)
     e = _Entry(gen, f"{main.name}.fast")
     b, field, result, check = e.b, e.field, e.result, e.check
     self_, argv, nargs = e.fn.args
     array_pos = [i for i, x in enumerate(layout) if x[0] == "array"]
     scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
-    n_bufs = sum(isinstance(p, Buffer) for p in func.params)
-    n_call = 1 + n_bufs - n_inputs + len(func.params) - n_bufs - len(scalar_pos)
+    n_bufs = sum(isinstance(p, Buffer) for p in params)
+    n_call = 1 + n_bufs - n_inputs + len(params) - n_bufs - len(scalar_pos)
     check(b.icmp_signed("==", nargs, ir.Constant(I64, n_call)))
     tup = b.load(argv, typ=PTR)
     check(b.icmp_unsigned("==", field(tup, OBJECT_TYPE_OFFSET),
@@ -1060,7 +1094,7 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
                         ir.Constant(I64, len(layout))))
     ndarray = e.item(FAST_ARRAY_TYPE)
     args, n_buf, n_scalar, n_extra = [], 0, 0, 0
-    for p, a in zip(func.params, main.args):
+    for p, a in zip(params, main.args):
         if isinstance(p, Buffer):
             if n_buf < n_inputs:
                 obj = field(tup, TUPLE_ITEMS_OFFSET + 8 * array_pos[n_buf])
@@ -1084,7 +1118,7 @@ def _fast_entry(gen, main, func, offset, n_inputs, layout):
         n_scalar += 1
         args.append(_python_number(gen, b, obj, p.dtype, a.type, check))
     err = _error_slot(b, args) if has_err else None
-    _run_main(gen, b, main, args, _iterations(func.body) >= GIL_FREE_ITERATIONS)
+    _run_main(gen, b, main, args, long)
     if has_err:
         code = b.load(err, typ=I64)
         with b.if_then(b.icmp_signed("!=", code, ir.Constant(I64, 0)), likely=False):
@@ -1208,7 +1242,7 @@ def _tree_value(b, tree, sizes, check):
     return b.add(r, b.select(adjust, y, ir.Constant(I64, 0)))
 
 
-def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias):
+def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, long):
     """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
     call's arguments themselves, checks them as a dispatch would (each array exactly an
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
@@ -1223,9 +1257,9 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias):
     `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the ndarray type, what it keeps
     alive, an int64 array holding PyArray_Empty's address and PyArray_Return's (or 0),
     the dtype objects of the inputs and of the output, the Python types of the numbers."""
-    has_err = len(main.args) > len(func.params)
-    bufs = [p for p in func.params if isinstance(p, Buffer)]
-    n_scalars = len(func.params) - len(bufs)
+    has_err = len(main.args) > len(params)
+    bufs = [p for p in params if isinstance(p, Buffer)]
+    n_scalars = len(params) - len(bufs)
     scalar_pos = [i for i, x in enumerate(layout) if x[0] == "scalar"]
     n_sizes = n_scalars - len(scalar_pos)
     bound = {d[1] for sh in shapes[:-1] for d in sh if not isinstance(d, int)}
@@ -1283,12 +1317,11 @@ def _direct_entry(gen, main, func, offset, n_inputs, layout, shapes, alias):
         count = b.mul(count, n) if d else n
     itemsize = dtypes.itemsize(out_params[0].dtype)
     scalars = []
-    for obj, p, a in zip(scalar_objs, func.params[len(bufs):], main.args[len(bufs):]):
+    for obj, p, a in zip(scalar_objs, params[len(bufs):], main.args[len(bufs):]):
         k = item_base + len(shapes) + len(scalars)
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), item(k)))
         scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check))
     descr = item(item_base + len(array_objs))
-    long = _iterations(func.body) >= GIL_FREE_ITERATIONS
     if long and n_sizes:            # symbolic sizes: decided by the output's size
         long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
     into, fresh = e.fn.append_basic_block("into"), e.fn.append_basic_block("fresh")

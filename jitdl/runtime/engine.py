@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import subprocess
 import threading
 import warnings
@@ -242,6 +243,9 @@ def set_num_threads(n: int):
 
 def optimize(ir_text):
     """Parse, verify and optimise a module (O3 for the host): (object code, optimised IR).
+    `ir_text` may be several modules' texts one after the other (each from its
+    `; ModuleID` line, as llvmlite prints them: a kernel's and its entries', see
+    jitdl.codegen.llvm.entries_text), linked into the first.
 
     The optimised module is verified again before code generation. LLVM's SLP
     vectoriser has been seen to emit a use before its definition in fully unrolled
@@ -251,9 +255,7 @@ def optimize(ir_text):
     vectoriser; a module no setting makes valid is an error, never an abort."""
     tm = _target_machine()
     for loop_vectorize, slp_vectorize in _VECTORISERS:
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(tm.target_data)
+        mod = _parse(ir_text, tm)
         mod.verify()
         pto = llvm.create_pipeline_tuning_options(speed_level=settings.opt_level)
         pto.loop_vectorization = loop_vectorize
@@ -268,6 +270,22 @@ def optimize(ir_text):
         return tm.emit_object(mod), str(mod)
     raise RuntimeError(f"LLVM's optimiser produced an invalid module with every vectoriser "
                        f"setting; this is a jitdl or LLVM bug: {problem}")
+
+
+def _parse(ir_text, tm):
+    """One module of the text of one or more (linked into the first), for the host."""
+    mod = None
+    for text in re.split(r"(?m)^(?=; ModuleID = )", ir_text):
+        if not text.strip():
+            continue
+        part = llvm.parse_assembly(text)
+        part.triple = llvm.get_process_triple()
+        part.data_layout = str(tm.target_data)
+        if mod is None:
+            mod = part
+        else:
+            mod.link_in(part)
+    return mod
 
 
 # Vectoriser settings tried in turn (loop, SLP): the first whose output verifies is used.
