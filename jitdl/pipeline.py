@@ -88,10 +88,17 @@ class Lowered:
     times: dict = field(default_factory=dict)    # pass name -> seconds
     funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
     auto_level: str | None = None   # the automatic schedule's level used (None: not automatic)
+    _printed: tuple = field(default=(None, None), repr=False, compare=False)
 
     @property
     def loop_ir(self):
-        return str(self.func)
+        """The text of the PrimFunc, printed once per PrimFunc (the cache key and the
+        kernel's texts both need it)."""
+        func, text = self._printed
+        if func is not self.func:
+            text = str(self.func)
+            self._printed = (self.func, text)
+        return text
 
     @property
     def space(self):
