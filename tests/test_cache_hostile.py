@@ -1031,3 +1031,24 @@ def test_a_child_forked_during_code_generation_has_the_collector_on():
         leave.set()
         t.join(10)
     assert gc.isenabled()
+
+
+def test_alias_records_read_again_only_what_changed(tmp_path):
+    """alias_records keeps what it read: an alias rewritten, removed or made writable by
+    others since is seen as it is now, never as it was."""
+    from jitdl.cache.store import Store
+    st = Store(str(tmp_path / "cache"), 1 << 30)
+    keys = ["%064x" % i for i in range(3)]
+    for k in keys:
+        st.alias(k, "f" * 64, "mod.f", {"args": k})
+    assert {k: r["parts"]["args"] for k, r in st.alias_records()} == {k: k for k in keys}
+    st.alias(keys[0], "e" * 64, "mod.g", {"args": "new"})     # rewritten
+    os.unlink(os.path.join(st.aliases, keys[1] + ".json"))  # removed
+    records = dict(st.alias_records())
+    assert sorted(records) == [keys[0], keys[2]]
+    assert records[keys[0]]["fname"] == "mod.g" and records[keys[0]]["full"] == "e" * 64
+    path = os.path.join(st.aliases, keys[2] + ".json")
+    os.chmod(path, 0o666)                                   # no longer trusted
+    from jitdl.cache.store import CacheWarning
+    with pytest.warns(CacheWarning, match="group or others can write it"):
+        assert keys[2] not in dict(st.alias_records())

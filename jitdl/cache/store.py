@@ -195,6 +195,7 @@ class Store:
         self._lock = locks.Lock()
         self._db = None
         self._pending = {}               # hits not yet written to stats.sqlite
+        self._aliases_read = {}          # (name, inode, size, ctime) -> record: see alias_records
         self.usable = self._prepare()
 
     # -- trust ------------------------------------------------------------------------------
@@ -460,19 +461,41 @@ class Store:
         return out
 
     def alias_records(self):
-        out = []
+        """(fast key, record) of every alias. A file read before and not changed since
+        (the same inode, size and change time, still private) is not read again: each
+        compile's miss compares its key with every record (api._nearest_difference), and
+        reading the whole directory each time made a session's misses quadratic in the
+        number of entries (50 us a file: 0.1 s a miss with 2000 entries)."""
+        out, known = [], {}
         try:
             with os.scandir(self.aliases) as it:
                 for e in it:
-                    if e.name.endswith(".json"):
-                        data = self._read_trusted(e.path)
-                        try:
-                            out.append((e.name[:-5], json.loads(data)))
-                        except (TypeError, ValueError):
-                            pass
+                    if not e.name.endswith(".json"):
+                        continue
+                    rec = self._alias_record(e, known)
+                    if rec is not None:
+                        out.append((e.name[:-5], rec))
         except OSError:
             pass
+        self._aliases_read = known       # (only the files there now)
         return out
+
+    def _alias_record(self, e, known):
+        """The record of alias file `e` (a DirEntry), from _aliases_read when unchanged;
+        noted in `known`. None when it cannot be read or is not JSON."""
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        sig = (e.name, st.st_ino, st.st_size, st.st_ctime_ns)
+        rec = self._aliases_read.get(sig)
+        if rec is None or _owned_and_private(st) or not stat.S_ISREG(st.st_mode):
+            try:
+                rec = json.loads(self._read_trusted(e.path))
+            except (TypeError, ValueError):
+                return None
+        known[sig] = rec
+        return rec
 
     def verify(self, remove=False):
         """(good keys, damaged keys); remove=True deletes the damaged ones."""
