@@ -1052,3 +1052,20 @@ def test_alias_records_read_again_only_what_changed(tmp_path):
     from jitdl.cache.store import CacheWarning
     with pytest.warns(CacheWarning, match="group or others can write it"):
         assert keys[2] not in dict(st.alias_records())
+
+
+def test_a_process_scans_the_size_only_when_its_writes_may_have_filled_the_room(tmp_path):
+    """The eviction pass (a stat of every entry) runs at a process's first write, then
+    once it has written 1/64 of the cap (or the room left) since: a put is not a scan of
+    the whole directory, yet a write that passes the cap is followed by an eviction."""
+    from jitdl.cache.store import Store
+    st = Store(str(tmp_path / "cache"), CAP)
+    scans = []
+    listed = st._kernel_files
+    st._kernel_files = lambda: scans.append(1) or listed()
+    for i in range(40):                      # about 3 KB each, a scan every 16 KB
+        st.put("%064x" % i, {"fname": "f"}, os.urandom(3000), {})
+    assert 1 < len(scans) <= 10, len(scans)
+    for i in range(40, 80):                  # 50 KB each: past the 1 MiB cap
+        st.put("%064x" % i, {"fname": "f"}, os.urandom(50000), {})
+        assert st.size() <= CAP

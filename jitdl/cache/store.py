@@ -196,6 +196,7 @@ class Store:
         self._db = None
         self._pending = {}               # hits not yet written to stats.sqlite
         self._aliases_read = {}          # (name, inode, size, ctime) -> record: see alias_records
+        self._room = None                # bytes to write before the next eviction pass
         self.usable = self._prepare()
 
     # -- trust ------------------------------------------------------------------------------
@@ -274,10 +275,11 @@ class Store:
         if not self.usable:
             return
         try:
-            self._write(self._kernel_path(full_key), pack(meta, obj, texts, shared))
+            data = pack(meta, obj, texts, shared)
+            self._write(self._kernel_path(full_key), data)
             if fast_key is not None:
                 self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
-            self._evict()
+            self._evict_when_full(len(data))
         except OSError as e:
             warnings.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning,
                           stacklevel=4)
@@ -289,8 +291,9 @@ class Store:
         if not self.usable or not os.path.exists(path):
             return
         try:
-            self._write(path, pack(entry.meta, entry.obj, dict(entry.texts), shared))
-            self._evict()                # the entry grew
+            data = pack(entry.meta, entry.obj, dict(entry.texts), shared)
+            self._write(path, data)
+            self._evict_when_full(len(data))         # the entry grew
         except OSError as e:
             log.info("could not add a shared library to %s: %s", path, e)
 
@@ -394,10 +397,27 @@ class Store:
     def size(self) -> int:
         return sum(st.st_size for _, st in self._kernel_files())
 
+    # A process scans the directory's size (a stat per entry: 20 ms with 2000 entries) at
+    # its first write, then again once it has written this share of the cap since the
+    # last scan, or the room the scan left, if less: processes writing at once may pass
+    # the cap by this much each before one of them scans.
+    SCAN_SHARE = 64
+
+    def _evict_when_full(self, nbytes):
+        """After a write of `nbytes`: the eviction pass (_evict) when the bytes written
+        since the last one may have filled the room it left."""
+        if self._room is not None and self._room >= nbytes:
+            self._room -= nbytes
+        else:
+            self._evict()
+
     def _evict(self):
+        """Remove junk (_sweep), then the least recently used entries while the kernels
+        take more than the cap (down to 90% of it)."""
         self._sweep()
         files = self._kernel_files()
         total = sum(st.st_size for _, st in files)
+        self._room = min(self.max_bytes - total, self.max_bytes // self.SCAN_SHARE)
         if total <= self.max_bytes:
             return
         files.sort(key=lambda f: f[1].st_mtime)
@@ -412,6 +432,7 @@ class Store:
             except OSError:
                 continue
             total -= st.st_size
+        self._room = min(self.max_bytes - total, self.max_bytes // self.SCAN_SHARE)
 
     JUNK_AGE_S = 3600
 
