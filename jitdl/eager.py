@@ -143,6 +143,11 @@ def _huge_ints(name, operands, names):
                 a = math.copysign(2.0 ** 64, a)     # beyond every int64, compared exactly
             elif loop[i].kind == "f" if loop is not None else floating:
                 a = float(a)            # (OverflowError past float64, as NumPy raises)
+                if loop is not None and loop[i] != np.float64:
+                    # the loop's own float (np.arctan2(int16 array, 2**63) is float32; a
+                    # Python float would make it float64); inf past float32, as NumPy
+                    with np.errstate(over="ignore"):
+                        a = loop[i].type(a)
         out.append(a)
     return tuple(out)
 

@@ -156,7 +156,10 @@ BIG = 2 ** 70      # a Python int beyond int64
     lambda m, x: m.where(x > 0, x.astype(np.float32), BIG), lambda m, x: m.clip(x, -BIG, BIG),
     lambda m, x: m.greater(x.astype(np.int64), BIG), lambda m, x: m.less(x.astype(np.int8), BIG),
     lambda m, x: m.not_equal(x.astype(np.int64), -BIG), lambda m, x: m.greater_equal(x, BIG),
-    lambda m, x: m.sum(x.astype(np.float32), initial=BIG), lambda m, x: m.max(x, initial=-BIG)])
+    lambda m, x: m.sum(x.astype(np.float32), initial=BIG), lambda m, x: m.max(x, initial=-BIG),
+    # (int16 makes a float32 loop: the int is a float32, not a Python float's float64)
+    lambda m, x: m.arctan2(x.astype(np.int16), BIG), lambda m, x: m.hypot(-BIG, x.astype(np.int16)),
+    lambda m, x: m.logaddexp(x.astype(np.int16), 2 ** 63)])
 def test_python_int_beyond_int64_meets_floats_as_numpy(call):
     """NEP 50: the int takes the float dtype of the loop (float32 stays float32); against
     integers a comparison is decided by the int's sign."""
