@@ -437,6 +437,10 @@ def test_reductions_over_no_axes_and_of_bools():
             assert getattr(jnp, f)(np.array(x)) == getattr(np, f)(np.array(x))
     with pytest.raises(TypeError):
         jnp.ptp(np.array([True, False]))
+    with pytest.raises(np.exceptions.AxisError):    # (NumPy checks the axis first)
+        jnp.ptp(np.array([True, False]), axis=1)
+    with pytest.raises(ValueError, match="zero-size array"):
+        jnp.ptp(np.zeros(0, bool))
 
 
 def test_static_values_that_python_calls_equal_get_their_own_kernels():

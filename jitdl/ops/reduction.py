@@ -148,11 +148,11 @@ def min_(x, where=None, *, axis=None, keepdims=False, initial=None):
 def ptp(x, *, axis=None, keepdims=False):
     """np.ptp: max - min in the operand's dtype."""
     x = as_tensor(x)
+    _check_nonempty(x, axis, "maximum")     # (NumPy's AxisError and max's error come first)
     if x.dtype == "bool":
         raise ArgumentError("numpy boolean subtract, the `-` operator, is not supported "
                             "(ptp of a bool array); use the bitwise_xor, the `^` operator, "
                             "or the logical_xor function instead", user_loc())
-    _check_nonempty(x, axis, "maximum")
     return _nonempty_at_run_time(elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
                                              reduction(ReduceOp.MAX, x, axis, keepdims),
                                              reduction(ReduceOp.MIN, x, axis, keepdims)),
