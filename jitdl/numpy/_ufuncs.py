@@ -465,15 +465,17 @@ def _empty_result(x1, x2):
         return False        # (the call's own broadcasting error follows)
 
 
-def _fits(x2, x1):
-    """Whether a Python int exponent fits x1's integer dtype (NEP 50: else the call is
-    an OverflowError, which the kernel's argument check raises, before any check of a
-    negative exponent)."""
-    dt = getattr(x1, "dtype", None)
-    if type(x2) is not int or dt is None or np.dtype(dt).kind not in "iu":
-        return True
-    info = np.iinfo(dt)
-    return info.min <= x2 <= info.max
+def _fits(x1, x2):
+    """Whether a Python int base or exponent fits the other operand's integer dtype
+    (NEP 50: else the call is an OverflowError, which the kernel's argument check raises,
+    before any check of a negative exponent: np.power(300, int8 array) is one)."""
+    for v, other in ((x2, x1), (x1, x2)):
+        dt = getattr(other, "dtype", None)
+        if type(v) is int and dt is not None and np.dtype(dt).kind in "iu":
+            info = np.iinfo(dt)
+            if not info.min <= v <= info.max:
+                return False
+    return True
 
 
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
@@ -483,7 +485,7 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
     ints = _integral(x2) and _integral(x1) if dtype is None else \
         np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
-    if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x2, x1) and np.any(
+    if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x1, x2) and np.any(
             np.less(x2, 0) if where is True else np.less(x2, 0) & where) \
             and not _empty_result(x1, x2):
         # (only the elements computed: where= may mask the negative exponents out)
