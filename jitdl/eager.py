@@ -465,6 +465,14 @@ def numpy_fallback(fn, np_fn):
             if _symbolic_args(args, kwargs):
                 raise
             return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
+        except ScalarOverflowError:
+            # a Python int beyond int64 as a function's array argument is NumPy's uint64
+            # or object array (np.sum(2**63) is a uint64, np.sinc(2**63) a float64):
+            # NumPy's answer, or its own OverflowError
+            if _symbolic_args(args, kwargs) or not (
+                    has_huge_int(args) or has_huge_int(tuple(kwargs.values()))):
+                raise
+            return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
     return call
 
