@@ -265,6 +265,25 @@ def test_integer_negative_powers_raise_value_error():
             jnp.power(base, e)
 
 
+def test_power_with_dtype_checks_the_exponents_its_loop_sees():
+    """dtype= picks power's loop: its casting error or missing loop comes first, and the
+    exponents are checked as cast to it (uint8 makes -1 a 255; int16 makes 65535 a -1)."""
+    x = np.array([2, 3, 5], np.int64)
+    for e, dt, casting in ((np.array([1.5, -1.0, 2.0]), np.int16, "same_kind"),
+                           (np.array([1, -1, 2]), bool, "unsafe")):
+        with pytest.raises(TypeError) as want:
+            np.power(x, e, dtype=dt, casting=casting)
+        with pytest.raises(type(want.value)):
+            jnp.power(x, e, dtype=dt, casting=casting)
+    e = np.array([1, -1, 2])
+    same(jnp.power(x, e, dtype=np.uint8, casting="unsafe"),
+         np.power(x, e, dtype=np.uint8, casting="unsafe"))
+    e = np.array([1, 65535, 2], np.int32)
+    for m in (np, jnp):
+        with pytest.raises(ValueError, match="negative integer powers"):
+            m.power(x, e, dtype=np.int16, casting="unsafe")
+
+
 @jd.compute
 def _int_power(X, Y):
     return jnp.power(X, Y)

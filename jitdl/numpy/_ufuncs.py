@@ -455,6 +455,30 @@ def _integral(x):
     return t is int or t is bool
 
 
+def _int_loop_exponents(x1, x2, dtype, casting):
+    """The exponents power's loop for dtype= sees where it is an integer loop: x2 cast to
+    the loop's exponent dtype (dtype=np.uint8 makes -1 a 255); None where the loop is a
+    float one or NumPy has none for the operands under casting= (its casting or no-loop
+    error, which the kernel raises, comes before the check of negative exponents)."""
+    if np.dtype(dtype).kind not in "iu":
+        return None
+    kinds = []
+    for x in (x1, x2):
+        if is_symbolic(x):
+            return x2
+        kinds.append(np.dtype(bool) if type(x) is bool else type(x) if type(x) in (int, float)
+                     else getattr(x, "dtype", None) or np.asarray(x).dtype)
+    try:
+        loop = np.power.resolve_dtypes(tuple(kinds) + (None,),
+                                       signature=(None, None, np.dtype(dtype)), casting=casting)
+    except (TypeError, ValueError):
+        return None
+    if type(x2) in (int, bool):
+        # (a Python int out of the loop's range is the kernel's OverflowError)
+        return None if loop[1].kind == "u" else x2
+    return np.asarray(x2).astype(loop[1])
+
+
 def _empty_result(x1, x2):
     """The operands broadcast to no elements (NumPy computes nothing, raises nothing)."""
     if is_symbolic(x1) or is_symbolic(x2):
@@ -483,11 +507,13 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     where = _options(where, order)
     if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
-    ints = _integral(x2) and _integral(x1) if dtype is None else \
-        np.dtype(dtype).kind in "biu"       # (the loop NumPy runs: an integer one)
-    if ints and not is_symbolic(x2) and not is_symbolic(where) and _fits(x1, x2) and np.any(
-            np.less(x2, 0) if where is True else np.less(x2, 0) & where) \
-            and not _empty_result(x1, x2):
+    if dtype is None:
+        exponents = x2 if _integral(x2) and _integral(x1) else None
+    else:                   # (the exponents dtype='s integer loop sees, if it runs one)
+        exponents = _int_loop_exponents(x1, x2, dtype, casting)
+    if exponents is not None and not is_symbolic(x2) and not is_symbolic(where) \
+            and _fits(x1, x2) and not _empty_result(x1, x2) and np.any(
+                np.less(exponents, 0) if where is True else np.less(exponents, 0) & where):
         # (only the elements computed: where= may mask the negative exponents out)
         raise ValueError("Integers to negative integer powers are not allowed.")
     if where is not True:
