@@ -257,6 +257,8 @@ def test_integer_negative_powers_raise_value_error():
         with pytest.raises(ValueError, match=msg):
             jnp.power(*args)
     same(jnp.power(np.arange(3.0), -1), np_quiet(np.power, np.arange(3.0), -1))
+    u = np.array([2, 3], np.uint64)     # (uint64 beside int16 is a float64 loop)
+    same(jnp.power(u, np.array([-1, 2], np.int16)), np.power(u, np.array([-1, 2], np.int16)))
     e = np.array([2, -1], np.int8)      # (a base out of int8's range: NumPy's error first)
     for base in (300, -129):
         with pytest.raises(OverflowError, match="out of bounds for int8"):

@@ -446,6 +446,14 @@ for _n, _d in _BINARY_DOCS.items():
 _POWER = (("fn", "power"),)
 
 
+def _dtype_of(x):
+    """An integral operand's dtype (a Python int or bool: its weak dtype's kind, 'i')."""
+    t = type(x)
+    if t is int or t is bool:
+        return np.dtype(np.int8 if t is int else bool)
+    return getattr(x, "dtype", None) or np.asarray(x).dtype
+
+
 def _integral(x):
     t = type(x)
     if t is _ndarray or isinstance(x, np.generic):
@@ -507,8 +515,10 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     where = _options(where, order)
     if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
-    if dtype is None:
-        exponents = x2 if _integral(x2) and _integral(x1) else None
+    if dtype is None:       # (uint64 beside a signed integer makes a float64 loop)
+        exponents = x2 if _integral(x2) and _integral(x1) and (
+            _dtype_of(x1).kind != "u" and _dtype_of(x2).kind != "u"
+            or np.result_type(_dtype_of(x1), _dtype_of(x2)).kind != "f") else None
     else:                   # (the exponents dtype='s integer loop sees, if it runs one)
         exponents = _int_loop_exponents(x1, x2, dtype, casting)
     if exponents is not None and not is_symbolic(x2) and not is_symbolic(where) \
