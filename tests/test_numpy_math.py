@@ -1006,3 +1006,13 @@ def test_argmin_argmax_along_the_last_axis_first_position():
         x[:, -1] = x.min(axis=1)                # a tie with the last element
         np.testing.assert_array_equal(first_min(x), np.argmin(x, axis=1))
     assert len(first_min.cache_info()["events"]) <= 2     # (n, m) and (n, 1) patterns
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_rad2deg_multiplies_by_numpys_constant(dt):
+    """NumPy's rad2deg multiplies by 180 / pi divided in the input's dtype: in float32 that
+    is 1 ulp from float32(180 / pi), and so were most results."""
+    x = (np.random.default_rng(7).standard_normal(4099) * 100).astype(dt)
+    for name in ("rad2deg", "degrees", "deg2rad", "radians"):
+        got, want = getattr(jnp, name)(x), getattr(np, name)(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
