@@ -515,6 +515,13 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     where = _options(where, order)
     if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
+    if where is True and (type(x1) is _ndarray or type(x2) is _ndarray):
+        # (the kernel refuses negative integer exponents itself, reading an array, after
+        # the arguments' checks, as NumPy's loop does: elementwise._power)
+        return _layout(_power(x1, x2, out, dtype, casting), order, (x1, x2), out)
+    # checked here on arrays (not inside a definition): numbers alone, which the kernel
+    # does not check, and where=, which NumPy computes no masked element of (the kernel
+    # runs unchecked)
     if dtype is None:       # (uint64 beside a signed integer makes a float64 loop)
         exponents = x2 if _integral(x2) and _integral(x1) and (
             _dtype_of(x1).kind != "u" and _dtype_of(x2).kind != "u"
@@ -522,17 +529,14 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     else:                   # (the exponents dtype='s integer loop sees, if it runs one)
         exponents = _int_loop_exponents(x1, x2, dtype, casting)
     if exponents is not None and not is_symbolic(x2) and not is_symbolic(where) \
-            and _fits(x1, x2) and not _empty_result(x1, x2) and np.any(
-                np.less(exponents, 0) if where is True else np.less(exponents, 0) & where):
-        # (only the elements computed: where= may mask the negative exponents out)
+            and _fits(x1, x2) and not _empty_result(x1, x2) and \
+            np.any(np.less(exponents, 0) & where):
         raise ValueError("Integers to negative integer powers are not allowed.")
-    if where is not True:
-        # (NumPy computes no element the mask leaves out: its exponents were checked
-        # above on arrays, and are not checked inside a definition)
+    if where is True:
+        result = _power(x1, x2, out, dtype, casting)
+    else:
         result = _where_out(out, _power(x1, x2, None, dtype, casting, _UNCHECKED), where,
                             casting)
-    else:
-        result = _power(x1, x2, out, dtype, casting)
     return _layout(result, order, (x1, x2), out)
 
 
