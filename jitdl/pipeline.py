@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
-from jitdl.codegen.llvm import collector_paused, direct_shapes, generate
+from jitdl.codegen.llvm import collector_paused, direct_int_bounds, direct_shapes, generate
 from jitdl.errors import ArgumentError, CompileError, ScheduleError
 from jitdl import dtypes
 from jitdl.ir import weak
@@ -257,13 +257,15 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     # garbage at its next collection, freed by one scan; printed after, they were alive at
     # the first collections and scanned again by the older generations' (measured: half
     # the time in collections of 16 cold jd.numpy first calls)
+    int_checks = weak.checks([(t.op.body, t.op.loc) for t in graph.stages])
     with collector_paused():
         module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                                   with_err=low.checks > 0,
                                   array_data_offset=target.array_data_offset,
                                   n_inputs=len(low.inputs), layout=graph.layout,
                                   shapes=direct_shapes(low.inputs, out_trees, sizes),
-                                  alias=in_place_inputs(low.schedule, low.inputs, low.outputs))
+                                  alias=in_place_inputs(low.schedule, low.inputs, low.outputs),
+                                  int_bounds=direct_int_bounds(graph.layout, int_checks))
         texts["llvm_ir_unoptimized"] = "\n".join(filter(None, (str(module),
                                                                  module.jitdl_entries)))
         allocs, alias = module.jitdl_allocs, module.jitdl_alias
@@ -279,7 +281,7 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
         [list(x) for x in graph.layout],
         [[n, dt, [d if isinstance(d, int) else expr_text(d) for d in shape], nb]
          for n, dt, shape, nb in allocs],
-        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
+        int_checks,
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
         alias=alias)
     steps = low.schedule.steps
@@ -326,7 +328,7 @@ def _build_cuda(low, target, options, texts, times):
         [[v.name, v.dtype] for v in low.scalars],
         [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in mod.checks],
         [list(x) for x in graph.layout], [],
-        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
+        int_checks,
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
     config = low.config.used if low.config is not None else None
     return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)

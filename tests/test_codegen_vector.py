@@ -411,7 +411,9 @@ def test_nested_loop_falls_back_with_reason(rng, width):
     assert '!"llvm.loop.vectorize.enable", i1 true' not in text
 
 
-def test_checked_index_falls_back_with_reason(rng, width):
+def test_checked_row_read_is_vector_code(rng, width):
+    """A read whose row is checked at run time (the same in every lane): vector code
+    that checks once a block; a bad id raises and names its value."""
     @jd.compute
     def embed(E, ids):
         n = ids.shape[0]
@@ -422,9 +424,66 @@ def test_checked_index_falls_back_with_reason(rng, width):
     rows(embed)
     e, ids = normal(rng, (10, 19)), rng.integers(0, 10, 6)
     check(embed, (e, ids), e[ids], F64)
-    assert "checked at run time" in ir_of(embed, e, ids)
-    with pytest.raises(IndexError):
+    assert_vector(embed, (e, ids), "j")
+    with pytest.raises(IndexError, match="is 10, outside"):
         embed(e, np.array([1, 10, 2, 3, 4, 5]))
+    with pytest.raises(IndexError, match="is -11, outside"):
+        embed(e, np.array([1, 2, 3, 4, 5, -11]))
+
+
+@pytest.mark.parametrize("n", [37, 8, 3])
+def test_checked_gather_is_vector_code(rng, width, n):
+    """A gather whose index differs by lane and is checked at run time: vector code; a
+    bad index in any lane of a block, of a tail or of a masked one raises with the value
+    of the last bad index (as the scalar loop reports it), and every good call is exact."""
+    @jd.compute
+    def gather(X, idx):
+        return jd.tensor(idx.shape, lambda i: X[idx[i]], name="Y")
+    rows(gather)
+    x = normal(rng, 50)
+    idx = rng.integers(0, 50, n)
+    check(gather, (x, idx), x[idx], F64)
+    assert_vector(gather, (x, idx), "i")
+    for pos in sorted({0, n // 2, n - 1}):
+        bad = idx.copy()
+        bad[pos] = 50 + pos
+        with pytest.raises(IndexError, match=f"is {50 + pos}, outside"):
+            gather(x, bad)
+    if n > 2:
+        bad = idx.copy()
+        bad[0], bad[n - 2] = -51, 77
+        with pytest.raises(IndexError, match="is 77, outside"):
+            gather(x, bad)
+        check(gather, (x, idx), x[idx], F64)        # (and a good call after them)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.int8, np.uint8])
+def test_integer_power_is_vector_code(rng, width, dtype):
+    """Integer power squares every lane together (the loop runs to the largest exponent's
+    bit length); a negative exponent in any lane is NumPy's ValueError."""
+    @jd.compute
+    def power(X, E):
+        return jd.tensor(X.shape, lambda i: X[i] ** E[i], name="Y")
+    rows(power)
+    x = ints(rng, 45, dtype, -9, 9)
+    e = ints(rng, 45, dtype, 0, 13)
+    e[3] = 0
+    want = np.power(x.astype(np.int64), e.astype(np.int64)).astype(dtype)
+    got = power(x, e)
+    assert got.dtype == dtype and np.array_equal(got, want)
+    assert_vector(power, (x, e), "i")
+    if np.dtype(dtype).kind == "i":     # (jd.numpy.power checks; the IR's ** gives 0)
+        @jd.compute
+        def checked(X, E):
+            return jd.numpy.power(X, E)
+        rows(checked, stage="checked")
+        assert np.array_equal(checked(x, e), want)
+        assert_vector(checked, (x, e), "idx0")
+        for pos in (0, 22, 44):
+            bad = e.copy()
+            bad[pos] = -1
+            with pytest.raises(ValueError, match="negative integer powers"):
+                checked(x, bad)
 
 
 def test_auto_matmul_tile_is_vector_code(rng, width):

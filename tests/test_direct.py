@@ -108,6 +108,27 @@ def test_ints_that_must_fit_are_still_checked():
                                   np.add(rand(1000, np.float32), big))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32])
+def test_ints_that_must_fit_a_narrow_dtype_are_checked_by_the_entry(dtype):
+    """The entry serves a Python int that fits the array's dtype (its bounds included),
+    and hands one that does not back to the general path, which raises NumPy's
+    OverflowError: whichever call came first, and with the entry in the op's slot."""
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    a = rand(1000, dtype)
+    k = kernel_of("subtract", a, 1)
+    d = direct_builtin(k, (a, 1))
+    assert d is not None
+    for v in (1, lo, hi, 0):
+        got = d(a, v)
+        assert got is not MISS
+        np.testing.assert_array_equal(got, np.subtract(a, v))
+    for v in (lo - 1, hi + 1, 2 ** 63 - 1, -2 ** 63, 2 ** 64):
+        assert d(a, v) is MISS
+        with pytest.raises(OverflowError):
+            jnp.subtract(a, v)
+        np.testing.assert_array_equal(jnp.subtract(a, hi), np.subtract(a, hi))
+
+
 def test_switching_patterns_and_back():
     """The wrapper's direct slot follows the kernel in use; results stay NumPy's."""
     rng = np.random.default_rng(5)

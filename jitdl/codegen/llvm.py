@@ -31,6 +31,7 @@ from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS
                               FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK, HEAP_HOOKS,
                               OBJECT_TYPE_OFFSET, POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET,
                               TUPLE_SIZE_OFFSET)
+from jitdl.ir import weak
 from jitdl.ir.analysis import arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
@@ -269,9 +270,6 @@ class FunctionCodegen:
             case BinOp.FLOORDIV | BinOp.MOD:
                 return self.gen.math.int_divmod(b, op == BinOp.FLOORDIV, a, c, signed)
             case BinOp.POW:
-                if is_vector(a):
-                    return self.per_lane(lambda x, y: b.call(
-                        self.gen.math.ipow(x.type, signed), [x, y]), a, c)
                 return b.call(self.gen.math.ipow(a.type, signed), [a, c])
         raise CompileError(f"codegen: {op} on {dt}")
 
@@ -943,13 +941,14 @@ _HOST_VECTOR_BYTES = None
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
              array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None,
-             shapes=None, alias=()):
+             shapes=None, alias=(), int_bounds=None):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
     With array_data_offset and layout (the call's arguments, Signature.layout)
     `module.jitdl_entries` is the text of a second module (else ""), of the `name.fast`
     entry (_fast_entry) and with `shapes` (direct_shapes) the `name.direct` entry
-    (_direct_entry), whose out= may be exactly the inputs at the positions in `alias`
+    (_direct_entry), which takes the Python ints within `int_bounds` (direct_int_bounds)
+    and whose out= may be exactly the inputs at the positions in `alias`
     (jitdl.lower.lower.in_place_inputs): see entries_text; the two texts one after the
     other are what jitdl.runtime.engine.optimize links and compiles.
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
@@ -958,7 +957,8 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     `module.jitdl_alias` the positions kept (none with the error slot)."""
     with collector_paused():
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-                         vector_bytes or host_vector_bytes(), layout, shapes, alias)
+                         vector_bytes or host_vector_bytes(), layout, shapes, alias,
+                         int_bounds)
 
 
 _GC_LOCK = threading.Lock()
@@ -1003,7 +1003,7 @@ def collector_paused():
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-              vector_bytes, layout, shapes, alias):
+              vector_bytes, layout, shapes, alias, int_bounds):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
     if with_err:    # (a check that fails leaves out half written: out= an input would be
@@ -1031,7 +1031,7 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     if array_data_offset is not None and layout is not None:
         gen.module.jitdl_entries = entries_text(
             fn, func.params, array_data_offset, n_inputs, layout, shapes, alias,
-            _iterations(func.body) >= GIL_FREE_ITERATIONS, vector_bytes)
+            _iterations(func.body) >= GIL_FREE_ITERATIONS, vector_bytes, int_bounds)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     gen.module.jitdl_alias = list(alias)
@@ -1043,7 +1043,8 @@ _ENTRIES = {}               # entries_text's memo: what the entries read -> thei
 _ENTRIES_KEPT = 512         # texts kept (about 10 KB each); then the memo starts again
 
 
-def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, vector_bytes):
+def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, vector_bytes,
+                 int_bounds=None):
     """The text of a module of the kernel `main`'s entry points, `name.fast` and (with
     `shapes`) `name.direct`, which declares `main`. They read only what the key below
     holds (not the kernel's loops, nor any name), so kernels alike in it (every float32
@@ -1052,14 +1053,15 @@ def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, ve
     third of a small kernel's Python code generation time."""
     key = (tuple((isinstance(p, Buffer), p.dtype) for p in params), len(main.args), offset,
            n_inputs, tuple(x[0] for x in layout), json.dumps(shapes), tuple(alias), long,
-           vector_bytes)
+           vector_bytes, int_bounds)
     text = _ENTRIES.get(key)
     if text is None:
         gen = ModuleCodegen(ENTRY_MAIN + ".entries", True, vector_bytes=vector_bytes)
         stub = ir.Function(gen.module, main.ftype, name=ENTRY_MAIN)
         _fast_entry(gen, stub, params, offset, n_inputs, layout, long)
         if shapes is not None:
-            _direct_entry(gen, stub, params, offset, n_inputs, layout, shapes, alias, long)
+            _direct_entry(gen, stub, params, offset, n_inputs, layout, shapes, alias, long,
+                          int_bounds)
         text = str(gen.module)
         if len(_ENTRIES) >= _ENTRIES_KEPT:
             _ENTRIES.clear()
@@ -1220,6 +1222,24 @@ def direct_shapes(inputs, out_trees, size_vars):
     return shapes + [list(out_trees[0])]
 
 
+def direct_int_bounds(layout, int_checks):
+    """Per number of a call (the layout's scalars, in order), the (low, high) that a Python
+    int must lie in for the `.direct` entry to take it: the narrowest dtype it meets
+    (int_checks: jitdl.ir.weak.checks). None where a check is of an expression of
+    numbers, which the entry cannot evaluate (it does not serve those calls)."""
+    if any(tree[0] != "var" for _, tree, *_ in int_checks):
+        return None
+    out = []
+    for kind, name, *_ in layout:
+        if kind == "scalar":
+            lo, hi = weak.INT64
+            for dt, tree, *_ in int_checks:
+                if tree[1] == name:
+                    lo, hi = max(lo, weak.BOUNDS[dt][0]), min(hi, weak.BOUNDS[dt][1])
+            out.append((lo, hi))
+    return tuple(out)
+
+
 def _tree_value(b, tree, sizes, check):
     """A size tree's value (Python's // and %; a zero divisor fails the check)."""
     if isinstance(tree, int):
@@ -1242,14 +1262,15 @@ def _tree_value(b, tree, sizes, check):
     return b.add(r, b.select(adjust, y, ir.Constant(I64, 0)))
 
 
-def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, long):
+def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, long,
+                  int_bounds=None):
     """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
     call's arguments themselves, checks them as a dispatch would (each array exactly an
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
     for; each number of the Python type it was compiled for), makes the output with
     NumPy's PyArray_Empty and returns it. Anything else (another shape pattern, an empty
-    or a size-1 dimension where the kernel has a size, an output of POOL_MIN_BYTES or
-    more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
+    or a size-1 dimension where the kernel has a size, a Python int outside its
+    `int_bounds` pair, an output of POOL_MIN_BYTES or more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
     takes its general path. `direct(*args, out)` (one argument more) writes into out
     instead and returns it, where out is exactly an ndarray of the output's dtype object
     and shape, C-contiguous, aligned, writeable and apart from every input (or exactly
@@ -1317,10 +1338,12 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
         count = b.mul(count, n) if d else n
     itemsize = dtypes.itemsize(out_params[0].dtype)
     scalars = []
-    for obj, p, a in zip(scalar_objs, params[len(bufs):], main.args[len(bufs):]):
+    for j, (obj, p, a) in enumerate(zip(scalar_objs, params[len(bufs):],
+                                        main.args[len(bufs):])):
         k = item_base + len(shapes) + len(scalars)
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), item(k)))
-        scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check))
+        scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check,
+                                      int_bounds[j] if int_bounds else None))
     descr = item(item_base + len(array_objs))
     if long and n_sizes:            # symbolic sizes: decided by the output's size
         long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
@@ -1398,10 +1421,10 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     e.finish()
 
 
-def _python_number(gen, b, obj, dtype, ty, check):
+def _python_number(gen, b, obj, dtype, ty, check, bounds=None):
     """A Python number (int, float, bool or a NumPy scalar) as a value of `ty`, through
     the C API; a conversion error is cleared and sends the call to the fallback (whose
-    ctypes conversion reports it)."""
+    ctypes conversion reports it), as does an int outside `bounds` (low, high)."""
     if dtype == "bool":
         v = b.call(gen.declare("PyObject_IsTrue", I32, [PTR]), [obj])
         check(b.icmp_signed(">=", v, ir.Constant(I32, 0)))
@@ -1420,6 +1443,9 @@ def _python_number(gen, b, obj, dtype, ty, check):
         check(clean)
     if dtype.startswith("float"):
         return v if ty == F64 else b.fptrunc(v, ty)
+    if bounds is not None and tuple(bounds) != weak.INT64:
+        lo, hi = (ir.Constant(I64, x) for x in bounds)
+        check(b.and_(b.icmp_signed(">=", v, lo), b.icmp_signed("<=", v, hi)))
     return v if ty == I64 else b.trunc(v, ty)
 
 

@@ -223,8 +223,11 @@ class MathLib:
 
     def ipow(self, ty, signed=True):
         """x ** e by squaring; a negative exponent gives 0 (NumPy's integer power), which
-        an unsigned exponent never is (uint8 200 is not -56)."""
-        name = f"jitdl.ipow.{'i' if signed else 'u'}{ty.width}"
+        an unsigned exponent never is (uint8 200 is not -56). On a vector type every lane
+        squares together, and the loop runs until no lane has bits of its exponent left
+        (the largest exponent's bit length), so the loop vectorises instead of running
+        lane by lane."""
+        name = f"jitdl.ipow.{'i' if signed else 'u'}{suffix(ty)}"
         fn = self.gen.module.globals.get(name)
         if fn is not None:
             return fn
@@ -236,28 +239,27 @@ class MathLib:
         body = fn.append_basic_block("body")
         done = fn.append_basic_block("done")
         b = ir.IRBuilder(entry)
-        neg = b.icmp_signed("<", exp, ir.Constant(ty, 0)) if signed else ir.Constant(I1, 0)
-        b.cbranch(neg, done, head)
+        zero, one = const(ty, 0), const(ty, 1)
+        neg = b.icmp_signed("<", exp, zero) if signed else None
+        if neg is not None:         # (a negative lane: no bits left, its result 0 below)
+            exp = b.select(neg, zero, exp)
+        b.branch(head)
         b.position_at_end(head)
-        r = b.phi(ty)
-        x = b.phi(ty)
-        e = b.phi(ty)
-        r.add_incoming(ir.Constant(ty, 1), entry)
+        r, x, e = b.phi(ty), b.phi(ty), b.phi(ty)
+        r.add_incoming(one, entry)
         x.add_incoming(base, entry)
         e.add_incoming(exp, entry)
-        b.cbranch(b.icmp_unsigned("!=", e, ir.Constant(ty, 0)), body, done)
+        left = b.icmp_unsigned("!=", e, zero)
+        if isinstance(ty, ir.VectorType):       # (any lane left: the mask as one integer)
+            left = b.icmp_unsigned("!=", b.bitcast(left, ir.IntType(ty.count)),
+                                   ir.Constant(ir.IntType(ty.count), 0))
+        b.cbranch(left, body, done)
         b.position_at_end(body)
-        odd = b.trunc(e, I1)
-        r2 = b.select(odd, b.mul(r, x), r)
-        x2 = b.mul(x, x)
-        e2 = b.lshr(e, ir.Constant(ty, 1))
-        r.add_incoming(r2, body)
-        x.add_incoming(x2, body)
-        e.add_incoming(e2, body)
+        odd = b.icmp_unsigned("!=", b.and_(e, one), zero)
+        r.add_incoming(b.select(odd, b.mul(r, x), r), body)
+        x.add_incoming(b.mul(x, x), body)
+        e.add_incoming(b.lshr(e, one), body)
         b.branch(head)
         b.position_at_end(done)
-        out = b.phi(ty)
-        out.add_incoming(ir.Constant(ty, 0), entry)
-        out.add_incoming(r, head)
-        b.ret(out)
+        b.ret(r if neg is None else b.select(neg, zero, r))
         return fn

@@ -74,8 +74,10 @@ class _Refused(Exception):
     pass
 
 
-def _scan(loop):
-    """(varying vars, accesses [(buffer, index, is_store)]) of a loop body, or _Refused."""
+def _scan(loop, checked_reads=True):
+    """(varying vars, accesses [(buffer, index, is_store)]) of a loop body, or _Refused.
+    checked_reads=False refuses reads checked at run time whose index or check differs by
+    lane (LLVM's vectoriser gives up on them: the check branches to the error path)."""
     varying = {loop.var}
     accesses = []
 
@@ -86,8 +88,8 @@ def _scan(loop):
         for e in es:
             for n in walk_expr(e):
                 if isinstance(n, Load):
-                    if n.check and (varies(n.index) or any(varies(c[0]) for c in n.check)):
-                        # (one that no lane moves is a scalar read, checked once a block)
+                    if not checked_reads and n.check and (
+                            varies(n.index) or any(varies(c[0]) for c in n.check)):
                         raise _Refused(f"it reads {n.check[0][2]} at an index checked at "
                                        "run time")
                     accesses.append((n.buffer, n.index, False))
@@ -138,13 +140,12 @@ def _stride(index, var, varying):
 
 
 def refused(loop):
-    """Why the loop body cannot be vector code (a read at an index checked at run time,
-    a node the scan does not know), or None. LLVM's vectoriser gives up on these too
-    (a checked read branches to the error path), and when a loop marked
+    """Why LLVM's vectoriser cannot make the loop body vector code (a read at an index
+    checked at run time, a node the scan does not know), or None: when a loop marked
     llvm.loop.vectorize.enable is not vectorised it prints a "loop not vectorized"
     warning to the user's terminal."""
     try:
-        _scan(loop)
+        _scan(loop, checked_reads=False)
     except _Refused as e:
         return str(e)
     return None
@@ -356,6 +357,42 @@ class VectorBody:
         kind, idx = self.address(e.index)
         if kind == "scalar":
             return self.cg.load(e)
+        if e.check:
+            return self.branch_value(self.checked(e), lambda: self._load(e, kind, idx))
+        return self._load(e, kind, idx)
+
+    def checked(self, e):
+        """The run-time checks of a read, every active lane at once: where a lane fails,
+        the error is recorded (the check's number, and the value of the last lane that
+        failed, as the scalar loop leaves it); the result is the scalar condition under
+        which the read goes ahead (no lane failed: a failing block reads nothing)."""
+        b, cg = self.b, self.cg
+        ok = ir.Constant(I1, 1)
+        for sub, extent, tensor, text in e.check:
+            v = self.expr(sub)
+            n = ir.Constant(I64, extent) if isinstance(extent, int) else cg.expr(extent)
+            lo, hi = self.unify(v, ir.Constant(I64, 0), n)[1:]
+            bad = b.not_(b.and_(b.icmp_signed(">=", v, lo), b.icmp_signed("<", v, hi)))
+            if is_vector(bad):
+                bad = bad if self.mask is None else b.and_(bad, self.mask)
+                bits = b.bitcast(bad, ir.IntType(self.n))
+                fails = b.icmp_unsigned("!=", bits, ir.Constant(bits.type, 0))
+            else:
+                fails = bad
+            with b.if_then(fails, likely=False):
+                b.store(ir.Constant(I64, cg.gen.check_id(tensor, text, extent)), cg.err_ptr(0))
+                if is_vector(v):        # (the last failing lane: n - 1 - its leading zeros)
+                    ctlz = cg.gen.declare(f"llvm.ctlz.i{self.n}", bits.type,
+                                          [bits.type, I1])
+                    lane = b.sub(ir.Constant(bits.type, self.n - 1),
+                                 b.call(ctlz, [bits, ir.Constant(I1, 0)]))
+                    v = b.extract_element(v, b.zext(lane, I32) if self.n < 32 else
+                                          b.trunc(lane, I32) if self.n > 32 else lane)
+                b.store(v, cg.err_ptr(1))
+            ok = b.and_(ok, b.not_(fails))
+        return ok
+
+    def _load(self, e, kind, idx):
         b = self.b
         ty = mem_type(e.buffer.dtype)
         vty = vector(ty, self.n)

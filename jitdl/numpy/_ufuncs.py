@@ -46,6 +46,13 @@ def _half(np_fn, operands):
     """Whether NumPy computes these operands in float16 (a float function of bool, int8 or
     uint8 arrays): jitdl has no float16, so on arrays NumPy's function answers (the same
     float32 arithmetic rounded to float16); inside a definition the result is float32."""
+    for a in operands:      # (the common call: no narrow array, nothing to ask NumPy)
+        t = type(a)
+        if t is _ndarray and a.dtype in _NARROW or t is not _ndarray and t is not int \
+                and t is not float:
+            break
+    else:
+        return False
     if tracing():       # (a definition's constants: float32, the definition's float)
         return False
     dts, narrow = [], False

@@ -45,7 +45,7 @@ def alloc(shape, dtype):
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
 _WEAK_SCALARS = frozenset(_WEAK_TYPES.values())
-ABI = 4     # calling convention of compiled kernels (see Signature.abi)
+ABI = 5     # calling convention of compiled kernels (see Signature.abi)
 
 
 @dataclass
@@ -65,7 +65,8 @@ class Signature:
     int_checks: list = field(default_factory=list)   # Python-int arguments that must fit
                                                      # a dtype (jitdl.ir.weak.checks)
     abi: int = ABI      # 1, 2: a `.pyobj` entry (not used: these run through the pointer
-                        # entry); 3: the `.fast` entry; 4: also the `.direct` entry
+                        # entry); 3: the `.fast` entry; 4: also the `.direct` entry;
+                        # 5: which checks Python ints against the dtypes they meet
     # a dynamic kernel: the last scalars are the sizes of its dynamic arguments, filled
     # from the call's shapes; an output dimension may then be a tree over them (see
     # jitdl.pipeline.size_tree); sizes that must agree are checked at each call
@@ -322,10 +323,12 @@ def direct_builtin(k, operands, scalar=False):
     its general path). See codegen.llvm._direct_entry."""
     address = getattr(getattr(k, "loaded", None), "direct_address", 0)   # (GPU kernels: none)
     sig = k.sig
-    # an int checked only against int64 (the parameter's own type) is one the entry's
-    # conversion already rejects: it overflows, and the general path raises
-    wide = all(dt == "int64" and t[0] == "var" for dt, t, *_ in k.int_checks)
-    if not address or sig.abi < 4 or not wide or not k.single \
+    # an int checked against the dtypes it meets: the entry (ABI 5) compares it with their
+    # bounds, and one outside goes the general way, which raises; one checked only
+    # against int64, the parameter's own type, its conversion rejects (ABI 4)
+    served = all(t[0] == "var" and (dt == "int64" or sig.abi >= 5)
+                 for dt, t, *_ in k.int_checks)
+    if not address or sig.abi < 4 or not served or not k.single \
             or engine.array_data_offset() is None or len(operands) != len(sig.layout):
         return None
     types = []
