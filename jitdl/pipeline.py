@@ -328,7 +328,7 @@ def _build_cuda(low, target, options, texts, times):
         [[v.name, v.dtype] for v in low.scalars],
         [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in mod.checks],
         [list(x) for x in graph.layout], [],
-        int_checks,
+        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
     config = low.config.used if low.config is not None else None
     return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)
