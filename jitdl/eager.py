@@ -158,7 +158,8 @@ def _static_key(static):
     by their bits, types kept) so a call never finds the kernel of another value."""
     for _, v in static:
         t = type(v)
-        if t not in _PLAIN and (t is float or t is tuple or isinstance(v, np.generic)):
+        if t not in _PLAIN and (t is float or t is tuple and not _plain_tuple(v)
+                                or isinstance(v, np.generic)):
             seen = _frozen.get(id(static))
             if seen is not None and seen[0] is static:
                 return seen[1]      # (a wrapper's precomputed tuple, frozen once)
@@ -171,6 +172,19 @@ def _static_key(static):
 
 
 _frozen = {}
+
+
+def _plain_tuple(v):
+    """A tuple of ints, strings and None only (nested or not): its own key, as equal only
+    to the same values (a float or a bool in it is not: 1 == 1.0 == True)."""
+    for x in v:
+        t = type(x)
+        if t is tuple:
+            if not _plain_tuple(x):
+                return False
+        elif t is not int and t is not str and x is not None:
+            return False
+    return True
 
 
 _PLAIN = frozenset((int, bool, str, type(None)))

@@ -411,6 +411,12 @@ def _as_1d_if_scalar(a, axis):
 def take(a, indices, axis=None, out=None, mode="raise"):
     """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
+    if type(a) is _ndarray and type(indices) is _ndarray and out is None and a.ndim \
+            and (axis is None or type(axis) is int) and indices.dtype.kind in "iu":
+        # the common call: arrays, an integer axis or None (what the rest checks first)
+        static = _TAKE_STATICS.get((axis, mode))
+        if static is not None:
+            return _take(a, indices, axis, static, None)
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     if isinstance(a, (bool, int, float, np.generic)) and not _sym(indices):
@@ -439,15 +445,24 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         # result then goes into it whatever the kinds)
         raise ArgumentError(f"Cannot cast array data from {out.dtype!r} to {a_dtype!r} "
                             f"according to the rule 'safe' (take(), out=)", user_loc())
+    if type(a) is _ndarray and type(indices) is _ndarray and (axis is None or type(axis) is int):
+        _TAKE_STATICS.setdefault((axis, mode), static)
     # (as NumPy: with mode 'raise' out= is written once every index is known to be good)
     into = np.empty_like(out) if mode == "raise" and isinstance(out, np.ndarray) else out
+    r = _take(a, indices, axis, static, into)
+    if into is not out:
+        np.copyto(out, into)
+        return out
+    return r
+
+
+_TAKE_STATICS = {}      # (axis, mode) -> take's static arguments, once checked
+
+
+def _take(a, indices, axis, static, into):
     try:
-        r = apply("take", man.take, (a, indices), static, into, ("a", "indices"),
-                  casting="unsafe")
-        if into is not out:
-            np.copyto(out, into)
-            return out
-        return r
+        return apply("take", man.take, (a, indices), static, into, ("a", "indices"),
+                     casting="unsafe")
     except (AxisError, man.TakeIndexError):
         raise
     except IndexError as e:
@@ -514,7 +529,9 @@ def tile(A, reps):
     """numpy.tile: A repeated `reps` times along each axis."""
     if isinstance(reps, np.ndarray) and reps.ndim == 0:
         reps = reps.item()
-    return apply("tile", man.tile, (A,), (("reps", _static(reps)),), names=("A",))
+    if type(reps) is not int and not (type(reps) is tuple and all(type(r) is int for r in reps)):
+        reps = _static(reps)
+    return apply("tile", man.tile, (A,), (("reps", reps),), names=("A",))
 
 
 def tril(m, k=0):

@@ -173,6 +173,9 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
+    static = _plain_arg(a, axis, out, keepdims)
+    if static is not None:
+        return apply("argmax", red.argmax, (a,), static, None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmax", red.argmax, (a,), _static(axis, keepdims), _index_out(out), _A)
@@ -180,9 +183,30 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
+    static = _plain_arg(a, axis, out, keepdims)
+    if static is not None:
+        return apply("argmin", red.argmin, (a,), static, None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmin", red.argmin, (a,), _static(axis, keepdims), _index_out(out), _A)
+
+
+def _plain_arg(a, axis, out, keepdims):
+    """The static arguments of argmax/argmin's common call (an array of rank 1 or more, an
+    int axis or None, nothing else), made once per axis; None for any other call."""
+    if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
+        return None
+    if axis is None:
+        return _NONE
+    if type(axis) is not int:
+        return None
+    static = _ARG_STATICS.get(axis)
+    if static is None:
+        static = _ARG_STATICS.setdefault(axis, (("axis", axis), ("keepdims", False)))
+    return static
+
+
+_ARG_STATICS = {}
 
 
 def _index_out(out):

@@ -23,6 +23,8 @@ from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
+_ndarray = np.ndarray
+
 
 # True while a builder runs for jd.numpy on arrays: its kernels with symbolic extents only
 # ever see non-empty operands there (empty ones get kernels of their own), so run-time
@@ -63,7 +65,7 @@ def scalar_result(*builders):
 # -- operands -------------------------------------------------------------------------------
 def is_symbolic(x) -> bool:
     """A value of a definition being traced (a tensor or a scalar expression)."""
-    return isinstance(x, (Tensor, Expr, IterVar))
+    return type(x) is not _ndarray and isinstance(x, (Tensor, Expr, IterVar))
 
 
 def operand(x, what="argument"):

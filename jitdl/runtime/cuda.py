@@ -37,10 +37,17 @@ def backend():
     return _backend[0]
 
 
+_ndarray = np.ndarray
+_HOST_SCALARS = frozenset((int, float, bool, type(None)))
+
+
 def is_device_array(a) -> bool:
     """Whether `a` lives on a GPU: CuPy arrays, and any object with
     `__cuda_array_interface__` (PyTorch and JAX GPU tensors, Numba device arrays)."""
-    if not hasattr(type(a), "__cuda_array_interface__") or isinstance(a, np.ndarray):
+    t = type(a)
+    if t is _ndarray or t in _HOST_SCALARS:     # (the common calls: one comparison)
+        return False
+    if not hasattr(t, "__cuda_array_interface__") or isinstance(a, np.ndarray):
         return False
     try:                # PyTorch defines it on the class and raises for CPU tensors
         a.__cuda_array_interface__
