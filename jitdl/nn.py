@@ -368,9 +368,17 @@ def _normalized_shape(s, op):
 
 def _apply_norm(name, builder, operands, static, names):
     """apply(), or the builder itself where normalized_shape holds symbolic sizes (only
-    inside a definition; they are no static value to key a kernel by)."""
-    if any(is_symbolic(n) for n in dict(static)["normalized_shape"]):
+    inside a definition; they are no static value to key a kernel by). On arrays whose
+    normalized_shape is exactly the input's trailing sizes, and the weight's and bias's
+    shapes too, the kernel is keyed by its length only (None per entry: the builder takes
+    the input's sizes), so one kernel serves every size, as jd.numpy's reductions do."""
+    shape = dict(static)["normalized_shape"]
+    if any(is_symbolic(n) for n in shape):
         return builder(*operands, **dict(static))
+    x, k = operands[0], len(shape)
+    if k and type(x) is np.ndarray and x.ndim >= k and x.shape[x.ndim - k:] == shape and \
+            all(type(p) is np.ndarray and p.shape == shape for p in operands[1:]):
+        static = (("normalized_shape", (None,) * k),) + static[1:]
     return apply(name, builder, operands, static, None, names)
 
 

@@ -120,6 +120,31 @@ def test_batch_norm_of_a_strided_input_and_float32():
     np.testing.assert_allclose(got, _bn(x, m, v), rtol=2e-5, atol=2e-5)
 
 
+def _ln(x, k, w=None, b=None, eps=1e-5):
+    axes = tuple(range(x.ndim - k, x.ndim))
+    y = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+@pytest.mark.parametrize("rank, k", [(2, 1), (3, 1), (3, 2)])
+def test_layer_and_rms_norm_compile_once_over_normalized_sizes(rank, k):
+    """normalized_shape as the input's own trailing sizes (what a model passes): one
+    kernel for every size, the normalized ones included, with and without parameters."""
+    rng = np.random.default_rng(10 * rank + k)
+
+    def make(s):
+        ns = s[rank - k:]
+        return rng.standard_normal(s), rng.standard_normal(ns), rng.standard_normal(ns)
+    _sweep(rng, rank, make, lambda x, w, b: F.layer_norm(x, x.shape[rank - k:], w, b),
+           lambda x, w, b: _ln(x, k, w, b), most=1)
+    _sweep(rng, rank, lambda s: make(s)[:1], lambda x: F.layer_norm(x, x.shape[rank - k:]),
+           lambda x: _ln(x, k), most=1)
+    _sweep(rng, rank, lambda s: make(s)[:2],
+           lambda x, w: F.rms_norm(x, list(x.shape[rank - k:]), w, eps=1e-6),
+           lambda x, w: x / np.sqrt(np.mean(x * x, axis=tuple(range(rank - k, rank)),
+                                            keepdims=True) + 1e-6) * w, most=1)
+
+
 def test_embedding_compiles_once_over_shapes():
     rng = np.random.default_rng(7)
     _sweep(rng, 2, lambda s: (rng.integers(0, s[1], (s[0], 3)), rng.standard_normal(s[::-1])),

@@ -197,6 +197,15 @@ def _check_param(p, shape, what, op):
                          f"{shape_text(shape_of(p))}", user_loc())
 
 
+def _own_sizes(x, normalized_shape):
+    """normalized_shape with None entries (jitdl.nn._apply_norm: the input's own trailing
+    sizes, checked by the caller) made x's sizes there."""
+    if normalized_shape and all(n is None for n in normalized_shape) \
+            and x.ndim >= len(normalized_shape):
+        return tuple(x.shape[x.ndim - len(normalized_shape):])
+    return normalized_shape
+
+
 def _trailing(x, normalized_shape, op):
     """The axes normalized_shape covers (the last ones of x), checked as torch does."""
     k = len(normalized_shape)
@@ -245,6 +254,7 @@ def layer_norm(x, *params, normalized_shape, eps, has_weight, has_bias):
     x = as_tensor(x)
     if not dtypes.is_float(x.dtype):
         x = elementwise(_float_of, x)
+    normalized_shape = _own_sizes(x, normalized_shape)
     axes = _trailing(x, normalized_shape, "layer_norm")
     weight = params[0] if has_weight else None
     bias = params[int(has_weight)] if has_bias else None
@@ -277,6 +287,7 @@ def rms_norm(x, *params, normalized_shape, eps, has_weight):
     x = as_tensor(x)
     if not dtypes.is_float(x.dtype):
         x = elementwise(_float_of, x)
+    normalized_shape = _own_sizes(x, normalized_shape)
     axes = _trailing(x, normalized_shape, "rms_norm")
     weight = params[0] if has_weight else None
     _check_param(weight, normalized_shape, "weight", "rms_norm")
