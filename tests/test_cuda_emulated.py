@@ -429,6 +429,25 @@ def test_argmax_argmin(dev, rng):
     np.testing.assert_array_equal(an, np.argmin(xf, axis=1))
 
 
+@jd.compute(dynamic=True)
+def whole_arg_max_min(X):
+    return jd.numpy.argmax(X), jd.numpy.argmin(X)
+
+
+@pytest.mark.parametrize("n", [7, 512, 1500, 5000])
+def test_whole_array_argmax_argmin_in_blocks(dev, rng, n):
+    """A 1-d argmax of a symbolic size reads x once in blocks (jitdl.ops.reduction): the
+    first block holding the extreme, then its first position there, or in the tail."""
+    for fill in ("ties", "nan", "tail"):
+        x = rng.integers(0, 5, n).astype(F32)
+        if fill == "nan":
+            x[rng.integers(0, n, 2)] = np.nan
+        if fill == "tail":
+            x[-1] = 9
+        am, an = on_gpu(dev, whole_arg_max_min, x)
+        assert am == np.argmax(x) and an == np.argmin(x), (fill, am, an)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_division_and_modulo(dev, rng, dtype):
     a = rng.integers(-50, 50, 200).astype(dtype)

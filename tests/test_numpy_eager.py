@@ -1157,3 +1157,28 @@ def test_a_numpy_axis_error_while_tracing_is_still_one(rng):
         return jnp.where(C, X, 2 ** 64 + 5)
     with pytest.raises(OverflowError):
         huge(c, x)
+
+
+@pytest.mark.parametrize("n", [4095, 4096, 4097, 5000, 70_001])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.bool_])
+def test_whole_array_argmax_argmin_in_blocks(n, dtype):
+    """Large 1-d (and C-contiguous n-d) arrays are read once in blocks: the first position
+    of the extreme (of the first NaN) wherever it lies, in a whole block or in the tail, as
+    NumPy gives it; ties and equal blocks keep the first."""
+    rng = np.random.default_rng(n)
+    for case in ("random", "ties", "nan", "last", "first", "flat"):
+        x = (rng.standard_normal(n) * 4).astype(dtype) if dtype != np.bool_ else \
+            rng.random(n) > 0.5
+        if case == "ties":
+            x = rng.integers(0, 3, n).astype(dtype)
+        elif case == "nan" and np.dtype(dtype).kind == "f":
+            x[rng.integers(0, n, 3)] = np.nan
+        elif case in ("last", "first"):
+            x[-1 if case == "last" else 0] = 100 if dtype != np.bool_ else True
+        elif case == "flat":
+            x[:] = x[n // 3]
+        for f in ("argmax", "argmin"):
+            got, want = getattr(jnp, f)(x), getattr(np, f)(x)
+            assert got == want and type(got) is type(want), (case, f, got, want)
+        m = x[: n // 7 * 7].reshape(7, -1)
+        assert jnp.argmax(m) == np.argmax(m) and jnp.argmin(m.T) == np.argmin(m.T)

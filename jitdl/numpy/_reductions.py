@@ -173,9 +173,9 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
-    static = _plain_arg(a, axis, out, keepdims)
-    if static is not None:
-        return apply("argmax", red.argmax, (a,), static, None, _A)
+    plain = _plain_arg(a, axis, out, keepdims)
+    if plain is not None:
+        return apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmax", red.argmax, (a,), _static(axis, keepdims), _index_out(out), _A)
@@ -183,30 +183,40 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
-    static = _plain_arg(a, axis, out, keepdims)
-    if static is not None:
-        return apply("argmin", red.argmin, (a,), static, None, _A)
+    plain = _plain_arg(a, axis, out, keepdims)
+    if plain is not None:
+        return apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmin", red.argmin, (a,), _static(axis, keepdims), _index_out(out), _A)
 
 
 def _plain_arg(a, axis, out, keepdims):
-    """The static arguments of argmax/argmin's common call (an array of rank 1 or more, an
-    int axis or None, nothing else), made once per axis; None for any other call."""
+    """(operand, static arguments) of argmax/argmin's common call (an array of rank 1 or
+    more, an int axis or None, nothing else), the static ones made once per axis; None
+    for any other call. Over every axis, a large array is read in blocks, as 1-d (a
+    C-contiguous one as its 1-d view: the same row-major positions)."""
     if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
         return None
     if axis is None:
-        return _NONE
+        if a.size < red.ARG_BLOCKED_MIN:
+            return a, _ARG_SMALL if a.ndim == 1 else _NONE
+        if a.ndim > 1:
+            if not a.flags.c_contiguous:
+                return a, _NONE
+            a = a.reshape(-1)
+        return a, _ARG_LARGE
     if type(axis) is not int:
         return None
     static = _ARG_STATICS.get(axis)
     if static is None:
         static = _ARG_STATICS.setdefault(axis, (("axis", axis), ("keepdims", False)))
-    return static
+    return a, static
 
 
 _ARG_STATICS = {}
+_ARG_SMALL = (("axis", None), ("blocked", False))
+_ARG_LARGE = (("axis", None), ("blocked", True))
 
 
 def _index_out(out):
