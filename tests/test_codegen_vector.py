@@ -704,3 +704,22 @@ def test_unrolled_loop_too_long_to_copy_says_it_is_a_loop(rng, width):
     np.testing.assert_allclose(y, expected, 1e-12)
     assert "unrolled j: a loop, because its extent 100 is not a constant of at most 64" \
         in text
+
+
+@pytest.mark.parametrize("n", [12, 3])
+def test_checked_uniform_read_with_varying_check(rng, width, n):
+    """A read of one element for every lane (the base A[0]) that carries a check differing
+    by lane (power's negative exponent, E[i] + 1 not being a read itself): every lane's
+    exponent is checked, as in the scalar loop."""
+    @jd.compute
+    def power(A, E):
+        return jd.tensor(E.shape, lambda i: jd.numpy.power(A[0], E[i] + 1), name="Y")
+    rows(power)
+    a, e = np.array([2], np.int32), ints(rng, n, np.int32, 0, 9)
+    assert np.array_equal(power(a, e), np.power(2, e + 1).astype(np.int32))
+    assert_vector(power, (a, e), "i")
+    for pos in sorted({0, n // 2, n - 1}):
+        bad = e.copy()
+        bad[pos] = -5
+        with pytest.raises(ValueError, match="negative integer powers"):
+            power(a, bad)

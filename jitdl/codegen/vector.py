@@ -356,7 +356,12 @@ class VectorBody:
     def load(self, e):
         kind, idx = self.address(e.index)
         if kind == "scalar":
-            return self.cg.load(e)
+            if not (e.check and any(self.varies(c[0]) for c in e.check)):
+                return self.cg.load(e)
+            # one element, but a check that differs by lane (a carried one, such as
+            # power's negative exponent on a read of its base): every lane is checked
+            return self.branch_value(self.checked(e), lambda: self.cg.load(
+                Load(e.buffer, e.index, None)))
         if e.check:
             return self.branch_value(self.checked(e), lambda: self._load(e, kind, idx))
         return self._load(e, kind, idx)
@@ -364,8 +369,10 @@ class VectorBody:
     def checked(self, e):
         """The run-time checks of a read, every active lane at once: where a lane fails,
         the error is recorded (the check's number, and the value of the last lane that
-        failed, as the scalar loop leaves it); the result is the scalar condition under
-        which the read goes ahead (no lane failed: a failing block reads nothing)."""
+        failed); the result is the scalar condition under which the read goes ahead (no
+        lane failed: a failing block reads nothing). With one bad index the error names it
+        as the scalar loop does; with several in one block (of two reads, or nested ones)
+        it may name another of them than the scalar loop, whose last failure wins."""
         b, cg = self.b, self.cg
         ok = ir.Constant(I1, 1)
         for sub, extent, tensor, text in e.check:

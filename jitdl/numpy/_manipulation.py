@@ -412,7 +412,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
     if type(a) is _ndarray and type(indices) is _ndarray and out is None and a.ndim \
-            and (axis is None or type(axis) is int) and indices.dtype.kind in "iu":
+            and (axis is None or type(axis) is int) and type(mode) is str \
+            and indices.dtype.kind in "iu":
         # the common call: arrays, an integer axis or None (what the rest checks first)
         static = _TAKE_STATICS.get((axis, mode))
         if static is not None:
@@ -446,7 +447,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         raise ArgumentError(f"Cannot cast array data from {out.dtype!r} to {a_dtype!r} "
                             f"according to the rule 'safe' (take(), out=)", user_loc())
     if type(a) is _ndarray and type(indices) is _ndarray and (axis is None or type(axis) is int):
-        _TAKE_STATICS.setdefault((axis, mode), static)
+        _TAKE_STATICS.setdefault((axis, mode), static)      # (mode: one of the three names)
     # (as NumPy: with mode 'raise' out= is written once every index is known to be good)
     into = np.empty_like(out) if mode == "raise" and isinstance(out, np.ndarray) else out
     r = _take(a, indices, axis, static, into)
