@@ -1270,8 +1270,8 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     for; each number of the Python type it was compiled for), makes the output with
     NumPy's PyArray_Empty and returns it. Anything else (another shape pattern, an empty
     or a size-1 dimension where the kernel has a size, a Python int outside its
-    `int_bounds` pair, an output of POOL_MIN_BYTES or more, an error) returns `self`'s FAST_FALLBACK item without a result: the caller
-    takes its general path. `direct(*args, out)` (one argument more) writes into out
+    `int_bounds` pair, an output of POOL_MIN_BYTES or more, an error) returns `self`'s
+    FAST_FALLBACK item without a result: the caller takes its general path. `direct(*args, out)` (one argument more) writes into out
     instead and returns it, where out is exactly an ndarray of the output's dtype object
     and shape, C-contiguous, aligned, writeable and apart from every input (or exactly
     the memory of an input at a position in `alias`); else the fallback.
