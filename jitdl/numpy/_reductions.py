@@ -42,6 +42,8 @@ def _axis_of(a, axis):
 def _axis(axis):
     if axis is None or type(axis) is int:
         return axis
+    if type(axis) is tuple and all(type(a) is int for a in axis):
+        return axis
     if isinstance(axis, tuple):
         return tuple(_one_axis(a) for a in axis)
     if isinstance(axis, list):      # (NumPy takes an int or a tuple, not a list)
