@@ -470,7 +470,8 @@ def numpy_fallback(fn, np_fn):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if kwargs and _foreign_dtype(kwargs.get("dtype")) and not _symbolic_args(args, kwargs):
+        if kwargs and "dtype" in kwargs and _foreign_dtype(kwargs["dtype"]) \
+                and not _symbolic_args(args, kwargs):
             # (dtype=np.float16, dtype=np.uint64, ...)
             return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
         try:
