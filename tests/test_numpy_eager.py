@@ -1182,3 +1182,15 @@ def test_whole_array_argmax_argmin_in_blocks(n, dtype):
             assert got == want and type(got) is type(want), (case, f, got, want)
         m = x[: n // 7 * 7].reshape(7, -1)
         assert jnp.argmax(m) == np.argmax(m) and jnp.argmin(m.T) == np.argmin(m.T)
+
+
+@pytest.mark.parametrize("ddof", ["x", b"1", None])
+def test_var_std_ddof_of_no_number_is_a_type_error(ddof):
+    """NumPy compares ddof with the count, which has no loop for a string or None: a
+    TypeError, as NumPy's (not a ValueError from float('x'))."""
+    x = np.random.default_rng(0).standard_normal(5)
+    for f in ("var", "std"):
+        with pytest.raises(TypeError):
+            getattr(np, f)(x, ddof=ddof)
+        with pytest.raises(TypeError):
+            getattr(jnp, f)(x, ddof=ddof)

@@ -321,6 +321,9 @@ def _ddof(ddof, correction):
         return ddof
     if has_huge_int((ddof,)):
         raise OverflowError("Python int too large to convert to C long")    # (NumPy's)
+    if isinstance(ddof, (str, bytes)) or ddof is None:
+        # (NumPy compares ddof with the count, which has no loop for them: a TypeError)
+        raise TypeError(f"ddof must be a number, not {type(ddof).__name__} ({ddof!r})")
     return float(ddof)
 
 
