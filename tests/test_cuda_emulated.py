@@ -448,6 +448,21 @@ def test_whole_array_argmax_argmin_in_blocks(dev, rng, n):
         assert am == np.argmax(x) and an == np.argmin(x), (fill, am, an)
 
 
+@jd.compute(dynamic=True)
+def flat_arg_max_min(X):
+    return jd.numpy.argmax(X.reshape(-1)), jd.numpy.argmin(jd.numpy.diff(X.reshape(-1)))
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 1500)])
+def test_whole_array_argmax_argmin_of_a_flattened_array(dev, rng, shape):
+    """Over a size the prover cannot place a block's end within (X_n0 * X_n1), the
+    tail's read is checked at run time."""
+    x = rng.integers(0, 5, shape).astype(F32)
+    x.flat[-1] = 9
+    am, an = on_gpu(dev, flat_arg_max_min, x)
+    assert am == np.argmax(x) and an == np.argmin(np.diff(x.reshape(-1))), (am, an)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_division_and_modulo(dev, rng, dtype):
     a = rng.integers(-50, 50, 200).astype(dtype)

@@ -145,6 +145,27 @@ def test_transpose_and_take():
         take(rand(5, 3), np.array([0, 5]))
 
 
+def test_whole_array_argmax_of_a_flattened_or_shortened_array():
+    """A 1-d argmax over a size that is an expression of the sizes (X_n0 * X_n1 of a
+    flattened X, X_n0 - 1 of a diff) reads it in blocks too: the tail's read, at
+    n // 512 * 512 + t, which the prover cannot place at 0 or more there, is checked at
+    run time (it raised a DefinitionError)."""
+    @jd.compute(dynamic=True)
+    def flat(X):
+        return jd.numpy.argmax(X.reshape(-1)), jd.numpy.argmin(jd.numpy.ravel(X))
+
+    @jd.compute(dynamic=True)
+    def diffs(X):
+        return jd.numpy.argmax(jd.numpy.diff(X)), jd.numpy.argmin(jd.numpy.diff(X))
+    for shape in [(2, 3), (3, 1500), (64, 64), (9, 513)]:
+        x = rand(*shape)
+        x.flat[-1] = 9.0
+        assert [int(r) for r in flat(x)] == [np.argmax(x), np.argmin(x)]
+        d = rand(shape[0] * shape[1])
+        assert [int(r) for r in diffs(d)] == [np.argmax(np.diff(d)), np.argmin(np.diff(d))]
+    assert kernels(flat) == 1 and kernels(diffs) == 1
+
+
 def test_row_reductions_softmax_and_argmax():
     @jd.compute(dynamic=True)
     def softmax(X):

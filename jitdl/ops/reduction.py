@@ -12,7 +12,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import VALUE_CHECKS, ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp
+from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp, Var
 from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
                             may_agree, operand, reduced_size, reduction, scalar_result,
                             shape_of, shape_text, sizes_known_nonzero)
@@ -212,12 +212,21 @@ def _blocked_first_position(op, x):
     # has no identity; a symbolic one may have either empty at run time, which is fine)
     has_tail = not isinstance(n, int) or n > start
     j, t = te.reduce_axis(block), te.reduce_axis(n - start) if has_tail else None
+
+    def at_tail():
+        # x at start + t: over a symbolic size other than one of an argument's own (the
+        # X_n0 * X_n1 of a flattened X, the X_n0 - 1 of a diff), the static prover cannot
+        # place start = n // block * block at 0 or more, so the read is checked at run time
+        read = x[start + t]
+        if isinstance(n, int) or isinstance(n, Var):
+            return read
+        return dataclasses.replace(read, checked=True)
     blocks = te.tensor((whole,), lambda b: te.reduce(ext, x[b * block + j], [j]),
                        name=f"{op.value}_blocks")
     kb = te.reduce_axis(whole)
     m = te.tensor((), lambda: te.reduce(ext, blocks[kb], [kb]), name=f"{op.value}_top")
     if has_tail:
-        tail = te.tensor((), lambda: te.reduce(ext, x[start + t], [t]),
+        tail = te.tensor((), lambda: te.reduce(ext, at_tail(), [t]),
                          name=f"{op.value}_tail")
         top = m
         m = te.tensor((), lambda: build.binary(
@@ -244,7 +253,7 @@ def _blocked_first_position(op, x):
     if not has_tail:
         return in_blocks
     in_tail = te.tensor((), lambda: te.reduce(ReduceOp.MIN, build.select(
-        _hit(x[start + t], m[()]), start + build.cast(t, "int64"), last), [t]),
+        _hit(at_tail(), m[()]), start + build.cast(t, "int64"), last), [t]),
         name=f"{op.value}_in_tail")
     return te.tensor((), lambda: build.binary(BinOp.MIN, in_blocks[()], in_tail[()]),
                      name=op.value)
