@@ -42,7 +42,7 @@ def _axis_of(a, axis):
 def _axis(axis):
     if axis is None or type(axis) is int:
         return axis
-    if type(axis) is tuple and all(type(a) is int for a in axis):
+    if type(axis) is tuple and builtins.all(type(a) is int for a in axis):
         return axis
     if isinstance(axis, tuple):
         return tuple(_one_axis(a) for a in axis)
