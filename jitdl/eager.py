@@ -489,7 +489,23 @@ def numpy_fallback(fn, np_fn):
                 raise
             return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
-    return call
+    if not getattr(fn, "direct_operands", False):
+        return call
+
+    @functools.wraps(fn)
+    def direct_call(*args, **kwargs):
+        # (fn's common call is apply(name, builder, args, ()): positional arrays, nothing
+        # else; the op's direct slot serves it, as it would inside apply, a call layer and
+        # fn's own checks less; anything it does not serve goes the way above)
+        if not kwargs:
+            d = _direct.get((name, (), len(args)))
+            if d is not None:
+                r = d(*args)
+                if r is not _MISS:
+                    return r
+        return call(*args, **kwargs)
+    direct_call.numpy_fallback = np_fn
+    return direct_call
 
 
 def array_module_function(name, np_fn, args, kwargs):

@@ -340,3 +340,31 @@ def test_an_ops_direct_slot_is_per_operand_count():
     jnp.vstack([v1, v2])
     got = jnp.vstack([v1, v2, v3])
     assert got.shape == (4, 4) and (v3 == 7.0).all()
+
+
+def test_products_take_the_direct_slot_and_answer_every_other_call():
+    """dot, matmul, inner, outer and vdot try the op's direct slot before their wrapper
+    (eager.numpy_fallback): every call, whatever the slot holds from the call before,
+    answers as NumPy (shapes, dtypes, Fortran order, lists, numbers, out=, subclasses)."""
+    rng = np.random.default_rng(3)
+    m32, v32 = rand((32, 32), np.float64), rand(32, np.float64)
+    i46, i62 = rng.integers(0, 9, (4, 6)), rng.integers(0, 9, (6, 2))
+    calls = [
+        lambda M: M.dot(m32, v32), lambda M: M.dot(v32, v32), lambda M: M.dot(m32, m32),
+        lambda M: M.dot(m32.astype(np.float32), v32.astype(np.float32)),
+        lambda M: M.dot(np.asfortranarray(m32), v32), lambda M: M.dot(m32.tolist(), v32),
+        lambda M: M.dot(2.5, v32), lambda M: M.dot(m32, v32, np.empty(32)),
+        lambda M: M.matmul(m32, m32.T), lambda M: M.matmul(m32[:5], m32[:, :3]),
+        lambda M: M.matmul(i46, i62),
+        lambda M: M.inner(v32, v32), lambda M: M.outer(v32[:4], v32[:3]),
+        lambda M: M.vdot(m32, m32),
+    ]
+    for _ in range(2):
+        for c in calls + calls[::-1]:
+            got, want = c(jnp), c(np)
+            assert type(got) is type(want) and np.shape(got) == np.shape(want)
+            assert np.asarray(got).dtype == np.asarray(want).dtype
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5
+                                       if np.asarray(want).dtype == np.float32 else 1e-12)
+    with pytest.raises(ValueError):
+        jnp.dot(m32, rand(31, np.float64))

@@ -73,6 +73,12 @@ def vecdot(x1, x2, /, out=None, *, axis=-1, dtype=None, casting="same_kind"):
                  broadcast_out=True)
 
 
+# their common call is apply(name, builder, args, ()) of the positional arrays: the op's
+# direct slot serves it first (jitdl.eager.numpy_fallback)
+for _f in (matmul, dot, vdot, inner, outer):
+    _f.direct_operands = True
+
+
 def _axes(axes):
     if isinstance(axes, (int, np.integer)):
         return int(axes)
