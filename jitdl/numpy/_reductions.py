@@ -125,11 +125,9 @@ def _initial(initial, what, a=None, dtype=None):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
         where=True):
     """Sum of array elements over the given axes (numpy.sum)."""
-    if dtype is None and out is None and initial is None and where is True \
-            and keepdims is False and axis is not None:
-        static = _plain_axis(a, axis, "u")
-        if static is not None:
-            return apply("sum", red.sum_, (a,), static, None, _A)
+    static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
+    if static is not None:
+        return apply("sum", red.sum_, (a,), static, None, _A)
     dtype = _out_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -144,11 +142,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     """Product of array elements over the given axes (numpy.prod)."""
-    if dtype is None and out is None and initial is None and where is True \
-            and keepdims is False and axis is not None:
-        static = _plain_axis(a, axis, "u")
-        if static is not None:
-            return apply("prod", red.prod, (a,), static, None, _A)
+    static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
+    if static is not None:
+        return apply("prod", red.prod, (a,), static, None, _A)
     dtype = _out_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -163,11 +159,9 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The largest element over the given axes; NaN wins (numpy.max)."""
-    if out is None and initial is None and where is True and keepdims is False \
-            and axis is not None:
-        static = _plain_axis(a, axis, "")
-        if static is not None:
-            return apply("max", red.max_, (a,), static, None, _A)
+    static = _plain_axis(a, axis, "", where, keepdims, out, initial)
+    if static is not None:
+        return apply("max", red.max_, (a,), static, None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
@@ -179,11 +173,9 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
     """The smallest element over the given axes; NaN wins (numpy.min)."""
-    if out is None and initial is None and where is True and keepdims is False \
-            and axis is not None:
-        static = _plain_axis(a, axis, "")
-        if static is not None:
-            return apply("min", red.min_, (a,), static, None, _A)
+    static = _plain_axis(a, axis, "", where, keepdims, out, initial)
+    if static is not None:
+        return apply("min", red.min_, (a,), static, None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
@@ -213,15 +205,20 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
     return apply("argmin", red.argmin, (a,), _static(axis, keepdims), _index_out(out), _A)
 
 
-def _plain_axis(a, axis, kinds):
+def _plain_axis(a, axis, kinds, where, keepdims, *unset):
     """The static arguments of a reduction's common call along given axes (an array of
     rank 1 or more and of a dtype kind not in `kinds`, an int or a tuple of ints as axis,
-    nothing else), made once per axis; None for any other call, which goes the general
-    way (which also answers the kinds left out: unsigned totals, integer means)."""
-    if type(a) is not np.ndarray or not a.ndim or a.dtype.kind in kinds or not (
-            type(axis) is int or type(axis) is tuple
-            and builtins.all(type(x) is int for x in axis)):
+    where=True, keepdims=False and the `unset` arguments None), made once per axis; None
+    for any other call, which goes the general way (which also answers the kinds left
+    out: unsigned totals, integer means)."""
+    if where is not True or keepdims is not False or type(a) is not np.ndarray \
+            or not a.ndim or a.dtype.kind in kinds or not (
+                type(axis) is int or type(axis) is tuple
+                and builtins.all(type(x) is int for x in axis)):
         return None     # (a bool or float axis too: equal to an int as a key, not to NumPy)
+    for u in unset:     # (by identity: an out= array is no None, nor compared with it)
+        if u is not None:
+            return None
     static = _AXIS_STATICS.get(axis)
     if static is None:
         if len(_AXIS_STATICS) >= 256:
@@ -336,11 +333,9 @@ def _integer_moment(a, dtype):
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
-    if dtype is None and out is None and where is True and keepdims is False \
-            and axis is not None:
-        static = _plain_axis(a, axis, "biu")
-        if static is not None:
-            return apply("mean", red.mean, (a,), static, None, _A)
+    static = _plain_axis(a, axis, "biu", where, keepdims, dtype, out)
+    if static is not None:
+        return apply("mean", red.mean, (a,), static, None, _A)
     dtype = _out_dtype(a, dtype, out)
     if axis is None and dtype is None and where is True and not keepdims:
         return apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
