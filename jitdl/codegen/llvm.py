@@ -396,7 +396,7 @@ class FunctionCodegen:
         if fn == Intrin.SIGMOID:
             one = const(ty, 1.0)
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
-        if fn == Intrin.TANH and elem(ty) == F32:
+        if fn == Intrin.TANH:
             return self.gen.math.tanh(b, x)
         if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
             name = _LIBM[fn]

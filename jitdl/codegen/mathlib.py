@@ -22,6 +22,12 @@ _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
            -3.33332819422e-1)
 
+# Cephes tanh (double): tanh(x) = x + x^3 P(x^2) / Q(x^2) for |x| < 0.625 (Q monic)
+_TANH64_P = (-9.64399179425052238628e-1, -9.92877231001918586564e1,
+             -1.61468768441708447952e3)
+_TANH64_Q = (1.0, 1.12811678491632931402e2, 2.23548839060100448583e3,
+             4.84406305325125486048e3)
+
 # sin and cos on [-pi/4, pi/4] (Cephes sinf / cosf): sin r = r + r^3 S(r^2),
 # cos r = 1 - r^2 / 2 + r^4 C(r^2)
 _SIN_P = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
@@ -104,14 +110,21 @@ class MathLib:
         return b.select(b.fcmp_unordered("uno", x, x), x, r)
 
     def tanh(self, b, x):
-        """Cephes tanhf (within 2 ulp): an odd polynomial below |x| = 0.625, else
-        1 - 2 / (exp(2|x|) + 1) with the sign of x (exp overflows to inf: +-1)."""
+        """Cephes tanhf (within 2 ulp) and tanh (double): an odd polynomial (a rational
+        function in double) below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1) with the sign
+        of x (exp overflows to inf: +-1). Every lane of a vector computes both; the
+        double exp is the C library's, per lane, cheaper than its tanh."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         ax = self._intr(b, "llvm.fabs", ty, x)
-        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(self.exp(b, b.fmul(ax, c(2.0))), c(1.0))))
+        e = self.exp(b, b.fmul(ax, c(2.0))) if elem(ty) == F32 else \
+            self._intr(b, "llvm.exp", ty, b.fmul(ax, c(2.0)))
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
         z = b.fmul(x, x)
-        p = self._horner(b, _TANH_P, z)
+        if elem(ty) == F32:
+            p = self._horner(b, _TANH_P, z)
+        else:
+            p = b.fdiv(self._horner(b, _TANH64_P, z), self._horner(b, _TANH64_Q, z))
         small = self._madd(b, b.fmul(p, z), x, x)
         r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
