@@ -253,11 +253,11 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     t0 = time.perf_counter()
     sizes = [v for v, _, _ in low.sizes]
     out_trees = [[size_tree(d, sizes) for d in b.shape] for b in low.outputs]
+    int_checks = weak.checks([(t.op.body, t.op.loc) for t in graph.stages])
     # printed (and let go) with the collector still paused: the module's objects are then
     # garbage at its next collection, freed by one scan; printed after, they were alive at
     # the first collections and scanned again by the older generations' (measured: half
     # the time in collections of 16 cold jd.numpy first calls)
-    int_checks = weak.checks([(t.op.body, t.op.loc) for t in graph.stages])
     with collector_paused():
         module, checks = generate(low.func, parallel_ok=parallel, strict_fp=options.strict_fp,
                                   with_err=low.checks > 0,

@@ -219,6 +219,11 @@ def _plain_axis(a, axis, kinds, where, keepdims, *unset):
     for u in unset:     # (by identity: an out= array is no None, nor compared with it)
         if u is not None:
             return None
+    return _axis_static(axis)
+
+
+def _axis_static(axis):
+    """(("axis", axis), ("keepdims", False)) for an int or a tuple of ints, made once."""
     static = _AXIS_STATICS.get(axis)
     if static is None:
         if len(_AXIS_STATICS) >= 256:
@@ -247,13 +252,9 @@ def _plain_arg(a, axis, out, keepdims):
         return a, _ARG_LARGE
     if type(axis) is not int:
         return None
-    static = _ARG_STATICS.get(axis)
-    if static is None:
-        static = _ARG_STATICS.setdefault(axis, (("axis", axis), ("keepdims", False)))
-    return a, static
+    return a, _axis_static(axis)
 
 
-_ARG_STATICS = {}
 _ARG_SMALL = (("axis", None), ("blocked", False))
 _ARG_LARGE = (("axis", None), ("blocked", True))
 

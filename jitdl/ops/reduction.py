@@ -276,12 +276,8 @@ def _first_position(op, x, axis, keepdims):
             pos = k if pos is None else pos * build.cast(x.shape[a], "int64") + k
         it = iter(idx)
         v = x[tuple(ks[d] if d in ks else next(it) for d in range(x.ndim))]
-        best = m[idx]
-        hit = build.compare(CmpOp.EQ, v, best)
-        if dtypes.is_float(x.dtype):        # (a select on the one m: no branch per element)
-            hit = build.select(build.call(Intrin.ISNAN, best), build.call(Intrin.ISNAN, v),
-                               hit)
-        return te.reduce(ReduceOp.MIN, build.select(hit, pos, last), list(ks.values()))
+        return te.reduce(ReduceOp.MIN, build.select(_hit(v, m[idx]), pos, last),
+                         list(ks.values()))
     r = te.tensor(m.shape, first, name=op.value)
     if not keepdims:
         return r
