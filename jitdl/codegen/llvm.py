@@ -47,10 +47,12 @@ GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations relea
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
 _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
          CmpOp.NE: "!="}
-_LIBM = {Intrin.TANH: "tanh", Intrin.ERF: "erf", Intrin.TAN: "tan", Intrin.ATAN: "atan",
-         Intrin.LOG1P: "log1p", Intrin.EXPM1: "expm1", Intrin.SIN: "sin", Intrin.COS: "cos",
-         Intrin.LOG: "log", Intrin.ASIN: "asin", Intrin.ACOS: "acos", Intrin.EXP2: "exp2",
-         Intrin.LOG2: "log2", Intrin.LOG10: "log10"}
+_LIBM = {Intrin.ERF: "erf", Intrin.TAN: "tan", Intrin.ATAN: "atan", Intrin.SIN: "sin",
+         Intrin.COS: "cos", Intrin.ASIN: "asin", Intrin.ACOS: "acos"}
+# functions written inline as vector code (jitdl.codegen.mathlib), float32 and float64
+_MATHLIB = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
+            Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
+            Intrin.LOG1P: "log1p"}
 _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
                Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
                Intrin.ABS: "llvm.fabs"}
@@ -224,7 +226,7 @@ class FunctionCodegen:
                 case BinOp.MAX:
                     return self.call("llvm.maximum", ty, a, c)
                 case BinOp.POW:
-                    return self.call("llvm.pow", ty, a, c)
+                    return self.gen.math.pow(b, a, c)
                 case BinOp.FMOD:
                     return b.frem(a, c)
                 case BinOp.MOD:
@@ -387,17 +389,13 @@ class FunctionCodegen:
             raise CompileError(f"codegen: {fn.value} of {src}")
         if fn in _LLVM_UNARY:
             return self.call(_LLVM_UNARY[fn], ty, x)
-        if fn == Intrin.EXP:
-            return self.gen.math.exp(b, x)
-        if fn == Intrin.LOG:
-            return self.gen.math.log(b, x)
+        if fn in _MATHLIB:
+            return getattr(self.gen.math, _MATHLIB[fn])(b, x)
         if fn == Intrin.RSQRT:
             return b.fdiv(const(ty, 1.0), self.call("llvm.sqrt", ty, x))
         if fn == Intrin.SIGMOID:
             one = const(ty, 1.0)
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
-        if fn == Intrin.TANH:
-            return self.gen.math.tanh(b, x)
         if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
             name = _LIBM[fn]
             slow = (lambda: b.call(self.gen.math.lanewise(name + "f", ty), [x])) \
