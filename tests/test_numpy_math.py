@@ -829,34 +829,6 @@ def _ulps(got, want):
     return np.where(both, 0.0, np.nan_to_num(d, nan=np.inf))
 
 
-@pytest.mark.parametrize("name", ["arcsin", "arccos", "exp2", "log2", "log10"])
-def test_libm_functions_are_accurate(name):
-    """These call the C library's function: within an ulp of the float64 result rounded
-    (float32) and of NumPy's (float64; NumPy's own SIMD float32 code, which it dispatches
-    to on some CPUs only, gives log10(1000) = 3.0000002 on AVX-512), NaN and infinities
-    where NumPy has them, exact powers of the base exact (log10(1000) = 3, exp2(7) = 128)."""
-    lo, hi = {"arcsin": (-1, 1), "arccos": (-1, 1), "exp2": (-120, 120)}.get(name, (0, 1e6))
-    exact = {"exp2": ([7, -3, 0, 10], [128, 0.125, 1, 1024]),
-             "log2": ([1024, 0.125, 1], [10, -3, 0]),
-             "log10": ([1000, 1e-2, 1], [3, -2, 0]),
-             "arcsin": ([0, 1], [0, np.arcsin(np.float64(1))]),
-             "arccos": ([1], [0])}[name]
-    for dt in (np.float32, np.float64):
-        x = np.concatenate([RNG.uniform(lo, hi, 2000), SPECIAL])
-        with np.errstate(over="ignore"):        # (1e300 is inf in float32)
-            x = x.astype(dt)
-        got, want = getattr(jnp, name)(x), np_quiet(getattr(np, name), x)
-        assert got.dtype == want.dtype
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-        np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
-        ref = want if dt == np.float64 else np_quiet(getattr(np, name), x.astype(np.float64))
-        with np.errstate(over="ignore"):
-            ref = ref.astype(dt)
-        assert _ulps(got, ref).max() <= 1, (dt, name, _ulps(got, ref).max())
-        xs, ys = exact
-        np.testing.assert_array_equal(getattr(jnp, name)(np.array(xs, dt)), np.array(ys, dt))
-
-
 def test_libm_calls_are_pure_so_repeated_calls_merge():
     """An expression using float64 sin (the C library's) three times calls it once per
     element (a libm call marked readnone, so LLVM merges the copies)."""
@@ -1096,3 +1068,118 @@ def test_exp_and_log_families_are_vector_code_within_an_ulp(name, dt):
     text = str(jd.compute(lambda X: getattr(jnp, name)(X)).llvm_ir(np.ones(64, dt),
                                                                    optimized=False))
     assert f'@"{name}' not in text and "@llvm.exp." not in text and "@llvm.log." not in text
+
+
+def _libm_ref(f, x, dt):
+    """f (the math module's, i.e. the C library's double function) of each element of x,
+    NaN where it raises, rounded to dt."""
+    import math
+
+    def one(v):
+        try:
+            return f(float(v))
+        except ValueError:
+            return math.nan
+    with np.errstate(over="ignore"):
+        return np.array([one(v) for v in x]).astype(dt)
+
+
+def _trig_inputs(name, dt):
+    rng = np.random.default_rng(11)
+    tiny = 5e-324 if dt == np.float64 else 1e-45
+    parts = [rng.standard_normal(8000) * s
+             for s in (1e-300, 1e-8, 1e-3, 0.1, 0.5, 1.0, 3.0, 10.0, 1e3, 1e8, 1e300)]
+    if name in ("arcsin", "arccos"):        # |x| <= 1, the switch at 1/2, near +-1, beyond
+        parts = [rng.uniform(-1, 1, 40000), rng.uniform(0.49, 0.51, 10000),
+                 1 - rng.uniform(0, 1e-3, 10000), -1 + rng.uniform(0, 1e-6, 10000),
+                 rng.standard_normal(10000) * 1e-8, rng.uniform(-3, 3, 1000)]
+    if name == "tan":                       # near multiples of pi/2, past the reduction's range
+        k = rng.integers(-10 ** 6, 10 ** 6, 5000)
+        parts += [k * (np.pi / 2), np.nextafter(k * (np.pi / 2), 0), rng.uniform(-1e9, 1e9, 5000),
+                  rng.uniform(-1e12, 1e12, 50)]
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 1e-310, 1.0, -1.0, 0.5, -0.5,
+               1 + 2 ** -52, -1 - 2 ** -52, 1 - 2 ** -53, 0.66, 0.4142135623730951,
+               2.414213562373095, 1e300, -1e300]
+    with np.errstate(over="ignore"):
+        return np.concatenate(parts + [SPECIAL, special]).astype(dt)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["arctan", "arcsin", "arccos", "tan"])
+def test_inverse_trig_and_tan_are_vector_code_within_two_ulp(name, dt):
+    """arctan, arcsin, arccos and tan are inline vector code (jitdl.codegen.mathlib), no
+    C library call per lane: within 2 ulp of the C library's double function (rounded, for
+    float32) over many scales, near +-1 and the 1/2 switch (asin, acos), near multiples of
+    pi/2 and past the reduction's range (tan: those lanes alone call libm); NaN, signed zeros
+    and the exact values where libm has them, in every lane position."""
+    import math
+    x = _trig_inputs(name, dt)
+    ref = _libm_ref({"arctan": math.atan, "arcsin": math.asin, "arccos": math.acos,
+                     "tan": math.tan}[name], x, dt)
+    for shift in (0, 1, 3):
+        xs, want = np.roll(x, shift), np.roll(ref, shift)
+        got = getattr(jnp, name)(xs)
+        assert got.dtype == dt
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(want[~nan]))
+        assert _ulps(got, want).max() <= 2, (name, dt, _ulps(got, want).max())
+    exact = {"arctan": ([np.inf, -np.inf, -0.0], [np.pi / 2, -np.pi / 2, -0.0]),
+             "arcsin": ([1.0, -1.0, -0.0], [np.pi / 2, -np.pi / 2, -0.0]),
+             "arccos": ([1.0, -1.0, 0.0], [0.0, np.pi, np.pi / 2]),
+             "tan": ([-0.0, 0.0], [-0.0, 0.0])}[name]
+    got = getattr(jnp, name)(np.array(exact[0], dt))
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
+                                  np.array(exact[1], dt).view(f"u{got.itemsize}"))
+    text = str(jd.compute(lambda X: getattr(jnp, name)(X)).llvm_ir(
+        np.ones(64, dt), optimized=False))
+    libm = {"arctan": "atan", "arcsin": "asin", "arccos": "acos", "tan": "tan"}[name]
+    # (tan's rare lanes call an out-of-line function, which calls libm lane by lane)
+    kernel = text.split('define internal')[0] if "jitdl.lanes." in text else text
+    assert f'@"{libm}"' not in kernel and f'@"{libm}f"' not in kernel
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_arctan2_is_vector_code_exact_at_special_values(dt):
+    """arctan2 is inline vector code: every pair of zeros of both signs, +-1, denormals,
+    huge values, infinities and NaN gives NumPy's result bit for bit where an argument is
+    zero, infinite or NaN (C99's special cases: atan2(+-0, -0) = +-pi, +-pi/4 and +-3pi/4
+    for infinities...); the other pairs, and random pairs across scales, within 2 ulp of the
+    C library's atan2 (for float64 pairs of the grid, NumPy's own result, bit for bit).
+    NumPy's float32 atan2 is itself an ulp off the rounded result at some of them
+    (atan2(1, -1e-45) = 1.5707963), hence the reference. Broadcasting and scalars work."""
+    import math
+    tiny, huge = (5e-324, 1.7e308) if dt == np.float64 else (1e-45, 3e38)
+    grid = [0.0, -0.0, 1.0, -1.0, tiny, -tiny, 1e-310 if dt == np.float64 else 1e-40,
+            huge, -huge, np.inf, -np.inf, np.nan]
+    y = np.array([a for a, _ in itertools.product(grid, grid)], dt)
+    x = np.array([b for _, b in itertools.product(grid, grid)], dt)
+    got, want = jnp.arctan2(y, x), np.arctan2(y, x)
+    bits = f"u{got.itemsize}"
+    special = ~np.isfinite(y) | ~np.isfinite(x) | (y == 0) | (x == 0) | (dt == np.float64)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[special & ~nan].view(bits), want[special & ~nan].view(bits))
+    ref = np.array([math.atan2(a, b) for a, b in zip(y.astype(float), x.astype(float))]).astype(dt)
+    assert _ulps(got, ref).max() <= 1
+    rng = np.random.default_rng(12)
+    scales = (1e-300, 1e-8, 1e-3, 1.0, 10.0, 1e8, 1e300)
+    with np.errstate(over="ignore", under="ignore"):
+        ys = np.concatenate([rng.standard_normal(6000) * a for a in scales for _ in scales]
+                            + [rng.standard_normal(40000)]).astype(dt)
+        xs = np.concatenate([rng.standard_normal(6000) * b for _ in scales for b in scales]
+                            + [rng.standard_normal(40000)]).astype(dt)
+    ref = np.array([math.atan2(a, b) for a, b in zip(ys.astype(float), xs.astype(float))])
+    ref = ref.astype(dt)
+    for shift in (0, 1, 3):
+        got = jnp.arctan2(np.roll(ys, shift), np.roll(xs, shift))
+        assert got.dtype == dt
+        assert _ulps(got, np.roll(ref, shift)).max() <= 2
+    m = rng.standard_normal((5, 7)).astype(dt)
+    row = rng.standard_normal(7).astype(dt)
+    for args in ((m, row), (row[:, None], m[0]), (m, 2.0), (-1.5, m), (m, np.zeros(7, dt)),
+                 (m.astype(np.int32), 3)):
+        same(jnp.arctan2(*args), np.arctan2(*args), rtol=5e-7 if dt == np.float32 else 4e-16)
+    text = str(jd.compute(lambda Y, X: jnp.arctan2(Y, X)).llvm_ir(
+        np.ones(64, dt), np.ones(64, dt), optimized=False))
+    assert '@"atan2' not in text

@@ -47,12 +47,11 @@ GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations relea
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
 _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
          CmpOp.NE: "!="}
-_LIBM = {Intrin.ERF: "erf", Intrin.TAN: "tan", Intrin.ATAN: "atan", Intrin.SIN: "sin",
-         Intrin.COS: "cos", Intrin.ASIN: "asin", Intrin.ACOS: "acos"}
+_LIBM = {Intrin.ERF: "erf", Intrin.SIN: "sin", Intrin.COS: "cos"}
 # functions written inline as vector code (jitdl.codegen.mathlib), float32 and float64
 _MATHLIB = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
             Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
-            Intrin.LOG1P: "log1p"}
+            Intrin.LOG1P: "log1p", Intrin.TAN: "tan", Intrin.ATAN: "atan"}
 _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
                Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
                Intrin.ABS: "llvm.fabs"}
@@ -234,7 +233,7 @@ class FunctionCodegen:
                 case BinOp.FLOORDIV:
                     return self.gen.math.float_floordiv(b, a, c)
                 case BinOp.ATAN2:
-                    return self.libm("atan2", ty, a, c)
+                    return self.gen.math.atan2(b, a, c)
             raise CompileError(f"codegen: {op} on {dt}")
         if op in _FOLDABLE and (isinstance(a, ir.Constant) or isinstance(c, ir.Constant)) \
                 and not is_vector(a):
@@ -397,10 +396,9 @@ class FunctionCodegen:
             one = const(ty, 1.0)
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
         if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
-            name = _LIBM[fn]
-            slow = (lambda: b.call(self.gen.math.lanewise(name + "f", ty), [x])) \
-                if is_vector(x) else (lambda: self.libm(name, ty, x))
-            return self.gen.math.sincos(b, x, fn == Intrin.COS, slow)
+            return self.gen.math.sincos(b, x, fn == Intrin.COS)
+        if fn in (Intrin.ASIN, Intrin.ACOS):
+            return self.gen.math.asin(b, x, fn == Intrin.ACOS)
         if fn in _LIBM:
             return self.libm(_LIBM[fn], ty, x)
         if fn == Intrin.SIGN:

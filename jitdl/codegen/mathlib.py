@@ -75,6 +75,46 @@ _PIO2 = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)
 # below this the three-part reduction is within an ulp; above it (and for inf, NaN) libm
 _SINCOS_REDUCED = 65536.0
 
+# atan t = t + t^3 P(t^2) / Q(t^2) for |t| <= 0.66 (Cephes atan, Q monic); float32 (Cephes
+# atanf): t + t^3 P(t^2) for |t| <= tan(pi/8)
+_ATAN64 = ((-8.750608600031904122785e-1, -1.615753718733365076637e1,
+            -7.500855792314704667340e1, -1.228866684490136173410e2,
+            -6.485021904942025371773e1),
+           (1.0, 2.485846490142306297962e1, 1.650270098316988542046e2,
+            4.328810604912902668951e2, 4.853903996359136964868e2,
+            1.945506571482613964425e2))
+_ATAN32 = ((8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1),)
+# asin s = s + s^3 P(s^2) / Q(s^2) for |s| <= 1/2 (fdlibm asin's coefficients); float32
+# (Cephes asinf): s + s^3 P(s^2)
+_ASIN64 = ((3.47933107596021167570e-05, 7.91534994289814532176e-04,
+            -4.00555345006794114027e-02, 2.01212532134862925881e-01,
+            -3.25565818622400915405e-01, 1.66666666666666657415e-01),
+           (7.70381505559019352791e-02, -6.88283971605453293030e-01,
+            2.02094576023350569471e+00, -2.40339491173441421878e+00, 1.0))
+_ASIN32 = ((4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2,
+            1.6666752422e-1),)
+# tan r = r + r^3 P(r^2) / Q(r^2) for |r| <= pi/4 (Cephes tan, Q monic)
+_TAN64 = ((-1.30936939181383777646e4, 1.15351664838587416140e6, -1.79565251976484877988e7),
+          (1.0, 1.36812963470692954678e4, -1.32089234440210967447e6,
+           2.50083801823357915839e7, -5.38695755929454629881e7))
+# pi/2, pi/4 and pi as a double and the double nearest the rest; pi/2 in three doubles
+_PIO2_HL = (1.5707963267948966, 6.123233995736766e-17)
+_PIO4_HL = (0.7853981633974483, 3.061616997868383e-17)
+_PI_HL = (3.141592653589793, 1.2246467991473532e-16)
+_3PIO4_HL = (2.356194490192345, 9.184850993605148e-17)
+_PIO2_64 = _PIO2_HL + (-1.4973849048591698e-33,)
+# float64 tan reduces |x| below this by j pi/2 in three parts; beyond it (and inf, NaN) libm
+_TAN_REDUCED = 1e9
+
+
+def _split(pair, ty):
+    """A constant given as a double and the double nearest its rest, as (hi, lo) for ty:
+    float32 takes hi rounded to float32 and the rest after it."""
+    if elem(ty) != F32:
+        return pair
+    hi = struct.unpack("f", struct.pack("f", pair[0]))[0]
+    return hi, (pair[0] - hi) + pair[1]
+
 
 class MathLib:
     def __init__(self, gen):
@@ -370,11 +410,11 @@ class MathLib:
         r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
-    def sincos(self, b, x, cos, slow):
+    def sincos(self, b, x, cos):
         """float32 sin (cos when `cos`) of a scalar or vector x, within 2 ulp: x = j pi/2
         + r with |r| <= pi/4 by three fused multiply-adds, then the quadrant j picks
         +-sin r or +-cos r, each a short polynomial. Lanes beyond 65536 (and inf, NaN) get
-        slow() (libm), computed only when a lane needs it."""
+        libm's, computed only when a lane needs it."""
         ty = x.type
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
@@ -401,18 +441,169 @@ class MathLib:
                          b.lshr(b.bitcast(x, i32), const(i32, 30)))
             flip = b.and_(flip, const(i32, 2))
         v = b.bitcast(b.xor(b.bitcast(v, i32), b.shl(flip, const(i32, 30))), ty)
-        any_big = big
-        if isinstance(ty, ir.VectorType):
-            fn = self.gen.declare(f"llvm.vector.reduce.or.{suffix(big.type)}", I1, [big.type])
-            any_big = b.call(fn, [big])
+        return self._patch(b, big, v, lambda: self._libm(b, "cos" if cos else "sin", x))
+
+    def _patch(self, b, bad, v, slow):
+        """v with the lanes where `bad` holds replaced by slow(), which runs only when some
+        lane needs it."""
+        any_bad = bad
+        if isinstance(bad.type, ir.VectorType):
+            fn = self.gen.declare(f"llvm.vector.reduce.or.{suffix(bad.type)}", I1, [bad.type])
+            any_bad = b.call(fn, [bad])
         fast_end = b.block
-        with b.if_then(any_big, likely=False):
-            mixed = b.select(big, slow(), v)
+        with b.if_then(any_bad, likely=False):
+            mixed = b.select(bad, slow(), v)
             slow_end = b.block
-        out = b.phi(ty)
+        out = b.phi(v.type)
         out.add_incoming(v, fast_end)
         out.add_incoming(mixed, slow_end)
         return out
+
+    def _libm(self, b, name, x):
+        """The C library's function `name` (float32: name + "f") of x: a call for a scalar,
+        one call of the out-of-line lane-by-lane function for a vector."""
+        ty = x.type
+        name += "f" if elem(ty) == F32 else ""
+        fn = self.lanewise(name, ty) if isinstance(ty, ir.VectorType) \
+            else self.gen.declare_libm(name, ty, [ty])
+        return b.call(fn, [x])
+
+    def _odd(self, b, t, coefs, tail=False):
+        """t + t^3 P(t^2) / Q(t^2) (only its second term when `tail`), coefs = (P, Q)
+        highest power first, or (P,) for t + t^3 P(t^2)."""
+        z = b.fmul(t, t)
+        r = self._horner(b, coefs[0], z)
+        if len(coefs) > 1:
+            r = b.fdiv(r, self._horner(b, coefs[1], z))
+        return b.fmul(b.fmul(t, z), r) if tail else self._madd(b, b.fmul(t, z), r, t)
+
+    def _atan_ratio(self, b, n, d, neg=None):
+        """atan(n / d) for n, d >= 0, not both 0 nor both inf (pi - that where `neg`), with
+        one division: the ratio is taken as t = -d / n past tan(3pi/8) (adding pi/2) and
+        (n - d) / (n + d) past 0.66 (float32: tan(pi/8); adding pi/4), then atan t = t +
+        t^3 R(t^2), summed with the constant's two parts keeping the first sum's rounding
+        error. 2.5 d and n + d must not overflow (atan2 scales huge pairs down)."""
+        ty = n.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        f32 = elem(ty) == F32
+        big = b.fcmp_ordered(">", n, b.fmul(d, c(2.414213562373095)))
+        mid = b.fcmp_ordered(">", n, b.fmul(d, c(0.41421356237309503 if f32 else 0.66)))
+        num = b.select(big, b.fneg(d), b.select(mid, b.fsub(n, d), n))
+        den = b.select(big, n, b.select(mid, b.fadd(n, d), d))
+        t = b.fdiv(num, den)
+        q = self._odd(b, t, _ATAN32 if f32 else _ATAN64, tail=True)
+        pio2, pio4, pi, pi34 = (_split(p, ty) for p in (_PIO2_HL, _PIO4_HL, _PI_HL, _3PIO4_HL))
+
+        def pick(i):            # the high (i = 0) or low part of the constant
+            v = b.select(big, c(pio2[i]), b.select(mid, c(pio4[i]), c(0.0)))
+            if neg is None:
+                return v
+            return b.select(neg, b.select(big, c(pio2[i]), b.select(mid, c(pi34[i]),
+                                                                     c(pi[i]))), v)
+        if neg is not None:
+            t, q = b.select(neg, b.fneg(t), t), b.select(neg, b.fneg(q), q)
+        hi = pick(0)
+        a = b.fadd(hi, t)
+        a_lo = b.fadd(b.fsub(hi, a), t)                 # what a lost (hi - a is exact)
+        return b.fadd(a, b.fadd(a_lo, b.fadd(q, pick(1))))
+
+    def atan(self, b, x):
+        """atan x, float32 or float64, within 2 ulp (Cephes' reduction and approximations,
+        in one formula with selects): odd, +-pi/2 at +-inf, NaN for NaN."""
+        ax = self._intr(b, "llvm.fabs", x.type, x)
+        r = self._atan_ratio(b, ax, const(x.type, 1.0))
+        return self._intr(b, "llvm.copysign", x.type, r, x)
+
+    def atan2(self, b, y, x):
+        """atan2(y, x) as C99 (and NumPy): atan(|y| / |x|) by _atan_ratio, pi - that when
+        x's sign bit is set, with y's sign; both zero is taken as atan(0), both infinite
+        as atan(1) (so +-pi/4, +-3pi/4), so every signed zero and infinity comes out
+        exact; NaN for NaN. Within 2 ulp."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        fabs = lambda v: self._intr(b, "llvm.fabs", ty, v)  # noqa: E731
+        n, d = fabs(y), fabs(x)
+        inf, zero = c(math.inf), c(0.0)
+        both_inf = b.and_(b.fcmp_ordered("==", n, inf), b.fcmp_ordered("==", d, inf))
+        both_zero = b.and_(b.fcmp_ordered("==", n, zero), b.fcmp_ordered("==", d, zero))
+        # (a pair near the largest float is scaled by 1/16, so that n + d stays finite, a
+        # pair of tiny ones up out of the denormals, so that the ratio's bounds compare)
+        top, low, up = (2.0 ** 124, 2.0 ** -100, 2.0 ** 50) if elem(ty) == F32 else \
+            (2.0 ** 1020, 2.0 ** -1000, 2.0 ** 100)
+        m = self._intr(b, "llvm.maxnum", ty, n, d)
+        scale = b.select(b.fcmp_ordered(">", m, c(top)), c(1 / 16),
+                         b.select(b.fcmp_ordered("<", m, c(low)), c(up), c(1.0)))
+        n = b.select(both_inf, c(1.0), b.fmul(n, scale))
+        d = b.select(b.or_(both_inf, both_zero), c(1.0), b.fmul(d, scale))
+        ints = like(ir.IntType(32 if elem(ty) == F32 else 64), x)
+        neg = b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0))
+        return self._intr(b, "llvm.copysign", ty, self._atan_ratio(b, n, d, neg), y)
+
+    def asin(self, b, x, acos=False):
+        """asin x (acos x when `acos`), float32 or float64, within 2 ulp: asin s = s + q,
+        q = s^3 R(s^2), for |s| <= 1/2, at s = |x| up to 1/2 and beyond from asin |x| =
+        pi/2 - 2 asin s at s = sqrt((1 - |x|) / 2) (with the square root's rounding error
+        added to q); acos x = pi/2 - asin x, 2 asin s or pi - 2 asin s. Each result is
+        hi + k s + k q + lo for selected constants, the first sum's rounding error kept,
+        so acos 1 = +0 and asin keeps the sign of zero; NaN beyond [-1, 1]."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fcmp_ordered(">", ax, c(0.5))
+        h = b.fmul(b.fsub(c(1.0), ax), c(0.5))
+        s = b.select(big, self._intr(b, "llvm.sqrt", ty, h), ax)
+        q = self._odd(b, s, _ASIN32 if elem(ty) == F32 else _ASIN64, tail=True)
+        err = b.fdiv(self._intr(b, "llvm.fma", ty, b.fneg(s), s, h),        # (h - s^2) / 2s
+                     self._intr(b, "llvm.maxnum", ty, b.fadd(s, s), c(1e-30)))
+        q = b.fadd(q, b.select(big, err, c(0.0)))
+        (h2, l2), (hp, lp) = _split(_PIO2_HL, ty), _split(_PI_HL, ty)
+        if not acos:            # pi/2 - 2 asin s, or asin s, then x's sign
+            hi = b.select(big, c(h2), c(0.0))
+            lo = b.select(big, c(l2), c(0.0))
+            k = b.select(big, c(-2.0), c(1.0))
+        else:                   # 2 asin s, pi - 2 asin s, or pi/2 - sign(x) asin s
+            neg = b.fcmp_ordered("<", x, c(0.0))
+            hi = b.select(big, b.select(neg, c(hp), c(0.0)), c(h2))
+            lo = b.select(big, b.select(neg, c(lp), c(0.0)), c(l2))
+            k = b.select(big, b.select(neg, c(-2.0), c(2.0)), b.select(neg, c(1.0), c(-1.0)))
+        a = self._madd(b, k, s, hi)
+        a_lo = self._madd(b, k, s, b.fsub(hi, a))       # what a lost (hi - a is exact)
+        r = b.fadd(a, b.fadd(a_lo, self._madd(b, k, q, lo)))
+        return r if acos else self._intr(b, "llvm.copysign", ty, r, x)
+
+    def tan(self, b, x):
+        """tan x within 2 ulp: float64 as x = j pi/2 + r, |r| <= pi/4, r carried in two
+        parts (the product j pi/2 exact by fused multiply-adds), tan r = r + r^3 P(r^2) /
+        Q(r^2) (Cephes tan) also in two parts, and for odd j -1 / tan r with its division
+        corrected; the sign of x. Lanes beyond 1e9 (and inf, NaN) get libm's tan, computed
+        only when a lane needs it. float32 is computed as float64, then rounded."""
+        ty = x.type
+        if elem(ty) == F32:
+            return b.fptrunc(self.tan(b, b.fpext(x, like(F64, x))), ty)
+        c = lambda v: const(ty, v)  # noqa: E731
+        fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fcmp_unordered(">", ax, c(_TAN_REDUCED))        # (NaN is big too)
+        ax = b.select(big, c(0.0), ax)
+        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+        p1, p2, p3 = (c(p) for p in _PIO2_64)
+        r1 = fma(b.fneg(j), p1, ax)                     # exact
+        w = b.fmul(j, p2)
+        w_lo = fma(j, p2, b.fneg(w))                    # j p2 = w + w_lo exactly
+        r = b.fsub(r1, w)
+        r_lo = b.fsub(b.fsub(b.fsub(r1, r), w), fma(j, p3, w_lo))
+        q = self._odd(b, r, _TAN64, tail=True)
+        t = b.fadd(r, q)                                # tan(r + r_lo) = t + t_lo
+        t_lo = b.fadd(b.fsub(r, t), q)
+        t_lo = self._madd(b, r_lo, self._madd(b, t, t, c(1.0)), t_lo)
+        y = b.fdiv(c(-1.0), t)                          # -1 / (t + t_lo)
+        y = fma(y, fma(t_lo, y, fma(y, t, c(1.0))), y)
+        odd = b.trunc(b.fptosi(j, like(I32, x)), like(I1, x))
+        v = b.select(odd, y, b.fadd(t, t_lo))
+        i64 = like(ir.IntType(64), x)
+        sign = b.and_(b.bitcast(x, i64), const(i64, 1 << 63))
+        v = b.bitcast(b.xor(b.bitcast(v, i64), sign), ty)
+        return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
 
     def lanewise(self, name, ty):
         """An out-of-line function applying the C library's scalar function `name` to
