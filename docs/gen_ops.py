@@ -50,7 +50,11 @@ def generate() -> str:
              "TypeError naming the dtype. Every other public NumPy name (`jd.numpy.sort`,",
              "`cumsum`, `finfo`, `float16`, `random`, ...) is NumPy's own, not compiled: code",
              "written for NumPy runs unchanged, and those functions refuse a definition's",
-             "tensors with an error naming them.", ""]
+             "tensors with an error naming them. The elementwise functions carry NumPy's",
+             "ufunc attributes and methods: `reduce` of add, multiply, maximum, minimum,",
+             "logical_and and logical_or is sum, prod, max, min, all and any; `outer` is a",
+             "broadcast (both compiled, and they fuse in a definition); the others",
+             "(`accumulate`, `at`, `reduceat`, the other reductions) are NumPy's own.", ""]
     claimed = set()
     for family, names in WANTED.items():
         status = nn_status if family == "jd.nn" else np_status

@@ -1206,3 +1206,44 @@ def test_a_tuple_axis_runs_a_jitdl_kernel():
             np.testing.assert_allclose(getattr(jnp, f)(m, axis=axis), getattr(np, f)(m, axis=axis),
                                        rtol=1e-12)
     assert {"sum", "max", "mean", "var"} <= set(eager.cache_info()), eager.cache_info()
+
+
+def test_ufunc_methods_are_numpys(rng):
+    """NumPy's ufunc methods on jd.numpy's functions: reduce is the jd.numpy reduction it
+    names (add.reduce = sum, with reduce's axis=0), outer a broadcast; the others
+    (subtract.reduce, accumulate, at) NumPy's own method; nin / identity NumPy's.
+    In a definition reduce and outer fuse, and NumPy's methods are refused by name."""
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    b, i8 = x > 0, rng.integers(-100, 100, (3, 4)).astype(np.int8)
+    cases = [lambda m: m.add.reduce(x), lambda m: m.add.reduce(x, axis=1, keepdims=True),
+             lambda m: m.add.reduce(x, axis=None), lambda m: m.multiply.reduce(i8, axis=1),
+             lambda m: m.maximum.reduce(x, axis=1), lambda m: m.add.reduce(b),
+             lambda m: m.minimum.reduce(x, axis=0, initial=-0.1),
+             lambda m: m.logical_and.reduce(b, axis=1), lambda m: m.subtract.reduce(x, axis=1),
+             lambda m: m.logical_or.reduce(b, axis=1, dtype=bool),
+             lambda m: m.add.reduce(x, axis=1, where=b), lambda m: m.add.reduce(np.zeros((0, 3))),
+             lambda m: m.add.reduce(x, axis=0, out=np.zeros(4)),
+             lambda m: m.add.accumulate(x, axis=1), lambda m: m.add.accumulate(i8),
+             lambda m: m.add.accumulate(b), lambda m: m.multiply.accumulate(x),
+             lambda m: m.maximum.accumulate(x, axis=1), lambda m: m.add.accumulate([1, 2, 3]),
+             lambda m: m.add.outer(y, x), lambda m: m.multiply.outer(2.0, y),
+             lambda m: m.power.outer(np.abs(y), [1, 2]), lambda m: m.subtract.outer([1, 2, 3], [1, 2])]
+    for case in cases:
+        same(case(jnp), case(np), rtol=1e-13)
+    assert (jnp.add.nin, jnp.exp.nin, jnp.add.identity, jnp.multiply.identity) == (2, 1, 0, 1)
+    z = np.zeros(3)
+    jnp.add.at(z, [0, 0, 1], 1.0)
+    np.testing.assert_array_equal(z, [2, 1, 0])
+    with pytest.raises(ValueError, match="no identity"):
+        jnp.maximum.reduce(np.zeros((0, 3)), axis=0)
+
+    @jd.compute
+    def f(X, Y):
+        return jnp.add.reduce(jnp.multiply.outer(X, Y), axis=0)
+    same(f(y, x), np.add.reduce(np.multiply.outer(y, x), axis=0))
+
+    @jd.compute
+    def g(X):
+        return jnp.subtract.reduce(X)
+    with pytest.raises(jd.ArgumentError, match="subtract.reduce"):
+        g(y)

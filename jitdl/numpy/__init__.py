@@ -34,6 +34,7 @@ from jitdl.numpy._linalg import *  # noqa: F401,F403
 from jitdl.numpy._manipulation import *  # noqa: F401,F403
 from jitdl.numpy._reductions import *  # noqa: F401,F403
 from jitdl.numpy._ufuncs import *  # noqa: F401,F403
+from jitdl.ops.core import is_symbolic as _is_symbolic
 from jitdl.te.tensor import WHOLE
 
 # the array API's version and inspection namespace are NumPy's (whose arrays these are)
@@ -54,6 +55,53 @@ for _n in __all__:     # arrays of dtypes jitdl does not compile: NumPy's own fu
     if not hasattr(globals()[_n], "numpy_fallback") and hasattr(_np, _n):
         globals()[_n] = numpy_fallback(globals()[_n], getattr(_np, _n))
 WHOLE.update({n: globals()[n] for n in __all__})
+
+_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+           "logical_and": "all", "logical_or": "any"}
+_UFUNC_ATTRS = ("nin", "nout", "nargs", "identity", "ntypes", "types", "signature")
+
+
+def _ufunc_methods(name):
+    """NumPy's ufunc attributes and methods on jd.numpy's function `name`: reduce through
+    the jd.numpy reduction it is (add.reduce is sum, with ufunc.reduce's axis=0), outer
+    by broadcasting (so both fuse in a definition); the rest (accumulate, at, reduceat,
+    the reductions jd.numpy has no kernel for) NumPy's own method, on arrays."""
+    fn, np_fn = globals()[name], getattr(_np, name)
+    if not isinstance(np_fn, _np.ufunc):
+        return
+    for attr in _UFUNC_ATTRS:
+        setattr(fn, attr, getattr(np_fn, attr))
+    for method in ("at", "reduceat") + (("reduce", "accumulate", "outer") if np_fn.nin == 2
+                                         else ()):
+        setattr(fn, method, _numpy_only(f"{name}.{method}", getattr(np_fn, method)))
+    if np_fn.nin != 2:
+        return
+    own, np_reduce = globals().get(_REDUCE.get(name)), fn.reduce
+
+    def reduce(a, axis=0, dtype=None, out=None, keepdims=False, initial=_np._NoValue,
+               where=True):
+        kw = {"axis": axis, "out": out, "keepdims": keepdims, "where": where}
+        if own is None or (own in (all, any) and (dtype is not None or initial is not
+                                                   _np._NoValue)):
+            return np_reduce(a, dtype=dtype, initial=initial, **kw)
+        if dtype is not None:
+            kw["dtype"] = dtype
+        if initial is not _np._NoValue:
+            kw["initial"] = initial
+        return own(a, **kw)
+
+    def outer(a, b, /, **kwargs):
+        a = a if _is_symbolic(a) else _np.asarray(a)
+        nb = len(b.shape) if _is_symbolic(b) else _np.ndim(b)
+        return fn(expand_dims(a, tuple(range(a.ndim, a.ndim + nb))), b, **kwargs)
+
+    fn.reduce, fn.outer = reduce, outer
+    for method in (reduce, outer):
+        method.__qualname__ = f"{name}.{method.__name__}"
+
+
+for _n in list(_ufuncs._UNARY_DOCS) + list(_ufuncs._BINARY_DOCS) + ["power"]:
+    _ufunc_methods(_n)
 if "ravel" in WHOLE:
     WHOLE["flatten"] = WHOLE["ravel"]
 
