@@ -36,6 +36,10 @@ _EXPM1_Q = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))
 # log((1 + s) / (1 - s)) = 2s + s R(s^2) on |s| <= 3 - 2 sqrt(2): R(z) = z (2/3 + 2z/5 + ...
 # + 2z^8/19), the first term left out below 2^-56 of 2s there
 _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
+# pow's log: 2s + (2/3) s^3 + s^5 P(s^2), P(z) = 2/5 + 2z/7 + ... + 2z^10/25 (the first
+# term left out below 2^-66 of 2s), and 2/3 as a double and the rest
+_LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
+_TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
 # float64 bounds: exp(x) is inf above, 0 below (exp2 likewise at 1024 and -1075)
 _EXP64_HI, _EXP64_LO = 709.782712893384, -745.1332191019412
 _MIN_NORMAL64 = 2.2250738585072014e-308
@@ -224,32 +228,83 @@ class MathLib:
         return self._in_double(b, x, lambda v: self._log1p64(b, v))
 
     def pow(self, b, x, y):
-        """x ** y. float32: exp(y log|x|) in float64, whose error (about |y log x| ulps of
-        float64) stays far below float32's half ulp wherever the result is finite and
-        nonzero, with C's special cases: 1 for y = 0 and for x = 1 (even NaN) and for
-        x = -1 with y = +-inf; a negative x to an odd integer power is negative, to a
-        non-integer one NaN (-inf: not). float64: the C library's pow, per lane."""
-        if elem(x.type) != F32:
-            return self._intr(b, "llvm.pow", x.type, x, y)
+        """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
+        a double-double within about 2^-66 and y log|x| as one too, so that the result is
+        within an ulp however large y log|x| (up to 745) is. float32: all in float64,
+        whose error stays far below float32's half ulp."""
         ty = x.type
-        d = like(F64, x)
-        c = lambda v: const(d, v)  # noqa: E731
-        x, y = b.fpext(x, d), b.fpext(y, d)
-        ax = self._intr(b, "llvm.fabs", d, x)
-        r = self._exp64(b, b.fmul(y, self._log64(b, ax, "e")))
+        fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
+        if elem(ty) == F32:
+            d = like(F64, x)
+            x, y = b.fpext(x, d), b.fpext(y, d)
+            r = self._exp64(b, b.fmul(y, self._log64(b, fabs(x), "e")))
+            return b.fptrunc(self._pow_cases(b, x, y, r), ty)
+        lh, ll = self._log64_dd(b, fabs(x))
+        t = b.fmul(y, lh)
+        t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
+        t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
+                        const(ty, 0.0))                 # (t infinite or NaN: no low part)
+        return self._pow_cases(b, x, y, self._exp64(b, t, x_lo=t_lo))
+
+    def _pow_cases(self, b, x, y, r):
+        """r = exp(y log|x|) made C's pow: 1 for y = 0 and for x = 1 (even NaN) and for
+        x = -1 with y = +-inf; negative for a negative x (-0 and -inf too) to an odd
+        integer power, NaN for a finite negative x to a non-integer one."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        floor = lambda v: self._intr(b, "llvm.floor", ty, v)  # noqa: E731
+        ax, ay = self._intr(b, "llvm.fabs", ty, x), self._intr(b, "llvm.fabs", ty, y)
         one = b.or_(b.fcmp_ordered("==", y, c(0.0)), b.fcmp_ordered("==", x, c(1.0)))
         one = b.or_(one, b.and_(b.fcmp_ordered("==", ax, c(1.0)),
-                                b.fcmp_ordered("==", self._intr(b, "llvm.fabs", d, y),
-                                               c(math.inf))))
+                                b.fcmp_ordered("==", ay, c(math.inf))))
         half = b.fmul(y, c(0.5))
-        whole = b.fcmp_ordered("==", self._intr(b, "llvm.floor", d, y), y)
-        odd = b.and_(whole, b.fcmp_ordered("!=", self._intr(b, "llvm.floor", d, half), half))
-        negative = b.icmp_signed("<", b.bitcast(x, like(I64, x)), const(like(I64, x), 0))
+        whole = b.fcmp_ordered("==", floor(y), y)
+        odd = b.and_(whole, b.fcmp_ordered("!=", floor(half), half))
+        ints = like(I64 if elem(ty) == F64 else I32, x)
+        negative = b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0))
         r = b.select(b.and_(odd, negative), b.fneg(r), r)
-        finite_neg = b.and_(b.fcmp_ordered("<", x, c(0.0)), b.fcmp_ordered(">", x, c(-math.inf)))
-        r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", self._intr(b, "llvm.floor", d, y), y)),
-                     c(math.nan), r)
-        return b.fptrunc(b.select(one, c(1.0), r), ty)
+        finite_neg = b.and_(b.fcmp_ordered("<", x, c(0.0)), b.fcmp_ordered("<", ax, c(math.inf)))
+        r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", floor(y), y)), c(math.nan), r)
+        return b.select(one, c(1.0), r)
+
+    def _log64_dd(self, b, x):
+        """log x of a float64 x >= 0 as hi + lo, within about 2^-66 of it: x = 2^e (1 + f)
+        as _log64 takes it, s = f / (2 + f) and s^3 as double-doubles (by fused
+        multiply-adds), log(1 + f) = 2s + (2/3) s^3 + s^5 P(s^2) with the first two terms
+        kept exactly, then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
+
+        def exact(p, q, prod):          # the rounding error of prod = p * q
+            return fma(p, q, b.fneg(prod))
+        e, f = self._log64_split(b, x)
+        d = b.fadd(c(2.0), f)
+        d_lo = b.fadd(b.fsub(c(2.0), d), f)
+        s = b.fdiv(f, d)
+        s_lo = b.fdiv(b.fsub(fma(b.fneg(s), d, f), b.fmul(s, d_lo)), d)
+        z = b.fmul(s, s)
+        z_lo = b.fadd(exact(s, s, z), b.fmul(b.fmul(c(2.0), s), s_lo))
+        cube = b.fmul(s, z)
+        cube_lo = b.fadd(exact(s, z, cube), b.fadd(b.fmul(s, z_lo), b.fmul(s_lo, z)))
+        p = b.fmul(c(_TWO_THIRDS[0]), cube)
+        p_lo = b.fadd(exact(c(_TWO_THIRDS[0]), cube, p),
+                      b.fadd(b.fmul(c(_TWO_THIRDS[0]), cube_lo), b.fmul(c(_TWO_THIRDS[1]), cube)))
+        rest = b.fmul(b.fmul(cube, z), self._estrin(b, _LOG_R_LONG, z))
+        two = b.fmul(c(2.0), s)
+        h = b.fadd(two, p)
+        h_lo = b.fadd(b.fadd(b.fsub(two, h), p),
+                      b.fadd(b.fmul(c(2.0), s_lo), b.fadd(p_lo, rest)))
+        a = b.fmul(e, c(LN2_HI))                        # (exact)
+        hi = b.fadd(a, h)                               # a + h = hi + err exactly
+        v = b.fsub(hi, a)
+        err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
+        lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
+        top = b.fadd(hi, lo)
+        lo = b.fadd(b.fsub(hi, top), lo)
+        top = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), top)
+        top = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), top)
+        return b.select(b.fcmp_unordered("uno", x, x), x, top), lo
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
@@ -296,15 +351,17 @@ class MathLib:
         n1 = b.sub(b.lshr(b.add(n, bias), const(n.type, 1)), const(n.type, 1024))
         return n1, b.sub(n, n1)
 
-    def _exp64(self, b, x, base2=False):
-        """float64 exp (exp2 with base2), within an ulp and mostly correctly rounded:
-        (1 + r_hi) + (its rounding error + the rest of expm1(r)), times 2^n applied in
-        two halves so that results near overflow and in the denormals come out right;
-        inf above the range, 0 below, NaN kept."""
+    def _exp64(self, b, x, base2=False, x_lo=None):
+        """float64 exp (exp2 with base2) of x (+ x_lo, a small low part), within an ulp
+        and mostly correctly rounded: (1 + r_hi) + (its rounding error + the rest of
+        expm1(r)), times 2^n applied in two halves so that results near overflow and in
+        the denormals come out right; inf above the range, 0 below, NaN kept."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         lo, hi = (-1075.0, 1024.0) if base2 else (_EXP64_LO, _EXP64_HI)
         n, r_hi, r_lo = self._exp64_reduce(b, x, lo, hi, base2)
+        if x_lo is not None:
+            r_lo = b.fadd(r_lo, x_lo)
         n1, n2 = self._halves(b, n)
         y = self._sum_exactly(b, c(1.0), r_hi, self._expm1_tail(b, r_hi, r_lo))
         y = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
@@ -347,6 +404,21 @@ class MathLib:
         y = self._log64(b, u, "e", b.fdiv(err, u))
         return b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
 
+    def _log64_split(self, b, x):
+        """x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), denormals scaled first: e
+        (a float) and f (exact). Garbage for x <= 0, inf and NaN, which callers replace."""
+        ty = x.type
+        i64 = like(I64, x)
+        sqrt_half = 0x3FE6A09E667F3BCD                  # the bits of sqrt(1/2)
+        tiny = b.fcmp_ordered("<", x, const(ty, _MIN_NORMAL64))
+        xs = b.select(tiny, b.fmul(x, const(ty, 2.0 ** 54)), x)
+        ix = b.add(b.bitcast(xs, i64), const(i64, 0x3FF0000000000000 - sqrt_half))
+        e = b.sub(b.lshr(ix, const(i64, 52)), const(i64, 1023))
+        e = b.sub(e, b.select(tiny, const(i64, 54), const(i64, 0)))
+        e = b.sitofp(b.trunc(e, like(I32, x)), ty)      # (from int32: one instruction)
+        m = b.add(b.and_(ix, const(i64, (1 << 52) - 1)), const(i64, sqrt_half))
+        return e, b.fsub(b.bitcast(m, ty), const(ty, 1.0))
+
     def _log64(self, b, x, base, extra=None):
         """float64 log (base "e", "2" or "10"), within an ulp: x = 2^e (1 + f) with 1 + f
         in [sqrt(1/2), sqrt(2)) (denormals scaled first), log(1 + f) = f - f^2/2 +
@@ -357,15 +429,7 @@ class MathLib:
         ty = x.type
         i64 = like(I64, x)
         c = lambda v: const(ty, v)  # noqa: E731
-        sqrt_half = 0x3FE6A09E667F3BCD                  # the bits of sqrt(1/2)
-        tiny = b.fcmp_ordered("<", x, c(_MIN_NORMAL64))
-        xs = b.select(tiny, b.fmul(x, c(2.0 ** 54)), x)
-        ix = b.add(b.bitcast(xs, i64), const(i64, 0x3FF0000000000000 - sqrt_half))
-        e = b.sub(b.lshr(ix, const(i64, 52)), const(i64, 1023))    # (x < 0: NaN below)
-        e = b.sub(e, b.select(tiny, const(i64, 54), const(i64, 0)))
-        e = b.sitofp(b.trunc(e, like(I32, x)), ty)      # (from int32: one instruction)
-        m = b.add(b.and_(ix, const(i64, (1 << 52) - 1)), const(i64, sqrt_half))
-        f = b.fsub(b.bitcast(m, ty), c(1.0))
+        e, f = self._log64_split(b, x)
         s = b.fdiv(f, b.fadd(c(2.0), f))
         z = b.fmul(s, s)
         hfsq = b.fmul(b.fmul(c(0.5), f), f)
