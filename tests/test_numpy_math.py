@@ -829,21 +829,6 @@ def _ulps(got, want):
     return np.where(both, 0.0, np.nan_to_num(d, nan=np.inf))
 
 
-def test_libm_calls_are_pure_so_repeated_calls_merge():
-    """An expression using float64 sin (the C library's) three times calls it once per
-    element (a libm call marked readnone, so LLVM merges the copies)."""
-    @jd.compute
-    def f(x):
-        return jnp.sin(x) * jnp.sin(x) + 2.0 + jnp.sin(x) / 4     # (in [1.75, 3.25])
-    x = RNG.standard_normal(64)
-    same(f(x), np.sin(x) * np.sin(x) + 2.0 + np.sin(x) / 4, rtol=6e-15)
-    ir = f.llvm_ir(x)
-    calls = ir.count("call double @sin(")
-    lanes = jd.target.get("cpu").lanes(8)
-    # (a call per lane of the vector loop's unrolled vectors, and a scalar tail)
-    assert 0 < calls <= 4 * lanes + 4, (calls, lanes)
-
-
 def test_review_cases_float16_arctanh_clip_zeros():
     """From a review: a Python bool is a narrow operand (NumPy: float16); out= with narrow
     inputs gets NumPy's float16 arithmetic; inside a definition a NumPy uint8 scalar in a
@@ -1226,3 +1211,86 @@ def test_power_is_vector_code_within_an_ulp(dt):
     text = str(jd.compute(lambda X, Y: jnp.power(X, Y)).llvm_ir(np.ones(64, dt), np.ones(64, dt),
                                                                 optimized=False))
     assert '@"pow' not in text and "@llvm.pow" not in text
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_float64_sin_cos_are_vector_code_within_an_ulp(name):
+    """float64 sin and cos are inline vector code (jitdl.codegen.mathlib.sincos): x = j pi/2
+    + r in three parts, fdlibm's polynomials on r, within an ulp of the C library's over
+    every scale up to 1e9, near multiples of pi/2 and pi/4; lanes beyond 1e9 (and inf, NaN)
+    alone call libm, out of line. sin(+-0) = +-0, cos(+-0) = 1, NaN at +-inf and NaN, in
+    every lane position."""
+    import math
+    rng = np.random.default_rng(13)
+    k = rng.integers(-10 ** 6, 10 ** 6, 5000).astype(float)
+    with np.errstate(over="ignore"):
+        x = np.concatenate(
+            [rng.standard_normal(5000) * s for s in (1e-300, 1e-8, 1e-3, 0.3, 1.0, 10.0, 1e3,
+                                                     1e6, 1e9)]
+            + [k * (np.pi / 2), np.nextafter(k * (np.pi / 2), 0), k * (np.pi / 4),
+               np.nextafter(k * (np.pi / 4), np.inf), rng.uniform(-1e9, 1e9, 5000),
+               np.exp(rng.uniform(np.log(1e10), np.log(1e300), 200)) * rng.choice([-1, 1], 200),
+               SPECIAL, [np.pi, -np.pi / 2, 1e9, np.nextafter(1e9, 2e9), 5e-324, -1e-310]])
+    ref = _libm_ref(getattr(math, name), x, np.float64)
+    for shift in (0, 1, 3):
+        xs, want = np.roll(x, shift), np.roll(ref, shift)
+        got = getattr(jnp, name)(xs)
+        assert got.dtype == np.float64
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        assert _ulps(got, want).max() <= 1, (name, _ulps(got, want).max())
+    z = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.0, -0.0])
+    for shift in range(4):
+        got = getattr(jnp, name)(np.roll(z, shift))
+        want = np_quiet(getattr(np, name), np.roll(z, shift))
+        np.testing.assert_array_equal(got.view(np.uint64)[~np.isnan(want)],
+                                      want.view(np.uint64)[~np.isnan(want)])
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    text = str(jd.compute(lambda X: getattr(jnp, name)(X)).llvm_ir(np.ones(64), optimized=False))
+    kernel = text.split("define internal")[0]
+    assert "jitdl.lanes." in text and "@\"sin\"" not in kernel and "@\"cos\"" not in kernel
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_erf_and_exact_gelu_are_vector_code_within_an_ulp(dt):
+    """jd.erf (and jd.nn.gelu's exact form, 0.5 x (1 + erf(x / sqrt 2))) is inline vector
+    code (jitdl.codegen.mathlib.erf, float32 through float64): within an ulp of the C
+    library's erf over every scale, across each switch between its ranges (0.84375, 1.25,
+    1/0.35, 6), odd (erf(-0) = -0), +-1 at +-inf, NaN kept, in every lane position."""
+    import math
+
+    import jitdl.nn
+    rng = np.random.default_rng(14)
+    edges = np.array([0.84375, 1.25, 1 / 0.35, 6.0, 5.9, 4.0, 3.9])
+    with np.errstate(under="ignore", over="ignore"):
+        x = np.concatenate([rng.standard_normal(8000) * s for s in (1e-300, 1e-8, 1e-3, 0.3,
+                                                                    1.0, 2.0, 4.0)]
+                           + [rng.uniform(-7, 7, 20000), edges, -edges,
+                              np.nextafter(edges, 0), np.nextafter(edges, 9), SPECIAL,
+                              [5e-324, -1e-310, 1e-40, -0.0]]).astype(dt)
+    ref = _libm_ref(math.erf, x, dt)
+    erf = jd.compute(lambda X: jd.tensor(X.shape, lambda i: jd.erf(X[i])))
+    for shift in (0, 1, 3):
+        xs, want = np.roll(x, shift), np.roll(ref, shift)
+        got = erf(xs)
+        assert got.dtype == dt
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(want[~nan]))
+        assert _ulps(got, want).max() <= 1, (dt, _ulps(got, want).max())
+    bits = f"u{x.itemsize}"
+    np.testing.assert_array_equal(erf(np.array([np.inf, -np.inf, -0.0, 0.0], dt)).view(bits),
+                                  np.array([1.0, -1.0, -0.0, 0.0], dt).view(bits))
+    # gelu: each step rounds (x / sqrt 2, 1 + erf, the products), so within a few ulps of
+    # the exact value, judged against |x| where 1 + erf cancels (x far below 0)
+    g = jd.compute(lambda X: jitdl.nn.gelu(X))
+    v = x[np.isfinite(x)]
+    got = g(v)
+    exact = np.array([0.5 * t * (1 + math.erf(t / math.sqrt(2))) for t in v.astype(float)])
+    eps = np.finfo(dt).eps
+    assert got.dtype == dt
+    assert np.all(np.abs(got - exact) <= eps * (2 * np.abs(exact) + np.abs(v.astype(float)))
+                  + np.finfo(dt).smallest_subnormal)
+    for f, arg in ((erf, x), (g, v)):
+        text = str(f.llvm_ir(arg[:64], optimized=False))
+        assert '@"erf' not in text and "jitdl.lanes." not in text

@@ -63,19 +63,6 @@ def like(ty, value):
     return vector(ty, vt.count) if isinstance(vt, ir.VectorType) else ty
 
 
-def per_lane(b, fn, *args):
-    """fn (scalars -> scalar) applied lane by lane to vectors (for libm calls)."""
-    n = args[0].type.count
-    out = None
-    for k in range(n):
-        lane = ir.Constant(I32, k)
-        r = fn(*[b.extract_element(a, lane) for a in args])
-        if out is None:
-            out = poison(vector(r.type, n))
-        out = b.insert_element(out, r, lane)
-    return out
-
-
 class Splat(ir.Constant):
     """A vector constant with the same value in every lane."""
 

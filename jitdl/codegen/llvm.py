@@ -23,7 +23,7 @@ from llvmlite import ir
 from jitdl import dtypes
 from jitdl.codegen import mathlib, vector
 from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca, comment,
-                                   const, elem, is_vector, like, loop_metadata, mem_type, per_lane, reg_type,
+                                   const, elem, is_vector, like, loop_metadata, mem_type, reg_type,
                                    suffix)
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
@@ -47,11 +47,10 @@ GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations relea
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
 _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
          CmpOp.NE: "!="}
-_LIBM = {Intrin.ERF: "erf", Intrin.SIN: "sin", Intrin.COS: "cos"}
 # functions written inline as vector code (jitdl.codegen.mathlib), float32 and float64
 _MATHLIB = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
             Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
-            Intrin.LOG1P: "log1p", Intrin.TAN: "tan", Intrin.ATAN: "atan"}
+            Intrin.LOG1P: "log1p", Intrin.TAN: "tan", Intrin.ATAN: "atan", Intrin.ERF: "erf"}
 _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
                Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
                Intrin.ABS: "llvm.fabs"}
@@ -107,9 +106,6 @@ class FunctionCodegen:
 
     def call(self, name, ty, *args):
         return self.b.call(self.intrinsic(name, ty, args), list(args))
-
-    def per_lane(self, fn, *args):
-        return per_lane(self.b, fn, *args)
 
     def const(self, value, dtype):
         ty = reg_type(dtype)
@@ -355,12 +351,6 @@ class FunctionCodegen:
             return b.trunc(v, dt_)
         return b.sext(v, dt_) if dtypes.is_signed(src) else b.zext(v, dt_)
 
-    def libm(self, name, ty, *args):
-        if is_vector(args[0]):
-            return self.per_lane(lambda *xs: self.libm(name, ty.element, *xs), *args)
-        fname = name + ("f" if ty == F32 else "")
-        return self.b.call(self.gen.declare_libm(fname, ty, [a.type for a in args]), list(args))
-
     def intrin_value(self, fn, x, src):
         """Intrinsic fn of x (a scalar or a vector) of dtype src."""
         b = self.b
@@ -395,12 +385,10 @@ class FunctionCodegen:
         if fn == Intrin.SIGMOID:
             one = const(ty, 1.0)
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
-        if fn in (Intrin.SIN, Intrin.COS) and elem(ty) == F32:
+        if fn in (Intrin.SIN, Intrin.COS):
             return self.gen.math.sincos(b, x, fn == Intrin.COS)
         if fn in (Intrin.ASIN, Intrin.ACOS):
             return self.gen.math.asin(b, x, fn == Intrin.ACOS)
-        if fn in _LIBM:
-            return self.libm(_LIBM[fn], ty, x)
         if fn == Intrin.SIGN:
             zero, one = const(ty, 0.0), const(ty, 1.0)
             neg = b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), x)

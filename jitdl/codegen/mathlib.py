@@ -107,8 +107,48 @@ _PIO4_HL = (0.7853981633974483, 3.061616997868383e-17)
 _PI_HL = (3.141592653589793, 1.2246467991473532e-16)
 _3PIO4_HL = (2.356194490192345, 9.184850993605148e-17)
 _PIO2_64 = _PIO2_HL + (-1.4973849048591698e-33,)
-# float64 tan reduces |x| below this by j pi/2 in three parts; beyond it (and inf, NaN) libm
-_TAN_REDUCED = 1e9
+# float64 sin, cos and tan reduce |x| below this by j pi/2 in three parts; beyond it (and
+# inf, NaN) libm
+_REDUCED64 = 1e9
+# sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) for |r| <= pi/4 (fdlibm's double
+# kernels, the first term left out below 2^-58 of the result)
+_SIN64 = (1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
+          -1.98412698298579493134e-04, 8.33333333332248946124e-03, -1.66666666666666324348e-01)
+_COS64 = (-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143513906633035e-07,
+          2.48015872894767294178e-05, -1.38888888888741095749e-03, 4.16666666666666019037e-02)
+# erf by ranges of |x| (fdlibm's rational functions, numerator and denominator from the
+# highest power): x + x P/Q(x^2) below 0.84375; ERX + P/Q(|x| - 1) below 1.25; 1 -
+# exp(-x^2 - 0.5625 + P/Q(1/x^2)) / |x| below 1/0.35 and (another pair) up to 6, 1 beyond
+_ERX = 8.45062911510467529297e-01
+_ERF_SMALL = ((-2.37630166566501626084e-05, -5.77027029648944159157e-03,
+               -2.84817495755985104766e-02, -3.25042107247001499370e-01,
+               1.28379167095512558561e-01),
+              (-3.96022827877536812320e-06, 1.32494738004321644526e-04,
+               5.08130628187576562776e-03, 6.50222499887672944485e-02,
+               3.97917223959155352819e-01, 1.0))
+_ERF_MID = ((-2.16637559486879084300e-03, 3.54783043256182359371e-02,
+             -1.10894694282396677476e-01, 3.18346619901161753674e-01,
+             -3.72207876035701323847e-01, 4.14856118683748331666e-01,
+             -2.36211856075265944077e-03),
+            (1.19844998467991074170e-02, 1.36370839120290507362e-02,
+             1.26171219808761642112e-01, 7.18286544141962662868e-02,
+             5.40397917702171048937e-01, 1.06420880400844228286e-01, 1.0))
+_ERFC_NEAR = ((-9.81432934416914548592e+00, -8.12874355063065934246e+01,
+               -1.84605092906711035994e+02, -1.62396669462573470355e+02,
+               -6.23753324503260060396e+01, -1.05586262253232909814e+01,
+               -6.93858572707181764372e-01, -9.86494403484714822705e-03),
+              (-6.04244152148580987438e-02, 6.57024977031928170135e+00,
+               1.08635005541779435134e+02, 4.29008140027567833386e+02,
+               6.45387271733267880336e+02, 4.34565877475229228821e+02,
+               1.37657754143519042600e+02, 1.96512716674392571292e+01, 1.0))
+_ERFC_FAR = ((-4.83519191608651397019e+02, -1.02509513161107724954e+03,
+              -6.37566443368389627722e+02, -1.60636384855821916062e+02,
+              -1.77579549177547519889e+01, -7.99283237680523006574e-01,
+              -9.86494292470009928597e-03),
+             (-2.24409524465858183362e+01, 4.74528541206955367215e+02,
+              2.55305040643316442583e+03, 3.19985821950859553908e+03,
+              1.53672958608443695994e+03, 3.25792512996573918826e+02,
+              3.03380607434824582924e+01, 1.0))
 
 
 def _split(pair, ty):
@@ -244,7 +284,7 @@ class MathLib:
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
                         const(ty, 0.0))                 # (t infinite or NaN: no low part)
-        return self._pow_cases(b, x, y, self._exp64(b, t, x_lo=t_lo))
+        return self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo))
 
     def _pow_cases(self, b, x, y, r):
         """r = exp(y log|x|) made C's pow: 1 for y = 0 and for x = 1 (even NaN) and for
@@ -351,17 +391,17 @@ class MathLib:
         n1 = b.sub(b.lshr(b.add(n, bias), const(n.type, 1)), const(n.type, 1024))
         return n1, b.sub(n, n1)
 
-    def _exp64(self, b, x, base2=False, x_lo=None):
-        """float64 exp (exp2 with base2) of x (+ x_lo, a small low part), within an ulp
-        and mostly correctly rounded: (1 + r_hi) + (its rounding error + the rest of
-        expm1(r)), times 2^n applied in two halves so that results near overflow and in
-        the denormals come out right; inf above the range, 0 below, NaN kept."""
+    def _exp64(self, b, x, base2=False, extra=None):
+        """float64 exp (exp2 with base2), within an ulp and mostly correctly rounded:
+        (1 + r_hi) + (its rounding error + the rest of expm1(r)), times 2^n applied in
+        two halves so that results near overflow and in the denormals come out right;
+        inf above the range, 0 below, NaN kept. `extra`, a small addition to x (below its
+        ulp), joins r's low part."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         lo, hi = (-1075.0, 1024.0) if base2 else (_EXP64_LO, _EXP64_HI)
         n, r_hi, r_lo = self._exp64_reduce(b, x, lo, hi, base2)
-        if x_lo is not None:
-            r_lo = b.fadd(r_lo, x_lo)
+        r_lo = r_lo if extra is None else b.fadd(r_lo, extra)
         n1, n2 = self._halves(b, n)
         y = self._sum_exactly(b, c(1.0), r_hi, self._expm1_tail(b, r_hi, r_lo))
         y = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
@@ -475,36 +515,41 @@ class MathLib:
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
     def sincos(self, b, x, cos):
-        """float32 sin (cos when `cos`) of a scalar or vector x, within 2 ulp: x = j pi/2
-        + r with |r| <= pi/4 by three fused multiply-adds, then the quadrant j picks
-        +-sin r or +-cos r, each a short polynomial. Lanes beyond 65536 (and inf, NaN) get
-        libm's, computed only when a lane needs it."""
+        """sin x (cos x when `cos`) of a scalar or vector x: x = j pi/2 + r with |r| <=
+        pi/4, then the quadrant j picks +-sin r or +-cos r. float32 (within 2 ulp): r by
+        three fused multiply-adds, short polynomials (Cephes sinf, cosf); float64 (within
+        an ulp): _reduce_pio2 and _sin_cos64. Lanes beyond 65536 (float64: 1e9) and inf,
+        NaN get libm's, computed only when a lane needs it."""
         ty = x.type
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
-        ax = self._intr(b, "llvm.fabs", ty, x)
-        big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))        # (NaN is big too)
-        ax = b.select(big, c(0.0), ax)
-        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
-        nj = b.fneg(j)
-        r = ax
-        for part in _PIO2:
-            r = self._intr(b, "llvm.fma", ty, nj, c(part), r)
-        z = b.fmul(r, r)
-        s = self._madd(b, b.fmul(r, z), self._horner(b, _SIN_P, z), r)
-        co = self._madd(b, b.fmul(z, z), self._horner(b, _COS_P, z),
-                        self._madd(b, z, c(-0.5), c(1.0)))
+        if elem(ty) == F32:
+            ax = self._intr(b, "llvm.fabs", ty, x)
+            big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))    # (NaN is big too)
+            ax = b.select(big, c(0.0), ax)
+            j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+            r = ax
+            for part in _PIO2:
+                r = self._intr(b, "llvm.fma", ty, b.fneg(j), c(part), r)
+            z = b.fmul(r, r)
+            s = self._madd(b, b.fmul(r, z), self._horner(b, _SIN_P, z), r)
+            co = self._madd(b, b.fmul(z, z), self._horner(b, _COS_P, z),
+                            self._madd(b, z, c(-0.5), c(1.0)))
+        else:
+            big, j, r, r_lo = self._reduce_pio2(b, x)
+            s, co = self._sin_cos64(b, r, r_lo)
         q = b.fptosi(j, i32)
-        odd = b.icmp_unsigned("!=", b.and_(q, const(i32, 1)), const(i32, 0))
+        odd = b.trunc(q, like(I1, x))
+
+        def half(v):    # (bit 1 set: a quadrant of the second half turn)
+            return b.icmp_unsigned("!=", b.and_(v, const(i32, 2)), const(i32, 0))
         if cos:         # cos |x|: cos r, -sin r, -cos r, sin r by quadrant
-            v = b.select(odd, s, co)
-            flip = b.and_(b.add(q, const(i32, 1)), const(i32, 2))
+            v, neg = b.select(odd, s, co), half(b.add(q, const(i32, 1)))
         else:           # sin x = sign(x) sin |x|: sin r, cos r, -sin r, -cos r
+            ints = like(I32 if elem(ty) == F32 else I64, x)
             v = b.select(odd, co, s)
-            flip = b.xor(b.and_(q, const(i32, 2)),
-                         b.lshr(b.bitcast(x, i32), const(i32, 30)))
-            flip = b.and_(flip, const(i32, 2))
-        v = b.bitcast(b.xor(b.bitcast(v, i32), b.shl(flip, const(i32, 30))), ty)
+            neg = b.xor(half(q), b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0)))
+        v = b.select(neg, b.fneg(v), v)
         return self._patch(b, big, v, lambda: self._libm(b, "cos" if cos else "sin", x))
 
     def _patch(self, b, bad, v, slow):
@@ -635,19 +680,15 @@ class MathLib:
         r = b.fadd(a, b.fadd(a_lo, self._madd(b, k, q, lo)))
         return r if acos else self._intr(b, "llvm.copysign", ty, r, x)
 
-    def tan(self, b, x):
-        """tan x within 2 ulp: float64 as x = j pi/2 + r, |r| <= pi/4, r carried in two
-        parts (the product j pi/2 exact by fused multiply-adds), tan r = r + r^3 P(r^2) /
-        Q(r^2) (Cephes tan) also in two parts, and for odd j -1 / tan r with its division
-        corrected; the sign of x. Lanes beyond 1e9 (and inf, NaN) get libm's tan, computed
-        only when a lane needs it. float32 is computed as float64, then rounded."""
+    def _reduce_pio2(self, b, x):
+        """float64 |x| as j pi/2 + r + r_lo, |r| <= pi/4 and r_lo below r's half ulp: the
+        product j pi/2 taken exact in three parts by fused multiply-adds (j < 2^30). Also
+        `big`, the lanes beyond _REDUCED64 (and NaN), reduced as 0 for the caller to patch."""
         ty = x.type
-        if elem(ty) == F32:
-            return b.fptrunc(self.tan(b, b.fpext(x, like(F64, x))), ty)
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
         ax = self._intr(b, "llvm.fabs", ty, x)
-        big = b.fcmp_unordered(">", ax, c(_TAN_REDUCED))        # (NaN is big too)
+        big = b.fcmp_unordered(">", ax, c(_REDUCED64))          # (NaN is big too)
         ax = b.select(big, c(0.0), ax)
         j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
         p1, p2, p3 = (c(p) for p in _PIO2_64)
@@ -656,6 +697,35 @@ class MathLib:
         w_lo = fma(j, p2, b.fneg(w))                    # j p2 = w + w_lo exactly
         r = b.fsub(r1, w)
         r_lo = b.fsub(b.fsub(b.fsub(r1, r), w), fma(j, p3, w_lo))
+        return big, j, r, r_lo
+
+    def _sin_cos64(self, b, r, r_lo):
+        """sin and cos of r + r_lo, |r| <= pi/4, within an ulp: r + (r^3 S(r^2) + r_lo
+        cos r), and 1 - r^2/2 as w = 1 - h plus the rounding errors of w and of r^2 (by a
+        fused multiply-add), + r^4 C(r^2) - r r_lo."""
+        ty = r.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        z = b.fmul(r, r)
+        s = b.fadd(r, self._madd(b, b.fmul(r, z), self._estrin(b, _SIN64, z),
+                                 self._madd(b, b.fmul(z, c(-0.5)), r_lo, r_lo)))
+        z_lo = self._intr(b, "llvm.fma", ty, r, r, b.fneg(z))       # r^2 = z + z_lo
+        h = b.fmul(z, c(0.5))
+        w = b.fsub(c(1.0), h)
+        small = self._madd(b, b.fmul(z, z), self._estrin(b, _COS64, z),
+                           b.fneg(self._madd(b, r, r_lo, b.fmul(z_lo, c(0.5)))))
+        return s, b.fadd(w, b.fadd(b.fsub(b.fsub(c(1.0), w), h), small))
+
+    def tan(self, b, x):
+        """tan x within 2 ulp: float64 as x = j pi/2 + r (_reduce_pio2), tan r = r + r^3
+        P(r^2) / Q(r^2) (Cephes tan) also in two parts, and for odd j -1 / tan r with its
+        division corrected; the sign of x. Lanes beyond 1e9 (and inf, NaN) get libm's tan,
+        computed only when a lane needs it. float32 is computed as float64, then rounded."""
+        ty = x.type
+        if elem(ty) == F32:
+            return b.fptrunc(self.tan(b, b.fpext(x, like(F64, x))), ty)
+        c = lambda v: const(ty, v)  # noqa: E731
+        fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
+        big, j, r, r_lo = self._reduce_pio2(b, x)
         q = self._odd(b, r, _TAN64, tail=True)
         t = b.fadd(r, q)                                # tan(r + r_lo) = t + t_lo
         t_lo = b.fadd(b.fsub(r, t), q)
@@ -668,6 +738,48 @@ class MathLib:
         sign = b.and_(b.bitcast(x, i64), const(i64, 1 << 63))
         v = b.bitcast(b.xor(b.bitcast(v, i64), sign), ty)
         return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
+
+    def erf(self, b, x):
+        """erf x within an ulp (float32: computed as float64, then rounded): by ranges of
+        |x| (_ERF_SMALL ...), every lane evaluating each range's numerator and denominator
+        and dividing the pair it selects; from 1.25 on 1 - exp(-x^2 - 0.5625 + R) / |x|,
+        x^2 taken in two parts (rounded, its error would be x^2 ulps of the exponential).
+        Odd, +-1 from 6 on, NaN kept."""
+        return self._in_double(b, x, lambda v: self._erf64(b, v))
+
+    def _erf64(self, b, x):
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        mid = b.fcmp_ordered(">=", ax, c(0.84375))
+        tail = b.fcmp_ordered(">=", ax, c(1.25))
+        far = b.fcmp_ordered(">=", ax, c(1 / 0.35))
+        z = b.fmul(ax, ax)
+        u = b.fdiv(c(1.0), ax)
+        t, masks = b.fmul(u, u), (mid, tail, far)
+        args = (z, b.fsub(ax, c(1.0)), t, t)
+        ranges = (_ERF_SMALL, _ERF_MID, _ERFC_NEAR, _ERFC_FAR)
+        p, q = (self._pick(b, masks, [self._horner(b, r[k], a) for r, a in zip(ranges, args)])
+                for k in (0, 1))
+        pq = b.fdiv(p, q)
+        small = self._madd(b, ax, pq, ax)
+        # erfc |x| = exp(-z - z_lo + (pq - 0.5625)) u, the exponent summed as e + e_lo
+        z_lo = self._intr(b, "llvm.fma", ty, ax, ax, b.fneg(z))
+        a = b.fsub(pq, c(0.5625))
+        e = b.fsub(a, z)
+        e_lo = b.fsub(b.fadd(b.fsub(b.fneg(z), e), a), z_lo)
+        erfc = b.fmul(self._exp64(b, e, extra=e_lo), u)
+        r = b.select(tail, b.fsub(c(1.0), erfc), b.select(mid, b.fadd(c(_ERX), pq), small))
+        r = b.select(b.fcmp_ordered(">=", ax, c(6.0)), c(1.0), r)
+        return self._intr(b, "llvm.copysign", ty, r, x)
+
+    def _pick(self, b, masks, values):
+        """values[k] in each lane, k the number of `masks` that hold there (each mask
+        implying the one before)."""
+        v = values[0]
+        for mask, other in zip(masks, values[1:]):
+            v = b.select(mask, other, v)
+        return v
 
     def lanewise(self, name, ty):
         """An out-of-line function applying the C library's scalar function `name` to
