@@ -1213,6 +1213,26 @@ def test_power_is_vector_code_within_an_ulp(dt):
     assert '@"pow' not in text and "@llvm.pow" not in text
 
 
+def test_float64_power_near_overflow_with_bases_near_sqrt2_is_within_an_ulp():
+    """From a review: with log|x| of x near sqrt 2 (where s = f / (2 + f) is largest) off by
+    2^-62, y log|x| near +-709 carried it to 2 ulp of pow (1.4149423300095745 **
+    2044.9523377243415 was 1.792822737829067e+308, glibc 1.7928227378290673e+308): within an
+    ulp of the C library's there, in every lane position."""
+    import math
+    rng = np.random.default_rng(15)
+    x = np.array([1.4149423300095745, 1.4127950822945767, 1.4005555015945472, 1.4049970002912595,
+                  1.411161213994862, 1.4188373971449153, 1.4271032565002078])
+    y = np.array([2044.9523377243415, 2019.556075085187, 2075.9534629494333, -2048.716500956609,
+                  -2018.6271129176575, 2022.924248545703, 1991.7422743659347])
+    base = rng.uniform(1.40, 1.43, 20000)
+    t = rng.uniform(700, 709.7, 20000) * rng.choice([-1, 1], 20000)
+    x, y = np.concatenate([x, base]), np.concatenate([y, t / np.log(base)])
+    want = np.array([math.pow(p, q) for p, q in zip(x, y)])
+    for shift in (0, 1, 3):
+        got = np.roll(jnp.power(np.roll(x, shift), np.roll(y, shift)), -shift)
+        assert _ulps(got, want).max() <= 1, _ulps(got, want).max()
+
+
 @pytest.mark.parametrize("name", ["sin", "cos"])
 def test_float64_sin_cos_are_vector_code_within_an_ulp(name):
     """float64 sin and cos are inline vector code (jitdl.codegen.mathlib.sincos): x = j pi/2

@@ -269,7 +269,7 @@ class MathLib:
 
     def pow(self, b, x, y):
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
-        a double-double within about 2^-66 and y log|x| as one too, so that the result is
+        a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
         whose error stays far below float32's half ulp."""
         ty = x.type
@@ -308,10 +308,11 @@ class MathLib:
         return b.select(one, c(1.0), r)
 
     def _log64_dd(self, b, x):
-        """log x of a float64 x >= 0 as hi + lo, within about 2^-66 of it: x = 2^e (1 + f)
+        """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it: x = 2^e (1 + f)
         as _log64 takes it, s = f / (2 + f) and s^3 as double-doubles (by fused
-        multiply-adds), log(1 + f) = 2s + (2/3) s^3 + s^5 P(s^2) with the first two terms
-        kept exactly, then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
+        multiply-adds), log(1 + f) = 2s + s^3 (2/3 + s^2 P(s^2)) with both terms and the
+        bracket double-doubles (s^5 P(s^2) rounded leaves 2^-62, 2 ulp of pow near y log|x|
+        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
@@ -327,14 +328,17 @@ class MathLib:
         z_lo = b.fadd(exact(s, s, z), b.fmul(b.fmul(c(2.0), s), s_lo))
         cube = b.fmul(s, z)
         cube_lo = b.fadd(exact(s, z, cube), b.fadd(b.fmul(s, z_lo), b.fmul(s_lo, z)))
-        p = b.fmul(c(_TWO_THIRDS[0]), cube)
-        p_lo = b.fadd(exact(c(_TWO_THIRDS[0]), cube, p),
-                      b.fadd(b.fmul(c(_TWO_THIRDS[0]), cube_lo), b.fmul(c(_TWO_THIRDS[1]), cube)))
-        rest = b.fmul(b.fmul(cube, z), self._estrin(b, _LOG_R_LONG, z))
+        # w = 2/3 + z P(z) as w + w_lo (z P is below 0.013): the sum's rounding error and
+        # z_lo's share of z P (2/5 z_lo) kept, so that p = s^3 w is a double-double too
+        u = b.fmul(z, self._estrin(b, _LOG_R_LONG, z))
+        w = b.fadd(c(_TWO_THIRDS[0]), u)
+        w_lo = b.fadd(b.fadd(b.fsub(c(_TWO_THIRDS[0]), w), u),
+                      b.fadd(c(_TWO_THIRDS[1]), b.fmul(c(0.4), z_lo)))
+        p = b.fmul(w, cube)
+        p_lo = b.fadd(exact(w, cube, p), b.fadd(b.fmul(w, cube_lo), b.fmul(w_lo, cube)))
         two = b.fmul(c(2.0), s)
         h = b.fadd(two, p)
-        h_lo = b.fadd(b.fadd(b.fsub(two, h), p),
-                      b.fadd(b.fmul(c(2.0), s_lo), b.fadd(p_lo, rest)))
+        h_lo = b.fadd(b.fadd(b.fsub(two, h), p), b.fadd(b.fmul(c(2.0), s_lo), p_lo))
         a = b.fmul(e, c(LN2_HI))                        # (exact)
         hi = b.fadd(a, h)                               # a + h = hi + err exactly
         v = b.fsub(hi, a)
