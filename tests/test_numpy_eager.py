@@ -1247,3 +1247,16 @@ def test_ufunc_methods_are_numpys(rng):
         return jnp.subtract.reduce(X)
     with pytest.raises(jd.ArgumentError, match="subtract.reduce"):
         g(y)
+
+
+def test_ufunc_reduce_with_dtype_of_maximum_and_minimum(rng):
+    """From a review: maximum.reduce and minimum.reduce take dtype= as NumPy's do (jd.numpy's
+    max and min have no dtype, so NumPy's reduce runs), with and without initial=."""
+    x = rng.standard_normal((3, 4)) * 10
+    i8 = rng.integers(-100, 100, (3, 4)).astype(np.int8)
+    cases = [lambda m: m.maximum.reduce(x, dtype=np.float32),
+             lambda m: m.minimum.reduce(x, axis=1, dtype=np.int64),
+             lambda m: m.maximum.reduce(i8, axis=None, dtype=np.float64, initial=0.5),
+             lambda m: m.minimum.reduce(x > 0, axis=0, dtype=bool)]
+    for case in cases:
+        same(case(jnp), case(np))

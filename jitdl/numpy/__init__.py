@@ -81,8 +81,9 @@ def _ufunc_methods(name):
     def reduce(a, axis=0, dtype=None, out=None, keepdims=False, initial=_np._NoValue,
                where=True):
         kw = {"axis": axis, "out": out, "keepdims": keepdims, "where": where}
-        if own is None or (own in (all, any) and (dtype is not None or initial is not
-                                                   _np._NoValue)):
+        # (dtype= only sum and prod take, initial= not all and any: NumPy's there)
+        if own is None or (dtype is not None and own not in (sum, prod)) or \
+                (initial is not _np._NoValue and own in (all, any)):
             return np_reduce(a, dtype=dtype, initial=initial, **kw)
         if dtype is not None:
             kw["dtype"] = dtype
