@@ -1260,3 +1260,12 @@ def test_ufunc_reduce_with_dtype_of_maximum_and_minimum(rng):
              lambda m: m.minimum.reduce(x > 0, axis=0, dtype=bool)]
     for case in cases:
         same(case(jnp), case(np))
+
+
+def test_ufunc_methods_of_the_array_api_alias_pow():
+    """From a review: jd.numpy.pow (NumPy's pow is its power ufunc) has power's ufunc
+    attributes and methods too."""
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.5])
+    same(jnp.pow.outer(a, b), np.pow.outer(a, b))
+    same(jnp.pow.reduce(a), np.pow.reduce(a))
+    assert (jnp.pow.nin, jnp.pow.nout) == (2, 1)

@@ -101,7 +101,7 @@ def _ufunc_methods(name):
         method.__qualname__ = f"{name}.{method.__name__}"
 
 
-for _n in list(_ufuncs._UNARY_DOCS) + list(_ufuncs._BINARY_DOCS) + ["power"]:
+for _n in list(_ufuncs._UNARY_DOCS) + list(_ufuncs._BINARY_DOCS) + ["power", "pow"]:
     _ufunc_methods(_n)
 if "ravel" in WHOLE:
     WHOLE["flatten"] = WHOLE["ravel"]
