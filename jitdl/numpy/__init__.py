@@ -66,7 +66,7 @@ def _ufunc_methods(name):
     the jd.numpy reduction it is (add.reduce is sum, with ufunc.reduce's axis=0), outer
     by broadcasting (so both fuse in a definition); the rest (accumulate, at, reduceat,
     the reductions jd.numpy has no kernel for) NumPy's own method, on arrays."""
-    fn, np_fn = globals()[name], getattr(_np, name)
+    fn, np_fn = globals()[name], getattr(_np, "power" if name == "pow" else name)  # (1.26)
     if not isinstance(np_fn, _np.ufunc):
         return
     for attr in _UFUNC_ATTRS:
