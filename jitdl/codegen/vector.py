@@ -26,11 +26,26 @@ from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_co
                                    mem_type, poison, suffix, vector, zeros)
 from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
-                            IfThen, LetStmt, Load, Reduce, Select, Seq, Store, Unary, Var)
+                            IfThen, Intrin, LetStmt, Load, Reduce, Select, Seq, Store, Unary,
+                            Var)
 from jitdl.ir.visit import NodeKey, expr_children, walk_expr
 from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
+BLOCK_REGISTERS = 4     # a block is this many registers' worth of lanes ...
+MATH_BLOCK_REGISTERS = 2    # ... or this many where the body computes a math routine
+# operations written inline as long routines (jitdl.codegen.mathlib): a body with one is
+# bound by arithmetic, not memory, and wider blocks only multiply LLVM's work
+_MATH_CALLS = frozenset({Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.SIGMOID, Intrin.EXP2,
+                         Intrin.EXPM1, Intrin.LOG2, Intrin.LOG10, Intrin.LOG1P, Intrin.SIN,
+                         Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.ASIN, Intrin.ACOS,
+                         Intrin.ERF})
+_MATH_OPS = frozenset({BinOp.POW, BinOp.ATAN2})
+
+
+def _is_math(n):
+    return dtypes.is_float(n.dtype) and (isinstance(n, Call) and n.fn in _MATH_CALLS or
+                                         isinstance(n, Binary) and n.op in _MATH_OPS)
 
 
 @dataclass(frozen=True)
@@ -75,11 +90,13 @@ class _Refused(Exception):
 
 
 def _scan(loop, checked_reads=True):
-    """(varying vars, accesses [(buffer, index, is_store)]) of a loop body, or _Refused.
+    """(varying vars, accesses [(buffer, index, is_store)], varies, whether the body
+    computes a math routine) of a loop body, or _Refused.
     checked_reads=False refuses reads checked at run time whose index or check differs by
     lane (LLVM's vectoriser gives up on them: the check branches to the error path)."""
     varying = {loop.var}
     accesses = []
+    math = []
 
     def varies(e):
         return any(isinstance(n, Var) and n in varying for n in walk_expr(e))
@@ -95,6 +112,8 @@ def _scan(loop, checked_reads=True):
                     accesses.append((n.buffer, n.index, False))
                 elif isinstance(n, (Access, Reduce)):
                     raise _Refused(f"it contains a {type(n).__name__} node")
+                elif not math and _is_math(n):
+                    math.append(n)
 
     def stmt(s):
         match s:
@@ -121,7 +140,7 @@ def _scan(loop, checked_reads=True):
             case _:
                 raise _Refused(f"its body contains a {type(s).__name__}")
     stmt(loop.body)
-    return varying, accesses, varies
+    return varying, accesses, varies, bool(math)
 
 
 def _stride(index, var, varying):
@@ -159,7 +178,7 @@ def plan(loop, vector_bytes, unrolled=False):
     if n < 2:
         return "it has fewer than two iterations"
     try:
-        varying, accesses, varies = _scan(loop)
+        varying, accesses, varies, math = _scan(loop)
     except _Refused as e:
         return str(e)
     by_buffer = {}
@@ -195,7 +214,7 @@ def plan(loop, vector_bytes, unrolled=False):
     if widest == 0:
         widest = max((_itemsize(b.dtype) for b in by_buffer), default=4)
     natural = max(1, vector_bytes // widest)
-    width = min(MAX_LANES, 4 * natural)
+    width = min(MAX_LANES, (MATH_BLOCK_REGISTERS if math else BLOCK_REGISTERS) * natural)
     blocks = 0 if unrolled or n <= width else n // width
     return Plan(width, blocks, _pieces(n - blocks * width, width), frozenset(varying),
                 contiguous, gathers)
