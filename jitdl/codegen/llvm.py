@@ -22,9 +22,8 @@ from llvmlite import ir
 
 from jitdl import dtypes
 from jitdl.codegen import mathlib, vector
-from jitdl.codegen.lltypes import (F32, F64, I1, I8, I32, I64, PTR, VOID, alloca, comment,
-                                   const, elem, is_vector, like, loop_metadata, mem_type, reg_type,
-                                   suffix)
+from jitdl.codegen.lltypes import (F64, I1, I8, I32, I64, PTR, VOID, alloca, comment, const,
+                                   is_vector, like, loop_metadata, mem_type, reg_type, suffix)
 from jitdl.errors import CompileError
 from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
                               ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, ARRAY_WRITEABLE,
@@ -47,10 +46,6 @@ GIL_FREE_ITERATIONS = 1 << 14   # kernels of at least this many iterations relea
 _FCMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "=="}
 _ICMP = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
          CmpOp.NE: "!="}
-# functions written inline as vector code (jitdl.codegen.mathlib), float32 and float64
-_MATHLIB = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
-            Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
-            Intrin.LOG1P: "log1p", Intrin.TAN: "tan", Intrin.ATAN: "atan", Intrin.ERF: "erf"}
 _LLVM_UNARY = {Intrin.SQRT: "llvm.sqrt", Intrin.FLOOR: "llvm.floor", Intrin.CEIL: "llvm.ceil",
                Intrin.ROUND: "llvm.roundeven", Intrin.TRUNC: "llvm.trunc",
                Intrin.ABS: "llvm.fabs"}
@@ -378,17 +373,13 @@ class FunctionCodegen:
             raise CompileError(f"codegen: {fn.value} of {src}")
         if fn in _LLVM_UNARY:
             return self.call(_LLVM_UNARY[fn], ty, x)
-        if fn in _MATHLIB:
-            return getattr(self.gen.math, _MATHLIB[fn])(b, x)
+        if fn in mathlib.INLINE:
+            return getattr(self.gen.math, mathlib.INLINE[fn])(b, x)
         if fn == Intrin.RSQRT:
             return b.fdiv(const(ty, 1.0), self.call("llvm.sqrt", ty, x))
         if fn == Intrin.SIGMOID:
             one = const(ty, 1.0)
             return b.fdiv(one, b.fadd(one, self.gen.math.exp(b, b.fneg(x))))
-        if fn in (Intrin.SIN, Intrin.COS):
-            return self.gen.math.sincos(b, x, fn == Intrin.COS)
-        if fn in (Intrin.ASIN, Intrin.ACOS):
-            return self.gen.math.asin(b, x, fn == Intrin.ACOS)
         if fn == Intrin.SIGN:
             zero, one = const(ty, 0.0), const(ty, 1.0)
             neg = b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), x)
@@ -396,8 +387,7 @@ class FunctionCodegen:
         if fn == Intrin.ISNAN:
             return b.fcmp_unordered("uno", x, x)
         if fn == Intrin.SIGNBIT:        # the bit itself: NaN keeps its sign too
-            bits = like(ir.IntType(32 if elem(ty) == F32 else 64), x)
-            return b.icmp_signed("<", b.bitcast(x, bits), const(bits, 0))
+            return self.gen.math.sign_bit(b, x)
         if fn in (Intrin.ISINF, Intrin.ISFINITE):
             ax = self.call("llvm.fabs", ty, x)
             inf = const(ty, math.inf)

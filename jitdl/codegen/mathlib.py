@@ -10,6 +10,14 @@ import struct
 from llvmlite import ir
 
 from jitdl.codegen.lltypes import F32, F64, I1, I32, I64, const, elem, like, suffix
+from jitdl.ir.nodes import Intrin
+
+
+# Intrin -> the MathLib method that writes it inline, for float32 and float64 alike
+INLINE = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
+          Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
+          Intrin.LOG1P: "log1p", Intrin.SIN: "sin", Intrin.COS: "cos", Intrin.TAN: "tan",
+          Intrin.ATAN: "atan", Intrin.ASIN: "asin", Intrin.ACOS: "acos", Intrin.ERF: "erf"}
 
 
 def _hi_lo(value, bits=32):
@@ -172,6 +180,11 @@ class MathLib:
         """x * y + z, one fused multiply-add where the target has one (llvm.fmuladd)."""
         return self._intr(b, "llvm.fmuladd", x.type, x, y, z)
 
+    def sign_bit(self, b, x):
+        """Whether x's sign bit is set (-0, -inf and negative NaNs too), lane by lane."""
+        ints = like(I32 if elem(x.type) == F32 else I64, x)
+        return b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0))
+
     def _horner(self, b, coefs, x):
         p = const(x.type, coefs[0])
         for coef in coefs[1:]:
@@ -300,9 +313,7 @@ class MathLib:
         half = b.fmul(y, c(0.5))
         whole = b.fcmp_ordered("==", floor(y), y)
         odd = b.and_(whole, b.fcmp_ordered("!=", floor(half), half))
-        ints = like(I64 if elem(ty) == F64 else I32, x)
-        negative = b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0))
-        r = b.select(b.and_(odd, negative), b.fneg(r), r)
+        r = b.select(b.and_(odd, self.sign_bit(b, x)), b.fneg(r), r)
         finite_neg = b.and_(b.fcmp_ordered("<", x, c(0.0)), b.fcmp_ordered("<", ax, c(math.inf)))
         r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", floor(y), y)), c(math.nan), r)
         return b.select(one, c(1.0), r)
@@ -518,6 +529,12 @@ class MathLib:
         r = b.select(b.fcmp_ordered(">", ax, c(0.625)), big, small)
         return self._intr(b, "llvm.copysign", ty, r, x)        # tanh(-0) = -0
 
+    def sin(self, b, x):
+        return self.sincos(b, x, cos=False)
+
+    def cos(self, b, x):
+        return self.sincos(b, x, cos=True)
+
     def sincos(self, b, x, cos):
         """sin x (cos x when `cos`) of a scalar or vector x: x = j pi/2 + r with |r| <=
         pi/4, then the quadrant j picks +-sin r or +-cos r. float32 (within 2 ulp): r by
@@ -550,9 +567,8 @@ class MathLib:
         if cos:         # cos |x|: cos r, -sin r, -cos r, sin r by quadrant
             v, neg = b.select(odd, s, co), half(b.add(q, const(i32, 1)))
         else:           # sin x = sign(x) sin |x|: sin r, cos r, -sin r, -cos r
-            ints = like(I32 if elem(ty) == F32 else I64, x)
             v = b.select(odd, co, s)
-            neg = b.xor(half(q), b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0)))
+            neg = b.xor(half(q), self.sign_bit(b, x))
         v = b.select(neg, b.fneg(v), v)
         return self._patch(b, big, v, lambda: self._libm(b, "cos" if cos else "sin", x))
 
@@ -648,9 +664,11 @@ class MathLib:
                          b.select(b.fcmp_ordered("<", m, c(low)), c(up), c(1.0)))
         n = b.select(both_inf, c(1.0), b.fmul(n, scale))
         d = b.select(b.or_(both_inf, both_zero), c(1.0), b.fmul(d, scale))
-        ints = like(ir.IntType(32 if elem(ty) == F32 else 64), x)
-        neg = b.icmp_signed("<", b.bitcast(x, ints), const(ints, 0))
-        return self._intr(b, "llvm.copysign", ty, self._atan_ratio(b, n, d, neg), y)
+        return self._intr(b, "llvm.copysign", ty, self._atan_ratio(b, n, d, self.sign_bit(b, x)),
+                          y)
+
+    def acos(self, b, x):
+        return self.asin(b, x, acos=True)
 
     def asin(self, b, x, acos=False):
         """asin x (acos x when `acos`), float32 or float64, within 2 ulp: asin s = s + q,

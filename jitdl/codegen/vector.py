@@ -24,6 +24,7 @@ from llvmlite import ir
 from jitdl import dtypes
 from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_const,
                                    mem_type, poison, suffix, vector, zeros)
+from jitdl.codegen.mathlib import INLINE
 from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, Intrin, LetStmt, Load, Reduce, Select, Seq, Store, Unary,
@@ -36,10 +37,7 @@ BLOCK_REGISTERS = 4     # a block is this many registers' worth of lanes ...
 MATH_BLOCK_REGISTERS = 2    # ... or this many where the body computes a math routine
 # operations written inline as long routines (jitdl.codegen.mathlib): a body with one is
 # bound by arithmetic, not memory, and wider blocks only multiply LLVM's work
-_MATH_CALLS = frozenset({Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.SIGMOID, Intrin.EXP2,
-                         Intrin.EXPM1, Intrin.LOG2, Intrin.LOG10, Intrin.LOG1P, Intrin.SIN,
-                         Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.ASIN, Intrin.ACOS,
-                         Intrin.ERF})
+_MATH_CALLS = frozenset(INLINE) | {Intrin.SIGMOID}
 _MATH_OPS = frozenset({BinOp.POW, BinOp.ATAN2})
 
 
