@@ -1211,6 +1211,14 @@ def test_power_is_vector_code_within_an_ulp(dt):
     text = str(jd.compute(lambda X, Y: jnp.power(X, Y)).llvm_ir(np.ones(64, dt), np.ones(64, dt),
                                                                 optimized=False))
     assert '@"pow' not in text and "@llvm.pow" not in text
+    v = np.concatenate([RNG.uniform(0, 10, 5000), RNG.standard_normal(500) * 1e3,
+                        [0.0, np.inf, np.nan, 5e-324, 0.1]]).astype(dt)
+    for e in (2, 1, -1, 0.5):       # (one correctly rounded operation: NumPy's bits)
+        with np.errstate(all="ignore"):
+            got, want = jnp.power(v, dt(e)), np.power(v, dt(e))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]),
+                                      np.signbit(want[~np.isnan(want)]))
 
 
 def test_float64_power_near_overflow_with_bases_near_sqrt2_is_within_an_ulp():

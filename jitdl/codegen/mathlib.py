@@ -284,20 +284,33 @@ class MathLib:
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
         a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
-        whose error stays far below float32's half ulp."""
+        whose error stays far below float32's half ulp. The powers whose correctly
+        rounded result is one operation are that operation (_pow_exact)."""
         ty = x.type
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         if elem(ty) == F32:
             d = like(F64, x)
-            x, y = b.fpext(x, d), b.fpext(y, d)
-            r = self._exp64(b, b.fmul(y, self._log64(b, fabs(x), "e")))
-            return b.fptrunc(self._pow_cases(b, x, y, r), ty)
+            xd, yd = b.fpext(x, d), b.fpext(y, d)
+            r = self._exp64(b, b.fmul(yd, self._log64(b, fabs(xd), "e")))
+            return self._pow_exact(b, x, y, b.fptrunc(self._pow_cases(b, xd, yd, r), ty))
         lh, ll = self._log64_dd(b, fabs(x))
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
                         const(ty, 0.0))                 # (t infinite or NaN: no low part)
-        return self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo))
+        return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo)))
+
+    def _pow_exact(self, b, x, y, r):
+        """r, except x ** 1 = x, x ** 2 = x * x, x ** -1 = 1 / x and, for x > 0, x ** 0.5
+        = sqrt(x): C's pow (glibc's, so NumPy's) is correctly rounded there, and so is
+        the one operation, where exp(y log|x|) may be an ulp off (0.1 ** 2)."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        r = b.select(b.fcmp_ordered("==", y, c(2.0)), b.fmul(x, x), r)
+        r = b.select(b.fcmp_ordered("==", y, c(1.0)), x, r)
+        r = b.select(b.fcmp_ordered("==", y, c(-1.0)), b.fdiv(c(1.0), x), r)
+        root = b.and_(b.fcmp_ordered("==", y, c(0.5)), b.fcmp_ordered(">", x, c(0.0)))
+        return b.select(root, self._intr(b, "llvm.sqrt", ty, x), r)
 
     def _pow_cases(self, b, x, y, r):
         """r = exp(y log|x|) made C's pow: 1 for y = 0 and for x = 1 (even NaN) and for
