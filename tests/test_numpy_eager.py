@@ -1269,3 +1269,13 @@ def test_ufunc_methods_of_the_array_api_alias_pow():
     same(jnp.pow.outer(a, b), np.pow.outer(a, b))
     same(jnp.pow.reduce(a), np.pow.reduce(a))
     assert (jnp.pow.nin, jnp.pow.nout) == (2, 1)
+
+
+def test_every_function_pickles_as_itself():
+    """pickle stores a function by module and name (multiprocessing sends jnp.sum that
+    way): every jd.numpy function, the wrappers that hand foreign dtypes to NumPy too,
+    comes back as the same object, as NumPy's functions do."""
+    import pickle
+    for name in jnp.__all__:
+        fn = getattr(jnp, name)
+        assert pickle.loads(pickle.dumps(fn)) is fn, name

@@ -54,6 +54,9 @@ def status():
 for _n in __all__:     # arrays of dtypes jitdl does not compile: NumPy's own function
     if not hasattr(globals()[_n], "numpy_fallback") and hasattr(_np, _n):
         globals()[_n] = numpy_fallback(globals()[_n], getattr(_np, _n))
+        # (named as found here, so that pickle, which stores a function by its module and
+        # name, finds this wrapper and not the function it wraps: multiprocessing works)
+        globals()[_n].__module__, globals()[_n].__qualname__ = __name__, _n
 WHOLE.update({n: globals()[n] for n in __all__})
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
