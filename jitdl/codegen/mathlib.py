@@ -228,12 +228,14 @@ class MathLib:
         ni = b.fptosi(n, i32)
         n1 = b.ashr(ni, const(i32, 1))
         n2 = b.sub(ni, n1)
+        y = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
+        return self._exp_edges(b, x, y, lo, hi)
 
-        def pow2(k):
-            return b.bitcast(b.shl(b.add(k, const(i32, 127)), const(i32, 23)), ty)
-        y = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
+    def _exp_edges(self, b, x, y, lo, hi):
+        """An exponential y of x made inf above hi, 0 below lo (exp(-inf) = 0), NaN kept."""
+        c = lambda v: const(x.type, v)  # noqa: E731
         y = b.select(b.fcmp_ordered(">", x, c(hi)), c(math.inf), y)
-        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)       # exp(-inf) = 0
+        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def log(self, b, x):
@@ -259,11 +261,15 @@ class MathLib:
         ef = b.sitofp(e, ty)
         y = self._madd(b, ef, c(-2.12194440e-4), b.fmul(b.fmul(p, m), z))
         y = self._madd(b, z, c(-0.5), y)
-        r = self._madd(b, ef, c(0.693359375), b.fadd(m, y))
-        r = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), r)
-        r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), r)
-        r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), r)
-        return b.select(b.fcmp_unordered("uno", x, x), x, r)
+        return self._log_edges(b, x, self._madd(b, ef, c(0.693359375), b.fadd(m, y)))
+
+    def _log_edges(self, b, x, y):
+        """A logarithm y of x made inf at inf, -inf at +-0, NaN below 0, NaN kept."""
+        c = lambda v: const(x.type, v)  # noqa: E731
+        y = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), y)
+        y = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), y)
+        y = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def exp2(self, b, x):
         return self.exp(b, x, base2=True)
@@ -369,10 +375,7 @@ class MathLib:
         err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
         lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
         top = b.fadd(hi, lo)
-        lo = b.fadd(b.fsub(hi, top), lo)
-        top = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), top)
-        top = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), top)
-        return b.select(b.fcmp_unordered("uno", x, x), x, top), lo
+        return self._log_edges(b, x, top), b.fadd(b.fsub(hi, top), lo)
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
@@ -382,8 +385,10 @@ class MathLib:
         return b.fptrunc(fn(b.fpext(x, like(F64, x))), x.type)
 
     def _pow2(self, b, n, ty):
-        """2^n of integer lanes n (i64) in the normal exponent range, as doubles."""
-        return b.bitcast(b.shl(b.add(n, const(n.type, 1023)), const(n.type, 52)), ty)
+        """2^n of integer lanes n (i32 for float32, i64 for float64) in the normal
+        exponent range, as floats of type ty."""
+        bits, bias = (23, 127) if elem(ty) == F32 else (52, 1023)
+        return b.bitcast(b.shl(b.add(n, const(n.type, bias)), const(n.type, bits)), ty)
 
     def _expm1_tail(self, b, r_hi, r_lo):
         """expm1(r) - r_hi for r = r_hi + r_lo, |r| <= ln2 / 2: r_lo + r^2 q(r), q by
@@ -433,9 +438,7 @@ class MathLib:
         n1, n2 = self._halves(b, n)
         y = self._sum_exactly(b, c(1.0), r_hi, self._expm1_tail(b, r_hi, r_lo))
         y = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
-        y = b.select(b.fcmp_ordered(">", x, c(hi)), c(math.inf), y)
-        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        return self._exp_edges(b, x, y, lo, hi)
 
     def _sum_exactly(self, b, big, small, rest):
         """big + small + rest with one rounding at the end where |big| >= |small| (the
@@ -519,10 +522,7 @@ class MathLib:
             w = b.fadd(e, v_hi)
             v_lo = b.fadd(v_lo, b.fadd(b.fsub(e, w), v_hi))
             y = b.fadd(v_lo, w)
-        y = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), y)
-        y = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), y)
-        y = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), y)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        return self._log_edges(b, x, y)
 
     def tanh(self, b, x):
         """Cephes tanhf (within 2 ulp) and tanh (double): an odd polynomial (a rational
@@ -644,10 +644,7 @@ class MathLib:
                                                                      c(pi[i]))), v)
         if neg is not None:
             t, q = b.select(neg, b.fneg(t), t), b.select(neg, b.fneg(q), q)
-        hi = pick(0)
-        a = b.fadd(hi, t)
-        a_lo = b.fadd(b.fsub(hi, a), t)                 # what a lost (hi - a is exact)
-        return b.fadd(a, b.fadd(a_lo, b.fadd(q, pick(1))))
+        return self._sum_exactly(b, pick(0), t, b.fadd(q, pick(1)))
 
     def atan(self, b, x):
         """atan x, float32 or float64, within 2 ulp (Cephes' reduction and approximations,
@@ -757,7 +754,7 @@ class MathLib:
         computed only when a lane needs it. float32 is computed as float64, then rounded."""
         ty = x.type
         if elem(ty) == F32:
-            return b.fptrunc(self.tan(b, b.fpext(x, like(F64, x))), ty)
+            return self._in_double(b, x, lambda v: self.tan(b, v))
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
         big, j, r, r_lo = self._reduce_pio2(b, x)
@@ -769,9 +766,7 @@ class MathLib:
         y = fma(y, fma(t_lo, y, fma(y, t, c(1.0))), y)
         odd = b.trunc(b.fptosi(j, like(I32, x)), like(I1, x))
         v = b.select(odd, y, b.fadd(t, t_lo))
-        i64 = like(ir.IntType(64), x)
-        sign = b.and_(b.bitcast(x, i64), const(i64, 1 << 63))
-        v = b.bitcast(b.xor(b.bitcast(v, i64), sign), ty)
+        v = b.select(self.sign_bit(b, x), b.fneg(v), v)
         return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
 
     def erf(self, b, x):
