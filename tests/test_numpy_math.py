@@ -1282,9 +1282,10 @@ def test_float64_sin_cos_are_vector_code_within_an_ulp(name):
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
 def test_erf_and_exact_gelu_are_vector_code_within_an_ulp(dt):
     """jd.erf (and jd.nn.gelu's exact form, 0.5 x (1 + erf(x / sqrt 2))) is inline vector
-    code (jitdl.codegen.mathlib.erf, float32 through float64): within an ulp of the C
-    library's erf over every scale, across each switch between its ranges (0.84375, 1.25,
-    1/0.35, 6), odd (erf(-0) = -0), +-1 at +-inf, NaN kept, in every lane position."""
+    code (jitdl.codegen.mathlib.erf; float32 in float32 arithmetic): within an ulp of the
+    C library's erf over every scale, across each switch between its ranges (0.84375,
+    1.25, 1/0.35, 6; float32's 4), odd (erf(-0) = -0), +-1 at +-inf, NaN kept, in every
+    lane position."""
     import math
 
     import jitdl.nn

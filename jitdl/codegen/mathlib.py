@@ -158,6 +158,21 @@ _ERFC_FAR = ((-4.83519191608651397019e+02, -1.02509513161107724954e+03,
               1.53672958608443695994e+03, 3.25792512996573918826e+02,
               3.03380607434824582924e+01, 1.0))
 
+# float32 erf by ranges of |x| (fitted for jitdl: weighted least squares iterated towards
+# minimax, the coefficients then rounded to float32; highest power first): x + x P(x^2)
+# below 0.84375 (P within 1.2e-10 relatively); erf(1) + M(|x| - 1) below 1.25 (M within
+# 1.2e-10); 1 - exp(-x^2) R(v) up to 4, v = (|x| - 2.625) / 1.375 on [-1, 1] and R =
+# erfc(x) exp(x^2) within 6.6e-9 relatively (erfc is at most 0.077 there, so its errors
+# stay below a tenth of erf's ulp); 1 from 4 on, where erfc is below erf's half ulp
+_ERF32_SMALL = (8.87632195e-05, -0.000825226074, 0.00520988926, -0.0268626828, 0.112837501,
+                -0.376126379, 0.128379166)
+_ERF32_MID = (0.0130948387, 0.00453556981, -0.0690918639, 0.0691825226, 0.138367891,
+              -0.415107459, 0.415107489, 1.34711584e-08)
+_ERF1_F32 = 0.842700779                        # erf(1) in float32
+_ERFC32_SCALED = (-8.51761251e-06, 2.62243448e-05, -5.15711981e-05, 0.000143054727,
+                  -0.000419488264, 0.0011256116, -0.00291451765, 0.0073416559,
+                  -0.0178720616, 0.0418870859, -0.0941455737, 0.201887548)
+
 
 def _split(pair, ty):
     """A constant given as a double and the double nearest its rest, as (hi, lo) for ty:
@@ -770,12 +785,35 @@ class MathLib:
         return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
 
     def erf(self, b, x):
-        """erf x within an ulp (float32: computed as float64, then rounded): by ranges of
+        """erf x within an ulp, odd, +-1 at +-inf, NaN kept. float64 by fdlibm's ranges of
         |x| (_ERF_SMALL ...), every lane evaluating each range's numerator and denominator
         and dividing the pair it selects; from 1.25 on 1 - exp(-x^2 - 0.5625 + R) / |x|,
-        x^2 taken in two parts (rounded, its error would be x^2 ulps of the exponential).
-        Odd, +-1 from 6 on, NaN kept."""
-        return self._in_double(b, x, lambda v: self._erf64(b, v))
+        x^2 taken in two parts (rounded, its error would be x^2 ulps of the exponential);
+        1 from 6 on. float32: _erf32."""
+        if elem(x.type) == F32:
+            return self._erf32(b, x)
+        return self._erf64(b, x)
+
+    def _erf32(self, b, x):
+        """float32 erf in float32 arithmetic by three polynomials (_ERF32_SMALL ...), every
+        lane evaluating all three (no division; the float64 route computed four rational
+        functions in double, slower than glibc's erff when all lanes share a range)."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        small = self._madd(b, ax, self._horner(b, _ERF32_SMALL, b.fmul(ax, ax)), ax)
+        mid = b.fadd(self._horner(b, _ERF32_MID, b.fsub(ax, c(1.0))), c(_ERF1_F32))
+        # 1 - exp(-x^2) R from 1.25 to 4: x^2 = z + z_lo exactly, exp(-z_lo) taken as
+        # 1 - z_lo (a rounded x^2 would cost up to 16 ulps of the exponential at 4)
+        a = b.select(b.fcmp_ordered(">", ax, c(4.0)), c(4.0), ax)     # (NaN stays NaN)
+        z = b.fmul(a, a)
+        z_lo = self._intr(b, "llvm.fma", ty, a, a, b.fneg(z))
+        r = self._horner(b, _ERFC32_SCALED, self._madd(b, a, c(1 / 1.375), c(-2.625 / 1.375)))
+        r = self._madd(b, b.fneg(r), z_lo, r)
+        tail = self._madd(b, b.fneg(self.exp(b, b.fneg(z))), r, c(1.0))
+        v = b.select(b.fcmp_ordered("<", ax, c(1.25)), mid, tail)
+        v = b.select(b.fcmp_ordered("<", ax, c(0.84375)), small, v)
+        return self._intr(b, "llvm.copysign", ty, v, x)
 
     def _erf64(self, b, x):
         ty = x.type
