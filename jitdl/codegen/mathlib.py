@@ -158,7 +158,7 @@ _ERFC_FAR = ((-4.83519191608651397019e+02, -1.02509513161107724954e+03,
               1.53672958608443695994e+03, 3.25792512996573918826e+02,
               3.03380607434824582924e+01, 1.0))
 
-# float32 erf by ranges of |x| (fitted for jitdl: weighted least squares iterated towards
+# float32 erf by ranges of |x| (fitted by tools/fit_erf32.py: least squares iterated towards
 # minimax, the coefficients then rounded to float32; highest power first): x + x P(x^2)
 # below 0.84375 (P within 1.2e-10 relatively); erf(1) + M(|x| - 1) below 1.25 (M within
 # 1.2e-10); 1 - exp(-x^2) R(v) up to 4, v = (|x| - 2.625) / 1.375 on [-1, 1] and R =
