@@ -1073,7 +1073,7 @@ def _column_reduction(s, name, st, num_threads, target, allow):
         _split_rows(s, name, parts, target, allow)
         return True
     if parts == 1:
-        _stream_rows(s, name, st, target, allow)
+        _stream_rows(s, name, st, num_threads, target, allow)
         return True
     block = max(lanes, target.l1_bytes // 2 // size // lanes * lanes)
     ext = st.axes[data[-1]].extent
@@ -1121,20 +1121,61 @@ def _column_reducible(s, name, st, allow):
 
 
 def _row_parts(st, num_threads, allow, target):
-    """The parts _split_rows splits a column reduction's rows into; 1 on one thread
-    (_stream_rows); 0 where its row of partial results would not stay in L2, or where
-    there are too few rows to share among the threads (see there)."""
+    """How a column reduction's rows are read: 1, streamed one block of rows per
+    iteration of its outer data loops (_stream_rows: on one thread, or with outer loops
+    enough for the threads, such as the rows of sum(X, axis=1) for X of (1000, 3,
+    1000)); f > 1, split into f parts among the threads (_split_rows); 0, in blocks of
+    columns, where a row of partial results would not stay in L2 or there are too few
+    rows for the threads."""
     op = st.tensor.op
-    row = dtypes.itemsize(op.reduce.dtype)
-    for a in op.axes:
-        row = row * a.extent if isinstance(a.extent, int) and isinstance(row, int) else None
-    if isinstance(row, int) and row > target.l2_bytes // 2:
+    size = dtypes.itemsize(op.reduce.dtype)
+    outer = _outer_axes(op)
+    row = _extent(op.axes[len(outer):])
+    if row is not None and row * size > target.l2_bytes // 2:
         return 0
     if "parallel" not in allow or num_threads <= 1:
         return 1
-    k = op.reduce_axes[0]
     f = _ROW_PARTS_PER_THREAD * num_threads
-    return 0 if isinstance(k.extent, int) and k.extent < 16 * f else f
+    if outer and (_extent(outer) is None or _extent(outer) >= f):
+        # (split rows would multiply the partial results: the (1000, 3, 1000) sum had
+        # four rows of a million partial sums for its three rows, 6x NumPy's time)
+        return 1
+    row, k = _extent(op.axes), op.reduce_axes[0]
+    if isinstance(k.extent, int) and k.extent < 16 * f or \
+            row is not None and row * size > target.l2_bytes // 2:
+        return 0
+    return f
+
+
+def _outer_axes(op):
+    """The leading data axes of a column reduction that index every operand read with a
+    reduction axis ahead of all its reduction axes (i of sum(X[i, k, j]) over k; none of
+    sum(X[k, i, j])): each of their iterations reads rows of its own."""
+    red = {id(r.var) for r in op.reduce_axes}
+    firsts = []
+    for acc in walk_expr(op.body):
+        if isinstance(acc, Access):
+            dims = [d for d, ix in enumerate(acc.indices)
+                    if any(id(v) in red for v in walk_expr(ix))]
+            if dims:
+                firsts.append((acc, dims[0]))
+    n = 0
+    for a in op.axes[:-1]:
+        if not all(any(a.var is v for ix in acc.indices[:first] for v in walk_expr(ix))
+                   for acc, first in firsts):
+            break
+        n += 1
+    return op.axes[:n]
+
+
+def _extent(axes):
+    """The product of the axes' extents, None where one is symbolic."""
+    n = 1
+    for a in axes:
+        if not isinstance(a.extent, int):
+            return None
+        n *= a.extent
+    return n
 
 
 def _split_rows(s, name, f, target, allow):
@@ -1158,21 +1199,27 @@ def _split_rows(s, name, f, target, allow):
     lanes = target.lanes(dtypes.itemsize(rst.tensor.dtype))
     if "vectorize" in allow and lanes > 1:
         s.vectorize(s.split(Axis(rf.name, rop.axes[-1].name), lanes)[1])
-    _stream_rows(s, name, s.stages[name], target, allow)     # the sum of the parts: f rows
+    _stream_rows(s, name, s.stages[name], 1, target, allow)   # the sum of the parts: f rows
 
 
-def _stream_rows(s, name, st, target, allow):
-    """A column reduction on one thread: its reduction loops outside its contiguous data
-    loop, so that the input streams once, row after row, into one row of partial
-    results, the columns as SIMD lanes. (Blocks of a few hundred columns read each row
-    in pieces, one block's pass after another: 10000 x 1000 float32 summed over axis 0
-    took 18 ms on one core of a Zen 3, NumPy 4.6.)"""
+def _stream_rows(s, name, st, num_threads, target, allow):
+    """A column reduction with its reduction loops inside its outer data loops (_outer_axes,
+    run in parallel) and outside the others, so that the input streams once, row after
+    row, into one row of partial results, the contiguous columns as SIMD lanes. (Blocks of a
+    few hundred columns read each row in pieces, one block's pass after another: 10000 x
+    1000 float32 summed over axis 0 took 18 ms on one core of a Zen 3, NumPy 4.6.)"""
     op = st.tensor.op
     data = [Axis(name, a.name) for a in op.axes]
-    s.reorder(*data[:-1], *[Axis(name, r.name) for r in op.reduce_axes], data[-1])
+    outer = len(_outer_axes(op))
+    s.reorder(*data[:outer], *[Axis(name, r.name) for r in op.reduce_axes], *data[outer:])
     lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
     if "vectorize" in allow and lanes > 1:
         s.vectorize(s.split(data[-1], lanes)[1])
+    if outer and "parallel" in allow and num_threads > 1:
+        if _symbolic(st):      # (partition_loops makes it serial at run time when small)
+            s.parallel(Axis(name, st.leaves[0]))
+        else:
+            _parallelize(s, name, st, num_threads, target)
 
 
 _FULL_MIN = 1 << 15         # elements below which a full reduction stays on one core
