@@ -325,6 +325,24 @@ def test_column_reductions_stream_their_rows(rng, shape, axis, dynamic, n_thread
                     and not kinds[-1], (fn.__name__, st.leaves)
 
 
+
+@pytest.mark.parametrize("k,n", [(2000, 300), (64, 1000), (517, 33)])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_vector_times_matrix_streams_the_matrix_rows(rng, k, n, n_threads):
+    """v @ M (and dot, einsum) is a column reduction with a weight per row: the matrix is
+    read row after row (split among the threads), not by register tiles walking down its
+    columns (16 floats per 8 KB row: 2000 x 2000 float32 took 1.65 ms, NumPy 0.35; now
+    about 0.5); against NumPy in float64."""
+    from _passes import threads
+    v, M = rng.standard_normal(k), rng.standard_normal((k, n))
+    with threads(n_threads):
+        for fn in (lambda a, b: jd.numpy.matmul(a, b), lambda a, b: jd.numpy.dot(a, b),
+                   lambda a, b: jd.numpy.einsum("k,kn->n", a, b)):
+            f = jd.compute(lambda a, b: fn(a, b))
+            np.testing.assert_allclose(f(v, M), v @ M, rtol=1e-12, atol=1e-12)
+            loops = str(f.lower(v, M))
+            assert "vectorized" in loops and "unrolled" not in loops, loops
+
 def test_matmul_k_blocks_and_their_packs_follow_the_parallel_knob(rng):
     """The default matmul blocks its reduction axis (L1-sized panels) and packs a block at
     a time on every core; the tuner's parallel=0 makes all of it serial."""

@@ -1105,7 +1105,9 @@ _ROW_PARTS_PER_THREAD = 2
 
 def _column_reducible(s, name, st, allow):
     """The stage is a reduction whose contiguous axis is a data axis read by every
-    operand (not a matmul's), with its loops as the definition made them."""
+    operand but those read along reduction axes alone (v of v @ M: a weight per row; not
+    a matmul's A[i, k], which a register tile reuses across the columns), with its loops
+    as the definition made them."""
     op = st.tensor.op
     if not op.axes or not op.reduce_axes or op.reduce.op in (ReduceOp.ARGMAX,
                                                               ReduceOp.ARGMIN) \
@@ -1115,9 +1117,13 @@ def _column_reducible(s, name, st, allow):
     if any(n not in st.leaves for n in data + red) or not Schedule._fresh(st) \
             or _attached(s, name):
         return False
-    last = op.axes[-1].var
-    return all(any(last is v for i in acc.indices for v in walk_expr(i))
-               for acc in walk_expr(op.body) if isinstance(acc, Access))
+    last, data_vars = op.axes[-1].var, {id(a.var) for a in op.axes}
+    for acc in walk_expr(op.body):
+        if isinstance(acc, Access):
+            used = {id(v) for i in acc.indices for v in walk_expr(i)}
+            if id(last) not in used and used & data_vars:
+                return False
+    return True
 
 
 def _row_parts(st, num_threads, allow, target):
