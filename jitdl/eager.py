@@ -353,6 +353,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             # a jd.numpy function (its wrapper answers a view far larger than its memory
             # with NumPy's function: see Kernel._contiguous)
             kernel.expanded_ok = False
+        if getattr(builder, "layout", None) is not None:
+            kernel.reorder = functools.partial(reorder, name, builder, static, tuple(names))
         k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () and \
             getattr(builder, "scalar_result", False) else kernel
         if len(_kernels) >= _KEPT:
@@ -389,6 +391,51 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     _castable(name, dtype, out.dtype, casting)
     np.copyto(out, kernel.run(operands), casting="unsafe")    # (out's shape: broadcast)
     return out
+
+
+
+def reorder(name, builder, static, names, operands):
+    """The result of a layout-free op (ops.core.layout_free) whose array operands are
+    views of memory in another order than C's (a.T, Fortran arrays): the op on their
+    memory order's views (C-contiguous: no copy), transposed back, which is also the
+    layout NumPy gives such results; None where the operands do not share one such
+    order (the kernel then copies them)."""
+    arrays = [a for a in operands if type(a) is _ndarray]
+    first = next((a for a in arrays if not a.flags.c_contiguous), None)
+    if first is None or first.ndim < 2:
+        return None
+    perm = tuple(sorted(range(first.ndim), key=lambda d: -first.strides[d]))
+    if perm == tuple(range(first.ndim)) or any(
+            a.shape != first.shape or not a.transpose(perm).flags.c_contiguous
+            for a in arrays):
+        return None
+    views = tuple(a.transpose(perm) if type(a) is _ndarray else a for a in operands)
+    if builder.layout == "elementwise":
+        result = apply(name, builder, views, static, None, names)
+        back = np.argsort(perm)
+        return tuple(r.transpose(back) for r in result) if isinstance(result, tuple) \
+            else result.transpose(back)
+    if len(arrays) != 1 or operands[0] is not first:
+        return None
+    given = dict(static)
+    axis, keepdims, ndim = given.get("axis"), given.get("keepdims", False), first.ndim
+    if axis is None:
+        if name in ("argmax", "argmin"):
+            return None                     # (its flat index counts in C order)
+        result = apply(name, builder, views, static, None, names)
+        return result.transpose(np.argsort(perm)) if keepdims else result
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if any(not -ndim <= ax < ndim for ax in axes) or \
+            len({ax % ndim for ax in axes}) != len(axes):
+        return None                         # (the kernel's call raises NumPy's error)
+    axes = {ax % ndim for ax in axes}
+    moved = tuple(sorted(perm.index(ax) for ax in axes))
+    given["axis"] = moved[0] if isinstance(axis, int) else moved
+    result = apply(name, builder, views, tuple(given.items()), None, names)
+    if keepdims:
+        return result.transpose(np.argsort(perm))
+    kept = [d for d in perm if d not in axes]
+    return result.transpose(np.argsort(kept)) if kept else result
 
 
 _empties = {}       # call keys with empty operands -> (shape, dtype) of an empty result, or None

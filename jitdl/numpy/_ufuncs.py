@@ -113,19 +113,20 @@ def _options(where, order):
 def _layout(result, order, args, out):
     """A fresh result (out= None or (None,)) in the memory order order= asks for: 'F'
     Fortran order, 'A' Fortran when every array argument is (and not also C order), else
-    C order, which is what the kernels write ('K', NumPy's default, follows the inputs'
-    layout there: jitdl's results are C-ordered whatever the inputs'; the values are the
-    same). A result written into out= keeps out's layout."""
-    if order is None or order in "KkCc" or not _fresh(out):
+    C order; 'K', NumPy's default, as the kernel wrote it (the operands' memory order
+    where they share one: jitdl.eager.reorder; else C order). A result written into out=
+    keeps out's layout."""
+    if order is None or order in "Kk" or not _fresh(out) or is_symbolic(result) \
+            or getattr(result, "ndim", 0) < 2:
         return result
+    fortran = order in "Ff"
     if order in "Aa":
         arrays = [a for a in args if hasattr(a, "flags") and getattr(a, "ndim", 0) >= 2]
-        if not arrays or not all(a.flags.f_contiguous and not a.flags.c_contiguous
-                                 for a in arrays):
-            return result
-    if is_symbolic(result) or getattr(result, "ndim", 0) < 2:
-        return result
-    return array_module_function("asfortranarray", np.asfortranarray, (result,), {})(result)
+        fortran = bool(arrays) and all(a.flags.f_contiguous and not a.flags.c_contiguous
+                                       for a in arrays)
+    name, fn = ("asfortranarray", np.asfortranarray) if fortran else \
+        ("ascontiguousarray", np.ascontiguousarray)
+    return array_module_function(name, fn, (result,), {})(result)
 
 
 def _where_out(out, result, where, casting):

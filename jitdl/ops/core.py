@@ -55,6 +55,16 @@ def any_size(*builders):
         b.any_size = True
 
 
+def layout_free(kind, *builders):
+    """Mark builders whose result on transposed operands is their result on the operands'
+    memory order, transposed back: `kind` "elementwise" (operands of one shape) or
+    "reduction" (one array, static axis= and keepdims=). On arrays whose memory is a
+    permutation of C order (a.T, Fortran arrays), jd.numpy runs them in that order
+    (jitdl.eager.reorder) rather than copying the operands into C order."""
+    for b in builders:
+        b.layout = kind
+
+
 def scalar_result(*builders):
     """Mark builders whose 0-d results NumPy returns as scalars (ufuncs, reductions,
     products: np.sum(a) is a np.float64); others return 0-d arrays (np.copy)."""

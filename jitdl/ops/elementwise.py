@@ -18,7 +18,8 @@ from jitdl.errors import NEGATIVE_POWER, ArgumentError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import Access, BinOp, Cast, CmpOp, Const, Intrin, UnOp
 from jitdl.ir.visit import map_expr
-from jitdl.ops.core import any_size, elementwise, operand, scalar_result, typed
+from jitdl.ops.core import (any_size, elementwise, layout_free, operand, scalar_result,
+                             typed)
 
 _LN2 = math.log(2.0)
 _INV_LN2 = 1.0 / _LN2
@@ -592,4 +593,6 @@ def nan_to_num(x, nan=0.0, *fills, posinf=False, neginf=False):
 
 
 any_size(unary, binary, round_, clip, where, nan_to_num, isclose)
+# (NumPy gives round and isclose results in C order whatever the operands' layout)
+layout_free("elementwise", unary, binary, clip, where, nan_to_num)
 scalar_result(unary, binary, round_, clip, where, nan_to_num, isclose)

@@ -13,9 +13,9 @@ from jitdl import dtypes
 from jitdl.errors import VALUE_CHECKS, ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, ReduceOp, Var
-from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, normalize_axes,
-                            may_agree, operand, reduced_size, reduction, scalar_result,
-                            shape_of, shape_text, sizes_known_nonzero)
+from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, layout_free,
+                            normalize_axes, may_agree, operand, reduced_size, reduction,
+                            scalar_result, shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
 from jitdl.te import ops as te
 
@@ -470,3 +470,5 @@ any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero,
          std, average, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
 scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean,
               var, std, nansum, nanmax, nanmin, nanmean, average, allclose, array_equal)
+layout_free("reduction", sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_,
+            count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean)

@@ -420,6 +420,7 @@ class Kernel(KernelChecks):
     """Runs one compiled specialisation."""
 
     expanded_ok = True      # copy inputs that are views far larger than their memory
+    reorder = None          # (args) -> the result of a call on strided views, or None
 
     def __init__(self, sig: Signature, loaded, texts=None):
         engine.kernel_loaded()
@@ -534,6 +535,12 @@ class Kernel(KernelChecks):
         for j, i in enumerate(self.array_pos):
             flags = args[i].flags
             if not (flags.c_contiguous and flags.aligned):
+                if self.reorder is not None and out is None:
+                    # (jd.numpy's elementwise functions and reductions: transposed views
+                    # run in their memory's order, as NumPy runs them, not copied)
+                    result = self.reorder(args)
+                    if result is not None:
+                        return result
                 copied[i] = self._contiguous(args[i], j)    # strided/unaligned: copied
         args = tuple(copied)
         if out is None:
