@@ -31,7 +31,7 @@ from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS
                               OBJECT_TYPE_OFFSET, POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET,
                               TUPLE_SIZE_OFFSET)
 from jitdl.ir import weak
-from jitdl.ir.analysis import arms_read_guarded, reads_beyond
+from jitdl.ir.analysis import arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             Store, UnOp, Unary, Var, ThreadReduce)
@@ -191,7 +191,7 @@ class FunctionCodegen:
 
     def binary(self, e):
         dt = e.dtype
-        if dt == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_beyond(e.b, e.a):
+        if short_circuits(e):
             return self.short_circuit(e)
         a, c = self.expr(e.a), self.expr(e.b)
         return self.binop(e.op, a, c, dt)

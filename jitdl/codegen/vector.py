@@ -25,7 +25,7 @@ from jitdl import dtypes
 from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_const,
                                    mem_type, poison, suffix, vector, zeros)
 from jitdl.codegen.mathlib import INLINE
-from jitdl.ir.analysis import affine, arms_read_guarded, reads_beyond
+from jitdl.ir.analysis import affine, arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, Intrin, LetStmt, Load, Reduce, Select, Seq, Store, Unary,
                             Var)
@@ -516,7 +516,7 @@ class VectorBody:
             case Load():
                 return self.load(e)
             case Binary():
-                if e.dtype == "bool" and e.op in (BinOp.AND, BinOp.OR) and reads_beyond(e.b, e.a):
+                if short_circuits(e):
                     return self.short_circuit(e)
                 a, c = self.unify(self.expr(e.a), self.expr(e.b))
                 return cg.binop(e.op, a, c, e.dtype)
