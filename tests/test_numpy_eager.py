@@ -862,22 +862,32 @@ def test_tensordot_with_more_axes_than_dimensions_raises_numpys_class():
 
 
 @pytest.mark.parametrize("order1, order2", [("F", "C"), ("C", "F"), ("F", "F")])
-def test_matmul_of_transposed_operands(order1, order2):
-    """x @ W.T and X.T @ X: an F-ordered operand is copied before the call (the direct
-    entry then serves it); the answer, out= and the input arrays are NumPy's."""
+def test_matmul_of_transposed_operands(order1, order2, monkeypatch):
+    """x @ W.T and X.T @ X: an F-ordered operand is read in place, as the C-ordered array
+    it is the transpose of (no copy into C order: X.T @ X of a thin X copied more than
+    the product computed); the answer, out= and the input arrays are NumPy's."""
+    from jitdl.runtime.kernel import Kernel
+    copies = []
+    real = Kernel._contiguous
+    monkeypatch.setattr(Kernel, "_contiguous",
+                        lambda self, a, j: copies.append(a.shape) or real(self, a, j))
     rng = np.random.default_rng(8)
-    for m, k, n in ((4, 6, 3), (33, 17, 9)):
+    for m, k, n in ((4, 6, 3), (33, 17, 9), (70, 300, 5)):
         a = np.asarray(rng.standard_normal((m, k)), order=order1)
         b = np.asarray(rng.standard_normal((k, n)), order=order2)
         a0, b0 = a.copy(), b.copy()
         for _ in range(3):
             want = a @ b
             np.testing.assert_allclose(jnp.matmul(a, b), want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(jnp.matmul(a.astype(np.float32, order="K"),
+                                                  b.astype(np.float32, order="K")),
+                                       want, rtol=1e-4, atol=1e-4)
             out = np.full((m, n), np.nan)
             assert jnp.matmul(a, b, out=out) is out
             np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(a, a0)
         np.testing.assert_array_equal(b, b0)
+    assert copies == []
 
 
 @pytest.mark.parametrize("shape1, shape2", [

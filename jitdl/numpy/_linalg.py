@@ -17,12 +17,11 @@ _ndarray = np.ndarray
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
     if dtype is None and casting == "same_kind":
-        # a transposed operand (x @ W.T, X.T @ X) is copied here, so that the call takes
-        # the direct entry: a kernel reading it in place was slower past small sizes
-        if type(x1) is _ndarray and not x1.flags.c_contiguous and x1.flags.f_contiguous:
-            x1 = x1.copy()
-        if type(x2) is _ndarray and not x2.flags.c_contiguous and x2.flags.f_contiguous:
-            x2 = x2.copy()
+        t1, t2 = _transposed(x1), _transposed(x2)
+        if t1 or t2:        # (X.T @ X, x @ W.T: the C-ordered arrays, read in place)
+            return apply("matmul", la.matmul_of_transposed, (x1.T if t1 else x1,
+                                                             x2.T if t2 else x2),
+                         (("transposed", (t1, t2)),), out, broadcast_out=True)
         return apply("matmul", la.matmul, (x1, x2), (), out, broadcast_out=True)
     static = ()
     if dtype is not None:
@@ -32,6 +31,12 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting,
                  broadcast_out=True)
 
+
+
+def _transposed(x):
+    """x is a 2-d array in Fortran order only (the transpose of a C-ordered one)."""
+    return type(x) is _ndarray and x.ndim == 2 and not x.flags.c_contiguous \
+        and x.flags.f_contiguous
 
 def dot(a, b, out=None):
     """numpy.dot: scalar product, inner product, matrix product, or the sum over a's

@@ -15,7 +15,7 @@ from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, ReduceOp
 from jitdl.ops.core import (any_size, broadcast_shapes, is_one, normalize_axes, operand,
                             same_dim, scalar_result, shape_of, shape_text)
-from jitdl.ops.manipulation import astype, moveaxis, ravel
+from jitdl.ops.manipulation import astype, moveaxis, ravel, transpose
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -133,6 +133,16 @@ def _aligned_error(sa, sb, da, db):
                       f"{shape_text(sb).replace(' ', '')} not aligned: {sa[da]} (dim {da}) "
                       f"!= {sb[db]} (dim {db})", user_loc())
 
+
+
+def matmul_of_transposed(a, b, *, transposed):
+    """matmul(a, b) of 2-d arrays given as their transposes where `transposed` (a pair of
+    bools) says so: jd.numpy passes a Fortran-ordered operand (X.T of X.T @ X, W.T of
+    x @ W.T) as the C-ordered array it is the transpose of, read in place (a register
+    tile's rows of A.T are contiguous), where a copy into C order cost more than the
+    product of a thin matrix."""
+    ta, tb = transposed
+    return matmul(transpose(operand(a)) if ta else a, transpose(operand(b)) if tb else b)
 
 def dot(a, b):
     """np.dot: a product with a scalar, the inner product of vectors, the matrix product,
