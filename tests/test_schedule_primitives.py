@@ -357,6 +357,20 @@ def test_matmul_k_blocks_and_their_packs_follow_the_parallel_knob(rng):
         assert ("parallel" in str(g.lower(a, b))) == bool(par)
 
 
+
+def test_a_pack_by_blocks_of_a_long_reduction_keeps_cache_sized_k_blocks(rng):
+    """X.T @ X of a tall (100000, 64) X: the streamed operand is larger than the pack
+    budget, so it is packed one block of k at a time; those blocks are L1-sized too, not
+    the budget's (65536 steps, 4 MB panels per tile: 2.6x slower on one core)."""
+    import re
+    x = rng.standard_normal((100000, 64)).astype(np.float32)
+    xt = np.ascontiguousarray(x.T)
+    f = jd.compute(lambda A, B: jd.numpy.matmul(A, B))
+    np.testing.assert_allclose(f(xt, x), xt.astype(np.float64) @ x, rtol=1e-4, atol=1e-2)
+    loops = str(f.lower(xt, x))
+    steps = [int(n) for n in re.findall(r"for k0_i in range\((\d+)\)", loops)]
+    assert steps and max(steps) <= 1024, steps
+
 def test_cfg_reorder_knob(rng):
     f = make_matmul()
     seen = []

@@ -525,8 +525,11 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
     if bcast is not None and last.extent > tj and _costly_inline(s, bcast[0]):
         pack += ((bcast[0].name, bcast[1], ti, "i"),)
     kc = plan.kc if plan is not None else None
-    if kc is None and (not pack or "compute_at" in allow):
-        kc = _l1_k_block(st, k, tj, target)
+    if kc is not None or not pack or "compute_at" in allow:
+        # (a pack's own k block, sized to the pack budget, is no cache block: X.T @ X of a
+        # (100000, 64) float32 X streamed 65536-step panels of 4 MB per tile, 60 ms)
+        l1 = _l1_k_block(st, k, tj, target)
+        kc = l1 if kc is None else kc if l1 is None else min(kc, l1)
     rule = _TileChoices(pack, plan.nc if plan else None, kc, k, "rows", 1)
     if cfg is None:
         return rule
