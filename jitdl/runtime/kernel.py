@@ -531,14 +531,14 @@ class Kernel(KernelChecks):
         overlaps an input, or is strided, takes the result through a copy), checks read.
         A dynamic kernel passes this call's output shapes and sizes."""
         out_specs = out_specs or self.out_specs
-        copied = list(args)
+        copied, reorder = list(args), self.reorder if out is None else None
         for j, i in enumerate(self.array_pos):
             flags = args[i].flags
             if not (flags.c_contiguous and flags.aligned):
-                if self.reorder is not None and out is None:
+                if reorder is not None:
                     # (jd.numpy's elementwise functions and reductions: transposed views
                     # run in their memory's order, as NumPy runs them, not copied)
-                    result = self.reorder(args)
+                    result, reorder = reorder(args), None
                     if result is not None:
                         return result
                 copied[i] = self._contiguous(args[i], j)    # strided/unaligned: copied
