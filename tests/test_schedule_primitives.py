@@ -343,6 +343,35 @@ def test_vector_times_matrix_streams_the_matrix_rows(rng, k, n, n_threads):
             loops = str(f.lower(v, M))
             assert "vectorized" in loops and "unrolled" not in loops, loops
 
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_stencil_weights_keep_their_register_tiles(rng, n_threads):
+    """A stencil's weights are read along reduction axes alone too (w of sum(X[j + k] *
+    w[k]), W of a 2-d filter), but its reduction walks the columns, not rows: it keeps
+    register tiles of outputs (as a column reduction, the 1-d convolution of 100000
+    float32 by 5 weights took 263 us on two threads, 26 us tiled)."""
+    from _passes import threads
+
+    def conv1(X, w):
+        k = jd.reduce_axis(w.shape[0], name="k")
+        return jd.tensor((X.shape[0] - w.shape[0] + 1,),
+                         lambda j: jd.sum(X[j + k] * w[k], axis=k))
+
+    def conv2(X, W):
+        p, q = jd.reduce_axis(W.shape[0], name="p"), jd.reduce_axis(W.shape[1], name="q")
+        return jd.tensor((X.shape[0] - W.shape[0] + 1, X.shape[1] - W.shape[1] + 1),
+                         lambda i, j: jd.sum(X[i + p, j + q] * W[p, q], axis=(p, q)))
+    windows = np.lib.stride_tricks.sliding_window_view
+    x, w = rng.standard_normal(1000), rng.standard_normal(5)
+    x2, w2 = rng.standard_normal((40, 70)), rng.standard_normal((3, 3))
+    with threads(n_threads):
+        for fn, args, want in [(conv1, (x, w), windows(x, 5) @ w),
+                               (conv2, (x2, w2), np.einsum("ijpq,pq->ij",
+                                                           windows(x2, (3, 3)), w2))]:
+            f = jd.compute(fn)
+            np.testing.assert_allclose(f(*args), want, rtol=1e-12, atol=1e-12)
+            assert "unrolled" in str(f.lower(*args)), f.lower(*args)
+
 def test_matmul_k_blocks_and_their_packs_follow_the_parallel_knob(rng):
     """The default matmul blocks its reduction axis (L1-sized panels) and packs a block at
     a time on every core; the tuner's parallel=0 makes all of it serial."""
