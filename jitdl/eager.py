@@ -400,22 +400,28 @@ def reorder(name, builder, static, names, operands):
     memory order's views (C-contiguous: no copy), transposed back, which is also the
     layout NumPy gives such results; None where the operands do not share one such
     order (the kernel then copies them)."""
-    arrays = [a for a in operands if type(a) is _ndarray]
-    first = next((a for a in arrays if not a.flags.c_contiguous), None)
+    first = next((a for a in operands if type(a) is _ndarray and not a.flags.c_contiguous),
+                 None)
     if first is None or first.ndim < 2:
         return None
-    perm = tuple(sorted(range(first.ndim), key=lambda d: -first.strides[d]))
-    if perm == tuple(range(first.ndim)) or any(
-            a.shape != first.shape or not a.transpose(perm).flags.c_contiguous
-            for a in arrays):
+    shape, strides = first.shape, first.strides
+    perm = tuple(sorted(range(first.ndim), key=lambda d: -strides[d]))
+    if perm == tuple(range(first.ndim)):
         return None
-    views = tuple(a.transpose(perm) if type(a) is _ndarray else a for a in operands)
+    views, arrays = [], 0
+    for a in operands:
+        if type(a) is _ndarray:
+            a = a.transpose(perm) if a.shape == shape else None
+            if a is None or not a.flags.c_contiguous:
+                return None
+            arrays += 1
+        views.append(a)
+    views, back = tuple(views), _inverse(perm)
     if builder.layout == "elementwise":
         result = apply(name, builder, views, static, None, names)
-        back = np.argsort(perm)
         return tuple(r.transpose(back) for r in result) if isinstance(result, tuple) \
             else result.transpose(back)
-    if len(arrays) != 1 or operands[0] is not first:
+    if arrays != 1 or operands[0] is not first:
         return None
     given = dict(static)
     axis, keepdims, ndim = given.get("axis"), given.get("keepdims", False), first.ndim
@@ -423,7 +429,7 @@ def reorder(name, builder, static, names, operands):
         if name in ("argmax", "argmin"):
             return None                     # (its flat index counts in C order)
         result = apply(name, builder, views, static, None, names)
-        return result.transpose(np.argsort(perm)) if keepdims else result
+        return result.transpose(back) if keepdims else result
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if any(not -ndim <= ax < ndim for ax in axes) or \
             len({ax % ndim for ax in axes}) != len(axes):
@@ -433,9 +439,16 @@ def reorder(name, builder, static, names, operands):
     given["axis"] = moved[0] if isinstance(axis, int) else moved
     result = apply(name, builder, views, tuple(given.items()), None, names)
     if keepdims:
-        return result.transpose(np.argsort(perm))
+        return result.transpose(back)
     kept = [d for d in perm if d not in axes]
-    return result.transpose(np.argsort(kept)) if kept else result
+    return result.transpose(_inverse(kept)) if kept else result
+
+
+def _inverse(perm):
+    """np.argsort of a short sequence of distinct ints (the permutation that undoes
+    transpose(perm)) without NumPy's conversion of it to an array, which cost a few
+    microseconds of a small array's call."""
+    return tuple(sorted(range(len(perm)), key=perm.__getitem__))
 
 
 _empties = {}       # call keys with empty operands -> (shape, dtype) of an empty result, or None
