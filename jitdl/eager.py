@@ -393,7 +393,6 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     return out
 
 
-
 def reorder(name, builder, static, names, operands):
     """The result of a layout-free op (ops.core.layout_free) whose array operands are
     views of memory in another order than C's (a.T, Fortran arrays): the op on their
@@ -426,7 +425,7 @@ def reorder(name, builder, static, names, operands):
     given = dict(static)
     axis, keepdims, ndim = given.get("axis"), given.get("keepdims", False), first.ndim
     if axis is None:
-        if name in ("argmax", "argmin"):
+        if builder.layout == "index":
             return None                     # (its flat index counts in C order)
         result = apply(name, builder, views, static, None, names)
         return result.transpose(back) if keepdims else result

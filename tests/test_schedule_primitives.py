@@ -285,7 +285,6 @@ def test_auto_schedule_splits_column_reductions_by_rows(rng, shape, dynamic):
         assert split == (dynamic or shape[0] >= 64), (fn.__name__, split)
 
 
-
 @pytest.mark.parametrize("shape,axis", [((1000, 37), 0), ((300, 1000), 0), ((100000, 10), 0),
                                         ((7, 9, 64), 0), ((3, 5), 0), ((7, 9, 64), 1),
                                         ((40, 3, 1000), 1), ((5, 6, 7, 8), 2)])
@@ -328,7 +327,6 @@ def test_column_reductions_stream_their_rows(rng, shape, axis, dynamic, n_thread
                 outside = re.findall(r"idx\d+", " ".join(st.leaves[:kinds.index(True)]))
                 assert sorted(set(outside)) == [f"idx{d}" for d in range(axis)] \
                     and not kinds[-1], (fn.__name__, st.leaves)
-
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -416,7 +414,6 @@ def test_matmul_k_blocks_and_their_packs_follow_the_parallel_knob(rng):
         g = f.with_config(**{"C.parallel": par})
         check(g, (a, b), want, F32, 1e-4, 1e-4)
         assert ("parallel" in str(g.lower(a, b))) == bool(par)
-
 
 
 def test_a_pack_by_blocks_of_a_long_reduction_keeps_cache_sized_k_blocks(rng):

@@ -642,7 +642,6 @@ def reads_beyond(e, before) -> bool:
     return any(isinstance(n, (Access, Load)) and n not in made for n in walk_expr(e))
 
 
-
 def short_circuits(e) -> bool:
     """Whether logical and/or `e` must skip its right side where its left one decides:
     the right side reads memory the left one does not (reads_beyond), which may be valid
@@ -657,6 +656,7 @@ def short_circuits(e) -> bool:
         return any(isinstance(n, Load) and n.check is not None or isinstance(n, Access)
                    for n in walk_expr(e.b))
     return reads_beyond(e.b, e.a)
+
 
 def _unconditional_reads(e):
     """The reads of e that run whatever the values: not those on the right of a logical

@@ -32,11 +32,11 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
                  broadcast_out=True)
 
 
-
 def _transposed(x):
     """x is a 2-d array in Fortran order only (the transpose of a C-ordered one)."""
     return type(x) is _ndarray and x.ndim == 2 and not x.flags.c_contiguous \
         and x.flags.f_contiguous
+
 
 def dot(a, b, out=None):
     """numpy.dot: scalar product, inner product, matrix product, or the sum over a's

@@ -57,10 +57,12 @@ def any_size(*builders):
 
 def layout_free(kind, *builders):
     """Mark builders whose result on transposed operands is their result on the operands'
-    memory order, transposed back: `kind` "elementwise" (operands of one shape) or
-    "reduction" (one array, static axis= and keepdims=). On arrays whose memory is a
-    permutation of C order (a.T, Fortran arrays), jd.numpy runs them in that order
-    (jitdl.eager.reorder) rather than copying the operands into C order."""
+    memory order, transposed back: `kind` "elementwise" (operands of one shape),
+    "reduction" (one array, static axis= and keepdims=) or "index" (a reduction to
+    positions, argmax: over every axis its flat index counts in C order, so only along
+    one axis). On arrays whose memory is a permutation of C order (a.T, Fortran arrays),
+    jd.numpy runs them in that order (jitdl.eager.reorder) rather than copying the
+    operands into C order."""
     for b in builders:
         b.layout = kind
 

@@ -134,7 +134,6 @@ def _aligned_error(sa, sb, da, db):
                       f"!= {sb[db]} (dim {db})", user_loc())
 
 
-
 def matmul_of_transposed(a, b, *, transposed):
     """matmul(a, b) of 2-d arrays given as their transposes where `transposed` (a pair of
     bools) says so: jd.numpy passes a Fortran-ordered operand (X.T of X.T @ X, W.T of
@@ -143,6 +142,7 @@ def matmul_of_transposed(a, b, *, transposed):
     product of a thin matrix."""
     ta, tb = transposed
     return matmul(transpose(operand(a)) if ta else a, transpose(operand(b)) if tb else b)
+
 
 def dot(a, b):
     """np.dot: a product with a scalar, the inner product of vectors, the matrix product,

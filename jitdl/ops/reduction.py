@@ -470,5 +470,6 @@ any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero,
          std, average, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
 scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean,
               var, std, nansum, nanmax, nanmin, nanmean, average, allclose, array_equal)
-layout_free("reduction", sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_,
-            count_nonzero, mean, var, std, nansum, nanmax, nanmin, nanmean)
+layout_free("reduction", sum_, prod, max_, min_, ptp, all_, any_, count_nonzero, mean, var,
+            std, nansum, nanmax, nanmin, nanmean)
+layout_free("index", argmax, argmin)

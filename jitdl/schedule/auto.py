@@ -1276,9 +1276,7 @@ def _full_reduction(s, name, st, num_threads, target, allow):
             or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) \
             or not Schedule._fresh(st) or _attached(s, name):
         return False
-    n = 1
-    for a in op.reduce_axes:
-        n = n * a.extent if isinstance(a.extent, int) and isinstance(n, int) else None
+    n = _extent(op.reduce_axes)
     if n is not None and n < _FULL_MIN:
         return False
     parts = _ROW_PARTS_PER_THREAD * num_threads
