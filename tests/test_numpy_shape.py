@@ -878,6 +878,42 @@ def test_concatenate_loops_are_split_where_the_select_decides():
     assert "= A[" in text and "= C[" in text      # parts that read one operand only
 
 
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
+def test_pad_rows_copy_their_middle_with_contiguous_loads(mode):
+    """A non-constant pad chooses its source index with `j < 0 ? low : j < n ? j : high`,
+    which loop partitioning splits (tir/partition._choices): the bulk of a row reads x[j]
+    as contiguous lanes, not a gather through a chosen index; also where the loop over
+    the vectors is parallel (split in chunks, _chunked). Every element against NumPy, at
+    widths narrower and wider than the axis, on 1-d to 3-d arrays and in a definition."""
+    rng = np.random.default_rng(7)
+    for shape in [(1,), (2,), (5,), (37,), (100003,), (3, 1), (4, 9), (300, 301), (2, 3, 70)]:
+        x = rng.standard_normal(shape)
+        for width in [1, 3, 8, ((0, 5),) + ((2, 0),) * (len(shape) - 1)]:
+            got = jnp.pad(x, width, mode=mode)
+            np.testing.assert_array_equal(got, np.pad(x, width, mode=mode))
+    f = jd.compute(dynamic=True)(lambda X: jnp.pad(X, 3, mode=mode))
+    for n in (1, 2, 3, 7, 40000):
+        x = rng.standard_normal(n).astype(np.float32)
+        np.testing.assert_array_equal(f(x), np.pad(x, 3, mode=mode))
+    text = str(f.lower(x))
+    assert re.search(r"X\[idx0_i \+ idx0_o \* \d+ - 3\]", text), text
+    assert "_c in range" in text and text.count("X[select(") >= 2, text
+
+
+def test_a_parallel_concatenate_of_vectors_is_split_per_chunk():
+    """A 1-d concatenate above the parallel grain: its parallel loop runs in chunks, each
+    split where the operand changes, so the bulk reads one operand with no select (the
+    select had made every vector read both operands under masks: 5e6 + 5e6 float64 took
+    60 ms against NumPy's 17 on a 2-core EPYC, 8.5 ms split)."""
+    f = jd.compute(dynamic=True)(lambda A, B: jnp.concatenate([A, B]))
+    rng = np.random.default_rng(8)
+    for n1, n2 in [(1, 1), (50000, 3), (3, 70001), (65537, 65539)]:
+        a, b = rng.standard_normal(n1), rng.standard_normal(n2)
+        np.testing.assert_array_equal(f(a, b), np.concatenate([a, b]))
+    text = str(f.lower(a, b))
+    assert "_c in range" in text and re.search(r"= A\[[^\]]*\]\n", text), text
+
+
 def test_compiling_data_movement_prints_nothing(tmp_path):
     """LLVM printed "warning: loop not vectorized" to the terminal when it compiled the
     reflect, symmetric and wrap pads (a loop with run-time checked reads marked for its

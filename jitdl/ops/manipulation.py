@@ -544,55 +544,52 @@ PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
 def pad_source(j, n, mode, before, after):
-    """The source index of position j (before-padding removed) of an axis of length n.
-    Padding no wider than the axis takes one reflection (two selects); wider padding
-    repeats it (a modulo: integer division, which x86 has no vector instruction for).
-    A symbolic n takes the general form, clamped for the prover (its divisor kept >= 1:
-    a select may compute both of its sides)."""
-    if mode == "edge":
-        if not _static(n):
-            return _clamp(j, n)
-        return build.binary(BinOp.MIN, build.binary(BinOp.MAX, j, 0), n - 1)
-
-    def fold(low, high):         # low(j) where j < 0, high(j) where j >= n (if padded there)
-        e = build.select(build.compare(CmpOp.GE, j, n), high, j) if after else j
+    """The source index of position j (before-padding removed) of an axis of length n:
+    `j < 0 ? low : j < n ? j : high`, a form that loop partitioning splits so that the
+    bulk of each row reads x[j] (contiguous loads, tir/partition._select_split) and only
+    the padding computes a mirror, edge or wrap. A side no wider than the axis takes one
+    reflection; a wider one repeats it (a modulo: integer division, which x86 has no
+    vector instruction for). A symbolic n takes the general form where the axis is
+    shorter than the padding, clamped for the prover (its divisor kept >= 1: a select
+    may compute both of its sides); the caller guards the read by n >= 1."""
+    def fold(low, high):
+        e = build.select(build.compare(CmpOp.LT, j, n), j, high) if after else j
         return build.select(build.compare(CmpOp.LT, j, 0), low, e) if before else e
-    wide = builtins.max(before, after)
-    if not _static(n):
-        # one reflection where the axis is at least as long as the padding (a condition
-        # that does not vary along the loop), the modulo otherwise
-        if mode == "wrap":
-            once, general, need = fold(j + n, j - n), j % build.binary(BinOp.MAX, n, 1), wide
-        else:
-            reflect = int(mode == "reflect")
-            period = build.binary(BinOp.MAX, 2 * n - 2 * reflect, 1)
-            m = j % period
-            back = period - m if reflect else period - 1 - m
-            once = fold(-j if reflect else -1 - j, 2 * n - 1 - reflect - j)
-            general = build.select(build.compare(CmpOp.LT, m, n), m, back)
-            need = wide + reflect
-        return _clamp(build.select(build.compare(CmpOp.GE, n, need), once, general), n)
-    if mode == "wrap":
-        return fold(j + n, j - n) if wide <= n else j % n
-    if n == 1:
+    if mode == "edge":
+        return fold(0, n - 1)
+    if _static(n) and n == 1:
         return 0
-    reflect = mode == "reflect"
-    if wide <= n - reflect:         # j < 0 mirrors to -j (-1 - j), j >= n to 2n-2-j (2n-1-j)
-        return fold(-j if reflect else -1 - j, 2 * n - 1 - reflect - j)
-    period = 2 * n - 2 * reflect
+    reflect = int(mode == "reflect")
+    if mode == "wrap":
+        low, high, period = j + n, j - n, n
+    else:       # j < 0 mirrors to -j (-1 - j), j >= n to 2n-2-j (2n-1-j)
+        low, high, period = (-j if reflect else -1 - j), 2 * n - 1 - reflect - j, \
+            2 * n - 2 * reflect
+    if not _static(n):
+        period = build.binary(BinOp.MAX, period, 1)
     m = j % period
-    back = period - m if reflect else period - 1 - m
-    # the select is clamped so that the bounds prover sees the result inside the axis
-    return build.binary(BinOp.MIN, build.select(build.compare(CmpOp.LT, m, n), m, back), n - 1)
+    general = m if mode == "wrap" else build.select(
+        build.compare(CmpOp.LT, m, n), m, period - m if reflect else period - 1 - m)
+    if _static(n):
+        # (the general form clamped so that the bounds prover sees it inside the axis)
+        general = build.binary(BinOp.MIN, general, n - 1)
+        return fold(low if before <= n - reflect else general,
+                    high if after <= n - reflect else general)
+    # one reflection where the axis is at least as long as the padding (a condition that
+    # does not vary along the loop), the modulo otherwise
+
+    def side(once, width):
+        need = width + (reflect if mode != "wrap" else 0)
+        return _clamp(build.select(build.compare(CmpOp.GE, n, need), once, general), n)
+    return fold(side(low, before), side(high, after))
 
 
 def pad(x, constant_values=0, *, pad_width, mode="constant"):
     """np.pad with pad_width as ((before, after),) * ndim; constant_values a scalar operand
     (on arrays a run-time one: every value shares one kernel), cast to x's dtype.
     A padded symbolic axis in a mode other than constant must not be empty (NumPy's
-    ValueError): the read is guarded by its length, and the other side of that select
-    reads the same element (its index written another way) checked at run time, which
-    fails (IndexError) just when x is empty."""
+    ValueError): the read is guarded by its length (read_padded), and the other side of
+    that select, checked at run time, fails (IndexError) just when x is empty."""
     x = as_tensor(x)
     if mode not in PAD_MODES:
         raise ShapeError(f"mode '{mode}' is not supported by jd.numpy.pad; supported: "
@@ -637,9 +634,9 @@ def pad(x, constant_values=0, *, pad_width, mode="constant"):
 def read_padded(x, src, padded):
     """x[src], src the pad_source indices of the axes where `padded` is true. Where such
     an axis is symbolic the read is guarded by its length: pad_source's index is inside
-    it just when it is not empty, and the other side of the select reads the same element
-    checked at run time (an IndexError just when x is empty), which the bounds prover
-    accepts."""
+    it just when it is not empty, and the other side of the select (never taken but where
+    x is empty) reads its first element there, an index the bounds check leaves to the
+    call: an IndexError where x is empty."""
     e = x[tuple(src)]
     guard = None
     for n, p in zip(x.shape, padded):
@@ -648,9 +645,8 @@ def read_padded(x, src, padded):
             guard = c if guard is None else build.logical(BinOp.AND, guard, c)
     if guard is None:
         return e
-    return build.select(guard, e, _checked(x[tuple(
-        build.binary(BinOp.MIN, j, n - 1) if p and not _static(n) else j
-        for j, n, p in zip(src, x.shape, padded))]))
+    return build.select(guard, e, x[tuple(
+        0 if p and not _static(n) else j for j, n, p in zip(src, x.shape, padded))])
 
 
 def roll(x, shift, axis=None):

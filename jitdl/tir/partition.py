@@ -172,19 +172,39 @@ def _checked(e):
 _SELECT_SPLITS = 2
 
 
+def _reads(e):
+    """e is an element of an array, or a choice among such elements (nested selects)."""
+    return isinstance(e, Load) or isinstance(e, Select) and _reads(e.t) and _reads(e.f)
+
+
+def _choices(e, lanes):
+    """The selects of e that choose which element to read: between elements of arrays
+    (concatenate's `j < n1 ? A[j] : B[j - n1]`), or between indices of one read whose
+    condition varies between vector lanes (pad's `X[j < 0 ? -j : j]`: split off, the bulk
+    loads contiguous lanes where the select makes a gather; one that only varies per row
+    is a scalar select), outer ones first."""
+    for x in walk_expr(e):
+        if isinstance(x, Select) and _reads(x.t) and _reads(x.f):
+            yield x
+        elif isinstance(x, Load) and lanes:
+            yield from (y for y in walk_expr(x.index) if isinstance(y, Select)
+                        and dtypes.is_int(y.dtype) and not reads_memory(y)
+                        and any(v in lanes for v in walk_expr(y.cond)))
+
+
 def _select_split(loop, ranges):
-    """(cond, p, q) for a select `a*v + rest < n ? X[..] : Y[..]` (two buffers' elements)
-    on serial loop v (see _linear_bound): the condition holds for every inner value where
-    v < p and for none where v >= q (concatenate's `j < n1 ? A[j] : B[j - n1]`), or None."""
+    """(cond, p, q) for a select `a*v + rest < n ? .. : ..` choosing what to read (see
+    _choices) on serial loop v (see _linear_bound): the condition holds for every inner
+    value where v < p and for none where v >= q, or None."""
     inner = {**ranges, **_loop_ranges(loop.body)}
     local = _bound_inside(loop.body) | {loop.var}
+    lanes = {st.var for st in walk_stmt(loop.body)
+             if isinstance(st, For) and st.kind == ForKind.VECTORIZED}
     for st in walk_stmt(loop.body):
         for e in stmt_exprs(st):
-            for x in walk_expr(e):
-                if not (isinstance(x, Select) and isinstance(x.cond, Compare)
-                        and x.cond.op == CmpOp.LT and isinstance(x.t, Load)
-                        and isinstance(x.f, Load) and x.t.buffer is not x.f.buffer):
-                    continue      # (only a choice between two operands' elements)
+            for x in _choices(e, lanes):
+                if not (isinstance(x.cond, Compare) and x.cond.op == CmpOp.LT):
+                    continue
                 found = _linear_bound(x.cond, loop.var, inner, local)
                 if found is None:
                     continue
@@ -200,9 +220,10 @@ def _select_split(loop, ranges):
 
 
 def _choose(s, cond, value):
-    """s with every select on `cond` replaced by its arm for `value`."""
+    """s with every select on `cond` (the copies of a nested chain too) replaced by its
+    arm for `value`."""
     def pick(e):
-        if isinstance(e, Select) and e.cond is cond:
+        if isinstance(e, Select) and e.cond == cond:
             return e.t if value else e.f
         return None
     return map_stmt(s, lambda st: None, lambda e: map_expr(e, pick))
@@ -365,11 +386,36 @@ def _serial_twin(par, ser):
 _FEW_PARALLEL = 64
 
 
+# iterations of a parallel loop of vectors per chunk where it is split at selects
+_CHUNK = 256
+
+
+def _chunked(s):
+    """Parallel loop s (its body a loop of vector lanes) as parallel chunks of _CHUNK
+    iterations, each a serial loop that partitioning can split at its selects (a
+    parallel loop is not split: its parts would each wake the thread team)."""
+    c, k = Var(f"{s.var.name}_c", "int64"), Const(_CHUNK, "int64")
+    start = build.binary(BinOp.MUL, c, k)
+    inner = replace(s, kind=ForKind.SERIAL, min=s.min + start if not (
+        isinstance(s.min, Const) and s.min.value == 0) else start,
+        extent=build.binary(BinOp.MIN, k, s.extent - start))
+    count = build.binary(BinOp.FLOORDIV, s.extent + (_CHUNK - 1), k)
+    return For(c, Const(0, "int64"), count, ForKind.PARALLEL, inner)
+
+
 def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
-    if selects and isinstance(s, For) and s.kind == ForKind.SERIAL:
-        done = _partition_select(s, ranges, selects)
-        if done is not None:
-            return done
+    if selects and isinstance(s, For) and s.kind in (ForKind.SERIAL, ForKind.PARALLEL) \
+            and not (not isinstance(s.extent, Const) and _symbolic_split(s, ranges) is not None):
+        # (a loop that also has a guarded tail loses the tail first: its main part is
+        # then split at the selects, and only the scalar tail keeps both)
+        if s.kind == ForKind.SERIAL:
+            done = _partition_select(s, ranges, selects)
+            if done is not None:
+                return done
+        elif isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED and \
+                _select_split(s, ranges) is not None:
+            chunks = _chunked(s)
+            return replace(chunks, body=partition_stmt(chunks.body, ranges, selects))
     match s:
         case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
                                           for x in walk_stmt(s.body)):
@@ -421,7 +467,13 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
             return s if all(a is b for a, b in zip(parts, s.stmts)) else Seq(parts)
         case IfThen():
             t = partition_stmt(s.then, ranges)
-            o = None if s.otherwise is None else partition_stmt(s.otherwise, ranges)
+            if _serial_twin(s.then, s.otherwise) and isinstance(t, For) \
+                    and t.kind == ForKind.PARALLEL:
+                # (the parallel loop run serially, even where it was split in chunks
+                # (_chunked) that the serial loop would not need: one copy of the body)
+                o = replace(t, kind=ForKind.SERIAL)
+            else:
+                o = None if s.otherwise is None else partition_stmt(s.otherwise, ranges)
             if _serial_twin(t, o):
                 o = replace(t, kind=ForKind.SERIAL)
             return s if (t is s.then and o is s.otherwise) else IfThen(s.cond, t, o)
