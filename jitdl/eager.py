@@ -354,7 +354,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             # with NumPy's function: see Kernel._contiguous)
             kernel.expanded_ok = False
         if getattr(builder, "layout", None) is not None:
-            kernel.reorder = functools.partial(reorder, name, builder, static, tuple(names))
+            kernel.reorder = functools.partial(reorder, name, builder, static, tuple(names),
+                                               {})
         k = _ScalarOut(kernel) if kernel.out_specs[0][0] == () and \
             getattr(builder, "scalar_result", False) else kernel
         if len(_kernels) >= _KEPT:
@@ -393,12 +394,42 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     return out
 
 
-def reorder(name, builder, static, names, operands):
+def reorder(name, builder, static, names, plans, operands):
     """The result of a layout-free op (ops.core.layout_free) whose array operands are
     views of memory in another order than C's (a.T, Fortran arrays): the op on their
     memory order's views (C-contiguous: no copy), transposed back, which is also the
     layout NumPy gives such results; None where the operands do not share one such
-    order (the kernel then copies them)."""
+    order (the kernel then copies them). `plans` (one dict per kernel) keeps the plan
+    per layout of the operands, with the call that served their views."""
+    key = tuple([(a.shape, a.strides) if type(a) is _ndarray else other_key(a)
+                 for a in operands])
+    plan = plans.get(key)
+    if plan is None:
+        if len(plans) >= _KEPT:
+            plans.clear()
+        plan = plans[key] = _reorder_plan(builder, static, operands) or (None,)
+    if plan[0] is None:
+        return None
+    perm, given, back, run = plan
+    views = tuple([a.transpose(perm) if type(a) is _ndarray else a for a in operands])
+    if run is None:
+        result = apply(name, builder, views, given, None, names)
+        run = _runs.get((name, _static_key(given)) + tuple(
+            [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in views]))
+        if run is not None:
+            plans[key] = (perm, given, back, run)
+    else:
+        result = run(views)
+    if back is None:
+        return result
+    return tuple(r.transpose(back) for r in result) if isinstance(result, tuple) \
+        else result.transpose(back)
+
+
+def _reorder_plan(builder, static, operands):
+    """(perm, static, back, None) for reorder: the operands' views transpose(perm) are
+    C-contiguous, the op runs on them with `static` (its axes renumbered), and its result
+    transposed by `back` (None: as it is) is the call's; None where no such plan exists."""
     first = next((a for a in operands if type(a) is _ndarray and not a.flags.c_contiguous),
                  None)
     if first is None or first.ndim < 2:
@@ -407,19 +438,15 @@ def reorder(name, builder, static, names, operands):
     perm = tuple(sorted(range(first.ndim), key=lambda d: -strides[d]))
     if perm == tuple(range(first.ndim)):
         return None
-    views, arrays = [], 0
+    arrays = 0
     for a in operands:
         if type(a) is _ndarray:
-            a = a.transpose(perm) if a.shape == shape else None
-            if a is None or not a.flags.c_contiguous:
+            if a.shape != shape or not a.transpose(perm).flags.c_contiguous:
                 return None
             arrays += 1
-        views.append(a)
-    views, back = tuple(views), _inverse(perm)
+    back = _inverse(perm)
     if builder.layout == "elementwise":
-        result = apply(name, builder, views, static, None, names)
-        return tuple(r.transpose(back) for r in result) if isinstance(result, tuple) \
-            else result.transpose(back)
+        return perm, static, back, None
     if arrays != 1 or operands[0] is not first:
         return None
     given = dict(static)
@@ -427,8 +454,7 @@ def reorder(name, builder, static, names, operands):
     if axis is None:
         if builder.layout == "index":
             return None                     # (its flat index counts in C order)
-        result = apply(name, builder, views, static, None, names)
-        return result.transpose(back) if keepdims else result
+        return perm, static, back if keepdims else None, None
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if any(not -ndim <= ax < ndim for ax in axes) or \
             len({ax % ndim for ax in axes}) != len(axes):
@@ -436,11 +462,11 @@ def reorder(name, builder, static, names, operands):
     axes = {ax % ndim for ax in axes}
     moved = tuple(sorted(perm.index(ax) for ax in axes))
     given["axis"] = moved[0] if isinstance(axis, int) else moved
-    result = apply(name, builder, views, tuple(given.items()), None, names)
+    given = tuple(given.items())
     if keepdims:
-        return result.transpose(back)
+        return perm, given, back, None
     kept = [d for d in perm if d not in axes]
-    return result.transpose(_inverse(kept)) if kept else result
+    return perm, given, _inverse(kept) if kept else None, None
 
 
 def _inverse(perm):
