@@ -896,11 +896,27 @@ class MathLib:
         zero, one = const(ty, 0), const(ty, 1)
         is_zero = b.icmp_unsigned("==", c, zero)
         safe = b.select(is_zero, one, c)
+        width = elem(ty).width
         if signed:
-            minv = const(ty, 1 << (elem(ty).width - 1))
+            minv = const(ty, 1 << (width - 1))
             overflow = b.and_(b.icmp_unsigned("==", a, minv),
                               b.icmp_signed("==", c, const(ty, -1)))
             safe = b.select(overflow, one, safe)
+        if isinstance(ty, ir.VectorType) and width <= (32 if signed else 16):
+            # x86 has no vector integer division (LLVM divides lane by lane): in double
+            # the quotient of integers below 2**53 is exact after floor (the rounding
+            # error, |a / c| * 2**-53, is less than 1 / |c|, the least distance from a
+            # quotient that is not an integer to one), in float that of integers below
+            # 2**24 (int16 and narrower: twice the lanes); it fits int32 (MIN // -1 is
+            # MIN // 1 here, as above)
+            to_f = b.sitofp if signed else b.uitofp
+            fty = like(F64 if width > 16 else F32, a)
+            q = self._intr(b, "llvm.floor", fty, b.fdiv(to_f(a, fty), to_f(safe, fty)))
+            q = b.fptosi(q, like(I32, a))
+            q = q if width == 32 else b.trunc(q, ty)        # (wraps as NumPy's MIN // -1)
+            r = b.sub(a, b.mul(q, safe))
+            return b.select(is_zero, zero, q if want_div else r)
+        if signed:
             q, r = b.sdiv(a, safe), b.srem(a, safe)
             fix = b.and_(b.icmp_unsigned("!=", r, zero),
                          b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))

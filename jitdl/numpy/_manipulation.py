@@ -82,6 +82,8 @@ def permute_dims(a, axes):
 
 def swapaxes(a, axis1, axis2):
     """numpy.swapaxes (a view on arrays)."""
+    if type(a) is _ndarray:
+        return a.swapaxes(axis1, axis2)
     if not _sym(a):
         return np.swapaxes(a, axis1, axis2)
     return apply("swapaxes", man.swapaxes, (a,), (("axis1", operator.index(axis1)),
@@ -110,6 +112,8 @@ def reshape(a, shape, order="C", *, copy=None):
 
 def ravel(a, order="C"):
     """numpy.ravel: the elements in C order (a view on contiguous arrays)."""
+    if type(a) is _ndarray:
+        return a.ravel(order)
     if not _sym(a):
         return np.ravel(a, order=order)
     return reshape(a, (-1,), order)
