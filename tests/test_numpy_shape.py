@@ -914,6 +914,37 @@ def test_a_parallel_concatenate_of_vectors_is_split_per_chunk():
     assert "_c in range" in text and re.search(r"= A\[[^\]]*\]\n", text), text
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_long_loop_of_elements_with_a_select_is_split_in_chunks(threads, monkeypatch):
+    """A definition of static shapes whose one loop runs over elements (parallel, or
+    vectorized on one thread) and chooses between operands or indices: the loop runs in
+    chunks of 4096 elements, each split where the choice changes into plain loops that
+    LLVM vectorises (a static concatenate of two 1e6 float64 took 20-32 ms on one
+    thread, each element a branch; 1.5 ms split). Every element against NumPy, around
+    the chunk boundaries."""
+    monkeypatch.setenv("JITDL_NUM_THREADS", str(threads))
+    rng = np.random.default_rng(9)
+    cat = jd.compute(lambda A, B, C: jnp.concatenate([A, B, C]))
+    for n1, n2, n3 in [(4096 * 20, 1, 4095), (70001, 4096, 3), (65536, 65536, 65536)]:
+        a, b = rng.standard_normal(n1), rng.standard_normal(n2)
+        c = rng.standard_normal(n3).astype(np.float32)
+        np.testing.assert_array_equal(cat(a, b, c), np.concatenate([a, b, c]))
+    text = str(cat.lower(a, b, c))
+    assert "_c in range" in text and "= A[idx0]" in text, text
+    # (a choice per row of a parallel loop over rows is a branch per row: no chunks,
+    # which would leave threads idle)
+    rows = jd.compute(lambda A, B: jnp.concatenate([A, B], axis=0))
+    a, b = rng.standard_normal((300, 1000)), rng.standard_normal((2, 1000))
+    np.testing.assert_array_equal(rows(a, b), np.concatenate([a, b]))
+    assert "_c in range" not in str(rows.lower(a, b))
+    for mode in ("reflect", "wrap"):
+        pad = jd.compute(lambda X: jnp.pad(X, (5000, 3), mode=mode))
+        for n in (131072, 131075):
+            x = rng.standard_normal(n).astype(np.float32)
+            np.testing.assert_array_equal(pad(x), np.pad(x, (5000, 3), mode=mode))
+        assert "= X[idx0 - 5000]" in str(pad.lower(x))
+
+
 def test_compiling_data_movement_prints_nothing(tmp_path):
     """LLVM printed "warning: loop not vectorized" to the terminal when it compiled the
     reflect, symmetric and wrap pads (a loop with run-time checked reads marked for its

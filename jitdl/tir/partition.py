@@ -22,8 +22,8 @@ from dataclasses import replace
 from jitdl import dtypes
 from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, free_vars, linear, reads_memory
-from jitdl.ir.nodes import (Allocate, BinOp, Binary, CmpOp, Compare, Const, Expr, For, ForKind,
-                            IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
+from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, CmpOp, Compare, Const, Expr, For,
+                            ForKind, IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
 from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
 
 
@@ -173,8 +173,10 @@ _SELECT_SPLITS = 2
 
 
 def _reads(e):
-    """e is an element of an array, or a choice among such elements (nested selects)."""
-    return isinstance(e, Load) or isinstance(e, Select) and _reads(e.t) and _reads(e.f)
+    """e is an element of an array (cast or not), or a choice among such elements (nested
+    selects)."""
+    return isinstance(e, Load) or isinstance(e, Cast) and _reads(e.value) or \
+        isinstance(e, Select) and _reads(e.t) and _reads(e.f)
 
 
 def _choices(e, lanes):
@@ -192,7 +194,7 @@ def _choices(e, lanes):
                         and any(v in lanes for v in walk_expr(y.cond)))
 
 
-def _select_split(loop, ranges):
+def _select_split(loop, ranges, own=False, varying=False):
     """(cond, p, q) for a select `a*v + rest < n ? .. : ..` choosing what to read (see
     _choices) on serial loop v (see _linear_bound): the condition holds for every inner
     value where v < p and for none where v >= q, or None."""
@@ -200,10 +202,13 @@ def _select_split(loop, ranges):
     local = _bound_inside(loop.body) | {loop.var}
     lanes = {st.var for st in walk_stmt(loop.body)
              if isinstance(st, For) and st.kind == ForKind.VECTORIZED}
+    if own:         # (an innermost loop of a chunk, which LLVM's vectoriser takes)
+        lanes.add(loop.var)
     for st in walk_stmt(loop.body):
         for e in stmt_exprs(st):
             for x in _choices(e, lanes):
-                if not (isinstance(x.cond, Compare) and x.cond.op == CmpOp.LT):
+                if not (isinstance(x.cond, Compare) and x.cond.op == CmpOp.LT) or \
+                        varying and not any(v in lanes for v in walk_expr(x.cond)):
                     continue
                 found = _linear_bound(x.cond, loop.var, inner, local)
                 if found is None:
@@ -229,12 +234,13 @@ def _choose(s, cond, value):
     return map_stmt(s, lambda st: None, lambda e: map_expr(e, pick))
 
 
-def _partition_select(s, ranges, budget):
+def _partition_select(s, ranges, budget, own=False):
     """A serial loop holding a select on its variable (see _select_split), split where the
     condition stops being true for a whole iteration and where it becomes false for
     one: each part reads one arm without the select (a vector loop inside no longer
-    loads both arms under masks); the iterations between keep it."""
-    found = _select_split(s, ranges)
+    loads both arms under masks); the iterations between keep it. `own`: the loop is
+    the innermost one of a chunk (_chunked), whose own variable counts as lanes."""
+    found = _select_split(s, ranges, own)
     if found is None:
         return None
     cond, p, q = found
@@ -247,8 +253,10 @@ def _partition_select(s, ranges, budget):
     parts = (replace(s, extent=pv - lo, body=_choose(s.body, cond, True)),
              replace(s, min=pv, extent=qv - pv),
              replace(s, min=qv, extent=end - qv, body=_choose(s.body, cond, False)))
-    body = Seq(tuple(partition_stmt(x, ranges, 0 if x is parts[1] else budget - 1)
-                     for x in parts))
+    def rest(x, left):
+        done = _partition_select(x, ranges, left, own) if own and left else None
+        return done if done is not None else partition_stmt(x, ranges, left)
+    body = Seq(tuple(rest(x, 0 if x is parts[1] else budget - 1) for x in parts))
     p = build.binary(BinOp.MIN, build.binary(BinOp.MAX, p, lo), end)
     q = build.binary(BinOp.MIN, build.binary(BinOp.MAX, q, pv), end)
     return LetStmt(pv, p, LetStmt(qv, q, body))
@@ -386,25 +394,30 @@ def _serial_twin(par, ser):
 _FEW_PARALLEL = 64
 
 
-# iterations of a parallel loop of vectors per chunk where it is split at selects
+# iterations per chunk of a parallel loop of vectors split at selects (of a loop of
+# elements, 16 times as many)
 _CHUNK = 256
 
 
-def _chunked(s):
-    """Parallel loop s (its body a loop of vector lanes) as parallel chunks of _CHUNK
-    iterations, each a serial loop that partitioning can split at its selects (a
-    parallel loop is not split: its parts would each wake the thread team)."""
-    c, k = Var(f"{s.var.name}_c", "int64"), Const(_CHUNK, "int64")
+def _chunked(s, size):
+    """Loop s (parallel around a loop of vector lanes, or parallel or vectorized around
+    elements) as chunks of `size` iterations (in parallel where s is), each a serial loop
+    that partitioning can split at its selects: a parallel loop is not split (its parts
+    would each wake the thread team), and a vectorized one that reads each arm under a
+    mask becomes plain loops that LLVM vectorises."""
+    c, k = Var(f"{s.var.name}_c", "int64"), Const(size, "int64")
     start = build.binary(BinOp.MUL, c, k)
     inner = replace(s, kind=ForKind.SERIAL, min=s.min + start if not (
         isinstance(s.min, Const) and s.min.value == 0) else start,
         extent=build.binary(BinOp.MIN, k, s.extent - start))
-    count = build.binary(BinOp.FLOORDIV, s.extent + (_CHUNK - 1), k)
-    return For(c, Const(0, "int64"), count, ForKind.PARALLEL, inner)
+    count = build.binary(BinOp.FLOORDIV, s.extent + (size - 1), k)
+    kind = ForKind.PARALLEL if s.kind == ForKind.PARALLEL else ForKind.SERIAL
+    return For(c, Const(0, "int64"), count, kind, inner)
 
 
 def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
-    if selects and isinstance(s, For) and s.kind in (ForKind.SERIAL, ForKind.PARALLEL) \
+    if selects and isinstance(s, For) and s.kind in (ForKind.SERIAL, ForKind.PARALLEL,
+                                                     ForKind.VECTORIZED) \
             and not (not isinstance(s.extent, Const) and _symbolic_split(s, ranges) is not None):
         # (a loop that also has a guarded tail loses the tail first: its main part is
         # then split at the selects, and only the scalar tail keeps both)
@@ -412,10 +425,19 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
             done = _partition_select(s, ranges, selects)
             if done is not None:
                 return done
-        elif isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED and \
-                _select_split(s, ranges) is not None:
-            chunks = _chunked(s)
-            return replace(chunks, body=partition_stmt(chunks.body, ranges, selects))
+        else:
+            lanes = isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED
+            # (a loop of elements long enough for chunks: not a loop of a vector's lanes)
+            own = not any(isinstance(x, For) for x in walk_stmt(s.body)) and not (
+                isinstance(s.extent, Const) and s.extent.value < 32 * _CHUNK)
+            # (only a choice that varies between lanes: one per row of a parallel loop
+            # over rows is a branch per row, and chunks of rows would idle threads)
+            if (lanes and s.kind == ForKind.PARALLEL or own) and \
+                    _select_split(s, ranges, own, varying=True) is not None:
+                chunks = _chunked(s, _CHUNK if lanes else 16 * _CHUNK)
+                done = _partition_select(chunks.body, ranges, selects, own)
+                return replace(chunks, body=done if done is not None else
+                               partition_stmt(chunks.body, ranges, selects))
     match s:
         case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
                                           for x in walk_stmt(s.body)):
