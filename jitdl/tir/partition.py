@@ -397,6 +397,10 @@ _FEW_PARALLEL = 64
 # iterations per chunk of a parallel loop of vectors split at selects (of a loop of
 # elements, 16 times as many)
 _CHUNK = 256
+# the widest vector loop (lanes) that a parallel loop is chunked around: a wider one is a
+# whole row per iteration (a static 2-d pad: `vectorized idx1 in range(20000)`), where
+# chunks of 256 rows left 200 rows one chunk, run on one thread
+_CHUNK_LANES = 64
 
 
 def _chunked(s, size):
@@ -426,7 +430,8 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
             if done is not None:
                 return done
         else:
-            lanes = isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED
+            lanes = isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED and \
+                isinstance(s.body.extent, Const) and s.body.extent.value <= _CHUNK_LANES
             # (a loop of elements long enough for chunks: not a loop of a vector's lanes)
             own = not any(isinstance(x, For) for x in walk_stmt(s.body)) and not (
                 isinstance(s.extent, Const) and s.extent.value < 32 * _CHUNK)
