@@ -575,10 +575,10 @@ def pad_source(j, n, mode, before, after):
         general = build.binary(BinOp.MIN, general, n - 1)
         return fold(low if before <= n - reflect else general,
                     high if after <= n - reflect else general)
-    # one reflection where the axis is at least as long as the padding (a condition that
-    # does not vary along the loop), the modulo otherwise
 
     def side(once, width):
+        # one reflection where the axis is at least as long as the padding (a condition
+        # that does not vary along the loop), the modulo otherwise
         need = width + (reflect if mode != "wrap" else 0)
         return _clamp(build.select(build.compare(CmpOp.GE, n, need), once, general), n)
     return fold(side(low, before), side(high, after))

@@ -253,6 +253,7 @@ def _partition_select(s, ranges, budget, own=False):
     parts = (replace(s, extent=pv - lo, body=_choose(s.body, cond, True)),
              replace(s, min=pv, extent=qv - pv),
              replace(s, min=qv, extent=end - qv, body=_choose(s.body, cond, False)))
+
     def rest(x, left):
         done = _partition_select(x, ranges, left, own) if own and left else None
         return done if done is not None else partition_stmt(x, ranges, left)
@@ -419,30 +420,43 @@ def _chunked(s, size):
     return For(c, Const(0, "int64"), count, kind, inner)
 
 
+def _split_at_selects(s, ranges, selects):
+    """Loop s split where a choice of what to read changes (_partition_select), or run in
+    chunks that are (_chunked); None where neither applies. A loop that also has a
+    guarded tail loses the tail first (_partition_symbolic): its main part is then split,
+    and only the scalar tail keeps both."""
+    if s.kind == ForKind.SERIAL:
+        lanes = own = False
+    elif s.kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
+        lanes = s.kind == ForKind.PARALLEL and isinstance(s.body, For) and \
+            s.body.kind == ForKind.VECTORIZED and isinstance(s.body.extent, Const) and \
+            s.body.extent.value <= _CHUNK_LANES
+        # (a loop of elements long enough for chunks: not a loop of a vector's lanes)
+        own = not any(isinstance(x, For) for x in walk_stmt(s.body)) and not (
+            isinstance(s.extent, Const) and s.extent.value < 32 * _CHUNK)
+        if not (lanes or own):
+            return None
+    else:
+        return None
+    if not isinstance(s.extent, Const) and _symbolic_split(s, ranges) is not None:
+        return None
+    if s.kind == ForKind.SERIAL:
+        return _partition_select(s, ranges, selects)
+    # (only a choice that varies between lanes: one per row of a parallel loop over rows
+    # is a branch per row, and chunks of rows would idle threads)
+    if _select_split(s, ranges, own, varying=True) is None:
+        return None
+    chunks = _chunked(s, _CHUNK if lanes else 16 * _CHUNK)
+    done = _partition_select(chunks.body, ranges, selects, own)
+    return replace(chunks, body=done if done is not None else
+                   partition_stmt(chunks.body, ranges, selects))
+
+
 def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
-    if selects and isinstance(s, For) and s.kind in (ForKind.SERIAL, ForKind.PARALLEL,
-                                                     ForKind.VECTORIZED) \
-            and not (not isinstance(s.extent, Const) and _symbolic_split(s, ranges) is not None):
-        # (a loop that also has a guarded tail loses the tail first: its main part is
-        # then split at the selects, and only the scalar tail keeps both)
-        if s.kind == ForKind.SERIAL:
-            done = _partition_select(s, ranges, selects)
-            if done is not None:
-                return done
-        else:
-            lanes = isinstance(s.body, For) and s.body.kind == ForKind.VECTORIZED and \
-                isinstance(s.body.extent, Const) and s.body.extent.value <= _CHUNK_LANES
-            # (a loop of elements long enough for chunks: not a loop of a vector's lanes)
-            own = not any(isinstance(x, For) for x in walk_stmt(s.body)) and not (
-                isinstance(s.extent, Const) and s.extent.value < 32 * _CHUNK)
-            # (only a choice that varies between lanes: one per row of a parallel loop
-            # over rows is a branch per row, and chunks of rows would idle threads)
-            if (lanes and s.kind == ForKind.PARALLEL or own) and \
-                    _select_split(s, ranges, own, varying=True) is not None:
-                chunks = _chunked(s, _CHUNK if lanes else 16 * _CHUNK)
-                done = _partition_select(chunks.body, ranges, selects, own)
-                return replace(chunks, body=done if done is not None else
-                               partition_stmt(chunks.body, ranges, selects))
+    if selects and isinstance(s, For):
+        done = _split_at_selects(s, ranges, selects)
+        if done is not None:
+            return done
     match s:
         case For() if s.kind.bound or any(isinstance(x, For) and x.kind.bound
                                           for x in walk_stmt(s.body)):
@@ -494,15 +508,15 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
             return s if all(a is b for a, b in zip(parts, s.stmts)) else Seq(parts)
         case IfThen():
             t = partition_stmt(s.then, ranges)
-            if _serial_twin(s.then, s.otherwise) and isinstance(t, For) \
-                    and t.kind == ForKind.PARALLEL:
+            if isinstance(t, For) and t.kind == ForKind.PARALLEL and \
+                    _serial_twin(s.then, s.otherwise):
                 # (the parallel loop run serially, even where it was split in chunks
                 # (_chunked) that the serial loop would not need: one copy of the body)
                 o = replace(t, kind=ForKind.SERIAL)
             else:
                 o = None if s.otherwise is None else partition_stmt(s.otherwise, ranges)
-            if _serial_twin(t, o):
-                o = replace(t, kind=ForKind.SERIAL)
+                if _serial_twin(t, o):
+                    o = replace(t, kind=ForKind.SERIAL)
             return s if (t is s.then and o is s.otherwise) else IfThen(s.cond, t, o)
         case Store():
             return s
