@@ -1323,3 +1323,27 @@ def test_erf_and_exact_gelu_are_vector_code_within_an_ulp(dt):
     for f, arg in ((erf, x), (g, v)):
         text = str(f.llvm_ir(arg[:64], optimized=False))
         assert '@"erf' not in text and "jitdl.lanes." not in text
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int32", "int64", "float32", "float64",
+                                "bool"])
+def test_power_by_python_two_and_minus_one_is_numpys(dt):
+    """power(x, 2) is square and a float's power(x, -1) reciprocal (one operation, not the
+    general pow, whose exponent an eager kernel reads at run time): values bit for bit,
+    dtypes by NEP 50 (a bool base or a float 2.0 on integers keeps pow), wrapping
+    integers, special values, out= and a non-contiguous base."""
+    base = (RNG.standard_normal(300) * 40).astype(dt) if dt != "bool" else \
+        RNG.random(300) > 0.5
+    if dt.startswith("float"):
+        base[:len(SPECIAL)] = SPECIAL.astype(dt)
+    for e in (2, 2.0, -1, -1.0):
+        want = np_quiet(np.power, base, e) if dt.startswith("float") or e == 2 or \
+            type(e) is float else None
+        if want is None:
+            continue
+        got = np_quiet(jnp.power, base, e)
+        same(got, want, rtol=0)
+        same(np_quiet(jnp.power, base[::-3], e), np_quiet(np.power, base[::-3], e), rtol=0)
+        out = np.full(base.shape, 7, want.dtype)
+        assert np_quiet(jnp.power, base, e, out=out) is out
+        same(out, want, rtol=0)

@@ -14,7 +14,7 @@ from jitdl import dtypes
 from jitdl.eager import apply as _apply, array_module_function, has_huge_int
 import numpy as np
 
-from jitdl.errors import ArgumentError, UnsupportedDtypeError, user_loc
+from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, user_loc
 from jitdl.numpy._ufuncs import (EQUAL_NAN, ISCLOSE_NAMES, MERGE_MIN,
                                  finite_tolerances, tolerance)
 from jitdl.ops import reduction as red
@@ -320,11 +320,27 @@ def count_nonzero(a, axis=None, *, keepdims=False):
     """The number of non-zero elements over the given axes, int64 (numpy.count_nonzero).
     Of a whole bool array NumPy's own count (it adds bytes in narrow lanes, where the
     kernel widens each to int64: 1.6-2x faster at every size on a 2-core EPYC)."""
-    if type(a) is np.ndarray and axis is None and not keepdims and a.dtype == np.bool_:
-        return np.count_nonzero(a)
-    if axis is not None:
-        axis = _axis_of(a, axis)
-    return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims), None, _A)
+    if type(a) is np.ndarray and axis is None and not keepdims and a.dtype is _BOOL:
+        return _count_all(a)
+    try:
+        if axis is not None:
+            axis = _axis_of(a, axis)
+        return apply("count_nonzero", red.count_nonzero, (a,), _static(axis, keepdims),
+                     None, _A)
+    except (UnsupportedDtypeError, ScalarOverflowError):
+        # (dtypes jitdl does not compile, Python ints beyond int64: NumPy's count)
+        if is_symbolic(a):
+            raise
+        return array_module_function("count_nonzero", np.count_nonzero, (a,), {})(
+            a, axis, keepdims=keepdims)
+
+
+count_nonzero.numpy_fallback = np.count_nonzero  # (its own: no wrapper on the common call)
+try:        # (NumPy's C count, without np.count_nonzero's Python layer: 0.15 against 0.43 us)
+    from numpy._core.multiarray import count_nonzero as _count_all
+except ImportError:     # (NumPy 1.26)
+    _count_all = np.count_nonzero
+_BOOL = np.dtype(np.bool_)
 
 
 def _integer_moment(a, dtype):

@@ -520,6 +520,13 @@ def _fits(x1, x2):
 
 def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
+    if type(x1) is _ndarray and dtype is None and where is True and \
+            (type(x2) is int or type(x2) is float and x1.dtype.kind == "f") and \
+            (x2 == 2 and x1.dtype.kind in "iuf" or x2 == -1 and x1.dtype.kind == "f"):
+        # a Python 2 (or a float base's -1) is one operation: x * x, 1 / x (the kernel's
+        # pow reads its exponent at run time and computes the general case as well)
+        return (square if x2 == 2 else reciprocal)(x1, out=out, casting=casting,
+                                                   order=order)
     where = _options(where, order)
     if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
