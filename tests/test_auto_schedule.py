@@ -262,6 +262,32 @@ def test_a_reused_operand_is_packed(rng):
 
 
 @jd.compute
+def matmul_transposed(A, B):
+    return jd.numpy.matmul(A, jd.numpy.transpose(B))
+
+
+@pytest.mark.parametrize("shape", [(256, 16, 256), (70, 5, 131), (200, 40, 90)])
+def test_a_short_reduction_packs_an_operand_it_reads_transposed(shape, rng):
+    """A @ B.T with a short reduction (k < 64): the transpose, an inlined stage, is
+    packed, so that a tile row reads B's columns contiguously instead of gathering them
+    (256x16 @ 16x256 float32 eager: 146 -> 29 us on one core); A @ B with the same short
+    reduction reads B's rows in place."""
+    m, k, n = shape
+    a, b = normal(rng, m, k), normal(rng, n, k)
+    for tname, target in TARGETS.items():
+        low = lowered(matmul_transposed, [a, b], target)
+        assert any(st.get("op") == "pack" for st in low.schedule.steps), low.schedule
+        if tname == "host":
+            np.testing.assert_allclose(run(low, target, [a, b]), a.astype(F64) @ b.T,
+                                       rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        low = lowered(matmul, [a, np.ascontiguousarray(b.T)], target, until="schedule")
+        assert not any(st.get("op") == "pack" for st in low.schedule.steps), low.schedule
+    x = rng.standard_normal((m, k))
+    w = rng.standard_normal((n, k))
+    np.testing.assert_allclose(jd.numpy.matmul(x, w.T), x @ w.T, rtol=1e-12, atol=1e-12)
+
+
+@jd.compute
 def quotient_matmul(P, s, V):
     Q[i, k] = P[i, k] / s[i]
     C[i, j] = sum(Q[i, k] * V[k, j] for k in range(P.shape[1]))

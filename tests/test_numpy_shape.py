@@ -526,6 +526,27 @@ def test_einsum(sub, shapes):
 
 
 @pytest.mark.parametrize("sub, shapes", [
+    ("ik,jk->ij", ((37, 19), (45, 19))), ("ki,jk->ij", ((19, 37), (45, 19))),
+    ("bik,bjk->bij", ((3, 20, 16), (3, 33, 16))), ("ijk,lk->ijl", ((4, 9, 13), (21, 13))),
+    ("ik,jk->ji", ((30, 7), (26, 7))), ("kj,ik->ij", ((5, 40), (33, 5))),
+    ("ij,j->i", ((30, 40), (40,))), ("bij,bj->bi", ((3, 20, 24), (3, 24))),
+    ("jik,lk->ilj", ((5, 7, 9), (11, 9))), ("ik,jk,->ij", ((6, 5), (7, 5), ())),
+])
+@pytest.mark.parametrize("dt", ["float64", "float32", "int32"])
+def test_einsum_reading_an_operand_across_the_output_rows(sub, shapes, dt):
+    """Contractions whose operand holds the output's last axis in another place than its
+    last (B[j, k] of "ik,jk->ij") read a transposed view of it (jitdl.ops.linalg's
+    _output_last): values, dtypes and every element written, at sizes off the register
+    tile's multiples."""
+    rng = np.random.default_rng(len(sub))
+    xs = [(rng.standard_normal(s) * 3).astype(dt) for s in shapes]
+    got, ref = jnp.einsum(sub, *xs), np.einsum(sub, *xs)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4 if dt == "float32" else 1e-12,
+                               atol=1e-3 if dt == "float32" else 1e-10)
+
+
+@pytest.mark.parametrize("sub, shapes", [
     ("...i", ((2, 3),)), ("i...->...", ((2, 3),)), ("...ij,...jk->...ik", ((2, 3, 4), (4, 5))),
     ("...ij,...jk", ((2, 3, 4), (1, 4, 5))), ("ij...,jk...->ik...", ((3, 4, 2), (4, 5, 2))),
     ("...,...", ((3,), (2, 3))), ("i...j,j...->i...", ((2, 3, 4), (4, 3))),

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from jitdl.eager import apply, kernel_dtype, numpy_accepts
+from jitdl.eager import _MISS, _direct, apply, kernel_dtype, numpy_accepts
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
 
@@ -19,9 +19,16 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
     if dtype is None and casting == "same_kind":
         t1, t2 = _transposed(x1), _transposed(x2)
         if t1 or t2:        # (X.T @ X, x @ W.T: the C-ordered arrays, read in place)
-            return apply("matmul", la.matmul_of_transposed, (x1.T if t1 else x1,
-                                                             x2.T if t2 else x2),
-                         (("transposed", (t1, t2)),), out, broadcast_out=True)
+            static, slot = _TRANSPOSED[t1, t2]
+            operands = (x1.T if t1 else x1, x2.T if t2 else x2)
+            if out is None:
+                d = _direct.get(slot)   # (apply's first step, without its keying)
+                if d is not None:
+                    r = d(*operands)
+                    if r is not _MISS:
+                        return r
+            return apply("matmul", la.matmul_of_transposed, operands, static, out,
+                         broadcast_out=True)
         return apply("matmul", la.matmul, (x1, x2), (), out, broadcast_out=True)
     static = ()
     if dtype is not None:
@@ -30,6 +37,15 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
         numpy_accepts("matmul", np.matmul, (x1, x2), casting)
     return apply("matmul", la.matmul, (x1, x2), static, out, casting=casting,
                  broadcast_out=True)
+
+
+def _transposed_static(t1, t2):
+    static = (("transposed", (int(t1), int(t2))),)  # (ints: its own key, as bools are not)
+    return static, ("matmul", static, 2)            # (and apply's direct slot for it)
+
+
+_TRANSPOSED = {(t1, t2): _transposed_static(t1, t2) for t1 in (False, True)
+               for t2 in (False, True)}
 
 
 def _transposed(x):

@@ -34,6 +34,8 @@ def contract(xs, labels, out, extents, name):
     summed = [lab for lab in dict.fromkeys(lab for ls in labels for lab in ls)
               if lab is not None and lab not in out]
     shape = tuple(extents[lab] for lab in out)
+    if summed and out:
+        xs, labels = zip(*(_output_last(x, ls, out) for x, ls in zip(xs, labels)))
 
     def body(*idx):
         env = dict(zip(out, idx))
@@ -48,6 +50,22 @@ def contract(xs, labels, out, extents, name):
             return e
         return te.reduce(ReduceOp.ANY if dt == "bool" else ReduceOp.SUM, e, ks)
     return te.tensor(shape, body, name=name)
+
+
+def _output_last(x, labels, out):
+    """(x, labels), or a transposed view of x with the output's last label j moved to its
+    last axis where x reads j along another axis (B[j, k] of einsum("ik,jk->ij")) and an
+    output axis (i) does not index x, so that x is reread along it. The schedule's
+    register tile then reads the view's rows along j, packing it where that pays; B[j, k]
+    left a dot product per output element (einsum("ik,jk->ij") of 256x512 and 512x512
+    float32 on one core: 4.9 ms, NumPy 1.8)."""
+    j = out[-1]
+    if not isinstance(x, Tensor) or labels.count(j) != 1 or labels[-1] == j or \
+            all(lab in labels for lab in out):
+        return x, labels        # (no output axis rereads x: a dot product per element)
+    d = labels.index(j)
+    axes = tuple(a for a in range(len(labels)) if a != d) + (d,)
+    return transpose(x, axes), tuple(labels[a] for a in axes)
 
 
 def matmul(a, b, dtype=None):

@@ -191,15 +191,16 @@ class _PackPlan:
 
 def _pack_plan(s, st, last, tj, cand, ti, target, allow):
     """Pack the operand read along the tile (B[k, j] -> B_pack[j/tj, k, tj]) only where it
-    pays: the reduction is long enough and the tile has rows (cand) that all reread the
-    operand, in at least four row blocks (a column sum reads each element once: no pack).
+    pays: the tile has rows (cand) that all reread the operand, in at least four row
+    blocks (a column sum reads each element once: no pack), and the reduction is long
+    enough or the operand is an inlined stage (a transpose, which the tile would gather).
     The pack is whole when it fits the target's pack budget and is mostly read; else one
     block at a time (compute_at), so it never takes more than the budget."""
     op = st.tensor.op
     red_work = 1
     for r in op.reduce_axes:
         red_work *= r.extent
-    if cand is None or not ti or cand.extent < 4 * ti or red_work < 64:
+    if cand is None or not ti or cand.extent < 4 * ti:
         return None
     budget = target.pack_block_bytes
     for acc in [n for n in walk_expr(op.body) if isinstance(n, Access)]:
@@ -207,6 +208,12 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
         if t.ndim < 2 or acc.indices[-1] is not last.var or t.shape[-1] < 2 * tj \
                 or f"{t.name}_pack" in s.stages \
                 or any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+            continue
+        inlined = s.stages.get(t.name)
+        if red_work < 64 and not (inlined is not None and inlined.tensor is t
+                                  and inlined.attach == "inline"):
+            # (a short reduction reads an operand's rows in place; one read through an
+            # inlined stage, B.T of A @ B.T, would gather each tile row from B's columns)
             continue
         itemsize = dtypes.itemsize(t.dtype)
         panels = -(-t.shape[-1] // tj)
