@@ -1344,6 +1344,44 @@ def test_transposed_operands_run_in_their_memory_order(rng, monkeypatch):
         jnp.sum(base.transpose(2, 0, 1), axis=(0, 0))
 
 
+def test_fortran_ordered_elementwise_calls_take_the_fast_path(rng, monkeypatch):
+    """A unary or binary function of Fortran-ordered arrays (a.T), of one shape or with a
+    Python number, runs on their C-ordered transposes through the kernel's fast entry and
+    returns the transpose (NumPy's values and layout) without the general call path
+    (25x40 float64 a.T + a.T: 7.1 us, now 1.4; NumPy 1.1). Mixed layouts, broadcasting
+    and 0-d arrays still give NumPy's answers."""
+    from jitdl.runtime.kernel import Kernel
+    slow = []
+    real = Kernel._call
+    monkeypatch.setattr(Kernel, "_call", lambda self, *a, **k: slow.append(self.fname)
+                        or real(self, *a, **k))
+    m = rng.standard_normal((25, 40))
+    cases = [lambda x, y, mod: mod.add(x, y), lambda x, y, mod: mod.multiply(x, 2.5),
+             lambda x, y, mod: mod.less(y, x), lambda x, y, mod: mod.exp(x),
+             lambda x, y, mod: mod.floor_divide(x, 3), lambda x, y, mod: mod.negative(y)]
+    for x in (m.T, np.asfortranarray(m), rng.standard_normal((4, 5, 6)).T):
+        y = np.asfortranarray(rng.standard_normal(x.shape))
+        for fn in cases:
+            fn(x, y, jnp)
+        del slow[:]
+        for fn in cases:
+            got, want = fn(x, y, jnp), fn(x, y, np)
+            same(got, want)
+            assert got.strides == want.strides
+        assert slow == []
+    x = m.T
+    for y in (np.ascontiguousarray(x), rng.standard_normal(25), rng.standard_normal((40, 1)),
+              np.float64(2.0), np.array(3.0), 7, rng.standard_normal((2, 1, 1))):
+        for fn in cases[:3]:
+            for a, b in ((x, y), (y, x)):
+                got, want = fn(a, b, jnp), fn(a, b, np)
+                same(got, want)
+                assert got.flags.f_contiguous == want.flags.f_contiguous, np.shape(y)
+    same(jnp.add(x, x[0]), np.add(x, x[0]))          # (a strided row: the general path)
+    with pytest.raises(ValueError, match=r"\(40, 25\) \(40,\)"):   # (the shapes as given)
+        jnp.add(x, np.ones(40))
+
+
 def test_reorder_plans_are_kept_per_layout(rng):
     """A layout-free op keeps its reorder plan (permutation, renumbered axes, the views'
     call) per shapes and strides of its operands: later calls of one layout, with other
