@@ -1347,3 +1347,31 @@ def test_power_by_python_two_and_minus_one_is_numpys(dt):
         out = np.full(base.shape, 7, want.dtype)
         assert np_quiet(jnp.power, base, e, out=out) is out
         same(out, want, rtol=0)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int32", "int8"])
+def test_argmax_rows_keep_int32_positions_where_they_fit(dt):
+    """argmax/argmin along the last axis keep the second pass's positions in int32 where
+    every position fits (an eager call on an array of fewer than 2**31 elements, a static
+    definition): ties give the first position, NaN the first NaN, the result is int64."""
+    x = (RNG.standard_normal((37, 301)) * 3).astype(dt)
+    x[:, 200] = x[:, 5] = x.max() if dt != "int8" else 127       # (ties: the first wins)
+    x[3] = x[3, 0]
+    if dt.startswith("float"):
+        x[7, [9, 250]] = np.nan
+        x[8, :2] = [0.0, -0.0]
+    for fn in ("argmax", "argmin"):
+        for kd in (False, True):
+            same(getattr(jnp, fn)(x, axis=-1, keepdims=kd),
+                 getattr(np, fn)(x, axis=-1, keepdims=kd))
+        same(getattr(jnp, fn)(x[:20]), getattr(np, fn)(x[:20]))
+    from jitdl import eager
+    kernel = next(k for key, k in eager._kernels.items()
+                  if key[0] == "argmax" and key[-1] == ((37, 301), np.dtype(dt)))
+    assert "argmax_acc: int32" in kernel.texts["loop_ir"]
+
+    @jd.compute
+    def rows(X):
+        return jnp.argmin(X, axis=1)
+    same(rows(x), np.argmin(x, axis=1))
+    assert "int32" in str(rows.lower(x))

@@ -192,7 +192,8 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
         return apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("argmax", red.argmax, (a,), _static(axis, keepdims), _index_out(out), _A)
+    return apply("argmax", red.argmax, (a,), _static(axis, keepdims, narrow=_narrow(a)),
+                 _index_out(out), _A)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
@@ -202,7 +203,8 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
         return apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("argmin", red.argmin, (a,), _static(axis, keepdims), _index_out(out), _A)
+    return apply("argmin", red.argmin, (a,), _static(axis, keepdims, narrow=_narrow(a)),
+                 _index_out(out), _A)
 
 
 def _plain_axis(a, axis, kinds, where, keepdims, *unset):
@@ -244,19 +246,36 @@ def _plain_arg(a, axis, out, keepdims):
         return None
     if axis is None:
         if a.size < red.ARG_BLOCKED_MIN:
-            return a, _ARG_SMALL if a.ndim == 1 else _NONE
+            return a, _ARG_SMALL if a.ndim == 1 else _ARG_NARROW
         if a.ndim > 1:
             if not a.flags.c_contiguous:
-                return a, _NONE
+                return a, _ARG_NARROW if a.size < _NARROW_SIZE else _NONE
             a = a.reshape(-1)
         return a, _ARG_LARGE
     if type(axis) is not int:
         return None
-    return a, _axis_static(axis)
+    if a.size >= _NARROW_SIZE:
+        return a, _axis_static(axis)
+    static = _ARG_AXIS.get(axis)
+    if static is None:
+        if len(_ARG_AXIS) >= 256:
+            _ARG_AXIS.clear()
+        static = _ARG_AXIS.setdefault(axis, (("axis", axis), ("keepdims", False),
+                                             ("narrow", True)))
+    return a, static
 
 
-_ARG_SMALL = (("axis", None), ("blocked", False))
+# (an array of fewer elements has positions that fit int32: red.argmax's `narrow`)
+_NARROW_SIZE = 2 ** 31
+_ARG_SMALL = (("axis", None), ("blocked", False), ("narrow", True))
 _ARG_LARGE = (("axis", None), ("blocked", True))
+_ARG_NARROW = (("axis", None), ("narrow", True))
+_ARG_AXIS = {}
+
+
+def _narrow(a):
+    """True where a is an array of fewer than 2**31 elements (positions fit int32)."""
+    return True if isinstance(a, np.ndarray) and a.size < _NARROW_SIZE else None
 
 
 def _index_out(out):
