@@ -219,6 +219,41 @@ def test_narrow_integer_division_in_floating_point_is_exact(rng, width, dtype):
     assert_vector(divmod_, (x, z), "i")
 
 
+@pytest.mark.parametrize("scale", ["small", "wide", "mixed"])
+def test_int64_division_in_double_where_every_lane_is_small(rng, width, scale):
+    """int64 vector lanes divide in double where every dividend of the vector is below
+    2**51 in magnitude (a divisor beyond that clamped), else lane by lane: dividends at
+    random below 2**51, over all of int64, and mixed in one vector; divisors at random,
+    at the edges (0, -1, +-2**51, MIN, MAX) and at the clamp's edge (a dividend of
+    -2**51 + 1 over -2**51 - 5: 0, where a dividend of -2**51 would give 1 in double)."""
+    @jd.compute
+    def divmod_(X, Z):
+        n, = X.shape
+        Q[i] = X[i] // Z[i]
+        R[i] = X[i] % Z[i]
+        return Q, R
+    info = np.iinfo(np.int64)
+    edge = np.array([info.min, info.min + 1, -2 ** 51 - 5, -2 ** 51, -2 ** 51 + 1, -7, -1,
+                     0, 1, 2, 7, 2 ** 51 - 1, 2 ** 51, 2 ** 53 + 1, info.max])
+    n = 20003
+    big = rng.integers(info.min, info.max, n, np.int64, True)
+    x = rng.integers(-2 ** 51 + 1, 2 ** 51, n) if scale == "small" else big
+    if scale == "mixed":
+        x = np.where(rng.random(n) < 0.9, x >> 13, x)
+    x = np.concatenate([x, np.repeat(edge, len(edge))])
+    z = np.concatenate([np.where(rng.random(n) < 0.5, rng.integers(-100, 100, n),
+                                 big >> rng.integers(0, 63, n)), np.tile(edge, len(edge))])
+    q, r = divmod_(x, z)
+    with np.errstate(divide="ignore", over="ignore"):
+        np.testing.assert_array_equal(q, np.floor_divide(x, z))
+        np.testing.assert_array_equal(r, np.remainder(x, z))
+    for c in (7, -3, 2 ** 51, -2 ** 51 - 5, info.min):
+        with np.errstate(divide="ignore", over="ignore"):
+            np.testing.assert_array_equal(jd.numpy.floor_divide(x, c), np.floor_divide(x, c))
+            np.testing.assert_array_equal(jd.numpy.remainder(x, c), np.remainder(x, c))
+    assert_vector(divmod_, (x, z), "i")
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16])
 def test_integer_bitwise_pow_and_intrinsics(rng, width, dtype):
     @jd.compute

@@ -916,6 +916,12 @@ class MathLib:
             q = q if width == 32 else b.trunc(q, ty)        # (wraps as NumPy's MIN // -1)
             r = b.sub(a, b.mul(q, safe))
             return b.select(is_zero, zero, q if want_div else r)
+        if isinstance(ty, ir.VectorType) and width == 64 and signed:
+            return self._int64_divmod(b, want_div, a, safe, is_zero)
+        return self._lanewise_divmod(b, want_div, a, safe, is_zero, signed)
+
+    def _lanewise_divmod(self, b, want_div, a, safe, is_zero, signed):
+        zero, one = const(a.type, 0), const(a.type, 1)
         if signed:
             q, r = b.sdiv(a, safe), b.srem(a, safe)
             fix = b.and_(b.icmp_unsigned("!=", r, zero),
@@ -925,6 +931,47 @@ class MathLib:
         else:
             q, r = b.udiv(a, safe), b.urem(a, safe)
         return b.select(is_zero, zero, q if want_div else r)
+
+    def _int64_divmod(self, b, want_div, a, safe, is_zero):
+        """int64 vector floor division / modulo (divisor `safe`: never 0, MIN // -1 made
+        MIN // 1): where every lane's dividend is below 2**51 in magnitude, in double, as
+        int_divmod does for int32 (the rounding error, below |a / c| * 2**-53, is less
+        than 1 / |c|); a divisor beyond 2**51 is clamped to it, which keeps the quotient's
+        floor (0 or -1: |a / c| < 1 either way). Conversions add the integer to the bits
+        of 1.5 * 2**52, whose last 52 bits then hold it (AVX2 has no vector conversion of
+        int64). Other vectors divide lane by lane (x86 has no vector integer division).
+        |a| < 2**51 strictly: a = -2**51 over a clamped divisor -2**51 would give 1."""
+        ty = a.type
+        fty = like(F64, a)
+        bits, big = 0x4338000000000000, 1.5 * 2.0 ** 52
+        # (|a| < 2**51: a + 2**51 - 1 in [0, 2**52 - 1), as an unsigned comparison)
+        small = b.icmp_unsigned("<", b.add(a, const(ty, (1 << 51) - 1)),
+                                const(ty, (1 << 52) - 1))
+        mask = ir.IntType(ty.count)
+        every = b.icmp_unsigned("==", b.bitcast(small, mask), ir.Constant(mask, -1))
+        fast, slow = b.append_basic_block("idiv.double"), b.append_basic_block("idiv.lanes")
+        end = b.append_basic_block("idiv.end")
+        b.cbranch(every, fast, slow)
+        b.position_at_end(fast)
+        lim = const(ty, 1 << 51)
+        c = self._intr(b, "llvm.smax", ty, self._intr(b, "llvm.smin", ty, safe, lim),
+                       b.neg(lim))
+        to_f = lambda v: b.fsub(b.bitcast(b.add(v, const(ty, bits)), fty),  # noqa: E731
+                                const(fty, big))
+        q = self._intr(b, "llvm.floor", fty, b.fdiv(to_f(a), to_f(c)))
+        q = b.sub(b.bitcast(b.fadd(q, const(fty, big)), ty), const(ty, bits))
+        r = b.select(is_zero, const(ty, 0), q if want_div else b.sub(a, b.mul(q, safe)))
+        fast_end = b.block
+        b.branch(end)
+        b.position_at_end(slow)
+        r_slow = self._lanewise_divmod(b, want_div, a, safe, is_zero, True)
+        slow_end = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(ty)
+        phi.add_incoming(r, fast_end)
+        phi.add_incoming(r_slow, slow_end)
+        return phi
 
     def ipow(self, ty, signed=True):
         """x ** e by squaring; a negative exponent gives 0 (NumPy's integer power), which
