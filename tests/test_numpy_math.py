@@ -1375,3 +1375,22 @@ def test_argmax_rows_keep_int32_positions_where_they_fit(dt):
         return jnp.argmin(X, axis=1)
     same(rows(x), np.argmin(x, axis=1))
     assert "int32" in str(rows.lower(x))
+
+
+def test_a_dtype_a_ufunc_has_no_loop_for_raises_numpys_class():
+    """sign of bools is NumPy's UFuncTypeError (its _UFuncNoLoopError), and negative of
+    bools or bitwise_and of floats its TypeError: an `except` written for NumPy catches
+    jitdl's error, eagerly and inside a definition."""
+    b = RNG.random(9) > 0.5
+    for fn, args in ((lambda m, x: m.sign(x), (b,)), (lambda m, x: m.negative(x), (b,)),
+                     (lambda m, x: m.bitwise_and(x, x), (b * 1.5,))):
+        with pytest.raises(TypeError) as want:
+            fn(np, *args)
+        with pytest.raises(type(want.value), match="not supported for the input type"):
+            fn(jnp, *args)
+
+    @jd.compute
+    def f(X):
+        return jnp.sign(X)
+    with pytest.raises(np._core._exceptions.UFuncTypeError):
+        f(b)

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ScalarOverflowError, user_loc
+from jitdl.errors import ArgumentError, ScalarOverflowError, numpy_base, numpy_kind, user_loc
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, IterVar, PrimFunc, Select, SizeVar, Stmt, UnOp,
                             Unary)
@@ -149,9 +149,11 @@ def result_dtype(ufunc, *typed) -> str:
         warnings.simplefilter("ignore")
         try:
             out = ufunc(*samples)
-        except (TypeError, np.exceptions.DTypePromotionError):
+        except (TypeError, np.exceptions.DTypePromotionError) as e:
+            # (an instance of NumPy's class too, as its UFuncTypeError for sign of bools)
             names = " and ".join(dt for dt, _ in typed)
-            raise TypeError(f"{ufunc.__name__} is not defined for {names}") from None
+            raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
+                f"{ufunc.__name__} is not defined for {names}") from None
     name = np.asarray(out).dtype.name
     if name == "float16":
         return "float32"

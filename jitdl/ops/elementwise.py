@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import NEGATIVE_POWER, ArgumentError, user_loc
+from jitdl.errors import NEGATIVE_POWER, ArgumentError, numpy_base, numpy_kind, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import Access, BinOp, Cast, CmpOp, Const, Intrin, UnOp
 from jitdl.ir.visit import map_expr
@@ -422,10 +422,11 @@ def result_type(ufunc, name, *xs) -> str:
     ufunc has no loop for (bitwise on floats, negative of bool...)."""
     try:
         return build.result_dtype(ufunc, *(typed(x) for x in xs))
-    except TypeError:
+    except TypeError as e:         # (an instance of NumPy's class too: its UFuncTypeError)
         types = " and ".join(operand(x).dtype for x in xs)
-        raise ArgumentError(f"ufunc '{name}' not supported for the input type"
-                            f"{'s' if len(xs) > 1 else ''} {types}", user_loc()) from None
+        raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
+            f"ufunc '{name}' not supported for the input type"
+            f"{'s' if len(xs) > 1 else ''} {types}", user_loc()) from None
 
 
 def unary(x, fn, dtype=None):
