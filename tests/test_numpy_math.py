@@ -1349,6 +1349,36 @@ def test_power_by_python_two_and_minus_one_is_numpys(dt):
         same(out, want, rtol=0)
 
 
+@pytest.mark.parametrize("dt", ["int32", "float32", "float64"])
+def test_power_by_two_or_minus_one_keeps_powers_casting_checks(dt):
+    """power(x, 2) / power(x, -1.0) (square / reciprocal underneath) check casting= and
+    out= as power does: NumPy refuses a Python int under 'equiv', and an out= the result
+    does not cast to is power's error, not square's or reciprocal's."""
+    x = (RNG.standard_normal((5, 6)) * 4).astype(dt)
+    for e in (2, 2.0, -1, -1.0):
+        if dt == "int32" and (type(e) is float or e != 2):
+            continue                    # (NumPy's pow: no square / reciprocal here)
+        if type(e) is int:
+            with pytest.raises(TypeError, match=r"power\(\): cannot cast Python int"):
+                jnp.power(x, e, casting="equiv")
+        for c in ("no", "safe", "unsafe"):
+            same(np_quiet(jnp.power, x, e, casting=c), np_quiet(np.power, x, e, casting=c),
+                 rtol=0)
+        bad = np.zeros(x.shape, "bool")
+        with pytest.raises(TypeError):
+            np_quiet(np.power, x, e, out=bad)
+        with pytest.raises(TypeError, match=r"^power\(\)"):
+            jnp.power(x, e, out=bad)
+        with pytest.raises(ValueError, match=r"^power\(\): non-broadcastable output"):
+            jnp.power(x, e, out=np.zeros((5, 2), x.dtype))
+        wide = np.zeros((3,) + x.shape, x.dtype)      # (an out= the result broadcasts to)
+        jnp.power(x, e, out=wide)
+        same(wide, np.broadcast_to(np_quiet(np.power, x, e), wide.shape), rtol=0)
+        out = np.zeros(x.shape, "float64")
+        assert np_quiet(jnp.power, x, e, out=out, casting="safe") is out
+        same(out, np_quiet(np.power, x, e).astype("float64"), rtol=0)
+
+
 @pytest.mark.parametrize("dt", ["float32", "float64", "int32", "int8"])
 def test_argmax_rows_keep_int32_positions_where_they_fit(dt):
     """argmax/argmin along the last axis keep the second pass's positions in int32 where

@@ -571,9 +571,15 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     if type(x1) is _ndarray and dtype is None and where is True and \
             (type(x2) is int or type(x2) is float and x1.dtype.kind == "f") and \
-            (x2 == 2 and x1.dtype.kind in "iuf" or x2 == -1 and x1.dtype.kind == "f"):
+            (x2 == 2 and x1.dtype.kind in "iuf" or x2 == -1 and x1.dtype.kind == "f") \
+            and casting in _ROUTED_CASTING and (out is None or type(out) is _ndarray and
+                                                out.shape == x1.shape and
+                                                np.can_cast(x1.dtype, out.dtype, casting)):
         # a Python 2 (or a float base's -1) is one operation: x * x, 1 / x (the kernel's
-        # pow reads its exponent at run time and computes the general case as well)
+        # pow reads its exponent at run time and computes the general case as well).
+        # Not under 'equiv' (NumPy refuses a Python int there) nor into an out= of
+        # another shape or one the result does not cast to: power's own errors, not
+        # square's
         return (square if x2 == 2 else reciprocal)(x1, out=out, casting=casting,
                                                    order=order)
     where = _options(where, order)
@@ -605,6 +611,7 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
 
 
 _UNCHECKED = (("unchecked", True),)
+_ROUTED_CASTING = ("same_kind", "unsafe", "safe", "no")   # (power's square / reciprocal)
 
 
 def _power(x1, x2, out, dtype, casting, extra=()):
