@@ -114,7 +114,22 @@ def numpy_kind(cls, numpy_cls):
         return cls
     return type(cls.__name__, (cls, numpy_cls), {
         "__init__": _numpy_init, "__str__": Exception.__str__,
-        "__reduce__": Exception.__reduce__, "__module__": cls.__module__})
+        "__reduce__": _numpy_kind_reduce, "__module__": cls.__module__})
+
+
+def _numpy_kind_reduce(self):
+    """Pickles an instance of a class numpy_kind made (no module attribute names it) as
+    its two bases, rebuilt through numpy_kind's cache: the same class again."""
+    cls, numpy_cls = type(self).__bases__[:2]
+    return _numpy_kind_error, (cls, numpy_cls, self.args, dict(self.__dict__))
+
+
+def _numpy_kind_error(cls, numpy_cls, args, state):
+    kind = numpy_kind(cls, numpy_cls)
+    e = BaseException.__new__(kind, *args)
+    e.args = args
+    e.__dict__.update(state)
+    return e
 
 
 def numpy_base(e, default):

@@ -1424,3 +1424,21 @@ def test_a_dtype_a_ufunc_has_no_loop_for_raises_numpys_class():
         return jnp.sign(X)
     with pytest.raises(np._core._exceptions.UFuncTypeError):
         f(b)
+
+
+def test_an_error_of_numpys_class_pickles():
+    """An error numpy_kind made an instance of NumPy's class too (sign of bools, eagerly
+    and in a definition) pickles and unpickles as the same class, message and location:
+    Exception.__reduce__ named the class jitdl.errors.ArgumentError, another object."""
+    import pickle
+    b = RNG.random(9) > 0.5
+
+    @jd.compute
+    def f(X):
+        return jnp.sign(X)
+    for call in (lambda: jnp.sign(b), lambda: f(b)):
+        with pytest.raises(np._core._exceptions.UFuncTypeError) as got:
+            call()
+        back = pickle.loads(pickle.dumps(got.value))
+        assert type(back) is type(got.value) and str(back) == str(got.value)
+        assert back.message == got.value.message and back.loc == got.value.loc
