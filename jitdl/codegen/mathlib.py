@@ -949,28 +949,24 @@ class MathLib:
                                 const(ty, (1 << 52) - 1))
         mask = ir.IntType(ty.count)
         every = b.icmp_unsigned("==", b.bitcast(small, mask), ir.Constant(mask, -1))
-        fast, slow = b.append_basic_block("idiv.double"), b.append_basic_block("idiv.lanes")
-        end = b.append_basic_block("idiv.end")
-        b.cbranch(every, fast, slow)
-        b.position_at_end(fast)
-        lim = const(ty, 1 << 51)
-        c = self._intr(b, "llvm.smax", ty, self._intr(b, "llvm.smin", ty, safe, lim),
-                       b.neg(lim))
-        to_f = lambda v: b.fsub(b.bitcast(b.add(v, const(ty, bits)), fty),  # noqa: E731
-                                const(fty, big))
-        q = self._intr(b, "llvm.floor", fty, b.fdiv(to_f(a), to_f(c)))
-        q = b.sub(b.bitcast(b.fadd(q, const(fty, big)), ty), const(ty, bits))
-        r = b.select(is_zero, const(ty, 0), q if want_div else b.sub(a, b.mul(q, safe)))
-        fast_end = b.block
-        b.branch(end)
-        b.position_at_end(slow)
-        r_slow = self._lanewise_divmod(b, want_div, a, safe, is_zero, True)
-        slow_end = b.block
-        b.branch(end)
-        b.position_at_end(end)
+        with b.if_else(every) as (in_double, by_lanes):
+            with in_double:
+                lim = const(ty, 1 << 51)
+                c = self._intr(b, "llvm.smax", ty, self._intr(b, "llvm.smin", ty, safe, lim),
+                               b.neg(lim))
+                to_f = lambda v: b.fsub(b.bitcast(b.add(v, const(ty, bits)),  # noqa: E731
+                                                  fty), const(fty, big))
+                q = self._intr(b, "llvm.floor", fty, b.fdiv(to_f(a), to_f(c)))
+                q = b.sub(b.bitcast(b.fadd(q, const(fty, big)), ty), const(ty, bits))
+                fast = b.select(is_zero, const(ty, 0),
+                                q if want_div else b.sub(a, b.mul(q, safe)))
+                fast_end = b.block
+            with by_lanes:
+                slow = self._lanewise_divmod(b, want_div, a, safe, is_zero, True)
+                slow_end = b.block
         phi = b.phi(ty)
-        phi.add_incoming(r, fast_end)
-        phi.add_incoming(r_slow, slow_end)
+        phi.add_incoming(fast, fast_end)
+        phi.add_incoming(slow, slow_end)
         return phi
 
     def ipow(self, ty, signed=True):

@@ -213,7 +213,7 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
             # an inlined stage (B.T of A @ B.T, a transposed view of a contraction) would
             # gather each tile row from B's columns: packed wherever the tile rereads it,
             # short reduction, one panel, few row blocks of cand or not (tensordot over
-            # axes 1 and 3 of (8, 10, 12, 14) with (10, 16, 14) float32: 53 -> 10 us)
+            # axes 1 and 3 of (8, 10, 12, 14) with (10, 16, 14) float32: 53 -> 18 us)
             if _rereads(op, acc, last) < 2 * ti:
                 continue
         elif red_work < 64 or cand.extent < 4 * ti or t.shape[-1] < 2 * tj:
