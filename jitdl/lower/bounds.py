@@ -176,10 +176,33 @@ def check_shape_agreement(stages):
                     b = acc.tensor.shape[dim]
                     if isinstance(b, SizeVar) and b is not ax.extent and b in owners:
                         (t1, d1), (t2, d2) = owners[ax.extent], owners[b]
-                        check = [t1.name, t1.op.arg_index, d1, t2.name, t2.op.arg_index, d2]
+                    elif isinstance(b, int):
+                        # (a static argument's fixed size there: W.T of x @ W.T, x dynamic)
+                        ref = _fixed_size(acc, dim, stages)
+                        if ref is None:
+                            continue
+                        (t1, d1), (t2, d2) = owners[ax.extent], ref
+                    else:
+                        continue
+                    check = [t1.name, t1.op.arg_index, d1, t2.name, t2.op.arg_index, d2]
+                    if check not in at_call:
+                        at_call.append(check)
+            args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
+            if ax.min == 0 and isinstance(ax.extent, int):
+                # an extent of a fixed size (W.T's, or a static argument's): a dynamic
+                # argument's size read over it, directly or through an intermediate
+                # (x.T's), agrees with a static argument's that has it
+                ref = next((r for r in (_fixed_size(acc, dim, stages) for acc, dim in found
+                                        if acc.tensor.shape[dim] == ax.extent)
+                            if r is not None), None)
+                for acc, dim in found if ref is not None else ():
+                    b = acc.tensor.shape[dim]
+                    if isinstance(b, SizeVar) and b in owners:
+                        t2, d2 = owners[b]
+                        check = [ref[0].name, ref[0].op.arg_index, ref[1],
+                                 t2.name, t2.op.arg_index, d2]
                         if check not in at_call:
                             at_call.append(check)
-            args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
             # a dimension over the whole extent, or one of the sizes an extent inferred
             # over symbolic sizes is the least of (min(X_n0, W_n0, Z_n0 - 1))
             ends = [ax.extent] if isinstance(ax.extent, int) else upper_ends(ax.extent)
@@ -206,6 +229,28 @@ def check_shape_agreement(stages):
                     f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
                     f"{acc.tensor.shape})", acc.loc or op.loc)
     return at_call
+
+
+def _fixed_size(acc, dim, stages):
+    """(argument, dimension) of the fixed size n = acc.tensor.shape[dim]: that dimension
+    where acc reads an argument, else one of size n among the arguments the intermediate
+    reads (directly or not), or None. A static argument's shape is part of the call's
+    key, so its size n stands for the constant n in a check at the call."""
+    t, n = acc.tensor, acc.tensor.shape[dim]
+    if isinstance(t.op, Placeholder):
+        return t, dim
+    seen, todo = set(), [t]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x.op, Placeholder):
+            if n in x.shape:
+                return x, x.shape.index(n)
+            continue
+        todo += [a.tensor for a in walk_unique(x.op.body) if isinstance(a, Access)]
+    return None
 
 
 def _is_size(n, e):

@@ -12,9 +12,9 @@ import numpy as np
 
 from jitdl.errors import AxisError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, ReduceOp
-from jitdl.ops.core import (any_size, broadcast_shapes, is_one, normalize_axes, operand,
-                            same_dim, scalar_result, shape_of, shape_text)
+from jitdl.ir.nodes import BinOp, ReduceOp, SizeVar
+from jitdl.ops.core import (any_size, broadcast_shapes, is_one, may_agree, normalize_axes,
+                            operand, same_dim, scalar_result, shape_of, shape_text)
 from jitdl.ops.manipulation import astype, moveaxis, ravel, transpose
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -135,7 +135,7 @@ def tensordot(a, b, axes=2):
             raise ShapeError("shape-mismatch for sum", user_loc())
         xa, xb = normalize_axes(xa, len(sa), False), normalize_axes(xb, len(sb), False)
     for p, q in zip(xa, xb):
-        if not same_dim(sa[p], sb[q]):
+        if not may_agree(sa[p], sb[q]):         # (symbolic sizes: checked at the call)
             raise ShapeError("shape-mismatch for sum", user_loc())
     extents = {}
     la = tuple(f"k{xa.index(d)}" if d in xa else f"a{d}" for d in range(len(sa)))
@@ -175,7 +175,7 @@ def dot(a, b):
                         {**{f"a{d}": n for d, n in enumerate(sa)},
                          **{f"b{d}": n for d, n in enumerate(sb)}}, "dot")
     db = 0 if len(sb) == 1 else len(sb) - 2
-    if not same_dim(sa[-1], sb[db]):
+    if not may_agree(sa[-1], sb[db]):
         raise _aligned_error(sa, sb, len(sa) - 1, db)
     return tensordot(a, b, ((len(sa) - 1,), (db,)))
 
@@ -184,7 +184,14 @@ def vdot(a, b):
     """np.vdot for real operands: the sum of the elementwise product of the flattened
     operands (which must have as many elements)."""
     a, b = ravel(operand(a)), ravel(operand(b))
-    if not same_dim(a.shape[0], b.shape[0]):
+    na, nb = a.shape[0], b.shape[0]
+    if not same_dim(na, nb) and may_agree(na, nb) and \
+            not all(isinstance(n, (int, SizeVar)) for n in (na, nb)):
+        # (an argument's size each: the call checks them; products of sizes it cannot)
+        raise ShapeError(f"vdot(): the flattened operands' sizes {na} and {nb} are symbolic "
+                         f"(a dynamic definition) and cannot be checked to agree; give "
+                         f"vdot 1-D operands there", user_loc())
+    if not may_agree(na, nb):
         raise ShapeError(f"cannot reshape array of size {b.shape[0]} into shape "
                          f"({a.shape[0]},)", user_loc())
     return contract((a, b), (("k",), ("k",)), (), {"k": a.shape[0]}, "vdot")
@@ -196,7 +203,7 @@ def inner(a, b):
     sa, sb = shape_of(a), shape_of(b)
     if not sa or not sb:
         return dot(a, b)
-    if not same_dim(sa[-1], sb[-1]):
+    if not may_agree(sa[-1], sb[-1]):
         raise _aligned_error(sa, sb, len(sa) - 1, len(sb) - 1)
     return tensordot(a, b, ((len(sa) - 1,), (len(sb) - 1,)))
 
@@ -286,6 +293,10 @@ def einsum(*xs, subscripts, dtype=None):
             if is_one(d) and labels.count(c) == 1:
                 continue            # (a broadcast axis: its extent is the others')
             have = extents.setdefault(c, d)
+            if may_agree(have, d) and labels.count(c) == 1:
+                if not isinstance(have, int):
+                    extents[c] = d      # (an int where one operand has it; symbolic sizes
+                continue                # agree or the call says they do not)
             if same_dim(have, d):
                 continue
             if c.startswith("."):

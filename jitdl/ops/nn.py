@@ -474,7 +474,7 @@ def linear(x, weight, *params, has_bias):
     if weight.ndim not in (1, 2):
         raise ShapeError(f"linear(): weight must be (out_features, in_features) or "
                          f"(in_features,), got shape {shape_text(weight.shape)}", user_loc())
-    if x.ndim < 1 or not same_dim(x.shape[-1], weight.shape[-1]):
+    if x.ndim < 1 or not may_agree(x.shape[-1], weight.shape[-1]):
         raise ShapeError(f"linear(): input's last dimension must equal weight's "
                          f"in_features {weight.shape[-1]}, got input of shape "
                          f"{shape_text(x.shape)} and weight of shape "
