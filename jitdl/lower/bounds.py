@@ -178,7 +178,7 @@ def check_shape_agreement(stages):
                         (t1, d1), (t2, d2) = owners[ax.extent], owners[b]
                     elif isinstance(b, int):
                         # (a static argument's fixed size there: W.T of x @ W.T, x dynamic)
-                        ref = _fixed_size(acc, dim, stages)
+                        ref = _fixed_size(acc, dim)
                         if ref is None:
                             continue
                         (t1, d1), (t2, d2) = owners[ax.extent], ref
@@ -192,8 +192,8 @@ def check_shape_agreement(stages):
                 # an extent of a fixed size (W.T's, or a static argument's): a dynamic
                 # argument's size read over it, directly or through an intermediate
                 # (x.T's), agrees with a static argument's that has it
-                ref = next((r for r in (_fixed_size(acc, dim, stages) for acc, dim in found
-                                        if acc.tensor.shape[dim] == ax.extent)
+                ref = next((r for r in (_fixed_size(acc, dim) for acc, dim in found
+                                        if _is_size(acc.tensor.shape[dim], ax.extent))
                             if r is not None), None)
                 for acc, dim in found if ref is not None else ():
                     b = acc.tensor.shape[dim]
@@ -231,7 +231,7 @@ def check_shape_agreement(stages):
     return at_call
 
 
-def _fixed_size(acc, dim, stages):
+def _fixed_size(acc, dim):
     """(argument, dimension) of the fixed size n = acc.tensor.shape[dim]: that dimension
     where acc reads an argument, else one of size n among the arguments the intermediate
     reads (directly or not), or None. A static argument's shape is part of the call's
@@ -246,8 +246,9 @@ def _fixed_size(acc, dim, stages):
             continue
         seen.add(id(x))
         if isinstance(x.op, Placeholder):
-            if n in x.shape:
-                return x, x.shape.index(n)
+            same = [d for d, m in enumerate(x.shape) if isinstance(m, int) and m == n]
+            if same:
+                return x, same[0]
             continue
         todo += [a.tensor for a in walk_unique(x.op.body) if isinstance(a, Access)]
     return None
