@@ -34,7 +34,7 @@ from jitdl import dtypes
 from jitdl.ir import weak
 from jitdl.ir.nodes import BinOp, Binary, Cast, Const, Var
 from jitdl.ir.printer import expr_text
-from jitdl.lower.lower import in_place_inputs, lower as lower_nests
+from jitdl.lower.lower import in_place_inputs, layout_free, lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
 from jitdl.schedule.config import Config
@@ -265,6 +265,7 @@ def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
                                   n_inputs=len(low.inputs), layout=graph.layout,
                                   shapes=direct_shapes(low.inputs, out_trees, sizes),
                                   alias=in_place_inputs(low.schedule, low.inputs, low.outputs),
+                                  any_order=layout_free(low.schedule, low.inputs, low.outputs),
                                   int_bounds=direct_int_bounds(graph.layout, int_checks))
         texts["llvm_ir_unoptimized"] = "\n".join(filter(None, (str(module),
                                                                  module.jitdl_entries)))

@@ -69,6 +69,49 @@ def test_calls_it_does_not_serve_fall_back(why, args):
     assert abs(sys.getrefcount(MISS) - before) < 50
 
 
+@pytest.mark.parametrize("name, operands", [
+    ("add", lambda a, b: (a, b)), ("multiply", lambda a, b: (a, 2.5)),
+    ("less", lambda a, b: (a, b)), ("exp", lambda a, b: (a,)),
+    ("where", lambda a, b: (a > 0, a, b)), ("clip", lambda a, b: (a, -3.0, 3.0))])
+def test_fortran_ordered_operands_of_an_elementwise_kernel(name, operands):
+    """An elementwise kernel's entry serves operands that are all Fortran-ordered (a.T):
+    its loops run over their memory alike and the output is Fortran-ordered, as NumPy's;
+    a mix of orders, or a strided one, goes back to the general path, which answers the
+    same."""
+    A, B = rand((30, 70), np.float64), rand((30, 70), np.float64, 1)
+    a, b = A.T, B.T
+    args = operands(a, b)
+    k = kernel_of(name, *operands(np.ascontiguousarray(a), np.ascontiguousarray(b)))
+    d = direct_builtin(k, args)
+    r = d(*args)
+    assert r is not MISS
+    want = getattr(np, name)(*args)
+    assert r.flags.f_contiguous and not r.flags.c_contiguous and want.flags.f_contiguous
+    same = np.testing.assert_allclose if want.dtype.kind == "f" else \
+        np.testing.assert_array_equal                   # (exp: within an ulp of NumPy's)
+    same(r, want)
+    for mixed in (operands(a, np.ascontiguousarray(b)), operands(a[::2], b[::2])):
+        if len(mixed) > 1 and any(type(x) is np.ndarray and x.flags.c_contiguous
+                                  for x in mixed) or mixed[0].shape != a.shape:
+            assert d(*mixed) is MISS
+        same(getattr(jnp, name)(*mixed), getattr(np, name)(*mixed))
+    if name != "where":                                 # (where takes no out=)
+        out = np.empty(a.shape, want.dtype, order="F")  # (out= keeps to C order)
+        assert d(*args, out) is MISS
+        same(getattr(jnp, name)(*args, out=out), want)
+
+
+def test_a_kernel_that_reads_its_indices_keeps_to_c_order():
+    """triu reads each element at its own position but compares its indices: on a.T's
+    memory the loops' indices would be the transposes', so it takes no Fortran operand."""
+    a = rand((30, 70), np.float64).T
+    k = kernel_of("triu", np.ascontiguousarray(a))
+    d = direct_builtin(k, (a,))
+    if d is not None:
+        assert d(a) is MISS
+    np.testing.assert_array_equal(jnp.triu(a), np.triu(a))
+
+
 def test_a_large_output_is_left_to_the_pool():
     a = rand(1000, np.float32)
     d = direct_builtin(kernel_of("negative", a), (a,))

@@ -25,11 +25,11 @@ from jitdl.codegen import mathlib, vector
 from jitdl.codegen.lltypes import (F64, I1, I8, I32, I64, PTR, VOID, alloca, comment, const,
                                    is_vector, like, loop_metadata, mem_type, reg_type, suffix)
 from jitdl.errors import CompileError
-from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_FLAGS_OFFSET,
-                              ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS, ARRAY_WRITEABLE,
-                              FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK, HEAP_HOOKS,
-                              OBJECT_TYPE_OFFSET, POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET,
-                              TUPLE_SIZE_OFFSET)
+from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_F_OK_FLAGS,
+                              ARRAY_FLAGS_OFFSET, ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS,
+                              ARRAY_WRITEABLE, FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK,
+                              FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
+                              TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir import weak
 from jitdl.ir.analysis import arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
@@ -915,7 +915,7 @@ _HOST_VECTOR_BYTES = None
 
 def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
              array_data_offset=None, n_inputs=0, vector_bytes=None, layout=None,
-             shapes=None, alias=(), int_bounds=None):
+             shapes=None, alias=(), int_bounds=None, any_order=False):
     """The LLVM module (as llvmlite.ir) of one lowered function, and its run-time checks.
     vector_bytes: the SIMD width that vectorized loops are sized for (default: the host's).
     With array_data_offset and layout (the call's arguments, Signature.layout)
@@ -923,7 +923,8 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     entry (_fast_entry) and with `shapes` (direct_shapes) the `name.direct` entry
     (_direct_entry), which takes the Python ints within `int_bounds` (direct_int_bounds)
     and whose out= may be exactly the inputs at the positions in `alias`
-    (jitdl.lower.lower.in_place_inputs): see entries_text; the two texts one after the
+    (jitdl.lower.lower.in_place_inputs), and whose arrays may all be Fortran-ordered
+    where `any_order` (jitdl.lower.lower.layout_free): see entries_text; the two texts one after the
     other are what jitdl.runtime.engine.optimize links and compiles.
     `module.jitdl_notes` lists how each vectorized or unrolled loop was compiled, and
     `module.jitdl_allocs` its heap allocations (name, dtype, shape, bytes), which can
@@ -932,7 +933,7 @@ def generate(func: PrimFunc, parallel_ok=True, strict_fp=False, with_err=False,
     with collector_paused():
         return _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
                          vector_bytes or host_vector_bytes(), layout, shapes, alias,
-                         int_bounds)
+                         int_bounds, any_order)
 
 
 _GC_LOCK = threading.Lock()
@@ -977,7 +978,7 @@ def collector_paused():
 
 
 def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_inputs,
-              vector_bytes, layout, shapes, alias, int_bounds):
+              vector_bytes, layout, shapes, alias, int_bounds, any_order=False):
     gen = ModuleCodegen(func.name, parallel_ok, strict_fp, vector_bytes)
     with_err = with_err or _heap_allocates(func.body)
     if with_err:    # (a check that fails leaves out half written: out= an input would be
@@ -1005,7 +1006,8 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     if array_data_offset is not None and layout is not None:
         gen.module.jitdl_entries = entries_text(
             fn, func.params, array_data_offset, n_inputs, layout, shapes, alias,
-            _iterations(func.body) >= GIL_FREE_ITERATIONS, vector_bytes, int_bounds)
+            _iterations(func.body) >= GIL_FREE_ITERATIONS, vector_bytes, int_bounds,
+            any_order)
     gen.module.jitdl_notes = gen.notes
     gen.module.jitdl_allocs = gen.allocs
     gen.module.jitdl_alias = list(alias)
@@ -1018,7 +1020,7 @@ _ENTRIES_KEPT = 512         # texts kept (about 10 KB each); then the memo start
 
 
 def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, vector_bytes,
-                 int_bounds=None):
+                 int_bounds=None, any_order=False):
     """The text of a module of the kernel `main`'s entry points, `name.fast` and (with
     `shapes`) `name.direct`, which declares `main`. They read only what the key below
     holds (not the kernel's loops, nor any name), so kernels alike in it (every float32
@@ -1027,7 +1029,7 @@ def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, ve
     third of a small kernel's Python code generation time."""
     key = (tuple((isinstance(p, Buffer), p.dtype) for p in params), len(main.args), offset,
            n_inputs, tuple(x[0] for x in layout), json.dumps(shapes), tuple(alias), long,
-           vector_bytes, int_bounds)
+           vector_bytes, int_bounds, any_order)
     text = _ENTRIES.get(key)
     if text is None:
         gen = ModuleCodegen(ENTRY_MAIN + ".entries", True, vector_bytes=vector_bytes)
@@ -1035,7 +1037,7 @@ def entries_text(main, params, offset, n_inputs, layout, shapes, alias, long, ve
         _fast_entry(gen, stub, params, offset, n_inputs, layout, long)
         if shapes is not None:
             _direct_entry(gen, stub, params, offset, n_inputs, layout, shapes, alias, long,
-                          int_bounds)
+                          int_bounds, any_order)
         text = str(gen.module)
         if len(_ENTRIES) >= _ENTRIES_KEPT:
             _ENTRIES.clear()
@@ -1237,7 +1239,7 @@ def _tree_value(b, tree, sizes, check):
 
 
 def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, long,
-                  int_bounds=None):
+                  int_bounds=None, any_order=False):
     """`name.direct`: the kernel as a METH_FASTCALL builtin `direct(*args)` that takes the
     call's arguments themselves, checks them as a dispatch would (each array exactly an
     ndarray, C-contiguous and aligned, of the dtype object, rank and sizes it was compiled
@@ -1248,7 +1250,10 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     FAST_FALLBACK item without a result: the caller takes its general path. `direct(*args, out)` (one argument more) writes into out
     instead and returns it, where out is exactly an ndarray of the output's dtype object
     and shape, C-contiguous, aligned, writeable and apart from every input (or exactly
-    the memory of an input at a position in `alias`); else the fallback.
+    the memory of an input at a position in `alias`); else the fallback. With `any_order`
+    (a kernel that reads each input at the output's own position only) the arrays may
+    instead all be Fortran-ordered, and the output is made Fortran-ordered: the kernel's
+    loops run over their memory alike (a.T + a.T on the fast path: 1.6 -> 0.8 us).
     `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the ndarray type, what it keeps
     alive, an int64 array holding PyArray_Empty's address and PyArray_Return's (or 0),
     the dtype objects of the inputs and of the output, the Python types of the numbers."""
@@ -1275,11 +1280,18 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     array_objs = [o for o, x in zip(objs, layout) if x[0] == "array"]
     scalar_objs = [o for o, x in zip(objs, layout) if x[0] == "scalar"]
     mask = ir.Constant(I32, ARRAY_OK_FLAGS)
+    f_mask = ir.Constant(I32, ARRAY_F_OK_FLAGS)
+    all_c = all_f = ir.Constant(I1, 1)
     sizes = [None] * n_sizes
     data, nbytes = [], []
     for j, (obj, dims) in enumerate(zip(array_objs, shapes)):
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), ndarray))
-        check(b.icmp_unsigned("==", b.and_(field(obj, ARRAY_FLAGS_OFFSET, I32), mask), mask))
+        flags = field(obj, ARRAY_FLAGS_OFFSET, I32)
+        all_c = b.and_(all_c, b.icmp_unsigned("==", b.and_(flags, mask), mask))
+        if any_order:       # (C-contiguous, or all of them Fortran-contiguous)
+            all_f = b.and_(all_f, b.icmp_unsigned("==", b.and_(flags, f_mask), f_mask))
+        else:
+            check(all_c)
         check(b.icmp_unsigned("==", field(obj, ARRAY_DESCR_OFFSET), item(item_base + j)))
         check(b.icmp_signed("==", field(obj, ARRAY_NDIM_OFFSET, I32),
                             ir.Constant(I32, len(dims))))
@@ -1319,6 +1331,8 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
         scalars.append(_python_number(gen, b, obj, p.dtype, a.type, check,
                                       int_bounds[j] if int_bounds else None))
     descr = item(item_base + len(array_objs))
+    if any_order:
+        check(b.or_(all_c, all_f))
     if long and n_sizes:            # symbolic sizes: decided by the output's size
         long = b.icmp_signed(">=", count, ir.Constant(I64, GIL_FREE_ITERATIONS))
     into, fresh = e.fn.append_basic_block("into"), e.fn.append_basic_block("fresh")
@@ -1326,6 +1340,7 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
 
     # direct(*args, out): the kernel writes into out
     b.position_at_end(into)
+    check(all_c)
     out = b.load(b.gep(argv, [ir.Constant(I64, len(layout))], source_etype=PTR), typ=PTR)
     check(b.icmp_unsigned("==", field(out, OBJECT_TYPE_OFFSET), ndarray))
     writable = ir.Constant(I32, ARRAY_OK_FLAGS | ARRAY_WRITEABLE)
@@ -1365,7 +1380,8 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     # PyArray_Empty(nd, dims, descr (a reference it steals), fortran)
     empty = b.load(api, typ=ir.FunctionType(PTR, [I32, PTR, PTR, I32]).as_pointer())
     b.call(e.incref, [descr])
-    out = b.call(empty, [ir.Constant(I32, len(out_dims)), dims_ptr, descr, ir.Constant(I32, 0)])
+    fortran = b.zext(b.not_(all_c), I32) if any_order else ir.Constant(I32, 0)
+    out = b.call(empty, [ir.Constant(I32, len(out_dims)), dims_ptr, descr, fortran])
     made = e.fn.append_basic_block("made")
     failed = e.fn.append_basic_block("failed")
     b.cbranch(b.icmp_unsigned("==", out, ir.Constant(PTR, None)), failed, made)

@@ -798,6 +798,25 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
 
 
 
+def layout_free(sched, inputs, outputs):
+    """Whether the kernel computes every output element from the inputs' elements at its
+    own position only (in_place_inputs holds for every input, each of the output's shape)
+    and uses no index as a value: it then computes the same over any one memory order that
+    all its arrays share, so its C-order loops serve Fortran-ordered arrays too (a.T + b.T
+    on the memory of a and b, the output Fortran-ordered, as NumPy's)."""
+    if not inputs or len(outputs) != 1 or len(outputs[0].shape) < 2 or \
+            len(in_place_inputs(sched, inputs, outputs)) != len(inputs):
+        return False
+    for st in sched.stages.values():
+        op = st.tensor.op
+        axes = {id(a.var) for a in op.axes}
+        nodes = list(walk_expr(op.body))
+        uses = sum(1 for n in nodes if id(n) in axes)
+        if uses != sum(len(n.indices) for n in nodes if isinstance(n, Access)):
+            return False        # (an index read as a value: i <= j, an iota)
+    return True
+
+
 def in_place_inputs(sched, inputs, outputs):
     """Positions of the inputs that may be the output itself (out= that very array): in a
     kernel of one output whose every stage is elementwise over the output's rank (no

@@ -505,9 +505,12 @@ def repeat(a, repeats, axis=None):
         if any(r < 0 for r in reps):
             raise ShapeError("repeats may not contain negative values.", user_loc())
         return take(a, np.repeat(np.arange(n), reps), axis)
-    return apply("repeat", man.repeat, (a,), (("repeats", reps),
-                                            ("axis", None if axis is None
-                                             else operator.index(axis))), names=("a",))
+    r = apply("repeat", man.repeat, (a,), (("repeats", reps),
+                                         ("axis", None if axis is None
+                                          else operator.index(axis))), names=("a",))
+    if reps == 1 and type(r) is np.ndarray and r.ndim > 1 and not r.flags.c_contiguous:
+        r = np.ascontiguousarray(r)     # (a count of 1 is a copy, which kept a.T's order:
+    return r                            # NumPy's repeat is C-ordered)
 
 
 def _counts(value):

@@ -19,6 +19,7 @@ from jitdl.schedule.auto import auto_schedule
 
 ARRAY_FLAGS_OFFSET = 64          # int flags of PyArrayObject on 64-bit CPython builds
 ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
+ARRAY_F_OK_FLAGS = 0x0102        # NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED
 ARRAY_WRITEABLE = 0x0400         # NPY_ARRAY_WRITEABLE
 ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, dimensions, descr
 # kernel outputs of at least this many bytes come from runtime.pool (reused memory);
