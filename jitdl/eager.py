@@ -372,6 +372,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if table is not None and type(k) is not _ScalarOut:
         _remember(table, tkey, k, operands, slot, _directs.get(key))
     if out is None:
+        d = _directs.get(key)
+        if d is not None:       # (the entry later calls take: Fortran-ordered operands of
+            r = d(*operands)    # an elementwise kernel give a Fortran-ordered result)
+            if r is not _MISS:
+                return r
         return k.run(operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k
     shape, dtype = kernel.out_specs[0]
