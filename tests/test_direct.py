@@ -114,6 +114,25 @@ def test_a_kernel_that_reads_its_indices_keeps_to_c_order():
     np.testing.assert_array_equal(jnp.triu(a), np.triu(a))
 
 
+@pytest.mark.parametrize("order", ["K", "C", "F", "A"])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_copy_answers_in_the_order_it_is_asked_for(order, layout):
+    """copy's kernel is elementwise: its entry makes a.T's copy Fortran-ordered, which is
+    NumPy's order='K' but not order='C' (it was Fortran-ordered there, on the first call
+    and after); 'F' and 'A' follow NumPy's too."""
+    a = rand((30, 70), np.float64)
+    x = {"C": a, "F": a.T, "strided": a[:, ::2]}[layout]
+    want = np.copy(x, order=order)
+    eager.clear()
+    for _ in range(3):              # (the first call and those the entry serves)
+        got = jnp.copy(x, order=order)
+        np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(got, x)
+        if layout != "strided" or order != "K":     # (K of a strided view: C order)
+            assert got.flags.c_contiguous == want.flags.c_contiguous, (order, layout)
+            assert got.flags.f_contiguous == want.flags.f_contiguous, (order, layout)
+
+
 def test_a_large_output_is_left_to_the_pool():
     a = rand(1000, np.float32)
     d = direct_builtin(kernel_of("negative", a), (a,))

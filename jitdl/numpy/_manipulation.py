@@ -190,8 +190,17 @@ def array_split(ary, indices_or_sections, axis=0):
 
 # -- kernels --------------------------------------------------------------------------------
 def copy(a, order="K"):
-    """numpy.copy as a kernel (a new C-ordered array)."""
-    return apply("copy", man.copy, (a,), names=("a",))
+    """numpy.copy as a kernel (a new array): order='K' as the kernel writes it (a
+    Fortran-ordered operand's order, else C order), 'C' C order, 'F' Fortran order, 'A'
+    Fortran order where the operand is Fortran-contiguous (a.T), else C order."""
+    r = apply("copy", man.copy, (a,), names=("a",))
+    if type(r) is np.ndarray and r.ndim > 1 and order not in ("K", "k"):
+        # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
+        # Fortran-ordered)
+        fortran = order in ("F", "f") or order in ("A", "a") and \
+            isinstance(a, np.ndarray) and a.flags.f_contiguous
+        r = np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
+    return r
 
 
 def _swapped(dtype):
@@ -622,7 +631,8 @@ STATUS = {
     "split": "done (list of views on arrays; in dynamic definitions an unequal split of a "
              "symbolic axis is an IndexError at the call)",
     "array_split": "done (list of views on arrays)",
-    "copy": "partial: order= ignored (always C order)",
+    "copy": "partial: order='K' gives C order for a non-contiguous operand (NumPy keeps "
+            "the order of its strides)",
     "astype": "done (float to integer: NaN gives 0 and a value outside the integer type "
               "saturates to its limits, on every machine and inside definitions; NumPy's "
               "result there is the platform's: on x86 int8(300.7) is 44, uint8(-2.9) is "
