@@ -183,13 +183,16 @@ def dot(a, b):
 def vdot(a, b):
     """np.vdot for real operands: the sum of the elementwise product of the flattened
     operands (which must have as many elements)."""
-    a, b = ravel(operand(a)), ravel(operand(b))
+    a0, b0 = operand(a), operand(b)
+    a, b = ravel(a0), ravel(b0)
     na, nb = a.shape[0], b.shape[0]
-    if not same_dim(na, nb) and may_agree(na, nb) and \
-            not all(isinstance(n, (int, SizeVar)) for n in (na, nb)):
-        # (an argument's size each: the call checks them; products of sizes it cannot)
-        raise ShapeError(f"vdot(): the flattened operands' sizes {na} and {nb} are symbolic "
-                         f"(a dynamic definition) and cannot be checked to agree; give "
+    if not same_dim(na, nb) and may_agree(na, nb) and not all(
+            isinstance(n, SizeVar) or isinstance(n, int) and len(shape_of(x)) <= 1
+            for n, x in ((na, a0), (nb, b0))):
+        # (an argument's size each, or a 1-d one's fixed size: the call checks them; a
+        # product of sizes, or a fixed size of a flattened operand, it cannot)
+        raise ShapeError(f"vdot(): in a dynamic definition the flattened operands' sizes "
+                         f"({na} and {nb}) cannot be checked to agree at the call; give "
                          f"vdot 1-D operands there", user_loc())
     if not may_agree(na, nb):
         raise ShapeError(f"cannot reshape array of size {b.shape[0]} into shape "
