@@ -88,12 +88,21 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         if out is None and table is None:
             run = _runs.get(key)
             if run is not None:
-                _direct[slot_key] = _directs.get(key)
+                d = _direct[slot_key] = _directs.get(key)
+                if d is not None:   # (the entry the next call takes: it answers in the
+                    r = d(*operands)    # same order, Fortran for a.T's elementwise op)
+                    if r is not _MISS:
+                        return r
                 return run(operands)
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out, operands)):
             if table is not None and type(k) is not _ScalarOut:
                 _remember(table, tkey, k, operands, slot, _directs.get(key))
+            d = _directs.get(key) if out is None else None
+            if d is not None:
+                r = d(*operands)
+                if r is not _MISS:
+                    return r
             if out is not None and getattr(k, "fast", None) and k.single:
                 sizes = k.dims(operands)[0] if k.dims is not None else ()
                 _outs[key] = (k, out.shape, tuple(sizes))

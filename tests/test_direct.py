@@ -103,6 +103,31 @@ def test_fortran_ordered_operands_of_an_elementwise_kernel(name, operands):
         same(getattr(jnp, name)(*args, out=out), want)
 
 
+def test_the_order_of_a_result_does_not_depend_on_earlier_calls():
+    """An op's first call on a.T answers in Fortran order whatever other calls left in its
+    slots: after round of a float32 a.T, round of a float64 a.T (whose kernel was made
+    earlier) went through the kernel's C-order run once, then the direct entry."""
+    a64 = rand((9, 13), np.float64).T
+    a32 = rand((9, 13), np.float32, 1).T
+    eager.clear()
+    jnp.round(np.ascontiguousarray(a64))
+    jnp.round(a32)              # (its entry is now the op's slot: a float64 call misses it)
+    for _ in range(2):
+        r = jnp.round(a64)
+        assert r.flags.f_contiguous and not r.flags.c_contiguous
+        np.testing.assert_array_equal(r, np.round(a64))
+
+
+def test_copy_checks_its_order_as_numpy_does():
+    a = rand((3, 4), np.float64)
+    with pytest.raises(ValueError, match="order must be one of"):
+        jnp.copy(a, order="X")
+    with pytest.raises(TypeError, match="order must be str"):
+        jnp.copy(a, order=3)
+    assert jnp.copy(a.T, order=None).flags.f_contiguous
+    assert jnp.permute_dims(a).shape == (4, 3)
+
+
 def test_a_kernel_that_reads_its_indices_keeps_to_c_order():
     """triu reads each element at its own position but compares its indices: on a.T's
     memory the loops' indices would be the transposes', so it takes no Fortran operand."""

@@ -75,8 +75,8 @@ def transpose(a, axes=None):
     return apply("transpose", man.transpose, (a,), (("axes", _static(axes)),), names=("a",))
 
 
-def permute_dims(a, axes):
-    """The array API's permute_dims: numpy.transpose with the axes given."""
+def permute_dims(a, axes=None):
+    """numpy.permute_dims (the array API's): numpy.transpose, axes reversed by default."""
     return transpose(a, axes)
 
 
@@ -193,6 +193,13 @@ def copy(a, order="K"):
     """numpy.copy as a kernel (a new array): order='K' as the kernel writes it (a
     Fortran-ordered operand's order, else C order), 'C' C order, 'F' Fortran order, 'A'
     Fortran order where the operand is Fortran-contiguous (a.T), else C order."""
+    if order is None:
+        order = "K"
+    if not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__module__}."
+                        f"{type(order).__name__}".replace("builtins.", ""))
+    if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     r = apply("copy", man.copy, (a,), names=("a",))
     if type(r) is np.ndarray and r.ndim > 1 and order not in ("K", "k"):
         # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
