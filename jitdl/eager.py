@@ -88,22 +88,15 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         if out is None and table is None:
             run = _runs.get(key)
             if run is not None:
-                d = _direct[slot_key] = _directs.get(key)
-                if d is not None:   # (the entry the next call takes: it answers in the
-                    r = d(*operands)    # same order, Fortran for a.T's elementwise op)
-                    if r is not _MISS:
-                        return r
-                return run(operands)
+                _direct[slot_key] = _directs.get(key)
+                return _direct_first(key, run, operands)
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out, operands)):
             if table is not None and type(k) is not _ScalarOut:
                 _remember(table, tkey, k, operands, slot, _directs.get(key))
-            d = _directs.get(key) if out is None else None
-            if d is not None:
-                r = d(*operands)
-                if r is not _MISS:
-                    return r
-            if out is not None and getattr(k, "fast", None) and k.single:
+            if out is None:
+                return _direct_first(key, k.run, operands)
+            if getattr(k, "fast", None) and k.single:
                 sizes = k.dims(operands)[0] if k.dims is not None else ()
                 _outs[key] = (k, out.shape, tuple(sizes))
             return k.run(operands, out)
@@ -112,6 +105,18 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
             raise
     return _slow(name, builder, operands, static, out, names, table, tkey, slot, casting,
                  broadcast_out)
+
+
+def _direct_first(key, run, operands):
+    """The call of the kernel of `key` through its direct entry, the one later calls
+    take, else run(operands): both answer alike but in layout, where the entry makes the
+    result of Fortran-ordered operands of an elementwise kernel Fortran-ordered."""
+    d = _directs.get(key)
+    if d is not None:
+        r = d(*operands)
+        if r is not _MISS:
+            return r
+    return run(operands)
 
 
 _I64 = 2 ** 63
@@ -381,12 +386,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if table is not None and type(k) is not _ScalarOut:
         _remember(table, tkey, k, operands, slot, _directs.get(key))
     if out is None:
-        d = _directs.get(key)
-        if d is not None:       # (the entry later calls take: Fortran-ordered operands of
-            r = d(*operands)    # an elementwise kernel give a Fortran-ordered result)
-            if r is not _MISS:
-                return r
-        return k.run(operands)
+        return _direct_first(key, k.run, operands)
     kernel = k.kernel if isinstance(k, _ScalarOut) else k
     shape, dtype = kernel.out_specs[0]
     if kernel.dims is not None:         # symbolic extents: this call's output shape

@@ -337,18 +337,14 @@ def _binary(name, doc):
                         return r
                 if type(x1) is _ndarray:
                     t2 = type(x2)
-                    f1 = x1.flags
-                    if not f1.c_contiguous and f1.f_contiguous and x1.ndim > 1:
-                        # Fortran-ordered operands (a.T): the op on their transposes, which
-                        # are C-contiguous, transposed back (NumPy's result is Fortran-
-                        # ordered too): a call on the fast path, where the kernel's own
-                        # reorder took 5 us (25x40 float64 a.T + a.T: 7.1 -> 1.6 us)
-                        y1 = x1.T
-                        if t2 is _ndarray and x2.shape == x1.shape:    # (inline: the
-                            y2 = x2.T if x2.flags.f_contiguous else None   # usual case)
-                        else:
-                            y2 = _fortran_operand(x2, x1)
+                    if not x1.flags.c_contiguous and x1.ndim > 1 and x1.flags.f_contiguous:
+                        # Fortran-ordered operands (a.T) the kernel's direct entry did not
+                        # serve (another kernel's in the slot): the op on their transposes,
+                        # which are C-contiguous, transposed back (NumPy's result is
+                        # Fortran-ordered too), where the kernel's own reorder took 5 us
+                        y2 = _fortran_operand(x2, x1)
                         if y2 is not None:
+                            y1 = x1.T
                             if d is not None:
                                 r = d(y1, y2)
                                 if r is not _MISS:

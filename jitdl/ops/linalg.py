@@ -297,9 +297,9 @@ def einsum(*xs, subscripts, dtype=None):
                 continue            # (a broadcast axis: its extent is the others')
             have = extents.setdefault(c, d)
             if may_agree(have, d) and labels.count(c) == 1:
-                if not isinstance(have, int):
-                    extents[c] = d      # (an int where one operand has it; symbolic sizes
-                continue                # agree or the call says they do not)
+                if isinstance(d, int):  # (an int where one operand has it; symbolic sizes
+                    extents[c] = d      # agree or the call says they do not)
+                continue
             if same_dim(have, d):
                 continue
             if c.startswith("."):

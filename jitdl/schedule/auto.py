@@ -230,24 +230,25 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
     budget = target.pack_block_bytes
     for acc in [n for n in walk_expr(op.body) if isinstance(n, Access)]:
         t = acc.tensor
-        across = _transposed_dim(op, acc)       # (B[j, k]: packed whenever tiled, else
-        dim = t.ndim - 1 if across is None else across    # every tile row gathers)
-        if t.ndim < 2 or f"{t.name}_pack" in s.stages or across is None and (
-                acc.indices[-1] is not last.var
-                or any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i))):
+        if t.ndim < 2 or f"{t.name}_pack" in s.stages:
             continue
-        inlined = s.stages.get(t.name)
-        if across is not None:
-            pass
-        elif inlined is not None and inlined.tensor is t and inlined.attach == "inline":
-            # an inlined stage (B.T of A @ B.T, a transposed view of a contraction) would
-            # gather each tile row from B's columns: packed wherever the tile rereads it,
-            # short reduction, one panel, few row blocks of cand or not (tensordot over
-            # axes 1 and 3 of (8, 10, 12, 14) with (10, 16, 14) float32: 53 -> 18 us)
-            if _rereads(op, acc, last) < 2 * ti:
+        dim = _transposed_dim(op, acc)      # (B[j, k]: packed whenever tiled, else every
+        if dim is None:                     # tile row gathers)
+            dim = t.ndim - 1
+            inlined = s.stages.get(t.name)
+            if acc.indices[-1] is not last.var or \
+                    any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
                 continue
-        elif red_work < 64 or cand.extent < 4 * ti or t.shape[-1] < 2 * tj:
-            continue        # (a short reduction reads an operand's rows in place)
+            if inlined is not None and inlined.tensor is t and inlined.attach == "inline":
+                # an inlined stage (B.T of A @ B.T, a transposed view of a contraction)
+                # would gather each tile row from B's columns: packed wherever the tile
+                # rereads it, short reduction, one panel, few row blocks of cand or not
+                # (tensordot over axes 1 and 3 of (8, 10, 12, 14) with (10, 16, 14)
+                # float32: 53 -> 18 us)
+                if _rereads(op, acc, last) < 2 * ti:
+                    continue
+            elif red_work < 64 or cand.extent < 4 * ti or t.shape[-1] < 2 * tj:
+                continue        # (a short reduction reads an operand's rows in place)
         itemsize = dtypes.itemsize(t.dtype)
         panels = -(-t.shape[dim] // tj)
         rows, kdim = 1, None     # rows of t the reduction reads (a bare reduction variable
@@ -499,8 +500,9 @@ def _streamed_operand(st, last):
         if t.ndim >= 2 and acc.indices[-1] is last.var \
                 and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
             return t, t.ndim - 1
-        if _transposed_dim(st.tensor.op, acc) is not None:      # (B[j, k])
-            return t, _transposed_dim(st.tensor.op, acc)
+        across = _transposed_dim(st.tensor.op, acc)             # (B[j, k])
+        if across is not None:
+            return t, across
     return None
 
 
