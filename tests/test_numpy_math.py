@@ -1033,7 +1033,9 @@ def test_exp_and_log_families_are_vector_code_within_an_ulp(name, dt):
         with np.errstate(all="ignore"):
             got = np.roll(getattr(jnp, name)(np.roll(x, shift)), -shift)
         assert got.dtype == dt
-        special = ~np.isfinite(want) | (want == 0)
+        # (NumPy's AVX-512 float32 exp2 flushes results under 2^-149.5 to zero where the
+        # rounded answer is the least denormal: those are held to the exact value instead)
+        special = ~np.isfinite(want) | ((want == 0) & (exact == 0))
         signed = special & ~np.isnan(want)      # (NumPy's NaNs differ in sign by dtype)
         np.testing.assert_array_equal(got[special], want[special])
         np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
