@@ -340,6 +340,16 @@ def test_tensordot_axes_counts(axes):
     same(jnp.tensordot(a, b, axes=axes), np.tensordot(a, b, axes=axes))
 
 
+@pytest.mark.parametrize("axes", [(np.array([1]), np.array([0])), (range(1, 2), [0]),
+                                  ([np.int64(1)], (np.int32(0),))])
+def test_tensordot_axes_as_arrays_and_ranges(axes):
+    """Each side of the axes pair is any sequence NumPy takes (an array of ints, a range),
+    its NumPy integers too; an array of them was an unhashable static argument."""
+    a, b = rand(3, 4), rand(4, 5)
+    same(jnp.tensordot(a, b, axes), np.tensordot(a, b, axes))
+    same(jd.compute(lambda A, B: jnp.tensordot(A, B, axes))(a, b), np.tensordot(a, b, axes))
+
+
 @pytest.mark.parametrize("shape, reps", [((3, 4), 2), ((3, 4), (2, 1)), ((3,), (2, 1, 3)),
                                          ((2, 1, 3), (2, 2)), ((3, 4), (0, 2))])
 def test_tile(shape, reps):

@@ -109,7 +109,20 @@ def _axes(axes):
         error = ArgumentError if isinstance(e, TypeError) else ShapeError
         raise error(f"tensordot(): axes must be an int or a pair of axis sequences, "
                     f"got {axes!r}", user_loc()) from None
-    return tuple(tuple(v) if isinstance(v, (list, tuple)) else (v,) for v in (a, b))
+    return tuple(_axis_seq(v) for v in (a, b))
+
+
+def _axis_seq(v):
+    """One side of tensordot's axes pair as a tuple, as NumPy reads it: any sequence
+    (a list, tuple, range or an array of ints) or a single axis; NumPy integers as ints (a
+    hashable static argument)."""
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    try:
+        v = tuple(v)
+    except TypeError:
+        v = (v,)
+    return tuple(int(x) if isinstance(x, np.integer) else x for x in v)
 
 
 def tensordot(a, b, axes=2):
