@@ -218,6 +218,10 @@ def test_pad_ints_and_errors():
     same(jnp.pad(x, 3, constant_values=7), np.pad(x, 3, constant_values=7))
     e = raises_like(lambda: jnp.pad(x, -1), lambda: np.pad(x, -1))
     assert "index can't contain negative values" in str(e)
+    z = np.array(2.0)       # (a 0-d array has no axis to pad: NumPy checks the widths given)
+    for mode in ("constant", "edge", "reflect"):
+        e = raises_like(lambda: jnp.pad(z, -1, mode), lambda: np.pad(z, -1, mode))
+        assert "index can't contain negative values" in str(e)
     raises_like(lambda: jnp.pad(x, ((1, 2), (1, 1))), lambda: np.pad(x, ((1, 2), (1, 1))))
     raises_like(lambda: jnp.pad(x, 1.5), lambda: np.pad(x, 1.5))
     raises_like(lambda: jnp.pad(x[:0], 1, "edge"), lambda: np.pad(x[:0], 1, "edge"))

@@ -365,6 +365,9 @@ def pad(array, pad_width, mode="constant", **kwargs):
     widths = np.asarray(pad_width)
     if widths.dtype.kind not in "iu":
         raise ArgumentError("`pad_width` must be of integral type.", user_loc())
+    if widths.size and widths.min() < 0:    # (NumPy checks the widths as given: a 0-d
+        # array's broadcast to (0, 2) leaves none to check)
+        raise ShapeError("index can't contain negative values", user_loc())
     widths = tuple(tuple(map(int, p)) for p in np.broadcast_to(widths, (ndim, 2)))
     static = (("pad_width", widths), ("mode", mode))
     if common and len(_PAD_STATIC) < 1024:
