@@ -611,6 +611,20 @@ def test_einsum_dtypes_and_errors():
         jnp.einsum("ij", x, x)
 
 
+def test_einsum_sublist_form():
+    """NumPy's einsum(op0, sublist0, op1, sublist1, [out]): ints 0-51 and Ellipsis, implicit
+    output in NumPy's label order (0-25 before 26-51), eagerly and in a definition."""
+    a, b, c = rand(3, 4), rand(4, 5), rand(2, 3, 4)
+    for args in [(a, [0, 1], b, [1, 2], [0, 2]), (a, [0, 1], b, [1, 2]), (a, [30, 0]),
+                 (a, [0, 30]), (c, [Ellipsis, 1], [1, Ellipsis]), (a, [5, 5 + 26], b, [31, 7]),
+                 (c, [0, 1, 2], a, [1, 2], [0])]:
+        same(jnp.einsum(*args), np.einsum(*args))
+    f = jd.compute(lambda X, Y: jnp.einsum(X, [4, 1], Y, [1, 40]))
+    same(f(a, b), np.einsum(a, [4, 1], b, [1, 40]))
+    for bad in ([0, 60], [0, 1.0], [0, True], [0, -1], "ab"):
+        raises_like(lambda: jnp.einsum(a, bad), lambda: np.einsum(a, bad))
+
+
 def test_products_in_definitions():
     a, w, bias = rand(3, 4), rand(4, 5), rand(5)
     v = rand(4)

@@ -135,8 +135,7 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
     """numpy.einsum with explicit or implicit output and '...' subscripts, one stage for
     any number of operands (optimize= has nothing to choose: one fused stage)."""
     if not isinstance(subscripts, str):
-        raise ArgumentError("einsum(): jd.numpy takes the subscripts as a string "
-                            f"('ij,jk->ik'), got {type(subscripts).__name__}", user_loc())
+        subscripts, operands = _sublist_form(subscripts, operands)
     static = (("subscripts", subscripts),)
     if dtype is not None:
         static += (("dtype", kernel_dtype("einsum", dtype, _einsum_of(subscripts), operands,
@@ -145,6 +144,31 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
         numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
     return apply("einsum", la.einsum, operands, static, out,
                  tuple(f"a{k}" for k in range(len(operands))), casting=casting)
+
+
+def _sublist_form(first, rest):
+    """NumPy's other einsum form, einsum(op0, sublist0, op1, sublist1, ..., [sublistout]),
+    as a subscripts string and the operands: labels 0-25 are 'A'-'Z', 26-51 'a'-'z' (NumPy's
+    order, which implicit output follows)."""
+    args = (first,) + tuple(rest)
+    pairs, out = args[:len(args) // 2 * 2], args[len(args) // 2 * 2:]
+
+    def labels(sub):
+        text = ""
+        for v in (sub if hasattr(sub, "__iter__") else (sub,)):
+            if v is Ellipsis:
+                text += "..."
+                continue
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError("einsum(): each subscript must be either an integer or an "
+                                "ellipsis")
+            if not 0 <= v < 52:
+                raise ValueError("einsum(): subscript is not within the valid range [0, 52)")
+            text += chr(ord("A") + v) if v < 26 else chr(ord("a") + v - 26)
+        return text
+    ins = ",".join(labels(pairs[k + 1]) for k in range(0, len(pairs), 2))
+    arrow = "->" + labels(out[0]) if out else ""
+    return ins + arrow, pairs[0::2]
 
 
 @functools.lru_cache(maxsize=256)
@@ -160,7 +184,7 @@ STATUS = {
     "outer": "done",
     "vecdot": "done (real dtypes only: jitdl has no complex)",
     "tensordot": "done",
-    "einsum": "done (optimize= ignored: one fused stage)",
+    "einsum": "done (both forms; optimize= ignored: one fused stage)",
 }
 
 __all__ = list(STATUS)
