@@ -1444,3 +1444,25 @@ def test_an_error_of_numpys_class_pickles():
         back = pickle.loads(pickle.dumps(got.value))
         assert type(back) is type(got.value) and str(back) == str(got.value)
         assert back.message == got.value.message and back.loc == got.value.loc
+
+
+def test_where_with_an_out_that_cannot_take_the_result_is_numpys_ufunc_error():
+    """A ufunc's where= with an out= its result cannot be cast to under casting= raises
+    NumPy's UFuncTypeError naming the function (np.copyto's 'Cannot cast array data'
+    TypeError did before), for unary and binary ufuncs, power and clip (found by review)."""
+    w = np.array([True, False, True])
+    x = np.array([0.5, 1.5, 2.5])
+    for case in (lambda m: m.exp(x, out=np.zeros(3, np.int64), where=w),
+                 lambda m: m.add(x, 1, out=np.zeros(3, np.int64), where=w),
+                 lambda m: m.power(x, 2, out=np.zeros(3, np.int64), where=w),
+                 lambda m: m.clip(x, 0, 1, out=np.zeros(3, np.int64), where=w),
+                 lambda m: m.add(x, 1, out=np.zeros(3, np.float32), where=w, casting="safe")):
+        with pytest.raises(np._core._exceptions._UFuncOutputCastingError) as want:
+            case(np)
+        with pytest.raises(np._core._exceptions._UFuncOutputCastingError,
+                           match="cannot cast the result from dtype") as got:
+            case(jnp)
+        assert str(want.value).split("'")[1] in str(got.value)   # (the function's name)
+    for case in (lambda m: m.add(x, 1, out=np.zeros(3, np.int64), where=w, casting="unsafe"),
+                 lambda m: m.exp(x.astype(np.float32), out=np.ones(3), where=w)):
+        same(case(jnp), case(np), rtol=2.4e-7)       # (float32 exp: within an ulp)

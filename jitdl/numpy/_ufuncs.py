@@ -11,8 +11,8 @@ import warnings
 
 import numpy as np
 
-from jitdl.eager import (apply, apply_out, array_module_function, fast_state, has_huge_int,
-                          kernel_dtype, merged_run, numpy_accepts)
+from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
+                          has_huge_int, kernel_dtype, merged_run, numpy_accepts)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -129,11 +129,12 @@ def _layout(result, order, args, out):
     return array_module_function(name, fn, (result,), {})(result)
 
 
-def _where_out(out, result, where, casting):
+def _where_out(out, result, where, casting, name=None):
     """A ufunc's where= with out=: out takes the result where `where` holds and keeps its
-    own elements elsewhere. Without out= (or out=(None,)) the mask takes part in the
-    result's broadcast shape, and NumPy leaves the elements it masks out uninitialised:
-    here they hold the computed values."""
+    own elements elsewhere (a result out= cannot take under casting= is NumPy's
+    UFuncTypeError naming the function `name`, not np.copyto's). Without out= (or
+    out=(None,)) the mask takes part in the result's broadcast shape, and NumPy leaves
+    the elements it masks out uninitialised: here they hold the computed values."""
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if out is None:
         if is_symbolic(result) or is_symbolic(where):
@@ -155,6 +156,8 @@ def _where_out(out, result, where, casting):
             return out
         raise ArgumentError(f"out= must be a NumPy array with where=, got "
                             f"{type(out).__name__}", user_loc())
+    if name is not None:
+        _castable(name, np.asarray(result).dtype, out.dtype, casting)
     np.copyto(out, result, casting=casting, where=where)
     return out
 
@@ -212,7 +215,7 @@ def _unary(name, doc):
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
-                                          where, casting), order, (x,), out)
+                                          where, casting, name), order, (x,), out)
             if dtype is None and _half(np_fn, (x,)):
                 raise UnsupportedDtypeError(name)
             if type(x) is int and not -_I64 <= x < _I64 and not tracing():
@@ -397,7 +400,7 @@ def _binary(name, doc):
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
-                                          where, casting), order, (x1, x2), out)
+                                          where, casting, name), order, (x1, x2), out)
             if dtype is None and _half(np_fn, (x1, x2)):
                 raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
@@ -606,7 +609,7 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
         result = _power(x1, x2, out, dtype, casting)
     else:
         result = _where_out(out, _power(x1, x2, None, dtype, casting, _UNCHECKED), where,
-                            casting)
+                            casting, "power")
     return _layout(result, order, (x1, x2), out)
 
 
@@ -681,7 +684,7 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     where = _options(where, order)
     if where is not True:
         return _layout(_where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
-                                  where, casting), order, (a, a_min, a_max), out)
+                                  where, casting, "clip"), order, (a, a_min, a_max), out)
     if isinstance(a, (list, tuple)) or type(a) in (bool, int, float, complex) and not (
             is_symbolic(a_min) or is_symbolic(a_max)):
         a = np.asarray(a)     # (its dtype decides the bounds, as NumPy's: a strong type)
