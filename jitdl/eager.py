@@ -22,8 +22,9 @@ from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
-from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, direct_builtin,
-                                  freeze_static, other_key)
+from jitdl.ir import weak
+from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, KernelChecks, allocator,
+                                  direct_builtin, freeze_static, other_key)
 
 _ndarray = np.ndarray
 _SCALARS = (bool, int, float)
@@ -505,11 +506,35 @@ def _empty_result(key, name, builder, static, names, operands):
         spec = None
         if len(outs) == 1 and all(isinstance(d, int) for d in outs[0].shape) \
                 and 0 in outs[0].shape:
-            spec = (tuple(outs[0].shape), np.dtype(outs[0].dtype))
+            # (with the Python-int arguments' checks a kernel makes: NumPy raises its
+            # OverflowError for add(int8 array, 300) also where the array is empty)
+            spec = (tuple(outs[0].shape), np.dtype(outs[0].dtype),
+                    weak.checks([(t.op.body, t.op.loc) for t in graph.stages]))
         if len(_empties) >= _KEPT:
             _empties.clear()
         _empties[key] = spec
-    return None if spec is None else np.empty(*spec)
+    if spec is None:
+        return None
+    if spec[2]:
+        values = {n: a for n, a in zip(names, operands) if type(a) is int}
+        for dtype, tree, text, context, loc in spec[2]:
+            if not set(weak.names(tree)) <= values.keys():
+                continue
+            try:
+                v = weak.evaluate(tree, values)
+                if v is not None:
+                    weak.fit(v, dtype)
+            except weak.Overflow as e:
+                KernelChecks._raise_overflow(_Named(name), e, dtype, tree, text, context,
+                                             loc, values)
+    return np.empty(spec[0], spec[1])
+
+
+class _Named:
+    """What KernelChecks' overflow message reads of a kernel: its function's name."""
+
+    def __init__(self, fname):
+        self.fname = fname
 
 
 def _castable(name, dtype, to, casting):

@@ -144,6 +144,25 @@ def test_python_int_out_of_range_raises_overflow_error():
             jnp.add(x1, x2)
 
 
+def test_python_int_out_of_range_raises_overflow_error_with_empty_arrays():
+    """An empty array's result is made without a kernel, but the Python int is still
+    checked against the dtype it meets, as NumPy does (it returned an empty array);
+    where NumPy takes any int (a comparison, clip, where, a shift count) it still does."""
+    e8, e16 = np.zeros(0, np.int8), np.zeros((2, 0), np.int16)
+    for case in (lambda m: m.add(e8, 300), lambda m: m.subtract(-129, e8),
+                 lambda m: m.maximum(e16, 2 ** 40), lambda m: m.add(np.zeros(0, np.uint8), -1),
+                 lambda m: m.add(e8, 2 ** 70)):
+        for _ in range(2):                       # (the second call: the cached empty result)
+            with pytest.raises(OverflowError):
+                case(np)
+            with pytest.raises(OverflowError):
+                case(jnp)
+    for case in (lambda m: m.add(e8, 5), lambda m: m.less(e8, 300),
+                 lambda m: m.clip(e8, 0, 300), lambda m: m.left_shift(e8, -1),
+                 lambda m: m.where(np.zeros(0, bool), e8, 300)):
+        same(case(jnp), case(np))
+
+
 BIG = 2 ** 70      # a Python int beyond int64
 
 
