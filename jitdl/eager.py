@@ -556,13 +556,24 @@ def _device_out(name, kernel, operands, out, shape, dtype, casting):
     return out
 
 
+# ndarray subclasses whose NumPy semantics differ from their data's: masks, 2-d reductions
+_NUMPYS_OWN = (np.ma.MaskedArray, np.matrix)
+
+
 def _normalise(name, a, what):
     """An operand as a kernel takes it: an array of a supported dtype or a Python/NumPy
     scalar; lists and other array-likes through np.asarray, as NumPy does."""
     if type(a) in _SCALARS or isinstance(a, np.generic) and a.dtype.name in dtypes.SUPPORTED:
         return a
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
-        a = np.asarray(a)           # a subclass (np.matrix, ...): its data as an ndarray
+        if isinstance(a, _NUMPYS_OWN):
+            # (a masked array's kernel would read its masked elements too, and a matrix's
+            # reductions stay 2-d: NumPy's function answers them, as for a foreign dtype)
+            raise UnsupportedDtypeError(
+                f"{name}(): argument '{what}' is a {type(a).__module__}."
+                f"{type(a).__qualname__}, which jitdl does not compile (NumPy's functions "
+                f"give it its own semantics); pass np.asarray(...) of it", user_loc())
+        a = np.asarray(a)           # a subclass (np.memmap, ...): its data as an ndarray
     if is_device_array(a):          # a GPU array: the kernel runs on the GPU
         from jitdl.runtime.cuda import dtype_of
         if dtype_of(a).name not in dtypes.SUPPORTED:

@@ -410,6 +410,27 @@ def test_ndarray_subclasses_never_reuse_another_shapes_kernel():
     same(double(np.arange(5.0).view(_Sub)), np.arange(5.0) * 2)
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_masked_arrays_and_matrices_are_numpys():
+    """A masked array's mask and a matrix's 2-d reductions are NumPy's semantics, not its
+    data's: jd.numpy read the masked elements too (sum 21 for NumPy's 13) and gave a
+    matrix's sum over axis 0 one dimension (found by review). NumPy's function answers."""
+    ma = np.ma.array([[1.0, 2, 3], [4, 5, 6]], mask=[[0, 1, 0], [0, 0, 1]])
+    mat = np.matrix([[1.0, 2], [3, 4]])
+    for case in (lambda m: m.sum(ma), lambda m: m.mean(ma, axis=0), lambda m: m.max(ma),
+                 lambda m: m.argmax(ma), lambda m: m.exp(ma), lambda m: m.add(1.5, ma),
+                 lambda m: m.where(ma > 2, ma, 0), lambda m: m.clip(ma, 2, 4),
+                 lambda m: m.sum(mat, axis=0), lambda m: m.multiply(mat, mat),
+                 lambda m: m.var(mat, axis=1)):
+        got, want = case(jnp), case(np)
+        assert type(got) is type(want)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want))
+        np.testing.assert_allclose(np.ma.filled(got, 0), np.ma.filled(want, 0))
+    with pytest.raises(TypeError, match="MaskedArray, which jitdl does not compile"):
+        jd.nn.relu(ma)
+
+
 def test_numpy_functions_and_truth_of_whole_tensors(rng):
     @jd.compute
     def dot(X, W):
