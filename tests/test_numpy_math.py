@@ -1485,3 +1485,16 @@ def test_where_with_an_out_that_cannot_take_the_result_is_numpys_ufunc_error():
     for case in (lambda m: m.add(x, 1, out=np.zeros(3, np.int64), where=w, casting="unsafe"),
                  lambda m: m.exp(x.astype(np.float32), out=np.ones(3), where=w)):
         same(case(jnp), case(np), rtol=2.4e-7)       # (float32 exp: within an ulp)
+
+
+def test_where_with_none_as_a_value_is_numpys():
+    """where(c, None, y) is NumPy's object array (None is a value there), not the error
+    for a missing y; where(c) and where(c, x) as NumPy (found by review)."""
+    c = np.array([True, False])
+    for case in (lambda m: m.where(c, None, 1), lambda m: m.where(c, 1.5, None),
+                 lambda m: m.where(c, None, None)):
+        got, want = case(jnp), case(np)
+        assert got.dtype == want.dtype == object and got.tolist() == want.tolist()
+    same(jnp.where(np.array([0, 2, 3]))[0], np.where(np.array([0, 2, 3]))[0])
+    with pytest.raises(ValueError, match="either both or neither"):
+        jnp.where(c, 1)

@@ -713,16 +713,17 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
 _WHERE_NAMES = ("condition", "x", "y")
 
 
-def where(condition, x=None, y=None, /):
+def where(condition, x=_UNSET, y=_UNSET, /):
     """x where condition holds, else y (all three broadcast together); where(condition)
-    alone is numpy.nonzero (NumPy's own: its shape depends on the data)."""
-    if x is None and y is None:
+    alone is numpy.nonzero (NumPy's own: its shape depends on the data). An x or y given
+    as None is a value, as NumPy's (an object array: NumPy's function)."""
+    if x is _UNSET and y is _UNSET:
         if is_symbolic(condition):
             raise ArgumentError("where(condition) (numpy.nonzero) inside a definition: its "
                                 "shape depends on the data; use where(condition, x, y)",
                                 user_loc())
         return np.nonzero(condition)
-    if x is None or y is None:
+    if x is _UNSET or y is _UNSET:
         raise ValueError("either both or neither of x and y should be given")
     try:
         r = apply("where", ew.where, (condition, x, y), (), None, _WHERE_NAMES)
