@@ -339,7 +339,8 @@ def test_a_transposed_view_of_one_panel_is_packed(shapes, rng):
     ref = np.tensordot(a.astype(F64), b, axes=([1, 3], [0, 2]))
     for tname, target in TARGETS.items():
         low = lowered(tensordot_apart, [a, b], target)
-        if tname == "host" and shapes[0][0] > 2:
+        # (output rows narrower than a vector, 11 float32 on AVX-512, take no register tile)
+        if tname == "host" and shapes[0][0] > 2 and shapes[1][1] >= target.lanes(4):
             assert any(st.get("op") == "pack" for st in low.schedule.steps), low.schedule
         if tname == "host":
             np.testing.assert_allclose(run(low, target, [a, b]), ref, rtol=1e-4, atol=1e-3)
