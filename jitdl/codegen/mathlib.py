@@ -48,6 +48,23 @@ _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
 # term left out below 2^-66 of 2s), and 2/3 as a double and the rest
 _LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
 _TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
+# float32 results computed in float64 without a division (vdivpd is the costliest vector
+# instruction; AVX-512's takes 16 cycles a vector): log(1 + t) = t Q(t) on [sqrt(1/2) - 1,
+# sqrt(2) - 1], Q of degree 9 within 2^-27.6 of log1p(t) / t (Chebyshev interpolation on
+# that interval, in NumPy, turned into powers of t); expm1(r) = r + r^2 q(r) on |r| <= ln2
+# / 2 with q's Taylor coefficients 1/9! ... 1/2 (the first term left out below 2^-35 of r)
+_LOG1P_Q32 = (-0.07451186274147285, 0.12806610507005745, -0.13266031376391865,
+              0.14199650087166812, -0.16608369411042173, 0.20000939440861368,
+              -0.2500157909929197, 0.33333345349800153, -0.49999988496141645,
+              0.9999999993832553)
+# pow's log for float32: the same to degree 13, within 2^-38 (|y log|x|| up to 160 keeps
+# 2^-30 of the result)
+_LOG1P_Q32_LONG = (-0.04717815865677375, 0.09089857423055409, -0.09342918729234942,
+                   0.09054488483064456, -0.09878959460323965, 0.11102988928189421,
+                   -0.1250664162217291, 0.14286366122577362, -0.1666649010715343,
+                   0.19999982957623233, -0.25000002048733005, 0.33333333479594535,
+                   -0.4999999999296925, 0.9999999999980863)
+_EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
 # float64 bounds: exp(x) is inf above, 0 below (exp2 likewise at 1024 and -1075)
 _EXP64_HI, _EXP64_LO = 709.782712893384, -745.1332191019412
 _MIN_NORMAL64 = 2.2250738585072014e-308
@@ -301,30 +318,112 @@ class MathLib:
         return self.exp(b, x, base2=True)
 
     def expm1(self, b, x):
-        return self._in_double(b, x, lambda v: self._expm1_64(b, v))
+        if elem(x.type) == F32:
+            return self._in_double(b, x, lambda v: self._expm1_of_float32(b, v))
+        return self._expm1_64(b, x)
 
     def log2(self, b, x):
-        return self._in_double(b, x, lambda v: self._log64(b, v, "2"))
+        return self._log_of_float32(b, x, "2") if elem(x.type) == F32 else \
+            self._log64(b, x, "2")
 
     def log10(self, b, x):
-        return self._in_double(b, x, lambda v: self._log64(b, v, "10"))
+        return self._log_of_float32(b, x, "10") if elem(x.type) == F32 else \
+            self._log64(b, x, "10")
 
     def log1p(self, b, x):
-        return self._in_double(b, x, lambda v: self._log1p64(b, v))
+        return self._log_of_float32(b, x, "1p") if elem(x.type) == F32 else \
+            self._log1p64(b, x)
+
+    def _log_of_float32(self, b, x, base):
+        """float32 log2, log10 or log1p ("2", "10", "1p") in float64 lanes, within 2^-27
+        of the true value before the float32 rounding (so within an ulp, nearly always
+        correct): x = 2^e (1 + f) (no denormals: float32's are normal doubles), log(1 + f)
+        by _LOG1P_Q32, no division. log1p takes 1 + x, exact unless x is below 2^-29 or
+        above 2^28 (where its rounding is far below float32's ulp), and x itself where |x|
+        < 1/4. log2 of a power of two and log10 of one of ten are exact. The edges are
+        set on the float32 lanes (twice as many to a vector): as _log_edges (of 1 + x for
+        log1p, whose +-0 stays)."""
+        ty = x.type
+        d = like(F64, x)
+        c = lambda v: const(d, v)  # noqa: E731
+        xd = b.fpext(x, d)
+        u = b.fadd(c(1.0), xd) if base == "1p" else xd
+        e, f = self._log64_split(b, u, normal=True)
+        if base == "1p":
+            small = b.fcmp_ordered("<", self._intr(b, "llvm.fabs", d, xd), c(0.25))
+            f, e = b.select(small, xd, f), b.select(small, c(0.0), e)
+        p = b.fmul(f, self._estrin(b, _LOG1P_Q32, f))
+        if base == "2":
+            y = self._madd(b, p, c(float(1 / _LN2)), e)
+        elif base == "10":
+            log10_e = float(1 / decimal.Decimal(10).ln())
+            y = self._madd(b, e, c(math.log10(2.0)), b.fmul(p, c(log10_e)))
+        else:
+            y = self._madd(b, e, c(math.log(2.0)), p)
+        y = b.fptrunc(y, ty)
+        if base != "1p":
+            return self._log_edges(b, x, y)
+        k = lambda v: const(ty, v)  # noqa: E731
+        y = b.select(b.fcmp_ordered("==", x, k(math.inf)), k(math.inf), y)
+        y = b.select(b.fcmp_ordered("==", x, k(-1.0)), k(-math.inf), y)
+        y = b.select(b.fcmp_unordered("<", x, k(-1.0)), k(math.nan), y)
+        return b.select(b.fcmp_ordered("==", x, k(0.0)), x, y)
+
+    def _exp_of_float32(self, b, x):
+        """exp of float64 lanes x for a float32 result, within 2^-34 of it: x clamped to
+        [-160, 130] (0 and inf in float32), x = n ln2 + r, 2^n (1 + expm1(r)) by
+        _EXPM1_Q32, 2^n a normal double throughout; NaN kept."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(-160.0)),
+                        c(130.0))
+        shifted = b.fadd(b.fmul(xc, c(1 / math.log(2.0))), c(_ROUND64))
+        n = b.fsub(shifted, c(_ROUND64))
+        r = self._madd(b, n, c(-LN2_LO), self._madd(b, n, c(-LN2_HI), xc))
+        em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q32, r), r)
+        i64 = like(I64, x)
+        p2 = self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty)
+        y = self._madd(b, p2, em, p2)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _expm1_of_float32(self, b, x):
+        """expm1 of float64 lanes x widened from float32, within 2^-34 of the true value
+        (float32's rounding within an ulp): x = n ln2 + r, expm1(r) by _EXPM1_Q32, then
+        2^n expm1(r) + (2^n - 1) by one fused multiply-add. x clamped to [-30, 89] (the
+        results there round to -1 and overflow float32); +-0 and NaN kept."""
+        ty = x.type
+        c = lambda v: const(ty, v)  # noqa: E731
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(-30.0)),
+                        c(89.0))
+        shifted = b.fadd(b.fmul(xc, c(1 / math.log(2.0))), c(_ROUND64))
+        n = b.fsub(shifted, c(_ROUND64))
+        r = self._madd(b, n, c(-LN2_HI), xc)            # (exact)
+        r = self._madd(b, n, c(-LN2_LO), r)
+        em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q32, r), r)
+        i64 = like(I64, x)
+        p2 = self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty)
+        y = self._madd(b, p2, em, b.fsub(p2, c(1.0)))
+        y = b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def pow(self, b, x, y):
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
         a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
-        whose error stays far below float32's half ulp. The powers whose correctly
+        whose error stays far below float32's half ulp, without a division: log|x| by
+        _LOG1P_Q32_LONG, exp by _exp_of_float32. The powers whose correctly
         rounded result is one operation are that operation (_pow_exact)."""
         ty = x.type
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         if elem(ty) == F32:
             d = like(F64, x)
             xd, yd = b.fpext(x, d), b.fpext(y, d)
-            r = self._exp64(b, b.fmul(yd, self._log64(b, fabs(xd), "e")))
-            return self._pow_exact(b, x, y, b.fptrunc(self._pow_cases(b, xd, yd, r), ty))
+            ax = fabs(xd)
+            e, f = self._log64_split(b, ax, normal=True)
+            log = self._madd(b, e, const(d, math.log(2.0)),
+                             b.fmul(f, self._estrin(b, _LOG1P_Q32_LONG, f)))
+            r = self._exp_of_float32(b, b.fmul(yd, self._log_edges(b, ax, log)))
+            return self._pow_exact(b, x, y, self._pow_cases(b, x, y, b.fptrunc(r, ty)))
         lh, ll = self._log64_dd(b, fabs(x))
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
@@ -501,17 +600,20 @@ class MathLib:
         y = self._log64(b, u, "e", b.fdiv(err, u))
         return b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
 
-    def _log64_split(self, b, x):
-        """x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), denormals scaled first: e
-        (a float) and f (exact). Garbage for x <= 0, inf and NaN, which callers replace."""
+    def _log64_split(self, b, x, normal=False):
+        """x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), denormals scaled first
+        (unless the caller knows there are none): e (a float) and f (exact). Garbage for
+        x <= 0, inf and NaN, which callers replace."""
         ty = x.type
         i64 = like(I64, x)
         sqrt_half = 0x3FE6A09E667F3BCD                  # the bits of sqrt(1/2)
-        tiny = b.fcmp_ordered("<", x, const(ty, _MIN_NORMAL64))
-        xs = b.select(tiny, b.fmul(x, const(ty, 2.0 ** 54)), x)
-        ix = b.add(b.bitcast(xs, i64), const(i64, 0x3FF0000000000000 - sqrt_half))
+        if not normal:
+            tiny = b.fcmp_ordered("<", x, const(ty, _MIN_NORMAL64))
+            x = b.select(tiny, b.fmul(x, const(ty, 2.0 ** 54)), x)
+        ix = b.add(b.bitcast(x, i64), const(i64, 0x3FF0000000000000 - sqrt_half))
         e = b.sub(b.lshr(ix, const(i64, 52)), const(i64, 1023))
-        e = b.sub(e, b.select(tiny, const(i64, 54), const(i64, 0)))
+        if not normal:
+            e = b.sub(e, b.select(tiny, const(i64, 54), const(i64, 0)))
         e = b.sitofp(b.trunc(e, like(I32, x)), ty)      # (from int32: one instruction)
         m = b.add(b.and_(ix, const(i64, (1 << 52) - 1)), const(i64, sqrt_half))
         return e, b.fsub(b.bitcast(m, ty), const(ty, 1.0))
