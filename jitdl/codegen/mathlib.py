@@ -439,9 +439,11 @@ class MathLib:
         c = lambda v: const(ty, v)  # noqa: E731
         r = b.select(b.fcmp_ordered("==", y, c(2.0)), b.fmul(x, x), r)
         r = b.select(b.fcmp_ordered("==", y, c(1.0)), x, r)
-        r = b.select(b.fcmp_ordered("==", y, c(-1.0)), b.fdiv(c(1.0), x), r)
+        # (a division and a square root, the costliest vector instructions, run only for
+        # a vector with such a lane)
+        r = self._patch(b, b.fcmp_ordered("==", y, c(-1.0)), r, lambda: b.fdiv(c(1.0), x))
         root = b.and_(b.fcmp_ordered("==", y, c(0.5)), b.fcmp_ordered(">", x, c(0.0)))
-        return b.select(root, self._intr(b, "llvm.sqrt", ty, x), r)
+        return self._patch(b, root, r, lambda: self._intr(b, "llvm.sqrt", ty, x))
 
     def _pow_cases(self, b, x, y, r):
         """r = exp(y log|x|) made C's pow: 1 for y = 0 and for x = 1 (even NaN) and for
@@ -477,8 +479,9 @@ class MathLib:
         e, f = self._log64_split(b, x)
         d = b.fadd(c(2.0), f)
         d_lo = b.fadd(b.fsub(c(2.0), d), f)
-        s = b.fdiv(f, d)
-        s_lo = b.fdiv(b.fsub(fma(b.fneg(s), d, f), b.fmul(s, d_lo)), d)
+        inv = b.fdiv(c(1.0), d)         # (one division: s's rounding error joins s_lo)
+        s = b.fmul(f, inv)
+        s_lo = b.fmul(b.fsub(fma(b.fneg(s), d, f), b.fmul(s, d_lo)), inv)
         z = b.fmul(s, s)
         z_lo = b.fadd(exact(s, s, z), b.fmul(b.fmul(c(2.0), s), s_lo))
         cube = b.fmul(s, z)
