@@ -186,13 +186,19 @@ def _gomp_candidates():
 def _load_gomp():
     """Load libgomp for parallel loops; None (serial loops, one warning) if there is none.
 
-    Idle OpenMP workers spin before sleeping; libgomp's default (300k spins) keeps a core
-    busy for a scheduler time slice after every parallel loop, which costs milliseconds
-    when the machine is shared (measured: a 0.2 ms kernel took 8 ms). Unless the user
-    chose a policy, spin for about a tenth of that.
+    Idle OpenMP workers (and the thread waiting at a loop's end) spin before sleeping;
+    libgomp's default (300k spins) keeps a core busy for a scheduler time slice after
+    every parallel loop, which costs milliseconds when the machine is shared (measured: a
+    0.2 ms kernel took 8 ms). The commonest sharer is NumPy's own BLAS, whose threads
+    spin for about 0.1 s after each call: then a worker waits for a core that two
+    spinners hold (2-core Xeon, a jitdl matmul 512^2 right after NumPy's: 9-10 ms with
+    30k spins, 3.9-4.7 with 3k, 2.4-2.6 never spinning, 1.4 on a quiet machine; 256^2
+    2.2 / 0.8 / 0.4 / 0.17 ms). Unless the user chose a policy, spin 3k times, which
+    costs nothing measurable on a quiet machine (back-to-back matmul 256^2 and softmax
+    1024^2 as with 30k; not spinning at all made them 20-30% slower).
     """
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = "30000"
+        os.environ["GOMP_SPINCOUNT"] = "3000"
     # libgomp reads its default team size, for every thread, when it loads (its
     # omp_set_num_threads sets only the calling thread's, here the warm-up thread's): the
     # variable says JITDL_NUM_THREADS while it loads, and what it said before afterwards
