@@ -369,39 +369,35 @@ class MathLib:
         y = b.select(b.fcmp_unordered("<", x, k(-1.0)), k(math.nan), y)
         return b.select(b.fcmp_ordered("==", x, k(0.0)), x, y)
 
-    def _exp_of_float32(self, b, x):
-        """exp of float64 lanes x for a float32 result, within 2^-34 of it: x clamped to
-        [-160, 130] (0 and inf in float32), x = n ln2 + r, 2^n (1 + expm1(r)) by
-        _EXPM1_Q32, 2^n a normal double throughout; NaN kept."""
+    def _exp_parts_of_float32(self, b, x, lo, hi):
+        """2^n and expm1(r) of float64 lanes x clamped to [lo, hi], x = n ln2 + r, |r| <=
+        ln2 / 2, expm1(r) by _EXPM1_Q32 within 2^-35 of it and 2^n a normal double (for
+        float32 results: exp(x) = 2^n + 2^n expm1(r))."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
-        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(-160.0)),
-                        c(130.0))
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(lo)), c(hi))
         shifted = b.fadd(b.fmul(xc, c(1 / math.log(2.0))), c(_ROUND64))
         n = b.fsub(shifted, c(_ROUND64))
-        r = self._madd(b, n, c(-LN2_LO), self._madd(b, n, c(-LN2_HI), xc))
+        r = self._madd(b, n, c(-LN2_LO), self._madd(b, n, c(-LN2_HI), xc))   # (first exact)
         em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q32, r), r)
         i64 = like(I64, x)
-        p2 = self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty)
-        y = self._madd(b, p2, em, p2)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        return self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty), em
+
+    def _exp_of_float32(self, b, x):
+        """exp of float64 lanes x for a float32 result, within 2^-34 of it: x clamped to
+        [-160, 130] (0 and inf in float32), 2^n (1 + expm1(r)) (_exp_parts_of_float32);
+        NaN kept."""
+        p2, em = self._exp_parts_of_float32(b, x, -160.0, 130.0)
+        return b.select(b.fcmp_unordered("uno", x, x), x, self._madd(b, p2, em, p2))
 
     def _expm1_of_float32(self, b, x):
         """expm1 of float64 lanes x widened from float32, within 2^-34 of the true value
-        (float32's rounding within an ulp): x = n ln2 + r, expm1(r) by _EXPM1_Q32, then
-        2^n expm1(r) + (2^n - 1) by one fused multiply-add. x clamped to [-30, 89] (the
-        results there round to -1 and overflow float32); +-0 and NaN kept."""
+        (float32's rounding within an ulp): 2^n expm1(r) + (2^n - 1) by one fused
+        multiply-add (_exp_parts_of_float32), x clamped to [-30, 89] (the results there
+        round to -1 and overflow float32); +-0 and NaN kept."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
-        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(-30.0)),
-                        c(89.0))
-        shifted = b.fadd(b.fmul(xc, c(1 / math.log(2.0))), c(_ROUND64))
-        n = b.fsub(shifted, c(_ROUND64))
-        r = self._madd(b, n, c(-LN2_HI), xc)            # (exact)
-        r = self._madd(b, n, c(-LN2_LO), r)
-        em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q32, r), r)
-        i64 = like(I64, x)
-        p2 = self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty)
+        p2, em = self._exp_parts_of_float32(b, x, -30.0, 89.0)
         y = self._madd(b, p2, em, b.fsub(p2, c(1.0)))
         y = b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
