@@ -625,6 +625,21 @@ def test_einsum_sublist_form():
         raises_like(lambda: jnp.einsum(a, bad), lambda: np.einsum(a, bad))
 
 
+def test_einsum_sublist_form_edges():
+    """A lone int is not a sublist (NumPy's TypeError; it read as one label), an operand
+    with no sublist is NumPy's ValueError, two ellipses in one list its ValueError, and
+    a 0-d integer array is a label as in NumPy (found by review)."""
+    a, v, c = rand(3, 4), rand(4), rand(2, 3, 4)
+    for args in [(v, 0), (a, np.int64(0)), (a, np.array(0)), (a, [0, 1], 5), (a,),
+                 (c, [Ellipsis, 1], [Ellipsis, Ellipsis]), (c, [Ellipsis, 0, Ellipsis])]:
+        e = raises_like(lambda: jnp.einsum(*args), lambda: np.einsum(*args))
+        with pytest.raises(Exception) as want:
+            np.einsum(*args)
+        assert str(want.value) in str(e)
+    for args in [(a, [np.array(0), 1]), (a, (np.int8(1), 0)), (a, np.array([1, 0]), [0])]:
+        same(jnp.einsum(*args), np.einsum(*args))
+
+
 def test_products_in_definitions():
     a, w, bias = rand(3, 4), rand(4, 5), rand(5)
     v = rand(4)

@@ -151,17 +151,31 @@ def _sublist_form(first, rest):
     as a subscripts string and the operands: labels 0-25 are 'A'-'Z', 26-51 'a'-'z' (NumPy's
     order, which implicit output follows)."""
     args = (first,) + tuple(rest)
+    if len(args) < 2:
+        raise ValueError("einsum(): must provide at least an operand and a subscripts list "
+                         "to einsum")
     pairs, out = args[:len(args) // 2 * 2], args[len(args) // 2 * 2:]
 
     def labels(sub):
+        try:                    # (any iterable, as NumPy's; a lone int is not a sublist)
+            items = list(sub)
+        except TypeError:
+            raise TypeError("einsum(): the subscripts for each operand must be a list or a "
+                            "tuple") from None
+        if sum(v is Ellipsis for v in items) > 1:
+            raise ValueError("einsum(): each subscripts list may have only one ellipsis")
         text = ""
-        for v in (sub if hasattr(sub, "__iter__") else (sub,)):
+        for v in items:
             if v is Ellipsis:
                 text += "..."
                 continue
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            try:                # (NumPy's integers and 0-d integer arrays too; not bools)
+                if isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == bool:
+                    raise TypeError
+                v = operator.index(v)
+            except TypeError:
                 raise TypeError("einsum(): each subscript must be either an integer or an "
-                                "ellipsis")
+                                "ellipsis") from None
             if not 0 <= v < 52:
                 raise ValueError("einsum(): subscript is not within the valid range [0, 52)")
             text += chr(ord("A") + v) if v < 26 else chr(ord("a") + v - 26)
