@@ -354,6 +354,17 @@ def test_tensordot_axes_as_arrays_and_ranges(axes):
     same(jd.compute(lambda A, B: jnp.tensordot(A, B, axes))(a, b), np.tensordot(a, b, axes))
 
 
+def test_tensordot_axes_as_a_0d_array():
+    """axes=np.array(2) is NumPy's axes=2 (it takes range(axes)); it raised 'axes must be
+    an int or a pair' (found by review). A 0-d float array stays NumPy's TypeError."""
+    a, b = rand(3, 4, 5), rand(4, 5, 6)
+    for axes in (np.array(2), np.array(0), np.array(2, np.int8)):
+        same(jnp.tensordot(a, b, axes), np.tensordot(a, b, axes))
+    same(jd.compute(lambda A, B: jnp.tensordot(A, B, np.array(2)))(a, b), np.tensordot(a, b, 2))
+    raises_like(lambda: jnp.tensordot(a, b, np.array(2.0)),
+                lambda: np.tensordot(a, b, np.array(2.0)))
+
+
 @pytest.mark.parametrize("shape, reps", [((3, 4), 2), ((3, 4), (2, 1)), ((3,), (2, 1, 3)),
                                          ((2, 1, 3), (2, 2)), ((3, 4), (0, 2))])
 def test_tile(shape, reps):

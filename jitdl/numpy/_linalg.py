@@ -103,6 +103,12 @@ for _f in (matmul, dot, vdot, inner, outer):
 def _axes(axes):
     if isinstance(axes, (int, np.integer)):
         return int(axes)
+    if isinstance(axes, np.ndarray) and axes.ndim == 0:     # (NumPy's range(axes): an int)
+        try:
+            return operator.index(axes)
+        except TypeError:
+            raise ArgumentError(f"tensordot(): axes must be an int or a pair of axis "
+                                f"sequences, got {axes!r}", user_loc()) from None
     try:
         a, b = axes
     except (TypeError, ValueError) as e:    # (NumPy's classes: not iterable, not a pair)
