@@ -56,6 +56,11 @@ class Text(str):
         return str(self)
 
 
+# ndarray subclasses whose NumPy semantics differ from their data's (a mask, reductions that
+# stay 2-d): jd.numpy hands them to NumPy's functions, a definition refuses them
+NUMPYS_OWN = (np.ma.MaskedArray, np.matrix)
+
+
 class Function:
     """A jitdl definition; call it with NumPy arrays and Python scalars."""
 
@@ -228,6 +233,11 @@ class Function:
         for n, (name, a) in enumerate(zip(self.param_names, args)):
             if n in self._static_pos:
                 specs.append(("static", self._static_value(name, a)))
+            elif isinstance(a, NUMPYS_OWN):
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}' is a {type(a).__module__}."
+                    f"{type(a).__qualname__}, whose NumPy semantics (a mask, 2-d "
+                    f"reductions) a definition does not keep; pass np.asarray(...) of it")
             elif isinstance(a, np.ndarray):
                 if not a.dtype.isnative:
                     raise ArgumentError(

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.api import Function
+from jitdl.api import NUMPYS_OWN, Function
 from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
@@ -556,17 +556,13 @@ def _device_out(name, kernel, operands, out, shape, dtype, casting):
     return out
 
 
-# ndarray subclasses whose NumPy semantics differ from their data's: masks, 2-d reductions
-_NUMPYS_OWN = (np.ma.MaskedArray, np.matrix)
-
-
 def _normalise(name, a, what):
     """An operand as a kernel takes it: an array of a supported dtype or a Python/NumPy
     scalar; lists and other array-likes through np.asarray, as NumPy does."""
     if type(a) in _SCALARS or isinstance(a, np.generic) and a.dtype.name in dtypes.SUPPORTED:
         return a
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
-        if isinstance(a, _NUMPYS_OWN):
+        if isinstance(a, NUMPYS_OWN):
             # (a masked array's kernel would read its masked elements too, and a matrix's
             # reductions stay 2-d: NumPy's function answers them, as for a foreign dtype)
             raise UnsupportedDtypeError(

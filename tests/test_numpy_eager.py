@@ -429,6 +429,12 @@ def test_masked_arrays_and_matrices_are_numpys():
         np.testing.assert_allclose(np.ma.filled(got, 0), np.ma.filled(want, 0))
     with pytest.raises(TypeError, match="MaskedArray, which jitdl does not compile"):
         jd.nn.relu(ma)
+    # a definition refuses them by name, on every call (it summed the masked elements too)
+    total = jd.compute(lambda X: jnp.sum(X))
+    assert total(np.asarray(ma)) == 21.0
+    for a in (ma, mat, ma):
+        with pytest.raises(jd.ArgumentError, match="argument 'X' is a numpy.*asarray"):
+            total(a)
 
 
 def test_numpy_functions_and_truth_of_whole_tensors(rng):
