@@ -23,7 +23,7 @@ from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
 from jitdl.ops.core import is_symbolic, nonzero_sizes
 from jitdl.runtime.cuda import is_device_array
 from jitdl.ir import weak
-from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, KernelChecks, allocator,
+from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, check_int_values,
                                   direct_builtin, freeze_static, other_key)
 
 _ndarray = np.ndarray
@@ -517,24 +517,9 @@ def _empty_result(key, name, builder, static, names, operands):
         return None
     if spec[2]:
         values = {n: a for n, a in zip(names, operands) if type(a) is int}
-        for dtype, tree, text, context, loc in spec[2]:
-            if not set(weak.names(tree)) <= values.keys():
-                continue
-            try:
-                v = weak.evaluate(tree, values)
-                if v is not None:
-                    weak.fit(v, dtype)
-            except weak.Overflow as e:
-                KernelChecks._raise_overflow(_Named(name), e, dtype, tree, text, context,
-                                             loc, values)
+        check_int_values(name, [c for c in spec[2] if values.keys() >= set(weak.names(c[1]))],
+                         values)
     return np.empty(spec[0], spec[1])
-
-
-class _Named:
-    """What KernelChecks' overflow message reads of a kernel: its function's name."""
-
-    def __init__(self, fname):
-        self.fname = fname
 
 
 def _castable(name, dtype, to, casting):

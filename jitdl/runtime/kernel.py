@@ -345,6 +345,39 @@ def direct_builtin(k, operands, scalar=False):
     return _builtin(sig.symbol, address, k.loaded, (api,) + descrs + tuple(types))
 
 
+def check_int_values(fname, int_checks, values):
+    """Python-int argument values (name -> int) against the dtypes they meet (a kernel's
+    int_checks, jitdl.ir.weak.checks): NumPy 2's OverflowError, naming the function
+    fname, where one does not fit."""
+    for dtype, tree, text, context, loc in int_checks:
+        try:
+            v = weak.evaluate(tree, values)
+            if v is not None:
+                weak.fit(v, dtype)
+        except weak.Overflow as e:
+            _raise_overflow(fname, e, tree, text, context, loc, values)
+
+
+def _raise_overflow(fname, e, tree, text, context, loc, values):
+    names = weak.names(tree)
+    given = ", ".join(f"{n} = {values[n]}" for n in names)
+    if tree[0] == "var" and e.value == values[tree[1]]:
+        what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
+    else:
+        what = f"`{text}` is {e.value} (with {given}), which is"
+    lo, hi = weak.BOUNDS[e.dtype]
+    if e.dtype != "int64":
+        why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
+               f"too (a Python int takes the dtype of the array it meets); pass a value "
+               f"that fits, or widen the array in the definition (e.g. jd.int64(X[i]))")
+    else:
+        why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
+               f"(pass a float for a larger number)")
+    raise ScalarOverflowError(
+        f"{fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
+        SourceLoc(loc[0], loc[1]) if loc else None)
+
+
 class KernelChecks:
     """What every target's kernel checks on the host: Python-int arguments against the
     dtypes they meet, and the run-time index checks a kernel reports."""
@@ -373,33 +406,8 @@ class KernelChecks:
                     break
             else:
                 return
-        values = {name: args[i] for i, name in self.scalar_names}
-        for dtype, tree, text, context, loc in self.int_checks:
-            try:
-                v = weak.evaluate(tree, values)
-                if v is not None:
-                    weak.fit(v, dtype)
-            except weak.Overflow as e:
-                self._raise_overflow(e, dtype, tree, text, context, loc, values)
-
-    def _raise_overflow(self, e, dtype, tree, text, context, loc, values):
-        names = weak.names(tree)
-        given = ", ".join(f"{n} = {values[n]}" for n in names)
-        if tree[0] == "var" and e.value == values[tree[1]]:
-            what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
-        else:
-            what = f"`{text}` is {e.value} (with {given}), which is"
-        lo, hi = weak.BOUNDS[e.dtype]
-        if e.dtype != "int64":
-            why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
-                   f"too (a Python int takes the dtype of the array it meets); pass a value "
-                   f"that fits, or widen the array in the definition (e.g. jd.int64(X[i]))")
-        else:
-            why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
-                   f"(pass a float for a larger number)")
-        raise ScalarOverflowError(
-            f"{self.fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
-            SourceLoc(loc[0], loc[1]) if loc else None)
+        check_int_values(self.fname, self.int_checks,
+                         {name: args[i] for i, name in self.scalar_names})
 
     def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]

@@ -236,8 +236,7 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
         if dim is None:                     # tile row gathers)
             dim = t.ndim - 1
             inlined = s.stages.get(t.name)
-            if acc.indices[-1] is not last.var or \
-                    any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+            if not _along_last(acc, last):
                 continue
             if inlined is not None and inlined.tensor is t and inlined.attach == "inline":
                 # an inlined stage (B.T of A @ B.T, a transposed view of a contraction)
@@ -275,6 +274,13 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
         kc = max(1, budget // (nc * panel // k_ext))
         return _PackPlan(t.name, dim, nc * tj, min(kc, k_ext), kdim)
     return None
+
+
+def _along_last(acc, last):
+    """Whether `acc` reads its tensor's last axis with the output's last axis alone (B[k,
+    j] of a tile over j), and no other axis with it."""
+    return acc.indices[-1] is last.var and \
+        not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i))
 
 
 def _rereads(op, acc, last):
@@ -497,8 +503,7 @@ def _streamed_operand(st, last):
     tile's width. None when no operand has the last axis alone as its last index."""
     for acc in [n for n in walk_expr(st.tensor.op.body) if isinstance(n, Access)]:
         t = acc.tensor
-        if t.ndim >= 2 and acc.indices[-1] is last.var \
-                and not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i)):
+        if t.ndim >= 2 and _along_last(acc, last):
             return t, t.ndim - 1
         across = _transposed_dim(st.tensor.op, acc)             # (B[j, k])
         if across is not None:
