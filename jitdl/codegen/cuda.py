@@ -54,7 +54,8 @@ _MATH = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.SQRT: "sqrt", Intrin.TANH:
          Intrin.ATAN: "atan", Intrin.FLOOR: "floor", Intrin.CEIL: "ceil",
          Intrin.ROUND: "rint", Intrin.TRUNC: "trunc", Intrin.ABS: "fabs",
          Intrin.LOG1P: "log1p", Intrin.EXPM1: "expm1", Intrin.ASIN: "asin",
-         Intrin.ACOS: "acos", Intrin.EXP2: "exp2", Intrin.LOG2: "log2", Intrin.LOG10: "log10"}
+         Intrin.ACOS: "acos", Intrin.EXP2: "exp2", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
+         Intrin.SINH: "sinh", Intrin.COSH: "cosh"}
 _BINARY_MATH = {BinOp.POW: "pow", BinOp.ATAN2: "atan2", BinOp.FMOD: "fmod"}
 
 # helpers every translation unit starts with (NumPy's semantics where C's differ)

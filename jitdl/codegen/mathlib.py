@@ -17,7 +17,8 @@ from jitdl.ir.nodes import Intrin
 INLINE = {Intrin.EXP: "exp", Intrin.LOG: "log", Intrin.TANH: "tanh", Intrin.EXP2: "exp2",
           Intrin.EXPM1: "expm1", Intrin.LOG2: "log2", Intrin.LOG10: "log10",
           Intrin.LOG1P: "log1p", Intrin.SIN: "sin", Intrin.COS: "cos", Intrin.TAN: "tan",
-          Intrin.ATAN: "atan", Intrin.ASIN: "asin", Intrin.ACOS: "acos", Intrin.ERF: "erf"}
+          Intrin.ATAN: "atan", Intrin.ASIN: "asin", Intrin.ACOS: "acos", Intrin.ERF: "erf",
+          Intrin.SINH: "sinh", Intrin.COSH: "cosh"}
 
 
 def _hi_lo(value, bits=32):
@@ -65,6 +66,13 @@ _LOG1P_Q32_LONG = (-0.04717815865677375, 0.09089857423055409, -0.093429187292349
                    0.19999982957623233, -0.25000002048733005, 0.33333333479594535,
                    -0.4999999999296925, 0.9999999999980863)
 _EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
+# sinh and cosh on |r| <= ln2 / 2 (z = r^2): cosh r = 1 + z C(z), sinh r = r + r z S(z),
+# Taylor's coefficients (C: 1/14! ... 1/2!, S: 1/13! ... 1/3!; the first terms left out
+# below 2^-61 of the value), and for float32 results C to 1/8!, S to 1/9! (2^-37)
+_COSH_C = tuple(1.0 / math.factorial(k) for k in range(14, 1, -2))
+_SINH_S = tuple(1.0 / math.factorial(k) for k in range(13, 2, -2))
+_COSH_C32 = tuple(1.0 / math.factorial(k) for k in range(8, 1, -2))
+_SINH_S32 = tuple(1.0 / math.factorial(k) for k in range(9, 2, -2))
 # float64 bounds: exp(x) is inf above, 0 below (exp2 likewise at 1024 and -1075)
 _EXP64_HI, _EXP64_LO = 709.782712893384, -745.1332191019412
 _MIN_NORMAL64 = 2.2250738585072014e-308
@@ -400,6 +408,61 @@ class MathLib:
         p2, em = self._exp_parts_of_float32(b, x, -30.0, 89.0)
         y = self._madd(b, p2, em, b.fsub(p2, c(1.0)))
         y = b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def sinh(self, b, x):
+        return self._sinh_cosh(b, x, cosh=False)
+
+    def cosh(self, b, x):
+        return self._sinh_cosh(b, x, cosh=True)
+
+    def _sinh_cosh(self, b, x, cosh):
+        """sinh or cosh without a second exponential or a division: |x| = n ln2 + r (|r| <=
+        ln2 / 2), and with h = 2^(n-1), t = 2^-2n, sinh |x| = h ((1 - t) cosh r + (1 + t)
+        sinh r) and cosh |x| = h ((1 + t) cosh r + (1 - t) sinh r), cosh r and sinh r by
+        Taylor polynomials in r^2. At n = 0, 1 - t is 0 and sinh r comes out as itself, so a
+        small x keeps its digits. float32 in float64 lanes; float64 with the leading terms
+        (1 -+ t) + (1 +- t) r_hi summed exactly and the rest (r's low part too) added once,
+        within about half an ulp. sinh takes x's sign (-0 too); inf past the range (2^(n-1)
+        applied in two halves), NaN kept."""
+        ty = x.type
+        f32 = elem(ty) == F32
+        d = like(F64, x)
+        c = lambda v: const(d, v)  # noqa: E731
+        i64 = like(I64, x)
+        xd = b.fpext(x, d) if f32 else x
+        ax = self._intr(b, "llvm.fabs", d, xd)
+        n, r_hi, r_lo = self._exp64_reduce(b, ax, 0.0, 100.0 if f32 else 711.0)
+        if f32:         # (float32: n <= 145, so 2^-2n and 2^(n-1) are normal doubles)
+            r = b.fadd(r_hi, r_lo)
+            z = b.fmul(r, r)
+            ch = self._madd(b, z, self._estrin(b, _COSH_C32, z), c(1.0))
+            sh = self._madd(b, b.fmul(r, z), self._estrin(b, _SINH_S32, z), r)
+            up = self._pow2(b, b.sub(n, const(i64, 1)), d)               # h
+            down = self._pow2(b, b.sub(const(i64, -1), n), d)            # h t
+            kc, ks = b.fadd(up, down), b.fsub(up, down)
+            kc, ks = (kc, ks) if cosh else (ks, kc)
+            y = self._madd(b, kc, ch, b.fmul(ks, sh))
+        else:
+            r = b.fadd(r_hi, r_lo)      # (r_lo, n times ln2's low part, is not below
+            z = b.fmul(r, r)            # r_hi's ulp: the polynomials take the sum)
+            even = b.fmul(z, self._estrin(b, _COSH_C, z))                  # cosh r - 1
+            odd = b.fmul(b.fmul(r, z), self._estrin(b, _SINH_S, z))        # sinh r - r
+            tn = b.select(b.icmp_signed(">", n, const(i64, 60)), const(i64, 60), n)
+            t = self._pow2(b, b.neg(b.add(tn, tn)), d)
+            kc, ks = b.fadd(c(1.0), t), b.fsub(c(1.0), t)   # (exact while 2n <= 52)
+            kc, ks = (kc, ks) if cosh else (ks, kc)
+            p = b.fmul(ks, r_hi)
+            s = b.fadd(kc, p)                   # |kc| >= |p| (or kc = 0): the error exact
+            lo = b.fadd(b.fadd(b.fsub(kc, s), p),
+                        self._intr(b, "llvm.fma", d, ks, r_hi, b.fneg(p)))
+            lo = b.fadd(lo, self._madd(b, kc, even, b.fmul(ks, b.fadd(r_lo, odd))))
+            n1, n2 = self._halves(b, b.sub(n, const(i64, 1)))
+            y = b.fmul(b.fmul(b.fadd(s, lo), self._pow2(b, n1, d)), self._pow2(b, n2, d))
+        if not cosh:
+            y = self._intr(b, "llvm.copysign", d, y, xd)
+        if f32:
+            y = b.fptrunc(y, ty)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def pow(self, b, x, y):

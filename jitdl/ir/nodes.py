@@ -72,6 +72,8 @@ class Intrin(enum.Enum):
     SIGN = "sign"
     LOG1P = "log1p"
     EXPM1 = "expm1"
+    SINH = "sinh"
+    COSH = "cosh"
     ISNAN = "isnan"
     ISINF = "isinf"
     ISFINITE = "isfinite"

@@ -1018,7 +1018,8 @@ def _feeds_register_tile(s, st, cons, allow):
 
 _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, Intrin.SIN,
               Intrin.COS, Intrin.TAN, Intrin.ATAN, Intrin.LOG1P, Intrin.EXPM1,
-              Intrin.ASIN, Intrin.ACOS, Intrin.EXP2, Intrin.LOG2, Intrin.LOG10}
+              Intrin.ASIN, Intrin.ACOS, Intrin.EXP2, Intrin.LOG2, Intrin.LOG10,
+              Intrin.SINH, Intrin.COSH}
 
 
 def _expensive(st):

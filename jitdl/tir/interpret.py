@@ -185,7 +185,8 @@ _FLOAT_INTRIN = {Intrin.EXP: np.exp, Intrin.LOG: np.log, Intrin.SQRT: np.sqrt,
                  Intrin.FLOOR: np.floor, Intrin.CEIL: np.ceil, Intrin.ROUND: np.rint,
                  Intrin.TRUNC: np.trunc, Intrin.LOG1P: np.log1p, Intrin.EXPM1: np.expm1,
                  Intrin.ASIN: np.arcsin, Intrin.ACOS: np.arccos, Intrin.EXP2: np.exp2,
-                 Intrin.LOG2: np.log2, Intrin.LOG10: np.log10,
+                 Intrin.LOG2: np.log2, Intrin.LOG10: np.log10, Intrin.SINH: np.sinh,
+                 Intrin.COSH: np.cosh,
                  Intrin.ISNAN: np.isnan, Intrin.ISINF: np.isinf, Intrin.ISFINITE: np.isfinite,
                  Intrin.SIGNBIT: np.signbit}
 
