@@ -450,12 +450,14 @@ class MathLib:
             odd = b.fmul(b.fmul(r, z), self._estrin(b, _SINH_S, z))        # sinh r - r
             tn = b.select(b.icmp_signed(">", n, const(i64, 60)), const(i64, 60), n)
             t = self._pow2(b, b.neg(b.add(tn, tn)), d)
-            kc, ks = b.fadd(c(1.0), t), b.fsub(c(1.0), t)   # (exact while 2n <= 52)
-            kc, ks = (kc, ks) if cosh else (ks, kc)
-            p = b.fmul(ks, r_hi)
+            t = t if cosh else b.fneg(t)
+            kc, ks = b.fadd(c(1.0), t), b.fsub(c(1.0), t)   # (rounded once 2n > 53:
+            p = b.fmul(ks, r_hi)                            # what they lost joins lo)
             s = b.fadd(kc, p)                   # |kc| >= |p| (or kc = 0): the error exact
             lo = b.fadd(b.fadd(b.fsub(kc, s), p),
                         self._intr(b, "llvm.fma", d, ks, r_hi, b.fneg(p)))
+            lo = b.fadd(lo, self._madd(b, b.fsub(b.fsub(c(1.0), ks), t), r_hi,
+                                       b.fadd(b.fsub(c(1.0), kc), t)))
             lo = b.fadd(lo, self._madd(b, kc, even, b.fmul(ks, b.fadd(r_lo, odd))))
             n1, n2 = self._halves(b, b.sub(n, const(i64, 1)))
             y = b.fmul(b.fmul(b.fadd(s, lo), self._pow2(b, n1, d)), self._pow2(b, n2, d))
