@@ -605,6 +605,9 @@ def numpy_fallback(fn, np_fn):
                 raise
             return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
     call.numpy_fallback = np_fn
+    one_array = getattr(fn, "one_array_slot", None)
+    if one_array is not None:
+        return _one_array_call(fn, call, one_array)
     if not getattr(fn, "direct_operands", False):
         return call
 
@@ -622,6 +625,36 @@ def numpy_fallback(fn, np_fn):
         return call(*args, **kwargs)
     direct_call.numpy_fallback = np_fn
     return direct_call
+
+
+def _one_array_call(fn, call, slot):
+    """fn (wrapped as `call`), whose commonest call fn(a) of a 1-d array is apply(name,
+    builder, (a,), static) for a static argument `slot` picks: slot(a) is apply's slot
+    key (name, static key, 1) for that call (a tuple: the same for every array). The
+    slot's direct entry serves it, as apply would serve it first, without fn's layers
+    of argument handling (1.6 -> 0.5 us of np.max's 2.4 at 100 elements on a 2-core
+    Xeon); anything it does not serve goes through `call`."""
+    fixed = slot if type(slot) is tuple else None
+
+    @functools.wraps(fn)
+    def one_array_call(*args, **kwargs):
+        if not kwargs and len(args) == 1:
+            a = args[0]
+            if type(a) is _ndarray and a.ndim == 1:
+                d = _direct.get(fixed or slot(a))
+                if d is not None:
+                    r = d(a)
+                    if r is not _MISS:
+                        return r
+        return call(*args, **kwargs)
+    one_array_call.numpy_fallback = call.numpy_fallback
+    return one_array_call
+
+
+def one_array_slot(name, static):
+    """apply's slot key for op `name` called on one array with these static arguments
+    (see _one_array_call)."""
+    return (name, _static_key(static), 1)
 
 
 def array_module_function(name, np_fn, args, kwargs):

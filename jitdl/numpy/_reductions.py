@@ -11,7 +11,8 @@ import math
 import warnings
 
 from jitdl import dtypes
-from jitdl.eager import apply as _apply, array_module_function, has_huge_int
+from jitdl.eager import apply as _apply, array_module_function, has_huge_int, \
+    one_array_slot
 import numpy as np
 
 from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, user_loc
@@ -595,6 +596,16 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
     return apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, _A)
 
+
+def _arg_slot(name):
+    small, large = (one_array_slot(name, static) for static in (_ARG_SMALL, _ARG_LARGE))
+    return lambda a: small if a.size < red.ARG_BLOCKED_MIN else large
+
+
+# the common call f(a) of a 1-d array goes straight to its kernel (eager._one_array_call)
+for _f in (sum, prod, max, min, mean, all, any):
+    _f.one_array_slot = one_array_slot(_f.__name__, _NONE)
+argmax.one_array_slot, argmin.one_array_slot = _arg_slot("argmax"), _arg_slot("argmin")
 
 amax, amin = max, min
 __all__ = ["sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "ptp", "all",
