@@ -22,7 +22,7 @@ from jitdl.errors import DefinitionError, ScheduleError
 from jitdl.ir.nodes import ForKind
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Kernel
-from jitdl.schedule.schedule import Schedule
+from jitdl.schedule.schedule import Schedule, Split
 from jitdl.target import get
 from _passes import fixed_cpu, peak_temp_bytes
 
@@ -238,6 +238,26 @@ def test_temporaries_stay_small_and_results_match(case, tname, rng):
     assert peak <= fraction * io_bytes(args, out), \
         f"{name} on {tname}: {peak} bytes of temporaries for {io_bytes(args, out)} of " \
         f"inputs and outputs\n{low.schedule}\n{low.func}"
+
+
+
+def test_an_epilogue_is_a_pass_of_its_own_where_the_reduction_takes_l1_blocks(rng):
+    """matmul + bias + relu: with a short reduction the epilogue runs on each register
+    tile as it finishes (C computed at D's tile loop); with one long enough for the rule's
+    L1 blocks of k, C keeps those blocks (a tile cannot finish its sum before the last
+    block) and D reads the result in a pass after it. Both match NumPy."""
+    for k, apart in ((96, False), (1536, True)):
+        a, b, bias = normal(rng, 64, k), normal(rng, k, 96), normal(rng, 96)
+        for tname, target in TARGETS.items():
+            low = lowered(matmul_bias_relu, [a, b, bias], target)
+            c = low.schedule.stages["C"]
+            assert (c.attach == "root") == apart, (k, tname, low.schedule)
+            if apart:
+                assert any(isinstance(r, Split) and r.parent == "k" for r in c.relations), \
+                    low.schedule
+            np.testing.assert_allclose(run(low, target, [a, b, bias]),
+                                       np.maximum(a @ b + bias, 0), rtol=2e-5,
+                                       atol=2e-5 * np.sqrt(k))
 
 
 def test_no_pack_where_each_element_is_read_once(rng):

@@ -336,6 +336,24 @@ def _fuse_epilogue(s, name, st, consumer, target, cfg, allow):
     return True
 
 
+def _epilogue_in_tiles(s, name, st, target, cfg, allow):
+    """Whether tileable reduction C computes its epilogue with its register tiles
+    (_fuse_epilogue) rather than in a pass of its own after it: not where the rule
+    blocks C's reduction for L1 (_l1_k_block), which a tile finishing its whole sum
+    before its epilogue cannot have (the tiles then stream k x tile-width panels from L2
+    or L3: 512 x 1024 @ 1024 x 1024 float32 + b on the 2-core Xeon 6.1 ms fused, the
+    matmul alone with blocks 5.3, the epilogue's pass over the result 0.2). A knob
+    (`epilogue`), the rule's choice first."""
+    sizes = _tile_sizes(s, name, st, target)
+    if sizes is None:
+        return True
+    last, tj, cand, ti = sizes
+    blocked = _tile_choices(s, name, st, last, tj, cand, ti, target, None, allow).kc
+    options = ["apart", "tiles"] if blocked is not None else ["tiles", "apart"]
+    return (cfg.choice(f"{name}.epilogue", options) if cfg is not None else options[0]) \
+        == "tiles"
+
+
 def _epilogue_reader(s, name, st, outputs, num_threads, target, allow):
     """The elementwise stage that alone reads tileable reduction `st`, at its own indices
     (an epilogue to compute with st's register tiles: _fuse_epilogue), or None."""
@@ -1431,7 +1449,8 @@ def auto_schedule(s, num_threads, cfg=None, target=None, level=0):
     for name in list(s.stages) if {"compute_at", "tile"} <= allow else ():
         st = s.stages[name]
         d = _epilogue_reader(s, name, st, outputs, num_threads, target, allow)
-        if d is not None and _fuse_epilogue(s, name, st, d, target, cfg, allow):
+        if d is not None and _epilogue_in_tiles(s, name, st, target, cfg, allow) and \
+                _fuse_epilogue(s, name, st, d, target, cfg, allow):
             epilogues.add(name)
     for name in keep:            # inlined unless computed at a row loop, or others are,
         st = s.stages[name]      # or a reduction would recompute it per output element
