@@ -78,11 +78,11 @@ def test_cached_calls_on_other_layouts_stay_right(rng):
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "argmax", "argmin",
                                   "all", "any"])
 def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):
-    """f(a) of a 1-d array goes straight to the kernel last served for it (eager's
+    """f(a) goes straight to the kernel last served for such a call (eager's
     _one_array_call): after that kernel is warm, other sizes (small and blocked argmax),
     strided, reversed, byte-swapped and read-only arrays, other dtypes (NumPy's own for
-    those jitdl does not compile), NaN, empty arrays, subclasses and other ranks all
-    answer as NumPy, with NumPy's result types."""
+    those jitdl does not compile), NaN, empty arrays, subclasses and other ranks and
+    layouts (large ones reduced as 1-d) all answer as NumPy, with NumPy's result types."""
     f, g = getattr(jnp, name), getattr(np, name)
 
     def check(x):
@@ -112,7 +112,9 @@ def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):
               a.astype(">f8"), ro, nan, np.array([]), a.astype(np.float32),
               (a * 9).astype(np.int8), (a * 9).astype(np.uint8), a > 0,
               a.astype(np.float16), a.astype(np.complex64), a.reshape(1, 257),
-              np.ma.masked_array(a, a > 1), a[:1]]:
+              np.ma.masked_array(a, a > 1), a[:1], rng.standard_normal((3, 4)),
+              rng.standard_normal((60, 300)), rng.standard_normal((60, 300)).T,
+              rng.standard_normal((60, 300))[:, ::2], rng.standard_normal((2, 3, 5))]:
         check(x)
         check(a)
 

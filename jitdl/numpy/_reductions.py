@@ -597,14 +597,26 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
                  out, _A)
 
 
+def _whole_slot(name):
+    """The slot of f(a) over every axis (see eager._one_array_call): f's own call's."""
+    key = one_array_slot(name, _NONE)
+    return lambda a: (key, _flat(a))
+
+
 def _arg_slot(name):
-    small, large = (one_array_slot(name, static) for static in (_ARG_SMALL, _ARG_LARGE))
-    return lambda a: small if a.size < red.ARG_BLOCKED_MIN else large
+    """The slot of argmax(a) / argmin(a): the one _plain_arg's static arguments pick."""
+    keys = {id(st): one_array_slot(name, st)
+            for st in (_ARG_SMALL, _ARG_NARROW, _ARG_LARGE, _NONE)}
+
+    def slot(a):
+        operand, static = _plain_arg(a, None, None, False)
+        return keys[id(static)], operand
+    return slot
 
 
-# the common call f(a) of a 1-d array goes straight to its kernel (eager._one_array_call)
+# the common call f(a) goes straight to its kernel (eager._one_array_call)
 for _f in (sum, prod, max, min, mean, all, any):
-    _f.one_array_slot = one_array_slot(_f.__name__, _NONE)
+    _f.one_array_slot = _whole_slot(_f.__name__)
 argmax.one_array_slot, argmin.one_array_slot = _arg_slot("argmax"), _arg_slot("argmin")
 
 amax, amin = max, min
