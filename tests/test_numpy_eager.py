@@ -119,6 +119,31 @@ def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):
         check(a)
 
 
+
+def test_small_strided_operands_of_a_warm_kernel(rng):
+    """A small strided view (a[:, :25], x[::2]) passed where a warm kernel's direct entry
+    serves C-ordered arrays is copied for it (eager._small_copies): linear algebra gives
+    NumPy's values; a layout-free op still runs a transposed view in its memory order
+    and gives NumPy's (Fortran) layout."""
+    m = rng.standard_normal((25, 40)).astype(np.float32)
+    x = rng.standard_normal(50)
+    a = np.ascontiguousarray(m[:, :25])
+    for _ in range(2):
+        same(jnp.matmul(a, m), a @ m, rtol=1e-5)
+        same(jnp.dot(x[:25], x[25:]), np.dot(x[:25], x[25:]))
+    for _ in range(2):
+        same(jnp.matmul(m[:, :25], m), m[:, :25] @ m, rtol=1e-5)
+        same(jnp.matmul(m[::-1, 5:30], m[:, ::-1]), m[::-1, 5:30] @ m[:, ::-1], rtol=1e-5)
+        same(jnp.dot(x[::2], x[1::2]), np.dot(x[::2], x[1::2]))
+        same(jnp.outer(x[::3], x[::-5]), np.outer(x[::3], x[::-5]))
+        same(jnp.inner(m[:3, ::2], m[:4, 1::2]), np.inner(m[:3, ::2], m[:4, 1::2]), rtol=1e-5)
+    t = rng.standard_normal((30, 20)).T
+    jnp.exp(np.ascontiguousarray(t))
+    r = jnp.exp(t)
+    same(r, np.exp(t))
+    assert r.flags.f_contiguous == np.exp(t).flags.f_contiguous
+
+
 def test_out_argument(rng):
     a, b = rng.standard_normal(1000), rng.standard_normal(1000)
     out = np.empty(1000)
