@@ -434,6 +434,10 @@ def _as_1d_if_scalar(a, axis):
 def take(a, indices, axis=None, out=None, mode="raise"):
     """numpy.take: elements at `indices` along `axis` (None: of the flattened array);
     mode 'raise' (out-of-range indices raise IndexError), 'wrap' or 'clip'."""
+    if type(indices) is list and type(a) is _ndarray:     # (take(a, [1, 5, 7]): ints are
+        listed = np.asarray(indices)                      # the common call's array)
+        if listed.dtype.kind in "iu":
+            indices = listed
     if type(a) is _ndarray and type(indices) is _ndarray and out is None and a.ndim \
             and (axis is None or type(axis) is int) and type(mode) is str \
             and indices.dtype.kind in "iu":
