@@ -432,18 +432,25 @@ class MathLib:
         i64 = like(I64, x)
         xd = b.fpext(x, d) if f32 else x
         ax = self._intr(b, "llvm.fabs", d, xd)
-        n, r_hi, r_lo = self._exp64_reduce(b, ax, 0.0, 100.0 if f32 else 711.0)
-        if f32:         # (float32: n <= 145, so 2^-2n and 2^(n-1) are normal doubles)
-            r = b.fadd(r_hi, r_lo)
+        if f32:
+            # (n <= 145, so 2^(n-1) and 2^(-n-1) are normal doubles: their exponent fields
+            # sum to 2044, so the second is one subtraction from the first; r in one fused
+            # multiply-add, whose 2^-47 is far below float32's half ulp)
+            shifted = b.fadd(b.fmul(self._intr(b, "llvm.minnum", d, ax, c(100.0)),
+                                    c(1 / math.log(2.0))), c(_ROUND64))
+            n = b.fsub(shifted, c(_ROUND64))
+            r = self._intr(b, "llvm.fma", d, n, c(-math.log(2.0)), ax)
             z = b.fmul(r, r)
             ch = self._madd(b, z, self._estrin(b, _COSH_C32, z), c(1.0))
             sh = self._madd(b, b.fmul(r, z), self._estrin(b, _SINH_S32, z), r)
-            up = self._pow2(b, b.sub(n, const(i64, 1)), d)               # h
-            down = self._pow2(b, b.sub(const(i64, -1), n), d)            # h t
+            up = b.shl(b.add(b.bitcast(shifted, i64), const(i64, 1022)), const(i64, 52))
+            down = b.bitcast(b.sub(const(i64, 2044 << 52), up), d)         # h t
+            up = b.bitcast(up, d)                                           # h
             kc, ks = b.fadd(up, down), b.fsub(up, down)
             kc, ks = (kc, ks) if cosh else (ks, kc)
             y = self._madd(b, kc, ch, b.fmul(ks, sh))
         else:
+            n, r_hi, r_lo = self._exp64_reduce(b, ax, 0.0, 711.0)
             r = b.fadd(r_hi, r_lo)      # (r_lo, n times ln2's low part, is not below
             z = b.fmul(r, r)            # r_hi's ulp: the polynomials take the sum)
             even = b.fmul(z, self._estrin(b, _COSH_C, z))                  # cosh r - 1
