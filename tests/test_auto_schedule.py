@@ -260,6 +260,28 @@ def test_an_epilogue_is_a_pass_of_its_own_where_the_reduction_takes_l1_blocks(rn
                                        atol=2e-5 * np.sqrt(k))
 
 
+
+@pytest.mark.parametrize("tname", list(TARGETS))
+def test_a_few_rows_stream_rows_of_a_matrix_larger_than_l2(tname, rng):
+    """(m, k) @ (k, n) with m at most two row tiles and B past the target's L2: the
+    threads split the columns in blocks, each reading B's rows along their length a few
+    steps at a time (the reduction split by _STREAM_K, the column blocks parallel, no
+    pack); with many rows, register tiles as before. Odd sizes (a partial tile, a
+    reduction that is no multiple of the steps) match NumPy."""
+    target = TARGETS[tname]
+    k = 1001
+    n = max(1000, 3 * target.l2_bytes // (k * 4))
+    for m, stream in ((5, True), (1, True), (64, False)):
+        a, b = normal(rng, m, k), normal(rng, k, n)
+        low = lowered(matmul, [a, b], target)
+        c = low.schedule.stages["C"]
+        split_k = [r for r in c.relations if isinstance(r, Split) and r.parent == "k"]
+        assert bool(split_k and split_k[0].factor == 8 and "B_pack" not in
+                    low.schedule.stages) == stream, (m, tname, low.schedule)
+        np.testing.assert_allclose(run(low, target, [a, b]), a.astype(F64) @ b,
+                                   rtol=2e-5, atol=2e-5 * np.sqrt(k))
+
+
 def test_no_pack_where_each_element_is_read_once(rng):
     """A column sum reads each element of X once and a one-row matmul each element of B
     once: copying them into a packed layout first only costs."""
