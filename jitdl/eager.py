@@ -204,7 +204,9 @@ def _static_key(static):
             seen = _frozen.get(id(static))
             if seen is not None and seen[0] is static:
                 return seen[1]      # (a wrapper's precomputed tuple, frozen once)
-            key = tuple((n, freeze_static(v)) for n, v in static)
+            # (the plain values as they are: only the others need their canonical form)
+            key = tuple((n, v) if type(v) in _PLAIN or type(v) is tuple and _plain_tuple(v)
+                        else (n, freeze_static(v)) for n, v in static)
             if len(_frozen) >= _KEPT:
                 _frozen.clear()
             _frozen[id(static)] = (static, key)     # (kept alive: its id stays its own)
