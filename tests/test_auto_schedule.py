@@ -280,6 +280,11 @@ def test_a_few_rows_stream_rows_of_a_matrix_larger_than_l2(tname, rng):
                     low.schedule.stages) == stream, (m, tname, low.schedule)
         np.testing.assert_allclose(run(low, target, [a, b]), a.astype(F64) @ b,
                                    rtol=2e-5, atol=2e-5 * np.sqrt(k))
+    # B an inlined transpose (x @ W.T): its rows are W's columns, not streamed
+    w = normal(rng, n, k)
+    low = lowered(matmul_transposed, [normal(rng, 5, k), w], target)
+    assert not any(isinstance(r, Split) and r.parent.startswith("k") and r.factor == 8
+                   for r in low.schedule.stages["matmul"].relations), (tname, low.schedule)
 
 
 def test_no_pack_where_each_element_is_read_once(rng):

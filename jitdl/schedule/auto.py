@@ -700,17 +700,21 @@ def _pack_choice(name, st, last, tj, ti, rule, cfg):
     return kinds[cfg.choice(f"{name}.pack", [default] + list(kinds))]
 
 
-def _few_rows(st, last, tj, cand, ti, target):
+def _few_rows(s, st, last, tj, cand, ti, target):
     """A 2-d matmul-like reduction C[i, j] = sum(A[i, k] * B[k, j]) with at most two
-    tiles of rows and a B larger than L2: B's rows are streamed (_row_stream_tiles), where
-    register tiles, finishing each column strip before the next, read B in strips of one
-    tile's width a row apart (128 bytes every 16-32 KiB: no prefetcher follows them)."""
+    tiles of rows and a B in memory (no inlined stage: the rows of W.T of x @ W.T are W's
+    columns) larger than L2: B's rows are streamed (_row_stream_tiles), where register
+    tiles, finishing each column strip before the next, read B in strips of one tile's
+    width a row apart (128 bytes every 16-32 KiB: no prefetcher follows them)."""
     op = st.tensor.op
     streamed = _streamed_operand(st, last)
     if cand is None or len(op.axes) != 2 or len(op.reduce_axes) != 1 or streamed is None \
             or streamed[1] != streamed[0].ndim - 1 or cand.extent > 2 * ti:
         return False
     b = streamed[0]
+    made = s.stages.get(b.name)
+    if made is not None and made.tensor is b and made.attach == "inline":
+        return False
     return _nbytes(b) > target.l2_bytes and last.extent >= 4 * tj and \
         op.reduce_axes[0].extent >= 4 * _STREAM_K
 
@@ -764,7 +768,7 @@ def _register_tile(s, name, st, target, cfg, allow, num_threads):
         rows = (st.tensor.op.axes[0], 1)
     else:
         rows = (cand, ti)
-    if _few_rows(st, last, tj, *rows, target) and (cfg is None or cfg.choice(
+    if _few_rows(s, st, last, tj, *rows, target) and (cfg is None or cfg.choice(
             f"{name}.few_rows", ["stream", "tiles"]) == "stream"):
         _row_stream_tiles(s, name, st, last, tj, *rows, target, allow, num_threads)
         return True
