@@ -1509,3 +1509,24 @@ def test_reorder_plans_are_kept_per_layout(rng):
                               (jnp.mean(x), np.mean(x))):
                 same(got, want)
                 assert np.shape(got) == np.shape(want)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "nansum"])
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32, np.float64, np.int8])
+def test_totals_into_a_float_out_are_taken_in_its_promoted_dtype(rng, name, out_dtype):
+    """NumPy adds or multiplies into out= in out's and the array's promoted dtype (its
+    int64 total only without out=): an integer product into a float out= is -0.0 where a
+    negative factor meets a zero, and an int64 total does not wrap."""
+    for dtype in (np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32):
+        a = rng.integers(-3, 4, (3, 4)).astype(dtype)
+        a[0, :2] = (-2 if np.dtype(dtype).kind in "if" else 1, 0)
+        for axis in (None, 0, 1):
+            got = np.zeros(np.sum(a, axis=axis).shape, out_dtype)
+            want = got.copy()
+            assert getattr(jnp, name)(a, axis=axis, out=got) is got
+            getattr(np, name)(a, axis=axis, out=want)
+            np.testing.assert_array_equal(got, want)
+            assert (np.signbit(got) == np.signbit(want)).all(), (dtype, axis)
+    big, got = np.array([2 ** 62, 2 ** 62]), np.zeros((), np.float64)
+    getattr(jnp, name)(big, out=got)
+    assert got == getattr(np, name)(big.astype(np.float64))

@@ -95,12 +95,29 @@ def _unsigned_total(a, dtype, what):
 
 
 def _out_dtype(a, dtype, out):
-    """A sum's, product's, mean's or variance's dtype: dtype=, else float64 for a float32
-    array into a float64 out=, as NumPy's (out's dtype takes part in choosing its
-    reduction's loop)."""
+    """A mean's or variance's dtype: dtype=, else float64 for a float32 array into a
+    float64 out=, as NumPy's (out's dtype takes part in choosing its reduction's loop)."""
     if dtype is None and type(out) is np.ndarray and out.dtype == np.float64 \
             and getattr(a, "dtype", None) == np.float32:
         return out.dtype
+    return dtype
+
+
+def _total_dtype(a, dtype, out):
+    """A sum's or product's dtype: dtype=, else out='s and a's promoted dtype where out= is
+    a floating-point array. NumPy picks its add or multiply loop from both (its default
+    int64 total only without out=), so an integer array's total into a float out= is
+    taken in floating point: np.prod of int32 [-3, 0] into a float64 out= is -0.0, and
+    int64 totals past 2**63 do not wrap. A float16 loop is NumPy's own (jitdl.eager);
+    a's own float dtype stays None, the common call's."""
+    if dtype is None and type(out) is np.ndarray and out.dtype.kind == "f" \
+            and not is_symbolic(a):
+        a_dtype = np.result_type(a)
+        dtype = np.promote_types(out.dtype, a_dtype)
+        if dtype == a_dtype:
+            return None
+        if dtype.name not in dtypes.SUPPORTED:
+            raise UnsupportedDtypeError(f"a {dtype} total (out=)")
     return dtype
 
 
@@ -129,7 +146,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
         return _plain("sum", red.sum_, a, static)
-    dtype = _out_dtype(a, dtype, out)
+    dtype = _total_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "sum")
@@ -146,7 +163,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
         return _plain("prod", red.prod, a, static)
-    dtype = _out_dtype(a, dtype, out)
+    dtype = _total_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, "prod")
@@ -548,7 +565,7 @@ def _extra(initial, where):
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """Sum treating NaN as zero (numpy.nansum)."""
-    dtype = _out_dtype(a, dtype, out)
+    dtype = _total_dtype(a, dtype, out)
     if initial is not _NO or where is not _NO:
         return _by_numpy("nansum", a, axis, out, keepdims, dtype=dtype,
                          **_extra(initial, where))
