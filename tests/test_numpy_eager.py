@@ -1530,3 +1530,22 @@ def test_totals_into_a_float_out_are_taken_in_its_promoted_dtype(rng, name, out_
     big, got = np.array([2 ** 62, 2 ** 62]), np.zeros((), np.float64)
     getattr(jnp, name)(big, out=got)
     assert got == getattr(np, name)(big.astype(np.float64))
+
+
+def test_subtract_and_negative_of_bools_give_numpys_advice(rng):
+    """NumPy's TypeError for `-` of bools says what to use instead (`^`, `~`); jd.numpy's
+    says the same, on arrays, with a Python bool, and inside a definition."""
+    a, b = rng.random(7) > 0.5, rng.random(7) > 0.5
+    for call in (lambda m: m.subtract(a, b), lambda m: m.subtract(a, True),
+                 lambda m: m.negative(a)):
+        with pytest.raises(TypeError) as want:
+            call(np)
+        with pytest.raises(TypeError) as got:
+            call(jnp)
+        assert str(want.value) in str(got.value)
+
+    @jd.compute
+    def minus(X, Y):
+        return X - Y
+    with pytest.raises(TypeError, match="numpy boolean subtract"):
+        minus(a, b)

@@ -154,13 +154,23 @@ def result_dtype(ufunc, *typed) -> str:
             # (an instance of NumPy's class too, as its UFuncTypeError for sign of bools)
             names = " and ".join(dt for dt, _ in typed)
             raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
-                f"{ufunc.__name__} is not defined for {names}") from None
+                numpy_advice(e) or f"{ufunc.__name__} is not defined for {names}") from None
     name = np.asarray(out).dtype.name
     if name == "float16":
         return "float32"
     if name not in dtypes.SUPPORTED:
         raise TypeError(f"{ufunc.__name__} of {typed} gives unsupported dtype {name}")
     return name
+
+
+def numpy_advice(error):
+    """NumPy's own message where it says what to use instead (subtract and negative of
+    bools: the `^` and `~` operators), which users know and search for; else None."""
+    text = str(error)
+    return text if text.lower().startswith(_ADVICE) else None
+
+
+_ADVICE = ("numpy boolean", "the numpy boolean")
 
 
 def cast(x, dtype: str) -> Expr:

@@ -404,7 +404,7 @@ def result_type(ufunc, name, *xs) -> str:
     except TypeError as e:         # (an instance of NumPy's class too: its UFuncTypeError)
         types = " and ".join(operand(x).dtype for x in xs)
         raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
-            f"ufunc '{name}' not supported for the input type"
+            build.numpy_advice(e) or f"ufunc '{name}' not supported for the input type"
             f"{'s' if len(xs) > 1 else ''} {types}", user_loc()) from None
 
 
