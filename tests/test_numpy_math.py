@@ -261,10 +261,12 @@ def test_type_errors_read_like_numpy():
     for f, args in ((np.bitwise_and, (np.ones(2), 1)), (np.negative, (np.ones(2, bool),)),
                     (np.invert, (np.ones(2),)), (np.left_shift, (np.ones(2), 1)),
                     (np.subtract, (np.ones(2, bool), np.ones(2, bool)))):
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as want:
             f(*args)
-        with pytest.raises(TypeError, match=f"ufunc '{f.__name__}' not supported for the "
-                                            "input type"):
+        # (bool negative / subtract: NumPy's own advice, `~` / `^`; else its no-loop text)
+        text = "numpy boolean" if "numpy boolean" in str(want.value) else \
+            f"ufunc '{f.__name__}' not supported for the input type"
+        with pytest.raises(TypeError, match=text):
             getattr(jnp, f.__name__)(*args)
 
 
@@ -1483,7 +1485,9 @@ def test_a_dtype_a_ufunc_has_no_loop_for_raises_numpys_class():
                      (lambda m, x: m.bitwise_and(x, x), (b * 1.5,))):
         with pytest.raises(TypeError) as want:
             fn(np, *args)
-        with pytest.raises(type(want.value), match="not supported for the input type"):
+        text = "numpy boolean" if "numpy boolean" in str(want.value) else \
+            "not supported for the input type"
+        with pytest.raises(type(want.value), match=text):
             fn(jnp, *args)
 
     @jd.compute

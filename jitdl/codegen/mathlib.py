@@ -219,6 +219,14 @@ def _split(pair, ty):
     return hi, (pair[0] - hi) + pair[1]
 
 
+def _joined(b, *incoming):
+    """The value of whichever (value, block) pair control came from: a phi."""
+    out = b.phi(incoming[0][0].type)
+    for v, block in incoming:
+        out.add_incoming(v, block)
+    return out
+
+
 class MathLib:
     def __init__(self, gen):
         self.gen = gen
@@ -499,15 +507,10 @@ class MathLib:
         fn = self.gen.declare(f"llvm.vector.reduce.and.{suffix(mask.type)}", I1, [mask.type])
         with b.if_else(b.call(fn, [mask])) as (then, otherwise):
             with then:
-                v_fast = fast()
-                fast_end = b.block
+                done = (fast(), b.block)
             with otherwise:
-                v_slow = slow()
-                slow_end = b.block
-        out = b.phi(v_fast.type)
-        out.add_incoming(v_fast, fast_end)
-        out.add_incoming(v_slow, slow_end)
-        return out
+                rest = (slow(), b.block)
+        return _joined(b, done, rest)
 
     def _pow_general(self, b, x, y):
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
@@ -828,12 +831,8 @@ class MathLib:
             any_bad = b.call(fn, [bad])
         fast_end = b.block
         with b.if_then(any_bad, likely=False):
-            mixed = b.select(bad, slow(), v)
-            slow_end = b.block
-        out = b.phi(v.type)
-        out.add_incoming(v, fast_end)
-        out.add_incoming(mixed, slow_end)
-        return out
+            mixed = (b.select(bad, slow(), v), b.block)
+        return _joined(b, (v, fast_end), mixed)
 
     def _libm(self, b, name, x):
         """The C library's function `name` (float32: name + "f") of x: a call for a scalar,
