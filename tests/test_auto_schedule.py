@@ -240,7 +240,6 @@ def test_temporaries_stay_small_and_results_match(case, tname, rng):
         f"inputs and outputs\n{low.schedule}\n{low.func}"
 
 
-
 def test_an_epilogue_is_a_pass_of_its_own_where_the_reduction_takes_l1_blocks(rng):
     """matmul + bias + relu: with a short reduction the epilogue runs on each register
     tile as it finishes (C computed at D's tile loop); with one long enough for the rule's
@@ -258,7 +257,6 @@ def test_an_epilogue_is_a_pass_of_its_own_where_the_reduction_takes_l1_blocks(rn
             np.testing.assert_allclose(run(low, target, [a, b, bias]),
                                        np.maximum(a @ b + bias, 0), rtol=2e-5,
                                        atol=2e-5 * np.sqrt(k))
-
 
 
 @pytest.mark.parametrize("tname", list(TARGETS))
@@ -285,6 +283,36 @@ def test_a_few_rows_stream_rows_of_a_matrix_larger_than_l2(tname, rng):
     low = lowered(matmul_transposed, [normal(rng, 5, k), w], target)
     assert not any(isinstance(r, Split) and r.parent.startswith("k") and r.factor == 8
                    for r in low.schedule.stages["matmul"].relations), (tname, low.schedule)
+
+
+@jd.compute
+def matmul_of_transposes(A, B):
+    return jd.numpy.matmul(A.T, B.T)
+
+
+@jd.compute
+def matmul_of_a_cast(A, B):
+    return jd.numpy.matmul(A, B.astype(np.float32))
+
+
+def test_a_few_rows_do_not_stream_an_operand_read_across_its_rows(rng):
+    """A.T @ B.T with few rows and B past L2: the operand the tile reads along its columns
+    is B.T, an inlined transpose whose every step reads B across its rows; streaming it
+    would gather each element in an unrolled block (LLVM took 40-75 s on one such kernel),
+    so it keeps register tiles, and matches NumPy. A cast of B is still streamed."""
+    target = TARGETS["host"]
+    a, b = normal(rng, 1001, 13), normal(rng, 701, 1001)
+    low = lowered(matmul_of_transposes, [a, b], target)
+    c = next(x for x in low.schedule.stages.values() if x.is_reduce)
+    assert not any(isinstance(r, Split) and r.factor == 8 and r.parent.startswith("k")
+                   for r in c.relations), low.schedule
+    np.testing.assert_allclose(run(low, target, [a, b]), a.T.astype(F64) @ b.T,
+                               rtol=2e-5, atol=2e-5 * np.sqrt(1001))
+    a, b = normal(rng, 13, 1001), normal(rng, 1001, 701, dtype=F64)
+    low = lowered(matmul_of_a_cast, [a, b], target)
+    c = next(x for x in low.schedule.stages.values() if x.is_reduce)
+    assert any(isinstance(r, Split) and r.factor == 8 and r.parent.startswith("k")
+               for r in c.relations), low.schedule
 
 
 def test_no_pack_where_each_element_is_read_once(rng):

@@ -702,21 +702,38 @@ def _pack_choice(name, st, last, tj, ti, rule, cfg):
 
 def _few_rows(s, st, last, tj, cand, ti, target):
     """A 2-d matmul-like reduction C[i, j] = sum(A[i, k] * B[k, j]) with at most two
-    tiles of rows and a B in memory (no inlined stage: the rows of W.T of x @ W.T are W's
-    columns) larger than L2: B's rows are streamed (_row_stream_tiles), where register
-    tiles, finishing each column strip before the next, read B in strips of one tile's
-    width a row apart (128 bytes every 16-32 KiB: no prefetcher follows them)."""
+    tiles of rows and a B larger than L2: B's rows are streamed (_row_stream_tiles), where
+    register tiles, finishing each column strip before the next, read B in strips of one
+    tile's width a row apart (128 bytes every 16-32 KiB: no prefetcher follows them). Not
+    where B is an inlined stage that reads its own operands across their rows: W.T of x @
+    W.T (jd.nn.linear), whose rows are W's columns (67-77 ms for (8, 4096) by (4096, 4096)
+    float32, 14-16 with register tiles), or B.T of A.T @ B.T (the unrolled steps gathered
+    every element, and LLVM took a minute)."""
     op = st.tensor.op
     streamed = _streamed_operand(st, last)
     if cand is None or len(op.axes) != 2 or len(op.reduce_axes) != 1 or streamed is None \
-            or streamed[1] != streamed[0].ndim - 1 or cand.extent > 2 * ti:
+            or streamed[1] != streamed[0].ndim - 1 or cand.extent > 2 * ti \
+            or not _reads_along_rows(s, streamed[0]):
         return False
     b = streamed[0]
-    made = s.stages.get(b.name)
-    if made is not None and made.tensor is b and made.attach == "inline":
-        return False
     return _nbytes(b) > target.l2_bytes and last.extent >= 4 * tj and \
         op.reduce_axes[0].extent >= 4 * _STREAM_K
+
+
+def _reads_along_rows(s, tensor):
+    """Whether reading `tensor` along its last axis reads memory along rows: it is no
+    inlined stage, or one (elementwise: B * 2, a cast) whose every read, and those of
+    its own inlined producers, has the stage's last axis alone as its last index."""
+    st = s.stages.get(tensor.name)
+    if st is None or st.tensor is not tensor or st.attach != "inline":
+        return True
+    last = st.tensor.op.axes[-1] if st.tensor.op.axes else None
+    for acc in [n for n in walk_expr(st.tensor.op.body) if isinstance(n, Access)]:
+        if acc.indices and (last is None or not _along_last(acc, last)):
+            return False
+        if not _reads_along_rows(s, acc.tensor):
+            return False
+    return True
 
 
 _STREAM_K = 8       # reduction steps per pass over a block of C in _row_stream_tiles
@@ -736,7 +753,8 @@ def _row_stream_tiles(s, name, st, last, tj, cand, ti, target, allow, num_thread
     # (as many blocks for every thread, and equal ones, whole tiles where a count gives
     # them: a last, partial block would run after the parallel loop, on one thread)
     step = max(1, num_threads)
-    counts = range(-(-(-(-n // block)) // step) * step, n // tj + 1, step)
+    blocks = -(-n // block)                                 # (ceilings)
+    counts = range(-(-blocks // step) * step, n // tj + 1, step)
     parts = next((p for p in counts if n % (p * tj) == 0), None) or \
         next((p for p in counts if n % p == 0), None)
     block = n // parts if parts else block
