@@ -74,7 +74,6 @@ def test_cached_calls_on_other_layouts_stay_right(rng):
     same(jnp.exp(a[::2, ::3]), np.exp(a[::2, ::3]))
 
 
-
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "argmax", "argmin",
                                   "all", "any"])
 def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):
@@ -117,7 +116,6 @@ def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):
               rng.standard_normal((60, 300))[:, ::2], rng.standard_normal((2, 3, 5))]:
         check(x)
         check(a)
-
 
 
 def test_small_strided_operands_of_a_warm_kernel(rng):

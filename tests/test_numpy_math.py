@@ -839,14 +839,14 @@ def test_float32_sin_cos_within_two_ulp(name):
         same(getattr(jnp, name)(s), np_quiet(getattr(np, name), s), rtol=2.4e-7)
 
 
-
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
 @pytest.mark.parametrize("name", ["sinh", "cosh"])
 def test_sinh_cosh_are_vector_code_within_an_ulp(name, dt):
     """sinh and cosh are inline vector code from one reduction |x| = n ln2 + r (no second
     exponential, no division): within an ulp of the true value (x86's long double
-    functions; float32: the C library's double function rounded) across scales, at the reduction's boundaries (n = 0 / 1 at ln2 / 2, where
-    sinh's two terms nearly cancel), near overflow (710.47 and 89.41), for denormals; sinh
+    functions; float32: the C library's double function rounded) across scales, at the
+    reduction's boundaries (n = 0 / 1 at ln2 / 2, where sinh's two terms nearly cancel),
+    near overflow (710.47 and 89.41), for denormals; sinh
     odd with -0 kept, +-inf and NaN exactly NumPy's, in every lane position."""
     import math
     ref = getattr(math, name)
