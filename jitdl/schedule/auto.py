@@ -343,14 +343,17 @@ def _epilogue_in_tiles(s, name, st, target, cfg, allow):
     blocks C's reduction for L1 (_l1_k_block), which a tile finishing its whole sum
     before its epilogue cannot have (the tiles then stream k x tile-width panels from L2
     or L3: 512 x 1024 @ 1024 x 1024 float32 + b on the 2-core Xeon 6.1 ms fused, the
-    matmul alone with blocks 5.3, the epilogue's pass over the result 0.2). A knob
-    (`epilogue`), the rule's choice first."""
+    matmul alone with blocks 5.3, the epilogue's pass over the result 0.2). C is then a
+    temporary of the result's size, so only where it takes at most the target's pack
+    budget (about half of L3): a 4096 x 4096 float32 result keeps its 8 MB of
+    temporaries, not 67. A knob (`epilogue`), the rule's choice first."""
     sizes = _tile_sizes(s, name, st, target)
     if sizes is None:
         return True
     last, tj, cand, ti = sizes
     blocked = _tile_choices(s, name, st, last, tj, cand, ti, target, None, allow).kc
-    options = ["apart", "tiles"] if blocked is not None else ["tiles", "apart"]
+    apart = blocked is not None and _nbytes(st.tensor) <= target.pack_block_bytes
+    options = ["apart", "tiles"] if apart else ["tiles", "apart"]
     return (cfg.choice(f"{name}.epilogue", options) if cfg is not None else options[0]) \
         == "tiles"
 
