@@ -1213,3 +1213,24 @@ def test_review_items_of_stop_30():
     got = np.zeros(4, np.int32)
     jnp.clip(i32, np.int32(1), np.int32(2), out=got, casting="equiv")
     same(got, np.clip(i32, 1, 2))
+
+
+def test_repeat_matrix_transpose_and_argmax_errors_read_as_numpys():
+    """NumPy's words: a negative single count is a negative dimension, negative counts per
+    element are negative repeats; matrix_transpose below 2-d says the installed NumPy's
+    message; argmax / argmin of a 0-d array take it as 1-d (axis 0 or -1, and an
+    AxisError of dimension 1)."""
+    a = np.arange(6.0).reshape(2, 3)
+    x = np.array(3.0)
+    cases = [lambda m: m.repeat(a, -1), lambda m: m.repeat(a, [-2]),
+             lambda m: m.repeat(a, [-1, 1, 1], axis=1), lambda m: m.matrix_transpose(a[0]),
+             lambda m: m.matrix_transpose(x), lambda m: m.argmax(x, axis=1),
+             lambda m: m.argmin(x, axis=-2)]
+    for case in cases:
+        with pytest.raises(ValueError) as want:
+            case(np)
+        with pytest.raises(type(want.value)) as got:
+            case(jnp)
+        assert str(want.value) in str(got.value)
+    for axis in (0, -1):
+        assert jnp.argmax(x, axis=axis) == np.argmax(x, axis=axis) == 0

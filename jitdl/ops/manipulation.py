@@ -742,7 +742,9 @@ def repeat(a, repeats, axis=None):
     n = a.shape[axis]
     reps = _ints(repeats, "repeats")
     if builtins.any(r < 0 for r in reps):
-        raise ShapeError("repeats may not contain negative values.", user_loc())
+        # (NumPy's words: one count is the result's size, several are per element)
+        raise ShapeError("negative dimensions are not allowed" if len(reps) == 1 else
+                         "repeats may not contain negative values.", user_loc())
     if len(reps) == 1:
         r = reps[0]
         shape = a.shape[:axis] + (_mul(n, r),) + a.shape[axis + 1:]

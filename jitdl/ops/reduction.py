@@ -164,8 +164,11 @@ def _arg(op, x, axis, keepdims, blocked, narrow):
     if axis is not None and not isinstance(axis, int):     # (NumPy takes one axis here)
         raise ArgumentError(f"'{type(axis).__name__}' object cannot be interpreted as an "
                             f"integer ({op.value}'s axis must be an int or None)", user_loc())
-    # axis=None: one reduction over every axis, whose position is the row-major one
-    axis = None if axis is None else normalize_axes(axis, x.ndim, allow_none=False)[0]
+    # axis=None: one reduction over every axis, whose position is the row-major one (a
+    # 0-d x is NumPy's 1-d array of one element here: axis 0 or -1, and its AxisError)
+    axis = None if axis is None else normalize_axes(axis, x.ndim or 1, allow_none=False)[0]
+    if x.ndim == 0:
+        axis = None
     n = reduced_size(x, axis)
     if isinstance(n, int) and n == 0:
         raise ShapeError(f"attempt to get {op.value} of an empty sequence", user_loc())
