@@ -71,13 +71,8 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
         if d is not None:
             if out is None:
                 r = d(*operands)
-                if r is not _MISS:
+                if r is not _MISS or (r := _copied_for(d, builder, operands)) is not _MISS:
                     return r
-                copies = _small_copies(builder, operands)
-                if copies is not None:
-                    r = d(*copies)
-                    if r is not _MISS:
-                        return r
             elif type(out) is _ndarray:
                 r = d(*operands, out)
                 if r is not _MISS:
@@ -118,20 +113,20 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
 _SMALL_COPY = 1 << 16
 
 
-def _small_copies(builder, operands):
-    """The operands with each small strided array (a[:, :25]) C-contiguous, for the direct
-    entry that refused them; None where there is none, or where the op runs such views in
-    their memory's order (a layout-free op: NumPy's result layout). The general path would
-    copy them too, behind 3-5 us of checks: matmul of a (25, 25) view and a (25, 40)
-    array 6.6 -> 1.6 us (NumPy 2.0-4.5) on the 2-core Xeon."""
+def _copied_for(d, builder, operands):
+    """Direct entry d's result for the operands with each small strided array (a[:, :25])
+    C-contiguous, after d refused them as they are; _MISS where none is, or where the op
+    runs such views in their memory's order (a layout-free op: NumPy's result layout).
+    The general path would copy them too, behind 3-5 us of checks: matmul of a (25, 25)
+    view and a (25, 40) array 6.6 -> 1.6 us (NumPy 2.0-4.5) on the 2-core Xeon."""
     if getattr(builder, "layout", None) is not None:
-        return None
+        return _MISS
     copies = None
     for i, a in enumerate(operands):
         if type(a) is _ndarray and not a.flags.c_contiguous and a.nbytes < _SMALL_COPY:
             copies = copies or list(operands)
             copies[i] = np.ascontiguousarray(a)
-    return copies
+    return _MISS if copies is None else d(*copies)
 
 
 def _direct_first(key, run, operands):
@@ -648,13 +643,8 @@ def numpy_fallback(fn, np_fn):
             d = _direct.get((name, (), len(args)))
             if d is not None:
                 r = d(*args)
-                if r is not _MISS:
-                    return r
-                copies = _small_copies(None, args)      # (linear algebra: no layout)
-                if copies is not None:
-                    r = d(*copies)
-                    if r is not _MISS:
-                        return r
+                if r is not _MISS or (r := _copied_for(d, None, args)) is not _MISS:
+                    return r                            # (linear algebra: no layout)
         return call(*args, **kwargs)
     direct_call.numpy_fallback = np_fn
     return direct_call

@@ -622,8 +622,11 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 
 def matrix_transpose(x, /):
     """numpy.matrix_transpose: the last two axes swapped (a view on arrays)."""
-    if _ndim(x) < 2:        # (NumPy's ValueError, in the words of the NumPy installed)
-        np.matrix_transpose(np.empty((0,) * _ndim(x)))
+    if _ndim(x) < 2:
+        numpys = getattr(np, "matrix_transpose", None)      # (NumPy 2: its own words)
+        if numpys is not None:
+            numpys(np.empty((0,) * _ndim(x)))                # (raises ValueError)
+        raise ValueError("matrix transpose with ndim < 2 is undefined")
     return swapaxes(x, -1, -2)
 
 

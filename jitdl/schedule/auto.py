@@ -636,7 +636,8 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
     # tile, where row tiles outside ("rows") read all of it once per row tile, and the
     # threads, splitting the row tiles, each streamed all of it (16 x 4096 @ 4096 x 4096
     # on the 2-core Xeon, whose memory bandwidth moved 3x during the session: float64
-    # 67-75 -> 54-65 ms, float32 35-38 -> 27-32; NumPy 31-50 / 21-36)
+    # 67-75 -> 54-65 ms, float32 35-38 -> 27-32, NumPy 31-50 / 21-36; that shape now
+    # streams B's rows, _few_rows, and this order serves up to _FEW_ROW_TILES tiles)
     few = cand is not None and ti and cand.extent <= _FEW_ROW_TILES * ti
     rule = _TileChoices(pack, plan.nc if plan else None, kc, k, "cols" if few else "rows", 1)
     if cfg is None:
@@ -715,7 +716,7 @@ def _few_rows(s, st, last, tj, cand, ti, target):
     op = st.tensor.op
     streamed = _streamed_operand(st, last)
     if cand is None or len(op.axes) != 2 or len(op.reduce_axes) != 1 or streamed is None \
-            or streamed[1] != streamed[0].ndim - 1 or cand.extent > 2 * ti \
+            or streamed[1] != streamed[0].ndim - 1 or cand.extent > _STREAM_ROW_TILES * ti \
             or not _reads_along_rows(s, streamed[0]):
         return False
     b = streamed[0]
@@ -740,6 +741,7 @@ def _reads_along_rows(s, tensor):
 
 
 _STREAM_K = 8       # reduction steps per pass over a block of C in _row_stream_tiles
+_STREAM_ROW_TILES = 2   # row tiles at most for which _few_rows streams B's rows
 
 
 def _row_stream_tiles(s, name, st, last, tj, cand, ti, target, allow, num_threads):
