@@ -1288,6 +1288,26 @@ def test_power_is_vector_code_within_an_ulp(dt):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]),
                                       np.signbit(want[~np.isnan(want)]))
+    # ordinary lanes (a finite positive base, a finite exponent) beside those one
+    # operation gives, and beside special ones, in the same vectors: the same bits
+    base = RNG.uniform(0.5, 4, 4096).astype(dt)
+    expo = RNG.uniform(-3, 3, 4096).astype(dt)
+    for every, e in ((37, 2.0), (41, 1.0), (43, -1.0), (47, 0.5), (53, 0.0)):
+        expo[::every] = e
+    base[::59] = 1.0
+    odd = base.copy()
+    odd[::61] = -2.0
+    for xs in (base, odd):
+        with np.errstate(all="ignore"):
+            got, want = jnp.power(xs, expo), np.power(xs.astype(np.float64), expo)
+        with np.errstate(all="ignore"):      # (each correctly rounded in dt)
+            one_op = np.select([expo == 2, expo == 1, expo == -1, expo == 0.5,
+                                (expo == 0) | (xs == 1)],
+                               [xs * xs, xs, 1 / xs, np.sqrt(xs), np.ones_like(xs)], np.nan)
+        lone = ~np.isnan(one_op)
+        np.testing.assert_array_equal(got[lone], one_op[lone])
+        assert np.isnan(got[(xs < 0) & (expo % 1 != 0)]).all()
+        assert _ulps(got[~lone], want[~lone].astype(dt)).max() <= 1
 
 
 def test_float64_power_near_overflow_with_bases_near_sqrt2_is_within_an_ulp():

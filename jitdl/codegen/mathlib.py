@@ -492,15 +492,28 @@ class MathLib:
         """x ** y (_pow_general), except that a vector whose lanes are all x ** 0.5 of a
         positive x, or all x ** 2, is that one operation alone, exp and log skipped (a
         scalar exponent: jd.numpy.power(a, 0.5) of 1000 float64 8.2 -> 1.4 us on the
-        2-core Xeon, NumPy's SVML pow 3.2); the same results as the general path's."""
+        2-core Xeon, NumPy's SVML pow 3.2), and a vector whose lanes all take a finite
+        positive x to a finite power skips C's special cases (_pow_general's `plain`);
+        the same results as the general path's."""
         if not isinstance(x.type, ir.VectorType):
             return self._pow_general(b, x, y)
         c = lambda v: const(x.type, v)  # noqa: E731
+        fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         root = b.and_(b.fcmp_ordered("==", y, c(0.5)), b.fcmp_ordered(">", x, c(0.0)))
+        # (float32 widened is normal; y = -1 and y = 0.5 stay with the general path,
+        # which patches them)
+        positive = b.fcmp_ordered(">=", x, c(_MIN_NORMAL64)) if elem(x.type) == F64 \
+            else b.fcmp_ordered(">", x, c(0.0))
+        plain = b.and_(b.and_(positive, b.fcmp_ordered("<", x, c(math.inf))),
+                       b.and_(b.fcmp_ordered("<", fabs(y), c(math.inf)),
+                              b.and_(b.fcmp_ordered("!=", y, c(-1.0)),
+                                     b.fcmp_ordered("!=", y, c(0.5)))))
         return self._all_or(
             b, root, lambda: self._intr(b, "llvm.sqrt", x.type, x),
-            lambda: self._all_or(b, b.fcmp_ordered("==", y, c(2.0)), lambda: b.fmul(x, x),
-                                 lambda: self._pow_general(b, x, y)))
+            lambda: self._all_or(
+                b, b.fcmp_ordered("==", y, c(2.0)), lambda: b.fmul(x, x),
+                lambda: self._all_or(b, plain, lambda: self._pow_general(b, x, y, plain=True),
+                                     lambda: self._pow_general(b, x, y))))
 
     def _all_or(self, b, mask, fast, slow):
         """fast() where every lane of vector `mask` holds, else slow(): a branch."""
@@ -512,39 +525,49 @@ class MathLib:
                 rest = (slow(), b.block)
         return _joined(b, done, rest)
 
-    def _pow_general(self, b, x, y):
+    def _pow_general(self, b, x, y, plain=False):
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
         a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
         whose error stays far below float32's half ulp, without a division: log|x| by
         _LOG1P_Q32_LONG, exp by _exp_of_float32. The powers whose correctly
-        rounded result is one operation are that operation (_pow_exact)."""
+        rounded result is one operation are that operation (_pow_exact). `plain`: the
+        caller knows that x is positive, finite and normal and y finite, neither -1 nor
+        0.5, so that the log's edges, C's special cases and _pow_exact's patches have
+        nothing to do (y = 0 and x = 1 give exp(0) = 1 on their own)."""
         ty = x.type
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
+        if plain:
+            finish = lambda r: self._pow_exact(b, x, y, r, plain=True)  # noqa: E731
+        else:
+            finish = lambda r: self._pow_exact(b, x, y, self._pow_cases(b, x, y, r))  # noqa
         if elem(ty) == F32:
             d = like(F64, x)
             xd, yd = b.fpext(x, d), b.fpext(y, d)
-            ax = fabs(xd)
+            ax = xd if plain else fabs(xd)
             e, f = self._log64_split(b, ax, normal=True)
             log = self._madd(b, e, const(d, math.log(2.0)),
                              b.fmul(f, self._estrin(b, _LOG1P_Q32_LONG, f)))
-            r = self._exp_of_float32(b, b.fmul(yd, self._log_edges(b, ax, log)))
-            return self._pow_exact(b, x, y, self._pow_cases(b, x, y, b.fptrunc(r, ty)))
-        lh, ll = self._log64_dd(b, fabs(x))
+            log = log if plain else self._log_edges(b, ax, log)
+            return finish(b.fptrunc(self._exp_of_float32(b, b.fmul(yd, log)), ty))
+        lh, ll = self._log64_dd(b, x if plain else fabs(x), plain)
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
                         const(ty, 0.0))                 # (t infinite or NaN: no low part)
-        return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo)))
+        return finish(self._exp64(b, t, extra=t_lo))
 
-    def _pow_exact(self, b, x, y, r):
+    def _pow_exact(self, b, x, y, r, plain=False):
         """r, except x ** 1 = x, x ** 2 = x * x, x ** -1 = 1 / x and, for x > 0, x ** 0.5
         = sqrt(x): C's pow (glibc's, so NumPy's) is correctly rounded there, and so is
-        the one operation, where exp(y log|x|) may be an ulp off (0.1 ** 2)."""
+        the one operation, where exp(y log|x|) may be an ulp off (0.1 ** 2). (`plain`:
+        y is neither -1 nor 0.5.)"""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         r = b.select(b.fcmp_ordered("==", y, c(2.0)), b.fmul(x, x), r)
         r = b.select(b.fcmp_ordered("==", y, c(1.0)), x, r)
+        if plain:
+            return r
         # (a division and a square root, the costliest vector instructions, run only for
         # a vector with such a lane)
         r = self._patch(b, b.fcmp_ordered("==", y, c(-1.0)), r, lambda: b.fdiv(c(1.0), x))
@@ -570,19 +593,20 @@ class MathLib:
         r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", floor(y), y)), c(math.nan), r)
         return b.select(one, c(1.0), r)
 
-    def _log64_dd(self, b, x):
+    def _log64_dd(self, b, x, normal=False):
         """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it: x = 2^e (1 + f)
         as _log64 takes it, s = f / (2 + f) and s^3 as double-doubles (by fused
         multiply-adds), log(1 + f) = 2s + s^3 (2/3 + s^2 P(s^2)) with both terms and the
         bracket double-doubles (s^5 P(s^2) rounded leaves 2^-62, 2 ulp of pow near y log|x|
-        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
+        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf (`normal`:
+        the caller knows x is positive, finite and normal, and that needs no edges)."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
 
         def exact(p, q, prod):          # the rounding error of prod = p * q
             return fma(p, q, b.fneg(prod))
-        e, f = self._log64_split(b, x)
+        e, f = self._log64_split(b, x, normal)
         d = b.fadd(c(2.0), f)
         d_lo = b.fadd(b.fsub(c(2.0), d), f)
         inv = b.fdiv(c(1.0), d)         # (one division: s's rounding error joins s_lo)
@@ -609,7 +633,8 @@ class MathLib:
         err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
         lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
         top = b.fadd(hi, lo)
-        return self._log_edges(b, x, top), b.fadd(b.fsub(hi, top), lo)
+        low = b.fadd(b.fsub(hi, top), lo)
+        return (top if normal else self._log_edges(b, x, top)), low
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
