@@ -1234,10 +1234,16 @@ def _with_unit(seconds, like=None):
 
 
 def warm_up():
-    """Start LLVM and libgomp, and compute the CPU's cache-key environment, on a
-    background thread (see engine.warm_up_in_background)."""
-    env = (lambda: keys.environment(targets.get("cpu"))) if settings.cache else None
-    engine.warm_up_in_background(env, mcjit_loads=lambda: native.linker() is None)
+    """Start LLVM and libgomp, compute the CPU's cache-key environment and import what a
+    first call looks tuning records up with, on a background thread (see
+    engine.warm_up_in_background)."""
+    def also():
+        path = tuning_db()              # (imports platformdirs: 4 ms)
+        if path is not None and os.path.exists(path):
+            from jitdl.autotune import records  # noqa: F401
+        if settings.cache:
+            keys.environment(targets.get("cpu"))
+    engine.warm_up_in_background(also, mcjit_loads=lambda: native.linker() is None)
 
 
 def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=(),

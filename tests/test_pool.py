@@ -179,6 +179,32 @@ def test_kernel_temporaries_from_the_cache_and_without_the_pool(tmp_path, pool_b
 
 
 
+def test_the_pools_code_comes_from_the_disk_cache_in_later_processes(tmp_path):
+    """The policy's functions are compiled once and stored like a kernel: a later process
+    loads their shared library (dlopen, where there is a linker) instead of compiling them
+    again (25 ms of every process's first large output), and they work there."""
+    code = f"""
+        import numpy as np, jitdl as jd
+        from jitdl.runtime import native, pool
+        a = np.random.default_rng(0).standard_normal({N}).astype(np.float32)
+        b = jd.numpy.add(a, a)
+        c = jd.numpy.multiply(b, 3.0)
+        del b
+        d = jd.numpy.add(a, 1.0)            # (b's block, handed back)
+        native.drain()
+        print(np._core.multiarray.get_handler_name(c), type(pool._state["loaded"]).__name__,
+              bool(np.array_equal(c, (a + a) * np.float32(3))),
+              bool(np.array_equal(d, a + np.float32(1))))
+        """
+    env = {"JITDL_CACHE_DIR": str(tmp_path)}
+    first, second = run_child(code, env), run_child(code, env)
+    for r in (first, second):
+        assert r.returncode == 0, r.stderr
+    assert first.stdout.split() == ["jitdl_pool", "Loaded", "True", "True"]
+    assert second.stdout.split() == ["jitdl_pool", "SharedLoaded" if shutil.which("ld")
+                                     else "Loaded", "True", "True"]
+
+
 def test_a_kernel_dropped_before_the_pool_is_built():
     """Kernels loaded and dropped while the pool is still compiled on its thread: the
     thread then wrote the hooks into their unmapped code (a segfault); the pool now holds

@@ -316,6 +316,14 @@ class Loaded:
         self.heap_hooks = tuple(self.engine.get_global_value_address(symbol + h)
                                 for h in HEAP_HOOKS)
 
+    def function(self, name):
+        """The address of function `name` (0: none)."""
+        return self.engine.get_function_address(name)
+
+    def variable(self, name):
+        """The address of global variable `name` (0: none)."""
+        return self.engine.get_global_value_address(name)
+
 
 def assembly(optimized_ir: str) -> str:
     """Host assembly of an optimised module."""

@@ -160,20 +160,22 @@ class SharedLoaded:
                 pass
         self.obj = obj
         self.shared = shared
-        self.address = self._address(symbol)
-        self.fast_address = self._address(symbol + ".fast")
-        self.direct_address = self._address(symbol + ".direct")
+        self.address = self.function(symbol)
+        self.fast_address = self.function(symbol + ".fast")
+        self.direct_address = self.function(symbol + ".direct")
         if not self.address:
             raise OSError(f"symbol {symbol} not found in the shared library")
-        self.heap_hooks = tuple(self._global(symbol + h) for h in HEAP_HOOKS)
+        self.heap_hooks = tuple(self.variable(symbol + h) for h in HEAP_HOOKS)
 
-    def _global(self, name):
+    def variable(self, name):
+        """The address of global variable `name` (0: none)."""
         try:
             return ctypes.addressof(ctypes.c_void_p.in_dll(self.lib, name))
         except ValueError:
             return 0
 
-    def _address(self, name):
+    def function(self, name):
+        """The address of function `name` (0: none)."""
         try:
             return ctypes.cast(self.lib[name], ctypes.c_void_p).value or 0
         except AttributeError:

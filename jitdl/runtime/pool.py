@@ -42,6 +42,9 @@ _IR = r"""
 %ctx = type {{ i32, i64, [{slots} x ptr], i64 }}   ; lock, cached bytes, blocks (null:
                                                 ; empty), the slot the next free fills
 
+@jd_pool_ctx = global ptr null    ; the context and the byte cap, set when loaded (the
+@jd_pool_cap = global i64 0       ; code is cached on disk: no address is written in it)
+
 declare ptr @malloc(i64)
 declare ptr @calloc(i64, i64)
 declare ptr @realloc(ptr, i64)
@@ -159,7 +162,8 @@ some:
   %base = getelementptr i8, ptr %p, i64 -{header}
   %size = load i64, ptr %base
   %big = icmp uge i64 %size, {min_bytes}
-  %fits = icmp ule i64 %size, {cap}
+  %cap = load i64, ptr @jd_pool_cap
+  %fits = icmp ule i64 %size, %cap
   %keep = and i1 %big, %fits
   br i1 %keep, label %put, label %release
 put:
@@ -196,7 +200,7 @@ chosen:
 trim:
   %j = phi i64 [0, %chosen], [%j1, %kept]
   %over = load i64, ptr %cached
-  %too = icmp ugt i64 %over, {cap}
+  %too = icmp ugt i64 %over, %cap
   %other = icmp ne i64 %j, %i
   %go = and i1 %too, %other
   %s = getelementptr %ctx, ptr %c, i32 0, i32 2, i64 %j
@@ -244,7 +248,8 @@ entry:
   br i1 %huge, label %fail, label %ask
 ask:
   %total = add i64 %size, 72
-  %p = call ptr @jd_pool_malloc(ptr inttoptr (i64 {ctx} to ptr), i64 %total)
+  %c = load ptr, ptr @jd_pool_ctx
+  %p = call ptr @jd_pool_malloc(ptr %c, i64 %total)
   %null = icmp eq ptr %p, null
   br i1 %null, label %fail, label %ok
 fail:
@@ -262,7 +267,8 @@ ok:
 define void @jd_temp_free(ptr %a) {{
   %slot = getelementptr i8, ptr %a, i64 -8
   %p = load ptr, ptr %slot
-  call void @jd_pool_free(ptr inttoptr (i64 {ctx} to ptr), ptr %p, i64 0)
+  %c = load ptr, ptr @jd_pool_ctx
+  call void @jd_pool_free(ptr %c, ptr %p, i64 0)
   ret void
 }}
 
@@ -306,7 +312,7 @@ _pending_lock = threading.Lock()
 _pending = []           # (alloc slot, free slot, owner) of kernels loaded before the module
                         # was compiled; the owner keeps the slots' memory mapped till then
 _state = {}             # "module": (ctx, addresses) or None; "policy": (capsule,
-                        # set_handler) or None; "release"; "ctx"
+                        # set_handler) or None; "release"; "ctx"; "loaded" (its code)
 
 
 def numpy_core():
@@ -351,30 +357,54 @@ def _module():
     return _state["module"]
 
 
+_FUNCTIONS = ("pool_malloc", "pool_calloc", "pool_realloc", "pool_free", "pool_release",
+              "temp_alloc", "temp_free")
+
+
 def _compile():
-    import llvmlite.binding as llvm
-
-    from jitdl.runtime import engine
-
     ctx = _Ctx()
-    tm = engine._target_machine()
-    mod = llvm.parse_assembly(_IR.format(slots=SLOTS, header=_HEADER, min_bytes=MIN_BYTES,
-                                         cap=settings.pool_bytes,
-                                         ctx=ctypes.addressof(ctx)))
-    mod.triple = llvm.get_process_triple()
-    mod.data_layout = str(tm.target_data)
-    mod.verify()
-    jit = llvm.create_mcjit_compiler(mod, tm)
-    jit.finalize_object()
-    address = {n: jit.get_function_address(f"jd_{n}")
-               for n in ("pool_malloc", "pool_calloc", "pool_realloc", "pool_free",
-                         "pool_release", "temp_alloc", "temp_free")}
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object((jit, mod, ctx)))
+    loaded = _load(_IR.format(slots=SLOTS, header=_HEADER, min_bytes=MIN_BYTES))
+    ctypes.c_void_p.from_address(loaded.variable("jd_pool_ctx")).value = ctypes.addressof(ctx)
+    ctypes.c_int64.from_address(loaded.variable("jd_pool_cap")).value = settings.pool_bytes
+    address = {n: loaded.function(f"jd_{n}") for n in _FUNCTIONS}
+    if not all(address.values()):
+        raise RuntimeError("the memory pool's code lacks a function")
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object((loaded, ctx)))
+    _state["loaded"] = loaded
     _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["pool_release"])
     _state["ctx"] = ctx
     if hasattr(os, "register_at_fork"):     # a fork while another thread held the lock
         os.register_at_fork(after_in_child=lambda: setattr(ctx, "lock", 0))
     return ctx, address
+
+
+def _load(ir_text):
+    """The policy's code: from the disk cache, as a shared library (dlopen, well under a
+    millisecond), where an earlier process stored it; else compiled (MCJIT, about 25 ms on
+    the 2-core Xeon: every process's first large output waited for it) and stored, its
+    library linked in the background as a kernel's is."""
+    from jitdl.cache import keys
+    from jitdl.cache.store import Entry, default_store
+    from jitdl.runtime import engine, native
+    from jitdl.target import get
+
+    store = default_store()
+    key = keys.digest("jitdl.runtime.pool", ir_text,
+                      sorted(keys.environment(get("cpu")).items()))
+    entry = store.get(key) if store is not None else None
+    if entry is not None:
+        try:
+            return native.load(entry, "jd_pool_malloc", store.root, "the memory pool")
+        except Exception:           # (a damaged entry: compiled again below)
+            pass
+    obj, _ = engine.optimize(ir_text)
+    loaded = engine.Loaded(obj, "jd_pool_malloc")
+    if store is not None:
+        meta = {"fname": "jitdl.runtime.pool", "call": "the memory pool's functions"}
+        store.put(key, meta, obj, {})
+        native.link_later(obj, store.root,
+                          lambda shared: store.add_shared(key, Entry(meta, obj, {}), shared))
+    return loaded
 
 
 def _make(ctx, address):
