@@ -278,6 +278,15 @@ def optimize(ir_text):
                        f"setting; this is a jitdl or LLVM bug: {problem}")
 
 
+def object_code(ir_text):
+    """Object code of a module as written: verified, no optimisation passes (for small
+    hand-written runtime modules, where they would cost more than they save)."""
+    tm = _target_machine()
+    mod = _parse(ir_text, tm)
+    mod.verify()
+    return tm.emit_object(mod)
+
+
 def _parse(ir_text, tm):
     """One module of the text of one or more (linked into the first), for the host."""
     mod = None

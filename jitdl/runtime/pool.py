@@ -397,7 +397,7 @@ def _load(ir_text):
             return native.load(entry, "jd_pool_malloc", store.root, "the memory pool")
         except Exception:           # (a damaged entry: compiled again below)
             pass
-    obj, _ = engine.optimize(ir_text)
+    obj = engine.object_code(ir_text)
     loaded = engine.Loaded(obj, "jd_pool_malloc")
     if store is not None:
         meta = {"fname": "jitdl.runtime.pool", "call": "the memory pool's functions"}
