@@ -150,12 +150,11 @@ _PIO2_64 = _PIO2_HL + (-1.4973849048591698e-33,)
 _REDUCED64 = 1e9
 # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) for |r| <= pi/4 (fdlibm's double
 # kernels, the first term left out below 2^-58 of the result)
-# float32 tan in float64 lanes, without a division there: tan r = r + r^3 Q(r^2) on |r|
-# <= pi/4, Q of degree 7 within 2^-31.7 of tan r (Chebyshev interpolation of (tan r -
-# r) / r^3 in r^2, in NumPy, against mpmath's tan)
-_TAN32_Q = (0.0017894726283878908, -4.4150596684488923e-07, 0.004425659271498736,
-            0.008609118219960719, 0.021910702781163652, 0.05396501346628563,
-            0.13333342948538182, 0.3333333328690097)
+# float32 tan in float32 lanes: tan r = r + r^3 Q(r^2) on |r| <= pi/4, Q of degree 6
+# within 2^-25.5 of (tan r - r) / r^3 (Chebyshev interpolation in r^2 against mpmath)
+_TAN32_F = (0.003863475935556415, 0.0011479742325494933, 0.009987834678275485,
+            0.02161299828616649, 0.053995624699261106, 0.13333224912832362,
+            0.33333334030002604)
 _SIN64 = (1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
           -1.98412698298579493134e-04, 8.33333333332248946124e-03, -1.66666666666666324348e-01)
 _COS64 = (-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143513906633035e-07,
@@ -1009,10 +1008,10 @@ class MathLib:
         """tan x within 2 ulp: float64 as x = j pi/2 + r (_reduce_pio2), tan r = r + r^3
         P(r^2) / Q(r^2) (Cephes tan) also in two parts, and for odd j -1 / tan r with its
         division corrected; the sign of x. Lanes beyond 1e9 (and inf, NaN) get libm's tan,
-        computed only when a lane needs it. float32 is computed as float64, then rounded."""
+        computed only when a lane needs it. float32: _tan32."""
         ty = x.type
         if elem(ty) == F32:
-            return self._tan_of_float32(b, x)
+            return self._tan32(b, x)
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
         big, j, r, r_lo = self._reduce_pio2(b, x)
@@ -1027,24 +1026,36 @@ class MathLib:
         v = b.select(self.sign_bit(b, x), b.fneg(v), v)
         return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
 
-    def _tan_of_float32(self, b, x):
-        """float32 tan, nearly always correctly rounded: x = j pi/2 + r reduced in float64
-        (_reduce_pio2), t = tan r by _TAN32_Q there, and for odd j -1 / t as a float32
-        quotient (one division for 16 lanes on AVX-512, where the float64 routine took two
-        for each 8: a rational tan r and -1 / tan r) refined by a Newton step in float64
-        against the unrounded t; one rounding to float32 at the end. Lanes beyond 1e9, inf
-        and NaN: libm's tanf."""
+    def _tan32(self, b, x):
+        """float32 tan in float32 lanes, within an ulp: x = j pi/2 + r by three fused
+        multiply-adds (the first exact) with the second's rounding error kept (r = r2 +
+        r_lo), tan r = r2 + (r_lo + r^3 Q(r^2)) (_TAN32_F) as t + t_lo, and for odd j -1 /
+        t, a float32 division refined by one Newton step against t + t_lo; x's sign.
+        Lanes beyond 65536, inf and NaN: libm's tanf, computed only when a lane needs it."""
         ty = x.type
-        d = like(F64, x)
-        fma = lambda *a: self._intr(b, "llvm.fma", d, *a)  # noqa: E731
-        big, j, r, r_lo = self._reduce_pio2(b, b.fpext(x, d))
-        r = b.fadd(r, r_lo)
-        z = b.fmul(r, r)
-        t = self._madd(b, b.fmul(r, z), self._estrin(b, _TAN32_Q, z), r)
-        q = b.fpext(b.fdiv(const(ty, -1.0), b.fptrunc(t, ty)), d)        # -1 / t
-        q = fma(q, fma(q, t, const(d, 1.0)), q)
+        c = lambda v: const(ty, v)  # noqa: E731
+        fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", ty, x)
+        big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))    # (NaN is big too)
+        ax = b.select(big, c(0.0), ax)
+        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+        nj = b.fneg(j)
+        p1, p2, p3 = (c(p) for p in _PIO2)
+        r1 = fma(nj, p1, ax)                            # (exact)
+        w = b.fmul(nj, p2)
+        w_lo = fma(nj, p2, b.fneg(w))                   # j p2 = w + w_lo exactly
+        r2 = b.fadd(r1, w)
+        v = b.fsub(r2, r1)                              # (two-sum: r1 + w = r2 + err)
+        err = b.fadd(b.fsub(r1, b.fsub(r2, v)), b.fsub(w, v))
+        r_lo = fma(nj, p3, b.fadd(err, w_lo))
+        z = b.fmul(r2, r2)
+        s = self._madd(b, b.fmul(r2, z), self._horner(b, _TAN32_F, z), r_lo)
+        t = b.fadd(r2, s)
+        t_lo = b.fadd(b.fsub(r2, t), s)                 # (|s| < |r2|: exact)
+        q = b.fdiv(c(-1.0), t)
+        q = fma(q, self._madd(b, q, t_lo, fma(q, t, c(1.0))), q)   # -1 / (t + t_lo)
         odd = b.trunc(b.fptosi(j, like(I32, x)), like(I1, x))
-        v = b.fptrunc(b.select(odd, q, t), ty)
+        v = b.select(odd, q, t)
         v = b.select(self.sign_bit(b, x), b.fneg(v), v)
         return self._patch(b, big, v, lambda: self._libm(b, "tan", x))
 
