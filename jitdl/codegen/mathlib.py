@@ -150,6 +150,14 @@ _PIO2_64 = _PIO2_HL + (-1.4973849048591698e-33,)
 _REDUCED64 = 1e9
 # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) for |r| <= pi/4 (fdlibm's double
 # kernels, the first term left out below 2^-58 of the result)
+# float32 log2 in float32 lanes: log2(1 + f) = f / ln2 + f^2 R(f) on [sqrt(1/2) - 1,
+# sqrt 2 - 1], R of degree 8 within 2^-24.2 of itself (Chebyshev interpolation against
+# mpmath)
+_LOG2_32R = (-0.11349202344802571, 0.18497874280124013, -0.18901662152732895,
+             0.20470400371642905, -0.23988556115498555, 0.2885674134172937,
+             -0.3606849008143184, 0.48089817565413173, -0.7213474867121143)
+_IVLN2_F32 = 1.44269502162933349609375          # float32(1 / ln 2) and the rest
+_IVLN2_F32_LO = float(1 / _LN2 - decimal.Decimal(_IVLN2_F32))
 # float32 tan in float32 lanes: tan r = r + r^3 Q(r^2) on |r| <= pi/4, Q of degree 6
 # within 2^-25.5 of (tan r - r) / r^3 (Chebyshev interpolation in r^2 against mpmath)
 _TAN32_F = (0.003863475935556415, 0.0011479742325494933, 0.009987834678275485,
@@ -344,8 +352,31 @@ class MathLib:
         return self._expm1_64(b, x)
 
     def log2(self, b, x):
-        return self._log_of_float32(b, x, "2") if elem(x.type) == F32 else \
-            self._log64(b, x, "2")
+        return self._log2_32(b, x) if elem(x.type) == F32 else self._log64(b, x, "2")
+
+    def _log2_32(self, b, x):
+        """float32 log2 in float32 lanes, within an ulp: x = 2^e (1 + f) with 1 + f in
+        [sqrt(1/2), sqrt 2) (denormals scaled first), f / ln2 as hi + lo by a fused
+        multiply-add and a split 1 / ln2, f^2 R(f) (_LOG2_32R) joining lo, e + hi summed
+        exactly, one rounding at the end: log2 of a power of two is exact; _log_edges."""
+        ty = x.type
+        i32 = like(I32, x)
+        c = lambda v: const(ty, v)  # noqa: E731
+        k = lambda v: const(i32, v)  # noqa: E731
+        tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))
+        xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
+        sqrt_half = 0x3F3504F3
+        ix = b.add(b.bitcast(xs, i32), k(0x3F800000 - sqrt_half))
+        e = b.sub(b.ashr(ix, k(23)), k(127))
+        e = b.sitofp(b.sub(e, b.select(tiny, k(23), k(0))), ty)
+        f = b.fsub(b.bitcast(b.add(b.and_(ix, k(0x7FFFFF)), k(sqrt_half)), ty), c(1.0))
+        hi = b.fmul(f, c(_IVLN2_F32))
+        lo = self._madd(b, b.fmul(f, f), self._horner(b, _LOG2_32R, f),
+                        self._madd(b, f, c(_IVLN2_F32_LO),
+                                   self._intr(b, "llvm.fma", ty, f, c(_IVLN2_F32), b.fneg(hi))))
+        t = b.fadd(e, hi)
+        err = b.fadd(b.fsub(e, t), hi)                  # (|hi| < 1 <= |e| or e = 0: exact)
+        return self._log_edges(b, x, b.fadd(t, b.fadd(err, lo)))
 
     def log10(self, b, x):
         return self._log_of_float32(b, x, "10") if elem(x.type) == F32 else \
