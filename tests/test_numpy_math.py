@@ -1072,7 +1072,7 @@ _EDGES64 = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 70
 @pytest.mark.parametrize("name", ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p"])
 def test_exp_and_log_families_are_vector_code_within_an_ulp(name, dt):
     """exp, exp2, expm1, log, log2, log10 and log1p are inline vector code (float32 through
-    the float64 routines but log2, jitdl.codegen.mathlib): within an ulp of the C library (log10:
+    the float64 routines but log2 / log10, jitdl.codegen.mathlib): within an ulp of the C library (log10:
     2; float32 rounded from the double result) over every scale, at the overflow and
     denormal edges, in every vector lane; special values and signs exactly NumPy's, and
     exact where the answer is (log2(2^k) = k, exp2(k) = 2^k, log10(10^k) = k, exp(1) = e)."""

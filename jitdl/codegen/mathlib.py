@@ -156,8 +156,10 @@ _REDUCED64 = 1e9
 _LOG2_32R = (-0.11349202344802571, 0.18497874280124013, -0.18901662152732895,
              0.20470400371642905, -0.23988556115498555, 0.2885674134172937,
              -0.3606849008143184, 0.48089817565413173, -0.7213474867121143)
-_IVLN2_F32 = 1.44269502162933349609375          # float32(1 / ln 2) and the rest
-_IVLN2_F32_LO = float(1 / _LN2 - decimal.Decimal(_IVLN2_F32))
+with decimal.localcontext() as _ctx:     # 1 / ln2 and log10(2) as float32 hi + lo
+    _ctx.prec = 40
+    _IVLN2_F32, _IVLN2_F32_LO = _hi_lo(1 / _LN2, bits=24)
+    _LOG10_2_F32 = _hi_lo(decimal.Decimal(2).log10(), bits=24)
 # float32 tan in float32 lanes: tan r = r + r^3 Q(r^2) on |r| <= pi/4, Q of degree 6
 # within 2^-25.5 of (tan r - r) / r^3 (Chebyshev interpolation in r^2 against mpmath)
 _TAN32_F = (0.003863475935556415, 0.0011479742325494933, 0.009987834678275485,
@@ -354,11 +356,13 @@ class MathLib:
     def log2(self, b, x):
         return self._log2_32(b, x) if elem(x.type) == F32 else self._log64(b, x, "2")
 
-    def _log2_32(self, b, x):
+    def _log2_32(self, b, x, scale=None):
         """float32 log2 in float32 lanes, within an ulp: x = 2^e (1 + f) with 1 + f in
         [sqrt(1/2), sqrt 2) (denormals scaled first), f / ln2 as hi + lo by a fused
         multiply-add and a split 1 / ln2, f^2 R(f) (_LOG2_32R) joining lo, e + hi summed
-        exactly, one rounding at the end: log2 of a power of two is exact; _log_edges."""
+        exactly, one rounding at the end: log2 of a power of two is exact; _log_edges.
+        `scale` (hi, lo), a constant split in two: log2(x) times it (log10 x as log2(x)
+        log10(2)), the product's error kept."""
         ty = x.type
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
@@ -375,46 +379,39 @@ class MathLib:
                         self._madd(b, f, c(_IVLN2_F32_LO),
                                    self._intr(b, "llvm.fma", ty, f, c(_IVLN2_F32), b.fneg(hi))))
         t = b.fadd(e, hi)
-        err = b.fadd(b.fsub(e, t), hi)                  # (|hi| < 1 <= |e| or e = 0: exact)
-        return self._log_edges(b, x, b.fadd(t, b.fadd(err, lo)))
+        lo = b.fadd(b.fadd(b.fsub(e, t), hi), lo)       # (|hi| < 1 <= |e| or e = 0: exact)
+        if scale is not None:
+            fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
+            s_hi, s_lo = c(scale[0]), c(scale[1])
+            p = b.fmul(t, s_hi)
+            lo = fma(lo, s_hi, fma(t, s_lo, fma(t, s_hi, b.fneg(p))))
+            t = p
+        return self._log_edges(b, x, b.fadd(t, lo))
 
     def log10(self, b, x):
-        return self._log_of_float32(b, x, "10") if elem(x.type) == F32 else \
+        return self._log2_32(b, x, _LOG10_2_F32) if elem(x.type) == F32 else \
             self._log64(b, x, "10")
 
     def log1p(self, b, x):
-        return self._log_of_float32(b, x, "1p") if elem(x.type) == F32 else \
-            self._log1p64(b, x)
+        return self._log1p_of_float32(b, x) if elem(x.type) == F32 else self._log1p64(b, x)
 
-    def _log_of_float32(self, b, x, base):
-        """float32 log2, log10 or log1p ("2", "10", "1p") in float64 lanes, within 2^-27
-        of the true value before the float32 rounding (so within an ulp, nearly always
-        correct): x = 2^e (1 + f) (no denormals: float32's are normal doubles), log(1 + f)
-        by _LOG1P_Q32, no division. log1p takes 1 + x, exact unless x is below 2^-29 or
-        above 2^28 (where its rounding is far below float32's ulp), and x itself where |x|
-        < 1/4. log2 of a power of two and log10 of one of ten are exact. The edges are
-        set on the float32 lanes (twice as many to a vector): as _log_edges (of 1 + x for
-        log1p, whose +-0 stays)."""
+    def _log1p_of_float32(self, b, x):
+        """float32 log1p in float64 lanes, within 2^-27 of the true value before the
+        float32 rounding (so within an ulp, nearly always correct): 1 + x = 2^e (1 + f)
+        (exact unless x is below 2^-29 or above 2^28, where its rounding is far below
+        float32's ulp; no denormals: float32's are normal doubles), log(1 + f) by
+        _LOG1P_Q32, no division, and f = x itself where |x| < 1/4. The edges are set on
+        the float32 lanes (twice as many to a vector): inf at inf, -inf at -1, NaN below,
+        +-0 kept."""
         ty = x.type
         d = like(F64, x)
         c = lambda v: const(d, v)  # noqa: E731
         xd = b.fpext(x, d)
-        u = b.fadd(c(1.0), xd) if base == "1p" else xd
-        e, f = self._log64_split(b, u, normal=True)
-        if base == "1p":
-            small = b.fcmp_ordered("<", self._intr(b, "llvm.fabs", d, xd), c(0.25))
-            f, e = b.select(small, xd, f), b.select(small, c(0.0), e)
+        e, f = self._log64_split(b, b.fadd(c(1.0), xd), normal=True)
+        small = b.fcmp_ordered("<", self._intr(b, "llvm.fabs", d, xd), c(0.25))
+        f, e = b.select(small, xd, f), b.select(small, c(0.0), e)
         p = b.fmul(f, self._estrin(b, _LOG1P_Q32, f))
-        if base == "2":
-            y = self._madd(b, p, c(float(1 / _LN2)), e)
-        elif base == "10":
-            log10_e = float(1 / decimal.Decimal(10).ln())
-            y = self._madd(b, e, c(math.log10(2.0)), b.fmul(p, c(log10_e)))
-        else:
-            y = self._madd(b, e, c(math.log(2.0)), p)
-        y = b.fptrunc(y, ty)
-        if base != "1p":
-            return self._log_edges(b, x, y)
+        y = b.fptrunc(self._madd(b, e, c(math.log(2.0)), p), ty)
         k = lambda v: const(ty, v)  # noqa: E731
         y = b.select(b.fcmp_ordered("==", x, k(math.inf)), k(math.inf), y)
         y = b.select(b.fcmp_ordered("==", x, k(-1.0)), k(-math.inf), y)
