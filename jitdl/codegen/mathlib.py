@@ -50,15 +50,11 @@ _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
 _LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
 _TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
 # float32 results computed in float64 without a division (vdivpd is the costliest vector
-# instruction; AVX-512's takes 16 cycles a vector): log(1 + t) = t Q(t) on [sqrt(1/2) - 1,
-# sqrt(2) - 1], Q of degree 9 within 2^-27.6 of log1p(t) / t (Chebyshev interpolation on
-# that interval, in NumPy, turned into powers of t); expm1(r) = r + r^2 q(r) on |r| <= ln2
-# / 2 with q's Taylor coefficients 1/9! ... 1/2 (the first term left out below 2^-35 of r)
-_LOG1P_Q32 = (-0.07451186274147285, 0.12806610507005745, -0.13266031376391865,
-              0.14199650087166812, -0.16608369411042173, 0.20000939440861368,
-              -0.2500157909929197, 0.33333345349800153, -0.49999988496141645,
-              0.9999999993832553)
-# pow's log for float32: the same to degree 13, within 2^-38 (|y log|x|| up to 160 keeps
+# instruction; AVX-512's takes 16 cycles a vector): pow's log(1 + t) = t Q(t) on [sqrt(1/2)
+# - 1, sqrt(2) - 1] (Chebyshev interpolation on that interval, in NumPy, turned into
+# powers of t); expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2 with q's Taylor coefficients 1/9!
+# ... 1/2 (the first term left out below 2^-35 of r)
+# pow's log for float32: Q to degree 13, within 2^-38 (|y log|x|| up to 160 keeps
 # 2^-30 of the result)
 _LOG1P_Q32_LONG = (-0.04717815865677375, 0.09089857423055409, -0.09342918729234942,
                    0.09054488483064456, -0.09878959460323965, 0.11102988928189421,
@@ -160,6 +156,7 @@ with decimal.localcontext() as _ctx:     # 1 / ln2 and log10(2) as float32 hi + 
     _ctx.prec = 40
     _IVLN2_F32, _IVLN2_F32_LO = _hi_lo(1 / _LN2, bits=24)
     _LOG10_2_F32 = _hi_lo(decimal.Decimal(2).log10(), bits=24)
+    _LN2_F32_SPLIT = _hi_lo(_LN2, bits=24)
 # float32 tan in float32 lanes: tan r = r + r^3 Q(r^2) on |r| <= pi/4, Q of degree 6
 # within 2^-25.5 of (tan r - r) / r^3 (Chebyshev interpolation in r^2 against mpmath)
 _TAN32_F = (0.003863475935556415, 0.0011479742325494933, 0.009987834678275485,
@@ -356,13 +353,14 @@ class MathLib:
     def log2(self, b, x):
         return self._log2_32(b, x) if elem(x.type) == F32 else self._log64(b, x, "2")
 
-    def _log2_32(self, b, x, scale=None):
+    def _log2_32(self, b, x, scale=None, extra=None):
         """float32 log2 in float32 lanes, within an ulp: x = 2^e (1 + f) with 1 + f in
         [sqrt(1/2), sqrt 2) (denormals scaled first), f / ln2 as hi + lo by a fused
         multiply-add and a split 1 / ln2, f^2 R(f) (_LOG2_32R) joining lo, e + hi summed
         exactly, one rounding at the end: log2 of a power of two is exact; _log_edges.
         `scale` (hi, lo), a constant split in two: log2(x) times it (log10 x as log2(x)
-        log10(2)), the product's error kept."""
+        log10(2)), the product's error kept. `extra`, a term below the result's ulp (or
+        one of the low part's size), joins the low part before the one rounding."""
         ty = x.type
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
@@ -386,6 +384,7 @@ class MathLib:
             p = b.fmul(t, s_hi)
             lo = fma(lo, s_hi, fma(t, s_lo, fma(t, s_hi, b.fneg(p))))
             t = p
+        lo = lo if extra is None else b.fadd(lo, extra)
         return self._log_edges(b, x, b.fadd(t, lo))
 
     def log10(self, b, x):
@@ -393,30 +392,24 @@ class MathLib:
             self._log64(b, x, "10")
 
     def log1p(self, b, x):
-        return self._log1p_of_float32(b, x) if elem(x.type) == F32 else self._log1p64(b, x)
+        if elem(x.type) == F32:
+            return self._log1p_32(b, x)
+        return self._log1p64(b, x)
 
-    def _log1p_of_float32(self, b, x):
-        """float32 log1p in float64 lanes, within 2^-27 of the true value before the
-        float32 rounding (so within an ulp, nearly always correct): 1 + x = 2^e (1 + f)
-        (exact unless x is below 2^-29 or above 2^28, where its rounding is far below
-        float32's ulp; no denormals: float32's are normal doubles), log(1 + f) by
-        _LOG1P_Q32, no division, and f = x itself where |x| < 1/4. The edges are set on
-        the float32 lanes (twice as many to a vector): inf at inf, -inf at -1, NaN below,
-        +-0 kept."""
+    def _log1p_32(self, b, x):
+        """float32 log1p in float32 lanes: u = 1 + x rounded, its rounding error e exact
+        (a two-sum), log(u) by _log2_32 scaled by ln 2 (double-float), plus e / u (below
+        u's ulp: one float32 division); -inf at -1, NaN below, +-0 kept."""
         ty = x.type
-        d = like(F64, x)
-        c = lambda v: const(d, v)  # noqa: E731
-        xd = b.fpext(x, d)
-        e, f = self._log64_split(b, b.fadd(c(1.0), xd), normal=True)
-        small = b.fcmp_ordered("<", self._intr(b, "llvm.fabs", d, xd), c(0.25))
-        f, e = b.select(small, xd, f), b.select(small, c(0.0), e)
-        p = b.fmul(f, self._estrin(b, _LOG1P_Q32, f))
-        y = b.fptrunc(self._madd(b, e, c(math.log(2.0)), p), ty)
-        k = lambda v: const(ty, v)  # noqa: E731
-        y = b.select(b.fcmp_ordered("==", x, k(math.inf)), k(math.inf), y)
-        y = b.select(b.fcmp_ordered("==", x, k(-1.0)), k(-math.inf), y)
-        y = b.select(b.fcmp_unordered("<", x, k(-1.0)), k(math.nan), y)
-        return b.select(b.fcmp_ordered("==", x, k(0.0)), x, y)
+        c = lambda v: const(ty, v)  # noqa: E731
+        fabs = lambda v: self._intr(b, "llvm.fabs", ty, v)  # noqa: E731
+        u = b.fadd(c(1.0), x)
+        err = b.select(b.fcmp_ordered("<=", fabs(x), c(1.0)), b.fadd(b.fsub(c(1.0), u), x),
+                       b.fadd(b.fsub(x, u), c(1.0)))
+        ok = b.and_(b.fcmp_ordered(">", u, c(0.0)), b.fcmp_ordered("<", u, c(math.inf)))
+        err = b.select(ok, b.fdiv(err, u), c(0.0))
+        y = self._log2_32(b, u, _LN2_F32_SPLIT, extra=err)
+        return b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
 
     def _exp_parts_of_float32(self, b, x, lo, hi):
         """2^n and expm1(r) of float64 lanes x clamped to [lo, hi], x = n ln2 + r, |r| <=
@@ -519,28 +512,15 @@ class MathLib:
         """x ** y (_pow_general), except that a vector whose lanes are all x ** 0.5 of a
         positive x, or all x ** 2, is that one operation alone, exp and log skipped (a
         scalar exponent: jd.numpy.power(a, 0.5) of 1000 float64 8.2 -> 1.4 us on the
-        2-core Xeon, NumPy's SVML pow 3.2), and a vector whose lanes all take a finite
-        positive x to a finite power skips C's special cases (_pow_general's `plain`);
-        the same results as the general path's."""
+        2-core Xeon, NumPy's SVML pow 3.2); the same results as the general path's."""
         if not isinstance(x.type, ir.VectorType):
             return self._pow_general(b, x, y)
         c = lambda v: const(x.type, v)  # noqa: E731
-        fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         root = b.and_(b.fcmp_ordered("==", y, c(0.5)), b.fcmp_ordered(">", x, c(0.0)))
-        # (float32 widened is normal; y = -1 and y = 0.5 stay with the general path,
-        # which patches them)
-        positive = b.fcmp_ordered(">=", x, c(_MIN_NORMAL64)) if elem(x.type) == F64 \
-            else b.fcmp_ordered(">", x, c(0.0))
-        plain = b.and_(b.and_(positive, b.fcmp_ordered("<", x, c(math.inf))),
-                       b.and_(b.fcmp_ordered("<", fabs(y), c(math.inf)),
-                              b.and_(b.fcmp_ordered("!=", y, c(-1.0)),
-                                     b.fcmp_ordered("!=", y, c(0.5)))))
         return self._all_or(
             b, root, lambda: self._intr(b, "llvm.sqrt", x.type, x),
-            lambda: self._all_or(
-                b, b.fcmp_ordered("==", y, c(2.0)), lambda: b.fmul(x, x),
-                lambda: self._all_or(b, plain, lambda: self._pow_general(b, x, y, plain=True),
-                                     lambda: self._pow_general(b, x, y))))
+            lambda: self._all_or(b, b.fcmp_ordered("==", y, c(2.0)), lambda: b.fmul(x, x),
+                                 lambda: self._pow_general(b, x, y)))
 
     def _all_or(self, b, mask, fast, slow):
         """fast() where every lane of vector `mask` holds, else slow(): a branch."""
@@ -552,49 +532,39 @@ class MathLib:
                 rest = (slow(), b.block)
         return _joined(b, done, rest)
 
-    def _pow_general(self, b, x, y, plain=False):
+    def _pow_general(self, b, x, y):
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
         a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
         whose error stays far below float32's half ulp, without a division: log|x| by
         _LOG1P_Q32_LONG, exp by _exp_of_float32. The powers whose correctly
-        rounded result is one operation are that operation (_pow_exact). `plain`: the
-        caller knows that x is positive, finite and normal and y finite, neither -1 nor
-        0.5, so that the log's edges, C's special cases and _pow_exact's patches have
-        nothing to do (y = 0 and x = 1 give exp(0) = 1 on their own)."""
+        rounded result is one operation are that operation (_pow_exact)."""
         ty = x.type
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
-        if plain:
-            finish = lambda r: self._pow_exact(b, x, y, r, plain=True)  # noqa: E731
-        else:
-            finish = lambda r: self._pow_exact(b, x, y, self._pow_cases(b, x, y, r))  # noqa
         if elem(ty) == F32:
             d = like(F64, x)
             xd, yd = b.fpext(x, d), b.fpext(y, d)
-            ax = xd if plain else fabs(xd)
+            ax = fabs(xd)
             e, f = self._log64_split(b, ax, normal=True)
             log = self._madd(b, e, const(d, math.log(2.0)),
                              b.fmul(f, self._estrin(b, _LOG1P_Q32_LONG, f)))
-            log = log if plain else self._log_edges(b, ax, log)
-            return finish(b.fptrunc(self._exp_of_float32(b, b.fmul(yd, log)), ty))
-        lh, ll = self._log64_dd(b, x if plain else fabs(x), plain)
+            r = self._exp_of_float32(b, b.fmul(yd, self._log_edges(b, ax, log)))
+            return self._pow_exact(b, x, y, self._pow_cases(b, x, y, b.fptrunc(r, ty)))
+        lh, ll = self._log64_dd(b, fabs(x))
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
                         const(ty, 0.0))                 # (t infinite or NaN: no low part)
-        return finish(self._exp64(b, t, extra=t_lo))
+        return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo)))
 
-    def _pow_exact(self, b, x, y, r, plain=False):
+    def _pow_exact(self, b, x, y, r):
         """r, except x ** 1 = x, x ** 2 = x * x, x ** -1 = 1 / x and, for x > 0, x ** 0.5
         = sqrt(x): C's pow (glibc's, so NumPy's) is correctly rounded there, and so is
-        the one operation, where exp(y log|x|) may be an ulp off (0.1 ** 2). (`plain`:
-        y is neither -1 nor 0.5.)"""
+        the one operation, where exp(y log|x|) may be an ulp off (0.1 ** 2)."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         r = b.select(b.fcmp_ordered("==", y, c(2.0)), b.fmul(x, x), r)
         r = b.select(b.fcmp_ordered("==", y, c(1.0)), x, r)
-        if plain:
-            return r
         # (a division and a square root, the costliest vector instructions, run only for
         # a vector with such a lane)
         r = self._patch(b, b.fcmp_ordered("==", y, c(-1.0)), r, lambda: b.fdiv(c(1.0), x))
@@ -620,20 +590,19 @@ class MathLib:
         r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", floor(y), y)), c(math.nan), r)
         return b.select(one, c(1.0), r)
 
-    def _log64_dd(self, b, x, normal=False):
+    def _log64_dd(self, b, x):
         """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it: x = 2^e (1 + f)
         as _log64 takes it, s = f / (2 + f) and s^3 as double-doubles (by fused
         multiply-adds), log(1 + f) = 2s + s^3 (2/3 + s^2 P(s^2)) with both terms and the
         bracket double-doubles (s^5 P(s^2) rounded leaves 2^-62, 2 ulp of pow near y log|x|
-        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf (`normal`:
-        the caller knows x is positive, finite and normal, and that needs no edges)."""
+        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
 
         def exact(p, q, prod):          # the rounding error of prod = p * q
             return fma(p, q, b.fneg(prod))
-        e, f = self._log64_split(b, x, normal)
+        e, f = self._log64_split(b, x)
         d = b.fadd(c(2.0), f)
         d_lo = b.fadd(b.fsub(c(2.0), d), f)
         inv = b.fdiv(c(1.0), d)         # (one division: s's rounding error joins s_lo)
@@ -660,8 +629,7 @@ class MathLib:
         err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
         lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
         top = b.fadd(hi, lo)
-        low = b.fadd(b.fsub(hi, top), lo)
-        return (top if normal else self._log_edges(b, x, top)), low
+        return self._log_edges(b, x, top), b.fadd(b.fsub(hi, top), lo)
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
