@@ -1568,3 +1568,49 @@ def test_where_with_none_as_a_value_is_numpys():
     same(jnp.where(np.array([0, 2, 3]))[0], np.where(np.array([0, 2, 3]))[0])
     with pytest.raises(ValueError, match="either both or neither"):
         jnp.where(c, 1)
+
+
+def test_reductions_into_an_integer_out_or_dtype_are_numpys():
+    """mean / var of random floats and ints into integer out= arrays (NumPy casts the
+    total into out and divides there: wrapped, not the cast of the float mean), std's
+    error there, max / min of int8 into uint8 out= (reduced in out's dtype), sum / prod
+    of floats with an integer dtype= (each element cast as astype, then wrapped) and of
+    ints into a bool out=: NumPy's values and dtypes."""
+    f = RNG.standard_normal((6, 5)) * 300
+    i = (RNG.standard_normal((6, 5)) * 300).astype(np.int64)
+    for a in (f, i):
+        for name in ("mean", "var"):
+            for dt in (np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_):
+                for axis in (None, 0):
+                    shape = () if axis is None else (5,)
+                    got, want = np.zeros(shape, dt), np.zeros(shape, dt)
+                    r = getattr(jnp, name)(a, axis=axis, out=got)
+                    assert r is got
+                    getattr(np, name)(a, axis=axis, out=want)
+                    same(got, want)
+        with pytest.raises(TypeError) as want:
+            np.std(a, axis=0, out=np.zeros(5, np.int8))
+        with pytest.raises(type(want.value), match=str(want.value).replace("(", r"\(")
+                           .replace(")", r"\)")):
+            jnp.std(a, axis=0, out=np.zeros(5, np.int8))
+    for a, dt in ((i.astype(np.int8), np.uint8), (i.astype(np.uint8), np.int8),
+                  (i.astype(np.int16), np.uint8)):
+        for name in ("max", "min"):
+            for axis in (None, 1):
+                shape = () if axis is None else (6,)
+                got, want = np.zeros(shape, dt), np.zeros(shape, dt)
+                getattr(jnp, name)(a, axis=axis, out=got)
+                getattr(np, name)(a, axis=axis, out=want)
+                same(got, want)
+    with np.errstate(all="ignore"):
+        for dt in (np.uint8, np.int8, np.int16, np.int32):
+            for name in ("sum", "prod", "nansum"):
+                same(getattr(jnp, name)(f, dtype=dt), getattr(np, name)(f, dtype=dt))
+                same(getattr(jnp, name)(f, axis=0, dtype=dt),
+                     getattr(np, name)(f, axis=0, dtype=dt))
+    for a in (i.astype(np.int8), i):
+        for name in ("sum", "prod"):
+            got, want = np.zeros(6, np.bool_), np.zeros(6, np.bool_)
+            getattr(jnp, name)(a, axis=1, out=got)
+            getattr(np, name)(a, axis=1, out=want)
+            same(got, want)

@@ -121,6 +121,39 @@ def _total_dtype(a, dtype, out):
     return dtype
 
 
+def _array_dtype(a):
+    """An array operand's dtype on the host (None for tensors and GPU arrays)."""
+    if type(a) is np.ndarray:
+        return a.dtype
+    if is_symbolic(a) or is_device_array(a):
+        return None
+    return np.asarray(a).dtype
+
+
+def _numpy_total(a, dtype, out):
+    """Whether NumPy's sum or prod answers a call on arrays whose total jitdl's kernel
+    would take otherwise: a float array with an integer dtype= (NumPy casts each element
+    as its astype does on this machine, int8(300.6) is 44 and uint8(-2.7) 254, and
+    wraps; jitdl's cast saturates), or an integer array into a bool out= (NumPy's total
+    is in the array's own dtype then, wrapping to 0 where jitdl's int64 one does not)."""
+    kind = _array_dtype(a)
+    kind = None if kind is None else kind.kind
+    if dtype is not None:
+        return kind == "f" and np.dtype(dtype).kind in "iu"
+    return kind in ("i", "u") and type(out) is np.ndarray and out.dtype == _BOOL
+
+
+def _numpy_extreme(a, out):
+    """Whether NumPy's max or min answers a call on arrays: an integer array into an
+    integer out= of the other signedness, which NumPy reduces in out's dtype (the max
+    of int8 [-5, 3, 100] into a uint8 out= is 251, the max of uint8(-5)), jitdl's kernel
+    in the array's."""
+    if type(out) is not np.ndarray or out.dtype.kind not in "iu":
+        return False
+    dt = _array_dtype(a)
+    return dt is not None and dt.kind in "iu" and dt.kind != out.dtype.kind
+
+
 def _initial(initial, what, a=None, dtype=None):
     if initial is None:
         return None
@@ -146,6 +179,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
         return _plain("sum", red.sum_, a, static)
+    if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
+        return _by_numpy("sum", a, axis, out, keepdims, dtype=dtype, **_given(
+            initial=(initial, None), where=(where, True)))
     dtype = _total_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -163,6 +199,9 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
         return _plain("prod", red.prod, a, static)
+    if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
+        return _by_numpy("prod", a, axis, out, keepdims, dtype=dtype, **_given(
+            initial=(initial, None), where=(where, True)))
     dtype = _total_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -180,6 +219,9 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
         return _plain("max", red.max_, a, static)
+    if out is not None and _numpy_extreme(a, out):
+        return _by_numpy("max", a, axis, out, keepdims, **_given(
+            initial=(initial, None), where=(where, True)))
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
@@ -194,6 +236,9 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
         return _plain("min", red.min_, a, static)
+    if out is not None and _numpy_extreme(a, out):
+        return _by_numpy("min", a, axis, out, keepdims, **_given(
+            initial=(initial, None), where=(where, True)))
     if axis is not None:
         axis = _axis_of(a, axis)
     if axis is None and initial is None and where is True and not keepdims:
@@ -394,11 +439,15 @@ except ImportError:     # (NumPy 1.26)
 _BOOL = np.dtype(np.bool_)
 
 
-def _integer_moment(a, dtype):
-    """mean/var/std of arrays with an integer dtype= are NumPy's (it sums in that dtype,
-    wrapping, and truncates each quotient: np.mean(int8 [100, 100, 100], dtype=int8) is
-    14); inside a definition jitdl's (in floating point, cast to the dtype at the end)."""
+def _integer_moment(a, dtype, out):
+    """mean/var/std of arrays with an integer dtype= or into an integer (or bool) out=
+    are NumPy's: it sums in that dtype, wrapping, and truncates each quotient
+    (np.mean(int8 [100, 100, 100], dtype=int8) is 14), and a total cast into out= is
+    divided there (the mean of int64 [148, 148, 148] into an int8 out= is -22, not
+    int8(148)); inside a definition jitdl's (in floating point, cast at the end)."""
     # (GPU arrays keep jitdl's kernel: CuPy's mean/var/std lack where= and correction=)
+    if out is not None and type(out) is np.ndarray and out.dtype.kind in "biu":
+        return not is_symbolic(a) and not is_device_array(a)
     return dtype is not None and np.dtype(dtype).kind in "biu" and not is_symbolic(a) \
         and not is_device_array(a)
 
@@ -408,12 +457,12 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     static = _plain_axis(a, axis, "biu", where, keepdims, dtype, out)
     if static is not None:
         return _plain("mean", red.mean, a, static)
+    if (dtype is not None or out is not None) and _integer_moment(a, dtype, out):
+        return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
+                         **_given(where=(where, True)))
     dtype = _out_dtype(a, dtype, out)
     if axis is None and dtype is None and where is True and not keepdims:
         return apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
-    if _integer_moment(a, dtype):
-        return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
-                         **_given(where=(where, True)))
     ops, names = _where(a, where)
     return apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
                  out, names)
@@ -480,7 +529,7 @@ def _few_degrees(a, axis, ddof, where, result):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Variance over the given axes, two-pass, divided by n - ddof (numpy.var)."""
-    if _integer_moment(a, dtype):
+    if _integer_moment(a, dtype, out):
         return _by_numpy("var", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
     return _moment("var", red.var, a, axis, dtype, out, ddof, keepdims, where, correction)
@@ -489,7 +538,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
-    if _integer_moment(a, dtype):
+    if _integer_moment(a, dtype, out):
         return _by_numpy("std", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
     return _moment("std", red.std, a, axis, dtype, out, ddof, keepdims, where, correction)
@@ -566,7 +615,8 @@ def _extra(initial, where):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """Sum treating NaN as zero (numpy.nansum)."""
     dtype = _total_dtype(a, dtype, out)
-    if initial is not _NO or where is not _NO:
+    if initial is not _NO or where is not _NO or (
+            dtype is not None or out is not None) and _numpy_total(a, dtype, out):
         return _by_numpy("nansum", a, axis, out, keepdims, dtype=dtype,
                          **_extra(initial, where))
     if axis is not None:
@@ -643,13 +693,17 @@ __all__ = ["sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "ptp
 
 STATUS = {n: "done" for n in __all__}
 STATUS.update({
-    "sum": "done (uint8 arrays: NumPy's uint64 total, by NumPy; inside a definition int64, "
-           "jitdl having no uint64)",
-    "prod": "done (uint8 arrays: NumPy's uint64 product, by NumPy; inside a definition "
-            "int64)",
-    **{n: "done (an integer dtype= on arrays: NumPy's function, which sums in that dtype "
-          "and truncates; inside a definition computed in floating point and cast)"
+    **{n: f"done (uint8 arrays: NumPy's uint64 {w}, by NumPy; float arrays with an "
+          f"integer dtype= and integer ones into a bool out= on arrays: NumPy's function, "
+          f"whose cast of each element is this machine's; inside a definition int64 and "
+          f"jitdl's saturating cast)"
+       for n, w in (("sum", "total"), ("prod", "product"))},
+    **{n: "done (an integer dtype= or out= on arrays: NumPy's function, which sums in "
+          "that dtype, or casts the total into out=, and divides there; inside a "
+          "definition computed in floating point and cast)"
        for n in ("mean", "var", "std")},
+    **{n: "done (an integer array into an integer out= of the other signedness: NumPy's "
+          "function, which reduces in out's dtype)" for n in ("max", "min")},
     "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
                "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
