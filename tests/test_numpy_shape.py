@@ -204,6 +204,40 @@ def test_stack_errors():
     raises_like(lambda: jnp.stack([rand(3)], axis=2), lambda: np.stack([rand(3)], axis=2))
 
 
+def test_join_and_axis_errors_in_numpys_order_and_words():
+    """NumPy's error where two things are wrong (the axis or the shapes before a cast to
+    dtype=, the shapes before stack's axis), a later 0-d array's rank message, and a float
+    axis's TypeError (mean/var/std's own words; a float in a tuple refused too)."""
+    a3, b3 = rand(2, 3, 4), rand(2, 3, 4)
+    cases = [
+        lambda m: m.concatenate([a3, b3], axis=5, dtype=np.int8, casting="safe"),
+        lambda m: m.concatenate([a3, b3], axis=-4, dtype=np.int8),
+        lambda m: m.concatenate([a3, b3[:, :2]], axis=0, dtype=np.int8, casting="safe"),
+        lambda m: m.concatenate([a3, b3[0]], axis=0, dtype=np.int8, casting="safe"),
+        lambda m: m.concatenate([a3, b3], axis=5, dtype="not a dtype"),
+        lambda m: m.concatenate([a3, b3], axis=5, casting="bogus"),
+        lambda m: m.concatenate([a3, 1]),
+        lambda m: m.concatenate([1, a3]),
+        lambda m: m.stack([rand(3), rand(4)], axis=None),
+        lambda m: m.stack([rand(3), rand(4)], dtype=np.int8, casting="safe"),
+        lambda m: m.stack([rand(3), rand(3)], axis=5, dtype=np.int8, casting="safe"),
+        lambda m: m.stack([rand(3), rand(3)], axis=1.0),
+        lambda m: m.stack([rand(3), rand(3)], axis=None),
+    ] + [lambda m, f=f, ax=ax: getattr(m, f)(a3, axis=ax)
+         for f in ("mean", "var", "std", "sum", "max")
+         for ax in (1.0, np.float64(1.0), (1.0,), (0, np.float64(2.0)))]
+    for case in cases:
+        with pytest.raises(Exception) as want:
+            case(np)
+        with pytest.raises(type(want.value)) as got:
+            case(jnp)
+        assert str(want.value) in str(got.value), (str(want.value), str(got.value))
+    same(jnp.concatenate([a3, b3], axis=-1, dtype=np.int8, casting="unsafe"),
+         np.concatenate([a3, b3], axis=-1, dtype=np.int8, casting="unsafe"))
+    same(jnp.stack([a3, b3], axis=np.int64(-1), dtype=np.float32),
+         np.stack([a3, b3], axis=np.int64(-1), dtype=np.float32))
+
+
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
 @pytest.mark.parametrize("width", [2, (1, 3), ((0, 2), (7, 1)), ((3,), (0,))])
 def test_pad(mode, width):

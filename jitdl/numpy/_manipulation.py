@@ -265,6 +265,14 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
         if _foreign_dtype(dtype):
             raise UnsupportedDtypeError(f"concatenate(): dtype={dtype}")
         xs = _seq(arrays, "concatenate")
+        if axis is not None and xs and (dtype is not None or casting != "same_kind") \
+                and not _sym(*xs):
+            # (NumPy reads dtype= and casting=, then checks the axis and the shapes, then
+            # the casts to dtype=)
+            if dtype is not None:
+                np.dtype(dtype)
+            if casting in ("no", "equiv", "safe", "same_kind", "unsafe"):
+                man.check_concatenate([np.shape(x) for x in xs], operator.index(axis))
         _castable(xs, "concatenate", dtype, casting)
         return apply("concatenate", man.concatenate, xs,
                      (("axis", None if axis is None else operator.index(axis)),
@@ -299,10 +307,28 @@ def concat(arrays, /, *, axis=0):
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.stack: arrays of one shape along a new axis."""
     xs = _seq(arrays, "stack")
+    if type(axis) is not int or dtype is not None or casting != "same_kind":
+        axis = _stack_axis(xs, axis)
     _castable(xs, "stack", dtype, casting)
-    return apply("stack", man.stack, xs, (("axis", operator.index(axis)),
+    return apply("stack", man.stack, xs, (("axis", axis),
                                         ("dtype", _dtype(dtype))), out, _names(len(xs)),
                  casting=casting)
+
+
+def _stack_axis(xs, axis):
+    """stack's axis as an int, with NumPy's errors in its order (before those of a cast
+    to dtype=): the shapes' (stack(axis=None) of unequal shapes is 'all input arrays must
+    have the same shape'), then the axis's (a float's TypeError in NumPy's words)."""
+    if not xs or _sym(*xs):
+        return operator.index(axis)
+    shapes = {np.shape(x) for x in xs}
+    if len(shapes) > 1:
+        raise ShapeError("all input arrays must have the same shape", user_loc())
+    if isinstance(axis, (float, np.floating)):
+        raise TypeError("integer argument expected, got float")
+    axis = operator.index(axis)
+    normalize_axis(axis, len(shapes.pop()) + 1)     # (NumPy's AxisError)
+    return axis
 
 
 def hstack(tup, *, dtype=None, casting="same_kind"):

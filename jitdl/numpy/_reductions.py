@@ -50,13 +50,26 @@ def _axis(axis):
     if isinstance(axis, list):      # (NumPy takes an int or a tuple, not a list)
         raise ArgumentError("'list' object cannot be interpreted as an integer (axis must "
                             "be an int or a tuple of ints)", user_loc())
-    return _one_axis(axis) if hasattr(axis, "__index__") else axis
+    return _one_axis(axis)
 
 
 def _one_axis(a):
     if isinstance(a, (bool, np.bool_)):     # (NumPy refuses axis=True)
         raise ArgumentError("an integer is required (axis is a bool)", user_loc())
+    if not hasattr(a, "__index__"):         # (a float, also in a tuple: NumPy's TypeError)
+        t = type(a)
+        name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+        raise ArgumentError(f"'{name}' object cannot be interpreted as an integer",
+                            user_loc())
     return builtins.int(a)
+
+
+def _moment_axis(axis):
+    """NumPy's TypeError for a float axis of mean, var and std (their item count reads
+    it with its own words): 'integer argument expected, got float'."""
+    if isinstance(axis, (float, np.floating)) or isinstance(axis, tuple) and builtins.any(
+            isinstance(x, (float, np.floating)) for x in axis):
+        raise ArgumentError("integer argument expected, got float", user_loc())
 
 
 def _dtype(dtype):
@@ -457,6 +470,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     static = _plain_axis(a, axis, "biu", where, keepdims, dtype, out)
     if static is not None:
         return _plain("mean", red.mean, a, static)
+    if axis is not None and type(axis) is not int:
+        _moment_axis(axis)
     if (dtype is not None or out is not None) and _integer_moment(a, dtype, out):
         return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
                          **_given(where=(where, True)))
@@ -529,6 +544,8 @@ def _few_degrees(a, axis, ddof, where, result):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Variance over the given axes, two-pass, divided by n - ddof (numpy.var)."""
+    if axis is not None and type(axis) is not int:
+        _moment_axis(axis)
     if _integer_moment(a, dtype, out):
         return _by_numpy("var", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
@@ -538,6 +555,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         correction=None):
     """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
+    if axis is not None and type(axis) is not int:
+        _moment_axis(axis)
     if _integer_moment(a, dtype, out):
         return _by_numpy("std", a, axis, out, keepdims, dtype=dtype, **_given(
             where=(where, True), ddof=(ddof, 0), correction=(correction, None)))

@@ -468,6 +468,29 @@ def _common_dtype(xs, dtype=None):
                             for x in xs)).name
 
 
+def check_concatenate(shapes, axis):
+    """NumPy's errors for concatenating arrays of these shapes along axis (not None), in
+    its order: a 0-d first array, the axis against its rank, then each later array's rank
+    (a 0-d one included) and sizes; the axis normalized."""
+    if not shapes[0]:
+        raise ShapeError("zero-dimensional arrays cannot be concatenated", user_loc())
+    first = shapes[0]
+    axis = normalize_axis(axis, len(first))
+    for n, shape in enumerate(shapes[1:], 1):
+        if len(shape) != len(first):
+            raise ShapeError(
+                f"all the input arrays must have same number of dimensions, but the array "
+                f"at index 0 has {len(first)} dimension(s) and the array at index {n} has "
+                f"{len(shape)} dimension(s)", user_loc())
+        for d in range(len(first)):
+            if d != axis and not may_agree(shape[d], first[d]):
+                raise ShapeError(
+                    f"all the input array dimensions except for the concatenation axis must "
+                    f"match exactly, but along dimension {d}, the array at index 0 has size "
+                    f"{first[d]} and the array at index {n} has size {shape[d]}", user_loc())
+    return axis
+
+
 def concatenate(*xs, axis=0, dtype=None):
     """np.concatenate: along `axis` (None: of the flattened operands), each element read
     from the operand whose range holds its index (a select chain), in the common dtype."""
@@ -477,23 +500,8 @@ def concatenate(*xs, axis=0, dtype=None):
     dt = _common_dtype(xs, dtype)   # (Python numbers weak)
     if axis is None:                # (0-d operands too: each is one element)
         xs, axis = [ravel(as_tensor(x)) for x in xs], 0
-    if builtins.any(not shape_of(x) for x in xs):
-        raise ShapeError("zero-dimensional arrays cannot be concatenated", user_loc())
     first = xs[0]
-    axis = normalize_axis(axis, first.ndim)
-    for n, x in enumerate(xs[1:], 1):
-        if x.ndim != first.ndim:
-            raise ShapeError(
-                f"all the input arrays must have same number of dimensions, but the array "
-                f"at index 0 has {first.ndim} dimension(s) and the array at index {n} has "
-                f"{x.ndim} dimension(s)", user_loc())
-        for d in range(first.ndim):
-            if d != axis and not may_agree(x.shape[d], first.shape[d]):
-                raise ShapeError(
-                    f"all the input array dimensions except for the concatenation axis must "
-                    f"match exactly, but along dimension {d}, the array at index 0 has size "
-                    f"{first.shape[d]} and the array at index {n} has size {x.shape[d]}",
-                    user_loc())
+    axis = check_concatenate([shape_of(x) for x in xs], axis)
     starts = [0]
     for x in xs:
         starts.append(_add(starts[-1], x.shape[axis]))
