@@ -1614,3 +1614,26 @@ def test_reductions_into_an_integer_out_or_dtype_are_numpys():
             getattr(jnp, name)(a, axis=1, out=got)
             getattr(np, name)(a, axis=1, out=want)
             same(got, want)
+
+
+def test_clip_of_bools_without_bounds_is_numpys_error():
+    """clip of a bool array (or a bool) with neither bound is NumPy 2's no-loop error for
+    positive, eagerly and inside a definition; with a bound, or with dtype=, a result."""
+    b = RNG.standard_normal(9) > 0
+    for args in ((b, None, None), (b,), (np.bool_(True), None, None)):
+        with pytest.raises(TypeError) as want:
+            np.clip(*args)
+        with pytest.raises(np._core._exceptions.UFuncTypeError) as got:
+            jnp.clip(*args)
+        assert str(want.value) in str(got.value)
+
+    @jd.compute
+    def f(X):
+        return jnp.clip(X, None, None)
+    with pytest.raises(np._core._exceptions.UFuncTypeError, match="'positive' did not"):
+        f(b)
+    x = RNG.standard_normal(9)
+    for case in (lambda m: m.clip(b, None, None, dtype=np.int8),
+                 lambda m: m.clip(b, False, None), lambda m: m.clip(b, None, True),
+                 lambda m: m.clip(x, None, None)):
+        same(case(jnp), case(np))

@@ -482,6 +482,15 @@ def _round_through_float64(v, f):
     return _sel(outside, _k(int(lo), v), _c(_sel(outside, _k(0.0, q), q), v.dtype))
 
 
+def _no_bounds_of_bools():
+    """NumPy 2's error for clip of bools without bounds (its clip is then positive,
+    which has no bool loop), raised where the installed NumPy raises it."""
+    try:
+        np.positive(np.zeros(1, np.bool_))
+    except TypeError as e:
+        raise numpy_kind(ArgumentError, type(e))(f"clip(): {e}", user_loc()) from None
+
+
 def clip(x, *bounds, lo=True, hi=True, dtype=None):
     """np.clip: minimum(maximum(x, lo), hi) in the operands' common dtype or `dtype` (NaN
     propagates); `bounds` are the lower and upper bounds that are given, as `lo` and `hi`
@@ -489,6 +498,8 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
     xs = [operand(x, "a")] + [operand(v, "a_min/a_max") for v in bounds]
     rt = dtype if dtype is not None else xs[0].dtype if len(xs) == 1 else \
         result_type(np.maximum if len(xs) == 2 else np.clip, "clip", *xs)
+    if len(xs) == 1 and rt == "bool":
+        _no_bounds_of_bools()
 
     def f(a, *vs):
         a, vs = _c(a, rt), [_c(v, rt) for v in vs]
