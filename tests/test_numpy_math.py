@@ -1637,3 +1637,22 @@ def test_clip_of_bools_without_bounds_is_numpys_error():
                  lambda m: m.clip(b, False, None), lambda m: m.clip(b, None, True),
                  lambda m: m.clip(x, None, None)):
         same(case(jnp), case(np))
+
+
+def test_dot_with_a_0d_operand_keeps_numpys_zeros():
+    """dot of a 0-d operand and an array of rank 1 or 2 (two elements or more) in float32
+    or float64 is NumPy's: the product added to zeros, which the 0-d zero leaves as they
+    are (-0.0 times 0.0 or False is 0.0, 0.0 times NaN too); other shapes its product."""
+    x = RNG.standard_normal(6)
+    x[:3] = [np.nan, np.inf, -0.0]
+    for s in (-0.0, 0.0, np.nan, RNG.standard_normal()):
+        for zd in (np.float64, np.float32, np.bool_, np.int64):
+            z = np.array(s).astype(zd) if zd in (np.float64, np.float32) or s == s else None
+            if z is None:
+                continue
+            for o in (x, x.reshape(2, 3), x.reshape(3, 2).T, x.reshape(1, 2, 3), x[:1],
+                      x.astype(np.float32), np.zeros(4, np.bool_), np.array(False),
+                      np.zeros(3, np.int8)):
+                for a, b in ((z, o), (o, z)):
+                    with np.errstate(all="ignore"):
+                        same(jnp.dot(a, b), np.dot(a, b))

@@ -12,9 +12,10 @@ import numpy as np
 
 from jitdl.errors import AxisError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import BinOp, ReduceOp, SizeVar
-from jitdl.ops.core import (any_size, broadcast_shapes, is_one, may_agree, normalize_axes,
-                            operand, same_dim, scalar_result, shape_of, shape_text)
+from jitdl.ir.nodes import BinOp, CmpOp, ReduceOp, SizeVar
+from jitdl.ops.core import (any_size, broadcast_shapes, elementwise, is_one, may_agree,
+                            normalize_axes, operand, same_dim, scalar_result, shape_of,
+                            shape_text)
 from jitdl.ops.manipulation import astype, moveaxis, ravel, transpose
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
@@ -173,12 +174,22 @@ def dot(a, b):
     a, b = operand(a), operand(b)
     sa, sb = shape_of(a), shape_of(b)
     if not sa or not sb:
-        return contract((a, b), (tuple(f"a{d}" for d in range(len(sa))),
-                                 tuple(f"b{d}" for d in range(len(sb)))),
-                        tuple(f"a{d}" for d in range(len(sa))) +
-                        tuple(f"b{d}" for d in range(len(sb))),
-                        {**{f"a{d}": n for d, n in enumerate(sa)},
-                         **{f"b{d}": n for d, n in enumerate(sb)}}, "dot")
+        r = contract((a, b), (tuple(f"a{d}" for d in range(len(sa))),
+                              tuple(f"b{d}" for d in range(len(sb)))),
+                     tuple(f"a{d}" for d in range(len(sa))) +
+                     tuple(f"b{d}" for d in range(len(sb))),
+                     {**{f"a{d}": n for d, n in enumerate(sa)},
+                      **{f"b{d}": n for d, n in enumerate(sb)}}, "dot")
+        other = sa or sb
+        if r.dtype in ("float32", "float64") and len(other) <= 2 and all(
+                isinstance(n, int) for n in other) and int(np.prod(other)) >= 2:
+            # NumPy adds an array of rank 1 or 2 times a 0-d one s to zeros (BLAS's axpy,
+            # which leaves them where s is 0): 0.0 + (-0.0 * x) is 0.0, and s = 0 gives
+            # zeros also for NaN or inf in x; the product alone on other shapes
+            return elementwise(lambda v, c: build.select(
+                build.compare(CmpOp.EQ, c, build.cast(0, c.dtype)), build.cast(0.0, v.dtype),
+                build.binary(BinOp.ADD, v, build.cast(0.0, v.dtype))), r, b if sa else a)
+        return r
     db = 0 if len(sb) == 1 else len(sb) - 2
     if not may_agree(sa[-1], sb[db]):
         raise _aligned_error(sa, sb, len(sa) - 1, db)
