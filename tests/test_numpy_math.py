@@ -1656,3 +1656,40 @@ def test_dot_with_a_0d_operand_keeps_numpys_zeros():
                 for a, b in ((z, o), (o, z)):
                     with np.errstate(all="ignore"):
                         same(jnp.dot(a, b), np.dot(a, b))
+
+
+def test_means_of_empty_slices_warn_as_numpy():
+    """mean / var / std / nanmean / average of empty arrays (and slices where= or NaN
+    leave empty) are NaN with NumPy's RuntimeWarning and its text; average with an empty
+    result is NumPy's ZeroDivisionError; nothing is said where every slice has elements."""
+    x = RNG.standard_normal((3, 4))
+    y = x.copy()
+    y[1] = np.nan
+    none_in_row0 = np.ones((3, 4), bool)
+    none_in_row0[0] = False
+    cases = [lambda m, f=f, e=e, kw=kw: getattr(m, f)(e, **kw)
+             for f in ("mean", "var", "std", "nanmean", "average")
+             for e in (np.array([]), np.zeros((0, 3)), np.zeros((3, 0)),
+                       np.zeros(0, np.int64), np.zeros((0, 2), np.float32))
+             for kw in ({}, {"axis": 0}, {"axis": -1})]
+    cases += [lambda m, f=f: getattr(m, f)(x, axis=1, where=none_in_row0)
+              for f in ("mean", "var", "std")]
+    cases += [lambda m: m.nanmean(y, axis=1), lambda m: m.nanmean(y, axis=0),
+              lambda m: m.nanmean(np.full(5, np.nan)),
+              lambda m: m.nanmean(np.array([np.inf, -np.inf])),
+              lambda m: m.mean(x, axis=1), lambda m: m.var(x), lambda m: m.nanmean(x)]
+    for case in cases:
+        with np.errstate(all="ignore"), warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            try:
+                expected = case(np)
+            except ZeroDivisionError:       # (average with an empty result)
+                with pytest.raises(ZeroDivisionError, match="division by zero"):
+                    case(jnp)
+                continue
+        with np.errstate(all="ignore"), warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            result = case(jnp)
+        same(result, expected, rtol=1e-12)
+        assert [(w.category, str(w.message)) for w in got] == \
+            [(w.category, str(w.message)) for w in want]

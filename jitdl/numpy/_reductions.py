@@ -469,7 +469,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """Arithmetic mean over the given axes, float64 for integers (numpy.mean)."""
     static = _plain_axis(a, axis, "biu", where, keepdims, dtype, out)
     if static is not None:
-        return _plain("mean", red.mean, a, static)
+        if a.size:
+            return _plain("mean", red.mean, a, static)
+        return _empty_slice(_plain("mean", red.mean, a, static), a, axis, where)
     if axis is not None and type(axis) is not int:
         _moment_axis(axis)
     if (dtype is not None or out is not None) and _integer_moment(a, dtype, out):
@@ -477,10 +479,23 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
                          **_given(where=(where, True)))
     dtype = _out_dtype(a, dtype, out)
     if axis is None and dtype is None and where is True and not keepdims:
-        return apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
-    ops, names = _where(a, where)
-    return apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
-                 out, names)
+        r = apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
+    else:
+        ops, names = _where(a, where)
+        r = apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
+                  out, names)
+    return _empty_slice(r, a, axis, where)
+
+
+def _empty_slice(r, a, axis, where):
+    """r, the mean, with NumPy's RuntimeWarning where a slice has no elements (its mean
+    is NaN there): of an empty array, or of a where= that leaves none."""
+    if where is True and (a.size if type(a) is np.ndarray else np.size(a)) \
+            or is_symbolic(r):
+        return r
+    if _few_degrees(a, axis, 0, where, r):
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
+    return r
 
 
 def _ddof(ddof, correction):
@@ -573,7 +588,11 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         avg = average(a, axis, weights, keepdims=keepdims)
         return avg, _weight_sum(a, axis, weights, keepdims, avg)
     if weights is None:
-        return apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A)
+        r = _empty_slice(apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A),
+                         a, axis, True)
+        if type(r) is np.ndarray and not r.size:
+            raise ZeroDivisionError("division by zero")     # (NumPy's a.size / avg.size)
+        return r
     r = apply("average", red.average, (a, weights), _static(axis, keepdims), None,
               ("a", "weights"))
     if isinstance(r, (np.ndarray, np.generic)) and not np.isfinite(r).all() \
@@ -679,8 +698,14 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
     if isinstance(out, np.ndarray) and out.dtype.kind not in "fc":
         raise ArgumentError("If a is inexact, then out must be inexact (nanmean's out=)",
                             user_loc())
-    return apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
-                 out, _A)
+    r = apply("nanmean", red.nanmean, (a,), _static(axis, keepdims, dtype=_dtype(dtype)),
+              out, _A)
+    if not is_symbolic(r) and not is_device_array(r) and (
+            np.isnan(r).any() if type(r) is np.ndarray else r != r) and np.any(
+                np.sum(~np.isnan(a), axis=_axis(axis)) == 0):
+        # (a NaN mean of a slice without numbers, empty or all NaN: NumPy's warning)
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    return r
 
 
 def _whole_slot(name):
