@@ -490,8 +490,10 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
 def _empty_slice(r, a, axis, where):
     """r, the mean, with NumPy's RuntimeWarning where a slice has no elements (its mean
     is NaN there): of an empty array, or of a where= that leaves none."""
-    if where is True and (a.size if type(a) is np.ndarray else np.size(a)) \
-            or is_symbolic(r):
+    if type(a) is np.ndarray and where is True:
+        if a.size:
+            return r
+    elif is_symbolic(r) or is_device_array(r) or where is True and np.size(a):
         return r
     if _few_degrees(a, axis, 0, where, r):
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
