@@ -263,11 +263,11 @@ def test_type_errors_read_like_numpy():
                     (np.subtract, (np.ones(2, bool), np.ones(2, bool)))):
         with pytest.raises(TypeError) as want:
             f(*args)
-        # (bool negative / subtract: NumPy's own advice, `~` / `^`; else its no-loop text)
-        text = "numpy boolean" if "numpy boolean" in str(want.value) else \
-            f"ufunc '{f.__name__}' not supported for the input type"
-        with pytest.raises(TypeError, match=text):
+        # (bool negative / subtract: NumPy's own advice, `~` / `^`; else its no-loop text,
+        # which jitdl follows with the operands' dtypes)
+        with pytest.raises(TypeError) as got:
             getattr(jnp, f.__name__)(*args)
+        assert str(want.value) in str(got.value), (str(got.value), str(want.value))
 
 
 def test_integer_negative_powers_raise_value_error():
@@ -1505,10 +1505,9 @@ def test_a_dtype_a_ufunc_has_no_loop_for_raises_numpys_class():
                      (lambda m, x: m.bitwise_and(x, x), (b * 1.5,))):
         with pytest.raises(TypeError) as want:
             fn(np, *args)
-        text = "numpy boolean" if "numpy boolean" in str(want.value) else \
-            "not supported for the input type"
-        with pytest.raises(type(want.value), match=text):
+        with pytest.raises(type(want.value)) as got:
             fn(jnp, *args)
+        assert str(want.value) in str(got.value)
 
     @jd.compute
     def f(X):

@@ -152,9 +152,8 @@ def result_dtype(ufunc, *typed) -> str:
             out = ufunc(*samples)
         except (TypeError, np.exceptions.DTypePromotionError) as e:
             # (an instance of NumPy's class too, as its UFuncTypeError for sign of bools)
-            names = " and ".join(dt for dt, _ in typed)
-            raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
-                numpy_advice(e) or f"{ufunc.__name__} is not defined for {names}") from None
+            # (NumPy's own text: the samples have the operands' dtypes and weakness)
+            raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(str(e)) from None
     name = np.asarray(out).dtype.name
     if name == "float16":
         return "float32"

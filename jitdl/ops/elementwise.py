@@ -403,9 +403,10 @@ def result_type(ufunc, name, *xs) -> str:
         return build.result_dtype(ufunc, *(typed(x) for x in xs))
     except TypeError as e:         # (an instance of NumPy's class too: its UFuncTypeError)
         types = " and ".join(operand(x).dtype for x in xs)
+        text = getattr(e, "message", None) or str(e)
         raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
-            build.numpy_advice(e) or f"ufunc '{name}' not supported for the input type"
-            f"{'s' if len(xs) > 1 else ''} {types}", user_loc()) from None
+            build.numpy_advice(e) or f"{text} (the input type{'s' if len(xs) > 1 else ''}: "
+            f"{types})", user_loc()) from None
 
 
 def unary(x, fn, dtype=None):
