@@ -1692,3 +1692,19 @@ def test_means_of_empty_slices_warn_as_numpy():
         same(result, expected, rtol=1e-12)
         assert [(w.category, str(w.message)) for w in got] == \
             [(w.category, str(w.message)) for w in want]
+
+
+def test_average_axis_and_ptp_of_bools_errors_are_numpys_text():
+    """average's AxisError names its argument as NumPy's ('axis: axis 3 is out of
+    bounds ...'), before the weights are looked at; ptp of bools is NumPy's TypeError
+    text for subtract of bools."""
+    x = RNG.standard_normal((3, 4))
+    for case in (lambda m: m.average(x, axis=3), lambda m: m.average(x, axis=(0, -3)),
+                 lambda m: m.average(x, axis=2, weights=np.ones(7)),
+                 lambda m: m.ptp(x > 0), lambda m: m.ptp(x > 0, axis=1)):
+        with pytest.raises(Exception) as want:
+            case(np)
+        with pytest.raises(type(want.value)) as got:
+            case(jnp)
+        assert str(want.value) in str(got.value), (str(want.value), str(got.value))
+    same(jnp.average(x, axis=-1, keepdims=True), np.average(x, axis=-1, keepdims=True))

@@ -583,6 +583,9 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     """The (weighted) average over the given axes (numpy.average); with returned=True,
     the pair of it and the sum of the weights (the count of the elements without)."""
+    if axis is not None and not is_symbolic(a) and not is_device_array(a):
+        # (NumPy's AxisError first, which names the argument: 'axis: axis 3 is out ...')
+        np.lib.array_utils.normalize_axis_tuple(axis, np.ndim(a), argname="axis")
     if returned:
         if is_symbolic(a) or is_symbolic(weights):
             return apply("average", red.average, (a, weights), _static(

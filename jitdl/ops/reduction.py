@@ -150,9 +150,9 @@ def ptp(x, *, axis=None, keepdims=False):
     x = as_tensor(x)
     _check_nonempty(x, axis, "maximum")     # (NumPy's AxisError and max's error come first)
     if x.dtype == "bool":
-        raise ArgumentError("numpy boolean subtract, the `-` operator, is not supported "
-                            "(ptp of a bool array); use the bitwise_xor, the `^` operator, "
-                            "or the logical_xor function instead", user_loc())
+        raise ArgumentError("numpy boolean subtract, the `-` operator, is not supported, "
+                            "use the bitwise_xor, the `^` operator, or the logical_xor "
+                            "function instead. (ptp of a bool array)", user_loc())
     return _nonempty_at_run_time(elementwise(lambda a, b: build.binary(BinOp.SUB, a, b),
                                              reduction(ReduceOp.MAX, x, axis, keepdims),
                                              reduction(ReduceOp.MIN, x, axis, keepdims)),
