@@ -1547,3 +1547,18 @@ def test_subtract_and_negative_of_bools_give_numpys_advice(rng):
         return X - Y
     with pytest.raises(TypeError, match="numpy boolean subtract"):
         minus(a, b)
+
+
+def test_broadcasting_error_prints_shapes_as_numpys_ufuncs():
+    """The broadcasting error of a ufunc (and of where / clip, which broadcast their
+    operands alike) is NumPy's text to the character: shapes as (3,4), each followed by a
+    space."""
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal(3)
+    for case in (lambda m: m.add(a, b), lambda m: m.maximum(a, rng.standard_normal((2, 1, 3))),
+                 lambda m: m.where(a > 0, b, 1.5), lambda m: m.arctan2(b, a)):
+        with pytest.raises(ValueError) as want:
+            case(np)
+        with pytest.raises(ValueError) as got:
+            case(jnp)
+        assert str(got.value).startswith(str(want.value)), (str(got.value), str(want.value))
