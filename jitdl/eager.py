@@ -20,7 +20,7 @@ from jitdl.api import NUMPYS_OWN, Function
 from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
-from jitdl.ops.core import is_symbolic, nonzero_sizes
+from jitdl.ops.core import is_symbolic, nonzero_sizes, ufunc_shape_text
 from jitdl.runtime.cuda import is_device_array
 from jitdl.ir import weak
 from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, check_int_values,
@@ -418,6 +418,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     out_shape = tuple(out.shape)
     if out_shape != shape and (not broadcast_out or len(out_shape) < len(shape) or any(
             s not in (1, o) for s, o in zip(shape, out_shape[len(out_shape) - len(shape):]))):
+        if broadcast_out:       # (a ufunc's: NumPy's text, its shapes as it prints them)
+            raise OutArgumentError(
+                f"{name}(): non-broadcastable output operand with shape "
+                f"{ufunc_shape_text(out_shape)} doesn't match the broadcast shape "
+                f"{ufunc_shape_text(shape)} (out=)", user_loc())
         raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
                                f"{out_shape} doesn't match the result's shape {shape} "
                                f"(out=)", user_loc())

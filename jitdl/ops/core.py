@@ -134,7 +134,7 @@ def shape_text(shape) -> str:
     return str(tuple(d if isinstance(d, int) else str(d) for d in shape)).replace("'", "")
 
 
-def _ufunc_shape_text(shape) -> str:
+def ufunc_shape_text(shape) -> str:
     """A shape as NumPy's ufuncs print it in their broadcasting error: (3,4), (3,)."""
     return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -158,7 +158,7 @@ def broadcast_shapes(*shapes) -> tuple:
                 if isinstance(dim, int) and isinstance(x, int):
                     raise ShapeError(
                         "operands could not be broadcast together with shapes "
-                        + "".join(_ufunc_shape_text(s) + " " for s in shapes), user_loc())
+                        + "".join(ufunc_shape_text(s) + " " for s in shapes), user_loc())
         out.append(dim)
     return tuple(out)
 

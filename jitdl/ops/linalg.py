@@ -187,8 +187,9 @@ def dot(a, b):
             # which leaves them where s is 0): 0.0 + (-0.0 * x) is 0.0, and s = 0 gives
             # zeros also for NaN or inf in x; the product alone on other shapes
             return elementwise(lambda v, c: build.select(
-                build.compare(CmpOp.EQ, c, build.cast(0, c.dtype)), build.cast(0.0, v.dtype),
-                build.binary(BinOp.ADD, v, build.cast(0.0, v.dtype))), r, b if sa else a)
+                build.compare(CmpOp.EQ, c, build.cast(0, c.dtype)),
+                build.cast(0.0, v.dtype), build.binary(BinOp.ADD, v, build.cast(0.0, v.dtype))),
+                r, b if sa else a)
         return r
     db = 0 if len(sb) == 1 else len(sb) - 2
     if not may_agree(sa[-1], sb[db]):
