@@ -1268,3 +1268,21 @@ def test_repeat_matrix_transpose_and_argmax_errors_read_as_numpys():
         assert str(want.value) in str(got.value)
     for axis in (0, -1):
         assert jnp.argmax(x, axis=axis) == np.argmax(x, axis=axis) == 0
+
+
+def test_roll_and_python_int_overflow_errors_are_numpys_text():
+    """roll with as many shifts as axes but not one of either is NumPy's broadcasting
+    error, and a Python int out of an array's dtype's range starts with NumPy's sentence
+    ('Python integer -1 out of bounds for uint8')."""
+    b = rand(2, 3, 4)
+    u = rand(5, dtype="uint8")
+    for case in (lambda m: m.roll(b, (1, 2, 3), axis=(0, 2)),
+                 lambda m: m.roll(b, (1, 2), axis=(0, 1, 2)),
+                 lambda m: m.add(u, -1), lambda m: m.maximum(rand(4, dtype="int8"), 1000),
+                 lambda m: m.multiply(300, rand(4, dtype="int8"))):
+        with pytest.raises(Exception) as want:
+            case(np)
+        with pytest.raises(type(want.value)) as got:
+            case(jnp)
+        assert str(want.value) in str(got.value), (str(want.value), str(got.value))
+    same(jnp.roll(b, (1, -2), axis=(0, 2)), np.roll(b, (1, -2), axis=(0, 2)))

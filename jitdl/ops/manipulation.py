@@ -669,8 +669,10 @@ def roll(x, shift, axis=None):
         shifts = shifts * len(axes)
     elif len(axes) == 1:
         axes = axes * len(shifts)
-    if len(shifts) != len(axes):
-        raise ShapeError("'shift' and 'axis' should be scalars or 1D sequences", user_loc())
+    if len(shifts) != len(axes):    # (NumPy broadcasts the two: its error)
+        raise ShapeError(f"shape mismatch: objects cannot be broadcast to a single shape.  "
+                         f"Mismatch is between arg 0 with shape ({len(shifts)},) and arg 1 "
+                         f"with shape ({len(axes)},).", user_loc())
     by = {}
     for s, a in zip(shifts, axes):
         a = normalize_axis(a, x.ndim)

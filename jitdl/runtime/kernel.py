@@ -361,11 +361,14 @@ def check_int_values(fname, int_checks, values):
 def _raise_overflow(fname, e, tree, text, context, loc, values):
     names = weak.names(tree)
     given = ", ".join(f"{n} = {values[n]}" for n in names)
-    if tree[0] == "var" and e.value == values[tree[1]]:
-        what = f"argument '{tree[1]}' is the Python integer {e.value}, which is"
-    else:
-        what = f"`{text}` is {e.value} (with {given}), which is"
     lo, hi = weak.BOUNDS[e.dtype]
+    if tree[0] == "var" and e.value == values[tree[1]]:
+        # (NumPy's sentence first, word for word)
+        bounds = (f"Python integer {e.value} out of bounds for {e.dtype} (argument "
+                  f"'{tree[1]}'; [{lo}, {hi}])")
+    else:
+        bounds = (f"`{text}` is {e.value} (with {given}), which is out of bounds for "
+                  f"{e.dtype} ([{lo}, {hi}])")
     if e.dtype != "int64":
         why = (f"the dtype it meets in `{context}`. NumPy 2 raises OverflowError here "
                f"too (a Python int takes the dtype of the array it meets); pass a value "
@@ -374,7 +377,7 @@ def _raise_overflow(fname, e, tree, text, context, loc, values):
         why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
                f"(pass a float for a larger number)")
     raise ScalarOverflowError(
-        f"{fname}(): {what} out of bounds for {e.dtype} ([{lo}, {hi}]), {why}",
+        f"{fname}(): {bounds}, {why}",
         SourceLoc(loc[0], loc[1]) if loc else None)
 
 
