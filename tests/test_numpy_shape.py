@@ -206,8 +206,9 @@ def test_stack_errors():
 
 def test_join_and_axis_errors_in_numpys_order_and_words():
     """NumPy's error where two things are wrong (the axis or the shapes before a cast to
-    dtype=, the shapes before stack's axis), a later 0-d array's rank message, and a float
-    axis's TypeError (mean/var/std's own words; a float in a tuple refused too)."""
+    dtype=, the shapes before stack's axis), a later 0-d array's rank message, a float
+    axis's TypeError (mean/var/std's own words; a float in a tuple refused too), and
+    concatenate's out= errors (rank, shape or size, then the cast)."""
     a3, b3 = rand(2, 3, 4), rand(2, 3, 4)
     cases = [
         lambda m: m.concatenate([a3, b3], axis=5, dtype=np.int8, casting="safe"),
@@ -223,6 +224,12 @@ def test_join_and_axis_errors_in_numpys_order_and_words():
         lambda m: m.stack([rand(3), rand(3)], axis=5, dtype=np.int8, casting="safe"),
         lambda m: m.stack([rand(3), rand(3)], axis=1.0),
         lambda m: m.stack([rand(3), rand(3)], axis=None),
+        lambda m: m.concatenate([a3, b3], out=np.zeros((4, 3, 5), np.int8), casting="safe"),
+        lambda m: m.concatenate([a3, b3], out=np.zeros((4, 3, 4), np.int8)),
+        lambda m: m.concatenate([a3, b3], out=np.zeros((4, 12))),
+        lambda m: m.concatenate([a3, b3], axis=None, out=np.zeros(47)),
+        lambda m: m.concatenate([a3, b3], axis=None, out=np.zeros(48, np.int64),
+                                casting="safe"),
     ] + [lambda m, f=f, ax=ax: getattr(m, f)(a3, axis=ax)
          for f in ("mean", "var", "std", "sum", "max")
          for ax in (1.0, np.float64(1.0), (1.0,), (0, np.float64(2.0)))]
@@ -234,6 +241,11 @@ def test_join_and_axis_errors_in_numpys_order_and_words():
         assert str(want.value) in str(got.value), (str(want.value), str(got.value))
     same(jnp.concatenate([a3, b3], axis=-1, dtype=np.int8, casting="unsafe"),
          np.concatenate([a3, b3], axis=-1, dtype=np.int8, casting="unsafe"))
+    for axis, shape in ((1, (2, 6, 4)), (None, (48,))):
+        got, want = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        jnp.concatenate([a3, b3], axis=axis, out=got)
+        np.concatenate([a3, b3], axis=axis, out=want)
+        same(got, want)
     same(jnp.stack([a3, b3], axis=np.int64(-1), dtype=np.float32),
          np.stack([a3, b3], axis=np.int64(-1), dtype=np.float32))
 

@@ -8,6 +8,7 @@ arithmetic that the schedule inlines into its consumer. Functions that move data
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -271,9 +272,11 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
             # the casts to dtype=)
             if dtype is not None:
                 np.dtype(dtype)
-            if casting in ("no", "equiv", "safe", "same_kind", "unsafe"):
+            if casting in _CASTINGS:
                 man.check_concatenate([np.shape(x) for x in xs], operator.index(axis))
         _castable(xs, "concatenate", dtype, casting)
+        if type(out) is np.ndarray and xs and not _sym(*xs) and casting in _CASTINGS:
+            _concatenate_out(xs, axis, out, casting)
         return apply("concatenate", man.concatenate, xs,
                      (("axis", None if axis is None else operator.index(axis)),
                       ("dtype", _dtype(dtype))), out, _names(len(xs)), casting=casting)
@@ -285,6 +288,29 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
 
 
 concatenate.numpy_fallback = np.concatenate     # (its own: no wrapper on the common call)
+
+
+_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _concatenate_out(xs, axis, out, casting):
+    """NumPy's errors for a concatenate's out= (an array), after those of the arrays'
+    shapes: its rank, shape (size for axis=None), then the cast of the result into it."""
+    shapes = [np.shape(x) for x in xs]
+    if axis is None:
+        if out.ndim == 1 and out.size != sum(math.prod(s) for s in shapes):
+            raise ShapeError("Output array is the wrong size", user_loc())
+    else:
+        ax = man.check_concatenate(shapes, operator.index(axis))
+        want = shapes[0][:ax] + (sum(s[ax] for s in shapes),) + shapes[0][ax + 1:]
+        if out.ndim != len(want):
+            raise ShapeError("Output array has wrong dimensionality", user_loc())
+        if out.shape != want:
+            raise ShapeError("Output array is the wrong shape", user_loc())
+    dt = np.result_type(*(x if isinstance(x, np.ndarray) else np.asarray(x) for x in xs))
+    if not np.can_cast(dt, out.dtype, casting):
+        raise ArgumentError(f"Cannot cast array data from {dt!r} to {out.dtype!r} according "
+                            f"to the rule '{casting}'", user_loc())
 
 
 def _joined(*xs, **kwargs):
