@@ -1708,3 +1708,28 @@ def test_average_axis_and_ptp_of_bools_errors_are_numpys_text():
             case(jnp)
         assert str(want.value) in str(got.value), (str(want.value), str(got.value))
     same(jnp.average(x, axis=-1, keepdims=True), np.average(x, axis=-1, keepdims=True))
+
+
+def test_nanmax_nanmin_of_all_nan_slices_warn_as_numpy():
+    """nanmax / nanmin give NaN for a slice of NaN alone with NumPy's RuntimeWarning
+    ('All-NaN slice encountered'), also into out=; nothing where every slice has a
+    number (ints never)."""
+    x = RNG.standard_normal((4, 5))
+    x[:, 1] = np.nan
+    x[2, 3] = np.nan
+    for name in ("nanmax", "nanmin"):
+        for case in (lambda m: getattr(m, name)(x, axis=0),
+                     lambda m: getattr(m, name)(x, axis=1),
+                     lambda m: getattr(m, name)(x),
+                     lambda m: getattr(m, name)(np.full(3, np.nan, np.float32)),
+                     lambda m: getattr(m, name)(x, axis=0, out=np.zeros(5)),
+                     lambda m: getattr(m, name)(np.arange(6).reshape(2, 3), axis=0)):
+            with warnings.catch_warnings(record=True) as want:
+                warnings.simplefilter("always")
+                expected = case(np)
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                result = case(jnp)
+            same(result, expected)
+            assert [(w.category, str(w.message)) for w in got] == \
+                [(w.category, str(w.message)) for w in want]

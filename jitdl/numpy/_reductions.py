@@ -669,13 +669,25 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NO, wher
                  out, _A)
 
 
+def _all_nan_slice(r):
+    """r, a nanmax or nanmin, with NumPy's RuntimeWarning where it holds a NaN (a slice
+    of NaN alone)."""
+    if type(r) is np.ndarray:
+        if r.dtype.kind == "f" and np.isnan(r).any():
+            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+    elif isinstance(r, (float, np.floating)) and r != r:
+        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+    return r
+
+
 def nanmax(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """The largest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmax)."""
     if initial is not _NO or where is not _NO:
         return _by_numpy("nanmax", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("nanmax", red.nanmax, (a,), _static(axis, keepdims), out, _A)
+    return _all_nan_slice(apply("nanmax", red.nanmax, (a,), _static(axis, keepdims), out,
+                                _A))
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
@@ -684,7 +696,8 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
         return _by_numpy("nanmin", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("nanmin", red.nanmin, (a,), _static(axis, keepdims), out, _A)
+    return _all_nan_slice(apply("nanmin", red.nanmin, (a,), _static(axis, keepdims), out,
+                                _A))
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
@@ -756,10 +769,8 @@ STATUS.update({
     "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
                "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
-    "nanmax": "partial: initial=/where= by NumPy's function (on arrays only); an all-NaN "
-              "slice gives NaN without NumPy's RuntimeWarning",
-    "nanmin": "partial: initial=/where= by NumPy's function (on arrays only); an all-NaN "
-              "slice gives NaN without NumPy's RuntimeWarning",
+    "nanmax": "partial: initial=/where= by NumPy's function (on arrays only)",
+    "nanmin": "partial: initial=/where= by NumPy's function (on arrays only)",
     "nanmean": "partial: where= by NumPy's function (on arrays only)",
     "count_nonzero": "done (returns np.int64 for axis=None, as NumPy 2)",
 })
