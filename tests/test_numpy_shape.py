@@ -1285,7 +1285,8 @@ def test_repeat_matrix_transpose_and_argmax_errors_read_as_numpys():
 def test_roll_and_python_int_overflow_errors_are_numpys_text():
     """roll with as many shifts as axes but not one of either is NumPy's broadcasting
     error, and a Python int out of an array's dtype's range starts with NumPy's sentence
-    ('Python integer -1 out of bounds for uint8')."""
+    ('Python integer -1 out of bounds for uint8'); a float shift is truncated, as
+    NumPy's roll takes int() of it."""
     b = rand(2, 3, 4)
     u = rand(5, dtype="uint8")
     for case in (lambda m: m.roll(b, (1, 2, 3), axis=(0, 2)),
@@ -1298,3 +1299,5 @@ def test_roll_and_python_int_overflow_errors_are_numpys_text():
             case(jnp)
         assert str(want.value) in str(got.value), (str(want.value), str(got.value))
     same(jnp.roll(b, (1, -2), axis=(0, 2)), np.roll(b, (1, -2), axis=(0, 2)))
+    for shift, axis in ((1.5, None), (-1.5, 0), ((1.0, -2.7), (0, 2)), (np.float64(2), 1)):
+        same(jnp.roll(b, shift, axis=axis), np.roll(b, shift, axis=axis))   # (int(shift))

@@ -470,8 +470,18 @@ def roll(a, shift, axis=None):
     """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
     if not _sym(a) and has_huge_int(np.ravel(np.asarray(shift, object))):
         return np.roll(a, shift, axis)      # (a shift beyond int64: NumPy's, modulo the size)
-    return apply("roll", man.roll, (a,), (("shift", _static(shift)), ("axis", _static(axis))),
-                 names=("a",))
+    return apply("roll", man.roll, (a,), (("shift", _shift_static(shift)),
+                                          ("axis", _static(axis))), names=("a",))
+
+
+def _shift_static(value):
+    """roll's shift as _static makes it, a float truncated as NumPy's roll converts it
+    (int(): roll(x, 1.5) is roll(x, 1))."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(_shift_static(v) for v in value)
+    if isinstance(value, (float, np.floating)):
+        return int(value)
+    return operator.index(value)
 
 
 def _as_1d_if_scalar(a, axis):

@@ -657,6 +657,17 @@ def read_padded(x, src, padded):
         0 if p and not _static(n) else j for j, n, p in zip(src, x.shape, padded))])
 
 
+def _shifts(shift):
+    """roll's shifts as ints, each converted as NumPy's roll converts them (int(): a
+    float shift is truncated, roll(x, 1.5) is roll(x, 1))."""
+    seq = shift if isinstance(shift, (tuple, list)) else (shift,)
+    try:
+        return tuple(int(v) for v in seq)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"shift: expected an int or a tuple of ints, got {shift!r}",
+                            user_loc()) from None
+
+
 def roll(x, shift, axis=None):
     """np.roll: elements shifted by `shift` along `axis` (None: in the flattened order).
     On a symbolic axis the shift modulo the length is computed once; each element takes
@@ -664,7 +675,7 @@ def roll(x, shift, axis=None):
     x = as_tensor(x)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), x.shape)
-    shifts, axes = _ints(shift, "shift"), _ints(axis, "axis")
+    shifts, axes = _shifts(shift), _ints(axis, "axis")
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
