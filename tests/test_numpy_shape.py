@@ -1290,6 +1290,7 @@ def test_roll_and_python_int_overflow_errors_are_numpys_text():
     b = rand(2, 3, 4)
     u = rand(5, dtype="uint8")
     for case in (lambda m: m.roll(b, (1, 2, 3), axis=(0, 2)),
+                 lambda m: m.roll(b, np.ones((2, 2), np.int64)),
                  lambda m: m.roll(b, (1, 2), axis=(0, 1, 2)),
                  lambda m: m.add(u, -1), lambda m: m.maximum(rand(4, dtype="int8"), 1000),
                  lambda m: m.multiply(300, rand(4, dtype="int8"))):

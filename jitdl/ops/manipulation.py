@@ -661,6 +661,8 @@ def _shifts(shift):
     """roll's shifts as ints, each converted as NumPy's roll converts them (int(): a
     float shift is truncated, roll(x, 1.5) is roll(x, 1))."""
     seq = shift if isinstance(shift, (tuple, list)) else (shift,)
+    if any(isinstance(v, (tuple, list)) for v in seq):
+        raise ShapeError("'shift' and 'axis' should be scalars or 1D sequences", user_loc())
     try:
         return tuple(int(v) for v in seq)
     except (TypeError, ValueError):
