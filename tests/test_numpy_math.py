@@ -1733,3 +1733,14 @@ def test_nanmax_nanmin_of_all_nan_slices_warn_as_numpy():
             same(result, expected)
             assert [(w.category, str(w.message)) for w in got] == \
                 [(w.category, str(w.message)) for w in want]
+
+
+def test_ufuncs_take_numpys_subok_keyword():
+    """subok= (NumPy's ufunc keyword) is taken by the ufuncs, power and clip: the results
+    of ndarray operands are ndarrays either way."""
+    x, y = RNG.standard_normal(7), RNG.standard_normal(7)
+    for case in (lambda m, s: m.add(x, y, subok=s), lambda m, s: m.exp(x, subok=s),
+                 lambda m, s: m.power(np.abs(x), y, subok=s),
+                 lambda m, s: m.clip(x, -0.5, 0.5, subok=s)):
+        for s in (True, False):
+            same(case(jnp, s), case(np, s))

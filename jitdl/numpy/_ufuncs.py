@@ -170,7 +170,8 @@ def _unary(name, doc):
     # (shape, dtype, call), one item that threads replace whole; direct: the last
     # kernel's direct entry (jitdl.eager.apply's slot)
 
-    def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
+    def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None,
+              subok=True):      # (subok: the results are ndarrays, as for ndarray operands)
         try:
             if out is None and dtype is None and casting == "same_kind" and where is True \
                     and order == "K":
@@ -329,7 +330,7 @@ def _binary(name, doc):
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K",
-              dtype=None):
+              dtype=None, subok=True):
         try:
             if out is None and dtype is None and casting == "same_kind" and where is True \
                     and order == "K":
@@ -570,7 +571,8 @@ def _fits(x1, x2):
     return True
 
 
-def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None):
+def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None,
+          subok=True):
     """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
     if type(x1) is _ndarray and dtype is None and where is True and \
             (type(x2) is int or type(x2) is float and x1.dtype.kind == "f") and \
@@ -655,7 +657,7 @@ _BOUND = (float, int, type(None))
 
 
 def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # noqa: A002
-         where=True, casting="same_kind", order="K", dtype=None):
+         where=True, casting="same_kind", order="K", dtype=None, subok=True):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
     NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
     min= and max=, each optional), never both kinds."""
