@@ -552,9 +552,14 @@ def _empty_result(key, name, builder, static, names, operands):
 
 def _castable(name, dtype, to, casting):
     if not np.can_cast(dtype, to, casting=casting):
+        # (NumPy's text, which names the ufunc that writes out=: sqrt for std)
         raise numpy_kind(ArgumentError, OUTPUT_CASTING)(
-            f"{name}(): cannot cast the result from dtype('{dtype}') to dtype('{to}') "
-            f"(out=) with casting rule '{casting}'", user_loc())
+            f"{name}(): Cannot cast ufunc '{_LAST_UFUNC.get(name, name)}' output from "
+            f"dtype('{dtype}') to dtype('{to}') with casting rule '{casting}' (out=)",
+            user_loc())
+
+
+_LAST_UFUNC = {"std": "sqrt", "nanstd": "sqrt", "ptp": "subtract", "outer": "multiply"}
 
 
 def _device_out(name, kernel, operands, out, shape, dtype, casting):

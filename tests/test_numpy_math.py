@@ -1547,10 +1547,9 @@ def test_where_with_an_out_that_cannot_take_the_result_is_numpys_ufunc_error():
                  lambda m: m.add(x, 1, out=np.zeros(3, np.float32), where=w, casting="safe")):
         with pytest.raises(np._core._exceptions._UFuncOutputCastingError) as want:
             case(np)
-        with pytest.raises(np._core._exceptions._UFuncOutputCastingError,
-                           match="cannot cast the result from dtype") as got:
+        with pytest.raises(np._core._exceptions._UFuncOutputCastingError) as got:
             case(jnp)
-        assert str(want.value).split("'")[1] in str(got.value)   # (the function's name)
+        assert str(want.value) in str(got.value)        # (NumPy's text, the ufunc named)
     for case in (lambda m: m.add(x, 1, out=np.zeros(3, np.int64), where=w, casting="unsafe"),
                  lambda m: m.exp(x.astype(np.float32), out=np.ones(3), where=w)):
         same(case(jnp), case(np), rtol=2.4e-7)       # (float32 exp: within an ulp)
@@ -1744,3 +1743,23 @@ def test_ufuncs_take_numpys_subok_keyword():
                  lambda m, s: m.clip(x, -0.5, 0.5, subok=s)):
         for s in (True, False):
             same(case(jnp, s), case(np, s))
+
+
+def test_an_out_the_result_cannot_be_cast_to_is_numpys_text():
+    """A ufunc's (matmul's, std's, ptp's, outer's) out= that its result does not cast to
+    under casting= is NumPy's UFuncTypeError text, naming the ufunc that writes it."""
+    x = RNG.standard_normal((3, 3))
+    i8 = (x * 10).astype(np.int8)
+    for case in (lambda m: m.add(x, 1, out=np.zeros((3, 3), np.int64)),
+                 lambda m: m.negative(i8, out=np.zeros((3, 3), np.uint8)),
+                 lambda m: m.exp(x, out=np.zeros((3, 3), np.float32), casting="safe"),
+                 lambda m: m.matmul(x, x, out=np.zeros((3, 3), np.int64)),
+                 lambda m: m.std(x, axis=0, out=np.zeros(3, np.int64)),
+                 lambda m: m.ptp(x, axis=0, out=np.zeros(3, np.int64)),
+                 lambda m: m.outer(x[0], x[1], out=np.zeros((3, 3), np.int64)),
+                 lambda m: m.clip(x, 0, 1, out=np.zeros((3, 3), np.int64))):
+        with pytest.raises(TypeError) as want:
+            case(np)
+        with pytest.raises(type(want.value)) as got:
+            case(jnp)
+        assert str(want.value) in str(got.value), (str(want.value), str(got.value))
