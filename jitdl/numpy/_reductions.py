@@ -160,11 +160,14 @@ def _numpy_extreme(a, out):
     """Whether NumPy's max or min answers a call on arrays: an integer array into an
     integer out= of the other signedness, which NumPy reduces in out's dtype (the max
     of int8 [-5, 3, 100] into a uint8 out= is 251, the max of uint8(-5)), jitdl's kernel
-    in the array's."""
+    in the array's; a float array into an unsigned out=, whose elements NumPy casts
+    first on most shapes (the max of [85.3, -110.2, 3.0, ...] into uint8 is 146, the
+    cast of -110.2)."""
     if type(out) is not np.ndarray or out.dtype.kind not in "iu":
         return False
     dt = _array_dtype(a)
-    return dt is not None and dt.kind in "iu" and dt.kind != out.dtype.kind
+    return dt is not None and (dt.kind in "iu" and dt.kind != out.dtype.kind
+                               or dt.kind == "f" and out.dtype.kind == "u")
 
 
 def _initial(initial, what, a=None, dtype=None):
@@ -764,8 +767,9 @@ STATUS.update({
           "that dtype, or casts the total into out=, and divides there; inside a "
           "definition computed in floating point and cast)"
        for n in ("mean", "var", "std")},
-    **{n: "done (an integer array into an integer out= of the other signedness: NumPy's "
-          "function, which reduces in out's dtype)" for n in ("max", "min")},
+    **{n: "done (an integer array into an integer out= of the other signedness, or a "
+          "float array into an unsigned one: NumPy's function, which reduces in out's "
+          "dtype)" for n in ("max", "min")},
     "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
                "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
