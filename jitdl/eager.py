@@ -598,9 +598,11 @@ def _normalise(name, a, what):
     if not isinstance(a, np.ndarray):
         try:
             a = np.asarray(a)
-        except Exception as e:
-            raise ArgumentError(f"{name}(): argument '{what}': cannot make an array of "
-                                f"{type(a).__name__} ({e})", user_loc()) from None
+        except Exception as e:      # (of NumPy's class too: a ragged list's ValueError)
+            raise numpy_kind(ArgumentError, type(e) if isinstance(e, ValueError) else
+                             ArgumentError)(f"{name}(): argument '{what}': cannot make an "
+                                            f"array of {type(a).__name__} ({e})",
+                                            user_loc()) from None
     if a.dtype.name not in dtypes.SUPPORTED:
         raise UnsupportedDtypeError(
             f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "

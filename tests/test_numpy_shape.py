@@ -1286,14 +1286,18 @@ def test_roll_and_python_int_overflow_errors_are_numpys_text():
     """roll with as many shifts as axes but not one of either is NumPy's broadcasting
     error, and a Python int out of an array's dtype's range starts with NumPy's sentence
     ('Python integer -1 out of bounds for uint8'); a float shift is truncated, as
-    NumPy's roll takes int() of it."""
+    NumPy's roll takes int() of it. An int beyond int64 is NumPy's 'Python int too large
+    to convert to C long', and a ragged list its ValueError."""
     b = rand(2, 3, 4)
     u = rand(5, dtype="uint8")
     for case in (lambda m: m.roll(b, (1, 2, 3), axis=(0, 2)),
                  lambda m: m.roll(b, np.ones((2, 2), np.int64)),
                  lambda m: m.roll(b, (1, 2), axis=(0, 1, 2)),
                  lambda m: m.add(u, -1), lambda m: m.maximum(rand(4, dtype="int8"), 1000),
-                 lambda m: m.multiply(300, rand(4, dtype="int8"))):
+                 lambda m: m.multiply(300, rand(4, dtype="int8")),
+                 lambda m: m.add(rand(3, dtype="int64"), 2 ** 64),
+                 lambda m: m.add(rand(3, dtype="int8"), -2 ** 70),
+                 lambda m: m.sum([[1.5], [1.5, 2.5]])):
         with pytest.raises(Exception) as want:
             case(np)
         with pytest.raises(type(want.value)) as got:

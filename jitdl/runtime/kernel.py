@@ -363,9 +363,11 @@ def _raise_overflow(fname, e, tree, text, context, loc, values):
     given = ", ".join(f"{n} = {values[n]}" for n in names)
     lo, hi = weak.BOUNDS[e.dtype]
     if tree[0] == "var" and e.value == values[tree[1]]:
-        # (NumPy's sentence first, word for word)
+        # (NumPy's sentence first, word for word; one for any int beyond int64's range)
         bounds = (f"Python integer {e.value} out of bounds for {e.dtype} (argument "
-                  f"'{tree[1]}'; [{lo}, {hi}])")
+                  f"'{tree[1]}'; [{lo}, {hi}])" if -2 ** 63 <= e.value < 2 ** 63 else
+                  f"Python int too large to convert to C long (argument '{tree[1]}' is "
+                  f"{e.value}; [{lo}, {hi}])")
     else:
         bounds = (f"`{text}` is {e.value} (with {given}), which is out of bounds for "
                   f"{e.dtype} ([{lo}, {hi}])")
