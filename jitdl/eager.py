@@ -423,6 +423,10 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
                 f"{name}(): non-broadcastable output operand with shape "
                 f"{ufunc_shape_text(out_shape)} doesn't match the broadcast shape "
                 f"{ufunc_shape_text(shape)} (out=)", user_loc())
+        if name in ("argmax", "argmin"):      # (NumPy's words for its own check)
+            raise OutArgumentError(f"{name}(): output array does not match result of "
+                                   f"np.{name}. (out= of shape {out_shape}, the result's "
+                                   f"{shape})", user_loc())
         raise OutArgumentError(f"{name}(): non-broadcastable output operand with shape "
                                f"{out_shape} doesn't match the result's shape {shape} "
                                f"(out=)", user_loc())
