@@ -1556,9 +1556,11 @@ def test_broadcasting_error_prints_shapes_as_numpys_ufuncs():
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal(3)
     c = rng.standard_normal(4)
-    for case in (lambda m: m.add(a, b), lambda m: m.maximum(a, rng.standard_normal((2, 1, 3))),
+    d = rng.standard_normal((2, 1, 3))
+    for case in (lambda m: m.add(a, b), lambda m: m.maximum(a, d),
                  lambda m: m.where(a > 0, b, 1.5), lambda m: m.arctan2(b, a),
-                 lambda m: m.add(a, c, out=np.zeros(4)), lambda m: m.exp(a, out=np.zeros((1, 4))),
+                 lambda m: m.add(a, c, out=np.zeros(4)),
+                 lambda m: m.exp(a, out=np.zeros((1, 4))),
                  lambda m: m.clip(a, 0, 1, out=np.zeros(4))):
         with pytest.raises(ValueError) as want:
             case(np)

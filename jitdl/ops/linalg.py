@@ -186,10 +186,11 @@ def dot(a, b):
             # NumPy adds an array of rank 1 or 2 times a 0-d one s to zeros (BLAS's axpy,
             # which leaves them where s is 0): 0.0 + (-0.0 * x) is 0.0, and s = 0 gives
             # zeros also for NaN or inf in x; the product alone on other shapes
-            return elementwise(lambda v, c: build.select(
-                build.compare(CmpOp.EQ, c, build.cast(0, c.dtype)),
-                build.cast(0.0, v.dtype), build.binary(BinOp.ADD, v, build.cast(0.0, v.dtype))),
-                r, b if sa else a)
+            def axpy(v, c):
+                zero = build.cast(0.0, v.dtype)
+                return build.select(build.compare(CmpOp.EQ, c, build.cast(0, c.dtype)),
+                                    zero, build.binary(BinOp.ADD, v, zero))
+            return elementwise(axpy, r, b if sa else a)
         return r
     db = 0 if len(sb) == 1 else len(sb) - 2
     if not may_agree(sa[-1], sb[db]):
