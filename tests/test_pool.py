@@ -205,6 +205,36 @@ def test_the_pools_code_comes_from_the_disk_cache_in_later_processes(tmp_path):
                                      else "Loaded", "True", "True"]
 
 
+def test_a_cache_entry_of_the_pools_key_without_its_globals_is_compiled_again(tmp_path):
+    """A checksummed entry under the pool's key whose code lacks jd_pool_ctx (a foreign or
+    older module): the pool's code is compiled again, rather than the context's address
+    written to address 0 (a segfault of the first large output)."""
+    plant = """
+        from jitdl.cache import keys
+        from jitdl.cache.store import default_store
+        from jitdl.runtime import engine, pool
+        from jitdl.target import get
+        ir = pool._IR.format(slots=pool.SLOTS, header=pool._HEADER, min_bytes=pool.MIN_BYTES)
+        key = keys.digest("jitdl.runtime.pool", ir, sorted(keys.environment(get("cpu")).items()))
+        obj = engine.object_code(ir.replace("@jd_pool_ctx", "@jd_pool_ctx_not"))
+        default_store().put(key, {"fname": "jitdl.runtime.pool", "call": ""}, obj, {})
+        """
+    code = f"""
+        import numpy as np, jitdl as jd
+        from jitdl.runtime import pool
+        a = np.random.default_rng(0).standard_normal({N}).astype(np.float32)
+        b = jd.numpy.add(a, a)
+        print(np._core.multiarray.get_handler_name(b), bool(np.array_equal(b, a + a)))
+        """
+    for linker in ("ld", "0"):          # the entry loaded by dlopen, and by MCJIT
+        env = {"JITDL_CACHE_DIR": str(tmp_path / linker), "JITDL_LINKER": linker}
+        r = run_child(plant, env)
+        assert r.returncode == 0, r.stderr
+        r = run_child(code, env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["jitdl_pool", "True"]
+
+
 def test_a_kernel_dropped_before_the_pool_is_built():
     """Kernels loaded and dropped while the pool is still compiled on its thread: the
     thread then wrote the hooks into their unmapped code (a segfault); the pool now holds

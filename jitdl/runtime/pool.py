@@ -363,12 +363,10 @@ _FUNCTIONS = ("pool_malloc", "pool_calloc", "pool_realloc", "pool_free", "pool_r
 
 def _compile():
     ctx = _Ctx()
-    loaded = _load(_IR.format(slots=SLOTS, header=_HEADER, min_bytes=MIN_BYTES))
-    ctypes.c_void_p.from_address(loaded.variable("jd_pool_ctx")).value = ctypes.addressof(ctx)
-    ctypes.c_int64.from_address(loaded.variable("jd_pool_cap")).value = settings.pool_bytes
-    address = {n: loaded.function(f"jd_{n}") for n in _FUNCTIONS}
-    if not all(address.values()):
-        raise RuntimeError("the memory pool's code lacks a function")
+    loaded, address, (ctx_at, cap_at) = _load(_IR.format(slots=SLOTS, header=_HEADER,
+                                                         min_bytes=MIN_BYTES))
+    ctypes.c_void_p.from_address(ctx_at).value = ctypes.addressof(ctx)
+    ctypes.c_int64.from_address(cap_at).value = settings.pool_bytes
     ctypes.pythonapi.Py_IncRef(ctypes.py_object((loaded, ctx)))
     _state["loaded"] = loaded
     _state["release"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address["pool_release"])
@@ -379,7 +377,7 @@ def _compile():
 
 
 def _load(ir_text):
-    """The policy's code: from the disk cache, as a shared library (dlopen, well under a
+    """The policy's code (with _parts' addresses): from the disk cache, as a shared library (dlopen, well under a
     millisecond), where an earlier process stored it; else compiled (MCJIT, about 25 ms on
     the 2-core Xeon: every process's first large output waited for it) and stored, its
     library linked in the background as a kernel's is."""
@@ -394,17 +392,27 @@ def _load(ir_text):
     entry = store.get(key) if store is not None else None
     if entry is not None:
         try:
-            return native.load(entry, "jd_pool_malloc", store.root, "the memory pool")
-        except Exception:           # (a damaged entry: compiled again below)
-            pass
+            return _parts(native.load(entry, "jd_pool_malloc", store.root, "the memory pool"))
+        except Exception:           # (a damaged or foreign entry, e.g. code without the
+            pass                    # globals, written to at address 0: compiled again below)
     obj = engine.object_code(ir_text)
-    loaded = engine.Loaded(obj, "jd_pool_malloc")
+    loaded = _parts(engine.Loaded(obj, "jd_pool_malloc"))
     if store is not None:
         meta = {"fname": "jitdl.runtime.pool", "call": "the memory pool's functions"}
         store.put(key, meta, obj, {})
         native.link_later(obj, store.root,
                           lambda shared: store.add_shared(key, Entry(meta, obj, {}), shared))
     return loaded
+
+
+def _parts(loaded):
+    """(loaded, the address of each function, those of jd_pool_ctx and jd_pool_cap);
+    RuntimeError where one is missing."""
+    address = {n: loaded.function(f"jd_{n}") for n in _FUNCTIONS}
+    variables = (loaded.variable("jd_pool_ctx"), loaded.variable("jd_pool_cap"))
+    if not (all(address.values()) and all(variables)):
+        raise RuntimeError("the memory pool's code lacks a function or a variable")
+    return loaded, address, variables
 
 
 def _make(ctx, address):
