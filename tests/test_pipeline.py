@@ -678,3 +678,40 @@ def test_loading_libgomp_leaves_omp_num_threads_as_it_was(tmp_path):
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["2,1", "1"]
+
+
+def test_a_fork_waits_for_the_warm_up_threads_imports(tmp_path):
+    """The warm-up thread imports modules (platformdirs, the tuning records) for a first
+    call: a fork in the middle of such an import gave the child the module's import lock,
+    held by a thread it does not have, and the child's own first call then waited for ever
+    (`import jitdl` and a fork right after it: what multiprocessing's fork start does). The
+    fork now waits for those imports. Here the import is made slow, so that the fork lands
+    inside it."""
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(1.0)\nVALUE = 7\n")
+    script = tmp_path / "t.py"
+    script.write_text(textwrap.dedent(f'''
+        import faulthandler, os, sys, threading, time
+        sys.path.insert(0, {str(tmp_path)!r})
+        from jitdl.runtime import engine
+        inside = threading.Event()
+
+        def also():
+            inside.set()
+            import slow_import          # noqa: F401
+
+        engine.warm_up_in_background(also)
+        inside.wait()
+        time.sleep(0.2)                 # the warm-up thread is in the middle of the import
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(15, exit=True)
+            import slow_import
+            os._exit(0 if slow_import.VALUE == 7 else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    '''))
+    env = dict(os.environ, JITDL_WARM_UP="0", JITDL_CACHE="0")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"], r.stderr

@@ -71,7 +71,8 @@ entry:
 def _warm_up(also=None, mcjit_loads=None):
     s = _init()
     if also is not None:
-        also()
+        with _also_lock:        # (its imports: no fork in the middle of one, _before_fork)
+            also()
     if (mcjit_loads is None or mcjit_loads()) and s["gomp"] is not None:
         tm = _target_machine()
         mod = llvm.parse_assembly(_WARM_UP_IR)
@@ -87,7 +88,15 @@ _llvm_lock = getattr(getattr(getattr(llvm, "ffi", None), "lib", None), "_lock", 
 _llvm_lock = getattr(_llvm_lock, "_lock", None)
 
 
+# held while the warm-up thread runs `also`, which imports modules (platformdirs, the
+# tuning records): a fork in the middle of an import leaves the child that module's import
+# lock, held by a thread it does not have, and its own first import of the module (a first
+# call's tuning-record lookup) waits for ever
+_also_lock = threading.Lock()
+
+
 def _before_fork():
+    _also_lock.acquire()             # no fork while the warm-up thread imports
     _lock.acquire()                  # no fork while LLVM or libgomp is half set up
     if _llvm_lock is not None:
         _llvm_lock.acquire()         # ... or while another thread is inside LLVM
@@ -97,6 +106,7 @@ def _after_fork_in_parent():
     if _llvm_lock is not None:
         _llvm_lock.release()
     _lock.release()
+    _also_lock.release()
 
 
 def _after_fork_in_child():
