@@ -748,14 +748,16 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def _adaptive(op, n, input, output_size, reduce, return_indices=False):
-    seq = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,)
-    if len(seq) == 1:
-        seq = seq * n
+    # (an int repeats, never a sequence of one: torch's 2-d pooling refuses [3])
+    seq = tuple(output_size) if isinstance(output_size, (tuple, list)) else \
+        (output_size,) * n
     if len(seq) != n:
         raise ShapeError(f"{op}(): output_size must be an int or a tuple of {n}, got "
                          f"{output_size!r}", user_loc())
-    seq = tuple(None if s is None else _int(s, "output_size", op, output_size,
-                                            f"an int or a tuple of {n} ints or None")
+    # (None keeps an input size in 2-d; torch's 1-d pooling takes ints alone)
+    seq = tuple(None if s is None and n > 1 else
+                _int(s, "output_size", op, output_size,
+                     f"an int or a tuple of {n} ints" + (" or None" if n > 1 else ""))
                 for s in seq)
     _constant_shapes(op, (input,), ("input",))
     return apply(op, ops.adaptive_pool, (input,),
@@ -797,6 +799,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if any(isinstance(d, int) and d == 0 for d in shape[2:]):
         raise ShapeError(f"interpolate(): input's spatial sizes must be positive, got shape "
                          f"{shape}", user_loc())
+    if mode != "area" and isinstance(shape[1], int) and shape[1] == 0:
+        # (torch resamples an empty batch, never an empty channel dimension; area, its
+        # adaptive pooling, takes both)
+        raise ShapeError(f"interpolate(): expected input with non-zero channels (only the "
+                         f"batch dimension may be empty), got shape {shape}", user_loc())
     if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
         raise ShapeError("interpolate(): antialias=True is for the modes bilinear and "
                          f"bicubic of a 4-D input (N, C, H, W), got mode={mode!r} and shape "
@@ -815,6 +822,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if (size is None) == (scale_factor is None):
         raise ShapeError("interpolate(): give exactly one of size and scale_factor",
                          user_loc())
+    # (area is torch's adaptive average pooling, whose output sizes may be 0: empty)
+    least = 0 if mode == "area" else 1
     if size is not None:
         if recompute_scale_factor:
             raise ShapeError("interpolate(): recompute_scale_factor is not meaningful with "
@@ -824,7 +833,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise ShapeError(f"interpolate(): size must be an int or a tuple of {n} ints "
                              f"(one per spatial dimension of input of shape {shape}), got "
                              f"{size!r}", user_loc())
-        out = _ntuple(size, n, "size", op, 1)
+        out = _ntuple(size, n, "size", op, least)
         scales = (None,) * n
     else:
         sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * n
@@ -833,7 +842,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                              f"{n}, got {scale_factor!r}", user_loc())
         sf = tuple(_float(s, "scale_factor", op) for s in sf)
         out = tuple(int(math.floor(d * s)) for d, s in zip(shape[2:], sf))
-        if any(o < 1 for o in out):
+        if any(o < least for o in out):
             raise ShapeError(f"interpolate(): scale_factor={scale_factor!r} gives output "
                              f"size {out} for input of shape {shape}", user_loc())
         scales = (None,) * n if recompute_scale_factor else sf

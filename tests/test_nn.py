@@ -1326,3 +1326,67 @@ def test_attention_mask_never_widens_the_batch_and_errors_name_the_operands(rng)
         p = np.exp(s - s.max(-1, keepdims=True))
         close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
               (p / p.sum(-1, keepdims=True)) @ v, F64)
+
+
+def test_adaptive_output_size_zero_one_entry_lists_and_1d_none(rng):
+    """As torch 2.14: an output size of 0 is an empty result (adaptive pooling and area
+    interpolation raised 'must be positive'); 2-d pooling refuses a one-entry list or
+    tuple (it repeated it) and 1-d pooling refuses None (it kept the length); a negative
+    size still raises."""
+    x = normal(rng, (2, 3, 6, 6))
+    assert F.adaptive_avg_pool2d(x, (0, 3)).shape == (2, 3, 0, 3)
+    y, idx = F.adaptive_max_pool2d(x, 0, return_indices=True)
+    assert (y.shape, y.dtype, idx.shape, idx.dtype) == ((2, 3, 0, 0), F32, (2, 3, 0, 0),
+                                                        np.int64)
+    assert F.adaptive_avg_pool2d(x, (None, 0)).shape == (2, 3, 6, 0)
+    assert F.adaptive_avg_pool1d(x[0], 0).shape == (3, 6, 0)
+    assert F.interpolate(x, size=(2, 0), mode="area").shape == (2, 3, 2, 0)
+    assert F.interpolate(x, scale_factor=0.1, mode="area").shape == (2, 3, 0, 0)
+    close(F.interpolate(x, scale_factor=(1 / 3, 0.5), mode="area"),
+          adaptive_ref(x, (2, 3), np.mean))
+
+    @jd.compute
+    def pooled(X):
+        return F.adaptive_avg_pool2d(X, (0, 2))
+    assert pooled(x).shape == (2, 3, 0, 2)
+    for out in ((3,), [3]):
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                f"output_size must be an int or a tuple of 2, got {out!r}")):
+            F.adaptive_avg_pool2d(x, out)
+        with pytest.raises(jd.errors.ShapeError, match="output_size must be an int or a"):
+            F.adaptive_max_pool2d(x, out)
+    close(F.adaptive_avg_pool1d(x[0], [3]), F.adaptive_avg_pool1d(x[0], 3))
+    for out in (None, (None,)):
+        with pytest.raises(jd.errors.ArgumentError, match="output_size must be an int or a "
+                                                          "tuple of 1 ints, got"):
+            F.adaptive_avg_pool1d(x[0], out)
+    with pytest.raises(jd.errors.ShapeError, match=re.escape(
+            "output_size must be non-negative, got (-1, -1)")):
+        F.adaptive_avg_pool2d(x, -1)
+    with pytest.raises(jd.errors.ShapeError, match="size must be non-negative"):
+        F.interpolate(x, size=-1, mode="area")
+
+
+def test_pooling_and_interpolate_of_an_empty_channel_dimension_raise(rng):
+    """torch pools and resamples an empty batch but raises for zero channels (jitdl
+    returned an empty result); area interpolation, torch's adaptive average pooling,
+    takes both."""
+    calls = [(lambda x: F.max_pool2d(x, 2), ((2, 0, 6, 6), (0, 6, 6))),
+             (lambda x: F.avg_pool2d(x, 2), ((2, 0, 6, 6), (0, 6, 6))),
+             (lambda x: F.max_pool2d(x, 2, return_indices=True), ((2, 0, 6, 6),)),
+             (lambda x: F.interpolate(x, size=3), ((2, 0, 6, 6),)),
+             (lambda x: F.interpolate(x, size=3, mode="bilinear"), ((2, 0, 6, 6),))]
+    for fn, shapes in calls:
+        for shape in shapes:
+            with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                    "expected input with non-zero channels (only the batch dimension may be "
+                    f"empty), got shape {shape}")):
+                fn(np.ones(shape, F32))
+    for shape in ((2, 0, 6), (0, 6)):
+        with pytest.raises(jd.errors.ShapeError, match="non-zero channels"):
+            F.avg_pool1d(np.ones(shape, F32), 2)
+    assert F.max_pool2d(np.ones((0, 3, 6, 6), F32), 2).shape == (0, 3, 3, 3)
+    assert F.interpolate(np.ones((0, 3, 6, 6), F32), size=3, mode="bilinear").shape == \
+        (0, 3, 3, 3)
+    assert F.interpolate(np.ones((2, 0, 6, 6), F32), size=3, mode="area").shape == \
+        (2, 0, 3, 3)

@@ -708,6 +708,12 @@ def _pool_sizes(op, x, ksize, stride, padding, dilation, ceil_mode):
     if x.ndim not in (nsp + 1, nsp + 2):
         raise ShapeError(f"{op}(): expected input of {nsp + 1} or {nsp + 2} dimensions, got "
                          f"shape {shape_text(x.shape)}", user_loc())
+    channels = x.shape[x.ndim - nsp - 1]
+    if isinstance(channels, int) and channels == 0:
+        # (torch pools an empty batch, never an empty channel dimension)
+        raise ShapeError(f"{op}(): expected input with non-zero channels (only the batch "
+                         f"dimension may be empty), got shape {shape_text(x.shape)}",
+                         user_loc())
     out = []
     for n, k, s, p, d in zip(x.shape[x.ndim - nsp:], ksize, stride, padding, dilation):
         span = n + 2 * p - d * (k - 1) - 1
@@ -880,11 +886,16 @@ def adaptive_pool(x, op, output_size, reduce, return_indices=False):
         raise ShapeError(f"{op}(): expected input with non-zero spatial sizes, got shape "
                          f"{shape_text(x.shape)}", user_loc())
     sizes = tuple(n if o is None else o for n, o in zip(x.shape[first:], output_size))
-    if any(o < 1 for o in sizes):
-        raise ShapeError(f"{op}(): output_size must be positive, got {tuple(output_size)}",
-                         user_loc())
+    if any(o < 0 for o in sizes):
+        raise ShapeError(f"{op}(): output_size must be non-negative, got "
+                         f"{tuple(output_size)}", user_loc())
     if reduce == "avg" and not dtypes.is_float(x.dtype):
         x = elementwise(_float_of, x)
+    out_shape = x.shape[:first] + sizes
+    if 0 in sizes:          # (no window at all: torch's empty result)
+        y = te.tensor(out_shape, lambda *idx: build.cast(0, x.dtype), name=op)
+        return (y, te.tensor(out_shape, lambda *idx: build.cast(0, "int64"),
+                             name=op + "_indices")) if return_indices else y
     bounds = [_adaptive_bounds(n, o) for n, o in zip(x.shape[first:], sizes)]
     rk = [te.reduce_axis(b[2]) for b in bounds]
     fill = 0 if reduce == "avg" else _lowest(x.dtype)
@@ -909,7 +920,6 @@ def adaptive_pool(x, op, output_size, reduce, return_indices=False):
             n = n * (end(idx[first + d]) - start(idx[first + d]))
         return build.cast(n, x.dtype)
     rop = ReduceOp.SUM if reduce == "avg" else ReduceOp.MAX
-    out_shape = x.shape[:first] + sizes
     y = te.tensor(out_shape, lambda *idx: te.reduce(rop, window(idx), rk), name=op)
     if reduce == "max":
         return (y, _max_positions(x, y, [b[2] for b in bounds], spot, op)) \
