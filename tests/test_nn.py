@@ -1390,3 +1390,26 @@ def test_pooling_and_interpolate_of_an_empty_channel_dimension_raise(rng):
         (0, 3, 3, 3)
     assert F.interpolate(np.ones((2, 0, 6, 6), F32), size=3, mode="area").shape == \
         (2, 0, 3, 3)
+
+
+def test_convolution_weight_without_output_channels_raises(rng):
+    """torch refuses a convolution weight with fewer output channels than groups (0) and
+    a transposed one with none per group; jitdl returned an empty array. An empty batch
+    stays fine."""
+    x = normal(rng, (2, 4, 6, 6))
+    for ws, groups in (((0, 4, 3, 3), 1), ((0, 2, 3, 3), 2)):
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                f"conv2d(): groups={groups} expects weight with at least {groups} output "
+                f"channel(s) (dimension 0), got weight of shape {ws}")):
+            F.conv2d(x, np.ones(ws, F32), groups=groups)
+    with pytest.raises(jd.errors.ShapeError, match="at least 1 output channel"):
+        F.conv1d(x[:, :, 0], np.ones((0, 4, 3), F32))
+    for groups in (1, 2):
+        with pytest.raises(jd.errors.ShapeError, match=re.escape(
+                "conv_transpose2d(): expected weight with at least one output channel per "
+                "group (dimension 1), got weight of shape (4, 0, 3, 3)")):
+            F.conv_transpose2d(x, np.ones((4, 0, 3, 3), F32), groups=groups)
+    assert F.conv2d(np.ones((0, 4, 6, 6), F32), np.ones((3, 4, 3, 3), F32)).shape == \
+        (0, 3, 4, 4)
+    assert F.conv_transpose2d(np.ones((0, 4, 6, 6), F32), np.ones((4, 3, 3, 3), F32)).shape \
+        == (0, 3, 8, 8)
