@@ -21,7 +21,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply
-from jitdl.errors import ArgumentError, ShapeError, user_loc
+from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
 from jitdl.ops import nn as ops
 from jitdl.ops.core import is_symbolic
 
@@ -127,7 +127,19 @@ def _dim(dim, axis, op, x):
         warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the "
                       "call to include dim=X as an argument.", UserWarning, stacklevel=3)
         return 0 if len(_shape(x)) in (0, 1, 3) else 1
-    return _int(dim, "dim", op)
+    return _dim_in_range(_int(dim, "dim", op), len(_shape(x)), op)
+
+
+def _dim_in_range(dim, ndim, op):
+    """dim checked against an input of ndim dimensions (a 0-d one taken as 1-d, as torch
+    does), the error torch's IndexError worded with op and dim (jitdl's AxisError is an
+    IndexError; NumPy's 'axis ... out of bounds' named neither)."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        shape = "a 0-d input" if ndim == 0 else f"input of {ndim} dimension(s)"
+        raise AxisError(f"{op}(): dim {dim} is out of range for {shape} (expected to be in "
+                        f"range of [{-n}, {n - 1}])", user_loc())
+    return dim
 
 
 def _dtype(x):
@@ -297,9 +309,10 @@ def softsign(input):
 
 def glu(input, dim=-1, *, axis=None):
     """a * sigmoid(b), a and b the first and second halves of input along dim."""
-    return apply("glu", ops.glu, (input,),
-                 (("dim", _int(_dim_or_axis(dim, axis, -1, "glu"), "dim", "glu")),), None,
-                 ("input",))
+    dim = _int(_dim_or_axis(dim, axis, -1, "glu"), "dim", "glu")
+    if len(_shape(input)) > 0:     # (a 0-d input: the builder says it cannot be halved)
+        _dim_in_range(dim, len(_shape(input)), "glu")
+    return apply("glu", ops.glu, (input,), (("dim", dim),), None, ("input",))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -519,13 +532,12 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None, *, axis=None):
     if dims == ():
         # (torch's vector_norm reads an empty dim as every dimension)
         dims = tuple(range(ndim))
-    elif ndim == 0:
-        # (a 0-d input is a vector of one element, along dim 0 or -1, as torch reads it)
+    else:
         for d in dims if isinstance(dims, tuple) else (dims,):
-            if d not in (0, -1):
-                raise IndexError(f"normalize(): dim {d} is out of range for a 0-d input "
-                                 f"(expected to be in range of [-1, 0])")
-        dims = ()
+            _dim_in_range(d, ndim, op)
+        if ndim == 0:
+            # (a 0-d input is a vector of one element, along dim 0 or -1, as torch reads it)
+            dims = ()
     if isinstance(p, str) and p == "fro":   # (torch's norm: for vectors, the 2-norm)
         p = 2.0
     return apply(op, ops.normalize, (input,),
@@ -540,9 +552,10 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-08, *, axis=None):
     eps = _float(eps, "eps", op)
     if not eps >= 0:
         raise ValueError(f"cosine_similarity(): eps must be non-negative, got {eps}")
-    return apply(op, ops.cosine_similarity, (x1, x2),
-                 (("dim", _int(_dim_or_axis(dim, axis, 1, op), "dim", op)),
-                  ("eps", eps)), None, ("x1", "x2"))
+    dim = _int(_dim_or_axis(dim, axis, 1, op), "dim", op)
+    _dim_in_range(dim, max(len(_shape(x1)), len(_shape(x2))), op)
+    return apply(op, ops.cosine_similarity, (x1, x2), (("dim", dim), ("eps", eps)), None,
+                 ("x1", "x2"))
 
 
 def _per_channel(op, builder, input, weight, bias, static, **stats):

@@ -1413,3 +1413,32 @@ def test_convolution_weight_without_output_channels_raises(rng):
         (0, 3, 4, 4)
     assert F.conv_transpose2d(np.ones((0, 4, 6, 6), F32), np.ones((4, 3, 3, 3), F32)).shape \
         == (0, 3, 8, 8)
+
+
+def test_dim_out_of_range_names_the_function_and_dim(rng):
+    """A dim out of range raises an IndexError, as torch's 'Dimension out of range', that
+    names the function and dim with torch's range (it was NumPy's 'axis 3 is out of
+    bounds for array of dimension 3', naming neither); a 0-d input takes [-1, 0]."""
+    x = normal(rng, (2, 4, 6))
+    cases = [(lambda: F.softmax(x, dim=3), "softmax(): dim 3", 3),
+             (lambda: F.log_softmax(x, axis=-4), "log_softmax(): dim -4", 3),
+             (lambda: F.glu(x, dim=3), "glu(): dim 3", 3),
+             (lambda: F.normalize(x, dim=(0, 3)), "normalize(): dim 3", 3),
+             (lambda: F.cosine_similarity(x, x[0], dim=-4), "cosine_similarity(): dim -4", 3)]
+    for call, start, n in cases:
+        with pytest.raises(IndexError, match=re.escape(
+                f"{start} is out of range for input of {n} dimension(s) (expected to be in "
+                f"range of [-3, 2])")):
+            call()
+    with pytest.raises(jd.errors.AxisError, match=re.escape(
+            "softmax(): dim 1 is out of range for a 0-d input (expected to be in range of "
+            "[-1, 0])")):
+        F.softmax(np.float32(2.0), dim=1)
+
+    @jd.compute
+    def probs(X):
+        return F.softmax(X, dim=5)
+    with pytest.raises(IndexError, match=re.escape("softmax(): dim 5 is out of range")):
+        probs(x)
+    close(F.cosine_similarity(x, x[0], dim=2), F.cosine_similarity(x, x[:1], dim=-1))
+    close(F.softmax(np.float32(2.0), dim=-1), np.array(1.0, F32))
