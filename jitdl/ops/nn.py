@@ -1027,24 +1027,38 @@ def interpolate(x, size, scales, mode, align_corners, antialias=False):
 
 
 def _aa_filter(mode, t, fconst):
-    """torch's antialiasing filter at distance t: the triangle of bilinear, or for bicubic
-    Keys' cubic with A = -0.5 (as PIL's, not interpolate's -0.75)."""
+    """torch's antialiasing filter at distance t: the triangle of bilinear, for bicubic
+    Keys' cubic with A = -0.5 (as PIL's, not interpolate's -0.75), or Lanczos-3."""
     t = build.call(Intrin.ABS, t)
     if mode == "bilinear":
         return _max(fconst(1.0) - t, fconst(0.0))
+    if mode == "lanczos":
+        return _lanczos3(t, fconst)
     a = -0.5
     near = ((fconst(a + 2) * t - fconst(a + 3)) * t) * t + fconst(1.0)
     far = ((fconst(a) * t - fconst(5 * a)) * t + fconst(8 * a)) * t - fconst(4 * a)
     return build.select(t < fconst(1.0), near, build.select(t < fconst(2.0), far, fconst(0.0)))
 
 
+def _lanczos3(t, fconst):
+    """The Lanczos-3 window at distance t >= 0: sinc(t) * sinc(t / 3) inside |t| < 3 (sinc
+    the normalised one, sin(pi t) / (pi t), 1 at 0), else 0; PIL's LANCZOS filter."""
+    def sinc(u):
+        v = u * fconst(math.pi)
+        # (the divisor made 1 at 0, where the select takes 1 anyway: no 0 / 0 computed)
+        zero = build.compare(CmpOp.EQ, u, fconst(0.0))
+        return build.select(zero, fconst(1.0),
+                            build.call(Intrin.SIN, v) / build.select(zero, fconst(1.0), v))
+    return build.select(t < fconst(3.0), sinc(t) * sinc(t / fconst(3.0)), fconst(0.0))
+
+
 def _antialiased(x, axis, size, scale, mode, cdt, fconst):
     """x resampled along `axis` to `size` with torch's antialiasing: output i is centred
     at scale * (i + 0.5) in the input, and sums the inputs within the filter's support
-    (its half-width, 1 for bilinear and 2 for bicubic, stretched by the scale where that
-    is above 1) weighted by the filter and normalised by their sum."""
+    (its half-width, 1 for bilinear, 2 for bicubic and 3 for lanczos, stretched by the
+    scale where that is above 1) weighted by the filter and normalised by their sum."""
     n = x.shape[axis]
-    half = 1.0 if mode == "bilinear" else 2.0
+    half = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}[mode]
     support = half * scale if scale >= 1.0 else half
     inv = 1.0 / scale if scale >= 1.0 else 1.0
     taps = int(math.ceil(support)) * 2 + 1
