@@ -356,18 +356,31 @@ def _kept(shape, dt, p):
 
 
 # -- softmax -------------------------------------------------------------------------------
+def _softmax_dtype(dtype, op):
+    """dtype= as a float dtype's name, or None: torch computes softmax in a floating dtype
+    only (an integer one cast the input to it first, truncating it, and a bool one raised
+    NumPy's error about subtracting booleans)."""
+    if dtype is None:
+        return None
+    name = dtypes.normalize(dtype)
+    if not dtypes.is_float(name):
+        raise ArgumentError(f"{op}(): dtype must be a floating-point dtype (float32 or "
+                            f"float64), got {name}", user_loc())
+    return name
+
+
 def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     """exp(x - max) / sum(exp(x - max)) along dim (computed in dtype when given)."""
     return apply("softmax", ops.softmax, (input,),
                  (("dim", _dim(dim, axis, "softmax", input)),
-                  ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
+                  ("dtype", _softmax_dtype(dtype, "softmax"))), None, ("input",))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     """x - max - log(sum(exp(x - max))) along dim (computed in dtype when given)."""
     return apply("log_softmax", ops.log_softmax, (input,),
                  (("dim", _dim(dim, axis, "log_softmax", input)),
-                  ("dtype", dtype and dtypes.normalize(dtype))), None, ("input",))
+                  ("dtype", _softmax_dtype(dtype, "log_softmax"))), None, ("input",))
 
 
 # -- normalisation -------------------------------------------------------------------------

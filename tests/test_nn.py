@@ -88,6 +88,16 @@ def test_softmax_dtype_and_dim_errors(rng):
         F.softmax(x, dim=0, axis=0)
     with pytest.raises(np.exceptions.AxisError):
         F.log_softmax(x, dim=2)
+    # an integer or bool dtype= raises, as torch's (softmax of the input cast to int64,
+    # truncated, came back as float64; uint8 wrapped negatives to NaN)
+    for dt, fn in ((np.int64, F.softmax), (np.uint8, F.log_softmax), (np.bool_, F.softmax),
+                   ("int32", F.log_softmax)):
+        with pytest.raises(jd.errors.ArgumentError, match=re.escape(
+                f"{fn.__name__}(): dtype must be a floating-point dtype (float32 or float64), "
+                f"got {np.dtype(dt).name}")):
+            fn(x, 1, dtype=dt)
+    close(F.log_softmax(x.astype(F64), -1, dtype="float32"),
+          np.log(softmax_ref(x.astype(F32), -1)))
 
 
 # -- normalisation and linear ------------------------------------------------------------------
