@@ -1041,6 +1041,15 @@ def test_attention_errors(rng):
         with pytest.raises(TypeError, match="attn_mask must be bool, float32 or of the "
                                             "query's dtype"):
             F.scaled_dot_product_attention(q, q, q, m)
+    # torch refuses integer (and bool) query, key and value; an int8 q @ k^T wrapped
+    # around, a result 9 off the exact one
+    ints = rng.integers(-9, 9, (2, 4, 8)).astype(np.int8)
+    for args, what in (((ints, ints, ints), "query"), ((q, ints, q), "key"),
+                       ((q, q, ints > 0), "value")):
+        with pytest.raises(jd.errors.ArgumentError, match=re.escape(
+                f"scaled_dot_product_attention(): {what} must be float32 or float64, as "
+                f"torch requires, got {args[('query', 'key', 'value').index(what)].dtype}")):
+            F.scaled_dot_product_attention(*args)
 
 
 # -- inside definitions --------------------------------------------------------------------

@@ -1256,6 +1256,10 @@ def attention(q, k, v, *extra, scale, is_causal, gqa=False, dropout=False):
             raise ShapeError(f"scaled_dot_product_attention(): {what} must have 2 or more "
                              f"dimensions (..., L, E), got shape {shape_text(t.shape)}",
                              user_loc())
+        if not dtypes.is_float(t.dtype):
+            # (torch refuses them; an int8 q @ k^T wrapped around, silently)
+            raise ArgumentError(f"scaled_dot_product_attention(): {what} must be float32 or "
+                                f"float64, as torch requires, got {t.dtype}", user_loc())
     if gqa and min(q.ndim, k.ndim, v.ndim) >= 3 and not (
             same_dim(k.shape[-3], q.shape[-3]) and same_dim(v.shape[-3], q.shape[-3])):
         k, v = _shared_heads(q, k, v)
