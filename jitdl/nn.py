@@ -21,7 +21,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import apply
-from jitdl.errors import ArgumentError, AxisError, ShapeError, user_loc
+from jitdl.errors import ArgumentError, AxisError, ScalarOverflowError, ShapeError, user_loc
 from jitdl.ops import nn as ops
 from jitdl.ops.core import is_symbolic
 
@@ -274,11 +274,22 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
             if not math.isfinite(v):
                 raise ArgumentError(f"hardtanh(): {what}={v} cannot be converted to the "
                                     f"integer dtype {dt} of input", user_loc())
+            info = np.iinfo(dt)
+            if dt.kind == "i" and not info.min <= int(v) <= info.max:
+                # (torch: 'value cannot be converted to type int8_t without overflow')
+                raise ScalarOverflowError(f"hardtanh(): {what}={v} cannot be converted to "
+                                          f"the integer dtype {dt} of input without "
+                                          f"overflow (its range is [{info.min}, "
+                                          f"{info.max}])", user_loc())
     # (the limits of integer input are truncated first, as torch converts them: -0.5
     # clamps uint8 at 0)
     if dt.kind == "u" and int(min_val) < 0:
         raise ShapeError(f"hardtanh(): cannot clamp an unsigned input ({dt}) to negative "
                          f"limits (min_val={min_val})", user_loc())
+    if dt.kind == "u" and int(max_val) > np.iinfo(dt).max:
+        raise ScalarOverflowError(f"hardtanh(): max_val={max_val} cannot be converted to the "
+                                  f"integer dtype {dt} of input without overflow (its range "
+                                  f"is [0, {np.iinfo(dt).max}])", user_loc())
     return _act(op, input, _out(input, inplace), min_val=min_val, max_val=max_val)
 
 

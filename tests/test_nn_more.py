@@ -3,6 +3,7 @@ normalize, cosine_similarity and pad against NumPy float64 references written he
 torch.nn.functional's definitions: every output element, torch's argument errors, and
 the functions fused inside a @jd.compute definition."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -95,6 +96,23 @@ def test_hardtanh_limits_truncated_before_the_unsigned_check_and_non_finite_limi
                       ((math.nan, 1), "min_val=nan")]:
         with pytest.raises(TypeError, match=f"hardtanh\\(\\): {what} cannot be converted"):
             F.hardtanh(np.arange(3, dtype=np.int8), *lim)
+
+
+def test_hardtanh_integer_limits_outside_the_dtype_raise_naming_them():
+    """A limit outside the integer input's range raises, as torch's 'value cannot be
+    converted to type int8_t without overflow'; it was jitdl's generic message about a
+    Python integer in a definition, naming neither hardtanh nor the limit. The range's
+    own ends (and fractions truncated into it) clamp as torch."""
+    i8 = np.array([-128, -5, 0, 5, 127], np.int8)
+    for dt, lim, what, rng_text in ((np.int8, (-200.0, 1.0), "min_val=-200.0", "[-128, 127]"),
+                                    (np.int8, (-5.0, 300.0), "max_val=300.0", "[-128, 127]"),
+                                    (np.uint8, (0.0, 256.0), "max_val=256.0", "[0, 255]")):
+        with pytest.raises(OverflowError, match=re.escape(
+                f"hardtanh(): {what} cannot be converted to the integer dtype "
+                f"{np.dtype(dt).name} of input without overflow (its range is {rng_text})")):
+            F.hardtanh(i8.astype(dt), *lim)
+    np.testing.assert_array_equal(F.hardtanh(i8, -128.9, 127.9), i8)
+    np.testing.assert_array_equal(F.hardtanh(i8, -128.0, 4.0), [-128, -5, 0, 4, 4])
 
 
 def test_glu(rng):
