@@ -589,7 +589,7 @@ def _add_bias(y, bias, nb, name):
 
 
 def _check_groups(op, groups, cin, cout, x, weight, expect_in):
-    if cout < groups:       # (no output channel at all, as torch refuses it)
+    if isinstance(cout, int) and cout < groups:     # (no output channel: torch refuses it)
         raise ShapeError(f"{op}(): groups={groups} expects weight with at least {groups} "
                          f"output channel(s) (dimension 0), got weight of shape "
                          f"{shape_text(weight.shape)}", user_loc())
@@ -629,7 +629,7 @@ def conv_transpose(x, weight, *params, op, stride, padding, output_padding, dila
     nsp = len(stride)
     x, weight, nb = _conv_input(op, x, weight, nsp)
     Cin, Cout = x.shape[nb], weight.shape[1] * groups
-    if Cout == 0:           # (torch's oneDNN refuses it too)
+    if isinstance(Cout, int) and Cout == 0:         # (torch's oneDNN refuses it too)
         raise ShapeError(f"{op}(): expected weight with at least one output channel per "
                          f"group (dimension 1), got weight of shape "
                          f"{shape_text(weight.shape)}", user_loc())
