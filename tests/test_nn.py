@@ -1423,6 +1423,13 @@ def test_pooling_and_interpolate_of_an_empty_channel_dimension_raise(rng):
         (0, 3, 3, 3)
     assert F.interpolate(np.ones((2, 0, 6, 6), F32), size=3, mode="area").shape == \
         (2, 0, 3, 3)
+    # (torch's adaptive max pooling refuses the batched input's empty channels alone)
+    with pytest.raises(jd.errors.ShapeError, match=re.escape(
+            "adaptive_max_pool2d(): expected input with non-zero channels (only the batch "
+            "dimension may be empty), got shape (2, 0, 6, 6)")):
+        F.adaptive_max_pool2d(np.ones((2, 0, 6, 6), F32), 3)
+    assert F.adaptive_max_pool2d(np.ones((0, 6, 6), F32), 3).shape == (0, 3, 3)
+    assert F.adaptive_avg_pool2d(np.ones((2, 0, 6, 6), F32), 3).shape == (2, 0, 3, 3)
 
 
 def test_convolution_weight_without_output_channels_raises(rng):

@@ -893,6 +893,13 @@ def adaptive_pool(x, op, output_size, reduce, return_indices=False):
         # (no window has an element: a mean of nothing, a maximum of nothing)
         raise ShapeError(f"{op}(): expected input with non-zero spatial sizes, got shape "
                          f"{shape_text(x.shape)}", user_loc())
+    if reduce == "max" and x.ndim == nsp + 2 and isinstance(x.shape[1], int) and \
+            x.shape[1] == 0:
+        # (torch's adaptive max pooling refuses a batched input's empty channels, where
+        # its average pooling and an unbatched input give an empty result)
+        raise ShapeError(f"{op}(): expected input with non-zero channels (only the batch "
+                         f"dimension may be empty), got shape {shape_text(x.shape)}",
+                         user_loc())
     sizes = tuple(n if o is None else o for n, o in zip(x.shape[first:], output_size))
     if any(o < 0 for o in sizes):
         raise ShapeError(f"{op}(): output_size must be non-negative, got "
