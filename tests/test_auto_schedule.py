@@ -1051,6 +1051,39 @@ def test_a_full_reduction_runs_on_every_core(shape, rng):
     assert largest(x) == x.max()
 
 
+@jd.compute
+def column_sums(X):
+    return jnp.sum(X, axis=0)
+
+
+@jd.compute
+def row_times_matrix(a, B):
+    return jnp.matmul(a, B)
+
+
+@pytest.mark.parametrize("shape", [(640, 1003), (1000, 24), (664, 37), (2001, 300),
+                                   (256, 130)])
+def test_column_reductions_split_by_rows_read_several_rows_per_pass(shape, rng):
+    """A column reduction over many rows split among the threads (each part streams its
+    block of rows into a row of partial results) reads _STREAM_K rows per pass over that
+    row where the parts are equal and the rows are long (16 vectors or more), and a tail
+    of rows after; every column right, on every target, for sums and for the (1, K) @
+    (K, N) product."""
+    k, n = shape
+    x = normal(rng, k, n, dtype=F64)
+    a = normal(rng, 1, k, dtype=F64)
+    for tname, target in TARGETS.items():
+        for f, args, want in ((column_sums, [x], x.sum(axis=0)),
+                              (row_times_matrix, [a, x], a @ x)):
+            low = lowered(f, args, target)
+            rf = [st for name, st in low.schedule.stages.items() if name.endswith("_rf")]
+            assert rf, low.schedule
+            unrolled = any(ax.kind == ForKind.UNROLLED for ax in rf[0].axes.values())
+            long_rows = n >= 16 * target.lanes(8)
+            assert unrolled == (k % 4 == 0 and long_rows), (tname, low.schedule)
+            np.testing.assert_allclose(run(low, target, args), want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 7, 4099, 32768, 32771, 100003, 1_000_003])
 def test_full_reductions_of_dynamic_arrays_at_any_size(n, rng):
     """jd.numpy's full reductions (one kernel for every size: the parts' bounds are
