@@ -815,10 +815,7 @@ class MathLib:
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
         if elem(ty) == F32:
-            ax = self._intr(b, "llvm.fabs", ty, x)
-            big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))    # (NaN is big too)
-            ax = b.select(big, c(0.0), ax)
-            j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+            big, ax, j = self._quadrant(b, x, _SINCOS_REDUCED)
             r = ax
             for part in _PIO2:
                 r = self._intr(b, "llvm.fma", ty, b.fneg(j), c(part), r)
@@ -972,6 +969,16 @@ class MathLib:
         r = b.fadd(a, b.fadd(a_lo, self._madd(b, k, q, lo)))
         return r if acos else self._intr(b, "llvm.copysign", ty, r, x)
 
+    def _quadrant(self, b, x, limit):
+        """(big, |x|, j) for a reduction x = j pi/2 + r: `big` the lanes beyond `limit`
+        (and NaN), whose |x| is taken as 0 for the caller to patch; j = round(|x| 2 / pi)."""
+        c = lambda v: const(x.type, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", x.type, x)
+        big = b.fcmp_unordered(">", ax, c(limit))                # (NaN is big too)
+        ax = b.select(big, c(0.0), ax)
+        return big, ax, self._intr(b, "llvm.roundeven", x.type,
+                                   b.fmul(ax, c(0.6366197723675814)))
+
     def _reduce_pio2(self, b, x):
         """float64 |x| as j pi/2 + r + r_lo, |r| <= pi/4 and r_lo below r's half ulp: the
         product j pi/2 taken exact in three parts by fused multiply-adds (j < 2^30). Also
@@ -979,10 +986,7 @@ class MathLib:
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
-        ax = self._intr(b, "llvm.fabs", ty, x)
-        big = b.fcmp_unordered(">", ax, c(_REDUCED64))          # (NaN is big too)
-        ax = b.select(big, c(0.0), ax)
-        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+        big, ax, j = self._quadrant(b, x, _REDUCED64)
         p1, p2, p3 = (c(p) for p in _PIO2_64)
         r1 = fma(b.fneg(j), p1, ax)                     # exact
         w = b.fmul(j, p2)
@@ -1038,10 +1042,7 @@ class MathLib:
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
-        ax = self._intr(b, "llvm.fabs", ty, x)
-        big = b.fcmp_unordered(">", ax, c(_SINCOS_REDUCED))    # (NaN is big too)
-        ax = b.select(big, c(0.0), ax)
-        j = self._intr(b, "llvm.roundeven", ty, b.fmul(ax, c(0.6366197723675814)))
+        big, ax, j = self._quadrant(b, x, _SINCOS_REDUCED)
         nj = b.fneg(j)
         p1, p2, p3 = (c(p) for p in _PIO2)
         r1 = fma(nj, p1, ax)                            # (exact)
