@@ -27,6 +27,7 @@ from jitdl._version import __version__
 from jitdl import target as targets
 from jitdl.cache import keys
 from jitdl.cache.store import Entry, default_store, warn_once
+from jitdl.cache import runtime_code  # noqa: F401  (keeps the memory pool's code on disk)
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
 from jitdl.errors import ArgumentError, JitdlError, OutArgumentError, ScheduleError, user_loc

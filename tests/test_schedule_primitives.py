@@ -371,7 +371,9 @@ def test_vector_times_matrix_streams_the_matrix_rows(rng, k, n, n_threads):
             f = jd.compute(lambda a, b: fn(a, b))
             np.testing.assert_allclose(f(v, M), v @ M, rtol=1e-12, atol=1e-12)
             loops = str(f.lower(v, M))
-            assert "vectorized" in loops and "unrolled" not in loops, loops
+            # (no register tile: what is unrolled is the rows read per pass, _split_rows)
+            unrolled = [ln.split()[1] for ln in loops.splitlines() if "unrolled" in ln]
+            assert "vectorized" in loops and all(u.startswith("k") for u in unrolled), loops
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

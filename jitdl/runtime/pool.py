@@ -376,33 +376,26 @@ def _compile():
     return ctx, address
 
 
-def _load(ir_text):
-    """The policy's code (with _parts' addresses): from the disk cache, as a shared library (dlopen, well under a
-    millisecond), where an earlier process stored it; else compiled (MCJIT, about 25 ms on
-    the 2-core Xeon: every process's first large output waited for it) and stored, its
-    library linked in the background as a kernel's is."""
-    from jitdl.cache import keys
-    from jitdl.cache.store import Entry, default_store
-    from jitdl.runtime import engine, native
-    from jitdl.target import get
+# how the policy's code is kept on disk, set by the cache layer (jitdl.cache.runtime_code,
+# imported with jitdl): code_store("pool", ir_text, symbol, compile, check) returns
+# check(the code loaded from the disk cache), else check(compile()) after storing it;
+# None: compiled each time
+code_store = None
 
-    store = default_store()
-    key = keys.digest("jitdl.runtime.pool", ir_text,
-                      sorted(keys.environment(get("cpu")).items()))
-    entry = store.get(key) if store is not None else None
-    if entry is not None:
-        try:
-            return _parts(native.load(entry, "jd_pool_malloc", store.root, "the memory pool"))
-        except Exception:           # (a damaged or foreign entry, e.g. code without the
-            pass                    # globals, written to at address 0: compiled again below)
-    obj = engine.object_code(ir_text)
-    loaded = _parts(engine.Loaded(obj, "jd_pool_malloc"))
-    if store is not None:
-        meta = {"fname": "jitdl.runtime.pool", "call": "the memory pool's functions"}
-        store.put(key, meta, obj, {})
-        native.link_later(obj, store.root,
-                          lambda shared: store.add_shared(key, Entry(meta, obj, {}), shared))
-    return loaded
+
+def _load(ir_text):
+    """The policy's code (with _parts' addresses): from the disk cache, as a shared library
+    (dlopen, well under a millisecond), where an earlier process stored it; else compiled
+    (about 25 ms on the 2-core Xeon: every process's first large output waited for it)
+    and stored, its library linked in the background as a kernel's is."""
+    from jitdl.runtime import engine
+
+    def compile_():
+        obj = engine.object_code(ir_text)
+        return obj, engine.Loaded(obj, "jd_pool_malloc")
+    if code_store is None:
+        return _parts(compile_()[1])
+    return code_store("pool", ir_text, "jd_pool_malloc", compile_, _parts)
 
 
 def _parts(loaded):
