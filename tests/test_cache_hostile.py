@@ -382,9 +382,10 @@ from jitdl.cache.store import pack
 d, stop = sys.argv[1], sys.argv[2]
 data = pack({"fname": "churn", "call": "", "signature": {}}, b"\\x90" * 64, {})
 names = [os.path.join(d, "%064x.jdk" % (i + 1)) for i in range(300)]
-for n in names:
-    with open(n, "wb") as f:
+for n in names:                      # (whole files only, as put writes them: a listing
+    with open(n + ".tmp", "wb") as f:  # may start before the last one is there)
         f.write(data)
+    os.replace(n + ".tmp", n)
 i = 0
 while not os.path.exists(stop):      # another process evicting and re-writing entries
     gone, back = names[i % 300], names[(i + 150) % 300]
