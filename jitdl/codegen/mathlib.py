@@ -689,10 +689,17 @@ class MathLib:
         lo, hi = (-1075.0, 1024.0) if base2 else (_EXP64_LO, _EXP64_HI)
         n, r_hi, r_lo = self._exp64_reduce(b, x, lo, hi, base2)
         r_lo = r_lo if extra is None else b.fadd(r_lo, extra)
-        n1, n2 = self._halves(b, n)
         y = self._sum_exactly(b, c(1.0), r_hi, self._expm1_tail(b, r_hi, r_lo))
-        y = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
-        return self._exp_edges(b, x, y, lo, hi)
+
+        def far():              # (the halves and the edges: near overflow, denormals, inf,
+            n1, n2 = self._halves(b, n)                                       # NaN)
+            z = b.fmul(b.fmul(y, self._pow2(b, n1, ty)), self._pow2(b, n2, ty))
+            return self._exp_edges(b, x, z, lo, hi)
+        # where every lane's 2^n is a normal double and y 2^n too, one multiplication
+        # (the same bits); the rest only when a lane needs it
+        near = 1000.0 if base2 else 700.0
+        return self._patch(b, b.fcmp_unordered(">=", self._intr(b, "llvm.fabs", ty, x),
+                                               c(near)), b.fmul(y, self._pow2(b, n, ty)), far)
 
     def _sum_exactly(self, b, big, small, rest):
         """big + small + rest with one rounding at the end where |big| >= |small| (the
