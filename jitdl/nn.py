@@ -836,11 +836,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if any(isinstance(d, int) and d == 0 for d in shape[2:]):
         raise ShapeError(f"interpolate(): input's spatial sizes must be positive, got shape "
                          f"{shape}", user_loc())
-    if mode != "area" and isinstance(shape[1], int) and shape[1] == 0:
-        # (torch resamples an empty batch, never an empty channel dimension; area, its
-        # adaptive pooling, takes both)
-        raise ShapeError(f"interpolate(): expected input with non-zero channels (only the "
-                         f"batch dimension may be empty), got shape {shape}", user_loc())
+    if mode != "area":      # (area, torch's adaptive average pooling, takes empty channels)
+        ops.check_channels("interpolate", shape, 1)
     if antialias and (mode not in ("bilinear", "bicubic", "lanczos") or n != 2):
         raise ShapeError("interpolate(): antialias=True is for the modes bilinear, bicubic "
                          f"and lanczos of a 4-D input (N, C, H, W), got mode={mode!r} and "

@@ -50,17 +50,17 @@ _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
 _LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
 _TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
 # float32 results computed in float64 without a division (vdivpd is the costliest vector
-# instruction; AVX-512's takes 16 cycles a vector): pow's log(1 + t) = t Q(t) on [sqrt(1/2)
-# - 1, sqrt(2) - 1] (Chebyshev interpolation on that interval, in NumPy, turned into
-# powers of t); expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2 with q's Taylor coefficients 1/9!
-# ... 1/2 (the first term left out below 2^-35 of r)
-# pow's log for float32: Q to degree 13, within 2^-38 (|y log|x|| up to 160 keeps
-# 2^-30 of the result)
+# instruction; AVX-512's takes 16 cycles a vector). pow's log(1 + t) = t Q(t) on
+# [sqrt(1/2) - 1, sqrt(2) - 1], Q of degree 13 within 2^-38 (|y log|x|| up to 160 keeps
+# 2^-30 of the result; Chebyshev interpolation on that interval, in NumPy, turned into
+# powers of t)
 _LOG1P_Q32_LONG = (-0.04717815865677375, 0.09089857423055409, -0.09342918729234942,
                    0.09054488483064456, -0.09878959460323965, 0.11102988928189421,
                    -0.1250664162217291, 0.14286366122577362, -0.1666649010715343,
                    0.19999982957623233, -0.25000002048733005, 0.33333333479594535,
                    -0.4999999999296925, 0.9999999999980863)
+# expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2, q's Taylor coefficients 1/9! ... 1/2 (the
+# first term left out below 2^-35 of r)
 _EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
 # sinh and cosh on |r| <= ln2 / 2 (z = r^2): cosh r = 1 + z C(z), sinh r = r + r z S(z),
 # Taylor's coefficients (C: 1/14! ... 1/2!, S: 1/13! ... 1/3!; the first terms left out
@@ -365,6 +365,7 @@ class MathLib:
         i32 = like(I32, x)
         c = lambda v: const(ty, v)  # noqa: E731
         k = lambda v: const(i32, v)  # noqa: E731
+        fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
         tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))
         xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
         sqrt_half = 0x3F3504F3
@@ -374,12 +375,10 @@ class MathLib:
         f = b.fsub(b.bitcast(b.add(b.and_(ix, k(0x7FFFFF)), k(sqrt_half)), ty), c(1.0))
         hi = b.fmul(f, c(_IVLN2_F32))
         lo = self._madd(b, b.fmul(f, f), self._horner(b, _LOG2_32R, f),
-                        self._madd(b, f, c(_IVLN2_F32_LO),
-                                   self._intr(b, "llvm.fma", ty, f, c(_IVLN2_F32), b.fneg(hi))))
+                        self._madd(b, f, c(_IVLN2_F32_LO), fma(f, c(_IVLN2_F32), b.fneg(hi))))
         t = b.fadd(e, hi)
         lo = b.fadd(b.fadd(b.fsub(e, t), hi), lo)       # (|hi| < 1 <= |e| or e = 0: exact)
         if scale is not None:
-            fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
             s_hi, s_lo = c(scale[0]), c(scale[1])
             p = b.fmul(t, s_hi)
             lo = fma(lo, s_hi, fma(t, s_lo, fma(t, s_hi, b.fneg(p))))

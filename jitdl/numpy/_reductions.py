@@ -453,6 +453,10 @@ try:        # (NumPy's C count, without np.count_nonzero's Python layer: 0.15 ag
 except ImportError:     # (NumPy 1.26)
     _count_all = np.count_nonzero
 _BOOL = np.dtype(np.bool_)
+try:        # (NumPy's axis check, whose AxisError names the argument)
+    from numpy.lib.array_utils import normalize_axis_tuple as _axis_tuple
+except ImportError:     # (NumPy 1.26)
+    from numpy.core.numeric import normalize_axis_tuple as _axis_tuple
 
 
 def _integer_moment(a, dtype, out):
@@ -588,7 +592,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     the pair of it and the sum of the weights (the count of the elements without)."""
     if axis is not None and not is_symbolic(a) and not is_device_array(a):
         # (NumPy's AxisError first, which names the argument: 'axis: axis 3 is out ...')
-        np.lib.array_utils.normalize_axis_tuple(axis, np.ndim(a), argname="axis")
+        _axis_tuple(axis, np.ndim(a), argname="axis")
     if returned:
         if is_symbolic(a) or is_symbolic(weights):
             return apply("average", red.average, (a, weights), _static(
@@ -622,8 +626,7 @@ def _weight_sum(a, axis, weights, keepdims, avg):
         scl = avg.dtype.type(a.size / avg.size)
     else:
         w = np.asanyarray(weights)
-        axes = None if axis is None else np.lib.array_utils.normalize_axis_tuple(
-            axis, a.ndim)
+        axes = None if axis is None else _axis_tuple(axis, a.ndim)
         if w.shape != a.shape and w.ndim != a.ndim:        # (weights along the axes)
             w = w.transpose(np.argsort(axes)).reshape(
                 tuple(n if d in axes else 1 for d, n in enumerate(a.shape)))

@@ -709,6 +709,15 @@ def _scatter_sum(x, nb, Cg, Fg, groups, Cout, ksize, out_sp, stride, padding, di
 
 
 # -- pooling -------------------------------------------------------------------------------
+def check_channels(op, shape, axis):
+    """torch's rule for pooling and resampling: an empty batch gives an empty result, an
+    empty channel dimension (`axis` of shape) an error."""
+    if isinstance(shape[axis], int) and shape[axis] == 0:
+        raise ShapeError(f"{op}(): expected input with non-zero channels (only the batch "
+                         f"dimension may be empty), got shape {shape_text(shape)}",
+                         user_loc())
+
+
 def _pool_sizes(op, x, ksize, stride, padding, dilation, ceil_mode):
     """Output sizes of a pooling window (torch's rule, ceil_mode's last window starting
     inside the input or its left padding)."""
@@ -716,12 +725,7 @@ def _pool_sizes(op, x, ksize, stride, padding, dilation, ceil_mode):
     if x.ndim not in (nsp + 1, nsp + 2):
         raise ShapeError(f"{op}(): expected input of {nsp + 1} or {nsp + 2} dimensions, got "
                          f"shape {shape_text(x.shape)}", user_loc())
-    channels = x.shape[x.ndim - nsp - 1]
-    if isinstance(channels, int) and channels == 0:
-        # (torch pools an empty batch, never an empty channel dimension)
-        raise ShapeError(f"{op}(): expected input with non-zero channels (only the batch "
-                         f"dimension may be empty), got shape {shape_text(x.shape)}",
-                         user_loc())
+    check_channels(op, x.shape, x.ndim - nsp - 1)
     out = []
     for n, k, s, p, d in zip(x.shape[x.ndim - nsp:], ksize, stride, padding, dilation):
         span = n + 2 * p - d * (k - 1) - 1
@@ -893,13 +897,10 @@ def adaptive_pool(x, op, output_size, reduce, return_indices=False):
         # (no window has an element: a mean of nothing, a maximum of nothing)
         raise ShapeError(f"{op}(): expected input with non-zero spatial sizes, got shape "
                          f"{shape_text(x.shape)}", user_loc())
-    if reduce == "max" and x.ndim == nsp + 2 and isinstance(x.shape[1], int) and \
-            x.shape[1] == 0:
+    if reduce == "max" and x.ndim == nsp + 2:
         # (torch's adaptive max pooling refuses a batched input's empty channels, where
         # its average pooling and an unbatched input give an empty result)
-        raise ShapeError(f"{op}(): expected input with non-zero channels (only the batch "
-                         f"dimension may be empty), got shape {shape_text(x.shape)}",
-                         user_loc())
+        check_channels(op, x.shape, 1)
     sizes = tuple(n if o is None else o for n, o in zip(x.shape[first:], output_size))
     if any(o < 0 for o in sizes):
         raise ShapeError(f"{op}(): output_size must be non-negative, got "

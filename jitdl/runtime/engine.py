@@ -326,14 +326,13 @@ class Loaded:
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self.engine.finalize_object()
-        self.address = self.engine.get_function_address(symbol)
-        self.fast_address = self.engine.get_function_address(symbol + ".fast")
-        self.direct_address = self.engine.get_function_address(symbol + ".direct")
+        self.address = self.function(symbol)
+        self.fast_address = self.function(symbol + ".fast")
+        self.direct_address = self.function(symbol + ".direct")
         if not self.address:
             raise RuntimeError(f"symbol {symbol} not found in the object code")
         # where its allocation hooks live (runtime.kernel.Kernel points them at the pool)
-        self.heap_hooks = tuple(self.engine.get_global_value_address(symbol + h)
-                                for h in HEAP_HOOKS)
+        self.heap_hooks = tuple(self.variable(symbol + h) for h in HEAP_HOOKS)
 
     def function(self, name):
         """The address of function `name` (0: none)."""
