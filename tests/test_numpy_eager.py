@@ -1567,3 +1567,36 @@ def test_broadcasting_error_prints_shapes_as_numpys_ufuncs():
         with pytest.raises(ValueError) as got:
             case(jnp)
         assert str(want.value) in str(got.value), (str(got.value), str(want.value))
+
+
+def test_power_fast_paths_keep_its_checks_and_results():
+    # power shares the binary ufuncs' kernel table and direct entry: repeated calls (the
+    # second and later take the direct entry) still refuse negative integer exponents,
+    # and the exponent -1 / 2 / 0.5 lanes are the one operation's bits
+    rng = np.random.default_rng(7)
+    i = rng.integers(-5, 6, 37)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="negative integer powers"):
+            jnp.power(i, -1)
+        with pytest.raises(ValueError, match="negative integer powers"):
+            jnp.power(i, np.full(37, -2), out=np.empty(37, np.int64))
+        np.testing.assert_array_equal(jnp.power(i, 3), np.power(i, 3))
+    for dt in (np.float32, np.float64):
+        x = (rng.random(1003) * 4 - 2).astype(dt)
+        for _ in range(2):
+            np.testing.assert_array_equal(jnp.power(x, -1), np.float64(1) / x if dt is
+                                          np.float64 else dt(1) / x)
+            np.testing.assert_array_equal(jnp.power(x, np.full(1003, -1, dt)), dt(1) / x)
+            np.testing.assert_array_equal(jnp.power(x, 2), x * x)
+            y = rng.random(1003).astype(dt) + dt(0.5)
+            np.testing.assert_allclose(jnp.power(y, x), np.power(y, x),
+                                       rtol=4e-7 if dt is np.float32 else 1e-15)
+    f = np.asfortranarray(rng.random((3, 4)))
+    assert jnp.power(f, np.array(3.0)).flags.f_contiguous == \
+        np.power(f, np.array(3.0)).flags.f_contiguous
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        np.testing.assert_array_equal(jnp.add(i, 2 ** 70, dtype=np.float64),
+                                      np.add(i, 2 ** 70, dtype=np.float64))
+        np.testing.assert_array_equal(jnp.power(np.abs(i), 2 ** 70, dtype=np.float64),
+                                      np.power(np.abs(i), 2 ** 70, dtype=np.float64))

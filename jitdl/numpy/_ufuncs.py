@@ -321,7 +321,10 @@ def _fortran_operand(x, like):
         else x.T
 
 
-def _binary(name, doc):
+def _binary(name, doc, general=None):
+    """jd.numpy's binary ufunc `name`: the fast paths below (a table of kernels by operand
+    shapes and dtypes, the last kernel's direct entry), then `general` (x1, x2, out,
+    where, casting, order, dtype) where given, else the general path below."""
     static = (("fn", name),)
     np_fn = getattr(np, name)
     table, last, direct = fast_state({}, [None], [None])
@@ -398,6 +401,8 @@ def _binary(name, doc):
                 r = apply_out(name, static, (x1, x2), out, direct)
                 if r is not _MISS:
                     return r
+            if general is not None:
+                return general(x1, x2, out, where, casting, order, dtype)
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
@@ -413,6 +418,14 @@ def _binary(name, doc):
             return _layout(result, order, (x1, x2), out)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
+                raise
+            return array_module_function(name, np_fn, (x1, x2, out), {})(
+                x1, x2, out=out, **_given(dtype, casting, where, order))
+        except ScalarOverflowError:
+            # a Python int beyond int64 that dtype= makes a float (np.add(int array, 2**70,
+            # dtype=np.float64)): NumPy's answer, where the kernel's loop took it for an int
+            if dtype is None or is_symbolic(x1) or is_symbolic(x2) or \
+                    not has_huge_int((x1, x2)):
                 raise
             return array_module_function(name, np_fn, (x1, x2, out), {})(
                 x1, x2, out=out, **_given(dtype, casting, where, order))
@@ -571,22 +584,8 @@ def _fits(x1, x2):
     return True
 
 
-def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None,
-          subok=True):
-    """x1 ** x2, elementwise (integers to negative integer powers raise ValueError)."""
-    if type(x1) is _ndarray and dtype is None and where is True and \
-            (type(x2) is int or type(x2) is float and x1.dtype.kind == "f") and \
-            (x2 == 2 and x1.dtype.kind in "iuf" or x2 == -1 and x1.dtype.kind == "f") \
-            and casting in _ROUTED_CASTING and (out is None or type(out) is _ndarray and
-                                                out.shape == x1.shape and
-                                                np.can_cast(x1.dtype, out.dtype, casting)):
-        # a Python 2 (or a float base's -1) is one operation: x * x, 1 / x (the kernel's
-        # pow reads its exponent at run time and computes the general case as well).
-        # Not under 'equiv' (NumPy refuses a Python int there) nor into an out= of
-        # another shape or one the result does not cast to: power's own errors, not
-        # square's
-        return (square if x2 == 2 else reciprocal)(x1, out=out, casting=casting,
-                                                   order=order)
+def _power_general(x1, x2, out, where, casting, order, dtype):
+    """power's calls that its fast paths (_binary's) do not serve."""
     where = _options(where, order)
     if dtype is None and _half(np.power, (x1, x2)):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
@@ -615,8 +614,11 @@ def power(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K", dt
     return _layout(result, order, (x1, x2), out)
 
 
+power = _binary("power", "x1 ** x2, elementwise (integers to negative integer powers raise "
+                "ValueError).", _power_general)
+
+
 _UNCHECKED = (("unchecked", True),)
-_ROUTED_CASTING = ("same_kind", "unsafe", "safe", "no")   # (power's square / reciprocal)
 
 
 def _power(x1, x2, out, dtype, casting, extra=()):
