@@ -1600,3 +1600,30 @@ def test_power_fast_paths_keep_its_checks_and_results():
                                       np.add(i, 2 ** 70, dtype=np.float64))
         np.testing.assert_array_equal(jnp.power(np.abs(i), 2 ** 70, dtype=np.float64),
                                       np.power(np.abs(i), 2 ** 70, dtype=np.float64))
+
+
+@pytest.mark.parametrize("shape, axis", [((300, 70), 0), ((64, 3, 129), 0), ((64, 3, 129), 1),
+                                         ((5, 1000), 0), ((1000, 5), 0)])
+def test_argmin_argmax_along_a_leading_axis(shape, axis):
+    # two column reductions (the extreme, then its first position): ties keep the first
+    # position, the first NaN wins, eager and inside a definition
+    rng = np.random.default_rng(11)
+    for dt in (np.float64, np.float32, np.int16):
+        x = rng.integers(-4, 5, shape).astype(dt)       # (many ties)
+        if dt is not np.int16:
+            x.flat[rng.integers(0, x.size, 5)] = np.nan
+            x[(slice(None),) * axis + (slice(0, 2),)] = rng.random(x[(slice(None),) * axis
+                                                                    + (slice(0, 2),)].shape)
+        for name in ("argmin", "argmax"):
+            np.testing.assert_array_equal(getattr(jnp, name)(x, axis=axis),
+                                          getattr(np, name)(x, axis=axis))
+            np.testing.assert_array_equal(getattr(jnp, name)(x, axis=axis, keepdims=True),
+                                          getattr(np, name)(x, axis=axis, keepdims=True))
+    y = rng.random(shape)
+
+    @jd.compute
+    def f(a, b):
+        return jnp.argmax(jnp.exp(a) * b, axis=axis) + jnp.argmin(a - b, axis=axis)
+    np.testing.assert_array_equal(f(y, y[::-1].copy()),
+                                  np.argmax(np.exp(y) * y[::-1], axis=axis)
+                                  + np.argmin(y - y[::-1], axis=axis))

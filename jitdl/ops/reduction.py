@@ -172,13 +172,14 @@ def _arg(op, x, axis, keepdims, blocked, narrow):
     n = reduced_size(x, axis)
     if isinstance(n, int) and n == 0:
         raise ShapeError(f"attempt to get {op.value} of an empty sequence", user_loc())
-    # (along another axis the one-pass loop reads rows across the reduced axis, as fast as
-    # NumPy's; the two passes' column reductions were 10x slower)
+    # (along another axis too: two column reductions, which stream rows with the columns
+    # as SIMD lanes; the one-pass loop, a branch per element, took 2.2-2.4 ms on 1000 x
+    # 1000 float64 along axis 0, NumPy 1.6-1.8, the two passes 0.4)
     if blocked is None:     # (blocks where the size is large, or known only at run time)
         blocked = not (isinstance(n, int) and n < ARG_BLOCKED_MIN)
     if x.ndim == 1 and not keepdims and blocked:
         r = _blocked_first_position(op, x)
-    elif x.ndim and axis in (None, x.ndim - 1):
+    elif x.ndim:
         narrow = narrow or isinstance(n, int) and n < _I32_LIMIT
         r = _first_position(op, x, axis, keepdims, "int32" if narrow else "int64")
     else:
@@ -267,7 +268,7 @@ _I32_LIMIT = 2 ** 31      # positions below it are int32 in the second pass (nar
 
 
 def _first_position(op, x, axis, keepdims, index="int64"):
-    """argmin/argmax over every axis or the last as two reductions that vectorise and run
+    """argmin/argmax over every axis or one as two reductions that vectorise and run
     on every thread: the extreme m (NaN where there is one), then the least position
     (row-major over every axis) holding m (a NaN where m is one). The one-pass reduction
     keeps a value and a position that each element may replace: a branch per element, 4x
