@@ -9,8 +9,10 @@ import struct
 
 from llvmlite import ir
 
-from jitdl.codegen.lltypes import F32, F64, I1, I32, I64, const, elem, like, suffix
+from jitdl.codegen.lltypes import (F32, F64, I1, I32, I64, const, elem, lanes_const, like,
+                                   poison, suffix)
 from jitdl.ir.nodes import Intrin
+from jitdl.target.cpu import host
 
 
 # Intrin -> the MathLib method that writes it inline, for float32 and float64 alike
@@ -49,16 +51,28 @@ _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
 # term left out below 2^-66 of 2s), and 2/3 as a double and the rest
 _LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
 _TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
-# float32 results computed in float64 without a division (vdivpd is the costliest vector
-# instruction; AVX-512's takes 16 cycles a vector). pow's log(1 + t) = t Q(t) on
-# [sqrt(1/2) - 1, sqrt(2) - 1], Q of degree 13 within 2^-38 (|y log|x|| up to 160 keeps
-# 2^-30 of the result; Chebyshev interpolation on that interval, in NumPy, turned into
-# powers of t)
-_LOG1P_Q32_LONG = (-0.04717815865677375, 0.09089857423055409, -0.09342918729234942,
-                   0.09054488483064456, -0.09878959460323965, 0.11102988928189421,
-                   -0.1250664162217291, 0.14286366122577362, -0.1666649010715343,
-                   0.19999982957623233, -0.25000002048733005, 0.33333333479594535,
-                   -0.4999999999296925, 0.9999999999980863)
+# float32 pow in float64 lanes (MathLib._pow32): |x| = 2^k z with z in [0.671875,
+# 1.34375), cut into 16 pieces by the top 4 bits of z's offset from 0.671875 (piece 10
+# centred on 1, where 1/c is 1 and log2 c 0, so that log2 z = r P(r) keeps its digits
+# near 1); r = z / c - 1 by one fused multiply-add with 1/c rounded, log2 c of that
+# rounded 1/c (|r| <= 1/32)
+_POW32_OFF = 0x3FE5800000000000
+_POW32_INVC = (1.4545454545454546, 1.391304347826087, 1.3333333333333333, 1.28,
+               1.2307692307692308, 1.1851851851851851, 1.1428571428571428, 1.103448275862069,
+               1.0666666666666667, 1.032258064516129, 1.0, 0.9411764705882353,
+               0.8888888888888888, 0.8421052631578947, 0.8, 0.7619047619047619)
+_POW32_LOGC = (-0.5405683813627028, -0.4764380439429871, -0.41503749927884376,
+               -0.35614381022527536, -0.29956028185890793, -0.24511249783653138,
+               -0.19264507794239583, -0.14201900487242786, -0.09310940439148145,
+               -0.045803689613124754, 0.0, 0.08746284125033943, 0.16992500144231246,
+               0.24792751344358557, 0.3219280948873623, 0.39231742277876036)
+# log2(1 + r) / r on |r| <= 1/32 (mpmath chebyfit, relative error 2^-37.8)
+_POW32_LOG2 = (-0.24071410072852772, 0.28884177476412304, -0.36067366298453307,
+               0.4808982358376706, -0.721347520449768, 1.4426950408950046)
+# 2^(i / 16), and (2^r - 1) / r on |r| <= 1/32 (chebyfit, relative error 2^-32)
+_EXP2_16THS = tuple(2.0 ** (i / 16) for i in range(16))
+_POW32_EXP2 = (0.009618279533832767, 0.05550541078283726, 0.24022650694073813,
+               0.6931471804009951)
 # expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2, q's Taylor coefficients 1/9! ... 1/2 (the
 # first term left out below 2^-35 of r)
 _EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
@@ -539,26 +553,89 @@ class MathLib:
         """x ** y as exp(y log|x|), with C's special cases (_pow_cases). float64: log|x| as
         a double-double within about 2^-64 and y log|x| as one too, so that the result is
         within an ulp however large y log|x| (up to 745) is. float32: all in float64,
-        whose error stays far below float32's half ulp, without a division: log|x| by
-        _LOG1P_Q32_LONG, exp by _exp_of_float32. The powers whose correctly
-        rounded result is one operation are that operation (_pow_exact)."""
+        whose error stays far below float32's half ulp, without a division (_pow32). The
+        powers whose correctly rounded result is one operation are that operation
+        (_pow_exact)."""
         ty = x.type
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         if elem(ty) == F32:
-            d = like(F64, x)
-            xd, yd = b.fpext(x, d), b.fpext(y, d)
-            ax = fabs(xd)
-            e, f = self._log64_split(b, ax, normal=True)
-            log = self._madd(b, e, const(d, math.log(2.0)),
-                             b.fmul(f, self._estrin(b, _LOG1P_Q32_LONG, f)))
-            r = self._exp_of_float32(b, b.fmul(yd, self._log_edges(b, ax, log)))
-            return self._pow_exact(b, x, y, self._pow_cases(b, x, y, b.fptrunc(r, ty)))
+            return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._pow32(b, x, y)))
         lh, ll = self._log64_dd(b, fabs(x))
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
                         const(ty, 0.0))                 # (t infinite or NaN: no low part)
         return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._exp64(b, t, extra=t_lo)))
+
+    def _pow32(self, b, x, y):
+        """|x| ** y of float32 lanes, computed in float64 lanes as 2^(y log2|x|) from two
+        tables of 16 (_lookup16), within 2^-30 of the true value (float32's rounding then
+        within 0.52 ulp): log2|x| = k + log2 c + r P(r) (_POW32_OFF), t = y log2|x| = n / 16
+        + r2 (|r2| <= 1/32, t clamped to [-200, 200], beyond float32's range either way),
+        2^t = 2^(n // 16) 2^(n % 16 / 16) (1 + r2 Q(r2)). Subnormal float32s are normal
+        doubles; 0, inf and NaN by _log_edges, NaN kept."""
+        ty = x.type
+        d, i64 = like(F64, x), like(I64, x)
+        c = lambda v: const(d, v)  # noqa: E731
+        ci = lambda v: const(i64, v)  # noqa: E731
+        ax = self._intr(b, "llvm.fabs", d, b.fpext(x, d))
+        top = b.sub(b.bitcast(ax, i64), ci(_POW32_OFF))
+        k = b.ashr(top, ci(52))
+        piece = b.and_(b.lshr(top, ci(48)), ci(15))
+        z = b.bitcast(b.sub(b.bitcast(ax, i64), b.shl(k, ci(52))), d)
+        r = self._intr(b, "llvm.fma", d, z, self._lookup16(b, _POW32_INVC, piece), c(-1.0))
+        head = b.fadd(b.sitofp(k, d), self._lookup16(b, _POW32_LOGC, piece))
+        log2 = self._madd(b, r, self._estrin(b, _POW32_LOG2, r), head)
+        t = b.fmul(b.fpext(y, d), self._log_edges(b, ax, log2))
+        tc = self._intr(b, "llvm.minnum", d, self._intr(b, "llvm.maxnum", d, t, c(-200.0)),
+                        c(200.0))
+        shift = 1.5 * 2.0 ** 48                 # (its ulp is 1/16: t rounded to sixteenths)
+        shifted = b.fadd(tc, c(shift))
+        r2 = b.fsub(tc, b.fsub(shifted, c(shift)))                          # (exact)
+        n = b.sub(b.bitcast(shifted, i64), ci(_bits(shift)))
+        frac = self._lookup16(b, _EXP2_16THS, b.and_(n, ci(15)))
+        scale = b.bitcast(b.add(b.bitcast(frac, i64), b.shl(b.ashr(n, ci(4)), ci(52))), d)
+        p = self._madd(b, scale, b.fmul(r2, self._estrin(b, _POW32_EXP2, r2)), scale)
+        return b.fptrunc(b.select(b.fcmp_unordered("uno", t, t), t, p), ty)
+
+    def _lookup16(self, b, table, i):
+        """table[i] (a tuple of 16 doubles) at i64 lanes i in [0, 16): on an AVX-512 host
+        one two-register permute (vpermi2pd) per 8 lanes, else a load per lane from the
+        table as a constant array."""
+        ty = i.type
+        if isinstance(ty, ir.VectorType) and host().vector_bytes == 64:     # (avx512f)
+            v8, i8 = ir.VectorType(F64, 8), ir.VectorType(I64, 8)
+            fn = self.gen.declare("llvm.x86.avx512.vpermi2var.pd.512", v8, [v8, i8, v8])
+            lo, hi = lanes_const(F64, table[:8]), lanes_const(F64, table[8:])
+            n = ty.count
+            parts = []
+            for start in range(0, n, 8):      # (fewer than 8 lanes: repeated to fill 8)
+                lanes = [start + j if start + j < n else n - 1 for j in range(8)]
+                part = b.shuffle_vector(i, poison(ty), lanes_const(I32, lanes))
+                parts.append(b.call(fn, [lo, part, hi]))
+            while len(parts) > 1:
+                w = parts[0].type.count
+                parts = [b.shuffle_vector(parts[j], parts[j + 1],
+                                          lanes_const(I32, list(range(2 * w))))
+                         for j in range(0, len(parts), 2)]
+            v = parts[0]
+            if n < 8:
+                v = b.shuffle_vector(v, poison(v.type), lanes_const(I32, list(range(n))))
+            return v
+        name = f"jd_table_{'_'.join(struct.pack('<d', v).hex() for v in table[:2])}"
+        arr = self.gen.module.globals.get(name)
+        if arr is None:
+            aty = ir.ArrayType(F64, len(table))
+            arr = ir.GlobalVariable(self.gen.module, aty, name=name)
+            arr.initializer = ir.Constant(aty, list(table))
+            arr.global_constant, arr.linkage = True, "internal"
+        if not isinstance(ty, ir.VectorType):
+            return b.load(b.gep(arr, [const(I64, 0), i]))
+        v = poison(like(F64, i))
+        for j in range(ty.count):
+            lane = b.extract_element(i, const(I32, j))
+            v = b.insert_element(v, b.load(b.gep(arr, [const(I64, 0), lane])), const(I32, j))
+        return v
 
     def _pow_exact(self, b, x, y, r):
         """r, except x ** 1 = x, x ** 2 = x * x, x ** -1 = 1 / x and, for x > 0, x ** 0.5
@@ -585,12 +662,17 @@ class MathLib:
         one = b.or_(b.fcmp_ordered("==", y, c(0.0)), b.fcmp_ordered("==", x, c(1.0)))
         one = b.or_(one, b.and_(b.fcmp_ordered("==", ax, c(1.0)),
                                 b.fcmp_ordered("==", ay, c(math.inf))))
-        half = b.fmul(y, c(0.5))
-        whole = b.fcmp_ordered("==", floor(y), y)
-        odd = b.and_(whole, b.fcmp_ordered("!=", floor(half), half))
-        r = b.select(b.and_(odd, self.sign_bit(b, x)), b.fneg(r), r)
-        finite_neg = b.and_(b.fcmp_ordered("<", x, c(0.0)), b.fcmp_ordered("<", ax, c(math.inf)))
-        r = b.select(b.and_(finite_neg, b.fcmp_unordered("!=", floor(y), y)), c(math.nan), r)
+
+        def negative():         # (the lanes of x with its sign bit set)
+            half = b.fmul(y, c(0.5))
+            whole = b.fcmp_ordered("==", floor(y), y)
+            odd = b.and_(whole, b.fcmp_ordered("!=", floor(half), half))
+            v = b.select(odd, b.fneg(r), r)
+            finite = b.and_(b.fcmp_ordered("<", x, c(0.0)), b.fcmp_ordered("<", ax, c(math.inf)))
+            return b.select(b.and_(finite, b.fcmp_unordered("!=", floor(y), y)), c(math.nan),
+                            v)
+        # (bases are rarely negative: that work runs only for a vector with such a lane)
+        r = self._patch(b, self.sign_bit(b, x), r, negative)
         return b.select(one, c(1.0), r)
 
     def _log64_dd(self, b, x):
