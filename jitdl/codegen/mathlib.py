@@ -348,13 +348,22 @@ class MathLib:
         y = self._madd(b, z, c(-0.5), y)
         return self._log_edges(b, x, self._madd(b, ef, c(0.693359375), b.fadd(m, y)))
 
-    def _log_edges(self, b, x, y):
-        """A logarithm y of x made inf at inf, -inf at +-0, NaN below 0, NaN kept."""
+    def _log_edges(self, b, x, y, lazy=False):
+        """A logarithm y of x made inf at inf, -inf at +-0, NaN below 0, NaN kept. lazy: for
+        a vector with such a lane only (_patch), where the routine is long enough that a
+        branch costs less than the selects (pow, log1p: 7-10% faster at 1000 elements;
+        log and log2 5% slower)."""
         c = lambda v: const(x.type, v)  # noqa: E731
-        y = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), y)
-        y = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), y)
-        y = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), y)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+        def edges():
+            v = b.select(b.fcmp_ordered("==", x, c(math.inf)), c(math.inf), y)
+            v = b.select(b.fcmp_ordered("==", x, c(0.0)), c(-math.inf), v)
+            v = b.select(b.fcmp_ordered("<", x, c(0.0)), c(math.nan), v)
+            return b.select(b.fcmp_unordered("uno", x, x), x, v)
+        if not lazy:
+            return edges()
+        inside = b.and_(b.fcmp_ordered(">", x, c(0.0)), b.fcmp_ordered("<", x, c(math.inf)))
+        return self._patch(b, b.not_(inside), y, edges)
 
     def exp2(self, b, x):
         return self.exp(b, x, base2=True)
@@ -398,7 +407,7 @@ class MathLib:
             lo = fma(lo, s_hi, fma(t, s_lo, fma(t, s_hi, b.fneg(p))))
             t = p
         lo = lo if extra is None else b.fadd(lo, extra)
-        return self._log_edges(b, x, b.fadd(t, lo))
+        return self._log_edges(b, x, b.fadd(t, lo), lazy=extra is not None)   # (log1p)
 
     def log10(self, b, x):
         return self._log2_32(b, x, _LOG10_2_F32) if elem(x.type) == F32 else \
@@ -586,7 +595,7 @@ class MathLib:
         r = self._intr(b, "llvm.fma", d, z, self._lookup16(b, _POW32_INVC, piece), c(-1.0))
         head = b.fadd(b.sitofp(k, d), self._lookup16(b, _POW32_LOGC, piece))
         log2 = self._madd(b, r, self._estrin(b, _POW32_LOG2, r), head)
-        t = b.fmul(b.fpext(y, d), self._log_edges(b, ax, log2))
+        t = b.fmul(b.fpext(y, d), self._log_edges(b, ax, log2, lazy=True))
         tc = self._intr(b, "llvm.minnum", d, self._intr(b, "llvm.maxnum", d, t, c(-200.0)),
                         c(200.0))
         shift = 1.5 * 2.0 ** 48                 # (its ulp is 1/16: t rounded to sixteenths)
@@ -658,10 +667,13 @@ class MathLib:
         ty = x.type
         c = lambda v: const(ty, v)  # noqa: E731
         floor = lambda v: self._intr(b, "llvm.floor", ty, v)  # noqa: E731
-        ax, ay = self._intr(b, "llvm.fabs", ty, x), self._intr(b, "llvm.fabs", ty, y)
-        one = b.or_(b.fcmp_ordered("==", y, c(0.0)), b.fcmp_ordered("==", x, c(1.0)))
-        one = b.or_(one, b.and_(b.fcmp_ordered("==", ax, c(1.0)),
-                                b.fcmp_ordered("==", ay, c(math.inf))))
+        ax = self._intr(b, "llvm.fabs", ty, x)
+
+        def ones():
+            one = b.or_(b.fcmp_ordered("==", y, c(0.0)), b.fcmp_ordered("==", x, c(1.0)))
+            one = b.or_(one, b.and_(b.fcmp_ordered("==", ax, c(1.0)), b.fcmp_ordered(
+                "==", self._intr(b, "llvm.fabs", ty, y), c(math.inf))))
+            return b.select(one, c(1.0), r)
 
         def negative():         # (the lanes of x with its sign bit set)
             half = b.fmul(y, c(0.5))
@@ -673,7 +685,9 @@ class MathLib:
                             v)
         # (bases are rarely negative: that work runs only for a vector with such a lane)
         r = self._patch(b, self.sign_bit(b, x), r, negative)
-        return b.select(one, c(1.0), r)
+        # (where the result is 1, exp(y log|x|) is exactly 1 already, or NaN: y = 0 with x
+        # 0, inf or NaN, x = +-1 with y inf or NaN)
+        return self._patch(b, b.fcmp_unordered("uno", r, r), r, ones)
 
     def _log64_dd(self, b, x):
         """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it: x = 2^e (1 + f)
@@ -714,7 +728,7 @@ class MathLib:
         err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
         lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
         top = b.fadd(hi, lo)
-        return self._log_edges(b, x, top), b.fadd(b.fsub(hi, top), lo)
+        return self._log_edges(b, x, top, lazy=True), b.fadd(b.fsub(hi, top), lo)
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
