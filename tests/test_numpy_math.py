@@ -1833,3 +1833,42 @@ def test_float32_power_is_within_half_an_ulp_and_one_kernel_everywhere(monkeypat
         return jnp.power(a, b) * np.float32(1)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(loads(x, y).view(np.uint32), got.view(np.uint32))
+
+
+def test_float64_power_from_tables_is_within_an_ulp(monkeypatch):
+    """float64 power's logarithm reads 1 / c and ln c from tables of 16 as a double-double
+    (jitdl.codegen.mathlib._log64_tab): within 0.75 ulp of long double's powl where y
+    log x spans the whole range (bases next to 1 with exponents up to 700 / |log x|,
+    where the logarithm's relative error is multiplied most), subnormal bases and
+    negative bases to integer powers too; permute and loads give the same bits."""
+    rng = np.random.default_rng(8)
+    n = 1 << 15
+    x = np.concatenate([rng.integers(1, 0x7FF0000000000000, n, dtype=np.int64).view(np.float64),
+                        1 + (rng.random(n) - 0.5) * 2.0 ** -3,
+                        rng.integers(1, 1 << 52, n // 4).view(np.float64),
+                        -rng.random(n) * 10])
+    lx = np.abs(np.log(np.abs(x)))
+    y = rng.uniform(-700, 700, x.size) / np.maximum(lx, 1e-300)
+    y[-n:] = np.round(rng.uniform(-300, 300, n))
+    y[2 * n:2 * n + n // 4] = rng.uniform(-1.5, 1.5, n // 4)
+    with np.errstate(all="ignore"):
+        got = jnp.power(x, y)
+        exact = np.power(x.astype(np.longdouble), y.astype(np.longdouble))
+        want = exact.astype(np.float64)
+        assert (np.isnan(got) == np.isnan(want)).all()
+        assert (np.isinf(got) == np.isinf(want)).all() and ((got == 0) == (want == 0)).all()
+        ok = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float64).tiny)
+        err = np.abs(got[ok].astype(np.longdouble) - exact[ok]) / np.spacing(
+            np.abs(want[ok])).astype(np.longdouble)
+    assert err.max() <= 0.75, err.max()
+    from jitdl.codegen import mathlib
+
+    class NoAvx512:
+        vector_bytes = 32
+    monkeypatch.setattr(mathlib, "host", lambda: NoAvx512)
+
+    @jd.compute
+    def loads(a, b):
+        return jnp.power(a, b) * 1.0
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(loads(x, y).view(np.int64), got.view(np.int64))

@@ -47,10 +47,6 @@ _EXPM1_Q = tuple(1.0 / math.factorial(k) for k in range(13, 1, -1))
 # log((1 + s) / (1 - s)) = 2s + s R(s^2) on |s| <= 3 - 2 sqrt(2): R(z) = z (2/3 + 2z/5 + ...
 # + 2z^8/19), the first term left out below 2^-56 of 2s there
 _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
-# pow's log: 2s + (2/3) s^3 + s^5 P(s^2), P(z) = 2/5 + 2z/7 + ... + 2z^10/25 (the first
-# term left out below 2^-66 of 2s), and 2/3 as a double and the rest
-_LOG_R_LONG = tuple(2.0 / k for k in range(25, 3, -2))
-_TWO_THIRDS = (2 / 3, float(decimal.Decimal(2) / 3 - decimal.Decimal(2 / 3)))
 # float32 pow in float64 lanes (MathLib._pow32): |x| = 2^k z with z in [0.671875,
 # 1.34375), cut into 16 pieces by the top 4 bits of z's offset from 0.671875 (piece 10
 # centred on 1, where 1/c is 1 and log2 c 0, so that log2 z = r P(r) keeps its digits
@@ -73,6 +69,23 @@ _POW32_LOG2 = (-0.24071410072852772, 0.28884177476412304, -0.36067366298453307,
 _EXP2_16THS = tuple(2.0 ** (i / 16) for i in range(16))
 _POW32_EXP2 = (0.009618279533832767, 0.05550541078283726, 0.24022650694073813,
                0.6931471804009951)
+# float64 pow's log (MathLib._log64_tab), over _POW32_OFF's 16 pieces: ln c of each
+# piece's rounded 1 / c as hi + lo (mpmath), and (log(1 + q) - q + q^2 / 2 - q^3 / 3) /
+# q^4 on |q| <= 1/32 (chebyfit, degree 8: 2^-54.7)
+_LOG64_C_HI = (-0.3746934494414107, -0.3302416868705768, -0.28768207245178085,
+               -0.2468600779315258, -0.20763936477824455, -0.16989903679539742,
+               -0.13353139262452257, -0.09844007281325251, -0.06453852113757116,
+               -0.03174869831458027, 0.0, 0.060624621816434854, 0.11778303565638351,
+               0.17185025692665928, 0.2231435513142097, 0.2719337154836418)
+_LOG64_C_LO = (-2.3831264386765673e-17, -1.6927253978145054e-17, -2.6071606164425637e-17,
+               -6.678539813576451e-18, -1.2053243216686127e-17, 4.868008764439086e-19,
+               3.664457663660086e-18, 4.439009633675136e-18, 6.470486661692933e-18,
+               -3.0382263084680854e-18, 0.0, 2.6424025938726934e-18, -1.1971685747593662e-18,
+               -6.022453821011369e-18, -9.091270597324798e-18, 7.833196376974436e-19)
+_LOG64_G = (-0.08349051373626977, 0.09107836004418762, -0.09999988480812212,
+            0.11111098706031192, -0.12500000003125947, 0.1428571428908063,
+            -0.16666666666666438, 0.19999999999999754, -0.25)
+_THIRD = (1 / 3, 1.850371707708594e-17)         # 1/3 as hi + lo
 # expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2, q's Taylor coefficients 1/9! ... 1/2 (the
 # first term left out below 2^-35 of r)
 _EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
@@ -569,7 +582,7 @@ class MathLib:
         fabs = lambda v: self._intr(b, "llvm.fabs", v.type, v)  # noqa: E731
         if elem(ty) == F32:
             return self._pow_exact(b, x, y, self._pow_cases(b, x, y, self._pow32(b, x, y)))
-        lh, ll = self._log64_dd(b, fabs(x))
+        lh, ll = self._log64_tab(b, fabs(x))
         t = b.fmul(y, lh)
         t_lo = b.fadd(self._intr(b, "llvm.fma", ty, y, lh, b.fneg(t)), b.fmul(y, ll))
         t_lo = b.select(b.fcmp_ordered("<", fabs(t), const(ty, math.inf)), t_lo,
@@ -689,46 +702,57 @@ class MathLib:
         # 0, inf or NaN, x = +-1 with y inf or NaN)
         return self._patch(b, b.fcmp_unordered("uno", r, r), r, ones)
 
-    def _log64_dd(self, b, x):
-        """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it: x = 2^e (1 + f)
-        as _log64 takes it, s = f / (2 + f) and s^3 as double-doubles (by fused
-        multiply-adds), log(1 + f) = 2s + s^3 (2/3 + s^2 P(s^2)) with both terms and the
-        bracket double-doubles (s^5 P(s^2) rounded leaves 2^-62, 2 ulp of pow near y log|x|
-        = 709), then e ln2 added by an exact two-sum. -inf at 0, inf at inf."""
+    def _log64_tab(self, b, x):
+        """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it (relative: pow
+        multiplies it by y up to 745 / |log x|): x = 2^k z over _POW32_OFF's 16 pieces
+        (denormals scaled first), z / c = 1 + q + q_lo with 1 / c from a table (its
+        product's rounding error by a fused multiply-add, q exact), log(1 + q) = q - q^2 / 2
+        + q^3 / 3 + q^4 G(q) with the first three terms a double-double (the cubic term
+        rounded alone left 2^-64.6 of log x: 1.2 ulp of pow), q_lo / (1 + q) by four terms,
+        then k ln2 and ln c (both hi + lo) joined by exact two-sums (|k ln2| >= |ln c| >=
+        |log(1 + q)| wherever the smaller one is not 0). -inf at 0, inf at inf."""
         ty = x.type
+        i64 = like(I64, x)
         c = lambda v: const(ty, v)  # noqa: E731
+        ci = lambda v: const(i64, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
-
-        def exact(p, q, prod):          # the rounding error of prod = p * q
-            return fma(p, q, b.fneg(prod))
-        e, f = self._log64_split(b, x)
-        d = b.fadd(c(2.0), f)
-        d_lo = b.fadd(b.fsub(c(2.0), d), f)
-        inv = b.fdiv(c(1.0), d)         # (one division: s's rounding error joins s_lo)
-        s = b.fmul(f, inv)
-        s_lo = b.fmul(b.fsub(fma(b.fneg(s), d, f), b.fmul(s, d_lo)), inv)
-        z = b.fmul(s, s)
-        z_lo = b.fadd(exact(s, s, z), b.fmul(b.fmul(c(2.0), s), s_lo))
-        cube = b.fmul(s, z)
-        cube_lo = b.fadd(exact(s, z, cube), b.fadd(b.fmul(s, z_lo), b.fmul(s_lo, z)))
-        # w = 2/3 + z P(z) as w + w_lo (z P is below 0.013): the sum's rounding error and
-        # z_lo's share of z P (2/5 z_lo) kept, so that p = s^3 w is a double-double too
-        u = b.fmul(z, self._estrin(b, _LOG_R_LONG, z))
-        w = b.fadd(c(_TWO_THIRDS[0]), u)
-        w_lo = b.fadd(b.fadd(b.fsub(c(_TWO_THIRDS[0]), w), u),
-                      b.fadd(c(_TWO_THIRDS[1]), b.fmul(c(0.4), z_lo)))
-        p = b.fmul(w, cube)
-        p_lo = b.fadd(exact(w, cube, p), b.fadd(b.fmul(w, cube_lo), b.fmul(w_lo, cube)))
-        two = b.fmul(c(2.0), s)
-        h = b.fadd(two, p)
-        h_lo = b.fadd(b.fadd(b.fsub(two, h), p), b.fadd(b.fmul(c(2.0), s_lo), p_lo))
-        a = b.fmul(e, c(LN2_HI))                        # (exact)
-        hi = b.fadd(a, h)                               # a + h = hi + err exactly
-        v = b.fsub(hi, a)
-        err = b.fadd(b.fsub(a, b.fsub(hi, v)), b.fsub(h, v))
-        lo = b.fadd(err, b.fadd(h_lo, b.fmul(e, c(LN2_LO))))
-        top = b.fadd(hi, lo)
-        return self._log_edges(b, x, top, lazy=True), b.fadd(b.fsub(hi, top), lo)
+        tiny = b.fcmp_ordered("<", x, c(_MIN_NORMAL64))
+        bits = b.bitcast(b.select(tiny, b.fmul(x, c(2.0 ** 54)), x), i64)
+        top = b.sub(bits, ci(_POW32_OFF))
+        k = b.ashr(top, ci(52))
+        piece = b.and_(b.lshr(top, ci(48)), ci(15))
+        z = b.bitcast(b.sub(bits, b.shl(k, ci(52))), ty)
+        k = b.sitofp(b.sub(k, b.select(tiny, ci(54), ci(0))), ty)
+        inv = self._lookup16(b, _POW32_INVC, piece)
+        p = b.fmul(z, inv)
+        q_lo = fma(z, inv, b.fneg(p))                   # (exact)
+        q = b.fsub(p, c(1.0))                           # (exact: p is within 2^-4 of 1)
+        s = b.fmul(q, q)
+        s_lo = fma(q, q, b.fneg(s))
+        h = b.fsub(q, b.fmul(s, c(0.5)))
+        h_lo = b.fsub(b.fsub(q, h), b.fmul(s, c(0.5)))  # (exact: |q| >= q^2 / 2)
+        cube = b.fmul(s, q)                             # q^3 / 3 as a double-double too
+        cube_lo = self._madd(b, s_lo, q, fma(s, q, b.fneg(cube)))
+        third = b.fmul(cube, c(_THIRD[0]))
+        third_lo = self._madd(b, cube_lo, c(_THIRD[0]), self._madd(
+            b, cube, c(_THIRD[1]), fma(cube, c(_THIRD[0]), b.fneg(third))))
+        u = b.fadd(h, third)
+        u_lo = b.fadd(b.fsub(h, u), third)              # (exact: |h| >= |q^3 / 3|)
+        rest = b.fmul(b.fmul(s, s), self._estrin(b, _LOG64_G, q))
+        inv_1q = self._madd(b, self._madd(b, b.fsub(q, c(1.0)), q, c(1.0)), b.fneg(q), c(1.0))
+        lo = self._madd(b, s_lo, c(-0.5), self._madd(b, q_lo, inv_1q, rest))
+        lo = b.fadd(lo, b.fadd(u_lo, third_lo))
+        h = u
+        a = b.fmul(k, c(LN2_HI))                        # (exact)
+        c_hi = self._lookup16(b, _LOG64_C_HI, piece)
+        a_hi = b.fadd(a, c_hi)
+        a_lo = b.fsub(c_hi, b.fsub(a_hi, a))            # (exact: |a| >= |c_hi| or a = 0)
+        t = b.fadd(a_hi, h)
+        t_lo = b.fsub(h, b.fsub(t, a_hi))               # (exact, likewise)
+        lo = b.fadd(b.fadd(lo, h_lo), b.fadd(b.fadd(a_lo, t_lo), self._madd(
+            b, k, c(LN2_LO), self._lookup16(b, _LOG64_C_LO, piece))))
+        hi = b.fadd(t, lo)
+        return self._log_edges(b, x, hi, lazy=True), b.fsub(lo, b.fsub(hi, t))
 
     def _in_double(self, b, x, fn):
         """fn, a float64 routine, of x: a float32 x is widened and the result rounded once
