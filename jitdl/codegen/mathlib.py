@@ -4,6 +4,7 @@ division and modulo, division by zero). Each takes scalars or vectors alike."""
 from __future__ import annotations
 
 import decimal
+import hashlib
 import math
 import struct
 
@@ -631,20 +632,23 @@ class MathLib:
             lo, hi = lanes_const(F64, table[:8]), lanes_const(F64, table[8:])
             n = ty.count
             parts = []
-            for start in range(0, n, 8):      # (fewer than 8 lanes: repeated to fill 8)
-                lanes = [start + j if start + j < n else n - 1 for j in range(8)]
+            for start in range(0, n, 8):      # (a last part of fewer lanes: the last lane
+                lanes = [min(start + j, n - 1) for j in range(8)]        # repeated)
                 part = b.shuffle_vector(i, poison(ty), lanes_const(I32, lanes))
                 parts.append(b.call(fn, [lo, part, hi]))
             while len(parts) > 1:
+                if len(parts) % 2:
+                    parts.append(parts[-1])
                 w = parts[0].type.count
                 parts = [b.shuffle_vector(parts[j], parts[j + 1],
                                           lanes_const(I32, list(range(2 * w))))
                          for j in range(0, len(parts), 2)]
             v = parts[0]
-            if n < 8:
+            if v.type.count != n:
                 v = b.shuffle_vector(v, poison(v.type), lanes_const(I32, list(range(n))))
             return v
-        name = f"jd_table_{'_'.join(struct.pack('<d', v).hex() for v in table[:2])}"
+        digest = hashlib.sha256(struct.pack(f"<{len(table)}d", *table)).hexdigest()
+        name = f"jd_table_{digest[:16]}"
         arr = self.gen.module.globals.get(name)
         if arr is None:
             aty = ir.ArrayType(F64, len(table))
