@@ -21,6 +21,7 @@ from jitdl.numpy._ufuncs import (EQUAL_NAN, ISCLOSE_NAMES, MERGE_MIN,
 from jitdl.ops import reduction as red
 from jitdl.ops.core import is_symbolic
 from jitdl.runtime.cuda import is_device_array
+from jitdl.target.cpu import host
 from jitdl.te import naming
 
 # NumPy casts a reduction's result into out= unsafely (ptp and std: same_kind, as their
@@ -271,7 +272,8 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
         return apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("argmax", red.argmax, (a,), _static(axis, keepdims, narrow=_narrow(a)),
+    return apply("argmax", red.argmax, (a,), _static(axis, keepdims, narrow=_narrow(a),
+                                                      columns=_columns(a, axis)),
                  _index_out(out), _A)
 
 
@@ -282,7 +284,8 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
         return apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("argmin", red.argmin, (a,), _static(axis, keepdims, narrow=_narrow(a)),
+    return apply("argmin", red.argmin, (a,), _static(axis, keepdims, narrow=_narrow(a),
+                                                      columns=_columns(a, axis)),
                  _index_out(out), _A)
 
 
@@ -352,6 +355,9 @@ def _plain_arg(a, axis, out, keepdims):
         return a, _ARG_LARGE
     if type(axis) is not int:
         return None
+    if _columns(a, axis) is False:
+        return a, _axis_static(axis, _ARG_AXIS_ONE_PASS, _NARROW + _ONE_PASS) \
+            if a.size < _NARROW_SIZE else _axis_static(axis, _ARG_WIDE_ONE_PASS, _ONE_PASS)
     if a.size >= _NARROW_SIZE:
         return a, _axis_static(axis)
     return a, _axis_static(axis, _ARG_AXIS, _NARROW)
@@ -364,6 +370,20 @@ _ARG_LARGE = (("axis", None), ("blocked", True))
 _NARROW = (("narrow", True),)
 _ARG_NARROW = (("axis", None),) + _NARROW
 _ARG_AXIS = {}      # (argmax/argmin's _axis_static, narrow)
+_ONE_PASS = (("columns", False),)
+_ARG_AXIS_ONE_PASS, _ARG_WIDE_ONE_PASS = {}, {}     # (... and one pass: _columns)
+
+
+def _columns(a, axis):
+    """False where argmax/argmin along `axis` (an int, not the last) of array a has fewer
+    elements after the axis than a SIMD vector of its dtype holds: one pass, where the
+    two column reductions' vectors are mostly empty (red.argmax's `columns`); else None
+    (the kernel's own choice)."""
+    if type(a) is not np.ndarray or type(axis) is not int or not -a.ndim <= axis < a.ndim \
+            or axis % a.ndim == a.ndim - 1:
+        return None
+    inner = math.prod(a.shape[axis % a.ndim + 1:])
+    return False if inner < host().lanes(a.itemsize) else None
 
 
 def _narrow(a):

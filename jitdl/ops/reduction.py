@@ -17,6 +17,7 @@ from jitdl.ops.core import (any_size, as_tensor, elementwise, is_one, layout_fre
                             normalize_axes, may_agree, operand, reduced_size, reduction,
                             scalar_result, shape_of, shape_text, sizes_known_nonzero)
 from jitdl.ops import elementwise as ew
+from jitdl.target.cpu import host
 from jitdl.te import ops as te
 
 _NAMES = {ReduceOp.MAX: "maximum", ReduceOp.MIN: "minimum"}
@@ -159,7 +160,7 @@ def ptp(x, *, axis=None, keepdims=False):
                                  reduced_size(x, axis), _no_identity("maximum"))
 
 
-def _arg(op, x, axis, keepdims, blocked, narrow):
+def _arg(op, x, axis, keepdims, blocked, narrow, columns=None):
     x = as_tensor(x)
     if axis is not None and not isinstance(axis, int):     # (NumPy takes one axis here)
         raise ArgumentError(f"'{type(axis).__name__}' object cannot be interpreted as an "
@@ -172,14 +173,23 @@ def _arg(op, x, axis, keepdims, blocked, narrow):
     n = reduced_size(x, axis)
     if isinstance(n, int) and n == 0:
         raise ShapeError(f"attempt to get {op.value} of an empty sequence", user_loc())
-    # (along another axis too: two column reductions, which stream rows with the columns
-    # as SIMD lanes; the one-pass loop, a branch per element, took 2.2-2.4 ms on 1000 x
-    # 1000 float64 along axis 0, NumPy 1.6-1.8, the two passes 0.4)
+    # Along another axis too, two column reductions, which stream rows with the columns
+    # as SIMD lanes, where the elements after the axis fill a vector (the one-pass loop,
+    # a branch per element, took 2.2-2.4 ms on 1000 x 1000 float64 along axis 0, NumPy
+    # 1.6-1.8, the two passes 0.4); along an axis with fewer after it, the one-pass loop
+    # ((10^6, 2) along axis 0: 9 ms, the two passes 17). columns: the caller's choice,
+    # where those sizes are known only at run time (jd.numpy's kernels); None: two passes
+    # unless x's static sizes say otherwise.
+    if columns is None and axis is not None and x.ndim:
+        inner = 1
+        for d in x.shape[axis + 1:]:
+            inner = inner * d if isinstance(d, int) and isinstance(inner, int) else None
+        columns = inner is None or inner >= host().lanes(dtypes.itemsize(x.dtype))
     if blocked is None:     # (blocks where the size is large, or known only at run time)
         blocked = not (isinstance(n, int) and n < ARG_BLOCKED_MIN)
     if x.ndim == 1 and not keepdims and blocked:
         r = _blocked_first_position(op, x)
-    elif x.ndim:
+    elif x.ndim and (axis in (None, x.ndim - 1) or columns):
         narrow = narrow or isinstance(n, int) and n < _I32_LIMIT
         r = _first_position(op, x, axis, keepdims, "int32" if narrow else "int64")
     else:
@@ -301,17 +311,19 @@ def _first_position(op, x, axis, keepdims, index="int64"):
                      name=op.value)
 
 
-def argmax(x, *, axis=None, keepdims=False, blocked=None, narrow=False):
+def argmax(x, *, axis=None, keepdims=False, blocked=None, narrow=False, columns=None):
     """np.argmax: the first maximum's position (the first NaN's where there is one).
     blocked: whether a 1-d x is read once, in blocks (None: where its size is at least
     ARG_BLOCKED_MIN or symbolic). narrow: the caller knows that the reduced size, symbolic
-    here, is below 2**31 (positions are then int32 until the result)."""
-    return _arg(ReduceOp.ARGMAX, x, axis, keepdims, blocked, narrow)
+    here, is below 2**31 (positions are then int32 until the result). columns: along an
+    axis other than the last, two column reductions (True) or one pass (False); None:
+    from the sizes after the axis (_arg)."""
+    return _arg(ReduceOp.ARGMAX, x, axis, keepdims, blocked, narrow, columns)
 
 
-def argmin(x, *, axis=None, keepdims=False, blocked=None, narrow=False):
+def argmin(x, *, axis=None, keepdims=False, blocked=None, narrow=False, columns=None):
     """np.argmin: the first minimum's position (the first NaN's where there is one)."""
-    return _arg(ReduceOp.ARGMIN, x, axis, keepdims, blocked, narrow)
+    return _arg(ReduceOp.ARGMIN, x, axis, keepdims, blocked, narrow, columns)
 
 
 def all_(x, where=None, *, axis=None, keepdims=False):
