@@ -179,7 +179,9 @@ def _huge_ints(name, operands, names):
                 a = math.copysign(2.0 ** 64, a)     # beyond every int64, compared exactly
             elif loop[i].kind == "f" if loop is not None else floating:
                 a = float(a)            # (OverflowError past float64, as NumPy raises)
-                if loop is not None and loop[i] != np.float64:
+                # (not float16, which jitdl does not compute in: NumPy's loop for int8
+                # operands, which dtype= makes another)
+                if loop is not None and loop[i] not in (np.float64, np.float16):
                     # the loop's own float (np.arctan2(int16 array, 2**63) is float32; a
                     # Python float would make it float64); inf past float32, as NumPy
                     with np.errstate(over="ignore"):

@@ -1645,3 +1645,18 @@ def test_argmax_along_an_axis_with_a_narrow_tail_takes_one_pass():
             for kw in ({}, {"keepdims": True}):
                 np.testing.assert_array_equal(getattr(jnp, name)(x, axis=axis, **kw),
                                               getattr(np, name)(x, axis=axis, **kw))
+
+
+def test_huge_python_int_with_dtype_on_int8_float_functions():
+    # NumPy's loop for int8 / uint8 operands of a float function is float16, which jitdl
+    # does not compute in: with dtype= the huge int is that dtype's float (NumPy's result)
+    i8 = np.array([1, 2, -3, 0], np.int8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name in ("arctan2", "hypot", "logaddexp", "copysign"):
+            for a in (i8, i8.astype(np.uint8)):
+                for dt in (np.float64, np.float32):
+                    got = getattr(jnp, name)(a, 2 ** 70, dtype=dt)
+                    want = getattr(np, name)(a, 2 ** 70, dtype=dt)
+                    assert got.dtype == want.dtype
+                    np.testing.assert_array_equal(got, want)
