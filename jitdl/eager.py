@@ -150,13 +150,14 @@ def has_huge_int(operands):
     return any(type(a) is int and not -_I64 <= a < _I64 for a in operands)
 
 
-def _huge_ints(name, operands, names):
+def _huge_ints(name, operands, names, dtype=None):
     """Operands with each Python int beyond int64 made what NumPy 2 makes of it (NEP 50:
     a weak scalar takes the dtype of the loop): a float where the loop is a float one
     (np.add(float32 array, 2**70) is float32; OverflowError past float64's range, as
     NumPy), and for a comparison with integers a float beyond every int64 (NumPy's
     result: the int's sign decides). Where the loop is an integer one the int stays, and
-    the kernel raises NumPy's OverflowError."""
+    the kernel raises NumPy's OverflowError. dtype: the call's dtype=, which picks the loop
+    (np.hypot(int16 array, 2**200, dtype=np.float64) is float64's loop, not float32's)."""
     def kind(a):
         if type(a) is bool or type(a) is int or type(a) is float:
             return type(a)
@@ -165,7 +166,10 @@ def _huge_ints(name, operands, names):
     others = [kind(a) for a, n in zip(operands, names) if n not in ("condition", "where")]
     if isinstance(ufunc, np.ufunc) and ufunc.nin == len(operands) and None not in others:
         try:
-            loop = ufunc.resolve_dtypes(tuple(kind(a) for a in operands) + (None,) * ufunc.nout)
+            given = {} if dtype is None else {
+                "signature": (None,) * ufunc.nin + (dtype,) * ufunc.nout}
+            loop = ufunc.resolve_dtypes(tuple(kind(a) for a in operands) + (None,) * ufunc.nout,
+                                        **given)
         except Exception:       # (no loop: the kernel's own error follows)
             loop = None
     else:
@@ -370,7 +374,10 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
                                  if type(r) is _ndarray):
         table = None        # (a byte-swapped array was copied: its key is not the kernel's)
     if has_huge_int(operands):
-        operands = _huge_ints(name, operands, names)
+        dt = dict(static).get("dtype")     # (dtype=, normalized: "float64")
+        dt = None if dt is None else np.dtype(dt)
+        operands = _huge_ints(name, operands, names, dt if dt is not None and dt.kind == "f"
+                              else None)
         table = None        # (the wrapper's key says int: not this kernel's call)
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])

@@ -1660,3 +1660,19 @@ def test_huge_python_int_with_dtype_on_int8_float_functions():
                     want = getattr(np, name)(a, 2 ** 70, dtype=dt)
                     assert got.dtype == want.dtype
                     np.testing.assert_array_equal(got, want)
+
+
+def test_huge_python_int_takes_the_loop_dtype_picks():
+    # dtype= picks NumPy's loop, and so the float a Python int beyond int64 becomes:
+    # np.hypot(int16 array, 2**200, dtype=np.float64) is float64's 1.6e60, not the inf of
+    # float32 (the loop without dtype=), and 2**70 + 2**40 keeps its low bits
+    a = np.array([-3, 0, 5], np.int16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name in ("hypot", "arctan2", "copysign", "logaddexp"):
+            for h in (2 ** 200, 2 ** 70 + 2 ** 40, -2 ** 200):
+                for kw in ({"dtype": np.float64}, {"dtype": np.float32}, {}):
+                    want = getattr(np, name)(a, h, **kw)
+                    got = getattr(jnp, name)(a, h, **kw)
+                    assert got.dtype == want.dtype
+                    np.testing.assert_array_equal(got, want)
