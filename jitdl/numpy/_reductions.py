@@ -267,6 +267,9 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
+    ones = _ones_after(a, axis, out, keepdims)
+    if ones is not None:
+        return argmax(ones[0], -1).reshape(ones[1])
     plain = _plain_arg(a, axis, out, keepdims)
     if plain is not None:
         return apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
@@ -279,6 +282,9 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
+    ones = _ones_after(a, axis, out, keepdims)
+    if ones is not None:
+        return argmin(ones[0], -1).reshape(ones[1])
     plain = _plain_arg(a, axis, out, keepdims)
     if plain is not None:
         return apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
@@ -374,6 +380,20 @@ _ONE_PASS = (("columns", False),)
 _ARG_AXIS_ONE_PASS, _ARG_WIDE_ONE_PASS = {}, {}     # (... and one pass: _columns)
 
 
+def _ones_after(a, axis, out, keepdims):
+    """(a without them, NumPy's result shape) where only dimensions of size 1 follow axis
+    (an int, not the last) of array a: argmax / argmin along it is along the last axis
+    of that view (a (2 * 10^6, 1) array along axis 0: 8.4-9.7 ms one pass, 3.5 with two
+    column reductions of one column, NumPy 0.9; the 1-d read in blocks); else None."""
+    if type(a) is not np.ndarray or type(axis) is not int or out is not None or keepdims \
+            or not -a.ndim <= axis < a.ndim:
+        return None
+    k = axis % a.ndim
+    if k == a.ndim - 1 or builtins.any(d != 1 for d in a.shape[k + 1:]):
+        return None
+    return a.reshape(a.shape[:k + 1]), a.shape[:k] + a.shape[k + 1:]
+
+
 def _columns(a, axis):
     """False where argmax/argmin along `axis` (an int, not the last) of array a has fewer
     elements after the axis than a SIMD vector of its dtype holds: one pass, where the
@@ -383,7 +403,7 @@ def _columns(a, axis):
             or axis % a.ndim == a.ndim - 1:
         return None
     inner = math.prod(a.shape[axis % a.ndim + 1:])
-    return False if inner < host().lanes(a.itemsize) else None
+    return False if 1 < inner < host().lanes(a.itemsize) else None   # (1: _ones_after)
 
 
 def _narrow(a):
