@@ -180,7 +180,7 @@ def _huge_ints(name, operands, names, dtype=None):
     for i, a in enumerate(operands):
         if type(a) is int and not -_I64 <= a < _I64:
             if name in _COMPARISONS and integral and not floating:
-                a = math.copysign(2.0 ** 64, a)     # beyond every int64, compared exactly
+                a = 2.0 ** 64 if a > 0 else -2.0 ** 64   # (beyond every int64: exact)
             elif loop[i].kind == "f" if loop is not None else floating:
                 a = float(a)            # (OverflowError past float64, as NumPy raises)
                 # (not float16, which jitdl does not compute in: NumPy's loop for int8

@@ -1696,3 +1696,13 @@ def test_argmax_with_only_size_one_dimensions_after_the_axis():
                     np.testing.assert_array_equal(got, want)
     assert _reductions._ones_after(np.ones((9, 1)), 0, None, False)[1] == (1,)
     assert _reductions._ones_after(np.ones((9, 2)), 0, None, False) is None
+
+
+def test_comparisons_with_ints_beyond_float64():
+    # (a reviewer's finding: an int past float64's range raised OverflowError where NumPy
+    # compares exactly)
+    a = np.array([1, 2, 0], np.int16)
+    for name in ("less", "greater_equal", "equal", "not_equal"):
+        for v in (2 ** 1030, -2 ** 1030):
+            np.testing.assert_array_equal(getattr(jnp, name)(a, v), getattr(np, name)(a, v))
+            np.testing.assert_array_equal(getattr(jnp, name)(v, a), getattr(np, name)(v, a))
