@@ -87,9 +87,9 @@ _LOG64_G = (-0.08349051373626977, 0.09107836004418762, -0.09999988480812212,
             0.11111098706031192, -0.12500000003125947, 0.1428571428908063,
             -0.16666666666666438, 0.19999999999999754, -0.25)
 _THIRD = (1 / 3, 1.850371707708594e-17)         # 1/3 as hi + lo
-# expm1(r) = r + r^2 q(r) on |r| <= ln2 / 2, q's Taylor coefficients 1/9! ... 1/2 (the
-# first term left out below 2^-35 of r)
-_EXPM1_Q32 = tuple(1.0 / math.factorial(k) for k in range(9, 1, -1))
+# float32 expm1 (in float64 lanes): expm1(r) = r + r^2 q(r) on |r| <= ln2 / 32, q's
+# Taylor coefficients 1/5! ... 1/2 (the first term left out below 2^-37 of r)
+_EXPM1_Q16 = tuple(1.0 / math.factorial(k) for k in range(5, 1, -1))
 # sinh and cosh on |r| <= ln2 / 2 (z = r^2): cosh r = 1 + z C(z), sinh r = r + r z S(z),
 # Taylor's coefficients (C: 1/14! ... 1/2!, S: 1/13! ... 1/3!; the first terms left out
 # below 2^-61 of the value), and for float32 results C to 1/8!, S to 1/9! (2^-37)
@@ -447,36 +447,27 @@ class MathLib:
         y = self._log2_32(b, u, _LN2_F32_SPLIT, extra=err)
         return b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
 
-    def _exp_parts_of_float32(self, b, x, lo, hi):
-        """2^n and expm1(r) of float64 lanes x clamped to [lo, hi], x = n ln2 + r, |r| <=
-        ln2 / 2, expm1(r) by _EXPM1_Q32 within 2^-35 of it and 2^n a normal double (for
-        float32 results: exp(x) = 2^n + 2^n expm1(r))."""
-        ty = x.type
-        c = lambda v: const(ty, v)  # noqa: E731
-        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(lo)), c(hi))
-        shifted = b.fadd(b.fmul(xc, c(1 / math.log(2.0))), c(_ROUND64))
-        n = b.fsub(shifted, c(_ROUND64))
-        r = self._madd(b, n, c(-LN2_LO), self._madd(b, n, c(-LN2_HI), xc))   # (first exact)
-        em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q32, r), r)
-        i64 = like(I64, x)
-        return self._pow2(b, b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64))), ty), em
-
-    def _exp_of_float32(self, b, x):
-        """exp of float64 lanes x for a float32 result, within 2^-34 of it: x clamped to
-        [-160, 130] (0 and inf in float32), 2^n (1 + expm1(r)) (_exp_parts_of_float32);
-        NaN kept."""
-        p2, em = self._exp_parts_of_float32(b, x, -160.0, 130.0)
-        return b.select(b.fcmp_unordered("uno", x, x), x, self._madd(b, p2, em, p2))
-
     def _expm1_of_float32(self, b, x):
-        """expm1 of float64 lanes x widened from float32, within 2^-34 of the true value
-        (float32's rounding within an ulp): 2^n expm1(r) + (2^n - 1) by one fused
-        multiply-add (_exp_parts_of_float32), x clamped to [-30, 89] (the results there
-        round to -1 and overflow float32); +-0 and NaN kept."""
+        """expm1 of float64 lanes x widened from float32, within 2^-36 of the true value
+        (float32's rounding then within half an ulp and a little): x = n ln2 / 16 + r
+        (|r| <= ln2 / 32, one fused multiply-add: its error stays below 2^-46), expm1(r) =
+        r + r^2 Q(r) with Q Taylor's to r^3 / 120, and with s = 2^(n // 16) 2^(n % 16 / 16)
+        (_lookup16), s expm1(r) + (s - 1) by one fused multiply-add; x clamped to [-30,
+        89] (the results there round to -1 and overflow float32); +-0 and NaN kept."""
         ty = x.type
+        i64 = like(I64, x)
         c = lambda v: const(ty, v)  # noqa: E731
-        p2, em = self._exp_parts_of_float32(b, x, -30.0, 89.0)
-        y = self._madd(b, p2, em, b.fsub(p2, c(1.0)))
+        xc = self._intr(b, "llvm.minnum", ty, self._intr(b, "llvm.maxnum", ty, x, c(-30.0)),
+                        c(89.0))
+        shifted = b.fadd(b.fmul(xc, c(16 / math.log(2.0))), c(_ROUND64))
+        n = b.sub(b.bitcast(shifted, i64), const(i64, _bits(_ROUND64)))
+        r = self._intr(b, "llvm.fma", ty, b.fsub(shifted, c(_ROUND64)), c(-math.log(2.0) / 16),
+                       xc)
+        em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q16, r), r)
+        frac = self._lookup16(b, _EXP2_16THS, b.and_(n, const(i64, 15)))
+        s = b.bitcast(b.add(b.bitcast(frac, i64), b.shl(b.ashr(n, const(i64, 4)),
+                                                        const(i64, 52))), ty)
+        y = self._madd(b, s, em, b.fsub(s, c(1.0)))
         y = b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
