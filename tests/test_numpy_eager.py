@@ -1694,8 +1694,8 @@ def test_argmax_with_only_size_one_dimensions_after_the_axis():
                         getattr(np, name)(a, axis=axis, **kw)
                     assert np.shape(got) == np.shape(want)
                     np.testing.assert_array_equal(got, want)
-    assert _reductions._ones_after(np.ones((9, 1)), 0, None, False)[1] == (1,)
-    assert _reductions._ones_after(np.ones((9, 2)), 0, None, False) is None
+    assert _reductions._plain_arg(np.ones((9, 1)), 0, None, False)[2] == (1,)
+    assert _reductions._plain_arg(np.ones((9, 2)), 0, None, False)[2] is None
 
 
 def test_comparisons_with_ints_beyond_float64():

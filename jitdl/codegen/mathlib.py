@@ -53,8 +53,8 @@ _LOG_R = tuple(2.0 / k for k in range(19, 1, -2))
 # centred on 1, where 1/c is 1 and log2 c 0, so that log2 z = r P(r) keeps its digits
 # near 1); r = z / c - 1 by one fused multiply-add with 1/c rounded, log2 c of that
 # rounded 1/c (|r| <= 1/32)
-_POW32_OFF = 0x3FE5800000000000
-_POW32_INVC = (1.4545454545454546, 1.391304347826087, 1.3333333333333333, 1.28,
+_PIECES_OFF = 0x3FE5800000000000
+_PIECES_INVC = (1.4545454545454546, 1.391304347826087, 1.3333333333333333, 1.28,
                1.2307692307692308, 1.1851851851851851, 1.1428571428571428, 1.103448275862069,
                1.0666666666666667, 1.032258064516129, 1.0, 0.9411764705882353,
                0.8888888888888888, 0.8421052631578947, 0.8, 0.7619047619047619)
@@ -70,7 +70,7 @@ _POW32_LOG2 = (-0.24071410072852772, 0.28884177476412304, -0.36067366298453307,
 _EXP2_16THS = tuple(2.0 ** (i / 16) for i in range(16))
 _POW32_EXP2 = (0.009618279533832767, 0.05550541078283726, 0.24022650694073813,
                0.6931471804009951)
-# float64 pow's log (MathLib._log64_tab), over _POW32_OFF's 16 pieces: ln c of each
+# float64 pow's log (MathLib._log64_tab), over _PIECES_OFF's 16 pieces: ln c of each
 # piece's rounded 1 / c as hi + lo (mpmath), and (log(1 + q) - q + q^2 / 2 - q^3 / 3) /
 # q^4 on |q| <= 1/32 (chebyfit, degree 8: 2^-54.7)
 _LOG64_C_HI = (-0.3746934494414107, -0.3302416868705768, -0.28768207245178085,
@@ -464,9 +464,7 @@ class MathLib:
         r = self._intr(b, "llvm.fma", ty, b.fsub(shifted, c(_ROUND64)), c(-math.log(2.0) / 16),
                        xc)
         em = self._madd(b, b.fmul(r, r), self._estrin(b, _EXPM1_Q16, r), r)
-        frac = self._lookup16(b, _EXP2_16THS, b.and_(n, const(i64, 15)))
-        s = b.bitcast(b.add(b.bitcast(frac, i64), b.shl(b.ashr(n, const(i64, 4)),
-                                                        const(i64, 52))), ty)
+        s = self._exp2_sixteenths(b, n)
         y = self._madd(b, s, em, b.fsub(s, c(1.0)))
         y = b.select(b.fcmp_ordered("==", x, c(0.0)), x, y)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
@@ -584,7 +582,7 @@ class MathLib:
     def _pow32(self, b, x, y):
         """|x| ** y of float32 lanes, computed in float64 lanes as 2^(y log2|x|) from two
         tables of 16 (_lookup16), within 2^-30 of the true value (float32's rounding then
-        within 0.52 ulp): log2|x| = k + log2 c + r P(r) (_POW32_OFF), t = y log2|x| = n / 16
+        within 0.52 ulp): log2|x| = k + log2 c + r P(r) (_PIECES_OFF), t = y log2|x| = n / 16
         + r2 (|r2| <= 1/32, t clamped to [-200, 200], beyond float32's range either way),
         2^t = 2^(n // 16) 2^(n % 16 / 16) (1 + r2 Q(r2)). Subnormal float32s are normal
         doubles; 0, inf and NaN by _log_edges, NaN kept."""
@@ -593,11 +591,8 @@ class MathLib:
         c = lambda v: const(d, v)  # noqa: E731
         ci = lambda v: const(i64, v)  # noqa: E731
         ax = self._intr(b, "llvm.fabs", d, b.fpext(x, d))
-        top = b.sub(b.bitcast(ax, i64), ci(_POW32_OFF))
-        k = b.ashr(top, ci(52))
-        piece = b.and_(b.lshr(top, ci(48)), ci(15))
-        z = b.bitcast(b.sub(b.bitcast(ax, i64), b.shl(k, ci(52))), d)
-        r = self._intr(b, "llvm.fma", d, z, self._lookup16(b, _POW32_INVC, piece), c(-1.0))
+        k, piece, z = self._pieces(b, b.bitcast(ax, i64))
+        r = self._intr(b, "llvm.fma", d, z, self._lookup16(b, _PIECES_INVC, piece), c(-1.0))
         head = b.fadd(b.sitofp(k, d), self._lookup16(b, _POW32_LOGC, piece))
         log2 = self._madd(b, r, self._estrin(b, _POW32_LOG2, r), head)
         t = b.fmul(b.fpext(y, d), self._log_edges(b, ax, log2, lazy=True))
@@ -607,10 +602,27 @@ class MathLib:
         shifted = b.fadd(tc, c(shift))
         r2 = b.fsub(tc, b.fsub(shifted, c(shift)))                          # (exact)
         n = b.sub(b.bitcast(shifted, i64), ci(_bits(shift)))
-        frac = self._lookup16(b, _EXP2_16THS, b.and_(n, ci(15)))
-        scale = b.bitcast(b.add(b.bitcast(frac, i64), b.shl(b.ashr(n, ci(4)), ci(52))), d)
+        scale = self._exp2_sixteenths(b, n)
         p = self._madd(b, scale, b.fmul(r2, self._estrin(b, _POW32_EXP2, r2)), scale)
         return b.fptrunc(b.select(b.fcmp_unordered("uno", t, t), t, p), ty)
+
+    def _pieces(self, b, bits):
+        """(k, piece, z) of float64 lanes x > 0 given as their bits (i64 lanes), x = 2^k z
+        with z in [0.671875, 1.34375) and `piece` (0-15) z's sixteenth of that octave
+        (_PIECES_OFF); garbage for 0, inf and NaN, which callers replace."""
+        i64 = bits.type
+        top = b.sub(bits, const(i64, _PIECES_OFF))
+        k = b.ashr(top, const(i64, 52))
+        piece = b.and_(b.lshr(top, const(i64, 48)), const(i64, 15))
+        return k, piece, b.bitcast(b.sub(bits, b.shl(k, const(i64, 52))), like(F64, bits))
+
+    def _exp2_sixteenths(self, b, n):
+        """2^(n / 16) of integer lanes n (i64; the result a normal double), as 2^(n // 16)
+        times _EXP2_16THS[n % 16]."""
+        i64 = n.type
+        frac = self._lookup16(b, _EXP2_16THS, b.and_(n, const(i64, 15)))
+        return b.bitcast(b.add(b.bitcast(frac, i64), b.shl(b.ashr(n, const(i64, 4)),
+                                                           const(i64, 52))), like(F64, n))
 
     def _lookup16(self, b, table, i):
         """table[i] (a tuple of 16 doubles) at i64 lanes i in [0, 16): on an AVX-512 host
@@ -699,7 +711,7 @@ class MathLib:
 
     def _log64_tab(self, b, x):
         """log x of a float64 x >= 0 as hi + lo, within about 2^-64 of it (relative: pow
-        multiplies it by y up to 745 / |log x|): x = 2^k z over _POW32_OFF's 16 pieces
+        multiplies it by y up to 745 / |log x|): x = 2^k z over _PIECES_OFF's 16 pieces
         (denormals scaled first), z / c = 1 + q + q_lo with 1 / c from a table (its
         product's rounding error by a fused multiply-add, q exact), log(1 + q) = q - q^2 / 2
         + q^3 / 3 + q^4 G(q) with the first three terms a double-double (the cubic term
@@ -712,13 +724,9 @@ class MathLib:
         ci = lambda v: const(i64, v)  # noqa: E731
         fma = lambda *a: self._intr(b, "llvm.fma", ty, *a)  # noqa: E731
         tiny = b.fcmp_ordered("<", x, c(_MIN_NORMAL64))
-        bits = b.bitcast(b.select(tiny, b.fmul(x, c(2.0 ** 54)), x), i64)
-        top = b.sub(bits, ci(_POW32_OFF))
-        k = b.ashr(top, ci(52))
-        piece = b.and_(b.lshr(top, ci(48)), ci(15))
-        z = b.bitcast(b.sub(bits, b.shl(k, ci(52))), ty)
+        k, piece, z = self._pieces(b, b.bitcast(b.select(tiny, b.fmul(x, c(2.0 ** 54)), x), i64))
         k = b.sitofp(b.sub(k, b.select(tiny, ci(54), ci(0))), ty)
-        inv = self._lookup16(b, _POW32_INVC, piece)
+        inv = self._lookup16(b, _PIECES_INVC, piece)
         p = b.fmul(z, inv)
         q_lo = fma(z, inv, b.fneg(p))                   # (exact)
         q = b.fsub(p, c(1.0))                           # (exact: p is within 2^-4 of 1)

@@ -267,12 +267,10 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
-    ones = _ones_after(a, axis, out, keepdims)
-    if ones is not None:
-        return argmax(ones[0], -1).reshape(ones[1])
     plain = _plain_arg(a, axis, out, keepdims)
     if plain is not None:
-        return apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
+        r = apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
+        return r if plain[2] is None else r.reshape(plain[2])
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmax", red.argmax, (a,), _static(axis, keepdims, narrow=_narrow(a),
@@ -282,12 +280,10 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
-    ones = _ones_after(a, axis, out, keepdims)
-    if ones is not None:
-        return argmin(ones[0], -1).reshape(ones[1])
     plain = _plain_arg(a, axis, out, keepdims)
     if plain is not None:
-        return apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
+        r = apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
+        return r if plain[2] is None else r.reshape(plain[2])
     if axis is not None:
         axis = _axis_of(a, axis)
     return apply("argmin", red.argmin, (a,), _static(axis, keepdims, narrow=_narrow(a),
@@ -345,28 +341,41 @@ def _axis_static(axis, made=_AXIS_STATICS, extra=()):
 
 
 def _plain_arg(a, axis, out, keepdims):
-    """(operand, static arguments) of argmax/argmin's common call (an array of rank 1 or
-    more, an int axis or None, nothing else), the static ones made once per axis; None
-    for any other call. Over every axis, a large array is read in blocks, as 1-d (a
-    C-contiguous one as its 1-d view: the same row-major positions)."""
+    """(operand, static arguments, result shape or None) of argmax/argmin's common call (an
+    array of rank 1 or more, an int axis or None, nothing else), the static ones made once
+    per axis; None for any other call. Over every axis, a large array is read in blocks,
+    as 1-d (a C-contiguous one as its 1-d view: the same row-major positions). Along a
+    leading axis followed only by dimensions of size 1, the operand is the view without
+    them, reduced along its last axis, and the result is reshaped to NumPy's (a (2 *
+    10^6, 1) array along axis 0: 8.4-9.7 ms one pass, 3.5 with two column reductions of
+    one column, 0.95 so, NumPy 0.92); followed by fewer elements than a vector holds,
+    one pass (_columns)."""
     if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
         return None
     if axis is None:
         if a.size < red.ARG_BLOCKED_MIN:
-            return a, _ARG_SMALL if a.ndim == 1 else _ARG_NARROW
+            return a, _ARG_SMALL if a.ndim == 1 else _ARG_NARROW, None
         if a.ndim > 1:
             if not a.flags.c_contiguous:
-                return a, _ARG_NARROW if a.size < _NARROW_SIZE else _NONE
+                return a, _ARG_NARROW if a.size < _NARROW_SIZE else _NONE, None
             a = a.reshape(-1)
-        return a, _ARG_LARGE
+        return a, _ARG_LARGE, None
     if type(axis) is not int:
         return None
-    if _columns(a, axis) is False:
-        return a, _axis_static(axis, _ARG_AXIS_ONE_PASS, _NARROW + _ONE_PASS) \
-            if a.size < _NARROW_SIZE else _axis_static(axis, _ARG_WIDE_ONE_PASS, _ONE_PASS)
+    shape = a.shape
+    if axis != -1 and -len(shape) <= axis < len(shape) - 1:        # (a leading axis)
+        inner = shape[-1] if len(shape) == 2 else math.prod(shape[axis % len(shape) + 1:])
+        if inner == 1:
+            k = axis % len(shape)
+            view = a.reshape(shape[:k + 1])
+            return view, _plain_arg(view, -1, None, False)[1], shape[:k] + shape[k + 1:]
+        if inner * a.itemsize < host().vector_bytes:        # (_columns)
+            return a, _axis_static(axis, _ARG_AXIS_ONE_PASS, _NARROW + _ONE_PASS) \
+                if a.size < _NARROW_SIZE else \
+                _axis_static(axis, _ARG_WIDE_ONE_PASS, _ONE_PASS), None
     if a.size >= _NARROW_SIZE:
-        return a, _axis_static(axis)
-    return a, _axis_static(axis, _ARG_AXIS, _NARROW)
+        return a, _axis_static(axis), None
+    return a, _axis_static(axis, _ARG_AXIS, _NARROW), None
 
 
 # (an array of fewer elements has positions that fit int32: red.argmax's `narrow`)
@@ -380,20 +389,6 @@ _ONE_PASS = (("columns", False),)
 _ARG_AXIS_ONE_PASS, _ARG_WIDE_ONE_PASS = {}, {}     # (... and one pass: _columns)
 
 
-def _ones_after(a, axis, out, keepdims):
-    """(a without them, NumPy's result shape) where only dimensions of size 1 follow axis
-    (an int, not the last) of array a: argmax / argmin along it is along the last axis
-    of that view (a (2 * 10^6, 1) array along axis 0: 8.4-9.7 ms one pass, 3.5 with two
-    column reductions of one column, NumPy 0.9; the 1-d read in blocks); else None."""
-    if type(a) is not np.ndarray or type(axis) is not int or out is not None or keepdims \
-            or not -a.ndim <= axis < a.ndim:
-        return None
-    k = axis % a.ndim
-    if k == a.ndim - 1 or builtins.any(d != 1 for d in a.shape[k + 1:]):
-        return None
-    return a.reshape(a.shape[:k + 1]), a.shape[:k] + a.shape[k + 1:]
-
-
 def _columns(a, axis):
     """False where argmax/argmin along `axis` (an int, not the last) of array a has fewer
     elements after the axis than a SIMD vector of its dtype holds: one pass, where the
@@ -403,7 +398,7 @@ def _columns(a, axis):
             or axis % a.ndim == a.ndim - 1:
         return None
     inner = math.prod(a.shape[axis % a.ndim + 1:])
-    return False if 1 < inner < host().lanes(a.itemsize) else None   # (1: _ones_after)
+    return False if 1 < inner and inner * a.itemsize < host().vector_bytes else None
 
 
 def _narrow(a):
@@ -784,7 +779,7 @@ def _arg_slot(name):
             for st in (_ARG_SMALL, _ARG_NARROW, _ARG_LARGE, _NONE)}
 
     def slot(a):
-        operand, static = _plain_arg(a, None, None, False)
+        operand, static, _ = _plain_arg(a, None, None, False)
         return keys[id(static)], operand
     return slot
 

@@ -421,14 +421,6 @@ def _binary(name, doc, general=None):
                 raise
             return array_module_function(name, np_fn, (x1, x2, out), {})(
                 x1, x2, out=out, **_given(dtype, casting, where, order))
-        except ScalarOverflowError:
-            # a Python int beyond int64 that dtype= makes a float (np.add(int array, 2**70,
-            # dtype=np.float64)): NumPy's answer, where the kernel's loop took it for an int
-            if dtype is None or is_symbolic(x1) or is_symbolic(x2) or \
-                    not has_huge_int((x1, x2)):
-                raise
-            return array_module_function(name, np_fn, (x1, x2, out), {})(
-                x1, x2, out=out, **_given(dtype, casting, where, order))
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
