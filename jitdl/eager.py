@@ -92,7 +92,7 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
                 return _direct_first(key, run, operands)
         k = _kernels.get(key)
         if k is not None and (out is None or _exact_out(k, out, operands)):
-            if table is not None and type(k) is not _ScalarOut:
+            if table is not None:
                 _remember(table, tkey, k, operands, slot, _directs.get(key))
             if out is None:
                 return _direct_first(key, k.run, operands)
@@ -109,23 +109,49 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
 
 # operands below this many bytes that are strided views are copied for a kernel's direct
 # entry (which serves C-contiguous arrays), as its general path would copy them
-_SMALL_COPY = 1 << 16
+SMALL_COPY = 1 << 16
 
 
 def _copied_for(d, builder, operands):
     """Direct entry d's result for the operands with each small strided array (a[:, :25])
-    C-contiguous, after d refused them as they are; _MISS where none is, or where the op
-    runs such views in their memory's order (a layout-free op: NumPy's result layout).
-    The general path would copy them too, behind 3-5 us of checks: matmul of a (25, 25)
-    view and a (25, 40) array 6.6 -> 1.6 us (NumPy 2.0-4.5) on the 2-core Xeon."""
-    if getattr(builder, "layout", None) is not None:
-        return _MISS
+    C-contiguous, after d refused them as they are; _MISS where none is, or where a
+    layout-free op (whose result takes its operands' memory order, as NumPy's does) has
+    one whose strides do not run in C order (see small_copies). The general path would
+    copy them too, behind 3-5 us of checks: matmul of a (25, 25) view and a (25, 40)
+    array 6.6 -> 1.6 us (NumPy 2.0-4.5) on the 2-core Xeon."""
+    copies = small_copies(operands, getattr(builder, "layout", None) is None)
+    return _MISS if copies is None else d(*copies)
+
+
+def small_copies(operands, any_order=False):
+    """The operands with each strided array C-contiguous, where each is small (below
+    SMALL_COPY bytes) and, unless `any_order`, has strides in C order (a[::2], m[:, :20],
+    m[::-1]: NumPy's result for them is C-ordered too; not a.T, whose memory order a
+    layout-free op keeps); None where none is strided or one is not such. A kernel's direct
+    entry serves C-contiguous arrays only, and its general path copies them anyway,
+    behind a few microseconds of checks (exp of a[::2], 500 float64: 8.0 -> 2.0 us, NumPy
+    2.5)."""
     copies = None
     for i, a in enumerate(operands):
-        if type(a) is _ndarray and not a.flags.c_contiguous and a.nbytes < _SMALL_COPY:
+        if type(a) is _ndarray and not a.flags.c_contiguous:
+            if a.nbytes >= SMALL_COPY or not (any_order or a.ndim == 1 or c_ordered(a)):
+                return None
             copies = copies or list(operands)
             copies[i] = np.ascontiguousarray(a)
-    return _MISS if copies is None else d(*copies)
+    return copies
+
+
+def c_ordered(a):
+    """Whether the strides of a's dimensions longer than 1 shrink (in size) from the first
+    to the last, as in C order (a zero stride before another: a broadcast row, not)."""
+    last = None
+    for n, s in zip(a.shape, a.strides):
+        if n > 1:
+            s = -s if s < 0 else s
+            if last is not None and s > last:
+                return False
+            last = s
+    return True
 
 
 def _direct_first(key, run, operands):
@@ -241,6 +267,12 @@ def _remember(table, key, k, operands, slot=None, direct=None):
     if len(table) >= _KEPT:
         table.clear()
     run = _call(k, operands)
+    if type(k) is _ScalarOut and direct is not None:
+        # (a 0-d result, a NumPy scalar: the direct entry makes one, the general run is
+        # for the calls it refuses; add of a 0-d array and a float 6.3 -> 1.0 us)
+        def run(args, general=run):
+            r = direct(*args)
+            return general(args) if r is _MISS else r
     if slot is not None:
         slot[0] = direct
 
@@ -415,7 +447,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             direct_builtin(k.kernel, operands, scalar=True)
     if out is None and table is None:
         _direct[key[:2] + (len(operands),)] = _directs.get(key)
-    if table is not None and type(k) is not _ScalarOut:
+    if table is not None:
         _remember(table, tkey, k, operands, slot, _directs.get(key))
     if out is None:
         return _direct_first(key, k.run, operands)
@@ -483,8 +515,10 @@ def reorder(name, builder, static, names, plans, operands):
 
 def _reorder_plan(builder, static, operands):
     """(perm, static, back, None) for reorder: the operands' views transpose(perm) are
-    C-contiguous, the op runs on them with `static` (its axes renumbered), and its result
-    transposed by `back` (None: as it is) is the call's; None where no such plan exists."""
+    C-contiguous, or strided with their strides in C order (a sliced a.T: the kernel
+    copies them), the op runs on them with `static` (its axes renumbered), and its result
+    transposed by `back` (None: as it is) is the call's; None where no such plan exists
+    (a broadcast view too: NumPy's result for it is C-ordered)."""
     first = next((a for a in operands if type(a) is _ndarray and not a.flags.c_contiguous),
                  None)
     if first is None or first.ndim < 2:
@@ -496,7 +530,7 @@ def _reorder_plan(builder, static, operands):
     arrays = 0
     for a in operands:
         if type(a) is _ndarray:
-            if a.shape != shape or not a.transpose(perm).flags.c_contiguous:
+            if a.shape != shape or 0 in a.strides or not c_ordered(a.transpose(perm)):
                 return None
             arrays += 1
     back = _inverse(perm)
@@ -675,23 +709,39 @@ def numpy_fallback(fn, np_fn):
 
 
 def _one_array_call(fn, call, slot):
-    """fn (wrapped as `call`), whose commonest call fn(a) of an array of rank 1 or more is
-    apply(name, builder, (operand,), static) with the operand and static arguments
-    slot(a) picks: slot(a) is (apply's slot key (name, static key, 1), operand). The
-    slot's direct entry serves that call, as apply would serve it first, without fn's
-    layers of argument handling (1.6 -> 0.5 us of np.max's 2.4 at 100 elements on a
-    2-core Xeon); anything it does not serve goes through `call`."""
+    """fn (wrapped as `call`), whose commonest calls fn(a) and fn(a, axis) (or axis=) of an
+    array of rank 1 or more are apply(name, builder, (operand,), static) with the operand
+    and static arguments that slot(a, axis) picks: slot(a, axis) is (apply's slot key
+    (name, static key, 1), operand, the result's shape where the kernel's must be
+    reshaped, else None), or None for a call it does not pick. The slot's direct entry
+    serves that call, as apply would serve it first, without fn's layers of argument
+    handling (1.6 -> 0.5 us of np.max's 2.4 at 100 elements on a 2-core Xeon; argmax of
+    25 x 40 float64 along axis 1 3.1 -> 1.9 us, NumPy's 1.7); anything it does not serve
+    goes through `call`."""
     @functools.wraps(fn)
     def one_array_call(*args, **kwargs):
-        if not kwargs and len(args) == 1:
-            a = args[0]
-            if type(a) is _ndarray and a.ndim:
-                key, operand = slot(a)
+        n = len(args)
+        if n == 1:
+            if not kwargs:
+                axis = None
+            elif len(kwargs) == 1 and "axis" in kwargs:
+                axis = kwargs["axis"]
+            else:
+                return call(*args, **kwargs)
+        elif n == 2 and not kwargs:
+            axis = args[1]
+        else:
+            return call(*args, **kwargs)
+        a = args[0]
+        if type(a) is _ndarray and a.ndim:
+            picked = slot(a, axis)
+            if picked is not None:
+                key, operand, shape = picked
                 d = _direct.get(key)
                 if d is not None:
                     r = d(operand)
                     if r is not _MISS:
-                        return r
+                        return r if shape is None else r.reshape(shape)
         return call(*args, **kwargs)
     one_array_call.numpy_fallback = call.numpy_fallback
     return one_array_call

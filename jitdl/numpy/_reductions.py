@@ -352,6 +352,8 @@ def _plain_arg(a, axis, out, keepdims):
     one pass (_columns)."""
     if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
         return None
+    if a.ndim == 1 and (axis == 0 or axis == -1) and type(axis) is int:
+        axis = None         # (the same position and scalar: over every axis' kernels)
     if axis is None:
         if a.size < red.ARG_BLOCKED_MIN:
             return a, _ARG_SMALL if a.ndim == 1 else _ARG_NARROW, None
@@ -768,23 +770,39 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
 
 
 def _whole_slot(name):
-    """The slot of f(a) over every axis (see eager._one_array_call): f's own call's."""
-    key = one_array_slot(name, _NONE)
-    return lambda a: (key, _flat(a))
+    """The slot of f(a) and f(a, axis) (see eager._one_array_call): f's own calls'. (A
+    dtype f compiles with other static arguments, uint8 for sum, has no kernel under
+    these: its calls go f's way.)"""
+    whole = one_array_slot(name, _NONE)
 
-
-def _arg_slot(name):
-    """The slot of argmax(a) / argmin(a): the one _plain_arg's static arguments pick."""
-    keys = {id(st): one_array_slot(name, st)
-            for st in (_ARG_SMALL, _ARG_NARROW, _ARG_LARGE, _NONE)}
-
-    def slot(a):
-        operand, static, _ = _plain_arg(a, None, None, False)
-        return keys[id(static)], operand
+    def slot(a, axis):
+        if axis is None:
+            return whole, _flat(a), None
+        if type(axis) is int:
+            return (name, _axis_static(axis), 1), a, None     # (_axis_static's own key)
+        return None
     return slot
 
 
-# the common call f(a) goes straight to its kernel (eager._one_array_call)
+def _arg_slot(name):
+    """The slot of argmax(a) / argmin(a) and along an axis: the one _plain_arg picks."""
+    keys = {}
+
+    def slot(a, axis):
+        plain = _plain_arg(a, axis, None, False)
+        if plain is None:
+            return None
+        operand, static, shape = plain
+        key = keys.get(static)
+        if key is None:
+            if len(keys) >= 256:
+                keys.clear()
+            key = keys[static] = one_array_slot(name, static)
+        return key, operand, shape
+    return slot
+
+
+# the common calls f(a), f(a, axis) go straight to their kernels (eager._one_array_call)
 for _f in (sum, prod, max, min, mean, all, any):
     _f.one_array_slot = _whole_slot(_f.__name__)
 argmax.one_array_slot, argmin.one_array_slot = _arg_slot("argmax"), _arg_slot("argmin")

@@ -12,12 +12,13 @@ import warnings
 import numpy as np
 
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
-                          has_huge_int, kernel_dtype, merged_run, numpy_accepts)
+                          has_huge_int, kernel_dtype, merged_run, numpy_accepts,
+                          SMALL_COPY, c_ordered, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import broadcast_shapes, broadcast_to, is_symbolic, shape_of
-from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS
+from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS, NUMPY_SCALARS
 from jitdl.runtime.cuda import is_device_array
 from jitdl.te.naming import tracing
 
@@ -26,6 +27,9 @@ _MISS = FAST_RESULTS[FAST_FALLBACK]     # what a direct entry returns for a call
 
 
 _PY = (float, int, bool)
+# numbers a table of kernels keys by type: Python's, and NumPy scalars of the dtypes jitdl
+# compiles (a * a.mean(): np.multiply's NEP 50 rules, a 0-d array's; 5.0 -> 0.6 us)
+_NUMBERS = frozenset(_PY) | NUMPY_SCALARS
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
 
 
@@ -181,13 +185,17 @@ def _unary(name, doc):
                     if r is not _MISS:
                         return r
                 if type(x) is _ndarray:
-                    if not x.flags.c_contiguous and x.ndim > 1 and x.flags.f_contiguous:
-                        y = x.T                 # (a.T: its C-ordered memory, see _binary)
-                        if d is not None:
-                            r = d(y)
-                            if r is not _MISS:
-                                return r.T
-                        return ufunc(y).T
+                    if not x.flags.c_contiguous:
+                        if x.ndim > 1 and x.flags.f_contiguous:
+                            y = x.T             # (a.T: its C-ordered memory, see _binary)
+                            if d is not None:
+                                r = d(y)
+                                if r is not _MISS:
+                                    return r.T
+                            return ufunc(y).T
+                        if x.nbytes < SMALL_COPY and (x.ndim == 1 or c_ordered(x)):
+                            # (a small strided view: see eager.small_copies)
+                            return ufunc(np.ascontiguousarray(x))
                     s, seen = x.shape, last[0]
                     if seen is not None and s == seen[0] and x.dtype is seen[1]:
                         return seen[2]((x,))
@@ -203,6 +211,13 @@ def _unary(name, doc):
                                      direct)
                     last[0] = (s, x.dtype, run)
                     return run((x,))
+                if type(x) in NUMPY_SCALARS:        # (np.exp(a.max()): NumPy's scalar)
+                    run = table.get(type(x))
+                    if run is not None:
+                        return run((x,))
+                    if not (x.dtype in _NARROW and _half(np_fn, (x,))):
+                        return apply(name, ew.unary, (x,), static, None, None, table,
+                                     type(x), direct)
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
                 d = direct[0]
@@ -256,7 +271,7 @@ def _merge(operands):
             if not a.flags.c_contiguous:
                 return None
             shapes.append(a.shape)
-        elif type(a) not in _PY:
+        elif type(a) not in _NUMBERS:
             return None
     try:
         shape = np.broadcast_shapes(*shapes)
@@ -362,35 +377,47 @@ def _binary(name, doc, general=None):
                         y1 = _fortran_operand(x1, x2)       # (a row or 0-d array and a.T)
                         if y1 is not None:
                             return ufunc(y1, x2.T).T
+                    if (not x1.flags.c_contiguous or t2 is _ndarray and
+                            not x2.flags.c_contiguous) and \
+                            (ys := small_copies((x1, x2))) is not None:
+                        return ufunc(*ys)       # (small strided views: eager.small_copies)
                     if t2 is _ndarray:
                         s1, s2, seen = x1.shape, x2.shape, last[0]
                         if seen is not None and s1 == seen[0] and s2 == seen[1] \
                                 and x1.dtype is seen[2] and x2.dtype is seen[3]:
                             return seen[4]((x1, x2))
                         key = (s1, x1.dtype, s2, x2.dtype)
-                    elif t2 in _PY and (t2 is not int or -_I64 <= x2 < _I64):
+                    elif t2 in _NUMBERS and (t2 is not int or -_I64 <= x2 < _I64):
                         key = (x1.shape, x1.dtype, t2)
                     else:
                         key = None
-                    if key is not None:
-                        run = table.get(key)
-                        if run is None:
-                            if _half(np_fn, (x1, x2)):
-                                raise UnsupportedDtypeError(name)
-                            plan = _merge((x1, x2))
-                            if plan is not None:
-                                return _merged(name, static, (x1, x2), plan, table, key,
-                                               ew.binary)
-                            return apply(name, ew.binary, (x1, x2), static, None, None, table,
-                                         key, direct)
-                        if t2 is _ndarray:
-                            last[0] = (s1, s2, x1.dtype, x2.dtype, run)
-                        return run((x1, x2))
-                elif type(x2) is _ndarray and not x2.flags.c_contiguous and x2.ndim > 1 \
-                        and x2.flags.f_contiguous:
-                    y1 = _fortran_operand(x1, x2)       # (a number and a.T: as above)
-                    if y1 is not None:
-                        return ufunc(y1, x2.T).T
+                elif type(x2) is _ndarray:
+                    t1, key = type(x1), None
+                    if not x2.flags.c_contiguous:
+                        if x2.ndim > 1 and x2.flags.f_contiguous:
+                            y1 = _fortran_operand(x1, x2)   # (a number and a.T: as above)
+                            if y1 is not None:
+                                return ufunc(y1, x2.T).T
+                        elif (ys := small_copies((x1, x2))) is not None:
+                            return ufunc(*ys)
+                    elif t1 in _NUMBERS and (t1 is not int or -_I64 <= x1 < _I64):
+                        key = (t1, x2.shape, x2.dtype)      # (2 * a, a.mean() - a)
+                else:
+                    key = None
+                if key is not None:
+                    run = table.get(key)
+                    if run is None:
+                        if _half(np_fn, (x1, x2)):
+                            raise UnsupportedDtypeError(name)
+                        plan = _merge((x1, x2))
+                        if plan is not None:
+                            return _merged(name, static, (x1, x2), plan, table, key,
+                                           ew.binary)
+                        return apply(name, ew.binary, (x1, x2), static, None, None, table,
+                                     key, direct)
+                    if len(key) == 4:
+                        last[0] = (s1, s2, x1.dtype, x2.dtype, run)
+                    return run((x1, x2))
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
                 d = direct[0]

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from jitdl import dtypes
 from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
                           ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc,
                           value_check_message)
@@ -45,6 +46,9 @@ def alloc(shape, dtype):
 _ndarray = np.ndarray
 _WEAK_TYPES = {"bool": bool, "int64": int, "float64": float}   # Python scalars' dtypes
 _WEAK_SCALARS = frozenset(_WEAK_TYPES.values())
+# NumPy scalars of the dtypes kernels take (a direct entry converts them as numbers: their
+# type is checked exactly, and their value always fits the parameter, of their own dtype)
+NUMPY_SCALARS = frozenset(np.dtype(n).type for n in dtypes.SUPPORTED)
 ABI = 5     # calling convention of compiled kernels (see Signature.abi)
 
 
@@ -334,7 +338,7 @@ def direct_builtin(k, operands, scalar=False):
     types = []
     for a, (kind, *_) in zip(operands, sig.layout):
         if kind == "scalar":
-            if type(a) not in _WEAK_SCALARS:
+            if type(a) not in _WEAK_SCALARS and type(a) not in NUMPY_SCALARS:
                 return None
             types.append(type(a))
     descrs = tuple(np.dtype(dt) for _, _, dt in sig.inputs + sig.outputs)
