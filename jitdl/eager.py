@@ -709,8 +709,9 @@ def numpy_fallback(fn, np_fn):
 
 
 def _one_array_call(fn, call, slot):
-    """fn (wrapped as `call`), whose commonest calls fn(a) and fn(a, axis) (or axis=) of an
-    array of rank 1 or more are apply(name, builder, (operand,), static) with the operand
+    """fn (wrapped as `call`), whose commonest calls fn(a) and fn(a, axis) (or axis= and
+    keepdims=, a bool: the result without it, reshaped) of an array of rank 1 or more
+    are apply(name, builder, (operand,), static) with the operand
     and static arguments that slot(a, axis) picks: slot(a, axis) is (apply's slot key
     (name, static key, 1), operand, the result's shape where the kernel's must be
     reshaped, else None), or None for a call it does not pick. The slot's direct entry
@@ -720,15 +721,18 @@ def _one_array_call(fn, call, slot):
     goes through `call`."""
     @functools.wraps(fn)
     def one_array_call(*args, **kwargs):
-        n = len(args)
-        if n == 1:
-            if not kwargs:
-                axis = None
-            elif len(kwargs) == 1 and "axis" in kwargs:
-                axis = kwargs["axis"]
-            else:
+        n, keep = len(args), False
+        if kwargs:
+            if n != 1 or len(kwargs) > 2:
                 return call(*args, **kwargs)
-        elif n == 2 and not kwargs:
+            axis = kwargs.get("axis")
+            keep = kwargs.get("keepdims", False)
+            if type(keep) is not bool or len(kwargs) != ("axis" in kwargs) + (
+                    "keepdims" in kwargs):
+                return call(*args, **kwargs)
+        elif n == 1:
+            axis = None
+        elif n == 2:
             axis = args[1]
         else:
             return call(*args, **kwargs)
@@ -741,10 +745,26 @@ def _one_array_call(fn, call, slot):
                 if d is not None:
                     r = d(operand)
                     if r is not _MISS:
+                        if keep:    # (the kernel's is the result without keepdims)
+                            return r.reshape(kept_shape(a.shape, axis))
                         return r if shape is None else r.reshape(shape)
         return call(*args, **kwargs)
     one_array_call.numpy_fallback = call.numpy_fallback
     return one_array_call
+
+
+def kept_shape(shape, axis):
+    """The shape of a reduction over `axis` (None, or an int or a tuple of ints valid for
+    `shape`) with keepdims=True."""
+    if axis is None:
+        return (1,) * len(shape)
+    kept = list(shape)
+    if type(axis) is int:
+        kept[axis] = 1
+    else:
+        for ax in axis:
+            kept[ax] = 1
+    return kept
 
 
 def one_array_slot(name, static):

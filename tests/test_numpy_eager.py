@@ -259,9 +259,9 @@ def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
     """sum, prod, max, min, mean, all, any, argmax and argmin of an array along an int
     axis given by position or keyword go straight to the kernel's direct entry after
     a call like it (the op's slot: eager._one_array_call; argmax of 25 x 40 float64
-    along axis 1 3.1 -> 1.9 us, NumPy 1.7); argmax / argmin of a 1-d array along axis 0
-    or -1 share the kernel of the whole array. NumPy's values, dtypes, types and
-    errors."""
+    along axis 1 3.1 -> 1.9 us, NumPy 1.7), also with keepdims=True (the kernel without
+    it, its result reshaped); argmax / argmin of a 1-d array along axis 0 or -1 share the
+    kernel of the whole array. NumPy's values, dtypes, types and errors."""
     m = rng.standard_normal((25, 40))
     x3 = rng.standard_normal((3, 4, 5)).astype(np.float32)
     u = rng.integers(0, 250, (6, 7)).astype(np.uint8)
@@ -277,8 +277,12 @@ def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
             for ax in axes + (None,):
                 f(a, ax)            # (compiled, or its direct entry back in the op's slot)
                 del slow[:]
-                for got, want in ((f(a, ax), g(a, ax)), (f(a, axis=ax), g(a, axis=ax))):
-                    assert type(got) is type(want)
+                pairs = [(f(a, ax), g(a, ax)), (f(a, axis=ax), g(a, axis=ax))]
+                if ax is not None:  # (keepdims: the same kernel's result, reshaped)
+                    pairs += [(f(a, axis=ax, keepdims=True), g(a, axis=ax, keepdims=True)),
+                              (f(a, keepdims=False, axis=ax), g(a, axis=ax))]
+                for got, want in pairs:
+                    assert type(got) is type(want) and np.shape(got) == np.shape(want)
                     same(got, want, rtol=1e-6)
                 assert slow == [], (name, a.shape, a.dtype, ax)
     eager.clear()

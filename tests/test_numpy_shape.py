@@ -1202,7 +1202,8 @@ def test_more_functions_errors_and_definitions():
 
 
 def test_arguments_numpy_takes_in_other_forms():
-    """0-d operands of concatenate(axis=None) (weak Python numbers), repeat and tile counts
+    """0-d operands of concatenate(axis=None) (weak Python numbers; arrays of any layout,
+    flattened in C order), repeat and tile counts
     as 0-d arrays, floats and bools, take's indices as a list of floats or bools, an empty
     list, a literal list inside a definition; einsum's length-1 axes broadcast; dot's out=
     must be C-contiguous of the result's dtype; NumPy's errors for the rest."""
@@ -1212,6 +1213,9 @@ def test_arguments_numpy_takes_in_other_forms():
     for case in (lambda m: m.concatenate([np.float32(1), np.float32(2)], axis=None),
                  lambda m: m.concatenate([np.float32(1), 2.0], axis=None),
                  lambda m: m.concatenate([np.ones(2, np.int8), 3], axis=None),
+                 lambda m: m.concatenate([a.T, a[:, ::2], np.array(7.5, np.float32),
+                                          (a > 0.5)[::-1]], axis=None),
+                 lambda m: m.concatenate((c45.T, c31.astype(np.int16)), axis=None),
                  lambda m: m.repeat(x, np.array(2)), lambda m: m.repeat(x, 2.0),
                  lambda m: m.repeat(x, np.array([True, False, True])),
                  lambda m: m.repeat(x, [1.0, 2.0, 0.0]), lambda m: m.tile(x, np.array(2)),

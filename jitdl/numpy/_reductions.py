@@ -12,7 +12,7 @@ import warnings
 
 from jitdl import dtypes
 from jitdl.eager import apply as _apply, array_module_function, has_huge_int, \
-    one_array_slot
+    kept_shape, one_array_slot
 import numpy as np
 
 from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, user_loc
@@ -195,7 +195,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noq
     """Sum of array elements over the given axes (numpy.sum)."""
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
-        return _plain("sum", red.sum_, a, static)
+        return _plain("sum", red.sum_, a, static, keepdims)
     if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
         return _by_numpy("sum", a, axis, out, keepdims, dtype=dtype, **_given(
             initial=(initial, None), where=(where, True)))
@@ -215,7 +215,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     """Product of array elements over the given axes (numpy.prod)."""
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
-        return _plain("prod", red.prod, a, static)
+        return _plain("prod", red.prod, a, static, keepdims)
     if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
         return _by_numpy("prod", a, axis, out, keepdims, dtype=dtype, **_given(
             initial=(initial, None), where=(where, True)))
@@ -235,7 +235,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     """The largest element over the given axes; NaN wins (numpy.max)."""
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
-        return _plain("max", red.max_, a, static)
+        return _plain("max", red.max_, a, static, keepdims)
     if out is not None and _numpy_extreme(a, out):
         return _by_numpy("max", a, axis, out, keepdims, **_given(
             initial=(initial, None), where=(where, True)))
@@ -252,7 +252,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     """The smallest element over the given axes; NaN wins (numpy.min)."""
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
-        return _plain("min", red.min_, a, static)
+        return _plain("min", red.min_, a, static, keepdims)
     if out is not None and _numpy_extreme(a, out):
         return _by_numpy("min", a, axis, out, keepdims, **_given(
             initial=(initial, None), where=(where, True)))
@@ -267,55 +267,59 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
     """The first position of the maximum (of the first NaN) along axis (numpy.argmax)."""
-    plain = _plain_arg(a, axis, out, keepdims)
-    if plain is not None:
-        r = apply("argmax", red.argmax, plain[:1], plain[1], None, _A)
-        return r if plain[2] is None else r.reshape(plain[2])
-    if axis is not None:
-        axis = _axis_of(a, axis)
-    return apply("argmax", red.argmax, (a,), _static(axis, keepdims, narrow=_narrow(a),
-                                                      columns=_columns(a, axis)),
-                 _index_out(out), _A)
+    return _arg("argmax", red.argmax, a, axis, out, keepdims)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
     """The first position of the minimum (of the first NaN) along axis (numpy.argmin)."""
-    plain = _plain_arg(a, axis, out, keepdims)
+    return _arg("argmin", red.argmin, a, axis, out, keepdims)
+
+
+def _arg(name, builder, a, axis, out, keepdims):
+    kept = keepdims is True         # (the kernel's result, reshaped: _plain_arg's calls)
+    plain = _plain_arg(a, axis, out, False if kept else keepdims)
     if plain is not None:
-        r = apply("argmin", red.argmin, plain[:1], plain[1], None, _A)
+        r = apply(name, builder, plain[:1], plain[1], None, _A)
+        if kept:        # (and later calls: eager._one_array_call)
+            return r.reshape(kept_shape(a.shape, axis))
         return r if plain[2] is None else r.reshape(plain[2])
     if axis is not None:
         axis = _axis_of(a, axis)
-    return apply("argmin", red.argmin, (a,), _static(axis, keepdims, narrow=_narrow(a),
-                                                      columns=_columns(a, axis)),
+    return apply(name, builder, (a,), _static(axis, keepdims, narrow=_narrow(a),
+                                              columns=_columns(a, axis)),
                  _index_out(out), _A)
 
 
-def _plain(name, builder, a, static):
-    """A reduction's common call (_plain_axis's static arguments). A Fortran-ordered array
-    (a.T) reduces its C-ordered transpose along the mirrored axes, and the result is
-    transposed back (NumPy's values and layout): the fast path, where the kernel's own
-    reorder plan took a few microseconds of a small call (sum(a.T, axis=0) of 25 x 40
-    float64: 6.7 -> 3.9 us, NumPy 3.9)."""
-    nd = a.ndim
+def _plain(name, builder, a, static, keepdims=False):
+    """A reduction's common call (_plain_axis's static arguments); with keepdims (True),
+    the kernel's result without it, reshaped, so that both calls share one kernel and
+    its direct entry (eager._one_array_call). A Fortran-ordered array (a.T) reduces its
+    C-ordered transpose along the mirrored axes, and the result is transposed back
+    (NumPy's values and layout): the fast path, where the kernel's own reorder plan took
+    a few microseconds of a small call (sum(a.T, axis=0) of 25 x 40 float64: 6.7 -> 3.9
+    us, NumPy 3.9)."""
+    nd, axis = a.ndim, static[0][1]
+    r = None
     if nd > 1 and not a.flags.c_contiguous and a.flags.f_contiguous:
-        axis = static[0][1]
         axes = (axis,) if type(axis) is int else axis
         if builtins.all(-nd <= x < nd for x in axes) and \
                 len({x % nd for x in axes}) == len(axes):     # (else NumPy's error, below)
             mirrored = nd - 1 - axis % nd if type(axis) is int else \
                 tuple(nd - 1 - x % nd for x in axis)
-            return apply(name, builder, (a.T,), _axis_static(mirrored), None, _A).T
-    return apply(name, builder, (a,), static, None, _A)
+            r = apply(name, builder, (a.T,), _axis_static(mirrored), None, _A).T
+    if r is None:
+        r = apply(name, builder, (a,), static, None, _A)
+    return r.reshape(kept_shape(a.shape, axis)) if keepdims else r
 
 
 def _plain_axis(a, axis, kinds, where, keepdims, *unset):
     """The static arguments of a reduction's common call along given axes (an array of
     rank 1 or more and of a dtype kind not in `kinds`, an int or a tuple of ints as axis,
-    where=True, keepdims=False and the `unset` arguments None), made once per axis; None
-    for any other call, which goes the general way (which also answers the kinds left
-    out: unsigned totals, integer means)."""
-    if where is not True or keepdims is not False or type(a) is not np.ndarray \
+    where=True, keepdims a bool and the `unset` arguments None), made once per axis (those
+    of keepdims=False: see _plain); None for any other call, which goes the general way
+    (which also answers the kinds left out: unsigned totals, integer means)."""
+    if where is not True or not (keepdims is False or keepdims is True) \
+            or type(a) is not np.ndarray \
             or not a.ndim or a.dtype.kind in kinds or not (
                 type(axis) is int or type(axis) is tuple
                 and builtins.all(type(x) is int for x in axis)):
@@ -514,8 +518,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     static = _plain_axis(a, axis, "biu", where, keepdims, dtype, out)
     if static is not None:
         if a.size:
-            return _plain("mean", red.mean, a, static)
-        return _empty_slice(_plain("mean", red.mean, a, static), a, axis, where)
+            return _plain("mean", red.mean, a, static, keepdims)
+        return _empty_slice(_plain("mean", red.mean, a, static, keepdims), a, axis, where)
     if axis is not None and type(axis) is not int:
         _moment_axis(axis)
     if (dtype is not None or out is not None) and _integer_moment(a, dtype, out):
