@@ -255,6 +255,69 @@ def test_numpy_scalars_and_0d_arrays_take_the_fast_path(rng, monkeypatch):
     assert slow == []
 
 
+def test_list_operands_of_elementwise_functions(rng, monkeypatch):
+    """Lists and tuples as operands of unary and binary functions are NumPy's arrays of
+    them (ints int64, floats float64, so [1, 2] + a float32 array is float64), taking the
+    fast paths after the first call (np.add([1.0, 2.0, 3.0], 1.0) 13 -> 3 us, NumPy 1.9);
+    ragged lists, strings, complex numbers and ints beyond int64 get NumPy's answers or
+    errors."""
+    a32 = rng.standard_normal(3).astype(np.float32)
+    cases = [lambda m: m.add([1.0, 2.5, 3.0], 1.0), lambda m: m.add(2, [1, 2, 3]),
+             lambda m: m.multiply([[1, 2], [3, 4]], np.float32(2)),
+             lambda m: m.add(a32, [1, 2, 3]), lambda m: m.subtract((0.5, 1.5, 2.0), a32),
+             lambda m: m.exp([0.5, -1.0]), lambda m: m.negative((1, -2)),
+             lambda m: m.add([True, False], [1.5, 2]), lambda m: m.less([1, 2], 1.5),
+             lambda m: m.add(np.ones((2, 2)), [[1], [2]]), lambda m: m.add([2**70], 1),
+             lambda m: m.exp((np.float32(1), np.float32(2))), lambda m: m.add([1j], 1)]
+    for c in cases:
+        c(jnp)
+    slow = _no_general_calls(monkeypatch)
+    for c in cases:
+        got, want = c(jnp), c(np)
+        assert type(got) is type(want) and got.dtype == want.dtype
+        if want.dtype == object:
+            assert got.tolist() == want.tolist()
+        else:
+            same(got, want, rtol=1e-6 if want.dtype == np.float32 else 1e-15)
+    assert set(slow) <= {"add"}         # (object and complex arrays: NumPy's add)
+    for c in (lambda m: m.add([1, 2], [1, 2, 3]), lambda m: m.add([[1], [2, 3]], 1),
+              lambda m: m.add(["a"], 1)):
+        with pytest.raises(Exception) as want:
+            c(np)
+        with pytest.raises(type(want.value)):
+            c(jnp)
+
+
+def test_totals_and_means_with_dtype_repeat_the_first_calls_static_arguments(rng):
+    """sum, prod and mean with dtype= (and an int axis or None) keep the static
+    arguments the first such call found (numpy._reductions._TYPED): NumPy's dtypes and
+    values on every later call too, also where dtype= is a string, a type or a dtype, for
+    integer, float and bool arrays, and NumPy's own answer for a float array with an
+    integer dtype= (its casts) and its errors."""
+    from jitdl.numpy import _reductions
+    m = rng.standard_normal((6, 7))
+    arrays = [m.astype(np.float32), (m * 9).astype(np.int8), m > 0,
+              (np.abs(m) * 9).astype(np.uint8)[:, ::2]]
+    for _ in range(2):
+        for a in arrays:
+            for dt in (np.float64, "float32", np.dtype(np.int64), int):
+                for ax in (None, -1):
+                    for name in ("sum", "prod", "mean"):
+                        f, g = getattr(jnp, name), getattr(np, name)
+                        try:
+                            want = g(a, axis=ax, dtype=dt)
+                        except Exception as e:
+                            with pytest.raises(type(e)):
+                                f(a, axis=ax, dtype=dt)
+                            continue
+                        got = f(a, axis=ax, dtype=dt)
+                        assert type(got) is type(want), (name, a.dtype, dt, ax)
+                        same(got, want, rtol=1e-6)
+    assert ("sum", 2, np.dtype(np.int8), "float32", -1) in _reductions._TYPED
+    with pytest.raises(TypeError):
+        jnp.sum(m, dtype="nonsense")
+
+
 def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
     """sum, prod, max, min, mean, all, any, argmax and argmin of an array along an int
     axis given by position or keyword go straight to the kernel's direct entry after

@@ -193,42 +193,61 @@ def _initial(initial, what, a=None, dtype=None):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None,  # noqa: A001
         where=True):
     """Sum of array elements over the given axes (numpy.sum)."""
-    static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
-    if static is not None:
-        return _plain("sum", red.sum_, a, static, keepdims)
-    if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
-        return _by_numpy("sum", a, axis, out, keepdims, dtype=dtype, **_given(
-            initial=(initial, None), where=(where, True)))
-    dtype = _total_dtype(a, dtype, out)
-    if axis is not None:
-        axis = _axis_of(a, axis)
-    _unsigned_total(a, dtype, "sum")
-    if axis is None and dtype is None and initial is None and where is True and not keepdims:
-        return apply("sum", red.sum_, (_flat(a),), _NONE, out, _A)
-    ops, names = _where(a, where)
-    return apply("sum", red.sum_, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                                initial=_initial(initial, "sum", a, dtype)),
-                 out, names)
+    return _total("sum", red.sum_, a, axis, dtype, out, keepdims, initial, where)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     """Product of array elements over the given axes (numpy.prod)."""
+    return _total("prod", red.prod, a, axis, dtype, out, keepdims, initial, where)
+
+
+def _total(name, builder, a, axis, dtype, out, keepdims, initial, where):
     static = _plain_axis(a, axis, "u", where, keepdims, dtype, out, initial)
     if static is not None:
-        return _plain("prod", red.prod, a, static, keepdims)
+        return _plain(name, builder, a, static, keepdims)
+    typed = _typed_key(name, a, axis, dtype, out, keepdims, where, initial)
+    if typed is not None and (static := _TYPED.get(typed)) is not None:
+        return apply(name, builder, (a,), static, None, _A)
     if (dtype is not None or out is not None) and _numpy_total(a, dtype, out):
-        return _by_numpy("prod", a, axis, out, keepdims, dtype=dtype, **_given(
+        return _by_numpy(name, a, axis, out, keepdims, dtype=dtype, **_given(
             initial=(initial, None), where=(where, True)))
     dtype = _total_dtype(a, dtype, out)
     if axis is not None:
         axis = _axis_of(a, axis)
-    _unsigned_total(a, dtype, "prod")
+    _unsigned_total(a, dtype, name)
     if axis is None and dtype is None and initial is None and where is True and not keepdims:
-        return apply("prod", red.prod, (_flat(a),), _NONE, out, _A)
+        return apply(name, builder, (_flat(a),), _NONE, out, _A)
     ops, names = _where(a, where)
-    return apply("prod", red.prod, ops, _static(axis, keepdims, dtype=_dtype(dtype),
-                                                 initial=_initial(initial, "prod", a, dtype)),
-                 out, names)
+    static = _static(axis, keepdims, dtype=_dtype(dtype),
+                     initial=_initial(initial, name, a, dtype))
+    return _typed(typed, apply(name, builder, ops, static, out, names), static)
+
+
+# (op, rank, dtype, dtype=, axis) -> the static arguments of a sum's, product's or mean's
+# call with dtype= and nothing else but an axis, found by the general path, which later
+# calls skip (sum of 1000 float64 with dtype=np.float32 5.3 -> 2.5 us, NumPy 3.1)
+_TYPED = {}
+_DTYPE_KEYS = (type, np.dtype, str)
+
+
+def _typed_key(name, a, axis, dtype, out, keepdims, where, initial=None):
+    """The _TYPED key of a call with dtype= (a type, dtype or name) of an array, with an
+    int axis or None and no other argument; None for any other call."""
+    if dtype is None or type(a) is not np.ndarray or out is not None \
+            or keepdims is not False or where is not True or initial is not None \
+            or not (axis is None or type(axis) is int) \
+            or not isinstance(dtype, _DTYPE_KEYS):
+        return None
+    return name, a.ndim, a.dtype, dtype, axis
+
+
+def _typed(key, r, static):
+    """r, the result of the general path's call with `static`; its key (if any) takes it."""
+    if key is not None:
+        if len(_TYPED) >= 256:
+            _TYPED.clear()
+        _TYPED[key] = static
+    return r
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # noqa: A001
@@ -520,6 +539,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         if a.size:
             return _plain("mean", red.mean, a, static, keepdims)
         return _empty_slice(_plain("mean", red.mean, a, static, keepdims), a, axis, where)
+    typed = _typed_key("mean", a, axis, dtype, out, keepdims, where)
+    if typed is not None and a.size and (static := _TYPED.get(typed)) is not None:
+        return apply("mean", red.mean, (a,), static, None, _A)
     if axis is not None and type(axis) is not int:
         _moment_axis(axis)
     if (dtype is not None or out is not None) and _integer_moment(a, dtype, out):
@@ -530,8 +552,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         r = apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
     else:
         ops, names = _where(a, where)
-        r = apply("mean", red.mean, ops, _static(axis, keepdims, dtype=_dtype(dtype)),
-                  out, names)
+        static = _static(axis, keepdims, dtype=_dtype(dtype))
+        r = _typed(typed, apply("mean", red.mean, ops, static, out, names), static)
     return _empty_slice(r, a, axis, where)
 
 
