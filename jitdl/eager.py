@@ -709,9 +709,9 @@ def numpy_fallback(fn, np_fn):
 
 
 def _one_array_call(fn, call, slot):
-    """fn (wrapped as `call`), whose commonest calls fn(a) and fn(a, axis) (or axis= and
-    keepdims=, a bool: the result without it, reshaped) of an array of rank 1 or more
-    are apply(name, builder, (operand,), static) with the operand
+    """fn (wrapped as `call`), whose commonest calls fn(a) and fn(a, axis) (or axis=,
+    keepdims=, a bool: the result without it, reshaped, and out=, an array) of an array
+    of rank 1 or more are apply(name, builder, (operand,), static) with the operand
     and static arguments that slot(a, axis) picks: slot(a, axis) is (apply's slot key
     (name, static key, 1), operand, the result's shape where the kernel's must be
     reshaped, else None), or None for a call it does not pick. The slot's direct entry
@@ -721,14 +721,16 @@ def _one_array_call(fn, call, slot):
     goes through `call`."""
     @functools.wraps(fn)
     def one_array_call(*args, **kwargs):
-        n, keep = len(args), False
+        n, keep, out = len(args), False, None
         if kwargs:
-            if n != 1 or len(kwargs) > 2:
+            if n != 1 or len(kwargs) > 3:
                 return call(*args, **kwargs)
             axis = kwargs.get("axis")
             keep = kwargs.get("keepdims", False)
+            out = kwargs.get("out")
             if type(keep) is not bool or len(kwargs) != ("axis" in kwargs) + (
-                    "keepdims" in kwargs):
+                    "keepdims" in kwargs) + ("out" in kwargs) or out is not None and (
+                    keep or type(out) is not _ndarray):
                 return call(*args, **kwargs)
         elif n == 1:
             axis = None
@@ -743,8 +745,12 @@ def _one_array_call(fn, call, slot):
                 key, operand, shape = picked
                 d = _direct.get(key)
                 if d is not None:
-                    r = d(operand)
-                    if r is not _MISS:
+                    if out is not None:
+                        # (the entry writes into out only where it is exactly the result's
+                        # array, apart from the operand: else the general path's casts)
+                        if shape is None and (r := d(operand, out)) is not _MISS:
+                            return r
+                    elif (r := d(operand)) is not _MISS:
                         if keep:    # (the kernel's is the result without keepdims)
                             return r.reshape(kept_shape(a.shape, axis))
                         return r if shape is None else r.reshape(shape)

@@ -323,7 +323,8 @@ def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
     axis given by position or keyword go straight to the kernel's direct entry after
     a call like it (the op's slot: eager._one_array_call; argmax of 25 x 40 float64
     along axis 1 3.1 -> 1.9 us, NumPy 1.7), also with keepdims=True (the kernel without
-    it, its result reshaped); argmax / argmin of a 1-d array along axis 0 or -1 share the
+    it, its result reshaped) and into out= (sum of 25 x 40 along axis 0 8.2 -> 1.6 us,
+    NumPy 4-5); argmax / argmin of a 1-d array along axis 0 or -1 share the
     kernel of the whole array. NumPy's values, dtypes, types and errors."""
     m = rng.standard_normal((25, 40))
     x3 = rng.standard_normal((3, 4, 5)).astype(np.float32)
@@ -347,6 +348,11 @@ def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
                 for got, want in pairs:
                     assert type(got) is type(want) and np.shape(got) == np.shape(want)
                     same(got, want, rtol=1e-6)
+                if ax is not None and a.dtype.kind == "f":    # (out=: the result's array)
+                    want = np.asarray(g(a, axis=ax))
+                    out = np.full_like(want, 7)
+                    assert f(a, axis=ax, out=out) is out
+                    same(out, want, rtol=1e-6)
                 assert slow == [], (name, a.shape, a.dtype, ax)
     eager.clear()
     jnp.argmax(v)
@@ -360,6 +366,21 @@ def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
             f(m, axis=-3)
     same(jnp.sum(m, axis=1, keepdims=True), np.sum(m, axis=1, keepdims=True))
     same(jnp.max(m, (0, 1)), np.max(m, (0, 1)))
+    # out= that the direct entry refuses: the general path's overlap, cast and errors
+    for f in (jnp.sum, jnp.max, jnp.mean):
+        g = getattr(np, f.__name__)
+        f(m, axis=0, out=np.empty(40))
+        a, b = m.copy(), m.copy()
+        assert f(a, axis=0, out=a[3]) is not None
+        g(b, axis=0, out=b[3])
+        same(a, b)                                          # (out= overlaps the operand)
+        for out in (np.empty(40, np.float32), np.empty((40, 2))[:, 0], np.empty(80)[::2]):
+            want = g(m, axis=0, out=out.copy())
+            same(f(m, axis=0, out=out), want, rtol=1e-6)
+        with pytest.raises(ValueError):
+            f(m, axis=0, out=np.empty(41))
+    with pytest.raises(TypeError):
+        jnp.argmax(m, axis=1, out=np.empty(25))
     same(jnp.argmin(m.T, 0), np.argmin(m.T, 0))
 
 
