@@ -596,6 +596,26 @@ def test_einsum(sub, shapes):
     same(got, ref)
 
 
+def test_one_operand_permutations_are_numpys_views():
+    """einsum of one array that only reorders its axes ('ijk->kji', implicit 'kji', 'ij')
+    is NumPy's view of it, as np.einsum returns (2.4 -> 0.7 us at 25 x 40); inside a
+    definition it is computed; sums stay copies."""
+    a = rand(2, 3, 4)
+    for sub in ("ijk->kji", "kji", "ijk", "ijk->ijk", "jik->kij", "ijK->Kji", "Aij->ijA"):
+        got, want = jnp.einsum(sub, a), np.einsum(sub, a)
+        same(got, want)
+        assert np.shares_memory(got, a) and got.strides == want.strides, sub
+    same(jnp.einsum("ijk->ij", a), np.einsum("ijk->ij", a))
+    for sub in ("ijk->kjl", "ij->ji"):
+        raises_like(lambda: jnp.einsum(sub, a), lambda: np.einsum(sub, a))
+
+    @jd.compute
+    def f(X):
+        return jnp.einsum("ij->ji", X) * 2
+    m = rand(3, 5)
+    same(f(m), m.T * 2)
+
+
 @pytest.mark.parametrize("sub, shapes", [
     ("ik,jk->ij", ((37, 19), (45, 19))), ("ki,jk->ij", ((19, 37), (45, 19))),
     ("bik,bjk->bij", ((3, 20, 16), (3, 33, 16))), ("ijk,lk->ijl", ((4, 9, 13), (21, 13))),

@@ -142,6 +142,11 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
     any number of operands (optimize= has nothing to choose: one fused stage)."""
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_form(subscripts, operands)
+    if len(operands) == 1 and type(operands[0]) is np.ndarray and out is None \
+            and dtype is None:
+        perm = _permutation(subscripts, operands[0].ndim)
+        if perm is not None:        # (NumPy's view of the operand, as np.einsum gives)
+            return operands[0].transpose(perm)
     static = (("subscripts", subscripts),)
     if dtype is not None:
         static += (("dtype", kernel_dtype("einsum", dtype, _einsum_of(subscripts), operands,
@@ -150,6 +155,20 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
         numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
     return apply("einsum", la.einsum, operands, static, out,
                  tuple(f"a{k}" for k in range(len(operands))), casting=casting)
+
+
+@functools.lru_cache(maxsize=256)
+def _permutation(subscripts, ndim):
+    """The axes' order of a one-operand einsum that only permutes them ('ij->ji', 'ji',
+    'ij'; no '...', no repeated or summed label), for an operand of rank ndim; else None."""
+    ins, arrow, want = subscripts.replace(" ", "").partition("->")
+    if not ins.isalpha() or len(ins) != ndim or len(set(ins)) != ndim:
+        return None
+    if not arrow:
+        want = "".join(sorted(ins))             # (implicit: the labels in order)
+    if sorted(want) != sorted(ins):
+        return None
+    return tuple(ins.index(c) for c in want)
 
 
 def _sublist_form(first, rest):
