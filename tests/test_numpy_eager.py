@@ -318,6 +318,17 @@ def test_totals_and_means_with_dtype_repeat_the_first_calls_static_arguments(rng
         jnp.sum(m, dtype="nonsense")
 
 
+def test_argmax_of_a_1d_array_along_an_array_axis_is_numpys_type_error():
+    """argmax / argmin of a 1-d array with an axis that is an array of several ints:
+    NumPy's TypeError (the 1-d shortcut for axis 0 / -1 checks the axis is an int first)."""
+    a = np.arange(5.0)
+    for f in ("argmax", "argmin"):
+        for axis in (np.array([0, 1]), np.array([0])):
+            for fn in (getattr(np, f), getattr(jnp, f)):
+                with pytest.raises(TypeError):
+                    fn(a, axis=axis)
+
+
 def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
     """sum, prod, max, min, mean, all, any, argmax and argmin of an array along an int
     axis given by position or keyword go straight to the kernel's direct entry after

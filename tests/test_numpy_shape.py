@@ -608,6 +608,10 @@ def test_one_operand_permutations_are_numpys_views():
     same(jnp.einsum("ijk->ij", a), np.einsum("ijk->ij", a))
     for sub in ("ijk->kjl", "ij->ji"):
         raises_like(lambda: jnp.einsum(sub, a), lambda: np.einsum(sub, a))
+    for sub in ("\u00e9jk", "ij\u00e9->\u00e9ji"):   # (labels are ASCII letters: a ValueError)
+        for fn in (np.einsum, jnp.einsum):
+            with pytest.raises(ValueError):
+                fn(sub, a)
 
     @jd.compute
     def f(X):

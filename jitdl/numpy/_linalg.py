@@ -162,7 +162,7 @@ def _permutation(subscripts, ndim):
     """The axes' order of a one-operand einsum that only permutes them ('ij->ji', 'ji',
     'ij'; no '...', no repeated or summed label), for an operand of rank ndim; else None."""
     ins, arrow, want = subscripts.replace(" ", "").partition("->")
-    if not ins.isalpha() or len(ins) != ndim or len(set(ins)) != ndim:
+    if not (ins.isascii() and ins.isalpha()) or len(ins) != ndim or len(set(ins)) != ndim:
         return None
     if not arrow:
         want = "".join(sorted(ins))             # (implicit: the labels in order)

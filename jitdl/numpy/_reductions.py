@@ -375,7 +375,7 @@ def _plain_arg(a, axis, out, keepdims):
     one pass (_columns)."""
     if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
         return None
-    if a.ndim == 1 and (axis == 0 or axis == -1) and type(axis) is int:
+    if a.ndim == 1 and type(axis) is int and (axis == 0 or axis == -1):
         axis = None         # (the same position and scalar: over every axis' kernels)
     if axis is None:
         if a.size < red.ARG_BLOCKED_MIN:
