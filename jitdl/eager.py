@@ -509,8 +509,11 @@ def reorder(name, builder, static, names, plans, operands):
         result = run(views)
     if back is None:
         return result
-    return tuple(r.transpose(back) for r in result) if isinstance(result, tuple) \
-        else result.transpose(back)
+    if isinstance(result, tuple):
+        return tuple(r.transpose(back) for r in result)
+    if builder.layout == "index":       # (NumPy's argmax / argmin results are C-ordered)
+        return np.ascontiguousarray(result.transpose(back))
+    return result.transpose(back)
 
 
 def _reorder_plan(builder, static, operands):

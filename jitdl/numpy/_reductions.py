@@ -92,6 +92,17 @@ def _flat(a):
     return a
 
 
+def _every(name, builder, a, out, keepdims):
+    """A reduction over every axis, of a's flat view (_flat); with keepdims=True, of an
+    array, that call's result reshaped, so that both share the kernel and its direct slot
+    (eager._one_array_call); None for any other keepdims."""
+    if not keepdims:
+        return apply(name, builder, (_flat(a),), _NONE, out, _A)
+    if keepdims is True and out is None and type(a) is np.ndarray and a.ndim:
+        return apply(name, builder, (_flat(a),), _NONE, None, _A).reshape((1,) * a.ndim)
+    return None
+
+
 def _static(axis, keepdims, **extra):
     if axis is None and not keepdims and not extra:
         return _NONE
@@ -215,8 +226,9 @@ def _total(name, builder, a, axis, dtype, out, keepdims, initial, where):
     if axis is not None:
         axis = _axis_of(a, axis)
     _unsigned_total(a, dtype, name)
-    if axis is None and dtype is None and initial is None and where is True and not keepdims:
-        return apply(name, builder, (_flat(a),), _NONE, out, _A)
+    if axis is None and dtype is None and initial is None and where is True and \
+            (r := _every(name, builder, a, out, keepdims)) is not None:
+        return r
     ops, names = _where(a, where)
     static = _static(axis, keepdims, dtype=_dtype(dtype),
                      initial=_initial(initial, name, a, dtype))
@@ -260,8 +272,9 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
             initial=(initial, None), where=(where, True)))
     if axis is not None:
         axis = _axis_of(a, axis)
-    if axis is None and initial is None and where is True and not keepdims:
-        return apply("max", red.max_, (_flat(a),), _NONE, out, _A)
+    if axis is None and initial is None and where is True and \
+            (r := _every("max", red.max_, a, out, keepdims)) is not None:
+        return r
     ops, names = _where(a, where)
     return apply("max", red.max_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "max", a)), out, names)
@@ -277,8 +290,9 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
             initial=(initial, None), where=(where, True)))
     if axis is not None:
         axis = _axis_of(a, axis)
-    if axis is None and initial is None and where is True and not keepdims:
-        return apply("min", red.min_, (_flat(a),), _NONE, out, _A)
+    if axis is None and initial is None and where is True and \
+            (r := _every("min", red.min_, a, out, keepdims)) is not None:
+        return r
     ops, names = _where(a, where)
     return apply("min", red.min_, ops, _static(axis, keepdims,
                                                 initial=_initial(initial, "min", a)), out, names)
@@ -548,9 +562,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         return _by_numpy("mean", a, axis, out, keepdims, dtype=dtype,
                          **_given(where=(where, True)))
     dtype = _out_dtype(a, dtype, out)
-    if axis is None and dtype is None and where is True and not keepdims:
-        r = apply("mean", red.mean, (_flat(a),), _NONE, out, _A)
-    else:
+    r = _every("mean", red.mean, a, out, keepdims) \
+        if axis is None and dtype is None and where is True else None
+    if r is None:
         ops, names = _where(a, where)
         static = _static(axis, keepdims, dtype=_dtype(dtype))
         r = _typed(typed, apply("mean", red.mean, ops, static, out, names), static)
@@ -819,12 +833,12 @@ def _arg_slot(name):
         if plain is None:
             return None
         operand, static, shape = plain
-        key = keys.get(static)
-        if key is None:
+        seen = keys.get(id(static))     # (the statics _plain_arg keeps: by identity, which
+        if seen is None or seen[0] is not static:       # costs less than their hash)
             if len(keys) >= 256:
                 keys.clear()
-            key = keys[static] = one_array_slot(name, static)
-        return key, operand, shape
+            seen = keys[id(static)] = (static, one_array_slot(name, static))
+        return seen[1], operand, shape
     return slot
 
 
