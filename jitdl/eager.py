@@ -134,11 +134,17 @@ def small_copies(operands, any_order=False):
     copies = None
     for i, a in enumerate(operands):
         if type(a) is _ndarray and not a.flags.c_contiguous:
-            if a.nbytes >= SMALL_COPY or not (any_order or a.ndim == 1 or c_ordered(a)):
+            if not copyable(a, any_order):
                 return None
             copies = copies or list(operands)
             copies[i] = np.ascontiguousarray(a)
     return copies
+
+
+def copyable(a, any_order=False):
+    """Whether small_copies copies strided array a: below SMALL_COPY bytes and, unless
+    `any_order`, with strides in C order."""
+    return a.nbytes < SMALL_COPY and (any_order or a.ndim == 1 or c_ordered(a))
 
 
 def c_ordered(a):

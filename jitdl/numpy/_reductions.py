@@ -408,7 +408,7 @@ def _plain_arg(a, axis, out, keepdims):
             k = axis % len(shape)
             view = a.reshape(shape[:k + 1])
             return view, _plain_arg(view, -1, None, False)[1], shape[:k] + shape[k + 1:]
-        if inner * a.itemsize < host().vector_bytes:        # (_columns)
+        if _narrow_tail(inner, a):
             return a, _axis_static(axis, _ARG_AXIS_ONE_PASS, _NARROW + _ONE_PASS) \
                 if a.size < _NARROW_SIZE else \
                 _axis_static(axis, _ARG_WIDE_ONE_PASS, _ONE_PASS), None
@@ -436,8 +436,13 @@ def _columns(a, axis):
     if type(a) is not np.ndarray or type(axis) is not int or not -a.ndim <= axis < a.ndim \
             or axis % a.ndim == a.ndim - 1:
         return None
-    inner = math.prod(a.shape[axis % a.ndim + 1:])
-    return False if 1 < inner and inner * a.itemsize < host().vector_bytes else None
+    return False if _narrow_tail(math.prod(a.shape[axis % a.ndim + 1:]), a) else None
+
+
+def _narrow_tail(inner, a):
+    """Whether `inner` elements (of array a's dtype) after the reduced axis, more than one,
+    fill less than a SIMD vector."""
+    return 1 < inner and inner * a.itemsize < host().vector_bytes
 
 
 def _narrow(a):

@@ -13,7 +13,7 @@ import numpy as np
 
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
                           has_huge_int, kernel_dtype, merged_run, numpy_accepts,
-                          SMALL_COPY, c_ordered, small_copies)
+                          copyable, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -193,8 +193,7 @@ def _unary(name, doc):
                                 if r is not _MISS:
                                     return r.T
                             return ufunc(y).T
-                        if x.nbytes < SMALL_COPY and (x.ndim == 1 or c_ordered(x)):
-                            # (a small strided view: see eager.small_copies)
+                        if copyable(x):     # (a small strided view: eager.small_copies)
                             return ufunc(np.ascontiguousarray(x))
                     s, seen = x.shape, last[0]
                     if seen is not None and s == seen[0] and x.dtype is seen[1]:
