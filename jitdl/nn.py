@@ -785,6 +785,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def _adaptive(op, n, input, output_size, reduce, return_indices=False):
+    return apply(op, ops.adaptive_pool, (input,),
+                 _adaptive_static(op, n, input, output_size, reduce, return_indices), None,
+                 ("input",))
+
+
+def _adaptive_static(op, n, input, output_size, reduce, return_indices=False):
+    """The static arguments of adaptive pooling `op` (checked) to output_size."""
     # (an int repeats, never a sequence of one: torch's 2-d pooling refuses [3])
     seq = tuple(output_size) if isinstance(output_size, (tuple, list)) else \
         (output_size,) * n
@@ -797,9 +804,8 @@ def _adaptive(op, n, input, output_size, reduce, return_indices=False):
                      f"an int or a tuple of {n} ints" + (" or None" if n > 1 else ""))
                 for s in seq)
     _constant_shapes(op, (input,), ("input",))
-    return apply(op, ops.adaptive_pool, (input,),
-                 (("op", op), ("output_size", seq), ("reduce", reduce))
-                 + ((("return_indices", True),) if return_indices else ()), None, ("input",))
+    return ((("op", op), ("output_size", seq), ("reduce", reduce))
+            + ((("return_indices", True),) if return_indices else ()))
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -826,6 +832,60 @@ _LINEAR = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3, "lanczos": 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dimensions with torch's coordinate rules (nearest, bilinear...)."""
+    args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    key = _resize_key(input, *args)
+    call = _RESIZES.get(key) if key is not None else None
+    if call is None:
+        call = _resize_call(input, *args)
+        if key is not None:
+            if len(_RESIZES) >= 4096:
+                _RESIZES.clear()
+            _RESIZES[key] = call
+    name, builder, static = call
+    return apply(name, builder, (input,), static, None, ("input",))
+
+
+# (an array's shape and interpolate's other arguments, where each is of an exact type its
+# checks take: an int size, an int or float scale factor...) -> (op, builder, static)
+# after those checks passed: the checks and the static tuple (whose floats need their
+# canonical key) cost 8 us a call, NumPy's nearest resize 1.4 us
+_RESIZES = {}
+_SCALE_TYPES = (int, float)
+
+
+def _resize_key(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                antialias):
+    """The key of _RESIZES for this call, or None where it has none. Only exact ints (size)
+    and ints or floats (scale_factor) are keyed, as == says True == 1 == 1.0 where the
+    checks tell them apart; the other arguments are read by their truth or compared with
+    strings."""
+    if type(input) is not np.ndarray or type(mode) is not str:
+        return None
+    if size is not None:
+        if type(size) in (tuple, list):
+            if not all([type(s) is int for s in size]):
+                return None
+            size = tuple(size)
+        elif type(size) is not int:
+            return None
+    if scale_factor is not None:
+        if type(scale_factor) in (tuple, list):
+            if not all([type(s) in _SCALE_TYPES for s in scale_factor]):
+                return None
+            scale_factor = tuple(scale_factor)
+        elif type(scale_factor) not in _SCALE_TYPES:
+            return None
+    for flag in (align_corners, recompute_scale_factor, antialias):
+        if flag is not None and type(flag) is not bool:
+            return None
+    return (input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor,
+            antialias)
+
+
+def _resize_call(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                 antialias):
+    """interpolate's arguments checked, as the op name, builder and static arguments of
+    its kernel."""
     op = "interpolate"
     shape = _shape(input)
     n = len(shape) - 2
@@ -888,11 +948,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                              f"size {out} for input of shape {shape}", user_loc())
         scales = (None,) * n if recompute_scale_factor else sf
     if mode == "area":
-        return _adaptive(f"adaptive_avg_pool{n}d", n, input, out, "avg")
-    return apply(op, ops.interpolate, (input,),
-                 (("size", out), ("scales", scales), ("mode", mode),
-                  ("align_corners", bool(align_corners)))
-                 + ((("antialias", True),) if antialias else ()), None, ("input",))
+        pool = f"adaptive_avg_pool{n}d"
+        return pool, ops.adaptive_pool, _adaptive_static(pool, n, input, out, "avg")
+    return op, ops.interpolate, ((("size", out), ("scales", scales), ("mode", mode),
+                                  ("align_corners", bool(align_corners)))
+                                 + ((("antialias", True),) if antialias else ()))
+
+
 
 
 # -- padding -------------------------------------------------------------------------------

@@ -801,6 +801,57 @@ def test_interpolate_linear_area_and_errors(rng):
         F.interpolate(y, (4, 4), mode="cubic")
 
 
+def test_float_static_arguments_are_keyed_by_their_bits(rng):
+    """A float static argument built afresh each call (negative_slope) keys its kernel by
+    value, telling apart what == does not: 0.0 and -0.0 give results of other signs, a NaN
+    finds its own kernel again, 1 and 1.0 are the same slope."""
+    x = -rng.random(50) - 0.5
+    for slope in (0.0, -0.0, 0.0, float("nan"), -0.0, float("nan"), 1.0, 1, 0.5, 1.0):
+        got = F.leaky_relu(x, slope)
+        want = np.where(x > 0, x, float(slope) * x)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_interpolate_remembered_arguments_keep_their_checks(rng):
+    """interpolate remembers the checked arguments of a call (their exact types keyed):
+    a later call equal to a remembered one by == but of a type the checks refuse (True
+    for 1, 2.0 for a size of 2) still raises, and every argument form, repeated and
+    interleaved, gives what its first call gave."""
+    x = normal(rng, (2, 3, 5, 4))
+    ih, iw = nearest_index(10, 5), nearest_index(8, 4)
+    want2 = x[:, :, ih][:, :, :, iw]
+    for _ in range(3):
+        np.testing.assert_array_equal(F.interpolate(x, scale_factor=2), want2)
+        np.testing.assert_array_equal(F.interpolate(x, scale_factor=2.0), want2)
+        np.testing.assert_array_equal(F.interpolate(x, scale_factor=[2, 2.0]), want2)
+        np.testing.assert_array_equal(F.interpolate(x, size=[10, 8]), want2)
+        np.testing.assert_array_equal(F.interpolate(x, size=(10, 8)), want2)
+        np.testing.assert_array_equal(F.interpolate(x, scale_factor=np.float64(2)), want2)
+        np.testing.assert_array_equal(F.interpolate(x, size=1), x[:, :, :1, :1])
+        np.testing.assert_array_equal(F.interpolate(x, scale_factor=1), x)
+        close(F.interpolate(x, scale_factor=2, mode="bilinear"),
+              bilinear_ref(x, (10, 8), False, (2.0, 2.0)))
+        close(F.interpolate(x, size=(10, 8), mode="bilinear", align_corners=True),
+              bilinear_ref(x, (10, 8), True))
+        with pytest.raises(TypeError, match="size must be an int"):
+            F.interpolate(x, size=True)
+        with pytest.raises(TypeError, match="size must be an int"):
+            F.interpolate(x, size=(10, 8.0))
+        with pytest.raises(TypeError, match="scale_factor must be a number"):
+            F.interpolate(x, scale_factor=True)
+        with pytest.raises(TypeError, match="scale_factor must be a number"):
+            F.interpolate(x, scale_factor=(2, True))
+        with pytest.raises(ValueError, match="align_corners"):
+            F.interpolate(x, scale_factor=2, align_corners=False)
+        # (another shape: its own checks)
+        with pytest.raises(ValueError, match="needs a 4-D input"):
+            F.interpolate(x[0], scale_factor=2, mode="bilinear")
+        y = normal(rng, (1, 3, 5, 4))
+        np.testing.assert_array_equal(F.interpolate(y, scale_factor=2),
+                                      y[:, :, ih][:, :, :, iw])
+
+
 def test_interpolate_area_3d_of_a_tiny_volume_compiles(rng):
     """A fully unrolled 3-d area pool (5x2x2 to 4x3x3, float32): LLVM's SLP vectoriser
     made a use before its definition here and code generation aborted the process;

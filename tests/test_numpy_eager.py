@@ -1906,6 +1906,40 @@ def test_argmax_along_an_axis_with_a_narrow_tail_takes_one_pass():
                                               getattr(np, name)(x, axis=axis, **kw))
 
 
+def test_argmax_along_an_axis_remembers_its_pick_per_shape_itemsize_and_axis(monkeypatch):
+    """argmax / argmin along an int axis remember _plain_arg's pick per (shape, itemsize,
+    axis): interleaved calls of shapes whose picks differ (a size-1 tail reduced as the
+    view without it, a narrow tail in one pass, 1-d along axis 0 as over every axis) and
+    dtypes of one itemsize give NumPy's answers, types and shapes, with keepdims= and
+    out=; a call repeated stays off the general path."""
+    rng = np.random.default_rng(21)
+    cases = []
+    for shape in ((25, 40), (40, 1), (6, 1, 1), (7,), (3, 4, 5), (9, 2)):
+        for dt in (np.float64, np.int64, np.float32):
+            x = rng.integers(-3, 4, shape).astype(dt)       # (ties: the first wins)
+            for axis in range(-len(shape), len(shape)):
+                cases.append((x, axis))
+
+    def check(f, g, x, axis, slow=None):
+        for call in (lambda h: h(x, axis), lambda h: h(x, axis=axis, keepdims=True)):
+            want = call(g)
+            _exactly(call(f), want)
+            if slow is not None:        # (the op's slot now holds this kernel's entry)
+                slow.clear()
+                _exactly(call(f), want)
+                assert slow == [], (slow, x.shape, x.dtype, axis)
+        want = g(x, axis=axis)
+        out = np.empty(want.shape, np.int64)
+        assert f(x, axis=axis, out=out) is out
+        np.testing.assert_array_equal(out, want)
+
+    for rnd in range(3):
+        slow = _no_general_calls(monkeypatch) if rnd == 2 else None
+        for x, axis in cases[::-1] if rnd == 1 else cases:
+            for name in ("argmax", "argmin"):
+                check(getattr(jnp, name), getattr(np, name), x, axis, slow)
+
+
 def test_huge_python_int_with_dtype_on_int8_float_functions():
     # NumPy's loop for int8 / uint8 operands of a float function is float16, which jitdl
     # does not compute in: with dtype= the huge int is that dtype's float (NumPy's result)

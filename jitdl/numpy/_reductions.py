@@ -830,10 +830,17 @@ def _whole_slot(name):
 
 
 def _arg_slot(name):
-    """The slot of argmax(a) / argmin(a) and along an axis: the one _plain_arg picks."""
-    keys = {}
+    """The slot of argmax(a) / argmin(a) and along an axis: the one _plain_arg picks,
+    remembered per (shape, itemsize, axis) for an int axis (which _plain_arg's choice
+    reads alone: 0.5 us of a 2.3 us call of 25 x 40 float64)."""
+    keys, picks = {}, {}
 
     def slot(a, axis):
+        if type(axis) is int:
+            pick = picks.get((a.shape, a.itemsize, axis))
+            if pick is not None:
+                key, view, shape = pick
+                return key, a if view is None else a.reshape(view), shape
         plain = _plain_arg(a, axis, None, False)
         if plain is None:
             return None
@@ -843,6 +850,11 @@ def _arg_slot(name):
             if len(keys) >= 256:
                 keys.clear()
             seen = keys[id(static)] = (static, one_array_slot(name, static))
+        if type(axis) is int:
+            if len(picks) >= 4096:
+                picks.clear()
+            picks[a.shape, a.itemsize, axis] = (
+                seen[1], None if operand is a else operand.shape, shape)
         return seen[1], operand, shape
     return slot
 
