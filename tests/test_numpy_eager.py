@@ -1940,6 +1940,36 @@ def test_argmax_along_an_axis_remembers_its_pick_per_shape_itemsize_and_axis(mon
                 check(getattr(jnp, name), getattr(np, name), x, axis, slow)
 
 
+def test_reductions_over_a_tuple_of_every_axis_are_the_whole_reduction():
+    """axis=(0, 1) of a 2-d array (any order, negative or not) runs the kernel of
+    axis=None: NumPy's values, types and shapes with keepdims and out=, and NumPy's errors
+    for a repeated or out-of-range axis."""
+    rng = np.random.default_rng(22)
+    m = rng.standard_normal((25, 40))
+    arrays = (m, m.T, m[::2], m.astype(np.float32), m > 0, m.reshape(5, 5, 40),
+              rng.integers(-9, 9, (3, 4)))
+    for name in ("sum", "prod", "max", "min", "mean", "all", "any"):
+        f, g = getattr(jnp, name), getattr(np, name)
+        for x in arrays:
+            for axis in ((0, 1), (1, 0), (-1, 0), (0, 1, 2), (2, -3, 1)):
+                if len(axis) != x.ndim:
+                    continue
+                for kd in (False, True):
+                    want = g(x, axis=axis, keepdims=kd)
+                    got = f(x, axis=axis, keepdims=kd)
+                    assert type(got) is type(want) and np.shape(got) == np.shape(want)
+                    assert np.asarray(got).dtype == np.asarray(want).dtype
+                    np.testing.assert_allclose(got, want, rtol=1e-5 if x.itemsize == 4
+                                               else 1e-12)
+        for bad, error in (((0, 0), ValueError), ((0, -2), ValueError),
+                           ((0, 2), np.exceptions.AxisError)):
+            with pytest.raises(error):
+                f(m, axis=bad)
+    o = np.empty(())
+    assert jnp.sum(m, axis=(1, 0), out=o) is o
+    np.testing.assert_allclose(o, m.sum(), rtol=1e-12)
+
+
 def test_huge_python_int_with_dtype_on_int8_float_functions():
     # NumPy's loop for int8 / uint8 operands of a float function is float16, which jitdl
     # does not compute in: with dtype= the huge int is that dtype's float (NumPy's result)

@@ -332,6 +332,9 @@ def _plain(name, builder, a, static, keepdims=False):
     a few microseconds of a small call (sum(a.T, axis=0) of 25 x 40 float64: 6.7 -> 3.9
     us, NumPy 3.9)."""
     nd, axis = a.ndim, static[0][1]
+    if type(axis) is tuple and _every_axis(axis, nd):      # (every axis: a(None)'s kernel)
+        r = apply(name, builder, (_flat(a),), _NONE, None, _A)
+        return r.reshape((1,) * nd) if keepdims else r
     r = None
     if nd > 1 and not a.flags.c_contiguous and a.flags.f_contiguous:
         axes = (axis,) if type(axis) is int else axis
@@ -821,12 +824,20 @@ def _whole_slot(name):
     whole = one_array_slot(name, _NONE)
 
     def slot(a, axis):
-        if axis is None:
+        if axis is None or type(axis) is tuple and _every_axis(axis, a.ndim):
             return whole, _flat(a), None
         if type(axis) is int:
             return (name, _axis_static(axis), 1), a, None     # (_axis_static's own key)
         return None
     return slot
+
+
+def _every_axis(axis, ndim):
+    """Whether tuple `axis` names each of ndim axes once (sum(m, axis=(0, 1)) is sum(m):
+    3.6 -> 1.3 us for 25 x 40, NumPy 2.7)."""
+    return len(axis) == ndim and builtins.all(
+        [type(x) is int and -ndim <= x < ndim for x in axis]) and \
+        len({x % ndim for x in axis}) == ndim
 
 
 def _arg_slot(name):
