@@ -333,7 +333,8 @@ def _plain(name, builder, a, static, keepdims=False):
     us, NumPy 3.9)."""
     nd, axis = a.ndim, static[0][1]
     if type(axis) is tuple and _every_axis(axis, nd):      # (every axis: a(None)'s kernel)
-        r = apply(name, builder, (_flat(a),), _NONE, None, _A)
+        x = a.T if nd > 1 and not a.flags.c_contiguous and a.flags.f_contiguous else a
+        r = apply(name, builder, (_flat(x),), _NONE, None, _A)
         return r.reshape((1,) * nd) if keepdims else r
     r = None
     if nd > 1 and not a.flags.c_contiguous and a.flags.f_contiguous:
