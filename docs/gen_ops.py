@@ -54,7 +54,10 @@ def generate() -> str:
              "ufunc attributes and methods: `reduce` of add, multiply, maximum, minimum,",
              "logical_and and logical_or is sum, prod, max, min, all and any; `outer` is a",
              "broadcast (both compiled, and they fuse in a definition); the others",
-             "(`accumulate`, `at`, `reduceat`, the other reductions) are NumPy's own.", ""]
+             "(`accumulate`, `at`, `reduceat`, the other reductions) are NumPy's own.",
+             "Every function here has a `@jd.compute` function's `tune`, `lower`,",
+             "`schedule_of`, `config_space` and `tuning_records`, taking the function's own",
+             "arguments (`jnp.matmul.tune(a, b)`): they work on the kernel that call runs.", ""]
     claimed = set()
     for family, names in WANTED.items():
         status = nn_status if family == "jd.nn" else np_status

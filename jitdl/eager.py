@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 import numpy as np
 
@@ -61,6 +62,9 @@ def apply(name, builder, operands, static=(), out=None, names=None, table=None, 
     and a one-item list `slot`, which gets the kernel's direct entry for calls like this
     one (runtime.kernel.direct_builtin; None where there is none) whenever the kernel
     serves a call through the table."""
+    if _finding is not None and _finding == threading.get_ident():
+        return _slow(name, builder, operands, static, out, names, casting=casting,
+                     broadcast_out=broadcast_out)       # (op_call's: no table, no slot)
     op = (name, _static_key(static))
     # (the op's direct slot is per operand count: an entry takes one argument more as
     # out=, so one made for fewer operands must not see a call with more)
@@ -434,6 +438,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         table = None        # (the wrapper's key says int: not this kernel's call)
     key = (name, _static_key(static)) + tuple(
         [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in operands])
+    if _finding is not None and _finding == threading.get_ident():
+        raise _Found(_function(name, builder, static, tuple(names)), operands)
     k = _kernels.get(key)
     if k is None and out is None and getattr(builder, "any_size", False) and any(
             type(a) is _ndarray and 0 in a.shape for a in operands):
@@ -445,6 +451,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
         dynamic = getattr(builder, "any_size", False) and all(
             0 not in a.shape for a in operands if type(a) is _ndarray or is_device_array(a))
+        if dynamic and _tuned_shape(name, builder, static, tuple(names), operands):
+            dynamic = False     # (a kernel tuned for these shapes: op.tune)
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
@@ -1009,6 +1017,14 @@ _wrappers = []
 
 def clear():
     """Forget the compiled kernels of this process (the disk cache keeps them)."""
+    _forget_calls()
+    _functions.clear()
+    _tuned_ops.clear()
+
+
+def _forget_calls():
+    """Empty every table and slot that serves a call with a kernel (the Functions keep
+    their kernels: the next call of each key finds its kernel there again)."""
     for x in _wrappers:
         if isinstance(x, dict):
             x.clear()
@@ -1019,4 +1035,108 @@ def clear():
     _directs.clear()
     _outs.clear()
     _direct.clear()
-    _functions.clear()
+
+
+# -- the kernel of a call: tuning and inspection of an op ---------------------------------
+class _Found(Exception):
+    """Raised inside a call that op_call makes, where the call would compile its kernel."""
+
+    def __init__(self, function, operands):
+        super().__init__()
+        self.function, self.operands = function, operands
+
+
+_finding = None         # the thread making an op_call, while it does
+_finding_lock = threading.Lock()
+
+
+def op_call(fn, name, args, kwargs):
+    """(Function, operands) of the kernel that fn(*args, **kwargs) runs on arrays (its
+    first, where it runs several): the Function that compiles it for these shapes (for an
+    op with symbolic extents, its Function of fixed shapes, which tuning takes), and the
+    operands as fn passes them (lists as arrays, merged dimensions' views). The call
+    reaches apply's general path (the wrappers' tables and slots are emptied first) and
+    stops there, before running anything; a call that runs no kernel (NumPy's function
+    answers it, or it is a view) is an error naming `name`."""
+    global _finding
+    with _finding_lock:
+        _forget_calls()
+        _finding = threading.get_ident()
+        try:
+            fn(*args, **kwargs)
+        except _Found as found:
+            return found.function, found.operands
+        finally:
+            _finding = None
+    raise ArgumentError(f"{name}(): this call runs no jitdl kernel (NumPy's own function "
+                        f"answers it, or its result is a view), so it has none to tune or "
+                        f"inspect", user_loc())
+
+
+def op_tuned(function):
+    """After `function` (an op's, from op_call) was tuned: calls find its kernels again,
+    and an op with symbolic extents runs the tuned kernel for the shapes it was tuned
+    for (see _tuned_shape)."""
+    _tuned_ops[function.qualname] = True
+    _forget_calls()
+
+
+def tunable(fn, name):
+    """Give op function fn (named `name` in messages) a jitdl Function's tuning and
+    inspection methods, each taking the op's own arguments as fn does: fn.tune(*args,
+    trials=..., timeout=..., tuner=..., runner=..., seed=..., progress=..., **kwargs),
+    fn.lower(*args, after=None, target=None, **kwargs), fn.schedule_of(...),
+    fn.config_space(...) and fn.tuning_records(...), of the kernel that call runs (see
+    op_call). A tuned kernel serves later calls of those shapes, in this process and, by
+    its tuning record, in later ones."""
+    def tune(*args, trials=200, timeout=None, tuner="xgb", runner=None, seed=0,
+             progress=True, **kwargs):
+        f, operands = op_call(fn, name, args, kwargs)
+        result = f.tune(*operands, trials=trials, timeout=timeout, tuner=tuner,
+                        runner=runner, seed=seed, progress=progress)
+        op_tuned(f)
+        return result
+
+    def lower(*args, after=None, target=None, **kwargs):
+        f, operands = op_call(fn, name, args, kwargs)
+        return f.lower(*operands, after=after, target=target)
+
+    def method(what):
+        def call(*args, **kwargs):
+            f, operands = op_call(fn, name, args, kwargs)
+            return getattr(f, what)(*operands)
+        call.__name__ = call.__qualname__ = what
+        call.__doc__ = f"{what} of the kernel {name}(*args, **kwargs) runs (a jitdl " \
+                       f"Function's {what}, for the operands the call passes it)."
+        return call
+    tune.__doc__ = f"Tune the kernel that {name}(*args, **kwargs) runs (a jitdl " \
+                   f"Function's tune(), its keyword arguments apart from the op's)."
+    lower.__doc__ = f"The loop IR of the kernel that {name}(*args, **kwargs) runs."
+    fn.tune, fn.lower = tune, lower
+    for what in ("schedule_of", "config_space", "tuning_records"):
+        setattr(fn, what, method(what))
+    return fn
+
+
+_tuned_ops = {}     # op Function's qualname -> whether it has tuning records (None: unknown)
+
+
+def _tuned_shape(name, builder, static, names, operands):
+    """Whether op `name` (of symbolic extents) has a tuned kernel of fixed shapes for
+    these operands: by op.tune in this process, or by a tuning record of an earlier one
+    (ops without records, the common case, cost a stat of the records file and one
+    indexed query per process)."""
+    from jitdl.api import _records
+    qualname = f"jitdl.numpy.{name}"
+    known = _tuned_ops.get(qualname)
+    if known is None:
+        db = _records(create=False)
+        known = _tuned_ops[qualname] = db is not None and bool(
+            db.query(function=qualname, only_ok=True, limit=1))
+    if not known:
+        return False
+    f = _functions.get((name, _static_key(static), names, False))
+    if f is not None and f._configs.get(f._key(operands)) is not None:
+        return True
+    f = f or _function(name, builder, static, names)
+    return f._recorded(operands) is not None

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import apply
+from jitdl.eager import apply, tunable
 from jitdl.errors import ArgumentError, AxisError, ScalarOverflowError, ShapeError, user_loc
 from jitdl.ops import nn as ops
 from jitdl.ops.core import is_symbolic
@@ -1154,3 +1154,7 @@ def _dropout_draw(p, query, key, value, gqa, op):
         return None
     dt = np.result_type(*(np.asarray(t).dtype for t in (query, key, value)))
     return _kept(shape, dt if dt in (np.float32, np.float64) else np.dtype(np.float32), p)
+
+
+for _n in __all__:     # f.tune(*args), f.lower(*args)...: see jitdl.eager.tunable
+    tunable(globals()[_n], _n)

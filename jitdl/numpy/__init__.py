@@ -29,6 +29,7 @@ import numpy as _np
 
 from jitdl.eager import cache_info, clear, numpy_fallback  # noqa: F401
 from jitdl.eager import numpy_only as _numpy_only
+from jitdl.eager import tunable as _tunable
 from jitdl.numpy import _linalg, _manipulation, _reductions, _ufuncs
 from jitdl.numpy._linalg import *  # noqa: F401,F403
 from jitdl.numpy._manipulation import *  # noqa: F401,F403
@@ -58,6 +59,8 @@ for _n in __all__:     # arrays of dtypes jitdl does not compile: NumPy's own fu
         # name, finds this wrapper and not the function it wraps: multiprocessing works)
         globals()[_n].__module__, globals()[_n].__qualname__ = __name__, _n
 WHOLE.update({n: globals()[n] for n in __all__})
+for _n in __all__:     # f.tune(*args), f.lower(*args)...: see jitdl.eager.tunable
+    _tunable(globals()[_n], _n)
 
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
            "logical_and": "all", "logical_or": "any"}
