@@ -46,7 +46,10 @@ def test_one_kernel_serves_every_size_of_its_pattern():
 
 @pytest.mark.parametrize("why, args", [
     ("other sizes", lambda a, b: (a, b[:10])),
-    ("strided", lambda a, b: (a[::2], b[::2])),
+    ("strided, over GATHER_BYTES", lambda a, b: (np.tile(a, 10)[::2], np.tile(b, 10)[::2])),
+    ("not aligned", lambda a, b: (np.frombuffer(b"\0" + a.tobytes(), a.dtype, a.size, 1),
+                                  b)),
+    ("strided, not 1-d", lambda a, b: (a.reshape(10, 100)[:, ::2], b.reshape(10, 100)[:, ::2])),
     ("another dtype", lambda a, b: (a.astype(np.float64), b)),
     ("byte-swapped", lambda a, b: (a.astype(a.dtype.newbyteorder()), b)),
     ("size 1 (another pattern)", lambda a, b: (a[:1], b[:1])),
@@ -67,6 +70,59 @@ def test_calls_it_does_not_serve_fall_back(why, args):
     # a reference taken or dropped per call shows as 100; other objects holding the
     # sentinel (freed by the collector meanwhile) as a few
     assert abs(sys.getrefcount(MISS) - before) < 50
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.uint8, np.bool_])
+def test_strided_1d_operands_are_gathered(dtype, monkeypatch):
+    """A kernel whose inputs are all 1-d gathers strided views (a[::2], m[:, 0], a[::-3],
+    broadcast_to's zero stride) of at most GATHER_BYTES into its stack: NumPy's answers,
+    with out= too (also out= over the memory a view reads: the view is read first), and no
+    call reaches the general path."""
+    from jitdl.runtime.kernel import Kernel
+    from jitdl.target.cpu import GATHER_BYTES
+    m = rand((700, 3), np.float64, 3)
+    m = (m > 0) if dtype == np.bool_ else m.astype(dtype)
+    a, b, c = m[:, 0], m[:, 1], m[:, 2]         # (strides of 3 elements)
+    views = [(a, b), (a[::2], np.ascontiguousarray(b[::2])), (a[::-3], c[::-3]),
+             (np.broadcast_to(c[:1], (700,)), b), (a[5:6], b[7:8])]
+    ops = [("maximum", lambda x, y, mod: mod.maximum(x, y)),
+           ("where", lambda x, y, mod: mod.where(x > y, x, y)),
+           ("exp", lambda x, y, mod: mod.exp(x) if dtype == np.float64 else mod.absolute(y)),
+           ("sum", lambda x, y, mod: mod.sum(x))]
+    for _ in range(2):
+        for x, y in views:
+            for _, op in ops:
+                got, want = op(x, y, jnp), op(x, y, np)
+                assert type(got) is type(want)
+                if np.dtype(dtype).kind == "f":     # (sums in another order, exp's ulp)
+                    np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64
+                                               else 1e-5)
+                else:
+                    np.testing.assert_array_equal(got, want)
+    slow = []
+    real = Kernel._call
+    monkeypatch.setattr(Kernel, "_call", lambda self, *a, **k: slow.append(self.fname)
+                        or real(self, *a, **k))
+    for x, y in views[:4]:
+        for _, op in ops:
+            op(x, y, jnp)
+            op(x, y, jnp)
+    assert slow == []
+    # out= over the memory a strided view reads: the view is read before the kernel writes
+    z = np.array(m[:, :2])                      # (a copy: columns 0 and 1)
+    flat = z.reshape(-1)
+    want = np.maximum(flat[::2][:350], flat[1::2][:350])
+    got = jnp.maximum(flat[::2][:350], flat[1::2][:350], out=flat[:350])
+    assert got is not None
+    np.testing.assert_array_equal(flat[:350], want)
+    assert a.itemsize * 700 <= GATHER_BYTES
+    # the entry itself serves them (it handed strided views back before)
+    k = kernel_of("maximum", np.ascontiguousarray(a), np.ascontiguousarray(b))
+    d = direct_builtin(k, (a, b))
+    for x, y in views[:4]:
+        r = d(x, y)
+        assert r is not MISS
+        np.testing.assert_array_equal(r, np.maximum(x, y))
 
 
 @pytest.mark.parametrize("name, operands", [

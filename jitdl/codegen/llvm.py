@@ -25,10 +25,11 @@ from jitdl.codegen import mathlib, vector
 from jitdl.codegen.lltypes import (F64, I1, I8, I32, I64, PTR, VOID, alloca, comment, const,
                                    is_vector, like, loop_metadata, mem_type, reg_type, suffix)
 from jitdl.errors import CompileError
-from jitdl.target.cpu import (ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_F_OK_FLAGS,
-                              ARRAY_FLAGS_OFFSET, ARRAY_NDIM_OFFSET, ARRAY_OK_FLAGS,
-                              ARRAY_WRITEABLE, FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK,
-                              FAST_OK, HEAP_HOOKS, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
+from jitdl.target.cpu import (ARRAY_ALIGNED, ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFSET,
+                              ARRAY_F_OK_FLAGS, ARRAY_FLAGS_OFFSET, ARRAY_NDIM_OFFSET,
+                              ARRAY_OK_FLAGS, ARRAY_STRIDES_OFFSET, ARRAY_WRITEABLE,
+                              FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK,
+                              GATHER_BYTES, HEAP_HOOKS, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
                               TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir import weak
 from jitdl.ir.analysis import arms_read_guarded, short_circuits
@@ -1254,6 +1255,8 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     (a kernel that reads each input at the output's own position only) the arrays may
     instead all be Fortran-ordered, and the output is made Fortran-ordered: the kernel's
     loops run over their memory alike (a.T + a.T on the fast path: 1.6 -> 0.8 us).
+    Where every input is 1-d, a strided one (a[::2], m[:, 0]; aligned, at most
+    GATHER_BYTES) is gathered into a buffer on the entry's stack first (_gathered).
     `self` (runtime.kernel.direct_builtin): FAST_RESULTS, the ndarray type, what it keeps
     alive, an int64 array holding PyArray_Empty's address and PyArray_Return's (or 0),
     the dtype objects of the inputs and of the output, the Python types of the numbers."""
@@ -1284,14 +1287,19 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     all_c = all_f = ir.Constant(I1, 1)
     sizes = [None] * n_sizes
     data, nbytes = [], []
+    # 1-d inputs that are strided views are gathered (see _gather) where every input is
+    # 1-d: C order is then the only order, and the kernel reads its copies
+    gather = all(len(dims) == 1 for dims in shapes[:len(array_objs)])
     for j, (obj, dims) in enumerate(zip(array_objs, shapes)):
         check(b.icmp_unsigned("==", field(obj, OBJECT_TYPE_OFFSET), ndarray))
         flags = field(obj, ARRAY_FLAGS_OFFSET, I32)
-        all_c = b.and_(all_c, b.icmp_unsigned("==", b.and_(flags, mask), mask))
-        if any_order:       # (C-contiguous, or all of them Fortran-contiguous)
-            all_f = b.and_(all_f, b.icmp_unsigned("==", b.and_(flags, f_mask), f_mask))
-        else:
-            check(all_c)
+        c_ok = b.icmp_unsigned("==", b.and_(flags, mask), mask)
+        if not gather:
+            all_c = b.and_(all_c, c_ok)
+            if any_order:       # (C-contiguous, or all of them Fortran-contiguous)
+                all_f = b.and_(all_f, b.icmp_unsigned("==", b.and_(flags, f_mask), f_mask))
+            else:
+                check(all_c)
         check(b.icmp_unsigned("==", field(obj, ARRAY_DESCR_OFFSET), item(item_base + j)))
         check(b.icmp_signed("==", field(obj, ARRAY_NDIM_OFFSET, I32),
                             ir.Constant(I32, len(dims))))
@@ -1307,7 +1315,10 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
                 sizes[want[1]] = n
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))
-        data.append(field(obj, offset))
+        ptr = field(obj, offset)
+        if gather:
+            ptr = _gathered(gen, e, obj, flags, c_ok, ptr, n, size, bufs[j].dtype)
+        data.append(ptr)
         nbytes.append(size)
     out_params = bufs[n_inputs:]
     out_dims = shapes[len(array_objs)]
@@ -1409,6 +1420,54 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
         b.ret(scalar)
     b.ret(out)
     e.finish()
+
+
+def _gathered(gen, e, obj, flags, c_ok, ptr, n, nbytes, dtype):
+    """The data of a 1-d array operand of a direct entry: its own where it is contiguous
+    and aligned (c_ok), else its n elements gathered into a buffer on the entry's stack,
+    where it is aligned and at most GATHER_BYTES (else the fallback): a[::2], m[:, 0],
+    a[::-1] and broadcast_to's zero stride, which the general path would copy too, behind
+    a few microseconds of Python (a[::2] + b[::2] of 500 float64: 2.6 -> 0.8 us)."""
+    b = e.b
+    buf_ty = ir.ArrayType(I8, GATHER_BYTES)
+    buf = alloca(b, buf_ty, name="gathered")
+    buf.align = 64
+    strided = b.not_(c_ok)
+    with b.if_then(strided, likely=False):
+        aligned = b.icmp_unsigned("!=", b.and_(flags, ir.Constant(I32, ARRAY_ALIGNED)),
+                                  ir.Constant(I32, 0))
+        e.check(b.and_(aligned, b.icmp_signed("<=", nbytes, ir.Constant(I64, GATHER_BYTES))))
+        step = b.load(e.field(obj, ARRAY_STRIDES_OFFSET), typ=I64)
+        b.call(_gather(gen, dtypes.itemsize(dtype)), [buf, ptr, n, step])
+    return b.select(strided, buf, ptr)
+
+
+def _gather(gen, size):
+    """The module's function gather(dst, src, n, step): n elements of `size` bytes, step
+    bytes apart from src, to consecutive places at dst. Optimised as kernels are (the
+    entries themselves are not: _Entry)."""
+    name = f"jd_gather{size}"
+    if name in gen.module.globals:
+        return gen.module.globals[name]
+    ty = ir.IntType(8 * size)
+    fn = gen.new_function(name, VOID, [PTR, PTR, I64, I64], internal=True)
+    dst, src, n, step = fn.args
+    entry, loop, done = (fn.append_basic_block(x) for x in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    b.cbranch(b.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    i.add_incoming(ir.Constant(I64, 0), entry)
+    v = b.load(b.gep(src, [b.mul(i, step)], source_etype=I8), typ=ty)
+    v.align = size
+    st = b.store(v, b.gep(dst, [i], source_etype=ty))
+    st.align = size
+    nxt = b.add(i, ir.Constant(I64, 1))
+    i.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_signed("<", nxt, n), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
 
 
 def _python_number(gen, b, obj, dtype, ty, check, bounds=None):

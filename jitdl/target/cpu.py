@@ -22,6 +22,11 @@ ARRAY_OK_FLAGS = 0x0101          # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 ARRAY_F_OK_FLAGS = 0x0102        # NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED
 ARRAY_WRITEABLE = 0x0400         # NPY_ARRAY_WRITEABLE
 ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, dimensions, descr
+ARRAY_STRIDES_OFFSET = 40        # strides (bytes per step of each dimension)
+ARRAY_ALIGNED = 0x0100           # NPY_ARRAY_ALIGNED
+# a strided 1-d operand of at most this many bytes is gathered by a kernel's direct entry
+# into a buffer on its stack (a[::2], m[:, 0]); larger ones take the general path
+GATHER_BYTES = 16 << 10
 # kernel outputs of at least this many bytes come from runtime.pool (reused memory);
 # smaller ones from NumPy's allocator (glibc's heap already reuses them)
 POOL_MIN_BYTES = 4 << 20
