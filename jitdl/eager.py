@@ -1038,8 +1038,9 @@ def _forget_calls():
 
 
 # -- the kernel of a call: tuning and inspection of an op ---------------------------------
-class _Found(Exception):
-    """Raised inside a call that op_call makes, where the call would compile its kernel."""
+class _Found(BaseException):
+    """Raised inside a call that op_call makes, where the call would compile its kernel
+    (a BaseException: no wrapper's `except Exception` takes it for a failure)."""
 
     def __init__(self, function, operands):
         super().__init__()

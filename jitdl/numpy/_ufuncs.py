@@ -452,6 +452,8 @@ def _binary(name, doc, general=None):
                 if type(x1) in _LISTS or type(x2) in _LISTS:
                     ys = _as_arrays((x1, x2))
                     if ys is not None:
+                        if d is not None and (r := d(*ys)) is not _MISS:
+                            return r
                         return ufunc(*ys)
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
