@@ -125,6 +125,45 @@ def test_strided_1d_operands_are_gathered(dtype, monkeypatch):
         np.testing.assert_array_equal(r, np.maximum(x, y))
 
 
+def test_strided_2d_operands_are_gathered_in_numpys_layout(monkeypatch):
+    """2-d strided views (m[:, :20], m[::2], m[::-1, ::3], a broadcast row or column, and
+    their transposes, whose transposes the wrappers run) of at most GATHER_BYTES: NumPy's
+    values and result layout (C or Fortran order), repeated and interleaved, for
+    elementwise functions, reductions and matmul; the first two kinds without the general
+    path."""
+    from jitdl.runtime.kernel import Kernel
+    m = rand((25, 40), np.float64, 4)
+    v = m[:, :20]
+    views = [v, m[::2], m[::-1, ::3], np.broadcast_to(m[:1], (25, 40)),
+             np.broadcast_to(m[:, :1], (25, 40)), v.T, m.T[::2], m[::-1, ::3].T]
+    ops = [lambda x, mod: mod.multiply(x, 2.5), lambda x, mod: mod.add(x, x),
+           lambda x, mod: mod.exp(x), lambda x, mod: mod.subtract(1.0, x),
+           lambda x, mod: mod.maximum(x, np.ascontiguousarray(x)),
+           lambda x, mod: mod.sum(x, axis=1), lambda x, mod: mod.max(x, axis=0),
+           lambda x, mod: mod.argmax(x, axis=1), lambda x, mod: mod.matmul(x, x.T)]
+
+    def check():
+        for x in views:
+            for op in ops:
+                got, want = op(x, jnp), op(x, np)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-12)
+                assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
+                    (want.flags.c_contiguous, want.flags.f_contiguous), (x.strides, op)
+    check()
+    check()
+    slow = []
+    real = Kernel._call
+    monkeypatch.setattr(Kernel, "_call", lambda self, *a, **k: slow.append(self.fname)
+                        or real(self, *a, **k))
+    for x in views:
+        for op in ops[:4]:
+            op(x, jnp)
+            slow.clear()
+            op(x, jnp)
+            assert slow == [], (x.strides, op)
+
+
 @pytest.mark.parametrize("name, operands", [
     ("add", lambda a, b: (a, b)), ("multiply", lambda a, b: (a, 2.5)),
     ("less", lambda a, b: (a, b)), ("exp", lambda a, b: (a,)),

@@ -24,9 +24,9 @@ ARRAY_WRITEABLE = 0x0400         # NPY_ARRAY_WRITEABLE
 ARRAY_NDIM_OFFSET, ARRAY_DIMS_OFFSET, ARRAY_DESCR_OFFSET = 24, 32, 56   # nd, dimensions, descr
 ARRAY_STRIDES_OFFSET = 40        # strides (bytes per step of each dimension)
 ARRAY_ALIGNED = 0x0100           # NPY_ARRAY_ALIGNED
-# a strided 1-d operand of at most this many bytes is gathered by a kernel's direct entry
-# into a buffer on its stack (a[::2], m[:, 0]; 1000 float64 fit); larger ones take the
-# general path
+# a strided 1-d or 2-d operand of at most this many bytes is gathered by a kernel's direct
+# entry into a buffer on its stack (a[::2], m[:, :20]; 1000 float64 fit); larger ones take
+# the general path
 GATHER_BYTES = 8 << 10
 # kernel outputs of at least this many bytes come from runtime.pool (reused memory);
 # smaller ones from NumPy's allocator (glibc's heap already reuses them)
