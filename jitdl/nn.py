@@ -255,9 +255,10 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 def tanh(input):
     """tanh(x) elementwise."""
-    if type(input) is np.ndarray and input.dtype.char in "fd":
+    if type(input) is np.ndarray and input.dtype.char in "fd" and input.ndim:
         # (NumPy's tanh there, jd.numpy's call path: 1.5 -> 1.0 us at 1000 float32; it
-        # shares the kernel, whose static arguments are the same)
+        # shares the kernel, whose static arguments are the same. Not of a 0-d array,
+        # whose NumPy result is a scalar: an activation's is a 0-d array)
         return _numpy_tanh(input)
     return _act("tanh", input)
 

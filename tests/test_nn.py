@@ -1533,3 +1533,18 @@ def test_dim_out_of_range_names_the_function_and_dim(rng):
         probs(x)
     close(F.cosine_similarity(x, x[0], dim=2), F.cosine_similarity(x, x[:1], dim=-1))
     close(F.softmax(np.float32(2.0), dim=-1), np.array(1.0, F32))
+
+
+def test_tanh_of_a_0d_array_is_a_0d_array_as_every_activation_gives():
+    """nn.tanh of a float array is jd.numpy.tanh's call, whose result for a 0-d array is
+    NumPy's scalar: an activation's result is a 0-d array there (as nn.sigmoid's, and
+    nn.tanh's of other dtypes)."""
+    for dt in (np.float32, np.float64):
+        x = np.array(0.5, dt)
+        for _ in range(2):
+            got = F.tanh(x)
+            assert type(got) is np.ndarray and got.shape == () and got.dtype == dt
+            np.testing.assert_allclose(got, np.tanh(x), rtol=1e-6)
+            assert type(F.sigmoid(x)) is np.ndarray
+        got = F.tanh(np.array([0.5, -1.0], dt))
+        assert type(got) is np.ndarray and got.dtype == dt
