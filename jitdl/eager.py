@@ -453,6 +453,12 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             0 not in a.shape for a in operands if type(a) is _ndarray or is_device_array(a))
         if dynamic and _tuned_shape(name, builder, static, tuple(names), operands):
             dynamic = False     # (a kernel tuned for these shapes: op.tune)
+        # (a kernel of symbolic extents whose static arguments have tuned shapes gets no
+        # direct entry: one serves every shape, and in the op's slots it would serve the
+        # tuned shapes' calls too, after a call of another shape, instead of their tuned
+        # kernels)
+        untuned = dynamic and _tuned_ops.get(f"jitdl.numpy.{name}") and _tuned_static(
+            name, builder, static, tuple(names), operands)
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
@@ -473,8 +479,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             _outs.clear()
         _kernels[key] = k
         _runs[key] = _call(k, operands)
-        _directs[key] = direct_builtin(k, operands) if type(k) is not _ScalarOut else \
-            direct_builtin(k.kernel, operands, scalar=True)
+        _directs[key] = None if untuned else direct_builtin(k, operands) \
+            if type(k) is not _ScalarOut else direct_builtin(k.kernel, operands, scalar=True)
     if out is None and table is None:
         _direct[key[:2] + (len(operands),)] = _directs.get(key)
     if table is not None:
@@ -1120,6 +1126,22 @@ def tunable(fn, name):
 
 
 _tuned_ops = {}     # op Function's qualname -> whether it has tuning records (None: unknown)
+
+
+def _tuned_static(name, builder, static, names, operands):
+    """Whether op `name` with these static arguments (and its operands' dtypes and ranks)
+    has a tuned kernel of fixed shapes for some shapes: by op.tune in this process, or by
+    a tuning record (asked only of ops with records: see _tuned_shape)."""
+    from jitdl.api import _records
+    f = _function(name, builder, static, names)
+    if any(c is not None for c in f._configs.values()):
+        return True
+    db = _records(create=False)
+    if db is None:
+        return False
+    specs = f._specs(operands)
+    definition, _, target = f._record_key(specs, f._target(specs))
+    return bool(db.query(definition=definition, target=target, only_ok=True, limit=1))
 
 
 def _tuned_shape(name, builder, static, names, operands):

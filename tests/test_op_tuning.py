@@ -118,3 +118,23 @@ def test_a_tuned_op_serves_later_calls_here_and_in_a_new_process(rng, runner, tm
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["config"] == records[0].config
     assert seen["fixed"] == {"3000": True, "2999": False}
+
+
+def test_a_tuned_shape_keeps_its_kernel_after_a_call_of_another_shape(rng, runner):
+    """An op of symbolic extents runs its tuned kernel of fixed shapes for the tuned
+    shapes: the symbolic kernel that another shape's call compiles has no direct entry
+    in the op's slots, where it would serve every later call, the tuned shapes' too."""
+    x, other = rng.standard_normal(2000), rng.standard_normal(1999)
+    jd.nn.relu.tune(x, trials=2, tuner="random", runner=runner, progress=False)
+
+    def serves(n):     # (the op's direct slot: the entry of the kernel of shape (n,))
+        (slot,) = [k for k in eager._direct if k[0] == "relu"]
+        (key,) = [k for k in eager._kernels if k[0] == "relu" and k[2][0] == (n,)]
+        return eager._direct[slot] is eager._directs[key]
+    for _ in range(2):
+        np.testing.assert_array_equal(jd.nn.relu(x), np.maximum(x, 0))
+        np.testing.assert_array_equal(jd.nn.relu(other), np.maximum(other, 0))
+        np.testing.assert_array_equal(jd.nn.relu(x), np.maximum(x, 0))
+        assert serves(2000)
+    assert {k[2][0]: v.dims is None for k, v in eager._kernels.items()
+            if k[0] == "relu"} == {(2000,): True, (1999,): False}
