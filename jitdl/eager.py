@@ -1063,8 +1063,10 @@ def op_call(fn, name, args, kwargs):
     op with symbolic extents, its Function of fixed shapes, which tuning takes), and the
     operands as fn passes them (lists as arrays, merged dimensions' views). The call
     reaches apply's general path (the wrappers' tables and slots are emptied first) and
-    stops there, before running anything; a call that runs no kernel (NumPy's function
-    answers it, or it is a view) is an error naming `name`."""
+    stops there, before running its kernel (what the op does before, such as dropout's
+    draw of its mask, it does); a call that runs no kernel (NumPy's function answers it,
+    or it is a view) is an error naming `name`. Another thread calling the op meanwhile
+    may refill a slot the call then takes: that error too, rarely (call again)."""
     global _finding
     with _finding_lock:
         _forget_calls()
