@@ -150,6 +150,13 @@ def test_strided_2d_operands_are_gathered_in_numpys_layout(monkeypatch):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
                 assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
                     (want.flags.c_contiguous, want.flags.f_contiguous), (x.strides, op)
+            # (a broadcast operand: NumPy's values; its layout for Fortran-ordered views,
+            # Fortran order, jitdl's general path does not follow: C order, as before)
+            for op in (lambda x, mod: mod.add(x, x[0]),
+                       lambda x, mod: mod.multiply(x[:, :1], x)):
+                np.testing.assert_allclose(op(x, jnp), op(x, np), rtol=1e-15)
+                if x.strides[0] >= x.strides[1]:
+                    assert op(x, jnp).flags.c_contiguous
     check()
     check()
     slow = []

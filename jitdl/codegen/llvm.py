@@ -1319,8 +1319,7 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
                 check(b.icmp_signed("==", n, sizes[want[1]]))
         ptr = field(obj, offset)
         if 1 <= len(dims) <= 2:
-            ptr = _gathered(gen, e, obj, flags, strided, ptr, ns, size, bufs[j].dtype,
-                            any_order)
+            ptr = _gathered(gen, e, obj, flags, strided, ptr, ns, size, bufs[j].dtype)
         data.append(ptr)
         nbytes.append(size)
     out_params = bufs[n_inputs:]
@@ -1425,15 +1424,15 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
     e.finish()
 
 
-def _gathered(gen, e, obj, flags, strided, ptr, ns, nbytes, dtype, any_order):
+def _gathered(gen, e, obj, flags, strided, ptr, ns, nbytes, dtype):
     """The data of a 1-d or 2-d array operand of a direct entry (of extents `ns`): its own,
     else (`strided`: neither C- nor Fortran-contiguous) its elements gathered in C order
     into a buffer on the entry's stack, where the view is aligned, at most GATHER_BYTES
-    and, for a kernel that reads each input at its output's position (`any_order`, whose
-    result NumPy lays out in its operands' order), has strides in C order (else the
-    fallback): a[::2], m[:, 0], m[:, :20], a[::-1], broadcast_to's zero stride, which the
-    general path copies too, behind a few microseconds of Python (a[::2] + b[::2] of 500
-    float64: 2.6 -> 0.7 us; m[:, :20] + m[:, :20] of 25 x 40: 3.9 -> 0.8)."""
+    and has strides in C order (else the fallback; NumPy lays out an elementwise result
+    in its operands' order): a[::2], m[:, 0], m[:, :20], a[::-1], broadcast_to's zero
+    stride, which the general path copies too, behind a few microseconds of Python
+    (a[::2] + b[::2] of 500 float64: 2.6 -> 0.7 us; m[:, :20] + m[:, :20] of 25 x 40: 3.9
+    -> 0.9)."""
     b = e.b
     buf_ty = ir.ArrayType(I8, GATHER_BYTES)
     buf = alloca(b, buf_ty, name="gathered")
@@ -1445,9 +1444,11 @@ def _gathered(gen, e, obj, flags, strided, ptr, ns, nbytes, dtype, any_order):
         steps_at = e.field(obj, ARRAY_STRIDES_OFFSET)
         steps = [b.load(b.gep(steps_at, [ir.Constant(I64, d)], source_etype=I64), typ=I64)
                  for d in range(len(ns))]
-        if any_order and len(ns) == 2:
+        if len(ns) == 2:
             # C order's strides: |s0| >= |s1|, or a size 1, or a zero stride (a broadcast
-            # row or column, whose result NumPy lays out in C order too)
+            # row or column, whose result NumPy lays out in C order too); not v.T, whose
+            # elementwise results NumPy lays out in Fortran order, also where another
+            # operand broadcasts (v.T + row: not `any_order`), which the gather would not
             one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
             mag = [b.select(b.icmp_signed("<", s, zero), b.neg(s), s) for s in steps]
             either = [b.icmp_signed("<=", ns[0], one), b.icmp_signed("<=", ns[1], one),
