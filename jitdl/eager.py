@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import threading
 
 import numpy as np
@@ -453,12 +454,6 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             0 not in a.shape for a in operands if type(a) is _ndarray or is_device_array(a))
         if dynamic and _tuned_shape(name, builder, static, tuple(names), operands):
             dynamic = False     # (a kernel tuned for these shapes: op.tune)
-        # (a kernel of symbolic extents whose static arguments have tuned shapes gets no
-        # direct entry: one serves every shape, and in the op's slots it would serve the
-        # tuned shapes' calls too, after a call of another shape, instead of their tuned
-        # kernels)
-        untuned = dynamic and _tuned_ops.get(f"jitdl.numpy.{name}") and _tuned_static(
-            name, builder, static, tuple(names), operands)
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             _function(name, builder, static, tuple(names))._graph(operands)
@@ -479,8 +474,12 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             _outs.clear()
         _kernels[key] = k
         _runs[key] = _call(k, operands)
-        _directs[key] = None if untuned else direct_builtin(k, operands) \
-            if type(k) is not _ScalarOut else direct_builtin(k.kernel, operands, scalar=True)
+        direct = direct_builtin(k, operands) if type(k) is not _ScalarOut else \
+            direct_builtin(k.kernel, operands, scalar=True)
+        if direct is not None and dynamic and _tuned_ops.get(f"jitdl.numpy.{name}"):
+            direct = _guarded(direct, len(operands), _tuned_shapes(
+                _function(name, builder, static, tuple(names))))
+        _directs[key] = direct
     if out is None and table is None:
         _direct[key[:2] + (len(operands),)] = _directs.get(key)
     if table is not None:
@@ -1026,6 +1025,7 @@ def clear():
     _forget_calls()
     _functions.clear()
     _tuned_ops.clear()
+    _signatures.clear()
 
 
 def _forget_calls():
@@ -1087,6 +1087,7 @@ def op_tuned(function):
     and an op with symbolic extents runs the tuned kernel for the shapes it was tuned
     for (see _tuned_shape)."""
     _tuned_ops[function.qualname] = True
+    _signatures.pop(function, None)
     _forget_calls()
 
 
@@ -1130,27 +1131,61 @@ def tunable(fn, name):
 _tuned_ops = {}     # op Function's qualname -> whether it has tuning records (None: unknown)
 
 
-def _tuned_static(name, builder, static, names, operands):
-    """Whether op `name` with these static arguments (and its operands' dtypes and ranks)
-    has a tuned kernel of fixed shapes for some shapes: by op.tune in this process, or by
-    a tuning record (asked only of ops with records: see _tuned_shape)."""
-    from jitdl.api import _records
-    f = _function(name, builder, static, names)
-    if any(c is not None for c in f._configs.values()):
-        return True
-    db = _records(create=False)
-    if db is None:
-        return False
-    specs = f._specs(operands)
-    definition, _, target = f._record_key(specs, f._target(specs))
-    return bool(db.query(definition=definition, target=target, only_ok=True, limit=1))
+def _guarded(direct, n, shapes):
+    """A symbolic kernel's direct entry that hands back (its fallback) the calls of the
+    tuned shapes `shapes` (their arrays' (shape, dtype) tuples), which their kernels
+    of fixed shapes serve: in the op's slots the entry would serve every shape, the tuned
+    ones too. Only ops with tuned shapes pay for the check (about 0.3 us a call)."""
+    if not shapes:
+        return direct
+
+    def guarded(*args):
+        if tuple([(a.shape, a.dtype) for a in args[:n] if type(a) is _ndarray]) in shapes:
+            return _MISS
+        return direct(*args)
+    return guarded
+
+
+def _tuned_shapes(f):
+    """The tuned shapes of op Function f (see _tuned_signatures and _guarded): its
+    records' and this process's tuned calls' array shapes and dtypes."""
+    shapes = set()
+    for sig in _tuned_signatures(f):
+        shapes.add(tuple((tuple(s[1]), np.dtype(s[2])) for s in json.loads(sig)
+                         if s[0] == "array"))
+    for key, config in f._configs.items():     # (call keys: (shape, dtype) per array)
+        if config is not None:
+            shapes.add(tuple(part for part in key if type(part) is tuple and len(part) == 2
+                             and isinstance(part[1], np.dtype)))
+    return frozenset(shapes)
+
+
+def _tuned_signatures(f):
+    """The call signatures (Function._record_key's JSON text of the specs) for which op
+    Function f (of fixed shapes) has a verified tuning record on this machine's target:
+    read once per Function and process (op_tuned forgets them), so that each new shape of
+    a tuned op costs a lookup here, not a query and its digests (1.3 ms)."""
+    sigs = _signatures.get(f)
+    if sigs is None:
+        from jitdl.api import _records
+        db = _records(create=False)
+        sigs = frozenset()
+        if db is not None:
+            definition, _, target = f._record_key([], f._target(None))
+            sigs = frozenset(r.signature for r in db.query(
+                definition=definition, target=target, only_ok=True) if r.verified)
+        _signatures[f] = sigs
+    return sigs
+
+
+_signatures = {}    # op Function -> _tuned_signatures(f)
 
 
 def _tuned_shape(name, builder, static, names, operands):
     """Whether op `name` (of symbolic extents) has a tuned kernel of fixed shapes for
     these operands: by op.tune in this process, or by a tuning record of an earlier one
     (ops without records, the common case, cost a stat of the records file and one
-    indexed query per process)."""
+    indexed query per process; a tuned op's other shapes a lookup each)."""
     from jitdl.api import _records
     qualname = f"jitdl.numpy.{name}"
     known = _tuned_ops.get(qualname)
@@ -1160,8 +1195,8 @@ def _tuned_shape(name, builder, static, names, operands):
             db.query(function=qualname, only_ok=True, limit=1))
     if not known:
         return False
-    f = _functions.get((name, _static_key(static), names, False))
-    if f is not None and f._configs.get(f._key(operands)) is not None:
+    f = _function(name, builder, static, names)
+    if f._configs.get(f._key(operands)) is not None:
         return True
-    f = f or _function(name, builder, static, names)
-    return f._recorded(operands) is not None
+    sigs = _tuned_signatures(f)
+    return bool(sigs) and json.dumps(f._specs(operands)) in sigs

@@ -18,6 +18,21 @@ from jitdl import eager
 jnp = jd.numpy
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_records(tmp_path_factory):
+    """This module's tuning records in a file of their own, and the op library's state
+    forgotten afterwards: later tests in this process see no tuned op (whose new shapes
+    would each ask the records first)."""
+    before = os.environ.get("JITDL_TUNING_DB")
+    os.environ["JITDL_TUNING_DB"] = str(tmp_path_factory.mktemp("op_tuning") / "t.sqlite")
+    yield
+    if before is None:
+        del os.environ["JITDL_TUNING_DB"]
+    else:
+        os.environ["JITDL_TUNING_DB"] = before
+    eager.clear()
+
+
 @pytest.fixture(scope="module")
 def runner():
     r = jd.tune.LocalRunner(n_parallel=2, timeout=20.0, build_timeout=10.0)
@@ -122,8 +137,9 @@ def test_a_tuned_op_serves_later_calls_here_and_in_a_new_process(rng, runner, tm
 
 def test_a_tuned_shape_keeps_its_kernel_after_a_call_of_another_shape(rng, runner):
     """An op of symbolic extents runs its tuned kernel of fixed shapes for the tuned
-    shapes: the symbolic kernel that another shape's call compiles has no direct entry
-    in the op's slots, where it would serve every later call, the tuned shapes' too."""
+    shapes: the direct entry of the symbolic kernel that another shape's call compiles,
+    which in the op's slots would serve every later call, hands the tuned shapes back
+    (eager._guarded); other shapes keep a direct entry."""
     x, other = rng.standard_normal(2000), rng.standard_normal(1999)
     jd.nn.relu.tune(x, trials=2, tuner="random", runner=runner, progress=False)
 
@@ -134,6 +150,7 @@ def test_a_tuned_shape_keeps_its_kernel_after_a_call_of_another_shape(rng, runne
     for _ in range(2):
         np.testing.assert_array_equal(jd.nn.relu(x), np.maximum(x, 0))
         np.testing.assert_array_equal(jd.nn.relu(other), np.maximum(other, 0))
+        assert serves(1999) and eager._direct[("relu", (("fn", "relu"),), 1)] is not None
         np.testing.assert_array_equal(jd.nn.relu(x), np.maximum(x, 0))
         assert serves(2000)
     assert {k[2][0]: v.dims is None for k, v in eager._kernels.items()
