@@ -856,7 +856,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 # after those checks passed: the checks and the static tuple (whose floats need their
 # canonical key) cost 8 us a call, NumPy's nearest resize 1.4 us
 _RESIZES = {}
-_SCALE_TYPES = (int, float)
+_SIZE_TYPES, _SCALE_TYPES = (int,), (int, float)
 
 
 def _resize_key(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
@@ -867,25 +867,27 @@ def _resize_key(input, size, scale_factor, mode, align_corners, recompute_scale_
     strings."""
     if type(input) is not np.ndarray or type(mode) is not str:
         return None
-    if size is not None:
-        if type(size) in (tuple, list):
-            if not all([type(s) is int for s in size]):
-                return None
-            size = tuple(size)
-        elif type(size) is not int:
-            return None
-    if scale_factor is not None:
-        if type(scale_factor) in (tuple, list):
-            if not all([type(s) in _SCALE_TYPES for s in scale_factor]):
-                return None
-            scale_factor = tuple(scale_factor)
-        elif type(scale_factor) not in _SCALE_TYPES:
-            return None
+    size, scale_factor = _typed(size, _SIZE_TYPES), _typed(scale_factor, _SCALE_TYPES)
+    if size is _UNKEYED or scale_factor is _UNKEYED:
+        return None
     for flag in (align_corners, recompute_scale_factor, antialias):
         if flag is not None and type(flag) is not bool:
             return None
     return (input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor,
             antialias)
+
+
+def _typed(v, types):
+    """v as part of _resize_key: None, a number whose exact type is in `types`, or a tuple
+    of them (given as a tuple or a list); _UNKEYED for anything else."""
+    if v is None or type(v) in types:
+        return v
+    if type(v) in (tuple, list) and all([type(x) in types for x in v]):
+        return tuple(v)
+    return _UNKEYED
+
+
+_UNKEYED = object()
 
 
 def _resize_call(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
