@@ -150,13 +150,12 @@ def test_strided_2d_operands_are_gathered_in_numpys_layout(monkeypatch):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
                 assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
                     (want.flags.c_contiguous, want.flags.f_contiguous), (x.strides, op)
-            # (a broadcast operand: NumPy's values; its layout for Fortran-ordered views,
-            # Fortran order, jitdl's general path does not follow: C order, as before)
-            for op in (lambda x, mod: mod.add(x, x[0]),
+            for op in (lambda x, mod: mod.add(x, x[0]),       # (a broadcast operand)
                        lambda x, mod: mod.multiply(x[:, :1], x)):
-                np.testing.assert_allclose(op(x, jnp), op(x, np), rtol=1e-15)
-                if x.strides[0] >= x.strides[1]:
-                    assert op(x, jnp).flags.c_contiguous
+                got, want = op(x, jnp), op(x, np)
+                np.testing.assert_allclose(got, want, rtol=1e-15)
+                assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
+                    (want.flags.c_contiguous, want.flags.f_contiguous), (x.strides, op)
     check()
     check()
     slow = []
@@ -169,6 +168,31 @@ def test_strided_2d_operands_are_gathered_in_numpys_layout(monkeypatch):
             slow.clear()
             op(x, jnp)
             assert slow == [], (x.strides, op)
+
+
+def test_fortran_ordered_views_with_broadcast_operands_answer_in_numpys_layout():
+    """A Fortran-ordered array or 2-d view (v.T, a strided one, a.T) with a broadcast
+    operand (a column, a row, 0-d, a number; strided or not), on either side: NumPy's
+    values and result order (Fortran: a strided column such as m[:20, :1] has no order of
+    its own; it took the general path, and a C-ordered result, before)."""
+    m = rand((25, 40), np.float64, 5)
+    big = rand((60, 60), np.float64, 6)
+    v = m[:, :20]
+    firsts = (v.T, m.T[:20], m[:25:, ::-2][:, :20].T, np.asfortranarray(m[:20, :25]),
+              m[:20, :25])
+    seconds = (m[:20, :1], np.ones((20, 1)), big[:20, 0:1], m[:1, :1], m[0, 24::-1],
+               m[0, :25], m[:1, :25], np.array(2.0), 3.0, m[:20, :25].copy(),
+               np.asfortranarray(m[:20, :25]))
+    for _ in range(2):
+        for x1 in firsts:
+            for x2 in seconds:
+                for f in ("add", "multiply", "maximum"):
+                    for a, b in ((x1, x2), (x2, x1)):
+                        want, got = getattr(np, f)(a, b), getattr(jnp, f)(a, b)
+                        np.testing.assert_array_equal(got, want)
+                        assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
+                            (want.flags.c_contiguous, want.flags.f_contiguous), \
+                            (x1.strides, np.shape(x2), f)
 
 
 @pytest.mark.parametrize("name, operands", [

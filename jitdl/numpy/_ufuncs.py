@@ -5,6 +5,7 @@ the common call (no dtype=) builds nothing per call.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 import warnings
@@ -361,14 +362,17 @@ def _fortran_ordered(x):
 def _fortran_operand(x, like):
     """x as the operand of an elementwise call on like.T (like: a Fortran-ordered array,
     which that call reads C-contiguous): a number as it is; a Fortran-ordered array that
-    broadcasts against like (like's shape, a row, a column, 0-d) given like's rank and
-    transposed; None for anything else (the general path's copy or reorder)."""
+    broadcasts against like (like's shape, a row, a column, 0-d), or one with at most one
+    dimension longer than 1 (a strided column m[:20, :1]: no order of its own, NumPy's
+    result takes like's), given like's rank and transposed; None for anything else (the
+    general path's copy or reorder)."""
     if type(x) is not _ndarray:
         return x if type(x) in _PY or isinstance(x, np.generic) else None
     shape, own = x.shape, like.shape
     if shape == own:
         return x.T if _fortran_ordered(x) else None
-    if len(shape) > len(own) or not _fortran_ordered(x):
+    if len(shape) > len(own) or not (_fortran_ordered(x) or x.size == builtins.max(
+            shape, default=1)):
         return None
     for n, m in zip(shape, own[len(own) - len(shape):]):
         if n != m and n != 1 and m != 1:
