@@ -583,3 +583,42 @@ def test_products_take_the_direct_slot_and_answer_every_other_call():
                                        if np.asarray(want).dtype == np.float32 else 1e-12)
     with pytest.raises(ValueError):
         jnp.dot(m32, rand(31, np.float64))
+
+
+def test_gather_buffers_take_stack_only_for_gathered_views():
+    """An entry's gather buffers are allocated only for the views it gathers, of their own
+    bytes, and the views of one call gather at most GATHER_TOTAL bytes together (further
+    strided views: the fallback, whose answer is the same): concatenate of 16 contiguous
+    arrays in a thread of a 128 KiB stack ran out of it (16 x 8 KiB, gathered or not)."""
+    import subprocess
+    from jitdl.target.cpu import GATHER_BYTES, GATHER_TOTAL
+    script = (
+        "import threading, numpy as np, jitdl as jd\n"
+        "xs = [np.arange(5.0) * i for i in range(16)]\n"
+        "jd.numpy.concatenate(xs); jd.numpy.concatenate(xs)\n"
+        "got = []\n"
+        "threading.stack_size(128 << 10)\n"
+        "t = threading.Thread(target=lambda: got.append(jd.numpy.concatenate(xs)))\n"
+        "t.start(); t.join()\n"
+        "assert np.array_equal(got[0], np.concatenate(xs))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # four views of nearly GATHER_BYTES each: three gathered, the fourth over the total
+    n = GATHER_BYTES // 8 - 24
+    assert 3 * n * 8 <= GATHER_TOTAL < 4 * n * 8
+    m = rand((2 * n, 4), np.float64, 5)
+    views = tuple(m[::2, j] for j in range(4))
+    contiguous = tuple(np.ascontiguousarray(v) for v in views)
+    eager.clear()
+    jnp.concatenate(contiguous)
+    k = next(k for key, k in eager._kernels.items() if key[0] == "concatenate"
+             and key[2:] == tuple((a.shape, a.dtype) for a in contiguous))
+    d = direct_builtin(k, contiguous)
+    assert d(*views) is MISS
+    for three in (views[:3] + contiguous[3:], contiguous[:1] + views[1:]):
+        r = d(*three)
+        assert r is not MISS
+        np.testing.assert_array_equal(r, np.concatenate(views))
+    for _ in range(2):
+        np.testing.assert_array_equal(jnp.concatenate(views), np.concatenate(views))

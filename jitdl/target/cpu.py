@@ -28,6 +28,11 @@ ARRAY_ALIGNED = 0x0100           # NPY_ARRAY_ALIGNED
 # entry into a buffer on its stack (a[::2], m[:, :20]; 1000 float64 fit); larger ones take
 # the general path
 GATHER_BYTES = 8 << 10
+# and all the operands a call gathers at most this many bytes together (the buffers take
+# exactly their views' bytes, only where a view is gathered: an entry of many operands,
+# as concatenate's, costs no stack for contiguous ones); further strided views send the
+# call to the general path
+GATHER_TOTAL = 3 * GATHER_BYTES
 # kernel outputs of at least this many bytes come from runtime.pool (reused memory);
 # smaller ones from NumPy's allocator (glibc's heap already reuses them)
 POOL_MIN_BYTES = 4 << 20
