@@ -1025,7 +1025,7 @@ def clear():
     _forget_calls()
     _functions.clear()
     _tuned_ops.clear()
-    _signatures.clear()
+    _shapes.clear()
 
 
 def _forget_calls():
@@ -1087,7 +1087,7 @@ def op_tuned(function):
     and an op with symbolic extents runs the tuned kernel for the shapes it was tuned
     for (see _tuned_shape)."""
     _tuned_ops[function.qualname] = True
-    _signatures.pop(function, None)
+    _shapes.pop(function, None)
     _forget_calls()
 
 
@@ -1147,38 +1147,29 @@ def _guarded(direct, n, shapes):
 
 
 def _tuned_shapes(f):
-    """The tuned shapes of op Function f (see _tuned_signatures and _guarded): its
-    records' and this process's tuned calls' array shapes and dtypes."""
-    shapes = set()
-    for sig in _tuned_signatures(f):
-        shapes.add(tuple((tuple(s[1]), np.dtype(s[2])) for s in json.loads(sig)
-                         if s[0] == "array"))
-    for key, config in f._configs.items():     # (call keys: (shape, dtype) per array)
-        if config is not None:
-            shapes.add(tuple(part for part in key if type(part) is tuple and len(part) == 2
-                             and isinstance(part[1], np.dtype)))
-    return frozenset(shapes)
-
-
-def _tuned_signatures(f):
-    """The call signatures (Function._record_key's JSON text of the specs) for which op
-    Function f (of fixed shapes) has a verified tuning record on this machine's target:
-    read once per Function and process (op_tuned forgets them), so that each new shape of
-    a tuned op costs a lookup here, not a query and its digests (1.3 ms)."""
-    sigs = _signatures.get(f)
-    if sigs is None:
+    """The tuned shapes of op Function f (of fixed shapes): a frozenset of their arrays'
+    (shape, dtype) tuples, from this process's tuned configs and the verified tuning
+    records of this machine's target; read once per Function and process (op_tuned
+    forgets them), so that each new shape of a tuned op costs a lookup, not a query and
+    its digests (1.3 ms)."""
+    shapes = _shapes.get(f)
+    if shapes is None:
         from jitdl.api import _records
+        found = {tuple(part for part in key if type(part) is tuple and len(part) == 2
+                       and isinstance(part[1], np.dtype))   # (call keys: per array)
+                 for key, config in f._configs.items() if config is not None}
         db = _records(create=False)
-        sigs = frozenset()
         if db is not None:
             definition, _, target = f._record_key([], f._target(None))
-            sigs = frozenset(r.signature for r in db.query(
-                definition=definition, target=target, only_ok=True) if r.verified)
-        _signatures[f] = sigs
-    return sigs
+            for r in db.query(definition=definition, target=target, only_ok=True):
+                if r.verified:
+                    found.add(tuple((tuple(x[1]), np.dtype(x[2]))
+                                    for x in json.loads(r.signature) if x[0] == "array"))
+        shapes = _shapes[f] = frozenset(found)
+    return shapes
 
 
-_signatures = {}    # op Function -> _tuned_signatures(f)
+_shapes = {}        # op Function -> _tuned_shapes(f)
 
 
 def _tuned_shape(name, builder, static, names, operands):
@@ -1193,10 +1184,5 @@ def _tuned_shape(name, builder, static, names, operands):
         db = _records(create=False)
         known = _tuned_ops[qualname] = db is not None and bool(
             db.query(function=qualname, only_ok=True, limit=1))
-    if not known:
-        return False
-    f = _function(name, builder, static, names)
-    if f._configs.get(f._key(operands)) is not None:
-        return True
-    sigs = _tuned_signatures(f)
-    return bool(sigs) and json.dumps(f._specs(operands)) in sigs
+    return known and tuple([(a.shape, a.dtype) for a in operands if type(a) is _ndarray]) \
+        in _tuned_shapes(_function(name, builder, static, names))

@@ -11,6 +11,7 @@ arithmetic keeps IEEE semantics (no nnan/ninf anywhere).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import math
@@ -29,8 +30,8 @@ from jitdl.target.cpu import (ARRAY_ALIGNED, ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFS
                               ARRAY_F_OK_FLAGS, ARRAY_FLAGS_OFFSET, ARRAY_NDIM_OFFSET,
                               ARRAY_OK_FLAGS, ARRAY_STRIDES_OFFSET, ARRAY_WRITEABLE,
                               FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK,
-                              GATHER_BYTES, GATHER_TOTAL, HEAP_HOOKS, OBJECT_TYPE_OFFSET, POOL_MIN_BYTES,
-                              TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
+                              GATHER_BYTES, GATHER_TOTAL, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
+                              POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir import weak
 from jitdl.ir.analysis import arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
@@ -1453,17 +1454,15 @@ def _gathered(gen, e, obj, flags, strided, ptr, ns, nbytes, dtype, total):
         if len(ns) == 2:
             # C order's strides: |s0| >= |s1|, or a size 1, or a zero stride (a broadcast
             # row or column, whose result NumPy lays out in C order too); not v.T, whose
-            # elementwise results NumPy lays out in Fortran order, also where another
-            # operand broadcasts (v.T + row: not `any_order`), which the gather would not
+            # elementwise results NumPy lays out in Fortran order (also with a broadcast
+            # operand, v.T + row, whose kernel is not `any_order`): the wrappers run those
+            # on their transposes (numpy._ufuncs._fortran_ordered)
             one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
             mag = [b.select(b.icmp_signed("<", s, zero), b.neg(s), s) for s in steps]
-            either = [b.icmp_signed("<=", ns[0], one), b.icmp_signed("<=", ns[1], one),
-                      b.icmp_signed("==", steps[0], zero), b.icmp_signed("==", steps[1], zero),
-                      b.icmp_signed(">=", mag[0], mag[1])]
-            ok = either[0]
-            for x in either[1:]:
-                ok = b.or_(ok, x)
-            e.check(ok)
+            e.check(functools.reduce(b.or_, [
+                b.icmp_signed("<=", ns[0], one), b.icmp_signed("<=", ns[1], one),
+                b.icmp_signed("==", steps[0], zero), b.icmp_signed("==", steps[1], zero),
+                b.icmp_signed(">=", mag[0], mag[1])]))
         buf = alloca(b, I8, size=nbytes, name="gathered")    # (lives until the return)
         buf.align = 64
         b.call(_gather(gen, dtypes.itemsize(dtype), len(ns)), [buf, ptr] + ns + steps)

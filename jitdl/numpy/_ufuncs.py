@@ -195,10 +195,7 @@ def _unary(name, doc):
                                     return r.T
                             return ufunc(y).T
                         if copyable(x):     # (a small strided view: eager.small_copies)
-                            y = np.ascontiguousarray(x)
-                            if d is not None and (r := d(y)) is not _MISS:
-                                return r
-                            return ufunc(y)
+                            return ufunc(np.ascontiguousarray(x))
                     s, seen = x.shape, last[0]
                     if seen is not None and s == seen[0] and x.dtype is seen[1]:
                         return seen[2]((x,))
@@ -425,10 +422,7 @@ def _binary(name, doc, general=None):
                     if (not x1.flags.c_contiguous or t2 is _ndarray and
                             not x2.flags.c_contiguous) and \
                             (ys := small_copies((x1, x2))) is not None:
-                        # (small strided views: eager.small_copies)
-                        if d is not None and (r := d(*ys)) is not _MISS:
-                            return r
-                        return ufunc(*ys)
+                        return ufunc(*ys)       # (small strided views: eager.small_copies)
                     if t2 is _ndarray:
                         s1, s2, seen = x1.shape, x2.shape, last[0]
                         if seen is not None and s1 == seen[0] and s2 == seen[1] \
@@ -447,8 +441,6 @@ def _binary(name, doc, general=None):
                             if y1 is not None:
                                 return ufunc(y1, x2.T).T
                         elif (ys := small_copies((x1, x2))) is not None:
-                            if d is not None and (r := d(*ys)) is not _MISS:
-                                return r
                             return ufunc(*ys)
                     elif t1 in _NUMBERS and (t1 is not int or -_I64 <= x1 < _I64):
                         key = (t1, x2.shape, x2.dtype)      # (2 * a, a.mean() - a)
@@ -471,8 +463,6 @@ def _binary(name, doc, general=None):
                 if type(x1) in _LISTS or type(x2) in _LISTS:
                     ys = _as_arrays((x1, x2))
                     if ys is not None:
-                        if d is not None and (r := d(*ys)) is not _MISS:
-                            return r
                         return ufunc(*ys)
             elif type(out) is _ndarray and dtype is None and casting == "same_kind" \
                     and where is True and order == "K":
