@@ -144,6 +144,9 @@ class Function:
         arrays = [n for n, a in enumerate(args) if n not in self._static_pos
                   and (isinstance(a, np.ndarray) or is_device_array(a))]
         on_device = any(is_device_array(args[n]) for n in arrays)
+        for n in arrays:
+            if isinstance(args[n], NUMPYS_OWN):     # (a copy would drop the mask)
+                self._refuse_numpys_own(self.param_names[n], args[n])
         if name == "cuda":
             try:
                 dev = cuda_runtime.backend()
@@ -181,6 +184,12 @@ class Function:
                 dev = cuda_runtime.backend()
                 dev.copyto(dev.asarray(o), r if is_device_array(r) else dev.from_host(r))
         return out
+
+    def _refuse_numpys_own(self, name, a):
+        raise ArgumentError(
+            f"{self.name}(): argument '{name}' is a {type(a).__module__}."
+            f"{type(a).__qualname__}, whose NumPy semantics (a mask, 2-d reductions) a "
+            f"definition does not keep; pass np.asarray(...) of it")
 
     def _inline(self, args, out):
         """Called on tensors inside another definition: its stages join that definition
@@ -235,10 +244,7 @@ class Function:
             if n in self._static_pos:
                 specs.append(("static", self._static_value(name, a)))
             elif isinstance(a, NUMPYS_OWN):
-                raise ArgumentError(
-                    f"{self.name}(): argument '{name}' is a {type(a).__module__}."
-                    f"{type(a).__qualname__}, whose NumPy semantics (a mask, 2-d "
-                    f"reductions) a definition does not keep; pass np.asarray(...) of it")
+                self._refuse_numpys_own(name, a)
             elif isinstance(a, np.ndarray):
                 if not a.dtype.isnative:
                     raise ArgumentError(

@@ -443,7 +443,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         raise _Found(_function(name, builder, static, tuple(names)), operands)
     k = _kernels.get(key)
     if k is None and out is None and getattr(builder, "any_size", False) and any(
-            type(a) is _ndarray and 0 in a.shape for a in operands):
+            (type(a) is _ndarray or is_device_array(a)) and 0 in a.shape for a in operands):
         empty = _empty_result(key, name, builder, static, names, operands)
         if empty is not None:
             return empty
@@ -608,7 +608,7 @@ _empties = {}       # call keys with empty operands -> (shape, dtype) of an empt
 
 def _empty_result(key, name, builder, static, names, operands):
     """A new empty array for a call whose one result has no elements (add of a (n, 0)
-    array), found by tracing the definition for these shapes (which raises NumPy's errors
+    array; a GPU array for GPU operands), found by tracing the definition for these shapes (which raises NumPy's errors
     for them) without compiling a kernel: one per empty shape cost a compile each; None
     where the result has elements (sum over an empty axis, max of nothing)."""
     spec = _empties.get(key, ())
@@ -631,7 +631,13 @@ def _empty_result(key, name, builder, static, names, operands):
         values = {n: a for n, a in zip(names, operands) if type(a) is int}
         check_int_values(name, [c for c in spec[2] if values.keys() >= set(weak.names(c[1]))],
                          values)
-    return np.empty(spec[0], spec[1])
+    on_gpu = [is_device_array(a) for a in operands]
+    if not any(on_gpu):
+        return np.empty(spec[0], spec[1])
+    if any(type(a) is _ndarray for a in operands):
+        return None         # (host and GPU arrays mixed: the kernel's call says so)
+    from jitdl.runtime import cuda
+    return cuda.backend().empty(spec[0], spec[1])
 
 
 def _castable(name, dtype, to, casting):

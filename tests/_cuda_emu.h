@@ -140,6 +140,36 @@ template <typename T, long long N> struct jd_arr {    // a thread's local array,
   }
 };
 
+// ---- vector accesses (jitdl's VECTOR_HELPERS) -------------------------------------------
+// CUDA's vector types as plain structs; a kernel's vector load or store of a checked pointer
+// checks every element and the address's alignment (a GPU faults on a misaligned one).
+struct uint2 { unsigned int x, y; };
+struct uint4 { unsigned int x, y, z, w; };
+
+template <typename T> static bool jd_aligned(const jd_ptr<T>& p, long long i, int bytes) {
+  return ((unsigned long long)(p.p + i) & (unsigned long long)(bytes - 1)) == 0;
+}
+template <typename T> static void jd_emu_vcheck(const jd_ptr<T>& p, long long i, size_t bytes) {
+  if ((unsigned long long)(p.p + i) % bytes != 0) {
+    char what[256];
+    snprintf(what, sizeof what, "misaligned vector access of %zu bytes at %s[%lld]", bytes,
+             p.name, i);
+    jd_emu_fail_at(what);
+  }
+}
+template <typename V, typename T, long long N, typename U>
+static void jd_vload(jd_arr<T, N>& lanes, const jd_ptr<U>& p, long long i) {
+  static_assert(sizeof(V) == N * sizeof(T), "vector type and lanes of different sizes");
+  jd_emu_vcheck(p, i, sizeof(V));
+  for (long long k = 0; k < N; ++k) lanes[k] = p[i + k];
+}
+template <typename V, typename T, long long N>
+static void jd_vstore(const jd_ptr<T>& p, long long i, jd_arr<T, N>& lanes) {
+  static_assert(sizeof(V) == N * sizeof(T), "vector type and lanes of different sizes");
+  jd_emu_vcheck(p, i, sizeof(V));
+  for (long long k = 0; k < N; ++k) p[i + k] = lanes[k];
+}
+
 // ---- fibers -------------------------------------------------------------------------------
 enum { JD_READY, JD_AT_BARRIER, JD_AT_WARP, JD_DONE };
 

@@ -58,7 +58,11 @@ def run_everything_on_gpu(backend=None):
         # table/tkey/slot feed the CPU wrappers' fast paths: left out here, so that every
         # call comes through this function
         if any(is_symbolic(a) for a in operands) or \
-                not any(isinstance(a, (np.ndarray, list, tuple)) for a in operands):
+                not any(isinstance(a, (np.ndarray, list, tuple)) for a in operands) or \
+                any(isinstance(a, np.ndarray) and type(a) is not np.ndarray
+                    for a in operands) or isinstance(out, tuple) and len(out) != 1:
+            # (masked arrays and matrices are NumPy's, a GPU has no copy of them; an out=
+            # tuple of another length is an error, the host's)
             return apply(name, builder, operands, static, out, names, **options)
         moved = tuple(dev.from_host(_native(np.asarray(a)))
                       if isinstance(a, (np.ndarray, list, tuple)) else a for a in operands)

@@ -61,6 +61,14 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    target = config.getoption("--target")
+    if target != "cpu":
+        cpu = pytest.mark.skip(reason=f"checks the CPU target's own code (its vector math, "
+                                      f"fast paths or kernels), which --target {target} "
+                                      f"does not run")
+        for item in items:
+            if "cpu_only" in item.keywords:
+                item.add_marker(cpu)
     if config.getoption("--slow") or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with --slow or JITDL_TEST_SLOW=1 (kept out of "

@@ -149,6 +149,21 @@ def tiled_schedule(s, cfg):
         s.compute_at(c, C, ko)
 
 
+def vectorized_schedule(s, cfg):
+    """A block per row, each thread four consecutive elements of it as one vectorized
+    loop: float4 loads and stores where the addresses are aligned."""
+    i, j = s["Y"].axis
+    t, v = s.split(j, 4)
+    s.bind(i, "blockIdx.x")
+    s.bind(t, "threadIdx.x")
+    s.vectorize(v)
+
+
+@jd.compute
+def fma_relu(A, B, C):
+    return jd.tensor(A.shape, lambda i, j: jd.max(A[i, j] * B[j] + C[i, j], 0.0), name="Y")
+
+
 GOLDEN_CASES = {
     "cuda_matmul_auto": lambda: cuda_module(matmul, (data((64, 40)), data((40, 96)))),
     "cuda_softmax_auto": lambda: cuda_module(softmax, (data((64, 300)),)),
@@ -160,6 +175,8 @@ GOLDEN_CASES = {
                                                    schedule=bind_shared_schedule),
     "cuda_matmul_tiled_by_hand": lambda: cuda_module(matmul, (data((64, 48)), data((48, 96))),
                                                      schedule=tiled_schedule),
+    "cuda_fma_relu_vectorized": lambda: cuda_module(
+        fma_relu, (data((16, 128)), data(128), data((16, 128))), schedule=vectorized_schedule),
 }
 
 
@@ -184,6 +201,9 @@ def test_golden_cases_are_what_they_claim():
     tiled = text["cuda_matmul_tiled_by_hand"]
     assert "__launch_bounds__(256)" in tiled and tiled.count("__syncthreads();") >= 2
     assert "blockIdx.y" in tiled and "threadIdx.y" in tiled
+    vec = text["cuda_fma_relu_vectorized"]
+    assert vec.count("jd_vload<uint4>") == 3 and "jd_vstore<uint4>(Y, " in vec  # A, B, C
+    assert "} else {" in vec           # the serial loop, for addresses not aligned
     # constant shapes: 32-bit indices; dynamic sizes keep 64-bit ones
     assert "long long" not in text["cuda_matmul_auto"].split("__global__")[1]
     assert "for (long long" in text["cuda_elementwise_dynamic"]
@@ -222,6 +242,23 @@ def test_tiles_of_the_next_step_are_loaded_while_this_one_computes():
 @needs_nvcc
 def test_golden_files_compile_with_nvcc():
     compile_or_fail({f"golden/{n}.cu": (GOLDEN / f"{n}.cu").read_text() for n in GOLDEN_CASES})
+
+
+@needs_nvcc
+def test_vectorized_loops_are_vector_instructions():
+    """The aligned path of a vectorized loop is 128-bit loads and stores in PTX (float4:
+    ld.global.nc.v4, st.global.v4), the other path scalar ones."""
+    src, _ = GOLDEN_CASES["cuda_fma_relu_vectorized"]()
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "vec.cu"
+        p.write_text(src)
+        r = subprocess.run([NVCC, "-ptx", f"-arch={GPU.sm}", "-o", str(p.with_suffix(".ptx")),
+                            str(p)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        ptx = p.with_suffix(".ptx").read_text()
+    assert len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx)) == 3, ptx     # A, B, C
+    assert len(re.findall(r"st\.global\.v4\.\w32", ptx)) == 1, ptx
+    assert "ld.global.nc.f32" in ptx
 
 
 @needs_nvcc

@@ -650,3 +650,108 @@ def test_division_of_a_split_loop_with_a_tail(dev):
         s.bind(i, "threadIdx.x")
     x = np.arange(80, dtype=F32).reshape(4, 20) * 1.5 + 0.25
     np.testing.assert_array_equal(on_gpu(dev, f, x), x[:, (45 - np.arange(50)) // 3 + 2])
+
+
+# ---------------------------------------------------------------------------------------
+# vectorized loops: one 4-16 byte access per operand where aligned
+# ---------------------------------------------------------------------------------------
+
+def test_emulator_refuses_a_misaligned_vector_access():
+    """A GPU faults on a vector load or store at an address not aligned to its size; the
+    emulator stops such a launch, so a kernel that takes the vector path for a view one
+    element in fails here."""
+    from jitdl.codegen.cuda import PRELUDE, VECTOR_HELPERS
+    src = PRELUDE + VECTOR_HELPERS + r"""
+extern "C" __global__ void copy4(const float* __restrict__ x, float* __restrict__ y,
+                                 const long long at) {
+  __align__(16) float lanes[4];
+  jd_vload<uint4>(lanes, x, at);
+  jd_vstore<uint4>(y, 0, lanes);
+}
+"""
+    m = emu.compile(src)
+    x = np.arange(12, dtype=F32)
+    y = np.zeros(4, F32)
+    m.launch("copy4", (1, 1, 1), (1, 1, 1), 0, [x, y, 4])
+    np.testing.assert_array_equal(y, x[4:8])
+    with pytest.raises(emu.EmulatorError, match=r"misaligned vector access of 16 bytes at x\[1\]"):
+        m.launch("copy4", (1, 1, 1), (1, 1, 1), 0, [x, y, 1])
+    with pytest.raises(emu.EmulatorError, match="out-of-bounds"):
+        m.launch("copy4", (1, 1, 1), (1, 1, 1), 0, [x, y, 12])
+
+
+def _vectorized(f, lanes, threads=32):
+    """f's stage Y: blocks of `threads` threads, each running `lanes` consecutive
+    elements of the flattened output as a vectorized loop."""
+    @jd.schedule(f, target="cuda")
+    def _(s, cfg):
+        Y = s["Y"]
+        flat = s.fuse(*Y.axis) if len(Y.axis) > 1 else Y.axis[0]
+        b, t = s.split(flat, lanes * threads)
+        t, v = s.split(t, lanes)
+        s.bind(b, "blockIdx.x")
+        s.bind(t, "threadIdx.x")
+        s.vectorize(v)
+    return f
+
+
+@pytest.mark.parametrize("dtype,lanes", [(F32, 4), (F64, 2), (np.int32, 4), (np.int8, 16),
+                                         (np.int16, 4), (F32, 2), (F32, 1)])
+def test_vectorized_loads_and_stores(dev, rng, dtype, lanes):
+    """A vectorized loop over 4, 8 or 16 bytes: the same values as NumPy on aligned
+    arrays, on views one element in (misaligned: the serial loop runs; the emulator would
+    stop a misaligned vector access), with out= aligned or not, and with a broadcast
+    operand read as a scalar in every lane."""
+    f = _vectorized(jd.compute(lambda A, B, c: jd.tensor(
+        A.shape, lambda i, j: A[i, j] * B[i, j] + c[i], name="Y")), lanes)
+    src = f.cuda_source(np.ones((8, 64), dtype), np.ones((8, 64), dtype), np.ones(8, dtype))
+    nbytes = lanes * np.dtype(dtype).itemsize
+    assert ("jd_vload<" in src) == (lanes > 1 and nbytes in (4, 8, 16)), src
+    shape = (8, 64)
+
+    def draw():
+        if np.dtype(dtype).kind == "i":
+            return rng.integers(-9, 9, shape).astype(dtype)
+        return rng.standard_normal(shape).astype(dtype)
+    a, b = draw(), draw()
+    c = draw()[:, 0].copy()
+    want = (a.astype(F64) * b + c[:, None]).astype(dtype)
+    close(on_gpu(dev, f, a, b, c), want)
+    # views one element into a larger buffer: contiguous, not aligned to the vector
+    shifted = [np.concatenate([x.ravel()[:1], x.ravel()])[1:].reshape(x.shape) for x in (a, b)]
+    assert all(x.ctypes.data % 16 for x in shifted)
+    close(on_gpu(dev, f, *shifted, c), want)
+    for offset in (0, 1):
+        out = DeviceArray(np.zeros(a.size + 1, dtype)[offset:offset + a.size].reshape(shape))
+        got = f(DeviceArray(a), DeviceArray(b), DeviceArray(c), out=out)
+        assert got is out or np.shares_memory(np.asarray(got.host), out.host)
+        close(np.array(out.host), want)
+
+
+def test_vectorized_loop_reads(dev, rng):
+    """Reads with stride 1 load as vectors (once, however often the loop reads them); a
+    strided read and a read only in a select's arm (which may be out of bounds where the
+    condition is false) stay element by element; a loop whose lanes are 32 bytes is a
+    serial loop, and the source says why."""
+    n = 256
+
+    @jd.compute
+    def reads(A, B, C, D):
+        Y[i] = jd.where(B[i] > 0, A[i], 0.0) + C[2 * (i // 2)] + jd.where(B[i] < 0, D[i], 1.0)
+        return Y
+    f = _vectorized(reads, 4, threads=16)
+    a, b, c, d = (rng.standard_normal(n).astype(F32) for _ in range(4))
+    body = f.cuda_source(a, b, c, d).split("__global__")[1]
+    assert "one access per operand where aligned" in body
+    assert body.count("jd_vload<uint4>") == 1 and "jd_vload<uint4>(jd_vr1, B, " in body, body
+    assert "jd_vstore<uint4>(Y, " in body and body.count("jd_vr1[") == 3
+    want = np.where(b > 0, a, 0.0) + c[2 * (np.arange(n) // 2)] + np.where(b < 0, d, 1.0)
+    close(on_gpu(dev, f, a, b, c, d), want)
+
+    wide = _vectorized(jd.compute(lambda A: jd.tensor(A.shape, lambda i: A[i] + 1.0,
+                                                      name="Y")), 4)
+    body = wide.cuda_source(np.ones(256, F64)).split("__global__")[1]
+    assert "jd_vload" not in body and "a serial loop, because 4 float64 lanes of Y are 32 " \
+        "bytes" in body
+    x = rng.standard_normal(256)
+    close(on_gpu(dev, wide, x), x + 1.0)

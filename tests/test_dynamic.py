@@ -890,6 +890,7 @@ def _body_first_of_a_formula(X):
     return Y
 
 
+@pytest.mark.cpu_only
 def test_an_unmoved_index_into_an_inlined_formula_is_refused():
     """`T[0]` of a stage that reads no array: stored, the read is checked at the call;
     inlined, no read is left to carry the check (it gave 5.0 for an empty T), so the

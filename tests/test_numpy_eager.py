@@ -175,6 +175,7 @@ def _exactly(got, want):
         assert got.flags.f_contiguous == want.flags.f_contiguous
 
 
+@pytest.mark.cpu_only
 def test_small_strided_views_take_the_fast_path(rng, monkeypatch):
     """Unary and binary functions of small strided views whose strides run in C order
     (a[::2], a[::-3], m[:, :20], m[::-1, ::2], a broadcast column) copy them and enter the
@@ -214,6 +215,7 @@ def test_small_strided_views_take_the_fast_path(rng, monkeypatch):
                 assert got.strides == want.strides, (x.strides, got.strides, want.strides)
 
 
+@pytest.mark.cpu_only
 def test_numpy_scalars_and_0d_arrays_take_the_fast_path(rng, monkeypatch):
     """An array with a NumPy scalar (a * a.mean(), np.float32(2) - a) or a 0-d array, and
     a unary function of a NumPy scalar, are served by the function's table of kernels and
@@ -255,6 +257,7 @@ def test_numpy_scalars_and_0d_arrays_take_the_fast_path(rng, monkeypatch):
     assert slow == []
 
 
+@pytest.mark.cpu_only
 def test_list_operands_of_elementwise_functions(rng, monkeypatch):
     """Lists and tuples as operands of unary and binary functions are NumPy's arrays of
     them (ints int64, floats float64, so [1, 2] + a float32 array is float64), taking the
@@ -329,6 +332,7 @@ def test_argmax_of_a_1d_array_along_an_array_axis_is_numpys_type_error():
                     fn(a, axis=axis)
 
 
+@pytest.mark.cpu_only
 def test_reductions_along_an_axis_take_the_direct_entry(rng, monkeypatch):
     """sum, prod, max, min, mean, all, any, argmax and argmin of an array along an int
     axis given by position or keyword go straight to the kernel's direct entry after
@@ -1646,6 +1650,7 @@ def test_every_function_pickles_as_itself():
         assert pickle.loads(pickle.dumps(fn)) is fn, name
 
 
+@pytest.mark.cpu_only
 def test_transposed_operands_run_in_their_memory_order(rng, monkeypatch):
     """Elementwise functions and reductions of views whose memory is a permutation of C
     order (a.T, Fortran arrays, 3-d transposes) run on that memory as it lies, as
@@ -1739,6 +1744,7 @@ def test_fortran_ordered_elementwise_calls_take_the_fast_path(rng, monkeypatch):
         jnp.add(x, np.ones(40))
 
 
+@pytest.mark.cpu_only
 def test_reorder_plans_are_kept_per_layout(rng):
     """A layout-free op keeps its reorder plan (permutation, renumbered axes, the views'
     call) per shapes and strides of its operands: later calls of one layout, with other
@@ -1906,6 +1912,7 @@ def test_argmax_along_an_axis_with_a_narrow_tail_takes_one_pass():
                                               getattr(np, name)(x, axis=axis, **kw))
 
 
+@pytest.mark.cpu_only
 def test_argmax_along_an_axis_remembers_its_pick_per_shape_itemsize_and_axis(monkeypatch):
     """argmax / argmin along an int axis remember _plain_arg's pick per (shape, itemsize,
     axis): interleaved calls of shapes whose picks differ (a size-1 tail reduced as the

@@ -839,6 +839,7 @@ def test_float32_sin_cos_within_two_ulp(name):
         same(getattr(jnp, name)(s), np_quiet(getattr(np, name), s), rtol=2.4e-7)
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
 @pytest.mark.parametrize("name", ["sinh", "cosh"])
 def test_sinh_cosh_are_vector_code_within_an_ulp(name, dt):
@@ -1068,6 +1069,7 @@ _EDGES64 = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 70
             -0.3465735902799726, 1e-17, -1e-17, 1 + 2.0 ** -52, 1 - 2.0 ** -53, -1 + 2.0 ** -53]
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
 @pytest.mark.parametrize("name", ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p"])
 def test_exp_and_log_families_are_vector_code_within_an_ulp(name, dt):
@@ -1468,6 +1470,7 @@ def test_power_by_two_or_minus_one_keeps_powers_casting_checks(dt):
         same(out, np_quiet(np.power, x, e).astype("float64"), rtol=0)
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("dt", ["float32", "float64", "int32", "int8"])
 def test_argmax_rows_keep_int32_positions_where_they_fit(dt):
     """argmax/argmin along the last axis keep the second pass's positions in int32 where
@@ -1768,6 +1771,7 @@ def test_an_out_the_result_cannot_be_cast_to_is_numpys_text():
         assert str(want.value) in str(got.value), (str(want.value), str(got.value))
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("name, bound, worst", [
     ("log1p", 1.15, [0xbe99b183, 0x3ecbb602]), ("log2", 1.18, [0x3fb4e266, 0x3fb4dce6]),
     ("log10", 1.05, [0x3faaa647, 0x3faa1f5f]), ("tan", 1.57, [0x40177230, 0x4017f899])])
@@ -1800,6 +1804,7 @@ def _float32_power_cases(rng, n):
                             (rng.random(n // 4) * 6 - 3).astype(np.float32)]))
 
 
+@pytest.mark.cpu_only
 def test_float32_power_is_within_half_an_ulp_and_one_kernel_everywhere(monkeypatch):
     """float32 power computes 2^(y log2|x|) in float64 lanes from two tables of 16
     (jitdl.codegen.mathlib._pow32): within 0.51 ulp of the true value (long double's
@@ -1874,6 +1879,7 @@ def test_float64_power_from_tables_is_within_an_ulp(monkeypatch):
         np.testing.assert_array_equal(loads(x, y).view(np.int64), got.view(np.int64))
 
 
+@pytest.mark.cpu_only
 def test_float32_expm1_from_a_table_of_sixteenths(monkeypatch):
     """float32 expm1 computes s expm1(r) + (s - 1) in float64 lanes with s = 2^(n / 16)
     from a table (jitdl.codegen.mathlib._expm1_of_float32): within 0.51 ulp of the

@@ -9,8 +9,10 @@ Inside a kernel:
   - a loop bound to blockIdx.* / threadIdx.* is not a loop: its variable is that index
     (plus the loop's start). The launch extent of an index is the largest extent bound
     to it in the kernel; a loop with a smaller one is guarded;
-  - a serial loop is a C for loop (`#pragma unroll` when unrolled); parallel and
-    vectorized loops are serial in a thread;
+  - a serial loop is a C for loop (`#pragma unroll` when unrolled); a parallel loop is
+    serial in a thread; a vectorized loop of stores moves each operand in one access of
+    4, 8 or 16 bytes (float4: LDG.128 / STG.128) where its addresses are aligned, and is
+    serial otherwise (VECTOR_HELPERS);
   - a per-thread ("local") buffer is a C array; a "shared" buffer is `__shared__`, and
     the loop nest that fills it is spread over every thread of the block (one flat,
     strided loop), with a barrier before it (the previous iteration's readers are done)
@@ -34,7 +36,7 @@ from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
-from jitdl.ir.analysis import INF, bounds, reads_memory
+from jitdl.ir.analysis import INF, bounds, reads_memory, stride, unconditional_reads
 from jitdl.ir.visit import stmt_exprs, substitute, walk_expr, walk_stmt
 
 C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
@@ -89,6 +91,13 @@ template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of
   T f = floor(d);
   return d - f > (T)0.5 ? f + 1 : f;
 }
+template <typename T> JD_INLINE T jd_pow(T x, T y) {   // correctly rounded where NumPy's is
+  if (y == (T)2) return x * x;                        // (CUDA's pow may be an ulp off there)
+  if (y == (T)1) return x;
+  if (y == (T)-1) return (T)1 / x;
+  if (y == (T)0.5 && x > (T)0) return sqrt(x);
+  return pow(x, y);
+}
 template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
   if (b == 0) return 0;
   if (b == (T)-1) return (T)(0 - a);
@@ -120,6 +129,18 @@ CHECK_HELPER = r"""JD_INLINE bool jd_ok(long long v, long long n, long long code
   return false;
 }
 """
+# vectorized loops (in a unit that has them): B bytes in one access, V a type of B bytes
+VECTOR_HELPERS = r"""template <typename T> JD_INLINE bool jd_aligned(const T* p, long long i, int bytes) {
+  return ((unsigned long long)(p + i) & (unsigned long long)(bytes - 1)) == 0;
+}
+template <typename V, typename T> JD_INLINE void jd_vload(T* lanes, const T* p, long long i) {
+  *reinterpret_cast<V*>(lanes) = *reinterpret_cast<const V*>(p + i);
+}
+template <typename V, typename T> JD_INLINE void jd_vstore(T* p, long long i, const T* lanes) {
+  *reinterpret_cast<V*>(p + i) = *reinterpret_cast<const V*>(lanes);
+}
+"""
+_VECTOR_TYPE = {4: "unsigned int", 8: "uint2", 16: "uint4"}    # by bytes
 
 
 @dataclass
@@ -131,6 +152,7 @@ class Kernel:
     block: list             # three ints
     shared_bytes: int = 0
     checks: bool = False    # takes the error slot (last parameter)
+    vectors: bool = False   # has vector accesses (VECTOR_HELPERS)
 
 
 @dataclass
@@ -171,7 +193,8 @@ def generate(func: PrimFunc, target, with_err=False) -> CudaModule:
         grid = ", ".join(_launch_text(g) for g in kn.grid)
         block = ", ".join(map(str, kn.block))
         head.append(f"//   {kn.name}<<<({grid}), ({block})>>>")
-    prelude = PRELUDE + (CHECK_HELPER if any(k.checks for k in kernels) else "")
+    prelude = PRELUDE + (CHECK_HELPER if any(k.checks for k in kernels) else "") + \
+        (VECTOR_HELPERS if any(k.vectors for k in kernels) else "")
     source = "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(bodies) + "\n"
     return CudaModule(source, kernels, intermediates, checks)
 
@@ -259,6 +282,8 @@ class _ExprText:
                 return f"jd_fmod_floor<{ty}>({a}, {b})"
             if op == BinOp.FLOORDIV:
                 return f"jd_floordiv<{ty}>({a}, {b})"
+            if op == BinOp.POW:
+                return f"jd_pow<{ty}>({a}, {b})"
             if op in _BINARY_MATH:
                 return f"{_math(_BINARY_MATH[op], dt)}({a}, {b})"
             raise CompileError(f"cuda codegen: {op} on {dt}")
@@ -424,6 +449,8 @@ class _KernelGen(_ExprText):
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
         self.shared_uses = []       # (what, bytes) of each use of it, for the error
+        self.lanes = {}             # id(Load) -> its lane in a vector loop's registers
+        self.vectors = False
         bound = {}                  # tag -> [extent, ...]
         loops = {}                  # tag -> ["loop var (extent)", ...], for errors
         for s in walk_stmt(stmt):
@@ -505,13 +532,14 @@ class _KernelGen(_ExprText):
             raise CompileError(f"cuda: kernel {name} needs {self.shared} bytes of shared "
                                f"memory ({uses}), over the device's {target.shared_bytes} "
                                "per block; use smaller tiles")
-        self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks)
+        self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks,
+                             self.vectors)
 
     def emit(self, line):
         self.lines.append("  " * self.depth + line)
 
     def load(self, e):
-        v = f"{self.name(e.buffer)}[{self.index(e.index)}]"
+        v = self.lanes.get(id(e)) or f"{self.name(e.buffer)}[{self.index(e.index)}]"
         v = f"({v} != 0)" if e.buffer.dtype == "bool" else v
         if e.check:     # a failed check reads nothing (an empty buffer has no element 0)
             v = f"({self.checked(e)} ? {v} : {const_text(0, e.buffer.dtype)})"
@@ -584,6 +612,13 @@ class _KernelGen(_ExprText):
 
     def serial_for(self, s):
         v = self.name(s.var)
+        if s.kind == ForKind.VECTORIZED:
+            plan = _vector_plan(s)
+            if not isinstance(plan, str):
+                self.emit(f"// vectorized {v}: one access per operand where aligned")
+                self.vector_for(s, *plan)
+                return
+            self.emit(f"// vectorized {v}: a serial loop, because {plan}")
         lo = self.index(s.min)
         end = self.index(s.extent) if _is_zero(s.min) else \
             f"{lo} + {self.index(s.extent)}"
@@ -612,6 +647,62 @@ class _KernelGen(_ExprText):
         if fetches:
             self.depth -= 1
             self.emit("}")
+
+    def vector_for(self, s, stores, loads):
+        """A vectorized loop whose stores and contiguous reads are each one access of
+        4-16 bytes (_vector_plan): where every address is aligned to its size (CuPy's
+        allocations are; a view's may not be), the reads go into registers, the loop runs
+        unrolled on them and the stores leave from registers; otherwise the serial loop."""
+        n = int(s.extent.value)
+        lo = self.index(s.min)
+        lane = f"{self.name(s.var)} - {lo}" if not _is_zero(s.min) else self.name(s.var)
+        first = {s.var: s.min}
+        self.vectors = True
+        self.emit("{")
+        self.depth += 1
+        accesses = [(x.buffer, x.index) for x in stores] + \
+            [(e.buffer, e.index) for e in loads]
+        bases, at, aligned = {}, [], []     # (a base index shared by accesses: one name)
+        for buf, index in accesses:
+            text = self.index(substitute(index, first))
+            if text not in bases:
+                bases[text] = f"jd_vb{len(bases)}"
+                self.emit(f"const {self.ity} {bases[text]} = {text};")
+            at.append(bases[text])
+            aligned.append(f"jd_aligned({self.name(buf)}, {at[-1]}, "
+                           f"{n * dtypes.itemsize(buf.dtype)})")
+        self.emit(f"if ({' && '.join(aligned)}) {{")
+        self.depth += 1
+        saved = self.lanes
+        self.lanes = dict(saved)
+        for k, e in enumerate(loads, len(stores)):
+            ty = MEM_TYPE[e.buffer.dtype]
+            self.emit(f"__align__(16) {ty} jd_vr{k}[{n}];")
+            self.emit(f"jd_vload<{_VECTOR_TYPE[n * dtypes.itemsize(e.buffer.dtype)]}>"
+                      f"(jd_vr{k}, {self.name(e.buffer)}, {at[k]});")
+            for same in loads[e]:
+                self.lanes[id(same)] = f"jd_vr{k}[{lane}]"
+        for k, x in enumerate(stores):
+            self.emit(f"__align__(16) {MEM_TYPE[x.buffer.dtype]} jd_vr{k}[{n}];")
+        self.emit("#pragma unroll")
+        v = self.name(s.var)
+        self.emit(f"for ({self.ity} {v} = {lo}; {v} < {int(s.min.value) + n}; "
+                  f"++{v}) {{")
+        self.depth += 1
+        for k, x in enumerate(stores):
+            self.emit(f"jd_vr{k}[{lane}] = {self.expr(x.value)};")
+        self.depth -= 1
+        self.emit("}")
+        self.lanes = saved
+        for k, x in enumerate(stores):
+            self.emit(f"jd_vstore<{_VECTOR_TYPE[n * dtypes.itemsize(x.buffer.dtype)]}>"
+                      f"({self.name(x.buffer)}, {at[k]}, jd_vr{k});")
+        self.depth -= 1
+        self.emit("} else {")
+        self.nested(replace(s, kind=ForKind.SERIAL))
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
 
     def prefetches(self, s):
         """The fills of shared buffers allocated directly in serial loop s that can be
@@ -936,6 +1027,51 @@ class _Prefetch:
     count: int
     regs: str
     var: Var
+
+
+def _vector_plan(s):
+    """(stores, reads) of a vectorized loop that vector_for can run, or why not (a
+    string): a constant loop of stores to distinct global buffers, none of which it reads,
+    each at an index with stride 1 in the loop variable over 4, 8 or 16 bytes; the reads:
+    {read: [equal reads]} of global buffers at such indices, made whatever the values (a
+    read in a select's arm or behind && may be valid only under its condition) and not
+    checked at run time."""
+    if not (isinstance(s.extent, Const) and isinstance(s.min, Const)):
+        return "its extent is not a constant"
+    n = int(s.extent.value)
+    stores = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+    if not all(isinstance(x, Store) for x in stores):
+        return "its body is not only stores (a loop, a condition or a local value)"
+    written = {x.buffer for x in stores}
+    if len(written) != len(stores):
+        return "it stores to a buffer twice"
+
+    def narrow(buf, index):         # why an access is not one vector access, or None
+        if buf.scope != "global":
+            return f"{buf.name} is a {buf.scope} buffer"
+        if n * dtypes.itemsize(buf.dtype) not in _VECTOR_TYPE:
+            return (f"{n} {buf.dtype} lanes of {buf.name} are {n * dtypes.itemsize(buf.dtype)}"
+                    f" bytes (a vector access moves 4, 8 or 16)")
+        if stride(index, s.var, (s.var,)) != 1:
+            return f"its store to {buf.name} is not contiguous in {s.var.name}"
+        return None
+    for x in stores:
+        why = narrow(x.buffer, x.index)
+        if why:
+            return why
+    loads = [e for x in stores for e in walk_expr(x.value) if isinstance(e, Load)]
+    for e in loads:
+        if e.buffer in written:
+            return f"it reads {e.buffer.name}, which it writes"
+    made = [e for x in stores for e in unconditional_reads(x.value)]
+    reads = {}
+    for e in loads:
+        same = next((r for r in reads if r.buffer is e.buffer and r.index == e.index), None)
+        if same is not None:            # (a conditional read of what is read anyway too)
+            reads[same].append(e)
+        elif not e.check and not narrow(e.buffer, e.index) and any(e is m for m in made):
+            reads[e] = [e]
+    return stores, reads
 
 
 def _nest(s):

@@ -25,7 +25,7 @@ from jitdl import dtypes
 from jitdl.codegen.lltypes import (I1, I32, I64, PTR, const, is_vector, lanes_const,
                                    mem_type, poison, suffix, vector, zeros)
 from jitdl.codegen.mathlib import INLINE
-from jitdl.ir.analysis import affine, arms_read_guarded, short_circuits
+from jitdl.ir.analysis import arms_read_guarded, short_circuits, stride
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, Intrin, LetStmt, Load, Reduce, Select, Seq, Store, Unary,
                             Var)
@@ -141,21 +141,6 @@ def _scan(loop, checked_reads=True):
     return varying, accesses, varies, bool(math)
 
 
-def _stride(index, var, varying):
-    """The coefficient of `var` when index is affine in it with no other varying term."""
-    form = affine(index)
-    for k in form:
-        if k == 1 or k is var:
-            continue
-        if isinstance(k, Var):
-            if k in varying:
-                return None
-        elif not dtypes.is_int(k.dtype) or any(isinstance(v, Var) and (v is var or v in varying)
-                                               for v in walk_expr(k)):
-            return None     # (a term such as k0 * n, n a size, does not vary: it stays)
-    return form.get(var, 0)
-
-
 def refused(loop):
     """Why LLVM's vectoriser cannot make the loop body vector code (a read at an index
     checked at run time, a node the scan does not know), or None: when a loop marked
@@ -189,7 +174,7 @@ def plan(loop, vector_bytes, unrolled=False):
         strides = []
         for idx, _ in accs:
             if varies(idx):
-                c = _stride(idx, loop.var, varying)
+                c = stride(idx, loop.var, varying)
                 strides.append(c)
                 contiguous |= c == 1
                 gathers |= c != 1
@@ -351,7 +336,7 @@ class VectorBody:
         k = ("stride", id(index))
         c = self._memo.get(k, self)
         if c is self:
-            c = self._memo[k] = _stride(index, self.var, self.varying)
+            c = self._memo[k] = stride(index, self.var, self.varying)
         if c is None:
             return "gather", self.expr(index)
         first = self.cg.expr(index)          # cg.env[var] is the first lane

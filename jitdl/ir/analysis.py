@@ -272,6 +272,21 @@ def affine(e):
     return {e: 1, 1: 0}
 
 
+def stride(index, var, varying):
+    """The coefficient of `var` when index is affine in it with no other varying term."""
+    form = affine(index)
+    for k in form:
+        if k == 1 or k is var:
+            continue
+        if isinstance(k, Var):
+            if k in varying:
+                return None
+        elif not dtypes.is_int(k.dtype) or any(isinstance(v, Var) and (v is var or v in varying)
+                                               for v in walk_expr(k)):
+            return None     # (a term such as k0 * n, n a size, does not vary: it stays)
+    return form.get(var, 0)
+
+
 def form_bounds(f, ranges):
     """Inclusive (lo, hi) of an affine form (from `affine`) under `ranges`."""
     lo = hi = f.get(1, 0)
@@ -638,7 +653,7 @@ def reads_beyond(e, before) -> bool:
     does not: such a read may be valid only where `before` says so (select(i < n, A[i],
     0), i < n and A[i] > 0), so it must not run unconditionally. Reads that `before`
     makes itself are safe (NumPy's maximum: select(a > b | isnan(a), a, b))."""
-    made = _unconditional_reads(before)
+    made = unconditional_reads(before)
     return any(isinstance(n, (Access, Load)) and n not in made for n in walk_expr(e))
 
 
@@ -658,7 +673,7 @@ def short_circuits(e) -> bool:
     return reads_beyond(e.b, e.a)
 
 
-def _unconditional_reads(e):
+def unconditional_reads(e):
     """The reads of e that run whatever the values: not those on the right of a logical
     and/or, nor in a select's arms (code generators may run them only under a guard)."""
     out, stack = [], [e]

@@ -289,7 +289,17 @@ class Schedule:
         Either way, `f.llvm_ir(*args, optimized=False)` has a line
         `; jitdl: vectorized <loop>: vector code, ...` or `...: scalar loop ..., because
         <reason>`. An unrolled innermost loop whose accesses all have stride 1 (the
-        column loop of a register tile) becomes vector code the same way."""
+        column loop of a register tile) becomes vector code the same way.
+
+        On the CUDA target a thread runs the loop's iterations itself (vectorize the loop
+        inside the one bound to threadIdx.x). When its body is stores to global memory
+        at indices with stride 1 over 4, 8 or 16 bytes (4 float32 or 2 float64 lanes:
+        float4 accesses), each store and each read with stride 1 that runs whatever the
+        values is one vector access (LDG.128 / STG.128) where all their addresses are
+        aligned to that size, checked at run time (CuPy's allocations are; a view one
+        element in is not, and runs the serial loop). Other reads stay element by
+        element. `f.cuda_source(...)` has a line `// vectorized <loop>: ...` saying which
+        it became, and why not."""
         self._annotate("vectorize", ax, ForKind.VECTORIZED)
 
     def parallel(self, ax):

@@ -31,6 +31,13 @@ template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of
   T f = floor(d);
   return d - f > (T)0.5 ? f + 1 : f;
 }
+template <typename T> JD_INLINE T jd_pow(T x, T y) {   // correctly rounded where NumPy's is
+  if (y == (T)2) return x * x;                        // (CUDA's pow may be an ulp off there)
+  if (y == (T)1) return x;
+  if (y == (T)-1) return (T)1 / x;
+  if (y == (T)0.5 && x > (T)0) return sqrt(x);
+  return pow(x, y);
+}
 template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
   if (b == 0) return 0;
   if (b == (T)-1) return (T)(0 - a);

@@ -1,0 +1,103 @@
+// jitdl: jd_fma_relu, 1 kernel(s) for sm_90
+// launched in order on one stream:
+//   jd_fma_relu_k0<<<(16, 1, 1), (32, 1, 1)>>>
+// helpers: NumPy's semantics where C's differ
+#define JD_INLINE static __device__ __forceinline__
+template <typename T> JD_INLINE T jd_fmax(T a, T b) {   // NaN wins, max(-0, 0) = 0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : signbit(a) ? b : a;
+}
+template <typename T> JD_INLINE T jd_fmin(T a, T b) {   // NaN wins, min(-0, 0) = -0
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : signbit(a) ? a : b;
+}
+template <typename T, typename U> JD_INLINE T jd_shl(T a, T b) {   // NumPy: 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)((U)a << (int)b) : (T)0;
+}
+template <typename T> JD_INLINE T jd_ashr(T a, T b) {   // -1 or 0 past the width
+  return (unsigned long long)(long long)b < sizeof(T) * 8 ? (T)(a >> (int)b)
+                                                          : (T)(a < 0 ? -1 : 0);
+}
+template <typename T> JD_INLINE T jd_lshr(T a, T b) {
+  return (unsigned long long)b < sizeof(T) * 8 ? (T)(a >> (int)b) : (T)0;
+}
+template <typename T> JD_INLINE T jd_fmod_floor(T a, T b) {   // remainder: divisor's sign
+  T r = fmod(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of floats
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  T f = floor(d);
+  return d - f > (T)0.5 ? f + 1 : f;
+}
+template <typename T> JD_INLINE T jd_pow(T x, T y) {   // correctly rounded where NumPy's is
+  if (y == (T)2) return x * x;                        // (CUDA's pow may be an ulp off there)
+  if (y == (T)1) return x;
+  if (y == (T)-1) return (T)1 / x;
+  if (y == (T)0.5 && x > (T)0) return sqrt(x);
+  return pow(x, y);
+}
+template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
+  if (b == 0) return 0;
+  if (b == (T)-1) return (T)(0 - a);
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> JD_INLINE T jd_imod(T a, T b) {   // x % 0 == 0, the divisor's sign
+  if (b == 0 || b == (T)-1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> JD_INLINE T jd_udiv(T a, T b) { return b == 0 ? 0 : a / b; }
+template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b; }
+template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
+  if (e < 0) return 0;
+  T r = 1;
+  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  return r;
+}
+template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
+template <typename T> JD_INLINE T jd_imin(T a, T b) { return a < b ? a : b; }
+template <typename T> JD_INLINE T jd_imax(T a, T b) { return a > b ? a : b; }
+template <typename T> JD_INLINE bool jd_aligned(const T* p, long long i, int bytes) {
+  return ((unsigned long long)(p + i) & (unsigned long long)(bytes - 1)) == 0;
+}
+template <typename V, typename T> JD_INLINE void jd_vload(T* lanes, const T* p, long long i) {
+  *reinterpret_cast<V*>(lanes) = *reinterpret_cast<const V*>(p + i);
+}
+template <typename V, typename T> JD_INLINE void jd_vstore(T* p, long long i, const T* lanes) {
+  *reinterpret_cast<V*>(p + i) = *reinterpret_cast<const V*>(lanes);
+}
+
+extern "C" __global__ void __launch_bounds__(32) jd_fma_relu_k0(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y) {
+  {
+    const int i = (int)blockIdx.x;
+    {
+      const int j_o = (int)threadIdx.x;
+      // vectorized j_i: one access per operand where aligned
+      {
+        const int jd_vb0 = (((i * 128) + 0) + (j_o * 4));
+        const int jd_vb1 = (0 + (j_o * 4));
+        if (jd_aligned(Y, jd_vb0, 16) && jd_aligned(A, jd_vb0, 16) && jd_aligned(B, jd_vb1, 16) && jd_aligned(C, jd_vb0, 16)) {
+          __align__(16) float jd_vr1[4];
+          jd_vload<uint4>(jd_vr1, A, jd_vb0);
+          __align__(16) float jd_vr2[4];
+          jd_vload<uint4>(jd_vr2, B, jd_vb1);
+          __align__(16) float jd_vr3[4];
+          jd_vload<uint4>(jd_vr3, C, jd_vb0);
+          __align__(16) float jd_vr0[4];
+          #pragma unroll
+          for (int j_i = 0; j_i < 4; ++j_i) {
+            jd_vr0[j_i] = jd_fmax<float>(((jd_vr1[j_i] * jd_vr2[j_i]) + jd_vr3[j_i]), 0.0f);
+          }
+          jd_vstore<uint4>(Y, jd_vb0, jd_vr0);
+        } else {
+          for (int j_i = 0; j_i < 4; ++j_i) {
+            Y[(((i * 128) + j_i) + (j_o * 4))] = jd_fmax<float>(((A[(((i * 128) + j_i) + (j_o * 4))] * B[(j_i + (j_o * 4))]) + C[(((i * 128) + j_i) + (j_o * 4))]), 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
