@@ -34,6 +34,32 @@ class DeviceArray:
     def __repr__(self):
         return f"DeviceArray({self.host!r})"
 
+    # NumPy's functions and ufuncs on device arrays answer with device arrays, as CuPy's
+    # (which implements them for its arrays) do: here NumPy's own, on the host copies
+    def __array_function__(self, func, types, args, kwargs):
+        return _on_device(func(*_host(args), **_host(kwargs)))
+
+    def __array_ufunc__(self, ufunc, method, *args, **kwargs):
+        return _on_device(getattr(ufunc, method)(*_host(args), **_host(kwargs)))
+
+
+def _host(x):
+    if isinstance(x, DeviceArray):
+        return x.host
+    if isinstance(x, (list, tuple)):
+        return type(x)(_host(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _host(v) for k, v in x.items()}
+    return x
+
+
+def _on_device(r):
+    if isinstance(r, (np.ndarray, np.generic)):
+        return DeviceArray(np.asarray(r))       # (CuPy: 0-d arrays, not scalars)
+    if isinstance(r, (list, tuple)):
+        return type(r)(_on_device(y) for y in r)
+    return r
+
 
 class EmulatedDevice:
     """jitdl's CUDA backend interface on the emulator."""

@@ -402,3 +402,63 @@ def test_gpu_arrays_of_other_dtypes_and_numpys_own_names_go_to_cupy(rng):
         np.testing.assert_allclose(cp.asnumpy(got), getattr(np, name)(x, axis=1))
     got = jnp.add(a, a, dtype=np.float16)
     assert isinstance(got, cp.ndarray) and got.dtype == np.float16
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+_A, _B, _V = (np.random.default_rng(1212).standard_normal(s) for s in [(6, 40), (6, 40), 40])
+_X4 = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype(F32)
+# jd.numpy / jd.nn calls on device arrays (m: the module; a, b: (6, 40), v: (40,))
+_ON_DEVICE = {
+    "add": lambda m, a, b, v: m.add(a, b), "add_row": lambda m, a, b, v: m.add(a, v),
+    "multiply_scalar": lambda m, a, b, v: m.multiply(a, 2.5),
+    "exp": lambda m, a, b, v: m.exp(a), "power": lambda m, a, b, v: m.power(m.abs(a), 1.5),
+    "square_power": lambda m, a, b, v: m.power(a, 2), "less": lambda m, a, b, v: m.less(a, b),
+    "where": lambda m, a, b, v: m.where(m.greater(a, 0), a, b),
+    "clip": lambda m, a, b, v: m.clip(a, -0.5, 0.5),
+    "floor_divide": lambda m, a, b, v: m.floor_divide(a, 0.3),
+    "sum": lambda m, a, b, v: m.sum(a), "sum_rows": lambda m, a, b, v: m.sum(a, axis=1),
+    "sum_keepdims": lambda m, a, b, v: m.sum(a, axis=0, keepdims=True),
+    "mean": lambda m, a, b, v: m.mean(a, axis=1), "max": lambda m, a, b, v: m.max(a, axis=0),
+    "argmax": lambda m, a, b, v: m.argmax(a, axis=1), "argmin": lambda m, a, b, v: m.argmin(a),
+    "std": lambda m, a, b, v: m.std(a, axis=1), "all": lambda m, a, b, v: m.all(m.less(a, 3.0)),
+    "matmul": lambda m, a, b, v: m.matmul(a, m.transpose(b)),
+    "dot": lambda m, a, b, v: m.dot(a, v), "einsum": lambda m, a, b, v: m.einsum("ij,ij->i", a, b),
+    "concatenate": lambda m, a, b, v: m.concatenate([a, b], axis=1),
+    "pad": lambda m, a, b, v: m.pad(a, 1), "transpose": lambda m, a, b, v: m.transpose(a),
+    "reshape": lambda m, a, b, v: m.reshape(a, (40, 6)),
+    "norm": lambda m, a, b, v: m.linalg.norm(a, axis=1),
+}
+_NN_ON_DEVICE = {
+    "relu": (lambda x: jd.nn.relu(x), lambda: np.maximum(_A, 0)),
+    "softmax": (lambda x: jd.nn.softmax(x, axis=-1), lambda: _softmax(_A)),
+    "layer_norm": (lambda x: jd.nn.layer_norm(x, (40,)), lambda: (
+        _A - _A.mean(1, keepdims=True)) / np.sqrt(_A.var(1, keepdims=True) + 1e-5)),
+    "leaky_relu": (lambda x: jd.nn.leaky_relu(x, 0.1), lambda: np.where(_A > 0, _A, 0.1 * _A)),
+    "tanh": (lambda x: jd.nn.tanh(x), lambda: np.tanh(_A)),
+    "max_pool2d": (lambda x: jd.nn.max_pool2d(x, 2), lambda: _X4.reshape(2, 3, 4, 2, 4, 2).max(
+        (3, 5))),
+}
+
+
+def test_ops_called_on_device_arrays_answer_on_the_device(gpu):
+    """jd.numpy and jd.nn functions called directly on GPU arrays (no harness), twice each
+    (the second call takes whatever fast path the first one set up), return GPU arrays
+    with NumPy's values: the host's fast paths leave GPU arrays alone."""
+    for name, f in _ON_DEVICE.items():
+        want = f(np, _A, _B, _V)
+        for _ in range(2):
+            got = f(jd.numpy, gpu.put(_A), gpu.put(_B), gpu.put(_V))
+            assert cuda_runtime.is_device_array(got), (name, type(got))
+            got = gpu.get(got)
+            assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype, name
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13, err_msg=name)
+    for name, (f, want) in _NN_ON_DEVICE.items():
+        x = _X4 if name == "max_pool2d" else _A
+        for _ in range(2):
+            got = f(gpu.put(x))
+            assert cuda_runtime.is_device_array(got), (name, type(got))
+            np.testing.assert_allclose(gpu.get(got), want(), rtol=1e-6, atol=1e-7, err_msg=name)
