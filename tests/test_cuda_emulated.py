@@ -755,3 +755,23 @@ def test_vectorized_loop_reads(dev, rng):
         "bytes" in body
     x = rng.standard_normal(256)
     close(on_gpu(dev, wide, x), x + 1.0)
+
+
+def test_vectorized_gather_keeps_its_index_checks(dev, rng):
+    """A read at an index loaded from memory (checked at run time) stays element by
+    element with its check in a vectorized loop; the indices themselves load as vectors,
+    and a bad index still raises."""
+    @jd.compute
+    def gathered(X, idx, Z):
+        Y[i] = X[idx[i]] + Z[i]
+        return Y
+    f = _vectorized(gathered, 4, threads=8)
+    x = rng.standard_normal(50).astype(F32)
+    idx = rng.integers(0, 50, 64).astype(np.int32)
+    z = rng.standard_normal(64).astype(F32)
+    body = f.cuda_source(x, idx, z).split("__global__")[1]
+    assert "jd_vload<uint4>(jd_vr1, idx, " in body and "jd_ok(" in body, body
+    close(on_gpu(dev, f, x, idx, z), x[idx].astype(F64) + z)
+    idx[37] = 50
+    with pytest.raises(IndexError):
+        on_gpu(dev, f, x, idx, z)

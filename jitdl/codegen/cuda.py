@@ -1065,12 +1065,16 @@ def _vector_plan(s):
             return f"it reads {e.buffer.name}, which it writes"
     made = [e for x in stores for e in unconditional_reads(x.value)]
     reads = {}
-    for e in loads:
-        same = next((r for r in reads if r.buffer is e.buffer and r.index == e.index), None)
-        if same is not None:            # (a conditional read of what is read anyway too)
-            reads[same].append(e)
-        elif not e.check and not narrow(e.buffer, e.index) and any(e is m for m in made):
-            reads[e] = [e]
+    unchecked = [e for e in loads if not e.check]   # (a check runs element by element)
+
+    def same(e):
+        return next((r for r in reads if r.buffer is e.buffer and r.index == e.index), None)
+    for e in unchecked:
+        if any(e is m for m in made) and not narrow(e.buffer, e.index) and same(e) is None:
+            reads[e] = []
+    for e in unchecked:     # (with a conditional read of what is read anyway)
+        if same(e) is not None:
+            reads[same(e)].append(e)
     return stores, reads
 
 
