@@ -462,3 +462,39 @@ def test_ops_called_on_device_arrays_answer_on_the_device(gpu):
             got = f(gpu.put(x))
             assert cuda_runtime.is_device_array(got), (name, type(got))
             np.testing.assert_allclose(gpu.get(got), want(), rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@jd.compute
+def _outer3(a, b, c):
+    P[i, j, k] = a[i] * b[j] * c[k]
+    return P
+
+
+@jd.compute
+def _outer3_sum(a, b, c):
+    P[i, j, k] = a[i] * b[j] * c[k]
+    S[i] = sum(P[i, j, k] for j in range(b.shape[0]) for k in range(c.shape[0]))
+    return S
+
+
+@jd.schedule(_outer3_sum, target="cuda")
+def _stored(s, cfg):
+    s.compute_root(s["P"])
+
+
+def test_a_device_allocation_that_fails_names_the_buffer(gpu, rng):
+    """A result or intermediate too large for the device (CuPy's OutOfMemoryError) is an
+    AllocationError, a MemoryError, naming the function, the buffer, its shape and
+    size: not CuPy's message alone. Small shapes of the same kernels are right."""
+    a, b, c = (rng.standard_normal(n) for n in (7, 5, 9))
+    np.testing.assert_allclose(gpu.get(_outer3_sum(gpu.put(a), gpu.put(b), gpu.put(c))),
+                               a * b.sum() * c.sum(), rtol=1e-12)
+    n = 100_000                     # 8e15 bytes: no device has them
+    a, b, c = (gpu.put(rng.standard_normal(n)) for _ in range(3))
+    for f, what in ((_outer3, "result P"), (_outer3_sum, "intermediate buffer P")):
+        for _ in range(2):          # (compiled, then the cached kernel)
+            with pytest.raises(jd.AllocationError, match=rf"{f.__name__}\(\): cannot "
+                               rf"allocate the {what} \(float64\[100000, 100000, 100000\]\) "
+                               r"on the GPU: 8000000000000000 bytes \(7\.1 PiB\)") as ei:
+                f(a, b, c)
+            assert isinstance(ei.value, MemoryError)

@@ -43,6 +43,7 @@ def outer3_ref(a, b, c):
     return a * b.sum() * c.sum()
 
 
+@pytest.mark.cpu_only    # (its schedule is the CPU's: on a GPU P is not stored)
 def test_intermediate_too_large_to_allocate_is_a_memory_error(rng):
     f = make_outer3()
     a, b, c = (rng.standard_normal(n) for n in (7, 5, 9))
@@ -103,6 +104,7 @@ def test_a_temporary_of_nearly_2_64_bytes_is_refused(dims):
         outer4(*[rng.standard_normal(n) for n in dims])
 
 
+@pytest.mark.cpu_only
 def test_failed_allocation_in_a_parallel_loop_block(rng):
     """A block-sized buffer of compute_at, allocated inside a parallel loop's body."""
     @jd.compute

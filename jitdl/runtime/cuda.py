@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import locks
-from jitdl.errors import ArgumentError, CompileError, OutArgumentError
-from jitdl.runtime.kernel import DEVICE_KEYS, KernelChecks, _tree_code, size_pattern
+from jitdl.errors import AllocationError, ArgumentError, CompileError, OutArgumentError
+from jitdl.runtime.kernel import (DEVICE_KEYS, KernelChecks, _human_bytes, _tree_code,
+                                  size_pattern)
 
 _lock = locks.Lock()
 _backend = []
@@ -197,6 +198,7 @@ class CudaKernel(KernelChecks):
                                 int(k["shared_bytes"]), [tuple(p) for p in k["params"]],
                                 bool(k["checks"]), k["name"])
                         for k in launch["kernels"]]
+        self.tmp_names = [name for name, _, _ in launch["intermediates"]]
         self.tmp_dtypes = [np.dtype(dt) for _, dt, _ in launch["intermediates"]]
         self.tmp_shapes = [_sizes_function(shape, n) for _, _, shape in launch["intermediates"]]
         self.has_err = any(k.checks for k in self.kernels)
@@ -244,7 +246,10 @@ class CudaKernel(KernelChecks):
                                                a.flags.c_contiguous):
                     a = dev.contiguous(dev.asarray(a))
                 values.append(a)
-            y = dev.empty(shape, dt)
+            try:
+                y = dev.empty(shape, dt)
+            except MemoryError as e:
+                self._raise_memory_error("result", self.out_names[0], shape, dt, e)
             values.append(y)
             launch(grid, block, values)
             return y
@@ -263,14 +268,15 @@ class CudaKernel(KernelChecks):
         else:
             sizes, specs = (), self.out_specs
         if out is None:
-            outs, final = [dev.empty(shape, dt) for shape, dt in specs], None
+            outs, final = [self._empty("result", name, shape, dt) for name, (shape, dt)
+                           in zip(self.out_names, specs)], None
         else:
             outs, final = self._check_out(out, inputs, specs)
         values = inputs + outs
         values += [t(args[i]) for t, i in zip(self.scalar_types, self.scalar_pos)]
         values += [np.int64(s) for s in sizes]
-        tmps = [dev.empty(shape(sizes), dt) for shape, dt in zip(self.tmp_shapes,
-                                                               self.tmp_dtypes)]
+        tmps = [self._empty("intermediate buffer", name, shape(sizes), dt) for name, shape, dt
+                in zip(self.tmp_names, self.tmp_shapes, self.tmp_dtypes)]
         err = dev.zeros(2, np.int64) if self.has_err else None
         for k in self.kernels:
             grid = k.grid(sizes)
@@ -296,6 +302,24 @@ class CudaKernel(KernelChecks):
         return outs[0] if self.single else tuple(outs)
 
     __call__ = run
+
+    def _empty(self, what, name, shape, dtype):
+        try:
+            return self.device.empty(shape, dtype)
+        except MemoryError as e:
+            self._raise_memory_error(what, name, shape, dtype, e)
+
+    def _raise_memory_error(self, what, name, shape, dtype, e):
+        """A device allocation that failed (CuPy's OutOfMemoryError is a MemoryError): an
+        AllocationError naming the buffer, its shape and size."""
+        nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+        hint = ("; a schedule that computes it in blocks inside its consumer (compute_at) "
+                "or inlines it (compute_inline) needs less memory"
+                if what == "intermediate buffer" else "")
+        raise AllocationError(
+            f"{self.fname}(): cannot allocate the {what} {name} ({np.dtype(dtype)}"
+            f"[{', '.join(map(str, shape))}]) on the GPU: {nbytes} bytes "
+            f"({_human_bytes(nbytes)}); {e}{hint}") from None
 
     def _check_grid(self, k, grid):
         for axis, (g, limit) in enumerate(zip(grid, self.grid_limits)):
