@@ -14,10 +14,12 @@ timeout 60 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
 timeout 90 python3 benchmarks/gpu_sizes.py > "$O/sizes.txt" 2>&1
 timeout 60 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_cuda_runtime.py \
     -k "not emulated" > "$O/runtime.txt" 2>&1
-timeout 240 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
-    tests/test_definitions.py tests/test_operators.py tests/test_nn.py \
+# (tests marked cpu_only check the CPU target's own code: --target cuda skips them)
+timeout 360 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
+    tests/test_definitions.py tests/test_operators.py tests/test_nn.py tests/test_nn_more.py \
     tests/test_numpy_math.py tests/test_dynamic.py tests/test_numpy_eager.py \
-    tests/test_numpy_shape.py tests/test_fuzz.py > "$O/target.txt" 2>&1
+    tests/test_numpy_shape.py tests/test_numpy_scalar_args.py tests/test_layers.py \
+    tests/test_fuzz.py tests/test_fuzz_inference.py > "$O/target.txt" 2>&1
 echo "=== runtime tests"; tail -1 "$O/runtime.txt"
 echo "=== --target cuda"; grep -E "^(FAILED|ERROR)|passed|failed" "$O/target.txt" | cut -c1-200 | head -40
 echo "=== sizes"; cat "$O/sizes.txt"

@@ -24,7 +24,8 @@ def mentions(msg, *words):
 # 1. a heap allocation that fails is a MemoryError naming the buffer and its size
 # ---------------------------------------------------------------------------------------
 # Sizes beyond the 128 TiB of a process's address space: aligned_alloc returns NULL
-# whatever the overcommit policy, so nothing is touched and nothing is OOM-killed.
+# whatever the overcommit policy, so nothing is touched and nothing is OOM-killed. (CPU
+# kernels: a GPU's failed allocations are tests/test_cuda_runtime.py's.)
 
 def make_outer3():
     @jd.compute
@@ -77,6 +78,7 @@ def make_outer4(dynamic=False):
     return outer4
 
 
+@pytest.mark.cpu_only
 def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
     """10^20 elements of 8 bytes do not fit a size_t: no wrapped (small) allocation."""
     outer4 = make_outer4()
@@ -88,6 +90,7 @@ def test_allocation_size_beyond_64_bits_is_a_memory_error(rng):
     mentions(str(ei.value), "P", str(8 * 10 ** 20))
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("dims", [(3996, 199679, 83717, 34519), (1416, 256999, 2089, 3033169)])
 def test_a_temporary_of_nearly_2_64_bytes_is_refused(dims):
     """A symbolic temporary whose byte size rounds to just under 2**64 wrapped in the
@@ -129,6 +132,7 @@ def test_failed_allocation_in_a_parallel_loop_block(rng):
     mentions(str(ei.value), "P_l", "8000000000000000")
 
 
+@pytest.mark.cpu_only
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
 def test_failed_allocation_frees_what_was_allocated(rng):
     """Q (8 MB) is allocated around P; P fails: Q is freed on every call."""
