@@ -262,6 +262,16 @@ def test_vectorized_loops_are_vector_instructions():
 
 
 @needs_nvcc
+def test_repeated_subexpressions_compile():
+    """A statement whose repeated nodes are computed once (locals, an immediately invoked
+    lambda for a guarded arm: CUDA C++ that nvcc must take as it is)."""
+    from test_robust import guarded_gather      # (8 steps of z * z * 0.5 + z * 0.25)
+    x = np.linspace(-0.5, 0.5, 16)
+    compile_or_fail({"guarded_growth": guarded_gather.cuda_source(
+        x, np.array([0, 3, 99, 5, -7, 15, 1000000, 2]))})
+
+
+@needs_nvcc
 def test_cuda_source_of_the_issue_definitions_compiles():
     """What the issue checks: f.cuda_source(...) (the public API, the default target of a
     machine without a GPU) of matmul, softmax, conv2d and an elementwise definition."""

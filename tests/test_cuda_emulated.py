@@ -775,3 +775,21 @@ def test_vectorized_gather_keeps_its_index_checks(dev, rng):
     idx[37] = 50
     with pytest.raises(IndexError):
         on_gpu(dev, f, x, idx, z)
+
+
+def test_a_repeated_subexpression_is_computed_once_under_its_guard(dev, rng):
+    """z = z * z * 0.5 + z * 0.25 eight times over a gather under a guard: a tree of 3^8
+    reads, each with its index check (491 KB of CUDA C, which the emulator's g++ had not
+    compiled after 5 minutes); now each repeated node is one local, computed inside the
+    guarded arm, so the check runs once and only where the guard holds (excluded indices
+    raise nothing)."""
+    from test_robust import _grow, guarded_gather
+    x = rng.uniform(-0.5, 0.5, 16)
+    idx = np.array([0, 3, 99, 5, -7, 15, 1000000, 2])
+    src = guarded_gather.cuda_source(x, idx)
+    body = src.split("__global__")[1]
+    assert len(body) < 4000 and body.count("jd_ok(") == 1, len(body)
+    assert body.index("? [&]() {") < body.index("jd_ok(")      # inside the guarded arm
+    ok = (idx >= 0) & (idx < 16)
+    close(on_gpu(dev, guarded_gather, x, idx),
+          np.where(ok, _grow(x[np.where(ok, idx, 0)], 8), -1.0), rtol=1e-12, atol=1e-15)

@@ -37,7 +37,8 @@ from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, 
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
 from jitdl.ir.analysis import INF, bounds, reads_memory, stride, unconditional_reads
-from jitdl.ir.visit import stmt_exprs, substitute, walk_expr, walk_stmt
+from jitdl.ir.visit import (NodeKey, expr_children, stmt_exprs, substitute, walk_expr,
+                            walk_stmt)
 
 C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
           "int64": "long long", "uint8": "unsigned char", "float32": "float",
@@ -265,6 +266,10 @@ class _ExprText:
         overflow), so C's signed arithmetic, which the compiler optimises best, is kept."""
         return self.wrap and (e.dtype != "int64" or reads_memory(e))
 
+    def once(self, text):
+        """An operand's text, for a helper that writes it more than once."""
+        return text
+
     def load(self, e):
         raise CompileError("cuda codegen: a load in a launch extent")
 
@@ -339,6 +344,7 @@ class _ExprText:
             return f"({a} != 0)"
         if dtypes.is_float(src) and not dtypes.is_float(dst) and dst in INT_RANGE:
             lo, hi = INT_RANGE[dst]     # saturating, NaN -> 0 (LLVM's fptosi.sat)
+            a = self.once(a)
             return (f"(({C_TYPE[dst]})({a} != {a} ? 0 : "
                     f"fmax(({C_TYPE[src]}){lo}, fmin(({C_TYPE[src]}){hi}, {a}))))")
         # float -> int32/int64 saturates in the hardware conversion (NaN -> 0)
@@ -351,6 +357,7 @@ class _ExprText:
             if fn in (Intrin.FLOOR, Intrin.CEIL, Intrin.ROUND, Intrin.TRUNC):
                 return a
             if fn == Intrin.ABS:        # (negated as unsigned: abs(INT_MIN) wraps, no UB)
+                a = self.once(a)
                 return f"(({C_TYPE[src]})({a} < 0 ? 0 - ({UNSIGNED[src]}){a} : " \
                     f"({UNSIGNED[src]}){a}))" if dtypes.is_signed(src) else a
             if fn == Intrin.SIGN:      # (unsigned: 0 or 1; x < 0 would be a warning)
@@ -451,6 +458,10 @@ class _KernelGen(_ExprText):
         self.shared_uses = []       # (what, bytes) of each use of it, for the error
         self.lanes = {}             # id(Load) -> its lane in a vector loop's registers
         self.vectors = False
+        self.cse = None             # in a statement's value: (its shared nodes,
+        #                             {(NodeKey, wrap): the local computed for it})
+        self.hashes = {}            # structural hashes (NodeKey)
+        self.locals = 0             # locals made for shared nodes (names them)
         bound = {}                  # tag -> [extent, ...]
         loops = {}                  # tag -> ["loop var (extent)", ...], for errors
         for s in walk_stmt(stmt):
@@ -545,6 +556,71 @@ class _KernelGen(_ExprText):
             v = f"({self.checked(e)} ? {v} : {const_text(0, e.buffer.dtype)})"
         return v
 
+    # -- expressions whose nodes are shared ---------------------------------------------
+    def value(self, e):
+        """The text of a statement's expression. A node it uses more than once (one
+        structurally: `z = z * z * 0.5 + z * 0.25` repeated, whose tree triples with
+        every step) is computed once, into a local declared before the
+        statement; in a select's arm or on the right of && / || (evaluated only where the
+        condition says: its reads may be valid only there), inside that arm."""
+        shared = _shared_nodes(e, self.hashes)
+        if not shared:
+            return self.expr(e)
+        saved, self.cse = self.cse, (shared, {})
+        try:
+            return self.expr(e)
+        finally:
+            self.cse = saved
+
+    def expr(self, e):
+        if self.cse is None or isinstance(e, (Const, Var)):
+            return super().expr(e)
+        shared, made = self.cse
+        node = NodeKey(e, self.hashes)
+        key = (node, self.wrap or isinstance(e, Load))     # (a read's text is one text)
+        if key in made:
+            return made[key]
+        if isinstance(e, Select):
+            text = f"({self.expr(e.cond)} ? {self.arm(e.t)} : {self.arm(e.f)})"
+        elif isinstance(e, Binary) and e.dtype == "bool" and e.op in (BinOp.AND, BinOp.OR):
+            text = f"({self.expr(e.a)} {'&&' if e.op == BinOp.AND else '||'} {self.arm(e.b)})"
+        else:
+            text = super().expr(e)
+        if node not in shared:
+            return text
+        made[key] = self.local(text)
+        return made[key]
+
+    def local(self, text):
+        name = f"jd_c{self.locals}"
+        self.locals += 1
+        self.emit(f"const auto {name} = {text};")
+        return name
+
+    def once(self, text):
+        if self.cse is None or text.isidentifier():
+            return text
+        return self.local(text)
+
+    def arm(self, e):
+        """The text of an expression evaluated only under a condition: the locals it
+        needs are made inside it (an immediately invoked lambda) and forgotten after."""
+        made = self.cse[1]
+        saved, self.lines, known = self.lines, [], dict(made)
+        self.depth += 1
+        try:
+            text = self.expr(e)
+            body = self.lines
+        finally:
+            self.depth -= 1
+            self.lines = saved
+            made.clear()
+            made.update(known)
+        if not body:
+            return text
+        pad = "  " * self.depth
+        return "[&]() {\n" + "\n".join(body) + f"\n{pad}  return {text};\n{pad}}}()"
+
     def checked(self, e):
         """Each data-dependent index checked (a failure sets the error slot): the
         condition that they all passed."""
@@ -566,7 +642,7 @@ class _KernelGen(_ExprText):
                 for x in s.stmts:
                     self.stmt(x)
             case Store():
-                v = self.expr(s.value)
+                v = self.value(s.value)
                 self.emit(f"{self.name(s.buffer)}[{self.index(s.index)}] = {v};")
             case For() if s.kind.bound:
                 self.bound_for(s)
@@ -575,7 +651,7 @@ class _KernelGen(_ExprText):
             case IfThen():
                 differs = reads_memory(s.cond) or any(
                     isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
-                cond = self.expr(s.cond)
+                cond = self.value(s.cond)
                 why = f"the condition {cond}" if differs else None
                 self.emit(f"if ({cond}) {{")
                 self.nested(s.then, why)
@@ -592,7 +668,7 @@ class _KernelGen(_ExprText):
                 self.depth += 1
                 ty = self.ity if s.var.dtype == "int64" else C_TYPE[s.var.dtype]
                 self.emit(f"const {ty} {self.name(s.var)} = "
-                          f"{self.expr(s.value)};")
+                          f"{self.value(s.value)};")
                 self.stmt(s.body)
                 self.depth -= 1
                 self.emit("}")
@@ -690,7 +766,7 @@ class _KernelGen(_ExprText):
                   f"++{v}) {{")
         self.depth += 1
         for k, x in enumerate(stores):
-            self.emit(f"jd_vr{k}[{lane}] = {self.expr(x.value)};")
+            self.emit(f"jd_vr{k}[{lane}] = {self.value(x.value)};")
         self.depth -= 1
         self.emit("}")
         self.lanes = saved
@@ -1076,6 +1152,39 @@ def _vector_plan(s):
         if same(e) is not None:
             reads[same(e)].append(e)
     return stores, reads
+
+
+# a statement's expression whose tree (a repeated subexpression counted at each use)
+# passes this many nodes has its repeated nodes computed once (value); smaller ones are
+# printed whole, as the compiler's own CSE then has little to do
+_TREE_TEXT = 256
+
+
+def _shared_nodes(e, hashes):
+    """The NodeKeys of the nodes of e that are operands of more than one (structurally)
+    distinct node, other than constants and variables, when e's tree has more than
+    _TREE_TEXT nodes; else empty."""
+    refs, order, seen, stack = {}, [], set(), [(e, False)]
+    while stack:                        # the distinct nodes, children first
+        n, done = stack.pop()
+        key = NodeKey(n, hashes)
+        if done:
+            order.append((key, n))
+            continue
+        if key in seen:
+            continue
+        seen.add(key)
+        stack.append((n, True))
+        for c in expr_children(n):
+            ck = NodeKey(c, hashes)
+            refs[ck] = refs.get(ck, 0) + 1
+            stack.append((c, False))
+    tree = {}
+    for key, n in order:
+        tree[key] = 1 + sum(tree[NodeKey(c, hashes)] for c in expr_children(n))
+    if tree[NodeKey(e, hashes)] <= _TREE_TEXT:
+        return set()
+    return {k for k, v in refs.items() if v > 1 and not isinstance(k.e, (Const, Var))}
 
 
 def _nest(s):
