@@ -147,6 +147,9 @@ class Function:
         for n in arrays:
             if isinstance(args[n], NUMPYS_OWN):     # (a copy would drop the mask)
                 self._refuse_numpys_own(self.param_names[n], args[n])
+        for o in () if out is None else out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(o, np.ndarray) and not o.flags.writeable:   # (before the work)
+                raise OutArgumentError(f"{self.name}(): out= is read-only")
         if name == "cuda":
             try:
                 dev = cuda_runtime.backend()

@@ -705,6 +705,7 @@ def apply_rowstat_schedule(f, steps):
                     getattr(s, prim)(h[leaf])
 
 
+@pytest.mark.cpu_only     # (CPU schedules: compute_at nests a GPU refuses)
 @fuzz_settings(30)
 @given(tree=trees, M=st.integers(1, 6), N=st.integers(1, 6), seed=st.integers(0, 2**32 - 1),
        data=st.data())
