@@ -1055,6 +1055,7 @@ def _row_sums(X):
     return S
 
 
+@pytest.mark.cpu_only     # (the host's views and memory; a GPU copy of a view is whole)
 def test_a_broadcast_view_is_not_copied_whole():
     """Kernels read contiguous arrays, so a strided input is copied. A zero-stride view
     (np.broadcast_to) far larger than its memory: jd.numpy answers with NumPy's function,
