@@ -264,29 +264,40 @@ class _Builder:
         return [k for k, i in enumerate(n.indices)
                 if (n.tensor.name, k, expr_text(i)) in self.deferred]
 
-    def loads(self, e):
-        def check(n):
+    def loads(self, e, before=None):
+        """e with its accesses as loads, each data-dependent index checked at run time.
+        `before`: e before the stage's axes became loop expressions, whose accesses name
+        a check's indices in its message as the definition writes them (`ids[i]`, not
+        `ids[(i_o * 32 + i_i) // 4]` of a fused and split loop)."""
+        written = _accesses(before)
+
+        def check(n, old):
             """Run-time checks of the data-dependent indices of access n, or None."""
             later = self.deferred_dims(n)
             if not (n.checked or n.carried or later or any(map(reads_memory, n.indices))):
                 return None
             self.checks += 1
             shape = self.buffers[id(n.tensor)].shape
+            if old is None or old.tensor is not n.tensor or \
+                    len(old.indices) != len(n.indices) or len(old.carried) != len(n.carried):
+                old = n
             # (the carried checks first: where both fail, the read's own is reported)
-            return tuple((i, self.size(d), name, expr_text(i)) for i, d, name in n.carried) \
-                + tuple((i, d, n.tensor.name, expr_text(i))
-                        for k, (i, d) in enumerate(zip(n.indices, shape))
+            return tuple((i, self.size(d), name, expr_text(o[0]))
+                         for (i, d, name), o in zip(n.carried, old.carried)) \
+                + tuple((i, d, n.tensor.name, expr_text(o))
+                        for k, (i, d, o) in enumerate(zip(n.indices, shape, old.indices))
                         if reads_memory(i) or k in later or n.checked and not isinstance(i, Const))
 
         def rep(n):
-            if isinstance(n, Access) and id(n.tensor) in self.redirect:
+            if not isinstance(n, Access):
+                return None
+            old = next(written, None)       # (before's access here: met in the same order)
+            if id(n.tensor) in self.redirect:
                 buf, los, shape = self.redirect[id(n.tensor)]
                 return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape),
-                            check(n))
-            if isinstance(n, Access):
-                buf = self.buffers[id(n.tensor)]
-                return Load(buf, flat_index(n.indices, buf.shape), check(n))
-            return None
+                            check(n, old))
+            buf = self.buffers[id(n.tensor)]
+            return Load(buf, flat_index(n.indices, buf.shape), check(n, old))
         return map_expr(e, rep)
 
     def stage(self, st, region=None):
@@ -396,11 +407,15 @@ class _Builder:
             out_index = flat_index([substitute(a.var, sub) for a in op.axes], buf.shape)
         red = op.reduce
         if red is None:
-            value = self.loads(substitute(self.inline(op.body), sub))
-            return nest(leaves, Store(buf, out_index, value))
-        body = self.loads(substitute(self.inline(red.body), sub))
-        where = None if red.where is None else \
-            self.loads(substitute(self.inline(red.where), sub))
+            body = self.inline(op.body)
+            return nest(leaves, Store(buf, out_index, self.loads(substitute(body, sub), body)))
+        rbody = self.inline(red.body)
+        body = self.loads(substitute(rbody, sub), rbody)
+        if red.where is not None:
+            rwhere = self.inline(red.where)
+            where = self.loads(substitute(rwhere, sub), rwhere)
+        else:
+            where = None
         data = [n for n in leaves if not axes[n].reduce]
         rloops = [n for n in leaves if axes[n].reduce]
         accumulate_in_register = leaves == data + rloops
@@ -478,7 +493,7 @@ class _Builder:
                 # over a 37 x 29 matmul or a 7 x 7 convolution, 1-2 s without)
                 checks = self.checks        # (the same checks as the body's)
                 update = Store(acc, at, combine(red.op, Load(acc, at), self.loads(
-                    substitute(self.inline(red.body), csub)), red.dtype))
+                    substitute(rbody, csub), rbody), red.dtype))
                 self.checks, over = checks, True
             return nest(prefix, Allocate(acc, Seq((
                 nest(inner_data, Store(acc, at, init), False, over),
@@ -849,3 +864,12 @@ def in_place_inputs(sched, inputs, outputs):
                 own[node.tensor.name] = own.get(node.tensor.name, True) and same
     return [j for j, b in enumerate(inputs)
             if own.get(b.name) and b.shape == outputs[0].shape]
+
+
+def _accesses(e):
+    """An iterator over the accesses of e in the order map_expr meets them (children
+    first), or an empty one for None."""
+    found = []
+    if e is not None:
+        map_expr(e, lambda n: found.append(n) if isinstance(n, Access) else None)
+    return iter(found)
