@@ -267,8 +267,15 @@ def test_repeated_subexpressions_compile():
     lambda for a guarded arm: CUDA C++ that nvcc must take as it is)."""
     from test_robust import guarded_gather      # (8 steps of z * z * 0.5 + z * 0.25)
     x = np.linspace(-0.5, 0.5, 16)
+
+    def chain(z):       # (integer abs and saturating casts write their operand 3 times)
+        for _ in range(6):
+            z = jd.int8(jd.float32(jd.abs(z)) * 1.5) - jd.int8(3)
+        return z
+    f = jd.compute(lambda A: jd.tensor(A.shape, lambda i: chain(A[i]), name="Y"))
     compile_or_fail({"guarded_growth": guarded_gather.cuda_source(
-        x, np.array([0, 3, 99, 5, -7, 15, 1000000, 2]))})
+        x, np.array([0, 3, 99, 5, -7, 15, 1000000, 2])),
+        "abs_cast_chain": f.cuda_source(np.arange(-8, 8, dtype=np.int8))})
 
 
 @needs_nvcc

@@ -793,3 +793,23 @@ def test_a_repeated_subexpression_is_computed_once_under_its_guard(dev, rng):
     ok = (idx >= 0) & (idx < 16)
     close(on_gpu(dev, guarded_gather, x, idx),
           np.where(ok, _grow(x[np.where(ok, idx, 0)], 8), -1.0), rtol=1e-12, atol=1e-15)
+
+
+def test_an_operand_written_three_times_is_computed_once(dev, rng):
+    """Integer abs and saturating casts write their operand three times in C: abs(z) - 3
+    eleven times was 9.2 MB of CUDA C from 33 IR nodes (found by review); its operands are
+    locals now, with the same wrapping values (abs of INT_MIN is INT_MIN, as in NumPy)."""
+    def chain(z):
+        for _ in range(11):
+            z = jd.abs(z) - jd.int32(3)
+        return z
+    f = jd.compute(lambda A: jd.tensor(A.shape, lambda i: chain(A[i]), name="Y"))
+    a = np.concatenate([rng.integers(-50, 50, 60), [-2 ** 31, 2 ** 31 - 1, -2 ** 31 + 3,
+                                                     0]]).astype(np.int32)
+    assert len(f.cuda_source(a)) < 10_000
+    want = a.copy()
+    with np.errstate(over="ignore"):
+        for _ in range(11):
+            want = np.abs(want) - np.int32(3)
+    np.testing.assert_array_equal(on_gpu(dev, f, a), want)
+    np.testing.assert_array_equal(f(a), want)          # (the CPU target agrees)

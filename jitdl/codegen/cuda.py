@@ -92,8 +92,8 @@ template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of
   T f = floor(d);
   return d - f > (T)0.5 ? f + 1 : f;
 }
-template <typename T> JD_INLINE T jd_pow(T x, T y) {   // correctly rounded where NumPy's is
-  if (y == (T)2) return x * x;                        // (CUDA's pow may be an ulp off there)
+template <typename T> JD_INLINE T jd_pow(T x, T y) {   // one correctly rounded operation
+  if (y == (T)2) return x * x;                        // where there is one, as on the CPU
   if (y == (T)1) return x;
   if (y == (T)-1) return (T)1 / x;
   if (y == (T)0.5 && x > (T)0) return sqrt(x);
@@ -432,7 +432,8 @@ _RESERVED |= {"alignas", "alignof", "and", "and_eq", "asm", "bitand", "bitor", "
               "public", "register", "reinterpret_cast", "requires", "static_assert",
               "static_cast", "thread_local", "throw", "try", "typedef", "typeid", "using",
               "virtual", "volatile", "wchar_t", "xor", "xor_eq", "NULL", "dim3", "half",
-              "float2", "float4", "double2", "int2", "int4", "uint", "size_t", "assert",
+              "float2", "float4", "double2", "int2", "int4", "uint", "uint2", "uint4",
+              "size_t", "assert",
               "printf", "malloc", "free", "memcpy", "memset", "abs", "JD_INLINE"}
 # a buffer or variable may not take the name of a math function the kernel calls (a
 # tensor named tanh would hide tanh(), jd.numpy.sin's output is named sin)
@@ -564,7 +565,7 @@ class _KernelGen(_ExprText):
         statement; in a select's arm or on the right of && / || (evaluated only where the
         condition says: its reads may be valid only there), inside that arm."""
         shared = _shared_nodes(e, self.hashes)
-        if not shared:
+        if shared is None:
             return self.expr(e)
         saved, self.cse = self.cse, (shared, {})
         try:
@@ -1162,8 +1163,9 @@ _TREE_TEXT = 256
 
 def _shared_nodes(e, hashes):
     """The NodeKeys of the nodes of e that are operands of more than one (structurally)
-    distinct node, other than constants and variables, when e's tree has more than
-    _TREE_TEXT nodes; else empty."""
+    distinct node, other than constants and variables, when e's text would have more
+    than _TREE_TEXT nodes (possibly none: an operand written three times, once()); else
+    None."""
     refs, order, seen, stack = {}, [], set(), [(e, False)]
     while stack:                        # the distinct nodes, children first
         n, done = stack.pop()
@@ -1179,12 +1181,23 @@ def _shared_nodes(e, hashes):
             ck = NodeKey(c, hashes)
             refs[ck] = refs.get(ck, 0) + 1
             stack.append((c, False))
-    tree = {}
+    tree = {}               # (nodes of the text: an operand written 3 times counts 3 times)
     for key, n in order:
-        tree[key] = 1 + sum(tree[NodeKey(c, hashes)] for c in expr_children(n))
+        tree[key] = 1 + _copies(n) * sum(tree[NodeKey(c, hashes)] for c in expr_children(n))
     if tree[NodeKey(e, hashes)] <= _TREE_TEXT:
-        return set()
+        return None
     return {k for k, v in refs.items() if v > 1 and not isinstance(k.e, (Const, Var))}
+
+
+def _copies(e):
+    """How many times the text of e writes its operand (_ExprText.cast and .call write a
+    saturating cast's and an integer abs's three times: once())."""
+    if isinstance(e, Cast) and dtypes.is_float(e.value.dtype) and \
+            not dtypes.is_float(e.dtype) and e.dtype in INT_RANGE:
+        return 3
+    if isinstance(e, Call) and e.fn == Intrin.ABS and dtypes.is_signed(e.args[0].dtype):
+        return 3
+    return 1
 
 
 def _nest(s):

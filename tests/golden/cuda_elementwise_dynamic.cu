@@ -31,8 +31,8 @@ template <typename T> JD_INLINE T jd_floordiv(T a, T b) {     // floor_divide of
   T f = floor(d);
   return d - f > (T)0.5 ? f + 1 : f;
 }
-template <typename T> JD_INLINE T jd_pow(T x, T y) {   // correctly rounded where NumPy's is
-  if (y == (T)2) return x * x;                        // (CUDA's pow may be an ulp off there)
+template <typename T> JD_INLINE T jd_pow(T x, T y) {   // one correctly rounded operation
+  if (y == (T)2) return x * x;                        // where there is one, as on the CPU
   if (y == (T)1) return x;
   if (y == (T)-1) return (T)1 / x;
   if (y == (T)0.5 && x > (T)0) return sqrt(x);
