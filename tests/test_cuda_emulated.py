@@ -813,3 +813,13 @@ def test_an_operand_written_three_times_is_computed_once(dev, rng):
             want = np.abs(want) - np.int32(3)
     np.testing.assert_array_equal(on_gpu(dev, f, a), want)
     np.testing.assert_array_equal(f(a), want)          # (the CPU target agrees)
+
+
+def test_vectorized_loop_of_arrays_named_like_vector_types(dev, rng):
+    """An argument called uint4 (the type of a 16-byte access) is renamed in the CUDA C."""
+    def f(uint4, uint2):
+        return jd.tensor(uint4.shape, lambda i: uint4[i] * uint2[i], name="Y")
+    f = _vectorized(jd.compute(f), 4)
+    a, b = (rng.standard_normal(256).astype(F32) for _ in range(2))
+    assert "jd_vload<uint4>" in f.cuda_source(a, b)
+    close(on_gpu(dev, f, a, b), a.astype(F64) * b)
