@@ -608,9 +608,10 @@ _empties = {}       # call keys with empty operands -> (shape, dtype) of an empt
 
 def _empty_result(key, name, builder, static, names, operands):
     """A new empty array for a call whose one result has no elements (add of a (n, 0)
-    array; a GPU array for GPU operands), found by tracing the definition for these shapes (which raises NumPy's errors
-    for them) without compiling a kernel: one per empty shape cost a compile each; None
-    where the result has elements (sum over an empty axis, max of nothing)."""
+    array; a GPU array for GPU operands), found by tracing the definition for these
+    shapes (which raises NumPy's errors for them) without compiling a kernel: one per
+    empty shape cost a compile each; None where the result has elements (sum over an
+    empty axis, max of nothing)."""
     spec = _empties.get(key, ())
     if spec == ():
         graph, _ = _function(name, builder, static, tuple(names))._graph(operands)
@@ -631,8 +632,7 @@ def _empty_result(key, name, builder, static, names, operands):
         values = {n: a for n, a in zip(names, operands) if type(a) is int}
         check_int_values(name, [c for c in spec[2] if values.keys() >= set(weak.names(c[1]))],
                          values)
-    on_gpu = [is_device_array(a) for a in operands]
-    if not any(on_gpu):
+    if not any(map(is_device_array, operands)):
         return np.empty(spec[0], spec[1])
     if any(type(a) is _ndarray for a in operands):
         return None         # (host and GPU arrays mixed: the kernel's call says so)

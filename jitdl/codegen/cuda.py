@@ -740,6 +740,7 @@ class _KernelGen(_ExprText):
         accesses = [(x.buffer, x.index) for x in stores] + \
             [(e.buffer, e.index) for e in loads]
         bases, at, aligned = {}, [], []     # (a base index shared by accesses: one name)
+        vtype = [_VECTOR_TYPE[n * dtypes.itemsize(buf.dtype)] for buf, _ in accesses]
         for buf, index in accesses:
             text = self.index(substitute(index, first))
             if text not in bases:
@@ -755,8 +756,7 @@ class _KernelGen(_ExprText):
         for k, e in enumerate(loads, len(stores)):
             ty = MEM_TYPE[e.buffer.dtype]
             self.emit(f"__align__(16) {ty} jd_vr{k}[{n}];")
-            self.emit(f"jd_vload<{_VECTOR_TYPE[n * dtypes.itemsize(e.buffer.dtype)]}>"
-                      f"(jd_vr{k}, {self.name(e.buffer)}, {at[k]});")
+            self.emit(f"jd_vload<{vtype[k]}>(jd_vr{k}, {self.name(e.buffer)}, {at[k]});")
             for same in loads[e]:
                 self.lanes[id(same)] = f"jd_vr{k}[{lane}]"
         for k, x in enumerate(stores):
@@ -772,8 +772,7 @@ class _KernelGen(_ExprText):
         self.emit("}")
         self.lanes = saved
         for k, x in enumerate(stores):
-            self.emit(f"jd_vstore<{_VECTOR_TYPE[n * dtypes.itemsize(x.buffer.dtype)]}>"
-                      f"({self.name(x.buffer)}, {at[k]}, jd_vr{k});")
+            self.emit(f"jd_vstore<{vtype[k]}>({self.name(x.buffer)}, {at[k]}, jd_vr{k});")
         self.depth -= 1
         self.emit("} else {")
         self.nested(replace(s, kind=ForKind.SERIAL))
@@ -1149,9 +1148,10 @@ def _vector_plan(s):
     for e in unchecked:
         if any(e is m for m in made) and not narrow(e.buffer, e.index) and same(e) is None:
             reads[e] = []
-    for e in unchecked:     # (with a conditional read of what is read anyway)
-        if same(e) is not None:
-            reads[same(e)].append(e)
+    for e in unchecked:     # (each read of one of them, a conditional one too)
+        rep = same(e)
+        if rep is not None:
+            reads[rep].append(e)
     return stores, reads
 
 

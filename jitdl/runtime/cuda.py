@@ -22,8 +22,8 @@ import numpy as np
 
 from jitdl import locks
 from jitdl.errors import AllocationError, ArgumentError, CompileError, OutArgumentError
-from jitdl.runtime.kernel import (DEVICE_KEYS, KernelChecks, _human_bytes, _tree_code,
-                                  size_pattern)
+from jitdl.runtime.kernel import (DEVICE_KEYS, LESS_MEMORY, KernelChecks, _human_bytes,
+                                  _tree_code, size_pattern)
 
 _lock = locks.Lock()
 _backend = []
@@ -246,7 +246,7 @@ class CudaKernel(KernelChecks):
                                                a.flags.c_contiguous):
                     a = dev.contiguous(dev.asarray(a))
                 values.append(a)
-            try:
+            try:                # (_empty inline: this is the plain call's path)
                 y = dev.empty(shape, dt)
             except MemoryError as e:
                 self._raise_memory_error("result", self.out_names[0], shape, dt, e)
@@ -313,9 +313,7 @@ class CudaKernel(KernelChecks):
         """A device allocation that failed (CuPy's OutOfMemoryError is a MemoryError): an
         AllocationError naming the buffer, its shape and size."""
         nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
-        hint = ("; a schedule that computes it in blocks inside its consumer (compute_at) "
-                "or inlines it (compute_inline) needs less memory"
-                if what == "intermediate buffer" else "")
+        hint = f". {LESS_MEMORY}" if what == "intermediate buffer" else ""
         raise AllocationError(
             f"{self.fname}(): cannot allocate the {what} {name} ({np.dtype(dtype)}"
             f"[{', '.join(map(str, shape))}]) on the GPU: {nbytes} bytes "

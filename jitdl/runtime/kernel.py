@@ -641,10 +641,12 @@ class Kernel(KernelChecks):
         raise AllocationError(
             f"{self.fname}(): cannot allocate the intermediate buffer {name} "
             f"({dtype}[{', '.join(map(str, shape))}]): {size}; the allocation failed. "
-            f"A schedule that computes "
-            f"it in blocks inside its consumer (compute_at) or inlines it "
-            f"(compute_inline) needs less memory")
+            f"{LESS_MEMORY}")
 
+
+# what a failed allocation of an intermediate buffer suggests (CPU and GPU kernels)
+LESS_MEMORY = ("A schedule that computes it in blocks inside its consumer (compute_at) or "
+               "inlines it (compute_inline) needs less memory")
 
 _TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} // {})",
              "%": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
