@@ -36,7 +36,10 @@ import numpy as np
 
 HEADER = Path(__file__).with_name("_cuda_emu.h")
 FLAGS = ["-std=c++17", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-fno-threadsafe-statics", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
+         "-fno-threadsafe-statics", "-ffp-contract=off", "-fno-strict-aliasing", "-w",
+         # more, e.g. "-fsanitize=undefined" (with UBSAN_OPTIONS=log_path=...) to look for
+         # undefined behaviour in the generated C, which a GPU may turn into wrong answers
+         *os.environ.get("JITDL_CUDA_EMU_FLAGS", "").split()]
 MAX_THREADS, MAX_BLOCK = 1024, (1024, 1024, 64)
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 SHARED_LIMIT = 48 * 1024        # static + dynamic shared memory per block, without opt-in

@@ -36,9 +36,10 @@ from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
-from jitdl.ir.analysis import INF, bounds, reads_memory, stride, unconditional_reads
+from jitdl.ir.analysis import (INF, bounds, memoised, reads_memory, stride,
+                                unconditional_reads)
 from jitdl.ir.visit import (NodeKey, expr_children, stmt_exprs, substitute, walk_expr,
-                            walk_stmt)
+                            walk_stmt, walk_unique)
 
 C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
           "int64": "long long", "uint8": "unsigned char", "float32": "float",
@@ -101,7 +102,7 @@ template <typename T> JD_INLINE T jd_pow(T x, T y) {   // one correctly rounded 
 }
 template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
   if (b == 0) return 0;
-  if (b == (T)-1) return (T)(0 - a);
+  if (b == (T)-1) return (T)(0ull - (unsigned long long)a);    // (INT_MIN // -1 wraps)
   T q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
@@ -316,7 +317,9 @@ class _ExprText:
             case BinOp.SHR:
                 return f"jd_{'ashr' if signed else 'lshr'}<{ty}>({a}, {b})"
             case BinOp.ADD | BinOp.SUB | BinOp.MUL if signed and self.wraps(e):
-                u = UNSIGNED[dt]
+                # (an unsigned short promotes to int, where 65535 * 65535 overflows: a
+                # narrow product is taken in unsigned int and truncated by the cast)
+                u = "unsigned int" if op == BinOp.MUL and dt in INT_RANGE else UNSIGNED[dt]
                 return f"(({ty})(({u}){a} {_BIN[op]} ({u}){b}))"
             case _ if op in _BIN:
                 text = f"({a} {_BIN[op]} {b})"
@@ -500,15 +503,15 @@ class _KernelGen(_ExprText):
                                    f"{bound_to([f'blockIdx.{d}'])}")
         # indices in 32 bits where every one provably fits: 64-bit integer arithmetic
         # takes two or more instructions per operation on a GPU
-        self.ranges = {}
-        self.narrow = _fits_int32(stmt, self.launch, self.nthreads, self.ranges)
+        self.narrow, self.ranges = _fits_int32(stmt, self.launch, self.nthreads)
         self.ity = "int" if self.narrow else "long long"
         self.ll = "" if self.narrow else "LL"      # the suffix of index literals
         stmt = _split_fills(stmt)
         self.written = {x.buffer for x in walk_stmt(stmt) if isinstance(x, Store)}
         self.prefetched = {}        # id(fill statement) -> _Prefetch (serial_for)
         self.next_fetch = []        # the loads of the next step, after the fill's barrier
-        self.stmt(stmt)
+        with memoised():            # (the bounds of // and % operands)
+            self.stmt(stmt)
         body = self.lines
         used_vars, used_bufs = set(), set()
         for s in walk_stmt(stmt):
@@ -1059,37 +1062,39 @@ class _KernelGen(_ExprText):
         self.emit("}")
 
 
-def _fits_int32(stmt, launch, nthreads, ranges):
+def _fits_int32(stmt, launch, nthreads):
     """Whether every int64 expression of the kernel (indices, loop bounds, their parts)
     provably lies in int32's range, by interval bounds over the loops' ranges: then they
     are computed as int. A size parameter, a value loaded from memory or an extent too
-    large for it keeps the kernel's indices in 64 bits. Fills `ranges` with the loop
+    large for it keeps the kernel's indices in 64 bits. Returns that and the loop
     variables' ranges (those before the first that does not fit, if one does not)."""
     lo32, hi32 = -2 ** 31, 2 ** 31 - 1
-    for s in walk_stmt(stmt):       # outer loops first: their ranges bound inner ones
-        if isinstance(s, For):
-            lo, top = bounds(s.min, ranges)
-            _, ext = bounds(s.extent, ranges)
-            if s.kind.bound:         # the launch extent, when larger (guarded)
-                launched = launch.get(s.kind.value)
-                ext = max(ext, launched if isinstance(launched, int) else INF)
-            # (a loop split into a main part and a tail has one variable: both ranges)
-            old = ranges.get(s.var, (lo, top + ext - 1))
-            ranges[s.var] = (min(lo, old[0]), max(top + ext - 1, old[1]))
-            # (+ nthreads: the flat loop of a block's copy steps past its end)
-            if not (lo32 <= lo and top + ext + nthreads <= hi32):
-                return False
-        elif isinstance(s, LetStmt) and s.var.dtype == "int64":
-            ranges[s.var] = bounds(s.value, ranges)
-        elif isinstance(s, ThreadReduce):
-            continue
-        for e in stmt_exprs(s):
-            for n in walk_expr(e):
-                if getattr(n, "dtype", None) == "int64":
-                    lo, hi = bounds(n, ranges)
-                    if not (lo32 <= lo and hi <= hi32):
-                        return False
-    return True
+    ranges = {}     # (a new dict at each loop: memoised() tells ranges apart by identity)
+    with memoised():
+        for s in walk_stmt(stmt):       # outer loops first: their ranges bound inner ones
+            if isinstance(s, For):
+                lo, top = bounds(s.min, ranges)
+                _, ext = bounds(s.extent, ranges)
+                if s.kind.bound:         # the launch extent, when larger (guarded)
+                    launched = launch.get(s.kind.value)
+                    ext = max(ext, launched if isinstance(launched, int) else INF)
+                # (a loop split into a main part and a tail has one variable: both ranges)
+                old = ranges.get(s.var, (lo, top + ext - 1))
+                ranges = {**ranges, s.var: (min(lo, old[0]), max(top + ext - 1, old[1]))}
+                # (+ nthreads: the flat loop of a block's copy steps past its end)
+                if not (lo32 <= lo and top + ext + nthreads <= hi32):
+                    return False, ranges
+            elif isinstance(s, LetStmt) and s.var.dtype == "int64":
+                ranges = {**ranges, s.var: bounds(s.value, ranges)}
+            elif isinstance(s, ThreadReduce):
+                continue
+            for e in stmt_exprs(s):
+                for n in walk_unique(e):    # (each node object once: trees share them)
+                    if getattr(n, "dtype", None) == "int64":
+                        lo, hi = bounds(n, ranges)
+                        if not (lo32 <= lo and hi <= hi32):
+                            return False, ranges
+    return True, ranges
 
 
 @dataclass

@@ -120,7 +120,7 @@ class Expr:
     """Base of scalar expressions. Python's operators on expressions build IR; they are
     defined with the builders (jitdl.ir.build.Operators), which need these nodes."""
 
-    __slots__ = ()
+    __slots__ = ("_h",)     # the structural hash, once computed (see _remember_hashes)
     weak = False
 
 
@@ -274,7 +274,7 @@ class Load(Expr):
 
 class Stmt:
     """Base of loop-IR statements (printed by jitdl.ir.printer)."""
-    __slots__ = ()
+    __slots__ = ("_h",)     # as Expr's
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -337,3 +337,23 @@ class PrimFunc:
     name: str
     params: tuple
     body: Stmt
+
+
+def _remember_hashes(*classes):
+    """A structural hash walks the whole tree below a node, and trees share subtrees
+    (`z = z * z` k times is a tree of 2^k nodes from k objects): each node keeps its hash
+    once computed, in a slot outside the dataclass fields (so neither compared nor
+    pickled: a string's hash differs between processes)."""
+    for cls in classes:
+        def __hash__(self, fields_hash=cls.__hash__):
+            try:
+                return self._h
+            except AttributeError:
+                h = fields_hash(self)
+                object.__setattr__(self, "_h", h)
+                return h
+        cls.__hash__ = __hash__
+
+
+_remember_hashes(Const, Binary, Compare, Unary, Call, Select, Cast, Access, Reduce, Load,
+                 For, Store, Seq, IfThen, Allocate, LetStmt, ThreadReduce)

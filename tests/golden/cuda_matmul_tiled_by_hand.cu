@@ -40,7 +40,7 @@ template <typename T> JD_INLINE T jd_pow(T x, T y) {   // one correctly rounded 
 }
 template <typename T> JD_INLINE T jd_idiv(T a, T b) {   // x // 0 == 0, floor division
   if (b == 0) return 0;
-  if (b == (T)-1) return (T)(0 - a);
+  if (b == (T)-1) return (T)(0ull - (unsigned long long)a);    // (INT_MIN // -1 wraps)
   T q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
