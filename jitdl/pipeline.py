@@ -38,6 +38,7 @@ from jitdl.lower.lower import in_place_inputs, layout_free, lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
 from jitdl.schedule.config import Config
+from jitdl.schedule.gpu import bind_unbound
 from jitdl.schedule.schedule import Schedule
 from jitdl.target import get as get_target
 from jitdl.tir.partition import partition_loops
@@ -146,6 +147,11 @@ def _schedule(graph, target, options, steps, schedule_fn, config):
     if schedule_fn is not None:
         cfg = Config(config, sched)
         schedule_fn(sched, cfg)
+        if target.name == "cuda":
+            bound = bind_unbound(sched, target)
+            if bound:
+                log.debug("%s: stages the schedule leaves unbound, as grid-stride loops: "
+                          "%s", options.name, ", ".join(bound))
         return _Scheduled(sched, cfg)
     return _automatic(graph, target, options, config)
 

@@ -861,3 +861,28 @@ def test_a_deep_chain_of_integer_selects_compiles_quickly(dev, rng):
             want = np.where(want > 3, want * want, np.abs(want) - 5) + want
     np.testing.assert_array_equal(f(a), want)
     np.testing.assert_array_equal(on_gpu(dev, f, a), want)
+
+
+@jd.compute
+def two_stages(A):
+    T = jd.tensor(A.shape, lambda i, j: jd.exp(A[i, j]) * 2, name="T")
+    return jd.tensor(A.shape, lambda i, j: T[i, j] + T[(i + 1) % A.shape[0], j], name="S")
+
+
+def test_stages_a_gpu_schedule_leaves_unbound_run_on_every_thread(dev, rng):
+    """A user schedule that binds the output's loops only: the stored stage T ran as one
+    thread's loop nest (a <<<1, 1>>> kernel); now it gets the automatic schedule's
+    grid-stride loop. A scalar stage (no data loop) still runs on one thread."""
+    def sched(s, cfg):
+        i, j = s["S"].axis
+        f = s.fuse(i, j)
+        o, t = s.split(f, 64)
+        s.bind(o, "blockIdx.x")
+        s.bind(t, "threadIdx.x")
+    x = rng.standard_normal((37, 29))
+    got, src = run_schedule(dev, two_stages, [x], sched)
+    launches = [ln for ln in src.splitlines() if ln.startswith("//   jd_")]
+    assert len(launches) == 2 and not any("<<<(1, 1, 1), (1, 1, 1)>>>" in ln
+                                          for ln in launches), launches
+    t = np.exp(x) * 2
+    close(got, t + np.roll(t, -1, axis=0), rtol=1e-12, atol=1e-12)

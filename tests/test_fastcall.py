@@ -195,6 +195,7 @@ def test_kernel_errors_are_raised_through_the_fast_entry(rng):
         k.run((E, np.array([1, -1, 2, 0])))
 
 
+@pytest.mark.cpu_only
 def test_a_failed_allocation_is_raised_through_the_fast_entry(rng):
     @jd.compute
     def outer3(a, b, c):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from jitdl import dtypes
+from jitdl.errors import ScheduleError
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
@@ -366,6 +367,24 @@ def grid_stride(s, name, target, cfg=None):
     s.bind(b, "blockIdx.x")
     s.bind(t, "threadIdx.x")
     return step, b, t
+
+
+def bind_unbound(s, target):
+    """A user's GPU schedule runs the root stages it binds no loop of (a stage it does not
+    mention; one split off a large expression, te.ops._hoist_shared) as grid-stride
+    loops, as the automatic schedule would: unbound, a stage is one thread's loop nest.
+    A stage whose loops do not fuse (the user's steps ordered them otherwise) stays as
+    it is. Returns the names of the stages bound."""
+    done = []
+    for name, st in list(s.stages.items()):
+        if st.attach != "root" or any(a.kind.bound for a in st.axes.values()):
+            continue
+        try:
+            if grid_stride(s, name, target) is not None:
+                done.append(name)
+        except ScheduleError:
+            pass
+    return done
 
 
 def _round_up(n, m):
