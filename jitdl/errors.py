@@ -192,14 +192,26 @@ class CompileError(JitdlError):
 
 def user_loc(skip_jitdl=True) -> SourceLoc | None:
     """The innermost stack frame outside the jitdl package: the user's line."""
-    f = sys._getframe(1)
+    f, _ = user_frame(sys._getframe(1), skip_jitdl)
+    return None if f is None else SourceLoc(f.f_code.co_filename, f.f_lineno)
+
+
+def user_frame(f, skip_jitdl=True):
+    """The first frame from f outward that is the user's (not jitdl's, nor one that hides
+    itself from tracebacks, pytest's `__tracebackhide__ = True`: a wrapper, as the test
+    harness that runs calls on the GPU), and how many frames out it is (a warning's
+    stacklevel); (None, frames walked) if there is none."""
+    n = 0
     while f is not None:
-        fn = f.f_code.co_filename
+        code = f.f_code
+        fn = code.co_filename
         if not (skip_jitdl and os.path.abspath(fn).startswith(_PKG_DIR)) \
-                and not fn.startswith("<frozen"):
-            return SourceLoc(fn, f.f_lineno)
-        f = f.f_back
-    return None
+                and not fn.startswith("<frozen") \
+                and not ("__tracebackhide__" in code.co_varnames
+                         and f.f_locals.get("__tracebackhide__")):
+            return f, n
+        f, n = f.f_back, n + 1
+    return None, n
 
 
 class ShapeError(JitdlError, ValueError):

@@ -25,6 +25,7 @@ def run_everything_on_gpu(backend=None):
     call = api.Function.__call__
 
     def on_gpu(self, *args, out=None, **kwargs):
+        __tracebackhide__ = True        # (nor is it the user's line: errors.user_loc)
         if "target" in kwargs or any(isinstance(a, api._SYMBOLIC) for a in args) or \
                 not any(isinstance(a, np.ndarray) for a in args + tuple(kwargs.values())):
             return call(self, *args, out=out, **kwargs)
@@ -55,6 +56,7 @@ def run_everything_on_gpu(backend=None):
 
     def gpu_apply(name, builder, operands, static=(), out=None, names=None, table=None,
                   tkey=None, slot=None, **options):
+        __tracebackhide__ = True
         # table/tkey/slot feed the CPU wrappers' fast paths: left out here, so that every
         # call comes through this function
         if any(is_symbolic(a) for a in operands) or \

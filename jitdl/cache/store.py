@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jitdl import locks
+from jitdl.errors import user_frame
 
 log = logging.getLogger("jitdl.cache")
 
@@ -50,9 +51,6 @@ _warned = set()                  # the entries warned about in this process
 _warned_lock = locks.Lock()
 
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def warn_once(key, message):
     """A CacheWarning about one entry, once per process, shown at the user's line.
     (Python's own once-per-line registry forgets what it showed whenever a warnings
@@ -62,11 +60,8 @@ def warn_once(key, message):
         if key in _warned:
             return
         _warned.add(key)
-    level, f = 2, sys._getframe(1)
-    while f.f_back is not None and \
-            os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR + os.sep):
-        f, level = f.f_back, level + 1
-    warnings.warn(message, CacheWarning, stacklevel=level)
+    f, n = user_frame(sys._getframe(1))
+    warnings.warn(message, CacheWarning, stacklevel=2 + (n if f is not None else n - 1))
 
 
 @dataclass
