@@ -155,7 +155,8 @@ class Function:
                 dev = cuda_runtime.backend()
             except ArgumentError as e:
                 raise ArgumentError(f"{self.name}(): target='cuda': {e}") from None
-            moved = tuple(dev.from_host(a) if n in arrays and isinstance(a, np.ndarray) else a
+            moved = tuple(cuda_runtime.to_device(dev, a, self.name, self.param_names[n])
+                          if n in arrays and isinstance(a, np.ndarray) else a
                           for n, a in enumerate(args))
             result = self(*moved)
             result = result if on_device else cuda_runtime.host_result(result)

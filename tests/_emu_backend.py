@@ -26,6 +26,7 @@ class DeviceArray:
     size = property(lambda self: self.host.size)
     ndim = property(lambda self: self.host.ndim)
     flags = property(lambda self: self.host.flags)
+    T = property(lambda self: DeviceArray(self.host.T))        # (a view, as CuPy's)
 
     def __getitem__(self, index):
         return DeviceArray(np.asarray(self.host[index]), scalar=self.host.ndim == 0

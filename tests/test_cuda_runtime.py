@@ -7,6 +7,7 @@ and "emulated" (the generated CUDA C compiled for the CPU by tests/_cuda_emu.py 
 the same backend interface; skipped without g++). The emulated device fills fresh
 buffers with a non-zero byte pattern, so an element a kernel fails to write shows.
 """
+import functools
 import json
 import os
 import shutil
@@ -498,3 +499,50 @@ def test_a_device_allocation_that_fails_names_the_buffer(gpu, rng):
                                r"on the GPU: 8000000000000000 bytes \(7\.1 PiB\)") as ei:
                 f(a, b, c)
             assert isinstance(ei.value, MemoryError)
+
+
+@jd.compute
+def _add(A, B):
+    C[i, j] = A[i, j] + B[i, j]
+    return C
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_failed_copies_and_temporaries_are_named(gpu, rng, monkeypatch, plain):
+    """The other device allocations of a call (the contiguous copy of a strided argument,
+    the temporary an overlapping out= is computed in, the index-check slot) are named
+    too when they fail. `plain`: the one-kernel path of static shapes (_add), or not
+    (scale_rows, dynamic)."""
+    dev = cuda_runtime.backend()
+    x, w = rng.standard_normal((40, 24)), rng.standard_normal(40)
+    X, Y, W = gpu.put(x), gpu.put(x.T.copy()), gpu.put(w)
+    # (definitions of their own: a kernel keeps the device it was made on)
+    add = jd.compute(_add.pyfunc)
+    if plain:
+        f, want = add, x.T + x.T
+    else:
+        rows = jd.compute(scale_rows.pyfunc, dynamic=True)
+        f, want = (lambda A, B, out=None: rows(A, W, out=out)), x.T * w - 1.0
+    np.testing.assert_allclose(gpu.get(f(X.T, Y)), want, rtol=1e-12)
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("out of memory (from the test)")
+    monkeypatch.setattr(dev, "contiguous", no_memory)
+    with pytest.raises(jd.AllocationError, match=r"cannot allocate the contiguous copy of "
+                       r"argument [AX] \(float64\[24, 40\]\) on the GPU: 7680 bytes"):
+        f(X.T, Y)
+    monkeypatch.undo()
+    monkeypatch.setattr(dev, "empty", no_memory)
+    with pytest.raises(jd.AllocationError, match=r"the temporary for out= of [CY] "
+                       r"\(float64\[24, 40\]\)"):
+        f(Y, Y, out=Y[:, ::-1])
+    monkeypatch.undo()
+    monkeypatch.setattr(dev, "zeros", no_memory)
+    idx = gpu.put(np.array([3, 0, 5]))
+    with pytest.raises(jd.AllocationError, match=r"the index-check slot \(int64\[2\]\)"):
+        jd.compute(gather.pyfunc)(gpu.put(rng.standard_normal(6)), idx)
+    monkeypatch.undo()
+    monkeypatch.setattr(dev, "from_host", no_memory)
+    with pytest.raises(jd.AllocationError, match=r"target='cuda': cannot copy argument 'A' "
+                       r"\(float64\[24, 40\]\) to the GPU: 7680 bytes"):
+        add(x.T, x.T.copy(), target="cuda")

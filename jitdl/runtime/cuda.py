@@ -188,6 +188,7 @@ class CudaKernel(KernelChecks):
         self.out_names = [name for name, _, _ in sig.outputs]
         self.single = len(self.out_specs) == 1
         self.array_pos = [i for i, x in enumerate(sig.layout) if x[0] == "array"]
+        self.arg_names = [x[1] for x in sig.layout]
         self.scalar_pos = [i for i, x in enumerate(sig.layout) if x[0] == "scalar"]
         n_own = len(sig.scalars) - len(sig.sizes)
         self.scalar_types = [np.dtype(dt).type for _, dt in sig.scalars[:n_own]]
@@ -244,7 +245,7 @@ class CudaKernel(KernelChecks):
                 a = args[i]
                 if type(a) is not kind or not (a._c_contiguous if flag else
                                                a.flags.c_contiguous):
-                    a = dev.contiguous(dev.asarray(a))
+                    a = self._contiguous(i, a)
                 values.append(a)
             try:                # (_empty inline: this is the plain call's path)
                 y = dev.empty(shape, dt)
@@ -260,7 +261,7 @@ class CudaKernel(KernelChecks):
         for i in self.array_pos:
             a = dev.asarray(args[i])
             if not a.flags.c_contiguous:
-                a = dev.contiguous(a)
+                a = self._contiguous(i, a)
             inputs.append(a)
         if self.dims is not None:
             sizes, shapes = self.dims(args)
@@ -277,7 +278,8 @@ class CudaKernel(KernelChecks):
         values += [np.int64(s) for s in sizes]
         tmps = [self._empty("intermediate buffer", name, shape(sizes), dt) for name, shape, dt
                 in zip(self.tmp_names, self.tmp_shapes, self.tmp_dtypes)]
-        err = dev.zeros(2, np.int64) if self.has_err else None
+        err = self._empty("index-check slot", "", (2,), np.int64, dev.zeros) \
+            if self.has_err else None
         for k in self.kernels:
             grid = k.grid(sizes)
             if 0 in grid:
@@ -303,11 +305,21 @@ class CudaKernel(KernelChecks):
 
     __call__ = run
 
-    def _empty(self, what, name, shape, dtype):
+    def _empty(self, what, name, shape, dtype, make=None):
         try:
-            return self.device.empty(shape, dtype)
+            return (make or self.device.empty)(shape, dtype)
         except MemoryError as e:
             self._raise_memory_error(what, name, shape, dtype, e)
+
+    def _contiguous(self, i, a):
+        """A C-contiguous copy on the device of argument `i` (a view, or another library's
+        array or a host array where that is allowed)."""
+        dev = self.device
+        try:
+            return dev.contiguous(dev.asarray(a))
+        except MemoryError as e:
+            self._raise_memory_error("contiguous copy of argument", self.arg_names[i],
+                                     a.shape, a.dtype, e)
 
     def _raise_memory_error(self, what, name, shape, dtype, e):
         """A device allocation that failed (CuPy's OutOfMemoryError is a MemoryError): an
@@ -315,7 +327,8 @@ class CudaKernel(KernelChecks):
         nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
         hint = f". {LESS_MEMORY}" if what == "intermediate buffer" else ""
         raise AllocationError(
-            f"{self.fname}(): cannot allocate the {what} {name} ({np.dtype(dtype)}"
+            f"{self.fname}(): cannot allocate the {what}{' ' * bool(name)}{name} "
+            f"({np.dtype(dtype)}"
             f"[{', '.join(map(str, shape))}]) on the GPU: {nbytes} bytes "
             f"({_human_bytes(nbytes)}); {e}{hint}") from None
 
@@ -345,14 +358,26 @@ class CudaKernel(KernelChecks):
                     f"{self.fname}(): out= for {name}: expected shape {tuple(shape)} and "
                     f"dtype {dtype}, got shape {tuple(o.shape)} and dtype {o.dtype}")
             overlaps = any(self.device.may_share_memory(a, o) for a in inputs)
-            if overlaps or not o.flags.c_contiguous:
-                outs.append(self.device.empty(shape, dtype))   # computed aside, copied in
+            if overlaps or not o.flags.c_contiguous:         # computed aside, copied in
+                outs.append(self._empty("temporary for out= of", name, shape, dtype))
             else:
                 outs.append(o)
         return outs, [self.device.asarray(o) for o in given]
 
     def synchronize(self):
         self.device.synchronize()
+
+
+def to_device(dev, a, fname, name):
+    """A copy on the GPU of host array `a` (argument `name` of fname, target='cuda'); an
+    AllocationError naming it where the device has no room."""
+    try:
+        return dev.from_host(a)
+    except MemoryError as e:
+        raise AllocationError(
+            f"{fname}(): target='cuda': cannot copy argument '{name}' ({a.dtype}"
+            f"[{', '.join(map(str, a.shape))}]) to the GPU: {a.nbytes} bytes "
+            f"({_human_bytes(a.nbytes)}); {e}") from None
 
 
 def host_result(result):
