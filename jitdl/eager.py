@@ -22,6 +22,7 @@ from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
 from jitdl.ops.core import is_symbolic, nonzero_sizes, ufunc_shape_text
+from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime.cuda import is_device_array
 from jitdl.ir import weak
 from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, check_int_values,
@@ -523,7 +524,7 @@ def reorder(name, builder, static, names, plans, operands):
     layout NumPy gives such results; None where the operands do not share one such
     order (the kernel then copies them). `plans` (one dict per kernel) keeps the plan
     per layout of the operands, with the call that served their views."""
-    key = tuple([(a.shape, a.strides) if type(a) is _ndarray else other_key(a)
+    key = tuple([(a.shape, a.strides) if _strided_array(a) else other_key(a)
                  for a in operands])
     plan = plans.get(key)
     if plan is None:
@@ -533,7 +534,7 @@ def reorder(name, builder, static, names, plans, operands):
     if plan[0] is None:
         return None
     perm, given, back, run = plan
-    views = tuple([a.transpose(perm) if type(a) is _ndarray else a for a in operands])
+    views = tuple([a.transpose(perm) if _strided_array(a) else a for a in operands])
     if run is None:
         result = apply(name, builder, views, given, None, names)
         run = _runs.get((name, _static_key(given)) + tuple(
@@ -547,8 +548,15 @@ def reorder(name, builder, static, names, plans, operands):
     if isinstance(result, tuple):
         return tuple(r.transpose(back) for r in result)
     if builder.layout == "index":       # (NumPy's argmax / argmin results are C-ordered)
-        return np.ascontiguousarray(result.transpose(back))
+        result = result.transpose(back)
+        return np.ascontiguousarray(result) if type(result) is _ndarray else \
+            cuda_runtime.backend().contiguous(result)
     return result.transpose(back)
+
+
+def _strided_array(a):
+    """A NumPy array or a GPU array (CuPy's: strides and transpose as NumPy's)."""
+    return type(a) is _ndarray or is_device_array(a)
 
 
 def _reorder_plan(builder, static, operands):
@@ -557,7 +565,7 @@ def _reorder_plan(builder, static, operands):
     copies them), the op runs on them with `static` (its axes renumbered), and its result
     transposed by `back` (None: as it is) is the call's; None where no such plan exists
     (a broadcast view too: NumPy's result for it is C-ordered)."""
-    first = next((a for a in operands if type(a) is _ndarray and not a.flags.c_contiguous),
+    first = next((a for a in operands if _strided_array(a) and not a.flags.c_contiguous),
                  None)
     if first is None or first.ndim < 2:
         return None
@@ -567,7 +575,7 @@ def _reorder_plan(builder, static, operands):
         return None
     arrays = 0
     for a in operands:
-        if type(a) is _ndarray:
+        if _strided_array(a):
             if a.shape != shape or 0 in a.strides or not c_ordered(a.transpose(perm)):
                 return None
             arrays += 1

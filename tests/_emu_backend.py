@@ -19,14 +19,19 @@ class DeviceArray:
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.host.shape, "typestr": self.host.dtype.str,
-                "data": (self.host.ctypes.data, False), "version": 3, "strides": None}
+                "data": (self.host.ctypes.data, False), "version": 3,
+                "strides": None if self.host.flags.c_contiguous else self.host.strides}
 
     shape = property(lambda self: self.host.shape)
     dtype = property(lambda self: self.host.dtype)
     size = property(lambda self: self.host.size)
     ndim = property(lambda self: self.host.ndim)
     flags = property(lambda self: self.host.flags)
-    T = property(lambda self: DeviceArray(self.host.T))        # (a view, as CuPy's)
+    strides = property(lambda self: self.host.strides)
+    T = property(lambda self: DeviceArray(self.host.T))        # (views, as CuPy's)
+
+    def transpose(self, *axes):
+        return DeviceArray(self.host.transpose(*axes))
 
     def __getitem__(self, index):
         return DeviceArray(np.asarray(self.host[index]), scalar=self.host.ndim == 0

@@ -465,6 +465,36 @@ def test_ops_called_on_device_arrays_answer_on_the_device(gpu):
             np.testing.assert_allclose(gpu.get(got), want(), rtol=1e-6, atol=1e-7, err_msg=name)
 
 
+@pytest.mark.parametrize("name, call", [
+    ("add", lambda m, a, b: m.add(a.T, b.T)), ("multiply", lambda m, a, b: m.multiply(a.T, 2.5)),
+    ("less", lambda m, a, b: m.less(a.T, b.T)), ("exp", lambda m, a, b: m.exp(a.T)),
+    ("where", lambda m, a, b: m.where(m.greater(a.T, 0), a.T, b.T)),
+    ("clip", lambda m, a, b: m.clip(a.T, -0.5, 0.5)),
+    ("sum", lambda m, a, b: m.sum(a.T, axis=0)), ("max", lambda m, a, b: m.max(a.T, axis=1)),
+    ("argmax", lambda m, a, b: m.argmax(a.T, axis=1)),
+    ("mixed", lambda m, a, b: m.add(a.T, b[:, :30])),
+    ("sliced", lambda m, a, b: m.add(a.T[::2], b.T[::2]))])
+def test_transposed_device_operands_run_in_their_memory_order(gpu, rng, name, call):
+    """jd.numpy's layout-free ops on transposed GPU arrays (a.T + b.T) run on their memory
+    as it lies, as CuPy and NumPy do: a Fortran-ordered result and no copies (the
+    emulator counts one launch per call; they were copied to C order, a launch each, and
+    the result C-ordered); a mix of orders is copied and answers in C order."""
+    from jitdl import eager
+    eager.clear()           # (a kernel launches on the device it was made for: this one's)
+    a = rng.standard_normal((30, 70))
+    b = rng.standard_normal((70, 30) if name == "mixed" else (30, 70))
+    want = call(np, a, b)
+    for _ in range(2):
+        A, B = gpu.put(a), gpu.put(b)
+        n = getattr(gpu.backend, "launches", 0)
+        got = call(jd.numpy, A, B)
+        if gpu.name == "emulated" and name not in ("mixed", "sliced", "argmax"):
+            assert gpu.backend.launches - n == 1 + (name == "where"), name   # (and greater)
+        assert got.flags.f_contiguous == want.flags.f_contiguous and \
+            got.flags.c_contiguous == want.flags.c_contiguous, name
+        np.testing.assert_allclose(gpu.get(got), want, rtol=1e-12, atol=1e-13, err_msg=name)
+
+
 @jd.compute
 def _outer3(a, b, c):
     P[i, j, k] = a[i] * b[j] * c[k]

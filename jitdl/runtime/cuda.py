@@ -175,6 +175,7 @@ class CudaKernel(KernelChecks):
     """Runs one compiled specialisation on the GPU (see the module's docstring)."""
 
     fast = False            # (the CPU kernel's direct entry: none here)
+    reorder = None          # as the CPU kernel's (jd.numpy's layout-free ops set it)
 
     def __init__(self, sig, launch: dict, binary: bytes, texts=None, device=None,
                  target=None):
@@ -245,6 +246,8 @@ class CudaKernel(KernelChecks):
                 a = args[i]
                 if type(a) is not kind or not (a._c_contiguous if flag else
                                                a.flags.c_contiguous):
+                    if self.reorder is not None:
+                        return self._strided(args)
                     a = self._contiguous(i, a)
                 values.append(a)
             try:                # (_empty inline: this is the plain call's path)
@@ -257,10 +260,12 @@ class CudaKernel(KernelChecks):
         if self.int_checks:
             self._check_ints(args)
         dev = self.device
-        inputs = []
+        inputs, reorder = [], self.reorder if out is None else None
         for i in self.array_pos:
             a = dev.asarray(args[i])
             if not a.flags.c_contiguous:
+                if reorder is not None:
+                    return self._strided(args)
                 a = self._contiguous(i, a)
             inputs.append(a)
         if self.dims is not None:
@@ -304,6 +309,19 @@ class CudaKernel(KernelChecks):
         return outs[0] if self.single else tuple(outs)
 
     __call__ = run
+
+    def _strided(self, args):
+        """A call with a strided operand of a jd.numpy op whose result takes its operands'
+        memory order (a.T + b.T): run on their memory's order where they share one, as
+        CuPy and NumPy do (no copies, a Fortran-ordered result); else copied."""
+        result = self.reorder(args)
+        if result is not None:
+            return result
+        args = list(args)
+        for i in self.array_pos:
+            a = self.device.asarray(args[i])
+            args[i] = a if a.flags.c_contiguous else self._contiguous(i, a)
+        return self.run(args)
 
     def _empty(self, what, name, shape, dtype, make=None):
         try:
