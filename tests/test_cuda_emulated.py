@@ -886,3 +886,55 @@ def test_stages_a_gpu_schedule_leaves_unbound_run_on_every_thread(dev, rng):
                                           for ln in launches), launches
     t = np.exp(x) * 2
     close(got, t + np.roll(t, -1, axis=0), rtol=1e-12, atol=1e-12)
+
+
+def _launches(f, *args):
+    """The launch configurations f's CUDA C lists, in order."""
+    return [ln.split("<<<")[1] for ln in f.cuda_source(*args).splitlines()
+            if ln.startswith("//   jd_")]
+
+
+@pytest.mark.parametrize("op, shape, dtype", [
+    ("sum", (20011,), F32), ("max", (1001, 777), F32), ("mean", (3, 7001), F64),
+    ("min", (7001, 3), np.int32), ("prod", (4099,), F64), ("any", (9000,), np.bool_),
+    ("all", (9000,), np.bool_), ("sum", (5, 5, 999), np.int8), ("std", (40, 300), F32)])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_whole_array_reductions_use_the_whole_gpu(dev, rng, op, shape, dtype, dynamic):
+    """A reduction of a whole array ran on one thread (both kernels <<<1, 1>>>); now its
+    axis is split into parts that blocks of threads reduce, then combine
+    (gpu.split_reduction). Values against NumPy in float64; extreme values in the
+    first and last elements, so that every part is read."""
+    x = rng.standard_normal(shape) * 10
+    if dtype == np.bool_:
+        x = x > (-25 if op == "all" else 25)
+    x = x.astype(dtype)
+    x.flat[0], x.flat[-1] = (True, False) if dtype == np.bool_ and op == "all" else \
+        (x.flat[0], x.flat[-1] * 3)
+    if op == "prod":
+        x = 1 + x / 1000
+    f = jd.compute(lambda X: getattr(jd.numpy, op)(X), dynamic=dynamic)
+    first = _launches(f, x)[0]
+    assert not first.startswith("(1, 1, 1)"), _launches(f, x)
+    want = getattr(np, op)(x.astype(F64) if dtype in (F32, F64) else x)
+    close(on_gpu(dev, f, x), np.asarray(want), rtol=1e-5 if dtype == F32 else 1e-12)
+
+
+def _softmax64(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("f, want, shape", [
+    (lambda X: jd.numpy.sum(X, axis=1), lambda x: x.sum(axis=1), (4, 30001)),
+    (lambda X: jd.numpy.sum(X, axis=0), lambda x: x.sum(axis=0), (20001, 3)),
+    (lambda X: jd.numpy.max(X, axis=(0, 2)), lambda x: x.max(axis=(0, 2)), (300, 5, 400)),
+    (lambda X: jd.nn.softmax(X, axis=-1), _softmax64, (3, 5000))])
+def test_reductions_with_few_outputs_are_split(dev, rng, f, want, shape):
+    """A sum along a short and wide array's rows (4 outputs: it ran on 4 blocks), down a
+    tall and narrow one's columns (3 threads), a softmax of 3 long rows (3 blocks): each
+    row statistic is split into parts spread over the GPU."""
+    x = rng.standard_normal(shape).astype(F32)
+    g = jd.compute(f)
+    grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(g, x)]
+    assert max(grids) >= 27, _launches(g, x)        # (it was 1, 3 or 4 blocks)
+    close(on_gpu(dev, g, x), want(x.astype(F64)), rtol=1e-5)

@@ -116,7 +116,8 @@ template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b;
 template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
   if (e < 0) return 0;
   T r = 1;
-  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  typedef unsigned long long U;     // (products wrap, as NumPy's: no signed overflow)
+  while (e > 0) { if (e & 1) r = (T)((U)r * (U)x); x = (T)((U)x * (U)x); e >>= 1; }
   return r;
 }
 template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
@@ -1280,7 +1281,9 @@ def _fission(s):
 
 
 def _combine(op, dtype, a, b):
-    """C text combining two partial results of a reduction."""
+    """C text combining two partial results of a reduction; both are evaluated (b may be
+    a warp shuffle, which every thread of the warp must reach: not || or &&, which
+    would skip it where a decides)."""
     ty = C_TYPE[dtype]
     fl = dtypes.is_float(dtype)
     match op:
@@ -1293,9 +1296,9 @@ def _combine(op, dtype, a, b):
         case ReduceOp.MIN:
             return f"jd_{'f' if fl else 'i'}min<{ty}>({a}, {b})"
         case ReduceOp.ANY:
-            return f"({a} || {b})"
+            return f"((bool){a} | (bool){b})"
         case ReduceOp.ALL:
-            return f"({a} && {b})"
+            return f"((bool){a} & (bool){b})"
     raise CompileError(f"cuda: {op.value} cannot be combined across threads")
 
 

@@ -8,9 +8,12 @@ does not (every stage's data loops spread over blocks and threads), sized from t
     consecutive threads take consecutive elements (coalesced), and a grid of a few
     blocks per multiprocessor walks the rest;
   - row reductions (softmax, norms) run one block per row (block_per_row);
+  - reductions with few outputs (a whole-array sum) split their axis into parts that
+    blocks reduce in parallel, then combine the parts (split_reduction);
   - matmul-like stages and convolutions are tiled in shared memory and registers
     (tile_matmul, tile_contraction);
-  - a stage with no data loop (a full reduction to a scalar) runs on one thread.
+  - a stage with no data loop that split_reduction does not take (an argmax of a whole
+    array: jitdl.ops reads it in blocks itself) runs on one thread.
 
 LEVELS lists the decisions from all of them down to none; the pipeline applies the first
 level that lowers, as for the CPU.
@@ -78,7 +81,10 @@ def auto_schedule(s, cfg=None, target=None, level=0):
                     if not x.is_reduce and not stats & s._reads(x):
                         s.compute_root(s[x.tensor.name])
                         grid_stride(s, x.tensor.name, target, cfg)
-                if block_per_row(s, name, target, cfg):
+                if split_reduction(s, name, target, cfg):
+                    continue
+                if not _split_statistics(s, name, target, cfg) and \
+                        block_per_row(s, name, target, cfg):
                     continue
             for x in list(s.stages.values()):     # rows too short for a block of threads
                 if x.attach == "at" and x.attach_to[0] == name:
@@ -121,7 +127,7 @@ def block_per_row(s, name, target, cfg=None):
     if not op.axes or (not rows and own is None) or len(rows) != len(at):
         return False
     exts = [_row_axis(x).extent for x in rows] + ([own.extent] if own is not None else [])
-    threads = min(target.threads_per_block, 1 << (min(exts).bit_length() - 1))
+    threads = min(target.threads_per_block, _floor_pow2(min(exts)))
     if cfg is not None:
         threads = cfg.choice(f"{name}.row_threads",
                              [threads] + [t for t in (128, 512) if t != threads
@@ -133,12 +139,7 @@ def block_per_row(s, name, target, cfg=None):
         s.reorder(ki, ko)
         s.bind(ki, "threadIdx.x")
     if own is not None:
-        data = [n for n in st.leaves if not st.axes[n].reduce]
-        row = s.fuse(*[Axis(name, n) for n in data]) if len(data) > 1 else Axis(name, data[0])
-        ko, ki = s.split(Axis(name, own.name), threads)
-        s.reorder(row, ki, ko)
-        s.bind(row, "blockIdx.x")
-        s.bind(ki, "threadIdx.x")
+        _block_reduce(s, name, own.name, threads)
         return True
     rest = st.leaves[1:]
     s.bind(first, "blockIdx.x")
@@ -147,6 +148,111 @@ def block_per_row(s, name, target, cfg=None):
         _, ti = s.split(inner, threads)
         s.bind(ti, "threadIdx.x")
     _row_in_shared(s, name, rows, target)
+    return True
+
+
+def _block_reduce(s, name, k, threads):
+    """A block per output of a stage (its data loops fused, bound to blockIdx.x; none: one
+    block) whose `threads` threads split its reduction loop k (consecutive threads take
+    consecutive steps) and combine their parts (warp shuffles, then shared memory); its
+    other reduction loops run inside each thread."""
+    st = s.stages[name]
+    data = [n for n in st.leaves if not st.axes[n].reduce]
+    ko, ki = s.split(Axis(name, k), threads)
+    rest = [Axis(name, n) for n in st.leaves if st.axes[n].reduce and n != ki.name]
+    if data:
+        row = s.fuse(*[Axis(name, n) for n in data]) if len(data) > 1 else Axis(name, data[0])
+        s.reorder(row, ki, *rest)
+        s.bind(row, "blockIdx.x")
+    else:
+        s.reorder(ki, *rest)
+    s.bind(ki, "threadIdx.x")
+
+
+def split_reduction(s, name, target, cfg=None):
+    """A reduction with fewer outputs than twice the multiprocessors (a whole-array sum or
+    max, the rows of a short and wide matrix, the columns of a tall and narrow one), over
+    a long or symbolic axis: one thread or block per output would leave most of the GPU
+    idle (a whole-array sum ran on one thread). Its axis is split into contiguous parts
+    (rfactor, blocked): a block per part and output, whose threads read consecutive
+    elements of the part and combine their results; then a block per output combines
+    its parts. About four parts per multiprocessor in all (a knob). Returns whether it
+    did."""
+    plan = _split_plan(s, name, target)
+    if plan is None:
+        return False
+    k, across, parts = plan
+    st = s.stages[name]
+    if cfg is not None:
+        parts = cfg.choice(f"{name}.parts", [parts] + [p for p in (parts // 2, parts * 2)
+                                                       if p >= 2])
+    if isinstance(k.extent, int):   # (no part left empty: 1001 in parts of 3 is 334, not 500)
+        parts = -(-k.extent // -(-k.extent // parts))
+    rf = s.rfactor(name, Axis(name, k.name), parts, blocked=True).name
+    rst = s.stages[rf]
+    # (threads of a reduction across them: a power of two no larger than the loop, so
+    # that the split loop keeps its extent: a thread reduction takes the whole block)
+    threads = target.threads_per_block
+    if across is not None:
+        _block_reduce(s, rf, across.name, min(threads, _floor_pow2(across.extent)))
+    else:
+        rest = [n for n in rst.leaves if rst.axes[n].reduce]
+        _block_reduce(s, rf, f"{k.name}_o" if f"{k.name}_o" in rest else rest[0], threads)
+    (kr,) = [n for n in st.leaves if st.axes[n].reduce]
+    _block_reduce(s, name, kr, min(threads, _floor_pow2(parts)))
+    return True
+
+
+def _split_plan(s, name, target):
+    """(axis split into parts, axis the threads take or None, parts) for split_reduction;
+    None where it does not apply."""
+    st = s.stages[name]
+    op = st.tensor.op
+    if op.reduce is None or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or \
+            not all(isinstance(a.extent, int) for a in op.axes) or \
+            any(x.attach == "at" and x.attach_to[0] == name for x in s.stages.values()):
+        return None
+    outputs = math.prod(a.extent for a in op.axes)
+    threads = target.threads_per_block
+    static = all(isinstance(k.extent, int) for k in op.reduce_axes)
+    if outputs >= 2 * target.multiprocessors or \
+            static and math.prod(a.extent for a in op.reduce_axes) < 4 * threads:
+        return None
+    wanted = -(-4 * target.multiprocessors // outputs)
+    # which axis is split into parts, and which one a block's threads take consecutive
+    # steps of: the last axis, split, its parts' steps to the threads (where extents are
+    # symbolic: the contiguous axis of a whole array's reduction); or the longest other
+    # axis, split, the threads over the last one where it has a warp's length (else over
+    # the part); whichever gives more parts (a part: two steps of the threads at least).
+    # The other reductions run inside each thread.
+    last = op.reduce_axes[-1]
+    k, across, parts = last, None, wanted
+    if static:
+        parts = min(wanted, last.extent // (2 * threads))
+        others = op.reduce_axes[:-1]
+        if others:
+            longest = max(others, key=lambda a: a.extent)
+            wide = last.extent >= target.warp_size
+            more = min(wanted, longest.extent // (2 if wide else 2 * threads))
+            if more > parts:
+                k, across, parts = longest, last if wide else None, more
+    return (k, across, parts) if parts >= 2 else None
+
+
+def _split_statistics(s, name, target, cfg=None):
+    """Row statistics computed at the rows of a stage with fewer rows than twice the
+    multiprocessors (the sum along a short and wide array, a softmax of a few rows): a
+    block per row would leave most of the GPU idle. Where split_reduction takes each of
+    them, they are computed on their own, split. Returns whether they were."""
+    stats = [x.tensor.name for x in s.stages.values()
+             if x.attach == "at" and x.attach_to[0] == name and x.is_reduce]
+    if not stats:
+        return False
+    if any(_split_plan(s, n, target) is None for n in stats):
+        return False
+    for n in stats:
+        s.compute_root(s[n])
+        split_reduction(s, n, target, cfg)
     return True
 
 
@@ -385,6 +491,10 @@ def bind_unbound(s, target):
         except ScheduleError:
             pass
     return done
+
+
+def _floor_pow2(n):
+    return 1 << (n.bit_length() - 1)
 
 
 def _round_up(n, m):

@@ -54,7 +54,8 @@ template <typename T> JD_INLINE T jd_umod(T a, T b) { return b == 0 ? 0 : a % b;
 template <typename T> JD_INLINE T jd_ipow(T x, T e) {   // a negative exponent gives 0
   if (e < 0) return 0;
   T r = 1;
-  while (e > 0) { if (e & 1) r = (T)(r * x); x = (T)(x * x); e >>= 1; }
+  typedef unsigned long long U;     // (products wrap, as NumPy's: no signed overflow)
+  while (e > 0) { if (e & 1) r = (T)((U)r * (U)x); x = (T)((U)x * (U)x); e >>= 1; }
   return r;
 }
 template <typename T> JD_INLINE T jd_sign(T x) { return x < 0 ? (T)-1 : x > 0 ? (T)1 : x; }
