@@ -11,7 +11,10 @@
     user schedule of float4 accesses (s.vectorize over 4 floats per thread).
 (c) row softmax of an 8192 x 8192 float32 matrix against CuPy's (max, subtract, exp, sum,
     divide: unfused), in effective GB/s (8 bytes per element: one read, one write).
-(d) launch overhead: y = x + 1 on 8 floats, the Function call (dispatch, allocation,
+(d) whole-array sum of the 64M floats of (b), jd.numpy.sum on the CuPy array (its
+    split reduction: parts over the multiprocessors, then their combination) against
+    cupy.sum, in GB/s read.
+(e) launch overhead: y = x + 1 on 8 floats, the Function call (dispatch, allocation,
     launch), against a CuPy ElementwiseKernel doing the same; microseconds per call with
     the device synchronised after each batch.
 Every kernel is checked against CuPy before it is timed. Timing: CUDA events around
@@ -178,6 +181,13 @@ def main():
     rows.append({"case": "the same, vectorize(4) schedule (GB/s)", "jitdl": 16 * m / tj / 1e9,
                  "reference": 8 * m / tr / 1e9, "ratio": (16 * m / tj) / (8 * m / tr),
                  "vs": "device copy", "err": err})
+
+    import jitdl.numpy as jnp
+    err = check("sum", jnp.sum(x), cp.sum(x, dtype=cp.float64), 1e-6)
+    tj, tr = compare(cp, lambda: jnp.sum(x), lambda: cp.sum(x), args.repeat, args.rounds)
+    rows.append({"case": f"sum of {m >> 20}M f32 (GB/s read)", "jitdl": 4 * m / tj / 1e9,
+                 "reference": 4 * m / tr / 1e9, "ratio": tr / tj, "vs": "cupy.sum",
+                 "err": err})
 
     r = 1024 if args.quick else 8192
     s = cp.asarray(rng.standard_normal((r, r), dtype=np.float32))

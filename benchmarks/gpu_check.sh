@@ -10,7 +10,7 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 JITDL_CACHE_DIR=/tmp/jdcache CUPY_TF32=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-timeout 60 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
+timeout 90 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
 timeout 90 python3 benchmarks/gpu_sizes.py > "$O/sizes.txt" 2>&1
 timeout 60 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_cuda_runtime.py \
     -k "not emulated" > "$O/runtime.txt" 2>&1
