@@ -23,4 +23,4 @@ timeout 360 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
 echo "=== runtime tests"; tail -1 "$O/runtime.txt"
 echo "=== --target cuda"; grep -E "^(FAILED|ERROR)|passed|failed" "$O/target.txt" | cut -c1-200 | head -40
 echo "=== sizes"; cat "$O/sizes.txt"
-echo "=== benchmarks/gpu.py"; tail -8 "$O/bench.txt"
+echo "=== benchmarks/gpu.py"; tail -10 "$O/bench.txt"
