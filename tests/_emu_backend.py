@@ -71,6 +71,7 @@ class EmulatedDevice:
     """jitdl's CUDA backend interface on the emulator."""
 
     name = "emulated"
+    array_type = DeviceArray        # (as CuPy's backend: the plain call's type test)
 
     def __init__(self, emulator):
         self.emu = emulator

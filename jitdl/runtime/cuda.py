@@ -246,9 +246,11 @@ class CudaKernel(KernelChecks):
                 a = args[i]
                 if type(a) is not kind or not (a._c_contiguous if flag else
                                                a.flags.c_contiguous):
-                    if self.reorder is not None:
-                        return self._strided(args)
-                    a = self._contiguous(i, a)
+                    a = dev.asarray(a)          # (another library's GPU array: a view)
+                    if not a.flags.c_contiguous:
+                        if self.reorder is not None:
+                            return self._strided(args)
+                        a = self._contiguous(i, a)
                 values.append(a)
             try:                # (_empty inline: this is the plain call's path)
                 y = dev.empty(shape, dt)
@@ -314,13 +316,15 @@ class CudaKernel(KernelChecks):
         """A call with a strided operand of a jd.numpy op whose result takes its operands'
         memory order (a.T + b.T): run on their memory's order where they share one, as
         CuPy and NumPy do (no copies, a Fortran-ordered result); else copied."""
+        args = list(args)
+        for i in self.array_pos:    # (another library's GPU arrays as the device's own)
+            args[i] = self.device.asarray(args[i])
         result = self.reorder(args)
         if result is not None:
             return result
-        args = list(args)
         for i in self.array_pos:
-            a = self.device.asarray(args[i])
-            args[i] = a if a.flags.c_contiguous else self._contiguous(i, a)
+            if not args[i].flags.c_contiguous:
+                args[i] = self._contiguous(i, args[i])
         return self.run(args)
 
     def _empty(self, what, name, shape, dtype, make=None):
