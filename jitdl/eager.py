@@ -550,7 +550,7 @@ def reorder(name, builder, static, names, plans, operands):
     if builder.layout == "index":       # (NumPy's argmax / argmin results are C-ordered)
         result = result.transpose(back)
         return np.ascontiguousarray(result) if type(result) is _ndarray else \
-            cuda_runtime.backend().contiguous(result)
+            cuda_runtime.contiguous_copy(result, name)
     return result.transpose(back)
 
 

@@ -205,7 +205,7 @@ def user_frame(f, skip_jitdl=True):
     while f is not None:
         code = f.f_code
         fn = code.co_filename
-        if not (skip_jitdl and os.path.abspath(fn).startswith(_PKG_DIR)) \
+        if not (skip_jitdl and os.path.abspath(fn).startswith(_PKG_DIR + os.sep)) \
                 and not fn.startswith("<frozen") \
                 and not ("__tracebackhide__" in code.co_varnames
                          and f.f_locals.get("__tracebackhide__")):

@@ -872,20 +872,25 @@ def two_stages(A):
 def test_stages_a_gpu_schedule_leaves_unbound_run_on_every_thread(dev, rng):
     """A user schedule that binds the output's loops only: the stored stage T ran as one
     thread's loop nest (a <<<1, 1>>> kernel); now it gets the automatic schedule's
-    grid-stride loop. A scalar stage (no data loop) still runs on one thread."""
-    def sched(s, cfg):
+    grid-stride loop. A stage the schedule worked on (T's loop split, unbound) stays as
+    the user left it."""
+    def sched(s, cfg, touch=False):
         i, j = s["S"].axis
         f = s.fuse(i, j)
         o, t = s.split(f, 64)
         s.bind(o, "blockIdx.x")
         s.bind(t, "threadIdx.x")
+        if touch:
+            s.split(s["T"].axis[1], 8)
     x = rng.standard_normal((37, 29))
-    got, src = run_schedule(dev, two_stages, [x], sched)
-    launches = [ln for ln in src.splitlines() if ln.startswith("//   jd_")]
-    assert len(launches) == 2 and not any("<<<(1, 1, 1), (1, 1, 1)>>>" in ln
-                                          for ln in launches), launches
     t = np.exp(x) * 2
-    close(got, t + np.roll(t, -1, axis=0), rtol=1e-12, atol=1e-12)
+    for touch in (False, True):
+        got, src = run_schedule(dev, two_stages, [x],
+                                lambda s, cfg: sched(s, cfg, touch))
+        launches = [ln for ln in src.splitlines() if ln.startswith("//   jd_")]
+        assert len(launches) == 2, launches
+        assert ("<<<(1, 1, 1), (1, 1, 1)>>>" in launches[0]) == touch, launches
+        close(got, t + np.roll(t, -1, axis=0), rtol=1e-12, atol=1e-12)
 
 
 def _launches(f, *args):
@@ -897,7 +902,8 @@ def _launches(f, *args):
 @pytest.mark.parametrize("op, shape, dtype", [
     ("sum", (20011,), F32), ("max", (1001, 777), F32), ("mean", (3, 7001), F64),
     ("min", (7001, 3), np.int32), ("prod", (4099,), F64), ("any", (9000,), np.bool_),
-    ("all", (9000,), np.bool_), ("sum", (5, 5, 999), np.int8), ("std", (40, 300), F32)])
+    ("all", (9000,), np.bool_), ("sum", (5, 5, 999), np.int8), ("std", (40, 300), F32),
+    ("sum", (300, 200, 2), F64)])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_whole_array_reductions_use_the_whole_gpu(dev, rng, op, shape, dtype, dynamic):
     """A reduction of a whole array ran on one thread (both kernels <<<1, 1>>>); now its
@@ -938,3 +944,40 @@ def test_reductions_with_few_outputs_are_split(dev, rng, f, want, shape):
     grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(g, x)]
     assert max(grids) >= 27, _launches(g, x)        # (it was 1, 3 or 4 blocks)
     close(on_gpu(dev, g, x), want(x.astype(F64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("f, shape", [
+    (lambda X: jd.nn.softmax(X, axis=-1), (256, 1024)),
+    (lambda X: jd.nn.softmax(X, axis=-1), (132, 4096)),
+    (lambda X: jd.numpy.sum(X, axis=1), (200, 2048)),
+    (lambda X: jd.numpy.sum(X, axis=1), (4096, 1024))])
+def test_many_or_short_rows_keep_a_block_per_row(f, shape):
+    """Rows enough to occupy the GPU, or short ones, keep one kernel of a block per row
+    (a softmax reads each row once): split_reduction is for few outputs over long
+    reductions (found by review: 132 to 263 rows of 1024 were split into five kernels)."""
+    x = np.ones(shape, F32)
+    launches = _launches(jd.compute(f), x)
+    assert len(launches) == 1 and launches[0].startswith(f"({shape[0]}, 1, 1)"), launches
+
+
+@pytest.mark.parametrize("op", ["sum", "prod"])
+def test_split_integer_reductions_wrap_without_overflow_in_c(dev, op):
+    """int64 sums and products that wrap (as NumPy's) are combined across threads in
+    unsigned arithmetic (a signed overflow in C: found by review under UBSan)."""
+    x = np.full(4096, 2 ** 62 if op == "sum" else 3, np.int64)
+    x[-1] = 7
+    f = jd.compute(lambda X: getattr(jd.numpy, op)(X))
+    src = f.cuda_source(x)
+    assert "__shfl_down_sync" in src and "(unsigned long long)jd_v0" in src
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(on_gpu(dev, f, x), getattr(np, op)(x))
+
+
+def test_an_empty_output_of_a_long_reduction_takes_the_full_schedule(caplog):
+    """Zero rows of 5000 (a division by zero in the split's plan sent the automatic
+    schedule to its next level, found by review)."""
+    import logging
+    f = jd.compute(lambda X: jd.numpy.sum(X, axis=1))
+    with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
+        f.lower(np.zeros((0, 5000), F32), target="cuda")
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]

@@ -7,7 +7,6 @@ and "emulated" (the generated CUDA C compiled for the CPU by tests/_cuda_emu.py 
 the same backend interface; skipped without g++). The emulated device fills fresh
 buffers with a non-zero byte pattern, so an element a kernel fails to write shows.
 """
-import functools
 import json
 import os
 import shutil
@@ -561,6 +560,12 @@ def test_failed_copies_and_temporaries_are_named(gpu, rng, monkeypatch, plain):
     with pytest.raises(jd.AllocationError, match=r"cannot allocate the contiguous copy of "
                        r"argument [AX] \(float64\[24, 40\]\) on the GPU: 7680 bytes"):
         f(X.T, Y)
+    if plain:           # (argmax of a.T: its result copied to C order, as NumPy's is)
+        from jitdl import eager
+        eager.clear()
+        with pytest.raises(jd.AllocationError, match=r"argmax\(\): cannot allocate the "
+                           r"C-ordered copy of its result \(int64\[24\]\)"):
+            jd.numpy.argmax(X.T, axis=1)
     monkeypatch.undo()
     monkeypatch.setattr(dev, "empty", no_memory)
     with pytest.raises(jd.AllocationError, match=r"the temporary for out= of [CY] "

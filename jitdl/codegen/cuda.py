@@ -1287,6 +1287,10 @@ def _combine(op, dtype, a, b):
     ty = C_TYPE[dtype]
     fl = dtypes.is_float(dtype)
     match op:
+        case ReduceOp.SUM | ReduceOp.PROD if dtypes.is_signed(dtype):
+            # (wrapping, in unsigned: a signed overflow is undefined in C)
+            u = "unsigned int" if dtype in INT_RANGE else UNSIGNED[dtype]
+            return f"(({ty})(({u}){a} {'+' if op == ReduceOp.SUM else '*'} ({u}){b}))"
         case ReduceOp.SUM:
             return f"({a} + {b})"
         case ReduceOp.PROD:

@@ -344,15 +344,9 @@ class CudaKernel(KernelChecks):
                                      a.shape, a.dtype, e)
 
     def _raise_memory_error(self, what, name, shape, dtype, e):
-        """A device allocation that failed (CuPy's OutOfMemoryError is a MemoryError): an
-        AllocationError naming the buffer, its shape and size."""
-        nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
         hint = f". {LESS_MEMORY}" if what == "intermediate buffer" else ""
-        raise AllocationError(
-            f"{self.fname}(): cannot allocate the {what}{' ' * bool(name)}{name} "
-            f"({np.dtype(dtype)}"
-            f"[{', '.join(map(str, shape))}]) on the GPU: {nbytes} bytes "
-            f"({_human_bytes(nbytes)}); {e}{hint}") from None
+        raise _no_room(f"{self.fname}(): cannot allocate the {what}{' ' * bool(name)}{name}",
+                       shape, dtype, "on the GPU", e, hint) from None
 
     def _check_grid(self, k, grid):
         for axis, (g, limit) in enumerate(zip(grid, self.grid_limits)):
@@ -396,10 +390,26 @@ def to_device(dev, a, fname, name):
     try:
         return dev.from_host(a)
     except MemoryError as e:
-        raise AllocationError(
-            f"{fname}(): target='cuda': cannot copy argument '{name}' ({a.dtype}"
-            f"[{', '.join(map(str, a.shape))}]) to the GPU: {a.nbytes} bytes "
-            f"({_human_bytes(a.nbytes)}); {e}") from None
+        raise _no_room(f"{fname}(): target='cuda': cannot copy argument '{name}'", a.shape,
+                       a.dtype, "to the GPU", e) from None
+
+
+def contiguous_copy(a, fname):
+    """A C-contiguous copy of device array `a` (the result of fname); an AllocationError
+    naming it where the device has no room."""
+    try:
+        return backend().contiguous(a)
+    except MemoryError as e:
+        raise _no_room(f"{fname}(): cannot allocate the C-ordered copy of its result",
+                       a.shape, a.dtype, "on the GPU", e) from None
+
+
+def _no_room(what, shape, dtype, where, e, hint=""):
+    """The AllocationError of a device allocation that failed (CuPy's OutOfMemoryError is
+    a MemoryError): `what` with the buffer's dtype, shape and size."""
+    nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+    return AllocationError(f"{what} ({np.dtype(dtype)}[{', '.join(map(str, shape))}]) "
+                           f"{where}: {nbytes} bytes ({_human_bytes(nbytes)}); {e}{hint}")
 
 
 def host_result(result):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 from jitdl import dtypes
-from jitdl.errors import ScheduleError
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
@@ -213,29 +212,32 @@ def _split_plan(s, name, target):
             any(x.attach == "at" and x.attach_to[0] == name for x in s.stages.values()):
         return None
     outputs = math.prod(a.extent for a in op.axes)
-    threads = target.threads_per_block
+    threads, sms = target.threads_per_block, target.multiprocessors
     static = all(isinstance(k.extent, int) for k in op.reduce_axes)
-    if outputs >= 2 * target.multiprocessors or \
-            static and math.prod(a.extent for a in op.reduce_axes) < 4 * threads:
+    size = math.prod(a.extent for a in op.reduce_axes) if static else None
+    # few outputs: fewer than a quarter of the multiprocessors, or fewer than twice
+    # their number over a long reduction (a block per output, one kernel, is as good
+    # where rows are many or short: softmax of 256 rows of 1024 reads each row once)
+    if outputs == 0 or outputs >= 2 * sms or static and (
+            size < 4 * threads or 4 * outputs > sms and size < 64 * threads):
         return None
-    wanted = -(-4 * target.multiprocessors // outputs)
-    # which axis is split into parts, and which one a block's threads take consecutive
-    # steps of: the last axis, split, its parts' steps to the threads (where extents are
-    # symbolic: the contiguous axis of a whole array's reduction); or the longest other
-    # axis, split, the threads over the last one where it has a warp's length (else over
-    # the part); whichever gives more parts (a part: two steps of the threads at least).
-    # The other reductions run inside each thread.
+    wanted = -(-4 * sms // outputs)
     last = op.reduce_axes[-1]
-    k, across, parts = last, None, wanted
-    if static:
-        parts = min(wanted, last.extent // (2 * threads))
-        others = op.reduce_axes[:-1]
-        if others:
-            longest = max(others, key=lambda a: a.extent)
-            wide = last.extent >= target.warp_size
-            more = min(wanted, longest.extent // (2 if wide else 2 * threads))
-            if more > parts:
-                k, across, parts = longest, last if wide else None, more
+    if not static:      # (the contiguous axis of a whole array's reduction)
+        return last, None, wanted
+    # which axis is split into parts, and which one a block's threads take consecutive
+    # steps of: the last axis, split, its parts' steps to the threads (a part: two steps
+    # of them at least); or another, split, the threads over the innermost other axis
+    # of a warp's length (else over the part). Whichever gives the most parts; the other
+    # reductions run inside each thread.
+    best = (min(wanted, last.extent // (2 * threads)), last, None)
+    for k in op.reduce_axes[:-1]:
+        across = next((a for a in reversed(op.reduce_axes) if a is not k
+                       and a.extent >= target.warp_size), None)
+        parts = min(wanted, k.extent if across is not None else k.extent // (2 * threads))
+        if parts > best[0]:
+            best = (parts, k, across)
+    parts, k, across = best
     return (k, across, parts) if parts >= 2 else None
 
 
@@ -476,20 +478,18 @@ def grid_stride(s, name, target, cfg=None):
 
 
 def bind_unbound(s, target):
-    """A user's GPU schedule runs the root stages it binds no loop of (a stage it does not
-    mention; one split off a large expression, te.ops._hoist_shared) as grid-stride
-    loops, as the automatic schedule would: unbound, a stage is one thread's loop nest.
-    A stage whose loops do not fuse (the user's steps ordered them otherwise) stays as
-    it is. Returns the names of the stages bound."""
-    done = []
+    """A user's GPU schedule runs the root stages it does not touch (no step names them,
+    nothing is computed at them: a stage it does not mention, one split off a large
+    expression by te.ops._hoist_shared) as grid-stride loops, as the automatic schedule
+    would: unbound, such a stage is one thread's loop nest. A stage the schedule worked
+    on stays as the user left it. Returns the names of the stages bound."""
+    done, touched = [], {step.stage for step in s.typed_steps}
+    touched |= {x.attach_to[0] for x in s.stages.values() if x.attach == "at"}
     for name, st in list(s.stages.items()):
-        if st.attach != "root" or any(a.kind.bound for a in st.axes.values()):
+        if st.attach != "root" or name in touched:
             continue
-        try:
-            if grid_stride(s, name, target) is not None:
-                done.append(name)
-        except ScheduleError:
-            pass
+        if grid_stride(s, name, target) is not None:
+            done.append(name)
     return done
 
 
