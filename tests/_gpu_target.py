@@ -96,6 +96,9 @@ class _Scalar:
     def __init__(self, array):
         self.array = array
 
+    def __getitem__(self, index):   # (x[()] of it, as of the 0-d array: a reduction of
+        return self                 # a transposed array runs through another kernel's call)
+
 
 def _native(a):
     """GPU arrays have native byte order (CuPy has no other): a swapped array's values."""
