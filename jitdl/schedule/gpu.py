@@ -169,10 +169,10 @@ def _block_reduce(s, name, k, threads):
 
 
 def split_reduction(s, name, target, cfg=None):
-    """A reduction with fewer outputs than twice the multiprocessors (a whole-array sum or
-    max, the rows of a short and wide matrix, the columns of a tall and narrow one), over
-    a long or symbolic axis: one thread or block per output would leave most of the GPU
-    idle (a whole-array sum ran on one thread). Its axis is split into contiguous parts
+    """A reduction with few outputs (a whole-array sum or max, the rows of a short and wide
+    matrix, the columns of a tall and narrow one; _split_plan says how few) over a long
+    or symbolic axis: one thread or block per output would leave most of the GPU idle
+    (a whole-array sum ran on one thread). Its axis is split into contiguous parts
     (rfactor, blocked): a block per part and output, whose threads read consecutive
     elements of the part and combine their results; then a block per output combines
     its parts. About four parts per multiprocessor in all (a knob). Returns whether it
@@ -188,15 +188,13 @@ def split_reduction(s, name, target, cfg=None):
     if isinstance(k.extent, int):   # (no part left empty: 1001 in parts of 3 is 334, not 500)
         parts = -(-k.extent // -(-k.extent // parts))
     rf = s.rfactor(name, Axis(name, k.name), parts, blocked=True).name
-    rst = s.stages[rf]
     # (threads of a reduction across them: a power of two no larger than the loop, so
     # that the split loop keeps its extent: a thread reduction takes the whole block)
     threads = target.threads_per_block
     if across is not None:
         _block_reduce(s, rf, across.name, min(threads, _floor_pow2(across.extent)))
-    else:
-        rest = [n for n in rst.leaves if rst.axes[n].reduce]
-        _block_reduce(s, rf, f"{k.name}_o" if f"{k.name}_o" in rest else rest[0], threads)
+    else:                           # (k_o: what is left of k in each part)
+        _block_reduce(s, rf, f"{k.name}_o", threads)
     (kr,) = [n for n in st.leaves if st.axes[n].reduce]
     _block_reduce(s, name, kr, min(threads, _floor_pow2(parts)))
     return True
@@ -242,9 +240,9 @@ def _split_plan(s, name, target):
 
 
 def _split_statistics(s, name, target, cfg=None):
-    """Row statistics computed at the rows of a stage with fewer rows than twice the
-    multiprocessors (the sum along a short and wide array, a softmax of a few rows): a
-    block per row would leave most of the GPU idle. Where split_reduction takes each of
+    """Row statistics computed at the rows of a stage with few rows (the sum along a short
+    and wide array, a softmax of a few long rows): a block per row would leave most of
+    the GPU idle. Where split_reduction takes each of
     them, they are computed on their own, split. Returns whether they were."""
     stats = [x.tensor.name for x in s.stages.values()
              if x.attach == "at" and x.attach_to[0] == name and x.is_reduce]
