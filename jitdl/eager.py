@@ -457,7 +457,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             dynamic = False     # (a kernel tuned for these shapes: op.tune)
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
-            _function(name, builder, static, tuple(names))._graph(operands)
+            fixed = _function(name, builder, static, tuple(names))
+            if _fixed_pays(fixed._graph(operands)[0], operands):
+                f, dynamic = fixed, False
         kernel = f.kernel(*operands)
         if callable(getattr(np, name, None)):
             # a jd.numpy function (its wrapper answers a view far larger than its memory
@@ -985,6 +987,17 @@ def _symbolic_args(args, kwargs):
         if is_symbolic(a) or isinstance(a, (list, tuple)) and any(map(is_symbolic, a)):
             return True
     return False
+
+
+def _fixed_pays(graph, operands):
+    """Whether a GPU call of an op of symbolic extents runs far better compiled for its
+    shapes (a reduction with few outputs, rows long enough for a block of threads:
+    schedule.gpu.fixed_shapes_pay); `graph` is the op traced with them."""
+    if not any(map(is_device_array, operands)):
+        return False
+    from jitdl import target
+    from jitdl.schedule.gpu import fixed_shapes_pay
+    return fixed_shapes_pay(graph, target.get("cuda"))
 
 
 def _function(name, builder, static, names, dynamic=False):

@@ -981,3 +981,36 @@ def test_an_empty_output_of_a_long_reduction_takes_the_full_schedule(caplog):
     with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
         f.lower(np.zeros((0, 5000), F32), target="cuda")
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
+
+
+@pytest.mark.parametrize("call, want, shape", [
+    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), (20001, 3)),
+    (lambda x: jnp.max(x, axis=1), lambda x: x.max(axis=1), (5, 9000)),
+    (lambda x: jnp.mean(x, axis=1), lambda x: x.mean(axis=1), (300, 257)),
+    (lambda x: nn.softmax(x, axis=-1), _softmax64, (40, 3000))])
+def test_op_library_reductions_on_gpu_arrays_take_their_shapes(dev, rng, call, want, shape):
+    """jd.numpy and jd.nn compile one kernel for every size (symbolic extents), whose
+    reductions ran a thread per output: a column sum of a tall array on 3 threads, row
+    statistics a thread per row. Where the shapes call for a split or a block per row,
+    the call is compiled for its shapes (eager._fixed_pays)."""
+    from jitdl import eager
+    eager.clear()
+    x = rng.standard_normal(shape).astype(F32)
+    close(on_gpu(dev, call, x), want(x.astype(F64)), rtol=1e-5)
+    kernels = [getattr(k, "kernel", k) for k in eager._kernels.values()]
+    assert kernels and all(k.dims is None for k in kernels)     # (None: fixed shapes)
+
+
+def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
+    """Many short rows and a whole array keep the kernel of symbolic extents: a second
+    size compiles nothing."""
+    from jitdl import eager
+    eager.clear()
+    for shape in [(600, 20), (700, 30)]:
+        x = rng.standard_normal(shape)
+        close(on_gpu(dev, lambda a: jnp.sum(a, axis=1), x), x.sum(axis=1), rtol=1e-12)
+    for n in (5000, 7001):
+        x = rng.standard_normal(n)
+        close(on_gpu(dev, jnp.sum, x), np.asarray(x.sum()), rtol=1e-12)
+    kernels = [getattr(k, "kernel", k) for k in eager._kernels.values()]
+    assert len(kernels) == 4 and all(k.dims is not None for k in kernels)

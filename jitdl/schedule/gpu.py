@@ -27,7 +27,8 @@ from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.auto import _duplicated_when_inlined, _fuse_row_reductions, _reread
-from jitdl.schedule.schedule import Axis
+from jitdl.schedule.schedule import Axis, Schedule
+from jitdl.te.ops import stages_of
 
 LEVELS = (
     ("full", frozenset({"inline", "bind", "tile", "rows"})),
@@ -237,6 +238,27 @@ def _split_plan(s, name, target):
             best = (parts, k, across)
     parts, k, across = best
     return (k, across, parts) if parts >= 2 else None
+
+
+def fixed_shapes_pay(graph, target):
+    """Whether the kernel of symbolic extents of a definition would leave most of the GPU
+    idle, or read its rows a thread each, where the kernel of the fixed shapes `graph` was
+    traced with would not: a reduction with few outputs (more than one) over a long axis
+    (split_reduction needs the count of outputs) or along long contiguous rows
+    (block_per_row needs their length). The op library (jitdl.eager) compiles such calls
+    for their shapes rather than once for every size: a compilation per shape against a
+    kernel several times slower (a column sum of a tall array ran on a thread per column,
+    jd.nn.softmax of 8192 rows as three kernels of a thread per row)."""
+    s = None
+    for t in stages_of(graph.outputs):
+        op = t.op
+        if op.reduce is None or math.prod(a.extent for a in op.axes) < 2:
+            continue        # (one output: its kernel of symbolic extents splits it too)
+        s = s or Schedule(graph)
+        if _row_axis(s.stages[t.name]) is not None or \
+                _split_plan(s, t.name, target) is not None:
+            return True
+    return False
 
 
 def _split_statistics(s, name, target, cfg=None):
