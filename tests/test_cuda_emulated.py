@@ -985,6 +985,7 @@ def test_an_empty_output_of_a_long_reduction_takes_the_full_schedule(caplog):
 
 @pytest.mark.parametrize("call, want, shape", [
     (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), (20001, 3)),
+    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), (5000, 64)),
     (lambda x: jnp.max(x, axis=1), lambda x: x.max(axis=1), (5, 9000)),
     (lambda x: jnp.mean(x, axis=1), lambda x: x.mean(axis=1), (300, 257)),
     (lambda x: nn.softmax(x, axis=-1), _softmax64, (40, 3000))])
@@ -1014,3 +1015,54 @@ def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
         close(on_gpu(dev, jnp.sum, x), np.asarray(x.sum()), rtol=1e-12)
     kernels = [getattr(k, "kernel", k) for k in eager._kernels.values()]
     assert len(kernels) == 4 and all(k.dims is not None for k in kernels)
+
+
+@pytest.mark.parametrize("f, want, shape, dtype", [
+    (lambda X: jd.numpy.sum(X, axis=0), lambda x: x.sum(axis=0), (4001, 96), F32),
+    (lambda X: jd.numpy.max(X, axis=1), lambda x: x.max(axis=1), (3, 2000, 64), F64),
+    (lambda X: jd.numpy.mean(X, axis=0), lambda x: x.mean(axis=0), (2500, 200), F32),
+    (lambda X: jd.numpy.var(X, axis=0), lambda x: x.var(axis=0), (3000, 100), F64),
+    (lambda X: jd.numpy.sum(X, axis=(0, 1)), lambda x: x.sum(axis=(0, 1)), (7, 900, 48),
+     np.int32),
+    (lambda X: jd.numpy.min(X, axis=0), lambda x: x.min(axis=0), (300, 1000), F32)])
+def test_column_reductions_with_fewer_outputs_than_threads_are_split(dev, rng, f, want,
+                                                                      shape, dtype):
+    """A column reduction ran a thread per column: 96 columns of 4001 rows on one block
+    (512 columns of a million rows: two of the GPU's 132 multiprocessors). Its rows are
+    split into parts, a thread per part and column (consecutive threads, consecutive
+    columns), enough to fill the GPU, then combined; values against NumPy, extremes in
+    the first and last rows so that every part is read."""
+    x = rng.standard_normal(shape) * 10
+    x[0] *= 3
+    x[-1] *= -3
+    x = x.astype(dtype)
+    g = jd.compute(f)
+    grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(g, x)]
+    assert max(grids) >= 27 and len(grids) >= 2, _launches(g, x)
+    rtol = 1e-5 if dtype == F32 else 1e-12
+    close(on_gpu(dev, g, x), want(x.astype(F64) if dtype != np.int32 else x), rtol=rtol)
+
+
+def test_column_split_plan_is_sized_by_the_target():
+    """The parts of a column split fill the target's grid (multiprocessors x blocks of
+    threads), never fewer than a few rows each; many columns, or few rows, keep a thread
+    per column."""
+    from jitdl.schedule import gpu
+    from jitdl.target.cuda import CUDA
+    f = jd.compute(lambda X: jd.numpy.sum(X, axis=0))
+    for sms in (16, 132):
+        target = CUDA(multiprocessors=sms)
+        full = sms * gpu._WAVES * target.threads_per_block
+        for shape in [(10 ** 6, 512), (4001, 96), (10 ** 5, 3)]:
+            s = gpu.Schedule(f._graph((np.empty(shape, F32),))[0])
+            (name,) = [n for n, st in s.stages.items() if st.is_reduce]
+            k, across, parts, columns = gpu._split_plan(s, name, target)
+            if shape[1] >= 32:
+                assert columns and parts == min(-(-full // shape[1]), shape[0] // 16)
+            else:
+                assert not columns
+        for shape in [(200, 100000), (20, 512)]:
+            s = gpu.Schedule(f._graph((np.empty(shape, F32),))[0])
+            (name,) = [n for n, st in s.stages.items() if st.is_reduce]
+            plan = gpu._split_plan(s, name, target)
+            assert plan is None or not plan[3], (shape, plan)

@@ -9,7 +9,9 @@ does not (every stage's data loops spread over blocks and threads), sized from t
     blocks per multiprocessor walks the rest;
   - row reductions (softmax, norms) run one block per row (block_per_row);
   - reductions with few outputs (a whole-array sum) split their axis into parts that
-    blocks reduce in parallel, then combine the parts (split_reduction);
+    blocks reduce in parallel, then combine the parts; column reductions with fewer
+    outputs than a full grid has threads, a thread per part and column
+    (split_reduction);
   - matmul-like stages and convolutions are tiled in shared memory and registers
     (tile_matmul, tile_contraction);
   - a stage with no data loop that split_reduction does not take (an argmax of a whole
@@ -176,12 +178,15 @@ def split_reduction(s, name, target, cfg=None):
     (a whole-array sum ran on one thread). Its axis is split into contiguous parts
     (rfactor, blocked): a block per part and output, whose threads read consecutive
     elements of the part and combine their results; then a block per output combines
-    its parts. About four parts per multiprocessor in all (a knob). Returns whether it
-    did."""
+    its parts. About four parts per multiprocessor in all (a knob). A reduction down
+    columns (the outputs' last axis is the contiguous one: a column sum of a tall array)
+    with fewer outputs than the GPU has threads is split the same way, but its parts
+    run a thread per part and column (consecutive threads read consecutive columns),
+    enough of them to fill the GPU. Returns whether it did."""
     plan = _split_plan(s, name, target)
     if plan is None:
         return False
-    k, across, parts = plan
+    k, across, parts, columns = plan
     st = s.stages[name]
     if cfg is not None:
         parts = cfg.choice(f"{name}.parts", [parts] + [p for p in (parts // 2, parts * 2)
@@ -192,18 +197,23 @@ def split_reduction(s, name, target, cfg=None):
     # (threads of a reduction across them: a power of two no larger than the loop, so
     # that the split loop keeps its extent: a thread reduction takes the whole block)
     threads = target.threads_per_block
-    if across is not None:
+    if columns:                     # (a thread per part and column, the columns innermost)
+        grid_stride(s, rf, target, cfg)
+    elif across is not None:
         _block_reduce(s, rf, across.name, min(threads, _floor_pow2(across.extent)))
     else:                           # (k_o: what is left of k in each part)
         _block_reduce(s, rf, f"{k.name}_o", threads)
     (kr,) = [n for n in st.leaves if st.axes[n].reduce]
-    _block_reduce(s, name, kr, min(threads, _floor_pow2(parts)))
+    if columns and parts < target.warp_size:    # (a thread per column over a few parts)
+        grid_stride(s, name, target, cfg)
+    else:
+        _block_reduce(s, name, kr, min(threads, _floor_pow2(parts)))
     return True
 
 
 def _split_plan(s, name, target):
-    """(axis split into parts, axis the threads take or None, parts) for split_reduction;
-    None where it does not apply."""
+    """(axis split into parts, axis the threads take or None, parts, whether a thread
+    takes a part of a column) for split_reduction; None where it does not apply."""
     st = s.stages[name]
     op = st.tensor.op
     if op.reduce is None or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or \
@@ -214,6 +224,8 @@ def _split_plan(s, name, target):
     threads, sms = target.threads_per_block, target.multiprocessors
     static = all(isinstance(k.extent, int) for k in op.reduce_axes)
     size = math.prod(a.extent for a in op.reduce_axes) if static else None
+    if outputs >= target.warp_size and _column_like(st):
+        return _column_plan(op, outputs, size, target)
     # few outputs: fewer than a quarter of the multiprocessors, or fewer than twice
     # their number over a long reduction (a block per output, one kernel, is as good
     # where rows are many or short: softmax of 256 rows of 1024 reads each row once)
@@ -223,7 +235,7 @@ def _split_plan(s, name, target):
     wanted = -(-4 * sms // outputs)
     last = op.reduce_axes[-1]
     if not static:      # (the contiguous axis of a whole array's reduction)
-        return last, None, wanted
+        return last, None, wanted, False
     # which axis is split into parts, and which one a block's threads take consecutive
     # steps of: the last axis, split, its parts' steps to the threads (a part: two steps
     # of them at least); or another, split, the threads over the innermost other axis
@@ -237,23 +249,66 @@ def _split_plan(s, name, target):
         if parts > best[0]:
             best = (parts, k, across)
     parts, k, across = best
-    return (k, across, parts) if parts >= 2 else None
+    return (k, across, parts, False) if parts >= 2 else None
+
+
+# a thread's least share of a column in a split column reduction (steps of its part)
+_COLUMN_STEPS = 16
+
+
+def _column_like(st):
+    """Whether a reduction walks memory down columns: the last index of a read it makes
+    steps by one with its last data axis (a column sum's X[k, j])."""
+    op = st.tensor.op
+    if not op.axes:
+        return False
+    j = op.axes[-1].var
+    for acc in walk_expr(op.reduce.body):
+        if isinstance(acc, Access) and acc.indices:
+            f = linear(acc.indices[-1])
+            if f is not None and f.get(j) == 1:
+                return True
+    return False
+
+
+def _column_plan(op, outputs, size, target):
+    """split_reduction's plan for a column reduction with fewer outputs than a quarter
+    of the threads a full grid runs (a thread per column would leave the rest of the GPU
+    idle: 512 columns of a million rows ran on two blocks): its outermost reduction axis
+    in parts enough for a full grid of threads, each part at least _COLUMN_STEPS long.
+    None where the reduction is short or the outputs fill the GPU."""
+    full = target.multiprocessors * _WAVES * target.threads_per_block
+    # (the longest reduction axis is split; a symbolic one is taken as long)
+    k = max(op.reduce_axes, key=lambda a: a.extent if isinstance(a.extent, int) else 2 ** 62)
+    if 4 * outputs >= full or size is not None and (
+            outputs * size < full or k.extent < 2 * _COLUMN_STEPS):
+        return None
+    parts = -(-full // outputs)
+    if isinstance(k.extent, int):
+        parts = min(parts, k.extent // _COLUMN_STEPS)
+    return (k, None, parts, True) if parts >= 2 else None
 
 
 def fixed_shapes_pay(graph, target):
     """Whether the kernel of symbolic extents of a definition would leave most of the GPU
     idle, or read its rows a thread each, where the kernel of the fixed shapes `graph` was
-    traced with would not: a reduction with few outputs (more than one) over a long axis
-    (split_reduction needs the count of outputs) or along long contiguous rows
-    (block_per_row needs their length). The op library (jitdl.eager) compiles such calls
+    traced with would not: a reduction with more than one output but fewer than the GPU
+    has blocks (or, down columns, threads) over a long axis (split_reduction needs the
+    count of outputs), or along long contiguous rows (block_per_row needs their length);
+    arrays smaller than a thread per element of every multiprocessor's block keep the
+    kernel of symbolic extents. The op library (jitdl.eager) compiles such calls
     for their shapes rather than once for every size: a compilation per shape against a
     kernel several times slower (a column sum of a tall array ran on a thread per column,
     jd.nn.softmax of 8192 rows as three kernels of a thread per row)."""
-    s = None
+    s, small = None, target.multiprocessors * target.threads_per_block
     for t in stages_of(graph.outputs):
         op = t.op
-        if op.reduce is None or math.prod(a.extent for a in op.axes) < 2:
-            continue        # (one output: its kernel of symbolic extents splits it too)
+        if op.reduce is None:
+            continue
+        outputs = math.prod(a.extent for a in op.axes)
+        if outputs < 2 or outputs * math.prod(k.extent for k in op.reduce_axes) < small:
+            continue        # (one output: its kernel of symbolic extents splits it too;
+                            # a small array: a compilation would cost more than it gains)
         s = s or Schedule(graph)
         if _row_axis(s.stages[t.name]) is not None or \
                 _split_plan(s, t.name, target) is not None:
