@@ -5,6 +5,7 @@ import functools
 import linecache
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,6 +191,11 @@ class CompileError(JitdlError):
     """Internal failure in lowering or code generation (a jitdl bug: please report)."""
 
 
+class PerformanceWarning(UserWarning):
+    """A kernel that runs correctly but far below what the hardware offers (a stage of a
+    GPU schedule left on one thread)."""
+
+
 def user_loc(skip_jitdl=True) -> SourceLoc | None:
     """The innermost stack frame outside the jitdl package: the user's line."""
     f, _ = user_frame(sys._getframe(1), skip_jitdl)
@@ -212,6 +218,12 @@ def user_frame(f, skip_jitdl=True):
             return f, n
         f, n = f.f_back, n + 1
     return None, n
+
+
+def warn(message, category):
+    """warnings.warn shown at the user's line (the first frame outside jitdl)."""
+    f, n = user_frame(sys._getframe(1))
+    warnings.warn(message, category, stacklevel=2 + (n if f is not None else n - 1))
 
 
 class ShapeError(JitdlError, ValueError):

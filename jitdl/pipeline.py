@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
 from jitdl.codegen.llvm import collector_paused, direct_int_bounds, direct_shapes, generate
-from jitdl.errors import ArgumentError, CompileError, ScheduleError
+from jitdl.errors import (ArgumentError, CompileError, PerformanceWarning,
+                          ScheduleError, warn)
 from jitdl import dtypes
 from jitdl.ir import weak
 from jitdl.ir.nodes import BinOp, Binary, Cast, Const, Var
@@ -38,7 +39,7 @@ from jitdl.lower.lower import in_place_inputs, layout_free, lower as lower_nests
 from jitdl.runtime import engine
 from jitdl.runtime.kernel import Signature
 from jitdl.schedule.config import Config
-from jitdl.schedule.gpu import bind_unbound
+from jitdl.schedule.gpu import bind_unbound, one_thread_stages
 from jitdl.schedule.schedule import Schedule
 from jitdl.target import get as get_target
 from jitdl.tir.partition import partition_loops
@@ -152,6 +153,16 @@ def _schedule(graph, target, options, steps, schedule_fn, config):
             if bound:
                 log.debug("%s: stages the schedule leaves unbound, as grid-stride loops: "
                           "%s", options.name, ", ".join(bound))
+            idle = one_thread_stages(sched, target)
+            if idle:
+                many = len(idle) > 1
+                warn(f"jitdl: {options.name}: the schedule for target 'cuda' leaves "
+                     f"stage{'s' if many else ''} {', '.join(idle)} on one GPU thread: "
+                     f"it works on {'them' if many else 'it'} but binds none of "
+                     f"{'their' if many else 'its'} loops to blocks or threads; bind "
+                     f"them (s.bind(loop, \"blockIdx.x\"), s.bind(loop, \"threadIdx.x\")), "
+                     f"or leave a stage untouched for the automatic grid-stride loop",
+                     PerformanceWarning)
         return _Scheduled(sched, cfg)
     return _automatic(graph, target, options, config)
 

@@ -873,7 +873,10 @@ def test_stages_a_gpu_schedule_leaves_unbound_run_on_every_thread(dev, rng):
     """A user schedule that binds the output's loops only: the stored stage T ran as one
     thread's loop nest (a <<<1, 1>>> kernel); now it gets the automatic schedule's
     grid-stride loop. A stage the schedule worked on (T's loop split, unbound) stays as
-    the user left it."""
+    the user left it, and a PerformanceWarning names it."""
+    import warnings
+    from jitdl.errors import PerformanceWarning
+
     def sched(s, cfg, touch=False):
         i, j = s["S"].axis
         f = s.fuse(i, j)
@@ -885,8 +888,13 @@ def test_stages_a_gpu_schedule_leaves_unbound_run_on_every_thread(dev, rng):
     x = rng.standard_normal((37, 29))
     t = np.exp(x) * 2
     for touch in (False, True):
-        got, src = run_schedule(dev, two_stages, [x],
-                                lambda s, cfg: sched(s, cfg, touch))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            got, src = run_schedule(dev, two_stages, [x],
+                                    lambda s, cfg: sched(s, cfg, touch))
+        idle = [str(w.message) for w in seen if w.category is PerformanceWarning]
+        assert len(idle) == touch and (not touch or "stage T on one GPU thread" in idle[0] and
+                                       "s.bind(loop" in idle[0]), idle
         launches = [ln for ln in src.splitlines() if ln.startswith("//   jd_")]
         assert len(launches) == 2, launches
         assert ("<<<(1, 1, 1), (1, 1, 1)>>>" in launches[0]) == touch, launches

@@ -465,3 +465,40 @@ def test_config_space_of_a_definition_with_a_target_parameter():
     f = jd.compute(static=("target",))(lambda A, B, target: A + B)
     a = f32(8, 8)
     assert len(f.config_space(a, a, target=None)) == len(f.config_space(a, a, None))
+
+
+def test_a_gpu_schedule_that_leaves_a_stage_on_one_thread_warns_at_the_users_line():
+    """A schedule that splits a stage's loops but binds none runs it as one thread's loop
+    nest (a <<<1, 1>>> kernel: correct, and hundreds of times slower than the GPU): a
+    PerformanceWarning names the stage, at the user's call. Binding it, or a stage of a
+    few steps (a 0-d result), does not warn."""
+    import warnings
+    from jitdl.errors import PerformanceWarning
+
+    def scale(X):
+        return jd.tensor(X.shape, lambda i, j: X[i, j] * 2, name="Y")
+
+    def forgot(s, cfg):
+        s.split(s["Y"].axis[0], 32)
+
+    def bound(s, cfg):
+        i, j = s["Y"].axis
+        s.bind(i, "blockIdx.x")
+        s.bind(j, "threadIdx.x")
+
+    def small(s, cfg):
+        s.split(s["Y"].axis[0], 2)
+
+    for schedule, shape, warns in ((forgot, (300, 200), True), (bound, (300, 200), False),
+                                   (small, (4, 3), False)):
+        f = jd.compute(scale)
+        jd.schedule(f, target="cuda")(schedule)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            src = f.cuda_source(f32(*shape))
+        idle = [w for w in seen if w.category is PerformanceWarning]
+        assert len(idle) == warns, [str(w.message) for w in seen]
+        if warns:
+            assert "stage Y on one GPU thread" in str(idle[0].message)
+            assert idle[0].filename == __file__, idle[0].filename
+            assert "<<<(1, 1, 1), (1, 1, 1)>>>" in src

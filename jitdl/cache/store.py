@@ -23,7 +23,6 @@ import shutil
 import sqlite3
 import stat
 import struct
-import sys
 import tempfile
 import time
 import warnings
@@ -32,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jitdl import locks
-from jitdl.errors import user_frame
+from jitdl import errors
 
 log = logging.getLogger("jitdl.cache")
 
@@ -60,8 +59,7 @@ def warn_once(key, message):
         if key in _warned:
             return
         _warned.add(key)
-    f, n = user_frame(sys._getframe(1))
-    warnings.warn(message, CacheWarning, stacklevel=2 + (n if f is not None else n - 1))
+    errors.warn(message, CacheWarning)
 
 
 @dataclass

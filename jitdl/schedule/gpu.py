@@ -568,6 +568,24 @@ def bind_unbound(s, target):
     return done
 
 
+def one_thread_stages(s, target):
+    """The root stages of a user's GPU schedule that run on one thread: none of their
+    loops bound to a block or thread (bind_unbound leaves stages the schedule worked on
+    as they are), with at least a block's worth of iterations (a 0-d result of a few
+    steps on one thread is fine)."""
+    idle = []
+    for name, st in s.stages.items():
+        if st.attach != "root" or any(st.axes[n].kind.bound for n in st.leaves):
+            continue
+        work = 1
+        for n in st.leaves:
+            ext = st.axes[n].extent
+            work *= ext if isinstance(ext, int) else target.threads_per_block
+        if work >= target.threads_per_block:
+            idle.append(name)
+    return idle
+
+
 def _floor_pow2(n):
     return 1 << (n.bit_length() - 1)
 
