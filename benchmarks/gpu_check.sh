@@ -10,7 +10,7 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 JITDL_CACHE_DIR=/tmp/jdcache CUPY_TF32=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-timeout 90 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
+timeout 120 python3 benchmarks/gpu.py --json "$O/gpu.json" > "$O/bench.txt" 2>&1
 timeout 90 python3 benchmarks/gpu_sizes.py > "$O/sizes.txt" 2>&1
 timeout 60 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_cuda_runtime.py \
     -k "not emulated" > "$O/runtime.txt" 2>&1
@@ -23,4 +23,4 @@ timeout 360 python3 -m pytest -q -n 14 -p no:cacheprovider --target cuda \
 echo "=== runtime tests"; tail -1 "$O/runtime.txt"
 echo "=== --target cuda"; grep -E "^(FAILED|ERROR)|passed|failed" "$O/target.txt" | cut -c1-200 | head -40
 echo "=== sizes"; cat "$O/sizes.txt"
-echo "=== benchmarks/gpu.py"; tail -10 "$O/bench.txt"
+echo "=== benchmarks/gpu.py"; tail -12 "$O/bench.txt"
