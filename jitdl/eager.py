@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import threading
 
 import numpy as np
@@ -458,7 +459,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             fixed = _function(name, builder, static, tuple(names))
-            if _fixed_pays(fixed._graph(operands)[0], operands):
+            if _fixed_pays(fixed, operands):
                 f, dynamic = fixed, False
         kernel = f.kernel(*operands)
         if callable(getattr(np, name, None)):
@@ -989,15 +990,31 @@ def _symbolic_args(args, kwargs):
     return False
 
 
-def _fixed_pays(graph, operands):
+def _fixed_pays(fixed, operands):
     """Whether a GPU call of an op of symbolic extents runs far better compiled for its
     shapes (a reduction with few outputs, rows long enough for a block of threads:
-    schedule.gpu.fixed_shapes_pay); `graph` is the op traced with them."""
+    schedule.gpu.fixed_shapes_pay), by `fixed`, the op's Function of fixed shapes. At
+    most _FIXED_MOST shapes per Function and process: past them (shapes that keep
+    changing), a compilation per call would cost more than the kernel saves, and the
+    kernel of symbolic extents serves (a note on the jitdl.schedule logger says so)."""
     if not any(map(is_device_array, operands)):
         return False
     from jitdl import target
     from jitdl.schedule.gpu import fixed_shapes_pay
-    return fixed_shapes_pay(graph, target.get("cuda"))
+    n = _fixed.get(fixed, 0)
+    if n >= _FIXED_MOST or not fixed_shapes_pay(fixed._graph(operands)[0],
+                                                target.get("cuda")):
+        return False
+    if n + 1 == _FIXED_MOST:
+        logging.getLogger("jitdl.schedule").info(
+            "%s: compiled for %d shapes on the GPU; later shapes use its kernel of "
+            "symbolic extents", fixed.name, _FIXED_MOST)
+    _fixed[fixed] = n + 1
+    return True
+
+
+_FIXED_MOST = 64
+_fixed = {}         # op Function of fixed shapes -> GPU shapes _fixed_pays compiled it for
 
 
 def _function(name, builder, static, names, dynamic=False):
@@ -1053,6 +1070,7 @@ def clear():
     _functions.clear()
     _tuned_ops.clear()
     _shapes.clear()
+    _fixed.clear()
 
 
 def _forget_calls():

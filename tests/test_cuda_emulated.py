@@ -1074,3 +1074,20 @@ def test_column_split_plan_is_sized_by_the_target():
             (name,) = [n for n, st in s.stages.items() if st.is_reduce]
             plan = gpu._split_plan(s, name, target)
             assert plan is None or not plan[3], (shape, plan)
+
+
+def test_op_library_compiles_for_a_bounded_number_of_shapes(dev, rng, monkeypatch):
+    """Shapes that keep changing do not compile a kernel each without end: past
+    eager._FIXED_MOST shapes of one op (and static arguments), the kernel of symbolic
+    extents serves the new ones, still NumPy's values."""
+    from jitdl import eager
+    eager.clear()
+    monkeypatch.setattr(eager, "_FIXED_MOST", 2)
+    fixed = []
+    for rows in (270, 271, 272):
+        x = rng.standard_normal((rows, 128))
+        close(on_gpu(dev, lambda a: jnp.sum(a, axis=1), x), x.sum(axis=1), rtol=1e-12)
+        (k,) = [getattr(k, "kernel", k) for key, k in eager._kernels.items()
+                if key[0] == "sum" and rows in key[2][1]]
+        fixed.append(k.dims is None)
+    assert fixed == [True, True, False]

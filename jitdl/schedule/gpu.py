@@ -260,7 +260,7 @@ def _column_like(st):
     """Whether a reduction walks memory down columns: the last index of a read it makes
     steps by one with its last data axis (a column sum's X[k, j])."""
     op = st.tensor.op
-    if not op.axes:
+    if not op.axes or op.axes[-1].extent == 1:     # (a kept axis of one: no columns)
         return False
     j = op.axes[-1].var
     for acc in walk_expr(op.reduce.body):
