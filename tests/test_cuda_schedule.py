@@ -502,3 +502,24 @@ def test_a_gpu_schedule_that_leaves_a_stage_on_one_thread_warns_at_the_users_lin
             assert "stage Y on one GPU thread" in str(idle[0].message)
             assert idle[0].filename == __file__, idle[0].filename
             assert "<<<(1, 1, 1), (1, 1, 1)>>>" in src
+
+
+@pytest.mark.parametrize("op, shape, pays", [
+    (lambda x: jnp.sum(x, axis=0), (100000, 64), True),     # few columns, long: split
+    (lambda x: jnp.sum(x, axis=0), (40, 100000), False),    # columns fill the GPU
+    (lambda x: jnp.sum(x, axis=1), (300, 1000), True),      # rows for a block each
+    (lambda x: jnp.sum(x, axis=1), (100000, 20), False),    # short rows: a thread each
+    (lambda x: jnp.sum(x), (1000, 1000), False),            # one output: split anyway
+    (lambda x: jnp.sum(x, axis=1), (20, 200), False),       # small: not worth a compile
+    (lambda x: jnp.exp(x) + 1, (1000, 1000), False),        # no reduction
+    (lambda x: nn.softmax(x, dim=-1), (64, 4096), True),
+    (lambda x: jnp.argmax(x, axis=0), (100000, 64), True)])  # (two column reductions)
+def test_which_gpu_op_calls_compile_for_their_shapes(op, shape, pays):
+    """schedule.gpu.fixed_shapes_pay on the op traced with fixed shapes: reductions whose
+    GPU schedule needs the shapes (a split of few outputs, a block per long row), on
+    arrays large enough to repay a compilation."""
+    from jitdl.schedule.gpu import fixed_shapes_pay
+    f = jd.compute(op)
+    graph, _ = f._graph((np.empty(shape, np.float32),))
+    for sms in (16, 132):
+        assert fixed_shapes_pay(graph, CUDA(multiprocessors=sms)) == pays, sms
