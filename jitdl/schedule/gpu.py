@@ -274,7 +274,7 @@ def _column_like(st):
 def _column_plan(op, outputs, size, target):
     """split_reduction's plan for a column reduction with fewer outputs than a quarter
     of the threads a full grid runs (a thread per column would leave the rest of the GPU
-    idle: 512 columns of a million rows ran on two blocks): its outermost reduction axis
+    idle: 512 columns of a million rows ran on two blocks): its longest reduction axis
     in parts enough for a full grid of threads, each part at least _COLUMN_STEPS long.
     None where the reduction is short or the outputs fill the GPU."""
     full = target.multiprocessors * _WAVES * target.threads_per_block
@@ -306,7 +306,8 @@ def fixed_shapes_pay(graph, target):
         if op.reduce is None:
             continue
         outputs = math.prod(a.extent for a in op.axes)
-        if outputs < 2 or outputs * math.prod(k.extent for k in op.reduce_axes) < small:
+        size = math.prod(k.extent for k in op.reduce_axes)
+        if not isinstance(outputs * size, int) or outputs < 2 or outputs * size < small:
             continue        # (one output: its kernel of symbolic extents splits it too;
                             # a small array: a compilation would cost more than it gains)
         s = s or Schedule(graph)
