@@ -459,7 +459,8 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         f = _function(name, builder, static, tuple(names), dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             fixed = _function(name, builder, static, tuple(names))
-            if _fixed_pays(fixed, operands):
+            graph = fixed._graph(operands)[0]
+            if _fixed_pays(fixed, graph, operands):
                 f, dynamic = fixed, False
         kernel = f.kernel(*operands)
         if callable(getattr(np, name, None)):
@@ -990,10 +991,11 @@ def _symbolic_args(args, kwargs):
     return False
 
 
-def _fixed_pays(fixed, operands):
+def _fixed_pays(fixed, graph, operands):
     """Whether a GPU call of an op of symbolic extents runs far better compiled for its
     shapes (a reduction with few outputs, rows long enough for a block of threads:
-    schedule.gpu.fixed_shapes_pay), by `fixed`, the op's Function of fixed shapes. At
+    schedule.gpu.fixed_shapes_pay), by `fixed`, the op's Function of fixed shapes
+    (`graph`: traced for them). At
     most _FIXED_MOST shapes per Function and process: past them (shapes that keep
     changing), a compilation per call would cost more than the kernel saves, and the
     kernel of symbolic extents serves (a note on the jitdl.schedule logger says so)."""
@@ -1002,8 +1004,7 @@ def _fixed_pays(fixed, operands):
     from jitdl import target
     from jitdl.schedule.gpu import fixed_shapes_pay
     n = _fixed.get(fixed, 0)
-    if n >= _FIXED_MOST or not fixed_shapes_pay(fixed._graph(operands)[0],
-                                                target.get("cuda")):
+    if n >= _FIXED_MOST or not fixed_shapes_pay(graph, target.get("cuda")):
         return False
     if n + 1 == _FIXED_MOST:
         logging.getLogger("jitdl.schedule").info(
