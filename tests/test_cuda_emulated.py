@@ -1032,11 +1032,15 @@ def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     (lambda X: jd.numpy.var(X, axis=0), lambda x: x.var(axis=0), (3000, 100), F64),
     (lambda X: jd.numpy.sum(X, axis=(0, 1)), lambda x: x.sum(axis=(0, 1)), (7, 900, 48),
      np.int32),
-    (lambda X: jd.numpy.min(X, axis=0), lambda x: x.min(axis=0), (300, 1000), F32)])
+    (lambda X: jd.numpy.min(X, axis=0), lambda x: x.min(axis=0), (300, 1000), F32),
+    (lambda X: jd.numpy.sum(X, axis=0), lambda x: x.sum(axis=0), (5000, 32), F32),
+    (lambda X: jd.numpy.sum(X, axis=(0, 1)), lambda x: x.sum(axis=(0, 1)), (8, 200, 64),
+     F64)])
 def test_column_reductions_with_fewer_outputs_than_threads_are_split(dev, rng, f, want,
                                                                       shape, dtype):
     """A column reduction ran a thread per column: 96 columns of 4001 rows on one block
-    (512 columns of a million rows: two of the GPU's 132 multiprocessors). Its rows are
+    (512 columns of a million rows: two of the GPU's 132 multiprocessors; 32 columns,
+    found by review, one warp). Its rows are
     split into parts, a thread per part and column (consecutive threads, consecutive
     columns), enough to fill the GPU, then combined; values against NumPy, extremes in
     the first and last rows so that every part is read."""
@@ -1065,8 +1069,9 @@ def test_column_split_plan_is_sized_by_the_target():
             s = gpu.Schedule(f._graph((np.empty(shape, F32),))[0])
             (name,) = [n for n, st in s.stages.items() if st.is_reduce]
             k, across, parts, columns = gpu._split_plan(s, name, target)
-            if shape[1] >= 32:
-                assert columns and parts == min(-(-full // shape[1]), shape[0] // 16)
+            if shape[1] >= 32:     # (one wave of the grid: no thread takes two parts)
+                assert columns and parts == min(full // shape[1], shape[0] // 16)
+                assert parts * shape[1] <= full
             else:
                 assert not columns
         for shape in [(200, 100000), (20, 512)]:

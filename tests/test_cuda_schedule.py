@@ -489,8 +489,11 @@ def test_a_gpu_schedule_that_leaves_a_stage_on_one_thread_warns_at_the_users_lin
     def small(s, cfg):
         s.split(s["Y"].axis[0], 2)
 
+    def stored(s, cfg):         # (only where it is computed: the grid-stride loop)
+        s.compute_root(s["Y"])
+
     for schedule, shape, warns in ((forgot, (300, 200), True), (bound, (300, 200), False),
-                                   (small, (4, 3), False)):
+                                   (small, (4, 3), False), (stored, (300, 200), False)):
         f = jd.compute(scale)
         jd.schedule(f, target="cuda")(schedule)
         with warnings.catch_warnings(record=True) as seen:
@@ -498,10 +501,10 @@ def test_a_gpu_schedule_that_leaves_a_stage_on_one_thread_warns_at_the_users_lin
             src = f.cuda_source(f32(*shape))
         idle = [w for w in seen if w.category is PerformanceWarning]
         assert len(idle) == warns, [str(w.message) for w in seen]
+        assert ("<<<(1, 1, 1), (1, 1, 1)>>>" in src) == (schedule in (forgot, small))
         if warns:
             assert "stage Y on one GPU thread" in str(idle[0].message)
             assert idle[0].filename == __file__, idle[0].filename
-            assert "<<<(1, 1, 1), (1, 1, 1)>>>" in src
 
 
 @pytest.mark.parametrize("op, shape, pays", [
@@ -523,3 +526,52 @@ def test_which_gpu_op_calls_compile_for_their_shapes(op, shape, pays):
     graph, _ = f._graph((np.empty(shape, np.float32),))
     for sms in (16, 132):
         assert fixed_shapes_pay(graph, CUDA(multiprocessors=sms)) == pays, sms
+
+
+def test_column_splits_read_down_columns_and_fill_one_wave():
+    """Found by review: a column reduction over several axes is split by the whole
+    reduction's length, not its longest axis's alone ((64, 1024, 64): 16 blocks, now
+    the 2-d case's 1024 parts); parts fill one wave of the grid (600 columns: a second
+    pass of a few threads after the full grid); a row reduction that also reads a row's
+    statistic (argmax's second stage reads m[i]) is no column reduction."""
+    from jitdl.schedule import gpu
+    target = CUDA()
+    full = target.multiprocessors * gpu._WAVES * target.threads_per_block
+
+    def plans(op, shape):
+        s = gpu.Schedule(jd.compute(op)._graph((np.empty(shape, np.float32),))[0])
+        return [gpu._split_plan(s, n, target) for n, st in s.stages.items() if st.is_reduce]
+    (plan,) = plans(lambda X: jnp.sum(X, axis=(0, 1)), (64, 1024, 64))
+    assert plan[2:] == (1024, True)
+    (plan,) = plans(lambda X: jnp.sum(X, axis=0), (10 ** 6, 600))
+    assert plan[3] and plan[2] * 600 <= full
+    src = jd.compute(lambda X: jnp.sum(X, axis=0)).cuda_source(
+        np.empty((10 ** 6, 600), np.float32))
+    first = src.split("__global__")[1]
+    assert "_o_o <" not in first, first[:600]       # (no second pass of the grid)
+    for plan in plans(lambda X: jnp.argmax(X, axis=1), (64, 100000)):
+        assert plan is None or not plan[3], plan
+
+
+def test_no_performance_warning_for_a_stage_the_schedule_leaves_alone():
+    """Found by review: a 0-d reduction the schedule does not touch (bind_unbound has no
+    data loop to bind) was named in the PerformanceWarning as one the schedule worked on."""
+    import warnings
+    from jitdl.errors import PerformanceWarning
+
+    def two(X):
+        Y = jd.tensor(X.shape, lambda i, j: X[i, j] * 2, name="Y")
+        k, m = jd.reduce_axis(X.shape[0]), jd.reduce_axis(X.shape[1])
+        return Y, jd.tensor((), lambda: jd.sum(X[k, m], axis=[k, m]), name="S")
+
+    def sched(s, cfg):
+        i, j = s["Y"].axis
+        s.bind(i, "blockIdx.x")
+        s.bind(j, "threadIdx.x")
+    f = jd.compute(two)
+    jd.schedule(f, target="cuda")(sched)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        f.cuda_source(f32(300, 200))
+    assert not [w for w in seen if w.category is PerformanceWarning], \
+        [str(w.message) for w in seen]

@@ -10,7 +10,7 @@ does not (every stage's data loops spread over blocks and threads), sized from t
   - row reductions (softmax, norms) run one block per row (block_per_row);
   - reductions with few outputs (a whole-array sum) split their axis into parts that
     blocks reduce in parallel, then combine the parts; column reductions with fewer
-    outputs than a full grid has threads, a thread per part and column
+    outputs than a quarter of a full grid's threads, a thread per part and column
     (split_reduction);
   - matmul-like stages and convolutions are tiled in shared memory and registers
     (tile_matmul, tile_contraction);
@@ -29,6 +29,7 @@ from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.auto import _duplicated_when_inlined, _fuse_row_reductions, _reread
+from jitdl.schedule.steps import ComputeInline, ComputeRoot
 from jitdl.schedule.schedule import Axis, Schedule
 from jitdl.te.ops import stages_of
 
@@ -180,9 +181,10 @@ def split_reduction(s, name, target, cfg=None):
     elements of the part and combine their results; then a block per output combines
     its parts. About four parts per multiprocessor in all (a knob). A reduction down
     columns (the outputs' last axis is the contiguous one: a column sum of a tall array)
-    with fewer outputs than the GPU has threads is split the same way, but its parts
-    run a thread per part and column (consecutive threads read consecutive columns),
-    enough of them to fill the GPU. Returns whether it did."""
+    with fewer outputs than a quarter of a full grid's threads is split the same way,
+    but its parts run a thread per part and column (consecutive threads read
+    consecutive columns), enough of them to fill the GPU (_column_plan). Returns
+    whether it did."""
     plan = _split_plan(s, name, target)
     if plan is None:
         return False
@@ -225,7 +227,9 @@ def _split_plan(s, name, target):
     static = all(isinstance(k.extent, int) for k in op.reduce_axes)
     size = math.prod(a.extent for a in op.reduce_axes) if static else None
     if outputs >= target.warp_size and _column_like(st):
-        return _column_plan(op, outputs, size, target)
+        plan = _column_plan(op, outputs, size, target)
+        if plan is not None:
+            return plan
     # few outputs: fewer than a quarter of the multiprocessors, or fewer than twice
     # their number over a long reduction (a block per output, one kernel, is as good
     # where rows are many or short: softmax of 256 rows of 1024 reads each row once)
@@ -257,35 +261,44 @@ _COLUMN_STEPS = 16
 
 
 def _column_like(st):
-    """Whether a reduction walks memory down columns: the last index of a read it makes
-    steps by one with its last data axis (a column sum's X[k, j])."""
+    """Whether a reduction walks memory down columns: every read it streams (one whose
+    index moves with a reduction loop) has a last index that steps by one with its last
+    data axis and not with a reduction loop (a column sum's X[k, j]; a row statistic it
+    also reads, m[i], streams nothing; a matmul's A[i, k] steps along k)."""
     op = st.tensor.op
     if not op.axes or op.axes[-1].extent == 1:     # (a kept axis of one: no columns)
         return False
     j = op.axes[-1].var
+    ks = {k.var for k in op.reduce_axes}
+    streamed = False
     for acc in walk_expr(op.reduce.body):
-        if isinstance(acc, Access) and acc.indices:
-            f = linear(acc.indices[-1])
-            if f is not None and f.get(j) == 1:
-                return True
-    return False
+        if not isinstance(acc, Access) or not acc.indices or not any(
+                isinstance(v, Var) and v in ks for i in acc.indices for v in walk_expr(i)):
+            continue
+        f = linear(acc.indices[-1])
+        if f is None or f.get(j) != 1 or any(f.get(k) for k in ks):
+            return False
+        streamed = True
+    return streamed
 
 
 def _column_plan(op, outputs, size, target):
     """split_reduction's plan for a column reduction with fewer outputs than a quarter
     of the threads a full grid runs (a thread per column would leave the rest of the GPU
     idle: 512 columns of a million rows ran on two blocks): its longest reduction axis
-    in parts enough for a full grid of threads, each part at least _COLUMN_STEPS long.
-    None where the reduction is short or the outputs fill the GPU."""
+    in parts, as many as a full grid of threads takes in one wave, each part at least
+    _COLUMN_STEPS steps of the whole reduction. None where the reduction is short, the
+    array small (one kernel of a thread per column serves it) or the outputs fill the
+    GPU."""
     full = target.multiprocessors * _WAVES * target.threads_per_block
     # (the longest reduction axis is split; a symbolic one is taken as long)
     k = max(op.reduce_axes, key=lambda a: a.extent if isinstance(a.extent, int) else 2 ** 62)
     if 4 * outputs >= full or size is not None and (
-            outputs * size < full or k.extent < 2 * _COLUMN_STEPS):
+            size < 2 * _COLUMN_STEPS or outputs * size < full // _WAVES):
         return None
-    parts = -(-full // outputs)
-    if isinstance(k.extent, int):
-        parts = min(parts, k.extent // _COLUMN_STEPS)
+    parts = full // outputs
+    if size is not None:
+        parts = min(parts, k.extent, size // _COLUMN_STEPS)
     return (k, None, parts, True) if parts >= 2 else None
 
 
@@ -554,13 +567,13 @@ def grid_stride(s, name, target, cfg=None):
 
 
 def bind_unbound(s, target):
-    """A user's GPU schedule runs the root stages it does not touch (no step names them,
-    nothing is computed at them: a stage it does not mention, one split off a large
-    expression by te.ops._hoist_shared) as grid-stride loops, as the automatic schedule
-    would: unbound, such a stage is one thread's loop nest. A stage the schedule worked
-    on stays as the user left it. Returns the names of the stages bound."""
-    done, touched = [], {step.stage for step in s.typed_steps}
-    touched |= {x.attach_to[0] for x in s.stages.values() if x.attach == "at"}
+    """A user's GPU schedule runs the root stages it does not touch (no step but
+    compute_root names them, nothing is computed at them: a stage it does not mention or
+    only stores, one split off a large expression by te.ops._hoist_shared) as
+    grid-stride loops, as the automatic schedule would: unbound, such a stage is one
+    thread's loop nest. A stage the schedule worked on stays as the user left it.
+    Returns the names of the stages bound."""
+    done, touched = [], _touched(s)
     for name, st in list(s.stages.items()):
         if st.attach != "root" or name in touched:
             continue
@@ -569,14 +582,24 @@ def bind_unbound(s, target):
     return done
 
 
+def _touched(s):
+    """The stages a schedule worked on: named by a step that is not only where the stage
+    is computed (compute_root: stored, its loops as the definition's), or with a stage
+    computed at them."""
+    touched = {step.stage for step in s.typed_steps
+               if not isinstance(step, (ComputeRoot, ComputeInline))}
+    return touched | {x.attach_to[0] for x in s.stages.values() if x.attach == "at"}
+
+
 def one_thread_stages(s, target):
-    """The root stages of a user's GPU schedule that run on one thread: none of their
-    loops bound to a block or thread (bind_unbound leaves stages the schedule worked on
-    as they are), with at least a block's worth of iterations (a 0-d result of a few
-    steps on one thread is fine)."""
-    idle = []
+    """The root stages a user's GPU schedule worked on that run on one thread: none of
+    their loops bound to a block or thread (bind_unbound leaves them as they are), with
+    at least a block's worth of iterations (a 0-d result of a few steps on one thread is
+    fine)."""
+    idle, touched = [], _touched(s)
     for name, st in s.stages.items():
-        if st.attach != "root" or any(st.axes[n].kind.bound for n in st.leaves):
+        if st.attach != "root" or name not in touched or \
+                any(st.axes[n].kind.bound for n in st.leaves):
             continue
         work = 1
         for n in st.leaves:
