@@ -995,8 +995,8 @@ def _fixed_pays(fixed, graph, operands):
     """Whether a GPU call of an op of symbolic extents runs far better compiled for its
     shapes (a reduction with few outputs, rows long enough for a block of threads:
     schedule.gpu.fixed_shapes_pay), by `fixed`, the op's Function of fixed shapes
-    (`graph`: traced for them). At
-    most _FIXED_MOST shapes per Function and process: past them (shapes that keep
+    (`graph`: traced for them). At most _FIXED_MOST such compilations per Function and
+    process (a dtype or a rank is a shape here too): past them (shapes that keep
     changing), a compilation per call would cost more than the kernel saves, and the
     kernel of symbolic extents serves (a note on the jitdl.schedule logger says so)."""
     if not any(map(is_device_array, operands)):

@@ -6,6 +6,7 @@ warp shuffles, shared memory poisoned per block, checked indices), so a missing 
 wrong shuffle, a thread that skips a barrier or an out-of-bounds index fails here.
 
 The first tests check the emulator itself on hand-written CUDA C."""
+import logging
 import shutil
 import time
 
@@ -1035,9 +1036,13 @@ def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     (lambda X: jd.numpy.min(X, axis=0), lambda x: x.min(axis=0), (300, 1000), F32),
     (lambda X: jd.numpy.sum(X, axis=0), lambda x: x.sum(axis=0), (5000, 32), F32),
     (lambda X: jd.numpy.sum(X, axis=(0, 1)), lambda x: x.sum(axis=(0, 1)), (8, 200, 64),
+     F64),
+    (lambda X: jd.numpy.max(X > 0.3, axis=0), lambda x: (x > 0.3).max(axis=0), (3000, 64),
+     F64),
+    (lambda X: jd.numpy.min(X > -0.3, axis=0), lambda x: (x > -0.3).min(axis=0), (3000, 64),
      F64)])
-def test_column_reductions_with_fewer_outputs_than_threads_are_split(dev, rng, f, want,
-                                                                      shape, dtype):
+def test_column_reductions_with_fewer_outputs_than_threads_are_split(dev, rng, caplog, f,
+                                                                      want, shape, dtype):
     """A column reduction ran a thread per column: 96 columns of 4001 rows on one block
     (512 columns of a million rows: two of the GPU's 132 multiprocessors; 32 columns,
     found by review, one warp). Its rows are
@@ -1049,7 +1054,9 @@ def test_column_reductions_with_fewer_outputs_than_threads_are_split(dev, rng, f
     x[-1] *= -3
     x = x.astype(dtype)
     g = jd.compute(f)
-    grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(g, x)]
+    with caplog.at_level(logging.DEBUG, logger="jitdl.schedule"):
+        grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(g, x)]
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]  # (bool max: was)
     assert max(grids) >= 27 and len(grids) >= 2, _launches(g, x)
     rtol = 1e-5 if dtype == F32 else 1e-12
     close(on_gpu(dev, g, x), want(x.astype(F64) if dtype != np.int32 else x), rtol=rtol)
@@ -1096,3 +1103,16 @@ def test_op_library_compiles_for_a_bounded_number_of_shapes(dev, rng, monkeypatc
                 if key[0] == "sum" and rows in key[2][1]]
         fixed.append(k.dims is None)
     assert fixed == [True, True, False]
+
+
+def test_vector_times_matrix_is_a_column_split(dev, rng):
+    """w @ X reads w[k], which walks no column, and X down its columns: the column split
+    (found by a second review: a rule that every streamed read must walk columns gave it
+    a block per column reading rows far apart)."""
+    w, x = rng.standard_normal(5000), rng.standard_normal((5000, 64))
+    x[0] *= 5
+    x[-1] *= -5
+    grids = [int(ln.split(",")[0].strip("(")) for ln in _launches(jd.compute(
+        lambda a, b: jd.numpy.dot(a, b)), w, x)]
+    assert max(grids) >= 27 and len(grids) >= 2, grids
+    close(on_gpu(dev, jnp.dot, w, x), w @ x, rtol=1e-12, atol=1e-12)

@@ -551,6 +551,16 @@ def test_column_splits_read_down_columns_and_fill_one_wave():
     assert "_o_o <" not in first, first[:600]       # (no second pass of the grid)
     for plan in plans(lambda X: jnp.argmax(X, axis=1), (64, 100000)):
         assert plan is None or not plan[3], plan
+    # (a second review: w @ X reads w[k], which walks no column, and X down its columns)
+    s = gpu.Schedule(jd.compute(lambda w, X: jnp.dot(w, X))._graph(
+        (np.empty(100000, np.float32), np.empty((100000, 512), np.float32)))[0])
+    (plan,) = [gpu._split_plan(s, n, target) for n, st in s.stages.items() if st.is_reduce]
+    assert plan is not None and plan[3], plan
+    for op in (lambda A, B: jnp.matmul(A, B), lambda A, B: jnp.dot(B.T, A.T)):
+        s = gpu.Schedule(jd.compute(op)._graph((f32(64, 4096), f32(4096, 64)))[0])
+        for n, st in s.stages.items():
+            if st.is_reduce:
+                assert not gpu._column_like(st), n
 
 
 def test_no_performance_warning_for_a_stage_the_schedule_leaves_alone():
@@ -572,6 +582,26 @@ def test_no_performance_warning_for_a_stage_the_schedule_leaves_alone():
     jd.schedule(f, target="cuda")(sched)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        f.cuda_source(f32(300, 200))
+        src = f.cuda_source(f32(3000, 1000))
     assert not [w for w in seen if w.category is PerformanceWarning], \
         [str(w.message) for w in seen]
+    # (and the whole sum S, untouched, is split over the GPU as the automatic schedule
+    # splits it: it ran on one thread, found by a second review)
+    launches = [ln for ln in src.splitlines() if ln.startswith("//   jd_")]
+    assert len(launches) == 3 and "<<<(1, 1, 1), (1, 1, 1)>>>" not in src, launches
+
+    # a schedule that only reads through a cache leaves its readers' loops as they are:
+    # all of them get the grid-stride loop, and no warning
+    def ab(X):
+        return (jd.tensor(X.shape, lambda i, j: X[i, j] * 2, name="A"),
+                jd.tensor(X.shape, lambda i, j: X[i, j] + 1, name="B"))
+
+    def cached(s, cfg):
+        s.cache_read("X", [s["A"], s["B"]], "global")
+    g = jd.compute(ab)
+    jd.schedule(g, target="cuda")(cached)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        src = g.cuda_source(f32(300, 200))
+    assert not [w for w in seen if w.category is PerformanceWarning]
+    assert "<<<(1, 1, 1), (1, 1, 1)>>>" not in src

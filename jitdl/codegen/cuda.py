@@ -40,6 +40,7 @@ from jitdl.ir.analysis import (INF, bounds, memoised, reads_memory, stride,
                                 unconditional_reads)
 from jitdl.ir.visit import (NodeKey, expr_children, stmt_exprs, substitute, walk_expr,
                             walk_stmt, walk_unique)
+from jitdl.lower.lower import identity
 
 C_TYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
           "int64": "long long", "uint8": "unsigned char", "float32": "float",
@@ -935,7 +936,7 @@ class _KernelGen(_ExprText):
             self.shared_uses.append((f"the reduction of {s.buffer.name} across threads",
                                      groups * 32 * (8 if wide in ("double", "long long")
                                                     else 4)))
-            ident = const_text(_identity(s.op, dt), dt)
+            ident = const_text(identity(s.op, dt).value, dt)    # (bool max: False)
             self.emit(f"__shared__ {wide} {slots}[{groups}][32];")
             self.emit("const int jd_g = threadIdx.y + blockDim.y * threadIdx.z;")
             self.emit(f"if ((threadIdx.x & 31) == 0) {slots}[jd_g][threadIdx.x >> 5] = {v};")
@@ -1304,20 +1305,6 @@ def _combine(op, dtype, a, b):
         case ReduceOp.ALL:
             return f"((bool){a} & (bool){b})"
     raise CompileError(f"cuda: {op.value} cannot be combined across threads")
-
-
-def _identity(op, dtype):
-    """The identity element of a reduction, as a Python value."""
-    if op == ReduceOp.SUM:
-        return 0
-    if op == ReduceOp.PROD:
-        return 1
-    if op in (ReduceOp.ANY, ReduceOp.ALL):
-        return op == ReduceOp.ALL
-    if dtypes.is_float(dtype):
-        return -math.inf if op == ReduceOp.MAX else math.inf
-    info = np.iinfo(dtype)
-    return info.min if op == ReduceOp.MAX else info.max
 
 
 def _writes(s, buf):

@@ -29,7 +29,7 @@ from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
 from jitdl.schedule.auto import _duplicated_when_inlined, _fuse_row_reductions, _reread
-from jitdl.schedule.steps import ComputeInline, ComputeRoot
+from jitdl.schedule.steps import CacheRead, ComputeInline, ComputeRoot
 from jitdl.schedule.schedule import Axis, Schedule
 from jitdl.te.ops import stages_of
 
@@ -261,19 +261,24 @@ _COLUMN_STEPS = 16
 
 
 def _column_like(st):
-    """Whether a reduction walks memory down columns: every read it streams (one whose
-    index moves with a reduction loop) has a last index that steps by one with its last
-    data axis and not with a reduction loop (a column sum's X[k, j]; a row statistic it
-    also reads, m[i], streams nothing; a matmul's A[i, k] steps along k)."""
+    """Whether a reduction walks memory down columns: every read it streams along a
+    reduction loop that moves with the outputs too has a last index that steps by one
+    with its last data axis and not with a reduction loop (a column sum's X[k, j]). A
+    read of the outputs' own (a row statistic m[i]) or of the reduction's alone (the
+    weights w[k] of w @ X) walks no columns and does not count; a matmul's A[i, k]
+    steps along k."""
     op = st.tensor.op
     if not op.axes or op.axes[-1].extent == 1:     # (a kept axis of one: no columns)
         return False
     j = op.axes[-1].var
     ks = {k.var for k in op.reduce_axes}
+    data = {a.var for a in op.axes}
     streamed = False
     for acc in walk_expr(op.reduce.body):
-        if not isinstance(acc, Access) or not acc.indices or not any(
-                isinstance(v, Var) and v in ks for i in acc.indices for v in walk_expr(i)):
+        if not isinstance(acc, Access) or not acc.indices:
+            continue
+        used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+        if not used & ks or not used & data:
             continue
         f = linear(acc.indices[-1])
         if f is None or f.get(j) != 1 or any(f.get(k) for k in ks):
@@ -287,9 +292,10 @@ def _column_plan(op, outputs, size, target):
     of the threads a full grid runs (a thread per column would leave the rest of the GPU
     idle: 512 columns of a million rows ran on two blocks): its longest reduction axis
     in parts, as many as a full grid of threads takes in one wave, each part at least
-    _COLUMN_STEPS steps of the whole reduction. None where the reduction is short, the
-    array small (one kernel of a thread per column serves it) or the outputs fill the
-    GPU."""
+    _COLUMN_STEPS steps of the whole reduction where its length is known (a symbolic
+    one gets a full grid's parts, empty where it is short). None where the reduction is
+    short, the array small (one kernel of a thread per column serves it) or the outputs
+    fill the GPU."""
     full = target.multiprocessors * _WAVES * target.threads_per_block
     # (the longest reduction axis is split; a symbolic one is taken as long)
     k = max(op.reduce_axes, key=lambda a: a.extent if isinstance(a.extent, int) else 2 ** 62)
@@ -570,24 +576,25 @@ def bind_unbound(s, target):
     """A user's GPU schedule runs the root stages it does not touch (no step but
     compute_root names them, nothing is computed at them: a stage it does not mention or
     only stores, one split off a large expression by te.ops._hoist_shared) as
-    grid-stride loops, as the automatic schedule would: unbound, such a stage is one
-    thread's loop nest. A stage the schedule worked on stays as the user left it.
-    Returns the names of the stages bound."""
+    grid-stride loops, as the automatic schedule would (a reduction to one value: split
+    over the GPU, split_reduction): unbound, such a stage is one thread's loop nest. A
+    stage the schedule worked on stays as the user left it. Returns the names of the
+    stages bound."""
     done, touched = [], _touched(s)
     for name, st in list(s.stages.items()):
         if st.attach != "root" or name in touched:
             continue
-        if grid_stride(s, name, target) is not None:
+        if grid_stride(s, name, target) is not None or split_reduction(s, name, target):
             done.append(name)
     return done
 
 
 def _touched(s):
-    """The stages a schedule worked on: named by a step that is not only where the stage
-    is computed (compute_root: stored, its loops as the definition's), or with a stage
-    computed at them."""
+    """The stages a schedule worked on: named by a step other than where the stage is
+    computed or what it reads from (compute_root, cache_read: its loops stay the
+    definition's), or with a stage computed at them."""
     touched = {step.stage for step in s.typed_steps
-               if not isinstance(step, (ComputeRoot, ComputeInline))}
+               if not isinstance(step, (CacheRead, ComputeRoot, ComputeInline))}
     return touched | {x.attach_to[0] for x in s.stages.values() if x.attach == "at"}
 
 
