@@ -314,8 +314,8 @@ def fixed_shapes_pay(graph, target):
     traced with would not: a reduction with more than one output but fewer than the GPU
     has blocks (or, down columns, threads) over a long axis (split_reduction needs the
     count of outputs), or along long contiguous rows (block_per_row needs their length);
-    arrays smaller than a thread per element of every multiprocessor's block keep the
-    kernel of symbolic extents. The op library (jitdl.eager) compiles such calls
+    arrays of fewer elements than the multiprocessors have threads in one block each
+    keep the kernel of symbolic extents. The op library (jitdl.eager) compiles such calls
     for their shapes rather than once for every size: a compilation per shape against a
     kernel several times slower (a column sum of a tall array ran on a thread per column,
     jd.nn.softmax of 8192 rows as three kernels of a thread per row)."""
