@@ -35,7 +35,7 @@ from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
 from jitdl.runtime.cuda import is_device_array
-from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, size_pattern,
+from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, shape_key,
                                   static_value)
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
@@ -93,15 +93,19 @@ class Function:
             dynamic = tuple(n for n in self.param_names if n not in self.static)
         elif isinstance(dynamic, str):
             dynamic = (dynamic,)
+        dims = _dynamic_dims(self.name, dynamic) if isinstance(dynamic, dict) else {}
         unknown = [n for n in dynamic or () if n not in self.param_names or n in self.static]
         if unknown:
             raise ArgumentError(f"@jd.compute(dynamic=...): {self.name} has no array "
                                 f"parameter {', '.join(map(repr, unknown))}; its parameters: "
                                 f"{', '.join(self.param_names)}")
-        self.dynamic = tuple(dynamic or ())
+        self.dynamic = tuple(n for n in dynamic or () if dims.get(n, True) != ())
         self._dynamic_pos = tuple(self.param_names.index(n) for n in self.dynamic)
+        # (position -> the dimensions that are symbolic, for arrays dynamic in only some)
+        self._dims = {self.param_names.index(n): d for n, d in dims.items()
+                      if d not in (True, ())}
         self._call_key = key_function(self._nparams, self._static_pos,
-                                      self._dynamic_pos)   # call_key
+                                      self._dynamic_pos, self._dims)   # call_key
         self._captured = None
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
@@ -230,7 +234,7 @@ class Function:
         return self._bind(args, kwargs) if kwargs or len(args) != self._nparams else args
 
     def _key(self, args):
-        key = call_key(args, self._static_pos, self._dynamic_pos)
+        key = call_key(args, self._static_pos, self._dynamic_pos, self._dims)
         try:
             hash(key)
         except TypeError:            # an unhashable static value: say which
@@ -260,8 +264,7 @@ class Function:
                     raise ArgumentError(
                         f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
                         f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
-                specs.append(("array", size_pattern(a.shape) if n in self._dynamic_pos
-                              else tuple(a.shape), dt))
+                specs.append(("array", self._shape_spec(n, name, a.shape), dt))
             elif isinstance(a, _SCALARS):
                 weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
                 dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
@@ -298,7 +301,32 @@ class Function:
                     f"device is GPU {current}; call it inside `with "
                     f"cupy.cuda.Device({on}):`")
         shape = tuple(int(d) for d in a.shape)
-        return ("array", size_pattern(shape) if n in self._dynamic_pos else shape, dt, "cuda")
+        return ("array", self._shape_spec(n, name, shape), dt, "cuda")
+
+    def _dynamic_arg(self):
+        """dynamic= as given (normalised): the names, or a dict where some arrays are
+        dynamic in only some dimensions."""
+        if not self._dims:
+            return self.dynamic
+        return {name: self._dims.get(n, True) for n, name in
+                zip(self._dynamic_pos, self.dynamic)}
+
+    def _shape_spec(self, n, name, shape):
+        """Argument n's shape as its spec holds it: the shape, or where the argument is
+        dynamic its symbolic dimensions None (see shape_key)."""
+        if n not in self._dynamic_pos:
+            return tuple(shape)
+        dims = self._dims.get(n, True)
+        if dims is not True:
+            past = [d for d in dims if not -len(shape) <= d < len(shape)]
+            if past:
+                raise ArgumentError(
+                    f"{self.name}(): argument '{name}' has {len(shape)} dimension(s) "
+                    f"(shape {tuple(shape)}), but dynamic= makes its dimension "
+                    f"{past[0]} symbolic; expected an array with at least "
+                    f"{max(d + 1 if d >= 0 else -d for d in past)} dimensions",
+                    user_loc())
+        return shape_key(tuple(shape), dims)
 
     def _check_one_device(self, args, specs):
         """Host and GPU arrays in one call: an error naming which is which."""
@@ -930,7 +958,7 @@ class Function:
         """A copy of this function whose schedule knobs take the given values (a name
         that is not a knob of the schedule is an error at the first call)."""
         f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static,
-                     self.dynamic)
+                     self._dynamic_arg())
         f._schedules = dict(self._schedules)
         f._fixed = {**self._fixed, **values}
         return f
@@ -964,7 +992,7 @@ class Function:
         if found is self and self.__module__ != "__main__":
             return _by_name, (self.__module__, self.__qualname__)
         value = (self.pyfunc, dict(strict_fp=self.strict_fp, autotune=self.autotune,
-                                   name=self.name, static=self.static, dynamic=self.dynamic),
+                                   name=self.name, static=self.static, dynamic=self._dynamic_arg()),
                  dict(self._schedules), dict(self._fixed))
         code = getattr(self.pyfunc, "__code__", None)
         source = None
@@ -1129,6 +1157,24 @@ def _reads(pyfunc):
         return None
 
 
+def _dynamic_dims(fname, dynamic):
+    """{name: True (every dimension) or a sorted tuple of dimensions} of a dynamic= dict,
+    each value checked (an int, a tuple or list of ints, or True)."""
+    dims = {}
+    for name, d in dynamic.items():
+        ds = (d,) if isinstance(d, int) and not isinstance(d, bool) else d
+        if ds is True:
+            dims[name] = True
+            continue
+        if not isinstance(ds, (tuple, list)) or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in ds):
+            raise ArgumentError(
+                f"@jd.compute(dynamic=...): the dimensions of {name!r} must be an int, a "
+                f"tuple of ints or True (every dimension), got {d!r}")
+        dims[name] = tuple(sorted(set(ds)))
+    return dims
+
+
 def _binding_problem(signature, args, kwargs):
     """What is wrong with calling a function of this signature with these arguments (a
     call that signature.bind refused), in words that name the arguments."""
@@ -1265,7 +1311,9 @@ def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=(),
     int, bool, str, float, None or a tuple of them): each value gets its own kernel.
     dynamic=True (or a tuple of parameter names) compiles one kernel for every size of
     those arrays: each dimension not of size 1 is a symbolic int64 size (`X_n0`); the
-    key holds each array's rank, which dimensions are 1, and its dtype."""
+    key holds each array's rank, which dimensions are 1, and its dtype. A dict names the
+    dimensions that are symbolic, the others keeping the call's sizes (one kernel per
+    row length, for every count of rows: dynamic={"X": 0}; {"X": (0, 1), "W": True})."""
     if fn is None:
         return lambda f: compute(f, strict_fp=strict_fp, autotune=autotune, name=name,
                                  static=static, dynamic=dynamic)

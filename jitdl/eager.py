@@ -460,8 +460,9 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             fixed = _function(name, builder, static, tuple(names))
             graph = fixed._graph(operands)[0]
-            if _fixed_pays(fixed, graph, operands):
-                f, dynamic = fixed, False
+            shaped = _for_shapes(fixed, graph, operands, name, builder, static, tuple(names))
+            if shaped is not None:
+                f, dynamic = shaped, shaped is not fixed
         kernel = f.kernel(*operands)
         if callable(getattr(np, name, None)):
             # a jd.numpy function (its wrapper answers a view far larger than its memory
@@ -991,36 +992,68 @@ def _symbolic_args(args, kwargs):
     return False
 
 
-def _fixed_pays(fixed, graph, operands):
-    """Whether a GPU call of an op of symbolic extents runs far better compiled for its
-    shapes (a reduction with few outputs, rows long enough for a block of threads:
-    schedule.gpu.fixed_shapes_pay), by `fixed`, the op's Function of fixed shapes
-    (`graph`: traced for them). At most _FIXED_MOST such compilations per Function and
-    process (a dtype or a rank is a shape here too): past them (shapes that keep
+def _for_shapes(fixed, graph, operands, name, builder, static, names):
+    """The Function that a GPU call of an op of symbolic extents runs where its kernel
+    would run far slower than one of the call's shapes (a reduction with few outputs,
+    rows long enough for a block of threads: schedule.gpu.fixed_shapes_pay, `graph`
+    traced by `fixed`, the op's Function of fixed shapes): the op symbolic in the sizes
+    those plans do not need (the rows of a softmax, the length of a column sum: one
+    kernel for all of them; _partial_specs, schedule.gpu.keeps_plans), else `fixed`.
+    None: the kernel of symbolic extents serves. At most _FIXED_MOST such compilations
+    per op and process (a dtype or a rank counts too): past them (shapes that keep
     changing), a compilation per call would cost more than the kernel saves, and the
     kernel of symbolic extents serves (a note on the jitdl.schedule logger says so)."""
     if not any(map(is_device_array, operands)):
-        return False
+        return None
     from jitdl import target
-    from jitdl.schedule.gpu import fixed_shapes_pay
+    from jitdl.schedule.gpu import fixed_shapes_pay, keeps_plans
+    cuda = target.get("cuda")
     n = _fixed.get(fixed, 0)
-    if n >= _FIXED_MOST or not fixed_shapes_pay(graph, target.get("cuda")):
-        return False
+    if n >= _FIXED_MOST or not fixed_shapes_pay(graph, cuda):
+        return None
+    f = fixed
+    for spec in _partial_specs(names, operands):
+        partial = _function(name, builder, static, names, spec)
+        try:
+            if keeps_plans(partial._graph(operands)[0], graph, cuda):
+                f = partial
+                break
+        except Exception:       # (a builder that wants these sizes: the fixed shapes do)
+            logging.getLogger("jitdl.schedule").debug(
+                "%s: no kernel symbolic in %s", name, spec, exc_info=True)
+    if f._call_key(operands) in f._kernels:
+        return f                # (compiled already, for other sizes of its symbolic ones)
     if n + 1 == _FIXED_MOST:
         logging.getLogger("jitdl.schedule").info(
             "%s: compiled for %d shapes on the GPU; later shapes use its kernel of "
             "symbolic extents", fixed.name, _FIXED_MOST)
     _fixed[fixed] = n + 1
-    return True
+    return f
+
+
+def _partial_specs(names, operands):
+    """dynamic= values to try for an op whose GPU plans need some sizes (_for_shapes): its
+    arrays of two or more dimensions symbolic in all but the last (the rows of a row
+    reduction), then in one dimension (the length of a column sum: the first); other
+    operands keep their shapes."""
+    arrays = [(n, a.ndim) for n, a in zip(names, operands)
+              if (type(a) is np.ndarray or is_device_array(a)) and a.ndim >= 2]
+    if not arrays:
+        return []
+    specs = [tuple((n, tuple(range(nd - 1))) for n, nd in arrays)]
+    specs += [tuple((n, (d,)) for n, nd in arrays if d < nd)
+              for d in range(max(nd for _, nd in arrays))]
+    return list(dict.fromkeys(specs))
 
 
 _FIXED_MOST = 64
-_fixed = {}         # op Function of fixed shapes -> GPU shapes _fixed_pays compiled it for
+_fixed = {}         # op Function of fixed shapes -> GPU compilations _for_shapes asked for
 
 
 def _function(name, builder, static, names, dynamic=False):
     """The jitdl Function that compiles op `name` with these static arguments (with
-    symbolic extents when `dynamic`)."""
+    symbolic extents when `dynamic`: True, or ((operand name, its symbolic dimensions),
+    ...))."""
     key = (name, _static_key(static), names, dynamic)
     f = _functions.get(key)
     if f is None:
@@ -1035,7 +1068,8 @@ def _function(name, builder, static, names, dynamic=False):
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
         op.__name__ = op.__qualname__ = name
         op.__module__ = "jitdl.numpy"
-        f = Function(op, name=name, dynamic=dynamic)
+        f = Function(op, name=name, dynamic=dict(dynamic) if isinstance(dynamic, tuple)
+                     else dynamic)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
         _functions[key] = f
     return f

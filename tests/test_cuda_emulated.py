@@ -997,23 +997,35 @@ def test_an_empty_output_of_a_long_reduction_takes_the_full_schedule(caplog):
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
 
 
-@pytest.mark.parametrize("call, want, shape", [
-    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), (20001, 3)),
-    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), (5000, 64)),
-    (lambda x: jnp.max(x, axis=1), lambda x: x.max(axis=1), (5, 9000)),
-    (lambda x: jnp.mean(x, axis=1), lambda x: x.mean(axis=1), (300, 257)),
-    (lambda x: nn.softmax(x, axis=-1), _softmax64, (40, 3000))])
-def test_op_library_reductions_on_gpu_arrays_take_their_shapes(dev, rng, call, want, shape):
+@pytest.mark.parametrize("call, want, shapes", [
+    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), [(20001, 3), (30001, 3)]),
+    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), [(5000, 64), (7003, 64)]),
+    (lambda x: jnp.max(x, axis=1), lambda x: x.max(axis=1), [(5, 9000), (5, 12001)]),
+    (lambda x: jnp.mean(x, axis=1), lambda x: x.mean(axis=1), [(300, 257), (411, 257)]),
+    (lambda x: nn.softmax(x, axis=-1), _softmax64, [(40, 3000), (57, 3000)]),
+    (lambda x: jnp.sum(x, axis=0), lambda x: x.sum(axis=0), [(3000, 8, 16), (4001, 8, 16)]),
+    (lambda x: nn.softmax(x, axis=-1), _softmax64, [(3, 20, 700), (5, 13, 700)])])
+def test_op_library_reductions_on_gpu_arrays_take_the_sizes_their_plans_need(
+        dev, rng, call, want, shapes):
     """jd.numpy and jd.nn compile one kernel for every size (symbolic extents), whose
     reductions ran a thread per output: a column sum of a tall array on 3 threads, row
     statistics a thread per row. Where the shapes call for a split or a block per row,
-    the call is compiled for its shapes (eager._fixed_pays)."""
+    the call is compiled for the sizes that plan needs, symbolic in the others
+    (eager._for_shapes): a second length of the columns, or a second count of rows,
+    runs the same kernel, which splits its reduction or gives a row a block as the
+    kernel of the call's exact shapes does."""
     from jitdl import eager
     eager.clear()
-    x = rng.standard_normal(shape).astype(F32)
-    close(on_gpu(dev, call, x), want(x.astype(F64)), rtol=1e-5)
-    kernels = [getattr(k, "kernel", k) for k in eager._kernels.values()]
-    assert kernels and all(k.dims is None for k in kernels)     # (None: fixed shapes)
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(F32)
+        x.flat[0], x.flat[-1] = 40.0, -40.0    # (extremes in the first and last parts)
+        close(on_gpu(dev, call, x), want(x.astype(F64)), rtol=1e-5)
+    (k,) = {id(k): k for k in (getattr(k, "kernel", k) for k in eager._kernels.values())
+            }.values()
+    assert k.dims is not None                       # (symbolic in some size)
+    fixed = jd.compute(call).cuda_source(x)
+    assert len(k.kernels) == sum(ln.startswith("//   jd_") for ln in fixed.splitlines())
+    assert "__shfl_down_sync" in k.texts["cuda"] and "__shfl_down_sync" in fixed
 
 
 def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
@@ -1095,19 +1107,22 @@ def test_column_split_plan_is_sized_by_the_target():
 
 def test_op_library_compiles_for_a_bounded_number_of_shapes(dev, rng, monkeypatch):
     """Shapes that keep changing do not compile a kernel each without end: past
-    eager._FIXED_MOST shapes of one op (and static arguments), the kernel of symbolic
-    extents serves the new ones, still NumPy's values."""
+    eager._FIXED_MOST compilations of one op (and static arguments) for the sizes its
+    plans need (here the length of the rows: the count of rows is symbolic, and a new
+    count compiles nothing), the kernel of symbolic extents serves the new ones (a thread
+    per row), still NumPy's values."""
     from jitdl import eager
     eager.clear()
     monkeypatch.setattr(eager, "_FIXED_MOST", 2)
-    fixed = []
-    for rows in (270, 271, 272):
-        x = rng.standard_normal((rows, 128))
+    rowwise = []
+    for shape in [(270, 128), (333, 128), (270, 129), (270, 130)]:
+        x = rng.standard_normal(shape)
         close(on_gpu(dev, lambda a: jnp.sum(a, axis=1), x), x.sum(axis=1), rtol=1e-12)
         (k,) = [getattr(k, "kernel", k) for key, k in eager._kernels.items()
-                if key[0] == "sum" and rows in key[2][1]]
-        fixed.append(k.dims is None)
-    assert fixed == [True, True, False]
+                if key[0] == "sum" and shape in key[2]]
+        rowwise.append("__shfl_down_sync" in k.texts["cuda"])
+    assert rowwise == [True, True, True, False]
+    assert len({id(getattr(k, "kernel", k)) for k in eager._kernels.values()}) == 3
 
 
 def test_vector_times_matrix_is_a_column_split(dev, rng):

@@ -231,6 +231,63 @@ def test_only_named_parameters_are_dynamic():
     assert kernels(mv) == 2           # a new shape of W: a new kernel
 
 
+def test_dynamic_in_some_dimensions_keeps_the_others_concrete(tmp_path):
+    """dynamic={"X": 0}: the rows of X are symbolic, its row length stays the call's (a
+    loop of known extent), so one kernel serves every count of rows of one length and
+    another length compiles another; negative dimensions count from the end."""
+    @jd.compute(dynamic={"X": 0})
+    def rowsum(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        return jd.tensor((n,), lambda i: jd.sum(X[i, k] * X[i, k], axis=k))
+    for n in (0, 3, 40, 257):
+        x = rand(n, 24)
+        np.testing.assert_allclose(rowsum(x), (x * x).sum(axis=1), rtol=1e-12)
+    assert kernels(rowsum) == 1
+    assert "X: float64[X_n0, 24]" in rowsum.lower(rand(5, 24))
+    for x in (rand(7, 9), rand(1, 24)):     # (a size of 1 is part of the key, as always)
+        np.testing.assert_allclose(rowsum(x), (x * x).sum(axis=1), rtol=1e-12)
+    assert kernels(rowsum) == 3
+    last = jd.compute(dynamic={"X": -1})(rowsum.pyfunc)
+    assert "X: float64[6, X_n1]" in last.lower(rand(6, 30))
+    with pytest.raises(ArgumentError, match=r"argument 'X' has 1 dimension.*dimension -2"):
+        jd.compute(dynamic={"X": -2})(rowsum.pyfunc)(rand(6))
+    # the dimensions given survive a copy and a pickle, and an exported file
+    import cloudpickle
+    for g in (rowsum.with_config(), cloudpickle.loads(cloudpickle.dumps(rowsum))):
+        assert "X: float64[X_n0, 24]" in g.lower(rand(5, 24))
+    path = tmp_path / "rowsum.jdx"
+    rowsum.export(str(path), rand(4, 24))
+    loaded = jd.load(str(path))
+    for n in (2, 50):
+        x = rand(n, 24)
+        np.testing.assert_allclose(loaded(x), (x * x).sum(axis=1), rtol=1e-12)
+    with pytest.raises(ArgumentError, match="no exported kernel"):
+        loaded(rand(3, 25))
+
+
+def test_dynamic_dimensions_agree_with_concrete_ones_at_the_call():
+    """X's columns concrete, W symbolic: W's length must equal them, checked at the call."""
+    @jd.compute(dynamic={"X": (0,), "W": True})
+    def mv(X, W):
+        n, m = X.shape
+        k = jd.reduce_axis(m)
+        return jd.tensor((n,), lambda i: jd.sum(X[i, k] * W[k], axis=k))
+    for n in (2, 9):
+        x, w = rand(n, 6), rand(6)
+        np.testing.assert_allclose(mv(x, w), x @ w, rtol=1e-12)
+    assert kernels(mv) == 1
+    with pytest.raises(ArgumentError, match="mismatch"):
+        mv(rand(3, 6), rand(7))
+
+
+@pytest.mark.parametrize("bad", [{"X": "0"}, {"X": 1.0}, {"X": (0, None)}, {"X": False},
+                                 {"Z": 0}])
+def test_dynamic_dimensions_that_are_not_ints_are_refused(bad):
+    with pytest.raises(ArgumentError, match="dynamic"):
+        jd.compute(dynamic=bad)(lambda X: X)
+
+
 def test_vectorised_main_part_and_serial_tail():
     @jd.compute(dynamic=True)
     def add(X, Y):

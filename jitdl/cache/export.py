@@ -46,9 +46,10 @@ class ExportedFunction:
         first = next(iter(kernels.values()), None)
         self._static = static_positions(first.sig.layout) if first else ()
         self._dynamic = dynamic_positions(kernels.values())
+        self._dims = dynamic_dims(kernels.values(), self._dynamic)
 
     def __call__(self, *args, out=None):
-        key = call_key(args, self._static, self._dynamic)
+        key = call_key(args, self._static, self._dynamic, self._dims)
         k = self._kernels.get(key)
         if k is None:
             raise ArgumentError(
@@ -58,7 +59,7 @@ class ExportedFunction:
         return k.run(args, out)
 
     def lower(self, *args):
-        key = call_key(args, self._static, self._dynamic)
+        key = call_key(args, self._static, self._dynamic, self._dims)
         return self._kernels[key].texts.get("loop_ir", "")
 
     def __repr__(self):
@@ -73,6 +74,21 @@ def dynamic_positions(kernels):
         pos = [i for i, x in enumerate(k.sig.layout) if x[0] == "array"]
         out.update(p for p, (_, shape, _) in zip(pos, k.sig.inputs) if None in shape)
     return tuple(sorted(out))
+
+
+def dynamic_dims(kernels, positions):
+    """{position: its symbolic dimensions} for the dynamic arrays whose kernels keep some
+    dimension other than 1 concrete (@jd.compute(dynamic={"x": 0})); the others are
+    symbolic in every dimension."""
+    out = {}
+    for k in kernels:
+        pos = [i for i, x in enumerate(k.sig.layout) if x[0] == "array"]
+        for p, (_, shape, _) in zip(pos, k.sig.inputs):
+            if p in positions:
+                d = out.setdefault(p, [False, set()])
+                d[0] |= any(s is not None and s != 1 for s in shape)
+                d[1].update(n for n, s in enumerate(shape) if s is None)
+    return {p: tuple(sorted(ds)) for p, (partial, ds) in out.items() if partial and ds}
 
 
 def _show_key(key):

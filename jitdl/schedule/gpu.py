@@ -316,24 +316,43 @@ def fixed_shapes_pay(graph, target):
     count of outputs), or along long contiguous rows (block_per_row needs their length);
     arrays of fewer elements than the multiprocessors have threads in one block each
     keep the kernel of symbolic extents. The op library (jitdl.eager) compiles such calls
-    for their shapes rather than once for every size: a compilation per shape against a
-    kernel several times slower (a column sum of a tall array ran on a thread per column,
-    jd.nn.softmax of 8192 rows as three kernels of a thread per row)."""
-    s, small = None, target.multiprocessors * target.threads_per_block
+    for their shapes, or for those of their sizes the plans need (keeps_plans), rather
+    than once for every size: a compilation per shape against a kernel several times
+    slower (a column sum of a tall array ran on a thread per column, jd.nn.softmax of
+    8192 rows as three kernels of a thread per row)."""
+    return bool(_plans(graph, target))
+
+
+def keeps_plans(graph, fixed, target):
+    """Whether `graph`, traced with some sizes symbolic (the rows of a softmax, the length
+    of a column sum), gets every plan that fixed_shapes_pay found for the fixed shapes
+    `fixed` of the same definition: the same stage, a block per row or split alike."""
+    wanted = _plans(fixed, target)
+    return _plans(graph, target, wanted) == wanted
+
+
+def _plans(graph, target, only=None):
+    """{stage: "split" or "rows"} for the reductions of `graph` that the GPU schedule
+    splits (_split_plan) or gives a block per row (_row_axis), over arrays large enough
+    for either to pay (see fixed_shapes_pay); `only`: those stages, whatever their size
+    (symbolic)."""
+    s, small, plans = None, target.multiprocessors * target.threads_per_block, {}
     for t in stages_of(graph.outputs):
         op = t.op
-        if op.reduce is None:
+        if op.reduce is None or only is not None and t.name not in only:
             continue
-        outputs = math.prod(a.extent for a in op.axes)
-        size = math.prod(k.extent for k in op.reduce_axes)
-        if not isinstance(outputs * size, int) or outputs < 2 or outputs * size < small:
-            continue        # (one output: its kernel of symbolic extents splits it too;
+        if only is None:
+            outputs = math.prod(a.extent for a in op.axes)
+            size = math.prod(k.extent for k in op.reduce_axes)
+            if not isinstance(outputs * size, int) or outputs < 2 or outputs * size < small:
+                continue    # (one output: its kernel of symbolic extents splits it too;
                             # a small array: a compilation would cost more than it gains)
         s = s or Schedule(graph)
-        if _row_axis(s.stages[t.name]) is not None or \
-                _split_plan(s, t.name, target) is not None:
-            return True
-    return False
+        if _split_plan(s, t.name, target) is not None:     # (auto_schedule's order)
+            plans[t.name] = "split"
+        elif _row_axis(s.stages[t.name]) is not None:
+            plans[t.name] = "rows"
+    return plans
 
 
 def _split_statistics(s, name, target, cfg=None):
