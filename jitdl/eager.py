@@ -1034,14 +1034,17 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
 def _partial_specs(names, operands):
     """dynamic= values to try for an op whose GPU plans need some sizes (_for_shapes): its
     arrays of two or more dimensions symbolic in all but the last (the rows of a row
-    reduction), then in one dimension (the length of a column sum: the first); other
-    operands keep their shapes."""
+    reduction), with its vectors symbolic too (the targets of a loss, one per row), then
+    without; then the arrays symbolic in one dimension (the length of a column sum: the
+    first). Other operands keep their shapes; sizes that must agree are checked at the
+    call, as in any dynamic kernel."""
     arrays = [(n, a.ndim) for n, a in zip(names, operands)
-              if (type(a) is np.ndarray or is_device_array(a)) and a.ndim >= 2]
-    if not arrays:
+              if (type(a) is np.ndarray or is_device_array(a)) and a.ndim >= 1]
+    if not any(nd >= 2 for _, nd in arrays):
         return []
-    specs = [tuple((n, tuple(range(nd - 1))) for n, nd in arrays)]
-    specs += [tuple((n, (d,)) for n, nd in arrays if d < nd)
+    rows = tuple((n, tuple(range(nd - 1))) for n, nd in arrays if nd >= 2)
+    specs = [tuple((n, tuple(range(max(nd - 1, 1)))) for n, nd in arrays), rows]
+    specs += [tuple((n, (d,)) for n, nd in arrays if d < nd and nd >= 2)
               for d in range(max(nd for _, nd in arrays))]
     return list(dict.fromkeys(specs))
 

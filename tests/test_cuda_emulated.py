@@ -1028,6 +1028,27 @@ def test_op_library_reductions_on_gpu_arrays_take_the_sizes_their_plans_need(
     assert "__shfl_down_sync" in k.texts["cuda"] and "__shfl_down_sync" in fixed
 
 
+def test_norms_with_weights_keep_one_kernel_for_every_count_of_rows(dev, rng):
+    """layer_norm and rms_norm with a weight (and bias) of the row's length: the vectors
+    are symbolic with the rows, their length checked against the rows' at the call."""
+    from jitdl import eager
+    eager.clear()
+    w, b = rng.standard_normal(300), rng.standard_normal(300)
+    for n in (150, 211):      # (enough elements for a block per row to pay)
+        x = rng.standard_normal((n, 300)) * 3 + 1
+        mean = x.mean(axis=1, keepdims=True)
+        want = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * w + b
+        close(on_gpu(dev, lambda a, c, d: nn.layer_norm(a, (300,), c, d), x, w, b), want,
+              rtol=1e-9, atol=1e-9)
+        want = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * w
+        close(on_gpu(dev, lambda a, c: nn.rms_norm(a, (300,), c, eps=1e-6), x, w), want,
+              rtol=1e-9, atol=1e-9)
+    kernels = {id(k): k for k in (getattr(k, "kernel", k) for k in eager._kernels.values())}
+    assert len(kernels) == 2
+    assert all(k.dims is not None and "__shfl_down_sync" in k.texts["cuda"]
+               for k in kernels.values())
+
+
 def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     """Many short rows and a whole array keep the kernel of symbolic extents: a second
     size compiles nothing."""
