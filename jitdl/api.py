@@ -1169,8 +1169,8 @@ def _dynamic_dims(fname, dynamic):
         if not isinstance(ds, (tuple, list)) or not all(
                 isinstance(x, int) and not isinstance(x, bool) for x in ds):
             raise ArgumentError(
-                f"@jd.compute(dynamic=...): the dimensions of {name!r} must be an int, a "
-                f"tuple of ints or True (every dimension), got {d!r}")
+                f"@jd.compute(dynamic=...): the dimensions of {fname}'s {name!r} must be "
+                f"an int, a tuple of ints or True (every dimension), got {d!r}")
         dims[name] = tuple(sorted(set(ds)))
     return dims
 
