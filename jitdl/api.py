@@ -14,6 +14,7 @@ import inspect
 import json
 import linecache
 import logging
+import operator
 import os
 import sys
 import threading
@@ -1161,13 +1162,17 @@ def _dynamic_dims(fname, dynamic):
     """{name: True (every dimension) or a sorted tuple of dimensions} of a dynamic= dict,
     each value checked (an int, a tuple or list of ints, or True)."""
     dims = {}
+    def index(x):       # (NumPy's integers too, as its axis= takes them)
+        return None if isinstance(x, (bool, np.bool_)) else operator.index(x)
     for name, d in dynamic.items():
-        ds = (d,) if isinstance(d, int) and not isinstance(d, bool) else d
-        if ds is True:
+        if d is True:
             dims[name] = True
             continue
-        if not isinstance(ds, (tuple, list)) or not all(
-                isinstance(x, int) and not isinstance(x, bool) for x in ds):
+        try:
+            ds = (index(d),) if not isinstance(d, (tuple, list)) else tuple(map(index, d))
+        except TypeError:
+            ds = (None,)
+        if None in ds:
             raise ArgumentError(
                 f"@jd.compute(dynamic=...): the dimensions of {fname}'s {name!r} must be "
                 f"an int, a tuple of ints or True (every dimension), got {d!r}")

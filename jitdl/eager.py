@@ -1008,8 +1008,7 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
     from jitdl import target
     from jitdl.schedule.gpu import fixed_shapes_pay, keeps_plans
     cuda = target.get("cuda")
-    n = _fixed.get(fixed, 0)
-    if n >= _FIXED_MOST or not fixed_shapes_pay(graph, cuda):
+    if not fixed_shapes_pay(graph, cuda):
         return None
     f = fixed
     for spec in _partial_specs(names, operands):
@@ -1023,6 +1022,9 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
                 "%s: no kernel symbolic in %s", name, spec, exc_info=True)
     if f._call_key(operands) in f._kernels:
         return f                # (compiled already, for other sizes of its symbolic ones)
+    n = _fixed.get(fixed, 0)
+    if n >= _FIXED_MOST:
+        return None
     if n + 1 == _FIXED_MOST:
         logging.getLogger("jitdl.schedule").info(
             "%s: compiled for %d shapes on the GPU; later shapes use its kernel of "

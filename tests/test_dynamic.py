@@ -282,10 +282,17 @@ def test_dynamic_dimensions_agree_with_concrete_ones_at_the_call():
 
 
 @pytest.mark.parametrize("bad", [{"X": "0"}, {"X": 1.0}, {"X": (0, None)}, {"X": False},
-                                 {"Z": 0}])
+                                 {"Z": 0}, {"X": (0, True)}, {"X": np.bool_(True)}])
 def test_dynamic_dimensions_that_are_not_ints_are_refused(bad):
     with pytest.raises(ArgumentError, match="dynamic"):
         jd.compute(dynamic=bad)(lambda X: X)
+
+
+def test_dynamic_dimensions_may_be_numpy_integers():
+    f = jd.compute(dynamic={"X": np.int64(0)})(lambda X: jd.numpy.sum(X, axis=1))
+    assert f._dynamic_arg() == {"X": (0,)}
+    x = rand(5, 3)
+    np.testing.assert_allclose(f(x), x.sum(axis=1), rtol=1e-12)
 
 
 def test_vectorised_main_part_and_serial_tail():

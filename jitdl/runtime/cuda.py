@@ -23,7 +23,7 @@ import numpy as np
 from jitdl import locks
 from jitdl.errors import AllocationError, ArgumentError, CompileError, OutArgumentError
 from jitdl.runtime.kernel import (DEVICE_KEYS, LESS_MEMORY, KernelChecks, _human_bytes,
-                                  _tree_code, shape_key)
+                                  _tree_code, shape_key, size_pattern)
 
 _lock = locks.Lock()
 _backend = []
@@ -148,7 +148,8 @@ def _cupy_key(a, dynamic):
     """other_key of a CuPy array (its type, shape or size pattern, dtype and GPU) without
     the generic path's attribute probes and Device object."""
     shape = a.shape
-    return (type(a), shape_key(shape, dynamic), a.dtype, a.data.device_id)
+    return (type(a), (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
+            if dynamic else shape, a.dtype, a.data.device_id)
 
 
 class _Launch:

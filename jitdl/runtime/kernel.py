@@ -159,10 +159,12 @@ def other_key(a, dynamic=False):
         return keyer(a, dynamic)
     if isinstance(a, _ndarray):
         shape = tuple(a.shape)
-        return (t, shape_key(shape, dynamic), a.dtype)
+        return (t, (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
+                if dynamic else shape, a.dtype)
     if hasattr(t, "__cuda_array_interface__") and hasattr(a, "shape"):
         shape = tuple(a.shape)      # (and which GPU: a module is loaded on one device)
-        return (t, shape_key(shape, dynamic), a.dtype,
+        return (t, (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
+                if dynamic else shape, a.dtype,
                 getattr(getattr(a, "device", None), "id", None))
     return t
 
@@ -184,7 +186,8 @@ def call_key(args, static_pos=(), dynamic_pos=(), dims=None):
         a = args[i]
         dynamic = dims.get(i, True) if dims else True
         if type(a) is _ndarray:
-            key[i] = (shape_key(a.shape, dynamic), a.dtype)
+            key[i] = (size_pattern(a.shape) if dynamic is True else shape_key(a.shape, dynamic),
+                      a.dtype)
         else:
             key[i] = other_key(a, dynamic)
     return tuple(key)
@@ -247,9 +250,18 @@ def shape_key(shape, dynamic):
         return tuple(shape)
     if dynamic is True:
         return size_pattern(tuple(shape))
-    n = len(shape)
-    return tuple([None if s != 1 and (d in dynamic or d - n in dynamic) else s
-                  for d, s in enumerate(shape)])
+    p = PARTIAL.get((shape, dynamic))
+    if p is None:
+        if len(PARTIAL) >= 4096:
+            PARTIAL.clear()
+        n = len(shape)
+        p = PARTIAL[shape, dynamic] = tuple([
+            None if s != 1 and (d in dynamic or d - n in dynamic) else s
+            for d, s in enumerate(shape)])
+    return p
+
+
+PARTIAL = {}        # (shape, dimensions) -> shape_key(shape, dimensions)
 
 
 def key_of_specs(specs):
