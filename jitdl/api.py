@@ -108,6 +108,8 @@ class Function:
         self._call_key = key_function(self._nparams, self._static_pos,
                                       self._dynamic_pos, self._dims)   # call_key
         self._captured = None
+        self._long_rows = False         # (GPU calls: rows of symbolic length taken as long,
+        #                                 the op library's kernel for them: jitdl.eager)
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
         self._schedules = {}            # target -> schedule function (s, cfg)
@@ -359,7 +361,8 @@ class Function:
         """The target a call runs on: NumPy arrays run on the CPU, GPU arrays (marked in
         their specs) on the current GPU."""
         if specs and any(len(s) > 3 and s[3] == "cuda" for s in specs):
-            return targets.get("cuda")
+            t = targets.get("cuda")
+            return dataclasses.replace(t, long_rows=True) if self._long_rows else t
         return targets.get("cpu")
 
     def _graph(self, args):

@@ -9,6 +9,7 @@ its stages join that definition.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -995,20 +996,26 @@ def _symbolic_args(args, kwargs):
 def _for_shapes(fixed, graph, operands, name, builder, static, names):
     """The Function that a GPU call of an op of symbolic extents runs where its kernel
     would run far slower than one of the call's shapes (a reduction with few outputs,
-    rows long enough for a block of threads: schedule.gpu.fixed_shapes_pay, `graph`
-    traced by `fixed`, the op's Function of fixed shapes): the op symbolic in the sizes
-    those plans do not need (the rows of a softmax, the length of a column sum: one
-    kernel for all of them; _partial_specs, schedule.gpu.keeps_plans), else `fixed`.
-    None: the kernel of symbolic extents serves. At most _FIXED_MOST such compilations
-    per op and process (a dtype or a rank counts too): past them (shapes that keep
-    changing), a compilation per call would cost more than the kernel saves, and the
-    kernel of symbolic extents serves (a note on the jitdl.schedule logger says so)."""
+    rows long enough for a block of threads: schedule.gpu.plans, `graph` traced by
+    `fixed`, the op's Function of fixed shapes): the op symbolic in the sizes those
+    plans do not need (the rows of a softmax, the length of a column sum: one kernel for
+    all of them; _partial_specs, schedule.gpu.keeps_plans), else `fixed`. None: the
+    kernel of symbolic extents serves.
+
+    At most _FIXED_MOST such compilations per op and static arguments in a process (a
+    dtype or a rank counts too), and _LENGTHS_MOST where every plan is a block per row
+    (a softmax over rows whose length keeps changing, as attention's while it decodes):
+    past them, a compilation per call would cost more than the kernel saves. Then rows
+    run on the op's kernel for long rows of every length (a block per row, reading the
+    row from memory for each statistic rather than once into shared memory), the rest on
+    the kernel of symbolic extents; a note on the jitdl.schedule logger says so."""
     if not any(map(is_device_array, operands)):
         return None
     from jitdl import target
-    from jitdl.schedule.gpu import fixed_shapes_pay, keeps_plans
+    from jitdl.schedule.gpu import keeps_plans, plans
     cuda = target.get("cuda")
-    if not fixed_shapes_pay(graph, cuda):
+    wanted = plans(graph, cuda)
+    if not wanted:
         return None
     f = fixed
     for spec in _partial_specs(names, operands):
@@ -1022,15 +1029,33 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
                 "%s: no kernel symbolic in %s", name, spec, exc_info=True)
     if f._call_key(operands) in f._kernels:
         return f                # (compiled already, for other sizes of its symbolic ones)
-    n = _fixed.get(fixed, 0)
-    if n >= _FIXED_MOST:
-        return None
-    if n + 1 == _FIXED_MOST:
-        logging.getLogger("jitdl.schedule").info(
-            "%s: compiled for %d shapes on the GPU; later shapes use its kernel of "
-            "symbolic extents", fixed.name, _FIXED_MOST)
+    rows = set(wanted.values()) == {"rows"}
+    n, most = _fixed.get(fixed, 0), _LENGTHS_MOST if rows else _FIXED_MOST
+    if n >= most:
+        if n == most:
+            logging.getLogger("jitdl.schedule").info(
+                "%s: compiled for %d shapes on the GPU; later shapes run its kernel %s",
+                fixed.name, most, "for long rows of every length" if rows
+                else "of symbolic extents")
+            _fixed[fixed] = n + 1
+        return _long_rows(name, builder, static, names, graph, operands, cuda) \
+            if rows else None
     _fixed[fixed] = n + 1
     return f
+
+
+def _long_rows(name, builder, static, names, graph, operands, cuda):
+    """The op's Function of symbolic extents whose rows, whatever their length, get a
+    block each (CUDA.long_rows), where its graph keeps the plans of `graph`; else None."""
+    f = _function(name, builder, static, names, True, long_rows=True)
+    from jitdl.schedule.gpu import keeps_plans
+    try:
+        if keeps_plans(f._graph(operands)[0], graph, dataclasses.replace(cuda, long_rows=True)):
+            return f
+    except Exception:
+        logging.getLogger("jitdl.schedule").debug("%s: no kernel for long rows", name,
+                                                  exc_info=True)
+    return None
 
 
 def _partial_specs(names, operands):
@@ -1052,14 +1077,15 @@ def _partial_specs(names, operands):
 
 
 _FIXED_MOST = 64
+_LENGTHS_MOST = 8
 _fixed = {}         # op Function of fixed shapes -> GPU compilations _for_shapes asked for
 
 
-def _function(name, builder, static, names, dynamic=False):
+def _function(name, builder, static, names, dynamic=False, long_rows=False):
     """The jitdl Function that compiles op `name` with these static arguments (with
     symbolic extents when `dynamic`: True, or ((operand name, its symbolic dimensions),
-    ...))."""
-    key = (name, _static_key(static), names, dynamic)
+    ...); `long_rows`: on a GPU, a block per row whatever the rows' length)."""
+    key = (name, _static_key(static), names, dynamic, long_rows)
     f = _functions.get(key)
     if f is None:
         kwargs = dict(static)
@@ -1076,6 +1102,7 @@ def _function(name, builder, static, names, dynamic=False):
         f = Function(op, name=name, dynamic=dict(dynamic) if isinstance(dynamic, tuple)
                      else dynamic)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
+        f._long_rows = long_rows
         _functions[key] = f
     return f
 

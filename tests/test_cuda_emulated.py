@@ -1049,6 +1049,39 @@ def test_norms_with_weights_keep_one_kernel_for_every_count_of_rows(dev, rng):
                for k in kernels.values())
 
 
+def test_rows_whose_length_keeps_changing_share_a_kernel_for_long_rows(dev, rng,
+                                                                       monkeypatch):
+    """A softmax whose row length keeps changing (attention's while it decodes) compiled
+    a kernel per length, and past the budget ran a thread per row: after
+    eager._LENGTHS_MOST lengths, new ones run one kernel of symbolic extents that still
+    gives each row a block (CUDA.long_rows), compiled once."""
+    from jitdl import eager
+    eager.clear()
+    monkeypatch.setattr(eager, "_LENGTHS_MOST", 2)
+    for m in (200, 300, 401, 777, 130):
+        x = rng.standard_normal((300, m)) * 4
+        close(on_gpu(dev, lambda a: nn.softmax(a, axis=-1), x), _softmax64(x), rtol=1e-9)
+    kernels = {id(k): k for k in (getattr(k, "kernel", k) for k in eager._kernels.values())}
+    assert len(kernels) == 3
+    (long,) = [k for k in kernels.values() if "input_n1" in k.texts["loop_ir"]]
+    assert "__shfl_down_sync" in long.texts["cuda"] and len(long.kernels) == 1
+
+
+@pytest.mark.parametrize("m", [1, 5, 129, 256, 1000])
+def test_a_kernel_for_long_rows_serves_rows_of_any_length(dev, rng, m):
+    """The kernel for long rows (a block of 256 threads per row of a symbolic length) on
+    rows shorter than the block, of one element, and not a multiple of it."""
+    f = jd.compute(lambda X: jd.nn.softmax(X, axis=-1), dynamic=True)
+    g = jd.compute(lambda X: jd.numpy.sum(X * X, axis=1), dynamic=True)
+    f._long_rows = g._long_rows = True
+    x = rng.standard_normal((37, m)) * 4
+    close(on_gpu(dev, f, x), _softmax64(x), rtol=1e-9)
+    close(on_gpu(dev, g, x), (x * x).sum(axis=1), rtol=1e-9)
+    for h in (f, g) if m > 1 else ():   # (rows of 1 are a concrete size: a thread each)
+        k = h.kernel(DeviceArray(x))        # (a block per row: warp shuffles combine)
+        assert k.dims is not None and "__shfl_down_sync" in k.texts["cuda"]
+
+
 def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     """Many short rows and a whole array keep the kernel of symbolic extents: a second
     size compiles nothing."""
@@ -1129,21 +1162,22 @@ def test_column_split_plan_is_sized_by_the_target():
 def test_op_library_compiles_for_a_bounded_number_of_shapes(dev, rng, monkeypatch):
     """Shapes that keep changing do not compile a kernel each without end: past
     eager._FIXED_MOST compilations of one op (and static arguments) for the sizes its
-    plans need (here the length of the rows: the count of rows is symbolic, and a new
-    count compiles nothing), the kernel of symbolic extents serves the new ones (a thread
-    per row), still NumPy's values; a kernel compiled before serves its sizes still
-    (found by review)."""
+    plans need (here the count of columns of a column sum: its length is symbolic, and a
+    new length compiles nothing), the kernel of symbolic extents serves the new ones (a
+    thread per column), still NumPy's values; a kernel compiled before serves its sizes
+    still (found by review). Rows past eager._LENGTHS_MOST lengths run the kernel for
+    long rows (test_rows_whose_length_keeps_changing_share_a_kernel_for_long_rows)."""
     from jitdl import eager
     eager.clear()
     monkeypatch.setattr(eager, "_FIXED_MOST", 2)
-    rowwise = []
-    for shape in [(270, 128), (333, 128), (270, 129), (270, 130), (401, 129)]:
+    split = []
+    for shape in [(5000, 64), (6001, 64), (5000, 65), (5000, 66), (7003, 65)]:
         x = rng.standard_normal(shape)
-        close(on_gpu(dev, lambda a: jnp.sum(a, axis=1), x), x.sum(axis=1), rtol=1e-12)
+        close(on_gpu(dev, lambda a: jnp.sum(a, axis=0), x), x.sum(axis=0), rtol=1e-12)
         (k,) = [getattr(k, "kernel", k) for key, k in eager._kernels.items()
                 if key[0] == "sum" and shape in key[2]]
-        rowwise.append("__shfl_down_sync" in k.texts["cuda"])
-    assert rowwise == [True, True, True, False, True]
+        split.append(len(k.kernels) > 1)
+    assert split == [True, True, True, False, True]
     assert len({id(getattr(k, "kernel", k)) for k in eager._kernels.values()}) == 3
 
 

@@ -97,15 +97,18 @@ def auto_schedule(s, cfg=None, target=None, level=0):
     return s
 
 
-def _row_axis(st):
+def _row_axis(st, target=None):
     """The one reduction axis of a stage when its reads walk memory along it (the
-    contiguous last index) and it is long enough for a block of threads; else None."""
+    contiguous last index) and it is long enough for a block of threads (of a symbolic
+    length: where the target says such rows are long, see CUDA.long_rows); else None."""
     op = st.tensor.op
     if op.reduce is None or len(op.reduce_axes) != 1 or \
             op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
         return None
     k = op.reduce_axes[0]
-    if not isinstance(k.extent, int) or k.extent < 128:
+    long = k.extent >= 128 if isinstance(k.extent, int) else \
+        getattr(target, "long_rows", False)
+    if not long:
         return None
     for acc in walk_expr(op.reduce.body):
         if isinstance(acc, Access) and acc.indices:
@@ -125,19 +128,24 @@ def block_per_row(s, name, target, cfg=None):
     st = s.stages[name]
     op = st.tensor.op
     at = [x for x in s.stages.values() if x.attach == "at" and x.attach_to[0] == name]
-    rows = [x for x in at if _row_axis(x) is not None]
-    own = _row_axis(st)
+    rows = [x for x in at if _row_axis(x, target) is not None]
+    own = _row_axis(st, target)
     if not op.axes or (not rows and own is None) or len(rows) != len(at):
         return False
-    exts = [_row_axis(x).extent for x in rows] + ([own.extent] if own is not None else [])
-    threads = min(target.threads_per_block, _floor_pow2(min(exts)))
+    exts = [_row_axis(x, target).extent for x in rows] + \
+        ([own.extent] if own is not None else [])
+    # (rows of a symbolic length: a full block, whose threads past a short row add
+    # nothing to its reductions)
+    least = min((e for e in exts if isinstance(e, int)), default=None)
+    threads = target.threads_per_block if least is None else \
+        min(target.threads_per_block, _floor_pow2(least))
     if cfg is not None:
         threads = cfg.choice(f"{name}.row_threads",
                              [threads] + [t for t in (128, 512) if t != threads
-                                          and t <= min(exts)])
+                                          and (least is None or t <= least)])
     first = Axis(name, st.leaves[0])
     for x in rows:
-        k = Axis(x.tensor.name, _row_axis(x).name)
+        k = Axis(x.tensor.name, _row_axis(x, target).name)
         ko, ki = s.split(k, threads)
         s.reorder(ki, ko)
         s.bind(ki, "threadIdx.x")
@@ -320,18 +328,18 @@ def fixed_shapes_pay(graph, target):
     than once for every size: a compilation per shape against a kernel several times
     slower (a column sum of a tall array ran on a thread per column, jd.nn.softmax of
     8192 rows as three kernels of a thread per row)."""
-    return bool(_plans(graph, target))
+    return bool(plans(graph, target))
 
 
 def keeps_plans(graph, fixed, target):
     """Whether `graph`, traced with some sizes symbolic (the rows of a softmax, the length
     of a column sum), gets every plan that fixed_shapes_pay found for the fixed shapes
     `fixed` of the same definition: the same stage, a block per row or split alike."""
-    wanted = _plans(fixed, target)
-    return _plans(graph, target, wanted) == wanted
+    wanted = plans(fixed, target)
+    return plans(graph, target, wanted) == wanted
 
 
-def _plans(graph, target, only=None):
+def plans(graph, target, only=None):
     """{stage: "split" or "rows"} for the reductions of `graph` that the GPU schedule
     splits (_split_plan) or gives a block per row (_row_axis), over arrays large enough
     for either to pay (see fixed_shapes_pay); `only`: those stages, whatever their size
@@ -350,7 +358,7 @@ def _plans(graph, target, only=None):
         s = s or Schedule(graph)
         if _split_plan(s, t.name, target) is not None:     # (auto_schedule's order)
             plans[t.name] = "split"
-        elif _row_axis(s.stages[t.name]) is not None:
+        elif _row_axis(s.stages[t.name], target) is not None:
             plans[t.name] = "rows"
     return plans
 

@@ -39,6 +39,9 @@ class CUDA:
     # partition_loops' parallel grain (a CUDA kernel has no CPU-parallel loops)
     parallel_min_work: int = 1 << 62
     threads_per_block: int = 256        # the automatic schedule's block of threads
+    # rows of a symbolic length are taken as long enough for a block of threads each
+    # (jitdl.eager's kernel for long rows of every length; schedule.gpu._row_axis)
+    long_rows: bool = False
 
     # what the cost model's features read of a target (jitdl.autotune.features), in a
     # GPU's terms: blocks resident at once, a warp's lanes, registers, L1 and L2
