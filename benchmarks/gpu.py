@@ -15,7 +15,9 @@
     split reduction: parts over the multiprocessors, then their combination) against
     cupy.sum, in GB/s read; then the column sums of the same floats as 131072 x 512
     (a thread per part of a column) against cupy.sum(axis=0), and (c)'s softmax as
-    jd.nn.softmax on the CuPy array (the op library, compiled for the shape).
+    jd.nn.softmax on the CuPy array (the op library, compiled for its row length), and
+    the op library's kernel for rows of any length (a block per row, the row read from
+    memory for each statistic: what rows whose length keeps changing run).
 (e) launch overhead: y = x + 1 on 8 floats, the Function call (dispatch, allocation,
     launch), against a CuPy ElementwiseKernel doing the same; microseconds per call with
     the device synchronised after each batch.
@@ -214,6 +216,15 @@ def main():
     tj, tr = compare(cp, lambda: jd.nn.softmax(s, dim=-1), cupy_softmax, args.repeat,
                      args.rounds)
     rows.append({"case": f"jd.nn.softmax {r}^2 f32 (GB/s effective)",
+                 "jitdl": 8 * r * r / tj / 1e9, "reference": 8 * r * r / tr / 1e9,
+                 "ratio": tr / tj, "vs": "CuPy", "err": err})
+    # the op library's kernel for rows whose length keeps changing (past 8 lengths): of
+    # symbolic extents, a block per row, the row read for each statistic
+    every = jd.compute(lambda X: jd.nn.softmax(X, dim=-1), dynamic=True)
+    every._long_rows = True
+    err = check("softmax, long rows", every(s), cupy_softmax(), 1e-5)
+    tj, tr = compare(cp, lambda: every(s), cupy_softmax, args.repeat, args.rounds)
+    rows.append({"case": f"jd.nn.softmax {r}^2, any row length (GB/s effective)",
                  "jitdl": 8 * r * r / tj / 1e9, "reference": 8 * r * r / tr / 1e9,
                  "ratio": tr / tj, "vs": "CuPy", "err": err})
 
