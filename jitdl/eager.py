@@ -1002,13 +1002,14 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
     all of them; _partial_specs, schedule.gpu.keeps_plans), else `fixed`. None: the
     kernel of symbolic extents serves.
 
-    At most _FIXED_MOST such compilations per op and static arguments in a process (a
-    dtype or a rank counts too), and _LENGTHS_MOST where every plan is a block per row
-    (a softmax over rows whose length keeps changing, as attention's while it decodes):
-    past them, a compilation per call would cost more than the kernel saves. Then rows
-    run on the op's kernel for long rows of every length (a block per row, reading the
-    row from memory for each statistic rather than once into shared memory), the rest on
-    the kernel of symbolic extents; a note on the jitdl.schedule logger says so."""
+    At most _FIXED_MOST such compilations per op and static arguments in a process for
+    calls with a split (a dtype or a rank counts too), and apart from them
+    _LENGTHS_MOST for calls whose every plan is a block per row (a softmax over rows
+    whose length keeps changing, as attention's while it decodes): past them, a
+    compilation per call would cost more than the kernel saves. Then rows run on the
+    op's kernel for long rows of every length (_long_rows: a block per row, reading the
+    row from memory for each statistic rather than once into shared memory), splits on
+    the kernel of symbolic extents; a note on the jitdl.schedule logger says so, once."""
     if not any(map(is_device_array, operands)):
         return None
     from jitdl import target
@@ -1029,30 +1030,31 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
                 "%s: no kernel symbolic in %s", name, spec, exc_info=True)
     if f._call_key(operands) in f._kernels:
         return f                # (compiled already, for other sizes of its symbolic ones)
-    rows = set(wanted.values()) == {"rows"}
-    n, most = _fixed.get(fixed, 0), _LENGTHS_MOST if rows else _FIXED_MOST
-    if n >= most:
-        if n == most:
-            logging.getLogger("jitdl.schedule").info(
-                "%s: compiled for %d shapes on the GPU; later shapes run its kernel %s",
-                fixed.name, most, "for long rows of every length" if rows
-                else "of symbolic extents")
-            _fixed[fixed] = n + 1
-        return _long_rows(name, builder, static, names, graph, operands, cuda) \
-            if rows else None
-    _fixed[fixed] = n + 1
+    rows = all(p == ("rows",) for p in wanted.values())
+    budget = (fixed, rows)
+    n, most = _fixed.get(budget, 0), _LENGTHS_MOST if rows else _FIXED_MOST
+    if n < most:
+        _fixed[budget] = n + 1
+        return f
+    f = _long_rows(name, builder, static, names, graph, operands, cuda) if rows else None
+    if n == most:
+        _fixed[budget] = n + 1
+        logging.getLogger("jitdl.schedule").info(
+            "%s: compiled for %d shapes on the GPU; later shapes run its kernel %s",
+            fixed.name, most, "for long rows of every length" if f is not None
+            else "of symbolic extents")
     return f
 
 
 def _long_rows(name, builder, static, names, graph, operands, cuda):
     """The op's Function of symbolic extents whose rows, whatever their length, get a
     block each (CUDA.long_rows), where its graph keeps the plans of `graph`; else None."""
-    f = _function(name, builder, static, names, True, long_rows=True)
     from jitdl.schedule.gpu import keeps_plans
+    f = _function(name, builder, static, names, True, long_rows=True)
     try:
         if keeps_plans(f._graph(operands)[0], graph, dataclasses.replace(cuda, long_rows=True)):
             return f
-    except Exception:
+    except Exception:       # (as _for_shapes's candidates)
         logging.getLogger("jitdl.schedule").debug("%s: no kernel for long rows", name,
                                                   exc_info=True)
     return None
@@ -1078,7 +1080,7 @@ def _partial_specs(names, operands):
 
 _FIXED_MOST = 64
 _LENGTHS_MOST = 8
-_fixed = {}         # op Function of fixed shapes -> GPU compilations _for_shapes asked for
+_fixed = {}         # (op Function of fixed shapes, rows) -> compilations _for_shapes asked for
 
 
 def _function(name, builder, static, names, dynamic=False, long_rows=False):

@@ -1082,6 +1082,37 @@ def test_a_kernel_for_long_rows_serves_rows_of_any_length(dev, rng, m):
         assert k.dims is not None and "__shfl_down_sync" in k.texts["cuda"]
 
 
+def test_a_kernel_symbolic_in_some_sizes_splits_along_the_axis_the_fixed_one_does(dev, rng):
+    """Found by review: max over axes (0, 2) of (300, 5, 400) with its first size symbolic
+    split the 400-long axis into parts of 4 (4 of each block's 256 threads at work, each
+    walking all 300 rows), where the kernel of its shapes splits the first axis and its
+    threads read along the last: a kernel symbolic in some sizes is taken only where its
+    splits are along the same axes, else the call compiles for its shapes."""
+    from jitdl import eager
+    eager.clear()
+    x = rng.standard_normal((300, 5, 400))
+    close(on_gpu(dev, lambda a: jnp.max(a, axis=(0, 2)), x), x.max(axis=(0, 2)), rtol=0)
+    (k,) = [getattr(k, "kernel", k) for k in eager._kernels.values()]
+    assert k.dims is None       # (no candidate splits the first axis: the shapes' kernel)
+    fixed = jd.compute(lambda a: jnp.max(a, axis=(0, 2))).cuda_source(x)
+    assert [ln.split("<<<")[1] for ln in k.texts["cuda"].splitlines() if "<<<" in ln] == \
+        [ln.split("<<<")[1] for ln in fixed.splitlines() if "<<<" in ln]
+
+
+def test_splits_and_rows_have_budgets_of_their_own(dev, rng, monkeypatch):
+    """Found by review: compilations for splits counted toward the budget of rows (one
+    counter), so rows of a new length ran the kernel for long rows at once."""
+    from jitdl import eager
+    eager.clear()
+    monkeypatch.setattr(eager, "_LENGTHS_MOST", 2)
+    for shape in [(4, 30001), (5, 30001), (6, 30001), (300, 257)]:
+        x = rng.standard_normal(shape)
+        close(on_gpu(dev, lambda a: jnp.sum(a, axis=1), x), x.sum(axis=1), rtol=1e-12)
+    (k,) = [getattr(k, "kernel", k) for key, k in eager._kernels.items()
+            if (300, 257) in key[2]]
+    assert "257]" in k.texts["loop_ir"]          # (a kernel for rows of 257)
+
+
 def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     """Many short rows and a whole array keep the kernel of symbolic extents: a second
     size compiles nothing."""

@@ -518,14 +518,14 @@ def test_a_gpu_schedule_that_leaves_a_stage_on_one_thread_warns_at_the_users_lin
     (lambda x: nn.softmax(x, dim=-1), (64, 4096), True),
     (lambda x: jnp.argmax(x, axis=0), (100000, 64), True)])  # (two column reductions)
 def test_which_gpu_op_calls_compile_for_their_shapes(op, shape, pays):
-    """schedule.gpu.fixed_shapes_pay on the op traced with fixed shapes: reductions whose
-    GPU schedule needs the shapes (a split of few outputs, a block per long row), on
-    arrays large enough to repay a compilation."""
-    from jitdl.schedule.gpu import fixed_shapes_pay
+    """schedule.gpu.plans on the op traced with fixed shapes: reductions whose GPU
+    schedule needs the shapes (a split of few outputs, a block per long row), on arrays
+    large enough to repay a compilation."""
+    from jitdl.schedule.gpu import plans
     f = jd.compute(op)
     graph, _ = f._graph((np.empty(shape, np.float32),))
     for sms in (16, 132):
-        assert fixed_shapes_pay(graph, CUDA(multiprocessors=sms)) == pays, sms
+        assert bool(plans(graph, CUDA(multiprocessors=sms))) == pays, sms
 
 
 def test_column_splits_read_down_columns_and_fill_one_wave():

@@ -316,35 +316,22 @@ def _column_plan(op, outputs, size, target):
     return (k, None, parts, True) if parts >= 2 else None
 
 
-def fixed_shapes_pay(graph, target):
-    """Whether the kernel of symbolic extents of a definition would leave most of the GPU
-    idle, or read its rows a thread each, where the kernel of the fixed shapes `graph` was
-    traced with would not: a reduction with more than one output but fewer than the GPU
-    has blocks (or, down columns, threads) over a long axis (split_reduction needs the
-    count of outputs), or along long contiguous rows (block_per_row needs their length);
-    arrays of fewer elements than the multiprocessors have threads in one block each
-    keep the kernel of symbolic extents. The op library (jitdl.eager) compiles such calls
-    for their shapes, or for those of their sizes the plans need (keeps_plans), rather
-    than once for every size: a compilation per shape against a kernel several times
-    slower (a column sum of a tall array ran on a thread per column, jd.nn.softmax of
-    8192 rows as three kernels of a thread per row)."""
-    return bool(plans(graph, target))
-
-
-def keeps_plans(graph, fixed, target):
-    """Whether `graph`, traced with some sizes symbolic (the rows of a softmax, the length
-    of a column sum), gets every plan that fixed_shapes_pay found for the fixed shapes
-    `fixed` of the same definition: the same stage, a block per row or split alike."""
-    wanted = plans(fixed, target)
-    return plans(graph, target, wanted) == wanted
-
-
 def plans(graph, target, only=None):
-    """{stage: "split" or "rows"} for the reductions of `graph` that the GPU schedule
-    splits (_split_plan) or gives a block per row (_row_axis), over arrays large enough
-    for either to pay (see fixed_shapes_pay); `only`: those stages, whatever their size
-    (symbolic)."""
-    s, small, plans = None, target.multiprocessors * target.threads_per_block, {}
+    """{stage: plan} for the reductions of `graph` whose kernel of symbolic extents would
+    leave most of the GPU idle, or read its rows a thread each, where the kernel of
+    `graph`'s fixed shapes would not: a reduction with more than one output but fewer
+    than the GPU has blocks (or, down columns, threads) over a long axis (split_reduction
+    needs the count of outputs; plan: ("split", the axis split, the axis a block's
+    threads take or None, whether down columns)), or along long contiguous rows
+    (block_per_row needs their length; plan: ("rows",)). Arrays of fewer elements than
+    the multiprocessors have threads in one block each are left out: a compilation would
+    cost more than it gains. The op library (jitdl.eager) compiles the calls that have
+    such plans for the sizes the plans need (keeps_plans) rather than once for every
+    size: a column sum of a tall array ran on a thread per column, jd.nn.softmax of 8192
+    rows as three kernels of a thread per row. `only`: those stages' plans, whatever
+    their size (symbolic). (The plans are read off the definition's stages as they are,
+    before auto_schedule computes row statistics at their rows.)"""
+    s, small, found = None, target.multiprocessors * target.threads_per_block, {}
     for t in stages_of(graph.outputs):
         op = t.op
         if op.reduce is None or only is not None and t.name not in only:
@@ -353,14 +340,25 @@ def plans(graph, target, only=None):
             outputs = math.prod(a.extent for a in op.axes)
             size = math.prod(k.extent for k in op.reduce_axes)
             if not isinstance(outputs * size, int) or outputs < 2 or outputs * size < small:
-                continue    # (one output: its kernel of symbolic extents splits it too;
-                            # a small array: a compilation would cost more than it gains)
+                continue    # (one output: its kernel of symbolic extents splits it too)
         s = s or Schedule(graph)
-        if _split_plan(s, t.name, target) is not None:     # (auto_schedule's order)
-            plans[t.name] = "split"
+        split = _split_plan(s, t.name, target)      # (tried first, as auto_schedule does)
+        if split is not None:
+            k, across, _, columns = split
+            found[t.name] = ("split", k.name, across and across.name, columns)
         elif _row_axis(s.stages[t.name], target) is not None:
-            plans[t.name] = "rows"
-    return plans
+            found[t.name] = ("rows",)
+    return found
+
+
+def keeps_plans(graph, fixed, target):
+    """Whether `graph`, traced with some sizes symbolic (the rows of a softmax, the length
+    of a column sum), gets the plans that `plans` finds for the fixed shapes `fixed` of
+    the same definition: each stage a block per row, or split along the same axis with
+    the same axis across its threads (the count of parts may differ: a symbolic length
+    gets a full grid's)."""
+    wanted = plans(fixed, target)
+    return plans(graph, target, wanted) == wanted
 
 
 def _split_statistics(s, name, target, cfg=None):
