@@ -318,6 +318,32 @@ def test_workers_stop_at_exit_without_close(tmp_path):
             os.kill(pid, 0)
 
 
+def test_a_worker_whose_parent_is_gone_exits_quietly(tmp_path):
+    """A worker that starts after its parent stopped waiting (the parent exited while it
+    imported jitdl) printed BrokenPipeError's traceback on the user's terminal when it
+    said it was ready; it exits quietly now (seen once in the north-star check)."""
+    script = tmp_path / "gone.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing, sys
+        from jitdl.autotune.measure import _serve
+
+        if __name__ == "__main__":
+            ctx = multiprocessing.get_context("spawn")
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_serve, args=(child,))
+            p.start()
+            child.close()
+            parent.close()           # gone before the worker says it is ready
+            p.join(120)
+            print("exitcode", p.exitcode)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "exitcode 0" in out.stdout, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
+
+
 @pytest.fixture
 def environ_kept():
     """os.environ as it was before the test: distributed sets OMP_NUM_THREADS and the

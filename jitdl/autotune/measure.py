@@ -268,8 +268,14 @@ def _serve(conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     import cloudpickle
 
+    def send(message):
+        try:
+            conn.send(message)
+        except OSError:         # the parent is gone (it exited while this one started)
+            raise SystemExit(0) from None   # (quietly: no traceback on the user's terminal)
+
     from jitdl import pipeline  # noqa: F401 - imported before "ready", not per job
-    conn.send(("ready", os.getpid()))
+    send(("ready", os.getpid()))
     task = post_build = bench = load_error = None
     while True:
         try:
@@ -284,18 +290,18 @@ def _serve(conn):
                 load_error = f"cannot load the task in a worker process: {_text(e)}"
             continue
         if load_error:
-            conn.send(("error", f"{'build' if msg[0] == 'build' else 'run'}: {load_error}"))
+            send(("error", f"{'build' if msg[0] == 'build' else 'run'}: {load_error}"))
         elif msg[0] == "build":
             try:
-                conn.send(("ok", build(task, msg[1], post_build)))
-            except Exception as e:      # noqa: BLE001
-                conn.send(("error", f"build: {_text(e)}"))
+                send(("ok", build(task, msg[1], post_build)))
+            except Exception as e:      # noqa: BLE001 - (send's SystemExit is not one)
+                send(("error", f"build: {_text(e)}"))
         else:
             if bench is None:
                 bench = _Bench(task)
             t0 = time.perf_counter()
             seconds, error = bench.run(*msg[1:])
-            conn.send(("error", error) if error else ("ok", (seconds, time.perf_counter() - t0)))
+            send(("error", error) if error else ("ok", (seconds, time.perf_counter() - t0)))
 
 
 _start_lock = locks.Lock()
