@@ -1164,9 +1164,9 @@ def _reads(pyfunc):
 def _dynamic_dims(fname, dynamic):
     """{name: True (every dimension) or a sorted tuple of dimensions} of a dynamic= dict,
     each value checked (an int, a tuple or list of ints, or True)."""
-    dims = {}
     def index(x):       # (NumPy's integers too, as its axis= takes them)
         return None if isinstance(x, (bool, np.bool_)) else operator.index(x)
+    dims = {}
     for name, d in dynamic.items():
         if d is True:
             dims[name] = True

@@ -1007,27 +1007,20 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
     _LENGTHS_MOST for calls whose every plan is a block per row (a softmax over rows
     whose length keeps changing, as attention's while it decodes): past them, a
     compilation per call would cost more than the kernel saves. Then rows run on the
-    op's kernel for long rows of every length (_long_rows: a block per row, reading the
+    op's kernel for long rows of every length (CUDA.long_rows: a block per row, reading the
     row from memory for each statistic rather than once into shared memory), splits on
     the kernel of symbolic extents; a note on the jitdl.schedule logger says so, once."""
     if not any(map(is_device_array, operands)):
         return None
     from jitdl import target
-    from jitdl.schedule.gpu import keeps_plans, plans
+    from jitdl.schedule.gpu import plans
     cuda = target.get("cuda")
     wanted = plans(graph, cuda)
     if not wanted:
         return None
-    f = fixed
-    for spec in _partial_specs(names, operands):
-        partial = _function(name, builder, static, names, spec)
-        try:
-            if keeps_plans(partial._graph(operands)[0], graph, cuda):
-                f = partial
-                break
-        except Exception:       # (a builder that wants these sizes: the fixed shapes do)
-            logging.getLogger("jitdl.schedule").debug(
-                "%s: no kernel symbolic in %s", name, spec, exc_info=True)
+    partials = (_function(name, builder, static, names, spec)
+                for spec in _partial_specs(names, operands))
+    f = next((p for p in partials if _keeps(p, operands, graph, cuda)), fixed)
     if f._call_key(operands) in f._kernels:
         return f                # (compiled already, for other sizes of its symbolic ones)
     rows = all(p == ("rows",) for p in wanted.values())
@@ -1036,7 +1029,12 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
     if n < most:
         _fixed[budget] = n + 1
         return f
-    f = _long_rows(name, builder, static, names, graph, operands, cuda) if rows else None
+    # (rows: the op's kernel of symbolic extents whose rows, whatever their length, get
+    # a block each: CUDA.long_rows)
+    f = _function(name, builder, static, names, True, long_rows=True) if rows else None
+    if f is not None and not _keeps(f, operands, graph,
+                                    dataclasses.replace(cuda, long_rows=True)):
+        f = None
     if n == most:
         _fixed[budget] = n + 1
         logging.getLogger("jitdl.schedule").info(
@@ -1046,18 +1044,17 @@ def _for_shapes(fixed, graph, operands, name, builder, static, names):
     return f
 
 
-def _long_rows(name, builder, static, names, graph, operands, cuda):
-    """The op's Function of symbolic extents whose rows, whatever their length, get a
-    block each (CUDA.long_rows), where its graph keeps the plans of `graph`; else None."""
+def _keeps(f, operands, graph, target):
+    """Whether op Function f, traced for `operands`, gets the GPU plans of `graph`
+    (schedule.gpu.keeps_plans); not where its builder fails for f's symbolic sizes
+    (those shapes' kernel does not: a debug note on jitdl.schedule says why)."""
     from jitdl.schedule.gpu import keeps_plans
-    f = _function(name, builder, static, names, True, long_rows=True)
     try:
-        if keeps_plans(f._graph(operands)[0], graph, dataclasses.replace(cuda, long_rows=True)):
-            return f
-    except Exception:       # (as _for_shapes's candidates)
-        logging.getLogger("jitdl.schedule").debug("%s: no kernel for long rows", name,
-                                                  exc_info=True)
-    return None
+        return keeps_plans(f._graph(operands)[0], graph, target)
+    except Exception:
+        logging.getLogger("jitdl.schedule").debug(
+            "%s: no kernel symbolic in %s", f.name, f._dynamic_arg(), exc_info=True)
+        return False
 
 
 def _partial_specs(names, operands):

@@ -159,12 +159,10 @@ def other_key(a, dynamic=False):
         return keyer(a, dynamic)
     if isinstance(a, _ndarray):
         shape = tuple(a.shape)
-        return (t, (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
-                if dynamic else shape, a.dtype)
+        return (t, shape_key(shape, dynamic), a.dtype)
     if hasattr(t, "__cuda_array_interface__") and hasattr(a, "shape"):
         shape = tuple(a.shape)      # (and which GPU: a module is loaded on one device)
-        return (t, (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
-                if dynamic else shape, a.dtype,
+        return (t, shape_key(shape, dynamic), a.dtype,
                 getattr(getattr(a, "device", None), "id", None))
     return t
 

@@ -97,7 +97,7 @@ def auto_schedule(s, cfg=None, target=None, level=0):
     return s
 
 
-def _row_axis(st, target=None):
+def _row_axis(st, target):
     """The one reduction axis of a stage when its reads walk memory along it (the
     contiguous last index) and it is long enough for a block of threads (of a symbolic
     length: where the target says such rows are long, see CUDA.long_rows); else None."""
@@ -106,9 +106,7 @@ def _row_axis(st, target=None):
             op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
         return None
     k = op.reduce_axes[0]
-    long = k.extent >= 128 if isinstance(k.extent, int) else \
-        getattr(target, "long_rows", False)
-    if not long:
+    if not (k.extent >= 128 if isinstance(k.extent, int) else target.long_rows):
         return None
     for acc in walk_expr(op.reduce.body):
         if isinstance(acc, Access) and acc.indices:
