@@ -41,11 +41,26 @@ def walk_expr(e):
 
 def same_zeros(t, f):
     """Whether structurally equal t and f also agree on the signs of their float
-    constants (Const(-0.0) == Const(0.0): select(c, -0.0, 0.0) is not -0.0)."""
-    def signs(e):
-        return [math.copysign(1.0, n.value) for n in walk_expr(e)
-                if isinstance(n, Const) and isinstance(n.value, float)]
-    return signs(t) == signs(f)
+    constants (Const(-0.0) == Const(0.0): select(c, -0.0, 0.0) is not -0.0). The two are
+    walked side by side, a pair of nodes once, and one object on both sides not at all:
+    a DAG's shared nodes are not walked once per path to them."""
+    stack, seen = [(t, f)], set()
+    while stack:
+        a, b = stack.pop()
+        if a is b or (id(a), id(b)) in seen:
+            continue
+        seen.add((id(a), id(b)))
+        if isinstance(a, Const) or isinstance(b, Const):
+            fa, fb = isinstance(a, Const) and isinstance(a.value, float), \
+                isinstance(b, Const) and isinstance(b.value, float)
+            if fa != fb or fa and math.copysign(1.0, a.value) != math.copysign(1.0, b.value):
+                return False
+            continue
+        ca, cb = expr_children(a), expr_children(b)
+        if len(ca) != len(cb):
+            return False
+        stack.extend(zip(ca, cb))
+    return True
 
 
 _COMPARED = {}      # node class -> the names of the fields its __eq__ compares
@@ -159,10 +174,10 @@ def map_expr(e, fn, memo=None):
 
 
 def substitute(e, mapping):
-    """Replace Vars by expressions."""
+    """Replace Vars by expressions (a node shared by several parents is rebuilt once)."""
     if not mapping:
         return e
-    return map_expr(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+    return map_expr(e, lambda n: mapping.get(n) if isinstance(n, Var) else None, {})
 
 
 def map_stmt(s, fs, fe=None):

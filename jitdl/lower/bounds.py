@@ -156,6 +156,7 @@ def check_shape_agreement(stages):
     call: returns those checks, [name, position, dim, name, position, dim] each."""
     at_call = []
     owners = {}             # a dynamic argument's size -> (argument, dimension)
+    reached = {}            # a tensor's id -> the arguments it reads (_arguments)
     for t in stages:
         for acc in walk_unique(t.op.body):
             if isinstance(acc, Access) and isinstance(acc.tensor.op, Placeholder):
@@ -178,7 +179,7 @@ def check_shape_agreement(stages):
                         (t1, d1), (t2, d2) = owners[ax.extent], owners[b]
                     elif isinstance(b, int):
                         # (a static argument's fixed size there: W.T of x @ W.T, x dynamic)
-                        ref = _fixed_size(acc, dim)
+                        ref = _fixed_size(acc, dim, reached)
                         if ref is None:
                             continue
                         (t1, d1), (t2, d2) = owners[ax.extent], ref
@@ -192,7 +193,7 @@ def check_shape_agreement(stages):
                 # an extent of a fixed size (W.T's, or a static argument's): a dynamic
                 # argument's size read over it, directly or through an intermediate
                 # (x.T's), agrees with a static argument's that has it
-                ref = next((r for r in (_fixed_size(acc, dim) for acc, dim in found
+                ref = next((r for r in (_fixed_size(acc, dim, reached) for acc, dim in found
                                         if _is_size(acc.tensor.shape[dim], ax.extent))
                             if r is not None), None)
                 for acc, dim in found if ref is not None else ():
@@ -231,27 +232,51 @@ def check_shape_agreement(stages):
     return at_call
 
 
-def _fixed_size(acc, dim):
+def _fixed_size(acc, dim, reached):
     """(argument, dimension) of the fixed size n = acc.tensor.shape[dim]: that dimension
     where acc reads an argument, else one of size n among the arguments the intermediate
     reads (directly or not), or None. A static argument's shape is part of the call's
-    key, so its size n stands for the constant n in a check at the call."""
+    key, so its size n stands for the constant n in a check at the call. `reached` keeps
+    the arguments each tensor reads, over one check_shape_agreement: a chain of stages
+    is walked once, not once per stage (250 stages took 20 s)."""
     t, n = acc.tensor, acc.tensor.shape[dim]
     if isinstance(t.op, Placeholder):
         return t, dim
-    seen, todo = set(), [t]
+    for x in _arguments(t, reached):
+        same = [d for d, m in enumerate(x.shape) if isinstance(m, int) and m == n]
+        if same:
+            return x, same[0]
+    return None
+
+
+def _arguments(t, reached):
+    """The arguments (placeholders) t reads, directly or through other stages, in a fixed
+    order; memoised in `reached` by tensor id."""
+    done = reached.get(id(t))
+    if done is not None:
+        return done
+    # (stages in reverse topological order, each read before its readers' lists are made)
+    order, seen, todo = [], set(), [(t, False)]
     while todo:
-        x = todo.pop()
-        if id(x) in seen:
+        x, ready = todo.pop()
+        if ready:
+            order.append(x)
+            continue
+        if id(x) in seen or id(x) in reached:
             continue
         seen.add(id(x))
         if isinstance(x.op, Placeholder):
-            same = [d for d, m in enumerate(x.shape) if isinstance(m, int) and m == n]
-            if same:
-                return x, same[0]
+            reached[id(x)] = [x]
             continue
-        todo += [a.tensor for a in walk_unique(x.op.body) if isinstance(a, Access)]
-    return None
+        todo.append((x, True))
+        todo += [(a.tensor, False) for a in walk_unique(x.op.body) if isinstance(a, Access)]
+    for x in order:
+        found = {}
+        for a in walk_unique(x.op.body):
+            if isinstance(a, Access):
+                found.update((id(p), p) for p in reached[id(a.tensor)])
+        reached[id(x)] = list(found.values())
+    return reached[id(t)]
 
 
 def _is_size(n, e):

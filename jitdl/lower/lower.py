@@ -210,7 +210,7 @@ class _Builder:
             if isinstance(n, Access) and not n.checked and any(map(reads_memory, n.indices)):
                 return replace(n, checked=True)
             return None
-        e = map_expr(e, mark)
+        e = map_expr(e, mark, {})        # (mark and rep are pure: shared nodes once)
 
         def rep(n):
             if isinstance(n, Access):
@@ -244,7 +244,7 @@ class _Builder:
                         or k in later)
                     return _carry(body, carried) if carried else body
             return None
-        return map_expr(e, rep)
+        return map_expr(e, rep, {})
 
     def private(self, p, cons):
         """A stage computed at tensor `cons` that nothing else reads: it needs only a block-sized

@@ -149,7 +149,7 @@ def simplify_expr(e, ranges):
         if isinstance(n, Select) and isinstance(n.cond, Const):
             return n.t if n.cond.value else n.f
         return None
-    return map_expr(e, rule)
+    return map_expr(e, rule, {})       # (rule is pure: shared nodes are simplified once)
 
 
 def _decide(op, lo, hi):
