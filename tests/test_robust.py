@@ -1232,3 +1232,18 @@ def test_shape_agreement_of_a_long_chain_reads_each_stage_once(rng):
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
     assert len(walks) < 40 * 250, len(walks)       # (was about 250^2 per check)
     assert visit.walk_unique is real
+
+
+def test_substitution_keeps_a_shared_expression_shared():
+    """v = v * v + 1, 60 times, is 181 nodes shared by their parents (a tree of 2^60):
+    substituting a variable in it rebuilds each shared node once and keeps it shared,
+    instead of copying it once per path to it (which never ends)."""
+    from jitdl.ir.nodes import Const, Var
+    from jitdl.ir.visit import substitute, walk_unique
+    i, j = Var("i", "int64"), Var("j", "int64")
+    v = i
+    for _ in range(60):
+        v = v * v + Const(1, "int64")
+    w = substitute(v, {i: j + Const(2, "int64")})
+    assert w.a.a is w.a.b and len(list(walk_unique(w))) == len(list(walk_unique(v))) + 2
+    assert any(n is j for n in walk_unique(w)) and not any(n is i for n in walk_unique(w))
