@@ -271,3 +271,37 @@ def test_data_dependent_index_stays_checked_after_inlining():
         via_intermediate(X)
     assert "!" in via_intermediate.lower(X)          # the loop IR marks the checked access
     np.testing.assert_array_equal(inside(X), X[::-1] * 2)
+
+
+def test_a_quotient_by_a_size_is_bounded_by_the_loop_it_comes_from(rng):
+    """X[j // n1, j % n1] for j in range(n0 * n1) reads inside X: j // n1 <= n0 - 1 where
+    j <= n0 * n1 - 1 and n1 >= 1 (n1 = 0 would leave the loop empty), and j % n1 < n1
+    because the loop runs (n0 * n1 >= 1 makes each factor >= 1). A loop one step
+    longer, a numerator one larger or a divisor that may be negative is still refused."""
+    import jitdl as jd
+    from jitdl.errors import DefinitionError
+
+    def whole(extra, shift, less):
+        @jd.compute(dynamic=True)
+        def f(X):
+            n0, n1 = X.shape
+            j = jd.reduce_axis(n0 * n1 + extra if extra else n0 * n1, name="j")
+            a, d = (j + shift if shift else j), (n1 - less if less else n1)
+            return jd.tensor((), lambda: jd.sum(X[a // d, a % d], axis=j), name="S")
+        return f
+    f = whole(0, 0, 0)
+    for shape in [(5, 7), (1, 4), (6, 1), (3, 3)]:
+        x = rng.standard_normal(shape)
+        np.testing.assert_allclose(f(x), x.sum(), rtol=1e-12)
+
+    @jd.compute(dynamic=True)
+    def three(X):                   # (k // n2 // n1 < n0 from k < (n0 * n1) * n2)
+        n0, n1, n2 = X.shape
+        k = jd.reduce_axis(n0 * n1 * n2, name="k")
+        return jd.tensor((), lambda: jd.max(X[k // n2 // n1, k // n2 % n1, k % n2],
+                                            axis=k), name="M")
+    x = rng.standard_normal((3, 4, 5))
+    np.testing.assert_allclose(three(x), x.max(), rtol=0)
+    for extra, shift, less in [(1, 0, 0), (0, 1, 0), (0, 0, 1)]:
+        with pytest.raises(DefinitionError, match="cannot prove index"):
+            whole(extra, shift, less)(rng.standard_normal((4, 6)))

@@ -7,6 +7,7 @@ wrong shuffle, a thread that skips a barrier or an out-of-bounds index fails her
 
 The first tests check the emulator itself on hand-written CUDA C."""
 import logging
+import re
 import shutil
 import time
 
@@ -914,11 +915,8 @@ _WHOLE = [("sum", (20011,), F32), ("max", (1001, 777), F32), ("mean", (3, 7001),
           ("sum", (300, 200, 2), F64)]
 
 
-# (symbolic extents split the last axis, here of 2: 528 blocks walk the other two, 60000
-# steps each, 161 s on the emulator: slow)
-@pytest.mark.parametrize("dynamic, op, shape, dtype", [
-    pytest.param(d, *c, marks=pytest.mark.slow) if d and c[1] == (300, 200, 2) else (d, *c)
-    for d in (False, True) for c in _WHOLE])
+@pytest.mark.parametrize("dynamic, op, shape, dtype", [(d, *c) for d in (False, True)
+                                                       for c in _WHOLE])
 def test_whole_array_reductions_use_the_whole_gpu(dev, rng, op, shape, dtype, dynamic):
     """A reduction of a whole array ran on one thread (both kernels <<<1, 1>>>); now its
     axis is split into parts that blocks of threads reduce, then combine
@@ -937,6 +935,35 @@ def test_whole_array_reductions_use_the_whole_gpu(dev, rng, op, shape, dtype, dy
     assert not first.startswith("(1, 1, 1)"), _launches(f, x)
     want = getattr(np, op)(x.astype(F64) if dtype in (F32, F64) else x)
     close(on_gpu(dev, f, x), np.asarray(want), rtol=1e-5 if dtype == F32 else 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(7001, 3), (3, 7001), (2, 3, 4001), (4001, 2, 3),
+                                   (1, 1, 5), (6, 1), (0, 4)])
+def test_whole_reductions_of_symbolic_shape_split_all_of_it(dev, rng, shape):
+    """A whole reduction over several axes of symbolic extents split its last axis: 528
+    parts of the 3 of a (7001, 3) array, 525 of them empty and each thread of the other
+    three walking all 7001 rows (20 s on the emulator; (300, 200, 2) took 161 s). Its
+    axes are now one, split across a thread per part of two blocks per multiprocessor,
+    read at the row-major position with no division left (the bounds check follows
+    k // n2 // n1 to the loop's k < n0 * n1 * n2)."""
+    x = rng.standard_normal(shape) * 10
+    x.flat[-1:] = 1000.0                      # (the last element read too)
+    for op in ("sum", "max"):
+        if op == "max" and x.size == 0:
+            continue
+        f = jd.compute(lambda X: getattr(jd.numpy, op)(X), dynamic=True)
+        src = f.cuda_source(x)
+        launches = _launches(f, x)
+        assert len(launches) >= 2 and not launches[0].startswith("(1, 1, 1)"), launches
+        reads = [ln for ln in src.split("__global__")[1].splitlines() if "X[" in ln]
+        # (no division by a size per element: a part's start may divide by the parts)
+        assert reads and not any(re.search(r"jd_i(div|mod)<long long>\([^;]*, X_n\d\)", r)
+                                 for r in reads), reads
+        close(on_gpu(dev, f, x), np.asarray(getattr(np, op)(x)), rtol=1e-12)
+    g = jd.compute(lambda X: jd.numpy.min(X), dynamic=True)       # (int32, another shape)
+    xi = (x * 7).astype(np.int32)
+    if xi.size:
+        np.testing.assert_array_equal(on_gpu(dev, g, xi), xi.min())
 
 
 def _softmax64(x):
@@ -1177,7 +1204,7 @@ def test_column_split_plan_is_sized_by_the_target():
         for shape in [(10 ** 6, 512), (4001, 96), (10 ** 5, 3)]:
             s = gpu.Schedule(f._graph((np.empty(shape, F32),))[0])
             (name,) = [n for n, st in s.stages.items() if st.is_reduce]
-            k, across, parts, columns = gpu._split_plan(s, name, target)
+            k, across, parts, columns, _ = gpu._split_plan(s, name, target)
             if shape[1] >= 32:     # (one wave of the grid: no thread takes two parts)
                 assert columns and parts == min(full // shape[1], shape[0] // 16)
                 assert parts * shape[1] <= full

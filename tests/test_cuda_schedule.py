@@ -542,7 +542,7 @@ def test_column_splits_read_down_columns_and_fill_one_wave():
         s = gpu.Schedule(jd.compute(op)._graph((np.empty(shape, np.float32),))[0])
         return [gpu._split_plan(s, n, target) for n, st in s.stages.items() if st.is_reduce]
     (plan,) = plans(lambda X: jnp.sum(X, axis=(0, 1)), (64, 1024, 64))
-    assert plan[2:] == (1024, True)
+    assert plan[2:4] == (1024, True) and plan[4] == ()
     (plan,) = plans(lambda X: jnp.sum(X, axis=0), (10 ** 6, 600))
     assert plan[3] and plan[2] * 600 <= full
     src = jd.compute(lambda X: jnp.sum(X, axis=0)).cuda_source(

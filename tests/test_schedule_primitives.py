@@ -108,6 +108,59 @@ def test_rfactor_errors():
         f(np.ones((3, 8)))
 
 
+def _whole_sum3(dynamic):
+    @jd.compute(dynamic=dynamic)
+    def total(X):
+        n0, n1, n2 = X.shape
+        k0, k1, k2 = (jd.reduce_axis(n, name=f"k{d}") for d, n in enumerate(X.shape))
+        return jd.tensor((), lambda: jd.sum(X[k0, k1, k2], axis=[k0, k1, k2]), name="S")
+    return total
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_rfactor_of_fused_reduction_axes(rng, dynamic, blocked):
+    """rfactor(..., fuse=[...]) splits several reduction axes taken as one of their
+    extents' product (row-major): parts that cross rows, an uneven last part, a symbolic
+    shape; the step's JSON names the fused axes, and an rfactor without them is written
+    as before (its recorded steps and keys unchanged)."""
+    f = _whole_sum3(dynamic)
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        S = s["S"]
+        k0, k1, k2 = S.reduce_axis
+        s.rfactor(S, k0, 7, blocked=blocked, fuse=[k1, k2])
+    if dynamic and blocked:         # (a part's start the bounds check cannot bound)
+        with pytest.raises(jd.ScheduleError, match="use blocked=False"):
+            f(rng.standard_normal((3, 4, 5)))
+        return
+    for shape in [(3, 4, 5), (1, 9, 2), (2, 1, 1)]:
+        x = rng.standard_normal(shape)
+        np.testing.assert_allclose(f(x), x.sum(), rtol=1e-12)
+    steps = f.schedule_of(x).steps
+    (rf,) = [st for st in steps if st["op"] == "rfactor"]
+    assert rf["fuse"] == ["k1", "k2"] and rf["blocked"] == blocked
+    from jitdl.schedule import steps as S
+    assert "fuse" not in S.RFactor("S", "k0", 4).to_json()
+    assert S.from_json(S.RFactor("S", "k0", 4, True, ("k1",)).to_json()).fuse == ("k1",)
+
+
+def test_rfactor_fuse_errors(rng):
+    x = rng.standard_normal((2, 3, 4))
+    for fuse, message in [(lambda S: [S.reduce_axis[0]], "named twice"),
+                          (lambda S: ["k1"], "must be reduction axes of S"),
+                          (lambda S: [S.reduce_axis[1], S.reduce_axis[1]], "distinct")]:
+        f = _whole_sum3(False)
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg, fuse=fuse):
+            S = s["S"]
+            s.rfactor(S, S.reduce_axis[0], 4, fuse=fuse(S))
+        with pytest.raises(jd.ScheduleError, match=message):
+            f(x)
+
+
 def test_compute_at_split_consumer(rng):
     f = make_softmax()
 

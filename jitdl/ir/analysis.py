@@ -162,7 +162,7 @@ def below(e, n, ranges):
     form of e - n (with the facts), through `a // c` (a <= c*n - 1), `a % n`, the min,
     max and selects of clamped indices (`max(min(e, n - 1), 0)`), and a min or max n."""
     if isinstance(n, int):
-        return bounds(e, ranges)[1] <= n - 1
+        return bounds(e, ranges)[1] <= n - 1 or _quotient_below(e, n, ranges)
     if isinstance(n, Binary) and n.op in (BinOp.MIN, BinOp.MAX) and dtypes.is_int(n.dtype):
         # below a min: below both sides; below a max: below either (an inferred extent
         # `max(X_n0 - 2, 0)`)
@@ -172,6 +172,8 @@ def below(e, n, ranges):
     match e:
         case Binary(op=BinOp.FLOORDIV) if isinstance(e.b, Const) and e.b.value > 0:
             return below(e.a, n * e.b.value, ranges)
+        case Binary(op=BinOp.FLOORDIV) if not isinstance(e.b, Const):
+            return _quotient_below(e, n, ranges)
         case Binary(op=BinOp.MOD) if _same(e.b, n) and positive(n, ranges):
             return True             # (a size may be 0: then a % n reads nothing valid)
         case Cast() if _exact_cast(e):
@@ -191,6 +193,15 @@ def below(e, n, ranges):
     return form_bounds(form, ranges)[1] <= -1
 
 
+def _quotient_below(e, n, ranges):
+    """below() of a // d for a >= 0 and a symbolic divisor d >= 0 (a size): a <= n * d
+    - 1 says so, as d >= 1 there (d = 0 would make n * d - 1 negative). The leading
+    index of a row-major position: k // n2 // n1 with k < (n0 * n1) * n2."""
+    return isinstance(e, Binary) and e.op == BinOp.FLOORDIV and _is_int(e) and \
+        not isinstance(e.b, Const) and bounds(e.a, ranges)[0] >= 0 and \
+        bounds(e.b, ranges)[0] >= 0 and below(e.a, n * e.b, ranges)
+
+
 def positive(n, ranges) -> bool:
     """Whether n >= 1 under ranges: by its bounds, or because a loop that runs here says
     so (i in [0, c*n + k) with i >= 0 implies c*n + k >= 1)."""
@@ -205,7 +216,24 @@ def positive(n, ranges) -> bool:
         low = form_bounds({k: v for k, v in form.items()}, {**ranges, FACTS: ()})[0]
         if low != -INF and low - fhi >= 1:
             return True
+    # a factor of a positive product of non-negative factors (n1 of n0 * n1 >= 1, which
+    # a loop over a row-major position k < n0 * n1 says)
+    for items, _, _ in ranges.get(FACTS, ()):
+        for k, _ in items:
+            if isinstance(k, Binary) and k.op == BinOp.MUL and k is not n:
+                factors = _factors(k)
+                if any(_same(f, n) for f in factors) and \
+                        all(bounds(f, ranges)[0] >= 0 for f in factors) and \
+                        positive(k, ranges):
+                    return True
     return False
+
+
+def _factors(e):
+    """The factors of a product (e itself where it is not one)."""
+    if isinstance(e, Binary) and e.op == BinOp.MUL:
+        return _factors(e.a) + _factors(e.b)
+    return [e]
 
 
 def _same(a, b):
@@ -409,6 +437,10 @@ def _op_bounds(e, ranges):
             if lo != -INF and hi != INF and lo // d == hi // d:
                 return lo % d, hi % d
             return 0, d - 1
+        case Binary(op=BinOp.FLOORDIV) if _is_int(e) and bounds(e.b, ranges)[0] >= 0:
+            # a divisor of 0 or more (a size; x // 0 is 0): between a's bounds and 0
+            lo, hi = bounds(e.a, ranges)
+            return min(lo, 0), max(hi, 0)
         case Binary(op=BinOp.MOD) if positive(e.b, ranges):
             # a positive symbolic divisor: floor mod is in [0, b - 1]
             return 0, max(bounds(e.b, ranges)[1] - 1, 0)

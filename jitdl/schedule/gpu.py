@@ -194,14 +194,21 @@ def split_reduction(s, name, target, cfg=None):
     plan = _split_plan(s, name, target)
     if plan is None:
         return False
-    k, across, parts, columns = plan
+    k, across, parts, columns, fused = plan
     st = s.stages[name]
     if cfg is not None:
         parts = cfg.choice(f"{name}.parts", [parts] + [p for p in (parts // 2, parts * 2)
                                                        if p >= 2])
-    if isinstance(k.extent, int):   # (no part left empty: 1001 in parts of 3 is 334, not 500)
-        parts = -(-k.extent // -(-k.extent // parts))
-    rf = s.rfactor(name, Axis(name, k.name), parts, blocked=True).name
+    if isinstance(k.extent, int) and not fused:     # (no part left empty: 1001 in parts
+        parts = -(-k.extent // -(-k.extent // parts))   # of 3 is 334, not 500)
+    # (fused: part p, a thread, takes p, p + parts, ...: neighbouring threads read
+    # neighbouring elements)
+    rf = s.rfactor(name, Axis(name, k.name), parts, blocked=not fused,
+                   fuse=[Axis(name, a.name) for a in fused]).name
+    if fused:                       # (the outputs outside, the parts inside: see above)
+        rs = s.stages[rf]
+        s.reorder(*[Axis(rf, n) for n in rs.leaves[1:] if not rs.axes[n].reduce],
+                  Axis(rf, rs.leaves[0]), *[Axis(rf, n) for n in rs.leaves if rs.axes[n].reduce])
     # (threads of a reduction across them: a power of two no larger than the loop, so
     # that the split loop keeps its extent: a thread reduction takes the whole block)
     threads = target.threads_per_block
@@ -221,7 +228,8 @@ def split_reduction(s, name, target, cfg=None):
 
 def _split_plan(s, name, target):
     """(axis split into parts, axis the threads take or None, parts, whether a thread
-    takes a part of a column) for split_reduction; None where it does not apply."""
+    takes a part (of a column), the reduction axes fused with the split one) for
+    split_reduction; None where it does not apply."""
     st = s.stages[name]
     op = st.tensor.op
     if op.reduce is None or op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) or \
@@ -244,8 +252,20 @@ def _split_plan(s, name, target):
         return None
     wanted = -(-4 * sms // outputs)
     last = op.reduce_axes[-1]
-    if not static:      # (the contiguous axis of a whole array's reduction)
-        return last, None, wanted, False
+    long = [k for k in op.reduce_axes if k.extent != 1]     # (a size of 1: no digit)
+    if not static and len(long) > 1:
+        # all the reduction axes as one (a whole array's: its row-major positions), in
+        # a part per thread of two blocks per multiprocessor: one axis alone may be
+        # short (the last of a (7001, 3) array split into 528 parts left 525 empty, and
+        # each thread of the other three walked all 7001 rows). (Parts taken apart, a
+        # part p of P reads p, p + P, ...: the bounds check proves those reads from the
+        # loop's `k < n0 * n1`; a contiguous block of ceil(n0 * n1 / P) for each would
+        # start at a product it cannot bound. Two blocks a multiprocessor: the partials
+        # are combined by one block, which reads them all.)
+        parts = 2 * target.multiprocessors * threads // outputs
+        return long[0], None, max(2, parts), True, tuple(long[1:])
+    if not static:      # (the one axis longer than 1: (n, 1) split its 1, one part)
+        return (long or [last])[-1], None, wanted, False, ()
     # which axis is split into parts, and which one a block's threads take consecutive
     # steps of: the last axis, split, its parts' steps to the threads (a part: two steps
     # of them at least); or another, split, the threads over the innermost other axis
@@ -259,7 +279,7 @@ def _split_plan(s, name, target):
         if parts > best[0]:
             best = (parts, k, across)
     parts, k, across = best
-    return (k, across, parts, False) if parts >= 2 else None
+    return (k, across, parts, False, ()) if parts >= 2 else None
 
 
 # a thread's least share of a column in a split column reduction (steps of its part)
@@ -311,7 +331,7 @@ def _column_plan(op, outputs, size, target):
     parts = full // outputs
     if size is not None:
         parts = min(parts, k.extent, size // _COLUMN_STEPS)
-    return (k, None, parts, True) if parts >= 2 else None
+    return (k, None, parts, True, ()) if parts >= 2 else None
 
 
 def plans(graph, target, only=None):
@@ -342,7 +362,7 @@ def plans(graph, target, only=None):
         s = s or Schedule(graph)
         split = _split_plan(s, t.name, target)      # (tried first, as auto_schedule does)
         if split is not None:
-            k, across, _, columns = split
+            k, across, _, columns, _ = split
             found[t.name] = ("split", k.name, across and across.name, columns)
         elif _row_axis(s.stages[t.name], target) is not None:
             found[t.name] = ("rows",)

@@ -8,6 +8,8 @@ traced graph itself is never changed.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 
 from jitdl import dtypes
 from jitdl.errors import ScheduleError, user_loc
@@ -62,33 +64,58 @@ _COMBINE = {ReduceOp.SUM: ReduceOp.SUM, ReduceOp.PROD: ReduceOp.PROD,
             ReduceOp.ANY: ReduceOp.ANY, ReduceOp.ALL: ReduceOp.ALL}
 
 
-def rfactor(t, axis_name, f, blocked=False):
+def rfactor(t, axis_name, f, blocked=False, fuse=()):
     """`<t>_rf[kf, ...]`: partial reductions over the outer part of reduction axis
     `axis_name` split by f (part kf takes k = ko * f + kf, or blocked: k = kf * ceil(K /
-    f) + ko); t then reduces the partials. Returns (rf, new op of t, kr) where kr is t's
-    new reduction axis."""
+    f) + ko); t then reduces the partials. With `fuse` (names of more reduction axes of
+    t) those and `axis_name` are first one axis k of their extents' product, row-major
+    (`axis_name` outermost): each is read at its digit of k (a whole reduction of an
+    array of symbolic shape split along all of it, not along one axis that may be
+    short). Returns (rf, new op of t, kr) where kr is t's new reduction axis."""
     red = t.op.reduce
     ax = next((a for a in t.op.reduce_axes if a.name == axis_name), None)
+    legal = ", ".join(a.name for a in t.op.reduce_axes) or "none"
     if red is None or ax is None:
-        legal = ", ".join(a.name for a in t.op.reduce_axes) or "none"
         raise ScheduleError(f"rfactor: {axis_name!r} is not a reduction axis of "
                             f"{t.name} (its reduction axes: {legal})", user_loc())
     if red.op not in _COMBINE:
         raise ScheduleError(f"rfactor: {t.name} is an {red.op.value}, which rfactor "
                             "does not split", user_loc())
-    outer_n = -(-ax.extent // f)
+    group = [ax]
+    for n in fuse:
+        a = next((a for a in t.op.reduce_axes if a.name == n), None)
+        if a is None or a in group:
+            what = "named twice" if a is not None else f"not a reduction axis of {t.name}"
+            raise ScheduleError(f"rfactor: fuse: {n!r} is {what} (its reduction axes: "
+                                f"{legal})", user_loc())
+        group.append(a)
+    # (k // n2 // n1 for the outermost of three: the bounds check follows it to k <
+    # (n0 * n1) * n2, the loop's own bound, where k // (n1 * n2) would stop at a
+    # product of sizes it cannot bound)
+    extent = functools.reduce(operator.mul, [a.extent for a in group])
+    if blocked and fuse and not isinstance(extent, int):
+        # (a part's start, kf * ceil(n0 * n1 / f), is a product of sizes the bounds check
+        # cannot bound, so it could not prove the reads; taken apart, k = ko * f + kf, it
+        # can from the loop's k < n0 * n1)
+        raise ScheduleError(f"rfactor: {t.name}: fused axes of symbolic extents split "
+                            "into blocked parts are not supported; use blocked=False "
+                            "(part kf takes kf, kf + factor, ...)", user_loc())
+    outer_n = -(-extent // f)
     kf = IterVar(Var(f"{ax.name}_f"), 0, f)
     ko = IterVar(Var(f"{ax.name}_o"), 0, outer_n, reduce=True)
     k_val = kf.var * outer_n + ko.var if blocked else ko.var * f + kf.var
-    k_val = k_val + ax.min if ax.min else k_val
+    values, q = {}, k_val
+    for a in reversed(group):       # (each axis at its digit of k, innermost first)
+        v = q if a is ax else q % a.extent
+        q = q if a is ax else q // a.extent
+        values[a.var] = v + a.min if a.min else v
     data = tuple(IterVar(Var(a.name), 0, a.extent) for a in t.op.axes)
-    sub = {ax.var: k_val, **{a.var: b.var for a, b in zip(t.op.axes, data)}}
-    where = build.compare(CmpOp.LT, k_val, ax.min + ax.extent) \
-        if outer_n * f != ax.extent else None
+    sub = {**values, **{a.var: b.var for a, b in zip(t.op.axes, data)}}
+    where = build.compare(CmpOp.LT, k_val, extent) if outer_n * f != extent else None
     if red.where is not None:
         w = substitute(red.where, sub)
         where = w if where is None else build.logical(BinOp.AND, where, w)
-    axes = tuple(ko if a is ax else a for a in red.axes)
+    axes = tuple(ko if a is ax else a for a in red.axes if a is ax or a not in group)
     part = Reduce(red.op, substitute(red.body, sub), axes, where, red.dtype)
     rf = Tensor(f"{t.name}_rf", (f,) + t.shape, t.dtype, Compute((kf,) + data, part, t.op.loc))
     kr = IterVar(Var(f"{ax.name}_r"), 0, f, reduce=True)

@@ -395,7 +395,7 @@ class Schedule:
         self._apply(S.CacheWrite(name))
         return self[f"{name}_local"]
 
-    def rfactor(self, stage, axis, factor, blocked=False):
+    def rfactor(self, stage, axis, factor, blocked=False, fuse=()):
         """Split reduction `axis` of `stage` by `factor` and move the inner part out as a
         data axis of a new stage of partial results, so that the partial reductions can
         run in parallel or as SIMD lanes; `stage` then reduces the partials. Returns the
@@ -404,13 +404,23 @@ class Schedule:
         contiguous block of ceil(K / f) (a thread's share of a long reduction).
         Before: for i: C[i] = sum(X[i, k] for k in range(K))
         After:  for kf in range(f): for i: C_rf[kf, i] = sum(X[i, ko*f + kf] for ko ...)
-                for i: C[i] = sum(C_rf[kf, i] for kf in range(f))"""
+                for i: C[i] = sum(C_rf[kf, i] for kf in range(f))
+        `fuse`: more reduction axes of the stage, taken with `axis` as one axis of their
+        extents' product before the split (row-major: `axis` outermost, then these in
+        order), as TVM's rfactor of a fused axis: a whole-array reduction of a symbolic
+        shape is split along all of it, not along one axis that may be short."""
         name = self._stage_arg("rfactor", stage)
         if not isinstance(axis, Axis) or axis.stage != name:
             raise ScheduleError(f"rfactor: argument 'axis' must be a reduction axis of "
                                 f"{name}, got {axis!r}", user_loc())
         factor = _positive_int("rfactor", "factor", factor)
-        self._apply(S.RFactor(name, axis.name, factor, bool(blocked)))
+        fuse = (fuse,) if isinstance(fuse, Axis) else tuple(fuse)
+        bad = next((a for a in fuse if not isinstance(a, Axis) or a.stage != name), None)
+        if bad is not None:
+            raise ScheduleError(f"rfactor: argument 'fuse' must be reduction axes of {name}, "
+                                f"got {bad!r}", user_loc())
+        self._apply(S.RFactor(name, axis.name, factor, bool(blocked),
+                              tuple(a.name for a in fuse)))
         return self[f"{name}_rf"]
 
     def divide_after(self, stage):
@@ -563,7 +573,7 @@ class Schedule:
                     raise ScheduleError(f"pack: {tname} is already packed", user_loc())
                 packed, op = rewrite.pack(st.tensor, tname, d, f)
                 self._rewrite({st.tensor.name: op}, packed, before=st.tensor.name)
-            case S.RFactor(axis=axis, factor=f, blocked=blocked):
+            case S.RFactor(axis=axis, factor=f, blocked=blocked, fuse=fuse):
                 t = st.tensor
                 if t.op.reduce is not None and any(a.name == axis for a in t.op.reduce_axes) \
                         and not self._fresh(st):
@@ -573,7 +583,7 @@ class Schedule:
                     raise ScheduleError(
                         f"rfactor: {t.name} already has an rfactor stage {t.name}_rf; "
                         f"rfactor it once (or rfactor {t.name}_rf)", user_loc())
-                rf, op, kr = rewrite.rfactor(t, axis, f, blocked)
+                rf, op, kr = rewrite.rfactor(t, axis, f, blocked, fuse)
                 self._rewrite({t.name: op}, rf, before=t.name)
                 st.axes = {a.name: LoopAxis(a.name, a.extent, False) for a in op.axes}
                 st.axes[kr.name] = LoopAxis(kr.name, f, True)

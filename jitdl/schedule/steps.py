@@ -6,7 +6,7 @@ shipped to worker processes and replayed on a fresh trace of the same definition
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from jitdl.errors import ScheduleError
@@ -44,6 +44,8 @@ class Step:
         out = {"op": self.op}
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.metadata.get("later") and v == f.default:
+                continue    # (a field added later, at its default: keys stay as they were)
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return out
 
@@ -139,6 +141,8 @@ class RFactor(Step):
     axis: str
     factor: int
     blocked: bool = False       # part kf takes a contiguous block, not every factor-th
+    # more reduction axes taken with `axis` as one, row-major (rewrite.rfactor)
+    fuse: tuple = field(default=(), metadata={"later": True})
 
 
 @dataclass(frozen=True)

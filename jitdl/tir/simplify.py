@@ -12,7 +12,7 @@ from dataclasses import replace
 from jitdl import dtypes
 from jitdl.ir.analysis import affine, bounds, linear, memoised, with_loop
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp, For, IfThen,
-                            LetStmt, PrimFunc, Select, Seq, SizeVar, Store, Var,
+                            LetStmt, Load, PrimFunc, Select, Seq, SizeVar, Store, Var,
                             ThreadReduce)
 from jitdl.ir import build
 from jitdl.ir.visit import map_expr, map_stmt, substitute
@@ -100,6 +100,13 @@ def _is_product(k, q, d):
 def simplify_expr(e, ranges):
     def rule(n):
         if isinstance(n, Binary) and n.dtype == "int64":
+            # (x * 1 and x + 0 of an x that is no affine form of loop variables, which
+            # `linear` below folds: a quotient's row of a dimension of size 1)
+            for x, y in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(y, Const) and (n.op == BinOp.MUL and y.value == 1 or
+                                             n.op == BinOp.ADD and y.value == 0) \
+                        and x.dtype == "int64":
+                    return x
             if n.op in (BinOp.FLOORDIV, BinOp.MOD) and isinstance(n.b, Const) and n.b.value > 0:
                 d = n.b.value
                 f = linear(n.a)
@@ -148,8 +155,37 @@ def simplify_expr(e, ranges):
                     return x if x.value else y
         if isinstance(n, Select) and isinstance(n.cond, Const):
             return n.t if n.cond.value else n.f
+        if isinstance(n, Load):
+            return _nonempty_index(n, ranges)
         return None
     return map_expr(e, rule, {})       # (rule is pure: shared nodes are simplified once)
+
+
+def _nonempty_index(load, ranges):
+    """A load whose index puts back together a position taken apart by a symbolic size
+    n of its own buffer (`select(n != 0, x, 0)`, from _join_divmod) reads at x: where n
+    is 0 the buffer is empty and the load never runs (its bounds were proven, or are
+    checked first), so the select, which only served n = 0, goes; then the next pair
+    joins (k // n2 // n1 * n1 + k // n2 % n1, then * n2 + k % n2: the row-major
+    position k of a whole reduction's fused axes, with no division left)."""
+    sizes = [d for d in load.buffer.shape if isinstance(d, SizeVar)]
+    if not sizes:
+        return None
+
+    def drop(x):
+        if isinstance(x, Select) and isinstance(x.f, Const) and x.f.value == 0 and \
+                isinstance(x.cond, Compare) and x.cond.op == CmpOp.NE and \
+                isinstance(x.cond.b, Const) and x.cond.b.value == 0 and \
+                any(x.cond.a is d for d in sizes):
+            return x.t
+        return None
+    index = load.index
+    for _ in range(len(sizes)):
+        dropped = map_expr(index, drop, {})
+        if dropped is index:
+            break
+        index = simplify_expr(dropped, ranges)
+    return None if index is load.index else replace(load, index=index)
 
 
 def _decide(op, lo, hi):
