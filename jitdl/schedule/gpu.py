@@ -189,8 +189,10 @@ def split_reduction(s, name, target, cfg=None):
     columns (the outputs' last axis is the contiguous one: a column sum of a tall array)
     with fewer outputs than a quarter of a full grid's threads is split the same way,
     but its parts run a thread per part and column (consecutive threads read
-    consecutive columns), enough of them to fill the GPU (_column_plan). Returns
-    whether it did."""
+    consecutive columns), enough of them to fill the GPU (_column_plan). Several
+    reduction axes of symbolic extents are split as one (rfactor's fuse=): a thread per
+    part, part p of P reading the row-major positions p, p + P, ... . Returns whether it
+    did."""
     plan = _split_plan(s, name, target)
     if plan is None:
         return False
