@@ -775,6 +775,7 @@ def dynamic_cases():
         "sum1": (lambda X: jnp.sum(X, axis=1), x),
         "sum_k": (lambda X: jnp.sum(X, axis=0, keepdims=True), x),
         "max_all": (lambda X: jnp.max(X), x),
+        "sum_all3": (lambda X: jnp.sum(X), data((3, 5, 7), I32)),   # (three axes as one)
         "argmax1": (lambda X: jnp.argmax(X, axis=1), x),
         "mean_var": (lambda X: jnp.var(X, axis=1) + jnp.mean(X, axis=1), x),
         "softmax": (lambda X: nn.softmax(X, dim=-1), x),
