@@ -947,6 +947,37 @@ def test_an_unmoved_index_into_an_inlined_stage_keeps_its_check():
             np.testing.assert_allclose(f(x), x + t[at], rtol=1e-12)
 
 
+def _body_shared_read_in_an_arm(X, k: int):
+    T = jd.tensor((X.shape[0] - 2,))
+
+    def value(j):
+        a = X[j + 2]            # one object, read in the select's arm and after it
+        return jd.select(k > 0, a, 0.0) + a
+    T[j] = value(j)
+    Y[j] = X[j] + T[0]
+    return Y
+
+
+@pytest.mark.cpu_only
+def test_an_inlined_stage_carries_its_check_on_the_read_every_evaluation_makes():
+    """T's read `a` is one object, in a select's arm and on its own: substituted into the
+    reader it stays one object, and the check of `T[0]` (T may be empty) goes on the read
+    every evaluation makes, not on the first met (the arm, skipped for k <= 0: it read
+    past a 2-element X)."""
+    f = jd.compute(_body_shared_read_in_an_arm, dynamic=True)
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        s.compute_inline(s["T"])
+    big = np.full(4, np.nan)
+    big[1:3] = rand(2)
+    for k in (1, 0):
+        with pytest.raises(IndexError, match=r"into T is 0, outside \[0, "):
+            f(big[1:3], k)
+        x = rand(5)
+        np.testing.assert_allclose(f(x, k), x + x[2] * (2.0 if k > 0 else 1.0), rtol=1e-12)
+
+
 def _body_first_of_a_formula(X):
     T = jd.tensor((X.shape[0] - 2,))
     T[i] = i * 1.0 + 5.0

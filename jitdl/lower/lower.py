@@ -16,9 +16,9 @@ from jitdl.errors import DefinitionError, ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, affine, bounds as index_bounds, form_bounds,
                                 free_vars, reads_memory)
-from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, CmpOp, Const, For, ForKind,
-                            IfThen, Load, PrimFunc, Reduce, ReduceOp, Select, Seq, Store, Var,
-                            ThreadReduce)
+from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare,
+                            Const, For, ForKind, IfThen, Load, PrimFunc, Reduce, ReduceOp, Select,
+                            Seq, Store, Unary, Var, ThreadReduce)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
 from jitdl.lower import bounds
@@ -63,6 +63,9 @@ def _carry(e, checks):
     one of its reads: one that every evaluation of e performs where there is one (not in
     an arm of a select, a short-circuit operand or a reduction's body), else any; e
     unchanged when it reads no tensor (a constant stage: nothing to check against)."""
+    put = _put_on_sure_read(e, checks)
+    if put is not None:
+        return put
     target = _sure_read(e)      # (an Expr has no truth value: no `or` here)
     if target is None:
         target = next((n for n in walk_expr(e) if isinstance(n, Access)), None)
@@ -76,6 +79,41 @@ def _carry(e, checks):
             return replace(n, carried=n.carried + checks)
         return None
     return map_expr(e, rep)
+
+
+def _put_on_sure_read(n, checks):
+    """n with `checks` carried by the read _sure_read(n) finds, at the place it finds it,
+    or None. (By place, not by identity: that read may be one object also read in a
+    select's arm, `select(k > 0, a, 0.0) + a`, where map_expr meets it first.)"""
+    match n:
+        case Access():
+            return replace(n, carried=n.carried + checks)
+        case Select():
+            c = _put_on_sure_read(n.cond, checks)
+            return None if c is None else replace(n, cond=c)
+        case Binary() if n.op in (BinOp.AND, BinOp.OR):
+            a = _put_on_sure_read(n.a, checks)
+            return None if a is None else replace(n, a=a)
+        case Reduce():
+            return None
+        case Binary() | Compare():
+            a = _put_on_sure_read(n.a, checks)
+            if a is not None:
+                return replace(n, a=a)
+            b = _put_on_sure_read(n.b, checks)
+            return None if b is None else replace(n, b=b)
+        case Unary():
+            a = _put_on_sure_read(n.a, checks)
+            return None if a is None else replace(n, a=a)
+        case Cast():
+            v = _put_on_sure_read(n.value, checks)
+            return None if v is None else replace(n, value=v)
+        case Call():
+            for k, x in enumerate(n.args):
+                r = _put_on_sure_read(x, checks)
+                if r is not None:
+                    return replace(n, args=n.args[:k] + (r,) + n.args[k + 1:])
+    return None     # (a Load, a constant, a variable: _carry's search by identity)
 
 
 def identity(op: ReduceOp, dtype: str):
