@@ -1247,3 +1247,18 @@ def test_substitution_keeps_a_shared_expression_shared():
     w = substitute(v, {i: j + Const(2, "int64")})
     assert w.a.a is w.a.b and len(list(walk_unique(w))) == len(list(walk_unique(v))) + 2
     assert any(n is j for n in walk_unique(w)) and not any(n is i for n in walk_unique(w))
+
+
+def test_a_select_of_equal_arms_keeps_the_check_of_the_arm_it_picks():
+    """select(s > 0, X ** K, power(X, K)) of int arrays: the arms are the same
+    expression but for the check NumPy's power makes (negative integer exponents), which
+    the read carries. Folded as one arm at trace time, the check was lost (s = 0
+    returned [2, 0, 16]); the arms now differ and the picked one runs, check and all."""
+    @jd.compute
+    def pick(X, K, s: int):
+        return jd.tensor(X.shape, lambda i: jd.select(s > 0, X[i] ** K[i],
+                                                      jd.numpy.power(X[i], K[i])), name="Y")
+    X, K = np.array([2, 3, 4], np.int64), np.array([1, -1, 2], np.int64)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        pick(X, K, 0)
+    np.testing.assert_array_equal(pick(X, K + 2, 0), np.power(X, K + 2))
