@@ -88,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(256) jd_conv2d_k1(const float* __re
           for (int k0 = 0; k0 < 3; ++k0) {
             for (int k1 = 0; k1 < 3; ++k1) {
               for (int k2 = 0; k2 < 3; ++k2) {
-                conv2d_acc[0] = (conv2d_acc[0] + (conv2d_pad[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) / 4) * 3) + k0) * 14) + (((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) % 12) * 1) + k1)) * 12) + ((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 10) * 1) + k2))] * W[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4) * 3) + k0) * 3) + k1) * 3) + k2)]));
+                conv2d_acc[0] = (conv2d_acc[0] + (conv2d_pad[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) / 4) * 3) + k0) * 14) + ((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) % 12) + k1)) * 12) + (((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) % 10) + k2))] * W[((((((((((idx0_idx1_f_idx2_f_idx3_f_i + (idx0_idx1_f_idx2_f_idx3_f_o * 256)) / 10) / 12) % 4) * 3) + k0) * 3) + k1) * 3) + k2)]));
               }
             }
           }
