@@ -305,3 +305,27 @@ def test_a_quotient_by_a_size_is_bounded_by_the_loop_it_comes_from(rng):
     for extra, shift, less in [(1, 0, 0), (0, 1, 0), (0, 0, 1)]:
         with pytest.raises(DefinitionError, match="cannot prove index"):
             whole(extra, shift, less)(rng.standard_normal((4, 6)))
+
+
+def test_a_load_keeps_the_size_selects_of_the_loads_in_its_index():
+    """A load drops `select(n != 0, x, 0)` of its own buffer's size n (where n is 0 it
+    never reads), but not inside a load nested in its index: X[Y[p]] with p = j // n * n
+    + j % n (j where X's n > 0, 0 where n == 0) read Y at j for every j when X was empty,
+    its index computed before its check failed: past Y's 4 elements, which only p < 4
+    allows."""
+    import jitdl as jd
+
+    @jd.compute(dynamic={"X": (0,)})
+    def f(X, Y):
+        n, = X.shape
+
+        def body(j):
+            p = (j // n) * n + j % n
+            return jd.select((p < 4) & (j % n >= 0), X[Y[p]], 0.0)
+        return jd.tensor((10,), body, name="S")
+    y = np.array([2, 1, 0, 1])
+    np.testing.assert_array_equal(f(np.arange(3.0), y), [2, 1, 0, 1] + [0] * 6)
+    text = str(f.lower(np.zeros(0), y))
+    assert "X[Y[select(X_n0 != 0, j, 0)]]" in text, text
+    with pytest.raises(IndexError, match="into X"):
+        f(np.zeros(0), y)
