@@ -15,7 +15,7 @@ from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, Compare, Const, CmpOp
                             LetStmt, Load, PrimFunc, Select, Seq, SizeVar, Store, Var,
                             ThreadReduce)
 from jitdl.ir import build
-from jitdl.ir.visit import map_expr, map_stmt, substitute, walk_expr
+from jitdl.ir.visit import map_expr, map_stmt, substitute, walk_unique
 
 
 def _rebuild(form):
@@ -184,7 +184,7 @@ def _nonempty_index(load, ranges):
         # (not inside a load nested in the index, a gather's Y of X[Y[...]]: where n is 0
         # the outer load's index is still computed, before its check fails, and Y's own
         # select of X's size, now Y[x], could read outside Y; Y's own rule drops its own)
-        nested = {id(n): n for n in walk_expr(index) if isinstance(n, Load)}
+        nested = {id(n): n for n in walk_unique(index) if isinstance(n, Load)}
         dropped = map_expr(index, drop, nested)
         if dropped is index:
             break
