@@ -966,6 +966,20 @@ def test_whole_reductions_of_symbolic_shape_split_all_of_it(dev, rng, shape):
         np.testing.assert_array_equal(on_gpu(dev, g, xi), xi.min())
 
 
+@pytest.mark.parametrize("axes, shape", [((0, 1), (50, 7, 8)), ((1, 2), (4, 30, 7)),
+                                         ((0, 1), (3, 5, 1))])
+def test_reductions_of_symbolic_axes_with_a_few_outputs(dev, rng, axes, shape):
+    """Down columns (the outputs along the contiguous axis), the symbolic axes are split
+    as one, each thread reading k * outputs + j: neighbouring threads on neighbouring
+    columns; other outputs keep their last axis split (a fused one would divide)."""
+    f = jd.compute(lambda X: jd.numpy.sum(X, axis=axes), dynamic={"X": axes})
+    x = rng.standard_normal(shape)
+    reads = [ln for ln in f.cuda_source(x).split("__global__")[1].splitlines() if "X[" in ln]
+    assert reads and not any(re.search(r"jd_i(div|mod)<long long>\([^;]*, X_n\d\)", r)
+                             for r in reads), reads       # (no division by a size)
+    close(on_gpu(dev, f, x), x.sum(axis=axes), rtol=1e-12)
+
+
 def _softmax64(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

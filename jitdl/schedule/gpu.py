@@ -198,6 +198,7 @@ def split_reduction(s, name, target, cfg=None):
         return False
     k, across, parts, columns, fused = plan
     st = s.stages[name]
+    down_columns = bool(fused) and _column_like(st)
     if cfg is not None:
         parts = cfg.choice(f"{name}.parts", [parts] + [p for p in (parts // 2, parts * 2)
                                                        if p >= 2])
@@ -207,7 +208,10 @@ def split_reduction(s, name, target, cfg=None):
     # neighbouring elements)
     rf = s.rfactor(name, Axis(name, k.name), parts, blocked=not fused,
                    fuse=[Axis(name, a.name) for a in fused]).name
-    if fused:                       # (the outputs outside, the parts inside: see above)
+    if fused and not down_columns:
+        # (the outputs outside, the parts inside, a thread each: neighbouring threads
+        # read neighbouring elements; down columns, the parts outside: neighbouring
+        # threads read neighbouring columns)
         rs = s.stages[rf]
         s.reorder(*[Axis(rf, n) for n in rs.leaves[1:] if not rs.axes[n].reduce],
                   Axis(rf, rs.leaves[0]), *[Axis(rf, n) for n in rs.leaves if rs.axes[n].reduce])
@@ -255,7 +259,7 @@ def _split_plan(s, name, target):
     wanted = -(-4 * sms // outputs)
     last = op.reduce_axes[-1]
     long = [k for k in op.reduce_axes if k.extent != 1]     # (a size of 1: no digit)
-    if not static and len(long) > 1:
+    if not static and len(long) > 1 and (outputs == 1 or _column_like(st)):
         # all the reduction axes as one (a whole array's: its row-major positions), in
         # a part per thread of two blocks per multiprocessor: one axis alone may be
         # short (the last of a (7001, 3) array split into 528 parts left 525 empty, and
@@ -263,7 +267,9 @@ def _split_plan(s, name, target):
         # part p of P reads p, p + P, ...: the bounds check proves those reads from the
         # loop's `k < n0 * n1`; a contiguous block of ceil(n0 * n1 / P) for each would
         # start at a product it cannot bound. Two blocks a multiprocessor: the partials
-        # are combined by one block, which reads them all.)
+        # are combined by one block, which reads them all. One output, or outputs along
+        # the contiguous axis: the read is at k * outputs + j, with no division; other
+        # outputs, i * n1 * n2 + k, are not joined so: their last axis is split.)
         parts = 2 * target.multiprocessors * threads // outputs
         return long[0], None, max(2, parts), True, tuple(long[1:])
     if not static:      # (the one axis longer than 1: (n, 1) split its 1, one part)
