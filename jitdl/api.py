@@ -16,6 +16,7 @@ import linecache
 import logging
 import operator
 import os
+import re
 import sys
 import threading
 import time
@@ -31,7 +32,8 @@ from jitdl.cache.store import Entry, default_store, warn_once
 from jitdl.cache import runtime_code  # noqa: F401  (keeps the memory pool's code on disk)
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
-from jitdl.errors import ArgumentError, JitdlError, OutArgumentError, ScheduleError, user_loc
+from jitdl.errors import (ArgumentError, ArgumentShapeError, JitdlError, OutArgumentError,
+                          ScheduleError, user_loc)
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
@@ -462,7 +464,10 @@ class Function:
             t0 = time.perf_counter()
             graph = self._trace(specs, args)
             traced = time.perf_counter() - t0
-            low = self._lower(specs, config, graph=graph)
+            try:
+                low = self._lower(specs, config, graph=graph)
+            except ArgumentShapeError as e:     # (the call's sizes for the traced names)
+                raise type(e)(_with_sizes(e.message, self.param_names, args), e.loc) from None
             loop_ir = low.loop_ir
             layout = [list(x) for x in low.graph.layout]
         else:
@@ -1078,6 +1083,16 @@ def _known_source(filename, lines):
     lines = list(lines)
     if lines and linecache.getlines(filename) != lines:
         linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _with_sizes(message, names, args):
+    """message with the symbolic sizes of the arguments (`X_n0`, as a shape traced with
+    some sizes symbolic prints them) replaced by this call's: `X (X_n0, 4)` reads `X (5,
+    4)`."""
+    for name, a in zip(names, args):
+        for d, n in enumerate(getattr(a, "shape", ())):
+            message = re.sub(rf"\b{re.escape(name)}_n{d}\b", str(n), message)
+    return message
 
 
 def _listing(noun, names):

@@ -1004,3 +1004,17 @@ def test_an_unmoved_index_into_an_inlined_formula_is_refused():
     with pytest.raises(DefinitionError, match=r"T\[0\]: cannot prove index `0` .* nor check "
                                               "it at the call"):
         inlined(x)
+
+
+def test_a_shape_mismatch_found_while_tracing_prints_the_calls_sizes():
+    """A mismatch found while tracing a call with some sizes symbolic printed the traced
+    shapes, symbols and all (`X (X_n0, 4)`); it prints the call's sizes now."""
+    @jd.compute(dynamic={"X": 0})
+    def add(X, Y):
+        Z[i, j] = X[i, j] + Y[i, j]
+        return Z
+    from jitdl.errors import ArgumentShapeError
+    with pytest.raises(ArgumentShapeError) as e:
+        add(np.ones((5, 4)), np.ones((5, 3)))
+    assert "(Y (5, 3), X (5, 4))" in str(e.value) and "_n0" not in str(e.value)
+    assert "Z[i, j] = X[i, j] + Y[i, j]" in str(e.value)        # (the user's line kept)
