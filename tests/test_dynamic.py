@@ -879,6 +879,39 @@ def test_strided_windows_over_symbolic_sizes():
         jd.compute(_body_strided_too_wide, dynamic=True)(rand(9), rand(3))
 
 
+def _body_repeated(X):
+    Y[i] = X[i // 3]
+    return Y
+
+
+def _body_halves(X, W):
+    Y[i, j] = sum(X[i, (2 * j + r + 1) // 2] * W[r] for r in range(W.shape[0]))
+    return Y
+
+
+def test_floor_divided_indices_over_symbolic_sizes():
+    """`X[i // 3]` bounds i by 3 * X_n0 over a symbolic size as over a fixed one, and so
+    does a window read through a quotient, `(2 * j + r + 1) // 2` ((X_n1 * 2 - W_n0) // 2
+    + 1 elements): the same shapes and values as the static kernels, one kernel (it was a
+    'cannot infer the range' error for every dynamic call)."""
+    from jitdl.errors import DefinitionError
+    pairs = [(jd.compute(b, dynamic=True), jd.compute(b)) for b in (_body_repeated, _body_halves)]
+    for n, m, r in [(0, 3, 1), (2, 0, 1), (3, 1, 2), (5, 4, 3), (2, 9, 5), (4, 17, 2)]:
+        for (dyn, sta), args in zip(pairs, [(rand(m),), (rand(n, m), rand(r))]):
+            try:
+                want = sta(*args)
+            except DefinitionError:     # the static kernel of an empty window stage
+                continue
+            got = dyn(*args)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            out = np.full(want.shape, np.nan)
+            dyn(*args, out=out)
+            np.testing.assert_allclose(out, want, rtol=1e-12)
+    assert kernels(pairs[0][0]) <= 3            # (size-1 patterns are their own kernels)
+    np.testing.assert_array_equal(pairs[0][0](np.arange(4.0)), np.repeat(np.arange(4.0), 3))
+
+
 def test_an_index_no_loop_moves_is_checked_at_the_call():
     """`W[0]` or `W[W.shape[0] - 1]` into a dynamic dimension holds for every size but an
     empty one: it is checked where it is read (IndexError naming the read at a call with

@@ -102,14 +102,27 @@ def _least(forms):
 def solve_sized(idx, n, unknown, known, sym):
     """solve() where a size or a range is symbolic: (var, lo, his) for `0 <= idx <= n - 1`
     with each hi an affine form over sizes ({atom: coef, 1: const}), one per upper end of
-    n (see size_forms), where idx is `i + e` or `-i + e`, e built from constants, sizes and
-    indices with known ranges (ints in `known`, forms in `sym`: a reduction over range(R)
-    of a dynamic size); else None. `Y[i] = X[i + 1] - X[i]` makes i range over
-    [0, X_n0 - 1)."""
+    n (see size_forms), where idx is `i + e`, `-i + e`, `c*i + e` or `(c*i + e) // d`, e
+    built from constants, sizes and indices with known ranges (ints in `known`, forms in
+    `sym`: a reduction over range(R) of a dynamic size); else None. `Y[i] = X[i + 1] -
+    X[i]` makes i range over [0, X_n0 - 1), `Y[i] = X[i // 3]` over [0, 3 * X_n0)."""
+    forms = size_forms(n)
+    if forms is None:
+        return None
+    return _solve_forms(idx, 0, [_form_add((1, f), (1, {1: -1})) for f in forms],
+                        unknown, known, sym)
+
+
+def _solve_forms(idx, lo, his, unknown, known, sym):
+    """solve_sized() for `lo <= idx <= hi` for every hi of `his` (an int lo, forms over
+    sizes)."""
+    if _floordiv_by_constant(idx):          # x // d in [lo, hi]: x in [lo*d, hi*d + d - 1]
+        d = int(idx.b.value)
+        return _solve_forms(idx.a, lo * d, [_form_add((d, h), (1, {1: d - 1})) for h in his],
+                            unknown, known, sym)
     form = affine(idx)
     parts = [(k, c) for k, c in form.items() if type(k) is not int and _mentions(k, unknown)]
-    if len(parts) != 1 or not isinstance(parts[0][0], Var) or parts[0][1] == 0 \
-            or parts[0][1] < -1:
+    if len(parts) != 1 or parts[0][1] == 0:
         return None
     atom, c = parts[0]
     elo, ehi = {1: form.get(1, 0)}, {1: form.get(1, 0)}      # e's bounds, as forms
@@ -117,38 +130,39 @@ def solve_sized(idx, n, unknown, known, sym):
         if type(k) is int or k is atom:
             continue
         if isinstance(k, SizeVar):
-            lo = hi = {k: 1}
+            klo = khi = {k: 1}
         elif k in known:
-            lo, hi = ({1: b} for b in known[k])
+            klo, khi = ({1: b} for b in known[k])
         elif k in sym:
-            lo, hi = sym[k]
+            klo, khi = sym[k]
         else:
             return None
         if ck < 0:
-            lo, hi = hi, lo
-        elo, ehi = _form_add((1, elo), (ck, lo)), _form_add((1, ehi), (ck, hi))
-    forms = size_forms(n)
-    if c > 1:       # c*i in [-elo, n - 1 - ehi]: i from ceil(-elo / c) to the floor of
-        if len(elo) != 1 or forms is None:      # each end over c (a size atom)
-            return None
-        return atom, -(elo[1] // c), [_over(_form_add((1, f), (1, {1: -1}), (-1, ehi)), c)
-                                     for f in forms]
-    if c == 1:      # i in [-elo, n - 1 - ehi] for each upper end of n
-        lo = _form_add((-1, elo))
-        his = [_form_add((1, f), (1, {1: -1}), (-1, ehi)) for f in forms or ()]
-    else:           # i in [ehi - (n - 1), elo]
-        if forms is None or len(forms) != 1:
-            return None
-        lo, his = _form_add((1, ehi), (-1, forms[0]), (1, {1: 1})), [elo]
-    if len(lo) != 1:
-        # a lower end over sizes: decided only where it is never above 0 (`X[i + R]`)
-        if lo[1] > 0 or any(c > 0 or not isinstance(k, SizeVar)
-                            for k, c in lo.items() if type(k) is not int):
-            return None
-        lo = {1: lo[1]}
-    if not his:
+            klo, khi = khi, klo
+        elo, ehi = _form_add((1, elo), (ck, klo)), _form_add((1, ehi), (ck, khi))
+    if not isinstance(atom, Var) or c < -1:
         return None
-    return atom, lo[1], his
+    if c > 1:       # c*i in [lo - elo, hi - ehi]: i from ceil((lo - elo) / c) to the floor
+        if len(elo) != 1:                       # of each hi - ehi over c (a size atom)
+            return None
+        return atom, -((elo[1] - lo) // c), [_over(_form_add((1, h), (-1, ehi)), c)
+                                             for h in his]
+    if c == 1:      # i in [lo - elo, hi - ehi] for each upper end
+        ilo = _form_add((1, {1: lo}), (-1, elo))
+        ihis = [_form_add((1, h), (-1, ehi)) for h in his]
+    else:           # i in [ehi - hi, elo - lo]
+        if len(his) != 1:
+            return None
+        ilo, ihis = _form_add((1, ehi), (-1, his[0])), [_form_add((1, elo), (1, {1: -lo}))]
+    if len(ilo) != 1:
+        # a lower end over sizes: decided only where it is never above 0 (`X[i + R]`)
+        if ilo[1] > 0 or any(c > 0 or not isinstance(k, SizeVar)
+                             for k, c in ilo.items() if type(k) is not int):
+            return None
+        ilo = {1: ilo[1]}
+    if not ihis:
+        return None
+    return atom, ilo[1], ihis
 
 
 def _over(f, c):
