@@ -820,6 +820,39 @@ def test_loading_a_damaged_export_raises(tmp_path):
     assert "damaged" in errs[0] and "not a jitdl export" in errs[1]
 
 
+def test_an_exported_kernel_names_the_call_it_does_not_hold(tmp_path):
+    """A call an export has no kernel for (another static value, an ndarray subclass) is
+    an ArgumentError naming the call and what the file holds (its message raised
+    IndexError for a static argument and TypeError for np.matrix)."""
+    code = textwrap.dedent(f'''\
+        import numpy as np, jitdl as jd
+
+        @jd.compute(static=("axis",))
+        def total(X, axis):
+            n, m = X.shape
+            k = jd.reduce_axis(X.shape[axis])
+            if axis == 0:
+                return jd.tensor((m,), lambda j: jd.sum(X[k, j], axis=k))
+            return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k))
+        x = np.random.default_rng(3).standard_normal((3, 4))
+        f = jd.load(total.export({str(tmp_path / "total.jdx")!r}, x, 1))
+        assert np.allclose(f(x, 1), x.sum(1), rtol=1e-12)
+        for args in [(x, 0), (x, (1, 2.5)), (np.asmatrix(x), 1)]:
+            try:
+                f(*args)
+            except jd.ArgumentError as e:
+                print("ERR", e)
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    errs = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ERR")]
+    assert errs == [f"total(): no exported kernel for arguments {shown}; the file holds: "
+                    "(float64[3, 4], 1)" for shown in ("(float64[3, 4], 0)",
+                                                        "(float64[3, 4], (1, 2.5))",
+                                                        "(matrix float64[3, 4], 1)")], p.stdout
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def test_cli_info_list_verify_clear(warm):

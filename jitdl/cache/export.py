@@ -92,10 +92,29 @@ def dynamic_dims(kernels, positions):
 
 
 def _show_key(key):
-    parts = [repr(k[2]) if isinstance(k, tuple) and k[0] == "static"
-             else f"{k[1]}[{', '.join(map(str, k[0]))}]" if isinstance(k, tuple)
-             else k.__name__ for k in key]
-    return "(" + ", ".join(parts) + ")"
+    return "(" + ", ".join(map(_show_part, key)) + ")"
+
+
+def _show_part(k):
+    """One argument's part of a dispatch key (see call_key) as a person reads it: a
+    static value, `float64[3, 4]` (None: a symbolic size), `matrix float64[3, 4]` for an
+    ndarray subclass or a GPU array, or a scalar's type."""
+    if not isinstance(k, tuple):
+        return k.__name__
+    if k[0] == "static":
+        return repr(_static_value(k[1]))
+    if isinstance(k[0], type):          # (type, shape, dtype[, device])
+        return f"{k[0].__name__} {k[2]}[{', '.join(map(str, k[1]))}]"
+    return f"{k[1]}[{', '.join(map(str, k[0]))}]"
+
+
+def _static_value(c):
+    """The value of a static argument's canonical key part (kernel._canonical)."""
+    if c[0] == "tuple":
+        return tuple(_static_value(x) for x in c[1:])
+    if c[0] == "float":
+        return float.fromhex(c[1])
+    return c[1]
 
 
 def load(path) -> ExportedFunction:
