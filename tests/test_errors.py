@@ -161,6 +161,31 @@ def test_out_wrong_shape_on_fast_path():
         matmul_te(a, b, out=np.empty((7, 5)))
 
 
+def _two_outputs(X):
+    A[i] = X[i] + 1.0
+    B[i] = X[i] * 2.0
+    return A, B
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_out_of_several_outputs_is_a_tuple_of_separate_arrays(dynamic):
+    """out= of a definition with two outputs: one array (its rows were counted as the
+    arrays: 'got 5'), or one array for both (each output wrote part of it: A's values
+    with B's last element), is an error naming the outputs."""
+    f = jd.compute(_two_outputs, dynamic=dynamic)
+    x, o = np.arange(5.0), np.empty(5)
+    with pytest.raises(jd.ArgumentError, match=r"out= must be a tuple of 2 arrays \(A, B\), "
+                                                r"got ndarray"):
+        f(x, out=o)
+    for outs in [(o, o), (o, o[::-1]), [o.view(), o]]:
+        with pytest.raises(jd.ArgumentError, match="out= for A and B share memory"):
+            f(x, out=outs)
+    both = np.empty(10)
+    f(x, out=(both[::2], both[1::2]))         # interleaved halves of one array are apart
+    np.testing.assert_array_equal(both[::2], x + 1.0)
+    np.testing.assert_array_equal(both[1::2], x * 2.0)
+
+
 # ---------------------------------------------------------------------------------------
 # bad definitions
 # ---------------------------------------------------------------------------------------

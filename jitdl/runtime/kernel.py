@@ -639,10 +639,27 @@ class Kernel(KernelChecks):
         return np.ascontiguousarray(a)
 
     def _check_out(self, out, args, out_specs):
-        given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
+        names = ", ".join(self.out_names)
+        if isinstance(out, (tuple, list)):
+            given = tuple(out)
+        elif self.single:
+            given = (out,)
+        else:
+            raise ArgumentError(f"{self.fname}(): out= must be a tuple of "
+                                f"{len(self.out_specs)} arrays ({names}), got "
+                                f"{type(out).__name__}")
         if len(given) != len(self.out_specs):
             raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
-                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
+                                f"array(s) ({names}), got {len(given)}")
+        for j, a in enumerate(given):
+            for k in range(j):
+                b = given[k]
+                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+                        np.may_share_memory(a, b) and np.shares_memory(a, b):
+                    raise OutArgumentError(
+                        f"{self.fname}(): out= for {self.out_names[k]} and "
+                        f"{self.out_names[j]} share memory; each output needs an array "
+                        "of its own")
         outs = []
         for o, name, (shape, dtype) in zip(given, self.out_names, out_specs):
             if not isinstance(o, np.ndarray):
