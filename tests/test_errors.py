@@ -191,6 +191,32 @@ def test_out_of_several_outputs_is_a_tuple_of_separate_arrays(dynamic):
 # ---------------------------------------------------------------------------------------
 
 @jd.compute
+def diagonal(X):
+    Y[i, i] = X[i]
+    return Y
+
+
+@jd.compute
+def two_axes_one_name(X):
+    Y[i] = sum(X[i, k] for k in range(2) for k in range(3))
+    return Y
+
+
+@pytest.mark.parametrize("f,text", [
+    (diagonal, "`Y[i, i] = ...` names the index `i` twice; each dimension of the new tensor Y"),
+    (two_axes_one_name, "the generator names the index `k` twice; each is an axis of the "
+                        "reduction")])
+def test_an_index_named_twice_is_a_definition_error_at_its_line(f, text):
+    # (the rewrite made a lambda of them, which Python refused: a bare SyntaxError,
+    # 'duplicate argument 'i' in function definition')
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.ones((3, 3)))
+    assert text in message(ei)
+    line = f.pyfunc.__code__.co_firstlineno + 2          # (the line under the decorator and def)
+    assert (ei.value.loc.filename, ei.value.loc.lineno) == (__file__, line)
+
+
+@jd.compute
 def shifted_te(X):
     (n,) = X.shape
     return jd.tensor((n,), lambda i: X[i + 1], name="Y")

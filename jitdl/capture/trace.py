@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass
 
 from jitdl.capture import runtime as jd_runtime
-from jitdl.capture.transform import rewrite
+from jitdl.capture.transform import RewriteError, rewrite
 from jitdl.errors import (ArgumentError, DefinitionError, JitdlError, SourceLoc,
                            definition_error, numpy_base, numpy_kind)
 from jitdl.ir import build
@@ -141,7 +141,12 @@ def capture(pyfunc) -> Captured:
     fdef, first = _definition(pyfunc)
     if isinstance(fdef, str):
         return Captured(pyfunc, pyfunc, False, fdef)
-    fdef = rewrite(fdef)
+    try:
+        fdef = rewrite(fdef)
+    except RewriteError as e:
+        raise DefinitionError(f"{pyfunc.__name__}: {e}",
+                              SourceLoc(pyfunc.__code__.co_filename, e.lineno + first - 1)) \
+            from None
     module = ast.Module([fdef], [])
     ast.increment_lineno(module, first - 1)
     code = compile(module, pyfunc.__code__.co_filename, "exec")

@@ -23,6 +23,23 @@ _ROUTED = set(INTRINSICS) | {"prod"}
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
+class RewriteError(Exception):
+    """Python the rewrite cannot turn into a definition; `lineno` is the line in the
+    parsed function (capture places it in the file)."""
+
+    def __init__(self, message, lineno):
+        super().__init__(message)
+        self.lineno = lineno
+
+
+def _distinct(names, node, what, hint):
+    """Raise RewriteError where an index name comes twice (Python would refuse the
+    lambda the rewrite makes of them: 'duplicate argument')."""
+    twice = next((n for k, n in enumerate(names) if n in names[:k]), None)
+    if twice is not None:
+        raise RewriteError(f"{what} names the index `{twice}` twice; {hint}", node.lineno)
+
+
 def _jd(attr):
     return ast.Attribute(ast.Name("__jd__", ast.Load()), attr, ast.Load())
 
@@ -71,6 +88,10 @@ class _Rewriter(ast.NodeTransformer):
             elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
             if elts and all(isinstance(e, ast.Name) for e in elts):
                 name = target.value.id
+                ids = [e.id for e in elts]
+                _distinct(ids, node, f"`{name}[{', '.join(ids)}] = ...`",
+                          f"each dimension of the new tensor {name} needs an index of its "
+                          f"own (a diagonal: `{name}[i, j] = ... if i == j else ...`)")
                 value = _call("define", _const(name),
                               _thunk(ast.Name(name, ast.Load())),
                               ast.Tuple([_const(e.id) for e in elts], ast.Load()),
@@ -116,6 +137,8 @@ class _Rewriter(ast.NodeTransformer):
         if not ok:
             return node
         names = [g.target.id for g in gens]
+        _distinct(names, node, "the generator",
+                  "each is an axis of the reduction and needs a name of its own")
         ranges = [_thunk(ast.Tuple(list(g.iter.args), ast.Load()), names[:n])
                   for n, g in enumerate(gens)]
         conds = [c for g in gens for c in g.ifs]
