@@ -190,6 +190,25 @@ def test_out_of_several_outputs_is_a_tuple_of_separate_arrays(dynamic):
 # bad definitions
 # ---------------------------------------------------------------------------------------
 
+WEIGHTS = np.arange(4.0)
+
+
+@jd.compute
+def reads_a_global_array(X):
+    Y[i] = X[i] * WEIGHTS[i]
+    return Y
+
+
+def test_a_global_array_read_at_an_index_says_to_pass_it():
+    # (NumPy's own IndexError, 'only integers, slices ... are valid indices', said nothing
+    # of why)
+    with pytest.raises(jd.DefinitionError) as ei:
+        reads_a_global_array(np.ones(4))
+    assert "a NumPy array that is not an argument (a global, a closure value) cannot be " \
+        "read at a definition's indices: pass it to the function as an argument" in message(ei)
+    assert "X[i] * WEIGHTS[i]" in message(ei)
+
+
 @jd.compute
 def diagonal(X):
     Y[i, i] = X[i]

@@ -247,7 +247,9 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
                 f"{fname}(): an argument has the wrong number of dimensions for this "
                 f"definition ({e}); called with {called}", loc) from None
         hint = f"; if it builds a very deep expression: {_TOO_DEEP}" \
-            if isinstance(e, RecursionError) else ""
+            if isinstance(e, RecursionError) else f"; {_ARRAY_NOT_ARGUMENT}" \
+            if isinstance(e, IndexError) and str(e).startswith("only integers, slices") \
+            else ""
         raise definition_error(e, f"{fname}: {type(e).__name__}: {e} (called with "
                                f"{called}){hint}", loc) from e
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -276,6 +278,10 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
 # such as jd.numpy calls, is not limited, as the automatic schedule stores an inlined
 # chain every schedule.auto._INLINE_MAX_DEPTH levels)
 MAX_BODY_DEPTH = 300
+# (NumPy's IndexError for an index that is a symbolic value)
+_ARRAY_NOT_ARGUMENT = ("a NumPy array that is not an argument (a global, a closure value) "
+                       "cannot be read at a definition's indices: pass it to the function "
+                       "as an argument")
 _TOO_DEEP = (f"jitdl compiles expressions up to {MAX_BODY_DEPTH} levels deep: compute a "
              "part of it as a tensor of its own (jd.tensor, index notation, or jd.numpy "
              "calls), which the compiler fuses back where that is safe")
