@@ -1073,6 +1073,23 @@ def test_round_to_more_places_than_floats_have():
         np.testing.assert_array_equal(got, want)
 
 
+def test_round_of_bools_inside_a_definition():
+    """Inside a definition round of bools is rint's float (float32 there: no float16), and
+    other decimals are NumPy's UFuncTypeError; round(X) and X.round(1) gave X, bool."""
+    b = np.array([True, False, True])
+    for dynamic in (False, True):
+        f = jd.compute(dynamic=dynamic)(lambda X: jnp.round(X) + X.round())
+        got = f(b)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, 2 * np.round(b))
+        for d in (1, -1):
+            g = jd.compute(dynamic=dynamic)(lambda X: X.round(d))
+            with pytest.raises(np._core._exceptions.UFuncTypeError, match="Cannot cast"):
+                g(b)
+            with pytest.raises(TypeError, match="Cannot cast"):
+                np.round(b, d)
+
+
 @pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
                     reason="NumPy's float64 to integer conversion out of range is x86's here")
 def test_integer_round_at_the_ends_of_each_type(rng):

@@ -442,7 +442,18 @@ def binary(x1, x2, fn, dtype=None, unchecked=False):
 def round_(x, decimals=0):
     """np.round: half to even at `decimals` places (negative: tens, hundreds...)."""
     x = operand(x, "a")
-    if x.dtype == "bool" or dtypes.is_int(x.dtype):
+    if x.dtype == "bool":
+        # NumPy rounds bools as rint (float16: float32 here, as every float function of
+        # bools in a definition) and refuses other decimals: its multiply's float64 result
+        # cannot be cast back to bool
+        if decimals == 0:
+            return unary(x, "rint")
+        try:
+            np.round(np.zeros(1, np.bool_), decimals)
+        except TypeError as e:
+            raise numpy_kind(ArgumentError, numpy_base(e, ArgumentError))(
+                f"{e} (round of a bool array to decimals={decimals})", user_loc()) from None
+    if dtypes.is_int(x.dtype):
         if decimals >= 0:
             return elementwise(lambda a: a, x)
         f = 10 ** -decimals
