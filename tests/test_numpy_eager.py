@@ -1229,6 +1229,25 @@ def test_where_takes_python_ints_as_numpy_does(y, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_where_takes_python_int_arguments_of_a_definition_as_numpy_does(dynamic):
+    """A Python-int argument of a definition outside the dtype it meets in where wraps,
+    as numpy.where's (a literal already did); it raised an OverflowError saying that
+    NumPy raises one too."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 100, 40).astype(np.uint8)
+    f = jd.compute(dynamic=dynamic)(lambda X, s: jnp.where(X > 50, s, X))
+    g = jd.compute(dynamic=dynamic)(lambda X, s: jnp.where(X > 50, X.astype(np.int8), s))
+    for s in (-1, 255, 256, 300, -129, 2 ** 40, 7):
+        for h, args in ((f, (x, s)), (g, (x, s))):
+            want = np.where(x > 50, s, x) if h is f else np.where(x > 50, x.astype(np.int8), s)
+            got = h(*args)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(OverflowError):      # (beyond int64: NumPy's OverflowError too)
+        f(x, 2 ** 64)
+
+
 def test_tensordot_with_more_axes_than_dimensions_raises_numpys_class():
     a, b = np.ones((3, 4)), np.ones((4, 5))
     with pytest.raises(IndexError):         # (NumPy's: "tuple index out of range")

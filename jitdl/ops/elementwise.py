@@ -573,6 +573,12 @@ def _wrapped(p, other):
         lo, hi = build.int_bounds(other.dtype)
         if not lo <= p.value <= hi:
             return Const((p.value - lo) % (hi - lo + 1) + lo, other.dtype)
+    elif getattr(p, "weak", False) and p.dtype == "int64" and not isinstance(p, Const) \
+            and not getattr(other, "weak", False) and dtypes.is_int(other.dtype) \
+            and other.dtype != "bool":
+        # a Python-int argument: converted to int64 (checked there at the call, as
+        # NumPy's), then wrapped into the other operand's type by a plain cast
+        return build.cast(build.cast(p, "int64"), other.dtype)
     return p
 
 
