@@ -1248,6 +1248,25 @@ def test_where_takes_python_int_arguments_of_a_definition_as_numpy_does(dynamic)
         f(x, 2 ** 64)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_clip_takes_python_int_bound_arguments_of_a_definition_as_numpy_does(dynamic):
+    """A Python-int argument bound of clip below an integer array's range (a lower bound)
+    or above it (an upper one) clips nothing, as NumPy's clip and a literal bound there;
+    it raised an OverflowError. The other side is still NumPy's OverflowError."""
+    x = np.random.default_rng(6).integers(0, 256, 40).astype(np.uint8)
+    both = jd.compute(dynamic=dynamic)(lambda X, s, t: jnp.clip(X, s, t))
+    low = jd.compute(dynamic=dynamic)(lambda X, s: X.clip(s, None))
+    for s, t in ((-5, 300), (-1, 7), (3, 2 ** 40), (0, 255), (-2 ** 40, 100)):
+        np.testing.assert_array_equal(both(x, s, t), np.clip(x, s, t))
+        np.testing.assert_array_equal(low(x, s), np.clip(x, s, None))
+        assert both(x, s, t).dtype == np.uint8
+    for s, t in ((300, 400), (-2, -1)):
+        with pytest.raises(OverflowError):
+            np.clip(x, s, t)
+        with pytest.raises(OverflowError, match="out of bounds for uint8"):
+            both(x, s, t)
+
+
 def test_tensordot_with_more_axes_than_dimensions_raises_numpys_class():
     a, b = np.ones((3, 4)), np.ones((4, 5))
     with pytest.raises(IndexError):         # (NumPy's: "tuple index out of range")

@@ -514,6 +514,8 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
         _no_bounds_of_bools()
 
     def f(a, *vs):
+        if dtypes.is_int(rt) and rt != "bool":
+            vs = [_past_the_range(v, rt, low) for v, low in zip(vs, [True] * lo + [False])]
         a, vs = _c(a, rt), [_c(v, rt) for v in vs]
         if lo and hi and dtypes.is_float(rt):
             # NumPy's two-bound clip keeps x where it equals a bound (-0.0 clipped to
@@ -532,6 +534,16 @@ def clip(x, *bounds, lo=True, hi=True, dtype=None):
             a = _b(BinOp.MIN, a, vs.pop(0))
         return a
     return elementwise(f, *xs)
+
+
+def _past_the_range(v, dtype, low):
+    """A Python-int argument bound of clip: one below the integers' range (a lower bound)
+    or above it (an upper one) clips nothing, as NumPy's clip takes it (the wrapper does
+    so for a number it knows); the check at the call still refuses the other side."""
+    if not (getattr(v, "weak", False) and v.dtype == "int64") or isinstance(v, Const):
+        return v
+    lo, hi = build.int_bounds(dtype)
+    return _b(BinOp.MAX, v, lo) if low else _b(BinOp.MIN, v, hi)
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
