@@ -1051,3 +1051,35 @@ def test_a_shape_mismatch_found_while_tracing_prints_the_calls_sizes():
         add(np.ones((5, 4)), np.ones((5, 3)))
     assert "(Y (5, 3), X (5, 4))" in str(e.value) and "_n0" not in str(e.value)
     assert "Z[i, j] = X[i, j] + Y[i, j]" in str(e.value)        # (the user's line kept)
+
+
+def _mean_rows(X):
+    return X.sum(axis=1) / X.shape[1]
+
+
+def _scaled_by_sizes(X):
+    n, m = X.shape
+    Y[i, j] = X[i, j] * (m * 0.5) - n + jd.select(X[i, j] > 0.5, X[i, j], m)
+    return Y
+
+
+def _normalised(X):
+    return jd.tensor(X.shape, lambda i, j: X[i, j] / jd.sqrt(X.shape[1]) / X.size)
+
+
+@pytest.mark.parametrize("body", [_mean_rows, _scaled_by_sizes, _normalised])
+def test_a_size_beside_a_float_is_a_python_number_as_in_a_static_trace(body):
+    """A dynamic definition's sizes are the Python ints of a static trace: beside a float32
+    tensor they take its dtype (NEP 50), so `X.sum(axis=1) / X.shape[1]` is float32 in both
+    (it was float64 with dynamic=True: the size was a strong int64)."""
+    dyn, sta = jd.compute(body, dynamic=True), jd.compute(body)
+    for shape in [(3, 5), (4, 9), (2, 2)]:
+        X = rand(*shape).astype(np.float32)
+        want, got = sta(X), dyn(X)
+        assert want.dtype == got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # beside an integer tensor a size stays int64 (a static trace's Python int could
+    # overflow the narrower type): the same values, a wider dtype
+    X8 = (rand(3, 5) * 100).astype(np.int8)
+    got = jd.compute(lambda X: X * X.shape[1], dynamic=True)(X8)
+    np.testing.assert_array_equal(got, X8.astype(np.int64) * 5)

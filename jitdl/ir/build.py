@@ -207,9 +207,32 @@ def _fold(ufunc, consts, dtype):
         return _py(ufunc(*vals), dtype)
 
 
+def typed(x, *others):
+    """(dtype, weak) of operand x as NumPy's promotion sees it beside `others`. An
+    expression of a dynamic definition's sizes and Python numbers alone (`X.shape[1]`,
+    `n * 0.5`) is a Python number in a static trace: beside a float it is weak as that
+    number is, so `X.sum(axis=1) / X.shape[1]` of a float32 X is float32 in both. (Beside
+    an integer it stays int64, where a static trace could overflow a narrower type.)"""
+    return x.dtype, x.weak or (any(dtypes.is_float(o.dtype) for o in others) and
+                               _of_sizes(x))
+
+
+def _of_sizes(x):
+    if x.dtype not in ("int64", "float64"):
+        return False
+    sized = False
+    for n in walk_expr(x):
+        if isinstance(n, SizeVar):
+            sized = True
+        elif not (isinstance(n, (Binary, Unary, Cast, Call)) or
+                  isinstance(n, Const) and n.weak):
+            return False
+    return sized
+
+
 def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
-    dtype = result_dtype(_BIN_UFUNC[op], (a.dtype, a.weak), (b.dtype, b.weak))
+    dtype = result_dtype(_BIN_UFUNC[op], typed(a, b), typed(b, a))
     weak = a.weak and b.weak
     if dtype == "bool" and op in (BinOp.ADD, BinOp.MUL):
         op = BinOp.OR if op == BinOp.ADD else BinOp.AND
@@ -245,7 +268,7 @@ def written_compare(op: CmpOp, a, b):
 def compare(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     common = result_dtype(np.add if "bool" not in (a.dtype, b.dtype) else np.maximum,
-                          (a.dtype, a.weak), (b.dtype, b.weak))
+                          typed(a, b), typed(b, a))
     for big, other, right in ((b, a, True), (a, b, False)):
         if _weak_int_const(big) and not _INT64[0] <= big.value <= _INT64[1] and \
                 dtypes.is_int(other.dtype) and not _weak_int_const(other):
@@ -347,7 +370,7 @@ def _eval_intrin(fn, v):
 def select(cond, t, f) -> Expr:
     cond, t, f = truth(cond), as_expr(t), as_expr(f)
     dtype = result_dtype(np.maximum if "bool" in (t.dtype, f.dtype) else np.add,
-                         (t.dtype, t.weak), (f.dtype, f.weak))
+                         typed(t, f), typed(f, t))
     if t.dtype == "bool" and f.dtype == "bool":
         dtype = "bool"
     # a select is an array operation (np.where): its result is never a weak scalar,

@@ -200,10 +200,13 @@ def elementwise(fn, *xs, name=None, dtype=None):
     return te.tensor(shape, body, name=name)
 
 
-def typed(x) -> tuple:
-    """(dtype, weak) of an operand, as jitdl.ir.build.result_dtype takes them."""
+def typed(x, *others) -> tuple:
+    """(dtype, weak) of an operand beside the others, as jitdl.ir.build.result_dtype takes
+    them (build.typed: a dynamic size is weak beside a float, as in a static trace)."""
     x = operand(x)
-    return x.dtype, bool(getattr(x, "weak", False)) and not isinstance(x, Tensor)
+    if isinstance(x, Tensor):
+        return x.dtype, False
+    return build.typed(x, *map(operand, others))
 
 
 def _no_elements(xs, name):
@@ -225,7 +228,7 @@ def _no_elements(xs, name):
 
 def result_type(ufunc, *xs) -> str:
     """The dtype NumPy 2 gives `ufunc` on these operands (NEP 50: Python numbers weak)."""
-    return build.result_dtype(ufunc, *(typed(x) for x in xs))
+    return build.result_dtype(ufunc, *(typed(x, *xs) for x in xs))
 
 
 # -- axes and reductions --------------------------------------------------------------------

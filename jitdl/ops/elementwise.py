@@ -400,7 +400,7 @@ def result_type(ufunc, name, *xs) -> str:
     """NumPy's result dtype of `ufunc` on operands xs, or NumPy's TypeError for dtypes the
     ufunc has no loop for (bitwise on floats, negative of bool...)."""
     try:
-        return build.result_dtype(ufunc, *(typed(x) for x in xs))
+        return build.result_dtype(ufunc, *(typed(x, *xs) for x in xs))
     except TypeError as e:         # (an instance of NumPy's class too: its UFuncTypeError)
         types = " and ".join(operand(x).dtype for x in xs)
         text = getattr(e, "message", None) or str(e)
