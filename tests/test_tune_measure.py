@@ -249,6 +249,23 @@ def test_fresh_inputs_are_like_the_users_but_new(rng):
     assert scalar == 2.5
 
 
+def test_a_wrong_kernel_is_caught_when_the_user_tunes_on_constant_arrays():
+    """np.zeros or np.ones as the call's arguments: fresh inputs are not constant, or a
+    kernel that reads the wrong elements (or computes nothing) would match the reference."""
+    for const in (np.zeros((6, 5), F32), np.full((6, 5), 2.0, F32), np.full(4, -3.0)):
+        new = fresh_inputs([const], seed=1)[0]
+        assert new.dtype == const.dtype and len(np.unique(new)) > 1
+        assert (new >= 0).all() if const.flat[0] >= 0 else (new <= 0).all()
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    task = make_task(f, (np.zeros((48, 40), F32), np.zeros((40, 56), F32)))
+    with LocalRunner(n_parallel=1, timeout=10.0, repeat=1, min_repeat_ms=1,
+                     _post_build=make_hook(task)) as runner:
+        ok, wrong = runner.measure(task, [{"mode": "ok", "tj": 8}, {"mode": "wrong", "tj": 8}])
+    assert ok.verified, ok.error
+    assert not wrong.verified and wrong.error.startswith("wrong output"), wrong
+
+
 def test_differs_by_dtype(rng):
     r32 = rng.uniform(-10, 10, (20, 20)).astype(F32)
     assert differs(r32, r32 * (1 + 2e-6)) is None            # reordered sums

@@ -73,8 +73,10 @@ def _features(low, target):
 
 def fresh_inputs(args, seed=0):
     """Random arguments like `args`: floats uniform within each array's finite min and
-    max, integers uniform in its [min, max] (so indices read from data stay valid), bools
-    random; scalars and other values as given."""
+    max (a constant array's, np.ones or np.zeros, from its value up by one or its
+    magnitude: constant inputs would let a kernel that reads the wrong elements, or none,
+    match the reference), integers uniform in its [min, max] (so indices read from data
+    stay valid), bools random; scalars and other values as given."""
     rng = np.random.default_rng(seed)
     out = []
     for a in args:
@@ -87,6 +89,8 @@ def fresh_inputs(args, seed=0):
         elif np.issubdtype(a.dtype, np.floating):
             finite = a[np.isfinite(a)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            if lo == hi:
+                hi = lo + max(1.0, abs(lo))
             out.append(rng.uniform(lo, hi, a.shape).astype(a.dtype))
         else:
             out.append(a.copy())
