@@ -780,7 +780,8 @@ class Function:
     def _tune(self, args, trials, timeout, tuner, runner, seed, progress, stop=None,
               on_better=None, on_trial=None):
         from jitdl.autotune import search
-        from jitdl.autotune.task import Task, work_of
+        from jitdl.autotune.records import CONFIRM
+        from jitdl.autotune.task import Measurement, Task, work_of
         generation = self._generation
         key, specs = self._key(args), self._specs(args)
         target = self._target(specs)
@@ -805,6 +806,9 @@ class Function:
         result = search.search(task, trials, runner, tuner, timeout, seed, history or None,
                                on_trial=trial, on_better=on_better, stop=stop,
                                progress=progress, call=_describe(self.param_names, specs))
+        if db is not None:            # what a later process applies: the kernel chosen here
+            db.add_many([_record(self, rkey, target, task, Measurement(c, s, verified=True),
+                                 CONFIRM, 0) for c, s in result.retimed()])
         self._tunings.append(result)
         artifact = result.artifact or next(
             (m.artifact for m in result.measurements if m.ok and m.verified
@@ -878,8 +882,10 @@ class Function:
         return rec.config
 
     def tuning_records(self, *args, **kwargs):
-        """The tuning records of this function (every trial, best first): of the key of
-        these arguments when given, else of every key, for this definition and target."""
+        """The tuning records of this function (every trial, and the side-by-side
+        re-timings at the end of each run, tuner "confirm"; best first, as a later compile
+        applies them): of the key of these arguments when given, else of every key, for
+        this definition and target."""
         db = _records(create=False)
         if db is None:
             return []
@@ -890,7 +896,10 @@ class Function:
         else:
             d, _, tgt = self._record_key([], self._target(None))
             recs = db.query(function=self.qualname, definition=d, target=tgt)
-        return sorted(recs, key=lambda r: (r.seconds is None, r.seconds or 0.0))
+        from jitdl.autotune.records import CONFIRM    # (records are loaded by now)
+        return sorted(recs, key=lambda r: (r.seconds is None, not (r.verified and
+                                                                   r.tuner == CONFIRM),
+                                           r.seconds or 0.0))
 
     def tuning_status(self):
         """What background tuning is doing for this function: one dict per key (its call,

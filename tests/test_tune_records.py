@@ -108,6 +108,21 @@ def test_best_applies_only_verified_successes_of_this_key_and_version(db):
     only_bad.close()
 
 
+def test_best_prefers_the_side_by_side_re_timings(db):
+    """A trial measured too fast once loses to the config that the re-timing at the end of
+    the run chose; without re-timings (an older run) the fastest trial is the best."""
+    db.add_many([rec(seconds=1e-4, config={"tile_i": 2}, trial=1),              # lucky
+                 rec(seconds=1e-3, config={"tile_i": 4}, trial=2)])
+    assert db.best("def1", SIG, "tgt1").config == {"tile_i": 2}
+    db.add_many([rec(seconds=9e-4, config={"tile_i": 4}, tuner=rmod.CONFIRM),
+                 rec(seconds=2e-3, config={"tile_i": 2}, tuner=rmod.CONFIRM)])
+    best = db.best("def1", SIG, "tgt1")
+    assert best.config == {"tile_i": 4} and best.tuner == rmod.CONFIRM
+    plan = " ".join(str(row[-1]) for row in sqlite3.connect(db.path).execute(
+        "EXPLAIN QUERY PLAN " + rmod._BEST_CONFIRMED, ("def1", SIG, "tgt1", __version__, 0)))
+    assert "USING INDEX records_key" in plan and "TEMP B-TREE" not in plan, plan
+
+
 def test_best_is_one_search_of_the_key_index(db):
     db.add_many([rec(seconds=1e-3 * (i + 1), trial=i) for i in range(50)])
     plan = " ".join(str(row[-1]) for row in sqlite3.connect(db.path).execute(

@@ -1,10 +1,14 @@
 """Tuning records: every trial of every tuning run, in one sqlite file shared by processes.
 
 One row per trial: the config tried, its time or why it failed, whether its output was
-verified. A row's key is (definition, signature, target, jitdl version). The best verified
-row of a key is what later compiles of that key apply, in any process; a row made by
-another jitdl version, for another definition or on another target never matches. Rows of
-the same definition on other signatures seed the cost model (`history`).
+verified; and, tuner "confirm", one row per config that the end of a run timed again side
+by side with the default (search._confirm), with its median time. A row's key is
+(definition, signature, target, jitdl version). The best verified row of a key is what
+later compiles of that key apply, in any process: the fastest confirmed row, where a run
+confirmed one (so a later process picks the kernel the tuning process chose, not a trial
+once measured too fast), else the fastest trial. A row made by another jitdl version, for
+another definition or on another target never matches. Rows of the same definition on
+other signatures seed the cost model (`history`).
 
 Several processes read and write the file at once (the user's, a background tuner, a
 second Python): WAL journal, a busy timeout, one short transaction per `add`, committed
@@ -32,6 +36,7 @@ from jitdl.cache.store import CacheWarning, warn_once, write_atomic
 SCHEMA_VERSION = 1               # PRAGMA user_version of a file this jitdl writes
 FORMAT = "jitdl-tuning-records"  # the JSON export's "format"
 FORMAT_VERSION = 1
+CONFIRM = "confirm"              # the tuner of a side-by-side re-timing's rows
 _PREPARE_TRIES = 40              # tries to set up a file another process sets up too
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
 
@@ -59,7 +64,7 @@ class Record:
     unit: str = "GFLOP/s"
     verified: bool = False        # its output matched the default schedule's
     error: str | None = None
-    tuner: str = ""               # "xgb", "random", "grid", "ga", "background", ...
+    tuner: str = ""               # "xgb", "random", "grid", "ga", ...; CONFIRM: a re-timing
     trial: int = 0
     features: list | None = None  # the cost model's features of the candidate
     created: float = 0.0          # time.time(); add() stamps a record that has 0
@@ -205,9 +210,10 @@ _INSERT = (f"INSERT OR IGNORE INTO records ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))})")
 _GOOD = "verified = 1 AND seconds IS NOT NULL AND error IS NULL"
 # the fastest good row of a key (the next one after `skip` unreadable ones): one search
-# of records_key, already in order
+# of records_key, already in order; _BEST_CONFIRMED the same among the re-timings
 _BEST = (f"{_SELECT} WHERE definition = ? AND signature = ? AND target = ? AND jitdl = ? "
          f"AND {_GOOD} ORDER BY seconds, id LIMIT 1 OFFSET ?")
+_BEST_CONFIRMED = _BEST.replace("ORDER BY", f"AND tuner = '{CONFIRM}' ORDER BY")
 
 
 def _function_is(name):
@@ -408,13 +414,17 @@ class Records:
 
     # -- reading ----------------------------------------------------------------------------
     def best(self, definition, signature, target) -> Record | None:
-        """The fastest verified successful trial of this key made by this jitdl version."""
+        """The fastest verified successful row of this key made by this jitdl version:
+        of the confirmed ones if there are any, else of the trials."""
         return self._best((definition, signature, target, __version__))
 
     def _best(self, key):
+        return self._first(_BEST_CONFIRMED, key) or self._first(_BEST, key)
+
+    def _first(self, sql, key):
         skip = 0
         while True:
-            rows = self._read(_BEST, (*key, skip))
+            rows = self._read(sql, (*key, skip))
             if not rows:
                 return None
             found = self._records(rows)

@@ -64,6 +64,17 @@ class TuneResult:
         s = self.seconds if seconds is None else seconds
         return self.work / s / 1e9 if s else 0.0
 
+    def retimed(self):
+        """[(config, median seconds)] of the default and the finalists that the end of
+        the run timed again side by side (the default's first); [] where that did not
+        decide (no finalist, stopped, the default failed when timed again)."""
+        configs = {config_key(m.config): m.config for m in self.measurements}
+        median = {k: sorted(v)[len(v) // 2] for k, v in self.confirmed.items()}
+        default = config_key(self.default_config)
+        if default not in median:
+            return []
+        return [(configs[k], median[k]) for k in sorted(median, key=lambda k: k != default)]
+
     def curve(self):
         """Best-so-far throughput after each trial."""
         best, out = 0.0, []
