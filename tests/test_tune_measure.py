@@ -148,6 +148,16 @@ def test_good_candidates_are_verified_and_timed(planted):
     assert len(runner.start_seconds) <= len(pids["build"]) + len(pids["timing"])
 
 
+def test_a_measured_kernel_carries_the_texts_inspection_reads(planted):
+    """Background tuning swaps kernel_of(m) into the dispatch table: f.lower, f.llvm_ir
+    and f.asm on it read its texts (they raised KeyError during background tuning)."""
+    task, runner = planted
+    (m,) = runner.measure(task, [{"mode": "ok", "tj": 4}])
+    k = kernel_of(m)
+    assert k.texts["loop_ir"] == m.artifact.texts["loop_ir"]
+    assert "define" in k.texts["llvm_ir"] and "llvm_ir_unoptimized" in k.texts
+
+
 def test_a_process_killed_while_idle_is_replaced(planted):
     import signal
     task, runner = planted

@@ -130,14 +130,22 @@ def differs(ref, got) -> str | None:
 
 
 def _load(art, target=None):
-    """The kernel of an artifact, loaded in this process (a CUDA one on the current GPU)."""
+    """The kernel of an artifact, loaded in this process (a CUDA one on the current GPU),
+    with the texts that inspection reads (f.lower, f.llvm_ir, f.asm, f.cuda_source: a
+    kernel swapped in by background tuning is inspected as any other)."""
     if art.launch is not None:
         from jitdl.runtime import cuda
         binary = art.obj or cuda.backend().compile(art.texts["cuda"], art.launch["arch"])
-        return cuda.CudaKernel(art.signature, art.launch, binary, target=target)
+        return cuda.CudaKernel(art.signature, art.launch, binary, _texts(art, "cuda"),
+                               target=target)
     from jitdl.runtime import engine
     from jitdl.runtime.kernel import Kernel
-    return Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
+    return Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol),
+                  _texts(art, "llvm_ir", "llvm_ir_unoptimized"))
+
+
+def _texts(art, *names):
+    return {k: art.texts[k] for k in ("loop_ir", *names) if k in art.texts}
 
 
 def _to_device(task, values):
