@@ -762,7 +762,7 @@ class Function:
         records; the best verified config is used from now on, in this process and (by
         its record) in every later one. Returns a TuneResult (it unpacks as
         `config, seconds`)."""
-        _check_tune_arguments(self.name, trials, timeout, tuner, runner)
+        _check_tune_arguments(self.name, trials, timeout, tuner, runner, seed)
         if self.dynamic:
             raise ArgumentError(
                 f"{self.name}.tune(): tuning works on concrete shapes, and {self.name} is "
@@ -1135,7 +1135,7 @@ def _record(f, rkey, target, task, m, tuner, trial):
                   features=None if m.features is None else [float(x) for x in m.features])
 
 
-def _check_tune_arguments(name, trials, timeout, tuner, runner):
+def _check_tune_arguments(name, trials, timeout, tuner, runner, seed=0):
     """An ArgumentError for a tune() argument of the wrong kind, before any process starts."""
     from jitdl.autotune.tuner import KINDS
     def bad(arg, expected, value):
@@ -1146,6 +1146,8 @@ def _check_tune_arguments(name, trials, timeout, tuner, runner):
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(
             timeout, (int, float, np.integer, np.floating)) or not timeout > 0):
         raise bad("timeout", "None or a positive number of seconds", timeout)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise bad("seed", "an int >= 0", seed)
     named = isinstance(tuner, str) and tuner in KINDS
     if not (named or all(hasattr(tuner, a) for a in ("next_batch", "update", "has_next"))):
         raise bad("tuner", f"one of {', '.join(map(repr, KINDS))} or a Tuner", tuner)

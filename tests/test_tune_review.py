@@ -76,6 +76,9 @@ class Counting:
     ({"timeout": 0}, "scaled.tune(timeout=...): expected None or a positive number of "
                      "seconds, got int: 0"),
     ({"timeout": "5"}, "scaled.tune(timeout=...): expected None or a positive number"),
+    ({"seed": "x"}, "scaled.tune(seed=...): expected an int >= 0, got str: 'x'"),
+    ({"seed": -1}, "scaled.tune(seed=...): expected an int >= 0, got int: -1"),
+    ({"seed": 1.5}, "scaled.tune(seed=...): expected an int >= 0, got float: 1.5"),
 ])
 def test_bad_tune_arguments_are_clear_errors_before_any_measurement(rng, kwargs, message):
     fake = Counting()
