@@ -210,6 +210,30 @@ def test_an_interpreter_exiting_mid_tuning_exits_at_once_with_its_records(tmp_pa
     assert not [r.error for r in recs if r.error], [r.error for r in recs]
 
 
+def test_wait_after_the_tuner_stopped_returns_with_queued_jobs_stopped():
+    """An atexit hook of the user's that calls jd.tune.wait() runs after the tuner's
+    shutdown (hooks run last registered first): jobs still queued then never run, and
+    wait() must not wait for them forever (the process could not exit)."""
+    from jitdl.autotune import background
+
+    class Slow:                 # a job that tunes until the tuner stops
+        name = "slow"
+
+        @staticmethod
+        def _tune_job(job, runner, stop):
+            stop.wait(30)
+    tuner = background.Background()
+    jobs = [background.Job(Slow, ("k", i), []) for i in range(3)]
+    for job in jobs:
+        tuner.submit(job)
+    deadline = time.monotonic() + 10
+    while jobs[0].state != "tuning" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tuner.shutdown()
+    assert tuner.wait(timeout=5)
+    assert [j.state for j in jobs] == ["stopped"] * 3
+
+
 @pytest.mark.parametrize("text", ["0", "0s", "10,0m"])
 def test_a_zero_budget_is_an_error_not_an_unlimited_one(text):
     from jitdl.autotune.background import parse_budget

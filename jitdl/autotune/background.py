@@ -109,13 +109,30 @@ class Background:
             except queue.Empty:
                 continue
             if self._stop.is_set():
-                job.state = "stopped"
+                self._stopped(job)
                 break
             try:
                 self._run(job)
             finally:
                 with self._lock:
                     self._pending -= 1
+        self._drop_queued()
+
+    def _stopped(self, job):
+        """A job that will not run: the tuner stopped before it."""
+        job.state, job.args = "stopped", None
+        with self._lock:
+            self._pending -= 1
+
+    def _drop_queued(self):
+        """Every job still queued is stopped, so that wait() after shutdown() (an atexit
+        hook of the user's that runs after it) returns instead of waiting forever."""
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            self._stopped(job)
 
     def _run(self, job):
         job.state, job.started = "tuning", time.monotonic()
@@ -154,6 +171,7 @@ class Background:
         t = self._thread
         if t is not None and t.is_alive():
             t.join(timeout)
+        self._drop_queued()
 
 
 _background = None
