@@ -1151,10 +1151,12 @@ def _check_tune_arguments(name, trials, timeout, tuner, runner, seed=0):
     named = isinstance(tuner, str) and tuner in KINDS
     if not (named or all(hasattr(tuner, a) for a in ("next_batch", "update", "has_next"))):
         raise bad("tuner", f"one of {', '.join(map(repr, KINDS))} or a Tuner", tuner)
-    if not (runner is None or isinstance(runner, str) or _is_dask_client(runner)
-            or hasattr(runner, "measure")):
+    # (a scheduler address has a port: 'tcp://host:8786', 'host:8786'; a word is a typo,
+    # which dask would try to reach for its whole connect timeout)
+    if not (runner is None or isinstance(runner, str) and ":" in runner
+            or _is_dask_client(runner) or hasattr(runner, "measure")):
         raise bad("runner", "None, a jd.tune.LocalRunner, a jd.tune.DaskRunner, a dask "
-                            "Client or a scheduler address", runner)
+                            "Client or a scheduler address ('tcp://host:port')", runner)
 
 
 def _budget():

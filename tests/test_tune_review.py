@@ -92,6 +92,10 @@ def test_a_runner_of_a_wrong_type_is_named(rng):
     with pytest.raises(ArgumentError, match=r"scaled.tune\(runner=...\): expected None, a "
                        r"jd.tune.LocalRunner, .* got int: 5"):
         scaled.tune(_x(rng), runner=5, progress=False)
+    # a word is no scheduler address (dask would try to reach it for its whole timeout)
+    with pytest.raises(ArgumentError, match=r"runner=...\): expected .* a scheduler address "
+                       r"\('tcp://host:port'\), got str: 'loacl'"):
+        scaled.tune(_x(rng), runner="loacl", progress=False)
 
 
 def test_a_with_config_copy_keeps_its_records_to_itself(rng, runner):
