@@ -578,6 +578,25 @@ def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
     close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("m", [1, 2, 63])
+def test_thread_reduction_over_rows_shorter_than_its_threads(dev, rng, m):
+    """k split by 64, the inner part on threadIdx.x, over rows of fewer than 64: the
+    simplifier tightens the bound loop to the row (63 threads), or drops it (1), while
+    the reduction after it combines 64 threads: code generation refused the kernel
+    ("must be bound to threadIdx.x with the kernel's whole extent"). The reduction's
+    threads are launched, the loop guarded within them."""
+    def sched(s, cfg):
+        S = s["S"]
+        ko, ki = s.split(S.reduce_axis[0], 64)
+        s.reorder(S.axis[0], ki, ko)
+        s.bind(S.axis[0], "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+    x = rng.standard_normal((3, m))
+    got, src = run_schedule(dev, rowsum, [x], sched)
+    assert "__shfl_down_sync" in src
+    close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+
+
 @jd.compute
 def casts(X):
     return X.astype("int32"), X.astype("int64"), X.astype("int8"), X.astype("uint8")

@@ -475,6 +475,9 @@ class _KernelGen(_ExprText):
                 bound.setdefault(s.kind.value, []).append(s.extent)
                 ext = s.extent.value if isinstance(s.extent, Const) else _launch_text(s.extent)
                 loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
+            elif isinstance(s, ThreadReduce):
+                # (its loop may be shorter, tightened to the extent it reads: guarded)
+                bound.setdefault(s.kind.value, []).append(Const(s.extent, "int64"))
 
         def bound_to(tags):
             named = [f"loop {x} bound to {t}" for t in tags for x in loops.get(t, ())]

@@ -208,7 +208,9 @@ def simplify_stmt(s, ranges):
             ext = simplify_expr(s.extent, ranges)
             mn = simplify_expr(s.min, ranges)
             if isinstance(ext, Const) and isinstance(mn, Const):
-                if ext.value == 1:
+                # (a loop bound to threads stays: its body runs on one thread of the
+                # block, not on every thread launched for the kernel's other loops)
+                if ext.value == 1 and not s.kind.thread:
                     return simplify_stmt(_subst_stmt(s.body, {s.var: mn}), ranges)
                 inner = {**ranges, s.var: (mn.value, mn.value + ext.value - 1)}
             elif isinstance(mn, Const):     # a symbolic extent: a range and a fact
