@@ -1173,6 +1173,19 @@ def test_splits_and_rows_have_budgets_of_their_own(dev, rng, monkeypatch):
     assert "257]" in k.texts["loop_ir"]          # (a kernel for rows of 257)
 
 
+@pytest.mark.parametrize("op", ["sum", "prod", "nansum"])
+def test_totals_of_unsigned_gpu_arrays_are_uint64(dev, rng, op):
+    """NumPy (and CuPy) sum and multiply unsigned integers in uint64; a GPU array's total
+    was jitdl's int64 kernel (a host array's goes to NumPy's function, as this one now
+    goes to the array module's)."""
+    x = rng.integers(0, 256, (3, 7)).astype(np.uint8)
+    for kwargs in ({}, {"axis": 1}, {"axis": 0, "keepdims": True}):
+        got = gpu_op(dev, lambda a: getattr(jnp, op)(a, **kwargs), x)
+        want = getattr(np, op)(x, **kwargs)
+        assert got.dtype == np.uint64, (kwargs, got.dtype)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_op_library_keeps_one_kernel_for_every_size_where_it_serves(dev, rng):
     """Many short rows and a whole array keep the kernel of symbolic extents: a second
     size compiles nothing."""

@@ -112,9 +112,11 @@ def _static(axis, keepdims, **extra):
 
 def _unsigned_total(a, dtype, what):
     """NumPy sums and multiplies unsigned integers in uint64, which jitdl does not have
-    (a definition uses int64): on arrays, NumPy's function answers (jitdl.eager); inside a
-    definition being traced a constant array's total stays int64, a value it can use."""
-    if dtype is None and (type(a) is np.ndarray or isinstance(a, np.generic)) \
+    (a definition uses int64): on arrays, NumPy's function answers (jitdl.eager; CuPy's
+    on GPU arrays, also uint64); inside a definition being traced a constant array's
+    total stays int64, a value it can use."""
+    if dtype is None and (type(a) is np.ndarray or isinstance(a, np.generic)
+                          or is_device_array(a)) \
             and a.dtype.kind == "u" and not naming.tracing():
         raise UnsupportedDtypeError(f"{what}(): the uint64 total of a {a.dtype} array")
 
