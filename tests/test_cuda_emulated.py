@@ -555,10 +555,13 @@ def rowsum(X):
     return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
 
 
-@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (64, 4), (128, 2), (8, 8)])
+@pytest.mark.parametrize("threads,rows_per_block", [(16, 1), (64, 4), (128, 2), (8, 8),
+                                                    (8, 5), (16, 3)])
 def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
     """A row reduced by `threads` threads along x (shuffles, then shared memory across
-    warps), `rows_per_block` rows along y; the row in shared memory."""
+    warps), `rows_per_block` rows along y; the row in shared memory. A block of 8x5 or
+    16x3 threads ends in a partial warp, whose shuffles' mask names only its own lanes
+    (it named all 32: lanes past the block)."""
     def sched(s, cfg):
         S = s["S"]
         (i,) = S.axis

@@ -915,7 +915,14 @@ class _KernelGen(_ExprText):
         k = self.reductions
         self.reductions += 1
         v = f"jd_v{k}"
-        mask = "0xffffffffu" if self.nthreads >= 32 else f"0x{(1 << self.nthreads) - 1:x}u"
+        # the lanes of each warp that are threads of the block: a block of 8x5 threads
+        # has a last warp of 8 (whole groups of `width`, as n divides 32 or 32 divides n)
+        last = self.nthreads % 32
+        mask = "0xffffffffu" if last == 0 else f"0x{(1 << last) - 1:x}u"
+        if last and self.nthreads > 32:
+            bx, by = (self.launch.get(f"threadIdx.{d}", 1) for d in "xy")
+            flat = f"threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z)"
+            mask = f"({flat} < {self.nthreads - last} ? 0xffffffffu : {mask})"
         width = min(n, 32)
 
         def as_ty(x):
