@@ -279,6 +279,17 @@ def test_repeated_subexpressions_compile():
 
 
 @needs_nvcc
+def test_division_by_a_literal_zero_compiles():
+    """x / 0.0 (a covariance's / (n - 1) of one row, folded to a constant): nvcc's front
+    end rejected the literal zero divisor (error #39-D, warnings as errors)."""
+    f = jd.compute(lambda X: X / (X.shape[0] - 1))
+    g = jd.compute(lambda X: X / -0.0)
+    compile_or_fail({"f32": f.cuda_source(data((1, 5))),
+                     "f64": f.cuda_source(data((1, 5), F64)),
+                     "negative": g.cuda_source(data(7))})
+
+
+@needs_nvcc
 def test_cuda_source_of_the_issue_definitions_compiles():
     """What the issue checks: f.cuda_source(...) (the public API, the default target of a
     machine without a GPU) of matmul, softmax, conv2d and an elementwise definition."""

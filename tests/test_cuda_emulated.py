@@ -600,6 +600,19 @@ def test_thread_reduction_over_rows_shorter_than_its_threads(dev, rng, m):
     close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_division_by_a_literal_zero(dev, dtype):
+    """The divisor written so that nvcc accepts it: NumPy's infinities, signs and NaNs."""
+    x = np.array([1.0, -2.0, 0.0, -0.0, np.inf, np.nan], dtype)
+    for zero in (0.0, -0.0):
+        f = jd.compute(lambda X: X / zero)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = x / dtype(zero)
+        got = on_gpu(dev, f, x)
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
+
+
 @jd.compute
 def casts(X):
     return X.astype("int32"), X.astype("int64"), X.astype("int8"), X.astype("uint8")

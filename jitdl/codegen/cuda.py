@@ -280,6 +280,11 @@ class _ExprText:
         a, b, dt, op = self.expr(e.a), self.expr(e.b), e.dtype, e.op
         ty = C_TYPE[dt]
         if dtypes.is_float(dt):
+            if op == BinOp.DIV and isinstance(e.b, Const) and e.b.value == 0:
+                # (a literal zero divisor is an error of nvcc's front end, #39-D, where
+                # warnings are errors; NumPy's inf or NaN from one it does not see)
+                zero = "__int_as_float(0)" if dt == "float32" else "__longlong_as_double(0LL)"
+                b = f"(-{zero})" if math.copysign(1.0, e.b.value) < 0 else zero
             if op in (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.DIV):
                 return f"({a} {_BIN[op]} {b})"
             if op == BinOp.MAX:
