@@ -290,6 +290,20 @@ def test_division_by_a_literal_zero_compiles():
 
 
 @needs_nvcc
+def test_unsigned_comparisons_with_zero_and_powers_compile():
+    """uint8 x >= 0, x < 0 (np.signbit) and x ** y: nvcc's front end rejected the
+    comparison of an unsigned value with zero (#186-D, warnings as errors), written by
+    the comparison or by jd_ipow's test of a negative exponent."""
+    u = data((4, 9), np.uint8)
+    compile_or_fail({
+        "ge0": jd.compute(lambda X: X >= 0).cuda_source(u),
+        "where": jd.compute(lambda X: jnp.where(X < 0, X, X + 1)).cuda_source(u),
+        "signbit": jd.compute(lambda X: jnp.signbit(X)).cuda_source(u),
+        "power": jd.compute(lambda X, Y: X ** Y).cuda_source(u, u),
+    })
+
+
+@needs_nvcc
 def test_cuda_source_of_the_issue_definitions_compiles():
     """What the issue checks: f.cuda_source(...) (the public API, the default target of a
     machine without a GPU) of matmul, softmax, conv2d and an elementwise definition."""

@@ -613,6 +613,20 @@ def test_division_by_a_literal_zero(dev, dtype):
         assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
 
 
+def test_unsigned_comparisons_and_powers(dev, rng):
+    """uint8 operands are compared and raised to powers in int (as nvcc accepts them):
+    NumPy's values, the powers wrapping."""
+    x = rng.integers(0, 256, 40).astype(np.uint8)
+    y = rng.integers(0, 256, 40).astype(np.uint8)
+    x[:3], y[:3] = [0, 255, 3], [0, 7, 200]
+    f = jd.compute(lambda X, Y: (X >= 0, X < Y, jnp.signbit(X), X ** Y, X ** 3))
+    with np.errstate(over="ignore"):
+        want = (x >= 0, x < y, np.signbit(x), x ** y, x ** np.uint8(3))
+    for got, w in zip(on_gpu(dev, f, x, y), want):
+        assert got.dtype == w.dtype
+        np.testing.assert_array_equal(got, w)
+
+
 @jd.compute
 def casts(X):
     return X.astype("int32"), X.astype("int64"), X.astype("int8"), X.astype("uint8")

@@ -252,7 +252,12 @@ class _ExprText:
             case Binary():
                 return self.binary(e)
             case Compare():
-                return f"({self.expr(e.a)} {_CMP[e.op]} {self.expr(e.b)})"
+                a, b = self.expr(e.a), self.expr(e.b)
+                if e.a.dtype == "uint8":
+                    # (as C promotes them, written out: nvcc's front end rejects x < 0
+                    # of an unsigned x as pointless, #186-D, where warnings are errors)
+                    a, b = f"(int){a}", f"(int){b}"
+                return f"({a} {_CMP[e.op]} {b})"
             case Unary():
                 return self.unary(e)
             case Select():
@@ -317,6 +322,10 @@ class _ExprText:
                 return f"jd_{'idiv' if signed else 'udiv'}<{ty}>({a}, {b})"
             case BinOp.MOD:
                 return f"jd_{'imod' if signed else 'umod'}<{ty}>({a}, {b})"
+            case BinOp.POW if not signed:
+                # (in int, which holds every uint8: jd_ipow's test of a negative exponent
+                # is pointless for an unsigned one, #186-D; the cast wraps the product)
+                return f"(({ty})jd_ipow<int>({a}, {b}))"
             case BinOp.POW:
                 return f"jd_ipow<{ty}>({a}, {b})"
             case BinOp.SHL:
