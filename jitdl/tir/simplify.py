@@ -235,6 +235,8 @@ def simplify_stmt(s, ranges):
                 if y is None:
                     continue
                 parts.extend(y.stmts if isinstance(y, Seq) else [y])
+            if not parts:
+                return None
             if len(parts) == 1:
                 return parts[0]
             return s if len(parts) == len(s.stmts) and all(a is b for a, b in
