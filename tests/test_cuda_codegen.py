@@ -149,6 +149,29 @@ def tiled_schedule(s, cfg):
         s.compute_at(c, C, ko)
 
 
+def two_level_schedule(s, cfg):
+    """The classic hand-written GPU matmul: a 32x32 block of C per 8x8 threads, 4x4 per
+    thread; A's and B's tiles in shared memory per step of k, and from there in each
+    thread's registers per k.i."""
+    C = s["C"]
+    i, j = C.axis
+    (k,) = C.reduce_axis
+    bi, i1 = s.split(i, 32)
+    ti, ii = s.split(i1, 4)
+    bj, j1 = s.split(j, 32)
+    tj, jj = s.split(j1, 4)
+    ko, ki = s.split(k, 8)
+    s.reorder(bi, bj, ti, tj, ko, ki, ii, jj)
+    s.bind(bi, "blockIdx.y")
+    s.bind(bj, "blockIdx.x")
+    s.bind(ti, "threadIdx.y")
+    s.bind(tj, "threadIdx.x")
+    for name in ("A", "B"):
+        shared = s.cache_read(name, [C], "shared")
+        s.compute_at(shared, C, ko)
+        s.compute_at(s.cache_read(shared, [C], "local"), C, ki)
+
+
 def vectorized_schedule(s, cfg):
     """A block per row, each thread four consecutive elements of it as one vectorized
     loop: float4 loads and stores where the addresses are aligned."""
@@ -175,6 +198,8 @@ GOLDEN_CASES = {
                                                    schedule=bind_shared_schedule),
     "cuda_matmul_tiled_by_hand": lambda: cuda_module(matmul, (data((64, 48)), data((48, 96))),
                                                      schedule=tiled_schedule),
+    "cuda_matmul_two_level": lambda: cuda_module(matmul, (data((64, 48)), data((48, 96))),
+                                                 schedule=two_level_schedule),
     "cuda_fma_relu_vectorized": lambda: cuda_module(
         fma_relu, (data((16, 128)), data(128), data((16, 128))), schedule=vectorized_schedule),
 }
@@ -201,6 +226,9 @@ def test_golden_cases_are_what_they_claim():
     tiled = text["cuda_matmul_tiled_by_hand"]
     assert "__launch_bounds__(256)" in tiled and tiled.count("__syncthreads();") >= 2
     assert "blockIdx.y" in tiled and "threadIdx.y" in tiled
+    two = text["cuda_matmul_two_level"].split("__global__")[1]
+    assert "__shared__ __align__(16) float A_cache_l[" in two
+    assert "float A_cache_cache_l[4];" in two and "float C_acc[16];" in two
     vec = text["cuda_fma_relu_vectorized"]
     assert vec.count("jd_vload<uint4>") == 3 and "jd_vstore<uint4>(Y, " in vec  # A, B, C
     assert "} else {" in vec           # the serial loop, for addresses not aligned

@@ -1021,3 +1021,43 @@ def test_rfactor_of_a_reduction_read_at_an_offset(rng, factor, blocked):
     x, k = rng.standard_normal((4, 9)), rng.standard_normal(5)
     want = np.stack([np.convolve(row, k[::-1], "valid") for row in x])
     check(conv, (x, k), want, F64, 1e-12)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_copy_read_by_a_copy_computed_inside_its_loop(dynamic):
+    """B copied at each k.o, and that copy copied again at each k.i (the shape of a GPU
+    matmul's shared and register copies): the outer copy covers what the inner one reads
+    at every k.i. A copy computed at a loop outside k.o would read the outer one where it
+    does not exist: still refused."""
+    def two_level(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        (k,) = C.reduce_axis
+        io, ii = s.split(i, 8)
+        jo, ji = s.split(j, 16)
+        ko, ki = s.split(k, 4)
+        s.reorder(io, jo, ko, ki, ii, ji)
+        s.parallel(io)
+        outer = s.cache_read("B", [C], "global")
+        s.compute_at(outer, C, ko)
+        s.compute_at(s.cache_read(outer, [C], "global"), C, ki)
+        s.vectorize(ji)
+    f = jd.compute(make_matmul().pyfunc, dynamic=dynamic)
+    jd.schedule(f, target="cpu")(two_level)
+    rng = np.random.default_rng(7)
+    for m, k, n in [(16, 8, 32), (37, 13, 29), (1, 1, 1), (5, 40, 3)]:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        check(f, (a, b), a @ b, np.float64)
+    assert "B_cache_cache" in str(f.lower(a, b))
+
+    def outside(s, cfg):
+        C = s["C"]
+        ko, ki = s.split(C.reduce_axis[0], 4)
+        s.reorder(C.axis[0], ko, C.axis[1], ki)
+        outer = s.cache_read("B", [C], "global")
+        s.compute_at(outer, C, ko)
+        s.compute_at(s.cache_read(outer, [C], "global"), C, C.axis[0])
+    g = jd.compute(make_matmul().pyfunc)
+    jd.schedule(g, target="cpu")(outside)
+    with pytest.raises(jd.ScheduleError, match="also reads B_cache outside loop k.o of C"):
+        g(a, b)

@@ -291,7 +291,7 @@ class _Builder:
             return False
         if not p.block_buffer:
             return False
-        return all(x.tensor is cons or x.attach_to == p.attach_to
+        return all(x.tensor is cons or self.sched.inside(x, p.attach_to)
                    or p.tensor not in self.sched._reads(x)
                    for x in self.sched.stages.values() if x.attach != "inline" and x is not p)
 
@@ -302,11 +302,15 @@ class _Builder:
         return [k for k, i in enumerate(n.indices)
                 if (n.tensor.name, k, expr_text(i)) in self.deferred]
 
-    def loads(self, e, before=None):
+    def loads(self, e, before=None, held=False):
         """e with its accesses as loads, each data-dependent index checked at run time.
         `before`: e before the stage's axes became loop expressions, whose accesses name
         a check's indices in its message as the definition writes them (`ids[i]`, not
-        `ids[(i_o * 32 + i_i) // 4]` of a fused and split loop)."""
+        `ids[(i_o * 32 + i_i) // 4]` of a fused and split loop). `held`: reads of a
+        thread's own copies are held inside them (a register tile's padding reads the
+        clamped last element, which the copy of a thread past the edge does not hold: any
+        element will do there, as nothing computed from it is stored; a block's shared
+        copy always holds it)."""
         written = _accesses(before)
 
         def check(n, old):
@@ -332,8 +336,11 @@ class _Builder:
             old = next(written, None)       # (before's access here: met in the same order)
             if id(n.tensor) in self.redirect:
                 buf, los, shape = self.redirect[id(n.tensor)]
-                return Load(buf, flat_index([i - lo for i, lo in zip(n.indices, los)], shape),
-                            check(n, old))
+                at = [i - lo for i, lo in zip(n.indices, los)]
+                if held and buf.scope == "local":
+                    at = [build.binary(BinOp.MAX, build.binary(BinOp.MIN, x, self.size(d) - 1),
+                                       Const(0, "int64")) for x, d in zip(at, shape)]
+                return Load(buf, flat_index(at, shape), check(n, old))
             buf = self.buffers[id(n.tensor)]
             return Load(buf, flat_index(n.indices, buf.shape), check(n, old))
         return map_expr(e, rep)
@@ -385,12 +392,17 @@ class _Builder:
             guard_at[used[-1] if used else leaves[0]].append(g)
         attached = self.attached.get(t.name, {})
         at_loop = {}                 # loop name -> [(producer, region, local buffer)]
-        for n, producers in attached.items():
+        deeper = []                  # (producer, region) at loops inside the current one
+        # (innermost loop first: a stage computed at a loop may be read by one computed at
+        # a loop inside it, whose region its own must cover: a shared copy at k.o read by
+        # a register copy at k.i)
+        for n in sorted(attached, key=leaves.index, reverse=True):
+            producers = attached[n]
             inner_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[leaves.index(n) + 1:]}
             outer_ranges = {loopvar[m]: _range(0, axes[m].extent)
                             for m in leaves[:leaves.index(n) + 1]}
-            done = []                  # later stages at this loop may read earlier ones
+            done = list(deeper)        # later stages at this loop may read earlier ones
             # a GPU block's shared copy holds what all its threads read: the loops bound
             # to thread indices around the attach point count as inner loops
             threads = {loopvar[m]: _range(0, axes[m].extent)
@@ -418,6 +430,7 @@ class _Builder:
                         if axes[m].kind == ForKind.PARALLEL:
                             _disjoint_blocks(p, t, m, loopvar[m], reg, self.widened)
                 at_loop.setdefault(n, []).insert(0, (p, reg, local))
+            deeper = done
 
         def nest(names, inner, attach=True, over=False):
             # over: the tails of split data loops run unguarded (computing into the
@@ -531,7 +544,7 @@ class _Builder:
                 # over a 37 x 29 matmul or a 7 x 7 convolution, 1-2 s without)
                 checks = self.checks        # (the same checks as the body's)
                 update = Store(acc, at, combine(red.op, Load(acc, at), self.loads(
-                    substitute(rbody, csub), rbody), red.dtype))
+                    substitute(rbody, csub), rbody, held=True), red.dtype))
                 self.checks, over = checks, True
             return nest(prefix, Allocate(acc, Seq((
                 nest(inner_data, Store(acc, at, init), False, over),

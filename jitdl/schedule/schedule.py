@@ -747,12 +747,21 @@ class Schedule:
             if other is st or other.attach == "inline":
                 continue
             if st.tensor in self._reads(other) and other.tensor.name != st.attach_to[0] \
-                    and other.attach_to != st.attach_to:
+                    and not self.inside(other, st.attach_to):
                 raise ScheduleError(
                     f"compute_at: {other.tensor.name} also reads {st.tensor.name} outside "
                     f"loop {st.attach_to[1]} of {st.attach_to[0]}; compute "
                     f"{other.tensor.name} at that loop too, or {st.tensor.name} at a loop "
                     "that encloses all its readers", st.attach_loc or user_loc())
+
+    def inside(self, st, at):
+        """Whether stage st is computed inside loop `at` (consumer name, loop name): at
+        that loop or at one nested in it, as a thread's register copy of its block's
+        shared copy is."""
+        if st.attach != "at" or st.attach_to[0] != at[0]:
+            return False
+        leaves = self.stages[at[0]].leaves
+        return leaves.index(st.attach_to[1]) >= leaves.index(at[1])
 
     def _reads_transitively(self, st):
         # (each stage's own body: the closure over them is the closure over _reads, which
