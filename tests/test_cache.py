@@ -853,6 +853,39 @@ def test_an_exported_kernel_names_the_call_it_does_not_hold(tmp_path):
                                                         "(matrix float64[3, 4], 1)")], p.stdout
 
 
+def test_an_exported_function_binds_its_arguments_by_name(tmp_path):
+    """A loaded export takes its arguments by position or by the definition's parameter
+    names; one left out or unknown is an ArgumentError saying so (a missing argument raised
+    IndexError from the dispatch, a keyword TypeError, and lower() of a call the file
+    does not hold a bare KeyError)."""
+    code = textwrap.dedent(f'''\
+        import numpy as np, jitdl as jd
+
+        @jd.compute(static=("axis",))
+        def total(X, axis):
+            k = jd.reduce_axis(X.shape[axis])
+            return jd.tensor((X.shape[1 - axis],), lambda i: jd.sum(X[i, k], axis=k))
+        x = np.random.default_rng(3).standard_normal((3, 4))
+        f = jd.load(total.export({str(tmp_path / "total.jdx")!r}, x, axis=1))
+        assert np.allclose(f(x, axis=1), x.sum(1)) and np.allclose(f(X=x, axis=1), x.sum(1))
+        assert "total" in f.lower(x, axis=1)
+        for call in [lambda: f(x), lambda: f(x, 1, 2), lambda: f(x, 1, bogus=2),
+                     lambda: f.lower(x, 0)]:
+            try:
+                call()
+            except jd.ArgumentError as e:
+                print("ERR", e)
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    errs = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ERR")]
+    assert len(errs) == 4, p.stdout
+    assert "'axis'" in errs[0] and "(X, axis)" in errs[0], errs[0]
+    assert "too many" in errs[1] and "'bogus'" in errs[2], errs
+    assert "no exported kernel" in errs[3] and "(float64[3, 4], 0)" in errs[3], errs[3]
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def test_cli_info_list_verify_clear(warm):

@@ -7,6 +7,7 @@ cache entry (jitdl.cache.store.pack: JSON metadata, object code, the shared libr
 """
 from __future__ import annotations
 
+import inspect
 import struct
 
 from jitdl.cache.store import default_store, pack, unpack, write_atomic
@@ -47,8 +48,30 @@ class ExportedFunction:
         self._static = static_positions(first.sig.layout) if first else ()
         self._dynamic = dynamic_positions(kernels.values())
         self._dims = dynamic_dims(kernels.values(), self._dynamic)
+        self._params = inspect.Signature(
+            [inspect.Parameter(x[1], inspect.Parameter.POSITIONAL_OR_KEYWORD)
+             for x in first.sig.layout] if first else [])
 
-    def __call__(self, *args, out=None):
+    def __call__(self, *args, out=None, **kwargs):
+        args = self._bind(args, kwargs)
+        return self._kernel(args).run(args, out)
+
+    def lower(self, *args, **kwargs):
+        return self._kernel(self._bind(args, kwargs)).texts.get("loop_ir", "")
+
+    def _bind(self, args, kwargs):
+        """The arguments in the definition's order, by position or by its parameters'
+        names (a call that leaves one out or adds one is an ArgumentError saying so, not
+        an IndexError of the dispatch)."""
+        if not kwargs and len(args) == len(self._params.parameters):
+            return args
+        try:
+            return tuple(self._params.bind(*args, **kwargs).arguments.values())
+        except TypeError as e:
+            raise ArgumentError(f"{self.name}(): {e}; its parameters are "
+                                f"({', '.join(self._params.parameters)})") from None
+
+    def _kernel(self, args):
         key = call_key(args, self._static, self._dynamic, self._dims)
         k = self._kernels.get(key)
         if k is None:
@@ -56,11 +79,7 @@ class ExportedFunction:
                 f"{self.name}(): no exported kernel for arguments "
                 f"{_show_key(key)}; the file holds: "
                 + "; ".join(_show_key(k) for k in self._kernels))
-        return k.run(args, out)
-
-    def lower(self, *args):
-        key = call_key(args, self._static, self._dynamic, self._dims)
-        return self._kernels[key].texts.get("loop_ir", "")
+        return k
 
     def __repr__(self):
         return f"<jitdl exported {self.name}: {len(self._kernels)} kernel(s)>"
