@@ -886,6 +886,16 @@ def test_an_exported_function_binds_its_arguments_by_name(tmp_path):
     assert "no exported kernel" in errs[3] and "(float64[3, 4], 0)" in errs[3], errs[3]
 
 
+def test_an_export_into_a_missing_directory_names_the_file(tmp_path):
+    """The error of an export (or any atomic write) that cannot create its file names the
+    path asked for, not the temporary file beside it ('.jitdl-export-n4n4e_ha')."""
+    from jitdl.cache.store import write_atomic
+    path = str(tmp_path / "nodir" / "k.jdx")
+    with pytest.raises(FileNotFoundError) as e:
+        write_atomic(path, b"x", prefix=".jitdl-export-")
+    assert e.value.filename == path and path in str(e.value), str(e.value)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 def test_cli_info_list_verify_clear(warm):

@@ -162,7 +162,11 @@ def write_atomic(path, data: bytes, prefix=".tmp-", public=False):
     """Write a file whole or not at all: a temporary file beside it, renamed over it (a
     crash leaves the old file or the new one, never half of one). The file is private to
     the user unless `public` (then it gets the permissions the umask gives any file)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix)
+    except OSError as e:
+        # named after the file asked for, not the temporary name nobody asked for
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         if public:
             umask = os.umask(0)
