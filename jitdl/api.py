@@ -1019,7 +1019,10 @@ class Function:
                 linecache.getlines(code.co_filename, getattr(self.pyfunc, "__globals__", None))))
         if self.__module__ == "__main__":
             import cloudpickle
-            where = (code.co_filename, code.co_firstlineno) if code is not None else None
+            # the other side may take its `__main__`'s own function only for that very
+            # function here: a copy (with_config) has knob values of its own
+            where = (code.co_filename, code.co_firstlineno) \
+                if code is not None and found is self else None
             busy = _PICKLING.__dict__.setdefault("ids", set())
             if id(self) in busy:            # (it refers to itself: see below)
                 raise _SelfReference

@@ -1155,6 +1155,44 @@ def test_a_main_function_pickles_to_a_machine_without_its_file(tmp_path):
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr
 
 
+_MAIN_COPY = '''
+import pickle, sys
+import cloudpickle, numpy as np
+import jitdl as jd
+
+@jd.compute
+def scaled(X):
+    return jd.tensor(X.shape, lambda i: X[i] * 2.0, name="Y")
+
+@jd.schedule(scaled)
+def _(s, cfg):
+    s.split(s["Y"].axis[0], cfg.split("t", s["Y"].axis[0]))
+
+if __name__ == "__main__":
+    x = np.arange(64.0)
+    tiled = scaled.with_config(t=2)
+    for dumps in (pickle.dumps, cloudpickle.dumps):
+        assert pickle.loads(dumps(scaled)) is scaled
+        back = pickle.loads(dumps(tiled))
+        assert back is not scaled, "the copy came back as the __main__ function"
+        assert back.schedule_of(x).steps[0]["factor"] == 2, back.schedule_of(x).steps
+    print("ok")
+'''
+
+
+def test_a_main_functions_with_config_copy_pickles_with_its_knob_values(tmp_path):
+    """A with_config copy of a `__main__` function pickles with its knob values: it came
+    back as `__main__`'s own function of that name and line (the same definition), its
+    knobs at their defaults (so in a spawned process pool too)."""
+    import subprocess
+    import sys
+    script = tmp_path / "copy_main.py"
+    script.write_text(_MAIN_COPY)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env=dict(os.environ, JITDL_CACHE_DIR=str(tmp_path)))
+    assert run.returncode == 0 and "ok" in run.stdout, run.stderr
+
+
 def test_capture_survives_another_thread_dropping_the_linecache_entry(rng, monkeypatch):
     """Python 3.11's linecache.checkcache reads an entry after testing that it is there:
     a thread dropping a stale entry in between (a file changed while two threads captured
