@@ -308,6 +308,11 @@ class Function:
         shape = tuple(int(d) for d in a.shape)
         return ("array", self._shape_spec(n, name, shape), dt, "cuda")
 
+    def _arguments(self):
+        """The keyword arguments of Function that make this one (pickles copy them)."""
+        return dict(strict_fp=self.strict_fp, autotune=self.autotune, name=self.name,
+                    static=self.static, dynamic=self._dynamic_arg())
+
     def _dynamic_arg(self):
         """dynamic= as given (normalised): the names, or a dict where some arrays are
         dynamic in only some dimensions."""
@@ -996,7 +1001,8 @@ class Function:
 
     def __reduce__(self):
         """Pickled by name where its module has it under its name (a process pool, dask:
-        the other side imports it), else as its Python function, options, schedules and
+        the other side imports it; a with_config copy of it as that name and the copy's
+        knob values), else as its Python function, options, schedules and
         knob values (cloudpickle sends the function by value), with the lines of its
         source file (a worker on another machine has no such file, and index notation is
         read from the source); never its kernels, which the other side compiles or finds
@@ -1007,11 +1013,18 @@ class Function:
         found = module
         for part in self.__qualname__.split("."):
             found = getattr(found, part, None)
-        if found is self and self.__module__ != "__main__":
-            return _by_name, (self.__module__, self.__qualname__)
-        value = (self.pyfunc, dict(strict_fp=self.strict_fp, autotune=self.autotune,
-                                   name=self.name, static=self.static, dynamic=self._dynamic_arg()),
-                 dict(self._schedules), dict(self._fixed))
+        options = self._arguments()
+        if self.__module__ != "__main__":
+            if found is self:
+                return _by_name, (self.__module__, self.__qualname__)
+            if isinstance(found, Function) and found.pyfunc is self.pyfunc \
+                    and found._schedules == self._schedules and found._arguments() == options:
+                # a with_config copy of the module's function: that function by name and
+                # these knob values (its Python function, which pickles by name, is not
+                # the module's attribute of that name: a plain pickle refuses it)
+                return _by_name_with_config, (self.__module__, self.__qualname__,
+                                              dict(self._fixed))
+        value = (self.pyfunc, options, dict(self._schedules), dict(self._fixed))
         code = getattr(self.pyfunc, "__code__", None)
         source = None
         if code is not None:
@@ -1044,6 +1057,12 @@ def _by_name(module, qualname):
     for part in qualname.split("."):
         found = getattr(found, part)
     return found
+
+
+def _by_name_with_config(module, qualname, fixed):
+    f = _by_name(module, qualname).with_config()
+    f._fixed = fixed
+    return f
 
 
 class _SelfReference(Exception):

@@ -981,6 +981,34 @@ def test_compute_functions_pickle(rng):
     assert "parallel" in str(copy.lower(x, 3.0))
 
 
+@jd.compute
+def tiled_rows(X):
+    return jd.tensor(X.shape, lambda i, j: X[i, j] + 1.0, name="Y")
+
+
+@jd.schedule(tiled_rows)
+def _tiled_rows_cpu(s, cfg):
+    i = s["Y"].axis[0]
+    s.split(i, cfg.split("t", i))
+
+
+def test_a_with_config_copy_of_a_module_function_pickles_with_its_knobs(rng):
+    """A with_config copy of a module's function goes to a process pool (plain pickle) as
+    that function's name and the copy's knob values: its Python function was pickled by
+    name, which the module's attribute (the function itself) is not, so pickle refused it
+    ("it's not the same object as test_robust.tiled_rows")."""
+    import pickle
+    import cloudpickle
+    x = rng.standard_normal((8, 6))
+    copy = tiled_rows.with_config(t=2)
+    for dumps in (pickle.dumps, cloudpickle.dumps):
+        back = pickle.loads(dumps(copy))
+        assert back is not tiled_rows and back._fixed == {"t": 2}
+        assert back.schedule_of(x).steps[0]["factor"] == 2
+        check(back, (x,), x + 1.0, F64)
+    assert pickle.loads(pickle.dumps(tiled_rows)) is tiled_rows
+
+
 def _grow(z, steps):
     for _ in range(steps):
         z = z * z * 0.5 + z * 0.25
