@@ -886,6 +886,27 @@ def test_an_exported_function_binds_its_arguments_by_name(tmp_path):
     assert "no exported kernel" in errs[3] and "(float64[3, 4], 0)" in errs[3], errs[3]
 
 
+def test_a_loaded_export_pickles(tmp_path):
+    """A loaded export goes to a process pool: it pickles as its file's bytes, loaded again
+    on the other side (pickling raised AttributeError: Can't pickle local object
+    'CDLL.__init__.<locals>._FuncPtr')."""
+    code = textwrap.dedent(f'''\
+        import pickle, numpy as np, jitdl as jd
+
+        @jd.compute
+        def twice(X):
+            return jd.tensor(X.shape, lambda i: X[i] * 2.0)
+        x = np.arange(5.0)
+        f = jd.load(twice.export({str(tmp_path / "twice.jdx")!r}, x))
+        g = pickle.loads(pickle.dumps(f))
+        assert g is not f and (g(x) == x * 2).all() and "twice" in repr(g)
+        print("ok")
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr
+
+
 def test_an_export_into_a_missing_directory_names_the_file(tmp_path):
     """The error of an export (or any atomic write) that cannot create its file names the
     path asked for, not the temporary file beside it ('.jitdl-export-n4n4e_ha')."""

@@ -84,6 +84,11 @@ class ExportedFunction:
     def __repr__(self):
         return f"<jitdl exported {self.name}: {len(self._kernels)} kernel(s)>"
 
+    def __reduce__(self):
+        """Pickled as the file's bytes, loaded again on the other side (a process pool):
+        its kernels hold ctypes pointers, which do not pickle."""
+        return _loads, self._file
+
 
 def dynamic_positions(kernels):
     """The argument positions of dynamic arrays: those with a symbolic size in some
@@ -140,6 +145,12 @@ def load(path) -> ExportedFunction:
     """Load a file written by `f.export(path, *example_args)`."""
     with open(path, "rb") as f:          # a missing file is a FileNotFoundError, as usual
         data = f.read()
+    return _loads(data, path)
+
+
+def _loads(data, path):
+    """The ExportedFunction of an export file's bytes (path: where they came from, for
+    messages)."""
     if data[:8] != MAGIC:
         raise JitdlError(f"{path} is not a jitdl export (bad magic {data[:8]!r})")
     host = engine.target_info()
@@ -185,7 +196,9 @@ def load(path) -> ExportedFunction:
             loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
             loaded.direct_address = 0
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
-    return ExportedFunction(name, loaded_kernels)
+    f = ExportedFunction(name, loaded_kernels)
+    f._file = (data, path)
+    return f
 
 
 def _load_binary(entry, sig):
