@@ -1362,3 +1362,28 @@ def test_a_shared_copy_read_through_register_copies(dev, rng, m, k, n):
     body = src.split("__global__")[1]
     assert "__shared__" in body and "A_cache_l[" in body and "A_cache_cache_l[" in body
     assert body.index("A_cache_l[") < body.index("for (int k_i")
+
+
+def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
+    """A shared copy at k.o prefetched one step ahead: a dynamic row shorter than the k
+    tile runs no whole step, and the first step's fetch (before the loop) read past A
+    (A[3] of 3 elements)."""
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        bi, i1 = s.split(i, 16)
+        ti, ii = s.split(i1, 2)
+        bj, j1 = s.split(j, 16)
+        tj, jj = s.split(j1, 2)
+        ko, ki = s.split(C.reduce_axis[0], 5)
+        s.reorder(bi, bj, ti, tj, ko, ki, ii, jj)
+        for x, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"),
+                       (tj, "threadIdx.x")):
+            s.bind(x, tag)
+        s.compute_at(s.cache_read("A", [C], "shared"), C, ko)
+    f = jd.compute(matmul.pyfunc, dynamic=True)
+    for m, k, n in [(1, 3, 33), (2, 7, 40)]:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        got, src = run_schedule(dev, f, [a, b], sched)
+        assert "jd_pf0" in src
+        close(got, a @ b, rtol=1e-12, atol=1e-12)

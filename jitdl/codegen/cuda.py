@@ -731,8 +731,17 @@ class _KernelGen(_ExprText):
             self.depth += 1
             for f in fetches:
                 self.emit(f"{C_TYPE[f.store.buffer.dtype]} {f.regs}[{f.count}];")
+            # (a loop of a symbolic extent may run no step: its first step's elements
+            # may lie past its operands, as k.o's of a row shorter than the tile)
+            runs = isinstance(s.extent, Const) and s.extent.value > 0
+            if not runs:
+                self.emit(f"if ({self.index(s.extent)} > 0) {{")
+                self.depth += 1
             for f in fetches:
                 self.fetch(f, s.min)
+            if not runs:
+                self.depth -= 1
+                self.emit("}")
         if s.kind == ForKind.UNROLLED:
             self.emit("#pragma unroll")
         self.emit(f"for ({self.ity} {v} = {lo}; {v} < {end}; ++{v}) {{")
