@@ -26,7 +26,9 @@ from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
 from jitdl.ops.core import is_symbolic, nonzero_sizes, ufunc_shape_text
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime.cuda import is_device_array
-from jitdl.ir import weak
+from jitdl.te.tensor import Tensor
+from jitdl.ir import build, weak
+from jitdl.ir.nodes import Expr
 from jitdl.runtime.kernel import (FAST_FALLBACK, FAST_RESULTS, allocator, check_int_values,
                                   direct_builtin, freeze_static, other_key)
 
@@ -416,7 +418,11 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
             raise ArgumentError(f"jd.numpy.{name}(): out= cannot be given inside a "
                                 "definition; the result is a tensor of the definition",
                                 user_loc())
-        return builder(*operands, **dict(static))
+        r = builder(*operands, **dict(static))
+        # (of scalars alone, NumPy's function gives a NumPy scalar: strong, also where
+        # it is computed from sizes, which are Python numbers in a static trace)
+        return build.strong(r) if isinstance(r, Expr) and not any(
+            isinstance(a, Tensor) for a in operands) else r
     if isinstance(out, tuple):
         if not (isinstance(getattr(np, name, None), np.ufunc) or name in _UFUNC_BACKED):
             raise ArgumentError(f"{name}(): out= must be an array, not a tuple (only "

@@ -1067,16 +1067,25 @@ def _normalised(X):
     return jd.tensor(X.shape, lambda i, j: X[i, j] / jd.sqrt(X.shape[1]) / X.size)
 
 
-@pytest.mark.parametrize("body", [_mean_rows, _scaled_by_sizes, _normalised])
-def test_a_size_beside_a_float_is_a_python_number_as_in_a_static_trace(body):
+def _numpy_scalars_of_sizes(X):
+    # NumPy's functions of Python numbers are NumPy scalars (strong): float64 here
+    return X * jd.numpy.exp(X.shape[1] * 0.01) + jd.float64(X.shape[0]) \
+        - jd.numpy.sqrt(X.shape[1])
+
+
+@pytest.mark.parametrize("body,dtype", [(_mean_rows, np.float32), (_scaled_by_sizes, np.float32),
+                                        (_normalised, np.float32),
+                                        (_numpy_scalars_of_sizes, np.float64)])
+def test_a_size_beside_a_float_is_a_python_number_as_in_a_static_trace(body, dtype):
     """A dynamic definition's sizes are the Python ints of a static trace: beside a float32
     tensor they take its dtype (NEP 50), so `X.sum(axis=1) / X.shape[1]` is float32 in both
-    (it was float64 with dynamic=True: the size was a strong int64)."""
+    (it was float64 with dynamic=True: the size was a strong int64); jd.numpy's functions
+    and jd.float64 of sizes are NumPy scalars in both, which make it float64."""
     dyn, sta = jd.compute(body, dynamic=True), jd.compute(body)
     for shape in [(3, 5), (4, 9), (2, 2)]:
         X = rand(*shape).astype(np.float32)
         want, got = sta(X), dyn(X)
-        assert want.dtype == got.dtype == np.float32
+        assert want.dtype == got.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=1e-6)
     # beside an integer tensor a size stays int64 (a static trace's Python int could
     # overflow the narrower type): the same values, a wider dtype

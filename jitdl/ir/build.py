@@ -217,6 +217,13 @@ def typed(x, *others):
                                _of_sizes(x))
 
 
+def strong(x):
+    """x as a NumPy scalar, not a Python number (`np.float64(n)`, `jnp.exp(n)` of a size n):
+    an expression of sizes alone, which `typed` takes as the Python number it is in a
+    static trace, gets a cast to its own dtype that marks it strong."""
+    return Cast(x, x.dtype) if isinstance(x, Expr) and _of_sizes(x) else x
+
+
 def _of_sizes(x):
     if x.dtype not in ("int64", "float64"):
         return False
@@ -224,6 +231,8 @@ def _of_sizes(x):
     for n in walk_expr(x):
         if isinstance(n, SizeVar):
             sized = True
+        elif isinstance(n, Cast) and n.value.dtype == n.dtype:
+            return False                # (strong's mark)
         elif not (isinstance(n, (Binary, Unary, Cast, Call)) or
                   isinstance(n, Const) and n.weak):
             return False

@@ -432,7 +432,7 @@ def fmod(x, y):
 
 def _caster(dt):
     def f(x):
-        return build.cast(x, dt)
+        return build.strong(build.cast(x, dt))      # (a NumPy scalar type: strong)
     f.__name__ = dt
     return f
 
