@@ -1328,36 +1328,14 @@ def test_vector_times_matrix_is_a_column_split(dev, rng):
     close(on_gpu(dev, jnp.dot, w, x), w @ x, rtol=1e-12, atol=1e-12)
 
 
-def two_level_matmul(s, cfg):
-    """The classic hand-written GPU matmul: a 32x32 block of C per block of 8x8 threads,
-    4x4 of it per thread; A's and B's tiles copied to shared memory at each step of k
-    (k.o), and from there to each thread's registers at each k.i."""
-    C = s["C"]
-    i, j = C.axis
-    (k,) = C.reduce_axis
-    bi, i1 = s.split(i, 32)
-    ti, ii = s.split(i1, 4)
-    bj, j1 = s.split(j, 32)
-    tj, jj = s.split(j1, 4)
-    ko, ki = s.split(k, 8)
-    s.reorder(bi, bj, ti, tj, ko, ki, ii, jj)
-    s.bind(bi, "blockIdx.y")
-    s.bind(bj, "blockIdx.x")
-    s.bind(ti, "threadIdx.y")
-    s.bind(tj, "threadIdx.x")
-    for name in ("A", "B"):
-        shared = s.cache_read(name, [C], "shared")
-        s.compute_at(shared, C, ko)
-        s.compute_at(s.cache_read(shared, [C], "local"), C, ki)
-
-
 @pytest.mark.parametrize("m,k,n", [(64, 32, 64), (70, 45, 50), (1, 3, 33)])
 def test_a_shared_copy_read_through_register_copies(dev, rng, m, k, n):
     """A stage computed at a loop may be read by one computed at a loop inside it: the
     shared tiles at k.o cover what the register copies at k.i read (it was refused: the
     register copy 'reads A_cache outside loop k.o')."""
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    got, src = run_schedule(dev, matmul, [a, b], two_level_matmul)
+    from test_cuda_codegen import two_level_schedule
+    got, src = run_schedule(dev, matmul, [a, b], two_level_schedule)
     close(got, a @ b, rtol=1e-12, atol=1e-12)
     body = src.split("__global__")[1]
     assert "__shared__" in body and "A_cache_l[" in body and "A_cache_cache_l[" in body
