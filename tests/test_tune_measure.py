@@ -266,6 +266,14 @@ def test_a_wrong_kernel_is_caught_when_the_user_tunes_on_constant_arrays():
         new = fresh_inputs([const], seed=1)[0]
         assert new.dtype == const.dtype and len(np.unique(new)) > 1
         assert (new >= 0).all() if const.flat[0] >= 0 else (new <= 0).all()
+    # a constant near the dtype's largest value or of magnitude below one: finite values
+    # of its sign (1e308 made uniform() raise OverflowError, float16 40000 gave
+    # infinities, -0.5 positive values)
+    for const in (np.full(8, 1e308), np.full(8, -1e308), np.full(64, 40000, np.float16),
+                  np.full(64, 3e38, F32), np.full(64, -0.5, F32)):
+        new = fresh_inputs([const], seed=1)[0]
+        assert new.dtype == const.dtype and np.isfinite(new).all() and len(np.unique(new)) > 1
+        assert (new >= 0).all() if const.flat[0] >= 0 else (new <= 0).all()
     f = make_matmul()
     jd.schedule(f, target="cpu")(planted_schedule)
     task = make_task(f, (np.zeros((48, 40), F32), np.zeros((40, 56), F32)))

@@ -73,8 +73,8 @@ def _features(low, target):
 
 def fresh_inputs(args, seed=0):
     """Random arguments like `args`: floats uniform within each array's finite min and
-    max (a constant array's, np.ones or np.zeros, from its value up by one or its
-    magnitude: constant inputs would let a kernel that reads the wrong elements, or none,
+    max (a constant array's, np.ones or np.zeros, from its value away from zero by one
+    or its magnitude, toward zero where that leaves the dtype's range: constant inputs would let a kernel that reads the wrong elements, or none,
     match the reference), integers uniform in its [min, max] (so indices read from data
     stay valid), bools random; scalars and other values as given."""
     rng = np.random.default_rng(seed)
@@ -90,7 +90,14 @@ def fresh_inputs(args, seed=0):
             finite = a[np.isfinite(a)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
             if lo == hi:
-                hi = lo + max(1.0, abs(lo))
+                # away from zero (its sign kept: -0.5 went to [-0.5, 0.5]), toward it
+                # where away would pass the dtype's range (np.full of 1e308 made uniform()
+                # raise OverflowError, of float16 40000 gave infinities)
+                w, top = max(1.0, abs(lo)), float(np.finfo(a.dtype).max)
+                if lo >= 0:
+                    lo, hi = (lo, lo + w) if lo + w <= top else (lo - w, lo)
+                else:
+                    lo, hi = (lo - w, lo) if lo - w >= -top else (lo, lo + w)
             out.append(rng.uniform(lo, hi, a.shape).astype(a.dtype))
         else:
             out.append(a.copy())
