@@ -123,6 +123,18 @@ def test_best_prefers_the_side_by_side_re_timings(db):
     assert "USING INDEX records_key" in plan and "TEMP B-TREE" not in plan, plan
 
 
+def test_summary_counts_trials_not_re_timings(db):
+    """`jitdl tune list` shows a run's trials: the re-timings (tuner CONFIRM) are records
+    (`tune clear` removes them too) but not trials (2 trials showed as 4)."""
+    db.add_many([rec(seconds=1e-3, config={"tile_i": 2}, trial=1),
+                 rec(seconds=None, verified=False, config={"tile_i": 8}, trial=2),
+                 rec(seconds=9e-4, config={"tile_i": 2}, tuner=rmod.CONFIRM),
+                 rec(seconds=2e-3, config={"tile_i": 4}, tuner=rmod.CONFIRM)])
+    (g,) = db.summary()
+    assert (g["trials"], g["verified"], g["records"]) == (2, 1, 4), g
+    assert g["best"].tuner == rmod.CONFIRM
+
+
 def test_best_is_one_search_of_the_key_index(db):
     db.add_many([rec(seconds=1e-3 * (i + 1), trial=i) for i in range(50)])
     plan = " ".join(str(row[-1]) for row in sqlite3.connect(db.path).execute(

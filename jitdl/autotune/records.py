@@ -464,23 +464,27 @@ class Records:
 
     def summary(self, function=None) -> list[dict]:
         """One entry per key (newest first within a function): function, signature,
-        target_name, jitdl, trials, verified (count), last (time of the latest trial) and
-        best (the fastest verified Record, or None)."""
+        target_name, jitdl, trials and verified (counts of trials: not the re-timings,
+        tuner CONFIRM), records (every row), last (time of the latest row) and best (the
+        Record best() applies, or None)."""
         where, params = _function_is(function) if function else ("1", [])
+        trial = f"tuner != '{CONFIRM}'"
         groups = self._read(
-            "SELECT function, definition, signature, target, target_name, jitdl, COUNT(*), "
-            f"SUM(verified), MAX(created), MIN(CASE WHEN {_GOOD} THEN seconds END) "
+            "SELECT function, definition, signature, target, target_name, jitdl, "
+            f"SUM({trial}), SUM(verified AND {trial}), MAX(created), "
+            f"MIN(CASE WHEN {_GOOD} THEN seconds END), COUNT(*) "
             f"FROM records WHERE {where} "
             "GROUP BY function, definition, signature, target, jitdl "
             "ORDER BY function, MAX(created) DESC", params)
         out = []
-        for fn, definition, signature, target, name, jitdl, n, nv, last, fastest in groups:
+        for fn, definition, signature, target, name, jitdl, n, nv, last, fastest, rows \
+                in groups:
             best = None
             if fastest is not None:
                 best = self._best((definition, signature, target, jitdl))
             out.append({"function": fn, "signature": signature, "target_name": name,
-                        "jitdl": jitdl, "trials": n, "verified": nv, "last": last,
-                        "best": best})
+                        "jitdl": jitdl, "trials": n, "verified": nv, "records": rows,
+                        "last": last, "best": best})
         return out
 
     # -- JSON -------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ def tune_import(rec, args):
 
 
 def tune_clear(rec, args):
-    n = sum(g["trials"] for g in rec.summary(args.function))
+    n = sum(g["records"] for g in rec.summary(args.function))
     what = f"{n} records" + (f" of {args.function}" if args.function else "")
     if rec.problem:
         print(f"nothing removed from {rec.path}")
