@@ -74,9 +74,10 @@ def _features(low, target):
 def fresh_inputs(args, seed=0):
     """Random arguments like `args`: floats uniform within each array's finite min and
     max (a constant array's, np.ones or np.zeros, from its value away from zero by one
-    or its magnitude, toward zero where that leaves the dtype's range: constant inputs would let a kernel that reads the wrong elements, or none,
-    match the reference), integers uniform in its [min, max] (so indices read from data
-    stay valid), bools random; scalars and other values as given."""
+    or its magnitude, toward zero where that leaves the dtype's range: constant inputs
+    would let a kernel that reads the wrong elements, or none, match the reference),
+    integers uniform in its [min, max] (so indices read from data stay valid), bools
+    random; scalars and other values as given."""
     rng = np.random.default_rng(seed)
     out = []
     for a in args:
