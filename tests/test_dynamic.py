@@ -1092,3 +1092,20 @@ def test_a_size_beside_a_float_is_a_python_number_as_in_a_static_trace(body, dty
     X8 = (rand(3, 5) * 100).astype(np.int8)
     got = jd.compute(lambda X: X * X.shape[1], dynamic=True)(X8)
     np.testing.assert_array_equal(got, X8.astype(np.int64) * 5)
+
+
+def test_numpy_scalar_types_of_a_symbolic_value_are_casts():
+    """`np.float32(1.0 / np.sqrt(d))` of a dynamic size d, in the definition's own code, is
+    jitdl's cast (NumPy's own raised 'setting an array element with a sequence'); of a
+    number it is still NumPy's scalar, and jd.float32 and a function of that name that is
+    not NumPy's are left alone."""
+    @jd.compute(dynamic=True)
+    def scaled(Q):
+        n, d = Q.shape
+        float64 = lambda v: v * 2            # noqa: E731 - not NumPy's: called as written
+        return Q * np.float32(1.0 / np.sqrt(d)) + np.int8(3) + jd.float32(float64(n))
+    for shape in [(3, 16), (2, 9), (1, 4)]:
+        q = rand(*shape).astype(np.float32)
+        got = scaled(q)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, q / np.sqrt(shape[1]) + 3 + 2 * shape[0], rtol=1e-6)

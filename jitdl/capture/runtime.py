@@ -213,6 +213,15 @@ def intrinsic(name, resolve):
         f = resolve()
     except NameError:
         f = None
+    if name in ops.CASTS:
+        if f is None:
+            return resolve()    # (the name's NameError, as Python raises it)
+        if f is not getattr(np, name):
+            return f            # (jd.float32, or a function of the user's of that name)
+        # NumPy's scalar type: of a number a NumPy scalar, of a symbolic value jitdl's cast
+        # (NumPy's own would say 'setting an array element with a sequence')
+        return lambda *a, **k: ops.CASTS[name](*a, **k) \
+            if len(a) == 1 and not k and symbolic(a[0]) else f(*a, **k)
     if f is not None:
         if getattr(f, "__module__", "") and str(getattr(f, "__module__", "")).startswith("jitdl"):
             return _jitdl_call(name, f)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ast
 
-from jitdl.te.ops import INTRINSICS
+from jitdl.te.ops import CASTS, INTRINSICS
 
-_ROUTED = set(INTRINSICS) | {"prod"}
+_ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS)
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 

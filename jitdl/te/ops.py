@@ -445,6 +445,10 @@ int32 = _caster("int32")
 int64 = _caster("int64")
 uint8 = _caster("uint8")
 bool_ = _caster("bool")
+# NumPy's scalar types by name, which a definition's own code may call on a symbolic value
+# (`np.float32(1 / np.sqrt(d))` of a dynamic size d): these casts then
+CASTS = {"float32": float32, "float64": float64, "int8": int8, "int16": int16,
+         "int32": int32, "int64": int64, "uint8": uint8, "bool_": bool_}
 
 INTRINSICS = {
     "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sigmoid": sigmoid,
