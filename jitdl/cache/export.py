@@ -41,9 +41,10 @@ def write(path, name, kernels):
 class ExportedFunction:
     """A callable over the kernels of an exported file, dispatching on shapes and dtypes."""
 
-    def __init__(self, name, kernels):
+    def __init__(self, name, kernels, file):
         self.name = name
         self._kernels = kernels          # key -> Kernel
+        self._file = file                # (the export file's bytes, its path): pickles
         first = next(iter(kernels.values()), None)
         self._static = static_positions(first.sig.layout) if first else ()
         self._dynamic = dynamic_positions(kernels.values())
@@ -196,9 +197,7 @@ def _loads(data, path):
             loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
             loaded.direct_address = 0
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
-    f = ExportedFunction(name, loaded_kernels)
-    f._file = (data, path)
-    return f
+    return ExportedFunction(name, loaded_kernels, (data, path))
 
 
 def _load_binary(entry, sig):

@@ -20,7 +20,7 @@ from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast,
                             Const, For, ForKind, IfThen, Load, PrimFunc, Reduce, ReduceOp, Select,
                             Seq, Store, Unary, Var, ThreadReduce)
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
+from jitdl.ir.visit import map_expr, substitute, walk_expr
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split, ceil_div
 from jitdl.te.ops import stages_of
@@ -39,36 +39,15 @@ class Lowered:
     agree: list = ()    # symbolic sizes that must agree, checked at the call
 
 
-def _sure_read(n):
-    """A read that every evaluation of n performs (not in an arm of a select, a
-    short-circuit operand or a reduction's body), or None."""
-    match n:
-        case Access():
-            return n
-        case Select():
-            return _sure_read(n.cond)
-        case Binary() if n.op in (BinOp.AND, BinOp.OR):
-            return _sure_read(n.a)
-        case Reduce():
-            return None
-    for c in expr_children(n):
-        r = _sure_read(c)
-        if r is not None:
-            return r
-    return None
-
-
 def _carry(e, checks):
     """e with run-time index checks `checks` ((index, extent, tensor name), ...) put on
     one of its reads: one that every evaluation of e performs where there is one (not in
     an arm of a select, a short-circuit operand or a reduction's body), else any; e
     unchanged when it reads no tensor (a constant stage: nothing to check against)."""
-    put = _put_on_sure_read(e, checks)
+    put = _on_sure_read(e, checks)
     if put is not None:
         return put
-    target = _sure_read(e)      # (an Expr has no truth value: no `or` here)
-    if target is None:
-        target = next((n for n in walk_expr(e) if isinstance(n, Access)), None)
+    target = next((n for n in walk_expr(e) if isinstance(n, Access)), None)
     if target is None:
         return e
     done = []
@@ -81,36 +60,37 @@ def _carry(e, checks):
     return map_expr(e, rep)
 
 
-def _put_on_sure_read(n, checks):
-    """n with `checks` carried by the read _sure_read(n) finds, at the place it finds it,
-    or None. (By place, not by identity: that read may be one object also read in a
+def _on_sure_read(n, checks):
+    """n with `checks` carried by a read that every evaluation of n performs (not in an
+    arm of a select, a short-circuit operand or a reduction's body), or None where there
+    is none. (Put by place, not by identity: that read may be one object also read in a
     select's arm, `select(k > 0, a, 0.0) + a`, where map_expr meets it first.)"""
     match n:
         case Access():
             return replace(n, carried=n.carried + checks)
         case Select():
-            c = _put_on_sure_read(n.cond, checks)
+            c = _on_sure_read(n.cond, checks)
             return None if c is None else replace(n, cond=c)
         case Binary() if n.op in (BinOp.AND, BinOp.OR):
-            a = _put_on_sure_read(n.a, checks)
+            a = _on_sure_read(n.a, checks)
             return None if a is None else replace(n, a=a)
         case Reduce():
             return None
         case Binary() | Compare():
-            a = _put_on_sure_read(n.a, checks)
+            a = _on_sure_read(n.a, checks)
             if a is not None:
                 return replace(n, a=a)
-            b = _put_on_sure_read(n.b, checks)
+            b = _on_sure_read(n.b, checks)
             return None if b is None else replace(n, b=b)
         case Unary():
-            a = _put_on_sure_read(n.a, checks)
+            a = _on_sure_read(n.a, checks)
             return None if a is None else replace(n, a=a)
         case Cast():
-            v = _put_on_sure_read(n.value, checks)
+            v = _on_sure_read(n.value, checks)
             return None if v is None else replace(n, value=v)
         case Call():
             for k, x in enumerate(n.args):
-                r = _put_on_sure_read(x, checks)
+                r = _on_sure_read(x, checks)
                 if r is not None:
                     return replace(n, args=n.args[:k] + (r,) + n.args[k + 1:])
     return None     # (a Load, a constant, a variable: _carry's search by identity)
@@ -264,7 +244,7 @@ class _Builder:
                     # (and those the bounds check left to the call: `T[0]` of a T that
                     # may be empty, which the inlined body reads at `X[0 + 2]`)
                     later = self.deferred_dims(n)
-                    if later and _sure_read(body) is None:
+                    if later and _on_sure_read(body, ()) is None:
                         # (no read that every evaluation makes to carry the check to: a
                         # stage of a formula alone, or of a reduction that may be empty)
                         k = later[0]

@@ -639,18 +639,17 @@ class Kernel(KernelChecks):
         return np.ascontiguousarray(a)
 
     def _check_out(self, out, args, out_specs):
-        names = ", ".join(self.out_names)
         if isinstance(out, (tuple, list)):
             given = tuple(out)
         elif self.single:
             given = (out,)
         else:
             raise ArgumentError(f"{self.fname}(): out= must be a tuple of "
-                                f"{len(self.out_specs)} arrays ({names}), got "
-                                f"{type(out).__name__}")
+                                f"{len(self.out_specs)} arrays ({', '.join(self.out_names)}), "
+                                f"got {type(out).__name__}")
         if len(given) != len(self.out_specs):
             raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
-                                f"array(s) ({names}), got {len(given)}")
+                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
         for j, a in enumerate(given):
             for k in range(j):
                 b = given[k]
