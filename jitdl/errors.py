@@ -191,6 +191,19 @@ class CompileError(JitdlError):
     """Internal failure in lowering or code generation (a jitdl bug: please report)."""
 
 
+class GPUScheduleError(ScheduleError, CompileError):
+    """A GPU schedule that cannot become a kernel, found when its CUDA C is generated: a
+    block over the device's threads, a grid over its blocks, shared memory over its
+    limit, a thread extent that is not a constant, a barrier or a reduction across
+    threads that not every thread reaches. A ScheduleError pointing at the user's
+    schedule line that chose it (and, as it was first, a CompileError). `loops` and
+    `buffers` name what it is about, for that line."""
+
+    def __init__(self, message, loc=None, loops=(), buffers=()):
+        super().__init__(message, loc)
+        self.loops, self.buffers = tuple(loops), tuple(buffers)
+
+
 class PerformanceWarning(UserWarning):
     """A kernel that runs correctly but far below what the hardware offers (a stage of a
     GPU schedule left on one thread)."""

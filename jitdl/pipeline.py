@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
 from jitdl.codegen.llvm import collector_paused, direct_int_bounds, direct_shapes, generate
-from jitdl.errors import (ArgumentError, CompileError, PerformanceWarning,
+from jitdl.errors import (ArgumentError, CompileError, GPUScheduleError, PerformanceWarning,
                           ScheduleError, warn)
 from jitdl import dtypes
 from jitdl.ir import weak
@@ -319,7 +319,13 @@ def _build_cuda(low, target, options, texts, times):
     intermediate), grid (size trees, see size_tree) and block; the intermediates' names,
     dtypes and shapes. NVRTC compiles the source at load time (jitdl.runtime.cuda)."""
     t0 = time.perf_counter()
-    mod = cuda_codegen.generate(low.func, target)
+    try:
+        mod = cuda_codegen.generate(low.func, target)
+    except GPUScheduleError as e:
+        if e.loc is not None:
+            raise
+        raise GPUScheduleError(e.message, _schedule_line(low.schedule, e), e.loops,
+                               e.buffers) from None
     times["codegen"] = time.perf_counter() - t0
     texts["cuda"] = mod.source
     sizes = [v for v, _, _ in low.sizes]
@@ -350,6 +356,26 @@ def _build_cuda(low, target, options, texts, times):
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
     config = low.config.used if low.config is not None else None
     return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)
+
+
+def _schedule_line(schedule, e):
+    """The user's schedule line behind a GPU kernel's refusal: the bind of a loop it
+    names, the compute_at of a buffer it names (a stage's copy `X_cache_l` is stage
+    X_cache's), else the schedule's first bind; None for an automatic schedule."""
+    stages = schedule.stages.values()
+    for name in e.loops:
+        for st in stages:
+            if st.kind_locs.get(name) is not None:
+                return st.kind_locs[name]
+    for name in e.buffers:
+        owners = [st for st in stages if name == st.tensor.name
+                  or name.startswith(st.tensor.name + "_")]
+        for st in sorted(owners, key=lambda st: -len(st.tensor.name)):
+            loc = st.attach_loc or next(iter(filter(None, st.kind_locs.values())), None)
+            if loc is not None:
+                return loc
+    return next((loc for st in stages for loc in st.kind_locs.values() if loc is not None),
+                None)
 
 
 _TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",

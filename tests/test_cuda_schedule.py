@@ -433,6 +433,54 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
     assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
 
 
+def test_gpu_limits_are_schedule_errors_at_the_users_line():
+    """A user's GPU schedule that the device cannot run is a ScheduleError, as the CPU
+    primitives' errors are (and a CompileError, as it was), pointing at the schedule's
+    line that chose it: the bind of the loop over the limit, the compute_at of the copy
+    over the shared memory; from the public API, on a machine without a GPU."""
+    import inspect
+
+    @jd.compute
+    def add2(A, B):
+        return A + B
+
+    @jd.schedule(add2, target="cuda")
+    def too_wide(s, cfg):
+        i, j = s[list(s.stages)[-1]].axis
+        s.bind(i, "blockIdx.x")
+        s.bind(j, "threadIdx.x")            # 2048 threads: over 1024
+    a = f32(4, 2048)
+    with pytest.raises(ScheduleError, match="2048 threads is over") as e:
+        add2.cuda_source(a, a)
+    assert isinstance(e.value, CompileError)
+    lines, first = inspect.getsourcelines(too_wide)
+    assert e.value.loc.filename == __file__
+    assert e.value.loc.lineno == first + 4
+    assert 's.bind(j, "threadIdx.x")' in str(e.value)
+    b = f32(4, 512)                         # within the limits: it compiles
+    assert "__global__" in add2.cuda_source(b, b)
+
+    @jd.compute
+    def rowsum2(X):
+        k = jd.reduce_axis(X.shape[1], name="k")
+        return jd.tensor(X.shape[:1], lambda i: jd.sum(X[i, k], axis=k), name="S")
+
+    @jd.schedule(rowsum2, target="cuda")
+    def row_in_shared(s, cfg):
+        S = s["S"]
+        (i,) = S.axis
+        ko, ki = s.split(S.reduce_axis[0], 32)
+        s.reorder(i, ki, ko)
+        s.bind(i, "blockIdx.x")
+        s.bind(ki, "threadIdx.x")
+        c = s.cache_read("X", [S], "shared")
+        s.compute_at(c, S, i)               # a row of 20000 floats: 80000 bytes
+    with pytest.raises(ScheduleError, match="80000 bytes of shared memory") as e:
+        rowsum2.cuda_source(f32(4, 20000))
+    lines, first = inspect.getsourcelines(row_in_shared)
+    assert e.value.loc.lineno == first + 9, e.value
+
+
 def test_a_producer_fused_into_matmul_rows_keeps_the_tiles():
     """linear(gelu(linear(X))): the row fusion computed gelu at the second matmul's rows,
     and the tiling's split of those rows failed the "full" level."""

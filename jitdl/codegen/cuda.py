@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import CompileError
+from jitdl.errors import CompileError, GPUScheduleError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
@@ -476,6 +476,7 @@ class _KernelGen(_ExprText):
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
         self.shared_uses = []       # (what, bytes) of each use of it, for the error
+        self.shared_bufs = []       # (buffer name, elements) of each, for the error's line
         self.lanes = {}             # id(Load) -> its lane in a vector loop's registers
         self.vectors = False
         self.cse = None             # in a statement's value: (its shared nodes,
@@ -484,11 +485,13 @@ class _KernelGen(_ExprText):
         self.locals = 0             # locals made for shared nodes (names them)
         bound = {}                  # tag -> [extent, ...]
         loops = {}                  # tag -> ["loop var (extent)", ...], for errors
+        names = {}                  # tag -> [loop var name, ...], for errors
         for s in walk_stmt(stmt):
             if isinstance(s, For) and s.kind.bound:
                 bound.setdefault(s.kind.value, []).append(s.extent)
                 ext = s.extent.value if isinstance(s.extent, Const) else _launch_text(s.extent)
                 loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
+                names.setdefault(s.kind.value, []).append(s.var.name)
             elif isinstance(s, ThreadReduce):
                 # (its loop may be shorter, tightened to the extent it reads: guarded)
                 bound.setdefault(s.kind.value, []).append(Const(s.extent, "int64"))
@@ -496,30 +499,35 @@ class _KernelGen(_ExprText):
         def bound_to(tags):
             named = [f"loop {x} bound to {t}" for t in tags for x in loops.get(t, ())]
             return f" ({'; '.join(named)})" if named else ""
+
+        def names_of(tags):
+            return [x for t in tags for x in names.get(t, ())]
         self.launch = {tag: _launch_extent(tag, exts, stmt) for tag, exts in bound.items()}
         block = [self.launch.get(f"threadIdx.{d}", 1) for d in "xyz"]
         grid = [self.launch.get(f"blockIdx.{d}", 1) for d in "xyz"]
         for d, n in zip("xyz", block):
             if not isinstance(n, int):
-                raise CompileError(f"cuda: kernel {name}: the extent bound to threadIdx.{d} "
-                                   f"must be a constant, got {_launch_text(n)}"
-                                   f"{bound_to([f'threadIdx.{d}'])}; split the loop by a "
-                                   "constant and bind the inner part")
+                raise GPUScheduleError(
+                    f"cuda: kernel {name}: the extent bound to threadIdx.{d} must be a "
+                    f"constant, got {_launch_text(n)}{bound_to([f'threadIdx.{d}'])}; split "
+                    "the loop by a constant and bind the inner part",
+                    loops=names_of([f"threadIdx.{d}"]))
         self.nthreads = block[0] * block[1] * block[2]
         if self.nthreads > target.max_threads_per_block or any(
                 b > m for b, m in zip(block, target.max_block_dims)):
-            raise CompileError(
+            raise GPUScheduleError(
                 f"cuda: kernel {name}: a block of {block[0]}x{block[1]}x{block[2]} = "
                 f"{self.nthreads} threads is over the device's limits of "
                 f"{target.max_threads_per_block} threads and "
                 f"{'x'.join(map(str, target.max_block_dims))} along x, y, z"
                 f"{bound_to([f'threadIdx.{d}' for d in 'xyz'])}; split the loops and bind "
-                "the inner parts")
+                "the inner parts", loops=names_of([f"threadIdx.{d}" for d in "xyz"]))
         for d, n, m in zip("xyz", grid, target.max_grid_dims):
             if isinstance(n, int) and n > m:
-                raise CompileError(f"cuda: kernel {name}: {n} blocks bound to blockIdx.{d} "
-                                   f"are over the device's limit of {m}"
-                                   f"{bound_to([f'blockIdx.{d}'])}")
+                raise GPUScheduleError(f"cuda: kernel {name}: {n} blocks bound to "
+                                       f"blockIdx.{d} are over the device's limit of {m}"
+                                       f"{bound_to([f'blockIdx.{d}'])}",
+                                       loops=names_of([f"blockIdx.{d}"]))
         # indices in 32 bits where every one provably fits: 64-bit integer arithmetic
         # takes two or more instructions per operation on a GPU
         self.narrow, self.ranges = _fits_int32(stmt, self.launch, self.nthreads)
@@ -563,9 +571,10 @@ class _KernelGen(_ExprText):
         self.text = "\n".join([head] + body + ["}"])
         if self.shared > target.shared_bytes:
             uses = ", ".join(f"{what}: {n}" for what, n in self.shared_uses)
-            raise CompileError(f"cuda: kernel {name} needs {self.shared} bytes of shared "
-                               f"memory ({uses}), over the device's {target.shared_bytes} "
-                               "per block; use smaller tiles")
+            raise GPUScheduleError(f"cuda: kernel {name} needs {self.shared} bytes of "
+                                   f"shared memory ({uses}), over the device's "
+                                   f"{target.shared_bytes} per block; use smaller tiles",
+                                   buffers=[b for b, _ in self.shared_bufs])
         self.kernel = Kernel(name, kparams, grid, block, self.shared, self.has_checks,
                              self.vectors)
 
@@ -922,15 +931,16 @@ class _KernelGen(_ExprText):
             return
         if s.kind != ForKind.THREAD_X or not _same(Const(n, "int64"), self.launch.get(
                 "threadIdx.x", 1)):
-            raise CompileError(
+            raise GPUScheduleError(
                 f"cuda: a reduction across threads must be bound to threadIdx.x with the "
                 f"kernel's whole extent along x ({self.launch.get('threadIdx.x', 1)}), got "
                 f"{s.kind.value} over {n}")
         if self.divergent:
-            raise CompileError(
+            raise GPUScheduleError(
                 f"cuda: the reduction of {s.buffer.name} across threads is under a condition "
                 f"that differs between threads ({self.divergent[-1]}); every thread of the "
-                "block must reach it: choose splits that divide the extents")
+                "block must reach it: choose splits that divide the extents",
+                buffers=[s.buffer.name])
         dt = s.buffer.dtype
         ty = C_TYPE[dt]
         wide = ty if dt in ("float32", "float64", "int32", "int64") else "int"
@@ -1003,19 +1013,22 @@ class _KernelGen(_ExprText):
 
     def declare(self, buf):
         if buf.scope == "global":
-            raise CompileError(
+            raise GPUScheduleError(
                 f"cuda: buffer {buf.name} ({_shape_text(buf)}) is allocated inside a kernel; "
                 f"a block buffer inside a GPU kernel must fit "
-                f"{self.target.local_buffer_bytes} bytes per thread (or use shared memory)")
+                f"{self.target.local_buffer_bytes} bytes per thread (or use shared memory)",
+                buffers=[buf.name])
         if not isinstance(buf.size, int):
-            raise CompileError(f"cuda: buffer {buf.name} has a symbolic size "
-                               f"({_shape_text(buf)}); a kernel's buffers need constant sizes")
+            raise GPUScheduleError(f"cuda: buffer {buf.name} has a symbolic size "
+                                   f"({_shape_text(buf)}); a kernel's buffers need constant "
+                                   "sizes", buffers=[buf.name])
         n = max(buf.size, 1)
         shared = buf.scope == "shared"
         if shared:
             self.shared += n * dtypes.itemsize(buf.dtype)
             self.shared_uses.append((f"{buf.name} {_shape_text(buf)}",
                                      n * dtypes.itemsize(buf.dtype)))
+            self.shared_bufs.append((buf.name, n))
         # 16-byte aligned: runs of 4 floats read together become one vector load
         # (ld.shared.v4: a quarter of the instructions of a tile's inner loop)
         self.emit(f"{'__shared__ ' if shared else ''}__align__(16) {MEM_TYPE[buf.dtype]} "
@@ -1032,13 +1045,13 @@ class _KernelGen(_ExprText):
             fills = any(_writes(x, b) for b in bufs)
             if fills and not filling:
                 if self.divergent:
-                    raise CompileError(
+                    raise GPUScheduleError(
                         f"cuda: the block's copy {bufs[0].name} is filled under a condition "
                         f"that differs between threads ({self.divergent[-1]}: a bound loop "
                         "that does not divide its extent, or a guard around the loop it is "
                         "computed at): every "
                         "thread of a block must reach its barriers; choose splits that "
-                        "divide the extents")
+                        "divide the extents", buffers=[b.name for b in bufs])
                 self.emit("__syncthreads();")
             elif filling and not fills:
                 self.emit("__syncthreads();")
@@ -1364,8 +1377,9 @@ def _launch_extent(tag, extents, stmt):
             consts.append(int(e.value))
             continue
         if any(isinstance(n, Var) and n in loop_vars for n in walk_expr(e)):
-            raise CompileError(f"cuda: the extent of a loop bound to {tag} depends on an "
-                               "enclosing loop; a launch extent must be known at the launch")
+            raise GPUScheduleError(f"cuda: the extent of a loop bound to {tag} depends on "
+                                   "an enclosing loop; a launch extent must be known at the "
+                                   "launch")
         if not any(x == e for x in exprs):
             exprs.append(e)
     if not exprs:

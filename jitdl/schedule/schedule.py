@@ -555,6 +555,7 @@ class Schedule:
                                         f"{other[0]} already; bind each index once per "
                                         "stage (fuse the loops first)", user_loc())
                 la.kind = ForKind(tag)
+                st.kind_locs[axis] = user_loc()
             case S.ComputeInline():
                 if st.is_reduce:
                     raise ScheduleError(
