@@ -944,6 +944,23 @@ def test_take_in_dynamic_definitions():
         clipped(rand(0, 4), np.array([0]))
 
 
+def test_reshape_to_the_sizes_of_a_dynamic_definition():
+    """A target shape made of the definition's own sizes (X.reshape(X.shape[0], -1), as
+    a batch is flattened) keeps them as factors: one kernel for every size. jd.numpy took
+    the shape for static ints and raised SymbolicValueError on X.shape[0]."""
+    flat = jd.compute(dynamic=True)(lambda X: jnp.exp(X.reshape(X.shape[0], -1)))
+    swap = jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (X.shape[1], X.shape[0])) + 1)
+    for n, m, k in [(2, 3, 4), (5, 1, 7), (13, 17, 3), (1, 6, 2), (4, 0, 3)]:
+        x = rand(n, m, k)
+        same(flat(x), np.exp(x.reshape(n, -1)))
+        x2 = rand(n, m)
+        same(swap(x2), x2.reshape(m, n) + 1)
+    assert len(flat.cache_info()["events"]) == 3     # (the sizes of 1: two patterns)
+    with pytest.raises(jd.errors.ShapeError, match="for every size of its symbolic"):
+        jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (X.shape[0], X.shape[0])))(
+            rand(3, 3))
+
+
 def test_dynamic_definition_errors():
     x = rand(6, 4)
     f = jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (2, -1)))

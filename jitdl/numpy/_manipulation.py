@@ -43,6 +43,13 @@ def _static(value):
     return operator.index(value)
 
 
+def _symbolic_dims(shape):
+    """Whether a target shape holds sizes of a dynamic definition (X.shape[0]): those are
+    no static argument (no int, nor a kernel's key), and go to the builder as they are,
+    which takes them as dimensions (this is inside the definition's trace)."""
+    return _sym(*shape) if isinstance(shape, (tuple, list)) else _sym(shape)
+
+
 def _int_axis(axis):
     """An axis where NumPy requires an integer (not a bool): squeeze, repeat."""
     if isinstance(axis, (bool, np.bool_)) or isinstance(axis, tuple) and any(
@@ -108,6 +115,8 @@ def reshape(a, shape, order="C", *, copy=None):
     if order != "C":
         raise ArgumentError(f"reshape(): order={order!r}: jd.numpy reshapes in C order "
                             "inside definitions", user_loc())
+    if _symbolic_dims(shape):
+        return man.reshape(a, shape)
     return apply("reshape", man.reshape, (a,), (("shape", _static(shape)),))
 
 
