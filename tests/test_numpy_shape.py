@@ -961,6 +961,26 @@ def test_reshape_to_the_sizes_of_a_dynamic_definition():
             rand(3, 3))
 
 
+def test_broadcast_to_the_sizes_of_a_dynamic_definition():
+    """jnp.broadcast_to(Y, X.shape) of dynamic X and Y: the sizes Y has must equal X's,
+    checked at the call, also where the definition reads nothing of X but its shape
+    (this raised SymbolicValueError on X.shape, then ShapeError 'cannot broadcast')."""
+    only = jd.compute(dynamic=True)(lambda X, Y: jnp.broadcast_to(Y, X.shape) * 2.0)
+    plus = jd.compute(dynamic=True)(lambda X, Y: jnp.broadcast_to(Y, X.shape) - X)
+    for xs, ys in [((3, 4), (1, 4)), ((3, 4), (4,)), ((5, 7), (5, 1)), ((2, 9), (2, 9)),
+                   ((6, 1), (1,)), ((0, 3), (3,))]:
+        x, y = rand(*xs), rand(*ys)
+        same(only(x, y), np.broadcast_to(y, xs) * 2.0)
+        same(plus(x, y), np.broadcast_to(y, xs) - x)
+    for f in (only, plus):
+        with pytest.raises(jd.errors.ArgumentError, match="'Y' has size 5 in dimension 1"):
+            f(rand(3, 4), rand(1, 5))
+        with pytest.raises(jd.errors.ArgumentError, match="'Y' has size 2 in dimension 0"):
+            f(rand(3, 4), rand(2, 4))
+    with pytest.raises(jd.errors.ShapeError, match="cannot broadcast"):
+        only(rand(3, 1), rand(1, 4))
+
+
 def test_dynamic_definition_errors():
     x = rand(6, 4)
     f = jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (2, -1)))

@@ -150,10 +150,12 @@ def _interval(lo, hi):
     return f"[{lo}, {hi}]".replace("inf", "\u221e")
 
 
-def check_shape_agreement(stages):
+def check_shape_agreement(stages, params=()):
     """Arguments indexed by the same bare index over the full extent must agree in size.
     Where a size is symbolic (a dynamic argument's), the agreement is checked at the
-    call: returns those checks, [name, position, dim, name, position, dim] each."""
+    call: returns those checks, [name, position, dim, name, position, dim] each.
+    `params`, the definition's parameters, own their sizes too where no stage reads
+    them (`jnp.broadcast_to(Y, X.shape)` reads Y over the sizes of X alone)."""
     at_call = []
     owners = {}             # a dynamic argument's size -> (argument, dimension)
     reached = {}            # a tensor's id -> the arguments it reads (_arguments)
@@ -163,6 +165,11 @@ def check_shape_agreement(stages):
                 for dim, n in enumerate(acc.tensor.shape):
                     if isinstance(n, SizeVar):
                         owners.setdefault(n, (acc.tensor, dim))
+    for p in params:
+        if isinstance(getattr(p, "op", None), Placeholder):
+            for dim, n in enumerate(p.shape):
+                if isinstance(n, SizeVar):
+                    owners.setdefault(n, (p, dim))
     for t in stages:
         op = t.op
         axes = list(op.axes) + list(op.reduce_axes)

@@ -796,11 +796,11 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     a consumer's loop whose block takes up to local_buffer_bytes gets a local array."""
     stages = stages_of(sched.outputs)
     sched.validate()
-    agree = bounds.check_shape_agreement(stages)
+    agree = bounds.check_shape_agreement(stages, graph.params)
     # the definition's own agreements hold whatever the schedule rewrote: rfactor's
     # B[ko * f + kf, j] no longer shows that B's rows are A's columns (B[k, j], A[i, k])
-    agree += [c for c in bounds.check_shape_agreement(stages_of(graph.outputs))
-              if c not in agree]
+    agree += [c for c in bounds.check_shape_agreement(stages_of(graph.outputs),
+                                                      graph.params) if c not in agree]
     same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     deferred = set()

@@ -149,6 +149,8 @@ def broadcast_to(array, shape):
     """numpy.broadcast_to (a read-only view on arrays)."""
     if not _sym(array):
         return np.broadcast_to(array, shape)
+    if _symbolic_dims(shape):
+        return man.broadcast_to(array, shape)
     return apply("broadcast_to", man.broadcast_to, (array,), (("shape", _static(shape)),))
 
 

@@ -178,7 +178,12 @@ def broadcast_to(x, shape, name=None):
     if isinstance(x, Tensor) and tuple(x.shape) == tuple(shape):
         return x
     full = broadcast_shapes(shape_of(x), shape)
-    if len(full) != len(shape) or not builtins.all(same_dim(a, b) for a, b in zip(full, shape)):
+    # two symbolic sizes (Y's to X.shape in a dynamic definition) are checked to agree at
+    # the call, where the stage reads x over the target's axes (check_shape_agreement);
+    # a symbolic size against a number could not be
+    if len(full) != len(shape) or not builtins.all(
+            same_dim(a, b) or not isinstance(a, int) and not isinstance(b, int)
+            for a, b in zip(full, shape)):
         raise ShapeError(f"cannot broadcast an array of shape {shape_text(shape_of(x))} to "
                          f"shape {shape_text(shape)}", user_loc())
     return te.tensor(shape, lambda *idx: load(x, idx, shape), name=name)

@@ -352,9 +352,10 @@ def expand_dims(x, axis):
 
 
 def broadcast_to(x, shape):
-    """np.broadcast_to (a stage reading x with its stretched axes held at 0)."""
-    shape = _ints(shape, "shape")
-    if builtins.any(d < 0 for d in shape):
+    """np.broadcast_to (a stage reading x with its stretched axes held at 0); `shape` may
+    hold the symbolic sizes of a dynamic definition (X.shape)."""
+    shape = _dims(shape, "shape")
+    if builtins.any(_static(d) and d < 0 for d in shape):
         raise ShapeError("all elements of broadcast shape must be non-negative", user_loc())
     return _broadcast(x, shape, name="broadcast_to")
 
