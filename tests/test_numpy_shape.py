@@ -981,6 +981,20 @@ def test_broadcast_to_the_sizes_of_a_dynamic_definition():
         only(rand(3, 1), rand(1, 4))
 
 
+def test_diff_of_a_short_symbolic_axis_is_empty():
+    """np.diff of an axis of 0 elements, or of n >= its length, is empty; in a dynamic
+    definition its length was `X_n1 - 1`, an ArgumentShapeError ('= -1 ... must be
+    >= 0') at such a call, while the static trace clamps it at 0."""
+    once = jd.compute(dynamic=True)(lambda X: jnp.diff(X) * 2.0)
+    third = jd.compute(dynamic=True)(lambda X: jnp.diff(X, n=3, axis=0) + 1.0)
+    for shape in [(3, 0), (0, 4), (3, 5), (2, 3), (3, 3), (4, 7), (6, 2)]:
+        x = rand(*shape)
+        same(once(x), np.diff(x) * 2.0)
+        same(third(x), np.diff(x, n=3, axis=0) + 1.0)
+    assert len(once.cache_info()["events"]) == 1 and len(third.cache_info()["events"]) == 1
+    assert "]!" not in once.lower(rand(3, 4))       # still proven, no check at the call
+
+
 def test_dynamic_definition_errors():
     x = rand(6, 4)
     f = jd.compute(dynamic=True)(lambda X: jnp.reshape(X, (2, -1)))

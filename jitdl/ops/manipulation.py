@@ -397,7 +397,10 @@ def diff(a, n=1, axis=-1):
                 return build.compare(CmpOp.NE, a[nxt], a[idx])
             return build.binary(BinOp.SUB, a[nxt], a[idx])
         extent = a.shape[ax]
-        size = builtins.max(extent - 1, 0) if _static(extent) else extent - 1
+        # (none, not -1, past the end of an axis: NumPy's diff of 0 or 1 elements, or of
+        # n >= the length, is empty)
+        size = builtins.max(extent - 1, 0) if _static(extent) else build.binary(
+            BinOp.MAX, extent - 1, 0)
         a = te.tensor(a.shape[:ax] + (size,) + a.shape[ax + 1:], body, name="diff")
     return a
 
