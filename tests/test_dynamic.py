@@ -6,6 +6,7 @@ across processes."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import os
 import subprocess
@@ -1109,3 +1110,43 @@ def test_numpy_scalar_types_of_a_symbolic_value_are_casts():
         got = scaled(q)
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, q / np.sqrt(shape[1]) + 3 + 2 * shape[0], rtol=1e-6)
+
+
+def _python_numbers_of_sizes(X):
+    n = len(X)
+    scale = 1.0 / math.sqrt(float(X.shape[1]))
+    return X * scale + int(n) + len(X.shape)
+
+
+def test_python_float_int_and_len_of_sizes_and_tensors():
+    """float(d), int(d) of a dynamic size and len(X) of a tensor, in the definition's own
+    code, are its sizes as the static trace's Python numbers (float32 stays float32); they
+    raised SymbolicValueError ('used where Python needs a concrete number') and len(X)
+    'object of type Tensor has no len()' with or without dynamic=. Of other values they
+    are Python's, and a function of the user's named len is called as written."""
+    dyn = jd.compute(_python_numbers_of_sizes, dynamic=True)
+    sta = jd.compute(_python_numbers_of_sizes)
+    for shape in [(3, 16), (5, 7), (1, 4), (6, 1)]:
+        X = rand(*shape).astype(np.float32)
+        want = X / np.sqrt(shape[1]) + shape[0] + 2
+        for f in (dyn, sta):
+            got = f(X)
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    @jd.compute(dynamic=True)
+    def elements(X):
+        Y[i] = float(X[i]) * 2 + int(X[i] * 3)         # int() truncates, as Python's
+        return Y
+    x = rand(9).astype(np.float32)
+    got = elements(x)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, x.astype(np.float64) * 2 + np.trunc(x * 3), rtol=1e-6)
+
+    @jd.compute(dynamic=True)
+    def own(X):
+        len = lambda v: 7                    # noqa: E731 - not Python's: called as written
+        return X * len(X) + float("0.5")
+    np.testing.assert_allclose(own(x), x * 7 + 0.5, rtol=1e-6)
+    with pytest.raises(TypeError, match="len"):
+        jd.compute(lambda X: len(X[0]), dynamic=True)(rand(3))

@@ -208,11 +208,42 @@ def _foreign_functions():
 _FOREIGN = _foreign_functions()
 
 
+def _float(x):
+    """float(v) of a symbolic value: float64, which beside a float array is as weak as
+    the Python float of a static trace where v is made of sizes (`1.0 / float(d)`)."""
+    return build.cast(x, "float64")
+
+
+def _int(x):
+    """int(v) of a symbolic value: an integer stays itself (a size is the Python int of a
+    static trace), others are cast to int64, truncated as Python's int() truncates."""
+    return x if x.dtype == "int64" else build.cast(x, "int64")
+
+
+def _len(x):
+    """len(X) of a tensor: its first dimension, symbolic in a dynamic definition."""
+    if not x.shape:
+        raise TypeError("len() of unsized object")      # (NumPy's, of a 0-d array)
+    return x.shape[0]
+
+
+# Python's builtins a definition's own code may call on a symbolic size or a tensor, where
+# they would need a concrete number (`float(X.shape[1])`, `len(X)` in a dynamic definition)
+PYTHON_BUILTINS = {"float": (builtins.float, Expr, _float), "int": (builtins.int, Expr, _int),
+                   "len": (builtins.len, Tensor, _len)}
+
+
 def intrinsic(name, resolve):
     try:
         f = resolve()
     except NameError:
         f = None
+    if name in PYTHON_BUILTINS:
+        own, kind, traced = PYTHON_BUILTINS[name]
+        if f is not own:
+            return resolve() if f is None else f    # (the user's own function of that name)
+        return lambda *a, **k: traced(a[0]) \
+            if len(a) == 1 and not k and isinstance(a[0], kind) else f(*a, **k)
     if name in ops.CASTS:
         if f is None:
             return resolve()    # (the name's NameError, as Python raises it)

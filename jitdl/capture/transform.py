@@ -12,6 +12,7 @@ symbolic (build IR) or concrete (behave exactly as Python):
     a == b, a < b < c       ->  __jd__.cmp('==', a, b), __jd__.and_(...)
     f(x for k in range(n))  ->  f(__jd__.gen(...))                (reductions)
     exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
+    float(n), len(X)        ->  __jd__.intrinsic('float', lambda: float)(n)
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import ast
 
 from jitdl.te.ops import CASTS, INTRINSICS
 
-_ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS)
+# (float, int, len: Python's builtins, which the definition's own code may call on a
+# symbolic size or a tensor; jitdl.capture.runtime.PYTHON_BUILTINS)
+_ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS) | {"float", "int", "len"}
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
