@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jitdl as jd
-from jitdl.errors import ArgumentError
+from jitdl.errors import ArgumentError, DefinitionError
 from jitdl.target import get as get_target
 
 RNG = np.random.default_rng(7)
@@ -1150,3 +1150,54 @@ def test_python_float_int_and_len_of_sizes_and_tensors():
     np.testing.assert_allclose(own(x), x * 7 + 0.5, rtol=1e-6)
     with pytest.raises(TypeError, match="len"):
         jd.compute(lambda X: len(X[0]), dynamic=True)(rand(3))
+
+
+def _body_prefix(X):
+    n = X.shape[0]
+    Y = jd.tensor((n,))
+    Y[i] = sum(X[k] for k in range(i + 1))
+    return Y
+
+
+def _body_suffix_max(X):
+    n = X.shape[0]
+    Y = jd.tensor((n,))
+    Y[i] = max(X[k] for k in range(i, n))
+    return Y
+
+
+def _body_band(X):
+    n, m = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = sum(X[i, k] for k in range(max(i - 1, 0), min(i + 2, m)))
+    return Y
+
+
+def _body_squares(X):
+    Y = jd.tensor((X.shape[0],))
+    Y[i] = sum(X[k] for k in range(i * i))
+    return Y
+
+
+def test_reduction_ranges_that_depend_on_an_index_over_symbolic_sizes():
+    """`range(i + 1)`, `range(i, n)`, `range(max(i - 1, 0), min(i + 2, m))` in a dynamic
+    definition: the reduction's rectangle is an expression of the sizes (its bounds were
+    computed as numbers: SymbolicValueError 'the condition `1 * (X_n0 - 1) < 0`'), still
+    proven in bounds; one kernel for every size."""
+    refs = {_body_prefix: lambda x: np.cumsum(x),
+            _body_suffix_max: lambda x: np.maximum.accumulate(x[::-1])[::-1]}
+    for body, ref in refs.items():
+        f = jd.compute(body, dynamic=True)
+        for n in (0, 2, 3, 8, 33):
+            x = rand(n)
+            if n or body is _body_prefix:
+                np.testing.assert_allclose(f(x), ref(x), rtol=1e-12)
+        assert kernels(f) == 1 and "]!" not in f.lower(rand(5))
+    band = jd.compute(_body_band, dynamic=True)
+    for n, m in [(2, 3), (7, 5), (4, 9), (1, 6), (0, 3)]:
+        x = rand(n, m)
+        want = np.array([x[i, max(i - 1, 0):i + 2].sum() for i in range(n)]).reshape(n)
+        np.testing.assert_allclose(band(x), want, rtol=1e-12)
+    with pytest.raises(DefinitionError, match=r"cannot bound the range of reduction index "
+                                              r"`k` \(range\(0, i \* i\)\) for every size"):
+        jd.compute(_body_squares, dynamic=True)(rand(4))

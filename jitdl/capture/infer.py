@@ -339,17 +339,24 @@ def define_stage(name, declared, index_names, fn):
         extents = infer_ranges(variables, body, what, pending)
     axes = tuple(IterVar(v, 0, extents[v]) for v in variables)
     if pending:
-        body = _resolve_pending(body, pending, {v: (0, extents[v] - 1) for v in variables})
+        body = _resolve_pending(body, pending, {v: extents[v] for v in variables})
     if declared is not None and declared.dtype is not None:
         body = build.cast(body, declared.dtype)
     stage = make_stage(name, axes, body, user_loc())
     return stage
 
 
-def _resolve_pending(body, pending, ranges):
-    """Give reduce axes with index-dependent range() bounds their bounding rectangle."""
+def _resolve_pending(body, pending, extents):
+    """Give reduce axes with index-dependent range() bounds their bounding rectangle (the
+    range's own test stays the reduction's condition: a wider rectangle costs iterations
+    only). Over a dynamic definition's sizes the rectangle is an expression of them."""
+    ranges = {v: (0, e - 1) for v, e in extents.items()}
+    static = all(isinstance(e, int) for e in extents.values())
     new = {}
     for ax, lo, hi in pending:
+        if not static or _sized(lo) or _sized(hi):
+            new[ax] = _symbolic_rectangle(ax, lo, hi, extents)
+            continue
         blo, _ = bounds(lo, ranges)
         _, bhi = bounds(hi, ranges)
         if blo in (-INF, INF) or bhi in (-INF, INF):
@@ -367,3 +374,69 @@ def _resolve_pending(body, pending, ranges):
             return replace(n, axes=tuple(new.get(a, a) for a in n.axes))
         return None
     return map_expr(body, fix)
+
+
+def _sized(e):
+    return any(isinstance(n, SizeVar) for n in walk_expr(e))
+
+
+def _symbolic_rectangle(ax, lo, hi, extents):
+    """The rectangle of range(lo, hi) over indices of symbolic extents (`range(i + 1)`,
+    `range(i, n)` of a dynamic n): from the least lo, a constant, to the greatest hi, an
+    expression of the sizes (an empty range at some sizes: an extent of 0)."""
+    least, top = _extreme(lo, extents, False), _extreme(hi, extents, True)
+    if least is not None and not isinstance(least, int):
+        form = affine(build.as_expr(least))     # (n - (n - 1) - 1 of range(n - i - 1, n))
+        least = form.get(1, 0) if all(type(k) is int for k in form) else None
+    if least is None or top is None:
+        raise DefinitionError(
+            f"cannot bound the range of reduction index `{ax.var.name}` "
+            f"(range({lo}, {hi})) for every size: its bounds must be affine in the indices "
+            "(or a min or max of such), and the least start a constant", user_loc())
+    extent = top - least if least else top
+    if not isinstance(extent, int):
+        extent = build.binary(BinOp.MAX, extent, 0)
+    elif extent <= 0:
+        raise DefinitionError(f"reduction index `{ax.var.name}` has an empty range",
+                              user_loc())
+    return IterVar(ax.var, int(least), extent, reduce=True)
+
+
+def _extreme(e, extents, upper):
+    """The greatest (upper) or least value of int expression e over the indices in
+    `extents` (each in [0, extent)): an int or an expression of the sizes; None where e is
+    not affine in them, save through min and max."""
+    form = affine(build.as_expr(e))
+    out = form.get(1, 0)
+
+    def add(out, c, v):             # out + c * v, with no `0 +` or `1 *` in the IR
+        term = c * v if c != 1 else v
+        if isinstance(out, int) and out == 0:
+            return term
+        return out + term if not (isinstance(term, int) and term == 0) else out
+    for atom, c in form.items():
+        if type(atom) is int:
+            continue
+        var = next((v for v in extents if v is atom), None)
+        if var is not None:
+            if (c > 0) == upper:
+                out = add(out, c, extents[var] - 1)
+            continue
+        if not any(n is v for n in walk_expr(atom) for v in extents):
+            out = add(out, c, atom)
+            continue
+        if not (isinstance(atom, Binary) and atom.op in (BinOp.MIN, BinOp.MAX)):
+            return None
+        end = upper == (c > 0)          # the end of the atom this term needs
+        a, b = _extreme(atom.a, extents, end), _extreme(atom.b, extents, end)
+        if a is None or b is None:
+            # min(a, b) is below either side (max above): one side bounds it there
+            if (atom.op == BinOp.MIN) != end or a is b is None:
+                return None
+            v = a if b is None else b
+        elif isinstance(a, int) and isinstance(b, int):
+            v = min(a, b) if atom.op == BinOp.MIN else max(a, b)
+        else:
+            v = build.binary(atom.op, a, b)
+        out = add(out, c, v)
+    return out
