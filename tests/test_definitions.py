@@ -938,6 +938,23 @@ def test_masked_max_empty_row_is_minus_inf(rng):
     check(offdiag_max_te, (one,), np.array([-np.inf, one[1, 0], one[2, 0]]), F64)
 
 
+@jd.compute
+def band_sum(X):
+    (n,) = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = sum(X[k] for k in range(max(i - 1, 0), min(i + 2, n)))
+    return Y
+
+
+def test_a_range_depending_on_an_index_of_an_empty_stage(rng):
+    """The band of an empty X: no element, no reduction to bound (its range, min(i + 2, 0),
+    was 'an empty range', a DefinitionError, where NumPy gives an empty result)."""
+    for n in (0, 1, 6):
+        x = normal(rng, n)
+        want = np.array([x[max(i - 1, 0):i + 2].sum() for i in range(n)]).reshape(n)
+        check(band_sum, (x,), want, F64, 1e-12, 1e-13)
+
+
 def test_range_depending_on_outer_index(rng):
     for n in (1, 5, 64):
         x = normal(rng, n)

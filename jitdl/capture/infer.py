@@ -357,6 +357,11 @@ def _resolve_pending(body, pending, extents):
         if not static or _sized(lo) or _sized(hi):
             new[ax] = _symbolic_rectangle(ax, lo, hi, extents)
             continue
+        if 0 in extents.values():
+            # a stage of no elements (of an empty argument) runs no reduction: its range
+            # bounds nothing (min(i + 2, n) of n = 0 made it 'an empty range', an error)
+            new[ax] = IterVar(ax.var, 0, 0, reduce=True)
+            continue
         blo, _ = bounds(lo, ranges)
         _, bhi = bounds(hi, ranges)
         if blo in (-INF, INF) or bhi in (-INF, INF):
