@@ -1201,3 +1201,36 @@ def test_reduction_ranges_that_depend_on_an_index_over_symbolic_sizes():
     with pytest.raises(DefinitionError, match=r"cannot bound the range of reduction index "
                                               r"`k` \(range\(0, i \* i\)\) for every size"):
         jd.compute(_body_squares, dynamic=True)(rand(4))
+
+
+def _body_asserts_equal_rows(X, Y):
+    assert X.shape[0] == Y.shape[0] and X.ndim == 2, "X and Y: one row each"
+    return X * 2.0
+
+
+def _body_asserts_a_bound(X):
+    assert X.shape[0] > 2
+    return X * 2.0
+
+
+def test_an_assert_of_equal_sizes_is_checked_at_the_call():
+    """`assert X.shape[0] == Y.shape[0]` of dynamic X and Y (a common shape check) is
+    checked at the call, where nothing else relates the two sizes (it raised
+    SymbolicValueError 'has no Python truth value here; write a select'); other symbolic
+    tests are refused by name, and concrete ones are Python's asserts."""
+    f = jd.compute(_body_asserts_equal_rows, dynamic=True)
+    for n in (2, 5, 40):
+        x = rand(n, 3)
+        np.testing.assert_array_equal(f(x, rand(n)), x * 2.0)
+    assert kernels(f) == 1
+    with pytest.raises(ArgumentError, match="argument 'X' has size 3 in dimension 0 but "
+                                            "argument 'Y' has size 4 in dimension 0"):
+        f(rand(3, 2), rand(4))
+    with pytest.raises(DefinitionError, match="X and Y: one row each"):
+        f(rand(3), rand(3))             # (X.ndim == 2 is False: the whole test is)
+    with pytest.raises(DefinitionError, match=r"assert X_n0 > 2: the condition is symbolic"):
+        jd.compute(_body_asserts_a_bound, dynamic=True)(rand(4))
+    static = jd.compute(_body_asserts_a_bound)
+    np.testing.assert_array_equal(static(np.ones(3)), np.full(3, 2.0))
+    with pytest.raises(DefinitionError, match="AssertionError"):
+        static(np.ones(2))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import threading
 
 import numpy as np
 
@@ -13,7 +14,8 @@ from jitdl.capture.infer import define_stage, pending_reduce_axes
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl import dtypes
-from jitdl.ir.nodes import Access, BinOp, CmpOp, Expr, IterVar, ReduceOp, SizeVar, Var
+from jitdl.ir.nodes import (Access, BinOp, Binary, CmpOp, Compare, Const, Expr, IterVar,
+                            ReduceOp, SizeVar, Var)
 from jitdl.ir.visit import walk_expr
 from jitdl.te import naming, ops
 from jitdl.te.tensor import WHOLE, Tensor, whole_tensor_error
@@ -54,6 +56,52 @@ def ifexp(cond, t, f):
     if symbolic(cond):
         return build.select(cond, t(), f())
     return t() if cond else f()
+
+
+_asserted = threading.local()
+
+
+class asserted_sizes:
+    """The equal sizes a definition's asserts name (`assert X.shape[1] == W.shape[0]` of
+    dynamic X and W), collected over one trace: the kernel checks them at the call."""
+
+    def __enter__(self):
+        self.saved = getattr(_asserted, "pairs", None)
+        _asserted.pairs = []
+        return _asserted.pairs
+
+    def __exit__(self, *exc):
+        _asserted.pairs = self.saved
+
+
+def assert_(test, msg):
+    """Python's assert; of a symbolic test, equal sizes of dynamic arguments (and of
+    several, joined by `and`) become checks at the call, which nothing else can decide."""
+    if isinstance(test, Const):
+        test = bool(test.value)     # (`n == m and X.ndim == 3` of a 2-d X: False)
+    if not symbolic(test):
+        if not test:
+            raise AssertionError(*(() if msg is None else (msg(),)))
+        return
+    pairs = _equal_sizes(test)
+    if pairs is None or getattr(_asserted, "pairs", None) is None:
+        raise DefinitionError(
+            f"assert {test}: the condition is symbolic (it depends on the sizes of dynamic "
+            "arguments, on elements or on scalar arguments) and cannot be decided while "
+            "tracing; only equal sizes of dynamic arguments (`X.shape[1] == W.shape[0]`, "
+            "joined by `and`) are checked at the call", user_loc())
+    _asserted.pairs.extend(pairs)
+
+
+def _equal_sizes(test):
+    """[(a, b)] of SizeVars that `test` says are equal, or None for any other test."""
+    if isinstance(test, Binary) and test.op == BinOp.AND:
+        a, b = _equal_sizes(test.a), _equal_sizes(test.b)
+        return None if a is None or b is None else a + b
+    if isinstance(test, Compare) and test.op == CmpOp.EQ and \
+            isinstance(test.a, SizeVar) and isinstance(test.b, SizeVar):
+        return [(test.a, test.b)]
+    return None
 
 
 def and_(*thunks):

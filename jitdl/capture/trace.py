@@ -207,7 +207,7 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     filename = cap.original.__code__.co_filename
     cap.refresh()
     try:
-        with naming.scope():
+        with naming.scope(), jd_runtime.asserted_sizes() as equal_sizes:
             result = _call(cap, call_args)
     except ArgumentError as e:
         if e.message.startswith(f"{fname}("):
@@ -270,7 +270,7 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
         if depth > MAX_BODY_DEPTH:
             raise DefinitionError(f"{fname}: the expression of {t.name} nests {depth} levels "
                                   f"deep; {_TOO_DEEP}", t.op.loc)
-    return Graph(fname, tuple(params), tuple(outputs), layout)
+    return Graph(fname, tuple(params), tuple(outputs), layout, tuple(equal_sizes))
 
 
 # Levels of one stage's expression that every pass of the pipeline takes (each recurses

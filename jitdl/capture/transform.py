@@ -13,6 +13,7 @@ symbolic (build IR) or concrete (behave exactly as Python):
     f(x for k in range(n))  ->  f(__jd__.gen(...))                (reductions)
     exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
     float(n), len(X)        ->  __jd__.intrinsic('float', lambda: float)(n)
+    assert c, msg           ->  __jd__.assert_(c, lambda: msg)     (sizes: checked at the call)
 """
 from __future__ import annotations
 
@@ -104,6 +105,13 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(target, ast.Name):
             node.value = _call("bind", _const(target.id), node.value)
         return node
+
+    def visit_Assert(self, node):
+        node = self.generic_visit(node)
+        msg = _thunk(node.msg) if node.msg is not None else _const(None)
+        call = ast.Expr(_call("assert_", node.test, msg))
+        # (kept under __debug__, as Python drops an assert under -O)
+        return ast.If(ast.Name("__debug__", ast.Load()), [call], [])
 
     def visit_IfExp(self, node):
         node = self.generic_visit(node)

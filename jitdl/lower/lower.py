@@ -743,6 +743,19 @@ def _arg_position(red, sub):
     return pos
 
 
+def _asserted(graph):
+    """The checks at the call of the sizes the definition asserts equal (`assert
+    X.shape[1] == W.shape[0]`), as check_shape_agreement gives them."""
+    owner = {n: (p, d) for p in graph.params if not isinstance(p, Var)
+             for d, n in enumerate(p.shape) if isinstance(n, Var)}
+    out = []
+    for a, b in graph.equal_sizes:
+        if a is not b and a in owner and b in owner:
+            (ta, da), (tb, db) = owner[a], owner[b]
+            out.append([ta.name, ta.op.arg_index, da, tb.name, tb.op.arg_index, db])
+    return out
+
+
 def _same_sizes(graph, agree):
     """{size Var: the Var or Const it equals}, from the sizes checked equal at the call:
     each size is replaced by the first of its class (one variable per extent in the loop
@@ -801,6 +814,7 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     # B[ko * f + kf, j] no longer shows that B's rows are A's columns (B[k, j], A[i, k])
     agree += [c for c in bounds.check_shape_agreement(stages_of(graph.outputs),
                                                       graph.params) if c not in agree]
+    agree += [c for c in _asserted(graph) if c not in agree]
     same = _same_sizes(graph, agree)
     scalar_params = [p for p in graph.params if isinstance(p, Var)]
     deferred = set()

@@ -22,6 +22,7 @@ class Graph:
     params: tuple
     outputs: tuple
     layout: tuple = ()     # per call argument: ("array" | "scalar" | "static", name)
+    equal_sizes: tuple = ()     # (SizeVar, SizeVar) the definition asserts equal
 
     @property
     def stages(self):
