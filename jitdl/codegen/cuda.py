@@ -543,7 +543,7 @@ class _KernelGen(_ExprText):
         used_vars, used_bufs = set(), set()
         for s in walk_stmt(stmt):
             for e in stmt_exprs(s):
-                for n in walk_expr(e):
+                for n in walk_unique(e):
                     if isinstance(n, Var):
                         used_vars.add(n)
                     elif isinstance(n, Load):

@@ -29,7 +29,7 @@ from jitdl.ir.analysis import arms_read_guarded, short_circuits, stride
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Call, Cast, Compare, Const, For,
                             IfThen, Intrin, LetStmt, Load, Reduce, Select, Seq, Store, Unary,
                             Var)
-from jitdl.ir.visit import NodeKey, expr_children, walk_expr
+from jitdl.ir.visit import NodeKey, expr_children, walk_expr, walk_unique
 from jitdl.target.cpu import host
 
 MAX_LANES = 64          # lanes of one body (LLVM splits wide vectors into registers)
@@ -97,11 +97,11 @@ def _scan(loop, checked_reads=True):
     math = []
 
     def varies(e):
-        return any(isinstance(n, Var) and n in varying for n in walk_expr(e))
+        return any(isinstance(n, Var) and n in varying for n in walk_unique(e))
 
     def exprs(*es):
         for e in es:
-            for n in walk_expr(e):
+            for n in walk_unique(e):
                 if isinstance(n, Load):
                     if not checked_reads and n.check and (
                             varies(n.index) or any(varies(c[0]) for c in n.check)):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
                             Load, Select, SizeVar, UnOp, Unary, Var)
-from jitdl.ir.visit import expr_children, walk_expr
+from jitdl.ir.visit import expr_children, walk_expr, walk_unique
 
 INF = math.inf
 FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
@@ -677,7 +677,7 @@ def free_vars(e, acc=None):
 
 
 def reads_memory(e) -> bool:
-    return any(isinstance(n, (Access, Load)) for n in walk_expr(e))
+    return any(isinstance(n, (Access, Load)) for n in walk_unique(e))
 
 
 def reads_beyond(e, before) -> bool:
@@ -686,7 +686,7 @@ def reads_beyond(e, before) -> bool:
     0), i < n and A[i] > 0), so it must not run unconditionally. Reads that `before`
     makes itself are safe (NumPy's maximum: select(a > b | isnan(a), a, b))."""
     made = unconditional_reads(before)
-    return any(isinstance(n, (Access, Load)) and n not in made for n in walk_expr(e))
+    return any(isinstance(n, (Access, Load)) and n not in made for n in walk_unique(e))
 
 
 def short_circuits(e) -> bool:
@@ -701,7 +701,7 @@ def short_circuits(e) -> bool:
         return False
     if isinstance(e.a, Load):
         return any(isinstance(n, Load) and n.check is not None or isinstance(n, Access)
-                   for n in walk_expr(e.b))
+                   for n in walk_unique(e.b))
     return reads_beyond(e.b, e.a)
 
 

@@ -21,8 +21,8 @@ def _prec(e) -> int:
     return 10
 
 
-def _paren(e, min_prec) -> str:
-    s = expr_text(e)
+def _paren(e, min_prec, memo) -> str:
+    s = expr_text(e, memo)
     return f"({s})" if _prec(e) < min_prec else s
 
 
@@ -36,7 +36,20 @@ def _const(c: Const) -> str:
     return str(v) if c.dtype == "int64" else f"{v}:{c.dtype}"
 
 
-def expr_text(e) -> str:
+def expr_text(e, memo=None) -> str:
+    """e's text. `memo` (id -> text, over nodes that stay alive meanwhile) makes a
+    subexpression that is one object at several places (`v = v * v + 1` repeated) printed
+    once: the text still doubles with each such step, but its parts are not computed again
+    at every path to them."""
+    if memo is None:
+        memo = {}
+    hit = memo.get(id(e))
+    if hit is None:
+        hit = memo[id(e)] = _text(e, memo)
+    return hit
+
+
+def _text(e, memo) -> str:
     match e:
         case Const():
             return _const(e)
@@ -44,32 +57,33 @@ def expr_text(e) -> str:
             return e.name
         case Binary(op=op) if op in _PREC:
             p = _PREC[op]
-            left = _paren(e.a, p)
-            right = _paren(e.b, p + 1)
+            left = _paren(e.a, p, memo)
+            right = _paren(e.b, p + 1, memo)
             sym = {BinOp.AND: "and", BinOp.OR: "or"}.get(op) if e.dtype == "bool" else None
             if op == BinOp.POW:
-                return f"{_paren(e.a, p + 1)} ** {_paren(e.b, p)}"
+                return f"{_paren(e.a, p + 1, memo)} ** {_paren(e.b, p, memo)}"
             return f"{left} {sym or op.value} {right}"
         case Binary():
-            return f"{e.op.value}({expr_text(e.a)}, {expr_text(e.b)})"
+            return f"{e.op.value}({expr_text(e.a, memo)}, {expr_text(e.b, memo)})"
         case Compare():
-            return f"{_paren(e.a, 5)} {e.op.value} {_paren(e.b, 5)}"
+            return f"{_paren(e.a, 5, memo)} {e.op.value} {_paren(e.b, 5, memo)}"
         case Unary(op=UnOp.NOT) if e.dtype == "bool":
-            return f"not {_paren(e.a, 8)}"
+            return f"not {_paren(e.a, 8, memo)}"
         case Unary():
-            return f"{e.op.value}{_paren(e.a, 8)}"
+            return f"{e.op.value}{_paren(e.a, 8, memo)}"
         case Call():
-            return f"{e.fn.value}({', '.join(expr_text(a) for a in e.args)})"
+            return f"{e.fn.value}({', '.join(expr_text(a, memo) for a in e.args)})"
         case Select():
-            return f"select({expr_text(e.cond)}, {expr_text(e.t)}, {expr_text(e.f)})"
+            parts = (expr_text(x, memo) for x in (e.cond, e.t, e.f))
+            return f"select({', '.join(parts)})"
         case Cast():
-            return f"{e.dtype}({expr_text(e.value)})"
+            return f"{e.dtype}({expr_text(e.value, memo)})"
         case Access():
-            return f"{e.tensor.name}[{', '.join(expr_text(i) for i in e.indices)}]"
+            return f"{e.tensor.name}[{', '.join(expr_text(i, memo) for i in e.indices)}]"
         case Reduce():
             axes = ", ".join(f"{a.name} in [{a.min}, {a.min + a.extent})" for a in e.axes)
-            where = f", where={expr_text(e.where)}" if e.where is not None else ""
-            return f"{e.op.value}({expr_text(e.body)} for {axes}{where})"
+            where = f", where={expr_text(e.where, memo)}" if e.where is not None else ""
+            return f"{e.op.value}({expr_text(e.body, memo)} for {axes}{where})"
         case Load():
             mark = "!" if e.check else ""
             # the checks that ride on the read from a stage inlined into it: their index
@@ -78,7 +92,7 @@ def expr_text(e) -> str:
                        for _, n, name, text in e.check or () if name != e.buffer.name]
             if carried:
                 mark += "{" + "; ".join(carried) + "}"
-            return f"{e.buffer.name}[{expr_text(e.index)}]{mark}"
+            return f"{e.buffer.name}[{expr_text(e.index, memo)}]{mark}"
     raise TypeError(f"no text for {type(e).__name__}")
 
 
@@ -86,29 +100,33 @@ def _buf_decl(b: Buffer) -> str:
     return f"{b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}]"
 
 
-def stmt_lines(s, indent=0) -> list[str]:
+def stmt_lines(s, indent=0, memo=None) -> list[str]:
+    """s's lines; `memo` as expr_text's, over a whole function (whose nodes it keeps)."""
+    memo = {} if memo is None else memo
     pad = "  " * indent
     match s:
         case For():
-            lo, ext = expr_text(s.min), expr_text(s.extent)
+            lo, ext = expr_text(s.min, memo), expr_text(s.extent, memo)
             rng = f"range({ext})" if lo == "0" else f"range({lo}, {lo} + {ext})"
             head = f"{pad}{s.kind.value} {s.var.name} in {rng}:" if s.kind != ForKind.SERIAL \
                 else f"{pad}for {s.var.name} in {rng}:"
-            return [head] + stmt_lines(s.body, indent + 1)
+            return [head] + stmt_lines(s.body, indent + 1, memo)
         case Store():
-            return [f"{pad}{s.buffer.name}[{expr_text(s.index)}] = {expr_text(s.value)}"]
+            index, value = expr_text(s.index, memo), expr_text(s.value, memo)
+            return [f"{pad}{s.buffer.name}[{index}] = {value}"]
         case Seq():
-            return [line for st in s.stmts for line in stmt_lines(st, indent)]
+            return [line for st in s.stmts for line in stmt_lines(st, indent, memo)]
         case IfThen():
-            out = [f"{pad}if {expr_text(s.cond)}:"] + stmt_lines(s.then, indent + 1)
+            out = [f"{pad}if {expr_text(s.cond, memo)}:"] + stmt_lines(s.then, indent + 1, memo)
             if s.otherwise is not None:
-                out += [f"{pad}else:"] + stmt_lines(s.otherwise, indent + 1)
+                out += [f"{pad}else:"] + stmt_lines(s.otherwise, indent + 1, memo)
             return out
         case Allocate():
             return [f"{pad}alloc {_buf_decl(s.buffer)} ({s.buffer.scope})"] + \
-                stmt_lines(s.body, indent)
+                stmt_lines(s.body, indent, memo)
         case LetStmt():
-            return [f"{pad}{s.var.name} = {expr_text(s.value)}"] + stmt_lines(s.body, indent)
+            return [f"{pad}{s.var.name} = {expr_text(s.value, memo)}"] + \
+                stmt_lines(s.body, indent, memo)
         case ThreadReduce():
             return [f"{pad}{s.buffer.name}[0] = {s.op.value} over {s.kind.value} "
                     f"in range({s.extent})"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from jitdl.ir.nodes import BinOp, Binary, Call, Cast, Const, Intrin, UnOp, Unary, Var
 from jitdl.ir.printer import to_text
-from jitdl.ir.visit import expr_children, map_expr
+from jitdl.ir.visit import expr_children, map_expr, walk_unique
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
 BOUNDS = {"int8": (-128, 127), "int16": (-(1 << 15), (1 << 15) - 1),
@@ -33,7 +33,7 @@ def _weak_int(e):
 
 
 def _has_var(e):
-    return isinstance(e, Var) or any(_has_var(c) for c in expr_children(e))
+    return any(isinstance(n, Var) for n in walk_unique(e))
 
 
 def tree(e):
@@ -71,9 +71,15 @@ def checks(stages):
     """The checks of weak integer arguments in stages [(body, loc)]: a list of
     [dtype, tree, text, context, loc] where `text` is the expression, `context` the one
     it takes part in, `loc` [filename, line] of the stage (or None)."""
-    out = []
+    out, seen = [], set()
 
     def visit(e, parent, target, loc):
+        # (a node shared by several parents, `v = v * v + 1` repeated, is visited once
+        # per parent and target: its tree doubles with every such step)
+        key = (id(e), id(parent), target)
+        if key in seen:
+            return
+        seen.add(key)
         if _weak_int(e) and _has_var(e):
             item = [target, tree(e), to_text(e), _user_text(parent if parent is not None
                                                             else e), loc]

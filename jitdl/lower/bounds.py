@@ -11,30 +11,40 @@ from __future__ import annotations
 import itertools
 
 from jitdl.errors import ArgumentShapeError, DefinitionError
-from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, narrow, reads_memory,
-                               unbounded_part, upper_ends, with_loop)
+from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, memoised, narrow,
+                               reads_memory, unbounded_part, upper_ends, with_loop)
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import expr_children, substitute, walk_expr, walk_unique
+from jitdl.ir.visit import expr_children, substitute, walk_unique
 from jitdl.te.tensor import Placeholder
 
 
-def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent):
+def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None):
     """Call visit(access, ranges) with ranges narrowed by enclosing conditions; extent(a)
-    is the extent of an axis a as the proof takes it."""
+    is the extent of an axis a as the proof takes it. A node met again under the same
+    ranges object (a subexpression shared by several parents, `v = v * v + 1` repeated;
+    under memoised() narrowing gives the same object for the same condition) is walked
+    once: its tree doubles with every such step. `seen` keeps each ranges it keys alive,
+    so that its id stays its own."""
+    if seen is None:
+        seen = {}
+    key = (id(e), id(ranges))
+    if key in seen:
+        return
+    seen[key] = ranges
     if any(r[0] > r[1] for k, r in ranges.items() if k is not FACTS):
         return          # the conditions cannot all hold: this branch never runs
     if isinstance(e, Access):
         visit(e, ranges)
     if isinstance(e, Select):
-        _walk_guarded(e.cond, ranges, visit, extent)
-        _walk_guarded(e.t, narrow(e.cond, ranges), visit, extent)
-        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit, extent)
+        _walk_guarded(e.cond, ranges, visit, extent, seen)
+        _walk_guarded(e.t, narrow(e.cond, ranges), visit, extent, seen)
+        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit, extent, seen)
         return
     if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
         # evaluated left to right with short circuit (see codegen)
-        _walk_guarded(e.a, ranges, visit, extent)
-        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit, extent)
+        _walk_guarded(e.a, ranges, visit, extent, seen)
+        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit, extent, seen)
         return
     if isinstance(e, Reduce):
         if any(isinstance(extent(a), int) and extent(a) <= 0 for a in e.axes):
@@ -43,12 +53,12 @@ def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent):
         for a in e.axes:
             inner = with_loop(inner, a.var, a.min, extent(a))
         if e.where is not None:
-            _walk_guarded(e.where, inner, visit, extent)
+            _walk_guarded(e.where, inner, visit, extent, seen)
             inner = narrow(e.where, inner)
-        _walk_guarded(e.body, inner, visit, extent)
+        _walk_guarded(e.body, inner, visit, extent, seen)
         return
     for c in expr_children(e):
-        _walk_guarded(c, ranges, visit, extent)
+        _walk_guarded(c, ranges, visit, extent, seen)
 
 
 def check_stage(tensor, scalars=(), same=None):
@@ -71,9 +81,9 @@ def check_stage(tensor, scalars=(), same=None):
     ranges = {v: (0, SIZE_LIMIT - 1) for v in _size_vars(op)}
     for a in op.axes:
         ranges = with_loop(ranges, a.var, a.min, extent(a))
-    known = set(ranges) | set(scalars) | {a.var for r in walk_expr(op.body)
+    known = set(ranges) | set(scalars) | {a.var for r in walk_unique(op.body)
                                           if isinstance(r, Reduce) for a in r.axes}
-    for n in walk_expr(op.body):
+    for n in walk_unique(op.body):
         if isinstance(n, Var) and n not in known and not isinstance(n, SizeVar):
             raise DefinitionError(
                 f"index `{n.name}` is used outside a reduction over it in stage "
@@ -87,7 +97,7 @@ def check_stage(tensor, scalars=(), same=None):
             n = acc.tensor.shape[dim]
             if reads_memory(idx):
                 continue
-            text = expr_text(idx)
+            written = idx
             if not isinstance(n, int) and same:
                 n, idx = substitute(n, same), substitute(idx, same)
                 n = int(n.value) if isinstance(n, Const) else n
@@ -97,9 +107,9 @@ def check_stage(tensor, scalars=(), same=None):
             if lo >= 0 and below(idx, n, rng):
                 continue
             if not isinstance(n, int) and not any(
-                    isinstance(v, Var) and not isinstance(v, SizeVar) for v in walk_expr(idx)):
+                    isinstance(v, Var) and not isinstance(v, SizeVar) for v in walk_unique(idx)):
                 # (as written and with the sizes the call checks equal put in)
-                deferred.update({(acc.tensor.name, dim, text),
+                deferred.update({(acc.tensor.name, dim, expr_text(written)),
                                  (acc.tensor.name, dim, expr_text(idx))})
                 continue
             if not isinstance(n, int):
@@ -122,7 +132,9 @@ def check_stage(tensor, scalars=(), same=None):
                 f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
                 "guard it with a condition (`... if cond else ...`) or change the ranges",
                 acc.loc or op.loc)
-    _walk_guarded(op.body, ranges, visit, extent)
+    # (memoised: narrowing by one condition gives one ranges object, see _walk_guarded)
+    with memoised():
+        _walk_guarded(op.body, ranges, visit, extent)
     return deferred
 
 
@@ -130,9 +142,9 @@ def _size_vars(e):
     """The size variables (Vars) an extent or a stage's extents read."""
     if not isinstance(e, Expr):
         e = [a.extent for a in list(e.axes) + list(e.reduce_axes)] + [
-            d for n in walk_expr(e.body) if isinstance(n, Access) for d in n.tensor.shape]
+            d for n in walk_unique(e.body) if isinstance(n, Access) for d in n.tensor.shape]
         return [v for x in e if isinstance(x, Expr) for v in _size_vars(x)]
-    return [v for v in walk_expr(e) if isinstance(v, Var)]
+    return [v for v in walk_unique(e) if isinstance(v, Var)]
 
 
 def _why_unbounded(idx, ranges):

@@ -20,7 +20,7 @@ from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast,
                             Const, For, ForKind, IfThen, Load, PrimFunc, Reduce, ReduceOp, Select,
                             Seq, Store, Unary, Var, ThreadReduce)
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import map_expr, substitute, walk_expr
+from jitdl.ir.visit import map_expr, substitute, walk_expr, walk_unique
 from jitdl.lower import bounds
 from jitdl.schedule.schedule import Fuse, LoopAxis, Split, ceil_div
 from jitdl.te.ops import stages_of
@@ -323,7 +323,9 @@ class _Builder:
                 return Load(buf, flat_index(at, shape), check(n, old))
             buf = self.buffers[id(n.tensor)]
             return Load(buf, flat_index(n.indices, buf.shape), check(n, old))
-        return map_expr(e, rep)
+        # (an access shared by several parents once, as _accesses meets it: e is `before`
+        # with loop variables put in, node for node)
+        return map_expr(e, rep, {})
 
     def stage(self, st, region=None):
         """The loop nest of one stage. With `region` (per data axis: lo expression and
@@ -894,7 +896,7 @@ def in_place_inputs(sched, inputs, outputs):
         if not isinstance(op, Compute) or op.reduce is not None or len(op.axes) != rank:
             return []
         axes = tuple(a.var for a in op.axes)
-        for node in walk_expr(op.body):
+        for node in walk_unique(op.body):
             if isinstance(node, Reduce):
                 return []
             if not isinstance(node, Access):
@@ -913,8 +915,8 @@ def in_place_inputs(sched, inputs, outputs):
 
 def _accesses(e):
     """An iterator over the accesses of e in the order map_expr meets them (children
-    first), or an empty one for None."""
+    first, a node shared by several parents once), or an empty one for None."""
     found = []
     if e is not None:
-        map_expr(e, lambda n: found.append(n) if isinstance(n, Access) else None)
+        map_expr(e, lambda n: found.append(n) if isinstance(n, Access) else None, {})
     return iter(found)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from jitdl import dtypes
 from jitdl.ir.analysis import free_vars, linear, reads_memory
 from jitdl.ir.nodes import Access, Binary, BinOp, Call, ForKind, Intrin, ReduceOp, Select, Var
-from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr
+from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr, walk_unique
 from jitdl.schedule import rewrite
 from jitdl.schedule.schedule import Axis, Schedule, Split
 
@@ -55,7 +55,7 @@ def _io_bytes(s):
     computes (inputs), and its outputs."""
     inputs = {}
     for st in s.stages.values():
-        for n in walk_expr(st.tensor.op.body):
+        for n in walk_unique(st.tensor.op.body):
             if isinstance(n, Access) and n.tensor.name not in s.stages:
                 inputs[n.tensor.name] = n.tensor
     return sum(map(_nbytes, inputs.values())) + sum(map(_nbytes, s.outputs))
@@ -1230,7 +1230,7 @@ def _consumers(s):
     """Tensor -> the stages whose own bodies read it."""
     out = {}
     for x in s.stages.values():
-        for t in {n.tensor for n in walk_expr(x.tensor.op.body) if isinstance(n, Access)}:
+        for t in {n.tensor for n in walk_unique(x.tensor.op.body) if isinstance(n, Access)}:
             out.setdefault(t, []).append(x)
     return out
 

@@ -279,7 +279,8 @@ def _extract(name, e, axes, loc):
                      None if n.where is None else substitute(n.where, sub), n.dtype)
         stage = make_stage(f"{name}_{n.op.value}{next(count)}", new_axes, red, loc)
         return Access(stage, tuple(a.var - a.min if a.min else a.var for a in outer), loc)
-    return map_expr(e, lift)
+    # (a reduction that is one object at several places is one stage, read at each)
+    return map_expr(e, lift, {})
 
 
 _IDENTITY_DTYPE = {ReduceOp.ANY: "bool", ReduceOp.ALL: "bool"}
@@ -477,7 +478,7 @@ def stages_of(outputs):
                 continue
             seen.add(id(t))
             stack.append((t, True))
-            reads = [n.tensor for n in walk_expr(t.op.body) if isinstance(n, Access)]
+            reads = [n.tensor for n in walk_unique(t.op.body) if isinstance(n, Access)]
             stack.extend((r, False) for r in reversed(reads))
     return order
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitdl.errors import CompileError
 from jitdl.ir.nodes import (Allocate, Binary, Compare, For, ForKind, IfThen, LetStmt, Load,
                             PrimFunc, Select, Seq, Store, Var, Buffer, ThreadReduce)
-from jitdl.ir.visit import stmt_exprs, walk_expr
+from jitdl.ir.visit import stmt_exprs, walk_unique
 
 
 def verify(func: PrimFunc):
@@ -16,7 +16,7 @@ def verify(func: PrimFunc):
         raise CompileError(f"IR verifier ({func.name}): {msg}")
 
     def check_expr(e, scope, buffers):
-        for n in walk_expr(e):
+        for n in walk_unique(e):
             if isinstance(n, Var) and n not in scope:
                 fail(f"variable {n.name} used outside its loop")
             if isinstance(n, Load) and n.buffer not in buffers:
