@@ -956,6 +956,30 @@ def test_a_shared_index_expression_compiles_in_its_own_size(rng):
     assert "jd_c14 = (((jd_c13 * jd_c13) + 1) % 7)" in src
 
 
+def _collatz(v, n, where=jd.select):
+    for _ in range(n):
+        v = where(v % 2 == 0, v // 2, (3 * v + 1) % 64)
+    return v
+
+
+@jd.compute(static=("n",))
+def collatz_gather(x, n):
+    return jd.tensor(x.shape, lambda i: x[_collatz(i, n)] * 2, name="y")
+
+
+def test_values_before_a_branch_serve_after_it_in_codegen(rng):
+    """A select over `v // 2` and `(3 * v + 1) % 64` reads v three times; int64 division
+    in vector code branches (all lanes exact in double, else lane by lane), and the code
+    generator reused a value only in the block it was emitted in: after the first
+    division v was emitted again, and its divisions again, tripling with each step (5
+    steps took 11 s to compile, 6 steps 138 s and 7 steps 77 s on busy machines). A
+    value emitted in a block that dominates the builder's (the branch's own block) is
+    reused now (5 steps: 0.25 s). The gather reads what NumPy's does."""
+    x = rng.integers(-1000, 1000, 64)
+    ref = x[_collatz(np.arange(64), 5, np.where)] * 2
+    np.testing.assert_array_equal(collatz_gather(x, 5), ref)
+
+
 def test_a_slice_of_a_2d_argument_is_named_a_slice():
     """`X[::-1]` of a 2-d argument was reported as an array of the wrong rank (the count
     of indices was checked before their kind); a partial index says both readings."""

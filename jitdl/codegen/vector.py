@@ -306,6 +306,7 @@ class VectorBody:
         then_end = b.block
         b.branch(end_bb)
         b.position_at_end(end_bb)
+        self.cg.dominator.setdefault(end_bb, pre)
         if v is None:
             return None
         phi = b.phi(v.type)
@@ -481,18 +482,21 @@ class VectorBody:
     # -- expressions ---------------------------------------------------------------------
     def expr(self, e):
         """e for every lane: a vector, or a scalar when it is the same in every lane. As
-        in FunctionCodegen.expr, a node met again in the same block and statement, and
-        under the same mask, is the value emitted the first time."""
+        in FunctionCodegen.expr, a node met again in the same statement, in its block or
+        one that block dominates, and under the same mask, is the value emitted the first
+        time."""
         if not self.varies(e):
             return self.cg.expr(e)
         if isinstance(e, Var):
             return self.lane_values() if e is self.var else self.cg.env[e]
         key = NodeKey(e, self.cg.hashes)
         known = self.values.get(key)
-        if known is not None and known[0] is self.b.block and known[1] is self.mask:
+        if known is not None and known[1] is self.mask and self.cg.available(known[0]):
             return known[2]
+        start = self.b.block
         v = self.node(e)
         self.values[key] = (self.b.block, self.mask, v)
+        self.cg.emitted_in(start)
         return v
 
     def node(self, e):
