@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from jitdl.errors import warn
+
 
 def _int(name, default):
     v = os.environ.get(name, "").strip()
@@ -12,7 +14,11 @@ def _int(name, default):
     try:
         return int(v)
     except ValueError:
-        raise ValueError(f"{name} must be an integer, got {v!r}") from None
+        # a warning, as for JITDL_LOG: an error here is a traceback out of `import jitdl`
+        # (and of every `jitdl` command), far from the shell line that set the variable
+        warn(f"{name}={v!r} is not an integer; using the default, {default}",
+             RuntimeWarning)
+        return default
 
 
 @dataclass

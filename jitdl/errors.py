@@ -236,7 +236,22 @@ def user_frame(f, skip_jitdl=True):
 def warn(message, category):
     """warnings.warn shown at the user's line (the first frame outside jitdl)."""
     f, n = user_frame(sys._getframe(1))
+    if f is not None:
+        # warnings' stacklevel does not count the import system's frames (a warning at
+        # `import jitdl`, of a setting): count the user's frame the way it does
+        n -= _import_frames(sys._getframe(1), f)
     warnings.warn(message, category, stacklevel=2 + (n if f is not None else n - 1))
+
+
+def _import_frames(f, stop):
+    """How many of the frames from f out to stop are the import system's, which
+    warnings.warn skips when it counts a stacklevel."""
+    n = 0
+    while f is not None and f is not stop:
+        fn = f.f_code.co_filename
+        n += "importlib" in fn and "_bootstrap" in fn
+        f = f.f_back
+    return n
 
 
 class ShapeError(JitdlError, ValueError):

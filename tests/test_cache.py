@@ -964,6 +964,24 @@ def test_cli_with_the_cache_disabled(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("name", ["JITDL_CACHE_MAX_BYTES", "JITDL_NUM_THREADS",
+                                  "JITDL_OPT_LEVEL", "JITDL_POOL_BYTES"])
+def test_an_unreadable_integer_setting_is_a_warning_at_the_users_import(tmp_path, name):
+    """JITDL_CACHE_MAX_BYTES=abc made `import jitdl` (and every `jitdl` command) fail with
+    a traceback out of config.py; now a warning at the user's import line names the
+    variable and its value, and the default is used."""
+    (tmp_path / "script.py").write_text("import numpy\nimport jitdl\n"
+                                        "print(jitdl.config.settings)\n")
+    p = subprocess.run([PY, str(tmp_path / "script.py")], capture_output=True, text=True,
+                       env=base_env(tmp_path, **{name: "abc"}), timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert f"script.py:2: RuntimeWarning: {name}='abc' is not an integer; using the " \
+           f"default" in p.stderr, p.stderr
+    c = run_cli(tmp_path, "info", **{name: "1e9"})
+    assert c.returncode == 0 and "cache directory" in c.stdout, c.stderr
+    assert f"{name}='1e9' is not an integer" in c.stderr, c.stderr
+
+
 # ---------------------------------------------------------------- fast-key contents
 # (in process: the digests must differ whenever the computation can differ)
 
