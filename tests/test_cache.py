@@ -964,6 +964,20 @@ def test_cli_with_the_cache_disabled(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_cli_reading_a_missing_cache_does_not_make_it(tmp_path):
+    """`jitdl cache list` (info, verify, clear) of a cache directory that does not exist
+    made it, with its kernels/ and aliases/ folders; they report an empty cache and leave
+    the disk as it was."""
+    for cmd in (["info"], ["list"], ["verify"], ["verify", "--remove"], ["clear"]):
+        p = run_cli(tmp_path, *cmd)
+        assert p.returncode == 0, (cmd, p.stdout, p.stderr)
+        assert not (tmp_path / "cache").exists(), cmd
+    assert "(not made yet)" in run_cli(tmp_path, "info").stdout
+    (tmp_path / "cache").mkdir(mode=0o700)       # an empty one: no stats file made either
+    assert run_cli(tmp_path, "list").returncode == 0
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
 @pytest.mark.parametrize("name", ["JITDL_CACHE_MAX_BYTES", "JITDL_NUM_THREADS",
                                   "JITDL_OPT_LEVEL", "JITDL_POOL_BYTES"])
 def test_an_unreadable_integer_setting_is_a_warning_at_the_users_import(tmp_path, name):

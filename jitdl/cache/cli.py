@@ -17,7 +17,7 @@ def _store():
     if not settings.cache:
         print("the kernel cache is disabled (JITDL_CACHE=0)")
         return None
-    st = Store(settings.cache_dir, settings.cache_max_bytes)
+    st = Store(settings.cache_dir, settings.cache_max_bytes, create=False)
     if not st.usable:
         print(f"the kernel cache at {settings.cache_dir} is not usable (see the warning)")
         return None
@@ -31,7 +31,7 @@ def _mb(n):
 def cmd_info(st, args):
     entries = st.entries()
     hits = st.hits()
-    print(f"cache directory: {st.root}")
+    print(f"cache directory: {st.root}" + ("" if os.path.isdir(st.root) else " (not made yet)"))
     print(f"entries:         {len(entries)} ({sum(1 for e in entries if e[1] is None)} damaged)")
     print(f"size:            {_mb(sum(e[2] for e in entries))} of {_mb(st.max_bytes)} "
           "(JITDL_CACHE_MAX_BYTES)")

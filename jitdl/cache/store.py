@@ -15,6 +15,7 @@ that group or others can write, is refused (with a warning) and jitdl compiles i
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import json
 import logging
@@ -184,7 +185,9 @@ def write_atomic(path, data: bytes, prefix=".tmp-", public=False):
 
 
 class Store:
-    def __init__(self, root: str, max_bytes: int):
+    def __init__(self, root: str, max_bytes: int, create=True):
+        """create=False: a store to read and clean (`jitdl cache`), which leaves a missing
+        directory missing: listing an empty cache must not make one."""
         self.root = root
         self.max_bytes = max_bytes
         self.kernels = os.path.join(root, "kernels")
@@ -194,13 +197,18 @@ class Store:
         self._pending = {}               # hits not yet written to stats.sqlite
         self._aliases_read = {}          # (name, inode, size, ctime) -> record: see alias_records
         self._room = None                # bytes to write before the next eviction pass
-        self.usable = self._prepare()
+        self.usable = self._prepare(create)
 
     # -- trust ------------------------------------------------------------------------------
-    def _prepare(self) -> bool:
+    def _prepare(self, create=True) -> bool:
         try:
             for d in (self.root, self.kernels, self.aliases):
-                os.makedirs(d, mode=0o700, exist_ok=True)
+                if create:
+                    os.makedirs(d, mode=0o700, exist_ok=True)
+                elif not os.path.lexists(d):
+                    continue             # nothing there to trust or distrust
+                elif not os.path.isdir(d):
+                    raise NotADirectoryError(errno.ENOTDIR, "not a directory", d)
                 why = _owned_and_private(os.stat(d))
                 if why:
                     warnings.warn(f"jitdl: not using the kernel cache at {d}: {why}; "
@@ -208,7 +216,8 @@ class Store:
                                   "directory)", CacheWarning, stacklevel=4)
                     return False
         except OSError as e:
-            warnings.warn(f"jitdl: kernel cache disabled: cannot create {self.root}: {e}",
+            warnings.warn(f"jitdl: kernel cache disabled: cannot "
+                          f"{'create' if create else 'read'} {self.root}: {e}",
                           CacheWarning, stacklevel=4)
             return False
         return True
@@ -366,6 +375,8 @@ class Store:
 
     def hits(self) -> dict:
         self.flush_hits()
+        if self._db is None and not os.path.exists(os.path.join(self.root, "stats.sqlite")):
+            return {}                    # none recorded: reading must not make the file
         try:
             with self._lock:
                 return {k: h for k, h in self._stats().execute("SELECT key, hits FROM hits")}
