@@ -70,7 +70,7 @@ class Function:
 
     def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None, static=(),
                  dynamic=False):
-        functools.update_wrapper(self, pyfunc)
+        functools.update_wrapper(self, pyfunc)      # __name__, __doc__, __wrapped__, ...
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
         self.strict_fp = strict_fp
@@ -125,6 +125,12 @@ class Function:
         self._generation = 0            # + 1 when recompile() or a schedule drops kernels:
         #                                 tuning that began before swaps nothing in
         self.qualname = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
+
+    def __get__(self, obj, objtype=None):
+        """The function itself, as a class attribute too (no `self` is bound, as before).
+        It makes the function a routine to inspect: help(f) shows f(X, ...) and its own
+        docstring, where it showed the Function class's when f has none."""
+        return self
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):

@@ -1030,6 +1030,36 @@ def test_compute_functions_pickle(rng):
     assert "parallel" in str(copy.lower(x, 3.0))
 
 
+def test_a_compute_function_reads_as_the_function_it_wraps(rng):
+    """help(f) of a definition without a docstring showed the Function class's
+    documentation (its __init__, __call__, every method); it shows f's own signature, and
+    its docstring where it has one, as for a functools.wraps wrapper. A definition stays
+    unbound as a class attribute."""
+    import inspect
+    import pydoc
+
+    def total(X, axis=1):
+        return X
+
+    def doubled(X):
+        """Twice X."""
+        return jd.tensor(X.shape, lambda i: X[i] * 2.0)
+    for fn in (total, doubled):
+        f = jd.compute(fn)
+        assert (f.__name__, f.__qualname__, f.__module__, f.__doc__, f.__wrapped__) == \
+            (fn.__name__, fn.__qualname__, fn.__module__, fn.__doc__, fn)
+        assert inspect.signature(f) == inspect.signature(fn)
+        text = pydoc.plain(pydoc.render_doc(f))
+        assert f"{fn.__name__}{inspect.signature(fn)}" in text, text
+        assert "Function" not in text.split("\n", 1)[1] and "__call__" not in text, text
+        assert (fn.__doc__ or "") in text
+
+    class Holder:
+        double = jd.compute(doubled)
+    x = rng.standard_normal(5)
+    check(Holder().double, (x,), x * 2.0, F64)
+
+
 @jd.compute
 def tiled_rows(X):
     return jd.tensor(X.shape, lambda i, j: X[i, j] + 1.0, name="Y")
