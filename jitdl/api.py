@@ -758,7 +758,7 @@ class Function:
         from jitdl.cache import export     # lazy: only exports need it
         example_args = self._args(example_args, kwargs)
         k = self._cpu_kernel("export", example_args, {})
-        export.write(path, self.name, [(self._specs(example_args), k)])
+        export.write(path, self.name, [(self._specs(example_args), k)], self.signature)
         return path
 
     # -- tuning -----------------------------------------------------------------------------

@@ -886,6 +886,38 @@ def test_an_exported_function_binds_its_arguments_by_name(tmp_path):
     assert "no exported kernel" in errs[3] and "(float64[3, 4], 0)" in errs[3], errs[3]
 
 
+def test_an_exported_function_keeps_the_parameters_defaults(tmp_path):
+    """`def total(X, axis=1)` exported and loaded took `axis` as required: g(x) was an
+    ArgumentError 'missing a required argument'. The file keeps each parameter's kind and
+    default (exactly: a float by its hex text, tuples), in the loaded function's
+    signature; a default JSON cannot hold (an array) leaves that argument required."""
+    code = textwrap.dedent(f'''\
+        import inspect, pickle, numpy as np, jitdl as jd
+
+        @jd.compute(static=("axis", "shift"))
+        def total(X, axis=1, shift=(-0.0, 2), s=0.1, *, w=np.ones(2)):
+            n, m = X.shape
+            k = jd.reduce_axis(X.shape[axis])
+            return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k) * s + shift[1] + w[0])
+        x = np.random.default_rng(3).standard_normal((3, 4))
+        w = np.ones(2)
+        want = x.sum(1) * 0.1 + 3
+        g = jd.load(total.export({str(tmp_path / "total.jdx")!r}, x))
+        print("SIG", inspect.signature(g))
+        assert np.allclose(g(x, w=w), want) and np.allclose(g(x, 1, w=w), want)
+        assert np.allclose(pickle.loads(pickle.dumps(g))(x, w=w), want)
+        try:
+            g(x)
+        except jd.ArgumentError as e:
+            print("ERR", e)
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert "SIG (X, axis=1, shift=(-0.0, 2), s=0.1, *, w)\n" in p.stdout, p.stdout
+    assert "ERR total(): missing a required argument: 'w'" in p.stdout, p.stdout
+
+
 def test_a_loaded_export_pickles(tmp_path):
     """A loaded export goes to a process pool: it pickles as its file's bytes, loaded again
     on the other side (pickling raised AttributeError: Can't pickle local object

@@ -19,14 +19,17 @@ from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_of_specs,
 MAGIC = b"JITDLX01"
 
 
-def write(path, name, kernels):
-    """kernels: [(specs, Kernel)]."""
+def write(path, name, kernels, signature=None):
+    """kernels: [(specs, Kernel)]; signature: the definition's inspect.Signature, whose
+    parameters (kinds and defaults) the loaded function takes."""
     info = engine.target_info()
     blobs = []
     for specs, k in kernels:
         meta = {"fname": name, "signature": k.sig.to_json(), "specs": specs,
                 "cpu": info["cpu"], "features": info["features"], "triple": info["triple"],
                 "array_data_offset": engine.array_data_offset()}
+        if signature is not None:
+            meta["params"] = _params_json(signature)
         # the shared library too (linked now if the kernel was loaded by MCJIT): the
         # loading process then needs no LLVM at all
         shared = getattr(k.loaded, "shared", None) or native.link_shared(k.loaded.obj)
@@ -38,10 +41,51 @@ def write(path, name, kernels):
     write_atomic(path, data, prefix=".jitdl-export-", public=True)
 
 
+def _params_json(signature):
+    """[name, kind, [default] or []] per parameter. A default JSON cannot give back as the
+    same value of the same type (an array, a NumPy scalar, an object) is left out: the
+    loaded function then needs that argument, as a kernel of another type would not
+    serve it."""
+    return [[p.name, p.kind.name, [] if p.default is p.empty else _default_json(p.default)]
+            for p in signature.parameters.values()]
+
+
+def _default_json(v):
+    """[the value as JSON] for a Python number, bool, str, None or a tuple of them, else
+    []; a float as its hex text (exact: -0.0, nan and inf too)."""
+    if v is None or type(v) in (bool, int, str):
+        return [v]
+    if type(v) is float:
+        return [{"float": v.hex()}]
+    if type(v) is tuple:
+        items = [_default_json(x) for x in v]
+        return [{"tuple": [x[0] for x in items]}] if all(items) else []
+    return []
+
+
+_KINDS = {k.name: k for k in (inspect.Parameter.POSITIONAL_ONLY,
+                               inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                               inspect.Parameter.KEYWORD_ONLY)}
+
+
+def _signature(params):
+    """The inspect.Signature of _params_json's list."""
+    return inspect.Signature(
+        [inspect.Parameter(n, _KINDS[kind], **({"default": _default_value(d[0])} if d else {}))
+         for n, kind, d in params])
+
+
+def _default_value(j):
+    if isinstance(j, dict):
+        return float.fromhex(j["float"]) if "float" in j else \
+            tuple(_default_value(x) for x in j["tuple"])
+    return j
+
+
 class ExportedFunction:
     """A callable over the kernels of an exported file, dispatching on shapes and dtypes."""
 
-    def __init__(self, name, kernels, file):
+    def __init__(self, name, kernels, file, params=None):
         self.name = name
         self._kernels = kernels          # key -> Kernel
         self._file = file                # (the export file's bytes, its path): pickles
@@ -49,9 +93,10 @@ class ExportedFunction:
         self._static = static_positions(first.sig.layout) if first else ()
         self._dynamic = dynamic_positions(kernels.values())
         self._dims = dynamic_dims(kernels.values(), self._dynamic)
-        self._params = inspect.Signature(
-            [inspect.Parameter(x[1], inspect.Parameter.POSITIONAL_OR_KEYWORD)
-             for x in first.sig.layout] if first else [])
+        if params is None:               # (a file written before they were kept)
+            params = _signature([[x[1], "POSITIONAL_OR_KEYWORD", []]
+                                 for x in (first.sig.layout if first else ())])
+        self._params = self.__signature__ = params
 
     def __call__(self, *args, out=None, **kwargs):
         args = self._bind(args, kwargs)
@@ -67,7 +112,9 @@ class ExportedFunction:
         if not kwargs and len(args) == len(self._params.parameters):
             return args
         try:
-            return tuple(self._params.bind(*args, **kwargs).arguments.values())
+            bound = self._params.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return tuple(bound.arguments.values())
         except TypeError as e:
             raise ArgumentError(f"{self.name}(): {e}; its parameters are "
                                 f"({', '.join(self._params.parameters)})") from None
@@ -156,7 +203,7 @@ def _loads(data, path):
         raise JitdlError(f"{path} is not a jitdl export (bad magic {data[:8]!r})")
     host = engine.target_info()
     have = {f[1:] for f in host["features"].split(",") if f.startswith("+")}
-    kernels, name = {}, "kernel"
+    kernels, name, params = {}, "kernel", None
     try:
         (count,) = struct.unpack_from("<I", data, 8)
         pos = 12
@@ -170,6 +217,7 @@ def _loads(data, path):
             pos += n
             meta = entry.meta
             name = meta["fname"]
+            params = meta.get("params", params)
             need = {f[1:] for f in meta["features"].split(",") if f.startswith("+")}
             missing = sorted(need - have)
             if meta["triple"] != host["triple"]:
@@ -186,6 +234,8 @@ def _loads(data, path):
             kernels[key_of_specs(meta["specs"])] = (sig, meta, entry)
         if pos != len(data):
             raise ValueError(f"{len(data) - pos} bytes after the last entry")
+        if params is not None:
+            params = _signature(params)
     except JitdlError:
         raise
     except Exception as e:              # struct.error, ValueError, KeyError, TypeError...
@@ -197,7 +247,7 @@ def _loads(data, path):
             loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
             loaded.direct_address = 0
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
-    return ExportedFunction(name, loaded_kernels, (data, path))
+    return ExportedFunction(name, loaded_kernels, (data, path), params)
 
 
 def _load_binary(entry, sig):
