@@ -279,8 +279,10 @@ class Schedule:
             the condition is false (padding, guarded tails); a condition that does not
             differ stays a scalar branch or select;
           - arithmetic, comparisons, casts, sqrt, abs, floor/ceil/round, min/max and
-            float32 exp, log, tanh and sigmoid are vector instructions; other math (erf,
-            sin, pow, log1p, float64 exp and log...) calls libm lane by lane;
+            every transcendental function, float32 and float64 (exp, log, pow, sin,
+            tanh, erf, atan2, ...: inline vector code, jitdl/codegen/mathlib.py) are
+            vector instructions; only lanes that need it call libm (sin, cos and tan
+            of huge arguments, inf or NaN), and a float `%` or fmod divides lane by lane;
           - up to 4 SIMD registers of lanes (32 float32 lanes with AVX2, 64 with
             AVX-512) are straight-line code; a longer loop is a loop over blocks of that
             width, then the remaining lanes.
