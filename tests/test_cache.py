@@ -1064,6 +1064,38 @@ def test_fast_key_sees_closures_partials_and_callable_objects():
     assert digests(Scale(2.0)) != before
 
 
+def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
+    """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
+    function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second
+    definition made by the same factory with another value hit the first one's kernel
+    on disk and computed with its value (x * 2.0 where x * 3.0 was written)."""
+    import numpy as np
+    import jitdl as jd
+    from jitdl.cache import keys
+
+    def make(c):
+        def kw(v, *, c=c):
+            return v * c
+
+        def fn(v, g=lambda v: v * c):
+            return g(v)
+
+        def f(X):
+            return jd.tensor(X.shape, lambda i: kw(X[i]) + fn(X[i]))
+        return f
+    assert keys.code_digests(make(2.0)) != keys.code_digests(make(3.0))
+    x = rng.standard_normal(7)
+    for c in (2.0, 3.0):                       # (the second was a disk hit of the first)
+        np.testing.assert_allclose(jd.compute(make(c))(x), x * 2 * c, rtol=1e-12)
+
+    def sched(step):
+        def s(s, cfg, step=step):
+            step(s, s["Y"])
+        return s
+    assert keys.code_digests(sched(lambda s, Y: s.parallel(Y.axis[0]))) != \
+        keys.code_digests(sched(lambda s, Y: s.vectorize(Y.axis[0])))
+
+
 FACTOR = 1.0
 
 

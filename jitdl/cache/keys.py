@@ -124,8 +124,16 @@ class _Walker:
         # the compiled code, not the source text: no file reads, comments do not count,
         # and the Python version is part of the environment
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
-                          f"defaults={_stable_repr(fn.__defaults__)}")
+                          f"defaults={_stable_repr(fn.__defaults__)} "
+                          f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
         names = _names(fn.__code__)
+        # default values are read like globals: a function's repr (`g=lambda v: v * c`)
+        # has no content, and keyword-only ones are not in __defaults__
+        for i, v in enumerate(fn.__defaults__ or ()):
+            if not isinstance(v, (bool, int, float, str, type(None))):
+                self.value(f"{key}.__defaults__[{i}]", v, names)
+        for n, v in sorted((fn.__kwdefaults__ or {}).items()):
+            self.value(f"{key}.__kwdefaults__[{n!r}]", v, names)
         cells = {}
         if fn.__closure__:
             for n, c in zip(fn.__code__.co_freevars, fn.__closure__):
