@@ -40,6 +40,22 @@ class Settings:
                               # (JITDL_TUNING_DB is read at each use: tuning_db())
 
 
+OFF = ("0", "no", "none", "off", "false")     # values that turn a setting off
+ON = ("1", "yes", "on", "true")
+
+
+def _flag(name):
+    """A setting that is on unless turned off (JITDL_CACHE, JITDL_WARM_UP), in any case;
+    a value that is neither is warned about and leaves it on."""
+    v = os.environ.get(name, "").strip()
+    if v.lower() in OFF:
+        return False
+    if v and v.lower() not in ON:
+        warn(f"{name}={v!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}); "
+             f"it stays on", RuntimeWarning)
+    return True
+
+
 def _omp_threads():
     """OMP_NUM_THREADS's first number (it may list one per nesting level), or None."""
     v = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
@@ -66,12 +82,11 @@ def load() -> Settings:
         num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or cores())),
         log=os.environ.get("JITDL_LOG", ""),
         opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
-        cache=os.environ.get("JITDL_CACHE", "1").strip().lower() not in ("0", "false", "no",
-                                                                        "off"),
+        cache=_flag("JITDL_CACHE"),
         # absolute: a relative directory must not move with os.chdir
         cache_dir=os.path.abspath(os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir()),
         cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
-        warm_up=os.environ.get("JITDL_WARM_UP", "1").strip() not in ("0", "false", "no"),
+        warm_up=_flag("JITDL_WARM_UP"),
         linker=os.environ.get("JITDL_LINKER", "").strip(),
         pool_bytes=max(0, _int("JITDL_POOL_BYTES", _default_pool_bytes())),
         tune_budget=os.environ.get("JITDL_TUNE_BUDGET", "").strip() or "64,120s",

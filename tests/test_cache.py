@@ -1010,6 +1010,21 @@ def test_cli_reading_a_missing_cache_does_not_make_it(tmp_path):
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+def test_on_off_settings_read_any_case_and_warn_on_other_values(tmp_path):
+    """JITDL_WARM_UP=off (or OFF, False) left the warm-up on: only 0, false and no, in
+    lower case, turned it off, where JITDL_CACHE also took off; a value that is neither
+    on nor off (JITDL_CACHE=maybe) was taken as on without a word."""
+    code = "import jitdl; s = jitdl.config.settings; print('GOT', s.cache, s.warm_up)"
+    for env, want in [({"JITDL_WARM_UP": "OFF"}, "True False"),
+                      ({"JITDL_WARM_UP": "False", "JITDL_CACHE": "No"}, "False False"),
+                      ({"JITDL_CACHE": "maybe", "JITDL_WARM_UP": "Yes"}, "True True")]:
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True,
+                           env=base_env(tmp_path, **env), timeout=TIMEOUT)
+        assert p.returncode == 0 and f"GOT {want}" in p.stdout, (env, p.stdout, p.stderr)
+        assert ("JITDL_CACHE='maybe' is neither on" in p.stderr) == ("maybe" in str(env)), \
+            p.stderr
+
+
 @pytest.mark.parametrize("name", ["JITDL_CACHE_MAX_BYTES", "JITDL_NUM_THREADS",
                                   "JITDL_OPT_LEVEL", "JITDL_POOL_BYTES"])
 def test_an_unreadable_integer_setting_is_a_warning_at_the_users_import(tmp_path, name):
