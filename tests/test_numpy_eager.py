@@ -719,6 +719,17 @@ def test_docs_page_is_current():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_readme_counts_the_functions_there_are():
+    """The README said 30 jd.nn functions where there were 43."""
+    import re
+    from jitdl import nn
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = " ".join(f.read().split())
+    m = re.search(r"(\d+) `jd.numpy` functions .*? and (\d+) `jd.nn` functions", text)
+    assert m, "the README's count of functions is not where this test reads it"
+    assert (int(m[1]), int(m[2])) == (len(jnp.status()), len(nn.STATUS))
+
+
 # -- found in review ----------------------------------------------------------------------
 class _Sub(np.ndarray):
     pass
