@@ -947,6 +947,13 @@ def test_an_export_into_a_missing_directory_names_the_file(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         write_atomic(path, b"x", prefix=".jitdl-export-")
     assert e.value.filename == path and path in str(e.value), str(e.value)
+    # a directory in the file's place: the rename fails, and its error named the
+    # temporary file too ('.../.jitdl-export-oyxp7vyz' -> path); nothing is left behind
+    (tmp_path / "d").mkdir()
+    with pytest.raises(IsADirectoryError) as e:
+        write_atomic(str(tmp_path / "d"), b"x", prefix=".jitdl-export-")
+    assert e.value.filename == str(tmp_path / "d") and "jitdl-export" not in str(e.value)
+    assert not list(tmp_path.glob(".jitdl-export-*"))
 
 
 # ----------------------------------------------------------------------------- CLI

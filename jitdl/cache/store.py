@@ -175,7 +175,10 @@ def write_atomic(path, data: bytes, prefix=".tmp-", public=False):
             os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as e:         # (a directory there, ...): the path asked for, as above
+            raise type(e)(e.errno, e.strerror, path) from None
     except BaseException:
         try:
             os.unlink(tmp)
