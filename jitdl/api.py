@@ -50,7 +50,17 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
 _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
 _GRAPHS_KEPT = 8                  # traces kept per function (for inspection and tuning)
-_UNSET = object()                 # a keyword argument not given (None may be a value)
+
+
+class _Default:
+    """A method's keyword default, told apart from the same value given (help() shows the
+    value): see Function._own."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return repr(self.value)
 
 
 class Text(str):
@@ -131,6 +141,19 @@ class Function:
         It makes the function a routine to inspect: help(f) shows f(X, ...) and its own
         docstring, where it showed the Function class's when f has none."""
         return self
+
+    def _own(self, method, kwargs, **options):
+        """The values of a method's own keyword options (`after=`, `target=`, `repeat=`,
+        ...), defaults for those not given; one given that names a parameter of the
+        definition goes to the definition instead, as in a call (`def mse(pred, target)`:
+        mse.lower(p, target=t) lowers mse(p, t), not for a target t)."""
+        out = []
+        for name, v in options.items():
+            if name in self.param_names and not isinstance(v, _Default):
+                kwargs[name] = v
+                v = method.__kwdefaults__[name]
+            out.append(v.value if isinstance(v, _Default) else v)
+        return out
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):
@@ -653,12 +676,13 @@ class Function:
         return self._kernels.get(key) or self._compile(args, key)
 
     # -- inspection -------------------------------------------------------------------------
-    def lower(self, *args, after=None, target=None, **kwargs):
+    def lower(self, *args, after=_Default(None), target=_Default(None), **kwargs):
         """The loop IR of the specialisation for these arguments; with `after=` the text
         after that pass of the pipeline (see `passes()`): e.g. after="lower" shows the
         loop nests before simplification, after="codegen" the LLVM IR (the CUDA C with
         target="cuda"). `target=` lowers for that target instead of the arguments' own
         ("cuda" with NumPy arrays of the intended shapes works without a GPU)."""
+        after, target = self._own(Function.lower, kwargs, after=after, target=target)
         if after is None and target is None:
             return Text(self.kernel(*args, **kwargs).texts["loop_ir"])
         after = after or "verify"
@@ -706,8 +730,9 @@ class Function:
         lines.append(f"{'total':<16} {sum(times.values()) * 1e3:8.2f}")
         return Text("\n".join(lines))
 
-    def llvm_ir(self, *args, optimized=True, **kwargs):
+    def llvm_ir(self, *args, optimized=_Default(True), **kwargs):
         """The LLVM IR (optimised by default) of the specialisation for these arguments."""
+        (optimized,) = self._own(Function.llvm_ir, kwargs, optimized=optimized)
         k = self._cpu_kernel("llvm_ir", args, kwargs)
         return Text(k.texts["llvm_ir" if optimized else "llvm_ir_unoptimized"])
 
@@ -729,26 +754,23 @@ class Function:
                           until="schedule")
         return low.schedule
 
-    def config_space(self, *args, target=_UNSET, **kwargs):
+    def config_space(self, *args, target=_Default(None), **kwargs):
         """The knobs of the schedule (the user's for the target, or the automatic one)
         for these arguments: len() configs, iterable, .sample(n, seed=...). A knob that
         the schedule declares only for some value of a choice knob is in the space; in a
         config where it does not apply, its value is not used. `target=` ("cpu" or
         "cuda") gives that target's space instead of the arguments' own (the GPU's knobs
         from NumPy arrays of the intended shapes, on any machine)."""
-        if "target" in self.param_names:       # the definition's own parameter
-            if target is not _UNSET:
-                kwargs["target"] = target
-            target = None
-        elif target is _UNSET:
-            target = None
+        (target,) = self._own(Function.config_space, kwargs, target=target)
         return self._space(self._specs(self._args(args, kwargs)),
                            targets.get(target) if target is not None else None)
 
-    def timeit(self, *args, repeat=7, min_time=0.05, **kwargs):
+    def timeit(self, *args, repeat=_Default(7), min_time=_Default(0.05), **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches: a float
         that prints with units (`1.23 ms ± 0.05 ms (median of 7 batches of 100 calls)`);
         see Timing."""
+        repeat, min_time = self._own(Function.timeit, kwargs, repeat=repeat,
+                                      min_time=min_time)
         k = self.kernel(*args, **kwargs)
         return _median_time(k, self._args(args, kwargs), repeat, min_time)
 
@@ -762,8 +784,9 @@ class Function:
         return path
 
     # -- tuning -----------------------------------------------------------------------------
-    def tune(self, *args, trials=200, timeout=None, tuner="xgb", runner=None, seed=0,
-             progress=True, **kwargs):
+    def tune(self, *args, trials=_Default(200), timeout=_Default(None),
+             tuner=_Default("xgb"), runner=_Default(None), seed=_Default(0),
+             progress=_Default(True), **kwargs):
         """Search the schedule's knobs for these arguments: `trials` candidates (the
         default's measurement included) or `timeout` seconds, whichever ends first, proposed
         by `tuner` ("xgb": a cost model, "random", "grid", "ga"), built and timed in worker
@@ -773,6 +796,9 @@ class Function:
         records; the best verified config is used from now on, in this process and (by
         its record) in every later one. Returns a TuneResult (it unpacks as
         `config, seconds`)."""
+        trials, timeout, tuner, runner, seed, progress = self._own(
+            Function.tune, kwargs, trials=trials, timeout=timeout, tuner=tuner, runner=runner,
+            seed=seed, progress=progress)
         _check_tune_arguments(self.name, trials, timeout, tuner, runner, seed)
         if self.dynamic:
             raise ArgumentError(

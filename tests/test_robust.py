@@ -1060,6 +1060,28 @@ def test_a_compute_function_reads_as_the_function_it_wraps(rng):
     check(Holder().double, (x,), x * 2.0, F64)
 
 
+def test_a_parameter_named_like_a_methods_option_goes_to_the_definition(rng):
+    """`def mse(pred, target)`: mse.lower(p, target=t) took t as lower's target= and said
+    'missing the argument target'; so did after= of lower, repeat=/min_time= of timeit,
+    optimized= of llvm_ir and tune's options. The definition's own parameter wins, as in
+    a call and in config_space; the methods' help still shows their defaults."""
+    import inspect
+    p, t = rng.standard_normal(5), rng.standard_normal(5)
+    for name in ("target", "after", "repeat", "min_time", "optimized", "seed", "trials"):
+        ns = {"jd": jd}
+        exec(f"def f(pred, {name}):\n"
+             f"    return jd.tensor(pred.shape, lambda i: (pred[i] - {name}[i]) ** 2)\n", ns)
+        f = jd.compute(ns["f"])
+        check(f, (p, t), (p - t) ** 2, F64)
+        assert "def jd_f(pred: float64[5]" in f.lower(p, **{name: t}), name
+        assert "define" in f.llvm_ir(p, **{name: t}) and f.timeit(p, **{name: t}) > 0
+        assert len(f.config_space(p, **{name: t})) >= 1
+    f = jd.compute(lambda X, target: X)
+    assert "target=None" in str(inspect.signature(f.lower))
+    assert "repeat=7, min_time=0.05" in str(inspect.signature(f.timeit))
+    assert "trials=200" in str(inspect.signature(f.tune))
+
+
 @jd.compute
 def tiled_rows(X):
     return jd.tensor(X.shape, lambda i, j: X[i, j] + 1.0, name="Y")
