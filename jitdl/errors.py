@@ -174,6 +174,11 @@ class ArgumentShapeError(ArgumentError, ValueError):
     NumPy raises for shapes that do not fit."""
 
 
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right type whose value is out of range (set_num_threads(0)):
+    an ArgumentError, and the ValueError Python raises for such a value."""
+
+
 class ScheduleError(JitdlError):
     """An illegal schedule primitive."""
 

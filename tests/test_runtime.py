@@ -2,6 +2,7 @@
 inspection and timing."""
 import os
 import platform
+import re
 import subprocess
 import sys
 import threading
@@ -130,6 +131,20 @@ def test_parallel_kernel_matches_serial(rng):
         jd.set_num_threads(threads)
     assert_matches(f(x), x.astype(np.float64).sum(1), np.float32, rtol=1e-4)
     assert_matches(serial, x.astype(np.float64).sum(1), np.float32, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError),
+                                      ("2", TypeError), (True, TypeError)])
+def test_set_num_threads_refuses_what_is_no_count_of_threads(n, error):
+    """set_num_threads(0) ran on 1 thread and set_num_threads(2.5) on 2, without a word
+    (int(n), floored at 1); they are errors naming the argument and the value."""
+    threads = jd.config.settings.num_threads
+    with pytest.raises(error, match=r"set_num_threads: argument 'n' must be an int >= 1, "
+                                    r"got .*" + re.escape(repr(n) if n != 0 else "0")) as e:
+        jd.set_num_threads(n)
+    assert isinstance(e.value, jd.ArgumentError)
+    assert jd.config.settings.num_threads == threads
+    jd.set_num_threads(np.int64(threads))            # a NumPy integer is a count
 
 
 def test_inspection_texts(rng):

@@ -12,8 +12,10 @@ import threading
 import warnings
 
 import llvmlite.binding as llvm
+import numpy as np
 
 from jitdl.config import settings
+from jitdl.errors import ArgumentError, ArgumentValueError, user_loc
 from jitdl.target import cpu as cpu_target
 from jitdl.target.cpu import HEAP_HOOKS
 
@@ -251,8 +253,16 @@ def set_num_threads(n: int):
     """Threads used by parallel loops run from the calling thread from now on (libgomp
     keeps a team size per thread), and planned for by the schedules compiled from now
     on. JITDL_NUM_THREADS sets it for every thread."""
+    # (numba and torch refuse these too: 0 or 2.5 threads is a mistake, not a request
+    # for 1 or 2, which int() and a floor of 1 made of it without a word)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ArgumentError(f"set_num_threads: argument 'n' must be an int >= 1, "
+                            f"got {type(n).__name__} {n!r}", user_loc())
+    if n < 1:
+        raise ArgumentValueError(f"set_num_threads: argument 'n' must be an int >= 1, "
+                                 f"got {n}", user_loc())
     gomp = _init()["gomp"]
-    settings.num_threads = max(1, int(n))
+    settings.num_threads = int(n)
     if gomp is not None:
         gomp.omp_set_num_threads(ctypes.c_int(settings.num_threads))
 
