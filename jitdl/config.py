@@ -7,18 +7,26 @@ from dataclasses import dataclass
 from jitdl.errors import warn
 
 
-def _int(name, default):
+def _int(name, default, low=0, high=None):
+    """The integer setting `name`, taken into [low, high]: a value out of that range is
+    warned about and clamped, one that is not an integer warned about and the default
+    used."""
     v = os.environ.get(name, "").strip()
     if not v:
         return default
     try:
-        return int(v)
+        n = int(v)
     except ValueError:
         # a warning, as for JITDL_LOG: an error here is a traceback out of `import jitdl`
         # (and of every `jitdl` command), far from the shell line that set the variable
         warn(f"{name}={v!r} is not an integer; using the default, {default}",
              RuntimeWarning)
         return default
+    clamped = max(low, n if high is None else min(high, n))
+    if clamped != n:
+        warn(f"{name}={v!r} is outside the range it takes, "
+             f"{low}..{'' if high is None else high}; using {clamped}", RuntimeWarning)
+    return clamped
 
 
 @dataclass
@@ -79,16 +87,16 @@ def _default_pool_bytes():
 
 def load() -> Settings:
     return Settings(
-        num_threads=max(1, _int("JITDL_NUM_THREADS", _omp_threads() or cores())),
+        num_threads=_int("JITDL_NUM_THREADS", _omp_threads() or cores(), low=1),
         log=os.environ.get("JITDL_LOG", ""),
-        opt_level=min(3, max(0, _int("JITDL_OPT_LEVEL", 3))),
+        opt_level=_int("JITDL_OPT_LEVEL", 3, high=3),
         cache=_flag("JITDL_CACHE"),
         # absolute: a relative directory must not move with os.chdir
         cache_dir=os.path.abspath(os.environ.get("JITDL_CACHE_DIR") or _user_cache_dir()),
-        cache_max_bytes=max(1 << 20, _int("JITDL_CACHE_MAX_BYTES", 1 << 30)),
+        cache_max_bytes=_int("JITDL_CACHE_MAX_BYTES", 1 << 30, low=1 << 20),
         warm_up=_flag("JITDL_WARM_UP"),
         linker=os.environ.get("JITDL_LINKER", "").strip(),
-        pool_bytes=max(0, _int("JITDL_POOL_BYTES", _default_pool_bytes())),
+        pool_bytes=_int("JITDL_POOL_BYTES", _default_pool_bytes()),
         tune_budget=os.environ.get("JITDL_TUNE_BUDGET", "").strip() or "64,120s",
     )
 

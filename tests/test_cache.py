@@ -1050,6 +1050,25 @@ def test_an_unreadable_integer_setting_is_a_warning_at_the_users_import(tmp_path
     assert f"{name}='1e9' is not an integer" in c.stderr, c.stderr
 
 
+def test_an_integer_setting_out_of_its_range_is_a_warning(tmp_path):
+    """JITDL_OPT_LEVEL=9, JITDL_NUM_THREADS=0, JITDL_CACHE_MAX_BYTES=5 were clamped to 3,
+    1 and 1 MiB without a word; the warning names the variable, its range and the value
+    used."""
+    code = ("import jitdl; s = jitdl.config.settings\n"
+            "print('GOT', s.opt_level, s.num_threads, s.cache_max_bytes, s.pool_bytes)\n")
+    env = {"JITDL_OPT_LEVEL": "9", "JITDL_NUM_THREADS": "0", "JITDL_CACHE_MAX_BYTES": "5",
+           "JITDL_POOL_BYTES": "-1"}
+    p = subprocess.run([PY, "-c", code], capture_output=True, text=True,
+                       env=base_env(tmp_path, **env), timeout=TIMEOUT)
+    assert p.returncode == 0 and f"GOT 3 1 {1 << 20} 0" in p.stdout, p.stdout + p.stderr
+    for text in ("JITDL_OPT_LEVEL='9' is outside the range it takes, 0..3; using 3",
+                 "JITDL_NUM_THREADS='0' is outside the range it takes, 1..; using 1",
+                 "JITDL_CACHE_MAX_BYTES='5' is outside the range it takes, 1048576..; using "
+                 "1048576", "JITDL_POOL_BYTES='-1' is outside the range it takes, 0..; "
+                 "using 0"):
+        assert text in p.stderr, p.stderr
+
+
 # ---------------------------------------------------------------- fast-key contents
 # (in process: the digests must differ whenever the computation can differ)
 
