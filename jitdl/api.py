@@ -1413,6 +1413,16 @@ def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=(),
                     dynamic=dynamic)
 
 
+def _callable_text(fn):
+    """`name(params)` of a callable, else the repr of what is not one."""
+    if not callable(fn):
+        return f"{type(fn).__name__} {fn!r}, which is not callable"
+    try:
+        return f"{getattr(fn, '__name__', type(fn).__name__)}{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        return repr(fn)
+
+
 def schedule(func, target="cpu"):
     """Register `def sched(s, cfg)` as the schedule of `func` for `target`."""
     if not isinstance(func, Function):
@@ -1423,6 +1433,17 @@ def schedule(func, target="cpu"):
                             f"{', '.join(targets.KINDS)}", user_loc())
 
     def register(sched_fn):
+        # said here, at the schedule's definition, not as a TypeError from inside the
+        # first call's compile ("one() takes 1 positional argument but 2 were given")
+        try:
+            inspect.signature(sched_fn).bind(None, None)
+        except TypeError:
+            raise ScheduleError(
+                f"@jd.schedule({func.name}): a schedule is a function of (s, cfg), the "
+                f"schedule and its knobs; got {_callable_text(sched_fn)}", user_loc()) \
+                from None
+        except ValueError:
+            pass                         # (no signature to read: a builtin)
         with func._lock:
             func._schedules[target] = sched_fn
             func._kernels.clear()

@@ -69,6 +69,28 @@ def test_numpy_integer_factors(rng):
             g(a, b)
 
 
+def test_a_schedule_that_is_not_a_function_of_s_and_cfg_is_refused_where_it_is_made():
+    """@jd.schedule(f) of `def sched(s)` (or of something not callable) was taken; the
+    first call then failed inside jitdl's compile with a bare TypeError ('sched() takes
+    1 positional argument but 2 were given'). It is a ScheduleError at the decorator,
+    naming the function's parameters; callables of (s, cfg) of any kind stay welcome."""
+    f = make_matmul()
+    with pytest.raises(jd.ScheduleError, match=r"@jd\.schedule\(matmul\): a schedule is a "
+                       r"function of \(s, cfg\), the schedule and its knobs; got sched\(s\)"):
+        @jd.schedule(f)
+        def sched(s):
+            pass
+    with pytest.raises(jd.ScheduleError, match="got int 3, which is not callable"):
+        jd.schedule(f)(3)
+
+    class Sched:
+        def __call__(self, s, cfg, extra=None):
+            s.parallel(s["C"].axis[0])
+    jd.schedule(f)(Sched())
+    a, b = np.ones((4, 3)), np.ones((3, 5))
+    check(f, (a, b), a @ b, np.float64)
+
+
 def test_pack_errors(rng):
     f = make_matmul()
 
