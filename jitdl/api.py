@@ -20,6 +20,7 @@ import re
 import sys
 import threading
 import time
+import types
 import weakref
 
 import numpy as np
@@ -1407,10 +1408,38 @@ def compute(fn=None, *, strict_fp=False, autotune=None, name=None, static=(),
     if fn is None:
         return lambda f: compute(f, strict_fp=strict_fp, autotune=autotune, name=name,
                                  static=static, dynamic=dynamic)
-    if not callable(fn):
-        raise TypeError(f"@jd.compute decorates a function, got {type(fn).__name__}")
+    _check_definition(fn, name, static, dynamic)
     return Function(fn, strict_fp=strict_fp, autotune=autotune, name=name, static=static,
                     dynamic=dynamic)
+
+
+def _check_definition(fn, name, static, dynamic):
+    """What @jd.compute takes, said at the decorator: a partial, a callable object, a
+    builtin or another @jd.compute function failed with an AttributeError from inside
+    jitdl ('no attribute __code__'), static=5 with "'int' object is not iterable", and
+    *args / **kwargs took the call's arrays as one tuple or dict."""
+    def bad(what):
+        raise ArgumentError(f"@jd.compute: {what}", user_loc())
+    if isinstance(fn, Function):
+        bad(f"{fn.name} is a @jd.compute function already; for a copy with other options "
+            f"decorate its Python function, jd.compute({fn.name}.pyfunc, ...)")
+    if not isinstance(fn, types.FunctionType):
+        bad(f"decorates a Python function (def or lambda), got {type(fn).__name__} {fn!r}")
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            stars = "*" if p.kind == p.VAR_POSITIONAL else "**"
+            bad(f"{fn.__name__}'s parameter {stars}{p.name}: a definition "
+                f"names each of its arguments (a call's arrays are not gathered into a "
+                f"{'tuple' if p.kind == p.VAR_POSITIONAL else 'dict'})")
+    if name is not None and not isinstance(name, str):
+        bad(f"name= must be a str, got {type(name).__name__} {name!r}")
+    if not isinstance(static, str) and not (
+            isinstance(static, (tuple, list)) and all(isinstance(n, str) for n in static)):
+        bad(f"static= must be a parameter's name or a tuple of them, got {static!r}")
+    if not (isinstance(dynamic, (bool, str, dict)) or isinstance(dynamic, (tuple, list))
+            and all(isinstance(n, str) for n in dynamic)):
+        bad(f"dynamic= must be True, a parameter's name, a tuple of them or a dict of "
+            f"their dimensions, got {dynamic!r}")
 
 
 def _callable_text(fn):

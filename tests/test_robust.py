@@ -354,6 +354,44 @@ def test_two_unknown_keywords_are_both_named():
     assert "unexpected keyword arguments 'b', 'c'" in str(ei.value)
 
 
+def test_what_compute_cannot_take_is_said_at_the_decorator():
+    """A partial, a callable object, a builtin or a @jd.compute function failed with an
+    AttributeError from inside jitdl ('no attribute __code__', '__name__'), static=5 and
+    name=3 with "'int' object is not iterable", and *args / **kwargs took the call's
+    arrays as one tuple or dict ('argument Xs: ... got tuple')."""
+    import functools
+
+    def f(X, s):
+        return X
+
+    def star(*Xs):
+        return Xs[0]
+
+    def stars(X, **opts):
+        return X
+
+    class Callable:
+        def __call__(self, X):
+            return X
+    for fn, kw, message in [
+            (functools.partial(f, s=1.0), {},
+             r"decorates a Python function \(def or lambda\), got partial"),
+            (Callable(), {}, "got Callable"), (abs, {}, "got builtin_function_or_method"),
+            (jd.compute(f), {}, "f is a @jd.compute function already; for a copy with "
+                                "other options decorate its Python function, "
+                                r"jd.compute\(f.pyfunc, ...\)"),
+            (star, {}, r"star's parameter \*Xs: a definition names each of its arguments"),
+            (stars, {}, r"stars's parameter \*\*opts"),
+            (f, {"static": 5}, "static= must be a parameter's name or a tuple of them, got 5"),
+            (f, {"name": 3}, "name= must be a str, got int 3"),
+            (f, {"dynamic": 5}, "dynamic= must be True, a parameter's name, a tuple of them "
+                                "or a dict of their dimensions, got 5")]:
+        with pytest.raises(jd.ArgumentError, match=message) as e:
+            jd.compute(fn, **kw)
+        assert str(e.value).startswith("@jd.compute: ")
+    jd.compute(f, static="s", name="g", dynamic=["X"])          # (these are fine)
+
+
 def test_missing_and_surplus_arguments_read_well(rng):
     x = rng.standard_normal(5)
     with pytest.raises(jd.ArgumentError) as ei:
