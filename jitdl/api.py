@@ -33,8 +33,8 @@ from jitdl.cache.store import Entry, default_store, warn_once
 from jitdl.cache import runtime_code  # noqa: F401  (keeps the memory pool's code on disk)
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
-from jitdl.errors import (ArgumentError, ArgumentShapeError, JitdlError, OutArgumentError,
-                          ScheduleError, user_loc)
+from jitdl.errors import (ArgumentError, ArgumentShapeError, ArgumentValueError, JitdlError,
+                          OutArgumentError, ScheduleError, user_loc)
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
@@ -772,6 +772,14 @@ class Function:
         see Timing."""
         repeat, min_time = self._own(Function.timeit, kwargs, repeat=repeat,
                                       min_time=min_time)
+        # (repeat=0 was a ZeroDivisionError, repeat=-1 a nan with NumPy's warnings)
+        ints, numbers = (int, np.integer), (int, float, np.integer, np.floating)
+        if isinstance(repeat, bool) or not isinstance(repeat, ints) or repeat < 1:
+            raise _bad_value(f"{self.name}.timeit", "repeat", "an int >= 1", repeat, ints)
+        if isinstance(min_time, bool) or not isinstance(min_time, numbers) \
+                or not min_time >= 0:
+            raise _bad_value(f"{self.name}.timeit", "min_time", "a number of seconds >= 0",
+                             min_time, numbers)
         k = self.kernel(*args, **kwargs)
         return _median_time(k, self._args(args, kwargs), repeat, min_time)
 
@@ -1440,6 +1448,17 @@ def _check_definition(fn, name, static, dynamic):
             and all(isinstance(n, str) for n in dynamic)):
         bad(f"dynamic= must be True, a parameter's name, a tuple of them or a dict of "
             f"their dimensions, got {dynamic!r}")
+
+
+def _bad_value(where, name, expected, got, types):
+    """The error of an option of the right type (`types`) out of its range, an
+    ArgumentValueError (a ValueError), or of another type, an ArgumentError (a
+    TypeError); at the user's line."""
+    if isinstance(got, types) and not isinstance(got, bool):
+        return ArgumentValueError(f"{where}: argument '{name}' must be {expected}, got "
+                                  f"{got!r}", user_loc())
+    return ArgumentError(f"{where}: argument '{name}' must be {expected}, got "
+                         f"{type(got).__name__} {got!r}", user_loc())
 
 
 def _callable_text(fn):

@@ -678,6 +678,23 @@ def test_unknown_log_topic_warns_once(tmp_path):
 # 9. f.timeit prints with units and is still a number of seconds
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("kw, error, text", [
+    ({"repeat": 0}, ValueError, "argument 'repeat' must be an int >= 1, got 0"),
+    ({"repeat": -1}, ValueError, "argument 'repeat' must be an int >= 1, got -1"),
+    ({"repeat": 2.5}, TypeError, "argument 'repeat' must be an int >= 1, got float 2.5"),
+    ({"min_time": -1.0}, ValueError, "argument 'min_time' must be a number of seconds >= 0, "
+                                     "got -1.0"),
+    ({"min_time": "x"}, TypeError, "argument 'min_time' must be a number of seconds >= 0, "
+                                   "got str 'x'")])
+def test_timeit_refuses_a_count_or_a_time_it_cannot_use(kw, error, text):
+    """timeit(repeat=0) was a ZeroDivisionError, repeat=-1 a nan with NumPy's 'Mean of
+    empty slice' warnings, min_time='x' a TypeError about '/'."""
+    x = np.arange(3.0)
+    with pytest.raises(error, match=re.escape(f"{scaled.__name__}.timeit: {text}")) as e:
+        scaled.timeit(x, 1.0, **kw)
+    assert isinstance(e.value, jd.ArgumentError)
+
+
 def test_timeit_prints_with_units_and_is_a_float(rng):
     import pickle
     x = rng.standard_normal(1000)
