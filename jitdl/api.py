@@ -94,6 +94,9 @@ class Function:
         self.signature = inspect.signature(pyfunc)
         self.param_names = list(self.signature.parameters)
         self._nparams = len(self.param_names)
+        # a parameter named `out` takes f(..., out=v), as the inspection methods' options
+        # go to parameters of their names (_own); such a function has no out= array
+        self._out_is_param = "out" in self.param_names
         if isinstance(static, str):
             static = (static,)
         unknown = [n for n in static if n not in self.param_names]
@@ -158,6 +161,8 @@ class Function:
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args, out=None, **kwargs):
+        if out is not None and self._out_is_param:    # `def f(X, out)`: its own `out`
+            kwargs["out"], out = out, None
         if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
             if "target" in kwargs and "target" not in self.param_names:
                 return self._call_on(kwargs.pop("target"), self._bind(args, kwargs), out)

@@ -392,6 +392,22 @@ def test_what_compute_cannot_take_is_said_at_the_decorator():
     jd.compute(f, static="s", name="g", dynamic=["X"])          # (these are fine)
 
 
+def test_a_parameter_named_out_takes_the_keyword_out(rng):
+    """`def f(X, out)` called f(x, out=y): the call took y as the out= array of the result
+    and then said 'missing the argument out'. The definition's own parameter wins, as for
+    the inspection methods' options; it works by position, by keyword and in copies."""
+    @jd.compute
+    def plus(X, out):
+        return jd.tensor(X.shape, lambda i: X[i] + out[i])
+    x, y = rng.standard_normal(5), rng.standard_normal(5)
+    for f in (plus, plus.with_config()):
+        assert_matches(f(x, out=y), x + y, F64)
+        assert_matches(f(x, y), x + y, F64)
+        assert_matches(f(X=x, out=y), x + y, F64)
+    o = np.empty(5)
+    assert scaled(x, 2.0, out=o) is o                     # out= of the others is unchanged
+
+
 def test_missing_and_surplus_arguments_read_well(rng):
     x = rng.standard_normal(5)
     with pytest.raises(jd.ArgumentError) as ei:
