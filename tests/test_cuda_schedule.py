@@ -258,6 +258,20 @@ def test_batched_matmul_binds_the_batch_to_blockIdx_z():
     close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_tiles_past_the_grid_limits_of_y_and_z_go_to_blockIdx_x():
+    """More batches than blockIdx.z takes, or more row tiles than blockIdx.y, keep the
+    tiles: batch and row tiles fused on blockIdx.x (a batched matmul of 70000 matrices fell
+    back to a thread per element, and so did every other stage of its definition). A
+    target with a grid of 2 in y and z stands for the 65535 of a real one."""
+    target = dataclasses.replace(GPU, max_grid_dims=(2 ** 31 - 1, 2, 2))
+    for a, b in [(f32(3, 40, 24), f32(3, 24, 50)), (f32(300, 24), f32(24, 50)),
+                 (f32(2, 300, 24), f32(24, 150))]:
+        got, low = run_on_cpu(bmm, a, b, target=target, level="full")
+        close(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+        assert "(shared)" in str(low.func)
+        assert "blockIdx.z" not in str(low.func)
+
+
 def test_layer_norm_conv_and_dynamic_sizes():
     x, w, bias = f32(16, 256), f32(256), f32(256)
     got, _ = run_on_cpu(layer_norm, x, w, bias)

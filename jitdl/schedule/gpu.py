@@ -576,11 +576,24 @@ def _tile(s, name, target, cfg, batch, i, j, ks):
     ko, ki = s.split(ax[k], bk)
     win = [ax[n] for n in window]
     s.reorder(*[Axis(name, n) for n in batch], io, jo, iy, jx, ko, ki, *win, *inner)
-    if batch:
-        b = s.fuse(*[Axis(name, n) for n in batch]) if len(batch) > 1 else Axis(name, batch[0])
-        s.bind(b, "blockIdx.z")
-    s.bind(io, "blockIdx.y")
-    s.bind(jo, "blockIdx.x")
+    # (blockIdx.y and .z take 65535 blocks, .x 2^31 - 1: where the batch or the row tiles
+    # are more, they go to blockIdx.x together, fused, the column tiles to .y; a batched
+    # matmul of 70000 small matrices, or 9 million rows, lost its tiles to the grid limit)
+    limit = target.max_grid_dims
+    nb = math.prod(ext[n] for n in batch)
+    if nb > limit[2] or -(-ext[i] // bm) > limit[1]:
+        if -(-ext[j] // bn) > limit[1]:
+            return False
+        rows = s.fuse(*[Axis(name, n) for n in batch], io) if batch else io
+        s.bind(rows, "blockIdx.x")
+        s.bind(jo, "blockIdx.y")
+    else:
+        if batch:
+            b = s.fuse(*[Axis(name, n) for n in batch]) if len(batch) > 1 else \
+                Axis(name, batch[0])
+            s.bind(b, "blockIdx.z")
+        s.bind(io, "blockIdx.y")
+        s.bind(jo, "blockIdx.x")
     s.bind(iy, "threadIdx.y")
     s.bind(jx, "threadIdx.x")
     for loop in [ki, *win, *inner]:
