@@ -272,6 +272,27 @@ def test_tiles_past_the_grid_limits_of_y_and_z_go_to_blockIdx_x():
         assert "blockIdx.z" not in str(low.func)
 
 
+@jd.compute
+def softmax_and_column_sum(X):
+    e = jnp.exp(X - X.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True), X.sum(axis=0), X.max()
+
+
+def test_rows_in_shared_memory_beside_other_readers_of_the_input():
+    """A row's shared copy of the input is read by the row's stages (and those inlined
+    into them) only: a column sum or a whole max of the same input reads it from memory.
+    (The copy's readers were every stage reading the input: compute_at failed, and the
+    whole definition fell back to the level without rows, a thread per row.)"""
+    x = f32(300, 130)
+    (sm, col, mx), low = run_on_cpu(softmax_and_column_sum, x, level="full")
+    close(sm, ref_softmax(x))
+    close(col, x.astype(np.float64).sum(axis=0), rtol=1e-4, atol=1e-4)
+    assert mx == x.max()
+    text = str(low.func)
+    assert "X_cache_l: float32[1, 130] (shared)" in text
+    assert "exp(X[" not in text and "exp(X_cache_l[" in text
+
+
 def test_layer_norm_conv_and_dynamic_sizes():
     x, w, bias = f32(16, 256), f32(256), f32(256)
     got, _ = run_on_cpu(layer_norm, x, w, bias)

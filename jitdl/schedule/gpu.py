@@ -419,10 +419,30 @@ def _row_in_shared(s, name, rows, target):
     row_bytes = dtypes.itemsize(t.dtype) * math.prod(t.shape[1:])
     if row_bytes > target.shared_bytes - 4096:     # (room for the reductions' slots)
         return
-    readers = [x for x in s.stages.values() if any(
+    # (the row's own stages and those inlined into them alone: another stage that reads
+    # the input, a column sum beside the row sums, is not computed at this row loop and
+    # reads it from memory; readers taken from every stage failed compute_at, and the
+    # definition lost its block per row to the 'no shared rows' level)
+    own = {x.tensor.name for x in rows + [st]}
+    others = {n for x in s.stages.values() if x.tensor.name not in own
+              and x.attach != "inline" for n in _inlined(s, x)}
+    own |= {n for x in rows + [st] for n in _inlined(s, x)} - others
+    readers = [x for x in s.stages.values() if x.tensor.name in own and any(
         isinstance(a, Access) and a.tensor is t for a in walk_expr(x.tensor.op.body))]
     cache = s.cache_read(t.name, [s[x.tensor.name] for x in readers], "shared")
     s.compute_at(cache, s[name], Axis(name, st.leaves[0]))
+
+
+def _inlined(s, st):
+    """The names of the stages inlined into st, through inlined stages."""
+    out, todo = set(), [st]
+    while todo:
+        for a in walk_expr(todo.pop().tensor.op.body):
+            p = s.stages.get(a.tensor.name) if isinstance(a, Access) else None
+            if p is not None and p.attach == "inline" and p.tensor.name not in out:
+                out.add(p.tensor.name)
+                todo.append(p)
+    return out
 
 
 def _matmul_like(s, st):
