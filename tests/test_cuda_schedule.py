@@ -293,6 +293,25 @@ def test_rows_in_shared_memory_beside_other_readers_of_the_input():
     assert "exp(X[" not in text and "exp(X_cache_l[" in text
 
 
+@jd.compute
+def normalized_matmul(X, W, V):
+    return jnp.matmul(jd.nn.layer_norm(X, (X.shape[1],)), W), \
+        jnp.matmul(X / X.sum(axis=1, keepdims=True), V)
+
+
+def test_row_statistics_read_by_a_matmul_keep_the_tiles_and_a_block_per_row():
+    """Row statistics the row fusion computed at a matmul's rows (a layer norm's mean and
+    variance, the row sums of X / X.sum(axis=1)) are computed on their own, a block per
+    row, and the matmul is tiled: the tiles' split of those rows failed the 'full' level."""
+    x, w, v = f32(40, 200) + 2, f32(200, 20), f32(200, 30)
+    (a, b), low = run_on_cpu(normalized_matmul, x, w, v, level="full")
+    x64 = x.astype(np.float64)
+    n = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+    close(a, n @ w, rtol=1e-4, atol=1e-4)
+    close(b, x64 / x64.sum(1, keepdims=True) @ v, rtol=1e-4, atol=1e-4)
+    assert "(shared)" in str(low.func) and "sum over threadIdx.x" in str(low.func)
+
+
 def test_layer_norm_conv_and_dynamic_sizes():
     x, w, bias = f32(16, 256), f32(256), f32(256)
     got, _ = run_on_cpu(layer_norm, x, w, bias)

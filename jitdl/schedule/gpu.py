@@ -60,10 +60,12 @@ def auto_schedule(s, cfg=None, target=None, level=0):
         _fuse_row_reductions(s, outputs, target, frozenset({"compute_at"}))
     if "tile" in allow:
         # a producer the row fusion computed at a matmul's rows is computed on its own
-        # (a grid-stride loop below): the tiles split those rows, and a stage read by
+        # (a grid-stride loop below, a row statistic a block per row: the matmul of a
+        # layer norm's or of X / X.sum(axis=1) failed the tiles' split of its rows and
+        # fell back to 'no shared rows'): the tiles split those rows, and a stage read by
         # one computed at another stage is not tiled
         for st in list(s.stages.values()):
-            if st.attach == "at" and not st.is_reduce and (
+            if st.attach == "at" and (
                     _matmul_like(s, s.stages[st.attach_to[0]])
                     or _contraction(s, s.stages[st.attach_to[0]]) is not None):
                 s.compute_root(s[st.tensor.name])
