@@ -312,6 +312,25 @@ def test_row_statistics_read_by_a_matmul_keep_the_tiles_and_a_block_per_row():
     assert "(shared)" in str(low.func) and "sum over threadIdx.x" in str(low.func)
 
 
+@jd.compute
+def two_matmuls_of_one_operand(A, B, C):
+    return jnp.matmul(A, B) + jnp.matmul(A, C), jnp.matmul(A, C)
+
+
+def test_matmuls_sharing_an_operand_each_tile_their_own_copy():
+    """Each matmul's tile has its own shared copy of an operand they share (A_cache,
+    A_cache1: a tensor may have a read cache per reader): the second cache_read of A was
+    refused ('A already has a read cache') and the whole definition fell back to 'no
+    tiling'."""
+    a, b, c = f32(40, 33), f32(33, 50), f32(33, 50)
+    (x, y), low = run_on_cpu(two_matmuls_of_one_operand, a, b, c, level="full")
+    a64 = a.astype(np.float64)
+    close(x, a64 @ b + a64 @ c, rtol=1e-4, atol=1e-4)
+    close(y, a64 @ c, rtol=1e-4, atol=1e-4)
+    text = str(low.func)
+    assert "A_cache_l" in text and "A_cache1_l" in text
+
+
 def test_layer_norm_conv_and_dynamic_sizes():
     x, w, bias = f32(16, 256), f32(256), f32(256)
     got, _ = run_on_cpu(layer_norm, x, w, bias)

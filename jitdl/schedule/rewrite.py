@@ -32,9 +32,9 @@ def _redirect(op, old, new, index=None):
     return Compute(op.axes, map_expr(op.body, rewrite), op.loc)
 
 
-def cache_read(readers, tname):
-    """A stage `<tensor>_cache` copying the tensor the readers read as `tname`; returns
-    (cache tensor, {reader name: new op})."""
+def cache_read(readers, tname, name=None):
+    """A stage `name` (`<tensor>_cache`) copying the tensor the readers read as `tname`;
+    returns (cache tensor, {reader name: new op})."""
     target = next((n.tensor for r in readers for n in walk_expr(r.op.body)
                    if isinstance(n, Access) and n.tensor.name == tname), None)
     if target is None:
@@ -46,7 +46,7 @@ def cache_read(readers, tname):
         raise ScheduleError(f"cache_read: none of {', '.join(r.name for r in readers)} reads "
                             f"a tensor named {tname!r}{hint}", user_loc())
     axes = tuple(IterVar(Var(f"d{k}"), 0, n) for k, n in enumerate(target.shape))
-    cache = Tensor(f"{tname}_cache", target.shape, target.dtype,
+    cache = Tensor(name or f"{tname}_cache", target.shape, target.dtype,
                    Compute(axes, Access(target, tuple(a.var for a in axes)),
                            readers[0].op.loc))
     return cache, {r.name: _redirect(r.op, target, cache) for r in readers}

@@ -383,8 +383,18 @@ class Schedule:
         if scope not in SCOPES:
             raise ScheduleError(f"cache_read: argument 'scope' must be one of "
                                 f"{', '.join(map(repr, SCOPES))}, got {scope!r}", user_loc())
+        name = self._cache_name(tname)
         self._apply(S.CacheRead(names[0], tuple(names), tname, scope))
-        return self[f"{tname}_cache"]
+        return self[name]
+
+    def _cache_name(self, tname):
+        """`<tensor>_cache`, then `<tensor>_cache1`, ...: a tensor may have a read cache
+        for each of its readers (two matmuls of one operand, each tile its own copy)."""
+        name, n = f"{tname}_cache", 0
+        while name in self.stages:
+            n += 1
+            name = f"{tname}_cache{n}"
+        return name
 
     def cache_write(self, stage):
         """Compute `stage` into a new stage `<stage>_local` and make `stage` a copy of it.
@@ -605,11 +615,8 @@ class Schedule:
                 for n in names:
                     if n not in self.stages:
                         raise ScheduleError(f"cache_read: no stage named {n!r}", user_loc())
-                if f"{tname}_cache" in self.stages:
-                    raise ScheduleError(f"cache_read: {tname} already has a read cache",
-                                        user_loc())
                 readers = [self.stages[n].tensor for n in names]
-                cache, ops = rewrite.cache_read(readers, tname)
+                cache, ops = rewrite.cache_read(readers, tname, self._cache_name(tname))
                 first = min(list(self.stages).index(n) for n in names)
                 self._rewrite(ops, cache, before=list(self.stages)[first])
                 self.stages[cache.name].scope = scope
