@@ -410,6 +410,39 @@ def test_schedule_errors_are_clear():
         lowered(axpy, [f32(4, 8), f32(4, 8)], schedule=twice)
 
 
+def test_thread_reduction_refusals_point_at_the_bind():
+    """What a reduction bound to threads needs (an extent of a power of two up to 32 or a
+    multiple of 32, the reduction loops inside the data loops) is checked only when the
+    stage is lowered; the ScheduleError points at the user's bind line (it had no line)."""
+    import inspect
+
+    @jd.compute
+    def row_sum(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        return jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="S")
+
+    @jd.schedule(row_sum, target="cuda")
+    def odd_extent(s, cfg):
+        S = s["S"]
+        s.bind(S.reduce_axis[0], "threadIdx.x")          # 23 threads
+    with pytest.raises(ScheduleError, match="power of two up to 32") as e:
+        row_sum.cuda_source(f32(4, 23))
+    lines, first = inspect.getsourcelines(odd_extent)
+    assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, first + 3), e.value
+
+    @jd.schedule(row_sum, target="cuda")
+    def reduction_outside(s, cfg):
+        S = s["S"]
+        (i,), (k,) = S.axis, S.reduce_axis
+        s.bind(k, "threadIdx.x")
+        s.reorder(k, i)
+    with pytest.raises(ScheduleError, match="must stay inside all its data loops") as e:
+        row_sum.lower(f32(4, 32), target="cuda")
+    lines, first = inspect.getsourcelines(reduction_outside)
+    assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, first + 4), e.value
+
+
 def test_cuda_source_and_lower_need_no_gpu():
     a = f32(256, 256)      # two 128 x 128 tiles each way
     src = matmul.cuda_source(a, a)

@@ -453,9 +453,11 @@ class _Builder:
         rloops = [n for n in leaves if axes[n].reduce]
         accumulate_in_register = leaves == data + rloops
         if red.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
-            if any(axes[n].kind.thread for n in rloops):
+            bound = [n for n in rloops if axes[n].kind.thread]
+            if bound:
                 raise ScheduleError(f"bind: stage {t.name} is an {red.op.value}; its "
-                                    "reduction loops cannot be bound to threads")
+                                    "reduction loops cannot be bound to threads",
+                                    st.kind_locs.get(bound[0]))
             keys = [_leaf_key(st, n) for n in rloops] if region is None else []
             if keys != sorted(keys):
                 raise ScheduleError(
@@ -474,15 +476,15 @@ class _Builder:
             raise ScheduleError(
                 f"bind: the reduction loop {t.name}.{across[0]} is bound to threads, so "
                 f"the reduction loops of {t.name} must stay inside all its data loops "
-                f"(loop order now: {', '.join(leaves)})")
+                f"(loop order now: {', '.join(leaves)})", st.kind_locs.get(across[0]))
         if accumulate_in_register:
             acc = Buffer(f"{t.name}_acc", red.dtype, (1,), "local")
             zero = Const(0, "int64")
             update = Store(acc, zero, combine(red.op, Load(acc, zero), body, red.dtype))
             if where is not None:
                 update = IfThen(where, update)
-            combined = tuple(ThreadReduce(red.op, acc, axes[n].kind,
-                                          self._thread_extent(t, axes[n])) for n in across)
+            combined = tuple(ThreadReduce(red.op, acc, axes[n].kind, self._thread_extent(
+                t, axes[n], st.kind_locs.get(n))) for n in across)
             block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update))
                                       + combined + (Store(buf, out_index, Load(acc, zero)),)))
             return nest(data, block)
@@ -536,13 +538,15 @@ class _Builder:
                                  nest(rest, update))))
 
     @staticmethod
-    def _thread_extent(t, la):
+    def _thread_extent(t, la, loc):
+        """The extent of reduction loop `la` bound to threads; `loc`: the user's bind line,
+        where a refusal points (this is checked only when the stage is lowered)."""
         n = la.extent
         if not isinstance(n, int) or not (n <= 32 and n & (n - 1) == 0 or n % 32 == 0):
             raise ScheduleError(
                 f"bind: the reduction loop {t.name}.{la.name} bound to {la.kind.value} has "
                 f"extent {n}; a reduction across threads needs a power of two up to 32 "
-                "or a multiple of 32 (split the loop by such a factor first)")
+                "or a multiple of 32 (split the loop by such a factor first)", loc)
         return n
 
     def _register_tile(self, t, red, axes, prefix, inner_data, loopvar):
