@@ -183,6 +183,27 @@ def test_rfactor_fuse_errors(rng):
             f(x)
 
 
+@pytest.mark.parametrize("blocked", [False, True])
+def test_rfactor_of_a_window_of_symbolic_extent(rng, blocked):
+    """A dynamic window `X[i + r]` over `range(W.shape[0])`, its r split by rfactor: the
+    bounds check proves the reads from the part's guard `r < W_n0` and i's extent. A
+    blocked part's start, r_f * ceil(W_n0 / f), is no affine term, and the check could not
+    prove `i + r_f * ceil(W_n0 / f) + r_o` inside X: a DefinitionError on the user's
+    definition line for a correct schedule."""
+    @jd.compute(dynamic=True)
+    def conv1(X, W):
+        Y[i] = sum(X[i + r] * W[r] for r in range(W.shape[0]))
+        return Y
+
+    @jd.schedule(conv1, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        s.rfactor(Y, Y.reduce_axis[0], 4, blocked=blocked)
+    for n, m in [(19, 5), (9, 9), (30, 4), (6, 1)]:
+        x, w = rng.standard_normal(n), rng.standard_normal(m)
+        np.testing.assert_allclose(conv1(x, w), np.convolve(x, w[::-1], "valid"), rtol=1e-12)
+
+
 def test_compute_at_split_consumer(rng):
     f = make_softmax()
 

@@ -48,8 +48,7 @@ def _apply_facts(f, lo, hi, ranges):
         a, b = (a, b) if k > 0 else (b, a)
         a, b = a + rlo, b + rhi
         lo, hi = max(lo, a) if a == a else lo, min(hi, b) if b == b else hi
-    if all(isinstance(k, Var) or _size_atom(k) for k in vp) and any(
-            isinstance(k, SizeVar) or ranges.get(k, (0, 0))[1] >= SIZE_LIMIT - 1 for k in vp):
+    if any(isinstance(k, SizeVar) or ranges.get(k, (0, 0))[1] >= SIZE_LIMIT - 1 for k in vp):
         lo, hi = _chain(f, lo, hi, ranges)
     return lo, hi
 
@@ -64,13 +63,14 @@ def _chain(f, lo, hi, ranges):
     two loops, `r - W_n0 <= -1` and `j - X_n1 + W_n0 <= 0` (a window of a dynamic size)."""
     facts = []
     for items, flo, fhi in ranges.get(FACTS, ()):
-        if all(type(k) is int or isinstance(k, Var) or _size_atom(k) for k, _ in items):
-            form = dict(items)
-            # what a fact may cancel: loop variables, and quotients of sizes (a strided
-            # extent's `(X_n0 - R) // 2`, then bounded by its own fact)
-            loops = [(k, c) for k, c in items if c and (
-                isinstance(k, Var) and not isinstance(k, SizeVar) or _size_atom(k))]
-            facts.append((form, loops, flo, fhi))
+        form = dict(items)
+        # what a fact may cancel: loop variables, and quotients of sizes (a strided
+        # extent's `(X_n0 - R) // 2`, then bounded by its own fact). Other atoms go with
+        # the fact as a whole: the start of a blocked rfactor's part, kf * ceil(K / f),
+        # cancels with its guard `kf * ceil(K / f) + ko < K` through ko
+        loops = [(k, c) for k, c in items if c and (
+            isinstance(k, Var) and not isinstance(k, SizeVar) or _size_atom(k))]
+        facts.append((form, loops, flo, fhi))
     if not any(k in f for _, loops, _, _ in facts for k, _ in loops):
         return lo, hi
     plain = {**ranges, FACTS: ()}
