@@ -183,6 +183,32 @@ def test_rfactor_fuse_errors(rng):
             f(x)
 
 
+def test_argument_errors_name_the_value_at_the_users_line():
+    """Arguments a step's own checks refuse (pack's dim -1 or True, rfactor's fuse naming an
+    axis twice) and a tensor that is no name (cache_read(3, ...)) are ScheduleErrors at the
+    schedule's line naming the value given; they had no line (or the "<string>" file of
+    the __init__ dataclasses write), and cache_read(3, ...) said `got None`."""
+    x = np.ones((3, 4))
+    cases = [(lambda s: s.pack("X", s["R"], -1, 4), "pack: 'dim' must be an int >= 0, got -1"),
+             (lambda s: s.pack("X", s["R"], True, 4), "got True"),
+             (lambda s: s.cache_read(3, [s["R"]]),
+              "cache_read: argument 'tensor' must be a tensor's name (str) or a stage, got 3"),
+             (lambda s: s.pack(None, s["R"], 0, 4), "got None"),
+             (lambda s: s.rfactor(s["R"], s["R"].reduce_axis[0], 2, fuse=[s["R"].axis[0]] * 2),
+              "distinct names")]
+    for step, text in cases:
+        f = make_rowreduce(jd.sum)
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg, step=step):
+            step(s)
+        with pytest.raises(jd.ScheduleError) as e:
+            f(x)
+        assert text in e.value.message
+        assert e.value.loc.filename == __file__, e.value
+        assert "lambda s:" in e.value.loc.line(), e.value      # (the primitive's call)
+
+
 @pytest.mark.parametrize("blocked", [False, True])
 def test_rfactor_of_a_window_of_symbolic_extent(rng, blocked):
     """A dynamic window `X[i + r]` over `range(W.shape[0])`, its r split by rfactor: the

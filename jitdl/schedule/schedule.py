@@ -348,6 +348,15 @@ class Schedule:
             raise ScheduleError(f"{prim}: no stage named {name!r}", user_loc())
         return name
 
+    @staticmethod
+    def _tensor_arg(prim, tensor):
+        """The name of the tensor a primitive copies: a name, a stage or a tensor."""
+        name = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        if not isinstance(name, str) or isinstance(tensor, Axis):
+            raise ScheduleError(f"{prim}: argument 'tensor' must be a tensor's name (str) or "
+                                f"a stage, got {tensor!r}", user_loc())
+        return name
+
     def pack(self, tensor, consumer, dim, factor):
         """Copy `tensor` into a blocked layout for `consumer`: dimension `dim` (extent n)
         becomes an outer block index in front and an inner offset of `factor` at the end,
@@ -357,7 +366,7 @@ class Schedule:
         After:  for jo: for k: for ji: B_pack[jo, k, ji] = B[k, jo * bn + ji]   (new stage)
                 for k: for j: ... B_pack[j // bn, k, j % bn]"""
         cname = self._stage_arg("pack", consumer)
-        tname = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        tname = self._tensor_arg("pack", tensor)
         factor = _positive_int("pack", "factor", factor)
         self._apply(S.Pack(cname, tname, dim, factor))
         return self[f"{tname}_pack"]
@@ -374,7 +383,7 @@ class Schedule:
         Before: for i: for j: Y[i, j] = f(X[i, j])
         After:  X_cache[i, j] = X[i, j];  for i: for j: Y[i, j] = f(X_cache[i, j])
         Returns the new stage."""
-        tname = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        tname = self._tensor_arg("cache_read", tensor)
         if not isinstance(readers, (list, tuple)):
             readers = [readers]
         names = [self._stage_arg("cache_read", r) for r in readers]

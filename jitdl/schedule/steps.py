@@ -9,11 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from jitdl.errors import ScheduleError
+import sys
+
+from jitdl.errors import ScheduleError, SourceLoc, user_frame
 
 
 def _bad(step, name, want, v):
-    return ScheduleError(f"{step.op}: '{name}' must be {want}, got {v!r}")
+    return ScheduleError(f"{step.op}: '{name}' must be {want}, got {v!r}", _user_line())
+
+
+def _user_line():
+    """The user's line behind a step being built: the primitive's call in a schedule, or
+    the call that replays recorded steps. (Past the __init__ that dataclasses generate,
+    whose file, "<string>", would pass for the user's.)"""
+    f, _ = user_frame(sys._getframe(1))
+    if f is not None and f.f_code.co_filename == "<string>" and f.f_code.co_name == "__init__":
+        f, _ = user_frame(f.f_back)
+    return None if f is None else SourceLoc(f.f_code.co_filename, f.f_lineno)
 
 
 @dataclass(frozen=True)
