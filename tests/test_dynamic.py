@@ -335,6 +335,27 @@ def test_tail_of_a_split_runs_at_most_once_as_a_block():
         np.testing.assert_allclose(total(x), x.sum())
 
 
+def test_the_tail_of_a_split_runs_to_the_size_not_the_factor():
+    """A split of a symbolic extent by f: the partial last block's inner loop runs to
+    n - jo*f. It ran f times under a guard, so a split by 2**31 (a factor past any size,
+    as a static split allows) of a 5 x 7 array ran 2**31 iterations a row: a call that
+    never returned (1.3 s a call with f = 10**6)."""
+    @jd.compute(dynamic=True)
+    def double(X):
+        return jd.tensor(X.shape, lambda i, j: X[i, j] * 2, name="Y")
+
+    @jd.schedule(double, target="cpu")
+    def sched(s, cfg):
+        s.split(s["Y"].axis[1], 2**31)
+    x = rand(5, 7)
+    text = double.lower(x)
+    assert "for j_i in range(min(max(X_n1 - j_o * 2147483648, 0), 2147483648)):" in text, text
+    assert "< X_n1:" not in text, text
+    for shape in [(5, 7), (1, 1), (3, 0), (2, 100)]:
+        x = rand(*shape)
+        np.testing.assert_array_equal(double(x), x * 2)
+
+
 def test_tune_says_it_needs_concrete_shapes():
     @jd.compute(dynamic=True)
     def add(X, Y):
@@ -558,7 +579,7 @@ def test_column_reductions_split_their_last_block_inside_the_parallel_loop(rng):
     par = text[start:text.index("else:", start)].rstrip().split("\n")
     indent = len(text[:start].split("\n")[-1])
     assert [line for line in par if len(line) - len(line.lstrip()) <= indent] == [par[0]] \
-        and "< X_n1" in "\n".join(par) and "vectorized" in "\n".join(par), text
+        and "if X_n1 // 8 <" in "\n".join(par) and "vectorized" in "\n".join(par), text
     for rows, cols in [(2, 3), (1000, 255), (1000, 257), (97, 1000), (3, 4097), (50, 515),
                        (7, 9), (2000, 31)]:
         x = rng.standard_normal((rows, cols))

@@ -303,12 +303,16 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
     main = partition_stmt(main, ranges, selects)
     if reach == 0:
         return main
+    # the tail's own loops are partitioned too, at the tail's iteration: the inner loop of
+    # a split by f runs to n - jo*f, not f times under a guard (a split of a dynamic
+    # extent by 2**31 ran 2**31 guarded iterations a row)
+    body = partition_stmt(_scalar(s.body), ranges, selects)
     if reach == 1:
         # (a loop that runs at most once is a guarded block: LLVM cannot see that such a
         # tail runs at most once, and unrolled and unswitched it into pages of code)
-        tail = IfThen(Compare(CmpOp.LT, point, end), LetStmt(s.var, point, _scalar(s.body)))
+        tail = IfThen(Compare(CmpOp.LT, point, end), LetStmt(s.var, point, body))
     else:
-        tail = _scalar(replace(s, min=point, extent=end - point))
+        tail = _scalar(replace(s, min=point, extent=end - point, body=body))
     return Seq((main, tail))
 
 
