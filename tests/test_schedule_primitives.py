@@ -780,6 +780,36 @@ def test_argmin_over_two_axes_first_on_ties(rng):
     np.testing.assert_array_equal(am(x), np.argmin(x.reshape(5, -1), 1))
 
 
+@pytest.mark.parametrize("at", [False, True])
+def test_an_arg_reduction_reordered_inside_a_block_is_refused_at_the_reorder(at):
+    """An argmin's reduction loops reordered (split k, then k.i outside k.o) is refused, so
+    that ties still go to the first position; also where its stage is computed at a
+    consumer's loop (a cache_write's copy at the output's column loop), where the order
+    went unchecked and jnp.argmin(x, axis=0) of 0/1 values gave [4 6 6 0 0] for
+    [1 1 1 0 0]. The error points at the reorder (it had no line)."""
+    import inspect
+
+    @jd.compute
+    def am(X):
+        n, m = X.shape
+        k = jd.reduce_axis(n, name="k")
+        return jd.tensor((m,), lambda j: jd.argmin(X[k, j], axis=k), name="Y")
+
+    @jd.schedule(am, target="cpu")
+    def sched(s, cfg):
+        Y = s["Y"]
+        L = s.cache_write(Y)
+        ko, ki = s.split(L.reduce_axis[0], 2)
+        s.reorder(ki, ko)
+        if at:
+            s.compute_at(L, Y, Y.axis[0])
+    x = np.array([[1, 1, 1, 0, 0]] * 3 + [[0, 1, 1, 0, 0]] * 6, dtype=np.int32)
+    with pytest.raises(jd.ScheduleError, match="row-major order") as e:
+        am(x)
+    lines, first = inspect.getsourcelines(sched)
+    assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, first + 5), e.value
+
+
 def test_narrowing_cast_in_an_index_is_not_proven():
     @jd.compute
     def f(X):

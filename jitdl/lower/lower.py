@@ -458,16 +458,19 @@ class _Builder:
                 raise ScheduleError(f"bind: stage {t.name} is an {red.op.value}; its "
                                     "reduction loops cannot be bound to threads",
                                     st.kind_locs.get(bound[0]))
-            keys = [_leaf_key(st, n) for n in rloops] if region is None else []
+            # (also of a block computed at a consumer's loop, whose reduction loops are
+            # the stage's own: unchecked there, ties went to a later position)
+            keys = [_leaf_key(st, n) for n in rloops]
             if keys != sorted(keys):
                 raise ScheduleError(
                     f"stage {t.name} is an {red.op.value}: its reduction loops must keep "
                     f"their row-major order, so that ties go to the first position "
-                    f"(loop order now: {', '.join(leaves)})")
+                    f"(loop order now: {', '.join(leaves)})", st.order_loc)
             if not accumulate_in_register:
                 raise ScheduleError(
                     f"stage {t.name} is an {red.op.value}: its reduction loops must stay "
-                    f"inside all its data loops (loop order now: {', '.join(leaves)})")
+                    f"inside all its data loops (loop order now: {', '.join(leaves)})",
+                    st.order_loc)
             return nest(data, self._arg_reduce(t, red, body, where, sub, buf, out_index,
                                                nest, rloops))
         init = identity(red.op, red.dtype)

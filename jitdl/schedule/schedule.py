@@ -78,6 +78,7 @@ class StageState:
     scope: str = "global"           # a cache_read copy's memory: "shared" on a GPU block
     attach_loc: object = None       # the user's line of its compute_at (errors found later)
     kind_locs: dict = field(default_factory=dict)   # loop -> the line that annotated it
+    order_loc: object = None        # the user's line of its last reorder (errors found later)
 
     @property
     def is_reduce(self):
@@ -547,6 +548,7 @@ class Schedule:
                 slots = sorted(st.leaves.index(n) for n in names)
                 for pos, n in zip(slots, names):
                     st.leaves[pos] = n
+                st.order_loc = user_loc()
             case S.Vectorize(axis=axis) | S.Parallel(axis=axis) | S.Unroll(axis=axis):
                 kind = {S.Vectorize: ForKind.VECTORIZED, S.Parallel: ForKind.PARALLEL,
                         S.Unroll: ForKind.UNROLLED}[type(step)]
