@@ -918,6 +918,28 @@ def test_an_exported_function_keeps_the_parameters_defaults(tmp_path):
     assert "ERR total(): missing a required argument: 'w'" in p.stdout, p.stdout
 
 
+def test_an_export_with_a_default_it_cannot_keep_after_one_it_keeps_loads(tmp_path):
+    """`def f(X, axis=1, s=np.float64(2.0))`: s's default (a NumPy scalar) is not kept, and
+    the loaded signature had axis=1 before a required s, which inspect refuses: jd.load
+    said the file 'is damaged: non-default argument follows default argument'. Such a
+    positional parameter is required in the loaded function, as those before it."""
+    code = textwrap.dedent(f'''\
+        import inspect, numpy as np, jitdl as jd
+
+        @jd.compute(static="axis")
+        def f(X, axis=1, s=np.float64(2.0), t=3.0):
+            return jd.numpy.sum(X, axis=axis) * s + t
+        x = np.random.default_rng(4).standard_normal((3, 4))
+        g = jd.load(f.export({str(tmp_path / "f.jdx")!r}, x, 1, 2.0))
+        print("SIG", inspect.signature(g))
+        assert np.allclose(g(x, 1, 2.0), x.sum(1) * 2 + 3)
+        ''')
+    p = subprocess.run([PY, "-c", code], env=base_env(tmp_path), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert "SIG (X, axis, s, t=3.0)\n" in p.stdout, p.stdout
+
+
 def test_a_loaded_export_pickles(tmp_path):
     """A loaded export goes to a process pool: it pickles as its file's bytes, loaded again
     on the other side (pickling raised AttributeError: Can't pickle local object

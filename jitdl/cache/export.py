@@ -69,10 +69,17 @@ _KINDS = {k.name: k for k in (inspect.Parameter.POSITIONAL_ONLY,
 
 
 def _signature(params):
-    """The inspect.Signature of _params_json's list."""
-    return inspect.Signature(
-        [inspect.Parameter(n, _KINDS[kind], **({"default": _default_value(d[0])} if d else {}))
-         for n, kind, d in params])
+    """The inspect.Signature of _params_json's list. A positional parameter before one
+    left required (`def f(X, axis=1, s=np.float64(2))`: s's default is left out) is
+    required too, as a signature cannot have a default before a required one."""
+    required, out = False, []
+    for n, kind, d in reversed(params):
+        positional = kind != "KEYWORD_ONLY"
+        if positional and (required or not d):
+            required, d = True, []
+        out.append(inspect.Parameter(n, _KINDS[kind],
+                                     **({"default": _default_value(d[0])} if d else {})))
+    return inspect.Signature(out[::-1])
 
 
 def _default_value(j):
