@@ -1255,3 +1255,32 @@ def test_an_assert_of_equal_sizes_is_checked_at_the_call():
     np.testing.assert_array_equal(static(np.ones(3)), np.full(3, 2.0))
     with pytest.raises(DefinitionError, match="AssertionError"):
         static(np.ones(2))
+
+
+def _body_nested_ranges(X):
+    n = X.shape[0]
+    Y = jd.tensor((n,))
+    Y[i] = sum(sum(X[k] for k in range(j + 1)) for j in range(i + 1))
+    return Y
+
+
+def _body_nested_ranges_bounded(X):
+    n = X.shape[0]
+    Y = jd.tensor((n,))
+    Y[i] = sum(sum(X[k] for k in range(min(j + 1, n))) for j in range(i + 1))
+    return Y
+
+
+def test_a_range_bounded_by_another_reductions_index_over_symbolic_sizes():
+    """range(j + 1) inside a reduction over j, in a dynamic definition: j entered the
+    inner reduction's rectangle as if it were a size, and the compile failed in the IR
+    verifier ('variable j used outside its loop', a CompileError: a jitdl bug). j bounds
+    no rectangle (as in a static trace, a DefinitionError); min(j + 1, n) is bounded by n."""
+    with pytest.raises(DefinitionError, match=r"cannot bound the range of reduction index "
+                                              r"`k` \(range\(0, j \+ 1\)\)"):
+        jd.compute(_body_nested_ranges, dynamic=True)(rand(4))
+    f = jd.compute(_body_nested_ranges_bounded, dynamic=True)
+    for n in (0, 1, 4, 7):
+        x = rand(n)
+        want = np.array([sum(x[:j + 1].sum() for j in range(i + 1)) for i in range(n)])
+        np.testing.assert_allclose(f(x), want.reshape(n), rtol=1e-12)

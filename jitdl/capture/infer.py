@@ -18,7 +18,7 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import INF, affine, bounds, form_bounds, upper_ends
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, SizeVar, Var
-from jitdl.ir.visit import map_expr, walk_expr
+from jitdl.ir.visit import map_expr, walk_expr, walk_unique
 from jitdl.te.ops import make_stage
 
 
@@ -352,10 +352,12 @@ def _resolve_pending(body, pending, extents):
     only). Over a dynamic definition's sizes the rectangle is an expression of them."""
     ranges = {v: (0, e - 1) for v, e in extents.items()}
     static = all(isinstance(e, int) for e in extents.values())
+    # (the indices of the reductions: bound inside the stage, none can size a rectangle)
+    inner = {a.var for n in walk_unique(body) if isinstance(n, Reduce) for a in n.axes}
     new = {}
     for ax, lo, hi in pending:
         if not static or _sized(lo) or _sized(hi):
-            new[ax] = _symbolic_rectangle(ax, lo, hi, extents)
+            new[ax] = _symbolic_rectangle(ax, lo, hi, extents, inner)
             continue
         if 0 in extents.values():
             # a stage of no elements (of an empty argument) runs no reduction: its range
@@ -385,11 +387,12 @@ def _sized(e):
     return any(isinstance(n, SizeVar) for n in walk_expr(e))
 
 
-def _symbolic_rectangle(ax, lo, hi, extents):
+def _symbolic_rectangle(ax, lo, hi, extents, inner=()):
     """The rectangle of range(lo, hi) over indices of symbolic extents (`range(i + 1)`,
     `range(i, n)` of a dynamic n): from the least lo, a constant, to the greatest hi, an
-    expression of the sizes (an empty range at some sizes: an extent of 0)."""
-    least, top = _extreme(lo, extents, False), _extreme(hi, extents, True)
+    expression of the sizes (an empty range at some sizes: an extent of 0). `inner`: the
+    reduction indices, unbounded here as in a static trace's rectangle."""
+    least, top = _extreme(lo, extents, False, inner), _extreme(hi, extents, True, inner)
     if least is not None and not isinstance(least, int):
         form = affine(build.as_expr(least))     # (n - (n - 1) - 1 of range(n - i - 1, n))
         least = form.get(1, 0) if all(type(k) is int for k in form) else None
@@ -407,10 +410,11 @@ def _symbolic_rectangle(ax, lo, hi, extents):
     return IterVar(ax.var, int(least), extent, reduce=True)
 
 
-def _extreme(e, extents, upper):
+def _extreme(e, extents, upper, inner=()):
     """The greatest (upper) or least value of int expression e over the indices in
     `extents` (each in [0, extent)): an int or an expression of the sizes; None where e is
-    not affine in them, save through min and max."""
+    not affine in them, save through min and max, or reads a reduction index in `inner`
+    (`range(j + 1)` inside a reduction over j: j is no value where the stage begins)."""
     form = affine(build.as_expr(e))
     out = form.get(1, 0)
 
@@ -427,13 +431,14 @@ def _extreme(e, extents, upper):
             if (c > 0) == upper:
                 out = add(out, c, extents[var] - 1)
             continue
-        if not any(n is v for n in walk_expr(atom) for v in extents):
+        if not any(isinstance(n, Var) and (n in extents or n in inner)
+                   for n in walk_expr(atom)):
             out = add(out, c, atom)
             continue
         if not (isinstance(atom, Binary) and atom.op in (BinOp.MIN, BinOp.MAX)):
             return None
         end = upper == (c > 0)          # the end of the atom this term needs
-        a, b = _extreme(atom.a, extents, end), _extreme(atom.b, extents, end)
+        a, b = _extreme(atom.a, extents, end, inner), _extreme(atom.b, extents, end, inner)
         if a is None or b is None:
             # min(a, b) is below either side (max above): one side bounds it there
             if (atom.op == BinOp.MIN) != end or a is b is None:
