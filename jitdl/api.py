@@ -99,6 +99,12 @@ class Function:
         self._out_is_param = "out" in self.param_names
         if isinstance(static, str):
             static = (static,)
+        elif isinstance(static, (set, frozenset)):      # (in the parameters' order)
+            static = tuple(n for n in self.param_names if n in static) + tuple(
+                sorted(n for n in static if n not in self.param_names))
+        if isinstance(dynamic, (set, frozenset)):
+            dynamic = tuple(n for n in self.param_names if n in dynamic) + tuple(
+                sorted(n for n in dynamic if n not in self.param_names))
         unknown = [n for n in static if n not in self.param_names]
         if unknown:
             raise ArgumentError(f"@jd.compute(static=...): {self.name} has no parameter "
@@ -1446,11 +1452,13 @@ def _check_definition(fn, name, static, dynamic):
                 f"{'tuple' if p.kind == p.VAR_POSITIONAL else 'dict'})")
     if name is not None and not isinstance(name, str):
         bad(f"name= must be a str, got {type(name).__name__} {name!r}")
+    # (names in a set are taken too, and dynamic=None is dynamic=False, as before)
+    names = (tuple, list, set, frozenset)
     if not isinstance(static, str) and not (
-            isinstance(static, (tuple, list)) and all(isinstance(n, str) for n in static)):
+            isinstance(static, names) and all(isinstance(n, str) for n in static)):
         bad(f"static= must be a parameter's name or a tuple of them, got {static!r}")
-    if not (isinstance(dynamic, (bool, str, dict)) or isinstance(dynamic, (tuple, list))
-            and all(isinstance(n, str) for n in dynamic)):
+    if not (dynamic is None or isinstance(dynamic, (bool, str, dict))
+            or isinstance(dynamic, names) and all(isinstance(n, str) for n in dynamic)):
         bad(f"dynamic= must be True, a parameter's name, a tuple of them or a dict of "
             f"their dimensions, got {dynamic!r}")
 

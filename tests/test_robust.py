@@ -392,6 +392,21 @@ def test_what_compute_cannot_take_is_said_at_the_decorator():
     jd.compute(f, static="s", name="g", dynamic=["X"])          # (these are fine)
 
 
+def test_compute_takes_dynamic_none_and_sets_of_names(rng):
+    """dynamic=None (a wrapper passing its own option on) and static= / dynamic= as sets of
+    names worked (None as False, a set iterated) until the decorator's checks refused
+    them: 'dynamic= must be True, ... got None'."""
+    def total(X, axis):
+        return jd.numpy.sum(X, axis=axis)
+    x = rng.standard_normal((3, 5))
+    for kw in [{"static": "axis", "dynamic": None}, {"static": {"axis"}},
+               {"static": frozenset({"axis"}), "dynamic": frozenset({"X"})}]:
+        f = jd.compute(total, **kw)
+        np.testing.assert_allclose(f(x, 1), x.sum(1), rtol=1e-12)
+        assert f.static == ("axis",)
+    assert jd.compute(total, static={"axis"}, dynamic={"X"}).dynamic == ("X",)
+
+
 def test_a_parameter_named_out_takes_the_keyword_out(rng):
     """`def f(X, out)` called f(x, out=y): the call took y as the out= array of the result
     and then said 'missing the argument out'. The definition's own parameter wins, as for
