@@ -1284,3 +1284,21 @@ def test_a_range_bounded_by_another_reductions_index_over_symbolic_sizes():
         x = rand(n)
         want = np.array([sum(x[:j + 1].sum() for j in range(i + 1)) for i in range(n)])
         np.testing.assert_allclose(f(x), want.reshape(n), rtol=1e-12)
+
+
+def _scaled_by_python_float(X, s, k):
+    return X * float(s) + float(k) / 4
+
+
+def test_python_float_of_a_scalar_argument_is_weak():
+    """float(s) of a Python number passed as an argument is a Python float, weak beside a
+    float32 array as s itself is: X * float(s) was float64 (the cast marked it strong),
+    where NumPy and X * s give float32."""
+    x = rand(5).astype(np.float32)
+    for dyn in (False, True):
+        f = jd.compute(_scaled_by_python_float, dynamic=dyn)
+        for s, k in [(2.5, 3), (2, 7), (True, -1)]:
+            got = f(x, s, k)
+            want = x * float(s) + float(k) / 4
+            assert got.dtype == want.dtype == np.float32, (dyn, s, k, got.dtype)
+            np.testing.assert_allclose(got, want, rtol=1e-6)

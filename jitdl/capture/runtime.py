@@ -258,7 +258,11 @@ _FOREIGN = _foreign_functions()
 
 def _float(x):
     """float(v) of a symbolic value: float64, which beside a float array is as weak as
-    the Python float of a static trace where v is made of sizes (`1.0 / float(d)`)."""
+    the Python float of a static trace where v is made of sizes (`1.0 / float(d)`). Of a
+    weak scalar argument (a Python number) it is a weak float, as Python's: X * float(s)
+    of a float32 X is float32, as X * s is (a cast would make it strong, float64)."""
+    if x.weak and not isinstance(x, Const):
+        return x if x.dtype == "float64" else build.binary(BinOp.MUL, x, 1.0)
     return build.cast(x, "float64")
 
 
