@@ -423,6 +423,18 @@ def test_a_parameter_named_out_takes_the_keyword_out(rng):
     assert scaled(x, 2.0, out=o) is o                     # out= of the others is unchanged
 
 
+def test_an_exported_parameter_named_out_takes_the_keyword_out(tmp_path):
+    """The loaded export of `def f(X, out)` took g(x, out=y) as the result's out= array and
+    then said 'missing a required argument: 'out'', as the Function's call did before."""
+    @jd.compute
+    def plus(X, out):
+        return X + out
+    x, y = np.ones(3), np.arange(3.0)
+    g = jd.load(plus.export(str(tmp_path / "plus.jdx"), x, y))
+    np.testing.assert_array_equal(g(x, out=y), x + y)
+    np.testing.assert_array_equal(g(X=x, out=y), x + y)
+
+
 def test_missing_and_surplus_arguments_read_well(rng):
     x = rng.standard_normal(5)
     with pytest.raises(jd.ArgumentError) as ei:

@@ -106,6 +106,8 @@ class ExportedFunction:
         self._params = self.__signature__ = params
 
     def __call__(self, *args, out=None, **kwargs):
+        if out is not None and "out" in self._params.parameters:    # `def f(X, out)`
+            kwargs["out"], out = out, None          # (its own, as a Function's call)
         args = self._bind(args, kwargs)
         return self._kernel(args).run(args, out)
 
