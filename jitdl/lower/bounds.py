@@ -13,7 +13,8 @@ import itertools
 from jitdl.errors import ArgumentShapeError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, memoised, narrow,
                                reads_memory, unbounded_part, upper_ends, with_loop)
-from jitdl.ir.nodes import Access, BinOp, Binary, Const, Expr, Reduce, Select, SizeVar, Var
+from jitdl.ir.nodes import (Access, BinOp, Binary, Compare, Const, Expr, Reduce, Select,
+                            SizeVar, Var)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_unique
 from jitdl.te.tensor import Placeholder
@@ -306,8 +307,45 @@ def _is_size(n, e):
 
 
 def _collect_bare(e, uses):
-    for acc in walk_unique(e):      # (each access once, however often a DAG uses it)
-        if isinstance(acc, Access):
-            for dim, idx in enumerate(acc.indices):
-                if isinstance(idx, Var):
-                    uses.setdefault(idx, []).append((acc, dim))
+    """uses[var] += (access, dim) for each dimension an access indexes by a bare variable;
+    each access once, however often a DAG uses it. Not where a guard around the read
+    compares that variable with the read's own size (`X[i] if i < X.shape[0] else 0` over
+    Y's extent): the guard keeps it in bounds, so X and Y need not agree (the bounds
+    proof still checks the read)."""
+    seen, done = set(), set()
+
+    def visit(n, guards):
+        if (id(n), guards) in seen:
+            return
+        seen.add((id(n), guards))
+        if isinstance(n, Access):
+            for dim, idx in enumerate(n.indices):
+                if isinstance(idx, Var) and (id(n), dim) not in done and not _guarded(
+                        guards, idx, n.tensor.shape[dim]):
+                    done.add((id(n), dim))
+                    uses.setdefault(idx, []).append((n, dim))
+        if isinstance(n, Select):
+            visit(n.cond, guards)
+            for arm in (n.t, n.f):
+                visit(arm, guards + (n.cond,))
+        elif isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
+            visit(n.a, guards)
+            visit(n.b, guards + (n.a,))
+        else:
+            for c in expr_children(n):
+                visit(c, guards)
+    visit(e, ())
+
+
+def _guarded(guards, var, size):
+    """Whether a comparison in `guards` relates `var` to `size` (the size itself, or the
+    number of a fixed size)."""
+    for g in guards:
+        for n in walk_unique(g):
+            if isinstance(n, Compare):
+                parts = list(walk_unique(n))
+                if any(x is var for x in parts) and any(
+                        x is size if not isinstance(size, int) else
+                        isinstance(x, Const) and x.value == size for x in parts):
+                    return True
+    return False
