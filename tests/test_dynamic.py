@@ -356,6 +356,30 @@ def test_the_tail_of_a_split_runs_to_the_size_not_the_factor():
         np.testing.assert_array_equal(double(x), x * 2)
 
 
+def test_the_tail_of_a_split_of_a_split_runs_to_the_size_not_the_factor():
+    """A split of a split's outer loop (k by 4, then k.o by 2**31): the tail's k.o.i ran
+    from the end of its full blocks to the factor, each iteration under the guard
+    `k_o_i + k_o_o * 2**31 < ceil(n / 4)` that fails from ceil(n / 4) on, so a row sum of
+    a 5 x 7 array took 8 s a call; the tail now stops where its only guard fails for
+    good."""
+    @jd.compute(dynamic=True)
+    def rowsum(X):
+        Y[i] = sum(X[i, j] for j in range(X.shape[1]))
+        return Y
+
+    @jd.schedule(rowsum, target="cpu")
+    def sched(s, cfg):
+        ko, ki = s.split(s["Y"].reduce_axis[0], 4)
+        s.split(ko, 2**31)
+    x = rand(5, 7)
+    text = rowsum.lower(x)
+    tail = text[text.rindex("for j_o_i in range("):].split("\n")[0]
+    assert "+ 2147483648 -" not in tail, text
+    for shape in [(5, 7), (1, 1), (3, 0), (0, 3), (2, 100), (4, 9)]:
+        x = rand(*shape)
+        np.testing.assert_allclose(rowsum(x), x.sum(axis=1))
+
+
 def test_tune_says_it_needs_concrete_shapes():
     @jd.compute(dynamic=True)
     def add(X, Y):

@@ -106,7 +106,7 @@ def _symbolic_split(loop, ranges):
     unknown (see _tail_reach)."""
     inner = {**ranges, **_loop_ranges(loop.body)}
     local = _bound_inside(loop.body) | {loop.var}
-    point, guards, spans = None, [], set()
+    point, guards, spans, stop = None, [], set(), None
     for st in walk_stmt(loop.body):
         if not (isinstance(st, IfThen) and isinstance(st.cond, Compare)
                 and st.cond.op == CmpOp.LT and not isinstance(st.cond.b, Const)):
@@ -122,9 +122,18 @@ def _symbolic_split(loop, ranges):
         point = p if point is None else build.binary(BinOp.MIN, point, p)
         guards.append(st.cond)
         spans.add((a, rest_max - rest_min))
+        if isinstance(rest_min, int) and _only_guarded(loop.body, [st.cond]):
+            # everything the body does is under this guard, which fails for every inner
+            # value from v = ceil((n - rest_min) / a) on: no iteration past that does
+            # anything (a split of a split's outer loop: the tail's ji runs to f, each
+            # iteration under the guard `ji + jo*f < ceil(n / 4)`, 2**31 of them a row)
+            c = a - 1 - rest_min
+            q = n + c if c else n
+            q = q // a if a > 1 else q
+            stop = q if stop is None else build.binary(BinOp.MIN, stop, q)
     if point is None:
         return None
-    return point, guards, _tail_reach(loop.body, guards, spans)
+    return point, guards, _tail_reach(loop.body, guards, spans), stop
 
 
 def _tail_reach(body, guards, spans):
@@ -290,7 +299,7 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
     found = _symbolic_split(s, ranges)
     if found is None:
         return None
-    point, guards, reach = found
+    point, guards, reach, stop = found
     lo, end = s.min, build.binary(BinOp.ADD, s.min, s.extent) \
         if not (isinstance(s.min, Const) and s.min.value == 0) else s.extent
     sr = _size_ranges(point, ranges)
@@ -312,6 +321,8 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
         # tail runs at most once, and unrolled and unswitched it into pages of code)
         tail = IfThen(Compare(CmpOp.LT, point, end), LetStmt(s.var, point, body))
     else:
+        if stop is not None:        # (the iterations past `stop` do nothing)
+            end = build.binary(BinOp.MIN, end, build.binary(BinOp.MAX, stop, point))
         tail = _scalar(replace(s, min=point, extent=end - point, body=body))
     return Seq((main, tail))
 
