@@ -481,6 +481,16 @@ def test_empty_outputs_keep_the_full_schedule():
     assert got.shape == (0, 5)
 
 
+def _row_in_shared(s, cfg):       # a block per row of S, the row copied to shared memory
+    S = s["S"]
+    (i,) = S.axis
+    ko, ki = s.split(S.reduce_axis[0], 32)
+    s.reorder(i, ki, ko)
+    s.bind(i, "blockIdx.x")
+    s.bind(ki, "threadIdx.x")
+    s.compute_at(s.cache_read("X", [S], "shared"), S, i)
+
+
 def test_launch_limits_and_barriers_errors_name_the_loops():
     """The checks of a hand-written GPU schedule name the loop, the limit and the value:
     a block over the device's threads, a grid over its blocks along y, a thread extent
@@ -508,18 +518,9 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
                        r"A_n0 bound to threadIdx.x\)"):
         build(dyn_add, [f32(10)] * 2,
               lambda s, cfg: s.bind(s[list(s.stages)[-1]].axis[0], "threadIdx.x"))
-
-    def row_in_shared(s, cfg):
-        S = s["S"]
-        (i,) = S.axis
-        ko, ki = s.split(S.reduce_axis[0], 32)
-        s.reorder(i, ki, ko)
-        s.bind(i, "blockIdx.x")
-        s.bind(ki, "threadIdx.x")
-        s.compute_at(s.cache_read("X", [S], "shared"), S, i)
     with pytest.raises(CompileError, match=r"needs 80000 bytes of shared memory \(X_cache_l "
                        r"1x20000: 80000\), over the device's 49152 per block"):
-        build(rowsum, [f32(4, 20000)], row_in_shared)
+        build(rowsum, [f32(4, 20000)], _row_in_shared)
 
     def rows_by_4(s, cfg):          # 9 rows in blocks of 4 threads along y
         S = s["S"]
@@ -571,20 +572,11 @@ def test_gpu_limits_are_schedule_errors_at_the_users_line():
         k = jd.reduce_axis(X.shape[1], name="k")
         return jd.tensor(X.shape[:1], lambda i: jd.sum(X[i, k], axis=k), name="S")
 
-    @jd.schedule(rowsum2, target="cuda")
-    def row_in_shared(s, cfg):
-        S = s["S"]
-        (i,) = S.axis
-        ko, ki = s.split(S.reduce_axis[0], 32)
-        s.reorder(i, ki, ko)
-        s.bind(i, "blockIdx.x")
-        s.bind(ki, "threadIdx.x")
-        c = s.cache_read("X", [S], "shared")
-        s.compute_at(c, S, i)               # a row of 20000 floats: 80000 bytes
+    jd.schedule(rowsum2, target="cuda")(_row_in_shared)
     with pytest.raises(ScheduleError, match="80000 bytes of shared memory") as e:
-        rowsum2.cuda_source(f32(4, 20000))
-    lines, first = inspect.getsourcelines(row_in_shared)
-    assert e.value.loc.lineno == first + 9, e.value
+        rowsum2.cuda_source(f32(4, 20000))        # a row of 20000 floats: 80000 bytes
+    lines, first = inspect.getsourcelines(_row_in_shared)
+    assert e.value.loc.lineno == first + 7, e.value     # its compute_at
 
 
 def test_a_producer_fused_into_matmul_rows_keeps_the_tiles():
