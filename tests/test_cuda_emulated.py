@@ -1345,7 +1345,7 @@ def test_a_shared_copy_read_through_register_copies(dev, rng, m, k, n):
 def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
     """A shared copy at k.o prefetched one step ahead: a dynamic row shorter than the k
     tile runs no whole step, and the first step's fetch (before the loop) read past A
-    (A[3] of 3 elements)."""
+    (A[3] of 3 elements). Rows of A fewer than the tile's (2 of 16) guard the copy."""
     def sched(s, cfg):
         C = s["C"]
         i, j = C.axis
@@ -1364,4 +1364,8 @@ def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
         got, src = run_schedule(dev, f, [a, b], sched)
         assert "jd_pf0" in src
+        # the copy keeps its constant loops under the guard of A's rows, shared out over
+        # the threads and prefetched: partitioned at the guard, its loop to
+        # min(A_n0 - i_o*16, 16) ran whole on every thread of the block
+        assert "d0_r < jd_imin" not in src
         close(got, a @ b, rtol=1e-12, atol=1e-12)

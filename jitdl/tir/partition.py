@@ -467,6 +467,14 @@ def _split_at_selects(s, ranges, selects):
                    partition_stmt(chunks.body, ranges, selects))
 
 
+def _fills_shared(s):
+    """Whether loop s only stores into shared buffers (a GPU block's copy) and has a
+    guard of a symbolic size inside."""
+    stores = [x for x in walk_stmt(s.body) if isinstance(x, Store)]
+    return bool(stores) and all(x.buffer.scope == "shared" for x in stores) \
+        and _symbolic_guard(s.body)
+
+
 def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
     if selects and isinstance(s, For):
         done = _split_at_selects(s, ranges, selects)
@@ -481,6 +489,11 @@ def partition_stmt(s, ranges, selects=_SELECT_SPLITS):
                 if isinstance(s.min, Const) and isinstance(s.extent, Const) else ranges
             body = partition_stmt(s.body, inner)
             return s if body is s.body else replace(s, body=body)
+        case For() if isinstance(s.extent, Const) and _fills_shared(s):
+            # a GPU block's copy under guards of symbolic sizes keeps its constant loops:
+            # the threads share them out and prefetch the next step's (a loop to
+            # min(n - i_o*16, 16) ran whole on every thread, and was not prefetched)
+            return s
         case For() if not isinstance(s.extent, Const) or _symbolic_guard(s.body):
             if s.kind == ForKind.PARALLEL and _long_inside(s):
                 # a tail of whole rows would run on one thread after the others: each
