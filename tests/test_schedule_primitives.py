@@ -59,7 +59,8 @@ def test_numpy_integer_factors(rng):
     check(f, (a, b), a @ b, F64)
     json.dumps(f.schedule_of(a, b).steps)                  # the steps stay JSON
 
-    for bad in (np.float64(4.0), True, np.int64(0), 2.0):
+    # (10**30, past int64, was an OverflowError at the call, not an error at the split)
+    for bad in (np.float64(4.0), True, np.int64(0), 2.0, 10**30):
         g = make_matmul()
 
         @jd.schedule(g, target="cpu")

@@ -213,3 +213,16 @@ def test_row_stages_have_location_vector_and_grain_knobs(rng):
     assert any(n.endswith(".at_row") for n in names)
     assert any(n.endswith(".vector") for n in names)
     assert any(n.endswith(".parallel") for n in names)
+
+
+def test_sample_refuses_a_count_it_cannot_draw():
+    """space.sample(-1) returned [] and sample(2.5) three configs; both are errors now, and
+    sample(0) is no config."""
+    a = np.ones((64, 64), np.float32)
+    space = matmul.config_space(a, a)
+    assert space.sample(0) == [] and len(space.sample(np.int64(2))) == 2
+    with pytest.raises(jd.errors.ArgumentValueError, match="'n' must be >= 0, got -1"):
+        space.sample(-1)
+    for bad in (2.5, "3", True):
+        with pytest.raises(jd.ArgumentError, match="'n' must be an int"):
+            space.sample(bad)

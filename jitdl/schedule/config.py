@@ -10,7 +10,9 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from jitdl.errors import ScheduleError, user_loc
+import numpy as np
+
+from jitdl.errors import ArgumentError, ArgumentValueError, ScheduleError, user_loc
 
 
 class _Knob:
@@ -107,6 +109,13 @@ class ConfigSpace:
     def sample(self, n, seed=0):
         """Up to n distinct configs: all of them when the space is that small, else drawn
         at random (reproducibly for a seed)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise ArgumentError(f"config_space.sample: argument 'n' must be an int, got "
+                                f"{type(n).__name__} {n!r}", user_loc())
+        if n < 0:       # (it returned [] where a count was meant)
+            raise ArgumentValueError(f"config_space.sample: argument 'n' must be >= 0, got "
+                                     f"{n}", user_loc())
+        n = int(n)
         if len(self) <= n:
             return list(self)
         rng = random.Random(seed)

@@ -36,11 +36,12 @@ def ceil_div(extent, f):
 
 def _positive_int(op, which, val):
     """A schedule's size argument as a Python int: an int or a NumPy integer (a factor
-    computed with NumPy), positive; anything else is a ScheduleError naming it."""
-    if not isinstance(val, bool) and isinstance(val, (int, np.integer)) and val > 0:
+    computed with NumPy), positive and within int64 (the loops' type: 10**30 was an
+    overflow error at the call); anything else is a ScheduleError naming it."""
+    if not isinstance(val, bool) and isinstance(val, (int, np.integer)) and 0 < val < 2**63:
         return int(val)
-    raise ScheduleError(f"{op}: argument '{which}' must be a positive int, got {val!r}",
-                        user_loc())
+    raise ScheduleError(f"{op}: argument '{which}' must be a positive int (below 2**63), "
+                        f"got {val!r}", user_loc())
 
 
 @dataclass
