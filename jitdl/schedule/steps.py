@@ -6,10 +6,9 @@ shipped to worker processes and replayed on a fresh trace of the same definition
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
-
-import sys
 
 from jitdl.errors import ScheduleError, SourceLoc, user_frame
 
