@@ -94,6 +94,10 @@ class Function:
         self.signature = inspect.signature(pyfunc)
         self.param_names = list(self.signature.parameters)
         self._nparams = len(self.param_names)
+        # (a call of as many values as parameters skips binding, unless some parameter is
+        # keyword-only: f(x, 3.0) of `def f(X, *, s)` is refused as Python refuses it)
+        self._nfast = -1 if any(p.kind == p.KEYWORD_ONLY for p in
+                                self.signature.parameters.values()) else self._nparams
         # a parameter named `out` takes f(..., out=v), as the inspection methods' options
         # go to parameters of their names (_own); such a function has no out= array
         self._out_is_param = "out" in self.param_names
@@ -169,10 +173,14 @@ class Function:
     def __call__(self, *args, out=None, **kwargs):
         if out is not None and self._out_is_param:    # `def f(X, out)`: its own `out`
             kwargs["out"], out = out, None
-        if kwargs or len(args) != self._nparams:      # keywords or defaults to fill in
+        if kwargs or len(args) != self._nfast:        # keywords or defaults to fill in
             if "target" in kwargs and "target" not in self.param_names:
                 return self._call_on(kwargs.pop("target"), self._bind(args, kwargs), out)
             args = self._bind(args, kwargs)
+        return self._call_bound(args, out)
+
+    def _call_bound(self, args, out):
+        """The call of bound arguments (one value per parameter, in their order)."""
         try:
             k = self._kernels[self._call_key(args)]
         except (KeyError, TypeError):     # not compiled yet; an unhashable static value
@@ -208,12 +216,12 @@ class Function:
             moved = tuple(cuda_runtime.to_device(dev, a, self.name, self.param_names[n])
                           if n in arrays and isinstance(a, np.ndarray) else a
                           for n, a in enumerate(args))
-            result = self(*moved)
+            result = self._call_bound(moved, None)
             result = result if on_device else cuda_runtime.host_result(result)
         else:
             moved = tuple(cuda_runtime.backend().to_host(a) if n in arrays
                           and is_device_array(a) else a for n, a in enumerate(args))
-            result = self(*moved)
+            result = self._call_bound(moved, None)
             if on_device:
                 dev = cuda_runtime.backend()
                 result = tuple(map(dev.from_host, result)) if isinstance(result, tuple) \
@@ -277,7 +285,7 @@ class Function:
         return tuple(bound.arguments.values())
 
     def _args(self, args, kwargs):
-        return self._bind(args, kwargs) if kwargs or len(args) != self._nparams else args
+        return self._bind(args, kwargs) if kwargs or len(args) != self._nfast else args
 
     def _key(self, args):
         key = call_key(args, self._static_pos, self._dynamic_pos, self._dims)
@@ -683,7 +691,10 @@ class Function:
 
     def kernel(self, *args, **kwargs):
         """The compiled kernel for these arguments (compiling on first use)."""
-        args = self._args(args, kwargs)
+        return self._kernel_of(self._args(args, kwargs))
+
+    def _kernel_of(self, args):
+        """kernel() of bound arguments (one value per parameter, in their order)."""
         key = self._key(args)
         return self._kernels.get(key) or self._compile(args, key)
 
@@ -745,15 +756,15 @@ class Function:
     def llvm_ir(self, *args, optimized=_Default(True), **kwargs):
         """The LLVM IR (optimised by default) of the specialisation for these arguments."""
         (optimized,) = self._own(Function.llvm_ir, kwargs, optimized=optimized)
-        k = self._cpu_kernel("llvm_ir", args, kwargs)
+        k = self._cpu_kernel("llvm_ir", self._args(args, kwargs))
         return Text(k.texts["llvm_ir" if optimized else "llvm_ir_unoptimized"])
 
     def asm(self, *args, **kwargs):
         """The host assembly of the specialisation for these arguments."""
-        return Text(engine.assembly(self._cpu_kernel("asm", args, kwargs).texts["llvm_ir"]))
+        return Text(engine.assembly(self._cpu_kernel("asm", self._args(args, kwargs)).texts["llvm_ir"]))
 
-    def _cpu_kernel(self, what, args, kwargs):
-        k = self.kernel(*args, **kwargs)
+    def _cpu_kernel(self, what, args):
+        k = self._kernel_of(args)
         if isinstance(k, cuda_runtime.CudaKernel):
             raise ArgumentError(f"{self.name}.{what}(): these arguments run on the GPU, whose "
                                 f"code is CUDA C: see {self.name}.cuda_source(...)")
@@ -791,15 +802,15 @@ class Function:
                 or not min_time >= 0:
             raise _bad_value(f"{self.name}.timeit", "min_time", "a number of seconds >= 0",
                              min_time, numbers)
-        k = self.kernel(*args, **kwargs)
-        return _median_time(k, self._args(args, kwargs), repeat, min_time)
+        args = self._args(args, kwargs)
+        return _median_time(self._kernel_of(args), args, repeat, min_time)
 
     def export(self, path, *example_args, **kwargs):
         """Write the compiled kernel for these arguments, with its signature, to one file
         that `jd.load(path)` runs in a process that never sees this source."""
         from jitdl.cache import export     # lazy: only exports need it
         example_args = self._args(example_args, kwargs)
-        k = self._cpu_kernel("export", example_args, {})
+        k = self._cpu_kernel("export", example_args)
         export.write(path, self.name, [(self._specs(example_args), k)], self.signature)
         return path
 
@@ -1300,8 +1311,11 @@ def _binding_problem(signature, args, kwargs):
     positional = [n for n, p in params.items()
                   if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
     if len(args) > len(positional) and P.VAR_POSITIONAL not in kinds:
+        named = [n for n, p in params.items() if p.kind == P.KEYWORD_ONLY]
         return (f"takes {len(positional)} positional argument"
-                f"{'s' * (len(positional) != 1)} but {len(args)} were given")
+                f"{'s' * (len(positional) != 1)} but {len(args)} were given" + (
+                    f" ({listed(named)} {'is' if len(named) == 1 else 'are'} keyword-only: "
+                    f"pass {', '.join(n + '=...' for n in named)})" if named else ""))
     twice = [n for n in positional[:len(args)] if n in kwargs]
     if twice:
         return f"got two values for argument {twice[0]!r}: by position and by keyword"

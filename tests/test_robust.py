@@ -354,6 +354,30 @@ def test_two_unknown_keywords_are_both_named():
     assert "unexpected keyword arguments 'b', 'c'" in str(ei.value)
 
 
+def test_a_keyword_only_parameter_given_by_position_is_refused(rng, tmp_path):
+    """`def f(X, *, s)` called f(x, 3.0) ran with s = 3.0 (a call of as many values as
+    parameters skipped binding), where Python raises a TypeError. By keyword it works, in
+    a call, with target= and in the methods that bind a call (lower, export)."""
+    @jd.compute
+    def scale(X, *, s):
+        return jd.tensor(X.shape, lambda i: X[i] * s)
+    x = rng.standard_normal(5)
+    for call in (lambda: scale(x, 3.0), lambda: scale(x, 3.0, target="cpu"),
+                 lambda: scale.lower(x, 3.0)):
+        with pytest.raises(jd.ArgumentError) as ei:
+            call()
+        msg = str(ei.value)
+        assert "takes 1 positional argument but 2 were given ('s' is keyword-only: " \
+            "pass s=...)" in msg, msg
+        assert "(X, s)" in msg and "(x, 3.0" in msg         # (the line of the call)
+        assert isinstance(ei.value, TypeError)
+    assert_matches(scale(x, s=3.0), x * 3.0, F64)
+    assert_matches(scale(x, s=2.5, target="cpu"), x * 2.5, F64)
+    assert "s" in scale.lower(x, s=2.0)
+    scale.export(tmp_path / "scale.jd", x, s=1.5)
+    assert_matches(jd.load(tmp_path / "scale.jd")(x, s=1.5), x * 1.5, F64)
+
+
 def test_what_compute_cannot_take_is_said_at_the_decorator():
     """A partial, a callable object, a builtin or a @jd.compute function failed with an
     AttributeError from inside jitdl ('no attribute __code__', '__name__'), static=5 and
