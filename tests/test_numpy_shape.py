@@ -94,6 +94,15 @@ def test_view_errors_in_definition():
     assert "cannot reshape array of size 6 into shape (4,)" in str(e)
     e = raises_like(inside(lambda X: jnp.reshape(X, (4, -1))), lambda: x.reshape(4, -1))
     assert "into shape (4,newaxis)" in str(e)
+    # (NumPy leaves a leading -1 out of the shape it names; (0, 6) to (-1, 0) is refused
+    # as no size of the -1 is known)
+    for a, shape, text in [(x, (-1, 4), "size 6 into shape (4)"),
+                           (rand(0, 6), (-1, 0), "size 0 into shape (0)"),
+                           (rand(0, 6), (-1, 0, 2), "size 0 into shape (0,2)"),
+                           (rand(0, 6), (2, -1, 0), "size 0 into shape (2,newaxis,0)")]:
+        e = raises_like(lambda: jd.compute(lambda X: X.reshape(shape))(a),
+                        lambda: a.reshape(shape))
+        assert f"cannot reshape array of {text}" in str(e), (shape, str(e))
     raises_like(inside(lambda X: jnp.reshape(X, (-1, -1))), lambda: x.reshape(-1, -1))
     e = raises_like(inside(lambda X: jnp.squeeze(X, 0)), lambda: np.squeeze(x, 0))
     assert "cannot select an axis to squeeze out which has size not equal to one" in str(e)

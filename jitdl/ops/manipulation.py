@@ -211,9 +211,10 @@ def _new_shape(src, shape):
         known = _size(d for d in shape if d != -1)
         if -1 in shape:
             if known == 0 or size % known:
-                shown = shape_text(tuple("newaxis" if d == -1 else d for d in shape))
+                # (as NumPy writes it: a leading -1 left out, (-1, 5) as "(5)")
+                shown = [str(d) if d != -1 else "newaxis" for d in shape[shape[0] == -1:]]
                 raise ShapeError(f"cannot reshape array of size {size} into shape "
-                                 f"{shown.replace(' ', '')}", user_loc())
+                                 f"({','.join(shown)}{',' * (len(shape) == 1)})", user_loc())
             shape = tuple(size // known if d == -1 else d for d in shape)
         elif known != size:
             raise ShapeError(f"cannot reshape array of size {size} into shape "
