@@ -196,7 +196,12 @@ def test_argument_errors_name_the_value_at_the_users_line():
               "cache_read: argument 'tensor' must be a tensor's name (str) or a stage, got 3"),
              (lambda s: s.pack(None, s["R"], 0, 4), "got None"),
              (lambda s: s.rfactor(s["R"], s["R"].reduce_axis[0], 2, fuse=[s["R"].axis[0]] * 2),
-              "distinct names")]
+              "distinct names"),
+             # (a loop axis has a name too: the stage's primitives said "no stage named 'i'")
+             (lambda s: s.compute_inline(s["R"].axis[0]),
+              "compute_inline: argument 'stage' must be a stage (s[\"T\"]), got the loop "
+              "axis R.i (a loop of stage 'R': s.compute_inline(s[\"R\"]))"),
+             (lambda s: s.compute_root(s["R"].reduce_axis[0]), "got the loop axis R.k")]
     for step, text in cases:
         f = make_rowreduce(jd.sum)
 

@@ -339,6 +339,10 @@ class Schedule:
     def _stage_arg(self, prim, stage):
         if isinstance(stage, Stage):
             name = stage.name
+        elif isinstance(stage, Axis):       # (it has a name too: the loop's, not a stage's)
+            raise ScheduleError(f"{prim}: argument 'stage' must be a stage (s[\"T\"]), got "
+                                f"the loop axis {stage!r} (a loop of stage '{stage.stage}': "
+                                f"s.{prim}(s[\"{stage.stage}\"]))", user_loc())
         elif isinstance(stage, str):
             name = stage
         elif hasattr(stage, "name"):
