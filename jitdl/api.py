@@ -805,7 +805,7 @@ class Function:
         args = self._args(args, kwargs)
         return _median_time(self._kernel_of(args), args, repeat, min_time)
 
-    def export(self, path, *example_args, **kwargs):
+    def export(self, path, /, *example_args, **kwargs):
         """Write the compiled kernel for these arguments, with its signature, to one file
         that `jd.load(path)` runs in a process that never sees this source."""
         from jitdl.cache import export     # lazy: only exports need it

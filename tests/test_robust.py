@@ -378,6 +378,21 @@ def test_a_keyword_only_parameter_given_by_position_is_refused(rng, tmp_path):
     assert_matches(jd.load(tmp_path / "scale.jd")(x, s=1.5), x * 1.5, F64)
 
 
+def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
+    """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
+    got multiple values for argument 'path'': export's own file argument is positional
+    only, so `path=` is the definition's, as in a call."""
+    @jd.compute
+    def scaled(X, path):
+        return jd.tensor(X.shape, lambda i: X[i] * path)
+    x = rng.standard_normal(7)
+    file = tmp_path / "scaled.jdx"
+    assert scaled.export(file, x, path=2.5) == file
+    g = jd.load(file)
+    assert_matches(g(x, path=2.5), x * 2.5, F64)
+    assert_matches(g(x, 2.5), x * 2.5, F64)
+
+
 def test_what_compute_cannot_take_is_said_at_the_decorator():
     """A partial, a callable object, a builtin or a @jd.compute function failed with an
     AttributeError from inside jitdl ('no attribute __code__', '__name__'), static=5 and
