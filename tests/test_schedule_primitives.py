@@ -786,13 +786,15 @@ def test_argmin_over_two_axes_first_on_ties(rng):
     np.testing.assert_array_equal(am(x), np.argmin(x.reshape(5, -1), 1))
 
 
-@pytest.mark.parametrize("at", [False, True])
-def test_an_arg_reduction_reordered_inside_a_block_is_refused_at_the_reorder(at):
+@pytest.mark.parametrize("at,later", [(False, False), (True, False), (False, True)])
+def test_an_arg_reduction_reordered_inside_a_block_is_refused_at_the_reorder(at, later):
     """An argmin's reduction loops reordered (split k, then k.i outside k.o) is refused, so
     that ties still go to the first position; also where its stage is computed at a
     consumer's loop (a cache_write's copy at the output's column loop), where the order
     went unchecked and jnp.argmin(x, axis=0) of 0/1 values gave [4 6 6 0 0] for
-    [1 1 1 0 0]. The error points at the reorder (it had no line)."""
+    [1 1 1 0 0]. The error points at the reorder (it had no line); at the one that put
+    the reduction loops out of order, not at a later reorder of the data loops (`later`,
+    which it named)."""
     import inspect
 
     @jd.compute
@@ -809,6 +811,9 @@ def test_an_arg_reduction_reordered_inside_a_block_is_refused_at_the_reorder(at)
         s.reorder(ki, ko)
         if at:
             s.compute_at(L, Y, Y.axis[0])
+        if later:
+            jo, ji = s.split(L.axis[0], 2)
+            s.reorder(ji, jo)
     x = np.array([[1, 1, 1, 0, 0]] * 3 + [[0, 1, 1, 0, 0]] * 6, dtype=np.int32)
     with pytest.raises(jd.ScheduleError, match="row-major order") as e:
         am(x)

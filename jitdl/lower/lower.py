@@ -460,7 +460,7 @@ class _Builder:
                                     st.kind_locs.get(bound[0]))
             # (also of a block computed at a consumer's loop, whose reduction loops are
             # the stage's own: unchecked there, ties went to a later position)
-            keys = [_leaf_key(st, n) for n in rloops]
+            keys = [st.leaf_key(n) for n in rloops]
             if keys != sorted(keys):
                 raise ScheduleError(
                     f"stage {t.name} is an {red.op.value}: its reduction loops must keep "
@@ -722,22 +722,6 @@ def _inside(load, ranges, blocks=()):
         if form is not None:
             lo, hi = form_bounds(form, {**ranges, **extra})
     return 0 <= lo and hi < buf.size
-
-
-def _leaf_key(st, name):
-    """Row-major position of a loop among the stage's root axes and their splits."""
-    parent = {}
-    for rel in st.relations:
-        if isinstance(rel, Split):
-            parent[rel.outer], parent[rel.inner] = (rel.parent, 0), (rel.parent, 1)
-        elif isinstance(rel, Fuse):
-            parent[rel.fused] = (rel.outer, 0)
-    roots = [a.name for a in st.tensor.op.axes] + [a.name for a in st.tensor.op.reduce_axes]
-    path = []
-    while name in parent:
-        name, pos = parent[name]
-        path.append(pos)
-    return (roots.index(name),) + tuple(reversed(path))
 
 
 def _arg_position(red, sub):

@@ -79,11 +79,35 @@ class StageState:
     scope: str = "global"           # a cache_read copy's memory: "shared" on a GPU block
     attach_loc: object = None       # the user's line of its compute_at (errors found later)
     kind_locs: dict = field(default_factory=dict)   # loop -> the line that annotated it
-    order_loc: object = None        # the user's line of its last reorder (errors found later)
+    order_loc: object = None        # the user's line of the reorder that put its reduction
+    #                                 loops out of order (argmax's errors, found later)
 
     @property
     def is_reduce(self):
         return self.tensor.op.reduce is not None
+
+    def leaf_key(self, name):
+        """Row-major position of a loop among the stage's root axes and their splits."""
+        parent = {}
+        for rel in self.relations:
+            if isinstance(rel, Split):
+                parent[rel.outer], parent[rel.inner] = (rel.parent, 0), (rel.parent, 1)
+            elif isinstance(rel, Fuse):
+                parent[rel.fused] = (rel.outer, 0)
+        op = self.tensor.op
+        roots = [a.name for a in op.axes] + [a.name for a in op.reduce_axes]
+        path = []
+        while name in parent:
+            name, pos = parent[name]
+            path.append(pos)
+        return (roots.index(name),) + tuple(reversed(path))
+
+    def reductions_out_of_order(self):
+        """Whether its reduction loops are out of row-major order or outside a data loop
+        (what an argmax or argmin cannot run)."""
+        rloops = [n for n in self.leaves if self.axes[n].reduce]
+        keys = [self.leaf_key(n) for n in rloops]
+        return keys != sorted(keys) or self.leaves[len(self.leaves) - len(rloops):] != rloops
 
 
 @dataclass(frozen=True)
@@ -551,9 +575,11 @@ class Schedule:
                 for n in names:
                     self._loop(st, step, n)
                 slots = sorted(st.leaves.index(n) for n in names)
+                was = st.reductions_out_of_order()
                 for pos, n in zip(slots, names):
                     st.leaves[pos] = n
-                st.order_loc = user_loc()
+                if not was or st.order_loc is None:     # (not a later reorder of other loops)
+                    st.order_loc = user_loc()
             case S.Vectorize(axis=axis) | S.Parallel(axis=axis) | S.Unroll(axis=axis):
                 kind = {S.Vectorize: ForKind.VECTORIZED, S.Parallel: ForKind.PARALLEL,
                         S.Unroll: ForKind.UNROLLED}[type(step)]
