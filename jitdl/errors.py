@@ -11,6 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# the standard library's files (threading's, concurrent.futures'), which hold no user's
+# line: a definition called by a thread's target; (not the packages installed under it)
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_INSTALLED = tuple(_STDLIB_DIR + d + os.sep for d in ("site-packages", "dist-packages"))
 
 # run-time checks whose failure is NumPy's ValueError, not an IndexError: the "tensor"
 # each names is one of these, then NumPy's message in parentheses (a reduction with no
@@ -224,12 +228,15 @@ def user_frame(f, skip_jitdl=True):
     """The first frame from f outward that is the user's (not jitdl's, nor one that hides
     itself from tracebacks, pytest's `__tracebackhide__ = True`: a wrapper, as the test
     harness that runs calls on the GPU), and how many frames out it is (a warning's
-    stacklevel); (None, frames walked) if there is none."""
+    stacklevel); (None, frames walked) if there is none. The standard library's frames are
+    no user's either (threading's, where a thread's target is a definition)."""
     n = 0
     while f is not None:
         code = f.f_code
         fn = code.co_filename
-        if not (skip_jitdl and os.path.abspath(fn).startswith(_PKG_DIR + os.sep)) \
+        path = os.path.abspath(fn)
+        if not (skip_jitdl and path.startswith(_PKG_DIR + os.sep)) \
+                and not (path.startswith(_STDLIB_DIR) and not path.startswith(_INSTALLED)) \
                 and not fn.startswith("<frozen") \
                 and not ("__tracebackhide__" in code.co_varnames
                          and f.f_locals.get("__tracebackhide__")):

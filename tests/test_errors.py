@@ -125,6 +125,43 @@ def test_non_array_argument_names_it():
     mentions(message(ei), "Z")
 
 
+def test_a_call_from_a_thread_names_no_standard_library_line():
+    """A definition that is a thread's target, called with an argument missing, pointed at
+    threading.py's `self._target(*self._args, **self._kwargs)` (the first frame outside
+    jitdl), and from a ThreadPoolExecutor at concurrent/futures/thread.py: the standard
+    library's frames are no user's line, so the error has none there."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    got = []
+    t = threading.Thread(target=lambda: got.append(_raised(add, np.ones(3))))
+    t.start()
+    t.join()
+    t = threading.Thread(target=add, args=(np.ones(3),))
+    hook, threading.excepthook = threading.excepthook, lambda a: got.append(a.exc_value)
+    try:
+        t.start()
+        t.join()
+    finally:
+        threading.excepthook = hook
+    with ThreadPoolExecutor(1) as pool:
+        got.append(_raised(pool.submit(add, np.ones(3)).result))
+    assert [type(e) for e in got] == [jd.ArgumentError] * 3, got
+    assert got[0].loc is not None and got[0].loc.filename == __file__   # (the lambda's)
+    stdlib = os.path.dirname(os.__file__)
+    for e in got[1:]:
+        assert "missing the argument 'Z'" in str(e)
+        assert e.loc is None or not e.loc.filename.startswith(stdlib), e.loc
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:          # noqa: BLE001 - the test looks at it
+        return e
+    return None
+
+
 def test_argument_error_is_a_type_error_for_python_callers():
     with pytest.raises(TypeError):
         add(np.ones(3))
