@@ -1167,6 +1167,25 @@ def test_compute_functions_pickle(rng):
     assert "parallel" in str(copy.lower(x, 3.0))
 
 
+def test_every_public_intrinsic_has_a_one_line_docstring():
+    """help(jd.exp), help(jd.max), help(jd.float32) showed no documentation (the
+    intrinsics, casts and elementwise max/min/all/any were made without docstrings)."""
+    import inspect
+    import pydoc
+    for name in jd.__all__:
+        fn = getattr(jd, name)
+        if not inspect.isfunction(fn) or fn.__module__ != "jitdl.te.ops":
+            continue
+        doc = inspect.getdoc(fn)
+        assert doc and doc.strip(), name
+        if name not in ("tensor", "reduce_axis"):       # (those explain themselves at length)
+            assert "\n" not in doc.strip(), (name, doc)
+        assert doc.split("\n")[0] in pydoc.plain(pydoc.render_doc(fn)), name
+    assert jd.exp.__doc__.startswith("jd.exp(x): e to the power x")
+    assert jd.float32.__doc__ == "jd.float32(x): x cast to float32, elementwise."
+    assert jd.bool_.__doc__.startswith("jd.bool_(x)")
+
+
 def test_a_compute_function_reads_as_the_function_it_wraps(rng):
     """help(f) of a definition without a docstring showed the Function class's
     documentation (its __init__, __call__, every method); it shows f's own signature, and

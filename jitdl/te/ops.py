@@ -357,6 +357,9 @@ def _minmax(op, binop):
             out = build.binary(binop, out, a)
         return out
     fn.__name__ = op.value
+    word = {ReduceOp.MAX: "largest", ReduceOp.MIN: "smallest"}[op]
+    fn.__doc__ = (f"jd.{op.value}(a, b, ...): the {word} of the expressions, elementwise; "
+                  f"jd.{op.value}(expr, axis=k): the reduction over reduce axes k.")
     return fn
 
 
@@ -373,6 +376,9 @@ def _combine(op, binop):
             out = build.logical(binop, out, c)
         return out
     fn.__name__ = op.value
+    word = {ReduceOp.ALL: "and", ReduceOp.ANY: "or"}[op]
+    fn.__doc__ = (f"jd.{op.value}(a, b, ...): the logical {word} of the conditions; "
+                  f"jd.{op.value}(cond, axis=k): the reduction over reduce axes k.")
     return fn
 
 
@@ -388,46 +394,50 @@ def select(cond, t, f):
 where = select
 
 
-def _intrin(fn):
+def _intrin(fn, what):
     def f(x):
         return build.call(fn, x)
     f.__name__ = fn.value
+    f.__doc__ = f"jd.{fn.value}(x): {what}, elementwise (x a scalar expression)."
     return f
 
 
-exp = _intrin(Intrin.EXP)
-log = _intrin(Intrin.LOG)
-sqrt = _intrin(Intrin.SQRT)
-rsqrt = _intrin(Intrin.RSQRT)
-tanh = _intrin(Intrin.TANH)
-sigmoid = _intrin(Intrin.SIGMOID)
-erf = _intrin(Intrin.ERF)
-sin = _intrin(Intrin.SIN)
-cos = _intrin(Intrin.COS)
-tan = _intrin(Intrin.TAN)
-atan = _intrin(Intrin.ATAN)
-abs = _intrin(Intrin.ABS)  # noqa: A001
-floor = _intrin(Intrin.FLOOR)
-ceil = _intrin(Intrin.CEIL)
-round = _intrin(Intrin.ROUND)  # noqa: A001
-trunc = _intrin(Intrin.TRUNC)
-sign = _intrin(Intrin.SIGN)
-log1p = _intrin(Intrin.LOG1P)
-expm1 = _intrin(Intrin.EXPM1)
-isnan = _intrin(Intrin.ISNAN)
-isinf = _intrin(Intrin.ISINF)
-isfinite = _intrin(Intrin.ISFINITE)
+exp = _intrin(Intrin.EXP, "e to the power x")
+log = _intrin(Intrin.LOG, "the natural logarithm of x")
+sqrt = _intrin(Intrin.SQRT, "the square root of x")
+rsqrt = _intrin(Intrin.RSQRT, "1 / sqrt(x)")
+tanh = _intrin(Intrin.TANH, "the hyperbolic tangent of x")
+sigmoid = _intrin(Intrin.SIGMOID, "the logistic function 1 / (1 + exp(-x))")
+erf = _intrin(Intrin.ERF, "the error function of x")
+sin = _intrin(Intrin.SIN, "the sine of x (radians)")
+cos = _intrin(Intrin.COS, "the cosine of x (radians)")
+tan = _intrin(Intrin.TAN, "the tangent of x (radians)")
+atan = _intrin(Intrin.ATAN, "the arctangent of x, in radians")
+abs = _intrin(Intrin.ABS, "the absolute value of x")  # noqa: A001
+floor = _intrin(Intrin.FLOOR, "the largest integer value <= x")
+ceil = _intrin(Intrin.CEIL, "the smallest integer value >= x")
+round = _intrin(Intrin.ROUND, "x rounded to an integer value, halves to even")  # noqa: A001
+trunc = _intrin(Intrin.TRUNC, "x rounded toward 0")
+sign = _intrin(Intrin.SIGN, "-1, 0 or 1 by the sign of x")
+log1p = _intrin(Intrin.LOG1P, "log(1 + x), exact for small x")
+expm1 = _intrin(Intrin.EXPM1, "exp(x) - 1, exact for small x")
+isnan = _intrin(Intrin.ISNAN, "whether x is NaN")
+isinf = _intrin(Intrin.ISINF, "whether x is +inf or -inf")
+isfinite = _intrin(Intrin.ISFINITE, "whether x is neither infinite nor NaN")
 
 
 def pow(x, y):  # noqa: A001
+    """jd.pow(x, y): x to the power y, elementwise (NumPy's power)."""
     return build.binary(BinOp.POW, x, y)
 
 
 def atan2(y, x):
+    """jd.atan2(y, x): the angle of the point (x, y) in radians, elementwise."""
     return build.binary(BinOp.ATAN2, y, x)
 
 
 def fmod(x, y):
+    """jd.fmod(x, y): the remainder of x / y with the sign of x, elementwise (C's fmod)."""
     return build.binary(BinOp.FMOD, x, y)
 
 
@@ -435,6 +445,7 @@ def _caster(dt):
     def f(x):
         return build.strong(build.cast(x, dt))      # (a NumPy scalar type: strong)
     f.__name__ = dt
+    f.__doc__ = f"jd.{dt if dt != 'bool' else 'bool_'}(x): x cast to {dt}, elementwise."
     return f
 
 
