@@ -18,8 +18,9 @@ _INSTALLED = tuple(_STDLIB_DIR + d + os.sep for d in ("site-packages", "dist-pac
 
 # run-time checks whose failure is NumPy's ValueError, not an IndexError: the "tensor"
 # each names is one of these, then NumPy's message in parentheses (a reduction with no
-# identity over an empty symbolic axis; an integer power's exponent below 0)
-VALUE_CHECKS = ("the reduced axes (", "a negative exponent (")
+# identity over an empty symbolic axis; an integer power's exponent below 0; a symbolic
+# size broadcast to a number, or a number to a symbolic size, that differ)
+VALUE_CHECKS = ("the reduced axes (", "a negative exponent (", "a broadcast (")
 NEGATIVE_POWER = VALUE_CHECKS[1] + "Integers to negative integer powers are not allowed.)"
 
 

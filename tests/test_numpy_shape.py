@@ -990,6 +990,36 @@ def test_broadcast_to_the_sizes_of_a_dynamic_definition():
         only(rand(3, 1), rand(1, 4))
 
 
+def test_broadcast_to_a_number_of_a_symbolic_size():
+    """jnp.broadcast_to(Y, (Y.shape[0], 4)) of a dynamic Y was refused ('cannot broadcast
+    an array of shape (Y_n0, Y_n1) to shape (Y_n0, 4)'), where NumPy broadcasts a Y of 1
+    or 4 columns: the symbolic size must be the number, checked by each read, NumPy's
+    ValueError naming the sizes where it is not; also of a number to a symbolic size."""
+    cols = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4)))
+    deep = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4, 3)) * 2.0)
+    wide = jd.compute(dynamic="X")(lambda X, Z: jnp.broadcast_to(Z, X.shape) + X)
+    for ys in [(3, 4), (3, 1), (1, 4), (0, 4), (5, 4)]:
+        y = rand(*ys)
+        same(cols(y), np.broadcast_to(y, (ys[0], 4)))
+    for ys in [(2, 4, 3), (3, 1, 3), (2, 4, 1), (3, 1, 1)]:
+        y = rand(*ys)
+        same(deep(y), np.broadcast_to(y, (ys[0], 4, 3)) * 2.0)
+    z = rand(5)
+    for xs in [(3, 5), (1, 5), (4, 5)]:
+        x = rand(*xs)
+        same(wide(x, z), np.broadcast_to(z, xs) + x)
+    for f, arg, ys in [(cols, None, (3, 5)), (cols, None, (3, 2)), (deep, None, (2, 4, 5)),
+                       (deep, None, (2, 3, 3)), (wide, z, (3, 7)), (wide, z, (3, 2))]:
+        y = rand(*ys)
+        e = raises_like(lambda: f(y) if arg is None else f(y, arg),
+                        lambda: np.broadcast_to(y, (ys[0], 4) + (3,) * (f is deep))
+                        if arg is None else np.broadcast_to(arg, ys))
+        assert ("cannot broadcast an array of shape" if arg is None
+                else f"'X' has size {ys[1]} in dimension 1 but argument 'Z'") in str(e), str(e)
+    e = raises_like(lambda: cols(rand(3, 5)), lambda: np.broadcast_to(rand(3, 5), (3, 4)))
+    assert str(e).endswith("to shape (Y_n0, 4) (Y_n0 = 3, Y_n1 = 5)"), str(e)
+
+
 def test_diff_of_a_short_symbolic_axis_is_empty():
     """np.diff of an axis of 0 elements, or of n >= its length, is empty; in a dynamic
     definition its length was `X_n1 - 1`, an ArgumentShapeError ('= -1 ... must be

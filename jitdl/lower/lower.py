@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from jitdl import dtypes
-from jitdl.errors import DefinitionError, ScheduleError
+from jitdl.errors import VALUE_CHECKS, DefinitionError, ScheduleError
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, affine, bounds as index_bounds, form_bounds,
                                 free_vars, reads_memory)
@@ -303,12 +303,16 @@ class _Builder:
             if old is None or old.tensor is not n.tensor or \
                     len(old.indices) != len(n.indices) or len(old.carried) != len(n.carried):
                 old = n
-            # (the carried checks first: where both fail, the read's own is reported)
-            return tuple((i, self.size(d), name, expr_text(o[0]))
-                         for (i, d, name), o in zip(n.carried, old.carried)) \
-                + tuple((i, d, n.tensor.name, expr_text(o))
+            # (the carried checks first: where both fail, the read's own is reported; but
+            # a broadcast's check of the sizes last, whose failure makes the read's index
+            # fail too: NumPy's error is of the sizes)
+            carried = [(i, self.size(d), name, expr_text(o[0]))
+                       for (i, d, name), o in zip(n.carried, old.carried)]
+            sizes = [c for c in carried if c[2].startswith(VALUE_CHECKS[2])]
+            own = tuple((i, d, n.tensor.name, expr_text(o))
                         for k, (i, d, o) in enumerate(zip(n.indices, shape, old.indices))
                         if reads_memory(i) or k in later or n.checked and not isinstance(i, Const))
+            return tuple(c for c in carried if c not in sizes) + own + tuple(sizes)
 
         def rep(n):
             if not isinstance(n, Access):

@@ -11,13 +11,15 @@ from __future__ import annotations
 import builtins
 import contextlib
 import contextvars
+import dataclasses
 import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ArgumentError, AxisError, DefinitionError, ShapeError, user_loc
+from jitdl.errors import (VALUE_CHECKS, ArgumentError, AxisError, DefinitionError, ShapeError,
+                          user_loc)
 from jitdl.ir import build
-from jitdl.ir.nodes import Access, CmpOp, Expr, IterVar, ReduceOp, Var
+from jitdl.ir.nodes import Access, BinOp, CmpOp, Expr, IterVar, ReduceOp, Var
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import walk_expr
 from jitdl.te import ops as te
@@ -180,13 +182,30 @@ def broadcast_to(x, shape, name=None):
     full = broadcast_shapes(shape_of(x), shape)
     # two symbolic sizes (Y's to X.shape in a dynamic definition) are checked to agree at
     # the call, where the stage reads x over the target's axes (check_shape_agreement);
-    # a symbolic size against a number could not be
+    # a symbolic size against a number (Y's to (Y.shape[0], 4)) by each read of x, as
+    # NumPy's ValueError (a symbolic size is never 1: it is the other's, or an error)
+    text = (f"cannot broadcast an array of shape {shape_text(shape_of(x))} to shape "
+            f"{shape_text(shape)}")
     if len(full) != len(shape) or not builtins.all(
-            same_dim(a, b) or not isinstance(a, int) and not isinstance(b, int)
-            for a, b in zip(full, shape)):
-        raise ShapeError(f"cannot broadcast an array of shape {shape_text(shape_of(x))} to "
-                         f"shape {shape_text(shape)}", user_loc())
-    return te.tensor(shape, lambda *idx: load(x, idx, shape), name=name)
+            may_agree(a, b) for a, b in zip(full, shape)):
+        raise ShapeError(text, user_loc())
+    if not isinstance(x, Tensor):
+        return te.tensor(shape, lambda *idx: x, name=name)
+    off = len(shape) - x.ndim
+    checks = tuple((build.binary(BinOp.SUB, build.as_expr(a), build.as_expr(b)), 1,
+                    f"{VALUE_CHECKS[2]}{text})")
+                   for a, b in zip(x.shape, shape[off:])
+                   if not is_one(a) and not same_dim(a, b)
+                   and isinstance(a, int) != isinstance(b, int))
+
+    def body(*idx):
+        read = load(x, idx, shape)
+        if not checks:
+            return read
+        # (its indices are checked too, as no prover sees those over the number's range in
+        # the symbolic size's; where both fail, the sizes' check is the one reported)
+        return dataclasses.replace(read, carried=read.carried + checks, checked=True)
+    return te.tensor(shape, body, name=name)
 
 
 def elementwise(fn, *xs, name=None, dtype=None):

@@ -448,14 +448,18 @@ class KernelChecks:
 
     def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]
+
+        def given(words):           # the dynamic sizes named in words, with their values
+            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
+            return ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
+                             if re.search(rf"\b{n}\b", words))
         message = value_check_message(tensor)
         if message is not None:
-            raise ValueError(f"{self.fname}(): {message}")
+            said = given(message) if sizes else ""
+            raise ValueError(f"{self.fname}(): {message}" + (f" ({said})" if said else ""))
         if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
-            names = [n for n, _ in self.sig.scalars[len(self.sig.scalars) - len(sizes):]]
-            given = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes)
-                              if re.search(rf"\b{n}\b", extent))
-            extent = f"{extent}) ({given}" if given else extent
+            said = given(extent)
+            extent = f"{extent}) ({said}" if said else extent
         raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
                          f"outside [0, {extent})")
 

@@ -599,14 +599,18 @@ class _Interpreter:
 
         def run_load():
             m = memory()
+            failed = None
             for sub, extent, tensor, text in checks:      # the user's run-time checks
                 v = sub()
-                if not 0 <= v < extent:
-                    message = value_check_message(tensor)
-                    if message is not None:         # (NumPy's ValueError, as the kernel's)
-                        raise ValueError(f"{fname}(): {message}")
-                    raise IndexError(f"{fname}(): index `{text}` into {tensor} is {v}, "
-                                     f"outside [0, {extent})")
+                if not 0 <= v < extent:     # (the last that fails is reported, as the kernel's)
+                    failed = v, extent, tensor, text
+            if failed is not None:
+                v, extent, tensor, text = failed
+                message = value_check_message(tensor)
+                if message is not None:             # (NumPy's ValueError, as the kernel's)
+                    raise ValueError(f"{fname}(): {message}")
+                raise IndexError(f"{fname}(): index `{text}` into {tensor} is {v}, "
+                                 f"outside [0, {extent})")
             i = idx()
             if not 0 <= i < m.size:
                 self.fail(OutOfBoundsError, f"load {buf.name}[{i}] outside the buffer "
