@@ -321,7 +321,15 @@ class Function:
                 specs.append(("array", self._shape_spec(n, name, a.shape), dt))
             elif isinstance(a, _SCALARS):
                 weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
-                dt = dtypes.weak_kind_dtype(a) if weak else dtypes.normalize(np.asarray(a).dtype)
+                try:
+                    dt = dtypes.weak_kind_dtype(a) if weak else \
+                        dtypes.normalize(np.asarray(a).dtype)
+                except TypeError:       # (np.uint64(1), np.float16(2): no supported dtype)
+                    raise ArgumentError(
+                        f"{self.name}(): argument '{name}': a NumPy {a.dtype} scalar, a "
+                        f"dtype that is not supported; expected one of "
+                        f"{', '.join(dtypes.SUPPORTED)} (or a Python number)",
+                        user_loc()) from None
                 specs.append(("scalar", dt, weak))
             elif is_device_array(a):
                 specs.append(self._device_spec(n, name, a))

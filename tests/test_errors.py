@@ -85,6 +85,22 @@ def test_unsupported_dtype_names_argument_and_dtype(dtype):
     mentions(message(ei), "Z", dtype)
 
 
+@jd.compute
+def axpy(A, s):
+    Y[i] = A[i] * s + 1
+    return Y
+
+
+@pytest.mark.parametrize("s", [np.uint64(2), np.float16(2), np.uint32(7)], ids=str)
+def test_unsupported_numpy_scalar_names_argument_dtype_and_line(s):
+    # (a NumPy scalar of a dtype jitdl does not compile was a bare TypeError from deep
+    # inside, naming neither the argument nor the line)
+    with pytest.raises(jd.ArgumentError) as ei:
+        axpy(np.ones(3), s)
+    mentions(message(ei), "s", s.dtype.name, "float64")
+    assert "axpy(np.ones(3), s)" in message(ei)
+
+
 def test_object_array_rejected():
     with pytest.raises(jd.ArgumentError) as ei:
         add(np.array([1, "a", None], dtype=object), np.ones(3))
