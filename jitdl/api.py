@@ -251,7 +251,7 @@ class Function:
         raise ArgumentError(
             f"{self.name}(): argument '{name}' is a {type(a).__module__}."
             f"{type(a).__qualname__}, whose NumPy semantics (a mask, 2-d reductions) a "
-            f"definition does not keep; pass np.asarray(...) of it")
+            f"definition does not keep; pass np.asarray(...) of it", user_loc())
 
     def _inline(self, args, out):
         """Called on tensors inside another definition: its stages join that definition
@@ -311,13 +311,14 @@ class Function:
                 if not a.dtype.isnative:
                     raise ArgumentError(
                         f"{self.name}(): argument '{name}' has non-native byte order "
-                        f"({a.dtype.str}); convert it with a.astype(a.dtype.newbyteorder('='))")
+                        f"({a.dtype.str}); convert it with a.astype(a.dtype.newbyteorder('='))",
+                        user_loc())
                 try:
                     dt = dtypes.normalize(a.dtype)
                 except TypeError:
                     raise ArgumentError(
                         f"{self.name}(): argument '{name}': dtype {a.dtype} is not supported; "
-                        f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
+                        f"expected one of {', '.join(dtypes.SUPPORTED)}", user_loc()) from None
                 specs.append(("array", self._shape_spec(n, name, a.shape), dt))
             elif isinstance(a, _SCALARS):
                 weak = type(a) in (bool, int, float)   # np.float64 subclasses float: strong
@@ -336,7 +337,7 @@ class Function:
             else:
                 raise ArgumentError(
                     f"{self.name}(): argument '{name}': expected a NumPy array, a GPU array "
-                    f"(CuPy) or a Python scalar, got {type(a).__name__}")
+                    f"(CuPy) or a Python scalar, got {type(a).__name__}", user_loc())
         self._check_one_device(args, specs)
         return specs
 
@@ -345,13 +346,13 @@ class Function:
         dtype = cuda_runtime.dtype_of(a)
         if not dtype.isnative:
             raise ArgumentError(f"{self.name}(): argument '{name}' has non-native byte order "
-                                f"({dtype.str})")
+                                f"({dtype.str})", user_loc())
         try:
             dt = dtypes.normalize(dtype)
         except TypeError:
             raise ArgumentError(
                 f"{self.name}(): argument '{name}': dtype {dtype} is not supported; "
-                f"expected one of {', '.join(dtypes.SUPPORTED)}") from None
+                f"expected one of {', '.join(dtypes.SUPPORTED)}", user_loc()) from None
         on = getattr(getattr(a, "device", None), "id", None)     # CuPy's device
         if isinstance(on, int):
             from jitdl.target.cuda import cupy_or_none
@@ -408,7 +409,7 @@ class Function:
                 f"{_listing('argument', host)} in host memory (NumPy); a call runs "
                 f"on one device: move them with cupy.asarray(...) (all "
                 f"on the GPU) or cupy.asnumpy(...) (all on the host), or pass target='cuda' "
-                f"or target='cpu' to have jitdl copy them")
+                f"or target='cpu' to have jitdl copy them", user_loc())
 
     def _static_value(self, name, v):
         """A static argument as a plain value (lists become tuples), or a clear error."""
@@ -418,7 +419,7 @@ class Function:
         if not ok(v):
             raise ArgumentError(
                 f"{self.name}(): static argument '{name}' must be None, a bool, int, float, "
-                f"str or a tuple of them, got {type(v).__name__}: {v!r}")
+                f"str or a tuple of them, got {type(v).__name__}: {v!r}", user_loc())
         return static_value(v)
 
     def _target(self, specs):

@@ -178,6 +178,27 @@ def _raised(fn, *args):
     return None
 
 
+@jd.compute(static=("k",))
+def add_k(X, Z, k):
+    Y[i] = X[i] + Z[i] + k
+    return Y
+
+
+@pytest.mark.parametrize("bad, words", [
+    ((np.ones(3, ">f8"), np.ones(3), 1), ["X", ">f8"]),
+    ((np.ones(3), np.ones(3, "complex128"), 1), ["Z", "complex128"]),
+    ((np.ones(3), "hello", 1), ["Z", "str"]),
+    ((np.ma.masked_array(np.ones(3)), np.ones(3), 1), ["X", "MaskedArray"]),
+    ((np.ones(3), np.ones(3), [1.0, {}]), ["k", "list"]),
+], ids=["byte-order", "dtype", "type", "masked", "static"])
+def test_an_argument_refused_by_its_type_names_the_users_line(bad, words):
+    # (these errors named the argument but not the line of the call)
+    with pytest.raises(jd.ArgumentError) as ei:
+        add_k(*bad)
+    mentions(message(ei), *words)
+    assert "add_k(*bad)" in message(ei)
+
+
 def test_argument_error_is_a_type_error_for_python_callers():
     with pytest.raises(TypeError):
         add(np.ones(3))
