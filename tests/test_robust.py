@@ -855,6 +855,24 @@ def test_inspection_does_not_freeze_a_global(rng):
         scaled_by_global.recompile()
 
 
+def test_a_name_a_module_only_warns_about_is_no_warning_at_compile(rng):
+    """The cache key reads each name the definition uses on each module it reads:
+    `str` beside `np.float64` was NumPy's FutureWarning for `np.str`, shown at jitdl's
+    line, and an error (no kernel) under -W error."""
+    import warnings
+
+    @jd.compute
+    def named(X):
+        n, = X.shape
+        return jd.tensor((n,), lambda i: X[i] * np.float64(2) + len(str(n)),
+                         name="Y" + str(n))
+
+    x = rng.standard_normal(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(named, (x,), x * 2 + 1, F64)
+
+
 def test_closure_value_read_when_a_specialisation_is_built(rng):
     def make():
         factor = 3.0

@@ -18,6 +18,7 @@ import os
 import sys
 import sysconfig
 import types
+import warnings
 
 import numpy as np
 
@@ -166,8 +167,10 @@ class _Walker:
             self.parts.append(f"{name} = module {v.__name__}")
             if name.count(".") < 3:
                 for attr in sorted(names):
-                    if not attr.startswith("__") and hasattr(v, attr):
-                        self.value(f"{name}.{attr}", getattr(v, attr), names)
+                    if not attr.startswith("__"):
+                        found = _module_attr(v, attr)
+                        if found is not _ABSENT:
+                            self.value(f"{name}.{attr}", found, names)
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
@@ -270,6 +273,23 @@ def _library_stamp(fn) -> str:
         return f"{version} {st.st_size} {st.st_mtime_ns}"
     except (OSError, AttributeError):
         return str(version)
+
+
+_ABSENT = object()
+
+
+def _module_attr(module, attr):
+    """module.attr, or _ABSENT where it has none: its own names first, then its
+    __getattr__ (lazy submodules) with warnings silenced. A name the function reads that
+    the module only warns about (`str` beside `np.float64`: NumPy's FutureWarning for
+    `np.str`) is no warning at the user's compile, nor an error under -W error."""
+    try:
+        return vars(module)[attr]
+    except KeyError:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return getattr(module, attr, _ABSENT)
 
 
 def _has_contents(cell):
