@@ -1460,6 +1460,25 @@ def test_where_without_out_broadcasts_with_the_result(rng):
             call()
 
 
+@pytest.mark.parametrize("call", [
+    lambda m, a, b, v: m.logical_xor(a, b, out=v[1:41], where=v[:40]),
+    lambda m, a, b, v: m.add(a, b, out=v[2:], where=v[:40]),
+    lambda m, a, b, v: m.logical_not(a, out=v[1:41], where=v[:40]),
+    lambda m, a, b, v: m.maximum(a, b, out=v[:40], where=v[1:41]),
+], ids=["logical_xor", "add", "logical_not", "maximum-ahead"])
+def test_a_where_mask_that_out_overlaps_is_read_as_numpy_reads_it(rng, call):
+    """where= a view of the memory out= writes (the mask just behind out): NumPy reads
+    the mask as if copied first; jnp's np.copyto of the result read it as it wrote out,
+    so each element written masked the next (logical_xor(a, b, out=m[1:], where=m[:-1])
+    differed from NumPy's)."""
+    a, b = rng.random(40) > 0.5, rng.random(40) > 0.5
+    bits = rng.random(42) > 0.5
+    want, got = bits.copy(), bits.copy()
+    call(np, a, b, want)
+    call(jnp, a, b, got)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_average_checks_its_weights_as_numpy_does(rng):
     a = rng.standard_normal((3, 4, 5))
     for w, axis in [(rng.random((4, 5)), (1, 2)), (rng.random((5, 4)), (2, 1)),

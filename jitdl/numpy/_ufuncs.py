@@ -163,6 +163,9 @@ def _where_out(out, result, where, casting, name=None):
                             f"{type(out).__name__}", user_loc())
     if name is not None:
         _castable(name, np.asarray(result).dtype, out.dtype, casting)
+    if isinstance(where, np.ndarray) and np.may_share_memory(where, out):
+        where = where.copy()    # (a ufunc reads a mask that out overlaps as if copied
+        #                          first; np.copyto reads it as it writes out)
     np.copyto(out, result, casting=casting, where=where)
     return out
 
