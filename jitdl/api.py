@@ -206,7 +206,10 @@ class Function:
             if isinstance(args[n], NUMPYS_OWN):     # (a copy would drop the mask)
                 self._refuse_numpys_own(self.param_names[n], args[n])
         for o in () if out is None else out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(o, np.ndarray) and not o.flags.writeable:   # (before the work)
+            if not (isinstance(o, np.ndarray) or is_device_array(o)):     # (before the work)
+                raise ArgumentError(f"{self.name}(): out=: expected a NumPy array or a GPU "
+                                    f"array, got {type(o).__name__}", user_loc())
+            if isinstance(o, np.ndarray) and not o.flags.writeable:
                 raise OutArgumentError(f"{self.name}(): out= is read-only")
         if name == "cuda":
             try:

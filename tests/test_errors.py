@@ -228,6 +228,19 @@ def test_out_not_writeable_rejected():
     assert "out" in message(ei)
 
 
+@pytest.mark.parametrize("out", ["x", 3.0, [None], (np.empty(3), "y")],
+                         ids=["str", "float", "list", "tuple"])
+def test_out_that_is_no_array_with_target_names_its_type(out):
+    # (with target=, out="x" was an AttributeError: 'str' object has no attribute 'shape',
+    # raised after the kernel ran)
+    bad = next(o for o in (out if isinstance(out, (tuple, list)) else (out,))
+               if not isinstance(o, np.ndarray))
+    with pytest.raises(jd.ArgumentError) as ei:
+        add(np.ones(3), np.ones(3), target="cpu", out=out)
+    mentions(message(ei), "out", type(bad).__name__)
+    assert 'add(np.ones(3), np.ones(3), target="cpu", out=out)' in message(ei)
+
+
 def test_out_wrong_shape_on_fast_path():
     a, b = np.ones((5, 4)), np.ones((4, 7))
     matmul_te(a, b, out=np.empty((5, 7)))          # compiled and cached
