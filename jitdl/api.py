@@ -346,6 +346,9 @@ class Function:
 
     def _device_spec(self, n, name, a):
         """A GPU array's spec: that of a NumPy array of its shape and dtype, marked cuda."""
+        error = cuda_runtime.interface_only(self.name, name, a)
+        if error is not None:
+            raise error
         dtype = cuda_runtime.dtype_of(a)
         if not dtype.isnative:
             raise ArgumentError(f"{self.name}(): argument '{name}' has non-native byte order "

@@ -699,7 +699,10 @@ def _normalise(name, a, what):
                 f"give it its own semantics); pass np.asarray(...) of it", user_loc())
         a = np.asarray(a)           # a subclass (np.memmap, ...): its data as an ndarray
     if is_device_array(a):          # a GPU array: the kernel runs on the GPU
-        from jitdl.runtime.cuda import dtype_of
+        from jitdl.runtime.cuda import dtype_of, interface_only
+        error = interface_only(name, what, a)
+        if error is not None:
+            raise error
         if dtype_of(a).name not in dtypes.SUPPORTED:
             raise UnsupportedDtypeError(
                 f"{name}(): argument '{what}' has dtype {a.dtype}, which jitdl does not "

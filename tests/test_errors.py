@@ -241,6 +241,27 @@ def test_out_that_is_no_array_with_target_names_its_type(out):
     assert 'add(np.ones(3), np.ones(3), target="cpu", out=out)' in message(ei)
 
 
+class _InterfaceOnly:
+    """A GPU array as the CUDA array interface alone defines one: no shape or dtype."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (3,), "typestr": "<f8", "data": (0, False), "version": 3,
+                "strides": None}
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda g: add(g, g), "X"),
+    (lambda g: jd.numpy.add(g, 1.0), "x1"),
+], ids=["definition", "jd.numpy"])
+def test_a_gpu_array_with_only_the_interface_is_an_error_naming_it(call, name):
+    # (it was an AttributeError: '_InterfaceOnly' object has no attribute 'dtype')
+    with pytest.raises(jd.ArgumentError) as ei:
+        call(_InterfaceOnly())
+    mentions(message(ei), name, "_InterfaceOnly", "shape", "dtype")
+    assert "(lambda g: " in message(ei)        # (the line of the call: the lambda's)
+
+
 def test_out_wrong_shape_on_fast_path():
     a, b = np.ones((5, 4)), np.ones((4, 7))
     matmul_te(a, b, out=np.empty((5, 7)))          # compiled and cached

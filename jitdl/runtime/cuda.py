@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from jitdl import locks
-from jitdl.errors import AllocationError, ArgumentError, CompileError, OutArgumentError
+from jitdl.errors import (AllocationError, ArgumentError, CompileError, OutArgumentError,
+                          user_loc)
 from jitdl.runtime.kernel import (DEVICE_KEYS, LESS_MEMORY, KernelChecks, _human_bytes,
                                   _tree_code, shape_key, size_pattern)
 
@@ -55,6 +56,19 @@ def is_device_array(a) -> bool:
     except AttributeError:
         return False
     return True
+
+
+def interface_only(fname, name, a):
+    """An ArgumentError for GPU array `a` (argument `name` of fname) where it lacks the
+    shape or dtype attribute jitdl reads of every array (it has only the CUDA array
+    interface), else None."""
+    missing = [n for n in ("shape", "dtype") if not hasattr(a, n)]
+    if missing:
+        return ArgumentError(
+            f"{fname}(): argument '{name}' is a {type(a).__name__} with a CUDA array "
+            f"interface but no {' or '.join(missing)} attribute; pass cupy.asarray(...) "
+            f"of it", user_loc())
+    return None
 
 
 def dtype_of(a) -> np.dtype:
