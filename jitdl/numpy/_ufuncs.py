@@ -156,6 +156,9 @@ def _where_out(out, result, where, casting, name=None):
                          f"match the broadcast shape {loop}", user_loc())
     if not isinstance(out, np.ndarray):
         if is_device_array(out) and is_device_array(result):
+            if is_device_array(where) and array_module_function(
+                    "may_share_memory", np.may_share_memory, (out,), {})(where, out):
+                where = where.copy()        # (as below: CuPy's copyto races on it)
             array_module_function("copyto", np.copyto, (out,), {})(
                 out, result, casting=casting, where=where)
             return out
