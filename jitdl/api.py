@@ -700,7 +700,12 @@ class Function:
                 self._submit_background(args, key)
             else:
                 trials, seconds = _budget()
-                self._tune(args, trials, seconds, "xgb", _shared_runner(), 0, True)
+                try:
+                    self._tune(args, trials, seconds, "xgb", _shared_runner(), 0, True)
+                except Exception as e:     # noqa: BLE001 - the call runs untuned
+                    tlog.warning("foreground tuning of %s(%s) failed: %s: %s", self.name,
+                                 _describe(self.param_names, self._specs(args)),
+                                 type(e).__name__, e)
                 k = self._kernels[key]
         return k
 

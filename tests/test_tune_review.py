@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
 import pytest
 
 import jitdl as jd
-from jitdl.errors import ArgumentError
+from jitdl.errors import ArgumentError, ScheduleError
 
 SCALE = 2.0
 
@@ -96,6 +97,42 @@ def test_a_runner_of_a_wrong_type_is_named(rng):
     with pytest.raises(ArgumentError, match=r"runner=...\): expected .* a scheduler address "
                        r"\('tcp://host:port'\), got str: 'loacl'"):
         scaled.tune(_x(rng), runner="loacl", progress=False)
+
+
+def _unpicklable(autotune=None):
+    """scaled with a schedule that reads a lock: cloudpickle cannot send it to a worker."""
+    lock = threading.Lock()
+    f = jd.compute(scaled.pyfunc, autotune=autotune)
+
+    @jd.schedule(f)
+    def locked_schedule(s, cfg):
+        with lock:
+            _scaled_cpu(s, cfg)
+    return f
+
+
+def test_a_schedule_that_cannot_be_pickled_is_a_clear_error(rng):
+    x = _x(rng)
+    with pytest.raises(ScheduleError) as e:
+        _unpicklable().tune(x, trials=2, progress=False)
+    assert str(e.value).startswith(
+        "scaled: cannot send its schedule function _unpicklable.<locals>.locked_schedule "
+        "to the tuning worker processes: TypeError: cannot pickle '_thread.lock' object; "
+        "a value it reads"), str(e.value)
+    assert "test_tune_review.py" in str(e.value)          # the user's line
+
+
+def test_foreground_tuning_that_fails_leaves_the_call_its_default_kernel(
+        rng, monkeypatch, caplog):
+    monkeypatch.setenv("JITDL_TUNE_BUDGET", "2")
+    f = _unpicklable(autotune="foreground")
+    x = _x(rng)
+    with caplog.at_level("WARNING", logger="jitdl.tune"):
+        y = f(x)                                  # was: cloudpickle's TypeError
+    np.testing.assert_allclose(y, x.astype(np.float64) * 2.0, rtol=1e-6)
+    assert "foreground tuning of scaled(x: float32[1048576]) failed: ScheduleError: " \
+        "scaled: cannot send its schedule function" in caplog.text, caplog.text
+    np.testing.assert_allclose(f(x), x.astype(np.float64) * 2.0, rtol=1e-6)
 
 
 def test_a_with_config_copy_keeps_its_records_to_itself(rng, runner):

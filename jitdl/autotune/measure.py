@@ -274,6 +274,14 @@ def dumps_task(task, post_build=None) -> bytes:
         cloudpickle.register_pickle_by_value(m)
     try:
         return cloudpickle.dumps((task, post_build))
+    except Exception as e:      # noqa: BLE001 - whatever a value's __reduce__ raises
+        from jitdl.errors import ScheduleError, user_loc
+        what = (f"its schedule function {getattr(task.schedule_fn, '__qualname__', '?')}"
+                if task.schedule_fn is not None else "its definition")
+        raise ScheduleError(
+            f"{task.name}: cannot send {what} to the tuning worker processes: {_text(e)}; "
+            "a value it reads (a global, a closure variable) must pickle with cloudpickle",
+            user_loc()) from None
     finally:
         for m in added:
             cloudpickle.unregister_pickle_by_value(m)
