@@ -271,6 +271,37 @@ def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():
     assert unlimited.trials == 3 and unlimited.stopped == "space exhausted"
 
 
+def test_a_run_whose_default_failed_says_why_and_no_speed_up():
+    """Where the default cannot be built or run (a cuda task without a GPU, a schedule
+    that raises) every trial fails: the result says why, not "inf ms" and "nanx"."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import Measurement
+    from jitdl.schedule.config import ChoiceKnob, ConfigSpace
+
+    class Runner:
+        def measure(self, task, configs):
+            return [Measurement(c, error="build: ArgumentError: no GPU") for c in configs]
+
+    class T:
+        name, work, unit, space = "t", ("flop", 1e9), "GFLOP/s", \
+            ConfigSpace([ChoiceKnob("v", ("a", "b"))])
+
+        @staticmethod
+        def throughput(s):
+            return 1.0 / s if s else 0.0
+    r = search.search(T, 2, Runner(), tuner="grid")
+    assert r.trials == 2 and r.failed == 2 and not r.improved
+    assert r.speedup == 0.0
+    text = repr(r)
+    assert "default   failed: build: ArgumentError: no GPU" in text, text
+    assert "best      -  0.0 GFLOP/s  (0.00x the default)" in text, text
+    assert "inf" not in text and "nan" not in text, text
+    from jitdl.autotune.background import Job     # f.tuning_status() of such a run
+    status = Job(None, (), [], state="done", default_seconds=r.default_seconds,
+                 best_seconds=r.seconds).summary()
+    assert status["default_seconds"] is status["best_seconds"] is status["speedup"] is None
+
+
 def test_a_later_compile_applies_the_config_the_side_by_side_timing_chose(
         rng, tmp_path, runner):
     """A slow config measured too fast once loses the re-timing at the end of the run; the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import queue
 import re
@@ -66,12 +67,14 @@ class Job:
     result: object = field(default=None, repr=False)
 
     def summary(self) -> dict:
-        speedup = (self.default_seconds / self.best_seconds
-                   if self.default_seconds and self.best_seconds else None)
+        # (a run whose default failed has infinite times: they read as none)
+        default, best = (s if s is not None and math.isfinite(s) else None
+                         for s in (self.default_seconds, self.best_seconds))
+        speedup = default / best if default and best else None
         return {"call": self.call, "state": self.state, "trials": self.trials,
                 "failed": self.failed, "budget": {"trials": self.budget[0],
                                                    "seconds": self.budget[1]},
-                "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
+                "default_seconds": default, "best_seconds": best,
                 "speedup": speedup, "swaps": self.swaps, "error": self.error,
                 "elapsed": (None if self.started is None else
                             (self.finished or time.monotonic()) - self.started)}

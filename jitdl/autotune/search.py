@@ -54,7 +54,10 @@ class TuneResult:
 
     @property
     def speedup(self):
-        return self.default_seconds / self.seconds if self.seconds else 0.0
+        """The default's seconds over the chosen config's (0.0 where neither ran)."""
+        if not self.seconds or not math.isfinite(self.seconds):
+            return 0.0
+        return self.default_seconds / self.seconds
 
     @property
     def improved(self):
@@ -86,13 +89,17 @@ class TuneResult:
 
     def __repr__(self):
         def ms(s):
-            return f"{s * 1e3:.3f} ms" if s else "-"
+            return f"{s * 1e3:.3f} ms" if s and math.isfinite(s) else "-"
         cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items()) or "(no knobs)"
+        first = self.measurements[0] if self.measurements else None
+        default = (f"{ms(self.default_seconds)}  "
+                   f"{self.throughput(self.default_seconds):.1f} {self.unit}")
+        if not math.isfinite(self.default_seconds) and first is not None and first.error:
+            default = f"failed: {first.error}"
         rows = [("function", f"{self.function}({self.call})"),
                 ("tuner", f"{self.tuner}: {self.trials} trials ({self.failed} failed) in "
                           f"{self.elapsed:.1f} s, stopped by {self.stopped or '?'}"),
-                ("default", f"{ms(self.default_seconds)}  "
-                            f"{self.throughput(self.default_seconds):.1f} {self.unit}"),
+                ("default", default),
                 ("best", f"{ms(self.seconds)}  {self.throughput():.1f} {self.unit}  "
                          f"({self.speedup:.2f}x the default)"),
                 ("config", cfg)]
