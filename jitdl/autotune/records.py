@@ -551,6 +551,45 @@ _shared = {}
 _shared_lock = locks.Lock()
 
 
+_held_at_fork = []  # the Records whose locks the forking thread holds across a fork
+_inherited = []     # connections a child got in use by another thread: kept, never closed
+FORK_WAIT_S = 2.0   # how long a fork waits for a record being written
+
+
+def _before_fork():
+    """Wait (briefly) for each connection to be idle, so that the child can close it:
+    closing one that another thread is using would wait for ever on sqlite's mutex."""
+    for rec in list(_shared.values()):
+        if rec._lock.acquire(timeout=FORK_WAIT_S):
+            _held_at_fork.append(rec)
+
+
+def _after_fork_in_parent():
+    while _held_at_fork:
+        _held_at_fork.pop()._lock.release()
+
+
+def _after_fork_in_child():
+    """SQLite's connections must not cross a fork: a child writing through its parent's
+    lost records once the parent closed its own (sqlite's record of the file's locks is
+    per process, so the parent took itself for the last user and checkpointed the WAL
+    away under the child). The child closes what it inherited (which gives up only what
+    the child never held: the parent keeps its locks) and opens its own on next use."""
+    idle = set(map(id, _held_at_fork))
+    _held_at_fork.clear()            # (the child's locks are new ones: see jitdl.locks)
+    for rec in list(_shared.values()):
+        if id(rec) in idle:
+            rec._drop()
+        elif rec._db is not None:    # busy in another thread at the fork: left alone
+            _inherited.append(rec._db)
+            rec._db = rec._ino = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
 def shared(path=None) -> Records:
     """The process's Records for a path (default_path() when None): compiles that look
     up a key reuse one connection."""
