@@ -284,6 +284,26 @@ def test_a_wrong_kernel_is_caught_when_the_user_tunes_on_constant_arrays():
     assert not wrong.verified and wrong.error.startswith("wrong output"), wrong
 
 
+def test_arguments_spanning_more_than_the_float_range_are_tuned(rng):
+    """An array holding both float64's largest and smallest values (sentinels): uniform()
+    between them raised OverflowError in the timing process, which died on every
+    candidate (a traceback on the user's terminal for each, every trial a "crash")."""
+    wide = rng.standard_normal(300)
+    wide[3], wide[7] = np.finfo(np.float64).max, np.finfo(np.float64).min
+    (new,) = fresh_inputs([wide], seed=1)
+    assert new.dtype == wide.dtype and np.isfinite(new).all() and len(np.unique(new)) > 1
+    assert (new >= wide.min()).all() and (new <= wide.max()).all()
+
+    @jd.compute
+    def twice(x):
+        return jd.tensor(x.shape, lambda i: x[i] * 0.5 + 1.0, name="Y")
+    task = make_task(twice, (wide,))
+    with LocalRunner(n_parallel=1, repeat=1, min_repeat_ms=1) as runner:
+        (m,) = runner.measure(task, [task.space.default()])
+    assert m.ok and m.verified, m.error
+    np.testing.assert_allclose(kernel_of(m)([wide]), wide * 0.5 + 1.0, rtol=1e-12)
+
+
 def test_differs_by_dtype(rng):
     r32 = rng.uniform(-10, 10, (20, 20)).astype(F32)
     assert differs(r32, r32 * (1 + 2e-6)) is None            # reordered sums

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import os
 import signal
 import sys
@@ -99,7 +100,11 @@ def fresh_inputs(args, seed=0):
                     lo, hi = (lo, lo + w) if lo + w <= top else (lo - w, lo)
                 else:
                     lo, hi = (lo - w, lo) if lo - w >= -top else (lo, lo + w)
-            out.append(rng.uniform(lo, hi, a.shape).astype(a.dtype))
+            if math.isfinite(hi - lo):
+                out.append(rng.uniform(lo, hi, a.shape).astype(a.dtype))
+            else:       # a range wider than the largest float (uniform() would raise)
+                u = rng.random(a.shape)
+                out.append((lo * (1.0 - u) + hi * u).astype(a.dtype))
         else:
             out.append(a.copy())
     return out
@@ -181,9 +186,10 @@ class _Bench:
         from jitdl.runtime import engine
         engine.set_num_threads(task.options.num_threads)   # as in the tuning process
         self.task, self.error = task, None
-        self.inputs = _to_device(task, fresh_inputs(task.args, zlib.crc32(task.key.encode())))
-        self.args = _to_device(task, task.args)
         try:
+            self.inputs = _to_device(task, fresh_inputs(task.args,
+                                                        zlib.crc32(task.key.encode())))
+            self.args = _to_device(task, task.args)
             art = pipeline.compile(task.graph, task.target, task.options,
                                    schedule_fn=task.schedule_fn, config=task.space.default())
             self.expected = _to_host(_load(art, task.target)(self.inputs))
