@@ -822,8 +822,9 @@ def test_loading_a_damaged_export_raises(tmp_path):
 
 def test_an_exported_kernel_names_the_call_it_does_not_hold(tmp_path):
     """A call an export has no kernel for (another static value, an ndarray subclass) is
-    an ArgumentError naming the call and what the file holds (its message raised
-    IndexError for a static argument and TypeError for np.matrix)."""
+    an ArgumentError naming the call, the argument that differs from the nearest kernel,
+    what the file holds and the caller's line (its message raised IndexError for a static
+    argument and TypeError for np.matrix; it named neither argument nor line)."""
     code = textwrap.dedent(f'''\
         import numpy as np, jitdl as jd
 
@@ -847,10 +848,15 @@ def test_an_exported_kernel_names_the_call_it_does_not_hold(tmp_path):
                        text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     errs = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ERR")]
-    assert errs == [f"total(): no exported kernel for arguments {shown}; the file holds: "
-                    "(float64[3, 4], 1)" for shown in ("(float64[3, 4], 0)",
-                                                        "(float64[3, 4], (1, 2.5))",
-                                                        "(matrix float64[3, 4], 1)")], p.stdout
+    assert errs == [f"total(): no exported kernel for arguments {shown}: argument {arg}, "
+                    f"the nearest exported kernel takes {near}; the file holds: "
+                    "(float64[3, 4], 1)" for shown, arg, near in (
+                        ("(float64[3, 4], 0)", "'axis' is 0", "1"),
+                        ("(float64[3, 4], (1, 2.5))", "'axis' is (1, 2.5)", "1"),
+                        ("(matrix float64[3, 4], 1)", "'X' is matrix float64[3, 4]",
+                         "float64[3, 4]"))], p.stdout
+    # and the caller's line, as a Function's own errors give it
+    assert p.stdout.count('File "<string>", line 15') == 3, p.stdout    # f(*args)
 
 
 def test_an_exported_function_binds_its_arguments_by_name(tmp_path):

@@ -11,7 +11,7 @@ import inspect
 import struct
 
 from jitdl.cache.store import default_store, pack, unpack, write_atomic
-from jitdl.errors import ArgumentError, JitdlError
+from jitdl.errors import ArgumentError, JitdlError, user_loc
 from jitdl.runtime import engine, native
 from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_of_specs,
                                   static_positions)
@@ -126,7 +126,8 @@ class ExportedFunction:
             return tuple(bound.arguments.values())
         except TypeError as e:
             raise ArgumentError(f"{self.name}(): {e}; its parameters are "
-                                f"({', '.join(self._params.parameters)})") from None
+                                f"({', '.join(self._params.parameters)})", user_loc()) \
+                from None
 
     def _kernel(self, args):
         key = call_key(args, self._static, self._dynamic, self._dims)
@@ -134,9 +135,25 @@ class ExportedFunction:
         if k is None:
             raise ArgumentError(
                 f"{self.name}(): no exported kernel for arguments "
-                f"{_show_key(key)}; the file holds: "
-                + "; ".join(_show_key(k) for k in self._kernels))
+                f"{_show_key(key)}{self._nearest(key)}; the file holds: "
+                + "; ".join(_show_key(k) for k in self._kernels), user_loc())
         return k
+
+    def _nearest(self, key):
+        """', argument 'B' is ..., the nearest exported kernel takes ...': the first
+        argument in which the call differs from the kernel it differs from least."""
+        names = list(self._params.parameters)
+        if not self._kernels or len(names) != len(key):
+            return ""
+        def differ(k):
+            return [i for i, (a, b) in enumerate(zip(key, k)) if a != b]
+        near = min(self._kernels, key=lambda k: len(differ(k)))
+        at = differ(near)
+        if not at:
+            return ""
+        i = at[0]
+        return (f": argument {names[i]!r} is {_show_part(key[i])}, the nearest exported "
+                f"kernel takes {_show_part(near[i])}")
 
     def __repr__(self):
         return f"<jitdl exported {self.name}: {len(self._kernels)} kernel(s)>"
