@@ -4,6 +4,7 @@ config spaces, static arguments, targets.
 The pipeline is pure: it compiles a traced graph with a schedule for a target, touching no
 disk and no Function state, so it runs in a spawned worker from cloudpickled inputs.
 """
+import enum
 import json
 import os
 import subprocess
@@ -315,6 +316,67 @@ def test_config_space_of_a_user_schedule(rng):
         f.with_config(tx=4)(a, b)
     with pytest.raises(jd.ScheduleError, match="knob 'vec' takes one of"):
         f.with_config(vec="yes")(a, b)
+
+
+def test_knob_options_of_numpy_scalars_and_lists_are_kept_plain(rng, tmp_path, monkeypatch):
+    """Options made with NumPy (np.array([4, 8]), np.float32 values) made the first call
+    raise json's TypeError from the kernel cache's metadata; a list option came back from
+    a tuning record as a tuple, which no longer matched it. Options are plain values."""
+    from jitdl.autotune.records import check as check_record
+    from jitdl.cache.store import Store
+    store = Store(str(tmp_path / "cache"), 1 << 30)
+    monkeypatch.setattr("jitdl.api.default_store", lambda: store)
+    f = jd.compute(_matmul)
+    seen = []
+
+    @jd.schedule(f)
+    def sched(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        tj = cfg.split("tj", j, candidates=np.array([4, 8]))
+        order = cfg.choice("order", [[0, 1], [1, 0]])
+        scale = cfg.choice("scale", np.array([0.5, 1.0], np.float32))
+        seen.append((tj, order, scale))
+        jo, ji = s.split(j, tj)
+        s.reorder(*[(i, jo)[k] for k in order], C.reduce_axis[0], ji)
+
+    a, b = rng.standard_normal((24, 10)), rng.standard_normal((10, 36))
+    check(f, (a, b), a @ b, np.float64)
+    assert len(store.entries()) == 1
+    assert seen[-1] == (4, (0, 1), 0.5) and [type(v) for v in seen[-1]] == [int, tuple, float]
+    default = f.config_space(a, b).default()
+    check_record(dict(function="f", definition="d", signature="s", target="t",
+                      target_name="", jitdl="x", config=default, seconds=1.0))
+    back = {k: tuple(v) if isinstance(v, list) else v       # as a record reads it back
+            for k, v in json.loads(json.dumps(default)).items()}
+    f.config_space(a, b).check(back, "tuning record")
+    check(f.with_config(tj=np.int64(8), order=[1, 0]), (a, b), a @ b, np.float64)
+    assert seen[-1] == (8, (1, 0), 0.5) and type(seen[-1][0]) is int
+
+
+class _Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+@pytest.mark.parametrize("options, shown", [
+    ([_Mode.A, _Mode.B], "_Mode <_Mode.A: 1>"), ([b"x", b"y"], "bytes b'x'"),
+    ([{"a": 1}], "dict {'a': 1}"), ([1.0, float("nan")], "float nan"),
+    ([np.float32, np.float64], "type <class 'numpy.float32'>"), ([1 + 2j], "complex (1+2j)")])
+def test_a_knob_option_the_records_cannot_keep_is_a_schedule_error(rng, options, shown):
+    f = jd.compute(_matmul)
+
+    @jd.schedule(f)
+    def sched(s, cfg):
+        cfg.choice("mode", options)
+
+    with pytest.raises(jd.ScheduleError) as e:
+        f(rng.standard_normal((4, 3)), rng.standard_normal((3, 5)))
+    assert str(e.value).startswith(
+        "cfg.choice('mode'): an option must be a finite real number, a string, a bool, None "
+        f"or a tuple of them (configs are kept in the tuning records and the kernel cache), "
+        f"got {shown}"), str(e.value)
+    assert 'cfg.choice("mode", options)' in str(e.value)          # the user's line
 
 
 def test_config_space_of_the_automatic_schedule(rng):

@@ -7,6 +7,8 @@ a schedule for some arguments is what running the schedule function records
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 import random
 from dataclasses import dataclass
 
@@ -136,7 +138,7 @@ class ConfigSpace:
             raise ScheduleError(f"{where}: no knob named {', '.join(map(repr, unknown))}; "
                                 f"the schedule's knobs: {known}")
         for n, v in values.items():
-            why = self.knobs[n].check(v)
+            why = self.knobs[n].check(_plain(f"{where}: knob {n!r}", v))
             if why:
                 raise ScheduleError(f"{where}: knob {n!r} takes {why}")
 
@@ -150,10 +152,31 @@ class ConfigSpace:
         return "\n".join(lines)
 
 
-def _distinct(options):
-    """Options without repeats (compared by repr: options may be lists), in order."""
+def _plain(what, o):
+    """A knob option as the tuning records and the kernel cache keep it (JSON): NumPy
+    scalars as Python's, lists as tuples (as a record reads back); ScheduleError for a
+    value they cannot keep (an enum, a dtype, bytes, a dict, NaN)."""
+    if isinstance(o, (list, tuple)):
+        return tuple(_plain(what, x) for x in o)
+    if o is None or isinstance(o, (bool, str)):
+        return o
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, numbers.Integral):
+        return int(o)
+    if isinstance(o, numbers.Real) and math.isfinite(o):
+        return float(o)
+    raise ScheduleError(f"{what}: an option must be a finite real number, a string, a bool, "
+                        "None or a tuple of them (configs are kept in the tuning records "
+                        f"and the kernel cache), got {type(o).__name__} {o!r:.60}",
+                        user_loc())
+
+
+def _distinct(options, what="cfg"):
+    """Options without repeats (compared by repr: options may be tuples), in order, each
+    made plain (_plain)."""
     seen, out = set(), []
-    for o in options:
+    for o in (_plain(what, o) for o in options):
         if repr(o) not in seen:
             seen.add(repr(o))
             out.append(o)
@@ -192,6 +215,7 @@ class Config:
         self.space.add(knob)
         v = self.values.get(knob.name, knob.default)
         if knob.name in self.values:
+            v = _plain(f"knob {knob.name!r}", v)
             why = knob.check(v)
             if why:
                 raise ScheduleError(f"knob {knob.name!r} takes {why}", user_loc())
@@ -203,8 +227,10 @@ class Config:
         use. Any positive factor may be given; `candidates` (default: divisors and powers
         of two up to 64) are what a tuner tries, the first being the default."""
         ext = axis if isinstance(axis, int) else self._axis_extent(axis)
+        if candidates is not None:       # (a NumPy array too: it has no truth value)
+            candidates = _distinct(candidates, f"cfg.split({name!r})")
         if candidates:
-            options = _distinct(candidates)
+            options = candidates
         else:                             # the default first, as in every knob
             default = _default_factor(ext)
             options = (default,) + tuple(c for c in _split_candidates(ext) if c != default)
@@ -212,7 +238,7 @@ class Config:
 
     def choice(self, name, options):
         """A knob choosing one of `options` (the first is the default)."""
-        options = _distinct(options)
+        options = _distinct(options, f"cfg.choice({name!r})")
         if not options:
             raise ScheduleError(f"cfg.choice({name!r}): no options", user_loc())
         return self._value(ChoiceKnob(name, options))
