@@ -993,7 +993,7 @@ class Function:
         """What background tuning is doing for this function: one dict per key (its call,
         state: queued/tuning/done/failed/stopped, trials, best and default seconds,
         speed-up, kernels swapped in)."""
-        return [job.summary() for job in self._jobs.values()]
+        return [job.summary() for job in list(self._jobs.values())]   # (others add jobs)
 
     def tuning_curve(self):
         """A matplotlib figure of best-so-far throughput against trials, one line per

@@ -135,6 +135,38 @@ def test_foreground_tuning_that_fails_leaves_the_call_its_default_kernel(
     np.testing.assert_allclose(f(x), x.astype(np.float64) * 2.0, rtol=1e-6)
 
 
+def test_tuning_status_while_other_threads_call_new_shapes(monkeypatch):
+    """tuning_status() raised RuntimeError (dictionary changed size during iteration)
+    while another thread's first call of a shape added its background job."""
+    from jitdl.autotune import background
+
+    class Idle:                       # jobs are made and kept, never run
+        def submit(self, job):
+            pass
+    monkeypatch.setattr(background, "get", lambda: Idle())
+    f = jd.compute(scaled.pyfunc, autotune="background")
+    errors, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                f.tuning_status()
+            except Exception as e:    # noqa: BLE001
+                errors.append(e)
+                return
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for n in range(1, 41):
+            x = np.arange(n, dtype=np.float32) + 1
+            np.testing.assert_allclose(f(x), x * 2.0, rtol=1e-6)
+    finally:
+        done.set()
+        watcher.join()
+    assert not errors, errors
+    assert len(f.tuning_status()) == 40
+
+
 def test_a_with_config_copy_keeps_its_records_to_itself(rng, runner):
     x = _x(rng)
     copy = scaled.with_config(fast=False)
