@@ -1119,7 +1119,7 @@ def cache_info(name=None):
     """Compilations and cache hits of the op library in this process, per op (or of op
     `name`): {"op": {"kernels": compiled or loaded, "compiled": compiled, "hits": disk hits}}."""
     out = {}
-    for (op, *_), f in _functions.items():
+    for (op, *_), f in list(_functions.items()):      # (other threads add functions)
         if name is not None and op != name:
             continue
         info = f.cache_info()

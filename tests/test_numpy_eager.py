@@ -3,6 +3,7 @@ cache, out=, strided and odd inputs) and whole-tensor operators inside definitio
 import os
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -41,6 +42,35 @@ def test_one_kernel_per_broadcast_pattern(rng):
         same(jnp.mean(a, axis=0, keepdims=True), a.mean(axis=0, keepdims=True))
     after = {op: eager.cache_info(op)["kernels"] - before[op] for op in before}
     assert all(1 <= n <= 2 for n in after.values()), after
+
+
+def test_cache_info_while_another_thread_calls_new_ops(rng):
+    """jnp.cache_info() raised RuntimeError (dictionary changed size during iteration)
+    while another thread's first call of an op made that op's function."""
+    eager.clear()
+    errors, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                eager.cache_info()
+            except Exception as e:    # noqa: BLE001
+                errors.append(e)
+                return
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    x = rng.standard_normal((3, 4, 5))
+    try:
+        for fn, ref in ((jnp.sum, np.sum), (jnp.max, np.max), (jnp.mean, np.mean)):
+            for axis in (0, 1, 2, (0, 1), (1, 2), None):
+                for keepdims in (False, True):
+                    same(fn(x, axis=axis, keepdims=keepdims),
+                         ref(x, axis=axis, keepdims=keepdims))
+    finally:
+        done.set()
+        watcher.join()
+    assert not errors, errors
+    assert eager.cache_info("sum")["kernels"] >= 1
 
 
 def test_size_one_dimensions_broadcast_as_numpy(rng):
