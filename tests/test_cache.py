@@ -967,6 +967,35 @@ def test_a_loaded_export_pickles(tmp_path):
     assert p.returncode == 0 and "ok" in p.stdout, p.stderr
 
 
+def test_a_cache_dir_that_cannot_be_made_is_said_at_the_users_line(tmp_path):
+    """The warning that the kernel cache is off pointed into jitdl (api.py's
+    `store = default_store()`, export.py's for jd.load), not at the user's call."""
+    (tmp_path / "afile").write_text("not a directory")
+    path = str(tmp_path / "add.jdx")
+    compile_and_export = textwrap.dedent(f'''\
+        import numpy as np, jitdl as jd
+
+        @jd.compute
+        def add(A, B):
+            return jd.tensor(A.shape, lambda i: A[i] + B[i])
+        a = np.arange(5.0) + 0.5
+        assert np.allclose(add(a, a), 2 * a)
+        add.export({path!r}, a, a)
+        ''')
+    load = textwrap.dedent(f'''\
+        import numpy as np, jitdl as jd
+        a = np.arange(5.0) + 0.5
+        assert np.allclose(jd.load({path!r})(a, a), 2 * a)
+        ''')
+    for code, line in ((compile_and_export, 7), (load, 3)):
+        p = subprocess.run([PY, "-W", "always", "-c", code],
+                           env=base_env(tmp_path, JITDL_CACHE_DIR=tmp_path / "afile"),
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        assert f"<string>:{line}: CacheWarning: jitdl: kernel cache disabled: cannot " \
+            "create" in p.stderr, p.stderr
+
+
 def test_an_export_into_a_missing_directory_names_the_file(tmp_path):
     """The error of an export (or any atomic write) that cannot create its file names the
     path asked for, not the temporary file beside it ('.jitdl-export-n4n4e_ha')."""

@@ -26,7 +26,6 @@ import stat
 import struct
 import tempfile
 import time
-import warnings
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -214,14 +213,13 @@ class Store:
                     raise NotADirectoryError(errno.ENOTDIR, "not a directory", d)
                 why = _owned_and_private(os.stat(d))
                 if why:
-                    warnings.warn(f"jitdl: not using the kernel cache at {d}: {why}; "
-                                  "compiling instead (set JITDL_CACHE_DIR to a private "
-                                  "directory)", CacheWarning, stacklevel=4)
+                    errors.warn(f"jitdl: not using the kernel cache at {d}: {why}; "
+                                "compiling instead (set JITDL_CACHE_DIR to a private "
+                                "directory)", CacheWarning)
                     return False
         except OSError as e:
-            warnings.warn(f"jitdl: kernel cache disabled: cannot "
-                          f"{'create' if create else 'read'} {self.root}: {e}",
-                          CacheWarning, stacklevel=4)
+            errors.warn(f"jitdl: kernel cache disabled: cannot "
+                        f"{'create' if create else 'read'} {self.root}: {e}", CacheWarning)
             return False
         return True
 
@@ -290,8 +288,7 @@ class Store:
                 self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
             self._evict_when_full(len(data))
         except OSError as e:
-            warnings.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning,
-                          stacklevel=4)
+            errors.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning)
 
     def add_shared(self, full_key, entry: Entry, shared: bytes):
         """Rewrite an entry with its shared library added (unless it has been evicted or
