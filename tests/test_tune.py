@@ -234,6 +234,11 @@ def test_budget_parsing():
     assert parse_budget("64, 2m") == (64, 120.0)
     with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET"):
         parse_budget("lots")
+    assert parse_budget("0.5s, 8") == (8, 0.5)
+    for text in ("0.5", "2.5, 30s"):        # were 0 and 2 trials, silently
+        with pytest.raises(ValueError, match=r"JITDL_TUNE_BUDGET: '(0.5|2.5)' is no number "
+                                             r"of trials; give a whole number \("):
+            parse_budget(text)
 
 
 def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():

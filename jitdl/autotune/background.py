@@ -41,6 +41,9 @@ def parse_budget(text):
             raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no budget; give a positive "
                              "number of trials or seconds")
         if unit is None:
+            if not value.is_integer():     # ("0.5" read as 0 trials: the default alone)
+                raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no number of trials; "
+                                 "give a whole number (\"64\"), or seconds (\"0.5s\")")
             trials = int(value)
         else:
             seconds = value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit]
