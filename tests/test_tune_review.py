@@ -89,6 +89,26 @@ def test_bad_tune_arguments_are_clear_errors_before_any_measurement(rng, kwargs,
     assert fake.calls == 0
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"timeout": 0}, "timeout=...): expected a positive number of seconds, got int: 0"),
+    ({"timeout": float("nan")}, "timeout=...): expected a positive number of seconds, got "
+                                "float: nan"),
+    ({"timeout": "10"}, "timeout=...): expected a positive number of seconds, got str: '10'"),
+    ({"build_timeout": -1}, "build_timeout=...): expected None or a positive number of "
+                            "seconds, got int: -1"),
+    ({"min_repeat_ms": -5}, "min_repeat_ms=...): expected a number of milliseconds >= 0, "
+                            "got int: -5"),
+    ({"n_parallel": "2"}, "n_parallel=...): expected None or a positive int, got str: '2'"),
+])
+def test_bad_runner_arguments_are_clear_errors(kwargs, message):
+    """A timeout of 0 or less failed every candidate as a "timeout" (NaN: none ever timed
+    out); a string was a bare ValueError or TypeError."""
+    with pytest.raises(ArgumentError) as e:
+        jd.tune.LocalRunner(**kwargs)
+    assert str(e.value).startswith("jd.tune.LocalRunner(" + message), str(e.value)
+    assert "test_tune_review.py" in str(e.value)              # the user's line
+
+
 def test_a_runner_of_a_wrong_type_is_named(rng):
     with pytest.raises(ArgumentError, match=r"scaled.tune\(runner=...\): expected None, a "
                        r"jd.tune.LocalRunner, .* got int: 5"):

@@ -543,6 +543,30 @@ def _shutdown(*pools):
         pool.close()
 
 
+def _check_arguments(runner, n_parallel=None, **seconds):
+    """An ArgumentError, at the user's line, for a runner's argument of the wrong kind (a
+    timeout of 0 or less failed every candidate as a timeout; a string a TypeError)."""
+    from jitdl.errors import ArgumentError, user_loc
+
+    def number(v):
+        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    for arg, value in seconds.items():
+        optional, ms = arg == "build_timeout", arg == "min_repeat_ms"
+        if optional and value is None or number(value) and math.isfinite(value) and (
+                value >= 0 if ms else value > 0):
+            continue
+        expected = ("a number of milliseconds >= 0" if ms else
+                    f"{'None or ' if optional else ''}a positive number of seconds")
+        raise ArgumentError(f"jd.tune.{runner}({arg}=...): expected {expected}, got "
+                            f"{type(value).__name__}: {value!r}", user_loc())
+    if n_parallel is not None and not (isinstance(n_parallel, (int, np.integer))
+                                       and not isinstance(n_parallel, bool)
+                                       and n_parallel >= 1):
+        raise ArgumentError(f"jd.tune.{runner}(n_parallel=...): expected None or a positive "
+                            f"int, got {type(n_parallel).__name__}: {n_parallel!r}",
+                            user_loc())
+
+
 class LocalRunner:
     """Builds candidates in `n_parallel` spawned processes (default: the machine's
     cores), then verifies and times them one at a time in one more. `timeout` bounds one
@@ -556,6 +580,8 @@ class LocalRunner:
     def __init__(self, n_parallel=None, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
         import multiprocessing
+        _check_arguments("LocalRunner", n_parallel, timeout=timeout,
+                         build_timeout=build_timeout, min_repeat_ms=min_repeat_ms)
         ctx = multiprocessing.get_context("spawn")
         self.n_parallel = max(1, n_parallel or os.cpu_count() or 1)
         self.timeout = float(timeout)
@@ -690,6 +716,8 @@ class DaskRunner:
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
+        _check_arguments("DaskRunner", timeout=timeout, build_timeout=build_timeout,
+                         min_repeat_ms=min_repeat_ms)
         try:
             import distributed
         except ImportError as e:
