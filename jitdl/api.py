@@ -1245,7 +1245,7 @@ def _check_tune_arguments(name, trials, timeout, tuner, runner, seed=0):
     from jitdl.autotune.tuner import KINDS
     def bad(arg, expected, value):
         return ArgumentError(f"{name}.tune({arg}=...): expected {expected}, got "
-                             f"{type(value).__name__}: {value!r}")
+                             f"{type(value).__name__}: {value!r}", user_loc())
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise bad("trials", "a positive int", trials)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(

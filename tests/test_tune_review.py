@@ -86,6 +86,7 @@ def test_bad_tune_arguments_are_clear_errors_before_any_measurement(rng, kwargs,
     with pytest.raises(ArgumentError) as e:
         scaled.tune(_x(rng), runner=fake, progress=False, **kwargs)
     assert str(e.value).startswith(message), str(e.value)
+    assert "test_tune_review.py" in str(e.value)              # the user's line
     assert fake.calls == 0
 
 
