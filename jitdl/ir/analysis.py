@@ -10,9 +10,9 @@ import threading
 from contextlib import contextmanager
 
 from jitdl import dtypes
-from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin,
-                            Load, Select, SizeVar, UnOp, Unary, Var)
-from jitdl.ir.visit import expr_children, walk_expr, walk_unique
+from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
+                            Intrin, Load, Select, SizeVar, UnOp, Unary, Var)
+from jitdl.ir.visit import expr_children, structural_hash, walk_expr, walk_unique
 
 INF = math.inf
 FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
@@ -183,8 +183,8 @@ def below(e, n, ranges):
         case Binary(op=BinOp.MAX) if dtypes.is_int(e.dtype):
             return below(e.a, n, ranges) and below(e.b, n, ranges)
         case Select() if dtypes.is_int(e.dtype):
-            return below(e.t, n, narrow(e.cond, ranges)) and \
-                below(e.f, n, narrow(e.cond, ranges, negate=True))
+            return below(e.t, n, narrow_for(e.cond, ranges, (e.t, n))) and \
+                below(e.f, n, narrow_for(e.cond, ranges, (e.f, n), negate=True))
         case Const() if e.value <= 0:
             return positive(n, ranges)
     form = dict(affine(e))
@@ -540,8 +540,8 @@ def _abs_interval(lo, hi):
 
 def _select_bounds(e, ranges, of):
     """Bounds of a select: its branches under the condition and its negation."""
-    t = of(e.t, narrow(e.cond, ranges))
-    f = of(e.f, narrow(e.cond, ranges, negate=True))
+    t = of(e.t, narrow_for(e.cond, ranges, e.t))
+    f = of(e.f, narrow_for(e.cond, ranges, e.f, negate=True))
     return min(t[0], f[0]), max(t[1], f[1])
 
 
@@ -585,6 +585,44 @@ def narrow(cond, ranges, negate=False):
     if hit is None:
         hit = table[key] = (cond, ranges, _narrow(cond, ranges, negate))
     return hit[2]
+
+
+def narrow_for(cond, ranges, exprs, negate=False):
+    """narrow(cond, ranges, negate) for questions about `exprs` (an expression or a tuple
+    of them) alone: `ranges` itself where the narrowing only tightened atoms that none of
+    them holds, nor any fact (`v % 2` under `v % 2 == 0`, asked about the select's arm
+    `v // 2`). Bounds under ranges then hold under the narrowed ones and are the same, as
+    they read the ranges of their atoms and of the facts' only; and the memoised
+    bounds of a node shared by both arms of a select are computed once, not once per
+    path: a chain `v = select(v % 2 == 0, v // 2, 3 * v + 1)` of 10 steps, shared by
+    both arms of each, took 9 s to lower and 7 s each to simplify. Size variables, which
+    a read's extent holds besides its index, are never dropped; nor a contradiction."""
+    out = narrow(cond, ranges, negate)
+    if out is ranges or out.get(FACTS) is not ranges.get(FACTS) or len(out) < len(ranges):
+        return out
+    items = list(out.items())       # (a narrowing is {**ranges, atom: ...}: in order)
+    changed = items[len(ranges):]
+    for (k, r), (k0, r0) in zip(items, ranges.items()):
+        if k is not k0:
+            return out
+        if r is not r0 and r != r0:
+            changed.append((k, r))
+    table = getattr(_memo, "table", None)
+    cache = table.setdefault("hashes", {}) if table is not None else {}
+    keys = set()
+    for k, r in changed:
+        if r[0] > r[1] or isinstance(k, SizeVar) or type(k) is not Var and any(
+                isinstance(v, SizeVar) for v in walk_unique(k)):
+            return out
+        keys.add(structural_hash(k, cache))
+    held = tuple(e for e in (exprs if type(exprs) is tuple else (exprs,))
+                 if isinstance(e, Expr))
+    held += tuple(k for items, _, _ in out.get(FACTS, ()) for k, _ in items
+                  if type(k) is not int)
+    for e in held:
+        if any(structural_hash(n, cache) in keys for n in walk_unique(e)):
+            return out
+    return ranges
 
 
 def _narrow(cond, ranges, negate):

@@ -12,7 +12,8 @@ import itertools
 
 from jitdl.errors import ArgumentShapeError, DefinitionError
 from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, memoised, narrow,
-                               reads_memory, unbounded_part, upper_ends, with_loop)
+                               narrow_for, reads_memory, unbounded_part, upper_ends,
+                               with_loop)
 from jitdl.ir.nodes import (Access, BinOp, Binary, Compare, Const, Expr, Reduce, Select,
                             SizeVar, Var)
 from jitdl.ir.printer import expr_text
@@ -39,13 +40,16 @@ def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None):
         visit(e, ranges)
     if isinstance(e, Select):
         _walk_guarded(e.cond, ranges, visit, extent, seen)
-        _walk_guarded(e.t, narrow(e.cond, ranges), visit, extent, seen)
-        _walk_guarded(e.f, narrow(e.cond, ranges, negate=True), visit, extent, seen)
+        # (ranges as they were where the condition tells nothing of an arm: a node shared
+        # by both arms, and by the arms of selects inside them, is walked once)
+        _walk_guarded(e.t, narrow_for(e.cond, ranges, e.t), visit, extent, seen)
+        _walk_guarded(e.f, narrow_for(e.cond, ranges, e.f, negate=True), visit, extent, seen)
         return
     if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
         # evaluated left to right with short circuit (see codegen)
         _walk_guarded(e.a, ranges, visit, extent, seen)
-        _walk_guarded(e.b, narrow(e.a, ranges, negate=(e.op == BinOp.OR)), visit, extent, seen)
+        _walk_guarded(e.b, narrow_for(e.a, ranges, e.b, negate=(e.op == BinOp.OR)), visit,
+                      extent, seen)
         return
     if isinstance(e, Reduce):
         if any(isinstance(extent(a), int) and extent(a) <= 0 for a in e.axes):
@@ -312,40 +316,57 @@ def _collect_bare(e, uses):
     compares that variable with the read's own size (`X[i] if i < X.shape[0] else 0` over
     Y's extent): the guard keeps it in bounds, so X and Y need not agree (the bounds
     proof still checks the read)."""
-    seen, done = set(), set()
+    seen, done, relations = set(), set(), {}
 
-    def visit(n, guards):
-        if (id(n), guards) in seen:
+    def visit(n, related):
+        # (`related`: what the guards around n relate, see _relations. A node is walked
+        # once per such set, not once per sequence of guards: a chain of selects on the
+        # values of the last, `v = select(v % 2 == 0, v // 2, 3*v + 1)`, reaches each
+        # step under as many sequences as there are paths, which double with every step)
+        if (id(n), related) in seen:
             return
-        seen.add((id(n), guards))
+        seen.add((id(n), related))
         if isinstance(n, Access):
             for dim, idx in enumerate(n.indices):
                 if isinstance(idx, Var) and (id(n), dim) not in done and not _guarded(
-                        guards, idx, n.tensor.shape[dim]):
+                        related, idx, n.tensor.shape[dim]):
                     done.add((id(n), dim))
                     uses.setdefault(idx, []).append((n, dim))
         if isinstance(n, Select):
-            visit(n.cond, guards)
+            visit(n.cond, related)
+            inner = related | _relations(n.cond, relations)
             for arm in (n.t, n.f):
-                visit(arm, guards + (n.cond,))
+                visit(arm, inner)
         elif isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
-            visit(n.a, guards)
-            visit(n.b, guards + (n.a,))
+            visit(n.a, related)
+            visit(n.b, related | _relations(n.a, relations))
         else:
             for c in expr_children(n):
-                visit(c, guards)
-    visit(e, ())
+                visit(c, related)
+    visit(e, frozenset())
 
 
-def _guarded(guards, var, size):
-    """Whether a comparison in `guards` relates `var` to `size` (the size itself, or the
-    number of a fixed size)."""
-    for g in guards:
-        for n in walk_unique(g):
-            if isinstance(n, Compare):
-                parts = list(walk_unique(n))
-                if any(x is var for x in parts) and any(
-                        x is size if not isinstance(size, int) else
-                        isinstance(x, Const) and x.value == size for x in parts):
-                    return True
-    return False
+def _relations(guard, memo):
+    """What the comparisons in a guard relate: (id of a variable, ("is", id of a node) or
+    ("==", a constant's value)) for each variable and each node or constant of one
+    comparison (the nodes are the guard's own, alive meanwhile). memo: by id."""
+    hit = memo.get(id(guard))
+    if hit is not None:
+        return hit[1]
+    out = set()
+    for c in walk_unique(guard):
+        if isinstance(c, Compare):
+            parts = list(walk_unique(c))
+            marks = [("is", id(x)) for x in parts] + [
+                ("==", x.value) for x in parts if isinstance(x, Const)]
+            for v in parts:
+                if isinstance(v, Var):
+                    out.update((id(v), m) for m in marks)
+    memo[id(guard)] = (guard, frozenset(out))
+    return memo[id(guard)][1]
+
+
+def _guarded(related, var, size):
+    """Whether the guards' relations (see _relations) relate `var` to `size` (the size
+    itself, or the number of a fixed size)."""
+    return (id(var), ("==", size) if isinstance(size, int) else ("is", id(size))) in related
