@@ -206,6 +206,18 @@ def test_python_int_beyond_int64_alone_is_numpys():
             getattr(jnp, name)(BIG)
 
 
+def test_python_ints_beyond_int64_compare_exactly_as_numpy():
+    """Two Python ints, one or both beyond int64: NumPy's comparison is Python's (np.less(
+    2**63, 1) is False, np.less(2**63, 2**64) True); it raised OverflowError."""
+    ints = (2 ** 63, 2 ** 64, BIG, -2 ** 63 - 1, -BIG, 2 ** 63 - 1, -2 ** 63, 5, 0, -5)
+    for name in ("less", "less_equal", "equal", "not_equal", "greater", "greater_equal"):
+        for a in ints:
+            for b in ints:
+                want = getattr(np, name)(a, b)
+                got = getattr(jnp, name)(a, b)
+                assert type(got) is type(want) and got == want, (name, a, b, got, want)
+
+
 def test_python_int_beyond_int64_with_integers_raises_overflow_error():
     for call in (lambda m: m.add(np.ones(3, np.int64), BIG), lambda m: m.add(BIG, 1),
                  lambda m: m.where(np.ones(3, bool), np.ones(3, np.int64), BIG),
