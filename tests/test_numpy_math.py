@@ -778,6 +778,26 @@ def test_reduction_out_dtype_takes_part():
         jnp.nanmean(a, dtype=np.int32)
 
 
+def test_ptp_into_an_out_of_another_dtype_is_numpys():
+    """NumPy's ptp puts the max into out= and subtracts the min there: into a wider out=
+    the difference does not wrap (int8 [127, -8] into int64 gave int8's -121 for 135),
+    and a bool array's ptp into an integer out= is its count of both values."""
+    rng = np.random.default_rng(11)
+    for dt, odts in (("int8", ("int64", "int16", "float32")),
+                     ("int32", ("int64", "float64", "int8")), ("uint8", ("int8", "float32")),
+                     ("int64", ("float64", "int8")), ("float32", ("float64",)),
+                     ("bool", ("int64", "uint8", "float64"))):
+        x = (rng.standard_normal((3, 5)) * 100).astype(dt)
+        if dt in ("int8", "int32", "int64"):
+            x[0, :2] = np.iinfo(dt).max, np.iinfo(dt).min
+        for odt in odts:
+            for axis, shape in ((1, (3,)), (None, ())):
+                want, got = np.zeros(shape, odt), np.full(shape, 7, odt)
+                assert jnp.ptp(x, axis=axis, out=got) is got
+                np.ptp(x, axis=axis, out=want)
+                np.testing.assert_array_equal(got, want, err_msg=f"{dt} -> {odt}")
+
+
 def test_second_review_semantics():
     """ptp and std cast into out= as their last ufunc does (same_kind), nanmean wants an
     inexact out=; dot's out= dtype treats a Python number as NumPy does; clip with dtype=

@@ -466,6 +466,11 @@ def _index_out(out):
 
 def ptp(a, axis=None, out=None, keepdims=False):
     """max - min over the given axes (numpy.ptp)."""
+    if type(out) is np.ndarray and (dt := _array_dtype(a)) is not None and out.dtype != dt:
+        # NumPy's function: its max goes into out= first and the difference is out's
+        # dtype's (the ptp of int8 [127, -8] into an int64 out= is 135, not int8's -121;
+        # of a bool array into an int one 1, where bool's own subtract is a TypeError)
+        return _by_numpy("ptp", a, axis, out, keepdims)
     if axis is not None:
         axis = _axis_of(a, axis)
     return _apply("ptp", red.ptp, (a,), _static(axis, keepdims), out, _A)   # (same_kind)
