@@ -1649,6 +1649,30 @@ def test_reductions_into_an_integer_out_or_dtype_are_numpys():
             same(got, want)
 
 
+def test_max_min_into_a_narrower_integer_out_are_numpys():
+    """An integer array's max / min into a narrower integer out= (and nanmax / nanmin into
+    any out= max / min give to NumPy): NumPy's first element goes through out's dtype, so
+    the max of int16 [200, 5] into int8 is 5, of [5, 200] -56; jitdl gave -56 for both
+    (nanmax of int8 [-128, 127] into uint8 gave 127 for 128)."""
+    i = (RNG.standard_normal((6, 9)) * 300).astype(np.int64)
+    i[:, 0] = [200, 5, -200, 1000, 127, -129]
+    for a, dt in ((i.astype(np.int16), np.int8), (i.astype(np.int32), np.int8),
+                  (i.astype(np.int32), np.int16), (i, np.int8), (i, np.int16),
+                  (i.astype(np.int8), np.uint8), (i.astype(np.int16), np.uint8)):
+        for name in ("max", "min", "nanmax", "nanmin"):
+            for axis in (None, 1):
+                shape = () if axis is None else a.shape[:1]
+                got, want = np.zeros(shape, dt), np.zeros(shape, dt)
+                assert getattr(jnp, name)(a, axis=axis, out=got) is got
+                getattr(np, name)(a, axis=axis, out=want)
+                same(got, want)
+    for a in (np.array([200, 5], np.int16), np.array([5, 200], np.int16)):
+        got, want = np.zeros((), np.int8), np.zeros((), np.int8)
+        jnp.max(a, out=got)
+        np.max(a, out=want)
+        same(got, want)
+
+
 def test_clip_of_bools_without_bounds_is_numpys_error():
     """clip of a bool array (or a bool) with neither bound is NumPy 2's no-loop error for
     positive, eagerly and inside a definition; with a bound, or with dtype=, a result."""

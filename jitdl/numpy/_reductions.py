@@ -171,16 +171,19 @@ def _numpy_total(a, dtype, out):
 
 
 def _numpy_extreme(a, out):
-    """Whether NumPy's max or min answers a call on arrays: an integer array into an
-    integer out= of the other signedness, which NumPy reduces in out's dtype (the max
-    of int8 [-5, 3, 100] into a uint8 out= is 251, the max of uint8(-5)), jitdl's kernel
+    """Whether NumPy's max or min (nanmax, nanmin) answers a call on arrays: an integer
+    array into an integer out= of the other signedness or a narrower one, which NumPy
+    reduces in out's dtype (the max of int8 [-5, 3, 100] into a uint8 out= is 251, the
+    max of uint8(-5); into a narrower out= NumPy's first element goes through out's
+    dtype: the max of int16 [200, 5] into int8 is 5, of [5, 200] -56), jitdl's kernel
     in the array's; a float array into an unsigned out=, whose elements NumPy casts
     first on most shapes (the max of [85.3, -110.2, 3.0, ...] into uint8 is 146, the
     cast of -110.2)."""
     if type(out) is not np.ndarray or out.dtype.kind not in "iu":
         return False
     dt = _array_dtype(a)
-    return dt is not None and (dt.kind in "iu" and dt.kind != out.dtype.kind
+    return dt is not None and (dt.kind in "iu" and (dt.kind != out.dtype.kind or
+                                                    dt.itemsize > out.dtype.itemsize)
                                or dt.kind == "f" and out.dtype.kind == "u")
 
 
@@ -781,7 +784,7 @@ def _all_nan_slice(r):
 
 def nanmax(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """The largest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmax)."""
-    if initial is not _NO or where is not _NO:
+    if initial is not _NO or where is not _NO or out is not None and _numpy_extreme(a, out):
         return _by_numpy("nanmax", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -791,7 +794,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=_NO, where=_NO):
     """The smallest element ignoring NaN; NaN for an all-NaN slice (numpy.nanmin)."""
-    if initial is not _NO or where is not _NO:
+    if initial is not _NO or where is not _NO or out is not None and _numpy_extreme(a, out):
         return _by_numpy("nanmin", a, axis, out, keepdims, **_extra(initial, where))
     if axis is not None:
         axis = _axis_of(a, axis)
@@ -899,14 +902,14 @@ STATUS.update({
           "that dtype, or casts the total into out=, and divides there; inside a "
           "definition computed in floating point and cast)"
        for n in ("mean", "var", "std")},
-    **{n: "done (an integer array into an integer out= of the other signedness, or a "
-          "float array into an unsigned one: NumPy's function, which reduces in out's "
-          "dtype)" for n in ("max", "min")},
+    **{n: "done (an integer array into an integer out= of the other signedness or a "
+          "narrower one, or a float array into an unsigned one: NumPy's function, which "
+          "reduces in out's dtype)" for n in ("max", "min")},
     "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
                "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
-    "nanmax": "partial: initial=/where= by NumPy's function (on arrays only)",
-    "nanmin": "partial: initial=/where= by NumPy's function (on arrays only)",
+    **{n: "partial: initial=/where= by NumPy's function (on arrays only); out= as max's "
+          "and min's" for n in ("nanmax", "nanmin")},
     "nanmean": "partial: where= by NumPy's function (on arrays only)",
     "count_nonzero": "done (returns np.int64 for axis=None, as NumPy 2)",
 })
