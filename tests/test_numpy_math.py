@@ -778,6 +778,28 @@ def test_reduction_out_dtype_takes_part():
         jnp.nanmean(a, dtype=np.int32)
 
 
+def test_var_and_std_take_numpys_mean_keyword():
+    """NumPy 2's var/std(mean=...) was a TypeError (unexpected keyword argument 'mean');
+    on arrays it is NumPy's function, inside a definition an error naming mean=."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((4, 6)) * 3 + 1
+    i = rng.integers(-50, 50, (4, 6)).astype(np.int16)
+    for a in (x, x.astype(np.float32), i):
+        for kw in (dict(axis=1, keepdims=True), dict(axis=1, keepdims=True, ddof=1),
+                   dict(axis=(0, 1), keepdims=True, correction=2)):
+            m = np.mean(a, axis=kw["axis"], keepdims=True)
+            for name in ("var", "std"):
+                for mean in (m, m + 0.5):
+                    same(getattr(jnp, name)(a, mean=mean, **kw),
+                         getattr(np, name)(a, mean=mean, **kw))
+
+    @jd.compute
+    def f(X, M):
+        return jnp.var(X, axis=1, keepdims=True, mean=M)
+    with pytest.raises(jd.errors.ArgumentError, match="mean= is not supported inside a"):
+        f(x, x.mean(axis=1, keepdims=True))
+
+
 def test_ptp_into_an_out_of_another_dtype_is_numpys():
     """NumPy's ptp puts the max into out= and subtracts the min there: into a wider out=
     the difference does not wrap (int8 [127, -8] into int64 gave int8's -121 for 135),

@@ -662,24 +662,28 @@ def _few_degrees(a, axis, ddof, where, result):
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
-        correction=None):
-    """Variance over the given axes, two-pass, divided by n - ddof (numpy.var)."""
+        mean=None, correction=None):
+    """Variance over the given axes, two-pass, divided by n - ddof (numpy.var); a
+    given mean= (NumPy 2's, the mean it would compute) is NumPy's function on arrays."""
     if axis is not None and type(axis) is not int:
         _moment_axis(axis)
-    if _integer_moment(a, dtype, out):
-        return _by_numpy("var", a, axis, out, keepdims, dtype=dtype, **_given(
-            where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
+    if mean is not None or _integer_moment(a, dtype, out):
+        return _by_numpy("var", a, axis, out, keepdims, **_given(
+            dtype=(dtype, None), where=(where, True), ddof=(ddof, 0),
+            correction=(correction, None), mean=(mean, None)))
     return _moment("var", red.var, a, axis, dtype, out, ddof, keepdims, where, correction)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
-        correction=None):
-    """Standard deviation over the given axes, divided by n - ddof (numpy.std)."""
+        mean=None, correction=None):
+    """Standard deviation over the given axes, divided by n - ddof (numpy.std); a
+    given mean= (NumPy 2's, the mean it would compute) is NumPy's function on arrays."""
     if axis is not None and type(axis) is not int:
         _moment_axis(axis)
-    if _integer_moment(a, dtype, out):
-        return _by_numpy("std", a, axis, out, keepdims, dtype=dtype, **_given(
-            where=(where, True), ddof=(ddof, 0), correction=(correction, None)))
+    if mean is not None or _integer_moment(a, dtype, out):
+        return _by_numpy("std", a, axis, out, keepdims, **_given(
+            dtype=(dtype, None), where=(where, True), ddof=(ddof, 0),
+            correction=(correction, None), mean=(mean, None)))
     return _moment("std", red.std, a, axis, dtype, out, ddof, keepdims, where, correction)
 
 
@@ -898,9 +902,11 @@ STATUS.update({
           f"whose cast of each element is this machine's; inside a definition int64 and "
           f"jitdl's saturating cast)"
        for n, w in (("sum", "total"), ("prod", "product"))},
-    **{n: "done (an integer dtype= or out= on arrays: NumPy's function, which sums in "
-          "that dtype, or casts the total into out=, and divides there; inside a "
-          "definition computed in floating point and cast)"
+    **{n: ("done (" if n == "mean" else "partial: mean= by NumPy's function (on arrays "
+                                         "only); ") +
+          "an integer dtype= or out= on arrays: NumPy's function, which sums in that "
+          "dtype, or casts the total into out=, and divides there; inside a definition "
+          "computed in floating point and cast" + (")" if n == "mean" else "")
        for n in ("mean", "var", "std")},
     **{n: "done (an integer array into an integer out= of the other signedness or a "
           "narrower one, or a float array into an unsigned one: NumPy's function, which "
