@@ -166,6 +166,19 @@ def test_concatenate_dtype_and_out():
     same(jnp.concatenate([[1, 2], [3]]), np.concatenate([[1, 2], [3]]))
 
 
+def test_concat_takes_concatenates_arguments():
+    """NumPy 2's np.concat is np.concatenate: jnp.concat(xs, 1) (a positional axis) and
+    its out=, dtype= and casting= were TypeErrors."""
+    xs = [rand(2, 3), rand(2, 2, dtype="int16")]
+    same(jnp.concat(xs, 1), np.concat(xs, 1))
+    same(jnp.concat(xs, axis=1, dtype="int8", casting="unsafe"),
+         np.concat(xs, axis=1, dtype="int8", casting="unsafe"))
+    out = np.empty((2, 5))
+    assert jnp.concat(xs, 1, out) is out
+    same(out, np.concat(xs, 1))
+    same(jnp.concat([xs[1], xs[1]], axis=None), np.concat([xs[1], xs[1]], axis=None))
+
+
 def test_joins_follow_the_casting_rule():
     """dtype= and casting= of concatenate, stack, hstack and vstack: NumPy's answer."""
     a, i = rand(2, 3), rand(2, 3, dtype="int32")

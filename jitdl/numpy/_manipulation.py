@@ -348,9 +348,10 @@ def _castable(xs, what, dtype, casting):
                       **({} if dtype is None else {"dtype": dtype}))
 
 
-def concat(arrays, /, *, axis=0):
-    """The array API's concat: numpy.concatenate."""
-    return concatenate(arrays, axis)
+def concat(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """The array API's concat: numpy.concatenate (NumPy 2's np.concat is it, with its
+    positional axis, out=, dtype= and casting=)."""
+    return concatenate(arrays, axis, out, dtype=dtype, casting=casting)
 
 
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
