@@ -1557,6 +1557,21 @@ def test_average_returned_gives_the_weights_sum(rng):
         same(got, want)
 
 
+def test_average_takes_numpys_list_and_bool_axes(rng):
+    """np.average reads axis= as NumPy's axis tuples do: a list ([0, 1], [2]), a bool
+    (True is 1), a 1-element array; jnp.average refused them with an ArgumentError."""
+    a = rng.standard_normal((3, 4, 5))
+    w = rng.random(4) + 0.1
+    for axis in ([0, 1], [2], [-1, 0], [], True, np.array([1]), np.int64(2)):
+        for kw in ({}, {"keepdims": True}, {"returned": True}):
+            want = np.average(a, axis=axis, **kw)
+            got = jnp.average(a, axis=axis, **kw)
+            for g, e in zip(got, want) if kw.get("returned") else [(got, want)]:
+                same(g, e)
+    for axis in (True, [1]):
+        same(jnp.average(a, axis=axis, weights=w), np.average(a, axis=axis, weights=w))
+
+
 def test_weighted_average_compiles_once_for_many_shapes(rng):
     """average with weights has symbolic extents as mean has (it compiled a kernel per
     shape); NumPy's weight checks still hold for each new shape."""

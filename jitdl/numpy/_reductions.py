@@ -691,8 +691,11 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     """The (weighted) average over the given axes (numpy.average); with returned=True,
     the pair of it and the sum of the weights (the count of the elements without)."""
     if axis is not None and not is_symbolic(a) and not is_device_array(a):
-        # (NumPy's AxisError first, which names the argument: 'axis: axis 3 is out ...')
-        _axis_tuple(axis, np.ndim(a), argname="axis")
+        # (NumPy's AxisError first, which names the argument: 'axis: axis 3 is out ...';
+        # and NumPy's axes of a list or a bool, which its other reductions refuse)
+        axes = _axis_tuple(axis, np.ndim(a), argname="axis")
+        if type(axis) is not int and type(axis) is not tuple:
+            axis = axes[0] if len(axes) == 1 else axes
     if returned:
         if is_symbolic(a) or is_symbolic(weights):
             return apply("average", red.average, (a, weights), _static(
