@@ -196,9 +196,10 @@ def _huge_ints(name, operands, names, dtype=None):
     a weak scalar takes the dtype of the loop): a float where the loop is a float one
     (np.add(float32 array, 2**70) is float32; OverflowError past float64's range, as
     NumPy), and for a comparison with integers a float beyond every int64 (NumPy's
-    result: the int's sign decides; two Python ints compare exactly). Where the loop is an integer one the int stays, and
-    the kernel raises NumPy's OverflowError. dtype: the call's dtype=, which picks the loop
-    (np.hypot(int16 array, 2**200, dtype=np.float64) is float64's loop, not float32's)."""
+    result: the int's sign decides; two Python ints compare exactly). Where the loop is
+    an integer one the int stays, and the kernel raises NumPy's OverflowError. dtype: the
+    call's dtype=, which picks the loop (np.hypot(int16 array, 2**200, dtype=np.float64)
+    is float64's loop, not float32's)."""
     if name in _COMPARISONS and len(operands) == 2 and \
             type(operands[0]) is int and type(operands[1]) is int:
         # (two Python ints: NumPy compares them exactly, as Python does; their order is
