@@ -378,6 +378,22 @@ def test_a_keyword_only_parameter_given_by_position_is_refused(rng, tmp_path):
     assert_matches(jd.load(tmp_path / "scale.jd")(x, s=1.5), x * 1.5, F64)
 
 
+def test_a_loaded_export_refuses_a_keyword_only_parameter_given_by_position(rng, tmp_path):
+    """The export of `def f(X, *, s)` loaded and called g(x, 3.0) ran with s = 3.0 (its
+    call of as many values as parameters skipped binding, as the Function's did before
+    it was refused there): it is the ArgumentError (a TypeError) a Function gives."""
+    @jd.compute
+    def scale(X, *, s):
+        return jd.tensor(X.shape, lambda i: X[i] * s)
+    x = rng.standard_normal(5)
+    scale.export(tmp_path / "scale.jd", x, s=1.5)
+    g = jd.load(tmp_path / "scale.jd")
+    with pytest.raises(jd.ArgumentError) as ei:
+        g(x, 1.5)
+    assert isinstance(ei.value, TypeError) and "(X, s)" in str(ei.value)
+    assert_matches(g(x, s=1.5), x * 1.5, F64)
+
+
 def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
     got multiple values for argument 'path'': export's own file argument is positional

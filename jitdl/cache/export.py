@@ -118,8 +118,9 @@ class ExportedFunction:
         """The arguments in the definition's order, by position or by its parameters'
         names (a call that leaves one out or adds one is an ArgumentError saying so, not
         an IndexError of the dispatch)."""
-        if not kwargs and len(args) == len(self._params.parameters):
-            return args
+        if not kwargs and len(args) == len(self._params.parameters) and not any(
+                p.kind == p.KEYWORD_ONLY for p in self._params.parameters.values()):
+            return args         # (a keyword-only parameter is never given by position)
         try:
             bound = self._params.bind(*args, **kwargs)
             bound.apply_defaults()
