@@ -264,6 +264,50 @@ def test_children_forked_with_the_connection_open_lose_nothing(tmp_path):
     reader.close()
 
 
+CONCURRENT_FORKS = r"""
+import os, sys, threading
+sys.setswitchinterval(1e-6)          # (switch threads often: the race is narrow)
+from jitdl.autotune import records
+recs = [records.shared(os.path.join(sys.argv[1], f"t{i}.sqlite")) for i in range(3)]
+
+def forker():
+    for _ in range(150):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+threads = [threading.Thread(target=forker) for _ in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+
+def take(got):                       # another thread: is any lock left held?
+    for r in recs:
+        ok = r._lock.acquire(timeout=5)
+        got.append(ok)
+        if ok:
+            r._lock.release()
+got = []
+t = threading.Thread(target=take, args=(got,))
+t.start()
+t.join()
+print(got)
+"""
+
+
+def test_threads_forking_at_once_leave_no_record_lock_held(tmp_path):
+    """Three threads forking at once: the records' fork handlers kept the locks each fork
+    took in one list, so one thread's after-fork released another's (RuntimeError: cannot
+    release un-acquired lock, printed per fork) and that lock stayed held for ever: the
+    process's next use of the records hung."""
+    out = subprocess.run([PY, "-c", CONCURRENT_FORKS, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[True, True, True]", \
+        out.stdout + out.stderr[-2000:]
+    assert "un-acquired" not in out.stderr, out.stderr[-2000:]
+
+
 # -- files this jitdl cannot use ------------------------------------------------------------
 def _damaged_files(tmp_path):
     """(name, path, what the warning says) of files that must read as no records."""

@@ -24,6 +24,7 @@ import math
 import numbers
 import os
 import sqlite3
+import threading
 import time
 import warnings
 from dataclasses import MISSING, asdict, dataclass, fields, replace
@@ -551,22 +552,26 @@ _shared = {}
 _shared_lock = locks.Lock()
 
 
-_held_at_fork = []  # the Records whose locks the forking thread holds across a fork
+_held_at_fork = {}  # forking thread's id -> the Records whose locks it holds across a fork
 _inherited = []     # connections a child got in use by another thread: kept, never closed
 FORK_WAIT_S = 2.0   # how long a fork waits for a record being written
 
 
 def _before_fork():
     """Wait (briefly) for each connection to be idle, so that the child can close it:
-    closing one that another thread is using would wait for ever on sqlite's mutex."""
+    closing one that another thread is using would wait for ever on sqlite's mutex. The
+    locks taken are kept per forking thread: two threads forking at once each release
+    their own (one releasing the other's raised, leaving that lock held for ever)."""
+    held = []
     for rec in list(_shared.values()):
         if rec._lock.acquire(timeout=FORK_WAIT_S):
-            _held_at_fork.append(rec)
+            held.append(rec)
+    _held_at_fork[threading.get_ident()] = held
 
 
 def _after_fork_in_parent():
-    while _held_at_fork:
-        _held_at_fork.pop()._lock.release()
+    for rec in reversed(_held_at_fork.pop(threading.get_ident(), ())):
+        rec._lock.release()
 
 
 def _after_fork_in_child():
@@ -575,7 +580,7 @@ def _after_fork_in_child():
     per process, so the parent took itself for the last user and checkpointed the WAL
     away under the child). The child closes what it inherited (which gives up only what
     the child never held: the parent keeps its locks) and opens its own on next use."""
-    idle = set(map(id, _held_at_fork))
+    idle = set(map(id, _held_at_fork.get(threading.get_ident(), ())))
     _held_at_fork.clear()            # (the child's locks are new ones: see jitdl.locks)
     for rec in list(_shared.values()):
         if id(rec) in idle:
