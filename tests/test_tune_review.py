@@ -100,6 +100,11 @@ def test_bad_tune_arguments_are_clear_errors_before_any_measurement(rng, kwargs,
     ({"min_repeat_ms": -5}, "min_repeat_ms=...): expected a number of milliseconds >= 0, "
                             "got int: -5"),
     ({"n_parallel": "2"}, "n_parallel=...): expected None or a positive int, got str: '2'"),
+    # (repeat=2.5 and '3' were read as int(...), None was a bare TypeError)
+    ({"repeat": 2.5}, "repeat=...): expected a positive int, got float: 2.5"),
+    ({"repeat": "3"}, "repeat=...): expected a positive int, got str: '3'"),
+    ({"repeat": None}, "repeat=...): expected a positive int, got NoneType: None"),
+    ({"repeat": 0}, "repeat=...): expected a positive int, got int: 0"),
 ])
 def test_bad_runner_arguments_are_clear_errors(kwargs, message):
     """A timeout of 0 or less failed every candidate as a "timeout" (NaN: none ever timed

@@ -543,9 +543,10 @@ def _shutdown(*pools):
         pool.close()
 
 
-def _check_arguments(runner, n_parallel=None, **seconds):
+def _check_arguments(runner, n_parallel=None, repeat=5, **seconds):
     """An ArgumentError, at the user's line, for a runner's argument of the wrong kind (a
-    timeout of 0 or less failed every candidate as a timeout; a string a TypeError)."""
+    timeout of 0 or less failed every candidate as a timeout; a string a TypeError;
+    repeat=2.5 or '3' was read as int(...) and None was a bare TypeError)."""
     from jitdl.errors import ArgumentError, user_loc
 
     def number(v):
@@ -565,6 +566,10 @@ def _check_arguments(runner, n_parallel=None, **seconds):
         raise ArgumentError(f"jd.tune.{runner}(n_parallel=...): expected None or a positive "
                             f"int, got {type(n_parallel).__name__}: {n_parallel!r}",
                             user_loc())
+    if not (isinstance(repeat, (int, np.integer)) and not isinstance(repeat, bool)
+            and repeat >= 1):
+        raise ArgumentError(f"jd.tune.{runner}(repeat=...): expected a positive int, got "
+                            f"{type(repeat).__name__}: {repeat!r}", user_loc())
 
 
 class LocalRunner:
@@ -580,13 +585,13 @@ class LocalRunner:
     def __init__(self, n_parallel=None, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
         import multiprocessing
-        _check_arguments("LocalRunner", n_parallel, timeout=timeout,
+        _check_arguments("LocalRunner", n_parallel, repeat, timeout=timeout,
                          build_timeout=build_timeout, min_repeat_ms=min_repeat_ms)
         ctx = multiprocessing.get_context("spawn")
         self.n_parallel = max(1, n_parallel or os.cpu_count() or 1)
         self.timeout = float(timeout)
         self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
-        self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
+        self.repeat, self.min_repeat_ms = int(repeat), float(min_repeat_ms)
         self.post_build = _post_build
         self._builders = _Pool(ctx, self.n_parallel, "build")
         self._timer = _Pool(ctx, 1, "timing")
@@ -716,8 +721,8 @@ class DaskRunner:
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
-        _check_arguments("DaskRunner", timeout=timeout, build_timeout=build_timeout,
-                         min_repeat_ms=min_repeat_ms)
+        _check_arguments("DaskRunner", repeat=repeat, timeout=timeout,
+                         build_timeout=build_timeout, min_repeat_ms=min_repeat_ms)
         try:
             import distributed
         except ImportError as e:
@@ -730,7 +735,7 @@ class DaskRunner:
             self.client, self._own = distributed.Client(client_or_address), True
         self.timeout = float(timeout)
         self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
-        self.repeat, self.min_repeat_ms = max(1, int(repeat)), float(min_repeat_ms)
+        self.repeat, self.min_repeat_ms = int(repeat), float(min_repeat_ms)
         self.post_build = _post_build
         self._lock = locks.Lock()
         self._task = self._key = self._blob = self._timed_on = None
