@@ -1165,6 +1165,24 @@ def test_a_concatenate_of_vectors_of_symbolic_sizes_simplifies_each_sum_once(mon
     np.testing.assert_array_equal(cat(*xs), np.concatenate(xs))
 
 
+def test_the_size_function_of_a_concatenate_of_200_dynamic_arrays_compiles():
+    """Of symbolic sizes (eager jd.numpy, dynamic=True), the output size of a concatenate
+    of 200 arrays is a sum of 200 sizes, whose Python source (the kernel's size function)
+    nested a parenthesis per term: a SyntaxError, "too many nested parentheses", after
+    minutes of compiling. The size function of such a sum, and of a product, against
+    Python's."""
+    from jitdl.runtime.kernel import _tree_code
+    total, product, sizes = ["n", 0], ["n", 0], list(range(3, 303))
+    for k in range(1, 300):
+        total = ["+" if k % 3 else "-", ["+", total, 1], ["n", k]]
+        product = ["*", product, ["-", ["n", k], 1]]
+    names = {f"n{k}": v for k, v in enumerate(sizes)}
+    want = sizes[0] + sum(1 + (v if k % 3 else -v) for k, v in enumerate(sizes[1:], 1))
+    assert eval(_tree_code(total), names) == want     # noqa: S307 - ints only
+    assert eval(_tree_code(product), names) == sizes[0] * int(np.prod(
+        [v - 1 for v in sizes[1:]], dtype=object))     # noqa: S307
+
+
 @pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
 def test_pad_rows_copy_their_middle_with_contiguous_loads(mode):
     """A non-constant pad chooses its source index with `j < 0 ? low : j < n ? j : high`,

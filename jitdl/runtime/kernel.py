@@ -696,18 +696,39 @@ class Kernel(KernelChecks):
 LESS_MEMORY = ("A schedule that computes it in blocks inside its consumer (compute_at) or "
                "inlines it (compute_inline) needs less memory")
 
-_TREE_OPS = {"+": "({} + {})", "-": "({} - {})", "*": "({} * {})", "//": "({} // {})",
-             "%": "({} % {})", "min": "min({}, {})", "max": "max({}, {})"}
+_TREE_OPS = {"//": "({} // {})", "%": "({} % {})", "min": "min({}, {})",
+             "max": "max({}, {})"}      # (+, - and *: see _chain_code)
 
 
 def _tree_code(tree, sizes=None):
     """Python source of a size tree (ints, ["n", k] and known operators only); the k-th
-    size is `n{k}`, or sizes[k]."""
+    size is `n{k}`, or sizes[k]. A chain of sums (or of products) on its left side is
+    written without a parenthesis per step, `(n0 + n1 + n2)`: the size of a concatenate
+    of 200 arrays nests 200 deep, past what Python's parser takes ("too many nested
+    parentheses")."""
     if isinstance(tree, int):
         return str(int(tree))
     if tree[0] == "n":
         return sizes[int(tree[1])] if sizes else f"n{int(tree[1])}"
+    if tree[0] in _CHAINS:
+        return f"({_chain_code(tree, sizes)})"
     return _TREE_OPS[tree[0]].format(_tree_code(tree[1], sizes), _tree_code(tree[2], sizes))
+
+
+_CHAINS = {"+": ("+", "-"), "-": ("+", "-"), "*": ("*",)}   # left-associative, same precedence
+
+
+def _chain_code(tree, sizes):
+    """`a op b op c` of a left-deep chain of one precedence, without parentheses (a loop,
+    not a recursion, down its left side)."""
+    rights, ops = [], _CHAINS[tree[0]]
+    while not isinstance(tree, int) and tree[0] in ops:
+        rights.append((tree[0], tree[2]))
+        tree = tree[1]
+    code = _tree_code(tree, sizes)
+    for op, right in reversed(rights):
+        code += f" {op} {_tree_code(right, sizes)}"
+    return code
 
 
 def _dims_function(sig):
