@@ -1695,6 +1695,26 @@ def test_max_min_into_a_narrower_integer_out_are_numpys():
         same(got, want)
 
 
+def test_max_min_initial_into_an_out_of_another_dtype_are_numpys():
+    """max / min with initial= into an out= of another dtype reduce in out's dtype, as
+    NumPy's loop does: the max of a bool array with initial=100 into an int8 out= is 100
+    (jitdl gave True's 1), the min of uint8 with initial=-7 into float32 is -7 (jitdl
+    raised ScalarOverflowError casting -7 to uint8)."""
+    b = RNG.random((4, 5)) < 0.5
+    u = RNG.integers(0, 256, (4, 5)).astype(np.uint8)
+    w = RNG.random((4, 5)) < 0.5
+    for a, dt, initial in ((b, np.int8, 100), (b, np.float32, 100), (b, np.int64, -7),
+                           (u, np.float32, -7), (u, np.int16, -7), (u, np.float64, 300)):
+        for name in ("max", "min"):
+            for axis, kw in ((None, {}), (1, {}), (1, dict(where=w)), (0, dict(where=w))):
+                shape = () if axis is None else np.delete(a.shape, axis)
+                got, want = np.zeros(shape, dt), np.zeros(shape, dt)
+                assert getattr(jnp, name)(a, axis=axis, out=got, initial=initial,
+                                          **kw) is got
+                getattr(np, name)(a, axis=axis, out=want, initial=initial, **kw)
+                same(got, want)
+
+
 def test_clip_of_bools_without_bounds_is_numpys_error():
     """clip of a bool array (or a bool) with neither bound is NumPy 2's no-loop error for
     positive, eagerly and inside a definition; with a bound, or with dtype=, a result."""

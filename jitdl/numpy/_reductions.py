@@ -170,8 +170,11 @@ def _numpy_total(a, dtype, out):
     return kind in ("i", "u") and type(out) is np.ndarray and out.dtype == _BOOL
 
 
-def _numpy_extreme(a, out):
-    """Whether NumPy's max or min (nanmax, nanmin) answers a call on arrays: an integer
+def _numpy_extreme(a, out, initial=None):
+    """Whether NumPy's max or min (nanmax, nanmin) answers a call on arrays: an initial=
+    into an out= of another dtype than the array's, which NumPy's loop of out's dtype
+    takes as it is (the max of a bool array with initial=100 into an int8 out= is 100,
+    not True; of uint8 with initial=-7 into a float one -7, not an overflow); an integer
     array into an integer out= of the other signedness or a narrower one, which NumPy
     reduces in out's dtype (the max of int8 [-5, 3, 100] into a uint8 out= is 251, the
     max of uint8(-5); into a narrower out= NumPy's first element goes through out's
@@ -179,9 +182,13 @@ def _numpy_extreme(a, out):
     in the array's; a float array into an unsigned out=, whose elements NumPy casts
     first on most shapes (the max of [85.3, -110.2, 3.0, ...] into uint8 is 146, the
     cast of -110.2)."""
-    if type(out) is not np.ndarray or out.dtype.kind not in "iu":
+    if type(out) is not np.ndarray:
         return False
     dt = _array_dtype(a)
+    if initial is not None and dt is not None and dt != out.dtype:
+        return True
+    if out.dtype.kind not in "iu":
+        return False
     return dt is not None and (dt.kind in "iu" and (dt.kind != out.dtype.kind or
                                                     dt.itemsize > out.dtype.itemsize)
                                or dt.kind == "f" and out.dtype.kind == "u")
@@ -272,7 +279,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
         return _plain("max", red.max_, a, static, keepdims)
-    if out is not None and _numpy_extreme(a, out):
+    if out is not None and _numpy_extreme(a, out, initial):
         return _by_numpy("max", a, axis, out, keepdims, **_given(
             initial=(initial, None), where=(where, True)))
     if axis is not None:
@@ -290,7 +297,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):  # no
     static = _plain_axis(a, axis, "", where, keepdims, out, initial)
     if static is not None:
         return _plain("min", red.min_, a, static, keepdims)
-    if out is not None and _numpy_extreme(a, out):
+    if out is not None and _numpy_extreme(a, out, initial):
         return _by_numpy("min", a, axis, out, keepdims, **_given(
             initial=(initial, None), where=(where, True)))
     if axis is not None:
@@ -912,8 +919,9 @@ STATUS.update({
           "computed in floating point and cast" + (")" if n == "mean" else "")
        for n in ("mean", "var", "std")},
     **{n: "done (an integer array into an integer out= of the other signedness or a "
-          "narrower one, or a float array into an unsigned one: NumPy's function, which "
-          "reduces in out's dtype)" for n in ("max", "min")},
+          "narrower one, a float array into an unsigned one, or initial= into an out= of "
+          "another dtype: NumPy's function, which reduces in out's dtype)"
+       for n in ("max", "min")},
     "average": "partial: weights broadcast against a (NumPy wants them 1-d along axis or "
                "a's shape); with returned=True on arrays the weights' sum is NumPy's",
     "nansum": "partial: initial=/where= by NumPy's function (on arrays only)",
