@@ -1572,6 +1572,25 @@ def test_average_takes_numpys_list_and_bool_axes(rng):
         same(jnp.average(a, axis=axis, weights=w), np.average(a, axis=axis, weights=w))
 
 
+def test_average_in_a_definition_takes_numpys_list_and_bool_axes(rng):
+    """Inside a definition (and on GPU arrays) jnp.average refused a list or bool axis
+    (ArgumentError: 'list' object cannot be interpreted as an integer) that np.average
+    and jnp.average on NumPy arrays take; they are read as NumPy's axis tuples there too."""
+    a = rng.standard_normal((3, 4, 5))
+    w = rng.random((3, 4, 5)) + 0.1
+    for axis in ([0, 1], [2], [-1, 0], True, np.array([1])):
+        for kw in ({}, {"keepdims": True}):
+            @jd.compute
+            def f(X):
+                return jnp.average(X, axis=axis, **kw)
+
+            @jd.compute
+            def g(X, W):
+                return jnp.average(X, axis=axis, weights=W, **kw)
+            same(f(a), np.average(a, axis=axis, **kw))
+            same(g(a, w), np.average(a, axis=axis, weights=w, **kw))
+
+
 def test_weighted_average_compiles_once_for_many_shapes(rng):
     """average with weights has symbolic extents as mean has (it compiled a kernel per
     shape); NumPy's weight checks still hold for each new shape."""

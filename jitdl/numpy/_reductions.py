@@ -703,6 +703,11 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         axes = _axis_tuple(axis, np.ndim(a), argname="axis")
         if type(axis) is not int and type(axis) is not tuple:
             axis = axes[0] if len(axes) == 1 else axes
+    elif axis is not None and type(axis) is not int and type(axis) is not tuple:
+        # (a tensor or a GPU array: NumPy's list and bool axes too, which the kernel's
+        # axes, an int or a tuple, refuse)
+        axes = _axis_tuple(axis, a.ndim, argname="axis")
+        axis = axes[0] if len(axes) == 1 else axes
     if returned:
         if is_symbolic(a) or is_symbolic(weights):
             return apply("average", red.average, (a, weights), _static(
