@@ -1369,3 +1369,21 @@ def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
         # min(A_n0 - i_o*16, 16) ran whole on every thread of the block
         assert "d0_r < jd_imin" not in src
         close(got, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_average_returned_of_gpu_arrays(dev, rng):
+    """jnp.average(..., returned=True) of GPU arrays: its second result, the weights'
+    sum, went through NumPy's asanyarray (a 0-d object array here, an error on CuPy's
+    arrays) and came back as the float 1.0 or an AxisError; now the array module's."""
+    x = rng.standard_normal((2, 3, 4))
+    w = rng.random((2, 3, 4)) + 0.1
+    for kw in (dict(axis=1), dict(axis=1, weights=w), {}, dict(axis=-1, weights=w[0, 0]),
+               dict(axis=[0, 2], weights=w, keepdims=True)):
+        want = np.average(x, returned=True, **kw)
+        if "weights" in kw:
+            got = on_gpu(dev, lambda a, b: jnp.average(
+                a, returned=True, **{**kw, "weights": b}), x, kw["weights"])
+        else:
+            got = on_gpu(dev, lambda a: jnp.average(a, returned=True, **kw), x)
+        for g, e in zip(got, want):
+            close(g, e)

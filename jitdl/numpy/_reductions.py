@@ -713,6 +713,12 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             return apply("average", red.average, (a, weights), _static(
                 axis, keepdims) + (("returned", True),), None, ("a", "weights"))
         avg = average(a, axis, weights, keepdims=keepdims)
+        if is_device_array(a) or is_device_array(weights):
+            # (the weights' sum of GPU arrays: CuPy's average's, where _weight_sum's NumPy
+            # functions would refuse them, or read one as a 0-d object array)
+            fn = array_module_function("average", np.average, (a, weights), {})
+            return avg, fn(a, axis=axis, weights=weights, returned=True,
+                           **({"keepdims": True} if keepdims else {}))[1]
         return avg, _weight_sum(a, axis, weights, keepdims, avg)
     if weights is None:
         r = _empty_slice(apply("mean", red.mean, (a,), _static(axis, keepdims), None, _A),
