@@ -239,6 +239,9 @@ def test_budget_parsing():
         with pytest.raises(ValueError, match=r"JITDL_TUNE_BUDGET: '(0.5|2.5)' is no number "
                                              r"of trials; give a whole number \("):
             parse_budget(text)
+    for text in (",", " , ", ""):          # were no limit at all
+        with pytest.raises(ValueError, match=r"JITDL_TUNE_BUDGET: '[ ,]*' is no budget"):
+            parse_budget(text)
 
 
 def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():

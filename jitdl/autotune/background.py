@@ -47,6 +47,10 @@ def parse_budget(text):
             trials = int(value)
         else:
             seconds = value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    if trials is None and seconds is None:     # ("," would read as no limit at all)
+        raise ValueError(f"JITDL_TUNE_BUDGET: {text!r} is no budget; give trials (\"64\"), "
+                         "seconds (\"90s\") or both (\"64,120s\"), or leave it unset for "
+                         "the default")
     return trials, seconds
 
 
