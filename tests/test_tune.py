@@ -342,3 +342,39 @@ def test_an_unreadable_budget_is_said_when_the_function_is_made(monkeypatch):
     with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET: cannot read 'lots'"):
         jd.compute(lambda X: X, autotune="background")
     jd.compute(lambda X: X)                      # no autotune: the budget is not read
+
+
+@jd.compute(autotune="background")
+def _scaled_in_a_pool(X):
+    return jd.tensor(X.shape, lambda i: X[i] * 3.0, name="Y")
+
+
+def _call_in_a_pool_worker(n):
+    import logging
+    from jitdl.autotune import background
+    said = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: said.append((record.levelno, record.getMessage()))
+    logger = logging.getLogger("jitdl.tune")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    x = np.arange(n, dtype=np.float64)
+    y = _scaled_in_a_pool(x)
+    background.get().wait(60)
+    states = [job.state for job in _scaled_in_a_pool._jobs.values()]
+    return np.array_equal(y, x * 3.0), said, states
+
+
+def test_background_tuning_in_a_pools_worker_runs_the_default_quietly():
+    """A pool's workers are daemonic processes, which cannot start the runner's worker
+    processes: each shape's job failed with the warning "daemonic processes are not
+    allowed to have children". Background tuning is off there, said once at info level,
+    and the default kernel runs."""
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        results = pool.map(_call_in_a_pool_worker, [8, 9, 10])
+    assert all(ok for ok, _, _ in results), results
+    said = [s for _, messages, _ in results for s in messages]
+    assert all(level < 30 for level, _ in said), said
+    assert len(said) == 1 and "daemonic" in said[0][1], said
+    assert all(s == "stopped" for _, _, states in results for s in states), results

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import logging
 import math
+import multiprocessing
 import os
 import queue
 import re
@@ -102,6 +103,17 @@ class Background:
         self._lock = locks.Lock()
 
     def submit(self, job):
+        if multiprocessing.current_process().daemon:
+            # (a pool's worker: daemonic processes cannot start the runner's workers, and
+            # each key's job failed with a warning)
+            global _daemon_said
+            if not _daemon_said:
+                _daemon_said = True
+                log.info("background tuning is off in a daemonic process (a pool's "
+                         "worker): it cannot start worker processes; the default "
+                         "kernels run")
+            job.state, job.error, job.args = "stopped", "a daemonic process", None
+            return
         with self._lock:
             if self._stop.is_set():
                 return
@@ -186,6 +198,7 @@ class Background:
 
 _background = None
 _lock = locks.Lock()
+_daemon_said = False            # the note that a daemonic process does not tune, given
 
 
 def _after_fork_in_child():
