@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from jitdl.codegen import cuda as cuda_codegen
@@ -98,7 +99,8 @@ class Lowered:
         kernel's texts both need it)."""
         func, text = self._printed
         if func is not self.func:
-            text = str(self.func)
+            with _not_too_deep(self.graph):
+                text = str(self.func)
             self._printed = (self.func, text)
         return text
 
@@ -210,9 +212,24 @@ def _auto_level(graph, target, options, config, level):
     return _Scheduled(sched, cfg, nests, time.perf_counter() - t0, target.auto_levels[level])
 
 
+@contextmanager
+def _not_too_deep(graph):
+    """A RecursionError of a pass is the DefinitionError of too deep an expression."""
+    try:
+        yield
+    except RecursionError:
+        from jitdl.capture.trace import too_deep
+        raise too_deep(graph) from None
+
+
 def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config=None,
           until=None, texts=False) -> Lowered:
     """Run the loop-IR passes (schedule ... verify), or up to `until`."""
+    with _not_too_deep(graph):
+        return _lower(graph, target, options, steps, schedule_fn, config, until, texts)
+
+
+def _lower(graph, target, options, steps, schedule_fn, config, until, texts):
     _check_until(until)
     target = get_target(target)
     times, kept = {}, {}
@@ -255,6 +272,11 @@ def lower(graph, target, options=Options(), steps=None, schedule_fn=None, config
 
 def build(low: Lowered, target, options=Options(), until=None) -> Artifact:
     """Code generation and optimisation of a lowered function (its "verify" pass run)."""
+    with _not_too_deep(low.graph):
+        return _build(low, target, options, until)
+
+
+def _build(low, target, options, until):
     _check_until(until)
     target = get_target(target)
     if "verify" not in low.times:

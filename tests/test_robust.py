@@ -1135,6 +1135,40 @@ def test_a_chain_of_selects_on_its_last_value_compiles_in_its_own_size(rng, monk
     assert len(calls) < 20 * 12, len(calls)
 
 
+def test_a_chain_of_selects_too_deep_for_the_passes_is_a_definition_error(rng):
+    """A chain of selects on an index within MAX_BODY_DEPTH levels takes some passes (the
+    bounds of each arm under its narrowed condition, the loop-IR printer) several calls
+    a level: 95 steps (290 levels) raised a bare RecursionError from the bounds analysis.
+    It is the DefinitionError of too deep an expression now, naming the depth and the
+    line (30 steps under a recursion limit of 300 more frames than the test's, fast)."""
+    import sys
+    caller_depth, frame = 0, sys._getframe()
+    while frame is not None:
+        caller_depth, frame = caller_depth + 1, frame.f_back
+
+    @jd.compute
+    def collatz(x):
+        def body(i):
+            v = i + 1
+            for _ in range(30):
+                v = jd.select(v % 2 == 0, v // 2, 3 * v + 1)
+            return x[v % 1000] * 2.0
+        return jd.tensor((1000,), body, name="y")
+    limit, said = sys.getrecursionlimit(), ("no error", "", None)
+    sys.setrecursionlimit(caller_depth + 300)
+    try:
+        collatz(rng.standard_normal(1000))
+    except Exception as e:      # (no traceback kept: pytest's of 300 frames took minutes)
+        said = (type(e).__name__, str(e)[:200], getattr(e, "loc", None))
+    finally:
+        sys.setrecursionlimit(limit)
+    kind, message, loc = said
+    assert kind == "DefinitionError", said
+    assert message.startswith("collatz: the expression of y nests 95 levels deep, too "
+                              "deep for the compiler's passes"), message
+    assert loc.filename == __file__, loc
+
+
 def _index_squarings(i, n):
     for _ in range(n):
         i = (i * i + 1) % 7

@@ -303,6 +303,20 @@ def expr_depth(e):
     return depth[id(e)]
 
 
+def too_deep(graph):
+    """The DefinitionError for a pass that went past Python's recursion limit on graph's
+    expressions within MAX_BODY_DEPTH (a chain of selects on an index takes some passes
+    several calls a level): the depth and line of its deepest stage."""
+    depth, t = max(((expr_depth(t.op.body), t) for t in stages_of(graph.outputs)),
+                   key=lambda p: p[0])
+    return DefinitionError(f"{graph.name}: the expression of {t.name} nests {depth} levels "
+                           "deep, too deep for the compiler's passes (a chain of selects "
+                           "takes some of them several calls a level): compute a part of "
+                           "it as a tensor of its own (jd.tensor, index notation, or "
+                           "jd.numpy calls), which the compiler fuses back where that is "
+                           "safe", t.op.loc)
+
+
 def inline(cap: Captured, args, fname):
     """Run a definition on the tensors and expressions of the definition being traced:
     its stages become part of that graph. Unnamed result stages take the function's name
