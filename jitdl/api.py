@@ -825,10 +825,19 @@ class Function:
         args = self._args(args, kwargs)
         return _median_time(self._kernel_of(args), args, repeat, min_time)
 
-    def export(self, path, /, *example_args, **kwargs):
-        """Write the compiled kernel for these arguments, with its signature, to one file
-        that `jd.load(path)` runs in a process that never sees this source."""
+    def export(self, *example_args, **kwargs):
+        """f.export(path, *args, **kwargs): write the compiled kernel for these arguments,
+        with its signature, to one file that `jd.load(path)` runs in a process that never
+        sees this source. `path=` names the file too, unless the definition has a
+        parameter of that name (then path= is its argument and the file comes first)."""
         from jitdl.cache import export     # lazy: only exports need it
+        if "path" in kwargs and "path" not in self.param_names:
+            path = kwargs.pop("path")
+        elif example_args:
+            path, example_args = example_args[0], example_args[1:]
+        else:
+            raise ArgumentError(f"{self.name}.export(): missing the file to write: "
+                                f"{self.name}.export(path, *args)", user_loc())
         example_args = self._args(example_args, kwargs)
         k = self._cpu_kernel("export", example_args)
         export.write(path, self.name, [(self._specs(example_args), k)], self.signature)

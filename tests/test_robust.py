@@ -409,6 +409,22 @@ def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     assert_matches(g(x, 2.5), x * 2.5, F64)
 
 
+def test_export_takes_its_file_as_path_where_no_parameter_has_that_name(tmp_path, rng):
+    """f.export(path=file, X=x) wrote the file until the file became positional only
+    (for `def f(X, path)`, above), then was a bare TypeError; a definition without a
+    parameter named path takes path= as the file again, and no file at all is an
+    ArgumentError that says what is missing."""
+    @jd.compute
+    def doubled(X):
+        return jd.tensor(X.shape, lambda i: X[i] * 2.0)
+    x = rng.standard_normal(5)
+    file = tmp_path / "doubled.jdx"
+    assert doubled.export(path=file, X=x) == file
+    assert_matches(jd.load(file)(x), x * 2.0, F64)
+    with pytest.raises(jd.ArgumentError, match="missing the file to write"):
+        doubled.export()
+
+
 def test_what_compute_cannot_take_is_said_at_the_decorator():
     """A partial, a callable object, a builtin or a @jd.compute function failed with an
     AttributeError from inside jitdl ('no attribute __code__', '__name__'), static=5 and
