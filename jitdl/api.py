@@ -177,17 +177,20 @@ class Function:
             if "target" in kwargs and "target" not in self.param_names:
                 return self._call_on(kwargs.pop("target"), self._bind(args, kwargs), out)
             args = self._bind(args, kwargs)
-        return self._call_bound(args, out)
-
-    def _call_bound(self, args, out):
-        """The call of bound arguments (one value per parameter, in their order)."""
-        try:
+        try:                # (the per-call path: a compiled kernel, run)
             k = self._kernels[self._call_key(args)]
         except (KeyError, TypeError):     # not compiled yet; an unhashable static value
-            k = None
-        if k is None:
-            if any(isinstance(a, _SYMBOLIC) for a in args):
-                return self._inline(args, out)
+            return self._call_bound(args, out)
+        return k.run(args, out)
+
+    def _call_bound(self, args, out):
+        """The call of bound arguments (one value per parameter, in their order): inlined
+        into another definition, or run on a kernel compiled on first use."""
+        if any(isinstance(a, _SYMBOLIC) for a in args):
+            return self._inline(args, out)
+        try:
+            k = self._kernels[self._call_key(args)]
+        except (KeyError, TypeError):
             key = self._key(args)
             k = self._kernels.get(key) or self._compile(args, key)
         return k.run(args, out)
