@@ -784,7 +784,8 @@ class Function:
 
     def asm(self, *args, **kwargs):
         """The host assembly of the specialisation for these arguments."""
-        return Text(engine.assembly(self._cpu_kernel("asm", self._args(args, kwargs)).texts["llvm_ir"]))
+        k = self._cpu_kernel("asm", self._args(args, kwargs))
+        return Text(engine.assembly(k.texts["llvm_ir"]))
 
     def _cpu_kernel(self, what, args):
         k = self._kernel_of(args)

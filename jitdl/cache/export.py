@@ -104,6 +104,10 @@ class ExportedFunction:
             params = _signature([[x[1], "POSITIONAL_OR_KEYWORD", []]
                                  for x in (first.sig.layout if first else ())])
         self._params = self.__signature__ = params
+        # (a call of one value per parameter skips binding, unless some parameter is
+        # keyword-only, which is never given by position: as Function's _nfast)
+        self._nfast = -1 if any(p.kind == p.KEYWORD_ONLY for p in
+                                params.parameters.values()) else len(params.parameters)
 
     def __call__(self, *args, out=None, **kwargs):
         if out is not None and "out" in self._params.parameters:    # `def f(X, out)`
@@ -118,9 +122,8 @@ class ExportedFunction:
         """The arguments in the definition's order, by position or by its parameters'
         names (a call that leaves one out or adds one is an ArgumentError saying so, not
         an IndexError of the dispatch)."""
-        if not kwargs and len(args) == len(self._params.parameters) and not any(
-                p.kind == p.KEYWORD_ONLY for p in self._params.parameters.values()):
-            return args         # (a keyword-only parameter is never given by position)
+        if not kwargs and len(args) == self._nfast:
+            return args
         try:
             bound = self._params.bind(*args, **kwargs)
             bound.apply_defaults()
