@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -34,7 +35,7 @@ from jitdl.cache import runtime_code  # noqa: F401  (keeps the memory pool's cod
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
 from jitdl.errors import (ArgumentError, ArgumentShapeError, ArgumentValueError, JitdlError,
-                          OutArgumentError, ScheduleError, user_loc)
+                          OutArgumentError, PerformanceWarning, ScheduleError, user_loc)
 from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
@@ -46,6 +47,7 @@ from jitdl.te.tensor import Tensor
 from jitdl import locks
 
 log = logging.getLogger("jitdl.cache")
+EXPORT_PATTERNS = 32    # kernels of size-1 patterns an export writes at most (_size_patterns)
 tlog = logging.getLogger("jitdl.tune")
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 _SYMBOLIC = (Tensor, Expr, IterVar)     # values a definition is traced with
@@ -844,8 +846,58 @@ class Function:
                                 f"{self.name}.export(path, *args)", user_loc())
         example_args = self._args(example_args, kwargs)
         k = self._cpu_kernel("export", example_args)
-        export.write(path, self.name, [(self._specs(example_args), k)], self.signature)
+        kernels = {self._key(example_args): (self._specs(example_args), k)}
+        for args in self._size_patterns(example_args):
+            key = self._key(args)
+            if key in kernels:
+                continue
+            try:
+                kernels[key] = (self._specs(args), self._cpu_kernel("export", args))
+            except JitdlError as e:       # (sizes this definition refuses: no kernel)
+                log.info("export %s: no kernel for %s: %s", self.qualname,
+                         _describe(self.param_names, self._specs(args)), e)
+        export.write(path, self.name, list(kernels.values()), self.signature)
         return path
+
+    def _size_patterns(self, args):
+        """Arguments like `args` in every other pattern of sizes 1 of the dynamic arrays'
+        symbolic dimensions (each pattern is a kernel of its own, as broadcasting is part of
+        the key), for an export: a loaded export cannot compile, and a call of size 1 there
+        (X of shape (1, n), a batch of one) needs its pattern's kernel. At most
+        EXPORT_PATTERNS, the patterns with fewest dimensions of size 1 first. The arrays
+        are views of one element (only their shapes and dtypes are read)."""
+        dims = []                       # (position, dimension) of each symbolic dimension
+        for n in self._dynamic_pos:
+            a = args[n]
+            if type(a) is not np.ndarray:
+                continue
+            which = self._dims.get(n, True)
+            dims += [(n, d) for d in range(a.ndim) if which is True or d in which
+                     or d - a.ndim in which]
+        if not dims:
+            return []
+        import itertools
+        out = []
+        for ones in range(len(dims) + 1):
+            for chosen in itertools.combinations(dims, ones):
+                if len(out) >= EXPORT_PATTERNS:
+                    warnings.warn(
+                        f"{self.name}.export(): {len(dims)} symbolic dimensions make "
+                        f"{2 ** len(dims)} patterns of sizes 1; the export holds kernels "
+                        f"for the first {EXPORT_PATTERNS} (fewest dimensions of size 1); "
+                        f"dynamic= naming only the dimensions that vary (dynamic={{'X': 0}}: "
+                        f"the batch) makes fewer", PerformanceWarning, stacklevel=3)
+                    return out
+                shapes = {n: list(args[n].shape) for n, _ in dims}
+                for n, d in dims:           # (a size of 1 in the example: another)
+                    shapes[n][d] = shapes[n][d] if shapes[n][d] != 1 else 2
+                for n, d in chosen:
+                    shapes[n][d] = 1
+                new = list(args)
+                for n, shape in shapes.items():
+                    new[n] = np.broadcast_to(np.zeros((), args[n].dtype), tuple(shape))
+                out.append(tuple(new))
+        return out
 
     # -- tuning -----------------------------------------------------------------------------
     def tune(self, *args, trials=_Default(200), timeout=_Default(None),

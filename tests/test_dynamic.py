@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jitdl as jd
-from jitdl.errors import ArgumentError, DefinitionError
+from jitdl.errors import ArgumentError, DefinitionError, PerformanceWarning
 from jitdl.target import get as get_target
 
 RNG = np.random.default_rng(7)
@@ -451,6 +451,56 @@ def test_export_and_load(tmp_path):
     for n, m in [(2, 3), (7, 11)]:
         x, y = rand(n, m), rand(n, m)
         np.testing.assert_array_equal(loaded(x, y), x + y)
+
+
+def test_an_export_serves_sizes_of_1_and_their_broadcasting(tmp_path):
+    """A dynamic export held the example's size pattern only: a loaded export called with
+    X of shape (1, n) (a batch of one) was 'no exported kernel for ... float64[1, None]',
+    where the definition promises one kernel for every batch size. The export now holds
+    each pattern of sizes 1, so broadcasting (X (1, n) + Y (m, n)) and a squeeze give
+    NumPy's answer, as the function in this process does."""
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X * 2 + Y
+    @jd.compute(dynamic=True)
+    def squeezed(X):
+        return jd.numpy.squeeze(X) + 1
+    add.export(str(tmp_path / "add.jdx"), rand(3, 5), rand(3, 5))
+    squeezed.export(str(tmp_path / "sq.jdx"), rand(3, 5))
+    g, s = jd.load(str(tmp_path / "add.jdx")), jd.load(str(tmp_path / "sq.jdx"))
+    for xs, ys in [((1, 5), (1, 5)), ((1, 7), (4, 7)), ((4, 1), (4, 6)), ((6, 3), (1, 3)),
+                   ((1, 1), (5, 2)), ((1, 1), (1, 1)), ((0, 3), (1, 3)), ((1, 0), (3, 0)),
+                   ((13, 17), (13, 17))]:
+        x, y = rand(*xs), rand(*ys)
+        want = x * 2 + y
+        got = np.full(want.shape, np.nan)
+        assert g(x, y, out=got) is got
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(g(x, y), add(x, y))
+        x1 = rand(*xs)
+        np.testing.assert_array_equal(s(x1), np.squeeze(x1) + 1)
+    with pytest.raises(jd.ArgumentError, match="shape mismatch"):
+        g(rand(2, 5), rand(3, 5))
+    # an example of size 1 serves the other sizes too
+    add.export(str(tmp_path / "one.jdx"), rand(1, 4), rand(1, 4))
+    x, y = rand(9, 4), rand(9, 4)
+    np.testing.assert_array_equal(jd.load(str(tmp_path / "one.jdx"))(x, y), x * 2 + y)
+
+
+def test_an_export_of_many_dynamic_dimensions_says_which_patterns_it_holds(
+        tmp_path, monkeypatch):
+    import jitdl.api
+    monkeypatch.setattr(jitdl.api, "EXPORT_PATTERNS", 3)
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X + Y
+    with pytest.warns(PerformanceWarning, match=r"16 patterns of sizes 1.*first 3 .*dynamic=\{'X': 0\}"):
+        add.export(str(tmp_path / "add.jdx"), rand(3, 5), rand(3, 5))
+    g = jd.load(str(tmp_path / "add.jdx"))
+    x, y = rand(1, 5), rand(4, 5)
+    np.testing.assert_array_equal(g(x, y), x + y)       # (one dimension of size 1: kept)
+    with pytest.raises(ArgumentError, match="no exported kernel"):
+        g(rand(1, 1), rand(4, 5))
 
 
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
