@@ -503,6 +503,44 @@ def test_an_export_of_many_dynamic_dimensions_says_which_patterns_it_holds(
         g(rand(1, 1), rand(4, 5))
 
 
+def test_a_split_knob_of_a_symbolic_loop(tmp_path):
+    """cfg.split("ti", i) in the schedule of a dynamic definition was a SymbolicValueError
+    from inside jitdl ('the condition `A_n0 > 8` is symbolic ... write a select'): the
+    default factor was chosen from the extent. A symbolic extent now has the powers of two
+    to 64 as options, 8 the default; the kernel (and its export) serves every size."""
+    @jd.compute(dynamic=True)
+    def matmul(A, B):
+        n, k = A.shape
+        _, m = B.shape
+        C[i, j] = sum(A[i, r] * B[r, j] for r in range(k))
+        return C
+
+    @jd.schedule(matmul, target="cpu")
+    def matmul_cpu(s, cfg):
+        C = s["C"]
+        i, j = C.axis
+        (k,) = C.reduce_axis
+        io, ii = s.split(i, cfg.split("ti", i))
+        jo, ji = s.split(j, cfg.split("tj", j))
+        s.reorder(io, jo, k, ii, ji)
+        s.vectorize(ji)
+
+    a, b = rand(13, 7), rand(7, 9)
+    space = matmul.config_space(a, b)
+    assert len(space) == 49 and space.knobs["ti"].options[0] == 8
+    with pytest.raises(jd.ScheduleError, match="split factor of a loop of a size known"):
+        matmul.with_config(ti=0)(a, b)
+    tiled = matmul.with_config(ti=4, tj=2)
+    tiled.export(str(tmp_path / "mm.jdx"), a, b)
+    loaded = jd.load(str(tmp_path / "mm.jdx"))
+    for n, k, m in [(13, 7, 9), (0, 3, 5), (1, 1, 1), (31, 1, 17), (97, 61, 3), (2, 5, 1)]:
+        a, b = rand(n, k), rand(k, m)
+        for f in (matmul, tiled, loaded):
+            got = np.full((n, m), np.nan)
+            f(a, b, out=got)
+            np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+
+
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     """An intermediate of one argument's size read with another argument at the same
     index: the two sizes must agree, checked at the call (this was refused: the bounds

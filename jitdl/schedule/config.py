@@ -26,13 +26,15 @@ class _Knob:
 class SplitKnob(_Knob):
     """The inner extent of a split of a loop of `extent` iterations."""
     name: str
-    extent: int
+    extent: int | None      # (None: a symbolic extent, known at the call)
     options: tuple
     default: int
 
     def check(self, v):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            return f"a positive int (a split factor of a loop of {self.extent}), got {v!r}"
+            of = "a loop of a size known at the call" if self.extent is None else \
+                f"a loop of {self.extent}"
+            return f"a positive int (a split factor of {of}), got {v!r}"
         return None
 
 
@@ -183,6 +185,9 @@ def _distinct(options, what="cfg"):
     return tuple(out)
 
 
+_POWERS = (1, 2, 4, 8, 16, 32, 64)     # split factors of a symbolic extent
+
+
 def _split_candidates(extent):
     return tuple(sorted({f for f in (1, 2, 4, 8, 16, 32, 64) if f <= max(extent, 1)}
                         | {d for d in range(1, min(extent, 64) + 1) if extent % d == 0}))
@@ -227,13 +232,16 @@ class Config:
         use. Any positive factor may be given; `candidates` (default: divisors and powers
         of two up to 64) are what a tuner tries, the first being the default."""
         ext = axis if isinstance(axis, int) else self._axis_extent(axis)
+        if not isinstance(ext, int):     # a dynamic definition's symbolic extent (X_n0):
+            ext = None                   # the factors of an extent known only at the call
         if candidates is not None:       # (a NumPy array too: it has no truth value)
             candidates = _distinct(candidates, f"cfg.split({name!r})")
         if candidates:
             options = candidates
         else:                             # the default first, as in every knob
-            default = _default_factor(ext)
-            options = (default,) + tuple(c for c in _split_candidates(ext) if c != default)
+            default = 8 if ext is None else _default_factor(ext)
+            options = (default,) + tuple(c for c in (_POWERS if ext is None else
+                                                     _split_candidates(ext)) if c != default)
         return self._value(SplitKnob(name, ext, options, options[0]))
 
     def choice(self, name, options):
