@@ -541,6 +541,36 @@ def test_a_split_knob_of_a_symbolic_loop(tmp_path):
             np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
 
 
+def test_call_time_shape_and_out_errors_name_the_callers_line(tmp_path):
+    """A dynamic kernel's 'shape mismatch' (and out= errors of any kernel) named no line,
+    or `File "<string>"`: the generated per-call code's frame was taken for the user's.
+    Each now names the line of the call, in this process and from a loaded export."""
+    import inspect
+
+    @jd.compute(dynamic=True)
+    def both(X, Y):
+        return X + Y * 3, X.sum(axis=1)
+    x, y = rand(3, 5), rand(3, 5)
+    both.export(str(tmp_path / "both.jdx"), x, y)
+    for f in (both, jd.load(str(tmp_path / "both.jdx"))):
+        for _ in range(2):          # (the first call and the compiled per-call path)
+            with pytest.raises(ArgumentError, match="shape mismatch") as e:
+                line = inspect.currentframe().f_lineno + 1
+                f(x, rand(4, 5))
+            assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+            for out, what in (((np.empty((3, 6)), np.empty(3)), "expected shape"),
+                              ((np.empty((3, 5)),), "must hold 2"),
+                              (np.empty((3, 5)), "must be a tuple")):
+                with pytest.raises(ArgumentError, match=what) as e:
+                    line = inspect.currentframe().f_lineno + 1
+                    f(x, y, out=out)
+                assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+        o, s = np.full((3, 5), np.nan), np.full(3, np.nan)
+        f(x, y, out=(o, s))
+        np.testing.assert_allclose(o, x + y * 3, rtol=1e-12)
+        np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-12)
+
+
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     """An intermediate of one argument's size read with another argument at the same
     index: the two sizes must agree, checked at the call (this was refused: the bounds

@@ -18,7 +18,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
                           ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc,
-                          value_check_message)
+                          user_loc, value_check_message)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -650,10 +650,11 @@ class Kernel(KernelChecks):
         else:
             raise ArgumentError(f"{self.fname}(): out= must be a tuple of "
                                 f"{len(self.out_specs)} arrays ({', '.join(self.out_names)}), "
-                                f"got {type(out).__name__}")
+                                f"got {type(out).__name__}", user_loc())
         if len(given) != len(self.out_specs):
             raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
-                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
+                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}",
+                                user_loc())
         for j, a in enumerate(given):
             for k in range(j):
                 b = given[k]
@@ -662,18 +663,19 @@ class Kernel(KernelChecks):
                     raise OutArgumentError(
                         f"{self.fname}(): out= for {self.out_names[k]} and "
                         f"{self.out_names[j]} share memory; each output needs an array "
-                        "of its own")
+                        "of its own", user_loc())
         outs = []
         for o, name, (shape, dtype) in zip(given, self.out_names, out_specs):
             if not isinstance(o, np.ndarray):
                 raise ArgumentError(f"{self.fname}(): out= for {name}: expected a NumPy array, "
-                                    f"got {type(o).__name__}")
+                                    f"got {type(o).__name__}", user_loc())
             if o.shape != shape or o.dtype != dtype:
                 raise OutArgumentError(
                     f"{self.fname}(): out= for {name}: expected shape {shape} and dtype "
-                    f"{dtype}, got shape {o.shape} and dtype {o.dtype}")
+                    f"{dtype}, got shape {o.shape} and dtype {o.dtype}", user_loc())
             if not o.flags.writeable:
-                raise OutArgumentError(f"{self.fname}(): out= for {name} is read-only")
+                raise OutArgumentError(f"{self.fname}(): out= for {name} is read-only",
+                                       user_loc())
             overlaps = any(isinstance(a, np.ndarray) and np.may_share_memory(a, o)
                            for a in args)
             if overlaps or not (o.flags.c_contiguous and o.flags.aligned):
@@ -759,7 +761,7 @@ def _dims_function(sig):
         raise ArgumentShapeError(
             f"{sig.fname}(): dimension {d} of the output {name} is "
             f"`{_tree_code(shape[d], named)}` = {value} for these "
-            f"arguments ({given}); a dimension must be >= 0")
+            f"arguments ({given}); a dimension must be >= 0", user_loc())
 
     def disagree(args, k):
         a, pa, da, b, pb, db = sig.agree[k]
@@ -767,9 +769,9 @@ def _dims_function(sig):
         raise ArgumentShapeError(
             f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
             f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
-            f"{b} {sb})")
+            f"{b} {sb})", user_loc())
     namespace = {"disagree": disagree, "negative": negative}
-    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    generated("\n".join(lines), namespace, "dims")
     return namespace["dims"]
 
 
@@ -836,8 +838,17 @@ def _fast_dynamic_run(k):
                  "big": pool.empty,
                  "fast": k.fastcall,
                  **{f"dt{j}": dt for j, (_, dt) in enumerate(k.out_specs)}}
-    exec("\n".join(lines), namespace)       # noqa: S102 - source built from ints above
+    generated("\n".join(lines), namespace, "run")
     return namespace["run"]
+
+
+def generated(source, namespace, what):
+    """exec of Python source generated here (built from ints), under a file name inside
+    the package: its frames are jitdl's, so an error it raises names the user's line
+    (errors.user_loc), not `File "<string>"`."""
+    code = compile(source, os.path.join(os.path.dirname(__file__), f"<generated {what}>"),
+                   "exec")
+    exec(code, namespace)       # noqa: S102 - source built from ints
 
 
 EXPANDED_MIN_BYTES = 64 << 20   # a strided input's copy this large may be refused, if
