@@ -888,7 +888,7 @@ def test_an_exported_function_binds_its_arguments_by_name(tmp_path):
     errs = [ln[4:] for ln in p.stdout.splitlines() if ln.startswith("ERR")]
     assert len(errs) == 4, p.stdout
     assert "'axis'" in errs[0] and "(X, axis)" in errs[0], errs[0]
-    assert "too many" in errs[1] and "'bogus'" in errs[2], errs
+    assert "takes 2 positional arguments but 3" in errs[1] and "'bogus'" in errs[2], errs
     assert "no exported kernel" in errs[3] and "(float64[3, 4], 0)" in errs[3], errs[3]
 
 
@@ -921,7 +921,7 @@ def test_an_exported_function_keeps_the_parameters_defaults(tmp_path):
                        text=True, timeout=TIMEOUT)
     assert p.returncode == 0, p.stderr
     assert "SIG (X, axis=1, shift=(-0.0, 2), s=0.1, *, w)\n" in p.stdout, p.stdout
-    assert "ERR total(): missing a required argument: 'w'" in p.stdout, p.stdout
+    assert "ERR total() is missing the argument 'w'" in p.stdout, p.stdout
 
 
 def test_an_export_with_a_default_it_cannot_keep_after_one_it_keeps_loads(tmp_path):

@@ -571,6 +571,27 @@ def test_call_time_shape_and_out_errors_name_the_callers_line(tmp_path):
         np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-12)
 
 
+def test_an_exported_functions_binding_errors_say_what_a_functions_say(tmp_path):
+    """g(x, Z=y) of a loaded export of `def add(X, Y)` said "missing a required argument:
+    'Y'" (signature.bind's first complaint), where the function itself says the keyword
+    'Z' is unknown; now both say the same words (api._binding_problem)."""
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X + Y
+    x = np.random.default_rng(4).standard_normal((3, 4))
+    g = jd.load(add.export(str(tmp_path / "add.jdx"), x, x))
+    for call, words in [(lambda f: f(x, Z=x), "got an unexpected keyword argument 'Z'"),
+                        (lambda f: f(x, x, x), "takes 2 positional arguments but 3"),
+                        (lambda f: f(x, X=x), "got two values for argument 'X'"),
+                        (lambda f: f(Y=x), "is missing the argument 'X'")]:
+        texts = []
+        for f in (add, g):
+            with pytest.raises(jd.ArgumentError) as e:
+                call(f)
+            texts.append(e.value.message)
+        assert texts[0] == texts[1] and words in texts[1], texts
+
+
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     """An intermediate of one argument's size read with another argument at the same
     index: the two sizes must agree, checked at the call (this was refused: the bounds

@@ -128,10 +128,12 @@ class ExportedFunction:
             bound = self._params.bind(*args, **kwargs)
             bound.apply_defaults()
             return tuple(bound.arguments.values())
-        except TypeError as e:
-            raise ArgumentError(f"{self.name}(): {e}; its parameters are "
-                                f"({', '.join(self._params.parameters)})", user_loc()) \
-                from None
+        except TypeError:
+            from jitdl.api import _binding_problem      # (the words a Function's call says)
+            raise ArgumentError(f"{self.name}() "
+                                f"{_binding_problem(self._params, args, kwargs)}; its "
+                                f"parameters are ({', '.join(self._params.parameters)})",
+                                user_loc()) from None
 
     def _kernel(self, args):
         key = call_key(args, self._static, self._dynamic, self._dims)
