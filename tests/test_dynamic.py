@@ -592,6 +592,38 @@ def test_an_exported_functions_binding_errors_say_what_a_functions_say(tmp_path)
         assert texts[0] == texts[1] and words in texts[1], texts
 
 
+def test_a_loaded_exports_missing_kernel_error_lists_the_nearest_kernels(tmp_path):
+    """A dynamic export holds a kernel per pattern of sizes 1 (16 for two matrices): the
+    'no exported kernel' error listed them all, and took the first kernel differing in
+    one argument as the nearest (int16[1, 4] for a call of int16[None, 1], not
+    int16[None, 4]). It now lists the 8 nearest and how many more, the nearest being the
+    one differing in fewest arguments, then dimensions and dtypes."""
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X + Y
+    i32 = np.ones((3, 4), np.int32)
+    g = jd.load(add.export(str(tmp_path / "add.jdx"), i32, i32))
+    with pytest.raises(ArgumentError) as e:
+        g(np.ones((3, 1)), np.ones((1, 3), np.int32))
+    text = e.value.message
+    assert "argument 'X' is float64[None, 1], the nearest exported kernel takes " \
+           "int32[None, 1];" in text, text
+    assert text.endswith("; and 8 more") and text.count("(int32[") == 8, text
+    assert text.split("the file holds: ")[1].startswith("(int32[None, 1], int32[1, None])")
+
+    @jd.compute(dynamic={"X": 0})
+    def rows(X, v):
+        return X * v
+    g = jd.load(rows.export(str(tmp_path / "rows.jdx"), np.ones((1, 4), np.int16),
+                            np.int16(3)))
+    with pytest.raises(ArgumentError, match=r"the nearest exported kernel takes "
+                       r"int16\[None, 4\]; the file holds: \(int16\[1, 4\], int16\); "
+                       r"\(int16\[None, 4\], int16\)\n"):
+        g(np.ones((3, 1), np.int16), np.int16(3))
+    x = np.arange(12, dtype=np.int16).reshape(3, 4)
+    np.testing.assert_array_equal(g(x, np.int16(3)), x * np.int16(3))
+
+
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     """An intermediate of one argument's size read with another argument at the same
     index: the two sizes must agree, checked at the call (this was refused: the bounds

@@ -142,18 +142,29 @@ class ExportedFunction:
             raise ArgumentError(
                 f"{self.name}(): no exported kernel for arguments "
                 f"{_show_key(key)}{self._nearest(key)}; the file holds: "
-                + "; ".join(_show_key(k) for k in self._kernels), user_loc())
+                + self._held(key), user_loc())
         return k
+
+    def _held(self, key):
+        """The file's kernels as a message lists them: all, in the file's order, or (a
+        dynamic export holds a kernel per pattern of sizes 1) the SHOWN nearest the call
+        and how many more."""
+        held = list(self._kernels)
+        if len(held) <= SHOWN:
+            return "; ".join(map(_show_key, held))
+        near = sorted(held, key=lambda k: _distance(key, k))[:SHOWN]
+        return "; ".join(map(_show_key, near)) + f"; and {len(held) - SHOWN} more"
 
     def _nearest(self, key):
         """', argument 'B' is ..., the nearest exported kernel takes ...': the first
-        argument in which the call differs from the kernel it differs from least."""
+        argument in which the call differs from the kernel it differs from least (fewest
+        arguments, then fewest dimensions)."""
         names = list(self._params.parameters)
         if not self._kernels or len(names) != len(key):
             return ""
         def differ(k):
             return [i for i, (a, b) in enumerate(zip(key, k)) if a != b]
-        near = min(self._kernels, key=lambda k: len(differ(k)))
+        near = min(self._kernels, key=lambda k: _distance(key, k))
         at = differ(near)
         if not at:
             return ""
@@ -168,6 +179,25 @@ class ExportedFunction:
         """Pickled as the file's bytes, loaded again on the other side (a process pool):
         its kernels hold ctypes pointers, which do not pickle."""
         return _loads, self._file
+
+
+SHOWN = 8      # kernels an error lists at most (ExportedFunction._held)
+
+
+def _distance(key, k):
+    """How far a call's key is from a kernel's: (arguments that differ, then among
+    arrays of one rank the dimensions and dtypes that differ)."""
+    args = dims = 0
+    for a, b in zip(key, k):
+        if a != b:
+            args += 1
+            if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2 \
+                    and isinstance(a[0], tuple) and isinstance(b[0], tuple) \
+                    and len(a[0]) == len(b[0]):
+                dims += sum(x != y for x, y in zip(a[0], b[0])) + (a[1] != b[1])
+            else:
+                dims += 1000
+    return args, dims
 
 
 def dynamic_positions(kernels):
