@@ -394,6 +394,36 @@ def test_a_loaded_export_refuses_a_keyword_only_parameter_given_by_position(rng,
     assert_matches(g(x, s=1.5), x * 1.5, F64)
 
 
+@pytest.mark.skipif(__import__("shutil").which("ld") is None,
+                    reason="no `ld` on PATH: exports carry no shared library here")
+def test_a_loaded_export_dlopens_its_libraries_where_the_cache_cannot_be_written(
+        tmp_path, rng, monkeypatch):
+    """A cache directory that cannot be written (a read-only file system) made every
+    kernel of a loaded export (and every cache hit) fall back to MCJIT: the library is
+    written beside the cache to be dlopened. It now goes to a private temporary directory
+    then (16 kernels, read-only tmpfs: ~45-55 ms to load, ~90-130 ms by MCJIT)."""
+    from jitdl.cache import export
+    from jitdl.runtime import native
+
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X + 2 * Y
+    x = rng.standard_normal((3, 4))
+    add.export(tmp_path / "add.jd", x, x)
+    not_a_dir = tmp_path / "file"          # (writing in it fails, as in a read-only one)
+    not_a_dir.write_bytes(b"")
+
+    class Store:
+        root = str(not_a_dir)
+    monkeypatch.setattr(export, "default_store", lambda: Store())
+    monkeypatch.setattr(native, "_loaded", {})         # (not the libraries loaded before)
+    g = jd.load(tmp_path / "add.jd")
+    assert {type(k.loaded) for k in g._kernels.values()} == {native.SharedLoaded}
+    for xs, ys in [((3, 4), (3, 4)), ((1, 4), (5, 4)), ((0, 2), (1, 2))]:
+        a, b = rng.standard_normal(xs), rng.standard_normal(ys)
+        assert_matches(g(a, b), a + 2 * b, F64)
+
+
 def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
     got multiple values for argument 'path'': export's own file argument is positional

@@ -113,7 +113,12 @@ def load(entry, symbol: str, directory: str | None, what: str):
     if entry.shared is not None and enabled():
         try:
             if directory is not None:
-                return load_shared(entry.shared, entry.obj, symbol, directory)
+                try:
+                    return load_shared(entry.shared, entry.obj, symbol, directory)
+                except UnwritableError as e:    # (a read-only cache: a private directory
+                    log.info("cannot write the library of %s to %s (%s); loading it from "
+                             "a temporary directory", what, directory, e)   # then; a noexec
+                    #                             one fails at dlopen: MCJIT, as before)
             d = tempfile.mkdtemp(prefix="jitdl-load-")          # mode 0700
             try:
                 return load_shared(entry.shared, entry.obj, symbol, d)
@@ -140,6 +145,10 @@ def load_shared(shared: bytes, obj: bytes, symbol: str, directory: str):
     return lib
 
 
+class UnwritableError(OSError):
+    """The library could not be written to the directory it is loaded from."""
+
+
 class SharedLoaded:
     """A kernel's shared library, loaded with dlopen (the Loaded interface: address,
     fast_address, direct_address, obj). Use load_shared."""
@@ -147,11 +156,17 @@ class SharedLoaded:
     def __init__(self, shared: bytes, obj: bytes, symbol: str, directory: str):
         # a random name opened exclusively (tempfile.mkstemp's first use costs 0.3 ms)
         path = os.path.join(directory, f".load-{os.getpid()}-{os.urandom(8).hex()}.so")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                     0o700)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(shared)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                         getattr(os, "O_NOFOLLOW", 0), 0o700)
+        except OSError as e:
+            raise UnwritableError(e.errno, e.strerror, path) from None
+        try:
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(shared)
+            except OSError as e:
+                raise UnwritableError(e.errno, e.strerror, path) from None
             self.lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         finally:
             try:
