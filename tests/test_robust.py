@@ -424,6 +424,35 @@ def test_a_loaded_export_dlopens_its_libraries_where_the_cache_cannot_be_written
         assert_matches(g(a, b), a + 2 * b, F64)
 
 
+def test_a_cache_that_cannot_be_written_is_said_once_not_per_kernel(tmp_path, rng,
+                                                                    monkeypatch):
+    """Each kernel a cache could not store warned 'could not write to the kernel cache'
+    (the text naming its entry, so Python's once-per-line filter let every one through):
+    the export of a dynamic definition, which compiles a kernel per pattern of sizes 1,
+    warned 16 times on a read-only cache. Now once per cache and cause."""
+    import errno
+    import warnings
+    from jitdl.cache import store as store_module
+    monkeypatch.setattr(store_module, "_warned", set())     # (what this process said)
+
+    def refuse(self, path, data):
+        raise OSError(errno.EROFS, "Read-only file system", path)
+    monkeypatch.setattr(store_module.Store, "_write", refuse)
+
+    @jd.compute(dynamic=True)
+    def add(X, Y):
+        return X * 3 + Y
+    x = rng.standard_normal((3, 4))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        add.export(tmp_path / "add.jd", x, x)
+    said = [str(w.message) for w in got if "could not write" in str(w.message)]
+    assert len(said) == 1 and "Read-only file system" in said[0], said
+    g = jd.load(tmp_path / "add.jd")
+    a, b = rng.standard_normal((1, 4)), rng.standard_normal((6, 4))
+    assert_matches(g(a, b), a * 3 + b, F64)
+
+
 def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
     got multiple values for argument 'path'': export's own file argument is positional

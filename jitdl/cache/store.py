@@ -287,8 +287,10 @@ class Store:
             if fast_key is not None:
                 self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
             self._evict_when_full(len(data))
-        except OSError as e:
-            errors.warn(f"jitdl: could not write to the kernel cache: {e}", CacheWarning)
+        except OSError as e:            # (once per cause: an export, or a function called
+            #                                 over many shapes, does not repeat it per kernel)
+            warn_once(("write", self.root, e.errno),
+                      f"jitdl: could not write to the kernel cache: {e}")
 
     def add_shared(self, full_key, entry: Entry, shared: bytes):
         """Rewrite an entry with its shared library added (unless it has been evicted or
