@@ -453,6 +453,35 @@ def test_a_cache_that_cannot_be_written_is_said_once_not_per_kernel(tmp_path, rn
     assert_matches(g(a, b), a * 3 + b, F64)
 
 
+def test_an_export_of_a_newer_kernel_abi_is_refused_at_load(tmp_path, rng):
+    """An export's kernels were loaded whatever calling convention (Signature.abi) they
+    were compiled for: a file from a newer jitdl, whose kernels take their arguments
+    otherwise, would have been called as this version's. It is a JitdlError at load
+    naming both ABIs; this version's own files load and run."""
+    import struct
+    from jitdl.cache import export
+    from jitdl.cache.store import pack, unpack
+    from jitdl.runtime.kernel import ABI
+
+    @jd.compute
+    def twice(X):
+        return X * 2
+    x = rng.standard_normal(5)
+    path = tmp_path / "twice.jd"
+    twice.export(path, x)
+    data = path.read_bytes()
+    (n,) = struct.unpack_from("<Q", data, 12)
+    entry = unpack(data[20:20 + n])
+    assert entry.meta["signature"]["abi"] == ABI
+    entry.meta["signature"]["abi"] = ABI + 1
+    blob = pack(entry.meta, entry.obj, dict(entry.texts), entry.shared)
+    newer = tmp_path / "newer.jd"
+    newer.write_bytes(data[:12] + struct.pack("<Q", len(blob)) + blob)
+    with pytest.raises(jd.JitdlError, match=rf"newer jitdl .*ABI {ABI + 1}.* runs ABI {ABI}"):
+        export.load(newer)
+    assert_matches(jd.load(path)(x), x * 2, F64)
+
+
 def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
     got multiple values for argument 'path'': export's own file argument is positional

@@ -13,7 +13,8 @@ import struct
 from jitdl.cache.store import default_store, pack, unpack, write_atomic
 from jitdl.errors import ArgumentError, JitdlError, user_loc
 from jitdl.runtime import engine, native
-from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_of_specs,
+from jitdl._version import __version__
+from jitdl.runtime.kernel import (ABI, Kernel, Signature, call_key, key_of_specs,
                                   static_positions)
 
 MAGIC = b"JITDLX01"
@@ -290,6 +291,11 @@ def _loads(data, path):
                     f"{path}: exported for {meta['cpu']}; this machine ({host['cpu']}) "
                     f"lacks CPU features: {', '.join(missing)}")
             sig = Signature.from_json(meta["signature"])
+            if sig.abi > ABI:           # (a calling convention this jitdl does not know)
+                raise JitdlError(
+                    f"{path}: exported by a newer jitdl (its kernels' calling convention "
+                    f"is ABI {sig.abi}; this jitdl, {__version__}, runs ABI {ABI} and "
+                    f"older): export it again with this version, or upgrade jitdl")
             why = sig.mismatch(meta["specs"])
             if why:
                 raise ValueError(f"an entry's signature does not fit its arguments: {why}")
