@@ -482,6 +482,17 @@ def test_an_export_of_a_newer_kernel_abi_is_refused_at_load(tmp_path, rng):
     assert_matches(jd.load(path)(x), x * 2, F64)
 
 
+def test_an_export_file_of_no_kernels_is_damaged(tmp_path):
+    """A file of the export's header and a count of 0 entries (what a write cut short
+    after the header leaves) loaded as `<jitdl exported kernel: 0 kernel(s)>`, a
+    function of no parameters; it is now a JitdlError saying the file is damaged."""
+    import struct
+    path = tmp_path / "empty.jd"
+    path.write_bytes(b"JITDLX01" + struct.pack("<I", 0))
+    with pytest.raises(jd.JitdlError, match=r"empty\.jd is damaged: it holds no kernel"):
+        jd.load(path)
+
+
 def test_a_parameter_named_path_is_given_to_export_by_keyword(tmp_path, rng):
     """`def f(X, path)` exported as f.export(file, x, path=2.0) raised 'Function.export()
     got multiple values for argument 'path'': export's own file argument is positional

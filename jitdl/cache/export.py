@@ -269,6 +269,8 @@ def _loads(data, path):
     kernels, name, params = {}, "kernel", None
     try:
         (count,) = struct.unpack_from("<I", data, 8)
+        if count == 0:                  # (an export writes one kernel at least)
+            raise ValueError("it holds no kernel")
         pos = 12
         for _ in range(count):
             (n,) = struct.unpack_from("<Q", data, pos)
