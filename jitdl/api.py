@@ -847,16 +847,19 @@ class Function:
         example_args = self._args(example_args, kwargs)
         k = self._cpu_kernel("export", example_args)
         kernels = {self._key(example_args): (self._specs(example_args), k)}
+        refused = {}
         for args in self._size_patterns(example_args):
             key = self._key(args)
-            if key in kernels:
+            if key in kernels or key in refused:
                 continue
             try:
                 kernels[key] = (self._specs(args), self._cpu_kernel("export", args))
             except JitdlError as e:       # (sizes this definition refuses: no kernel)
                 log.info("export %s: no kernel for %s: %s", self.qualname,
                          _describe(self.param_names, self._specs(args)), e)
-        export.write(path, self.name, list(kernels.values()), self.signature)
+                refused[key] = (self._specs(args), e)
+        export.write(path, self.name, list(kernels.values()), self.signature,
+                     list(refused.values()))
         return path
 
     def _size_patterns(self, args):

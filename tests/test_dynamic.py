@@ -624,6 +624,28 @@ def test_a_loaded_exports_missing_kernel_error_lists_the_nearest_kernels(tmp_pat
     np.testing.assert_array_equal(g(x, np.int16(3)), x * np.int16(3))
 
 
+def test_a_loaded_export_says_why_the_definition_refused_a_pattern(tmp_path):
+    """A pattern of sizes 1 the definition refuses at export (here squeeze(X, axis=0) of
+    an X whose first dimension is not 1) has no kernel: the loaded function said only
+    'no exported kernel', where the function itself names the definition's error. The
+    export keeps each refusal, and the loaded function's error gives it."""
+    @jd.compute(dynamic=True)
+    def first_row(X):
+        return jd.numpy.squeeze(X, axis=0) * 2
+    x = rand(1, 5)
+    g = jd.load(first_row.export(str(tmp_path / "row.jdx"), x))
+    np.testing.assert_array_equal(g(x), x[0] * 2)
+    x1 = rand(1, 1)
+    np.testing.assert_array_equal(g(x1), x1[0] * 2)
+    for f in (first_row, g):
+        with pytest.raises(jd.JitdlError, match="cannot select an axis to squeeze out"):
+            f(rand(3, 5))
+    with pytest.raises(ArgumentError, match=r"no exported kernel for arguments "
+                       r"\(float64\[None, None\]\): the definition refused these sizes "
+                       r"at export \(ShapeError: cannot select an axis"):
+        g(rand(3, 5))
+
+
 def test_jd_numpy_stages_of_two_dynamic_arguments_agree_at_the_call():
     """An intermediate of one argument's size read with another argument at the same
     index: the two sizes must agree, checked at the call (this was refused: the bounds

@@ -11,7 +11,7 @@ import inspect
 import struct
 
 from jitdl.cache.store import default_store, pack, unpack, write_atomic
-from jitdl.errors import ArgumentError, JitdlError, user_loc
+from jitdl.errors import ArgumentError, ArgumentShapeError, JitdlError, user_loc
 from jitdl.runtime import engine, native
 from jitdl._version import __version__
 from jitdl.runtime.kernel import (ABI, Kernel, Signature, call_key, key_of_specs,
@@ -20,17 +20,22 @@ from jitdl.runtime.kernel import (ABI, Kernel, Signature, call_key, key_of_specs
 MAGIC = b"JITDLX01"
 
 
-def write(path, name, kernels, signature=None):
+def write(path, name, kernels, signature=None, refused=()):
     """kernels: [(specs, Kernel)]; signature: the definition's inspect.Signature, whose
-    parameters (kinds and defaults) the loaded function takes."""
+    parameters (kinds and defaults) the loaded function takes; refused: [(specs, error)]
+    of calls the definition refused at export (patterns of sizes 1 whose sizes cannot
+    agree), kept in the first entry's metadata so that the loaded function says why."""
     info = engine.target_info()
     blobs = []
-    for specs, k in kernels:
+    for n, (specs, k) in enumerate(kernels):
         meta = {"fname": name, "signature": k.sig.to_json(), "specs": specs,
                 "cpu": info["cpu"], "features": info["features"], "triple": info["triple"],
                 "array_data_offset": engine.array_data_offset()}
         if signature is not None:
             meta["params"] = _params_json(signature)
+        if refused and n == 0:
+            meta["refused"] = [[s, type(e).__name__, getattr(e, "message", str(e))]
+                               for s, e in refused]
         # the shared library too (linked now if the kernel was loaded by MCJIT): the
         # loading process then needs no LLVM at all
         shared = getattr(k.loaded, "shared", None) or native.link_shared(k.loaded.obj)
@@ -93,9 +98,10 @@ def _default_value(j):
 class ExportedFunction:
     """A callable over the kernels of an exported file, dispatching on shapes and dtypes."""
 
-    def __init__(self, name, kernels, file, params=None):
+    def __init__(self, name, kernels, file, params=None, refused=None):
         self.name = name
         self._kernels = kernels          # key -> Kernel
+        self._refused = refused or {}    # key -> (error class name, message) at export
         self._file = file                # (the export file's bytes, its path): pickles
         first = next(iter(kernels.values()), None)
         self._static = static_positions(first.sig.layout) if first else ()
@@ -139,6 +145,11 @@ class ExportedFunction:
     def _kernel(self, args):
         key = call_key(args, self._static, self._dynamic, self._dims)
         k = self._kernels.get(key)
+        if k is None and key in self._refused:
+            kind, message = self._refused[key]
+            raise (ArgumentShapeError if kind == "ArgumentShapeError" else ArgumentError)(
+                f"{self.name}(): no exported kernel for arguments {_show_key(key)}: the "
+                f"definition refused these sizes at export ({kind}: {message})", user_loc())
         if k is None:
             raise ArgumentError(
                 f"{self.name}(): no exported kernel for arguments "
@@ -266,7 +277,7 @@ def _loads(data, path):
         raise JitdlError(f"{path} is not a jitdl export (bad magic {data[:8]!r})")
     host = engine.target_info()
     have = {f[1:] for f in host["features"].split(",") if f.startswith("+")}
-    kernels, name, params = {}, "kernel", None
+    kernels, name, params, refused = {}, "kernel", None, {}
     try:
         (count,) = struct.unpack_from("<I", data, 8)
         if count == 0:                  # (an export writes one kernel at least)
@@ -283,6 +294,8 @@ def _loads(data, path):
             meta = entry.meta
             name = meta["fname"]
             params = meta.get("params", params)
+            refused.update((key_of_specs(s), (kind, str(m)))
+                           for s, kind, m in meta.get("refused", ()))
             need = {f[1:] for f in meta["features"].split(",") if f.startswith("+")}
             missing = sorted(need - have)
             if meta["triple"] != host["triple"]:
@@ -317,7 +330,7 @@ def _loads(data, path):
             loaded.fast_address = 0      # NumPy's layout differs: use the pointer entry
             loaded.direct_address = 0
         loaded_kernels[key] = Kernel(sig, loaded, entry.texts)
-    return ExportedFunction(name, loaded_kernels, (data, path), params)
+    return ExportedFunction(name, loaded_kernels, (data, path), params, refused)
 
 
 def _load_binary(entry, sig):
