@@ -1072,3 +1072,52 @@ def test_a_process_scans_the_size_only_when_its_writes_may_have_filled_the_room(
     for i in range(40, 80):                  # 50 KB each: past the 1 MiB cap
         st.put("%064x" % i, {"fname": "f"}, os.urandom(50000), {})
         assert st.size() <= CAP
+
+
+FORKED_HITS = r"""
+import os, sys, time
+from jitdl.cache.store import Store
+root = sys.argv[1]
+st = Store(root, 1 << 30)
+st._count_hit("parent"); st.flush_hits()        # the parent's connection is open
+st._count_hit("unwritten")                       # a hit the parent has not written yet
+pid = os.fork()
+if pid == 0:                                     # exits the ordinary way: atexit runs
+    st.flush_hits()
+    sys.exit(0)
+os.waitpid(pid, 0)
+kids = []
+for w in range(3):
+    pid = os.fork()
+    if pid == 0:
+        for i in range(150):
+            st._count_hit(f"k{w}-{i}")
+            st.flush_hits()
+            time.sleep(0.002)
+        os._exit(0)
+    kids.append(pid)
+for i in range(50):
+    st._count_hit(f"p-{i}"); st.flush_hits()
+time.sleep(0.1)
+st.flush_hits()
+st._db.close(); st._db = None    # the parent is done while its children still write
+print([os.waitpid(pid, 0)[1] for pid in kids])
+"""
+
+
+def test_hits_of_children_forked_with_the_stats_connection_open_are_kept(tmp_path):
+    """A forked child wrote its hits through the parent's stats.sqlite connection: once
+    the parent closed its own, sqlite (its record of the file's locks is per process)
+    checkpointed the WAL away under the children, and of 450 hits 130-440 were kept. A
+    child that exited the ordinary way also wrote the parent's unwritten hits again."""
+    from jitdl.cache.store import Store
+    root = str(tmp_path / "cache")
+    out = subprocess.run([PY, "-c", FORKED_HITS, root], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[0, 0, 0]", out.stdout + out.stderr
+    hits = Store(root, 1 << 30).hits()
+    for w in range(3):
+        assert sorted(k for k in hits if k.startswith(f"k{w}-")) == sorted(
+            f"k{w}-{i}" for i in range(150)), w
+    assert len([k for k in hits if k.startswith("p-")]) == 50
+    assert hits["parent"] == 1 and hits["unwritten"] == 1, hits
