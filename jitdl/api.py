@@ -701,8 +701,11 @@ class Function:
             k = self._build(args, config)
             self._kernels[key] = k
         if config is None and self.autotune and not self._fixed and not self.dynamic:
+            from jitdl.autotune import background
             if self.autotune == "background":
                 self._submit_background(args, key)
+            elif background.in_daemon():
+                pass    # (a pool's worker: the tuning failed with a warning per key)
             else:
                 trials, seconds = _budget()
                 try:
@@ -925,7 +928,15 @@ class Function:
                 f"dynamic in {', '.join(self.dynamic)}; tune a copy made without dynamic=")
         args = self._args(args, kwargs)
         own = runner is None or _is_dask_client(runner)
-        from jitdl.autotune.measure import get_runner
+        import multiprocessing        # (not at import: importing jitdl starts no machinery)
+        from jitdl.autotune.measure import LocalRunner, get_runner
+        if (runner is None or isinstance(runner, LocalRunner)) and \
+                multiprocessing.current_process().daemon:
+            raise JitdlError(
+                f"{self.name}.tune(): this is a daemonic process (a multiprocessing pool's "
+                f"worker), which cannot start the worker processes that build and time "
+                f"candidates; tune in the main process (its record is applied here), or "
+                f"pass runner= a dask Client", user_loc())
         run = get_runner(runner)
         try:
             return self._tune(args, trials, timeout, tuner, run, seed, progress)

@@ -378,3 +378,44 @@ def test_background_tuning_in_a_pools_worker_runs_the_default_quietly():
     assert all(level < 30 for level, _ in said), said
     assert len(said) == 1 and "daemonic" in said[0][1], said
     assert all(s == "stopped" for _, _, states in results for s in states), results
+
+
+@jd.compute(autotune="foreground")
+def _tripled_in_a_pool(X):
+    return jd.tensor(X.shape, lambda i: X[i] * 3.0, name="Y")
+
+
+def _foreground_in_a_pool_worker(n):
+    import logging
+    said = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: said.append((record.levelno, record.getMessage()))
+    logger = logging.getLogger("jitdl.tune")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    x = np.arange(n, dtype=np.float64)
+    ok = np.array_equal(_tripled_in_a_pool(x), x * 3.0)
+    try:
+        _tripled_in_a_pool.tune(x, trials=2, progress=False)
+        error = None
+    except jd.JitdlError as e:
+        error = str(e)
+    return ok, said, error
+
+
+def test_foreground_tuning_in_a_pools_worker_runs_the_default_quietly():
+    """autotune="foreground" in a pool's worker (a daemonic process, which cannot start
+    the runner's processes) logged the warning "foreground tuning ... failed:
+    AssertionError: daemonic processes are not allowed to have children" for every shape
+    (after a progress bar); now one info note per process and the default kernel. An
+    explicit f.tune() there is an error that says why, not that AssertionError."""
+    import multiprocessing
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        results = pool.map(_foreground_in_a_pool_worker, [8, 9, 10])
+    assert all(ok for ok, _, _ in results), results
+    said = [s for _, messages, _ in results for s in messages]
+    assert all(level < 30 for level, _ in said), said
+    assert len(said) == 1 and "daemonic" in said[0][1], said
+    for _, _, error in results:
+        assert error is not None and "_tripled_in_a_pool.tune(): this is a daemonic " \
+            "process" in error, error

@@ -103,15 +103,9 @@ class Background:
         self._lock = locks.Lock()
 
     def submit(self, job):
-        if multiprocessing.current_process().daemon:
+        if in_daemon():
             # (a pool's worker: daemonic processes cannot start the runner's workers, and
             # each key's job failed with a warning)
-            global _daemon_said
-            if not _daemon_said:
-                _daemon_said = True
-                log.info("background tuning is off in a daemonic process (a pool's "
-                         "worker): it cannot start worker processes; the default "
-                         "kernels run")
             job.state, job.error, job.args = "stopped", "a daemonic process", None
             return
         with self._lock:
@@ -199,6 +193,20 @@ class Background:
 _background = None
 _lock = locks.Lock()
 _daemon_said = False            # the note that a daemonic process does not tune, given
+
+
+def in_daemon() -> bool:
+    """Whether this is a daemonic process (a multiprocessing pool's worker), which cannot
+    start the runner's worker processes, so that autotune= ("background" or "foreground")
+    does not tune here: the first time, one info note per process says so."""
+    global _daemon_said
+    if not multiprocessing.current_process().daemon:
+        return False
+    if not _daemon_said:
+        _daemon_said = True
+        log.info("autotuning is off in a daemonic process (a pool's worker): it cannot "
+                 "start worker processes; the default kernels run")
+    return True
 
 
 def _after_fork_in_child():
