@@ -945,12 +945,13 @@ class Function:
                 run.close()
 
     def _tune(self, args, trials, timeout, tuner, runner, seed, progress, stop=None,
-              on_better=None, on_trial=None):
+              on_better=None, on_trial=None, key=None):
         from jitdl.autotune import search
         from jitdl.autotune.records import CONFIRM
         from jitdl.autotune.task import Measurement, Task, work_of
         generation = self._generation
-        key, specs = self._key(args), self._specs(args)
+        # (a background job's key is its call's: its arrays are made from Sketches)
+        key, specs = key if key is not None else self._key(args), self._specs(args)
         target = self._target(specs)
         graph = self._trace(specs, args)
         task = Task(self.name, graph, target, self._options(),
@@ -1099,8 +1100,12 @@ class Function:
 
     def _submit_background(self, args, key):
         from jitdl.autotune import background
-        copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
-        job = background.Job(self, key, copies, _describe(self.param_names, self._specs(args)),
+        from jitdl.autotune.measure import Sketch
+        # (what tuning needs of an array, not the array: see Sketch)
+        kept = [Sketch.of(a) if isinstance(a, np.ndarray) else
+                Sketch.of(cuda_runtime.backend().to_host(a), device=True)
+                if is_device_array(a) else a for a in args]
+        job = background.Job(self, key, kept, _describe(self.param_names, self._specs(args)),
                              budget=_budget())
         self._jobs[key] = job
         background.get().submit(job)
@@ -1129,8 +1134,10 @@ class Function:
                 job.default_seconds = m.seconds
         original = self._kernels.get(job.key)
         trials, seconds = job.budget
-        job.result = r = self._tune(job.args, trials, seconds, "xgb", runner, 0,
-                                    False, stop=stop, on_better=better, on_trial=trial)
+        args = [(cuda_runtime.backend().from_host(a.array()) if a.device else a.array())
+                if isinstance(a, measure.Sketch) else a for a in job.args]
+        job.result = r = self._tune(args, trials, seconds, "xgb", runner, 0, False,
+                                    stop=stop, on_better=better, on_trial=trial, key=job.key)
         job.default_seconds = r.default_seconds
         job.best_seconds = r.seconds
         if job.swaps and not r.improved and original is not None:

@@ -1387,3 +1387,40 @@ def test_average_returned_of_gpu_arrays(dev, rng):
             got = on_gpu(dev, lambda a: jnp.average(a, returned=True, **kw), x)
         for g, e in zip(got, want):
             close(g, e)
+
+
+def test_a_background_job_keeps_no_reference_to_a_gpu_argument(dev, monkeypatch):
+    """A background job kept the call's GPU array by reference until it ran (a change
+    the caller made meanwhile was what the tuning saw; a large array stayed alive): it
+    keeps a sketch now, and tunes on a GPU array made from it, under the call's key."""
+    import gc
+    import threading
+    import weakref
+    from jitdl.autotune import background
+    from jitdl.autotune.task import Measurement
+    jobs = []
+
+    class Idle:                       # jobs are made and kept, run below by hand
+        def submit(self, job):
+            jobs.append(job)
+    monkeypatch.setattr(background, "get", lambda: Idle())
+    f = jd.compute(lambda X: jd.tensor(X.shape, lambda i: X[i] * 2.0, name="Y"),
+                   autotune="background")
+    x = DeviceArray(np.linspace(-1, 1, 256, dtype=F32))
+    f(x)
+    key, alive = f._key([x]), weakref.ref(x)
+    del x
+    gc.collect()
+    assert alive() is None            # the job holds no reference to it
+    (job,) = jobs
+    seen = []
+
+    class Fake:                       # a runner that keeps what it was asked to time
+        def measure(self, task, configs):
+            seen.append([np.array(a) for a in task.args])
+            return [Measurement(c, None, "run: not timed") for c in configs]
+    job.budget = (2, None)
+    f._tune_job(job, Fake(), threading.Event())
+    assert job.key == key and seen
+    (a,) = seen[0]
+    assert a.shape == (256,) and a.dtype == F32 and a.min() == -1.0 and a.max() == 1.0

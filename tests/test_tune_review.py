@@ -339,3 +339,39 @@ def test_a_zero_budget_is_an_error_not_an_unlimited_one(text):
     with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET: .* is no budget; give a "
                                          "positive number of trials or seconds"):
         parse_budget(text)
+
+
+def test_a_background_job_keeps_a_sketch_of_the_call_not_its_arrays(monkeypatch):
+    """A background job kept the call's arrays until it ran: a NumPy array as a whole
+    copy, a GPU array by reference (so a change the caller made meanwhile was what the
+    tuning saw, and a large array stayed alive). It keeps shape, dtype and value range
+    now, and tunes on arrays made from them."""
+    from jitdl.autotune import background
+    from jitdl.autotune.task import Measurement
+    jobs = []
+
+    class Idle:                       # jobs are made and kept, run below by hand
+        def submit(self, job):
+            jobs.append(job)
+    monkeypatch.setattr(background, "get", lambda: Idle())
+    f = jd.compute(scaled.pyfunc, autotune="background")
+    x = np.linspace(-3.0, 5.0, 4096, dtype=np.float32)
+    f(x)
+    (job,) = jobs
+    assert not any(isinstance(a, np.ndarray) for a in job.args), job.args
+    from jitdl.autotune.measure import Sketch
+    assert job.args == [Sketch((4096,), np.dtype(np.float32), False, -3.0, 5.0)]
+    x[:] = 1e6                        # the caller reuses its array before the job runs
+
+    seen = []
+
+    class Fake:                       # a runner that keeps what it was asked to time
+        def measure(self, task, configs):
+            seen.append([np.array(a) for a in task.args])
+            return [Measurement(c, None, "run: not timed") for c in configs]
+    job.budget = (2, None)
+    f._tune_job(job, Fake(), threading.Event())
+    assert seen
+    for (a,) in seen:
+        assert a.shape == (4096,) and a.dtype == np.float32
+        assert a.min() == -3.0 and a.max() == 5.0 and len(np.unique(a)) > 100

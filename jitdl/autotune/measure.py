@@ -110,6 +110,51 @@ def fresh_inputs(args, seed=0):
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Sketch:
+    """What background tuning keeps of an array argument until its job runs, in place of
+    the caller's array (which it kept: a GPU array by reference, so a change the caller
+    made before the job ran was what the tuning saw, and a large one stayed alive; a NumPy
+    array as a whole copy): its shape, dtype, whether it is on the GPU, and the range of
+    its values that fresh_inputs reads (ints' min and max, floats' finite ones; None: a
+    bool array, an empty one, or no finite value)."""
+    shape: tuple
+    dtype: np.dtype
+    device: bool = False
+    low: object = None
+    high: object = None
+
+    @classmethod
+    def of(cls, a, device=False):
+        """The sketch of a NumPy array (device: the host copy of a GPU array)."""
+        lo = hi = None
+        if a.size and a.dtype != np.bool_:
+            if np.issubdtype(a.dtype, np.integer):
+                lo, hi = int(a.min()), int(a.max())
+            elif np.issubdtype(a.dtype, np.floating):
+                finite = a[np.isfinite(a)]
+                if finite.size:
+                    lo, hi = float(finite.min()), float(finite.max())
+        return cls(tuple(int(d) for d in a.shape), a.dtype, device, lo, hi)
+
+    def array(self, seed=0):
+        """A NumPy array of this shape and dtype whose values span the range: uniform in
+        it (bools at random), the value itself where the array was constant."""
+        rng = np.random.default_rng(seed)
+        if self.dtype == np.bool_:
+            return rng.random(self.shape) < 0.5
+        if self.low is None:
+            return np.zeros(self.shape, self.dtype)
+        if self.low == self.high:
+            return np.full(self.shape, self.low, self.dtype)
+        if np.issubdtype(self.dtype, np.integer):
+            return rng.integers(self.low, self.high, self.shape, self.dtype, endpoint=True)
+        u = rng.random(self.shape)
+        out = (self.low * (1.0 - u) + self.high * u).astype(self.dtype)
+        out.flat[:2] = (self.low, self.high)[:out.size]       # the range's ends
+        return out
+
+
 # relative tolerance per output dtype; the absolute one is it times the reference's
 # largest magnitude (a reordered float32 sum of K terms errs by ~sqrt(K) ulps of its terms)
 _RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}
@@ -859,5 +904,5 @@ def kernel_of(measurement):
     return _load(measurement.artifact)
 
 
-__all__ = ["LocalRunner", "DaskRunner", "get_runner", "build", "fresh_inputs", "differs",
-           "dumps_task", "kernel_of"]
+__all__ = ["LocalRunner", "DaskRunner", "get_runner", "build", "fresh_inputs", "Sketch",
+           "differs", "dumps_task", "kernel_of"]
