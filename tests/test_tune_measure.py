@@ -444,3 +444,54 @@ def test_dask_runner_on_a_local_cluster(environ_kept):
                     assert_good(m, task)
             again = runner.measure(task, [{"mode": "ok", "tj": 4}])
             assert_good(again[0], task)
+
+
+def _take(X, idx):
+    return jd.tensor(idx.shape, lambda i: X[idx[i]] * 2.0, name="Y")
+
+
+def _take_seven(X, idx):          # right only where every index is 7
+    return jd.tensor(idx.shape, lambda i: X[idx[i] * 0 + 7] * 2.0, name="Y")
+
+
+def _shifted(X, idx):             # in range only where every index is 7 (X has 1 element)
+    return jd.tensor(idx.shape, lambda i: X[idx[i] - 7] * 2.0, name="Y")
+
+
+def _mode_schedule(s, cfg):
+    cfg.choice("mode", ["ok", "wrong"])
+
+
+def test_a_wrong_kernel_is_caught_when_an_integer_argument_is_constant():
+    """An int array of one value (indices all 7) stayed constant in the inputs that check
+    candidates against the default, so a kernel reading X[7] where it should read
+    X[idx[i]] passed as verified. A constant int array now varies from its value to zero
+    (where an index stays in range if the value was); where the reference fails on that
+    (the value alone is in range), it is checked as given."""
+    (new,) = fresh_inputs([np.full(64, 7, np.int32)], seed=1)
+    assert new.dtype == np.int32 and new.min() == 0 and new.max() == 7
+    for const, lo, hi in ((np.zeros(64, np.uint8), 0, 1), (np.full(64, -3), -3, 0)):
+        (new,) = fresh_inputs([const], seed=1)
+        assert new.dtype == const.dtype and new.min() == lo and new.max() == hi
+    (same,) = fresh_inputs([np.full(64, 7, np.int32)], seed=1, widen=False)
+    assert (same == 7).all()
+
+    take, seven, shifted = (jd.compute(f) for f in (_take, _take_seven, _shifted))
+    jd.schedule(take, target="cpu")(_mode_schedule)
+    jd.schedule(shifted, target="cpu")(_mode_schedule)
+    x = np.arange(10, dtype=F32)
+    idx = np.full(30, 7, np.int64)
+    task = make_task(take, (x, idx))
+    wrong = pipeline.compile(seven._trace(seven._specs(task.args)), task.target,
+                             task.options)
+
+    def hook(task, config, art):
+        return wrong if config.get("mode") == "wrong" else art
+    shifted_task = make_task(shifted, (np.ones(1, F32), idx), key="shifted")
+    with LocalRunner(n_parallel=1, timeout=10.0, repeat=1, min_repeat_ms=1,
+                     _post_build=hook) as runner:
+        ok, bad = runner.measure(task, [{"mode": "ok"}, {"mode": "wrong"}])
+        (only,) = runner.measure(shifted_task, [{"mode": "ok"}])
+    assert ok.verified, ok.error
+    assert not bad.verified and bad.error.startswith("wrong output"), bad
+    assert only.verified, only.error

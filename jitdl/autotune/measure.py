@@ -72,12 +72,13 @@ def _features(low, target):
     return list(features.extract(low.funcs["lower"], target))
 
 
-def fresh_inputs(args, seed=0):
+def fresh_inputs(args, seed=0, widen=True):
     """Random arguments like `args`: floats uniform within each array's finite min and
     max (a constant array's, np.ones or np.zeros, from its value away from zero by one
     or its magnitude, toward zero where that leaves the dtype's range: constant inputs
     would let a kernel that reads the wrong elements, or none, match the reference),
-    integers uniform in its [min, max] (so indices read from data stay valid), bools
+    integers uniform in its [min, max] (so indices read from data stay valid; a constant
+    array's, with `widen`, from its value to zero, [0, 1] for zeros: see _Bench), bools
     random; scalars and other values as given."""
     rng = np.random.default_rng(seed)
     out = []
@@ -87,7 +88,10 @@ def fresh_inputs(args, seed=0):
         elif a.dtype == np.bool_:
             out.append(rng.random(a.shape) < 0.5)
         elif np.issubdtype(a.dtype, np.integer):
-            out.append(rng.integers(a.min(), a.max(), a.shape, a.dtype, endpoint=True))
+            lo, hi = int(a.min()), int(a.max())
+            if widen and lo == hi:
+                lo, hi = min(lo, 0), max(hi, 0) if hi else 1
+            out.append(rng.integers(lo, hi, a.shape, a.dtype, endpoint=True))
         elif np.issubdtype(a.dtype, np.floating):
             finite = a[np.isfinite(a)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -231,13 +235,23 @@ class _Bench:
         from jitdl.runtime import engine
         engine.set_num_threads(task.options.num_threads)   # as in the tuning process
         self.task, self.error = task, None
+        seed = zlib.crc32(task.key.encode())
         try:
-            self.inputs = _to_device(task, fresh_inputs(task.args,
-                                                        zlib.crc32(task.key.encode())))
             self.args = _to_device(task, task.args)
             art = pipeline.compile(task.graph, task.target, task.options,
                                    schedule_fn=task.schedule_fn, config=task.space.default())
-            self.expected = _to_host(_load(art, task.target)(self.inputs))
+            reference = _load(art, task.target)
+            self.inputs = _to_device(task, fresh_inputs(task.args, seed))
+            try:
+                self.expected = _to_host(reference(self.inputs))
+            except Exception:        # noqa: BLE001 - out of range, perhaps: see below
+                if not any(_constant_int(a) for a in task.args):
+                    raise
+                # a constant integer array made to vary (or a wrong candidate reading it
+                # where a right one reads another element would pass) may be an index
+                # that only its value keeps in range: then it stays as the user gave it
+                self.inputs = _to_device(task, fresh_inputs(task.args, seed, widen=False))
+                self.expected = _to_host(reference(self.inputs))
         except Exception as e:       # noqa: BLE001 - reported with every candidate
             self.error = f"run: the reference (the default config) failed: {_text(e)}"
 
@@ -257,6 +271,11 @@ class _Bench:
             return _time(kernel, self.args, repeat, min_repeat_ms / 1e3), None
         except Exception as e:       # noqa: BLE001
             return None, f"run: {_text(e)}"
+
+
+def _constant_int(a):
+    return (isinstance(a, np.ndarray) and a.size and a.dtype != np.bool_
+            and np.issubdtype(a.dtype, np.integer) and a.min() == a.max())
 
 
 def _time(kernel, args, repeat, min_repeat_s):
