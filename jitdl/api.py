@@ -968,15 +968,23 @@ class Function:
 
         def trial(n, m):
             if db is not None and not (m.error or "").startswith("stopped:"):
-                db.add(_record(self, rkey, target, task, m, kind, n))   # not cut short
+                # (not cut short; with the file locked by another process's write, kept
+                # to write later: a trial does not wait for it)
+                db.add_queued([_record(self, rkey, target, task, m, kind, n)])
             if on_trial is not None:
                 on_trial(n, m)
-        result = search.search(task, trials, runner, tuner, timeout, seed, history or None,
-                               on_trial=trial, on_better=on_better, stop=stop,
-                               progress=progress, call=_describe(self.param_names, specs))
-        if db is not None:            # what a later process applies: the kernel chosen here
-            db.add_many([_record(self, rkey, target, task, Measurement(c, s, verified=True),
-                                 CONFIRM, 0) for c, s in result.retimed()])
+        try:
+            result = search.search(task, trials, runner, tuner, timeout, seed,
+                                   history or None, on_trial=trial, on_better=on_better,
+                                   stop=stop, progress=progress,
+                                   call=_describe(self.param_names, specs))
+            if db is not None:        # what a later process applies: the kernel chosen here
+                db.add_queued([_record(self, rkey, target, task,
+                                       Measurement(c, s, verified=True), CONFIRM, 0)
+                               for c, s in result.retimed()])
+        finally:
+            if db is not None:
+                db.flush()            # (what waited: a warning counts any not saved)
         self._tunings.append(result)
         artifact = result.artifact or next(
             (m.artifact for m in result.measurements if m.ok and m.verified

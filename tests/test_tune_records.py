@@ -580,3 +580,28 @@ def test_importing_records_loads_no_tuning_machinery():
             "if m in sys.modules])")
     p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stderr
+
+
+def test_queued_records_wait_for_another_writer_and_lost_ones_are_counted(db, monkeypatch):
+    """add_queued (tuning's trials) with another process holding the write lock: each
+    trial's add() waited the busy timeout and lost its record, every loss after the
+    first warning unsaid. Queued records wait in memory for a later write; those that
+    flush() still cannot write are counted in a warning."""
+    monkeypatch.setattr(rmod, "BUSY_TIMEOUT_S", 0.5)
+    db.add(rec(trial=0))
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")            # another process's write under way
+    assert [db.add_queued([rec(trial=i)]) for i in range(1, 4)] == [0, 0, 0]
+    holder.execute("COMMIT")
+    assert db.add_queued([rec(trial=4)]) == 4     # with the three that waited
+    holder.execute("BEGIN IMMEDIATE")
+    db.add_queued([rec(trial=5)])
+    db.add_queued([rec(trial=6)])
+    with pytest.warns(CacheWarning, match=r"2 tuning records not saved: the tuning "
+                                          r"records at .* stayed locked"):
+        assert db.flush() == 0
+    holder.execute("COMMIT")
+    db.add_queued([rec(trial=7)])
+    assert db.flush() == 0                        # nothing left queued
+    holder.close()
+    assert sorted(r.trial for r in db.query()) == [0, 1, 2, 3, 4, 7]

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -375,3 +376,37 @@ def test_a_background_job_keeps_a_sketch_of_the_call_not_its_arrays(monkeypatch)
     for (a,) in seen:
         assert a.shape == (4096,) and a.dtype == np.float32
         assert a.min() == -3.0 and a.max() == 5.0 and len(np.unique(a)) > 100
+
+
+def test_a_tuning_run_keeps_its_trials_while_another_process_writes_records(monkeypatch):
+    """Another process holding the tuning records' write lock: each trial waited the busy
+    timeout to add its record, and lost it (the first loss warned, the others were
+    unsaid). Trials now queue their records while the lock is held, and the run writes
+    them at its end, once the lock is free."""
+    from jitdl.autotune import records
+    from jitdl.autotune.task import Measurement
+    monkeypatch.setattr(records, "BUSY_TIMEOUT_S", 1.0)
+    f = jd.compute(scaled.pyfunc)
+    jd.schedule(f, target="cpu")(_scaled_cpu)     # (4 configs)
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    assert f.tuning_records(x) == []
+    db = records.shared()
+    db.add(records.Record(function="other", definition="d", signature="s", target="t",
+                          target_name="cpu", jitdl="0", config={}, seconds=None,
+                          error="x"))
+    import sqlite3
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    class Fake:
+        def measure(self, task, configs):
+            return [Measurement(c, None, "run: not timed") for c in configs]
+
+    def trial(n, m):
+        if n == 4:
+            holder.execute("COMMIT")              # the other process is done
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # no record lost, so no warning
+        f._tune([x], 4, None, "random", Fake(), 0, False, on_trial=trial)
+    holder.close()
+    assert sorted(r.trial for r in f.tuning_records(x)) == [1, 2, 3, 4]

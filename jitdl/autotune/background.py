@@ -6,7 +6,8 @@ faster than the one in use is put into the function's dispatch table with one di
 assignment: a call already running keeps the kernel object it fetched, the next call
 gets the new one, and no caller ever waits for tuning. At interpreter exit the thread is
 told to stop, the runner's processes are ended, and every trial so far is already in the
-records (each is committed as it finishes).
+records (each is committed as it finishes, or, while another process holds the records'
+write lock, queued and written at the job's end: see Records.add_queued).
 """
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ FORMAT_VERSION = 1
 CONFIRM = "confirm"              # the tuner of a side-by-side re-timing's rows
 _PREPARE_TRIES = 40              # tries to set up a file another process sets up too
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
+QUEUED_WAIT_S = 0.05             # ... add_queued()'s: a trial's record, during tuning
 
 
 def default_path() -> str:
@@ -234,6 +235,7 @@ class Records:
         self._db = None
         self._ino = None          # the file the connection has open
         self._lock = locks.Lock(reentrant=True)
+        self._queued = []         # rows add_queued() could not write yet (another writer)
 
     # -- the connection ---------------------------------------------------------------------
     def _connect(self, write):
@@ -374,23 +376,38 @@ class Records:
         """Run sql once per row of parameters, in one transaction; the number of rows
         changed."""
         with self._lock:
-            db = self._connect(write=True)
-            if db is None:
-                return 0
             try:
-                before = db.total_changes
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.executemany(sql, rows)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
-                return db.total_changes - before
+                return self._try_write(sql, rows)
             except sqlite3.Error as e:
                 self._trouble(e, writing=True)
                 return 0
+
+    def _try_write(self, sql, rows, wait=None) -> int:
+        """_write that raises sqlite3.Error; `wait`: seconds to wait for another
+        process's write (None: BUSY_TIMEOUT_S)."""
+        db = self._connect(write=True)
+        if db is None:
+            return 0
+        if wait is not None:
+            db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        try:
+            before = db.total_changes
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(sql, rows)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            return db.total_changes - before
+        finally:
+            if wait is not None:
+                db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
+    @staticmethod
+    def _busy(e):
+        return "locked" in str(e) or "busy" in str(e)
 
     # -- writing ----------------------------------------------------------------------------
     def add(self, record: Record) -> int:
@@ -401,12 +418,57 @@ class Records:
     def add_many(self, records) -> int:
         """Save trials in one transaction; the number saved. ValueError for a record with
         a missing or ill-typed field (nothing is then saved)."""
+        rows = self._rows(records)
+        return self._write(_INSERT, rows) if rows else 0
+
+    def _rows(self, records):
         now = time.time()
         rows = []
         for r in records:
             r = check({f: getattr(r, f) for f in _COLUMNS} if isinstance(r, Record) else r)
             rows.append(_to_row(r if r.created else replace(r, created=now)))
-        return self._write(_INSERT, rows) if rows else 0
+        return rows
+
+    def add_queued(self, records) -> int:
+        """Save trials without making tuning wait for another process's write (add()
+        waited BUSY_TIMEOUT_S per trial, and each record after the first warning was
+        lost unsaid): with the file locked by another writer for more than
+        QUEUED_WAIT_S, they wait in memory, with those queued before, for the next
+        add_queued() or flush(). The number saved now."""
+        rows = self._rows(records)
+        with self._lock:
+            self._queued += rows
+            if not self._queued:
+                return 0
+            try:
+                n = self._try_write(_INSERT, self._queued, QUEUED_WAIT_S)
+            except sqlite3.Error as e:
+                if not self._busy(e):
+                    self._queued = []
+                    self._trouble(e, writing=True)
+                return 0
+            self._queued = []
+            return n
+
+    def flush(self) -> int:
+        """Write the records add_queued() kept, waiting up to BUSY_TIMEOUT_S for another
+        process's write; those that still cannot be written are dropped with a warning
+        that counts them. The number saved."""
+        with self._lock:
+            rows, self._queued = self._queued, []
+            if not rows:
+                return 0
+            try:
+                return self._try_write(_INSERT, rows, BUSY_TIMEOUT_S)
+            except sqlite3.Error as e:
+                if not self._busy(e):
+                    self._trouble(e, writing=True)
+                    return 0
+                warnings.warn(f"jitdl: {len(rows)} tuning record{'s' * (len(rows) > 1)} "
+                              f"not saved: the tuning records at {self.path} stayed locked "
+                              f"by another process for {BUSY_TIMEOUT_S:g} s", CacheWarning,
+                              stacklevel=2)
+                return 0
 
     def clear(self, function=None) -> int:
         """Remove every record, or those of one function; the number removed."""
@@ -583,6 +645,7 @@ def _after_fork_in_child():
     idle = set(map(id, _held_at_fork.get(threading.get_ident(), ())))
     _held_at_fork.clear()            # (the child's locks are new ones: see jitdl.locks)
     for rec in list(_shared.values()):
+        rec._queued = []             # (the parent's to write)
         if id(rec) in idle:
             rec._drop()
         elif rec._db is not None:    # busy in another thread at the fork: left alone
