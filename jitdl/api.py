@@ -910,7 +910,9 @@ class Function:
              tuner=_Default("xgb"), runner=_Default(None), seed=_Default(0),
              progress=_Default(True), **kwargs):
         """Search the schedule's knobs for these arguments: `trials` candidates (the
-        default's measurement included) or `timeout` seconds, whichever ends first, proposed
+        default's measurement included) or `timeout` seconds, whichever ends first (the
+        timeout covers the whole run, the closing re-timing included: a candidate still
+        being built or timed at its end is cancelled, and is no trial), proposed
         by `tuner` ("xgb": a cost model, "random", "grid", "ga"), built and timed in worker
         processes (`runner`: None for this machine's, a jd.tune.LocalRunner, a dask
         Client or a jd.tune.DaskRunner). A candidate counts only if its output matches the

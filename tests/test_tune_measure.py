@@ -495,3 +495,70 @@ def test_a_wrong_kernel_is_caught_when_an_integer_argument_is_constant():
     assert ok.verified, ok.error
     assert not bad.verified and bad.error.startswith("wrong output"), bad
     assert only.verified, only.error
+
+
+def test_a_measure_past_its_deadline_cancels_what_is_in_flight():
+    """LocalRunner.measure(deadline=): a candidate still building at the deadline (here
+    one that hangs, under a 60 s timeout) is cancelled, its process replaced, and the
+    ones not started are not: all fail as "stopped: ..." (no trials). tune(timeout=6)
+    took 14 s: the round in flight ran to its end."""
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    a = np.ones((16, 8), F32)
+    b = np.ones((8, 16), F32)
+    task = make_task(f, (a, b))
+    with LocalRunner(n_parallel=1, timeout=60.0, repeat=1, min_repeat_ms=1) as runner:
+        (first,) = runner.measure(task, [{"mode": "ok", "tj": 8}])   # processes ready
+        assert first.verified, first.error
+        t = time.monotonic()
+        hung, later = runner.measure(task, [{"mode": "hang", "tj": 8}, {"mode": "ok",
+                                                                          "tj": 4}],
+                                     deadline=time.monotonic() + 2.0)
+        took = time.monotonic() - t
+        (again,) = runner.measure(task, [{"mode": "ok", "tj": 4}])
+    assert hung.error == later.error == "stopped: the tuning deadline passed", (hung, later)
+    assert took < 30.0, took                   # (not the 60 s timeout of the hang)
+    assert again.verified, again.error
+
+
+def test_the_search_gives_every_measure_the_deadline_and_starts_none_past_it():
+    """search(timeout=) gave its runner no deadline: the round in flight at the timeout
+    and the closing side-by-side re-timing ran past it. Every measure() now gets a
+    deadline no later than the timeout's end, the rounds end early enough to leave the
+    re-timing its time, and no measure() starts after the end."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import Measurement
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    task = make_task(f, (np.ones((16, 8), F32), np.ones((8, 16), F32)))
+
+    class Clocked:                    # each config takes 0.3 s; none runs past a deadline
+        calls = []
+
+        def measure(self, task, configs, deadline=None):
+            self.calls.append((time.monotonic(), deadline, len(configs)))
+            out = []
+            for c in configs:
+                if deadline is not None and time.monotonic() + 0.3 > deadline:
+                    out.append(Measurement(c, None, "stopped: the tuning deadline passed"))
+                    continue
+                time.sleep(0.3)
+                out.append(Measurement(c, 1e-3 / (1 + c["tj"]) + 1e-4 * len(c["mode"]),
+                                       verified=True))
+            return out
+    runner = Clocked()
+    t0 = time.monotonic()
+    result = search.search(task, None, runner, "random", timeout=3.0)
+    end = t0 + 3.0 + 0.1               # (search() read its clock just after t0)
+    assert result.stopped == "timeout" and result.confirmed, result
+    assert all(deadline is not None and deadline <= end
+               for _, deadline, _ in runner.calls), runner.calls
+    assert all(started < end for started, _, _ in runner.calls), (t0, runner.calls)
+    assert all(m.error is None for m in result.measurements)    # cut ones are no trials
+    assert result.elapsed < 3.0 + 5.0, result.elapsed
+    # the search's rounds (their deadline is the re-timing's less its reserve) are sized
+    # to what fits before it at the rate measured so far (a round cut at its end measured
+    # nothing: it is built whole before it is timed); one config always goes
+    last = max(deadline for _, deadline, _ in runner.calls)
+    rounds = [(t, d, n) for t, d, n in runner.calls[1:] if d < last]
+    assert rounds and all(n == 1 or n * 0.3 <= d - t for t, d, n in rounds), runner.calls

@@ -462,6 +462,7 @@ class _Proc:
 
 
 _STOPPED = "stopped: the runner was closed"
+_CUT = "stopped: the tuning deadline passed"
 
 
 class _Pool:
@@ -494,12 +495,14 @@ class _Pool:
             if not self.closed:
                 self.procs[k] = _Proc(self.ctx)
 
-    def run(self, jobs, task_id, blob, timeout, first_extra=0.0):
+    def run(self, jobs, task_id, blob, timeout, first_extra=0.0, deadline=None):
         """Run `jobs` (messages) -> [("ok", result) | ("error", text)] in their order.
         A process that has not loaded the task gets it first and `first_extra` more
-        seconds for that job."""
+        seconds for that job. At `deadline` (time.monotonic()) the jobs in flight are
+        cancelled (their processes killed and replaced) and those not started are not:
+        both fail as _CUT."""
         try:
-            return self._run(jobs, task_id, blob, timeout, first_extra)
+            return self._run(jobs, task_id, blob, timeout, first_extra, deadline)
         except BaseException:        # e.g. Ctrl-C: no reply may reach a later call
             for k, p in enumerate(self.procs):
                 if p.job is not None:
@@ -507,15 +510,27 @@ class _Pool:
                     self._replace(k)
             raise
 
-    def _run(self, jobs, task_id, blob, timeout, first_extra):
+    def _run(self, jobs, task_id, blob, timeout, first_extra, deadline):
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
         failed_starts = 0
+        cut = None if deadline is None else \
+            time.perf_counter() + (deadline - time.monotonic())
         if not self.closed:
             self.start()
         while todo or any(p.job is not None for p in self.procs):
             procs = self.procs
             if self.closed or not procs:
+                break
+            if cut is not None and time.perf_counter() >= cut:
+                for i in todo:
+                    results[i] = ("error", _CUT)
+                todo = []
+                for k, p in enumerate(procs):
+                    if p.job is not None:
+                        results[p.job] = ("error", _CUT)
+                        p.kill()
+                        self._replace(k)
                 break
             for k, p in enumerate(procs):
                 if p.ready and p.job is None and todo:
@@ -534,6 +549,8 @@ class _Pool:
                     p.job, p.deadline = i, time.perf_counter() + limit
             ends = [p.deadline if p.ready else p.started + _START_TIMEOUT
                     for p in procs if p.job is not None or not p.ready]
+            if cut is not None:
+                ends.append(cut)
             try:
                 ready = wait_for([p.conn for p in procs] + [p.proc.sentinel for p in procs],
                                  max(0.0, min(ends) - time.perf_counter()) if ends else None)
@@ -673,15 +690,18 @@ class LocalRunner:
             self._task_id = next(self._ids)
         return self._task_id, self._blob
 
-    def measure(self, task, configs) -> list:
-        """Build, verify and time each config: one Measurement per config, in order."""
+    def measure(self, task, configs, deadline=None) -> list:
+        """Build, verify and time each config: one Measurement per config, in order. At
+        `deadline` (a time.monotonic() value; tune(timeout=)'s end) a config still being
+        built or timed is cancelled, and one not started is not: their error starts with
+        "stopped:" (they are no trials)."""
         configs = [dict(c) for c in configs]
         with self._lock:
             self._builders.closed = self._timer.closed = False
             task_id, blob = self._ship(task)
             self._timer.start()          # imports while the builds run
             built = self._builders.run([("build", c) for c in configs], task_id, blob,
-                                       self.build_timeout)
+                                       self.build_timeout, deadline=deadline)
             out = [Measurement(c) for c in configs]
             jobs, which = [], []
             for m, (status, value) in zip(out, built):
@@ -691,7 +711,8 @@ class LocalRunner:
                     which.append(m)
                 else:
                     m.error = value
-            timed = self._timer.run(jobs, task_id, blob, self.timeout, self.build_timeout)
+            timed = self._timer.run(jobs, task_id, blob, self.timeout, self.build_timeout,
+                                    deadline)
             for m, (status, value) in zip(which, timed):
                 _finish(m, status, value)
             return out

@@ -7,6 +7,7 @@ is against the kernel the user would otherwise get, timed the same way. A failed
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 BATCH = 8        # configs measured per round: enough to keep the builders busy
 FINALISTS = 3    # the fastest configs measured again with the default before one is chosen
 ROUNDS = 2       # ... in this many rounds, in alternating order
+RESERVE = 0.25   # at most this share of a timeout is kept for that re-timing
 
 
 def config_key(config) -> str:
@@ -119,16 +121,56 @@ def _stop_reason(trials_left, deadline, stop, tuner):
     return ""
 
 
+def _cut(m):
+    """Whether a measurement was cut short (a deadline, a closed runner): no trial."""
+    return (m.error or "").startswith("stopped:")
+
+
+def _measure(runner, task, configs, deadline):
+    """runner.measure, with the deadline where the runner takes one (LocalRunner; a
+    DaskRunner or a user's runner without it ends its round)."""
+    if deadline is not None and "deadline" in inspect.signature(runner.measure).parameters:
+        return runner.measure(task, configs, deadline=deadline)
+    return runner.measure(task, configs)
+
+
 def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None,
            on_trial=None, on_better=None, stop=None, progress=False, call=""):
     """Tune `task` for up to `trials` trials (the default's measurement included; None: no
     limit) and `timeout` seconds, with the runner given. on_trial(n, measurement) sees every trial;
     on_better(measurement) each verified config faster than the best so far (and than the
-    default); `stop` (a threading.Event) ends the run between rounds."""
+    default); `stop` (a threading.Event) ends the run between rounds.
+
+    The timeout holds for the whole run, the default's measurement and the closing
+    re-timing (_confirm) included: a candidate still being built or timed when it
+    passes is cancelled (its process killed and replaced; it is no trial and leaves no
+    record), and the search's rounds end early enough to leave the re-timing its
+    estimated time (at most RESERVE of the timeout). A runner that takes no deadline
+    (DaskRunner) ends the round it is in."""
     from jitdl.autotune import features
     from jitdl.autotune.tuner import make
     t0 = time.monotonic()
     deadline = t0 + timeout if timeout else None
+    per_config = [None]      # seconds per config of the last measure() of several
+
+    def measure(configs, until):
+        t = time.monotonic()
+        ms = _measure(runner, task, configs, until)
+        if len(configs) > 1 and not any(map(_cut, ms)) or per_config[0] is None:
+            per_config[0] = (time.monotonic() - t) / len(configs)
+        return ms
+
+    def fits(end):
+        """How many configs one round can measure before `end`: a round is built whole
+        before any of it is timed, so a cut at the end of a full round measured none."""
+        return int((end - time.monotonic()) / per_config[0])
+
+    def search_end():
+        """When the search's rounds must end: the deadline, less the re-timing's time."""
+        if deadline is None:
+            return None
+        retime = ROUNDS * (1 + FINALISTS) * (per_config[0] or 0.0)
+        return deadline - min(RESERVE * timeout, retime)
     default = task.space.default()
     kind = tuner if isinstance(tuner, str) else type(tuner).__name__
     bar = _bar(task, trials, progress)
@@ -138,6 +180,8 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
 
     def record(batch, ms):
         for cfg, m in zip(batch, ms):
+            if _cut(m):
+                continue
             done.add(config_key(cfg))
             result.measurements.append(m)
             if on_trial is not None:
@@ -152,7 +196,7 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
                                     f"{task.throughput(result.seconds):.1f} best {task.unit}",
                                     refresh=False)
     try:
-        (m0,) = runner.measure(task, [default])
+        (m0,) = measure([default], deadline)
         m0.verified = m0.ok          # the reference itself
         record([default], [m0])
         if m0.ok:
@@ -164,11 +208,25 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
         idle = 0                 # rounds whose proposals were all measured already
         while True:
             left = math.inf if trials is None else trials - len(result.measurements)
-            result.stopped = _stop_reason(left, deadline, stop, tuner)
+            result.stopped = _stop_reason(left, search_end(), stop, tuner)
             if result.stopped:
                 break
             want = int(min(BATCH, left))
+            end = search_end()
+            if end is not None and per_config[0]:
+                want = max(1, min(want, fits(end)))
+            if hasattr(tuner, "deadline") and end is not None:
+                # the model's search for a round takes at most about the time the round's
+                # measurement will (it took 6-9 s a round here, as long as the round)
+                tuner.deadline = min(end, time.monotonic()
+                                     + max(1.0, want * (per_config[0] or 0.0)))
             batch = [c for c in tuner.next_batch(want) if config_key(c) not in done]
+            if end is not None and per_config[0] and len(batch) > fits(end):
+                n = max(1, fits(end))        # (the model's search took time too)
+                if hasattr(tuner, "proposed"):
+                    for c in batch[n:]:
+                        tuner.proposed.discard(tuner.point(c))
+                batch = batch[:n]
             if not batch:
                 idle += 1
                 if idle >= 3:
@@ -176,11 +234,18 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
                     break
                 continue
             idle = 0
-            ms = runner.measure(task, batch)
-            tuner.update(batch, ms)
+            ms = measure(batch, search_end())
+            kept = [(c, m) for c, m in zip(batch, ms) if not _cut(m)]
+            tuner.update([c for c, _ in kept], [m for _, m in kept])
             record(batch, ms)
+            for c, m in zip(batch, ms):
+                if _cut(m) and hasattr(tuner, "proposed"):   # never measured: proposable
+                    tuner.proposed.discard(tuner.point(c))
+            if ms and not kept:          # the round was cut short at its start
+                result.stopped = "stop" if stop is not None and stop.is_set() else "timeout"
+                break
         if not (stop is not None and stop.is_set()):
-            _confirm(task, runner, result)
+            _confirm(task, runner, result, deadline)
     finally:
         if bar is not None:
             bar.close()
@@ -190,12 +255,13 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
     return result
 
 
-def _confirm(task, runner, result):
+def _confirm(task, runner, result, deadline=None):
     """Choose between the fastest configs and the default by timing them again, together
     and in alternating order: the fastest of many noisy single measurements is likely
     one measured too fast (the winner's curse), and a config only replaces the default if
     it is faster when both are timed side by side. Sets result.config, seconds,
-    default_seconds and artifact; the re-timings are not trials."""
+    default_seconds and artifact; the re-timings are not trials. Past the `deadline`
+    (none left, or the default's re-timing cut short) the search's choice stands."""
     default = config_key(result.default_config)
     best = {}
     for m in result.measurements:
@@ -209,8 +275,10 @@ def _confirm(task, runner, result):
     configs = [result.default_config] + [m.config for m in finalists]
     times, arts = {}, {}
     for r in range(ROUNDS):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         order = configs if r % 2 == 0 else configs[::-1]
-        for cfg, m in zip(order, runner.measure(task, order)):
+        for cfg, m in zip(order, _measure(runner, task, order, deadline)):
             if m.ok and m.verified:
                 times.setdefault(config_key(cfg), []).append(m.seconds)
                 arts[config_key(cfg)] = m.artifact

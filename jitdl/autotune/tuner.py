@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 
@@ -51,6 +52,12 @@ class Tuner:
         self.proposed = set()
         self.points, self.seconds = [], []       # measured, in order
         self._best = None
+        # time.monotonic() by which next_batch should return (the search's timeout): the
+        # model's search stops there with what it has scored (random points fill up)
+        self.deadline = None
+
+    def _late(self):
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     # -- points and configs --
     def config(self, point) -> dict:
@@ -236,7 +243,7 @@ class XGBTuner(Tuner):
         over budget)."""
         v = self._features.get(point)
         if v is None:
-            if self._budget <= 0:
+            if self._budget <= 0 or self._late():
                 return None
             self._budget -= 1
             v = self._features[point] = np.asarray(self.featurize(self.config(point)),
@@ -339,7 +346,8 @@ class XGBTuner(Tuner):
             take &= np.isfinite(s)
             cur = [q if t else p for p, q, t in zip(cur, nxt, take)]
             cur_s = np.where(take, s, cur_s)
-            if self._budget <= 0 and step > self.steps // 4 and not take.any():
+            if self._budget <= 0 and step > self.steps // 4 and not take.any() or \
+                    self._late():
                 break
         self._ends = cur
         return pool
