@@ -87,6 +87,7 @@ class Lowered:
     checks: int
     sizes: list = field(default_factory=list)    # (size Var, argument, dim): last scalars
     agree: list = field(default_factory=list)    # symbolic sizes checked equal at a call
+    required: list = field(default_factory=list)  # conditions on the sizes checked at a call
     texts: dict = field(default_factory=dict)    # pass name -> text after it
     times: dict = field(default_factory=dict)    # pass name -> seconds
     funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
@@ -250,7 +251,8 @@ def _lower(graph, target, options, steps, schedule_fn, config, until, texts):
     times["lower"] = time.perf_counter() - t0 + done.lower_s
     low.func, low.inputs, low.outputs, low.scalars, low.checks = (
         nests.func, nests.inputs, nests.outputs, nests.scalars, nests.checks)
-    low.sizes, low.agree = list(nests.sizes), list(nests.agree)
+    low.sizes, low.agree, low.required = (list(nests.sizes), list(nests.agree),
+                                          list(nests.required))
     low.funcs["lower"] = low.func
     if texts:
         kept["lower"] = str(low.func)
@@ -323,7 +325,7 @@ def _build(low, target, options, until):
          for n, dt, shape, nb in allocs],
         int_checks,
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
-        alias=alias)
+        required=required_json(low.required, sizes), alias=alias)
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":
@@ -375,7 +377,8 @@ def _build_cuda(low, target, options, texts, times):
         [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in mod.checks],
         [list(x) for x in graph.layout], [],
         weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
-        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree)
+        sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
+        required=required_json(low.required, sizes))
     config = low.config.used if low.config is not None else None
     return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)
 
@@ -402,6 +405,20 @@ def _schedule_line(schedule, e):
 
 _TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
              BinOp.MOD: "%", BinOp.MIN: "min", BinOp.MAX: "max"}
+
+
+def required_json(required, sizes):
+    """The conditions on the sizes a call checks (jitdl.lower.lower._required), as JSON for
+    the Signature: [op, size tree, number, message, [[name, position, dim], ...], file,
+    line]; one that holds whatever the sizes (a constant) is left out."""
+    out = []
+    for size, op, number, message, named, loc in required:
+        tree = size_tree(size, sizes)
+        if isinstance(tree, int) and (tree == number if op == "==" else tree > number):
+            continue
+        out.append([op, tree, int(number), message, [[n, int(p), int(d)] for n, p, d in named],
+                    loc.filename if loc else None, loc.lineno if loc else None])
+    return out
 
 
 def size_tree(e, sizes):

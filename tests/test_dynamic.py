@@ -1543,3 +1543,117 @@ def test_a_read_guarded_by_its_own_size_needs_no_agreement():
         np.testing.assert_allclose(padded(x, y), want, rtol=1e-12)
     with pytest.raises(jd.errors.ArgumentShapeError, match="argument 'Y' has size 13"):
         plain(rng.standard_normal(4), rng.standard_normal(13))
+
+
+def _row_max(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m))
+    return Y
+
+
+def _row_min(X):
+    n, m = X.shape
+    Y[i] = min(X[i, k] for k in range(m))
+    return Y
+
+
+def _row_sum(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, k] for k in range(m))
+    return Y
+
+
+def _row_argmax(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m)
+    return jd.tensor((n,), lambda i: jd.argmax(X[i, k], axis=k))
+
+
+def _row_argmin(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m)
+    return jd.tensor((n,), lambda i: jd.argmin(X[i, k], axis=k))
+
+
+def _row_max_te(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m)
+    return jd.tensor((n,), lambda i: jd.max(X[i, k], axis=k))
+
+
+def _short_max(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m - 2))   # an expression of the size: empty for m <= 2
+    return Y
+
+
+_EMPTY_REDUCTIONS = [(_row_max, lambda x: x.max(1)), (_row_min, lambda x: x.min(1)),
+                     (_row_argmax, lambda x: x.argmax(1)), (_row_argmin, lambda x: x.argmin(1)),
+                     (_row_max_te, lambda x: x.max(1)),
+                     (_short_max, lambda x: x[:, :-2].max(1))]
+
+
+@pytest.mark.parametrize("fn, ref", _EMPTY_REDUCTIONS, ids=lambda v: getattr(v, "__name__", ""))
+def test_reduction_without_identity_over_an_empty_symbolic_range_raises(fn, ref, tmp_path):
+    """max/min/argmax/argmin written by hand over a symbolic range that is empty at the
+    call gave the identity (-inf, inf, 0) for every row where NumPy, and the same
+    definition with static sizes, raise: the call checks the extent once, before the kernel
+    runs, with an ArgumentShapeError (a ValueError) naming the definition's line and the
+    size; also where no row is computed ((0, 0)), also from the disk cache and an export.
+    A sum over nothing stays 0."""
+    import linecache
+    first = fn.__code__.co_firstlineno + 1                  # (the line of the reduction)
+    line = next(n for n in range(first, first + 9)
+                if re.search(r"\b(max|min|argmax|argmin)\(", linecache.getline(__file__, n)))
+    width = 2 if fn is _short_max else 0
+    static = jd.compute(fn)
+    with pytest.raises(DefinitionError, match="over an empty range has no identity"):
+        static(rand(3, width))
+    for f in (jd.compute(dynamic=True)(fn), jd.compute(dynamic=True)(fn)):  # (2nd: disk)
+        for shape in [(3, 5), (4, 9), (0, 6), (2, 3 + width)]:
+            x = rand(*shape)
+            got = f(x)
+            np.testing.assert_array_equal(got, ref(x))
+        for shape in [(3, width), (0, width), (1, width), (5, min(width, 1))]:
+            if fn is _short_max and shape[1] == 1:
+                shape = (shape[0], 2)
+            with pytest.raises(ValueError):
+                ref(np.ones(shape))
+            with pytest.raises(jd.errors.ArgumentShapeError,
+                               match="over an empty range has no identity") as e:
+                f(rand(*shape))
+            assert e.value.loc is not None and e.value.loc.lineno == line, str(e.value)
+            assert "(X_n1 = " in e.value.message, e.value.message
+    f = jd.compute(dynamic=True)(fn)
+    path = tmp_path / "f.jdx"
+    f.export(str(path), rand(3, 5))
+    loaded = jd.load(str(path))
+    x = rand(6, 7)
+    np.testing.assert_array_equal(loaded(x), ref(x))
+    with pytest.raises(jd.errors.ArgumentShapeError, match="no identity"):
+        loaded(rand(3, width))
+
+
+def test_sum_over_an_empty_symbolic_range_is_zero():
+    f = jd.compute(dynamic=True)(_row_sum)
+    for shape in [(3, 0), (0, 0), (4, 7)]:
+        x = rand(*shape)
+        np.testing.assert_allclose(f(x), x.sum(1), rtol=1e-14)
+
+
+def test_jd_numpy_max_of_a_symbolic_empty_axis_raises_where_the_output_is_empty_too():
+    """jnp.max(X, axis=1) of a dynamic X (0, 0) gave an empty array (the run-time check of
+    the empty axis rode on each output element, and there are none) where NumPy raises."""
+    import jitdl.numpy as jnp
+    for name in ("max", "min", "argmax", "argmin", "ptp"):
+        op = getattr(jnp, name)
+        f = jd.compute(dynamic=True)(lambda X: op(X, axis=1) * 2)
+        x = rand(4, 6)
+        np.testing.assert_array_equal(f(x), getattr(np, name)(x, axis=1) * 2)
+        for shape in [(0, 0), (3, 0)]:
+            with pytest.raises(ValueError) as ref:
+                getattr(np, name)(np.ones(shape), axis=1)
+            with pytest.raises(ValueError) as got:
+                f(rand(*shape))
+            assert str(ref.value) in str(got.value), (str(ref.value), str(got.value))
+        np.testing.assert_array_equal(f(rand(0, 6)), np.zeros(0))

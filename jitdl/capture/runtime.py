@@ -217,7 +217,7 @@ class Generator:
         where = None
         for c in conds:
             where = c if where is None else build.logical(BinOp.AND, where, c)
-        return ops.reduce(op, body, axes, where)
+        return ops.reduce(op, body, axes, where, user=True)
 
 
 def _size_expr(e):

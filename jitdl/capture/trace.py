@@ -17,6 +17,7 @@ from jitdl.ir.nodes import Expr, IterVar, SizeVar, Var
 from jitdl.ir.visit import expr_children
 from jitdl.te import naming
 from jitdl.te.graph import Graph
+from jitdl.te import ops as te_ops
 from jitdl.te.ops import make_stage, stages_of
 from jitdl.te.tensor import Compute, Declared, Placeholder, Tensor
 
@@ -207,7 +208,8 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     filename = cap.original.__code__.co_filename
     cap.refresh()
     try:
-        with naming.scope(), jd_runtime.asserted_sizes() as equal_sizes:
+        with naming.scope(), jd_runtime.asserted_sizes() as equal_sizes, \
+                te_ops.required_sizes() as required:
             result = _call(cap, call_args)
     except ArgumentError as e:
         if e.message.startswith(f"{fname}("):
@@ -270,7 +272,8 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
         if depth > MAX_BODY_DEPTH:
             raise DefinitionError(f"{fname}: the expression of {t.name} nests {depth} levels "
                                   f"deep; {_TOO_DEEP}", t.op.loc)
-    return Graph(fname, tuple(params), tuple(outputs), layout, tuple(equal_sizes))
+    return Graph(fname, tuple(params), tuple(outputs), layout, tuple(equal_sizes),
+                 tuple(required))
 
 
 # Levels of one stage's expression that every pass of the pipeline takes (each recurses

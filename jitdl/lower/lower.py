@@ -9,6 +9,7 @@ jitdl.pipeline.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from jitdl import dtypes
@@ -37,6 +38,8 @@ class Lowered:
     checks: int         # number of runtime index checks
     sizes: list = ()    # [(size Var, argument position, dim)]: the last scalars
     agree: list = ()    # symbolic sizes that must agree, checked at the call
+    required: list = ()     # [(size expr, op, number, message, [(name, position, dim)],
+                            # loc)]: conditions on the sizes checked at the call
 
 
 def _carry(e, checks):
@@ -851,7 +854,24 @@ def lower(graph, sched, name, local_buffer_bytes=16384) -> Lowered:
     sizes = [x for x in size_params(graph) if x[0] not in same]
     scalars += [v for v, _, _ in sizes]
     func = PrimFunc(name, tuple(inputs + outputs + scalars), body)
-    return Lowered(func, inputs, outputs, scalars, b.checks, sizes, agree)
+    return Lowered(func, inputs, outputs, scalars, b.checks, sizes, agree,
+                   _required(graph, b))
+
+
+def _required(graph, b):
+    """The definition's conditions on its symbolic sizes (jitdl.te.ops.require_size), each
+    over the sizes left parameters (equal ones made one), with the sizes its message names
+    (name, argument position, dimension): a condition over other variables is dropped."""
+    params = size_params(graph)
+    known = {id(v) for v, _, _ in params}
+    out = []
+    for size, op, number, message, loc in graph.required_sizes:
+        if any(isinstance(v, Var) and id(v) not in known for v in walk_expr(size)):
+            continue
+        named = [(v.name, pos, dim) for v, pos, dim in params
+                 if re.search(rf"\b{re.escape(v.name)}\b", message)]
+        out.append((b.size(size), op, number, message, named, loc))
+    return out
 
 
 

@@ -96,10 +96,13 @@ def _check_nonempty(x, axis, what):
 def _nonempty_at_run_time(r, n, message):
     """r, checked at run time to reduce a non-empty axis where its size n is symbolic
     (a dynamic definition called with an empty array): NumPy raises there (max of
-    nothing), and the reduction would give its identity (-inf). The check, `0 < n` per
-    output element (none where the output is empty too, as NumPy gives an empty result
-    there), rides on the read of r and fails as NumPy's ValueError (errors.VALUE_CHECKS)."""
-    if isinstance(n, int) or sizes_known_nonzero():
+    nothing), and the reduction would give its identity (-inf). Where the call cannot
+    evaluate n, the check, `0 < n` per output element (none where the output is empty),
+    rides on the read of r and fails as NumPy's ValueError (errors.VALUE_CHECKS).
+    Where the call can evaluate n, it checks n once instead, before the kernel runs (also
+    where the output is empty: NumPy's max of a (0, 0) array's rows raises)."""
+    if isinstance(n, int) or sizes_known_nonzero() or \
+            te.require_size(n, ">", 0, message, user_loc()):
         return r
     check = ((Const(0, "int64"), n, f"{VALUE_CHECKS[0]}{message})"),)
 

@@ -79,6 +79,10 @@ class Signature:
     # inputs (positions among the arrays) that out= may be exactly: the kernel is
     # elementwise in them (jitdl.lower.lower.in_place_inputs)
     alias: list = field(default_factory=list)
+    # conditions on the sizes checked at each call, before the kernel runs (a symbolic
+    # size a number must be, one that must not be 0): [op ("==" or ">"), size tree, number,
+    # message, [[size name, position, dim], ...] it names, file, line]
+    required: list = field(default_factory=list)
 
     def to_json(self):
         return asdict(self)
@@ -93,7 +97,8 @@ class Signature:
                    [list(x) for x in d.get("int_checks", [])],
                    int(d.get("abi", 1)), [list(x) for x in d.get("sizes", [])],
                    [list(x) for x in d.get("agree", [])],
-                   [int(x) for x in d.get("alias", [])])
+                   [int(x) for x in d.get("alias", [])],
+                   [list(x) for x in d.get("required", [])])
 
     @property
     def has_err(self):
@@ -360,7 +365,8 @@ def direct_builtin(k, operands, scalar=False):
     # against int64, the parameter's own type, its conversion rejects (ABI 4)
     served = all(t[0] == "var" and (dt == "int64" or sig.abi >= 5)
                  for dt, t, *_ in k.int_checks)
-    if not address or sig.abi < 4 or not served or not k.single \
+    # (conditions on the sizes are checked by the Python path only)
+    if not address or sig.abi < 4 or not served or not k.single or sig.required \
             or engine.array_data_offset() is None or len(operands) != len(sig.layout):
         return None
     types = []
@@ -433,7 +439,8 @@ class KernelChecks:
         self._int_exprs = any(t[0] != "var" for _, t, *_ in self.int_checks)
         # (sizes that must agree are checked even where none is left a parameter: a
         # size-1 pattern can make every size a constant)
-        self.dims = _dims_function(sig) if sig.sizes or sig.agree else None
+        self.dims = _dims_function(sig) if sig.sizes or sig.agree or sig.required \
+            else None
 
     def _check_ints(self, args):
         """Python-int arguments must fit the dtype they meet, as NumPy 2 requires."""
@@ -743,6 +750,8 @@ def _dims_function(sig):
     for k, (_, pa, da, _, pb, db) in enumerate(sig.agree):
         lines.append(f"    if args[{int(pa)}].shape[{int(da)}] != args[{int(pb)}].shape[{int(db)}]:"
                      f" disagree(args, {k})")
+    for k, (op, tree, number, *_) in enumerate(sig.required):
+        lines.append(f"    if not {_required_code(op, tree, number)}: unmet(args, {k})")
     sizes = "".join(f"n{k}, " for k in range(len(sig.sizes)))
     for j, (_, shape, _) in enumerate(sig.outputs):
         for d, tree in enumerate(shape):
@@ -770,9 +779,22 @@ def _dims_function(sig):
             f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
             f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
             f"{b} {sb})", user_loc())
-    namespace = {"disagree": disagree, "negative": negative}
+
+    def unmet(args, k):
+        _, _, _, message, named, file, line = sig.required[k]
+        given = ", ".join(f"{n} = {args[p].shape[d]}" for n, p, d in named)
+        raise ArgumentShapeError(f"{sig.fname}(): {message}" + (f" ({given})" if given else ""),
+                                 SourceLoc(file, line) if file else None)
+    namespace = {"disagree": disagree, "negative": negative, "unmet": unmet}
     generated("\n".join(lines), namespace, "dims")
     return namespace["dims"]
+
+
+def _required_code(op, tree, number, sizes=None):
+    """Python source of a condition on the sizes (Signature.required): `tree op number`."""
+    if op not in ("==", ">"):
+        raise ValueError(f"a condition on the sizes with the operator {op!r}")
+    return f"({_tree_code(tree, sizes)} {op} {int(number)})"
 
 
 def _may_be_negative(tree):
@@ -805,6 +827,9 @@ def _fast_dynamic_run(k):
         lines.append(f"    if s{int(pa)}[{int(da)}] != s{int(pb)}[{int(db)}]:")
         lines.append("        return general(args, None)")
     sizes = [f"s{int(p)}[{int(d)}]" for p, d in sig.sizes]
+    for op, tree, number, *_ in sig.required:     # (the general path raises the error)
+        lines.append(f"    if not {_required_code(op, tree, number, sizes)}:")
+        lines.append("        return general(args, None)")
     # an output of an input's shape takes that shape as it is (no tuple to build)
     same = {}
     for pos, (_, shape, _) in zip(k.array_pos, sig.inputs):

@@ -23,6 +23,9 @@ class Graph:
     outputs: tuple
     layout: tuple = ()     # per call argument: ("array" | "scalar" | "static", name)
     equal_sizes: tuple = ()     # (SizeVar, SizeVar) the definition asserts equal
+    # (size expr, op, number, message, loc): conditions on symbolic sizes checked at the
+    # call (jitdl.te.ops.require_size)
+    required_sizes: tuple = ()
 
     @property
     def stages(self):

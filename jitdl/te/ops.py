@@ -7,6 +7,7 @@ import builtins
 import inspect
 import itertools
 import math
+import threading
 import weakref
 
 from jitdl import dtypes
@@ -14,8 +15,8 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, below, bounds, free_vars, reads_memory,
                                with_loop)
-from jitdl.ir.nodes import (Access, Binary, BinOp, CmpOp, Const, Expr, Intrin, IterVar,
-                            Reduce, ReduceOp, Select, Var)
+from jitdl.ir.nodes import (Access, Binary, BinOp, Cast, CmpOp, Const, Expr, Intrin, IterVar,
+                            Reduce, ReduceOp, Select, SizeVar, Var)
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr, walk_unique
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
@@ -38,6 +39,77 @@ IterVar.__jitdl_expr__ = lambda self: self.var
 # silent False); set after the class is made, so IterVar keeps its identity hash
 IterVar.__eq__ = build.written_comparison(CmpOp.EQ, object.__eq__, lambda k: k.var)
 IterVar.__ne__ = build.written_comparison(CmpOp.NE, object.__ne__, lambda k: k.var)
+
+
+_required = threading.local()
+
+
+class required_sizes:
+    """The conditions on symbolic sizes a definition needs (require_size), collected over
+    one trace: the kernel checks each at the call, once, before it runs. A nested trace's
+    (a definition inlined into another) are the outer one's too."""
+
+    def __enter__(self):
+        self.saved = getattr(_required, "checks", None)
+        _required.checks = []
+        return _required.checks
+
+    def __exit__(self, *exc):
+        mine, _required.checks = _required.checks, self.saved
+        if self.saved is not None:
+            self.saved.extend(c for c in mine if c not in self.saved)
+
+
+# the operators of a size expression the call can evaluate (jitdl.pipeline.size_tree's)
+_SIZE_OPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.FLOORDIV, BinOp.MOD, BinOp.MIN,
+                       BinOp.MAX})
+
+
+def _size_only(e):
+    """Whether e is computed from the sizes of dynamic arguments by + - * // % min max."""
+    if isinstance(e, (Const, SizeVar)):
+        return True
+    if isinstance(e, Cast):
+        return dtypes.is_int(e.value.dtype) and _size_only(e.value)
+    if isinstance(e, Binary):
+        return e.op in _SIZE_OPS and _size_only(e.a) and _size_only(e.b)
+    return False
+
+
+def require_size(size, op, number, message, loc=None):
+    """Have the call check `size op number` (op "==" or ">") of a symbolic size (an
+    expression of the sizes of dynamic arguments) before the kernel runs; where it does
+    not hold, the call raises an ArgumentShapeError (a ValueError) with `message`, the
+    sizes it names and `loc`. What no per-element check can do: it holds where nothing
+    is read or written (an empty output). Returns whether the check was taken: False
+    outside a trace, or for a size the call cannot evaluate (the caller then checks as
+    it can)."""
+    checks = getattr(_required, "checks", None)
+    if checks is None or not isinstance(size, Expr) or not _size_only(size):
+        return False
+    entry = (size, op, int(number), message, loc)
+    if entry not in checks:
+        checks.append(entry)
+    return True
+
+
+def _nonempty_at_call(op, axes):
+    """A max, min, argmax or argmin over a symbolic extent that may be 0 at the call (a
+    dynamic argument's empty axis): the call raises, as a constant extent 0 does here at
+    the trace (NumPy raises too), where the reduction would give its identity (-inf)."""
+    if op not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        return
+    loc = None
+    for a in axes:
+        if isinstance(a, IterVar) and isinstance(a.extent, Expr):
+            loc = loc or user_loc()
+            require_size(a.extent, ">", 0, _empty_text(op, axes), loc)
+
+
+def _empty_text(op, axes):
+    ranges = ", ".join(f"{a.name} in [{a.min}, {a.min + a.extent if a.min else a.extent})"
+                       for a in axes)
+    return f"{op.value} over an empty range has no identity (NumPy raises here too): {ranges}"
 
 
 def _as_int(x, what):
@@ -286,7 +358,10 @@ def _extract(name, e, axes, loc):
 _IDENTITY_DTYPE = {ReduceOp.ANY: "bool", ReduceOp.ALL: "bool"}
 
 
-def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
+def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
+    """The reduction of expr over the reduce axes `axis`; `user`: one the user wrote (jd.max,
+    a generator's max), whose symbolic extents must not be 0 at the call where it has no
+    identity (the op library's own reductions may reduce nothing on purpose)."""
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
     for a in axes:
         if not (isinstance(a, IterVar) and a.reduce):
@@ -295,10 +370,9 @@ def reduce(op: ReduceOp, expr, axis, where=None) -> Reduce:
                 user_loc())
     if op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
             builtins.any(isinstance(a.extent, int) and a.extent == 0 for a in axes):
-        raise DefinitionError(
-            f"{op.value} over an empty range has no identity (NumPy raises here too): "
-            f"{', '.join(f'{a.name} in [{a.min}, {a.min + a.extent})' for a in axes)}",
-            user_loc())
+        raise DefinitionError(_empty_text(op, axes), user_loc())
+    if user:
+        _nonempty_at_call(op, axes)
     body = build.as_expr(expr)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = build.truth(body)
@@ -327,7 +401,7 @@ def _reducer(op):
             raise DefinitionError(
                 f"jd.{op.value}(x) needs axis=: a reduce axis (jd.reduce_axis) or a list of them",
                 user_loc())
-        return reduce(op, expr, axis, where)
+        return reduce(op, expr, axis, where, user=True)
     fn.__name__ = op.value
     fn.__doc__ = f"Reduction: the {op.value} of expr over the reduce axes `axis`, where `where` holds."
     return fn
@@ -347,7 +421,7 @@ def _minmax(op, binop):
             if len(args) != 1:
                 raise DefinitionError(f"jd.{op.value}(x, axis=k) takes one expression",
                                       user_loc())
-            return reduce(op, args[0], axis, where)
+            return reduce(op, args[0], axis, where, user=True)
         if len(args) == 1:
             raise DefinitionError(
                 f"jd.{op.value}(x) with one argument needs axis= (a reduction); "
