@@ -1,6 +1,7 @@
 """jd.numpy's shape manipulation and products against NumPy: values, dtypes, shapes and
 errors on arrays, and each function inside a @jd.compute definition fused with another."""
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -1008,6 +1009,7 @@ def test_broadcast_to_a_number_of_a_symbolic_size():
     an array of shape (Y_n0, Y_n1) to shape (Y_n0, 4)'), where NumPy broadcasts a Y of 1
     or 4 columns: the symbolic size must be the number, checked by each read, NumPy's
     ValueError naming the sizes where it is not; also of a number to a symbolic size."""
+    cols_line = sys._getframe().f_lineno + 1
     cols = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4)))
     deep = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4, 3)) * 2.0)
     wide = jd.compute(dynamic="X")(lambda X, Z: jnp.broadcast_to(Z, X.shape) + X)
@@ -1030,7 +1032,37 @@ def test_broadcast_to_a_number_of_a_symbolic_size():
         assert ("cannot broadcast an array of shape" if arg is None
                 else f"'X' has size {ys[1]} in dimension 1 but argument 'Z'") in str(e), str(e)
     e = raises_like(lambda: cols(rand(3, 5)), lambda: np.broadcast_to(rand(3, 5), (3, 4)))
-    assert str(e).endswith("to shape (Y_n0, 4) (Y_n0 = 3, Y_n1 = 5)"), str(e)
+    assert e.message.endswith("to shape (Y_n0, 4) (Y_n0 = 3, Y_n1 = 5)"), str(e)
+    assert e.loc is not None and e.loc.lineno == cols_line, str(e)    # the user's line
+
+
+def test_broadcast_to_a_number_of_an_empty_symbolic_array_is_checked_at_the_call(tmp_path):
+    """jnp.broadcast_to(Y, (Y.shape[0], 4)) of a dynamic Y (0, 5) returned an empty array
+    where NumPy raises (5 cannot broadcast to 4): the sizes were checked by each read of Y,
+    and nothing is read. The call checks Y_n1 == 4 once, before the kernel runs: a jitdl
+    ArgumentShapeError (NumPy's ValueError) naming the sizes and the user's line; also of a
+    loaded export."""
+    line = sys._getframe().f_lineno + 1
+    cols = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4)) + 1.0)
+    deep = jd.compute(dynamic=True)(lambda Y: jnp.broadcast_to(Y, (Y.shape[0], 4, 3)) * 3.0)
+    for f, ys, target in [(cols, (0, 5), (0, 4)), (cols, (0, 2), (0, 4)),
+                          (deep, (0, 4, 5), (0, 4, 3)), (deep, (0, 2, 3), (0, 4, 3))]:
+        y = rand(*ys)
+        e = raises_like(lambda: f(y), lambda: np.broadcast_to(y, target))
+        assert isinstance(e, jd.errors.ArgumentShapeError), repr(e)
+        assert "cannot broadcast an array of shape" in e.message, str(e)
+        assert "Y_n0 = 0" in e.message and f"Y_n1 = {ys[1]}" in e.message, str(e)
+        assert e.loc is not None and e.loc.lineno == line + (f is deep), str(e)
+    for ys in [(0, 4), (3, 4), (0, 1), (2, 1)]:
+        y = rand(*ys)
+        same(cols(y), np.broadcast_to(y, (ys[0], 4)) + 1.0)
+    path = tmp_path / "cols.jdx"
+    cols.export(str(path), rand(3, 4))
+    loaded = jd.load(str(path))
+    y = rand(5, 4)
+    same(loaded(y), y + 1.0)
+    with pytest.raises(ValueError, match="cannot broadcast"):
+        loaded(rand(0, 5))
 
 
 def test_diff_of_a_short_symbolic_axis_is_empty():

@@ -182,7 +182,7 @@ def broadcast_to(x, shape, name=None):
     full = broadcast_shapes(shape_of(x), shape)
     # two symbolic sizes (Y's to X.shape in a dynamic definition) are checked to agree at
     # the call, where the stage reads x over the target's axes (check_shape_agreement);
-    # a symbolic size against a number (Y's to (Y.shape[0], 4)) by each read of x, as
+    # a symbolic size against a number (Y's to (Y.shape[0], 4)) once at the call, as
     # NumPy's ValueError (a symbolic size is never 1: it is the other's, or an error)
     text = (f"cannot broadcast an array of shape {shape_text(shape_of(x))} to shape "
             f"{shape_text(shape)}")
@@ -192,15 +192,20 @@ def broadcast_to(x, shape, name=None):
     if not isinstance(x, Tensor):
         return te.tensor(shape, lambda *idx: x, name=name)
     off = len(shape) - x.ndim
+    pairs = [(a, b) for a, b in zip(x.shape, shape[off:])
+             if not is_one(a) and not same_dim(a, b) and isinstance(a, int) != isinstance(b, int)]
+    # each checked once at the call (where nothing is read too: Y (0, 5) to
+    # (Y.shape[0], 4)), else, where the call cannot evaluate the size, by each read of x
+    loc = user_loc() if pairs else None
     checks = tuple((build.binary(BinOp.SUB, build.as_expr(a), build.as_expr(b)), 1,
                     f"{VALUE_CHECKS[2]}{text})")
-                   for a, b in zip(x.shape, shape[off:])
-                   if not is_one(a) and not same_dim(a, b)
-                   and isinstance(a, int) != isinstance(b, int))
+                   for a, b in pairs
+                   if not te.require_size(b if isinstance(a, int) else a, "==",
+                                          a if isinstance(a, int) else b, text, loc))
 
     def body(*idx):
         read = load(x, idx, shape)
-        if not checks:
+        if not pairs:
             return read
         # (its indices are checked too, as no prover sees those over the number's range in
         # the symbolic size's; where both fail, the sizes' check is the one reported)
