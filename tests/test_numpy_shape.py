@@ -1065,6 +1065,37 @@ def test_broadcast_to_a_number_of_an_empty_symbolic_array_is_checked_at_the_call
         loaded(rand(0, 5))
 
 
+def test_take_of_a_constant_position_of_a_symbolic_axis_is_checked():
+    """jnp.take(X, 0, axis=0) of a dynamic X (0, 5), and jnp.take(X, 3) of an X (1, 0) or
+    (1, 3), read outside X (garbage, no error) where NumPy raises IndexError: a constant
+    index was never checked at run time, also where the axis it indexes is symbolic
+    (no static proof covers it there). Values elsewhere as NumPy's."""
+    first = jd.compute(dynamic=True)(lambda X: jnp.take(X, 0, axis=0) * 2.0)
+    last = jd.compute(dynamic=True)(lambda X: jnp.take(X, -1, axis=0) + 1.0)
+    third = jd.compute(dynamic=True)(lambda X: jnp.take(X, 2, axis=0) - 1.0)
+    flat = jd.compute(dynamic=True)(lambda X: jnp.take(X, 3) * 3.0)
+    col = jd.compute(dynamic=True)(lambda X: jnp.take(X, 1, axis=1) * 2.0)
+    cases = [(first, lambda x: np.take(x, 0, axis=0) * 2.0),
+             (last, lambda x: np.take(x, -1, axis=0) + 1.0),
+             (third, lambda x: np.take(x, 2, axis=0) - 1.0),
+             (flat, lambda x: np.take(x, 3) * 3.0),
+             (col, lambda x: np.take(x, 1, axis=1) * 2.0)]
+    for f, ref in cases:
+        for shape in [(3, 5), (4, 7), (5, 3), (3, 2)]:
+            x = rand(*shape)
+            same(f(x), ref(x))
+    # (each with something to compute: an empty result reads nothing)
+    for f, ref, shape in [(first, cases[0][1], (0, 5)), (last, cases[1][1], (0, 5)),
+                          (third, cases[2][1], (2, 5)), (third, cases[2][1], (0, 3)),
+                          (flat, cases[3][1], (1, 0)), (flat, cases[3][1], (1, 3)),
+                          (flat, cases[3][1], (0, 2)), (col, cases[4][1], (3, 0))]:
+        x = rand(*shape)
+        with pytest.raises(IndexError):
+            ref(x)
+        with pytest.raises(IndexError, match="outside"):
+            f(x)
+
+
 def test_diff_of_a_short_symbolic_axis_is_empty():
     """np.diff of an axis of 0 elements, or of n >= its length, is empty; in a dynamic
     definition its length was `X_n1 - 1`, an ArgumentShapeError ('= -1 ... must be

@@ -261,8 +261,8 @@ class _Builder:
                     carried = n.carried + tuple(
                         (i, d, n.tensor.name) for k, (i, d) in enumerate(zip(n.indices,
                                                                              n.tensor.shape))
-                        if reads_memory(i) or n.checked and not isinstance(i, Const)
-                        or k in later)
+                        if reads_memory(i) or k in later or n.checked and not (
+                            isinstance(i, Const) and isinstance(d, (int, Const))))
                     return _carry(body, carried) if carried else body
             return None
         return map_expr(e, rep, {})
@@ -312,9 +312,12 @@ class _Builder:
             carried = [(i, self.size(d), name, expr_text(o[0]))
                        for (i, d, name), o in zip(n.carried, old.carried)]
             sizes = [c for c in carried if c[2].startswith(VALUE_CHECKS[2])]
+            # (a constant index is checked too where the size is symbolic: take(X, 0) of a
+            # dynamic X with no rows, which no static proof covers)
             own = tuple((i, d, n.tensor.name, expr_text(o))
                         for k, (i, d, o) in enumerate(zip(n.indices, shape, old.indices))
-                        if reads_memory(i) or k in later or n.checked and not isinstance(i, Const))
+                        if reads_memory(i) or k in later or n.checked and not (
+                            isinstance(i, Const) and isinstance(d, (int, Const))))
             return tuple(c for c in carried if c not in sizes) + own + tuple(sizes)
 
         def rep(n):
