@@ -179,6 +179,12 @@ class ArgumentShapeError(ArgumentError, ValueError):
     NumPy raises for shapes that do not fit."""
 
 
+class ArgumentIndexError(ArgumentError, IndexError):
+    """Arguments too small for a position the definition reads (a dynamic kernel's size
+    checked at the call against a constant index): an ArgumentError, and the IndexError
+    NumPy raises there."""
+
+
 class ArgumentValueError(ArgumentError, ValueError):
     """An argument of the right type whose value is out of range (set_num_threads(0)):
     an ArgumentError, and the ValueError Python raises for such a value."""

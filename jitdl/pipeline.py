@@ -410,14 +410,14 @@ _TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//
 def required_json(required, sizes):
     """The conditions on the sizes a call checks (jitdl.lower.lower._required), as JSON for
     the Signature: [op, size tree, number, message, [[name, position, dim], ...], file,
-    line]; one that holds whatever the sizes (a constant) is left out."""
+    line, error kind]; one that holds whatever the sizes (a constant) is left out."""
     out = []
-    for size, op, number, message, named, loc in required:
+    for size, op, number, message, named, loc, error in required:
         tree = size_tree(size, sizes)
         if isinstance(tree, int) and (tree == number if op == "==" else tree > number):
             continue
         out.append([op, tree, int(number), message, [[n, int(p), int(d)] for n, p, d in named],
-                    loc.filename if loc else None, loc.lineno if loc else None])
+                    loc.filename if loc else None, loc.lineno if loc else None, error])
     return out
 
 

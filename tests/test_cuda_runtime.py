@@ -287,7 +287,8 @@ def test_checked_reads_of_dynamic_sizes(gpu, rng):
         take_rows(gpu.put(x), gpu.put(np.array([6], np.int64)))
     np.testing.assert_allclose(gpu.get(clipped(gpu.put(x), gpu.put(ids + 4))),
                                np.take(x, ids + 4, axis=0, mode="clip"))
-    with pytest.raises(IndexError, match="outside"):
+    # (the call now refuses it before the kernel runs, with NumPy's message)
+    with pytest.raises(IndexError, match="outside|non-empty take from an empty axes"):
         clipped(gpu.put(np.empty((0, 5))), gpu.put(np.array([0], np.int64)))
 
 

@@ -963,7 +963,7 @@ def test_take_in_dynamic_definitions():
     assert all(len(f.cache_info()["events"]) == 1 for f in (gather, clipped, flat))
     with pytest.raises(IndexError, match="outside"):
         flat(rand(3, 4), np.array([12]))
-    with pytest.raises(IndexError, match="outside"):       # from an empty axis
+    with pytest.raises(IndexError, match="non-empty take from an empty axes"):   # NumPy's
         clipped(rand(0, 4), np.array([0]))
 
 
@@ -1092,8 +1092,43 @@ def test_take_of_a_constant_position_of_a_symbolic_axis_is_checked():
         x = rand(*shape)
         with pytest.raises(IndexError):
             ref(x)
-        with pytest.raises(IndexError, match="outside"):
+        with pytest.raises(IndexError, match="outside|out of bounds"):
             f(x)
+
+
+def test_take_from_an_empty_symbolic_axis_is_checked_at_the_call():
+    """jnp.take(X, 0, axis=0) of a dynamic X (0, 0) returned an empty array where NumPy
+    raises IndexError (and the static definition too): with no element to compute nothing
+    is read, so no per-element check runs. The call checks the axis's length against the
+    constant index once, as NumPy does, where the dimensions before the axis hold an
+    element (take(X, 0, axis=1) of X (0, 0) is an empty result in NumPy too): a jitdl
+    ArgumentIndexError (an IndexError) naming the size and the user's line."""
+    line = sys._getframe().f_lineno + 1
+    first = jd.compute(dynamic=True)(lambda X: jnp.take(X, 0, axis=0) + 2.0)
+    last = jd.compute(dynamic=True)(lambda X: jnp.take(X, -2, axis=0) + 2.0)
+    col = jd.compute(dynamic=True)(lambda X: jnp.take(X, 1, axis=1) + 2.0)
+    flat = jd.compute(dynamic=True)(lambda X: jnp.take(X, 4) + 2.0)
+    rows = jd.compute(dynamic=True)(lambda X: jnp.take(X, [0, 1], axis=0) + 2.0)
+    for f, ref in [(first, lambda x: np.take(x, 0, axis=0) + 2.0),
+                   (last, lambda x: np.take(x, -2, axis=0) + 2.0),
+                   (col, lambda x: np.take(x, 1, axis=1) + 2.0),
+                   (flat, lambda x: np.take(x, 4) + 2.0),
+                   (rows, lambda x: np.take(x, [0, 1], axis=0) + 2.0)]:
+        for shape in [(0, 0), (0, 3), (3, 0), (2, 0), (3, 5), (0, 2), (4, 2), (2, 3)]:
+            x = rand(*shape)
+            try:
+                want = ref(x)
+            except IndexError:
+                with pytest.raises(IndexError) as e:
+                    f(x)
+                if isinstance(e.value, jd.errors.ArgumentIndexError):   # (its own line)
+                    at = line + [first, last, col, flat, rows].index(f)
+                    assert e.value.loc is not None and e.value.loc.lineno == at, str(e.value)
+                continue
+            same(f(x), want)
+    with pytest.raises(jd.errors.ArgumentIndexError,
+                       match=r"index 0 is out of bounds for axis 0 with size X_n0 \(X_n0 = 0\)"):
+        first(rand(0, 0))
 
 
 def test_diff_of_a_short_symbolic_axis_is_empty():

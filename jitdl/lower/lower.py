@@ -39,7 +39,7 @@ class Lowered:
     sizes: list = ()    # [(size Var, argument position, dim)]: the last scalars
     agree: list = ()    # symbolic sizes that must agree, checked at the call
     required: list = ()     # [(size expr, op, number, message, [(name, position, dim)],
-                            # loc)]: conditions on the sizes checked at the call
+                            # loc, error kind)]: conditions on the sizes checked at the call
 
 
 def _carry(e, checks):
@@ -868,12 +868,12 @@ def _required(graph, b):
     params = size_params(graph)
     known = {id(v) for v, _, _ in params}
     out = []
-    for size, op, number, message, loc in graph.required_sizes:
+    for size, op, number, message, loc, error in graph.required_sizes:
         if any(isinstance(v, Var) and id(v) not in known for v in walk_expr(size)):
             continue
         named = [(v.name, pos, dim) for v, pos, dim in params
                  if re.search(rf"\b{re.escape(v.name)}\b", message)]
-        out.append((b.size(size), op, number, message, named, loc))
+        out.append((b.size(size), op, number, message, named, loc, error))
     return out
 
 

@@ -19,7 +19,7 @@ from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
 from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one, load,
                             may_agree, normalize_axes, normalize_axis, operand, same_dim,
-                            scalar_result, shape_of, shape_text)
+                            scalar_result, shape_of, shape_text, sizes_known_nonzero)
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -728,6 +728,36 @@ class TakeIndexError(JitdlError, IndexError):
     """An index np.take cannot use: NumPy raises IndexError."""
 
 
+def _take_size_at_call(a, ind, axis, mode):
+    """The symbolic length n of a's axis that a take of `ind` needs, checked once at the
+    call, also where the result is empty and nothing is read, as NumPy checks (its
+    PyArray_TakeFrom): mode 'raise' checks each index wherever a's dimensions before the
+    axis hold an element (more than a constant index, -n at least for a negative one; not
+    0 for an array of them), 'wrap' and 'clip' that n is not 0 where the result has an
+    element."""
+    n = a.shape[axis]
+    outer, inner = _size(a.shape[:axis]), _size(a.shape[axis + 1:])
+    low, message = 0, "cannot do a non-empty take from an empty axes."
+    if mode == "raise":
+        need = outer
+        if isinstance(ind, Const):
+            c = int(ind.value)
+            low = c if c >= 0 else -c - 1
+            message = f"index {c} is out of bounds for axis {axis} with size {n}"
+    else:
+        need = _mul(outer, inner)
+    if _static(need):
+        if need == 0:
+            return
+        te.require_size(n, ">", low, message, user_loc(), error="index")
+        return
+    # (need == 0 lets any n pass: max(n - low, 1 - min(need, 1)) > 0)
+    free = build.binary(BinOp.SUB, build.as_expr(1),
+                        build.binary(BinOp.MIN, need, build.as_expr(1)))
+    size = build.binary(BinOp.MAX, build.binary(BinOp.SUB, n, build.as_expr(low)), free)
+    te.require_size(size, ">", 0, message, user_loc(), error="index")
+
+
 def take(a, indices, axis=None, mode="raise"):
     """np.take: a's elements at `indices` along `axis` (None: of a flattened). mode
     'raise' wraps negative indices once and leaves the rest to the kernel's run-time
@@ -752,6 +782,11 @@ def take(a, indices, axis=None, mode="raise"):
     n = a.shape[axis]
     if _empty(n) and not _empty(_size(shape_of(ind))):
         raise TakeIndexError("cannot do a non-empty take from an empty axes.", user_loc())
+    # (indices of a symbolic count may be none; eagerly, no size is 0: a result with an
+    # element reads, and checks, each index)
+    if not _static(n) and _static(_size(shape_of(ind))) and not _empty(_size(shape_of(ind))) \
+            and not sizes_known_nonzero():
+        _take_size_at_call(a, ind, axis, mode)
     k = len(shape_of(ind))
     shape = a.shape[:axis] + shape_of(ind) + a.shape[axis + 1:]
 

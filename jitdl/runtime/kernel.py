@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import (AllocationError, ArgumentError, ArgumentShapeError,
-                          ExpandedViewError, OutArgumentError, ScalarOverflowError, SourceLoc,
-                          user_loc, value_check_message)
+from jitdl.errors import (AllocationError, ArgumentError, ArgumentIndexError,
+                          ArgumentShapeError, ExpandedViewError, OutArgumentError,
+                          ScalarOverflowError, SourceLoc, user_loc, value_check_message)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -81,7 +81,8 @@ class Signature:
     alias: list = field(default_factory=list)
     # conditions on the sizes checked at each call, before the kernel runs (a symbolic
     # size a number must be, one that must not be 0): [op ("==" or ">"), size tree, number,
-    # message, [[size name, position, dim], ...] it names, file, line]
+    # message, [[size name, position, dim], ...] it names, file, line, error kind ("shape":
+    # ArgumentShapeError, "index": ArgumentIndexError)]
     required: list = field(default_factory=list)
 
     def to_json(self):
@@ -781,10 +782,11 @@ def _dims_function(sig):
             f"{b} {sb})", user_loc())
 
     def unmet(args, k):
-        _, _, _, message, named, file, line = sig.required[k]
+        _, _, _, message, named, file, line, *error = sig.required[k]
         given = ", ".join(f"{n} = {args[p].shape[d]}" for n, p, d in named)
-        raise ArgumentShapeError(f"{sig.fname}(): {message}" + (f" ({given})" if given else ""),
-                                 SourceLoc(file, line) if file else None)
+        cls = ArgumentIndexError if error == ["index"] else ArgumentShapeError
+        raise cls(f"{sig.fname}(): {message}" + (f" ({given})" if given else ""),
+                  SourceLoc(file, line) if file else None)
     namespace = {"disagree": disagree, "negative": negative, "unmet": unmet}
     generated("\n".join(lines), namespace, "dims")
     return namespace["dims"]

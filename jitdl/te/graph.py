@@ -23,7 +23,7 @@ class Graph:
     outputs: tuple
     layout: tuple = ()     # per call argument: ("array" | "scalar" | "static", name)
     equal_sizes: tuple = ()     # (SizeVar, SizeVar) the definition asserts equal
-    # (size expr, op, number, message, loc): conditions on symbolic sizes checked at the
+    # (size expr, op, number, message, loc, error kind): conditions on symbolic sizes checked at the
     # call (jitdl.te.ops.require_size)
     required_sizes: tuple = ()
 

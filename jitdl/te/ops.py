@@ -76,18 +76,19 @@ def _size_only(e):
     return False
 
 
-def require_size(size, op, number, message, loc=None):
+def require_size(size, op, number, message, loc=None, error="shape"):
     """Have the call check `size op number` (op "==" or ">") of a symbolic size (an
     expression of the sizes of dynamic arguments) before the kernel runs; where it does
-    not hold, the call raises an ArgumentShapeError (a ValueError) with `message`, the
-    sizes it names and `loc`. What no per-element check can do: it holds where nothing
-    is read or written (an empty output). Returns whether the check was taken: False
+    not hold, the call raises an ArgumentShapeError (a ValueError; `error` "index": an
+    ArgumentIndexError, an IndexError) with `message`, the sizes it names and `loc`. What
+    no per-element check can do: it holds where nothing is read or written (an empty
+    output). Returns whether the check was taken: False
     outside a trace, or for a size the call cannot evaluate (the caller then checks as
     it can)."""
     checks = getattr(_required, "checks", None)
     if checks is None or not isinstance(size, Expr) or not _size_only(size):
         return False
-    entry = (size, op, int(number), message, loc)
+    entry = (size, op, int(number), message, loc, error)
     if entry not in checks:
         checks.append(entry)
     return True
