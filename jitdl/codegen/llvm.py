@@ -36,8 +36,8 @@ from jitdl.ir import weak
 from jitdl.ir.analysis import arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
-                            Store, UnOp, Unary, Var, ThreadReduce)
-from jitdl.ir.visit import NodeKey, walk_expr, walk_stmt, stmt_exprs
+                            SizeVar, Store, UnOp, Unary, Var, ThreadReduce)
+from jitdl.ir.visit import NodeKey, map_stmt, walk_expr, walk_stmt, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
 MAX_UNROLL = 64         # unrolled loops up to this extent are copies of the body
@@ -113,6 +113,8 @@ class FunctionCodegen:
         self.dominator = {}         # block -> a block that dominates it: see expr
         self.env = _Env(self.values, env)       # Var -> ir.Value
         self.bufs = dict(bufs)      # Buffer -> ir.Value (pointer)
+        self.sized = {}             # see hoisted: NodeKey -> ir.Value in the entry block
+        self.size_only = {}         # id -> (node, whether it is a sum of sizes): hoisted
         # allocas live in their own entry block, so the main builder never shares a block
         self.entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
@@ -149,10 +151,46 @@ class FunctionCodegen:
         known = self.values.get(key)
         if known is not None and self.available(known[0]):
             return known[1]
+        if self.hoisted(e):
+            return self.entry_value(e, key)
         start = self.b.block
         v = self.node(e)
         self.values[key] = (self.b.block, v)
         self.emitted_in(start)
+        return v
+
+    def hoisted(self, e):
+        """Whether e is integer arithmetic (+ - * min max) of constants and the function's
+        size arguments alone: computed once, in the entry block, for every statement.
+        The offsets of a concatenate of symbolic sizes are sums of all sizes before each
+        operand; emitted in each statement that reads them, the module grew with the
+        square of the operand count (60 vectors: 16 s of code generation, 19 s of LLVM)."""
+        hit = self.size_only.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        if isinstance(e, Const):
+            ok = dtypes.is_int(e.dtype)
+        elif isinstance(e, Var):
+            v = self.env.get(e)
+            ok = isinstance(e, SizeVar) and isinstance(v, ir.Argument) and v.parent is self.fn
+        else:
+            ok = isinstance(e, Binary) and e.op in _HOISTED and e.dtype == "int64" and \
+                self.hoisted(e.a) and self.hoisted(e.b)
+        self.size_only[id(e)] = (e, ok)
+        return ok
+
+    def entry_value(self, e, key):
+        """The value of hoisted expression e (see hoisted), emitted in the entry block the
+        first time (where it dominates every use)."""
+        v = self.sized.get(key)
+        if v is None:
+            b = self.b
+            self.b = self.alloca_builder
+            try:
+                v = self.binop(e.op, self.expr(e.a), self.expr(e.b), e.dtype)
+            finally:
+                self.b = b
+            self.sized[key] = v
         return v
 
     def emitted_in(self, start):
@@ -771,6 +809,7 @@ def _serial_when_small(s):
 
 
 _FOLDABLE = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
+_HOISTED = (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.MAX)
 STACK_BYTES = 4096          # intermediates up to this size live on the stack
 MAX_ALLOC_BYTES = (1 << 63) - 1
 
@@ -1051,7 +1090,7 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     cg = FunctionCodegen(gen, fn, env, bufs)
     if with_err:
         cg.err = fn.args[-1]
-    cg.stmt(func.body)
+    cg.stmt(grouped_sizes(func))
     cg.b.ret_void()
     gen.module.jitdl_entries = ""
     if array_data_offset is not None and layout is not None:
@@ -1063,6 +1102,132 @@ def _generate(func, parallel_ok, strict_fp, with_err, array_data_offset, n_input
     gen.module.jitdl_allocs = gen.allocs
     gen.module.jitdl_alias = list(alias)
     return gen.module, gen.checks
+
+
+class _Grouped:
+    """grouped_sizes' rewrite of one function's expressions (memo by id: a node shared
+    by several parents is rewritten once)."""
+
+    def __init__(self, params):
+        self.order = {p: n for n, p in enumerate(params)}
+        self.memo, self.sized, self.sums = {}, {}, {}
+
+    def size_only(self, e):
+        """Whether e is what FunctionCodegen.hoisted computes once: + - * min max of
+        integer constants and size arguments."""
+        hit = self.sized.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Const):
+            ok = dtypes.is_int(e.dtype)
+        elif isinstance(e, Var):
+            ok = isinstance(e, SizeVar) and e in self.order
+        else:
+            ok = isinstance(e, Binary) and e.op in _HOISTED and e.dtype == "int64" and \
+                self.size_only(e.a) and self.size_only(e.b)
+        self.sized[id(e)] = (e, ok)
+        return ok
+
+    def __call__(self, e):
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        out = self.chain(e) if _chain_link(e) else self.children(e)
+        self.memo[id(e)] = (e, out)
+        return out
+
+    def children(self, e):
+        match e:
+            case Binary() | Compare():
+                a, b = self(e.a), self(e.b)
+                return e if (a is e.a and b is e.b) else replace(e, a=a, b=b)
+            case Unary():
+                a = self(e.a)
+                return e if a is e.a else replace(e, a=a)
+            case Call():
+                args = tuple(self(x) for x in e.args)
+                return e if all(x is y for x, y in zip(args, e.args)) else replace(e, args=args)
+            case Select():
+                c, t, f = self(e.cond), self(e.t), self(e.f)
+                return e if (c is e.cond and t is e.t and f is e.f) else \
+                    replace(e, cond=c, t=t, f=f)
+            case Cast():
+                v = self(e.value)
+                return e if v is e.value else replace(e, value=v)
+            case Load():
+                i = self(e.index)
+                check = e.check and tuple((self(c[0]),) + tuple(c[1:]) for c in e.check)
+                same = i is e.index and all(x[0] is y[0] for x, y in
+                                            zip(check or (), e.check or ()))
+                return e if same else replace(e, index=i, check=check)
+        return e
+
+    def chain(self, e):
+        """An int64 chain of + and - with its terms of sizes alone gathered: the other
+        terms in their order, then + (sum of the positive ones) - (sum of the negative
+        ones), each sum in the order of the function's parameters, so that the offsets
+        of consecutive operands share their prefixes (wrapping int64 arithmetic:
+        the same value in any order)."""
+        terms, stack = [], [(e, 1)]
+        while stack:
+            n, sign = stack.pop()
+            if _chain_link(n) and not (n is not e and self.size_only(n)):
+                stack.append((n.b, -sign if n.op == BinOp.SUB else sign))
+                stack.append((n.a, sign))
+            else:
+                terms.append((sign, n))
+        sizes = [(sg, t) for sg, t in terms if self.size_only(t) and not isinstance(t, Const)]
+        if len(sizes) < 2:
+            return self.children(e)
+        rest = [(sg, self(t)) for sg, t in terms
+                if not (self.size_only(t) and not isinstance(t, Const))]
+        late = len(self.order)
+        key = lambda st: self.order.get(st[1], late)
+        plus = self.sum(sorted((x for x in sizes if x[0] > 0), key=key))
+        minus = self.sum(sorted((x for x in sizes if x[0] < 0), key=key))
+        out = None
+        for sg, t in rest:
+            if out is None:
+                out = t if sg > 0 else Binary(BinOp.SUB, Const(0, "int64"), t, "int64")
+            else:
+                out = Binary(BinOp.ADD if sg > 0 else BinOp.SUB, out, t, "int64")
+        for op, part in ((BinOp.ADD, plus), (BinOp.SUB, minus)):
+            if part is None:
+                continue
+            if out is None:
+                out = part if op == BinOp.ADD else \
+                    Binary(BinOp.SUB, Const(0, "int64"), part, "int64")
+            else:
+                out = Binary(op, out, part, "int64")
+        return out
+
+    def sum(self, terms):
+        """The left-deep sum of `terms`, one object per prefix (by the terms' ids)."""
+        out, ids = None, ()
+        for _, t in terms:
+            ids += (id(t),)
+            hit = self.sums.get(ids)
+            if hit is None:
+                hit = self.sums[ids] = (t if out is None else
+                                        Binary(BinOp.ADD, out, t, "int64"), t)
+            out = hit[0]
+        return out
+
+
+def _chain_link(e):
+    return isinstance(e, Binary) and e.op in (BinOp.ADD, BinOp.SUB) and e.dtype == "int64"
+
+
+def grouped_sizes(func):
+    """func's body with the terms of sizes alone of each int64 sum gathered into sums
+    that FunctionCodegen.hoisted computes once (see _Grouped.chain). An index into the
+    k-th operand of a concatenate, `i - n1 - n2 - ... - n(k-1)`, reads one value made
+    in the entry block, from the one of the operand before it, where it took k - 1
+    subtractions in each statement: the module grew with the square of the operands."""
+    g = _Grouped([p for p in func.params if isinstance(p, SizeVar)])
+    if not g.order:
+        return func.body
+    return map_stmt(func.body, None, g)
 
 
 ENTRY_MAIN = "jd.main"      # the kernel in entries_text's memo (no kernel symbol has a dot)
