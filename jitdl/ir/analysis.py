@@ -679,6 +679,9 @@ _FACT_LIMITS = {CmpOp.LT: (-INF, -1), CmpOp.LE: (-INF, 0), CmpOp.GT: (1, INF),
                 CmpOp.GE: (0, INF), CmpOp.EQ: (0, 0)}
 
 
+_SIZES_NARROWED = 2     # sizes in a relation beyond which none of them is narrowed by it
+
+
 def _narrow_cmp(op, a, b, ranges):
     """Ranges under `a op b` for integers: the relation is brought to `diff op 0` with
     diff affine over atoms; each atom is narrowed with the others' bounds, and a relation
@@ -692,7 +695,15 @@ def _narrow_cmp(op, a, b, ranges):
         lim = _FACT_LIMITS[op]
         fact = (tuple(diff.items()), lim[0], lim[1])
         out = {**out, FACTS: out.get(FACTS, ()) + (fact,)}
+    # (a size among several tells little from one relation: `i < n1 + ... + nk` bounds
+    # n1 only through the others' bounds, which sizes do not have. Each was tightened
+    # by the facts in chains (_chain), over the sum of the others: an eager concatenate
+    # of 60 vectors of symbolic sizes narrows by `i < n1 + ... + nk` at each of its
+    # selects, 16 of its 60 s. The relation itself stays a fact.)
+    sizes = sum(1 for k, _ in terms if isinstance(k, SizeVar))
     for atom, c in terms:
+        if sizes > _SIZES_NARROWED and isinstance(atom, SizeVar):
+            continue
         rlo, rhi = form_bounds({k: v for k, v in diff.items() if k is not atom}, out)
         want_lo, want_hi = -rhi, -rlo            # c*atom  op  [want_lo, want_hi]
         lo, hi = atom_bounds(atom, out)
