@@ -263,6 +263,24 @@ def linear(e):
     return None
 
 
+def is_linear(e):
+    """linear(e) is not None, within memoised() worked out once per node from those of
+    its operands (where linear itself checks every atom of the form, at each node of a
+    long sum again)."""
+    table = getattr(_memo, "table", None)
+    if table is None or not isinstance(e, Binary):
+        return linear(e) is not None
+    key = ("linear", id(e))
+    hit = table.get(key)
+    if hit is None:
+        if e.op in (BinOp.ADD, BinOp.SUB) and e.dtype == "int64":
+            ok = is_linear(e.a) and is_linear(e.b)
+        else:
+            ok = linear(e) is not None
+        hit = table[key] = (e, ok)
+    return hit[1]
+
+
 def _mul(a, b):
     if a == 0 or b == 0:
         return 0
@@ -390,6 +408,11 @@ def memoised():
         yield
     finally:
         _memo.table = None
+
+
+def is_memoised():
+    """Whether this thread is within memoised()."""
+    return getattr(_memo, "table", None) is not None
 
 
 def atom_bounds(e, ranges):
