@@ -255,6 +255,29 @@ def test_features_of_real_kernels_are_finite_and_tell_configs_apart():
     assert g["stride_irregular"] > 0
 
 
+
+def test_extract_works_out_each_index_form_once(monkeypatch):
+    """Featurizing is most of the XGB tuner's proposal time: the affine form of an
+    index node is computed once per extract, not once per loop of its nest."""
+    from jitdl.ir import analysis
+    a = np.ones((64, 64), np.float32)
+    mm = task_of(matmul_fn(), a, a.copy())
+    func = lowered(mm, mm.space.default())
+    seen, twice = set(), []
+    inner = analysis._affine
+
+    def counting(e):
+        if isinstance(e, (analysis.Binary, analysis.Unary, analysis.Cast)):
+            if id(e) in seen:
+                twice.append(e)
+            seen.add(id(e))
+        return inner(e)
+    monkeypatch.setattr(analysis, "_affine", counting)
+    v = features.extract(func, mm.target)
+    assert seen and not twice
+    monkeypatch.setattr(analysis, "_affine", inner)
+    assert np.array_equal(v, features.extract(func, mm.target))
+
 def test_of_config_flags_a_config_that_does_not_lower():
     @jd.compute
     def scale(X):

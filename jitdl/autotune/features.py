@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jitdl import dtypes, pipeline
-from jitdl.ir.analysis import affine, bounds, free_vars
+from jitdl.ir.analysis import affine, bounds, free_vars, memoised
 from jitdl.ir.nodes import (Allocate, Binary, BinOp, Call, Const, For, ForKind, IfThen,
                             LetStmt, Load, Seq, Store, Unary)
 from jitdl.ir.visit import walk_expr
@@ -205,7 +205,13 @@ def extract(func, target) -> np.ndarray:
     """The feature vector (float32, len(FEATURE_NAMES)) of a lowered PrimFunc for a
     target (its cache sizes, vector width and cores). Loops whose extent is not a
     constant count their largest extent; indices that are not affine count as
-    irregular."""
+    irregular. Within memoised(): the affine form of each index node is worked out once,
+    not once per enclosing loop (a third of the time here)."""
+    with memoised():
+        return _extract(func, target)
+
+
+def _extract(func, target):
     walk = _Walk()
     _walk(func.body, (), {}, 0, walk)
     f = dict.fromkeys(FEATURE_NAMES, 0.0)
