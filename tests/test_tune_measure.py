@@ -2,6 +2,7 @@
 default config on fresh inputs and timed; every planted failure (an exception, a crash,
 a hang, in the build or in the run, a wrong kernel) costs exactly one failed trial."""
 import dataclasses
+import itertools
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import jitdl as jd
-from jitdl import pipeline
+from jitdl import locks, pipeline
 from jitdl.autotune.measure import LocalRunner, differs, fresh_inputs, get_runner, kernel_of
 from jitdl.autotune.task import Task, work_of
 from jitdl.runtime import engine
@@ -445,6 +446,55 @@ def test_dask_runner_on_a_local_cluster(environ_kept):
             again = runner.measure(task, [{"mode": "ok", "tj": 4}])
             assert_good(again[0], task)
 
+
+
+def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
+    """DaskRunner.measure had no deadline: a round in flight at tune(timeout=)'s end ran
+    to its end. Now the jobs in flight at the deadline are cancelled and no more are
+    submitted, all "stopped: ..." as with a LocalRunner (a fake client whose jobs never
+    finish: dask.distributed need not be installed)."""
+    import types
+    from jitdl.autotune.measure import DaskRunner
+
+    class Future:
+        def __init__(self, key):
+            self.key, self.cancelled = key, False
+
+        def cancel(self):
+            self.cancelled = True
+
+    class Client:
+        def __init__(self):
+            self.futures = []
+
+        def scheduler_info(self):
+            return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
+
+        def submit(self, fn, *args, **kw):
+            self.futures.append(Future(f"job-{len(self.futures)}"))
+            return self.futures[-1]
+
+    def wait(futures, return_when, timeout):      # nothing ever finishes
+        time.sleep(timeout)
+        raise TimeoutError
+
+    runner = DaskRunner.__new__(DaskRunner)
+    runner._distributed = types.SimpleNamespace(wait=wait)
+    runner.client = Client()
+    runner.timeout = runner.build_timeout = 60.0
+    runner.repeat, runner.min_repeat_ms, runner.post_build = 1, 1.0, None
+    runner._lock = locks.Lock()
+    runner._task = runner._key = runner._blob = runner._timed_on = None
+    runner._ids = itertools.count(1)
+    runner._ship = lambda task: "key"
+    t = time.monotonic()
+    ms = runner.measure(None, [{"tj": 8}, {"tj": 4}, {"tj": 2}],
+                        deadline=time.monotonic() + 0.5)
+    took = time.monotonic() - t
+    assert [m.error for m in ms] == ["stopped: the tuning deadline passed"] * 3, ms
+    assert len(runner.client.futures) == 2        # two workers: the third never submitted
+    assert all(f.cancelled for f in runner.client.futures)
+    assert took < 30.0, took                       # (not the 60 s build timeout)
 
 def _take(X, idx):
     return jd.tensor(idx.shape, lambda i: X[idx[i]] * 2.0, name="Y")

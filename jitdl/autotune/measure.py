@@ -802,7 +802,9 @@ class DaskRunner:
     or dask retries it on other workers first); one past its timeout is a "timeout", and
     its worker is restarted through its nanny (a thread cannot be stopped). A timeout
     counts from the job's submission, so it includes the wait for a worker that
-    restarts: give dask more slack than a LocalRunner."""
+    restarts: give dask more slack than a LocalRunner. At measure()'s `deadline` the jobs
+    in flight are cancelled (a build already running on a worker thread runs to its end
+    there, its result dropped) and no more are submitted."""
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
@@ -833,14 +835,17 @@ class DaskRunner:
             self._key = f"{task.key}-{os.getpid()}-{id(self)}-{next(self._ids)}"
         return self._key
 
-    def measure(self, task, configs) -> list:
-        """Build, verify and time each config: one Measurement per config, in order."""
+    def measure(self, task, configs, deadline=None) -> list:
+        """Build, verify and time each config: one Measurement per config, in order. At
+        `deadline` (a time.monotonic() value; tune(timeout=)'s end) the configs still
+        being built or timed are cancelled and the rest not started: their error starts
+        with "stopped:" (they are no trials), as with a LocalRunner."""
         configs = [dict(c) for c in configs]
         with self._lock:
             key = self._ship(task)
             width = max(1, len(self._workers()))
             built = self._run([(_dask_build, [key, None, c]) for c in configs], width,
-                              "build")
+                              "build", deadline)
             out = [Measurement(c) for c in configs]
             jobs, which = [], []
             for m, (status, value) in zip(out, built):
@@ -851,7 +856,7 @@ class DaskRunner:
                     which.append(m)
                 else:
                     m.error = value
-            timed = self._run(jobs, 1, "run")
+            timed = self._run(jobs, 1, "run", deadline)
             for m, (status, value) in zip(which, timed):
                 _finish(m, status, value)
             return out
@@ -859,16 +864,27 @@ class DaskRunner:
     def _workers(self):
         return sorted(self.client.scheduler_info().get("workers", {}))
 
-    def _run(self, jobs, width, what):
+    def _run(self, jobs, width, what, cut=None):
         """Submit jobs with at most `width` in flight; results in order. A job whose
         worker lacks the task goes again with it. A "run" job goes to the first worker
         (by address); the first there for a task has build_timeout more seconds (it
-        builds the reference)."""
+        builds the reference). At `cut` (time.monotonic()) the jobs in flight are
+        cancelled and the rest never submitted: all "stopped"."""
         dd = self._distributed
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
         flying = {}                  # future -> (index, deadline, limit)
+        if cut is not None:          # on perf_counter's clock, as the jobs' deadlines
+            cut = time.perf_counter() + (cut - time.monotonic())
         while todo or flying:
+            if cut is not None and time.perf_counter() >= cut:
+                for fut in flying:
+                    fut.cancel()
+                if what == "run" and flying:
+                    self._timed_on = None   # (its reference may not be built there)
+                for i in list(todo) + [i for i, _, _ in flying.values()]:
+                    results[i] = ("error", _CUT)
+                break
             while todo and len(flying) < width:
                 i = todo.pop()
                 fn, args = jobs[i]
@@ -881,7 +897,8 @@ class DaskRunner:
                         self._timed_on, limit = (args[0], worker), limit + self.build_timeout
                 fut = self.client.submit(fn, *args, pure=False, **where)
                 flying[fut] = (i, time.perf_counter() + limit, limit)
-            first = min(d for _, d, _ in flying.values())
+            ends = [d for _, d, _ in flying.values()] + ([cut] if cut is not None else [])
+            first = min(ends)
             try:
                 done, _ = dd.wait(list(flying), return_when="FIRST_COMPLETED",
                                   timeout=max(0.01, first - time.perf_counter()))

@@ -127,8 +127,8 @@ def _cut(m):
 
 
 def _measure(runner, task, configs, deadline):
-    """runner.measure, with the deadline where the runner takes one (LocalRunner; a
-    DaskRunner or a user's runner without it ends its round)."""
+    """runner.measure, with the deadline where the runner takes one (LocalRunner,
+    DaskRunner; a user's runner without it ends its round)."""
     if deadline is not None and "deadline" in inspect.signature(runner.measure).parameters:
         return runner.measure(task, configs, deadline=deadline)
     return runner.measure(task, configs)
@@ -146,7 +146,7 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
     passes is cancelled (its process killed and replaced; it is no trial and leaves no
     record), and the search's rounds end early enough to leave the re-timing its
     estimated time (at most RESERVE of the timeout). A runner that takes no deadline
-    (DaskRunner) ends the round it is in."""
+    (a user's) ends the round it is in."""
     from jitdl.autotune import features
     from jitdl.autotune.tuner import make
     t0 = time.monotonic()
