@@ -87,6 +87,36 @@ def test_xgb_reaches_95_percent_in_far_fewer_trials_than_random():
     assert np.mean(got) < random_trials / 2, (got, random_trials)
 
 
+
+def test_xgb_featurizes_each_config_once_and_within_its_budget_per_batch():
+    """Featurizing (lowering) a config was most of a proposal's time: 500 a batch, 6-10
+    s. Each config is featurized once for the whole run, at most max_featurized (150)
+    a batch besides the batch's own measured ones, and every config featurized before
+    and not yet proposed is still a candidate (ranked by the new model, not lowered)."""
+    sp = space()
+    probe = tuner.XGBTuner(sp)
+    calls = []
+
+    def featurize(c):
+        calls.append(repr(sorted(c.items())))
+        return probe._knob_features(c)
+    tu = tuner.XGBTuner(sp, featurize=featurize, seed=0)
+    assert tu.max_featurized == 150
+    pools = []
+    pick = tu._pick
+    tu._pick = lambda pool, n: pools.append(dict(pool)) or pick(pool, n)
+    for _ in range(5):
+        before = len(calls)
+        cfgs = tu.next_batch(8)
+        assert len(calls) - before <= tu.max_featurized + 8
+        tu.update(cfgs, measure(cfgs))
+    assert len(calls) == len(set(calls))           # none featurized twice
+    assert len(pools) == 4
+    for pool, featurized_before in zip(pools[1:], [set(p) for p in pools[:-1]]):
+        # what an earlier batch scored and did not propose is scored again
+        left = {p for p in featurized_before if p not in tu.proposed}
+        assert left and left <= set(pool)
+
 def small_space():
     cfg = Config()
     cfg.split("t", 8)                      # 1, 2, 4, 8
