@@ -1657,3 +1657,33 @@ def test_jd_numpy_max_of_a_symbolic_empty_axis_raises_where_the_output_is_empty_
                 f(rand(*shape))
             assert str(ref.value) in str(got.value), (str(ref.value), str(got.value))
         np.testing.assert_array_equal(f(rand(0, 6)), np.zeros(0))
+
+
+def _body_band_rows(X):
+    n, m = X.shape
+    Y = jd.tensor((n, m), name="Y")
+    Y[i, j] = sum(X[i, k] for k in range(max(j - 1, 0), min(j + 2, m)))
+    return Y
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_rfactor_of_a_range_bounded_by_a_min_over_symbolic_sizes(blocked):
+    """rfactor of `range(max(j - 1, 0), min(j + 2, m))` in a dynamic definition: the
+    part's guard `k_o * 2 + k_f < min(j + 2, X_n1)` bounds its read below X_n1, but the
+    prover kept the min whole, and the definition was refused ('cannot prove index
+    `k_o * 2 + k_f` ... inside [0, X_n1)'), pointing at the user's correct line."""
+    f = jd.compute(_body_band_rows, dynamic=True)
+
+    @jd.schedule(f, target="cpu")
+    def _(s, cfg):
+        Y = s["Y"]
+        s.rfactor(Y, Y.reduce_axis[0], 2 if not blocked else 3, blocked=blocked)
+    for n, m in [(7, 13), (1, 1), (3, 2), (0, 5), (4, 0), (5, 64), (7, 13)]:
+        x = rand(n, m)
+        want = np.array([[x[r, max(c - 1, 0):c + 2].sum() for c in range(m)]
+                         for r in range(n)]).reshape(n, m)
+        out = np.full((n, m), np.nan)
+        assert f(x, out=out) is out
+        np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    assert kernels(f) == 2              # (1, 1): another pattern
+    assert "]!" not in f.lower(rand(3, 4))

@@ -675,7 +675,24 @@ def _narrow(cond, ranges, negate):
             op = _FLIP[cond.op] if negate else cond.op
             if not dtypes.is_int(cond.a.dtype):
                 return ranges
-            return _narrow_cmp(op, cond.a, cond.b, ranges)
+            return _narrow_rel(op, cond.a, cond.b, _narrow_cmp(op, cond.a, cond.b, ranges))
+    return ranges
+
+
+def _narrow_rel(op, a, b, ranges):
+    """Ranges under `a op b` where a side is a min or max that the relation holds with
+    each side of: `a < min(p, q)` is `a < p` and `a < q` (an rfactor's guard against a
+    reduction's bound `min(j + 2, X_n1)`, which proves its read below X_n1), likewise
+    `max(p, q) <= b`, `a >= max(p, q)` and `min(p, q) > b`."""
+    low = op in (CmpOp.LT, CmpOp.LE)
+    for side, other, both in ((b, a, BinOp.MIN if low else BinOp.MAX),
+                              (a, b, BinOp.MAX if low else BinOp.MIN)):
+        if op in (CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE) and isinstance(side, Binary) \
+                and side.op == both and dtypes.is_int(side.dtype):
+            for part in (side.a, side.b):
+                x, y = (other, part) if side is b else (part, other)
+                ranges = _narrow_rel(op, x, y, _narrow_cmp(op, x, y, ranges))
+            return ranges
     return ranges
 
 
