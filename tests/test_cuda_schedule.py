@@ -518,6 +518,16 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
                        r"A_n0 bound to threadIdx.x\)"):
         build(dyn_add, [f32(10)] * 2,
               lambda s, cfg: s.bind(s[list(s.stages)[-1]].axis[0], "threadIdx.x"))
+
+    def outer_on_threads(s, cfg):   # (the outer part of a split of a symbolic loop)
+        o, i = s.split(s[list(s.stages)[-1]].axis[0], 4)
+        s.bind(o, "threadIdx.y")
+        s.bind(i, "threadIdx.x")
+    # the extent as the loop IR prints it (it was the CUDA C's `jd_idiv<long long>((A_n0
+    # + 3LL), 4LL)`)
+    with pytest.raises(CompileError, match=r"must be a constant, got \(A_n0 \+ 3\) // 4 "
+                       r"\(loop idx0_o over \(A_n0 \+ 3\) // 4 bound to threadIdx.y\)"):
+        build(dyn_add, [f32(10)] * 2, outer_on_threads)
     with pytest.raises(CompileError, match=r"needs 80000 bytes of shared memory \(X_cache_l "
                        r"1x20000: 80000\), over the device's 49152 per block"):
         build(rowsum, [f32(4, 20000)], _row_in_shared)

@@ -36,6 +36,7 @@ from jitdl.errors import CompileError, GPUScheduleError
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, ReduceOp,
                             Select, Seq, Store, ThreadReduce, UnOp, Unary, Var)
+from jitdl.ir.printer import expr_text
 from jitdl.ir.analysis import (INF, bounds, memoised, reads_memory, stride,
                                 unconditional_reads)
 from jitdl.ir.visit import (NodeKey, expr_children, stmt_exprs, substitute, walk_expr,
@@ -205,6 +206,12 @@ def generate(func: PrimFunc, target, with_err=False) -> CudaModule:
 
 def _launch_text(e):
     return str(e) if isinstance(e, int) else _ExprText().expr(e)
+
+
+def _loop_text(e):
+    """An extent as a message shows it: the loop IR's text (`(X_n1 + 3) // 4`, as
+    `f.lower` prints it), not the CUDA C's."""
+    return str(e) if isinstance(e, int) else expr_text(e)
 
 
 class _ExprText:
@@ -489,7 +496,7 @@ class _KernelGen(_ExprText):
         for s in walk_stmt(stmt):
             if isinstance(s, For) and s.kind.bound:
                 bound.setdefault(s.kind.value, []).append(s.extent)
-                ext = s.extent.value if isinstance(s.extent, Const) else _launch_text(s.extent)
+                ext = s.extent.value if isinstance(s.extent, Const) else _loop_text(s.extent)
                 loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
                 names.setdefault(s.kind.value, []).append(s.var.name)
             elif isinstance(s, ThreadReduce):
@@ -509,7 +516,7 @@ class _KernelGen(_ExprText):
             if not isinstance(n, int):
                 raise GPUScheduleError(
                     f"cuda: kernel {name}: the extent bound to threadIdx.{d} must be a "
-                    f"constant, got {_launch_text(n)}{bound_to([f'threadIdx.{d}'])}; split "
+                    f"constant, got {_loop_text(n)}{bound_to([f'threadIdx.{d}'])}; split "
                     "the loop by a constant and bind the inner part",
                     loops=names_of([f"threadIdx.{d}"]))
         self.nthreads = block[0] * block[1] * block[2]
@@ -914,8 +921,8 @@ class _KernelGen(_ExprText):
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
             self.nested(s.body, s.kind.thread and (
-                f"loop {s.var.name} bound to {tag} over {_launch_text(s.extent)} of the "
-                f"block's {_launch_text(self.launch[tag])} threads"))
+                f"loop {s.var.name} bound to {tag} over {_loop_text(s.extent)} of the "
+                f"block's {_loop_text(self.launch[tag])} threads"))
             self.emit("}")
         self.thread_vars.discard(s.var)
         self.depth -= 1
