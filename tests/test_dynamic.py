@@ -5,6 +5,7 @@ checks, the static proofs (no run-time checks in the lowered text) and the disk 
 across processes."""
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -1687,3 +1688,42 @@ def test_rfactor_of_a_range_bounded_by_a_min_over_symbolic_sizes(blocked):
         np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
     assert kernels(f) == 2              # (1, 1): another pattern
     assert "]!" not in f.lower(rand(3, 4))
+
+
+def _dynamic_matmul():
+    @jd.compute(dynamic=True)
+    def matmul(A, B):
+        n, k = A.shape
+        _, m = B.shape
+        C[i, j] = sum(A[i, r] * B[r, j] for r in range(k))
+        return C
+    return matmul
+
+
+def test_rfactor_of_a_reduction_whose_other_operand_has_one_row():
+    """rfactor of a dynamic matmul's reduction axis, called with B of one row: the kernel
+    for that pattern takes A's columns as B's rows, the constant 1, but the proof of
+    A[i, ko * f + kf] and B[ko * f + kf, j] narrowed by the guard as written (`... <
+    A_n1`): a DefinitionError 'can read outside A ... guard it', for A (3, 1) @ B (1, 4)
+    as for the mismatched A (3, 6) @ B (1, 4), where the unscheduled function says shape
+    mismatch. The guard now narrows with the sizes the call checks equal put in too."""
+    for factor in ("knob", 4):
+        f = _dynamic_matmul()
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            C = s["C"]
+            (k,) = C.reduce_axis
+            s.rfactor(C, k, cfg.split("tk", k) if factor == "knob" else factor)
+        for n, k, m in [(3, 1, 4), (1, 1, 1), (5, 1, 9), (3, 6, 4), (2, 1, 1)]:
+            a, b = rand(n, k), rand(k, m)
+            got = np.full((n, m), np.nan)
+            f(a, b, out=got)
+            np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+        with pytest.raises(jd.errors.ArgumentShapeError) as e:
+            line = inspect.currentframe().f_lineno + 1
+            f(rand(3, 6), rand(1, 4))
+        assert str(e.value).startswith(
+            "matmul(): shape mismatch: argument 'A' has size 6 in dimension 1 but argument "
+            "'B' has size 1 in dimension 0 (A (3, 6), B (1, 4))")
+        assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)

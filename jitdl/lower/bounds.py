@@ -21,15 +21,18 @@ from jitdl.ir.visit import expr_children, substitute, walk_unique
 from jitdl.te.tensor import Placeholder
 
 
-def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None):
+def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None, also=None):
     """Call visit(access, ranges) with ranges narrowed by enclosing conditions; extent(a)
-    is the extent of an axis a as the proof takes it. A node met again under the same
-    ranges object (a subexpression shared by several parents, `v = v * v + 1` repeated;
-    under memoised() narrowing gives the same object for the same condition) is walked
-    once: its tree doubles with every such step. `seen` keeps each ranges it keys alive,
-    so that its id stays its own."""
+    is the extent of an axis a as the proof takes it, also(cond) the condition as the
+    proof takes it besides (with the sizes the call checks equal put in: both hold). A
+    node met again under the same ranges object (a subexpression shared by several
+    parents, `v = v * v + 1` repeated; under memoised() narrowing gives the same object
+    for the same condition) is walked once: its tree doubles with every such step.
+    `seen` keeps each ranges it keys alive, so that its id stays its own."""
     if seen is None:
         seen = {}
+    if also is None:
+        also = _same_object
     key = (id(e), id(ranges))
     if key in seen:
         return
@@ -39,17 +42,19 @@ def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None):
     if isinstance(e, Access):
         visit(e, ranges)
     if isinstance(e, Select):
-        _walk_guarded(e.cond, ranges, visit, extent, seen)
+        _walk_guarded(e.cond, ranges, visit, extent, seen, also)
         # (ranges as they were where the condition tells nothing of an arm: a node shared
         # by both arms, and by the arms of selects inside them, is walked once)
-        _walk_guarded(e.t, narrow_for(e.cond, ranges, e.t), visit, extent, seen)
-        _walk_guarded(e.f, narrow_for(e.cond, ranges, e.f, negate=True), visit, extent, seen)
+        _walk_guarded(e.t, _narrow_both(e.cond, ranges, e.t, False, also), visit, extent,
+                      seen, also)
+        _walk_guarded(e.f, _narrow_both(e.cond, ranges, e.f, True, also), visit, extent,
+                      seen, also)
         return
     if isinstance(e, Binary) and e.op in (BinOp.AND, BinOp.OR) and e.dtype == "bool":
         # evaluated left to right with short circuit (see codegen)
-        _walk_guarded(e.a, ranges, visit, extent, seen)
-        _walk_guarded(e.b, narrow_for(e.a, ranges, e.b, negate=(e.op == BinOp.OR)), visit,
-                      extent, seen)
+        _walk_guarded(e.a, ranges, visit, extent, seen, also)
+        _walk_guarded(e.b, _narrow_both(e.a, ranges, e.b, e.op == BinOp.OR, also), visit,
+                      extent, seen, also)
         return
     if isinstance(e, Reduce):
         if any(isinstance(extent(a), int) and extent(a) <= 0 for a in e.axes):
@@ -58,12 +63,25 @@ def _walk_guarded(e, ranges, visit, extent=lambda a: a.extent, seen=None):
         for a in e.axes:
             inner = with_loop(inner, a.var, a.min, extent(a))
         if e.where is not None:
-            _walk_guarded(e.where, inner, visit, extent, seen)
+            _walk_guarded(e.where, inner, visit, extent, seen, also)
             inner = narrow(e.where, inner)
-        _walk_guarded(e.body, inner, visit, extent, seen)
+            if also(e.where) is not e.where:
+                inner = narrow(also(e.where), inner)
+        _walk_guarded(e.body, inner, visit, extent, seen, also)
         return
     for c in expr_children(e):
-        _walk_guarded(c, ranges, visit, extent, seen)
+        _walk_guarded(c, ranges, visit, extent, seen, also)
+
+
+def _same_object(e):
+    return e
+
+
+def _narrow_both(cond, ranges, exprs, negate, also):
+    """narrow_for of the condition as written, then as also(cond) gives it."""
+    out = narrow_for(cond, ranges, exprs, negate)
+    other = also(cond)
+    return out if other is cond else narrow_for(other, out, exprs, negate)
 
 
 def check_stage(tensor, scalars=(), same=None):
@@ -81,6 +99,16 @@ def check_stage(tensor, scalars=(), same=None):
             return a.extent
         n = substitute(a.extent, same)
         return int(n.value) if isinstance(n, Const) else n
+
+    conds = {}
+
+    def also(c):                # a condition with the sizes the call checks equal
+        if not same:            # (one object per condition: narrowing is memoised by id)
+            return c
+        hit = conds.get(id(c))
+        if hit is None:
+            hit = conds[id(c)] = (c, substitute(c, same))   # (c itself: unchanged)
+        return hit[1]
     if any(isinstance(extent(a), int) and extent(a) == 0 for a in op.axes):
         return deferred             # an empty tensor reads nothing
     ranges = {v: (0, SIZE_LIMIT - 1) for v in _size_vars(op)}
@@ -139,7 +167,7 @@ def check_stage(tensor, scalars=(), same=None):
                 acc.loc or op.loc)
     # (memoised: narrowing by one condition gives one ranges object, see _walk_guarded)
     with memoised():
-        _walk_guarded(op.body, ranges, visit, extent)
+        _walk_guarded(op.body, ranges, visit, extent, also=also)
     return deferred
 
 
