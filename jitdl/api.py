@@ -542,6 +542,12 @@ class Function:
                 low = self._lower(specs, config, graph=graph)
             except ArgumentShapeError as e:     # (the call's sizes for the traced names)
                 raise type(e)(_with_sizes(e.message, self.param_names, args), e.loc) from None
+            except JitdlError:
+                # a kernel for this pattern of sizes 1 takes the sizes the definition
+                # makes equal as one (B's rows 1: A's columns 1 too); where this call's
+                # differ, the schedule's error for it is not the call's
+                _refuse_disagreeing(self.name, graph, args)
+                raise
             loop_ir = low.loop_ir
             layout = [list(x) for x in low.graph.layout]
         else:
@@ -1293,6 +1299,23 @@ def _known_source(filename, lines):
     lines = list(lines)
     if lines and linecache.getlines(filename) != lines:
         linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _refuse_disagreeing(fname, graph, args):
+    """ArgumentShapeError, as the kernel's check at the call words it, where the call's
+    arguments differ in sizes that the definition makes equal; else nothing."""
+    from jitdl.lower.lower import definition_agreements
+    try:
+        agree = definition_agreements(graph)
+    except JitdlError:
+        return
+    for a, pa, da, b, pb, db in agree:
+        sa, sb = tuple(args[pa].shape), tuple(args[pb].shape)
+        if sa[da] != sb[db]:
+            raise ArgumentShapeError(
+                f"{fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
+                f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
+                f"{b} {sb})", user_loc()) from None
 
 
 def _with_sizes(message, names, args):

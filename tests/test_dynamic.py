@@ -1727,3 +1727,31 @@ def test_rfactor_of_a_reduction_whose_other_operand_has_one_row():
             "matmul(): shape mismatch: argument 'A' has size 6 in dimension 1 but argument "
             "'B' has size 1 in dimension 0 (A (3, 6), B (1, 4))")
         assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+
+
+def test_a_schedule_refusing_a_pattern_does_not_hide_the_calls_shape_mismatch():
+    """A schedule that cannot serve a pattern of sizes (pack needs a concrete extent, B's
+    columns are symbolic) raised its ScheduleError for a call whose shapes mismatch too,
+    A (3, 6) @ B (1, 4), where the unscheduled function says shape mismatch: the kernel
+    of that pattern takes A's columns as B's rows. The call's mismatch comes first,
+    naming both arguments, their sizes and the caller's line; a call that agrees still
+    gets the schedule's error."""
+    f = _dynamic_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        s.pack("B", s["C"], 1, 4)
+    for sa, sb in [((3, 6), (1, 4)), ((3, 1), (6, 4)), ((3, 6), (7, 4))]:
+        with pytest.raises(jd.errors.ArgumentShapeError) as e:
+            line = inspect.currentframe().f_lineno + 1
+            f(rand(*sa), rand(*sb))
+        assert str(e.value).startswith(
+            f"matmul(): shape mismatch: argument 'A' has size {sa[1]} in dimension 1 but "
+            f"argument 'B' has size {sb[0]} in dimension 0 (A {sa}, B {sb})")
+        assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+    with pytest.raises(jd.ScheduleError, match="pack needs a concrete extent"):
+        f(rand(3, 1), rand(1, 4))
+    a, b = rand(3, 6), rand(6, 1)           # (B's columns the constant 1: pack serves it)
+    got = np.full((3, 1), np.nan)
+    f(a, b, out=got)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12)

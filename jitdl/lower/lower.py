@@ -759,6 +759,13 @@ def _asserted(graph):
     return out
 
 
+def definition_agreements(graph):
+    """The checks at the call that the definition itself makes (whatever a schedule
+    rewrote), as check_shape_agreement gives them."""
+    agree = bounds.check_shape_agreement(stages_of(graph.outputs), graph.params)
+    return agree + [c for c in _asserted(graph) if c not in agree]
+
+
 def _same_sizes(graph, agree):
     """{size Var: the Var or Const it equals}, from the sizes checked equal at the call:
     each size is replaced by the first of its class (one variable per extent in the loop
