@@ -1801,3 +1801,39 @@ def test_a_select_of_equal_arms_keeps_the_check_of_the_arm_it_picks():
     with pytest.raises(ValueError, match="negative integer powers"):
         pick(X, K, 0)
     np.testing.assert_array_equal(pick(X, K + 2, 0), np.power(X, K + 2))
+
+
+def test_a_loaded_export_given_another_scalar_type_says_how_to_serve_it(tmp_path):
+    """An export of `s` a Python float, called with an int or an np.float64 for it: the
+    function compiles another kernel for each (an int's dtype rules are not a float's,
+    np.float64 is not weak as a Python float is: X float32 * s is float64 then), so the
+    loaded export cannot serve them with the float's. Its error said only what the file
+    holds; it now says that the type selects the kernel and how to serve it (convert, or
+    export from an example of that type), and the export of an int serves ints as the
+    function does."""
+    @jd.compute
+    def scale(X, s):
+        return jd.tensor(X.shape, lambda i: X[i] * s + s / 4)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(7)
+    g = jd.load(scale.export(str(tmp_path / "f.jdx"), x, 2.5))
+    np.testing.assert_allclose(g(x, 1.75), x * 1.75 + 1.75 / 4, rtol=1e-12)
+    for s, conv, kind in [(3, "float", "an int"), (np.float64(3.5), "float", "a float64"),
+                          (True, "float", "a bool")]:
+        scale(x, s)                                 # (the function: a kernel of its own)
+        with pytest.raises(jd.ArgumentError) as e:
+            g(x, s)
+        assert str(e.value).startswith(
+            f"scale(): no exported kernel for arguments (float64[7], {type(s).__name__}): "
+            f"argument 's' is {type(s).__name__}, the nearest exported kernel takes float; "
+            f"the file holds: (float64[7], float); a scalar's type selects its kernel (scale "
+            f"compiles one per type, as their dtype rules differ): pass {conv}(s), or export "
+            f"from an example where 's' is {kind} too"), str(e.value)
+    assert len(scale.cache_info()["events"]) == 4
+    h = jd.load(scale.export(str(tmp_path / "i.jdx"), x, 2))
+    got, want = h(x, 3), scale(x, 3)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, x * 3 + 3 / 4, rtol=1e-12)
+    with pytest.raises(jd.ArgumentError, match=r"pass int\(s\), or export from an example "
+                       r"where 's' is a float too"):
+        h(x, 2.5)

@@ -154,8 +154,27 @@ class ExportedFunction:
             raise ArgumentError(
                 f"{self.name}(): no exported kernel for arguments "
                 f"{_show_key(key)}{self._nearest(key)}; the file holds: "
-                + self._held(key), user_loc())
+                + self._held(key) + self._scalar_hint(key), user_loc())
         return k
+
+    def _scalar_hint(self, key):
+        """'; a scalar's type selects its kernel ...: pass float(s), or export ...' where
+        the nearest kernel differs from the call in a scalar's type only. The function
+        itself compiles a kernel per scalar type (an int's dtype rules are not a float's,
+        a Python float is weak where np.float64 is not), so no other one serves it."""
+        names = list(self._params.parameters)
+        if not self._kernels or len(names) != len(key):
+            return ""
+        near = min(self._kernels, key=lambda k: _distance(key, k))
+        at = [i for i, (a, b) in enumerate(zip(key, near)) if a != b]
+        if len(at) != 1 or not all(isinstance(x, type) for x in (key[at[0]], near[at[0]])):
+            return ""
+        i = at[0]
+        have, given = near[i], key[i]
+        conv = have.__name__ if have.__module__ == "builtins" else f"np.{have.__name__}"
+        return (f"; a scalar's type selects its kernel ({self.name} compiles one per type, "
+                f"as their dtype rules differ): pass {conv}({names[i]}), or export "
+                f"from an example where {names[i]!r} is {_a(given.__name__)} too")
 
     def _held(self, key):
         """The file's kernels as a message lists them: all, in the file's order, or (a
@@ -235,6 +254,10 @@ def dynamic_dims(kernels, positions):
                 d[0] |= any(s is not None and s != 1 for s in shape)
                 d[1].update(n for n, s in enumerate(shape) if s is None)
     return {p: tuple(sorted(ds)) for p, (partial, ds) in out.items() if partial and ds}
+
+
+def _a(word):
+    return ("an " if word[0] in "aeiou" else "a ") + word
 
 
 def _show_key(key):
