@@ -199,6 +199,16 @@ class ScalarOverflowError(JitdlError, OverflowError):
     OverflowError too): a literal in a definition, or a scalar argument at the call."""
 
 
+class KernelIndexError(JitdlError, IndexError):
+    """An index a kernel checks at run time (one read from data, `X[idx[i]]`) outside
+    its dimension: NumPy's IndexError, at the caller's line."""
+
+
+class KernelValueError(JitdlError, ValueError):
+    """A run-time check whose failure is NumPy's ValueError (VALUE_CHECKS), at the
+    caller's line."""
+
+
 class AllocationError(JitdlError, MemoryError):
     """A kernel could not allocate an intermediate buffer (it names the buffer and size)."""
 

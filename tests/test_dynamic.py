@@ -1755,3 +1755,42 @@ def test_a_schedule_refusing_a_pattern_does_not_hide_the_calls_shape_mismatch():
     got = np.full((3, 1), np.nan)
     f(a, b, out=got)
     np.testing.assert_allclose(got, a @ b, rtol=1e-12)
+
+
+def test_run_time_index_and_overflow_errors_name_the_callers_line(tmp_path):
+    """An index read from data out of range (`X[idx[i]]`, idx holding 7 for X of 5) was a
+    plain IndexError with no line, and a Python int that overflows the dtype it meets was
+    a ScalarOverflowError at the definition's line, from the function and from its
+    loaded export alike: neither named the line that called. Both are at the caller's
+    line now (still an IndexError and an OverflowError; the overflow names the
+    definition's line in its text), the first call and the compiled per-call path."""
+    def gather(X, idx):
+        return jd.tensor(idx.shape, lambda i: X[idx[i]] * 2)
+
+    def shift(X, s):
+        return jd.tensor(X.shape, lambda i: X[i] + s)
+    x, xi = rand(5), RNG.integers(-9, 9, 6).astype(np.int32)
+    good, bad = np.array([4, 0, 2]), np.array([0, 7, 2])
+    for dyn in (False, True):
+        g, s = jd.compute(gather, dynamic=dyn), jd.compute(shift, dynamic=dyn)
+        np.testing.assert_allclose(g(x, good), x[good] * 2)
+        np.testing.assert_array_equal(s(xi, 3), xi + 3)
+        lg = jd.load(g.export(str(tmp_path / f"g{dyn}.jdx"), x, good))
+        ls = jd.load(s.export(str(tmp_path / f"s{dyn}.jdx"), xi, 3))
+        np.testing.assert_allclose(lg(x, good), x[good] * 2)
+        for f in (g, lg):
+            for _ in range(2):
+                with pytest.raises(IndexError, match=r"index `idx\[i\]` into X is 7") as e:
+                    line = inspect.currentframe().f_lineno + 1
+                    f(x, bad)
+                assert isinstance(e.value, jd.JitdlError)
+                assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+        for f in (s, ls):
+            for _ in range(2):
+                with pytest.raises(OverflowError, match="out of bounds for int32") as e:
+                    line = inspect.currentframe().f_lineno + 1
+                    f(xi, 2 ** 40)
+                assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+                assert f'(the definition: File "{__file__}", line ' \
+                       f'{shift.__code__.co_firstlineno + 1}: return jd.tensor(X.shape, ' \
+                       'lambda i: X[i] + s))' in str(e.value)

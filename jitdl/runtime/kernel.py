@@ -9,6 +9,7 @@ the pointer entry through ctypes: strided inputs, out= that needs a copy, errors
 from __future__ import annotations
 
 import ctypes
+import linecache
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -17,8 +18,9 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.errors import (AllocationError, ArgumentError, ArgumentIndexError,
-                          ArgumentShapeError, ExpandedViewError, OutArgumentError,
-                          ScalarOverflowError, SourceLoc, user_loc, value_check_message)
+                          ArgumentShapeError, ExpandedViewError, KernelIndexError,
+                          KernelValueError, OutArgumentError, ScalarOverflowError, SourceLoc,
+                          user_loc, value_check_message)
 from jitdl.ir import weak
 from jitdl.runtime import engine, pool
 from jitdl.target.cpu import FAST_ARRAY_TYPE, FAST_ERROR, FAST_FALLBACK, FAST_OK
@@ -417,9 +419,13 @@ def _raise_overflow(fname, e, tree, text, context, loc, values):
     else:
         why = (f"in `{context}`: jitdl computes with Python-int arguments in int64 "
                f"(pass a float for a larger number)")
-    raise ScalarOverflowError(
-        f"{fname}(): {bounds}, {why}",
-        SourceLoc(loc[0], loc[1]) if loc else None)
+    # (at the caller's line, as the call's other errors; the definition's line in words)
+    where = ""
+    if loc:
+        text = linecache.getline(loc[0], loc[1]).strip()
+        where = f" (the definition: File \"{loc[0]}\", line {loc[1]}" + \
+            (f": {text})" if text else ")")
+    raise ScalarOverflowError(f"{fname}(): {bounds}, {why}{where}", user_loc())
 
 
 class KernelChecks:
@@ -464,12 +470,13 @@ class KernelChecks:
         message = value_check_message(tensor)
         if message is not None:
             said = given(message) if sizes else ""
-            raise ValueError(f"{self.fname}(): {message}" + (f" ({said})" if said else ""))
+            raise KernelValueError(f"{self.fname}(): {message}" +
+                                   (f" ({said})" if said else ""), user_loc())
         if isinstance(extent, str) and sizes:    # a dynamic size: its name, and its value
             said = given(extent)
             extent = f"{extent}) ({said}" if said else extent
-        raise IndexError(f"{self.fname}(): index `{text}` into {tensor} is {int(err[1])}, "
-                         f"outside [0, {extent})")
+        raise KernelIndexError(f"{self.fname}(): index `{text}` into {tensor} is "
+                               f"{int(err[1])}, outside [0, {extent})", user_loc())
 
 
 
