@@ -1794,3 +1794,31 @@ def test_run_time_index_and_overflow_errors_name_the_callers_line(tmp_path):
                 assert f'(the definition: File "{__file__}", line ' \
                        f'{shift.__code__.co_firstlineno + 1}: return jd.tensor(X.shape, ' \
                        'lambda i: X[i] + s))' in str(e.value)
+
+
+def test_a_loaded_export_reports_a_mismatch_before_a_pattern_refused_at_export(tmp_path):
+    """A pattern of sizes the schedule refused at export (pack of B needs B's columns
+    concrete: only B of one column has a kernel) was the loaded function's 'the
+    definition refused these sizes at export (ScheduleError ...)' for A (3, 6) @ B (5, 4)
+    too, where the function says shape mismatch. The mismatch of sizes the exported
+    kernels check equal now comes first, with the caller's line."""
+    f = _dynamic_matmul()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        s.pack("B", s["C"], 1, 4)
+    a, b = rand(3, 6), rand(6, 1)
+    g = jd.load(f.export(str(tmp_path / "mm.jdx"), a, b))
+    got = np.full((3, 1), np.nan)
+    g(a, b, out=got)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12)
+    for h in (f, g):
+        with pytest.raises(jd.errors.ArgumentShapeError) as e:
+            line = inspect.currentframe().f_lineno + 1
+            h(a, rand(5, 4))
+        assert str(e.value).startswith(
+            "matmul(): shape mismatch: argument 'A' has size 6 in dimension 1 but argument "
+            "'B' has size 5 in dimension 0 (A (3, 6), B (5, 4))")
+        assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+    with pytest.raises(ArgumentError, match="refused these sizes at export"):
+        g(a, rand(6, 4))

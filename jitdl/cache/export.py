@@ -146,6 +146,7 @@ class ExportedFunction:
         key = call_key(args, self._static, self._dynamic, self._dims)
         k = self._kernels.get(key)
         if k is None and key in self._refused:
+            self._refuse_disagreeing(args)
             kind, message = self._refused[key]
             raise (ArgumentShapeError if kind == "ArgumentShapeError" else ArgumentError)(
                 f"{self.name}(): no exported kernel for arguments {_show_key(key)}: the "
@@ -175,6 +176,23 @@ class ExportedFunction:
         return (f"; a scalar's type selects its kernel ({self.name} compiles one per type, "
                 f"as their dtype rules differ): pass {conv}({names[i]}), or export "
                 f"from an example where {names[i]!r} is {_a(given.__name__)} too")
+
+    def _refuse_disagreeing(self, args):
+        """The call's shape mismatch, as a kernel's check at the call words it, where
+        its arguments differ in sizes that the held kernels check equal (what a pattern
+        refused at export is, the mismatch comes first, as the function's call says)."""
+        seen = set()
+        for k in self._kernels.values():
+            for a, pa, da, b, pb, db in k.sig.agree:
+                if (pa, da, pb, db) in seen:
+                    continue
+                seen.add((pa, da, pb, db))
+                sa, sb = (tuple(getattr(args[p], "shape", ())) for p in (pa, pb))
+                if len(sa) > da and len(sb) > db and sa[da] != sb[db]:
+                    raise ArgumentShapeError(
+                        f"{self.name}(): shape mismatch: argument '{a}' has size {sa[da]} "
+                        f"in dimension {da} but argument '{b}' has size {sb[db]} in "
+                        f"dimension {db} ({a} {sa}, {b} {sb})", user_loc())
 
     def _held(self, key):
         """The file's kernels as a message lists them: all, in the file's order, or (a
