@@ -82,7 +82,7 @@ class Function:
     """A jitdl definition; call it with NumPy arrays and Python scalars."""
 
     def __init__(self, pyfunc, strict_fp=False, autotune=None, name=None, static=(),
-                 dynamic=False):
+                 dynamic=False, solid=None):
         functools.update_wrapper(self, pyfunc)      # __name__, __doc__, __wrapped__, ...
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
@@ -133,8 +133,11 @@ class Function:
         # (position -> the dimensions that are symbolic, for arrays dynamic in only some)
         self._dims = {self.param_names.index(n): d for n, d in dims.items()
                       if d not in (True, ())}
+        # f(rank) -> the dimensions (from 0) of a dynamic array that the definition never
+        # broadcasts (a concatenate's axis: the op library's), symbolic at size 1 too
+        self._solid = solid if self.dynamic else None
         self._call_key = key_function(self._nparams, self._static_pos,
-                                      self._dynamic_pos, self._dims)   # call_key
+                                      self._dynamic_pos, self._dims, self._solid)  # call_key
         self._captured = None
         self._long_rows = False         # (GPU calls: rows of symbolic length taken as long,
         #                                 the op library's kernel for them: jitdl.eager)
@@ -296,7 +299,7 @@ class Function:
         return self._bind(args, kwargs) if kwargs or len(args) != self._nfast else args
 
     def _key(self, args):
-        key = call_key(args, self._static_pos, self._dynamic_pos, self._dims)
+        key = call_key(args, self._static_pos, self._dynamic_pos, self._dims, self._solid)
         try:
             hash(key)
         except TypeError:            # an unhashable static value: say which
@@ -380,7 +383,8 @@ class Function:
     def _arguments(self):
         """The keyword arguments of Function that make this one (pickles copy them)."""
         return dict(strict_fp=self.strict_fp, autotune=self.autotune, name=self.name,
-                    static=self.static, dynamic=self._dynamic_arg())
+                    static=self.static, dynamic=self._dynamic_arg(),
+                    **({} if self._solid is None else {"solid": self._solid}))
 
     def _dynamic_arg(self):
         """dynamic= as given (normalised): the names, or a dict where some arrays are
@@ -405,7 +409,8 @@ class Function:
                     f"{past[0]} symbolic; expected an array with at least "
                     f"{max(d + 1 if d >= 0 else -d for d in past)} dimensions",
                     user_loc())
-        return shape_key(tuple(shape), dims)
+        return shape_key(tuple(shape), dims,
+                         self._solid(len(shape)) if self._solid is not None else ())
 
     def _check_one_device(self, args, specs):
         """Host and GPU arrays in one call: an error naming which is which."""
@@ -462,8 +467,17 @@ class Function:
                 self._graphs[key] = graph
         return graph
 
-    def _options(self):
-        return pipeline.Options(self.name, self.strict_fp, settings.num_threads)
+    def _options(self, specs=None):
+        return pipeline.Options(self.name, self.strict_fp, settings.num_threads,
+                                ones=self._ones(specs))
+
+    def _ones(self, specs):
+        """The (argument position, dimension) of the specs' symbolic sizes that may be 1
+        (Options.ones: self._solid's dimensions)."""
+        if self._solid is None or specs is None:
+            return ()
+        return tuple((n, d) for n in self._dynamic_pos if specs[n][0] == "array"
+                     for d in self._solid(len(specs[n][1])) if specs[n][1][d] is None)
 
     def _how(self, target, config):
         """The schedule arguments of the pipeline: the user's schedule function for this
@@ -476,7 +490,7 @@ class Function:
         if self._fixed and (repr(specs), target.name) not in self._checked:
             self._space(specs, target).check(self._fixed, f"{self.name}.with_config")
             self._checked.add((repr(specs), target.name))
-        return pipeline.lower(graph or self._trace(specs), target, self._options(),
+        return pipeline.lower(graph or self._trace(specs), target, self._options(specs),
                               **self._how(target, config), until=until, texts=texts)
 
     def _space(self, specs, target=None):
@@ -488,7 +502,7 @@ class Function:
         graph, fn = self._trace(specs), self._schedules.get(target.name)
 
         def run(config):
-            return pipeline.lower(graph, target, self._options(), schedule_fn=fn,
+            return pipeline.lower(graph, target, self._options(specs), schedule_fn=fn,
                                   config=config, until="schedule").space
         space = run({})
         for knob in list(space.knobs.values()):
@@ -559,7 +573,9 @@ class Function:
             # once sizes that must agree are merged, but check other sizes at the call)
             full, _ = keys.full_key(loop_ir, self.strict_fp,
                                     {"fname": self.name, "layout": layout,
-                                     "specs": [list(s) for s in specs]}, target)
+                                     "specs": [list(s) for s in specs],
+                                     **({"ones": self._ones(specs)} if self._solid else {})},
+                                    target)
             kernel = None
             if full != rejected and artifact is None:
                 kernel = self._from_entry(store, full, store.get(full), event, specs)
@@ -570,7 +586,7 @@ class Function:
                 return kernel
             event["differs"] = self._nearest_difference(store, fparts)
             log.info("miss %s %s; %s", self.qualname, event["call"], event["differs"])
-        art = artifact or pipeline.build(low, target, self._options())
+        art = artifact or pipeline.build(low, target, self._options(specs))
         sig = art.signature
         assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
         if target.name == "cuda":
@@ -762,7 +778,7 @@ class Function:
         low = self._lower(specs, config, loop_until, texts=True, target=target)
         texts, times = dict(low.texts), low.times
         if until is None or until in pipeline.BUILD_PASSES:
-            art = pipeline.build(low, target, self._options(), until=until)
+            art = pipeline.build(low, target, self._options(specs), until=until)
             if target.name == "cuda":
                 texts["codegen"] = art.texts["cuda"]
             else:
@@ -884,8 +900,9 @@ class Function:
             if type(a) is not np.ndarray:
                 continue
             which = self._dims.get(n, True)
-            dims += [(n, d) for d in range(a.ndim) if which is True or d in which
-                     or d - a.ndim in which]
+            solid = self._solid(a.ndim) if self._solid is not None else ()
+            dims += [(n, d) for d in range(a.ndim) if (which is True or d in which
+                     or d - a.ndim in which) and d not in solid]
         if not dims:
             return []
         import itertools
@@ -962,7 +979,7 @@ class Function:
         key, specs = key if key is not None else self._key(args), self._specs(args)
         target = self._target(specs)
         graph = self._trace(specs, args)
-        task = Task(self.name, graph, target, self._options(),
+        task = Task(self.name, graph, target, self._options(specs),
                     self._schedules.get(target.name), self._tunable_space(specs),
                     [cuda_runtime.backend().to_host(a) if is_device_array(a) else a
                      for a in args],        # (host copies: a task pickles anywhere)
@@ -1166,7 +1183,7 @@ class Function:
         """A copy of this function whose schedule knobs take the given values (a name
         that is not a knob of the schedule is an error at the first call)."""
         f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static,
-                     self._dynamic_arg())
+                     self._dynamic_arg(), self._solid)
         f._schedules = dict(self._schedules)
         f._fixed = {**self._fixed, **values}
         return f

@@ -1115,8 +1115,12 @@ def _function(name, builder, static, names, dynamic=False, long_rows=False):
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
         op.__name__ = op.__qualname__ = name
         op.__module__ = "jitdl.numpy"
+        # (the operands' dimensions the builder never broadcasts, where every one is
+        # symbolic: see manipulation.concatenate.solid)
+        solid = builder.solid(**kwargs) if dynamic is True and hasattr(builder, "solid") \
+            else None
         f = Function(op, name=name, dynamic=dict(dynamic) if isinstance(dynamic, tuple)
-                     else dynamic)
+                     else dynamic, solid=solid)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
         f._long_rows = long_rows
         _functions[key] = f

@@ -66,6 +66,10 @@ class Options:
     strict_fp: bool = False       # keep sequential floating-point order in reductions
     num_threads: int = 1          # threads the automatic schedule plans parallel loops for
     parallel: bool | None = None  # emit parallel loops (None: when libgomp is there)
+    # ((argument position, dimension), ...) of the symbolic sizes that may be 1 (dimensions
+    # the definition never broadcasts: runtime.kernel.shape_key's `solid`); the others
+    # are never 1, and the `.direct` entry refuses a call where one is (its own kernel)
+    ones: tuple = ()
 
     @property
     def symbol(self):
@@ -304,7 +308,9 @@ def _build(low, target, options, until):
                                   with_err=low.checks > 0,
                                   array_data_offset=target.array_data_offset,
                                   n_inputs=len(low.inputs), layout=graph.layout,
-                                  shapes=direct_shapes(low.inputs, out_trees, sizes),
+                                  shapes=direct_shapes(low.inputs, out_trees, sizes, [
+                                      k for k, (_, pos, dim) in enumerate(low.sizes)
+                                      if (pos, dim) in options.ones]),
                                   alias=in_place_inputs(low.schedule, low.inputs, low.outputs),
                                   any_order=layout_free(low.schedule, low.inputs, low.outputs),
                                   int_bounds=direct_int_bounds(graph.layout, int_checks))

@@ -1683,3 +1683,42 @@ def test_roll_and_python_int_overflow_errors_are_numpys_text():
     same(jnp.roll(b, (1, -2), axis=(0, 2)), np.roll(b, (1, -2), axis=(0, 2)))
     for shift, axis in ((1.5, None), (-1.5, 0), ((1.0, -2.7), (0, 2)), (np.float64(2), 1)):
         same(jnp.roll(b, shift, axis=axis), np.roll(b, shift, axis=axis))   # (int(shift))
+
+
+def test_pieces_of_size_one_along_the_axis_share_a_concatenates_kernel():
+    """A size of 1 along the concatenation axis stays symbolic in a dynamic concatenate's
+    key (nothing broadcasts there): pieces of 1 to 3 elements in any pattern of ones take
+    one kernel per op, rank and axis (each pattern compiled its own), served by its
+    direct entry too; hstack, vstack and stack (whose operands have one shape) alike.
+    Other dimensions of 1 must still match, with NumPy's error, and empty pieces keep
+    their own kernels. Every element against NumPy's, on fresh inputs."""
+    r = np.random.default_rng()
+    eager.clear()
+    for _ in range(6):
+        ns = [int(n) for n in r.integers(1, 4, 4)]
+        xs = [r.standard_normal(n) for n in ns]
+        same(jnp.concatenate(xs), np.concatenate(xs))
+        same(jnp.hstack(xs), np.hstack(xs))
+        rows = [r.standard_normal((n, 2)) for n in ns]
+        same(jnp.concatenate(rows), np.concatenate(rows))
+        same(jnp.vstack(rows), np.vstack(rows))
+        cols = [r.integers(-9, 9, (2, n)).astype(np.int32) for n in ns]
+        same(jnp.concatenate(cols, axis=-1), np.concatenate(cols, axis=-1))
+        same(jnp.hstack(cols), np.hstack(cols))
+        same(jnp.concatenate(cols, axis=None), np.concatenate(cols, axis=None))
+        same(jnp.concatenate(cols, axis=None, dtype=np.float64),
+             np.concatenate(cols, axis=None, dtype=np.float64))
+        same(jnp.stack(rows[0:1] * 3), np.stack(rows[0:1] * 3))
+    info = {op: jnp.cache_info(op)["kernels"] for op in ("concatenate", "hstack", "vstack",
+                                                          "stack")}
+    # (concatenate: float vectors, rows along 0, int columns along -1, flattened int
+    # columns (a join of int vectors), flattened to float64 (axis=None, dtype=))
+    assert info == {"concatenate": 5, "hstack": 2, "vstack": 1, "stack": 1}, info
+    for a, b, axis in (((1, 3), (2, 1), 0), ((1, 2), (3, 3), 1), ((2, 1), (2, 3), 0)):
+        x, y = r.standard_normal(a), r.standard_normal(b)
+        raises_like(lambda: jnp.concatenate([x, y], axis=axis),
+                    lambda: np.concatenate([x, y], axis=axis), "must match exactly")
+    for ns in ((0, 1, 2), (1, 0, 0, 3), (2, 1, 0)):
+        xs = [r.standard_normal((n, 2)) for n in ns]
+        same(jnp.concatenate(xs), np.concatenate(xs))
+        same(jnp.concatenate(xs, axis=None), np.concatenate(xs, axis=None))

@@ -326,7 +326,8 @@ def fast_key(func, specs, config, target):
         "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),
         "args": digest(json.dumps(specs)),
         # the automatic schedule depends on the thread count
-        "options": digest(func.strict_fp, func.name, settings.num_threads),
+        "options": digest(func.strict_fp, func.name, settings.num_threads,
+                          *(["solid"] if getattr(func, "_solid", None) else [])),
         "environment": digest(json.dumps(environment(target), sort_keys=True)),
     }
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts

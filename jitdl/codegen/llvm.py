@@ -1393,11 +1393,12 @@ def _run_main(gen, b, main, args, long):
                 b.call(main, args)
 
 
-def direct_shapes(inputs, out_trees, size_vars):
+def direct_shapes(inputs, out_trees, size_vars, ones=()):
     """The shapes a `name.direct` entry checks and makes, or None where it has none (more
     than one output, an input dimension that is an expression): per input, each
-    dimension as an int or ["n", k], the k-th size parameter; for the output, each
-    dimension as a size tree (jitdl.pipeline.size_tree: also [op, a, b])."""
+    dimension as an int or ["n", k], the k-th size parameter (["n", k, 1] where the
+    size may be 1: its k in `ones`); for the output, each dimension as a size tree
+    (jitdl.pipeline.size_tree: also [op, a, b])."""
     shapes = []
     for b in inputs:
         dims = []
@@ -1405,7 +1406,8 @@ def direct_shapes(inputs, out_trees, size_vars):
             if isinstance(d, (int, Const)):
                 dims.append(int(d if isinstance(d, int) else d.value))
             elif isinstance(d, Var) and any(d is v for v in size_vars):
-                dims.append(["n", next(k for k, v in enumerate(size_vars) if v is d)])
+                k = next(k for k, v in enumerate(size_vars) if v is d)
+                dims.append(["n", k, 1] if k in ones else ["n", k])
             else:
                 return None
         shapes.append(dims)
@@ -1528,8 +1530,9 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
             size = b.mul(size, n)
             if isinstance(want, int):
                 check(b.icmp_signed("==", n, ir.Constant(I64, want)))
-            elif sizes[want[1]] is None:    # a size: not 0 or 1 (the pattern's own sizes)
-                check(b.icmp_signed(">", n, ir.Constant(I64, 1)))
+            elif sizes[want[1]] is None:    # a size: not 0 or 1 (the pattern's own sizes;
+                #                                 one that may be 1: not 0)
+                check(b.icmp_signed(">", n, ir.Constant(I64, 1 if len(want) == 2 else 0)))
                 sizes[want[1]] = n
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))

@@ -875,4 +875,34 @@ def tile(a, reps):
 
 any_size(copy, astype, flip, concatenate, stack, hstack, vstack, pad, roll, take, repeat,
          tile, triangle, diff)
+
+
+# Dimensions of the operands that these builders never broadcast: builder.solid(**static)
+# -> f(rank) -> those dimensions of an operand of that rank (from 0). Their kernel of
+# symbolic extents takes size 1 there as any other size, so a size of 1 stays symbolic
+# in the key (runtime.kernel.shape_key): a concatenate of pieces of 1 to 8 elements
+# compiles once, not once per pattern of ones. (The other dimensions of a concatenate
+# must match exactly; NumPy's errors for them come from a trace of the call's shapes.)
+def _along(axis):
+    def dims(rank):
+        return (axis % rank,) if -rank <= axis < rank else ()
+    return dims
+
+
+def _all_dims(rank):
+    return tuple(range(rank))
+
+
+def _hstack_dims(rank):
+    return (0,) if rank == 1 else (1,) if rank > 1 else ()
+
+
+def _vstack_dims(rank):
+    return (0,) if rank > 1 else ()
+
+
+concatenate.solid = lambda axis=0, dtype=None: _all_dims if axis is None else _along(axis)
+stack.solid = lambda axis=0, dtype=None: _all_dims     # (the operands' shapes are one)
+hstack.solid = lambda dtype=None: _hstack_dims
+vstack.solid = lambda dtype=None: _vstack_dims
 scalar_result(take)

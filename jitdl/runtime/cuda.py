@@ -158,11 +158,12 @@ class CupyBackend:
         self.cupy.cuda.get_current_stream().synchronize()
 
 
-def _cupy_key(a, dynamic):
+def _cupy_key(a, dynamic, solid=()):
     """other_key of a CuPy array (its type, shape or size pattern, dtype and GPU) without
     the generic path's attribute probes and Device object."""
     shape = a.shape
-    return (type(a), (size_pattern(shape) if dynamic is True else shape_key(shape, dynamic))
+    return (type(a), (size_pattern(shape) if dynamic is True and not solid
+                      else shape_key(shape, dynamic, solid))
             if dynamic else shape, a.dtype, a.data.device_id)
 
 

@@ -154,48 +154,51 @@ def freeze_static(v):
     return ("static", _canonical(static_value(v)))
 
 
-def other_key(a, dynamic=False):
+def other_key(a, dynamic=False, solid=()):
     """The key part of an argument that is not exactly an ndarray: its type, and for an
     ndarray subclass (np.matrix, a masked array) or a GPU array (CuPy, or anything with
-    `__cuda_array_interface__`) its shape (`dynamic`: its size pattern, see shape_key)
-    and dtype too, so a kernel of one shape never serves another."""
+    `__cuda_array_interface__`) its shape (`dynamic`: its size pattern, see shape_key;
+    `solid`: the dimensions symbolic at size 1 too) and dtype too, so a kernel of one
+    shape never serves another."""
     t = type(a)
     if t in _WEAK_SCALARS:          # (the common case: a Python number)
         return t
     keyer = DEVICE_KEYS.get(t)
     if keyer is not None:
-        return keyer(a, dynamic)
+        return keyer(a, dynamic, solid) if solid else keyer(a, dynamic)
     if isinstance(a, _ndarray):
         shape = tuple(a.shape)
-        return (t, shape_key(shape, dynamic), a.dtype)
+        return (t, shape_key(shape, dynamic, solid), a.dtype)
     if hasattr(t, "__cuda_array_interface__") and hasattr(a, "shape"):
         shape = tuple(a.shape)      # (and which GPU: a module is loaded on one device)
-        return (t, shape_key(shape, dynamic), a.dtype,
+        return (t, shape_key(shape, dynamic, solid), a.dtype,
                 getattr(getattr(a, "device", None), "id", None))
     return t
 
 
-DEVICE_KEYS = {}    # a GPU array type -> f(a, dynamic): other_key's value for it, by a
-#                     shorter path (the GPU backend registers its own array type)
+DEVICE_KEYS = {}    # a GPU array type -> f(a, dynamic[, solid]): other_key's value for it,
+#                     by a shorter path (the GPU backend registers its own array type)
 
 
-def call_key(args, static_pos=(), dynamic_pos=(), dims=None):
+def call_key(args, static_pos=(), dynamic_pos=(), dims=None, solid=None):
     """The dispatch key of a call: (shape, dtype) per array, the type per scalar, the
     value per static argument; a dynamic array's shape part is its pattern (1 where a
     dimension is 1, else None; `dims`: argument position -> the dimensions that are
-    symbolic, the others keep their size). (Function.__call__ inlines the common case.)
-    NumPy arrays mean the CPU target: another array type gives another key."""
+    symbolic, the others keep their size; `solid`: f(rank) -> the dimensions that never
+    broadcast, symbolic at size 1 too, see shape_key). (Function.__call__ inlines the
+    common case.) NumPy arrays mean the CPU target: another array type gives another key."""
     key = [(a.shape, a.dtype) if type(a) is _ndarray else other_key(a) for a in args]
     for i in static_pos:
         key[i] = freeze_static(args[i])
     for i in dynamic_pos:
         a = args[i]
         dynamic = dims.get(i, True) if dims else True
+        whole = solid(len(a.shape)) if solid is not None and hasattr(a, "shape") else ()
         if type(a) is _ndarray:
-            key[i] = (size_pattern(a.shape) if dynamic is True else shape_key(a.shape, dynamic),
-                      a.dtype)
+            key[i] = (size_pattern(a.shape) if dynamic is True and not whole
+                      else shape_key(a.shape, dynamic, whole), a.dtype)
         else:
-            key[i] = other_key(a, dynamic)
+            key[i] = other_key(a, dynamic, whole)
     return tuple(key)
 
 
@@ -217,11 +220,11 @@ def _key3(args):
             (c.shape, c.dtype) if type(c) is _ndarray else other_key(c))
 
 
-def key_function(n_args, static_pos=(), dynamic_pos=(), dims=None):
+def key_function(n_args, static_pos=(), dynamic_pos=(), dims=None, solid=None):
     """call_key for calls of n_args arguments, written out for up to three arguments
     without static or dynamic ones (0.2 us less per call than the general loop)."""
-    if dims:
-        return lambda args: call_key(args, static_pos, dynamic_pos, dims)
+    if dims or solid is not None:
+        return lambda args: call_key(args, static_pos, dynamic_pos, dims, solid)
     if len(dynamic_pos) == n_args:
         get = PATTERNS.get
         return lambda args: tuple([(get(a.shape) or size_pattern(a.shape), a.dtype)
@@ -247,27 +250,31 @@ def size_pattern(shape):
 PATTERNS = {}       # shape -> size_pattern(shape)
 
 
-def shape_key(shape, dynamic):
+def shape_key(shape, dynamic, solid=()):
     """An array's shape as a key holds it: the shape itself (`dynamic` false), its
     size_pattern (True), or with only the dimensions in the tuple `dynamic` symbolic
     (negative ones count from the end; a dimension of size 1, or one the array does not
-    have, keeps its size: the call's specs name the latter)."""
+    have, keeps its size: the call's specs name the latter). The symbolic dimensions in
+    the tuple `solid` (counted from 0) are symbolic at size 1 too: dimensions that the
+    definition never broadcasts (a concatenate's axis), whose kernel serves size 1 as it
+    serves any other (sizes 0 excepted: the op library compiles empty arrays apart)."""
     if not dynamic:
         return tuple(shape)
-    if dynamic is True:
+    if dynamic is True and not solid:
         return size_pattern(tuple(shape))
-    p = PARTIAL.get((shape, dynamic))
+    p = PARTIAL.get((shape, dynamic, solid))
     if p is None:
         if len(PARTIAL) >= 4096:
             PARTIAL.clear()
         n = len(shape)
-        p = PARTIAL[shape, dynamic] = tuple([
-            None if s != 1 and (d in dynamic or d - n in dynamic) else s
+        p = PARTIAL[shape, dynamic, solid] = tuple([
+            None if (s != 1 or d in solid) and (dynamic is True or d in dynamic
+                                                 or d - n in dynamic) else s
             for d, s in enumerate(shape)])
     return p
 
 
-PARTIAL = {}        # (shape, dimensions) -> shape_key(shape, dimensions)
+PARTIAL = {}        # (shape, dimensions, solid) -> shape_key(shape, dimensions, solid)
 
 
 def key_of_specs(specs):
