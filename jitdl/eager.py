@@ -467,8 +467,13 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
     if k is None:
         # one kernel per broadcast pattern where the builder allows it; empty arrays get
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
+        # (a size 0 where the builder never broadcasts, a concatenate's empty piece among
+        # others, is served by the kernel for every size there: Function solid=)
+        solid = builder.solid(**dict(static)) if hasattr(builder, "solid") else None
         dynamic = getattr(builder, "any_size", False) and all(
-            0 not in a.shape for a in operands if type(a) is _ndarray or is_device_array(a))
+            0 not in a.shape if solid is None else
+            all(n or d in solid(len(a.shape)) for d, n in enumerate(a.shape))
+            for a in operands if type(a) is _ndarray or is_device_array(a))
         if dynamic and _tuned_shape(name, builder, static, tuple(names), operands):
             dynamic = False     # (a kernel tuned for these shapes: op.tune)
         f = _function(name, builder, static, tuple(names), dynamic)

@@ -1690,8 +1690,8 @@ def test_pieces_of_size_one_along_the_axis_share_a_concatenates_kernel():
     key (nothing broadcasts there): pieces of 1 to 3 elements in any pattern of ones take
     one kernel per op, rank and axis (each pattern compiled its own), served by its
     direct entry too; hstack, vstack and stack (whose operands have one shape) alike.
-    Other dimensions of 1 must still match, with NumPy's error, and empty pieces keep
-    their own kernels. Every element against NumPy's, on fresh inputs."""
+    Other dimensions of 1 must still match, with NumPy's error. Every element against
+    NumPy's, on fresh inputs."""
     r = np.random.default_rng()
     eager.clear()
     for _ in range(6):
@@ -1722,3 +1722,29 @@ def test_pieces_of_size_one_along_the_axis_share_a_concatenates_kernel():
         xs = [r.standard_normal((n, 2)) for n in ns]
         same(jnp.concatenate(xs), np.concatenate(xs))
         same(jnp.concatenate(xs, axis=None), np.concatenate(xs, axis=None))
+
+
+def test_empty_pieces_along_the_axis_share_a_concatenates_kernel():
+    """A piece of 0 elements along the concatenation axis is served by the kernel of
+    symbolic sizes there (it compiled one kernel per shape: empty operands kept kernels of
+    their own), its direct entry too; an empty result, or a 0 in another dimension,
+    is still NumPy's empty array. Every element against NumPy's, on fresh inputs."""
+    r = np.random.default_rng()
+    eager.clear()
+    for _ in range(8):
+        ns = [int(n) for n in r.integers(0, 4, 4)]
+        ns[int(r.integers(0, 4))] += 1          # (a result with elements)
+        xs = [r.standard_normal(n) for n in ns]
+        same(jnp.concatenate(xs), np.concatenate(xs))
+        rows = [r.integers(-9, 9, (n, 3)).astype(np.int32) for n in ns]
+        same(jnp.concatenate(rows), np.concatenate(rows))
+        same(jnp.vstack(rows), np.vstack(rows))
+        same(jnp.concatenate(rows, axis=None), np.concatenate(rows, axis=None))
+    info = {op: jnp.cache_info(op)["kernels"] for op in ("concatenate", "vstack")}
+    # (concatenate: float vectors, int rows, flattened int rows (a join of int vectors))
+    assert info == {"concatenate": 3, "vstack": 1}, info
+    for shapes in (((0,), (0,)), ((0, 2), (0, 2)), ((2, 0), (3, 0))):
+        xs = [r.standard_normal(s) for s in shapes]
+        same(jnp.concatenate(xs), np.concatenate(xs))
+    raises_like(lambda: jnp.concatenate([np.ones((0, 2)), np.ones((2, 3))]),
+                lambda: np.concatenate([np.ones((0, 2)), np.ones((2, 3))]), "must match")

@@ -1531,8 +1531,9 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
             if isinstance(want, int):
                 check(b.icmp_signed("==", n, ir.Constant(I64, want)))
             elif sizes[want[1]] is None:    # a size: not 0 or 1 (the pattern's own sizes;
-                #                                 one that may be 1: not 0)
-                check(b.icmp_signed(">", n, ir.Constant(I64, 1 if len(want) == 2 else 0)))
+                #                                 one that may be 1 may be 0 too: any)
+                if len(want) == 2:
+                    check(b.icmp_signed(">", n, ir.Constant(I64, 1)))
                 sizes[want[1]] = n
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))
