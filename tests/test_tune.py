@@ -279,6 +279,38 @@ def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():
     assert unlimited.trials == 3 and unlimited.stopped == "space exhausted"
 
 
+def test_a_re_timing_cut_short_by_the_deadline_keeps_the_search_choice():
+    """The closing re-timing's first round, cut at the timeout after the default was
+    timed again, made the default win against finalists that were not (b, 2x in the
+    search, was dropped; its records' "confirm" row was the default's, so a later
+    process applied the default): a round cut short now decides nothing."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import Measurement
+    from jitdl.schedule.config import ChoiceKnob, ConfigSpace
+    cut = "stopped: the tuning deadline passed"
+
+    class Runner:            # the re-timing: the deadline passes after its first config
+        truth = {"a": 1.0, "b": 0.5, "c": 0.9}
+        calls = 0
+
+        def measure(self, task, configs, deadline=None):
+            self.calls += 1
+            return [Measurement(c, self.truth[c["v"]], verified=True, artifact=c["v"])
+                    if self.calls <= 2 or self.calls == 3 and i == 0
+                    else Measurement(c, None, cut) for i, c in enumerate(configs)]
+
+    class T:
+        name, work, unit, space = "t", ("flop", 1e9), "GFLOP/s", \
+            ConfigSpace([ChoiceKnob("v", ("a", "b", "c"))])
+
+        @staticmethod
+        def throughput(s):
+            return 1.0 / s if s else 0.0
+    r = search.search(T, 3, Runner(), tuner="grid", timeout=600.0)
+    assert r.config == {"v": "b"} and r.seconds == 0.5 and r.improved, r
+    assert r.retimed() == []                     # no "confirm" record for the default
+
+
 def test_a_run_whose_default_failed_says_why_and_no_speed_up():
     """Where the default cannot be built or run (a cuda task without a GPU, a schedule
     that raises) every trial fails: the result says why, not "inf ms" and "nanx"."""

@@ -260,8 +260,9 @@ def _confirm(task, runner, result, deadline=None):
     and in alternating order: the fastest of many noisy single measurements is likely
     one measured too fast (the winner's curse), and a config only replaces the default if
     it is faster when both are timed side by side. Sets result.config, seconds,
-    default_seconds and artifact; the re-timings are not trials. Past the `deadline`
-    (none left, or the default's re-timing cut short) the search's choice stands."""
+    default_seconds and artifact; the re-timings are not trials. A finalist the
+    `deadline` cut before it was timed again is not judged; where that leaves the
+    default no finalist to be timed against, the search's choice stands."""
     default = config_key(result.default_config)
     best = {}
     for m in result.measurements:
@@ -273,15 +274,21 @@ def _confirm(task, runner, result, deadline=None):
     if not finalists:
         return
     configs = [result.default_config] + [m.config for m in finalists]
-    times, arts = {}, {}
+    times, arts, cut = {}, {}, False
     for r in range(ROUNDS):
         if deadline is not None and time.monotonic() >= deadline:
             break
         order = configs if r % 2 == 0 else configs[::-1]
         for cfg, m in zip(order, _measure(runner, task, order, deadline)):
+            cut = cut or _cut(m)
             if m.ok and m.verified:
                 times.setdefault(config_key(cfg), []).append(m.seconds)
                 arts[config_key(cfg)] = m.artifact
+    if cut and len(times) < 2:
+        # the deadline came before a finalist was timed again: the default timed alone
+        # won against finalists that were not (and its "confirm" record made a later
+        # process apply it), or the default's own re-timing was cut
+        return
     result.confirmed = times
     if default not in times:             # the default failed now: keep what the search saw
         return
