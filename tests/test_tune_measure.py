@@ -260,6 +260,26 @@ def test_fresh_inputs_are_like_the_users_but_new(rng):
     assert scalar == 2.5
 
 
+def test_a_0d_bool_array_stays_an_array_in_fresh_and_sketched_inputs():
+    """rng.random(()) < 0.5 is a NumPy bool, not an array: every candidate of a
+    definition with a 0-d bool parameter failed ("the reference failed: 'numpy.bool'
+    object has no attribute 'ctypes'"), and a background job traced a scalar parameter
+    where the call's key is an array's."""
+    from jitdl.autotune.measure import Sketch
+    flag = np.array(True)
+    (fresh,) = fresh_inputs([flag])
+    made = Sketch.of(flag).array()
+    for x in (fresh, made):
+        assert isinstance(x, np.ndarray) and x.shape == () and x.dtype == np.bool_, repr(x)
+
+    @jd.compute
+    def pick(X, flag):
+        return jd.tensor(X.shape, lambda i: jd.where(flag[()], X[i], -X[i]), name="Y")
+    with LocalRunner(n_parallel=1, timeout=20.0, repeat=1, min_repeat_ms=1) as runner:
+        (m,) = runner.measure(make_task(pick, (np.ones(8, F32), flag)), [{}])
+    assert m.ok and m.verified, m.error
+
+
 def test_a_wrong_kernel_is_caught_when_the_user_tunes_on_constant_arrays():
     """np.zeros or np.ones as the call's arguments: fresh inputs are not constant, or a
     kernel that reads the wrong elements (or computes nothing) would match the reference."""

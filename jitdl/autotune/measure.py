@@ -86,7 +86,7 @@ def fresh_inputs(args, seed=0, widen=True):
         if not isinstance(a, np.ndarray) or a.size == 0:
             out.append(a)
         elif a.dtype == np.bool_:
-            out.append(rng.random(a.shape) < 0.5)
+            out.append(np.asarray(rng.random(a.shape) < 0.5))   # (0-d: an array too)
         elif np.issubdtype(a.dtype, np.integer):
             lo, hi = int(a.min()), int(a.max())
             if widen and lo == hi:
@@ -146,7 +146,7 @@ class Sketch:
         it (bools at random), the value itself where the array was constant."""
         rng = np.random.default_rng(seed)
         if self.dtype == np.bool_:
-            return rng.random(self.shape) < 0.5
+            return np.asarray(rng.random(self.shape) < 0.5)    # (0-d: an array too)
         if self.low is None:
             return np.zeros(self.shape, self.dtype)
         if self.low == self.high:
