@@ -311,6 +311,34 @@ def test_a_re_timing_cut_short_by_the_deadline_keeps_the_search_choice():
     assert r.retimed() == []                     # no "confirm" record for the default
 
 
+def test_a_run_whose_timeout_cut_the_default_says_so():
+    """A timeout that passed while the default was still being built or timed left no
+    trial, and the result said "default  -  0.0 GFLOP/s" with no reason."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import Measurement
+    from jitdl.schedule.config import ChoiceKnob, ConfigSpace
+
+    class Runner:            # the default's build runs past the deadline: it is cut there
+        def measure(self, task, configs, deadline=None):
+            time.sleep(max(0.0, deadline - time.monotonic()) + 0.01)
+            return [Measurement(c, None, "stopped: the tuning deadline passed")
+                    for c in configs]
+
+    class T:
+        name, work, unit, space = "t", ("flop", 1e9), "GFLOP/s", \
+            ConfigSpace([ChoiceKnob("v", ("a", "b"))])
+
+        @staticmethod
+        def throughput(s):
+            return 1.0 / s if s else 0.0
+    r = search.search(T, None, Runner(), tuner="grid", timeout=0.2)
+    assert r.trials == 0 and r.stopped == "timeout" and not r.improved, r
+    assert r.config == {"v": "a"} and r.speedup == 0.0
+    text = repr(r)
+    assert "default   not measured: the timeout passed before its build and timing ended" \
+        in text, text
+
+
 def test_a_run_whose_default_failed_says_why_and_no_speed_up():
     """Where the default cannot be built or run (a cuda task without a GPU, a schedule
     that raises) every trial fails: the result says why, not "inf ms" and "nanx"."""

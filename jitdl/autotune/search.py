@@ -98,6 +98,11 @@ class TuneResult:
                    f"{self.throughput(self.default_seconds):.1f} {self.unit}")
         if not math.isfinite(self.default_seconds) and first is not None and first.error:
             default = f"failed: {first.error}"
+        elif first is None and self.stopped in ("timeout", "stop"):
+            # (cut short: no trial; "-  0.0 GFLOP/s" said nothing of why)
+            default = ("not measured: the timeout passed before its build and timing ended"
+                       if self.stopped == "timeout" else
+                       "not measured: the run was stopped before its measurement ended")
         rows = [("function", f"{self.function}({self.call})"),
                 ("tuner", f"{self.tuner}: {self.trials} trials ({self.failed} failed) in "
                           f"{self.elapsed:.1f} s, stopped by {self.stopped or '?'}"),
