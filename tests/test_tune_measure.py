@@ -567,6 +567,33 @@ def test_a_wrong_kernel_is_caught_when_an_integer_argument_is_constant():
     assert only.verified, only.error
 
 
+def test_a_definition_whose_arrays_keep_an_index_in_range_together_is_verified():
+    """X[idx[i] + off[i]] with idx + off in range only as the user's arrays pair them: the
+    reference failed on fresh inputs (each array drawn on its own), so did every
+    candidate ("run: the reference (the default config) failed: IndexError"), and such a
+    definition could not be tuned at all. The timing process now checks on the call's
+    own integer arrays (and fresh floats, so that a wrong candidate still shows) where
+    the reference fails on fresh ones."""
+    @jd.compute
+    def gather(X, idx, off):
+        (n,) = idx.shape
+        return jd.tensor((n, X.shape[1]), lambda i, j: X[idx[i] + off[i], j] * 2.0,
+                         name="Y")
+    x = np.arange(16, dtype=F32).reshape(8, 2)
+    idx = np.array([0, 5, 2, 7] * 4, np.int64)
+    off = np.array([2, 0, 1, 0] * 4, np.int64)             # idx + off <= 7
+    task = make_task(gather, (x, idx, off))
+    with LocalRunner(n_parallel=1, timeout=20.0, repeat=1, min_repeat_ms=1) as runner:
+        (m,) = runner.measure(task, [task.space.default()])
+    assert m.ok and m.verified, m.error
+    from jitdl.autotune.measure import _Bench
+    bench = _Bench(task)             # the call's integer arrays, floats still fresh ones
+    assert bench.error is None, bench.error
+    got_x, got_idx, got_off = bench.inputs
+    assert np.array_equal(got_idx, idx) and np.array_equal(got_off, off)
+    assert got_x.shape == x.shape and not np.array_equal(got_x, x)
+
+
 def test_a_measure_past_its_deadline_cancels_what_is_in_flight():
     """LocalRunner.measure(deadline=): a candidate still building at the deadline (here
     one that hangs, under a 60 s timeout) is cancelled, its process replaced, and the

@@ -228,7 +228,7 @@ def _to_host(result):
 
 class _Bench:
     """What the timing process keeps per task: the reference kernel's outputs on fresh
-    inputs (or why the reference failed)."""
+    inputs, or on the call's own where it fails on those (or why it failed on both)."""
 
     def __init__(self, task):
         from jitdl import pipeline
@@ -241,17 +241,28 @@ class _Bench:
             art = pipeline.compile(task.graph, task.target, task.options,
                                    schedule_fn=task.schedule_fn, config=task.space.default())
             reference = _load(art, task.target)
-            self.inputs = _to_device(task, fresh_inputs(task.args, seed))
-            try:
-                self.expected = _to_host(reference(self.inputs))
-            except Exception:        # noqa: BLE001 - out of range, perhaps: see below
-                if not any(_constant_int(a) for a in task.args):
-                    raise
+            tries = [lambda: fresh_inputs(task.args, seed)]
+            if any(_constant_int(a) for a in task.args):
                 # a constant integer array made to vary (or a wrong candidate reading it
                 # where a right one reads another element would pass) may be an index
                 # that only its value keeps in range: then it stays as the user gave it
-                self.inputs = _to_device(task, fresh_inputs(task.args, seed, widen=False))
-                self.expected = _to_host(reference(self.inputs))
+                tries.append(lambda: fresh_inputs(task.args, seed, widen=False))
+            # arrays drawn each on its own break what holds between them (X[idx[i] +
+            # off[i]] with idx + off in range, each alone not): every candidate failed
+            # as the reference did, and the definition could not be tuned at all. The
+            # call's integer arrays then (fresh floats: a wrong candidate still shows),
+            # and last all its arrays, which the default ran on
+            tries.append(lambda: [a if _int_array(a) else b for a, b in
+                                  zip(task.args, fresh_inputs(task.args, seed))])
+            tries.append(lambda: task.args)
+            for n, make in enumerate(tries):
+                try:
+                    self.inputs = _to_device(task, make())
+                    self.expected = _to_host(reference(self.inputs))
+                    break
+                except Exception:    # noqa: BLE001 - out of range, perhaps: see above
+                    if n + 1 == len(tries):
+                        raise
         except Exception as e:       # noqa: BLE001 - reported with every candidate
             self.error = f"run: the reference (the default config) failed: {_text(e)}"
 
@@ -273,9 +284,13 @@ class _Bench:
             return None, f"run: {_text(e)}"
 
 
+def _int_array(a):
+    return (isinstance(a, np.ndarray) and a.dtype != np.bool_
+            and np.issubdtype(a.dtype, np.integer))
+
+
 def _constant_int(a):
-    return (isinstance(a, np.ndarray) and a.size and a.dtype != np.bool_
-            and np.issubdtype(a.dtype, np.integer) and a.min() == a.max())
+    return _int_array(a) and a.size and a.min() == a.max()
 
 
 def _time(kernel, args, repeat, min_repeat_s):
