@@ -1173,6 +1173,11 @@ class Function:
                                     stop=stop, on_better=better, on_trial=trial, key=job.key)
         job.default_seconds = r.default_seconds
         job.best_seconds = r.seconds
+        if r.stopped == "the default's failure":    # the job failed: say why (a warning)
+            raise JitdlError(
+                f"{r.measurements[0].error} (a background job tunes on arrays made from "
+                f"the value range of each argument on its own; where the definition needs "
+                f"them as the call had them, tune with {self.name}.tune(...) on them)")
         if job.swaps and not r.improved and original is not None:
             with self._lock:             # timed again side by side, the default won
                 if generation == self._generation:

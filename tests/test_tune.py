@@ -339,6 +339,37 @@ def test_a_run_whose_timeout_cut_the_default_says_so():
         in text, text
 
 
+def test_a_run_whose_reference_failed_stops_after_the_default():
+    """Where the reference itself failed in the timing process (the default config,
+    which every candidate is checked against), every candidate failed the same way: the
+    run spent all its trials (a background job its whole budget) on them. It stops
+    after the default now, and says why."""
+    from jitdl.autotune import search
+    from jitdl.autotune.task import REFERENCE_FAILED, Measurement
+    from jitdl.schedule.config import ChoiceKnob, ConfigSpace
+
+    class Runner:
+        configs = []
+
+        def measure(self, task, configs):
+            self.configs += configs
+            return [Measurement(c, error=f"{REFERENCE_FAILED}: IndexError: out of range")
+                    for c in configs]
+
+    class T:
+        name, work, unit, space = "t", ("flop", 1e9), "GFLOP/s", \
+            ConfigSpace([ChoiceKnob("v", ("a", "b", "c"))])
+
+        @staticmethod
+        def throughput(s):
+            return 1.0 / s if s else 0.0
+    runner = Runner()
+    r = search.search(T, 3, runner, tuner="grid")
+    assert runner.configs == [{"v": "a"}] and r.trials == 1, runner.configs
+    assert r.stopped == "the default's failure" and not r.improved
+    assert "failed: run: the reference (the default config) failed: IndexError" in repr(r)
+
+
 def test_a_run_whose_default_failed_says_why_and_no_speed_up():
     """Where the default cannot be built or run (a cuda task without a GPU, a schedule
     that raises) every trial fails: the result says why, not "inf ms" and "nanx"."""

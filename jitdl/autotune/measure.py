@@ -39,7 +39,7 @@ from multiprocessing.connection import wait as wait_for
 import numpy as np
 
 from jitdl import locks
-from jitdl.autotune.task import Measurement
+from jitdl.autotune.task import REFERENCE_FAILED, Measurement
 
 _START_TIMEOUT = 120.0        # seconds a fresh process may take to import jitdl
 
@@ -264,7 +264,7 @@ class _Bench:
                     if n + 1 == len(tries):
                         raise
         except Exception as e:       # noqa: BLE001 - reported with every candidate
-            self.error = f"run: the reference (the default config) failed: {_text(e)}"
+            self.error = f"{REFERENCE_FAILED}: {_text(e)}"
 
     def run(self, art, repeat, min_repeat_ms):
         """(seconds per call, None) or (None, error) for one candidate."""

@@ -153,6 +153,7 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
     estimated time (at most RESERVE of the timeout). A runner that takes no deadline
     (a user's) ends the round it is in."""
     from jitdl.autotune import features
+    from jitdl.autotune.task import REFERENCE_FAILED
     from jitdl.autotune.tuner import make
     t0 = time.monotonic()
     deadline = t0 + timeout if timeout else None
@@ -210,8 +211,12 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
             tuner = make(tuner, task.space, featurize=lambda c: features.of_config(task, c),
                          seed=seed, history=history)
         tuner.update([default], [m0])
+        if (m0.error or "").startswith(REFERENCE_FAILED):
+            # every candidate would fail as it did (nothing to check them against): a
+            # background job spent its whole budget on such failures
+            result.stopped = "the default's failure"
         idle = 0                 # rounds whose proposals were all measured already
-        while True:
+        while not result.stopped:
             left = math.inf if trials is None else trials - len(result.measurements)
             result.stopped = _stop_reason(left, search_end(), stop, tuner)
             if result.stopped:

@@ -41,6 +41,11 @@ class Task:
         return "GFLOP/s" if self.work[0] == "flop" else "GB/s"
 
 
+# the error of every candidate of a task whose reference (the default config, run in the
+# timing process to check each candidate against) failed: no candidate can be verified
+REFERENCE_FAILED = "run: the reference (the default config) failed"
+
+
 @dataclass
 class Measurement:
     """The outcome of one trial. seconds is None when the trial failed; error then says
