@@ -516,6 +516,56 @@ def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
     assert all(f.cancelled for f in runner.client.futures)
     assert took < 30.0, took                       # (not the 60 s build timeout)
 
+def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
+    """A timing job cancelled at the deadline ran on in its dask worker's thread (dask
+    cannot stop one), its kernel on every core, beside the next job timed on that
+    worker, the closing re-timing's: its worker is restarted now, as for a timeout."""
+    import types
+    from jitdl.autotune.measure import DaskRunner
+
+    class Future:
+        def __init__(self, key):
+            self.key, self.cancelled = key, False
+
+        def cancel(self):
+            self.cancelled = True
+
+    class Client:
+        def __init__(self):
+            self.futures, self.restarted = [], []
+
+        def scheduler_info(self):
+            return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
+
+        def wait_for_workers(self, n):
+            pass
+
+        def submit(self, fn, *args, **kw):
+            self.futures.append(Future(f"job-{len(self.futures)}"))
+            return self.futures[-1]
+
+        def processing(self):       # the timing job is running on the first worker
+            return {"tcp://w1": [f.key for f in self.futures], "tcp://w2": []}
+
+        def restart_workers(self, workers):
+            self.restarted += workers
+
+    def wait(futures, return_when, timeout):      # nothing ever finishes
+        time.sleep(timeout)
+        raise TimeoutError
+
+    runner = DaskRunner.__new__(DaskRunner)
+    runner._distributed = types.SimpleNamespace(wait=wait)
+    runner.client = Client()
+    runner.timeout = runner.build_timeout = 60.0
+    runner._timed_on = None
+    results = runner._run([(None, ["key", None, {}])], 1, "run",
+                          cut=time.monotonic() + 0.2)
+    assert results == [("error", "stopped: the tuning deadline passed")]
+    assert runner.client.futures[0].cancelled and runner.client.restarted == ["tcp://w1"]
+    assert runner._timed_on is None
+
+
 def _take(X, idx):
     return jd.tensor(idx.shape, lambda i: X[idx[i]] * 2.0, name="Y")
 

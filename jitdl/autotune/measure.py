@@ -819,7 +819,8 @@ class DaskRunner:
     counts from the job's submission, so it includes the wait for a worker that
     restarts: give dask more slack than a LocalRunner. At measure()'s `deadline` the jobs
     in flight are cancelled (a build already running on a worker thread runs to its end
-    there, its result dropped) and no more are submitted."""
+    there, its result dropped; a timing job's worker is restarted, or it would time
+    beside the next) and no more are submitted."""
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
@@ -884,7 +885,8 @@ class DaskRunner:
         worker lacks the task goes again with it. A "run" job goes to the first worker
         (by address); the first there for a task has build_timeout more seconds (it
         builds the reference). At `cut` (time.monotonic()) the jobs in flight are
-        cancelled and the rest never submitted: all "stopped"."""
+        cancelled (a timing job's worker restarted) and the rest never submitted: all
+        "stopped"."""
         dd = self._distributed
         results = [None] * len(jobs)
         todo = list(range(len(jobs)))[::-1]
@@ -894,7 +896,13 @@ class DaskRunner:
         while todo or flying:
             if cut is not None and time.perf_counter() >= cut:
                 for fut in flying:
-                    fut.cancel()
+                    if what == "run":
+                        # a cancelled timing job runs on in its worker's thread, its
+                        # kernel on every core, beside the next one timed there (the
+                        # closing re-timing's): its worker is restarted, as for a timeout
+                        self._restart_holder(fut)
+                    else:
+                        fut.cancel()
                 if what == "run" and flying:
                     self._timed_on = None   # (its reference may not be built there)
                 for i in list(todo) + [i for i, _, _ in flying.values()]:
