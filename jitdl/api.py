@@ -1136,7 +1136,7 @@ class Function:
         from jitdl.autotune.measure import Sketch
         # (what tuning needs of an array, not the array: see Sketch)
         kept = [Sketch.of(a) if isinstance(a, np.ndarray) else
-                Sketch.of(cuda_runtime.backend().to_host(a), device=True)
+                Sketch.of(a, cuda_runtime.backend().to_host)
                 if is_device_array(a) else a for a in args]
         job = background.Job(self, key, kept, _describe(self.param_names, self._specs(args)),
                              budget=_budget())

@@ -114,6 +114,9 @@ def fresh_inputs(args, seed=0, widen=True):
     return out
 
 
+SAMPLE = 1 << 16     # elements of an array that a Sketch reads its range from
+
+
 @dataclasses.dataclass(frozen=True)
 class Sketch:
     """What background tuning keeps of an array argument until its job runs, in place of
@@ -129,8 +132,18 @@ class Sketch:
     high: object = None
 
     @classmethod
-    def of(cls, a, device=False):
-        """The sketch of a NumPy array (device: the host copy of a GPU array)."""
+    def of(cls, a, to_host=None):
+        """The sketch of a NumPy array, or of a GPU array given `to_host` (its backend's
+        copy to the host). The range is read from a strided sample of at most about
+        SAMPLE elements, so a large array costs the caller's first call little (a GPU one
+        was copied whole to the host): a range within the array's own serves the
+        synthetic inputs as well, an index array's staying in bounds."""
+        shape = tuple(int(d) for d in a.shape)
+        if a.size > SAMPLE:
+            per = SAMPLE ** (1.0 / len(shape))
+            a = a[tuple(slice(None, None, max(1, math.ceil(n / per))) for n in shape)]
+        if to_host is not None:
+            a = to_host(a)
         lo = hi = None
         if a.size and a.dtype != np.bool_:
             if np.issubdtype(a.dtype, np.integer):
@@ -139,7 +152,7 @@ class Sketch:
                 finite = a[np.isfinite(a)]
                 if finite.size:
                     lo, hi = float(finite.min()), float(finite.max())
-        return cls(tuple(int(d) for d in a.shape), a.dtype, device, lo, hi)
+        return cls(shape, a.dtype, to_host is not None, lo, hi)
 
     def array(self, seed=0):
         """A NumPy array of this shape and dtype whose values span the range: uniform in
