@@ -280,6 +280,37 @@ def test_a_0d_bool_array_stays_an_array_in_fresh_and_sketched_inputs():
     assert m.ok and m.verified, m.error
 
 
+def test_a_sketch_reads_a_large_array_through_a_sample_of_it():
+    """A background job's Sketch of an array (its shape, dtype and value range) read every
+    element on the caller's first call, and a GPU array was copied to the host whole for
+    it; it reads a strided sample of about measure.SAMPLE elements, whose range lies
+    within the array's (an index array's synthetic values stay in bounds), through the
+    backend's to_host for a GPU array."""
+    from jitdl.autotune import measure
+    rng = np.random.default_rng(7)
+    copied = []
+
+    def to_host(a):
+        copied.append(a.size)
+        return np.array(a)
+    for shape in [(300_000,), (700, 900), (40, 50, 60), (3, 5, 7, 11, 13), (5, 0, 7)]:
+        ints = rng.integers(-50, 1000, shape, dtype=np.int32)
+        for x, host in [(ints, None), (rng.standard_normal(shape).astype(F32), None),
+                        (ints, to_host)]:
+            copied.clear()
+            sk = measure.Sketch.of(x, host)
+            assert sk.shape == shape and sk.dtype == x.dtype and sk.device == (host is not None)
+            if x.size:
+                assert x.min() <= sk.low <= sk.high <= x.max(), (sk, x.min(), x.max())
+                assert (sk.low, sk.high) == (x.min(), x.max()) or x.size > measure.SAMPLE
+            if host is not None:
+                assert copied and copied[0] <= 2 * measure.SAMPLE, copied
+            made = sk.array(seed=1)
+            assert made.shape == shape and made.dtype == x.dtype
+            if x.size:
+                assert sk.low <= made.min() and made.max() <= sk.high
+
+
 def test_a_wrong_kernel_is_caught_when_the_user_tunes_on_constant_arrays():
     """np.zeros or np.ones as the call's arguments: fresh inputs are not constant, or a
     kernel that reads the wrong elements (or computes nothing) would match the reference."""
@@ -709,3 +740,32 @@ def test_the_search_gives_every_measure_the_deadline_and_starts_none_past_it():
     last = max(deadline for _, deadline, _ in runner.calls)
     rounds = [(t, d, n) for t, d, n in runner.calls[1:] if d < last]
     assert rounds and all(n == 1 or n * 0.3 <= d - t for t, d, n in rounds), runner.calls
+
+
+def test_a_tuner_reused_without_a_timeout_has_no_deadline_left():
+    """A tuner object passed to a run with a timeout kept the deadline that run gave it;
+    reused for a run without one, its model's search stopped at once (the deadline long
+    past) and proposed unsearched configs. Each round sets it: None without a timeout."""
+    from jitdl.autotune import search, tuner as tuners
+    from jitdl.autotune.task import Measurement
+    f = make_matmul()
+    jd.schedule(f, target="cpu")(planted_schedule)
+    task = make_task(f, (np.ones((16, 8), F32), np.ones((8, 16), F32)))
+
+    class Seen(tuners.RandomTuner):
+        deadlines = []
+
+        def next_batch(self, n):
+            self.deadlines.append(self.deadline)
+            return super().next_batch(n)
+
+    class Instant:
+        def measure(self, task, configs, deadline=None):
+            return [Measurement(c, 1e-3 / (1 + c["tj"]) + 1e-4 * len(c["mode"]),
+                                verified=True) for c in configs]
+    tu = Seen(task.space, 0)
+    search.search(task, 3, Instant(), tu, timeout=60.0)
+    assert Seen.deadlines and all(d is not None for d in Seen.deadlines), Seen.deadlines
+    Seen.deadlines.clear()
+    search.search(task, 6, Instant(), tu)      # (the space holds more than 9)
+    assert Seen.deadlines and all(d is None for d in Seen.deadlines), Seen.deadlines

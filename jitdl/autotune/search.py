@@ -225,11 +225,13 @@ def search(task, trials, runner, tuner="xgb", timeout=None, seed=0, history=None
             end = search_end()
             if end is not None and per_config[0]:
                 want = max(1, min(want, fits(end)))
-            if hasattr(tuner, "deadline") and end is not None:
+            if hasattr(tuner, "deadline"):
                 # the model's search for a round takes at most about the time the round's
-                # measurement will (it took 6-9 s a round here, as long as the round)
-                tuner.deadline = min(end, time.monotonic()
-                                     + max(1.0, want * (per_config[0] or 0.0)))
+                # measurement will (it took 6-9 s a round here, as long as the round); none
+                # without a timeout (a tuner reused from a run with one kept its deadline,
+                # long past, and proposed unsearched configs)
+                tuner.deadline = None if end is None else min(
+                    end, time.monotonic() + max(1.0, want * (per_config[0] or 0.0)))
             batch = [c for c in tuner.next_batch(want) if config_key(c) not in done]
             if end is not None and per_config[0] and len(batch) > fits(end):
                 n = max(1, fits(end))        # (the model's search took time too)
