@@ -329,3 +329,25 @@ def test_a_load_keeps_the_size_selects_of_the_loads_in_its_index():
     assert "X[Y[select(X_n0 != 0, j, 0)]]" in text, text
     with pytest.raises(IndexError, match="into X"):
         f(np.zeros(0), y)
+
+
+@pytest.mark.parametrize("op", [CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE])
+@pytest.mark.parametrize("kind", [BinOp.MIN, BinOp.MAX])
+def test_narrowing_by_a_min_or_max_compared_with_itself(op, kind):
+    """One min or max node on both sides of a comparison (`e <= e`, e = max(i, k)):
+    the narrowing by each side of a min or max (a < min(p, q): a < p and a < q) took the
+    node on the left for the one on the right (it told the sides apart by `is`), and
+    narrowed `max(i, k) <= max(i, k)`, which always holds, by `max(i, k) <= i` and
+    `max(i, k) <= k`: i == k. Every point where the condition holds stays inside."""
+    ranges = {I: (-2, 4), K: (-1, 5)}
+    e = build.binary(kind, I, K)
+    cond = build.compare(op, e, e)
+    for negate in (False, True):
+        inside = narrow(cond, ranges, negate=negate)
+        holding = [p for p in _points(ranges) if bool(ev(cond, p)) != negate]
+        for v, name in ((I, "i"), (K, "k")):
+            vlo, vhi = atom_bounds(v, inside)
+            assert all(vlo <= p[name] <= vhi for p in holding), (op, kind, negate, name)
+        diff = build.binary(BinOp.SUB, I, K)
+        lo, hi = bounds(diff, inside)
+        assert all(lo <= p["i"] - p["k"] <= hi for p in holding), (op, kind, negate, lo, hi)

@@ -1822,3 +1822,34 @@ def test_a_loaded_export_reports_a_mismatch_before_a_pattern_refused_at_export(t
         assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
     with pytest.raises(ArgumentError, match="refused these sizes at export"):
         g(a, rand(6, 4))
+
+
+def test_a_read_under_a_max_compared_with_itself_is_not_proven():
+    """`(e <= e) & (i < e)` with e = max(n, m), one node: the prover narrowed `e <= e` as
+    `e <= n` and `e <= m` (it took the max on the left for one on the right), so X[i] for
+    i < max(n, m) counted as inside X of n: X (3,), Y (2000,) read X[3..1999] unchecked
+    (garbage in the output). The definition is refused, as with static sizes; guarded by
+    a min of the same sizes, it computes every element, as NumPy."""
+    def over_max(X, Y):
+        n, = X.shape
+        m, = Y.shape
+        e = jd.max(n, m)
+        return jd.tensor((m,), lambda i: jd.select((e <= e) & (i < e), X[i], -1.0), name="O")
+
+    def under_min(X, Y):
+        n, = X.shape
+        m, = Y.shape
+        e = jd.min(n, m)
+        return jd.tensor((m,), lambda i: jd.select((e >= e) & (i < e), X[i] + Y[i], -1.0),
+                         name="O")
+    f = jd.compute(over_max, dynamic=True)
+    with pytest.raises(jd.DefinitionError, match=r"cannot prove index `i` of dimension 0"):
+        f(rand(3), rand(2000))
+    g = jd.compute(under_min, dynamic=True)
+    for n, m in [(3, 2000), (7, 5), (0, 4), (1, 1), (13, 13), (5, 0)]:
+        x, y = rand(n), rand(m)
+        want = np.array([x[i] + y[i] if i < min(n, m) else -1.0 for i in range(m)])
+        got = np.full(m, np.nan)
+        assert g(x, y, out=got) is got
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert "]!" not in g.lower(rand(3), rand(5))

@@ -685,12 +685,14 @@ def _narrow_rel(op, a, b, ranges):
     reduction's bound `min(j + 2, X_n1)`, which proves its read below X_n1), likewise
     `max(p, q) <= b`, `a >= max(p, q)` and `min(p, q) > b`."""
     low = op in (CmpOp.LT, CmpOp.LE)
-    for side, other, both in ((b, a, BinOp.MIN if low else BinOp.MAX),
-                              (a, b, BinOp.MAX if low else BinOp.MIN)):
+    # (which side is the min or max is told by position, not by `side is b`: the same
+    # node on both sides, `e <= e` of e = max(n, m), is a min or max on the left too)
+    for right, side, other, both in ((True, b, a, BinOp.MIN if low else BinOp.MAX),
+                                     (False, a, b, BinOp.MAX if low else BinOp.MIN)):
         if op in (CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE) and isinstance(side, Binary) \
                 and side.op == both and dtypes.is_int(side.dtype):
             for part in (side.a, side.b):
-                x, y = (other, part) if side is b else (part, other)
+                x, y = (other, part) if right else (part, other)
                 ranges = _narrow_rel(op, x, y, _narrow_cmp(op, x, y, ranges))
             return ranges
     return ranges
