@@ -1853,3 +1853,57 @@ def test_a_read_under_a_max_compared_with_itself_is_not_proven():
         assert g(x, y, out=got) is got
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
     assert "]!" not in g.lower(rand(3), rand(5))
+
+
+def _guarded_max(X):
+    n, m = X.shape
+    Y[i] = jd.select(m > 0, max(X[i, k] for k in range(m)), 0.0)
+    return Y
+
+
+def _guarded_argmin(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m - 2)
+    return jd.tensor((n,), lambda i: jd.select((m < 3) | (n == 0), -5,
+                                               jd.argmin(X[i, k], axis=k)))
+
+
+def _half_guarded_max(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m)
+    return jd.tensor((n,), lambda i: (lambda r: jd.select(m > 0, r, 0.0) + r)(
+        jd.max(X[i, k], axis=k)))
+
+
+@pytest.mark.parametrize("fn", [_guarded_max, _guarded_argmin, _half_guarded_max],
+                         ids=lambda f: f.__name__)
+def test_a_reduction_guarded_by_its_size_runs_where_the_guard_is_false(fn, tmp_path):
+    """A max over a symbolic range in a select's arm taken only where the range is not
+    empty (jd.select(m > 0, max(... for k in range(m)), 0.0), as the error of `if m > 0`
+    tells one to write) was refused at every call of an empty range (f194e0d checked
+    `m > 0` whatever the guard): the call checks `guard -> m > 0`. A use outside the
+    guard still needs it whole. Also from a loaded export."""
+    def ref(x):
+        n, m = x.shape
+        if fn is _guarded_max:
+            return x.max(1) if m > 0 else np.zeros(n)
+        if fn is _guarded_argmin:
+            return x[:, :m - 2].argmin(1) if m >= 3 and n > 0 else np.full(n, -5)
+        return 2 * x.max(1)
+    f = jd.compute(dynamic=True)(fn)
+    path = tmp_path / "f.jdx"
+    f.export(str(path), rand(3, 5))
+    loaded = jd.load(str(path))
+    for g in (f, loaded):
+        for shape in [(3, 4), (3, 0), (0, 0), (4, 2), (5, 7), (2, 3), (0, 5), (13, 11)]:
+            x = rand(*shape)
+            try:
+                want = ref(x)
+            except ValueError:
+                with pytest.raises(jd.errors.ArgumentShapeError, match="no identity"):
+                    g(x)
+                assert fn is _half_guarded_max
+                continue
+            out = np.full(want.shape, np.nan if want.dtype.kind == "f" else -7, want.dtype)
+            got = g(x, out=out) if g is f else g(x)
+            np.testing.assert_array_equal(got, want)

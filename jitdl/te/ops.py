@@ -15,8 +15,8 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import (SIZE_LIMIT, below, bounds, free_vars, reads_memory,
                                with_loop)
-from jitdl.ir.nodes import (Access, Binary, BinOp, Cast, CmpOp, Const, Expr, Intrin, IterVar,
-                            Reduce, ReduceOp, Select, SizeVar, Var)
+from jitdl.ir.nodes import (Access, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Intrin,
+                            IterVar, Reduce, ReduceOp, Select, SizeVar, Unary, UnOp, Var)
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr, walk_unique
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
@@ -51,11 +51,13 @@ class required_sizes:
 
     def __enter__(self):
         self.saved = getattr(_required, "checks", None)
-        _required.checks = []
+        self.saved_user = getattr(_required, "user", None)
+        _required.checks, _required.user = [], {}
         return _required.checks
 
     def __exit__(self, *exc):
         mine, _required.checks = _required.checks, self.saved
+        _required.user = self.saved_user
         if self.saved is not None:
             self.saved.extend(c for c in mine if c not in self.saved)
 
@@ -99,12 +101,97 @@ def _nonempty_at_call(op, axes):
     dynamic argument's empty axis): the call raises, as a constant extent 0 does here at
     the trace (NumPy raises too), where the reduction would give its identity (-inf)."""
     if op not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN):
-        return
-    loc = None
+        return []
+    loc, entries = None, []
     for a in axes:
         if isinstance(a, IterVar) and isinstance(a.extent, Expr):
             loc = loc or user_loc()
-            require_size(a.extent, ">", 0, _empty_text(op, axes), loc)
+            if require_size(a.extent, ">", 0, _empty_text(op, axes), loc):
+                entries.append((a.extent, ">", 0, _empty_text(op, axes), loc, "shape"))
+    return entries
+
+
+def _positive(c, negated=False):
+    """An integer expression of the sizes that is > 0 exactly where the condition c holds
+    (where it does not, with `negated`), or None where c is not a condition on sizes alone
+    (+ - * // % min max, compared, and/or/not)."""
+    if isinstance(c, Const) and c.dtype == "bool":
+        return Const(int(bool(c.value) != negated), "int64")
+    if isinstance(c, Unary) and c.op == UnOp.NOT:
+        return _positive(c.a, not negated)
+    if isinstance(c, Binary) and c.op in (BinOp.AND, BinOp.OR) and c.dtype == "bool":
+        a, b = _positive(c.a, negated), _positive(c.b, negated)
+        if a is None or b is None:
+            return None
+        both = (c.op == BinOp.AND) != negated       # (not (x and y) = not x or not y)
+        return build.binary(BinOp.MIN if both else BinOp.MAX, a, b)
+    if not (isinstance(c, Compare) and _size_only(c.a) and _size_only(c.b) and
+            dtypes.is_int(c.a.dtype) and dtypes.is_int(c.b.dtype)):
+        return None
+    op = c.op
+    if negated:
+        op = {CmpOp.LT: CmpOp.GE, CmpOp.LE: CmpOp.GT, CmpOp.GT: CmpOp.LE, CmpOp.GE: CmpOp.LT,
+              CmpOp.EQ: CmpOp.NE, CmpOp.NE: CmpOp.EQ}[op]
+    a, b = build.cast(c.a, "int64"), build.cast(c.b, "int64")
+    if op == CmpOp.GT:
+        return a - b
+    if op == CmpOp.GE:
+        return a - b + 1
+    if op == CmpOp.LT:
+        return b - a
+    if op == CmpOp.LE:
+        return b - a + 1
+    apart = build.binary(BinOp.MAX, a - b, b - a)
+    return apart if op == CmpOp.NE else 1 - apart
+
+
+def _guard_user_reductions(body):
+    """The conditions a user's reductions recorded (_nonempty_at_call), made to hold only
+    where they are used: a reduction in an arm of a select whose condition is on the sizes
+    alone (jd.select(m > 0, max(X[i, k] for k in range(m)), 0.0)) needs its range non-empty
+    only where that arm is taken, `guard -> extent > 0`, written `max(1 - g, extent) > 0`
+    for the guard's `g > 0` (_positive). A use under no such guard keeps the condition
+    whole. Called with each stage's body, before its reductions become stages."""
+    pending = getattr(_required, "user", None)
+    if not pending:
+        return
+    found, seen, kept = {}, set(), []      # (kept: the guards, whose ids key `seen`)
+
+    def visit(e, guards):
+        key = (id(e), tuple(id(g) for g in guards))
+        if key in seen:
+            return
+        seen.add(key)
+        hit = pending.get(id(e))
+        if hit is not None and hit[0] is e:
+            found.setdefault(id(e), []).append(guards)
+        if isinstance(e, Select):
+            visit(e.cond, guards)
+            for arm, negated in ((e.t, False), (e.f, True)):
+                g = _positive(e.cond, negated)
+                kept.append(g)
+                visit(arm, guards if g is None else guards + (g,))
+            return
+        for ch in expr_children(e):
+            if isinstance(ch, Expr):
+                visit(ch, guards)
+    visit(body, ())
+    checks = _required.checks
+    for k, uses in found.items():
+        entries = pending[k][1]
+        for entry in entries:
+            if entry in checks:
+                checks.remove(entry)
+        for guards in uses:
+            for size, op, number, message, loc, error in entries:
+                if guards:
+                    g = guards[0]
+                    for h in guards[1:]:
+                        g = build.binary(BinOp.MIN, g, h)
+                    size = build.binary(BinOp.MAX, 1 - g + number, build.cast(size, "int64"))
+                new = (size, op, number, message, loc, error)
+                if new not in checks:
+                    checks.append(new)
 
 
 def _empty_text(op, axes):
@@ -198,6 +285,7 @@ def make_stage(name, axes, body, loc) -> Tensor:
     """A compute stage; reductions nested inside arithmetic become stages of their own."""
     auto = name is None
     name = name or naming.fresh("T")
+    _guard_user_reductions(body)
     if isinstance(body, Reduce):
         every = axes + body.axes
         inner = _hoist_shared(name, body.body, axes, every, loc, body.where is not None)
@@ -372,8 +460,7 @@ def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
     if op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
             builtins.any(isinstance(a.extent, int) and a.extent == 0 for a in axes):
         raise DefinitionError(_empty_text(op, axes), user_loc())
-    if user:
-        _nonempty_at_call(op, axes)
+    entries = _nonempty_at_call(op, axes) if user else ()
     body = build.as_expr(expr)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = build.truth(body)
@@ -393,7 +480,10 @@ def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
                                   user_loc())
         cond = None
     dtype = "int64" if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else body.dtype
-    return Reduce(op, body, axes, cond, dtype)
+    r = Reduce(op, body, axes, cond, dtype)
+    if entries and getattr(_required, "user", None) is not None:
+        _required.user[id(r)] = (r, entries)    # (see _guard_user_reductions)
+    return r
 
 
 def _reducer(op):
