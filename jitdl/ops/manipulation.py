@@ -883,6 +883,9 @@ any_size(copy, astype, flip, concatenate, stack, hstack, vstack, pad, roll, take
 # in the key (runtime.kernel.shape_key): a concatenate of pieces of 1 to 8 elements
 # compiles once, not once per pattern of ones. (The other dimensions of a concatenate
 # must match exactly; NumPy's errors for them come from a trace of the call's shapes.)
+# The trace takes a symbolic size as never 1 (build.size_test, may_agree): a builder
+# marked so must not decide anything on `shape[d] == 1` for such a dimension (tile and
+# pad do, which is why they are not marked).
 def _along(axis):
     def dims(rank):
         return (axis % rank,) if -rank <= axis < rank else ()
