@@ -40,8 +40,8 @@ from jitdl.ir.nodes import Expr, IterVar
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime import engine, native
 from jitdl.runtime.cuda import is_device_array
-from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function, shape_key,
-                                  static_value)
+from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function,
+                                  refuse_disagreeing, shape_key, static_value)
 from jitdl.schedule.config import ChoiceKnob
 from jitdl.te.tensor import Tensor
 from jitdl import locks
@@ -1331,13 +1331,7 @@ def _refuse_disagreeing(fname, graph, args):
         agree = definition_agreements(graph)
     except JitdlError:
         return
-    for a, pa, da, b, pb, db in agree:
-        sa, sb = tuple(args[pa].shape), tuple(args[pb].shape)
-        if sa[da] != sb[db]:
-            raise ArgumentShapeError(
-                f"{fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
-                f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
-                f"{b} {sb})", user_loc()) from None
+    refuse_disagreeing(fname, agree, args)
 
 
 def _with_sizes(message, names, args):

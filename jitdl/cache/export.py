@@ -15,7 +15,7 @@ from jitdl.errors import ArgumentError, ArgumentShapeError, JitdlError, user_loc
 from jitdl.runtime import engine, native
 from jitdl._version import __version__
 from jitdl.runtime.kernel import (ABI, Kernel, Signature, call_key, key_of_specs,
-                                  static_positions)
+                                  refuse_disagreeing, static_positions)
 
 MAGIC = b"JITDLX01"
 
@@ -181,18 +181,8 @@ class ExportedFunction:
         """The call's shape mismatch, as a kernel's check at the call words it, where
         its arguments differ in sizes that the held kernels check equal (what a pattern
         refused at export is, the mismatch comes first, as the function's call says)."""
-        seen = set()
         for k in self._kernels.values():
-            for a, pa, da, b, pb, db in k.sig.agree:
-                if (pa, da, pb, db) in seen:
-                    continue
-                seen.add((pa, da, pb, db))
-                sa, sb = (tuple(getattr(args[p], "shape", ())) for p in (pa, pb))
-                if len(sa) > da and len(sb) > db and sa[da] != sb[db]:
-                    raise ArgumentShapeError(
-                        f"{self.name}(): shape mismatch: argument '{a}' has size {sa[da]} "
-                        f"in dimension {da} but argument '{b}' has size {sb[db]} in "
-                        f"dimension {db} ({a} {sa}, {b} {sb})", user_loc())
+            refuse_disagreeing(self.name, k.sig.agree, args)
 
     def _held(self, key):
         """The file's kernels as a message lists them: all, in the file's order, or (a

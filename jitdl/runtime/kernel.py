@@ -429,9 +429,9 @@ def _raise_overflow(fname, e, tree, text, context, loc, values):
     # (at the caller's line, as the call's other errors; the definition's line in words)
     where = ""
     if loc:
-        text = linecache.getline(loc[0], loc[1]).strip()
+        source = linecache.getline(loc[0], loc[1]).strip()
         where = f" (the definition: File \"{loc[0]}\", line {loc[1]}" + \
-            (f": {text})" if text else ")")
+            (f": {source})" if source else ")")
     raise ScalarOverflowError(f"{fname}(): {bounds}, {why}{where}", user_loc())
 
 
@@ -788,12 +788,7 @@ def _dims_function(sig):
             f"arguments ({given}); a dimension must be >= 0", user_loc())
 
     def disagree(args, k):
-        a, pa, da, b, pb, db = sig.agree[k]
-        sa, sb = args[pa].shape, args[pb].shape
-        raise ArgumentShapeError(
-            f"{sig.fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension "
-            f"{da} but argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, "
-            f"{b} {sb})", user_loc())
+        raise mismatch_error(sig.fname, sig.agree[k], args)
 
     def unmet(args, k):
         _, _, _, message, named, file, line, *error = sig.required[k]
@@ -804,6 +799,27 @@ def _dims_function(sig):
     namespace = {"disagree": disagree, "negative": negative, "unmet": unmet}
     generated("\n".join(lines), namespace, "dims")
     return namespace["dims"]
+
+
+def mismatch_error(fname, agreement, args):
+    """The ArgumentShapeError, at the user's line, of a call whose arguments differ in two
+    sizes that must agree (`agreement`: an entry of Signature.agree)."""
+    a, pa, da, b, pb, db = agreement
+    sa, sb = tuple(args[pa].shape), tuple(args[pb].shape)
+    return ArgumentShapeError(
+        f"{fname}(): shape mismatch: argument '{a}' has size {sa[da]} in dimension {da} but "
+        f"argument '{b}' has size {sb[db]} in dimension {db} ({a} {sa}, {b} {sb})",
+        user_loc())
+
+
+def refuse_disagreeing(fname, agree, args):
+    """Raise mismatch_error for the first entry of `agree` whose sizes differ in this call
+    (an argument without that dimension is left to the call's other checks)."""
+    for entry in agree:
+        _, pa, da, _, pb, db = entry
+        sa, sb = (getattr(args[p], "shape", ()) for p in (pa, pb))
+        if len(sa) > da and len(sb) > db and sa[da] != sb[db]:
+            raise mismatch_error(fname, entry, args) from None
 
 
 def _required_code(op, tree, number, sizes=None):

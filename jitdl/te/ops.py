@@ -84,16 +84,15 @@ def require_size(size, op, number, message, loc=None, error="shape"):
     not hold, the call raises an ArgumentShapeError (a ValueError; `error` "index": an
     ArgumentIndexError, an IndexError) with `message`, the sizes it names and `loc`. What
     no per-element check can do: it holds where nothing is read or written (an empty
-    output). Returns whether the check was taken: False
-    outside a trace, or for a size the call cannot evaluate (the caller then checks as
-    it can)."""
+    output). Returns the check taken (a true value), or None outside a trace or for a
+    size the call cannot evaluate (the caller then checks as it can)."""
     checks = getattr(_required, "checks", None)
     if checks is None or not isinstance(size, Expr) or not _size_only(size):
-        return False
+        return None
     entry = (size, op, int(number), message, loc, error)
     if entry not in checks:
         checks.append(entry)
-    return True
+    return entry
 
 
 def _nonempty_at_call(op, axes):
@@ -106,8 +105,9 @@ def _nonempty_at_call(op, axes):
     for a in axes:
         if isinstance(a, IterVar) and isinstance(a.extent, Expr):
             loc = loc or user_loc()
-            if require_size(a.extent, ">", 0, _empty_text(op, axes), loc):
-                entries.append((a.extent, ">", 0, _empty_text(op, axes), loc, "shape"))
+            entry = require_size(a.extent, ">", 0, _empty_text(op, axes), loc)
+            if entry is not None:
+                entries.append(entry)
     return entries
 
 
