@@ -165,19 +165,11 @@ class FunctionCodegen:
         The offsets of a concatenate of symbolic sizes are sums of all sizes before each
         operand; emitted in each statement that reads them, the module grew with the
         square of the operand count (60 vectors: 16 s of code generation, 19 s of LLVM)."""
-        hit = self.size_only.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        if isinstance(e, Const):
-            ok = dtypes.is_int(e.dtype)
-        elif isinstance(e, Var):
-            v = self.env.get(e)
-            ok = isinstance(e, SizeVar) and isinstance(v, ir.Argument) and v.parent is self.fn
-        else:
-            ok = isinstance(e, Binary) and e.op in _HOISTED and e.dtype == "int64" and \
-                self.hoisted(e.a) and self.hoisted(e.b)
-        self.size_only[id(e)] = (e, ok)
-        return ok
+        return size_arithmetic(e, self._size_argument, self.size_only)
+
+    def _size_argument(self, v):
+        value = self.env.get(v)
+        return isinstance(value, ir.Argument) and value.parent is self.fn
 
     def entry_value(self, e, key):
         """The value of hoisted expression e (see hoisted), emitted in the entry block the
@@ -810,6 +802,23 @@ def _serial_when_small(s):
 
 _FOLDABLE = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
 _HOISTED = (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.MAX)
+
+
+def size_arithmetic(e, is_size, memo):
+    """Whether e is int64 + - * min max of integer constants and size variables that
+    is_size(var) takes (the function's size arguments); memo: id -> (node, answer)."""
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    if isinstance(e, Const):
+        ok = dtypes.is_int(e.dtype)
+    elif isinstance(e, Var):
+        ok = isinstance(e, SizeVar) and is_size(e)
+    else:
+        ok = isinstance(e, Binary) and e.op in _HOISTED and e.dtype == "int64" and \
+            size_arithmetic(e.a, is_size, memo) and size_arithmetic(e.b, is_size, memo)
+    memo[id(e)] = (e, ok)
+    return ok
 STACK_BYTES = 4096          # intermediates up to this size live on the stack
 MAX_ALLOC_BYTES = (1 << 63) - 1
 
@@ -1115,18 +1124,7 @@ class _Grouped:
     def size_only(self, e):
         """Whether e is what FunctionCodegen.hoisted computes once: + - * min max of
         integer constants and size arguments."""
-        hit = self.sized.get(id(e))
-        if hit is not None:
-            return hit[1]
-        if isinstance(e, Const):
-            ok = dtypes.is_int(e.dtype)
-        elif isinstance(e, Var):
-            ok = isinstance(e, SizeVar) and e in self.order
-        else:
-            ok = isinstance(e, Binary) and e.op in _HOISTED and e.dtype == "int64" and \
-                self.size_only(e.a) and self.size_only(e.b)
-        self.sized[id(e)] = (e, ok)
-        return ok
+        return size_arithmetic(e, self.order.__contains__, self.sized)
 
     def __call__(self, e):
         hit = self.memo.get(id(e))
