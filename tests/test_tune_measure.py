@@ -516,7 +516,7 @@ def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
 
     class Client:
         def __init__(self):
-            self.futures = []
+            self.futures, self.restarts = [], []
 
         def scheduler_info(self):
             return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
@@ -524,6 +524,12 @@ def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
         def submit(self, fn, *args, **kw):
             self.futures.append(Future(f"job-{len(self.futures)}"))
             return self.futures[-1]
+
+        def processing(self):       # one build running on each worker
+            return {f"tcp://w{n + 1}": [f.key] for n, f in enumerate(self.futures)}
+
+        def restart_workers(self, workers):
+            self.restarts.append(list(workers))
 
     def wait(futures, return_when, timeout):      # nothing ever finishes
         time.sleep(timeout)
@@ -546,6 +552,57 @@ def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
     assert len(runner.client.futures) == 2        # two workers: the third never submitted
     assert all(f.cancelled for f in runner.client.futures)
     assert took < 30.0, took                       # (not the 60 s build timeout)
+
+
+def test_a_dask_build_cut_at_the_deadline_restarts_its_workers():
+    """A build cancelled at the deadline ran on in its dask worker's thread (dask cannot
+    stop one): the next measure's candidate queued behind it there failed as "timeout:
+    the build took more than 30 s". The workers holding cut builds are restarted now,
+    in one call (one by one, each restart waits for the last), and the timing worker's
+    reference is built again there (it had only the timing's timeout for it)."""
+    import types
+    from jitdl.autotune.measure import DaskRunner
+
+    class Future:
+        def __init__(self, key):
+            self.key, self.cancelled = key, False
+
+        def cancel(self):
+            self.cancelled = True
+
+    class Client:
+        def __init__(self):
+            self.futures, self.restarts = [], []
+
+        def scheduler_info(self):
+            return {"workers": {"tcp://w1": {}, "tcp://w2": {}, "tcp://w3": {}}}
+
+        def submit(self, fn, *args, **kw):
+            self.futures.append(Future(f"job-{len(self.futures)}"))
+            return self.futures[-1]
+
+        def processing(self):       # builds on w1 and w2; w3 idle, busy with another
+            return {"tcp://w1": [self.futures[0].key], "tcp://w2": [self.futures[1].key],
+                    "tcp://w3": ["other"]}
+
+        def restart_workers(self, workers):
+            self.restarts.append(list(workers))
+
+    def wait(futures, return_when, timeout):      # nothing ever finishes
+        time.sleep(timeout)
+        raise TimeoutError
+
+    runner = DaskRunner.__new__(DaskRunner)
+    runner._distributed = types.SimpleNamespace(wait=wait)
+    runner.client = Client()
+    runner.timeout = runner.build_timeout = 60.0
+    runner._timed_on = ("key", "tcp://w1")
+    results = runner._run([(None, ["key", None, {}])] * 2, 2, "build",
+                          cut=time.monotonic() + 0.2)
+    assert results == [("error", "stopped: the tuning deadline passed")] * 2
+    assert all(f.cancelled for f in runner.client.futures)
+    assert runner.client.restarts == [["tcp://w1", "tcp://w2"]]
+    assert runner._timed_on is None
 
 def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
     """A timing job cancelled at the deadline ran on in its dask worker's thread (dask

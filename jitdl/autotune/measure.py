@@ -831,9 +831,10 @@ class DaskRunner:
     its worker is restarted through its nanny (a thread cannot be stopped). A timeout
     counts from the job's submission, so it includes the wait for a worker that
     restarts: give dask more slack than a LocalRunner. At measure()'s `deadline` the jobs
-    in flight are cancelled (a build already running on a worker thread runs to its end
-    there, its result dropped; a timing job's worker is restarted, or it would time
-    beside the next) and no more are submitted."""
+    in flight are cancelled and their workers restarted (a job already running on a
+    worker thread would run to its end there: a build held the thread that the next
+    measure's job queued behind, a timing job timed beside the next) and no more are
+    submitted."""
 
     def __init__(self, client_or_address, timeout=10.0, repeat=5, min_repeat_ms=40,
                  build_timeout=None, _post_build=None):
@@ -908,14 +909,12 @@ class DaskRunner:
             cut = time.perf_counter() + (cut - time.monotonic())
         while todo or flying:
             if cut is not None and time.perf_counter() >= cut:
-                for fut in flying:
-                    if what == "run":
-                        # a cancelled timing job runs on in its worker's thread, its
-                        # kernel on every core, beside the next one timed there (the
-                        # closing re-timing's): its worker is restarted, as for a timeout
-                        self._restart_holder(fut)
-                    else:
-                        fut.cancel()
+                # a cancelled job runs on in its worker's thread (dask cannot stop one):
+                # a timing job's kernel on every core beside the next one timed there
+                # (the closing re-timing's), a build in the thread that the next
+                # measure's job queued behind, which then failed as a "timeout": the
+                # workers holding them are restarted, as for a timeout
+                self._restart_holders(list(flying))
                 if what == "run" and flying:
                     self._timed_on = None   # (its reference may not be built there)
                 for i in list(todo) + [i for i, _, _ in flying.values()]:
@@ -955,15 +954,22 @@ class DaskRunner:
             for fut, (i, deadline, limit) in list(flying.items()):
                 if now >= deadline:
                     flying.pop(fut)
-                    self._restart_holder(fut)
+                    self._restart_holders([fut])
                     results[i] = ("error", f"timeout: the {what} took more than {limit:g} s")
         return results
 
-    def _restart_holder(self, fut):
-        """Cancel a hung job and restart the worker running it."""
-        holders = [w for w, keys in self.client.processing().items() if fut.key in keys]
-        fut.cancel()
+    def _restart_holders(self, futs):
+        """Cancel jobs (hung, or cut at the deadline) and restart the workers running
+        them, all at once (one by one, each restart waited for the last)."""
+        if not futs:
+            return
+        keys = {fut.key for fut in futs}
+        holders = [w for w, held in self.client.processing().items() if keys & set(held)]
+        for fut in futs:
+            fut.cancel()
         if holders:
+            if self._timed_on is not None and self._timed_on[1] in holders:
+                self._timed_on = None       # the reference is built there again
             try:
                 self.client.restart_workers(holders)
             except Exception:        # noqa: BLE001 - a worker without a nanny stays hung
