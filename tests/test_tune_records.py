@@ -605,3 +605,96 @@ def test_queued_records_wait_for_another_writer_and_lost_ones_are_counted(db, mo
     assert db.flush() == 0                        # nothing left queued
     holder.close()
     assert sorted(r.trial for r in db.query()) == [0, 1, 2, 3, 4, 7]
+
+
+def test_a_flush_waiting_for_another_writer_lets_lookups_through(db, monkeypatch):
+    """flush() held the records' lock for the whole busy timeout while another process
+    wrote: every record lookup of this process (each compile's) waited with it. It takes
+    the lock for one short try at a time."""
+    monkeypatch.setattr(rmod, "BUSY_TIMEOUT_S", 5.0)
+    db.add(rec(trial=0))
+    holder = sqlite3.connect(db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")            # another process's write under way
+    assert db.add_queued([rec(trial=1)]) == 0
+    trying = threading.Event()
+    try_write = db._try_write
+
+    def spy(*a):
+        trying.set()
+        return try_write(*a)
+    db._try_write = spy
+    saved = []
+    t = threading.Thread(target=lambda: saved.append(db.flush()))
+    t.start()
+    assert trying.wait(10)
+    assert [r.trial for r in db.query()] == [0]   # read while the flush waits
+    still_waiting = t.is_alive()
+    holder.execute("COMMIT")
+    holder.close()
+    t.join(30)
+    assert still_waiting and saved == [1]
+    assert sorted(r.trial for r in db.query()) == [0, 1]
+
+
+EXIT_WITH_QUEUED = r"""
+import sqlite3, sys, threading, time
+from jitdl._version import __version__
+mode, path = sys.argv[1:]
+if mode == "background":            # its exit hook registered before the records'
+    from jitdl.autotune import background
+    tuner = background.get()
+from jitdl.autotune import records as rmod
+rmod.BUSY_TIMEOUT_S = 0.5
+
+def rec(trial):
+    return rmod.Record("mod.f", "def1", "sig", "tgt", "cpu", __version__, {"t": 1}, 1e-3,
+                       tuner="random", trial=trial)
+
+db = rmod.shared(path)
+db.add(rec(0))
+holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+queued = threading.Event()
+if mode == "background":
+    # a job that queues a record once told to stop (the lock held) and ends unflushed
+    class F:
+        name = "f"
+        def _tune_job(self, job, runner, stop):
+            queued.set()
+            stop.wait()
+            holder.execute("BEGIN IMMEDIATE")
+            db.add_queued([rec(1)])
+    tuner.submit(background.Job(F(), ("k",), []))
+    queued.wait()
+else:
+    holder.execute("BEGIN IMMEDIATE")
+    def tuning():                    # a tuning thread the exit ends before its flush
+        db.add_queued([rec(1)])
+        queued.set()
+        time.sleep(600)
+    threading.Thread(target=tuning, daemon=True).start()
+    queued.wait()
+    if mode == "free":
+        holder.execute("COMMIT")
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["free", "held", "background"])
+def test_records_queued_by_a_tuning_thread_cut_by_the_exit_are_saved_or_counted(tmp_path,
+                                                                                 mode):
+    """A record queued while another process wrote (add_queued) waited for its tuning
+    run's flush; a thread that the interpreter's exit ended first (the background tuner,
+    past shutdown's 5 s wait) lost it unsaid. The exit flushes what is queued: saved
+    once the lock is free, else counted in a warning (also for a record the background
+    tuner's job queued while it stopped, after the records' own exit hook ran)."""
+    path = str(tmp_path / "tuning.sqlite")
+    p = subprocess.run([PY, "-c", EXIT_WITH_QUEUED, mode, path], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and "exiting" in p.stdout, p.stderr
+    trials = sorted(r.trial for r in Records(path).query())
+    if mode == "free":
+        assert trials == [0, 1], p.stderr
+        assert "not saved" not in p.stderr
+    else:
+        assert trials == [0]
+        assert "1 tuning record not saved" in p.stderr, p.stderr

@@ -7,7 +7,7 @@ assignment: a call already running keeps the kernel object it fetched, the next 
 gets the new one, and no caller ever waits for tuning. At interpreter exit the thread is
 told to stop, the runner's processes are ended, and every trial so far is already in the
 records (each is committed as it finishes, or, while another process holds the records'
-write lock, queued and written at the job's end: see Records.add_queued).
+write lock, queued and written at the job's end or at the stop: see Records.add_queued).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import queue
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,12 @@ class Background:
         if t is not None and t.is_alive():
             t.join(timeout)
         self._drop_queued()
+        # the records a job queued (another process writing) and did not flush, the
+        # thread cut mid-job: written now, or counted in a warning (records' own exit hook
+        # runs before this one where the records module was imported after it)
+        records = sys.modules.get("jitdl.autotune.records")
+        if records is not None:
+            records.flush_all()
 
 
 _background = None

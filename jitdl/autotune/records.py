@@ -19,6 +19,7 @@ overwritten.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import numbers
@@ -41,6 +42,7 @@ CONFIRM = "confirm"              # the tuner of a side-by-side re-timing's rows
 _PREPARE_TRIES = 40              # tries to set up a file another process sets up too
 BUSY_TIMEOUT_S = 10.0            # how long a write waits for another process's write
 QUEUED_WAIT_S = 0.05             # ... add_queued()'s: a trial's record, during tuning
+FLUSH_TRY_S = 0.1                # ... each of flush()'s tries
 
 
 def default_path() -> str:
@@ -451,24 +453,38 @@ class Records:
             return n
 
     def flush(self) -> int:
-        """Write the records add_queued() kept, waiting up to BUSY_TIMEOUT_S for another
-        process's write; those that still cannot be written are dropped with a warning
-        that counts them. The number saved."""
-        with self._lock:
-            rows, self._queued = self._queued, []
-            if not rows:
-                return 0
-            try:
-                return self._try_write(_INSERT, rows, BUSY_TIMEOUT_S)
-            except sqlite3.Error as e:
-                if not self._busy(e):
-                    self._trouble(e, writing=True)
-                    return 0
-                warnings.warn(f"jitdl: {len(rows)} tuning record{'s' * (len(rows) > 1)} "
-                              f"not saved: the tuning records at {self.path} stayed locked "
-                              f"by another process for {BUSY_TIMEOUT_S:g} s", CacheWarning,
-                              stacklevel=2)
-                return 0
+        """Write the records add_queued() kept, trying for up to BUSY_TIMEOUT_S while
+        another process writes (the records' lock taken for FLUSH_TRY_S at a time: held
+        for the whole wait, it kept every compile's record lookup in this process waiting
+        with it); those that still cannot be written are dropped with a warning that
+        counts them. Until then they stay queued, where an exit's flush (flush_all) finds
+        them: a tuning thread ended by the interpreter's exit mid-flush lost them unsaid.
+        The number saved."""
+        end = time.monotonic() + BUSY_TIMEOUT_S
+        saved = 0
+        while True:
+            with self._lock:
+                rows = self._queued
+                if not rows:
+                    return saved
+                try:
+                    saved += self._try_write(_INSERT, rows, FLUSH_TRY_S)
+                    self._queued = []
+                    return saved
+                except sqlite3.Error as e:
+                    if not self._busy(e):
+                        self._queued = []
+                        self._trouble(e, writing=True)
+                        return saved
+                    if time.monotonic() >= end:
+                        self._queued = []
+                        warnings.warn(
+                            f"jitdl: {len(rows)} tuning record{'s' * (len(rows) > 1)} not "
+                            f"saved: the tuning records at {self.path} stayed locked by "
+                            f"another process for {BUSY_TIMEOUT_S:g} s", CacheWarning,
+                            stacklevel=2)
+                        return saved
+            time.sleep(0.01)          # (a "locked" answered at once: no spinning)
 
     def clear(self, function=None) -> int:
         """Remove every record, or those of one function; the number removed."""
@@ -656,6 +672,20 @@ def _after_fork_in_child():
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                         after_in_child=_after_fork_in_child)
+
+
+def flush_all():
+    """Flush every shared Records' queue (at the interpreter's exit, and when the
+    background tuner stops): records a tuning thread queued and did not flush, ended by
+    the exit, are written, or counted in a warning."""
+    for rec in list(_shared.values()):
+        if rec._queued:
+            rec.flush()
+
+
+# (the background tuner's exit hook calls it too, after its thread stopped: hooks run last
+# registered first, and this module may be imported after that hook was registered)
+atexit.register(flush_all)
 
 
 def shared(path=None) -> Records:
