@@ -25,7 +25,6 @@ import math
 import numbers
 import os
 import sqlite3
-import threading
 import time
 import warnings
 from dataclasses import MISSING, asdict, dataclass, fields, replace
@@ -630,48 +629,19 @@ _shared = {}
 _shared_lock = locks.Lock()
 
 
-_held_at_fork = {}  # forking thread's id -> the Records whose locks it holds across a fork
-_inherited = []     # connections a child got in use by another thread: kept, never closed
 FORK_WAIT_S = 2.0   # how long a fork waits for a record being written
 
 
-def _before_fork():
-    """Wait (briefly) for each connection to be idle, so that the child can close it:
-    closing one that another thread is using would wait for ever on sqlite's mutex. The
-    locks taken are kept per forking thread: two threads forking at once each release
-    their own (one releasing the other's raised, leaving that lock held for ever)."""
-    held = []
-    for rec in list(_shared.values()):
-        if rec._lock.acquire(timeout=FORK_WAIT_S):
-            held.append(rec)
-    _held_at_fork[threading.get_ident()] = held
+def _detach_at_fork(rec):
+    """In a forked child: the connection a Records inherited, forgotten (the child
+    opens its own on next use: see locks.ForkClosing), and the parent's queued rows (the
+    parent's to write)."""
+    rec._queued = []
+    db, rec._db, rec._ino = rec._db, None, None
+    return db
 
 
-def _after_fork_in_parent():
-    for rec in reversed(_held_at_fork.pop(threading.get_ident(), ())):
-        rec._lock.release()
-
-
-def _after_fork_in_child():
-    """SQLite's connections must not cross a fork: a child writing through its parent's
-    lost records once the parent closed its own (sqlite's record of the file's locks is
-    per process, so the parent took itself for the last user and checkpointed the WAL
-    away under the child). The child closes what it inherited (which gives up only what
-    the child never held: the parent keeps its locks) and opens its own on next use."""
-    idle = set(map(id, _held_at_fork.get(threading.get_ident(), ())))
-    _held_at_fork.clear()            # (the child's locks are new ones: see jitdl.locks)
-    for rec in list(_shared.values()):
-        rec._queued = []             # (the parent's to write)
-        if id(rec) in idle:
-            rec._drop()
-        elif rec._db is not None:    # busy in another thread at the fork: left alone
-            _inherited.append(rec._db)
-            rec._db = rec._ino = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
+_fork = locks.ForkClosing(lambda: _shared.values(), _detach_at_fork, FORK_WAIT_S)
 
 
 def flush_all():

@@ -25,7 +25,6 @@ import sqlite3
 import stat
 import struct
 import tempfile
-import threading
 import time
 import weakref
 import zlib
@@ -583,54 +582,21 @@ class Store:
 
 
 _stores = weakref.WeakSet()      # every Store of this process: see the fork handlers
-_held_at_fork = {}  # forking thread's id -> the Stores whose locks it holds across a fork
-_inherited = []     # connections a child got in use by another thread: kept, never closed
 FORK_WAIT_S = 2.0   # how long a fork waits for a statistics write under way
 
 
-def _before_fork():
-    """Wait (briefly) for each store's statistics connection to be idle, so that the
-    child can close it (closing one that another thread is using would wait for ever on
-    sqlite's mutex); the locks taken are kept per forking thread, as the tuning records'."""
-    held = []
-    for st in list(_stores):
-        if st._lock.acquire(timeout=FORK_WAIT_S):
-            held.append(st)
-    _held_at_fork[threading.get_ident()] = held
+def _detach_at_fork(st):
+    """In a forked child: the statistics connection a Store inherited, forgotten (hits
+    a child wrote through its parent's were lost once the parent closed its own: 3
+    children writing 150 hits each kept 130-440 of them; see locks.ForkClosing), and the
+    parent's hits not yet written (the parent writes those: the child's exit wrote them
+    a second time)."""
+    st._pending = {}
+    db, st._db = st._db, None
+    return db
 
 
-def _after_fork_in_parent():
-    for st in reversed(_held_at_fork.pop(threading.get_ident(), ())):
-        st._lock.release()
-
-
-def _after_fork_in_child():
-    """An SQLite connection must not cross a fork: hits a child wrote through its
-    parent's stats.sqlite connection were lost once the parent closed its own (sqlite's
-    record of the file's locks is per process: the parent took itself for the WAL's last
-    user and checkpointed it away under the child; 3 children writing 150 hits each kept
-    130-440 of them). The child closes what it inherited and opens its own on next use,
-    and forgets the parent's hits not yet written (the parent writes those: the child's
-    exit wrote them a second time)."""
-    idle = set(map(id, _held_at_fork.get(threading.get_ident(), ())))
-    _held_at_fork.clear()            # (the child's locks are new ones: see jitdl.locks)
-    for st in list(_stores):
-        st._pending = {}
-        if st._db is None:
-            continue
-        if id(st) in idle:
-            try:
-                st._db.close()
-            except sqlite3.Error:
-                pass
-        else:                        # busy in another thread at the fork: left alone
-            _inherited.append(st._db)
-        st._db = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
+_fork = locks.ForkClosing(lambda: _stores, _detach_at_fork, FORK_WAIT_S)
 
 
 _default = {}
