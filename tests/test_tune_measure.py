@@ -625,7 +625,7 @@ def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
         def scheduler_info(self):
             return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
 
-        def wait_for_workers(self, n):
+        def wait_for_workers(self, n, timeout=None):
             pass
 
         def submit(self, fn, *args, **kw):
@@ -652,6 +652,48 @@ def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
     assert results == [("error", "stopped: the tuning deadline passed")]
     assert runner.client.futures[0].cancelled and runner.client.restarted == ["tcp://w1"]
     assert runner._timed_on is None
+
+
+def test_a_dask_timing_with_no_worker_left_fails_instead_of_waiting_for_ever():
+    """A timing job waited for a worker with client.wait_for_workers(1) and no timeout: a
+    cluster whose workers had all died (no nanny to restart them) hung measure() for
+    ever, past tune(timeout=)'s deadline too. It waits up to the timing's timeout (not
+    past the deadline): the timing jobs fail as a "crash", or as "stopped" at the
+    deadline, all at once."""
+    import types
+    from jitdl.autotune.measure import DaskRunner
+
+    class Client:
+        def __init__(self):
+            self.waits, self.submitted = [], 0
+
+        def scheduler_info(self):
+            return {"workers": {}}
+
+        def wait_for_workers(self, n, timeout=None):
+            if timeout is None:
+                raise AssertionError("waits for ever: no worker will join")
+            self.waits.append(timeout)
+            time.sleep(timeout)
+            raise TimeoutError(f"only 0 of {n} workers after {timeout} s")
+
+        def submit(self, fn, *args, **kw):
+            self.submitted += 1
+
+    runner = DaskRunner.__new__(DaskRunner)
+    runner._distributed = types.SimpleNamespace(TimeoutError=TimeoutError)
+    runner.client = Client()
+    runner.timeout, runner.build_timeout = 0.2, 60.0
+    runner._timed_on = None
+    results = runner._run([(None, ["key", None, {}])] * 3, 1, "run")
+    assert results == [("error", "crash: no dask worker to time on (none joined in "
+                                 "0.2 s)")] * 3
+    assert runner.client.waits == [0.2] and runner.client.submitted == 0
+    runner.timeout = 60.0
+    results = runner._run([(None, ["key", None, {}])] * 2, 1, "run",
+                          cut=time.monotonic() + 0.2)
+    assert results == [("error", "stopped: the tuning deadline passed")] * 2
+    assert runner.client.waits[1] <= 0.2 and runner.client.submitted == 0
 
 
 def _take(X, idx):

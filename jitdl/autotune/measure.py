@@ -925,13 +925,22 @@ class DaskRunner:
                 fn, args = jobs[i]
                 where, limit = {}, self.build_timeout
                 if what == "run":
-                    self.client.wait_for_workers(1)
-                    worker, limit = self._workers()[0], self.timeout
+                    worker, limit = self._timing_worker(cut), self.timeout
+                    if worker is None:          # (nor for the jobs after it)
+                        past = cut is not None and time.perf_counter() >= cut
+                        for k in [i] + todo:
+                            results[k] = ("error", _CUT if past else
+                                          f"crash: no dask worker to time on (none "
+                                          f"joined in {self.timeout:g} s)")
+                        todo = []
+                        break
                     where = {"workers": [worker], "allow_other_workers": False}
                     if self._timed_on != (args[0], worker) or args[1] is not None:
                         self._timed_on, limit = (args[0], worker), limit + self.build_timeout
                 fut = self.client.submit(fn, *args, pure=False, **where)
                 flying[fut] = (i, time.perf_counter() + limit, limit)
+            if not flying:
+                break
             ends = [d for _, d, _ in flying.values()] + ([cut] if cut is not None else [])
             first = min(ends)
             try:
@@ -957,6 +966,20 @@ class DaskRunner:
                     self._restart_holders([fut])
                     results[i] = ("error", f"timeout: the {what} took more than {limit:g} s")
         return results
+
+    def _timing_worker(self, cut):
+        """The first worker by address, waiting up to the timeout (and not past `cut`)
+        for one to join; None where none did (it waited for ever: a cluster whose
+        workers had all died hung measure() past any deadline)."""
+        wait = self.timeout
+        if cut is not None:
+            wait = max(0.01, min(wait, cut - time.perf_counter()))
+        try:
+            self.client.wait_for_workers(1, timeout=wait)
+        except (TimeoutError, getattr(self._distributed, "TimeoutError", TimeoutError)):
+            return None
+        workers = self._workers()
+        return workers[0] if workers else None
 
     def _restart_holders(self, futs):
         """Cancel jobs (hung, or cut at the deadline) and restart the workers running
