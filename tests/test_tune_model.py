@@ -286,6 +286,29 @@ def test_features_of_real_kernels_are_finite_and_tell_configs_apart():
 
 
 
+@pytest.mark.parametrize("shapes", [[(0,)], [(0, 40), (40, 24)], [(24, 0), (0, 40)]])
+def test_features_of_a_kernel_over_an_empty_array_are_finite(shapes):
+    """An empty array's loop of extent 0 left no trip at a cache level: the traffic per
+    flop divided by zero, so the build of every candidate failed (tune() on an empty
+    array: "build: ZeroDivisionError: division by zero", the default's too)."""
+    from jitdl.autotune.measure import build
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if len(shapes) == 1:
+        @jd.compute
+        def f(X):
+            return jd.tensor(X.shape, lambda i: X[i] * 2.0, name="Y")
+    else:
+        f = matmul_fn()
+    t = task_of(f, *args)
+    for config in list(t.space)[:4]:
+        v = features.extract(lowered(t, config), t.target)
+        assert v.shape == (len(features.FEATURE_NAMES),) and np.isfinite(v).all()
+        assert np.isfinite(features.of_config(t, config)).all()
+    art, feats, _ = build(t, t.space.default())
+    assert art.obj and np.isfinite(feats).all()
+
+
 def test_extract_works_out_each_index_form_once(monkeypatch):
     """Featurizing is most of the XGB tuner's proposal time: the affine form of an
     index node is computed once per extract, not once per loop of its nest."""

@@ -282,7 +282,9 @@ def _nest(f, st, target):
         f[f"{c}_trips"] = _log(inner)
         f[f"{c}_footprint"] = _log(foot[d])
         f[f"{c}_reuse"] = _log(inner * per_iter / max(foot[d], 1.0))
-        f[f"{c}_traffic_per_flop"] = _log(trips / inner * foot[d] / work)
+        # (an empty array's loop of extent 0 leaves no trip at any level: a division
+        # by zero failed the build of every candidate, the default's too)
+        f[f"{c}_traffic_per_flop"] = _log(trips / max(inner, 1) * foot[d] / work)
     f["footprint"] = _log(foot[0])
     f["intensity"] = _log(work / max(foot[0], 1.0))
 
