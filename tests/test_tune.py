@@ -242,6 +242,11 @@ def test_budget_parsing():
     for text in (",", " , ", ""):          # were no limit at all
         with pytest.raises(ValueError, match=r"JITDL_TUNE_BUDGET: '[ ,]*' is no budget"):
             parse_budget(text)
+    for text, what in (("64,100", "trials"), ("90s, 2m", "seconds"),
+                       ("8, 1h, 30s", "seconds")):     # were the last part, silently
+        with pytest.raises(ValueError, match=rf"JITDL_TUNE_BUDGET: '{text}' gives the "
+                                             rf"{what} twice; give each at most once"):
+            parse_budget(text)
 
 
 def test_a_config_measured_fast_once_must_beat_the_default_again_side_by_side():

@@ -43,6 +43,11 @@ def parse_budget(text):
         if value == 0:                 # (a part of 0 would read as no limit at all)
             raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no budget; give a positive "
                              "number of trials or seconds")
+        if (trials if unit is None else seconds) is not None:
+            # ("64,100" tuned 100 trials, "90s,2m" 2 minutes: the last part, silently)
+            raise ValueError(f"JITDL_TUNE_BUDGET: {text!r} gives the "
+                             f"{'trials' if unit is None else 'seconds'} twice; give each "
+                             "at most once (\"64,120s\")")
         if unit is None:
             if not value.is_integer():     # ("0.5" read as 0 trials: the default alone)
                 raise ValueError(f"JITDL_TUNE_BUDGET: {part!r} is no number of trials; "
