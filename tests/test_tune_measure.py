@@ -381,6 +381,22 @@ def test_get_runner():
     fresh.close()
 
 
+def test_the_default_builders_are_one_per_core_this_process_may_use(monkeypatch):
+    """LocalRunner() started os.cpu_count() build processes: under taskset or a
+    container's CPU set, one per core of the machine (64 processes importing jitdl for
+    2 usable cores). It starts one per core of the process's affinity."""
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity here")
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    runner = LocalRunner()
+    try:
+        assert runner.n_parallel == 2
+        assert LocalRunner(n_parallel=5).n_parallel == 5
+    finally:
+        runner.close()
+
+
 def test_workers_stop_at_exit_without_close(tmp_path):
     """A runner never closed: the interpreter exits promptly and no worker outlives it."""
     script = tmp_path / "user.py"

@@ -40,6 +40,7 @@ import numpy as np
 
 from jitdl import locks
 from jitdl.autotune.task import REFERENCE_FAILED, Measurement
+from jitdl.config import cores
 
 _START_TIMEOUT = 120.0        # seconds a fresh process may take to import jitdl
 
@@ -682,8 +683,8 @@ def _check_arguments(runner, n_parallel=None, repeat=5, **seconds):
 
 
 class LocalRunner:
-    """Builds candidates in `n_parallel` spawned processes (default: the machine's
-    cores), then verifies and times them one at a time in one more. `timeout` bounds one
+    """Builds candidates in `n_parallel` spawned processes (default: the cores this
+    process may run on), then verifies and times them one at a time in one more. `timeout` bounds one
     candidate's run (verify and time), `build_timeout` its build (default: `timeout`).
     `repeat` repeats of calls lasting at least `min_repeat_ms` each; the time is their
     median per call.
@@ -697,7 +698,9 @@ class LocalRunner:
         _check_arguments("LocalRunner", n_parallel, repeat, timeout=timeout,
                          build_timeout=build_timeout, min_repeat_ms=min_repeat_ms)
         ctx = multiprocessing.get_context("spawn")
-        self.n_parallel = max(1, n_parallel or os.cpu_count() or 1)
+        # (the cores this process may run on: os.cpu_count() counts the machine's, and
+        # under taskset or a container's CPU set it started a build process for each)
+        self.n_parallel = max(1, n_parallel or cores())
         self.timeout = float(timeout)
         self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
         self.repeat, self.min_repeat_ms = int(repeat), float(min_repeat_ms)
