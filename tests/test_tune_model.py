@@ -203,6 +203,34 @@ def test_transfer_history_steers_the_first_batches():
     assert np.mean([mean_speed(b) for b in warm]) > 1.5 * np.mean(blind)
 
 
+def test_history_rows_the_model_cannot_use_are_left_out():
+    """The history comes from the records file, which an import or an edit may fill with
+    anything: features of another length failed tune() with a bare ValueError, infinite
+    ones (or past float32: 1e39) with XGBoost's "Input data contains `inf`". Such rows
+    are left out; the rest still steer the model."""
+    other = space(48)
+    rng = np.random.default_rng(5)
+    configs = [other.sample(1, seed=int(s))[0] for s in rng.integers(1 << 30, size=200)]
+    probe = tuner.XGBTuner(other)
+    good = [(probe._knob_features(c), 0.0 if s is None else s)
+            for c in configs for s in [speed(c, (8, 16, 32))]]
+    width = len(good[0][0])
+    bad = [([math.inf] * width, 1.0), ([1e39] * width, 1.0), ([1.0] * (width + 3), 1.0),
+           ([1.0] * width, math.nan), ([1.0] * width, -2.0), (["x"] * width, 1.0),
+           ([1.0] * width, None), ([[1.0, 2.0]] * width, 1.0)]
+    sp = space()
+    mixed = bad[:4] + good + bad[4:]
+    for seed in range(2):
+        t = tuner.make("xgb", sp, seed=seed, history=mixed)
+        assert t.history[0].shape == (len(good), width)
+        warm = t.next_batch(32)
+        assert warm[0] == sp.default() and t.model.fitted
+        assert warm == tuner.make("xgb", sp, seed=seed, history=good).next_batch(32)
+    t = tuner.make("xgb", sp, seed=0, history=bad)       # nothing usable: blind
+    assert t.history is None
+    assert t.next_batch(8) == tuner.make("xgb", sp, seed=0).next_batch(8)
+
+
 def test_cost_model_ranks_and_handles_no_data():
     rng = np.random.default_rng(0)
     X = rng.random((200, 5))

@@ -218,9 +218,6 @@ class XGBTuner(Tuner):
         self.min_diff = min_diff if min_diff is not None else max(1, len(self.sizes) // 3)
         self.model = CostModel(seed)
         self.history = None
-        if history:
-            X, y = zip(*history)
-            self.history = (np.asarray(X, np.float32), np.asarray(y, np.float64))
         self._features = {}
         self._budget = 0
         self._ends = []               # where the last batch's chains stopped
@@ -230,6 +227,8 @@ class XGBTuner(Tuner):
                         for k, s, opts in zip(knobs, self.sizes, self.options)]
         self._reorders = [isinstance(k, ReorderKnob) for k in knobs]
         self._swap_cache = {}
+        if history:
+            self.history = self._usable(history)
 
     def _knob_features(self, config):
         """A config as numbers: a numeric option as itself, any other as its index."""
@@ -252,6 +251,32 @@ class XGBTuner(Tuner):
             v = self._features[point] = np.asarray(self.featurize(self.config(point)),
                                                    np.float32)
         return v
+
+    def _usable(self, history):
+        """(X, y) of the history's rows whose features are finite in float32 and as
+        many as this tuner's (those of the default config, kept), and whose throughput
+        is a finite number >= 0; None if no row is. The rows come from the records file,
+        which an import or an edit may have filled with anything: features of another
+        length failed the tune() as a bare ValueError, an infinite one (or one past
+        float32, 1e39) as XGBoost's "Input data contains `inf`"."""
+        default = (0,) * len(self.sizes)
+        if default not in self._features:
+            self._features[default] = np.asarray(self.featurize(self.config(default)),
+                                                  np.float32)
+        width = self._features[default].shape
+        X, y = [], []
+        for row in history:
+            try:
+                x, t = row
+                with np.errstate(over="ignore", invalid="ignore"):
+                    v = np.asarray(x, np.float32)
+                t = float(t)
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if v.shape == width and np.isfinite(v).all() and math.isfinite(t) and t >= 0:
+                X.append(v)
+                y.append(t)
+        return (np.stack(X), np.asarray(y, np.float64)) if X else None
 
     def _scores(self, points):
         """Predicted scores (-inf for a point over budget or whose features flag a
