@@ -515,6 +515,25 @@ def test_dask_runner_on_a_local_cluster(environ_kept):
 
 
 
+def test_a_dask_scheduler_address_that_does_not_connect_is_an_argument_error():
+    """DaskRunner(address) (and f.tune(runner=address)) let distributed's own error
+    through, far from the user's line (OSError "Timed out trying to connect", ValueError
+    "unknown address scheme"): an ArgumentError now names the address and the line."""
+    pytest.importorskip("distributed")
+    import dask
+    from jitdl.autotune.measure import DaskRunner
+    from jitdl.errors import ArgumentError
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        for address, why in (("tcp://127.0.0.1:1", "OSError: Timed out trying to connect"),
+                             ("nonsense://x", "ValueError: unknown address scheme")):
+            with pytest.raises(ArgumentError) as e:
+                DaskRunner(address)
+            assert str(e.value.message).startswith(
+                f"jd.tune.DaskRunner({address!r}): cannot connect to a dask scheduler "
+                f"there: {why}"), e.value.message
+            assert e.value.loc is not None and e.value.loc.filename == __file__
+
+
 def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
     """DaskRunner.measure had no deadline: a round in flight at tune(timeout=)'s end ran
     to its end. Now the jobs in flight at the deadline are cancelled and no more are

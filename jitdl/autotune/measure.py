@@ -852,7 +852,15 @@ class DaskRunner:
         if isinstance(client_or_address, distributed.Client):
             self.client, self._own = client_or_address, False
         else:
-            self.client, self._own = distributed.Client(client_or_address), True
+            try:
+                self.client, self._own = distributed.Client(client_or_address), True
+            except (OSError, ValueError, TypeError) as e:
+                # (distributed's own error, far from the user's line: a timeout to
+                # connect, an unknown scheme, an address without a port)
+                from jitdl.errors import ArgumentError, user_loc
+                raise ArgumentError(
+                    f"jd.tune.DaskRunner({client_or_address!r}): cannot connect to a dask "
+                    f"scheduler there: {_text(e)}", user_loc()) from e
         self.timeout = float(timeout)
         self.build_timeout = float(build_timeout if build_timeout is not None else timeout)
         self.repeat, self.min_repeat_ms = int(repeat), float(min_repeat_ms)
