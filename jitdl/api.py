@@ -1388,15 +1388,26 @@ def _check_tune_arguments(name, trials, timeout, tuner, runner, seed=0):
         raise bad("timeout", "None or a positive number of seconds", timeout)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise bad("seed", "an int >= 0", seed)
+    # (a class has its instances' methods: runner=jd.tune.LocalRunner failed deep in the
+    # search with "measure() missing 1 required positional argument: 'configs'")
     named = isinstance(tuner, str) and tuner in KINDS
-    if not (named or all(hasattr(tuner, a) for a in ("next_batch", "update", "has_next"))):
-        raise bad("tuner", f"one of {', '.join(map(repr, KINDS))} or a Tuner", tuner)
+    if not (named or not isinstance(tuner, type) and all(
+            hasattr(tuner, a) for a in ("next_batch", "update", "has_next"))):
+        raise bad("tuner", f"one of {', '.join(map(repr, KINDS))} or a Tuner"
+                           + _instance_hint(tuner), tuner)
     # (a scheduler address has a port: 'tcp://host:8786', 'host:8786'; a word is a typo,
     # which dask would try to reach for its whole connect timeout)
     if not (runner is None or isinstance(runner, str) and ":" in runner
-            or _is_dask_client(runner) or hasattr(runner, "measure")):
+            or _is_dask_client(runner)
+            or not isinstance(runner, type) and hasattr(runner, "measure")):
         raise bad("runner", "None, a jd.tune.LocalRunner, a jd.tune.DaskRunner, a dask "
-                            "Client or a scheduler address ('tcp://host:port')", runner)
+                            "Client or a scheduler address ('tcp://host:port')"
+                            + _instance_hint(runner), runner)
+
+
+def _instance_hint(value):
+    """' (an instance: X(...))' for a class given where its instance is expected."""
+    return f" (an instance: {value.__name__}(...))" if isinstance(value, type) else ""
 
 
 def _budget():

@@ -126,6 +126,22 @@ def test_a_runner_of_a_wrong_type_is_named(rng):
         scaled.tune(_x(rng), runner="loacl", progress=False)
 
 
+def test_a_runner_or_tuner_class_given_for_its_instance_is_named(rng):
+    """runner=jd.tune.LocalRunner (the class: it has its instances' methods) failed deep
+    in the search, "measure() missing 1 required positional argument: 'configs'"; a
+    Tuner class likewise."""
+    from jitdl.autotune.tuner import RandomTuner
+    for cls in (jd.tune.LocalRunner, jd.tune.DaskRunner):
+        with pytest.raises(ArgumentError, match=rf"scaled.tune\(runner=...\): expected None, "
+                           rf".* \(an instance: {cls.__name__}\(...\)\), got type: "):
+            scaled.tune(_x(rng), runner=cls, progress=False)
+    fake = Counting()
+    with pytest.raises(ArgumentError, match=r"scaled.tune\(tuner=...\): expected one of .* "
+                       r"or a Tuner \(an instance: RandomTuner\(...\)\), got type: "):
+        scaled.tune(_x(rng), runner=fake, tuner=RandomTuner, progress=False)
+    assert fake.calls == 0
+
+
 def _unpicklable(autotune=None):
     """scaled with a schedule that reads a lock: cloudpickle cannot send it to a worker."""
     lock = threading.Lock()
