@@ -532,16 +532,19 @@ class Function:
         store = default_store()
         event = {"call": _describe(self.param_names, specs), "result": "compiled"}
         self._events.append(event)
-        fkey = fparts = rejected = None
+        fkey = fparts = rejected = spans = None
         config = {**(config or {}), **self._fixed} or None
         if store is not None:
-            fkey, fparts = keys.fast_key(self, specs, config, target)
+            fkey, fparts, spans = keys.fast_key(self, specs, config, target)
             event["fast_parts"] = fparts
             if artifact is None:
-                full = store.resolve(fkey)
+                rec = store.resolve_record(fkey)
+                full = rec["full"] if rec else None
                 entry = store.get(full) if full else None
-                kernel = self._from_entry(store, full, entry, event, specs)
-                if entry is not None and kernel is None:
+                # (the lines the entry names, placed where this function is now)
+                kernel = self._from_entry(store, full, entry, event, specs,
+                                          lambda sig: keys.placed(sig, rec.get("where"), spans))
+                if entry is not None and kernel is None and not event.pop("unplaced", False):
                     rejected = full      # warned about once; not looked up again below
                 if kernel is not None:
                     event["result"] = "hit"
@@ -578,9 +581,15 @@ class Function:
                                     target)
             kernel = None
             if full != rejected and artifact is None:
-                kernel = self._from_entry(store, full, store.get(full), event, specs)
+                # (made by this definition or another with the same loop IR, maybe in
+                # another file: this trace's lines)
+                fresh = pipeline.host_checks(low)
+                kernel = self._from_entry(store, full, store.get(full), event, specs,
+                                          lambda sig: _with_locations(sig, *fresh))
+                event.pop("unplaced", None)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
-                store.alias(fkey, full, self.qualname, fparts)
+                store.alias(fkey, full, self.qualname, fparts,
+                            keys.relative_locations(kernel.sig, spans))
                 event["result"] = "hit (same loop IR)"
                 log.info("hit (same loop IR) %s %s", self.qualname, event["call"])
                 return kernel
@@ -591,7 +600,7 @@ class Function:
         assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
         if target.name == "cuda":
             return self._build_cuda(art, target, specs, event, store, full, fkey, fparts,
-                                    traced if artifact is None else None)
+                                    traced if artifact is None else None, spans)
         texts = {k: art.texts[k] for k in ("loop_ir", "llvm_ir", "llvm_ir_unoptimized")}
         t0 = time.perf_counter()
         kernel = Kernel(sig, engine.Loaded(art.obj, sig.symbol), texts)
@@ -600,13 +609,15 @@ class Function:
         event["loader"] = "mcjit"
         if store is not None:
             meta = self._entry_meta(art, target, specs, event, fparts, full)
-            store.put(full, meta, art.obj, texts, fkey, fparts)
+            store.put(full, meta, art.obj, texts, fkey, fparts,
+                      where=keys.relative_locations(sig, spans))
             entry = Entry(meta, art.obj, texts)
             native.link_later(art.obj, store.root,
                               lambda shared: store.add_shared(full, entry, shared))
         return kernel
 
-    def _build_cuda(self, art, target, specs, event, store, full, fkey, fparts, traced):
+    def _build_cuda(self, art, target, specs, event, store, full, fkey, fparts, traced,
+                    spans):
         """A GPU kernel from a CUDA artifact: NVRTC makes the cubin (unless the artifact
         holds one), the driver loads it; the cubin goes into the disk cache."""
         sig = art.signature
@@ -622,7 +633,8 @@ class Function:
         event["loader"] = "cuda module"
         if store is not None:
             meta = self._entry_meta(art, target, specs, event, fparts, full)
-            store.put(full, meta, binary, texts, fkey, fparts)
+            store.put(full, meta, binary, texts, fkey, fparts,
+                      where=keys.relative_locations(sig, spans))
         return kernel
 
     def _entry_meta(self, art, target, specs, event, fparts, full):
@@ -635,11 +647,13 @@ class Function:
             meta["launch"] = art.launch
         return meta
 
-    def _from_entry(self, store, full, entry, event, specs):
+    def _from_entry(self, store, full, entry, event, specs, locate):
         """A kernel from a cache entry: its shared library through dlopen when it has one
         (linking it in the background for later processes when it has not), else its
         object code through MCJIT. None if the entry cannot be loaded, or if it is not
-        the entry of this key and call (a misplaced file or alias): its code never runs."""
+        the entry of this key and call (a misplaced file or alias): its code never runs.
+        locate(signature): the signature with the source lines of this function, or None
+        where they are not known (then None, and event["unplaced"])."""
         if entry is None:
             return None
         try:
@@ -655,6 +669,12 @@ class Function:
             warn_once(("misfit", full, event["call"]),
                       f"jitdl: cache entry {full[:12]} does not fit the call "
                       f"{self.qualname}({event['call']}): {why}; compiling instead")
+            return None
+        sig = locate(sig)
+        if sig is None:
+            log.info("entry %s of %s: its source lines are not known for this definition",
+                     full[:12], self.qualname)
+            event["unplaced"] = True
             return None
         if entry.meta.get("target") == "cuda":
             try:
@@ -1032,7 +1052,7 @@ class Function:
         store = default_store()
         if store is not None and not self._fixed:
             specs = self._specs(args)
-            fkey, _ = keys.fast_key(self, specs, None, self._target(specs))
+            fkey, _, _ = keys.fast_key(self, specs, None, self._target(specs))
             store.discard(fkey)
         return kernel
 
@@ -1321,6 +1341,18 @@ def _known_source(filename, lines):
     lines = list(lines)
     if lines and linecache.getlines(filename) != lines:
         linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _with_locations(sig, required, int_checks):
+    """sig (a stored kernel's) with the source locations of this trace's host checks
+    (pipeline.host_checks), or None where the checks differ in more than their locations."""
+    def bare(required, int_checks):          # (as JSON: a stored one's tuples are lists)
+        return json.loads(json.dumps([[r[:5] + r[7:] for r in required],
+                                      [c[:4] + c[5:] for c in int_checks]]))
+    if bare(sig.required, sig.int_checks) != bare(required, int_checks):
+        return None
+    return dataclasses.replace(sig, required=json.loads(json.dumps(required)),
+                               int_checks=json.loads(json.dumps(int_checks)))
 
 
 def _refuse_disagreeing(fname, graph, args):

@@ -298,7 +298,7 @@ def _build(low, target, options, until):
     t0 = time.perf_counter()
     sizes = [v for v, _, _ in low.sizes]
     out_trees = [[size_tree(d, sizes) for d in b.shape] for b in low.outputs]
-    int_checks = weak.checks([(t.op.body, t.op.loc) for t in graph.stages])
+    required, int_checks = host_checks(low)
     # printed (and let go) with the collector still paused: the module's objects are then
     # garbage at its next collection, freed by one scan; printed after, they were alive at
     # the first collections and scanned again by the older generations' (measured: half
@@ -331,7 +331,7 @@ def _build(low, target, options, until):
          for n, dt, shape, nb in allocs],
         int_checks,
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
-        required=required_json(low.required, sizes), alias=alias)
+        required=required, alias=alias)
     steps = low.schedule.steps
     config = low.config.used if low.config is not None else None
     if until == "codegen":
@@ -374,6 +374,7 @@ def _build_cuda(low, target, options, texts, times):
         "arch": target.sm,
     }
     graph = low.graph
+    required, int_checks = host_checks(low)
     sig = Signature(
         options.name, low.func.name,
         [[b.name, [d if isinstance(d, int) else None for d in b.shape], b.dtype]
@@ -381,10 +382,9 @@ def _build_cuda(low, target, options, texts, times):
         [[b.name, [size_tree(d, sizes) for d in b.shape], b.dtype] for b in low.outputs],
         [[v.name, v.dtype] for v in low.scalars],
         [[t, text, n if isinstance(n, int) else expr_text(n)] for t, text, n in mod.checks],
-        [list(x) for x in graph.layout], [],
-        weak.checks([(t.op.body, t.op.loc) for t in graph.stages]),
+        [list(x) for x in graph.layout], [], int_checks,
         sizes=[[pos, dim] for _, pos, dim in low.sizes], agree=low.agree,
-        required=required_json(low.required, sizes))
+        required=required)
     config = low.config.used if low.config is not None else None
     return Artifact(sig, b"", texts, low.schedule.steps, config, times, launch)
 
@@ -411,6 +411,13 @@ def _schedule_line(schedule, e):
 
 _TREE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
              BinOp.MOD: "%", BinOp.MIN: "min", BinOp.MAX: "max"}
+
+
+def host_checks(low):
+    """What a kernel of `low` checks on the host at each call, as its Signature holds it:
+    (the conditions on the sizes, required_json; the Python-int checks, weak.checks)."""
+    return (required_json(low.required, [v for v, _, _ in low.sizes]),
+            weak.checks([(t.op.body, t.op.loc) for t in low.graph.stages]))
 
 
 def required_json(required, sizes):

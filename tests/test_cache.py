@@ -1295,3 +1295,173 @@ def test_changing_a_nested_object_attribute_invalidates(tmp_path):
     edit_module(tmp_path, "kmod", "Params(2.0)", "Params(3.0)")
     ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
+
+
+# ----------------------------------------------------------------------------- source lines
+
+LMOD = '''\
+import jitdl as jd
+import lhelp
+
+
+@jd.compute(dynamic=True)
+def rowmax(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m))
+    return Y
+
+
+@jd.compute(dynamic=True)
+def rowmax_by_helper(X):
+    n, m = X.shape
+    return lhelp.row_max(X, n, m)
+
+
+@jd.compute
+def shift(X, s):
+    Y[i] = X[i] + s
+    return Y
+'''
+
+LHELP = '''\
+import jitdl as jd
+
+
+def row_max(X, n, m):
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.max(X[i, k], axis=k), name="Y")
+'''
+
+# calls each function right, then wrongly (an empty row: a call-time condition on the
+# sizes; a Python int beyond int32: the int checks), and prints where each error points
+LINES_CHILD = '''\
+import importlib, json, re, sys
+import numpy as np
+import jitdl as jd
+
+out = []
+rng = np.random.default_rng(0)
+for module, name in json.loads(sys.argv[1]):
+    f = getattr(importlib.import_module(module), name)
+    if name == "shift":
+        x = rng.integers(-9, 9, 7).astype(np.int32)
+        good, ok, bad = (x, 3), lambda y: np.array_equal(y, x + 3), (x, 2 ** 40)
+    else:
+        x = rng.standard_normal((4, 6))
+        good, ok, bad = (x,), lambda y: np.array_equal(y, x.max(1)), (np.ones((3, 0)),)
+    right = bool(ok(f(*good)))
+    try:
+        f(*bad)
+        where = None
+    except jd.JitdlError as e:
+        m = re.search(r'the definition: File "(.*)", line (\\d+)', e.message)
+        where = [m[1], int(m[2])] if m else [e.loc.filename, e.loc.lineno]
+    out.append({"func": name, "ok": right, "where": where,
+                "result": f.cache_info()["events"][0]["result"]})
+print("RESULT " + json.dumps(out))
+'''
+
+
+def run_lines_child(root, calls, script="lines_child.py"):
+    if not (root / script).exists():
+        (root / script).write_text(LINES_CHILD)
+    p = subprocess.run([PY, str(root / script), json.dumps(calls)], cwd=str(root),
+                       env=base_env(root), capture_output=True, text=True, timeout=TIMEOUT)
+    return _parse(p)
+
+
+def line_of(path, text, after=0):
+    """(path, the number of the first line of the file after line `after` holding text)."""
+    lines = path.read_text().splitlines()
+    return [str(path), next(n for n, ln in enumerate(lines, 1) if n > after and text in ln)]
+
+
+def test_errors_name_the_line_where_the_definition_is_now_from_the_cache(tmp_path):
+    """A kernel stores lines of the user's source (the call-time conditions on the sizes,
+    the int checks' definition line), and the fast key leaves out where the function is:
+    a definition moved down its file (or a helper in its file) was a hit whose errors
+    named the old lines (blank, or another statement). The alias keeps the lines relative
+    to the function that holds them and a hit places them where it is now; lines inserted
+    inside a definition change its key; an identical definition in another module (same
+    loop IR) names its own file."""
+    write_module(tmp_path, "lmod", LMOD)
+    write_module(tmp_path, "lhelp", LHELP)
+    funcs = [["lmod", "rowmax"], ["lmod", "rowmax_by_helper"], ["lmod", "shift"]]
+    mods = tmp_path / "mods"
+
+    def expected():
+        return {"rowmax": line_of(mods / "lmod.py", "max(X[i, k]"),
+                "rowmax_by_helper": line_of(mods / "lhelp.py", "jd.max("),
+                "shift": line_of(mods / "lmod.py", "X[i] + s")}
+
+    def check(child, result):
+        want = expected()
+        for r in child.results:
+            assert r["ok"], r
+            assert (r["func"], r["where"]) == (r["func"], want[r["func"]])
+            assert r["result"] == result, r
+    check(run_lines_child(tmp_path, funcs), "compiled")
+    check(run_lines_child(tmp_path, funcs), "hit")
+    for name in ("lmod", "lhelp"):
+        edit_module(tmp_path, name, "import jitdl as jd\n", "import jitdl as jd\n\n\n# moved\n")
+    check(run_lines_child(tmp_path, funcs), "hit")
+    # a line inside: another key (the same loop IR: no code generation)
+    edit_module(tmp_path, "lmod", "    n, m = X.shape\n", "    n, m = X.shape\n\n")
+    edit_module(tmp_path, "lmod", "    Y[i] = X[i] + s\n", "    # more\n    Y[i] = X[i] + s\n")
+    check(run_lines_child(tmp_path, funcs), "hit (same loop IR)")
+    check(run_lines_child(tmp_path, funcs), "hit")
+    # the same definitions in another module, lower in its file
+    write_module(tmp_path, "lmod2", "\n" * 7 + LMOD)
+    ch = run_lines_child(tmp_path, [["lmod2", "rowmax"], ["lmod2", "shift"]])
+    assert [r["result"] for r in ch.results] == ["hit (same loop IR)"] * 2
+    for r in ch.results:
+        assert r["ok"] and r["where"] == line_of(
+            mods / "lmod2.py", "max(X[i, k]" if r["func"] == "rowmax" else "X[i] + s"), r
+
+
+MAIN_ROWMAX = '''\
+import json, sys
+import numpy as np
+import jitdl as jd
+%s
+
+@jd.compute(dynamic=True)
+def rowmax(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m))
+    return Y
+
+
+x = np.random.default_rng(0).standard_normal((4, 6))
+ok = bool(np.array_equal(rowmax(x), x.max(1)))
+try:
+    rowmax(np.ones((3, 0)))
+except jd.JitdlError as e:
+    where = [e.loc.filename, e.loc.lineno]
+rowmax.export(sys.argv[1], x)
+print("RESULT " + json.dumps([{"func": "rowmax", "ok": ok, "where": where,
+                               "result": rowmax.cache_info()["events"][0]["result"]}]))
+'''
+
+
+def test_a_main_definition_in_another_file_hits_and_names_its_own_line(tmp_path):
+    """A script's (or a notebook cell's) definition run again from another file, at
+    another line, is still a hit, and its errors, and those of its export loaded in
+    another process, name the line in the file that ran."""
+    def run(name, padding):
+        path = tmp_path / name
+        path.write_text(MAIN_ROWMAX % padding)
+        p = subprocess.run([PY, str(path), str(tmp_path / (name + ".jdx"))], cwd=str(tmp_path),
+                           env=base_env(tmp_path), capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        return _parse(p)["rowmax"], line_of(path, "max(X[i, k]")
+    first, line = run("a.py", "")
+    assert first["ok"] and first["where"] == line and first["result"] == "compiled", first
+    again, line = run("b.py", "\n# another file, lower down\n" * 3)
+    assert again["ok"] and again["where"] == line and again["result"] == "hit", again
+    code = ("import sys, numpy as np, jitdl as jd\n"
+            "try:\n    jd.load(sys.argv[1])(np.ones((2, 0)))\n"
+            "except jd.JitdlError as e:\n    print('AT', e.loc.filename, e.loc.lineno)\n")
+    p = subprocess.run([PY, "-c", code, str(tmp_path / "b.py.jdx")], env=base_env(tmp_path),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.stdout.split() == ["AT", *map(str, line)], p.stdout + p.stderr

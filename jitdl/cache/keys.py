@@ -94,12 +94,29 @@ def _is_library(obj) -> bool:
             or "site-packages" in path or "dist-packages" in path)
 
 
-def code_text(code) -> str:
-    """A stable digest of a code object and the code objects nested in it."""
-    consts = [code_text(c) if isinstance(c, types.CodeType) else _stable_repr(c)
+def code_text(code, first=None) -> str:
+    """A stable digest of a code object and the code objects nested in it, with the lines
+    of its instructions counted from the first line of the outermost (`first`): a function
+    moved in its file, or to another file, keeps its digest, and the lines a kernel stores
+    are placed where it is now (relative_locations, placed); one with lines inserted or
+    removed inside it does not."""
+    first = code.co_firstlineno if first is None else first
+    consts = [code_text(c, first) if isinstance(c, types.CodeType) else _stable_repr(c)
               for c in code.co_consts]
+    lines = [(start, end, None if ln is None else ln - first)
+             for start, end, ln in code.co_lines()]
     return digest(code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
-                  code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags)
+                  code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags,
+                  code.co_firstlineno - first, lines)
+
+
+def _last_line(code):
+    """The last source line of a code object and the code objects nested in it."""
+    last = max((ln for _, _, ln in code.co_lines() if ln is not None), default=0)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            last = max(last, _last_line(c))
+    return max(last, code.co_firstlineno)
 
 
 def _names(code) -> set:
@@ -116,6 +133,8 @@ class _Walker:
     def __init__(self):
         self.seen = set()
         self.parts = []
+        self.spans = []         # [file, first line, last line] of each function read
+
 
     def function(self, fn):
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
@@ -127,6 +146,8 @@ class _Walker:
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
                           f"defaults={_stable_repr(fn.__defaults__)} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
+        code = fn.__code__
+        self.spans.append([code.co_filename, code.co_firstlineno, _last_line(code)])
         names = _names(fn.__code__)
         # default values are read like globals: a function's repr (`g=lambda v: v * c`)
         # has no content, and keyword-only ones are not in __defaults__
@@ -304,19 +325,26 @@ def code_digests(fn):
     """(digest of fn's own source, digest of what it reads). fn may be any callable: a
     bound method, a functools.partial or an object with __call__ (a schedule) is read
     with the values it carries (its self, the partial's arguments)."""
+    w = _walk(fn)
+    own, deps = w.parts[0], w.parts[1:]
+    return digest(own), digest(*deps)
+
+
+def _walk(fn):
     w = _Walker()
     if isinstance(fn, types.FunctionType):
         w.function(fn)
     else:
         w.value("<callable>", fn, set())
-    own, deps = w.parts[0], w.parts[1:]
-    return digest(own), digest(*deps)
+    return w
 
 
 def fast_key(func, specs, config, target):
-    """The first-level key of one call signature, and its named parts."""
+    """The first-level key of one call signature, its named parts, and the spans of the
+    functions it read (the definition first; see relative_locations)."""
     from jitdl.config import settings
-    own, deps = code_digests(func.pyfunc)
+    w = _walk(func.pyfunc)
+    own, deps = digest(w.parts[0]), digest(*w.parts[1:])
     sched_fn = func._schedules.get(target.name)
     sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
     parts = {
@@ -330,7 +358,7 @@ def fast_key(func, specs, config, target):
                           *(["solid"] if getattr(func, "_solid", None) else [])),
         "environment": digest(json.dumps(environment(target), sort_keys=True)),
     }
-    return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
+    return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts, w.spans
 
 
 def full_key(loop_ir: str, strict_fp: bool, signature, target):
@@ -341,3 +369,63 @@ def full_key(loop_ir: str, strict_fp: bool, signature, target):
              "environment": digest(json.dumps(environment(target), sort_keys=True))}
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts
 
+
+
+# Source locations. A kernel's signature names lines of the user's source (the call-time
+# conditions on the sizes, Signature.required; the Python-int checks, int_checks). The
+# fast key leaves out where a function is (it counts lines from the function's first), so
+# one entry serves the definition moved in its file, or an identical one elsewhere (a
+# notebook's cell run again): the alias of each fast key keeps the lines relative to the
+# function that holds them, and a process that finds the alias places them in its own.
+
+def _locations(sig) -> list:
+    """[file, line] or None of each location sig stores: the conditions on the sizes, then
+    the Python-int checks."""
+    return [[r[5], r[6]] if r[5] else None for r in sig.required] + \
+        [[c[4][0], c[4][1]] if c[4] else None for c in sig.int_checks]
+
+
+def relative_locations(sig, spans) -> list:
+    """sig's locations for an alias record: ["span", k, lines after the first of spans[k]]
+    where one of the functions the key read holds the line (the innermost), else ["file",
+    file, line] (a line of an installed library: its version is in the key); None where
+    there is none."""
+    out = []
+    for loc in _locations(sig):
+        if loc is None:
+            out.append(None)
+            continue
+        file, line = loc
+        holders = [(first, k) for k, (f, first, last) in enumerate(spans)
+                   if f == file and first <= line <= last]
+        if holders:
+            first, k = max(holders, key=lambda h: (h[0], -h[1]))
+            out.append(["span", k, line - first])
+        else:
+            out.append(["file", file, line])
+    return out
+
+
+def placed(sig, where, spans):
+    """sig with the locations of an alias record (relative_locations) placed in this
+    process's spans of the same key; None where the record has none that fit (an alias
+    written by another version, or damaged)."""
+    import dataclasses
+    count = len(sig.required) + len(sig.int_checks)
+    if not isinstance(where, list) or len(where) != count:
+        return None
+    locs = []
+    for w in where:
+        match w:
+            case None:
+                locs.append(None)
+            case ["span", int(k), int(offset)] if 0 <= k < len(spans):
+                locs.append([spans[k][0], spans[k][1] + offset])
+            case ["file", str(file), int(line)]:
+                locs.append([file, line])
+            case _:
+                return None
+    n = len(sig.required)
+    required = [r[:5] + (loc or [None, None]) + r[7:] for r, loc in zip(sig.required, locs)]
+    int_checks = [c[:4] + [loc] + c[5:] for c, loc in zip(sig.int_checks, locs[n:])]
+    return dataclasses.replace(sig, required=required, int_checks=int_checks)

@@ -265,6 +265,11 @@ class Store:
 
     def resolve(self, fast_key) -> str | None:
         """The full key a fast key points to, if any."""
+        rec = self.resolve_record(fast_key)
+        return None if rec is None else rec["full"]
+
+    def resolve_record(self, fast_key) -> dict | None:
+        """The alias record of a fast key (its "full" key checked), if any."""
         data = self._read_trusted(self._alias_path(fast_key))
         if data is None:
             return None
@@ -278,16 +283,17 @@ class Store:
         if not (isinstance(full, str) and len(full) == 64
                 and all(c in "0123456789abcdef" for c in full)):
             return None                  # garbage in an alias is a miss, never a crash
-        return full
+        return rec
 
-    def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None, shared=None):
+    def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None, shared=None,
+            where=None):
         if not self.usable:
             return
         try:
             data = pack(meta, obj, texts, shared)
             self._write(self._kernel_path(full_key), data)
             if fast_key is not None:
-                self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts)
+                self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts, where)
             self._evict_when_full(len(data))
         except OSError as e:            # (once per cause: an export, or a function called
             #                                 over many shapes, does not repeat it per kernel)
@@ -307,10 +313,13 @@ class Store:
         except OSError as e:
             log.info("could not add a shared library to %s: %s", path, e)
 
-    def alias(self, fast_key, full_key, fname, parts):
+    def alias(self, fast_key, full_key, fname, parts, where=None):
+        """Point fast_key at full_key; `where`: the source locations of the kernel's
+        signature for the function of fast_key (jitdl.cache.keys.relative_locations)."""
         if not self.usable:
             return
-        rec = {"full": full_key, "fast": fast_key, "fname": fname, "parts": parts or {}}
+        rec = {"full": full_key, "fast": fast_key, "fname": fname, "parts": parts or {},
+               "where": where}
         try:
             self._write(self._alias_path(fast_key), json.dumps(rec).encode())
         except OSError:
