@@ -373,6 +373,68 @@ def test_changing_a_dict_global_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
 
 
+def test_changing_what_a_function_in_a_container_reads_invalidates(tmp_path):
+    """A function held in a global container (a dict of activations, a list, an object's
+    attribute) was keyed by its code alone: a global it reads, its closure's value or a
+    partial's argument changed in the next process was a hit that computed the old
+    values. It is read now as a global function is."""
+    src = textwrap.dedent('''\
+        import functools
+        import jitdl as jd
+        SCALE = 2.0
+
+        def make(c):
+            return lambda x: x * c
+
+        def times(x, c):
+            return x * c
+
+        class Box:
+            def __init__(self, fn):
+                self.fn = fn
+
+        OPS = {"glob": lambda x: x * SCALE, "cell": make(3.0)}
+        PARTS = [functools.partial(times, c=4.0)]
+        BOX = Box(make(5.0))
+
+        @jd.compute
+        def by_global(X):
+            Y[i] = OPS["glob"](X[i])
+            return Y
+
+        @jd.compute
+        def by_cell(X):
+            Y[i] = OPS["cell"](X[i])
+            return Y
+
+        @jd.compute
+        def by_partial(X):
+            Y[i] = PARTS[0](X[i])
+            return Y
+
+        @jd.compute
+        def by_object(X):
+            Y[i] = BOX.fn(X[i])
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    names = ["by_global", "by_cell", "by_partial", "by_object"]
+
+    def calls(*factors):
+        return [call(n, [("X", (9,))], f"X * {c}") for n, c in zip(names, factors)]
+    ch = run_child(tmp_path, calls(2.0, 3.0, 4.0, 5.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    for old, new in (("SCALE = 2.0", "SCALE = 6.0"), ("make(3.0)", "make(7.0)"),
+                     ("c=4.0", "c=8.0"), ("make(5.0)", "make(9.0)")):
+        edit_module(tmp_path, "kmod", old, new)
+    ch = run_child(tmp_path, calls(6.0, 7.0, 8.0, 9.0))
+    for r in ch.results:
+        assert r["ok"] and r["result"] == "compiled", r
+        assert miss_parts(ch.stderr, r["func"]) == {"dependencies"}
+    ch = run_child(tmp_path, calls(6.0, 7.0, 8.0, 9.0))
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

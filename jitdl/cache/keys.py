@@ -195,7 +195,7 @@ class _Walker:
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
-            self.parts.append(f"{name} = {type(v).__name__} {_container_text(v)}")
+            self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self)}")
         elif isinstance(v, np.ndarray):
             self.parts.append(f"{name} = array {v.dtype} {v.shape} "
                               f"{digest(np.ascontiguousarray(v).tobytes())}")
@@ -213,13 +213,14 @@ class _Walker:
         elif isinstance(v, type) and _is_library(v):
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__}")
         elif isinstance(v, type):
+            own = {k: x for k, x in vars(v).items() if not k.startswith('__')}
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} "
-                              f"{_container_text({k: x for k, x in vars(v).items() if not k.startswith('__')})}")
+                              f"{_container_text(own, self)}")
         else:
             t = type(v)
             state = _object_state(v)
-            self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> "
-                              f"{_container_text(state) if state is not None else _stable_repr(v)}")
+            text = _container_text(state, self) if state is not None else _stable_repr(v)
+            self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
             if not _is_library(t):       # its methods' code and what they read
                 for attr, m in sorted(vars(t).items()):
                     if isinstance(m, types.FunctionType):
@@ -249,15 +250,23 @@ def _object_state(v):
     return {**(state if isinstance(state, dict) else {}), **slots}
 
 
-def _container_text(v) -> str:
+def _container_text(v, walker=None) -> str:
     """Contents of a container or an object's attributes, recursively and stably (arrays
     by digest, functions by their code, the attributes of objects of the user's classes:
-    `cfg.tile.factor`); enough to notice any edit of a value."""
+    `cfg.tile.factor`); enough to notice any edit of a value. With a walker, a function in
+    it (a partial, a bound method, a @jd.compute function) is read as a global is: what
+    it reads, its closure's values (`{"act": lambda x: x * SCALE}`, `[make(2.0)]`)."""
     path = set()
 
     def norm(x, depth=0):
         if depth > 20:
             return "..."
+        if walker is not None and (
+                isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
+                or isinstance(getattr(x, "__wrapped__", None), types.FunctionType)):
+            walker.value("<in a value>", x, set())
+            if not isinstance(x, types.FunctionType):
+                return _stable_repr(type(x))
         if not isinstance(x, (dict, list, tuple, set, frozenset, np.ndarray, type,
                               types.FunctionType, bool, int, float, str, type(None))) \
                 and id(x) not in path and not _is_library(type(x)):
