@@ -435,6 +435,61 @@ def test_changing_what_a_function_in_a_container_reads_invalidates(tmp_path):
     assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
 
 
+def test_changing_a_class_attribute_read_through_a_subclass_or_instance_invalidates(
+        tmp_path):
+    """A class entered the fast key with its own attributes only, and an object of a
+    user's class with its instance attributes and methods: `Cfg.scale` that Cfg inherits
+    from its base, or `H.factor` that H's class holds, edited for the next process was a
+    hit that computed with the old value. Both read the class's attributes now, its
+    bases' included (a class attribute holding an instance of it is read once)."""
+    src = textwrap.dedent('''\
+        import jitdl as jd
+
+        class Base:
+            scale = 2.0
+
+        class Cfg(Base):
+            pass
+
+        class Holder:
+            factor = 3.0
+
+        Holder.default = Holder()
+        H = Holder()
+        LIST = [Holder()]
+
+        @jd.compute
+        def inherited(X):
+            Y[i] = X[i] * Cfg.scale
+            return Y
+
+        @jd.compute
+        def of_instance(X):
+            Y[i] = X[i] * H.factor
+            return Y
+
+        @jd.compute
+        def in_a_list(X):
+            Y[i] = X[i] * LIST[0].factor
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    names = ["inherited", "of_instance", "in_a_list"]
+
+    def calls(*factors):
+        return [call(n, [("X", (9,))], f"X * {c}") for n, c in zip(names, factors)]
+    ch = run_child(tmp_path, calls(2.0, 3.0, 3.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    edit_module(tmp_path, "kmod", "scale = 2.0", "scale = 5.0")
+    edit_module(tmp_path, "kmod", "factor = 3.0", "factor = 7.0")
+    ch = run_child(tmp_path, calls(5.0, 7.0, 7.0))
+    for r in ch.results:
+        assert r["ok"] and r["result"] == "compiled", r
+        assert miss_parts(ch.stderr, r["func"]) == {"dependencies"}
+    ch = run_child(tmp_path, calls(5.0, 7.0, 7.0))
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

@@ -212,19 +212,27 @@ class _Walker:
             self.value(f"{name}.keywords", dict(v.keywords), names)
         elif isinstance(v, type) and _is_library(v):
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__}")
-        elif isinstance(v, type):
-            own = {k: x for k, x in vars(v).items() if not k.startswith('__')}
-            self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} "
+        elif isinstance(v, type) and id(v) in self.seen:   # (read above: a class
+            self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} (above)")
+        elif isinstance(v, type):                        # attribute holding an instance)
+            # its attributes and those it inherits from the user's classes, as a lookup
+            # finds them (Cfg.scale set in Cfg's base), its methods read as functions
+            self.seen.add(id(v))
+            own = {}
+            for c in reversed(v.__mro__):
+                if not _is_library(c):
+                    own.update((k, x) for k, x in vars(c).items()
+                               if not k.startswith("__") or isinstance(x, types.FunctionType))
+            bases = [_stable_repr(c) for c in v.__mro__[1:]]
+            self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} {bases} "
                               f"{_container_text(own, self)}")
         else:
             t = type(v)
             state = _object_state(v)
             text = _container_text(state, self) if state is not None else _stable_repr(v)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
-            if not _is_library(t):       # its methods' code and what they read
-                for attr, m in sorted(vars(t).items()):
-                    if isinstance(m, types.FunctionType):
-                        self.function(m)
+            if not _is_library(t):       # its class: attributes (H.factor where H has no
+                self.value(f"{name}.__class__", t, names)   # own), methods and what they read
 
 
 def _stable_repr(v) -> str:
@@ -272,6 +280,8 @@ def _container_text(v, walker=None) -> str:
                 and id(x) not in path and not _is_library(type(x)):
             state = _object_state(x)
             if state is not None:
+                if walker is not None:   # (its class's attributes, as of a global object)
+                    walker.value("<class of a value>", type(x), set())
                 path.add(id(x))          # (a cycle back to x is not followed again)
                 try:
                     return {"<object>": _stable_repr(type(x)), "state": norm(state, depth + 1)}
