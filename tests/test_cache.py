@@ -490,6 +490,48 @@ def test_changing_a_class_attribute_read_through_a_subclass_or_instance_invalida
     assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
 
 
+REPL_CODE = '''\
+import json
+import numpy as np
+import jitdl as jd
+
+def helper(x):
+    return x * %(c)s
+
+class K:
+    s = %(c)s
+
+@jd.compute
+def by_helper(X):
+    return jd.tensor(X.shape, lambda i: helper(X[i]))
+
+@jd.compute
+def by_class(X):
+    return jd.tensor(X.shape, lambda i: X[i] * K.s)
+
+x = np.random.default_rng(0).standard_normal(9)
+print("RESULT " + json.dumps([
+    {"func": f.__name__, "ok": bool(np.allclose(f(x), x * %(c)s, rtol=1e-12)),
+     "result": f.cache_info()["events"][-1]["result"]} for f in (by_helper, by_class)]))
+'''
+
+
+def test_a_helper_or_class_of_code_without_a_file_enters_the_key_by_its_code(tmp_path):
+    """Code with no file behind it (the REPL's `<stdin>`, `python -c`, exec) was taken for
+    a library's: a helper function entered the key by its name alone, so the next session
+    with the helper edited was a disk-cache hit computing the old helper; a class of such
+    a `__main__` made the key raise OSError('source code not available') at the call.
+    Both are read by their code and attributes now."""
+    def run(c):
+        p = subprocess.run([PY, "-c", REPL_CODE % {"c": c}], cwd=str(tmp_path),
+                           env=base_env(tmp_path), capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        return _parse(p).results
+    assert [(r["ok"], r["result"]) for r in run(2.0)] == [(True, "compiled")] * 2
+    assert [(r["ok"], r["result"]) for r in run(3.0)] == [(True, "compiled")] * 2
+    assert [(r["ok"], r["result"]) for r in run(3.0)] == [(True, "hit")] * 2
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

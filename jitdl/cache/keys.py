@@ -87,8 +87,12 @@ def _is_library(obj) -> bool:
         path = inspect.getsourcefile(obj)
     except TypeError:
         return True                 # builtins
+    except OSError:
+        return False                # a class of a `__main__` without a file (the REPL's)
     if not path:
-        return True
+        # a Python function with no file to read (the REPL's, `python -c`, exec): the
+        # user's code, read by its code; anything else, by its name
+        return not isinstance(obj, types.FunctionType)
     path = os.path.realpath(path)
     return (path.startswith(_JITDL_DIR + os.sep) or path.startswith(_STDLIB + os.sep)
             or "site-packages" in path or "dist-packages" in path)
