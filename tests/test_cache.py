@@ -1321,6 +1321,34 @@ def test_fast_key_sees_closures_partials_and_callable_objects():
     assert digests(Scale(2.0)) != before
 
 
+def test_fast_key_sees_a_functions_attributes():
+    """A helper's attributes (`helper.scale = 2.0`, read in it as `helper.scale`) were
+    not in the key: set to 3.0 for the next process, a disk-cache hit computed with 2.0."""
+    import functools
+    from jitdl.cache import keys
+
+    def helper(x):
+        return x * helper.scale
+
+    def f(X):
+        return helper(X)
+    helper.scale = 2.0
+    before = keys.code_digests(f)
+    helper.scale = 3.0
+    assert keys.code_digests(f) != before
+    assert keys.code_digests(f) == keys.code_digests(f)
+
+    @functools.wraps(helper)            # (a wrapper's __wrapped__ is read as a function)
+    def wrapped(x):
+        return helper(x)
+
+    def g(X):
+        return wrapped(X)
+    before = keys.code_digests(g)
+    helper.scale = 4.0
+    assert keys.code_digests(g) != before
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

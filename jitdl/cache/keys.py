@@ -139,17 +139,19 @@ class _Walker:
         self.parts = []
         self.spans = []         # [file, first line, last line] of each function read
 
-
     def function(self, fn):
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
         if id(fn) in self.seen:          # (ids only de-duplicate; they never enter a key)
             return
         self.seen.add(id(fn))
-        # the compiled code, not the source text: no file reads, comments do not count,
-        # and the Python version is part of the environment
+        # the compiled code, not the source text: no file reads, comments do not count
+        # (but for the lines they move inside it: code_text), and the Python version is
+        # part of the environment
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
                           f"defaults={_stable_repr(fn.__defaults__)} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
+        if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
+            self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self)}")
         code = fn.__code__
         self.spans.append([code.co_filename, code.co_firstlineno, _last_line(code)])
         names = _names(fn.__code__)
