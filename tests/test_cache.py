@@ -532,6 +532,35 @@ def test_a_helper_or_class_of_code_without_a_file_enters_the_key_by_its_code(tmp
     assert [(r["ok"], r["result"]) for r in run(3.0)] == [(True, "hit")] * 2
 
 
+def test_changing_a_constant_deep_in_the_users_package_invalidates(tmp_path):
+    """Modules were read three deep only: `pkg.a.b.c.SCALE` (a submodule of the user's
+    own package, four dots from the name the definition reads) edited for the next
+    process was a disk-cache hit computing with the old value. The user's modules are
+    read to any depth now (each once along a path: `pkg.a.b.c.pkg` does not loop)."""
+    d = tmp_path / "mods" / "pkg" / "a" / "b" / "c"
+    d.mkdir(parents=True)
+    for p in (d.parent.parent.parent, d.parent.parent, d.parent):
+        (p / "__init__.py").write_text("")
+    (d / "__init__.py").write_text("import pkg\nSCALE = 2.0\n")
+    write_module(tmp_path, "kmod", textwrap.dedent('''\
+        import jitdl as jd
+        import pkg.a.b.c
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = X[i] * pkg.a.b.c.SCALE
+            return Y
+        '''))
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
+    (d / "__init__.py").write_text("import pkg\nSCALE = 3.0\n")
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled", ch.results
+    assert miss_parts(ch.stderr, "scaled") == {"dependencies"}
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 
