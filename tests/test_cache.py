@@ -561,6 +561,41 @@ def test_changing_a_constant_deep_in_the_users_package_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
 
 
+def test_a_file_edited_after_its_import_does_not_poison_the_cache(tmp_path):
+    """A definition is traced from its file's text as it is at the first call, the fast
+    key digested the code Python compiled at the import: a process whose file was edited
+    in between (an editor's save while a notebook runs) stored the edited definition's
+    kernel under the key of the imported code, and a later process with the file as it
+    was imported (the edit undone) hit it: X * 3.0 for `X[i] * 2.0`. The key has the
+    text the trace reads (as captured, else as the file is now), without comments or
+    positions."""
+    src = textwrap.dedent('''\
+        import jitdl as jd
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = X[i] * 2.0
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    code = ("import numpy as np, kmod\n"
+            "t = open(kmod.__file__).read()\n"
+            "open(kmod.__file__, 'w').write(t.replace('* 2.0', '* 3.0'))\n"
+            "kmod.scaled(np.ones(9, np.float32))\n")
+    p = subprocess.run([PY, "-c", code], cwd=str(tmp_path), env=base_env(tmp_path),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    write_module(tmp_path, "kmod", src)
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled", ch.results
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
+    # a comment is no part of it
+    edit_module(tmp_path, "kmod", "X[i] * 2.0\n", "X[i] * 2.0  # twice\n")
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

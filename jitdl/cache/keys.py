@@ -180,6 +180,9 @@ class _Walker:
     def value(self, name, v, names):
         wrapped = getattr(v, "__wrapped__", None)
         if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
+            text = definition_source(v)      # (a definition inlined: traced from its text)
+            if text:
+                self.parts.append(f"{name} read as {digest(text)}")
             v = wrapped              # a @jd.compute function (or another wrapper): its code
         if isinstance(v, types.FunctionType):
             if _is_library(v):
@@ -371,6 +374,20 @@ def _walk(fn):
     return w
 
 
+def definition_source(func) -> str:
+    """What the trace of a @jd.compute function reads of its definition (the captured
+    text, or the file's now where it is not captured yet: capture.trace.source_text); ""
+    for the op library's (its files are in the environment) and anything else."""
+    pyfunc = getattr(func, "pyfunc", None)
+    if not isinstance(pyfunc, types.FunctionType) or _is_library(pyfunc):
+        return ""
+    captured = getattr(func, "_captured", None)
+    if captured is not None:
+        return getattr(captured, "source", "")
+    from jitdl.capture.trace import source_text
+    return source_text(pyfunc)
+
+
 def fast_key(func, specs, config, target):
     """The first-level key of one call signature, its named parts, and the spans of the
     functions it read (the definition first; see relative_locations)."""
@@ -380,7 +397,9 @@ def fast_key(func, specs, config, target):
     sched_fn = func._schedules.get(target.name)
     sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
     parts = {
-        "source": own,
+        # the code Python compiled, and the text the trace reads (a file edited after
+        # its import is traced as it is now: its kernel is not the compiled code's)
+        "source": digest(own, definition_source(func)),
         "dependencies": deps,
         "schedule": sched,
         "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),

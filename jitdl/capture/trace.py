@@ -32,6 +32,7 @@ class Captured:
     has_source: bool
     why_no_source: str = ""
     namespace: dict | None = None     # the rewritten function's globals
+    source: str = ""                  # the definition read (source_text), "" if none
 
     def refresh(self):
         """Give the rewritten function the current values of the original's globals and
@@ -138,10 +139,19 @@ def _definition(pyfunc):
         ("its source is not a plain function definition", 0)
 
 
+def source_text(pyfunc) -> str:
+    """The definition that capture reads now (the file's text, which can differ from the
+    code Python compiled: a file edited since its import), as a text without positions
+    or comments; "" where it has none."""
+    fdef, _ = _definition(pyfunc)
+    return "" if isinstance(fdef, str) else ast.dump(fdef)
+
+
 def capture(pyfunc) -> Captured:
     fdef, first = _definition(pyfunc)
     if isinstance(fdef, str):
         return Captured(pyfunc, pyfunc, False, fdef)
+    source = ast.dump(fdef)
     try:
         fdef = rewrite(fdef)
     except RewriteError as e:
@@ -156,7 +166,7 @@ def capture(pyfunc) -> Captured:
     func = namespace[fdef.name]
     func.__defaults__ = pyfunc.__defaults__
     func.__kwdefaults__ = pyfunc.__kwdefaults__
-    return Captured(func, pyfunc, True, namespace=namespace)
+    return Captured(func, pyfunc, True, namespace=namespace, source=source)
 
 
 def _user_frame_loc(tb, filename):
