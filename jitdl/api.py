@@ -73,9 +73,15 @@ class Text(str):
         return str(self)
 
 
-# ndarray subclasses whose NumPy semantics differ from their data's (a mask, reductions that
-# stay 2-d): jd.numpy hands them to NumPy's functions, a definition refuses them
-NUMPYS_OWN = (np.ma.MaskedArray, np.matrix)
+def numpys_own(a):
+    """Whether `a` is an ndarray subclass whose NumPy semantics differ from its data's (a
+    masked array's mask, a matrix's reductions that stay 2-d): jd.numpy hands them to
+    NumPy's functions, a definition refuses them. numpy.ma is looked up, not imported
+    (10 ms of `import jitdl`): a masked array exists only once it has been imported."""
+    if type(a) is np.ndarray:
+        return False
+    ma = sys.modules.get("numpy.ma")
+    return isinstance(a, np.matrix) or ma is not None and isinstance(a, ma.MaskedArray)
 
 
 class Function:
@@ -211,7 +217,7 @@ class Function:
                   and (isinstance(a, np.ndarray) or is_device_array(a))]
         on_device = any(is_device_array(args[n]) for n in arrays)
         for n in arrays:
-            if isinstance(args[n], NUMPYS_OWN):     # (a copy would drop the mask)
+            if numpys_own(args[n]):     # (a copy would drop the mask)
                 self._refuse_numpys_own(self.param_names[n], args[n])
         for o in () if out is None else out if isinstance(out, (tuple, list)) else (out,):
             if not (isinstance(o, np.ndarray) or is_device_array(o)):     # (before the work)
@@ -316,7 +322,7 @@ class Function:
         for n, (name, a) in enumerate(zip(self.param_names, args)):
             if n in self._static_pos:
                 specs.append(("static", self._static_value(name, a)))
-            elif isinstance(a, NUMPYS_OWN):
+            elif numpys_own(a):
                 self._refuse_numpys_own(name, a)
             elif isinstance(a, np.ndarray):
                 if not a.dtype.isnative:

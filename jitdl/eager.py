@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.api import NUMPYS_OWN, Function
+from jitdl.api import Function, numpys_own
 from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
@@ -703,7 +703,7 @@ def _normalise(name, a, what):
     if type(a) in _SCALARS or isinstance(a, np.generic) and a.dtype.name in dtypes.SUPPORTED:
         return a
     if isinstance(a, np.ndarray) and type(a) is not np.ndarray:
-        if isinstance(a, NUMPYS_OWN):
+        if numpys_own(a):
             # (a masked array's kernel would read its masked elements too, and a matrix's
             # reductions stay 2-d: NumPy's function answers them, as for a foreign dtype)
             raise UnsupportedDtypeError(

@@ -199,6 +199,29 @@ def test_an_argument_refused_by_its_type_names_the_users_line(bad, words):
     assert "add_k(*bad)" in message(ei)
 
 
+def test_numpys_own_arrays_are_told_apart_without_importing_numpy_ma():
+    # import jitdl does not import numpy.ma (10 ms); a masked array made after it (which
+    # imports numpy.ma) is still refused by a definition and answered by NumPy in jd.numpy
+    import subprocess
+    code = (
+        "import sys, numpy as np, jitdl as jd, jitdl.numpy as jnp\n"
+        "print('numpy.ma' in sys.modules)\n"
+        "m = np.ma.masked_array(np.arange(4.0), [0, 1, 0, 0])\n"
+        "@jd.compute\n"
+        "def f(X):\n"
+        "    return X + 1.0\n"
+        "try:\n"
+        "    f(m)\n"
+        "except jd.ArgumentError as e:\n"
+        "    print('refused', 'MaskedArray' in str(e))\n"
+        "print(float(jnp.sum(m)), type(jnp.add(np.matrix([[1.0]]), 1.0)).__name__)\n"
+        "print(float(f(np.arange(4.0))[3]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:4] == ["False", "refused True", "5.0 matrix", "4.0"], p.stdout
+
+
 def test_argument_error_is_a_type_error_for_python_callers():
     with pytest.raises(TypeError):
         add(np.ones(3))
