@@ -622,3 +622,33 @@ def test_gather_buffers_take_stack_only_for_gathered_views():
         np.testing.assert_array_equal(r, np.concatenate(views))
     for _ in range(2):
         np.testing.assert_array_equal(jnp.concatenate(views), np.concatenate(views))
+
+
+@jd.compute
+def _scaled_sum(X, Z):
+    Y[i] = X[i] * 2.0 + Z[i]
+    return Y
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["at most GATHER_BYTES", "over it"])
+def test_a_static_kernels_entry_gathers_only_operands_that_it_can(over):
+    """A kernel of constant sizes compiles the gather of a strided operand only where its
+    bytes are at most GATHER_BYTES (over it, the entry's gather refused every call, and
+    its code was compiled for nothing); either way the entry's answers (or the general
+    path's, after its fallback) are NumPy's for contiguous and strided operands."""
+    from jitdl.target.cpu import GATHER_BYTES
+    n = GATHER_BYTES // 4 + (1 if over else 0)
+    rng = np.random.default_rng()
+    x, z = (rng.standard_normal(2 * n).astype(np.float32) for _ in range(2))
+    want = lambda a, b: a.astype(np.float64) * 2.0 + b      # noqa: E731
+    np.testing.assert_allclose(_scaled_sum(x[:n], z[:n]), want(x[:n], z[:n]), rtol=1e-6)
+    k = _scaled_sum.kernel(x[:n], z[:n])
+    assert ("@\"jd_gather1d4\"" in k.texts["llvm_ir_unoptimized"]) is not over
+    d = direct_builtin(k, (x[:n], z[:n]))
+    assert d is not None
+    for a, b in ((x[:n], z[:n]), (x[::2], z[:n]), (x[::-2], z[1::2])):
+        got = d(a, b)
+        assert (got is MISS) is (over and (a.strides, b.strides) != ((4,), (4,)))
+        if got is MISS:
+            got = _scaled_sum(a, b)
+        np.testing.assert_allclose(got, want(a, b), rtol=1e-6)

@@ -1509,8 +1509,14 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
         c_ok = b.icmp_unsigned("==", b.and_(flags, mask), mask)
         f_ok = b.icmp_unsigned("==", b.and_(flags, f_mask), f_mask)
         # a strided 1-d or 2-d view (neither order's contiguous memory) is gathered into
-        # C order (_gathered) and counts as C-contiguous
-        strided = b.not_(b.or_(c_ok, f_ok)) if 1 <= len(dims) <= 2 else ir.Constant(I1, 0)
+        # C order (_gathered) and counts as C-contiguous; not where the operand's sizes
+        # are constants over GATHER_BYTES, which _gathered would send to the fallback at
+        # every call (LLVM does not see that: the gather's code was compiled for nothing,
+        # a fifth of a small static kernel's LLVM time)
+        gathers = 1 <= len(dims) <= 2 and not (
+            all(isinstance(d, int) for d in dims)
+            and dtypes.itemsize(bufs[j].dtype) * math.prod(dims) > GATHER_BYTES)
+        strided = b.not_(b.or_(c_ok, f_ok)) if gathers else ir.Constant(I1, 0)
         all_c = b.and_(all_c, b.or_(c_ok, strided))
         if any_order:       # (C-contiguous, or all of them Fortran-contiguous)
             all_f = b.and_(all_f, f_ok)
@@ -1536,7 +1542,7 @@ def _direct_entry(gen, main, params, offset, n_inputs, layout, shapes, alias, lo
             else:                           # a size seen before: the same
                 check(b.icmp_signed("==", n, sizes[want[1]]))
         ptr = field(obj, offset)
-        if 1 <= len(dims) <= 2:
+        if gathers:
             ptr, gathered = _gathered(gen, e, obj, flags, strided, ptr, ns, size,
                                       bufs[j].dtype, gathered)
         data.append(ptr)
