@@ -96,6 +96,8 @@ class Lowered:
     times: dict = field(default_factory=dict)    # pass name -> seconds
     funcs: dict = field(default_factory=dict)    # pass name -> PrimFunc after it
     auto_level: str | None = None   # the automatic schedule's level used (None: not automatic)
+    # (PrimFunc, CUDA module, seconds) of the automatic schedule's check (_auto_level)
+    cuda_module: tuple | None = field(default=None, repr=False, compare=False)
     _printed: tuple = field(default=(None, None), repr=False, compare=False)
 
     @property
@@ -146,6 +148,10 @@ class _Scheduled:
     nests: object = None          # the loop nests, when scheduling lowered them already
     lower_s: float = 0.0          # seconds that lowering took
     level: str | None = None      # the automatic schedule's level
+    # what checking a cuda level ran already, for _lower and _build_cuda to take instead
+    # of running it again: pass name -> (PrimFunc before, PrimFunc after, seconds), and
+    # "codegen" -> (PrimFunc, CUDA module, seconds)
+    done: dict = field(default_factory=dict)
 
 
 def _schedule(graph, target, options, steps, schedule_fn, config):
@@ -206,15 +212,34 @@ def _auto_level(graph, target, options, config, level):
     target.auto_schedule(sched, cfg, options.num_threads, level)
     t0 = time.perf_counter()
     nests = lower_nests(graph, sched, options.symbol, target.local_buffer_bytes)
+    lower_s = time.perf_counter() - t0
+    done = {}
     if target.name == "cuda" and level < len(target.auto_levels) - 1:
         # what only code generation checks (launch limits, barriers every thread reaches,
-        # shared memory) is checked here too: the automatic schedule then falls back
-        func = simplify(partition_loops(simplify(nests.func), target.parallel_min_work))
+        # shared memory) is checked here too: the automatic schedule then falls back. The
+        # passes' and the code generator's results are kept: lower() and build() take
+        # them instead of running them again (their second run was 35-40% of a cold
+        # cuda_source)
+        func = nests.func
+        for name in LOOP_PASSES[2:-1]:
+            t0 = time.perf_counter()
+            after = _run_pass(name, func, target)
+            done[name] = (func, after, time.perf_counter() - t0)
+            func = after
+        t0 = time.perf_counter()
         try:
-            cuda_codegen.generate(func, target)
+            mod = cuda_codegen.generate(func, target)
         except CompileError as e:
             raise ScheduleError(f"the CUDA code of this schedule: {e}") from None
-    return _Scheduled(sched, cfg, nests, time.perf_counter() - t0, target.auto_levels[level])
+        done["codegen"] = (func, mod, time.perf_counter() - t0)
+    return _Scheduled(sched, cfg, nests, lower_s, target.auto_levels[level], done)
+
+
+def _run_pass(name, func, target):
+    """A loop-IR pass after "lower" and before "verify" on `func`."""
+    if name == "partition_loops":
+        return partition_loops(func, target.parallel_min_work)
+    return _TIR[name](func)
 
 
 @contextmanager
@@ -241,11 +266,12 @@ def _lower(graph, target, options, steps, schedule_fn, config, until, texts):
     t0 = time.perf_counter()
     done = _schedule(graph, target, options, steps, schedule_fn, config)
     sched, cfg = done.schedule, done.config
-    times["schedule"] = time.perf_counter() - t0 - done.lower_s
+    times["schedule"] = time.perf_counter() - t0 - done.lower_s - sum(
+        seconds for _, _, seconds in done.done.values())
     if texts:
         kept["schedule"] = repr(sched)
     low = Lowered(graph, sched, cfg, None, [], [], [], 0, texts=kept, times=times,
-                  auto_level=done.level)
+                  auto_level=done.level, cuda_module=done.done.get("codegen"))
     if until == "schedule":
         return low
     t0 = time.perf_counter()
@@ -264,12 +290,14 @@ def _lower(graph, target, options, steps, schedule_fn, config, until, texts):
         if until is not None and PASSES.index(until) < PASSES.index(name):
             break
         t0 = time.perf_counter()
+        before, after, seconds = done.done.get(name, (None, None, 0.0))
         if name == "verify":
             verify(low.func)
-        elif name == "partition_loops":
-            low.func = low.funcs[name] = partition_loops(low.func, target.parallel_min_work)
+        elif before is low.func:                # (run while scheduling: _auto_level)
+            low.func = low.funcs[name] = after
+            t0 -= seconds
         else:
-            low.func = low.funcs[name] = _TIR[name](low.func)
+            low.func = low.funcs[name] = _run_pass(name, low.func, target)
         times[name] = time.perf_counter() - t0
         if texts:
             kept[name] = str(low.func)
@@ -349,8 +377,12 @@ def _build_cuda(low, target, options, texts, times):
     intermediate), grid (size trees, see size_tree) and block; the intermediates' names,
     dtypes and shapes. NVRTC compiles the source at load time (jitdl.runtime.cuda)."""
     t0 = time.perf_counter()
+    func, mod, seconds = low.cuda_module or (None, None, 0.0)
     try:
-        mod = cuda_codegen.generate(low.func, target)
+        if func is low.func:            # (generated while scheduling: _auto_level)
+            t0 -= seconds
+        else:
+            mod = cuda_codegen.generate(low.func, target)
     except GPUScheduleError as e:
         if e.loc is not None:
             raise

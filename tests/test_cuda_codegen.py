@@ -237,6 +237,36 @@ def test_golden_cases_are_what_they_claim():
     assert "for (long long" in text["cuda_elementwise_dynamic"]
 
 
+def test_the_automatic_schedules_check_is_not_run_again(monkeypatch):
+    """The automatic cuda schedule checks a level by its passes and its CUDA C; lower()
+    and build() take those results instead of running them a second time (35-40% of a
+    cold cuda_source), and the source is the one they gave before (the golden files)."""
+    calls = {"generate": 0, "simplify": 0, "partition_loops": 0}
+    real = {"generate": pipeline.cuda_codegen.generate, "simplify": pipeline.simplify,
+            "partition_loops": pipeline.partition_loops}
+
+    def counted(name):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real[name](*args, **kwargs)
+        return call
+    monkeypatch.setattr(pipeline.cuda_codegen, "generate", counted("generate"))
+    monkeypatch.setattr(pipeline, "partition_loops", counted("partition_loops"))
+    monkeypatch.setitem(pipeline._TIR, "simplify", counted("simplify"))
+    monkeypatch.setitem(pipeline._TIR, "simplify_tails", counted("simplify"))
+    src, low = cuda_module(matmul, (data((64, 40)), data((40, 96))))
+    assert calls == {"generate": 1, "simplify": 2, "partition_loops": 1}
+    assert src.rstrip("\n") + "\n" == (GOLDEN / "cuda_matmul_auto.cu").read_text()
+    assert low.auto_level is not None and low.cuda_module[0] is low.func
+    # a lowering stopped early, or given other steps, runs what it needs itself
+    calls.update(generate=0, simplify=0, partition_loops=0)
+    part = pipeline.lower(low.graph, GPU, matmul._options(), until="partition_loops")
+    assert "simplify_tails" not in part.times and calls["generate"] == 1
+    again = pipeline.build(pipeline.lower(low.graph, GPU, matmul._options(),
+                                          steps=low.schedule.steps), GPU)
+    assert calls["generate"] == 2 and again.texts["cuda"] == src
+
+
 def test_tiles_of_the_next_step_are_loaded_while_this_one_computes():
     """Where the tiles divide the shapes, the block's copies of step k + 1 are read into
     registers after the barrier of step k (their loads overlap its arithmetic) and stored
