@@ -12,7 +12,6 @@
         return Y
 """
 from jitdl import config, tune
-from jitdl import nn, numpy
 from jitdl.api import Function, compute, schedule
 from jitdl.errors import (AllocationError, ArgumentError, CompileError, DefinitionError,
                           JitdlError, ScalarOverflowError, ScheduleError)
@@ -25,6 +24,16 @@ from jitdl.te.ops import (abs, all, any, argmax, argmin, atan, atan2, bool_, cei
                           trunc, uint8, where)
 
 from jitdl._version import __version__
+
+
+def __getattr__(name):
+    """jd.numpy and jd.nn, imported at their first use (the op library is 15 ms of `import
+    jitdl` that a program of its own definitions never needs)."""
+    if name in ("numpy", "nn"):
+        import importlib
+        return importlib.import_module(f"jitdl.{name}")
+    raise AttributeError(f"module 'jitdl' has no attribute {name!r}")
+
 
 config.setup_logging()
 if config.settings.warm_up:

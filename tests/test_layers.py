@@ -6,6 +6,8 @@ why it is there (e.g. `# lazy: reading the host starts LLVM`); a module-level im
 counts whatever its comment says."""
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -139,3 +141,28 @@ def test_checker_sees_an_upward_import(tmp_path):
 def test_module_has_a_layer(module):
     assert module in modules()
     layer_of(module)
+
+
+def test_the_op_library_is_imported_at_its_first_use():
+    """import jitdl leaves out jd.numpy and jd.nn (15 ms of it) until they are used: as
+    attributes, inside a definition, by `from jitdl import *` or `import jitdl.numpy`."""
+    code = (
+        "import sys, numpy as np, jitdl as jd\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('jitdl.numpy', 'jitdl.nn',"
+        " 'jitdl.eager', 'jitdl.ops.nn'))))\n"
+        "x = np.random.default_rng().standard_normal((3, 4))\n"
+        "@jd.compute\n"
+        "def f(X):\n"
+        "    return jd.numpy.exp(X) + jd.nn.relu(X)\n"
+        "print(np.allclose(f(x), np.exp(x) + np.maximum(x, 0)))\n"
+        "from jitdl import *\n"
+        "print(numpy is jd.numpy and nn is jd.nn, 'jitdl.numpy' in sys.modules)\n"
+        "try:\n"
+        "    jd.nonesuch\n"
+        "except AttributeError as e:\n"
+        "    print(e)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "[]", "True", "True True", "module 'jitdl' has no attribute 'nonesuch'"], p.stdout
