@@ -271,6 +271,20 @@ def test_conv2d_same_valid_float64(rng):
     close(F.conv2d(x, w, padding="valid"), conv_ref(x, w), F64)
 
 
+def test_conv2d_indices_have_no_division_by_one(rng):
+    """The automatic schedule's fused loop over (n, out channels / 16, rows) of 16 output
+    channels left `f // 16 // 1` and `f // 16 % 1` in the loop IR (the channel blocks'
+    axis of extent 1), each generated as a floor division and modulo (LLVM folded them,
+    after spending compile time on them); the simplifier takes x // 1 to x and x % 1 to
+    0. The result is NumPy's."""
+    x, w = normal(rng, (2, 8, 16, 16)), normal(rng, (16, 8, 3, 3))
+    eager.clear()
+    close(F.conv2d(x, w, padding=1), conv_ref(x, w, pad=1), k=8 * 9)
+    texts = [k.texts["loop_ir"] for key, k in eager._kernels.items() if key[0] == "conv2d"]
+    assert texts and all("//" in t for t in texts)
+    assert not any(re.search(r"(//|%) 1\b", t) for t in texts), texts
+
+
 @pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 3, 2, 2), (3, 1, 1, 1)])
 def test_conv1d(rng, stride, pad, dil, groups):
     x, w = normal(rng, (2, 4, 13)), normal(rng, (6, 4 // groups, 3))

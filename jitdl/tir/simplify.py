@@ -143,6 +143,8 @@ def simplify_expr(e, ranges):
                     return x
             if n.op in (BinOp.FLOORDIV, BinOp.MOD) and isinstance(n.b, Const) and n.b.value > 0:
                 d = n.b.value
+                if d == 1:      # (any x: a split or fuse of an axis of extent 1)
+                    return n.a if n.op == BinOp.FLOORDIV else Const(0, "int64")
                 f = linear(n.a)
                 if f is not None:
                     q = {k: c // d for k, c in f.items() if type(k) is not int and c % d == 0}
