@@ -138,7 +138,8 @@ def schedule(graph, target, options=Options(), steps=None, schedule_fn=None, con
     """The schedule of a graph: steps replayed, a schedule function run with `config`,
     or (neither given) the target's automatic schedule with `config` for its knobs, at
     its first level that lowers (see _automatic). Returns (Schedule, Config or None)."""
-    return _schedule(graph, get_target(target), options, steps, schedule_fn, config)[:2]
+    done = _schedule(graph, get_target(target), options, steps, schedule_fn, config)
+    return done.schedule, done.config
 
 
 @dataclass

@@ -216,6 +216,20 @@ def test_passes_are_listed_and_each_stage_can_be_shown(rng):
         f.lower(a, b, after="simplfy")
 
 
+def test_the_schedule_pass_alone_returns_the_schedule_and_its_config(rng):
+    # (pipeline.schedule sliced its _Scheduled record as a tuple: a TypeError every time)
+    a, b = rng.standard_normal((33, 20)), rng.standard_normal((20, 40))
+    graph = graph_of(_matmul, a, b)
+    auto, cfg = pipeline.schedule(graph, "cpu")
+    assert isinstance(auto, Schedule) and cfg is not None
+    replayed, none = pipeline.schedule(graph, "cpu", steps=auto.steps)
+    assert none is None and replayed.steps == auto.steps
+    low = pipeline.lower(graph, "cpu", steps=auto.steps)
+    assert str(low.func) == str(pipeline.lower(graph, "cpu").func)
+    run_ok = run_artifact(pipeline.build(low, "cpu"), a, b)
+    np.testing.assert_allclose(run_ok, a @ b, rtol=1e-12)
+
+
 def test_pipeline_writes_nothing(rng, tmp_path, monkeypatch):
     import jitdl.cache.store as store_mod
     monkeypatch.setattr(store_mod, "default_store",
