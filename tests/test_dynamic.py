@@ -1907,3 +1907,44 @@ def test_a_reduction_guarded_by_its_size_runs_where_the_guard_is_false(fn, tmp_p
             out = np.full(want.shape, np.nan if want.dtype.kind == "f" else -7, want.dtype)
             got = g(x, out=out) if g is f else g(x)
             np.testing.assert_array_equal(got, want)
+
+
+def _written(g, x, want):
+    """g(x) into an out= array filled with NaN (every element must be written)."""
+    out = np.full(want.shape, np.nan)
+    assert g(x, out=out) is out
+    return out
+
+
+def _folded_sum(X):
+    n, m = X.shape
+    Y[i] = jd.select(n > 1, sum(X[i, k] for k in range(m)), 0.0)
+    return Y
+
+
+def _folded_shift(X):
+    n, = X.shape
+    Y[i] = jd.select(n > 2, X[i + 2], X[i])
+    return Y
+
+
+@pytest.mark.parametrize("fn", [_folded_sum, _folded_shift], ids=lambda f: f.__name__)
+def test_a_select_arm_dropped_by_a_constant_condition_still_bounds_the_indices(fn):
+    """A select whose condition is constant at a size (n > 1 of n = 1: a static call, or a
+    dynamic kernel's size-1 pattern) dropped its other arm before the index ranges were
+    inferred: its accesses did not count, so `Y[i] = jd.select(n > 1, sum(X[i, k] ...),
+    0.0)` of X (1, 3) could not infer i, and `jd.select(n > 2, X[i + 2], X[i])` of X (2,)
+    ranged i over 2 where the dynamic kernel (which keeps the select) ranges it over
+    n - 2 = 0. Every access counts (Tensor Comprehensions' rule): static and dynamic agree
+    with NumPy over sizes 0, 1, 2, 3, 5."""
+    def ref(x):
+        if fn is _folded_sum:
+            return x.sum(1) if x.shape[0] > 1 else np.zeros(x.shape[0])
+        return x[2:] if len(x) > 2 else x[:0]
+    shapes = ([(n, m) for n in (0, 1, 2, 3, 5) for m in (0, 1, 2, 3, 5)]
+              if fn is _folded_sum else [(n,) for n in (0, 1, 2, 3, 5)])
+    for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
+        for shape in shapes:
+            x = rand(*shape)
+            want = ref(x)
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12, atol=1e-12)

@@ -213,9 +213,12 @@ def _upper(ends):
     return f[1] if list(best) == [()] else f
 
 
-def infer_ranges(variables, body, what, pending=()):
-    """{Var: extent} for the index variables of one index-notation statement."""
-    axes = [a for n in walk_expr(body) if isinstance(n, Reduce) for a in n.axes]
+def infer_ranges(variables, body, what, pending=(), dropped=()):
+    """{Var: extent} for the index variables of one index-notation statement. `dropped`:
+    the arms of selects whose condition was a constant (build.dropped_arms), whose
+    accesses count as those of the body do."""
+    nodes = [n for root in (body, *dropped) for n in walk_expr(root)]
+    axes = [a for n in nodes if isinstance(n, Reduce) for a in n.axes]
     # reduction variables with bounds depending on outer indices are not known yet, and
     # those of empty reductions take no value: dimensions with them bound nothing
     later = {ax.var for ax, _, _ in pending} | {a.var for a in axes
@@ -231,7 +234,7 @@ def infer_ranges(variables, body, what, pending=()):
     unknown = set(variables) | (later - set(sym)) | empty
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
     sizes = {}      # v -> the symbolic sizes of the dimensions it is the whole index of
-    accs = [n for n in walk_expr(body) if isinstance(n, Access)]   # selects, filters too
+    accs = [n for n in nodes if isinstance(n, Access)]      # selects, filters too
     while True:
         fixed = {}
         for acc in accs:
@@ -331,12 +334,12 @@ def define_stage(name, declared, index_names, fn):
         raise DefinitionError(
             f"{name} was declared with shape {declared.shape} but {what} has "
             f"{len(variables)} index(es)", user_loc())
-    with pending_scope() as pending:
+    with pending_scope() as pending, build.dropped_arms() as dropped:
         body = build.as_expr(fn(*variables))
     if declared is not None:
         extents = dict(zip(variables, declared.shape))
     else:
-        extents = infer_ranges(variables, body, what, pending)
+        extents = infer_ranges(variables, body, what, pending, dropped)
     axes = tuple(IterVar(v, 0, extents[v]) for v in variables)
     if pending:
         body = _resolve_pending(body, pending, {v: extents[v] for v in variables})

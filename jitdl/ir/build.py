@@ -376,6 +376,25 @@ def _eval_intrin(fn, v):
         return _INTRIN_UFUNC[fn](np.float64(v) if not isinstance(v, bool) else v).item()
 
 
+_dropped = threading.local()
+
+
+@contextlib.contextmanager
+def dropped_arms():
+    """Collects the arms that selects with a constant condition drop (jd.select(m > 2, a,
+    b) of a concrete m): index notation's range inference counts their accesses as it
+    counts those of the arms of a select it keeps (Tensor Comprehensions' rule), so that a
+    definition's ranges do not depend on whether a size made its condition constant; a
+    trace forgets the call-time conditions of reductions only they hold. Scopes nest: an
+    arm goes to each open one's list."""
+    arms, saved = [], getattr(_dropped, "lists", ())
+    _dropped.lists = saved + (arms,)
+    try:
+        yield arms
+    finally:
+        _dropped.lists = saved
+
+
 def select(cond, t, f) -> Expr:
     cond, t, f = truth(cond), as_expr(t), as_expr(f)
     dtype = result_dtype(np.maximum if "bool" in (t.dtype, f.dtype) else np.add,
@@ -386,6 +405,8 @@ def select(cond, t, f) -> Expr:
     # so jd.select(c, 1.0, 0.0) is float64 as DESIGN.md settles
     t, f = cast(t, dtype), cast(f, dtype)
     if isinstance(cond, Const):
+        for arms in getattr(_dropped, "lists", ()):
+            arms.append(f if cond.value else t)
         return t if cond.value else f
     if t == f and same_zeros(t, f) and not any(isinstance(n, Access) for n in walk_expr(cond)):
         return t        # (a condition that reads a tensor stays: its access bounds indices)
