@@ -1948,3 +1948,64 @@ def test_a_select_arm_dropped_by_a_constant_condition_still_bounds_the_indices(f
             x = rand(*shape)
             want = ref(x)
             np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12, atol=1e-12)
+
+
+def _dead_max(X):
+    n, m = X.shape
+    Y[i] = jd.select(m > 2, max(X[i, k] for k in range(m - 2)), 0.0)
+    return Y
+
+
+def _dead_max_by_rows(X):
+    n, m = X.shape
+    Y[i] = jd.select(n > 1, max(X[i, k] for k in range(m)), 0.0)
+    return Y
+
+
+def _guarded_empty_max(X):
+    n, m = X.shape
+    Y[i] = jd.select(n > 1, max(X[i, k] for k in range(m - 1)), 0.0)
+    return Y
+
+
+def _dead_argmin_te(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m - 1)
+    return jd.tensor((n,), lambda i: jd.select((m > 1) & (n > 0), jd.argmin(X[i, k], axis=k),
+                                               -5))
+
+
+@pytest.mark.parametrize("fn", [_dead_max, _dead_max_by_rows, _guarded_empty_max,
+                                _dead_argmin_te], ids=lambda f: f.__name__)
+def test_a_max_over_an_empty_range_in_a_dead_arm_is_not_refused(fn):
+    """A max (min, argmax, argmin) over a range empty at the call's sizes in a select's arm
+    not taken there: jd.select(m > 2, max(X[i, k] for k in range(m - 2)), 0.0) of X (3, 1)
+    was refused at the trace ('no identity'), statically and in the dynamic kernel's size-1
+    pattern (m the constant 1), before the select (m > 2 False) dropped the arm; a
+    symbolic range's call-time check (range(m) of jd.select(n > 1, ...) at X (1, 0)) stayed
+    though its arm was dropped. Now the error is raised where the reduction is used
+    unguarded, checked at the call where a condition on sizes guards it (range(m - 1) of m
+    = 1 under n > 1), and nothing where no stage uses it. Static and dynamic against NumPy
+    over sizes 0, 1, 2, 3, 5; where NumPy raises, both raise 'no identity'."""
+    def ref(x):
+        n, m = x.shape
+        if fn is _dead_max:
+            return x[:, :m - 2].max(1) if m > 2 else np.zeros(n)
+        if fn is _dead_max_by_rows:
+            return x.max(1) if n > 1 else np.zeros(n)
+        if fn is _guarded_empty_max:
+            return x[:, :max(m - 1, 0)].max(1) if n > 1 else np.zeros(n)
+        return x[:, :m - 1].argmin(1) if m > 1 and n > 0 else np.full(n, -5)
+    for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
+        for shape in [(n, m) for n in (0, 1, 2, 3, 5) for m in (0, 1, 2, 3, 5)]:
+            x = rand(*shape)
+            try:
+                want = ref(x)
+            except ValueError:
+                with pytest.raises((DefinitionError, jd.errors.ArgumentShapeError),
+                                   match="no identity"):
+                    g(x)
+                continue
+            out = np.full(want.shape, np.nan if want.dtype.kind == "f" else -7, want.dtype)
+            assert g(x, out=out) is out
+            np.testing.assert_array_equal(out, want)

@@ -52,12 +52,17 @@ class required_sizes:
     def __enter__(self):
         self.saved = getattr(_required, "checks", None)
         self.saved_user = getattr(_required, "user", None)
-        _required.checks, _required.user = [], {}
+        self.saved_live = getattr(_required, "live", None)
+        _required.checks, _required.user, _required.live = [], {}, set()
+        self.dropping = build.dropped_arms()
+        self.dropped = self.dropping.__enter__()
         return _required.checks
 
     def __exit__(self, *exc):
+        self.dropping.__exit__(None, None, None)
+        _forget_dropped(self.dropped)
         mine, _required.checks = _required.checks, self.saved
-        _required.user = self.saved_user
+        _required.user, _required.live = self.saved_user, self.saved_live
         if self.saved is not None:
             self.saved.extend(c for c in mine if c not in self.saved)
 
@@ -111,6 +116,22 @@ def _nonempty_at_call(op, axes):
     return entries
 
 
+def _forget_dropped(dropped):
+    """The call-time conditions of the user's reductions (_nonempty_at_call) used only in
+    arms that a select's constant condition dropped (build.dropped_arms: jd.select(n > 1,
+    max(X[i, k] for k in range(m)), 0.0) of n = 1) and in no stage: they never run."""
+    pending, checks = getattr(_required, "user", None), _required.checks
+    if not pending or not dropped:
+        return
+    for arm in dropped:
+        for n in walk_unique(arm):
+            hit = pending.get(id(n))
+            if hit is not None and hit[0] is n and id(n) not in _required.live:
+                for entry in hit[1]:
+                    if entry in checks:
+                        checks.remove(entry)
+
+
 def _positive(c, negated=False):
     """An integer expression of the sizes that is > 0 exactly where the condition c holds
     (where it does not, with `negated`), or None where c is not a condition on sizes alone
@@ -151,11 +172,17 @@ def _guard_user_reductions(body):
     alone (jd.select(m > 0, max(X[i, k] for k in range(m)), 0.0)) needs its range non-empty
     only where that arm is taken, `guard -> extent > 0`, written `max(1 - g, extent) > 0`
     for the guard's `g > 0` (_positive). A use under no such guard keeps the condition
-    whole. Called with each stage's body, before its reductions become stages."""
+    whole. One over a constant empty range (reduce() defers its error here: of m = 1,
+    jd.select(m > 2, max(... for k in range(m - 2)), 0.0) folds it away) is refused where
+    it is used unguarded, and checked at the call where guarded; not used, it is dead.
+    Called with each stage's body, before its reductions become stages."""
     pending = getattr(_required, "user", None)
     if not pending:
         return
     found, seen, kept = {}, set(), []      # (kept: the guards, whose ids key `seen`)
+    # (the empty axes of those over a constant empty range, alive in `pending`)
+    empty = {id(a) for r, entries in pending.values() if isinstance(entries[0][0], Const)
+             for a in r.axes if isinstance(a.extent, int) and a.extent == 0}
 
     def visit(e, guards):
         key = (id(e), tuple(id(g) for g in guards))
@@ -164,6 +191,12 @@ def _guard_user_reductions(body):
         seen.add(key)
         hit = pending.get(id(e))
         if hit is not None and hit[0] is e:
+            found.setdefault(id(e), []).append(guards)
+            _required.live.add(id(e))
+        elif isinstance(e, Reduce) and builtins.any(id(a) in empty for a in e.axes):
+            # (one rebuilt since reduce() deferred its error: map_expr of its body)
+            pending[id(e)] = (e, [(Const(0, "int64"), ">", 0, _empty_text(e.op, e.axes),
+                                   user_loc(), "shape")])
             found.setdefault(id(e), []).append(guards)
         if isinstance(e, Select):
             visit(e.cond, guards)
@@ -184,6 +217,8 @@ def _guard_user_reductions(body):
                 checks.remove(entry)
         for guards in uses:
             for size, op, number, message, loc, error in entries:
+                if not guards and isinstance(size, Const):
+                    raise DefinitionError(message, loc)
                 if guards:
                     g = guards[0]
                     for h in guards[1:]:
@@ -192,6 +227,13 @@ def _guard_user_reductions(body):
                 new = (size, op, number, message, loc, error)
                 if new not in checks:
                     checks.append(new)
+
+
+def _empty_constant(op, axes):
+    """Whether a reduction with no identity (max, min, argmax, argmin) is over a constant
+    empty range."""
+    return op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
+        builtins.any(isinstance(a.extent, int) and a.extent == 0 for a in axes)
 
 
 def _empty_text(op, axes):
@@ -281,11 +323,13 @@ def _index_names(fcompute, shape, name):
         f"{shape} has {len(shape)} dimension(s)", user_loc())
 
 
-def make_stage(name, axes, body, loc) -> Tensor:
-    """A compute stage; reductions nested inside arithmetic become stages of their own."""
+def make_stage(name, axes, body, loc, lifted=False) -> Tensor:
+    """A compute stage; reductions nested inside arithmetic become stages of their own.
+    `lifted`: a part of a stage already made (whose guards were seen there)."""
     auto = name is None
     name = name or naming.fresh("T")
-    _guard_user_reductions(body)
+    if not lifted:
+        _guard_user_reductions(body)
     if isinstance(body, Reduce):
         every = axes + body.axes
         inner = _hoist_shared(name, body.body, axes, every, loc, body.where is not None)
@@ -373,7 +417,8 @@ def _hoist_shared(name, e, axes, all_axes, loc, under_where=False):
         body = map_expr(n, lambda x: None, memo)
         new_axes = tuple(IterVar(Var(a.var.name), 0, a.extent) for a in outer)
         sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
-        stage = make_stage(f"{name}_shared{next(count)}", new_axes, substitute(body, sub), loc)
+        stage = make_stage(f"{name}_shared{next(count)}", new_axes, substitute(body, sub), loc,
+                           lifted=True)
         memo[id(n)] = Access(stage, tuple(a.var - a.min if a.min else a.var for a in outer),
                              loc)
         size[id(n)] = 1
@@ -438,7 +483,8 @@ def _extract(name, e, axes, loc):
         sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
         red = Reduce(n.op, substitute(n.body, sub), n.axes,
                      None if n.where is None else substitute(n.where, sub), n.dtype)
-        stage = make_stage(f"{name}_{n.op.value}{next(count)}", new_axes, red, loc)
+        stage = make_stage(f"{name}_{n.op.value}{next(count)}", new_axes, red, loc,
+                           lifted=True)
         return Access(stage, tuple(a.var - a.min if a.min else a.var for a in outer), loc)
     # (a reduction that is one object at several places is one stage, read at each)
     return map_expr(e, lift, {})
@@ -457,10 +503,15 @@ def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
             raise DefinitionError(
                 f"axis= of jd.{op.value} must be reduce axes made by jd.reduce_axis, got {a!r}",
                 user_loc())
-    if op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) and \
-            builtins.any(isinstance(a.extent, int) and a.extent == 0 for a in axes):
-        raise DefinitionError(_empty_text(op, axes), user_loc())
-    entries = _nonempty_at_call(op, axes) if user else ()
+    entries = ()
+    if _empty_constant(op, axes):
+        if not user or getattr(_required, "user", None) is None:
+            raise DefinitionError(_empty_text(op, axes), user_loc())
+        # (a user's: refused where it is used, as a select's arm taken at some sizes:
+        # `jd.select(m > 2, max(... for k in range(m - 2)), 0.0)` of m = 1 drops it)
+        entries = [(Const(0, "int64"), ">", 0, _empty_text(op, axes), user_loc(), "shape")]
+    elif user:
+        entries = _nonempty_at_call(op, axes)
     body = build.as_expr(expr)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = build.truth(body)
