@@ -6,6 +6,7 @@ across processes."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import math
 import re
@@ -2009,3 +2010,68 @@ def test_a_max_over_an_empty_range_in_a_dead_arm_is_not_refused(fn):
             out = np.full(want.shape, np.nan if want.dtype.kind == "f" else -7, want.dtype)
             assert g(x, out=out) is out
             np.testing.assert_array_equal(out, want)
+
+
+def _guarded_one(X, Y):
+    n, = X.shape
+    m, = Y.shape
+    W[k] = X[k] + jd.select(k < m, Y[k], 0.0)
+    return W
+
+
+def _guarded_pair(X, Y, Z):
+    n, = X.shape
+    m, = Y.shape
+    W[k] = jd.select(k < jd.min(n, m), X[k] * Y[k], 0.0) + Z[k]
+    return W
+
+
+def _guarded_each(X, Y, Z):
+    n, = X.shape
+    m, = Y.shape
+    W[k] = jd.select(k < n, X[k], 0.0) + jd.select(k < m, Y[k], 0.0) + Z[k]
+    return W
+
+
+def _guarded_else(X, Y, Z):
+    n, = X.shape
+    m, = Y.shape
+    W[k] = jd.select(k < jd.min(n, m), X[k] * Y[k], Z[k])
+    return W
+
+
+@pytest.mark.parametrize("fn", [_guarded_one, _guarded_pair, _guarded_each, _guarded_else],
+                         ids=lambda f: f.__name__)
+def test_a_bare_index_guarded_by_its_size_bounds_the_range_and_is_not_checked(fn):
+    """A dimension indexed by a bare index under a guard comparing it with that
+    dimension's size (Y[k] under k < m) was taken, in a dynamic kernel, for one the call
+    checks equal to the others (check_shape_agreement skips a guarded one): its size
+    could become the extent while the others were checked against it (X (2,), Y (3,),
+    Z (4,) of `jd.select(k < jd.min(n, m), X[k] * Y[k], 0.0) + Z[k]`: 'shape mismatch' X
+    against Z, where the static definition computes), or was left out (`X[k] +
+    jd.select(k < m, Y[k], 0.0)` ranged k over n, past Y's m; a size-1 pattern ranged k
+    over 1 with Z of 0 elements). Now it bounds the range as any access does (Tensor
+    Comprehensions' rule: k < min(n, m, p)). Dynamic against NumPy over sizes 0, 1, 2, 3,
+    5 and against the static definition where that computes (it takes `k < 2` of
+    min(2, 3) as no guard of Y of 3, and refuses some of these calls)."""
+    def ref(*xs):
+        w = min(len(x) for x in xs)
+        x, y = xs[0][:w], xs[1][:w]
+        if fn is _guarded_one:
+            return x + y
+        if fn is _guarded_pair:
+            return x * y + xs[2][:w]
+        if fn is _guarded_each:
+            return x + y + xs[2][:w]
+        return x * y
+    nargs = 2 if fn is _guarded_one else 3
+    static, dynamic = jd.compute(fn), jd.compute(dynamic=True)(fn)
+    for sizes in itertools.product((0, 1, 2, 3, 5), repeat=nargs):
+        xs = [rand(s) for s in sizes]
+        want = ref(*xs)
+        got = _written(lambda *a, **k: dynamic(*xs, **k), None, want)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        try:
+            np.testing.assert_allclose(static(*xs), want, rtol=1e-12, atol=1e-12)
+        except jd.errors.ArgumentShapeError:
+            pass

@@ -16,7 +16,7 @@ import threading
 
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
-from jitdl.ir.analysis import INF, affine, bounds, form_bounds, upper_ends
+from jitdl.ir.analysis import INF, affine, bare_uses, bounds, form_bounds, upper_ends
 from jitdl.ir.nodes import Access, BinOp, Binary, Const, IterVar, Reduce, SizeVar, Var
 from jitdl.ir.visit import map_expr, walk_expr, walk_unique
 from jitdl.te.ops import make_stage
@@ -235,14 +235,23 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
     found = {v: [] for v in variables}   # v -> [(lo, hi, access)]
     sizes = {}      # v -> the symbolic sizes of the dimensions it is the whole index of
     accs = [n for n in nodes if isinstance(n, Access)]      # selects, filters too
+    # (the dimensions indexed by a bare index that no guard relates to their size: the
+    # call checks those equal, see check_shape_agreement; a guarded one only bounds)
+    unguarded = {}
+    for root in (body, *dropped):
+        bare_uses(root, unguarded)
+    unguarded = {(id(acc), dim) for uses in unguarded.values() for acc, dim in uses}
+    guarded = {idx for acc in accs for dim, idx in enumerate(acc.indices)
+               if idx in found and (id(acc), dim) not in unguarded}
     while True:
         fixed = {}
         for acc in accs:
             for dim, idx in enumerate(acc.indices):
                 n = acc.tensor.shape[dim]
                 if not isinstance(n, int):
-                    if idx in found:    # (a dynamic argument's size: checked equal to the
-                        #                  others at the call, see check_shape_agreement)
+                    if idx in found and (id(acc), dim) in unguarded:
+                        # (a dynamic argument's size: checked equal to the others at the
+                        # call, see check_shape_agreement)
                         if n not in sizes.setdefault(idx, []):
                             sizes[idx].append(n)
                         continue
@@ -291,16 +300,18 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
                 "instead of `Y[i] = X[i - 1] + X[i + 1]`), or declare the shape first with "
                 f"jd.tensor(shape) and guard the accesses (`... if {v.name} >= {lo} "
                 "else ...`)", user_loc())
-        extents[v] = _extent(_ends(cons, sizes.get(v, ())))
+        extents[v] = _extent(_ends(cons, sizes.get(v, ()), v in guarded))
     return extents
 
 
-def _ends(cons, bare):
+def _ends(cons, bare, guarded=False):
     """The upper ends of an index: its constraints', and where one is over sizes, those
     of the dimensions it indexes whole (which the call checks equal, see
-    check_shape_agreement), as Tensor Comprehensions' rule takes every access."""
+    check_shape_agreement), as Tensor Comprehensions' rule takes every access. Also
+    where it is `guarded` (a dimension it indexes whole is guarded by a comparison with
+    its size): the call checks no dimension against that one's fixed size."""
     ends = [c[1] for c in cons]
-    if any(not isinstance(h, int) for h in ends):
+    if guarded or any(not isinstance(h, int) for h in ends):
         for n in bare:
             ends += [_form_add((1, f), (1, {1: -1})) for f in size_forms(n) or ()]
     return ends

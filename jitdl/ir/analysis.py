@@ -831,3 +831,65 @@ def unconditional_reads(e):
 def arms_read_guarded(sel) -> bool:
     """Whether an arm of a Select reads memory beyond what its condition reads."""
     return reads_beyond(sel.t, sel.cond) or reads_beyond(sel.f, sel.cond)
+
+
+def bare_uses(e, uses):
+    """uses[var] += (access, dim) for each dimension an access indexes by a bare variable;
+    each access once, however often a DAG uses it. Not where a guard around the read
+    compares that variable with the read's own size (`X[i] if i < X.shape[0] else 0` over
+    Y's extent): the guard keeps it in bounds, so X and Y need not agree (the bounds
+    proof still checks the read)."""
+    seen, done, relations = set(), set(), {}
+
+    def visit(n, related):
+        # (`related`: what the guards around n relate, see _relations. A node is walked
+        # once per such set, not once per sequence of guards: a chain of selects on the
+        # values of the last, `v = select(v % 2 == 0, v // 2, 3*v + 1)`, reaches each
+        # step under as many sequences as there are paths, which double with every step)
+        if (id(n), related) in seen:
+            return
+        seen.add((id(n), related))
+        if isinstance(n, Access):
+            for dim, idx in enumerate(n.indices):
+                if isinstance(idx, Var) and (id(n), dim) not in done and not _guarded(
+                        related, idx, n.tensor.shape[dim]):
+                    done.add((id(n), dim))
+                    uses.setdefault(idx, []).append((n, dim))
+        if isinstance(n, Select):
+            visit(n.cond, related)
+            inner = related | _relations(n.cond, relations)
+            for arm in (n.t, n.f):
+                visit(arm, inner)
+        elif isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
+            visit(n.a, related)
+            visit(n.b, related | _relations(n.a, relations))
+        else:
+            for c in expr_children(n):
+                visit(c, related)
+    visit(e, frozenset())
+
+
+def _relations(guard, memo):
+    """What the comparisons in a guard relate: (id of a variable, ("is", id of a node) or
+    ("==", a constant's value)) for each variable and each node or constant of one
+    comparison (the nodes are the guard's own, alive meanwhile). memo: by id."""
+    hit = memo.get(id(guard))
+    if hit is not None:
+        return hit[1]
+    out = set()
+    for c in walk_unique(guard):
+        if isinstance(c, Compare):
+            parts = list(walk_unique(c))
+            marks = [("is", id(x)) for x in parts] + [
+                ("==", x.value) for x in parts if isinstance(x, Const)]
+            for v in parts:
+                if isinstance(v, Var):
+                    out.update((id(v), m) for m in marks)
+    memo[id(guard)] = (guard, frozenset(out))
+    return memo[id(guard)][1]
+
+
+def _guarded(related, var, size):
+    """Whether the guards' relations (see _relations) relate `var` to `size` (the size
+    itself, or the number of a fixed size)."""
+    return (id(var), ("==", size) if isinstance(size, int) else ("is", id(size))) in related

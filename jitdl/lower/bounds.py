@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 
 from jitdl.errors import ArgumentShapeError, DefinitionError
-from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, below, bounds, memoised, narrow,
-                               narrow_for, reads_memory, unbounded_part, upper_ends,
-                               with_loop)
-from jitdl.ir.nodes import (Access, BinOp, Binary, Compare, Const, Expr, Reduce, Select,
+from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, bare_uses, below, bounds, memoised,
+                               narrow, narrow_for, reads_memory, unbounded_part,
+                               upper_ends, with_loop)
+from jitdl.ir.nodes import (Access, BinOp, Binary, Const, Expr, Reduce, Select,
                             SizeVar, Var)
 from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, substitute, walk_unique
@@ -219,7 +219,7 @@ def check_shape_agreement(stages, params=()):
         op = t.op
         axes = list(op.axes) + list(op.reduce_axes)
         uses = {}
-        _collect_bare(op.body, uses)
+        bare_uses(op.body, uses)
         for ax in axes:
             found = uses.get(ax.var, [])
             if ax.min == 0 and ax.extent in owners:
@@ -336,65 +336,3 @@ def _is_size(n, e):
     if isinstance(e, Const):
         e = int(e.value)
     return isinstance(n, int) == isinstance(e, int) and n == e
-
-
-def _collect_bare(e, uses):
-    """uses[var] += (access, dim) for each dimension an access indexes by a bare variable;
-    each access once, however often a DAG uses it. Not where a guard around the read
-    compares that variable with the read's own size (`X[i] if i < X.shape[0] else 0` over
-    Y's extent): the guard keeps it in bounds, so X and Y need not agree (the bounds
-    proof still checks the read)."""
-    seen, done, relations = set(), set(), {}
-
-    def visit(n, related):
-        # (`related`: what the guards around n relate, see _relations. A node is walked
-        # once per such set, not once per sequence of guards: a chain of selects on the
-        # values of the last, `v = select(v % 2 == 0, v // 2, 3*v + 1)`, reaches each
-        # step under as many sequences as there are paths, which double with every step)
-        if (id(n), related) in seen:
-            return
-        seen.add((id(n), related))
-        if isinstance(n, Access):
-            for dim, idx in enumerate(n.indices):
-                if isinstance(idx, Var) and (id(n), dim) not in done and not _guarded(
-                        related, idx, n.tensor.shape[dim]):
-                    done.add((id(n), dim))
-                    uses.setdefault(idx, []).append((n, dim))
-        if isinstance(n, Select):
-            visit(n.cond, related)
-            inner = related | _relations(n.cond, relations)
-            for arm in (n.t, n.f):
-                visit(arm, inner)
-        elif isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
-            visit(n.a, related)
-            visit(n.b, related | _relations(n.a, relations))
-        else:
-            for c in expr_children(n):
-                visit(c, related)
-    visit(e, frozenset())
-
-
-def _relations(guard, memo):
-    """What the comparisons in a guard relate: (id of a variable, ("is", id of a node) or
-    ("==", a constant's value)) for each variable and each node or constant of one
-    comparison (the nodes are the guard's own, alive meanwhile). memo: by id."""
-    hit = memo.get(id(guard))
-    if hit is not None:
-        return hit[1]
-    out = set()
-    for c in walk_unique(guard):
-        if isinstance(c, Compare):
-            parts = list(walk_unique(c))
-            marks = [("is", id(x)) for x in parts] + [
-                ("==", x.value) for x in parts if isinstance(x, Const)]
-            for v in parts:
-                if isinstance(v, Var):
-                    out.update((id(v), m) for m in marks)
-    memo[id(guard)] = (guard, frozenset(out))
-    return memo[id(guard)][1]
-
-
-def _guarded(related, var, size):
-    """Whether the guards' relations (see _relations) relate `var` to `size` (the size
-    itself, or the number of a fixed size)."""
-    return (id(var), ("==", size) if isinstance(size, int) else ("is", id(size))) in related
