@@ -2075,3 +2075,45 @@ def test_a_bare_index_guarded_by_its_size_bounds_the_range_and_is_not_checked(fn
             np.testing.assert_allclose(static(*xs), want, rtol=1e-12, atol=1e-12)
         except jd.errors.ArgumentShapeError:
             pass
+
+
+def _filtered_sum(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, k] for k in range(m - 1) if m > 2)
+    return Y
+
+
+def _filtered_max(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m - 1) if m > 2)
+    return Y
+
+
+@pytest.mark.parametrize("fn", [_filtered_sum, _filtered_max], ids=lambda f: f.__name__)
+def test_a_generator_filter_false_at_the_sizes_selects_no_element(fn):
+    """A generator's filter on the sizes false at the call's (`sum(X[i, k] for k in
+    range(m - 1) if m > 2)` of m = 2) was a constant False in a static trace (or a size-1
+    pattern's), which jd.reduce refused ('the where= condition is always False') where
+    the dynamic kernel, whose filter is symbolic, selects no element: the sum's 0, the
+    max's -inf (the identity a filter excluding every element gives). Now the constant
+    filter stays and selects nothing. Static and dynamic against NumPy over sizes 0, 1,
+    2, 3, 5; a max over range(m - 1) empty (m <= 1) raises 'no identity' in both."""
+    def ref(x):
+        n, m = x.shape
+        part = x[:, :max(m - 1, 0)]
+        if fn is _filtered_sum:
+            return part.sum(1) if m > 2 else np.zeros(n)
+        if m <= 1:
+            raise ValueError("empty")
+        return part.max(1) if m > 2 else np.full(n, -np.inf)
+    for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
+        for shape in [(n, m) for n in (0, 1, 2, 3, 5) for m in (0, 1, 2, 3, 5)]:
+            x = rand(*shape)
+            try:
+                want = ref(x)
+            except ValueError:
+                with pytest.raises((DefinitionError, jd.errors.ArgumentShapeError),
+                                   match="no identity"):
+                    g(x)
+                continue
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12, atol=1e-12)

@@ -525,11 +525,10 @@ def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
         elif body.weak:
             body = build.cast(body, body.dtype)
     cond = None if where is None else build.truth(where)
-    if isinstance(cond, Const):
-        if not cond.value:
-            raise DefinitionError(f"the where= condition of jd.{op.value} is always False",
-                                  user_loc())
+    if isinstance(cond, Const) and cond.value:
         cond = None
+    # (a where= False at these sizes, `sum(... for k in range(m) if m > 2)` of m = 2, stays:
+    # it selects no element, as the dynamic kernel's `m > 2` does there)
     dtype = "int64" if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else body.dtype
     r = Reduce(op, body, axes, cond, dtype)
     if entries and getattr(_required, "user", None) is not None:
