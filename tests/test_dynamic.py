@@ -2117,3 +2117,29 @@ def test_a_generator_filter_false_at_the_sizes_selects_no_element(fn):
                     g(x)
                 continue
             np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12, atol=1e-12)
+
+
+def _select_rows(X, Z):
+    n, m = X.shape
+    Y[i, j] = X[i, j] * jd.select(Z.shape[0] > 1, Z[i, j], Z[0, j])
+    return Y
+
+
+def test_a_fixed_end_the_call_checks_nothing_against_keeps_the_symbolic_sizes():
+    """An index bounded by a fixed size and by a dynamic argument's symbolic size it
+    indexes whole (i of Z[i, j], Z of 1 row, and X[i, j]) took the fixed end alone,
+    counting on the call to check X's size against it; the call checks a fixed size only
+    against a read of it in the body that no guard relates to it, and Z[i, j] is in the
+    arm that jd.select(Z.shape[0] > 1, ...) drops at the size-1 pattern: 'cannot prove
+    index i inside [0, X_n0)' where the static definition computes min(n, 1) rows. The
+    symbolic sizes now count where no such read exists. Dynamic and static against
+    NumPy (both arms bound i: min(n, p) rows) over sizes 0, 1, 2, 3, 5."""
+    static, dynamic = jd.compute(_select_rows), jd.compute(dynamic=True)(_select_rows)
+    for n, m in itertools.product((0, 1, 2, 3, 5), repeat=2):
+        for p in sorted({1, n}):
+            x, z = rand(n, m), rand(p, m)
+            r = min(n, p)
+            want = x[:r] * (z[:r] if p > 1 else z[:1])
+            for g in (static, dynamic):
+                got = _written(lambda *a, **k: g(x, z, **k), None, want)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -243,6 +243,12 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
     unguarded = {(id(acc), dim) for uses in unguarded.values() for acc, dim in uses}
     guarded = {idx for acc in accs for dim, idx in enumerate(acc.indices)
                if idx in found and (id(acc), dim) not in unguarded}
+    # (the fixed sizes the call can check a bare index's symbolic sizes against: those of
+    # the unguarded dimensions it indexes whole in the body, see check_shape_agreement)
+    tied = {}
+    bare_uses(body, tied)
+    tied = {v: {acc.tensor.shape[d] for acc, d in uses if isinstance(acc.tensor.shape[d], int)}
+            for v, uses in tied.items()}
     while True:
         fixed = {}
         for acc in accs:
@@ -300,7 +306,13 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
                 "instead of `Y[i] = X[i - 1] + X[i + 1]`), or declare the shape first with "
                 f"jd.tensor(shape) and guard the accesses (`... if {v.name} >= {lo} "
                 "else ...`)", user_loc())
-        extents[v] = _extent(_ends(cons, sizes.get(v, ()), v in guarded))
+        ends = _ends(cons, sizes.get(v, ()), v in guarded)
+        if v in sizes and all(isinstance(h, int) for h in ends) and \
+                max(min(ends) + 1, 0) not in tied.get(v, ()):
+            # (a fixed end from a read the call checks nothing against: X[i + 1] of X of
+            # 2, or a dropped arm's Z[i, j] of Z of 1 beside X[i, j] of a dynamic X)
+            ends = _ends(cons, sizes[v], True)
+        extents[v] = _extent(ends)
     return extents
 
 
