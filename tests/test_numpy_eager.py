@@ -2185,3 +2185,29 @@ def test_comparisons_with_ints_beyond_float64():
         for v in (2 ** 1030, -2 ** 1030):
             np.testing.assert_array_equal(getattr(jnp, name)(a, v), getattr(np, name)(a, v))
             np.testing.assert_array_equal(getattr(jnp, name)(v, a), getattr(np, name)(v, a))
+
+
+def test_sizes_of_one_share_a_unary_ufuncs_kernel():
+    """A unary ufunc (and round) broadcasts its one operand against nothing: a size of 1
+    stays symbolic in its dynamic kernel's key (builder.solid), so vectors and matrices of
+    sizes 1, 2, 3 and 7 in random order take one kernel per rank (each pattern of ones
+    compiled its own: 6 for ranks 1 and 2). Every element against NumPy's in float64, on
+    fresh inputs; empty arrays along each axis, also through the kernel's direct entry,
+    are NumPy's empty results."""
+    r = np.random.default_rng()
+    eager.clear()
+    shapes = [(n,) for n in (1, 2, 7, 1, 3)] + [(m, n) for m in (1, 2, 7) for n in (1, 3, 7)]
+    for k in r.permutation(len(shapes)):
+        x = r.standard_normal(shapes[k])
+        same(jnp.negative(x), np.negative(x))
+        same(jnp.sqrt(np.abs(x)), np.sqrt(np.abs(x)))
+        same(jnp.round(x, 2), np.round(x, 2))
+        same(jnp.floor(x.astype(np.float32)), np.floor(x.astype(np.float32)))
+    info = {op: eager.cache_info(op)["kernels"] for op in ("negative", "sqrt", "round",
+                                                            "floor")}
+    assert info == {"negative": 2, "sqrt": 2, "round": 2, "floor": 2}, info
+    for shape in ((0,), (0, 3), (3, 0), (1, 0), (0, 1)):
+        x = r.standard_normal(shape)
+        same(jnp.negative(x), np.negative(x))
+        same(jnp.sqrt(x), np.sqrt(x))
+        same(jnp.round(x, 2), np.round(x, 2))

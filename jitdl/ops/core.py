@@ -57,6 +57,13 @@ def any_size(*builders):
         b.any_size = True
 
 
+def every_dim(rank):
+    """Every dimension of an operand of this rank: builder.solid's answer for a builder
+    that broadcasts none of its operand's dimensions (see manipulation.concatenate.solid),
+    as an op of one array operand does."""
+    return tuple(range(rank))
+
+
 def layout_free(kind, *builders):
     """Mark builders whose result on transposed operands is their result on the operands'
     memory order, transposed back: `kind` "elementwise" (operands of one shape),

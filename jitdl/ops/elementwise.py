@@ -18,8 +18,8 @@ from jitdl.errors import NEGATIVE_POWER, ArgumentError, numpy_base, numpy_kind, 
 from jitdl.ir import build
 from jitdl.ir.nodes import Access, BinOp, Cast, CmpOp, Const, Intrin, UnOp
 from jitdl.ir.visit import map_expr
-from jitdl.ops.core import (any_size, elementwise, layout_free, operand, scalar_result,
-                             typed)
+from jitdl.ops.core import (any_size, elementwise, every_dim, layout_free, operand,
+                             scalar_result, typed)
 
 _LN2 = math.log(2.0)
 _INV_LN2 = 1.0 / _LN2
@@ -614,6 +614,13 @@ def nan_to_num(x, nan=0.0, *fills, posinf=False, neginf=False):
 
 
 any_size(unary, binary, round_, clip, where, nan_to_num, isclose)
+# Builders of one array operand, which broadcasts against nothing: a size of 1 of it stays
+# symbolic in a dynamic kernel's key (manipulation.concatenate.solid), so exp of vectors
+# of random lengths compiles one kernel, not one for length 1 and one for the others.
+# Neither decides anything on a size (round_ on decimals and the dtype only). (binary,
+# clip, where, nan_to_num, isclose: operands that may be arrays broadcast together.)
+unary.solid = lambda fn, dtype=None: every_dim
+round_.solid = lambda decimals=0: every_dim
 # (NumPy gives round and isclose results in C order whatever the operands' layout)
 layout_free("elementwise", unary, binary, clip, where, nan_to_num)
 scalar_result(unary, binary, round_, clip, where, nan_to_num, isclose)

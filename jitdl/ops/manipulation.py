@@ -17,9 +17,10 @@ from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
-from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, is_one, load,
-                            may_agree, normalize_axes, normalize_axis, operand, same_dim,
-                            scalar_result, shape_of, shape_text, sizes_known_nonzero)
+from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, every_dim,
+                            is_one, load, may_agree, normalize_axes, normalize_axis, operand,
+                            same_dim, scalar_result, shape_of, shape_text,
+                            sizes_known_nonzero)
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -892,10 +893,6 @@ def _along(axis):
     return dims
 
 
-def _all_dims(rank):
-    return tuple(range(rank))
-
-
 def _hstack_dims(rank):
     return (0,) if rank == 1 else (1,) if rank > 1 else ()
 
@@ -904,8 +901,8 @@ def _vstack_dims(rank):
     return (0,) if rank > 1 else ()
 
 
-concatenate.solid = lambda axis=0, dtype=None: _all_dims if axis is None else _along(axis)
-stack.solid = lambda axis=0, dtype=None: _all_dims     # (the operands' shapes are one)
+concatenate.solid = lambda axis=0, dtype=None: every_dim if axis is None else _along(axis)
+stack.solid = lambda axis=0, dtype=None: every_dim     # (the operands' shapes are one)
 hstack.solid = lambda dtype=None: _hstack_dims
 vstack.solid = lambda dtype=None: _vstack_dims
 scalar_result(take)
