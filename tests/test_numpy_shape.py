@@ -1748,3 +1748,51 @@ def test_empty_pieces_along_the_axis_share_a_concatenates_kernel():
         same(jnp.concatenate(xs), np.concatenate(xs))
     raises_like(lambda: jnp.concatenate([np.ones((0, 2)), np.ones((2, 3))]),
                 lambda: np.concatenate([np.ones((0, 2)), np.ones((2, 3))]), "must match")
+
+
+# ops of one array operand that broadcast it against nothing: (name, jd.numpy's call, NumPy's)
+ONE_OPERAND = [
+    ("copy", jnp.copy, np.copy),
+    ("astype", lambda x: jnp.astype(x, np.float32), lambda x: x.astype(np.float32)),
+    ("roll", lambda x: jnp.roll(x, 2, axis=-1), lambda x: np.roll(x, 2, axis=-1)),
+    ("roll", lambda x: jnp.roll(x, -3), lambda x: np.roll(x, -3)),
+    ("repeat", lambda x: jnp.repeat(x, 2, axis=0), lambda x: np.repeat(x, 2, axis=0)),
+    ("repeat", lambda x: jnp.repeat(x, 3), lambda x: np.repeat(x, 3)),
+    ("tril", lambda x: jnp.tril(x, -1), lambda x: np.tril(x, -1)),
+    ("triu", jnp.triu, np.triu),
+]
+
+
+def test_sizes_of_one_share_the_kernel_of_an_op_of_one_operand():
+    """copy, astype, roll, repeat, tril and triu broadcast their one array operand against
+    nothing and decide nothing on a size of 1 of it: such a size stays symbolic in their
+    dynamic kernels' key (builder.solid), so vectors and matrices of sizes 1, 2, 3 and 7 in
+    random order take one kernel per call's rank (each pattern of ones compiled its own).
+    Every element against NumPy's in float64 (float32 for astype), on fresh inputs; sizes
+    0 along each axis too (NumPy's empty results, also after the kernel's direct entry
+    served the others)."""
+    r = np.random.default_rng()
+    eager.clear()
+    shapes = [(n,) for n in (1, 2, 7, 1, 3)] + [(m, n) for m in (1, 2, 7) for n in (1, 3, 7)]
+    for k in r.permutation(len(shapes)):
+        x = r.standard_normal(shapes[k])
+        for _, op, ref in ONE_OPERAND:
+            same(op(x), ref(x))
+    info = {name: eager.cache_info(name)["kernels"] for name, _, _ in ONE_OPERAND}
+    # (a kernel per rank, and per call for roll and repeat: two calls each)
+    assert info == {"copy": 2, "astype": 2, "roll": 4, "repeat": 4, "tril": 2,
+                    "triu": 2}, info
+    for shape in ((0,), (0, 3), (3, 0), (1, 0), (0, 1), (2, 0, 3)):
+        x = r.standard_normal(shape)
+        for _, op, ref in ONE_OPERAND:
+            same(op(x), ref(x))
+    for shape in ((1, 1, 1), (2, 1, 7), (1, 7, 2), (7, 2, 1)):
+        x = r.standard_normal(shape)
+        for _, op, ref in ONE_OPERAND:
+            same(op(x), ref(x))
+    for n in (1, 2, 7):         # (diff: a length of 1 along its axis is NumPy's empty result)
+        for shape in ((n, 2), (2, n), (1, n), (n, 1)):
+            x = r.standard_normal(shape)
+            for axis in (0, 1):
+                same(jnp.diff(x, axis=axis), np.diff(x, axis=axis))
+    assert eager.cache_info("diff")["kernels"] == 2     # (one per axis)

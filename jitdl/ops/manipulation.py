@@ -902,6 +902,19 @@ def _vstack_dims(rank):
 
 
 concatenate.solid = lambda axis=0, dtype=None: every_dim if axis is None else _along(axis)
+# Builders of one array operand (nothing to broadcast against) that decide nothing on a
+# size of 1 of it: copy of vectors of random lengths compiles one kernel, not two. (roll
+# and repeat of axis=None read through ravel and reshape, whose symbolic groups compute
+# each source index from the sizes, any of them 1; repeat with one count per element is
+# a take on arrays, and needs a static length here; diff's length along its axis is at
+# least n + 1 on arrays, the wrapper's NumPy call otherwise)
+copy.solid = lambda: every_dim
+astype.solid = lambda dtype: every_dim
+roll.solid = lambda shift, axis=None: every_dim
+repeat.solid = lambda repeats, axis=None: every_dim if len(_ints(repeats, "repeats")) == 1 \
+    else None
+triangle.solid = lambda k=0, upper=False: every_dim
+diff.solid = lambda n=1, axis=-1: every_dim
 stack.solid = lambda axis=0, dtype=None: every_dim     # (the operands' shapes are one)
 hstack.solid = lambda dtype=None: _hstack_dims
 vstack.solid = lambda dtype=None: _vstack_dims
