@@ -469,7 +469,7 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
         # (a size 0 where the builder never broadcasts, a concatenate's empty piece among
         # others, is served by the kernel for every size there: Function solid=)
-        solid = builder.solid(**dict(static)) if hasattr(builder, "solid") else None
+        solid = _solid(builder, static, names)
         dynamic = getattr(builder, "any_size", False) and all(
             0 not in a.shape if solid is None else
             all(n or d in solid(len(a.shape)) for d, n in enumerate(a.shape))
@@ -1122,14 +1122,24 @@ def _function(name, builder, static, names, dynamic=False, long_rows=False):
         op.__module__ = "jitdl.numpy"
         # (the operands' dimensions the builder never broadcasts, where every one is
         # symbolic: see manipulation.concatenate.solid)
-        solid = builder.solid(**kwargs) if dynamic is True and hasattr(builder, "solid") \
-            else None
+        solid = _solid(builder, static, names) if dynamic is True else None
         f = Function(op, name=name, dynamic=dict(dynamic) if isinstance(dynamic, tuple)
                      else dynamic, solid=solid)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
         f._long_rows = long_rows
         _functions[key] = f
     return f
+
+
+def _solid(builder, static, names):
+    """builder.solid's f(rank) for these static arguments (the dimensions of the operands
+    that the builder never broadcasts: see manipulation.concatenate.solid), or None. None
+    too where an operand is named in builder.solid_unless (a reduction's where= mask,
+    which broadcasts against its array)."""
+    if not hasattr(builder, "solid") or any(
+            n in getattr(builder, "solid_unless", ()) for n in names):
+        return None
+    return builder.solid(**dict(static))
 
 
 def cache_info(name=None):

@@ -2211,3 +2211,51 @@ def test_sizes_of_one_share_a_unary_ufuncs_kernel():
         same(jnp.negative(x), np.negative(x))
         same(jnp.sqrt(x), np.sqrt(x))
         same(jnp.round(x, 2), np.round(x, 2))
+
+
+def test_sizes_of_one_along_the_kept_axes_share_a_reductions_kernel():
+    """A reduction along an axis broadcasts its one array operand against nothing: a size
+    of 1 along an axis it keeps stays symbolic in its dynamic kernel's key (builder.solid),
+    so rows of (1, n) and (m, n) arrays, m and n from 1 to 7 in random order, take one
+    kernel per op and axis (each pattern of ones compiled its own). A size of 1 (or 0)
+    along the reduced axis keeps a kernel of its own (max over nothing is NumPy's error),
+    and a where= mask still broadcasts. Every element against NumPy's in float64, on
+    fresh inputs."""
+    r = np.random.default_rng()
+    eager.clear()
+    ops = [("sum", {}), ("max", {}), ("mean", {"keepdims": True}), ("var", {"ddof": 1}),
+           ("std", {}), ("argmax", {}), ("any", {}), ("nanmin", {}), ("ptp", {}),
+           ("count_nonzero", {})]
+    cases = [((m, n), 1) for m in (1, 2, 7) for n in (2, 3)] + \
+        [((m, n), 0) for m in (2, 7) for n in (1, 3, 7)] + \
+        [((m, 1, n), (0, 2)) for m in (2, 3) for n in (2, 5)]
+    for k in r.permutation(len(cases)):
+        shape, axis = cases[k]
+        x = r.standard_normal(shape)
+        x[x > 1.5] = 0.0            # (zeros for any and count_nonzero)
+        for name, kw in ops:
+            if name == "argmax" and axis != 1:
+                # (one axis only; along axis 0 the wrapper picks the kernel by the shape:
+                # a 1-d one where the columns are 1, two passes where they fill vectors)
+                continue
+            same(getattr(jnp, name)(x, axis=axis, **kw), getattr(np, name)(x, axis=axis, **kw))
+    info = {name: eager.cache_info(name)["kernels"] for name, _ in ops}
+    want = {name: 1 if name == "argmax" else 3 for name, _ in ops}     # (one per axis)
+    assert info == want, info
+    for shape in ((3, 1), (1, 1), (3, 0), (0, 3), (1, 0), (0, 1)):
+        x = r.standard_normal(shape)
+        for name, kw in ops:
+            for axis in (0, 1):
+                if x.shape[axis] == 0 and name in ("max", "argmax", "nanmin", "ptp"):
+                    with pytest.raises(ValueError):
+                        getattr(jnp, name)(x, axis=axis, **kw)
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)     # (mean of nothing)
+                    same(getattr(jnp, name)(x, axis=axis, **kw),
+                         getattr(np, name)(x, axis=axis, **kw))
+    for m in (1, 3):
+        x, mask = r.standard_normal((m, 4)), r.random((1, 4)) < 0.5
+        same(jnp.sum(x, axis=1, where=mask), np.sum(x, axis=1, where=mask))
+        same(jnp.max(x, axis=0, where=mask, initial=-9.0),
+             np.max(x, axis=0, where=mask, initial=-9.0))

@@ -503,6 +503,34 @@ any_size(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero,
          std, average, nansum, nanmax, nanmin, nanmean, allclose, array_equal)
 scalar_result(sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean,
               var, std, nansum, nanmax, nanmin, nanmean, average, allclose, array_equal)
+
+
+def _kept(axis):
+    """builder.solid's f(rank) for a reduction over `axis`: the axes it keeps, which its one
+    array operand broadcasts against nothing, so a size of 1 there stays symbolic in a
+    dynamic kernel's key (a row sum of (1, n) and (m, n) arrays shares one kernel). None
+    over every axis. The reduced axes keep their sizes of 1 (and of 0, which never reach
+    a dynamic kernel: max over nothing is NumPy's error, from a trace of the call's
+    shapes, and its kernel of symbolic sizes leaves that check out)."""
+    if axis is None:
+        return None
+    axes = axis if isinstance(axis, tuple) else (axis,)
+
+    def dims(rank):
+        if not all(-rank <= a < rank for a in axes):    # (NumPy's AxisError, traced)
+            return ()
+        reduced = {a % rank for a in axes}
+        return tuple(d for d in range(rank) if d not in reduced)
+    return dims
+
+
+# (a where= mask broadcasts against the array: no solid dimensions where there is one;
+# var's and std's ddof is a number; average, allclose and array_equal broadcast two arrays)
+for _b in (sum_, prod, max_, min_, ptp, argmax, argmin, all_, any_, count_nonzero, mean, var,
+           std, nansum, nanmax, nanmin, nanmean):
+    _b.solid = lambda axis=None, **_: _kept(axis)
+    _b.solid_unless = ("where",)
+del _b
 layout_free("reduction", sum_, prod, max_, min_, ptp, all_, any_, count_nonzero, mean, var,
             std, nansum, nanmax, nanmin, nanmean)
 layout_free("index", argmax, argmin)
