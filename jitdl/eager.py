@@ -23,7 +23,7 @@ from jitdl.api import Function, numpys_own
 from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
-from jitdl.ops.core import is_symbolic, nonzero_sizes, ufunc_shape_text
+from jitdl.ops.core import every_dim, is_symbolic, nonzero_sizes, ufunc_shape_text
 from jitdl.runtime import cuda as cuda_runtime
 from jitdl.runtime.cuda import is_device_array
 from jitdl.te.tensor import Tensor
@@ -469,14 +469,15 @@ def _slow(name, builder, operands, static, out, names, table=None, tkey=None, sl
         # their own (NumPy's rules for them, such as max of nothing, are decided by shape)
         # (a size 0 where the builder never broadcasts, a concatenate's empty piece among
         # others, is served by the kernel for every size there: Function solid=)
-        solid = _solid(builder, static, names)
+        alone = _alone(builder, operands)
+        solid = every_dim if alone else _solid(builder, static, names)
         dynamic = getattr(builder, "any_size", False) and all(
             0 not in a.shape if solid is None else
             all(n or d in solid(len(a.shape)) for d, n in enumerate(a.shape))
             for a in operands if type(a) is _ndarray or is_device_array(a))
         if dynamic and _tuned_shape(name, builder, static, tuple(names), operands):
             dynamic = False     # (a kernel tuned for these shapes: op.tune)
-        f = _function(name, builder, static, tuple(names), dynamic)
+        f = _function(name, builder, static, tuple(names), dynamic, alone=alone and dynamic)
         if dynamic:     # NumPy's errors for these shapes (broadcasting, concatenation...)
             fixed = _function(name, builder, static, tuple(names))
             graph = fixed._graph(operands)[0]
@@ -1102,11 +1103,14 @@ _LENGTHS_MOST = 8
 _fixed = {}         # (op Function of fixed shapes, rows) -> compilations _for_shapes asked for
 
 
-def _function(name, builder, static, names, dynamic=False, long_rows=False):
+def _function(name, builder, static, names, dynamic=False, long_rows=False, alone=False):
     """The jitdl Function that compiles op `name` with these static arguments (with
     symbolic extents when `dynamic`: True, or ((operand name, its symbolic dimensions),
-    ...); `long_rows`: on a GPU, a block per row whatever the rows' length)."""
-    key = (name, _static_key(static), names, dynamic, long_rows)
+    ...); `long_rows`: on a GPU, a block per row whatever the rows' length; `alone`: for
+    calls with one array operand of any dimension (_alone), whose every dimension is
+    solid)."""
+    key = (name, _static_key(static), names, dynamic, long_rows) + (("alone",) if alone
+                                                                    else ())
     f = _functions.get(key)
     if f is None:
         kwargs = dict(static)
@@ -1122,7 +1126,8 @@ def _function(name, builder, static, names, dynamic=False, long_rows=False):
         op.__module__ = "jitdl.numpy"
         # (the operands' dimensions the builder never broadcasts, where every one is
         # symbolic: see manipulation.concatenate.solid)
-        solid = _solid(builder, static, names) if dynamic is True else None
+        solid = None if dynamic is not True else every_dim if alone else \
+            _solid(builder, static, names)
         f = Function(op, name=name, dynamic=dict(dynamic) if isinstance(dynamic, tuple)
                      else dynamic, solid=solid)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
@@ -1140,6 +1145,17 @@ def _solid(builder, static, names):
             n in getattr(builder, "solid_unless", ()) for n in names):
         return None
     return builder.solid(**dict(static))
+
+
+def _alone(builder, operands):
+    """Whether a call of an elementwise builder whose operands broadcast together
+    (builder.solid_alone: binary ufuncs, clip, where...) has one array with dimensions,
+    the others numbers or 0-d arrays (x * 2.0, clip(x, 0, 1)): that array broadcasts
+    against nothing, so every dimension of it is solid (see _solid)."""
+    if not getattr(builder, "solid_alone", False):
+        return False
+    return sum(1 for a in operands if (type(a) is _ndarray or is_device_array(a))
+               and len(a.shape)) == 1
 
 
 def cache_info(name=None):

@@ -2259,3 +2259,40 @@ def test_sizes_of_one_along_the_kept_axes_share_a_reductions_kernel():
         same(jnp.sum(x, axis=1, where=mask), np.sum(x, axis=1, where=mask))
         same(jnp.max(x, axis=0, where=mask, initial=-9.0),
              np.max(x, axis=0, where=mask, initial=-9.0))
+
+
+def test_sizes_of_one_share_the_kernel_of_an_elementwise_op_of_one_array():
+    """A binary ufunc, clip, where, nan_to_num or isclose called with one array that has
+    dimensions (the other operands numbers or 0-d arrays: x * 2.0, clip(x, 0, 1)) has
+    nothing to broadcast it against: a size of 1 of it stays symbolic in the dynamic
+    kernel's key (eager._alone), so arrays of sizes 1 to 7 in random order take one kernel
+    per rank (each pattern of ones compiled its own). Calls with two arrays still
+    broadcast, with their own kernels. Every element against NumPy's in float64, on fresh
+    inputs, sizes 0 too."""
+    r = np.random.default_rng()
+    eager.clear()
+    c = np.float64(r.standard_normal())
+    ops = [("multiply", lambda m: m.multiply(x, 2.5)),
+           ("subtract", lambda m: m.subtract(np.array(c), x)),       # (a 0-d array)
+           ("power", lambda m: m.power(np.abs(x), 1.5)),
+           ("clip", lambda m: m.clip(x, -0.5, 0.5)),
+           ("where", lambda m: m.where(x > 0, 1.0, -2.0)),
+           ("nan_to_num", lambda m: m.nan_to_num(np.where(x > 1, np.nan, x), nan=7.0)),
+           ("isclose", lambda m: m.isclose(x, c, atol=0.5))]
+    shapes = [(n,) for n in (1, 2, 7, 1, 3)] + [(m, n) for m in (1, 2, 7) for n in (1, 3, 7)]
+    for k in r.permutation(len(shapes)):
+        x = r.standard_normal(shapes[k])
+        for _, op in ops:
+            same(op(jnp), op(np))
+    info = {name: eager.cache_info(name)["kernels"] for name, _ in ops}
+    assert info == {name: 2 for name, _ in ops}, info
+    for s, t in (((3, 1), (1, 4)), ((1, 4), (3, 1)), ((2, 3), (3,)), ((1,), (5,))):
+        x, y = r.standard_normal(s), r.standard_normal(t)
+        same(jnp.multiply(x, y), np.multiply(x, y))
+        same(jnp.clip(x, y, 0.5), np.clip(x, y, 0.5))
+        same(jnp.where(x > 0, y, 2.0), np.where(x > 0, y, 2.0))
+        same(jnp.multiply(x, 2.5), np.multiply(x, 2.5))
+    for shape in ((0,), (0, 3), (3, 0), (1, 0)):
+        x = r.standard_normal(shape)
+        for _, op in ops:
+            same(op(jnp), op(np))

@@ -621,6 +621,11 @@ any_size(unary, binary, round_, clip, where, nan_to_num, isclose)
 # clip, where, nan_to_num, isclose: operands that may be arrays broadcast together.)
 unary.solid = lambda fn, dtype=None: every_dim
 round_.solid = lambda decimals=0: every_dim
+# ... and those whose operands broadcast together, in a call with one array of any rank
+# (the others numbers or 0-d arrays: x * 2.0, clip(x, 0, 1)): jitdl.eager._alone
+for _op in (binary, clip, where, nan_to_num, isclose):
+    _op.solid_alone = True
+del _op
 # (NumPy gives round and isclose results in C order whatever the operands' layout)
 layout_free("elementwise", unary, binary, clip, where, nan_to_num)
 scalar_result(unary, binary, round_, clip, where, nan_to_num, isclose)
