@@ -1562,3 +1562,33 @@ def test_tanh_of_a_0d_array_is_a_0d_array_as_every_activation_gives():
             assert type(F.sigmoid(x)) is np.ndarray
         got = F.tanh(np.array([0.5, -1.0], dt))
         assert type(got) is np.ndarray and got.dtype == dt
+
+
+def test_sizes_of_one_share_the_kernel_of_an_activation_or_softmax():
+    """An activation, softmax or log_softmax broadcasts its one input against nothing and
+    decides nothing on a size of 1 of it (softmax's row statistics are kept as a size of 1
+    of their own): such a size stays symbolic in the dynamic kernel's key
+    (builder.solid), so inputs of sizes 1 to 7 in random order take one kernel per rank
+    and dim (each pattern of ones compiled its own). Every element against NumPy's in
+    float64, on fresh inputs; sizes 0 too."""
+    rng = np.random.default_rng()
+    eager.clear()
+
+    def softmax(x, axis):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    shapes = [(m, n) for m in (1, 2, 7) for n in (1, 3, 7)]
+    for k in rng.permutation(len(shapes)):
+        x = rng.standard_normal(shapes[k])
+        np.testing.assert_allclose(jd.nn.softmax(x, dim=1), softmax(x, 1), rtol=1e-12)
+        np.testing.assert_allclose(jd.nn.log_softmax(x, dim=0), np.log(softmax(x, 0)),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(jd.nn.silu(x), x / (1 + np.exp(-x)), rtol=1e-12)
+        np.testing.assert_allclose(jd.nn.leaky_relu(x, 0.25), np.where(x > 0, x, 0.25 * x),
+                                   rtol=1e-15)
+    counts = {k: v["kernels"] for k, v in eager.cache_info().items()}
+    assert counts == {"softmax": 1, "log_softmax": 1, "silu": 1, "leaky_relu": 1}, counts
+    for shape in ((0, 3), (3, 0), (1, 0), (0, 1)):
+        x = rng.standard_normal(shape)
+        for got in (jd.nn.softmax(x, dim=1), jd.nn.log_softmax(x, dim=0), jd.nn.silu(x)):
+            assert got.shape == shape and got.dtype == np.float64

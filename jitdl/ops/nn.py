@@ -16,9 +16,9 @@ from jitdl import dtypes
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ir import build
 from jitdl.ir.nodes import BinOp, CmpOp, Intrin, ReduceOp
-from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, floating,
-                            is_one, load, may_agree, normalize_axes, normalize_axis, operand,
-                            reduction, result_type, same_dim, shape_of, shape_text)
+from jitdl.ops.core import (any_size, as_tensor, broadcast_shapes, elementwise, every_dim,
+                            floating, is_one, load, may_agree, normalize_axes, normalize_axis,
+                            operand, reduction, result_type, same_dim, shape_of, shape_text)
 from jitdl.ops.manipulation import pad_source, read_padded
 from jitdl.te import ops as te
 
@@ -1367,3 +1367,10 @@ def attention(q, k, v, *extra, scale, is_causal, gqa=False, dropout=False):
 # symbolic extents a reduction along a middle axis took LLVM 1 s to optimise, 0.12 s here)
 any_size(activation, softmax, log_softmax, layer_norm, rms_norm, batch_norm,
          batch_norm_batch_stats, instance_norm, dropout, embedding)
+# activation, softmax and log_softmax broadcast their one input against nothing and decide
+# nothing on a size of 1 of it (softmax's row statistics keep a size of 1 of their own):
+# such a size stays symbolic in their dynamic kernels' key (see
+# manipulation.concatenate.solid), so silu of rows of random lengths compiles once
+activation.solid = lambda fn, **params: every_dim
+softmax.solid = lambda dim, dtype=None: every_dim
+log_softmax.solid = lambda dim, dtype=None: every_dim
