@@ -1796,3 +1796,40 @@ def test_sizes_of_one_share_the_kernel_of_an_op_of_one_operand():
             for axis in (0, 1):
                 same(jnp.diff(x, axis=axis), np.diff(x, axis=axis))
     assert eager.cache_info("diff")["kernels"] == 2     # (one per axis)
+
+
+def test_sizes_of_one_share_a_takes_kernel():
+    """take broadcasts neither the array nor the indices: a size of 1 of either stays
+    symbolic in its dynamic kernel's key (builder.solid), so arrays of sizes 1 to 7 and
+    indices of 1 to 3 in random order take one kernel per rank, axis and mode (each
+    pattern of ones compiled its own). Every element against NumPy's in float64, on fresh
+    inputs; an index out of range, or any index into an empty axis, is still NumPy's
+    IndexError (after the kernel's direct entry served other sizes)."""
+    r = np.random.default_rng()
+    eager.clear()
+    cases = [(n, k) for n in (1, 2, 3, 7) for k in (1, 2, 3)]
+    for c in r.permutation(len(cases)):
+        n, k = cases[c]
+        a, m = r.standard_normal(n), r.standard_normal((int(r.integers(1, 4)), n))
+        ind = r.integers(-n, n, k)
+        same(jnp.take(a, ind), np.take(a, ind))
+        same(jnp.take(m, ind, axis=-1), np.take(m, ind, axis=-1))
+        far = r.integers(-9, 9, k)
+        same(jnp.take(m, far, axis=1, mode="wrap"), np.take(m, far, axis=1, mode="wrap"))
+        same(jnp.take(a, far, mode="clip"), np.take(a, far, mode="clip"))
+    info = eager.cache_info("take")["kernels"]
+    assert info == 4, info      # (axis None on vectors, -1 and 1 (wrap) on rows, clip)
+    for n in (1, 2):
+        a = r.standard_normal(n)
+        for bad in (np.array([n]), np.array([0, -n - 1])):
+            raises_like(lambda: jnp.take(a, bad), lambda: np.take(a, bad), "out of bounds")
+    for mode in ("raise", "wrap", "clip"):
+        raises_like(lambda: jnp.take(np.ones(0), np.array([0]), mode=mode),
+                    lambda: np.take(np.ones(0), np.array([0]), mode=mode), "empty")
+        same(jnp.take(np.ones(0), np.array([], np.int64), mode=mode),
+             np.take(np.ones(0), np.array([], np.int64), mode=mode))
+    for shape in ((1, 1), (1, 1, 1), (3, 1)):       # (axis=None over dimensions of 1)
+        a = r.standard_normal(shape)
+        same(jnp.take(a, np.array([0, -1])), np.take(a, np.array([0, -1])))
+        raises_like(lambda: jnp.take(a, np.array([a.size])),
+                    lambda: np.take(a, np.array([a.size])), "out of bounds")

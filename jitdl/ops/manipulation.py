@@ -915,6 +915,11 @@ repeat.solid = lambda repeats, axis=None: every_dim if len(_ints(repeats, "repea
     else None
 triangle.solid = lambda k=0, upper=False: every_dim
 diff.solid = lambda n=1, axis=-1: every_dim
+# take broadcasts neither its array nor its indices (its test of an array of only ones,
+# is_one, holds for static sizes; symbolic ones take the ravel, whose read over symbolic
+# sizes is checked at run time, as each index is: an index out of range, or into an
+# empty axis, is still NumPy's IndexError)
+take.solid = lambda axis=None, mode="raise": every_dim
 stack.solid = lambda axis=0, dtype=None: every_dim     # (the operands' shapes are one)
 hstack.solid = lambda dtype=None: _hstack_dims
 vstack.solid = lambda dtype=None: _vstack_dims
