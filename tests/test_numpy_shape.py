@@ -1170,6 +1170,34 @@ def test_dynamic_definition_errors():
         p(rand(0, 4))
 
 
+def test_take_from_a_static_empty_axis_is_numpys():
+    """jnp.take(x, 1, axis=1) of x (0, 0) raised 'cannot do a non-empty take from an empty
+    axes.' where NumPy gives an empty (0,) result: every take from an axis of length 0 was
+    refused. NumPy raises only where the result has an element, or in mode 'raise' where
+    the dimensions before the axis hold one; wrap and clip of a symbolic count of
+    elements before a static empty axis are checked at the call."""
+    for shape in [(0, 0), (0, 3), (2, 0), (2, 0, 3), (2, 0, 0), (0, 0, 2), (3, 0)]:
+        x = rand(*shape)
+        for ind in [0, -1, [1, 0], np.array([[1, 0]]), []]:
+            for axis in range(-len(shape), len(shape)):
+                for mode in ["raise", "wrap", "clip"]:
+                    if mode == "wrap" and np.prod(shape[:axis % len(shape)]) \
+                            and shape[axis] == 0 and np.size(ind):
+                        continue    # (NumPy's wrap loops forever there)
+                    try:
+                        want = np.take(x, ind, axis=axis, mode=mode)
+                    except IndexError:
+                        with pytest.raises(IndexError):
+                            jnp.take(x, ind, axis=axis, mode=mode)
+                        continue
+                    same(jnp.take(x, ind, axis=axis, mode=mode), want)
+    clipped = jd.compute(dynamic=True)(
+        lambda X: jnp.take(jnp.tile(X, (1, 0)), [1, 0], axis=1, mode="clip"))
+    same(clipped(rand(0, 3)), np.zeros((0, 2)))
+    with pytest.raises(IndexError, match="non-empty take from an empty axes"):
+        clipped(rand(2, 3))
+
+
 # a data-dependent read of a stage that is inlined: the stage's body may ignore the index (a
 # broadcast or reshaped length-1 axis) or fold it into range (tile, pad's edge and wrap,
 # roll); the read is checked against the stage's own extent all the same

@@ -759,6 +759,22 @@ def _take_size_at_call(a, ind, axis, mode):
     te.require_size(size, ">", 0, message, user_loc(), error="index")
 
 
+def _take_from_empty_axis(a, ind, axis, mode):
+    """A take of some indices from an axis of length 0: NumPy's PyArray_TakeFrom raises
+    where the result has an element, and in mode 'raise' where a's dimensions before the
+    axis hold one (each index is checked there); with neither, the result is empty and
+    no index is looked at. A symbolic count of elements is checked at the call ('wrap'
+    and 'clip'; 'raise' reads outside the axis wherever it reads, so it is refused)."""
+    outer, inner = _size(a.shape[:axis]), _size(a.shape[axis + 1:])
+    need = outer if mode == "raise" else _mul(outer, inner)
+    if not _static(need) and mode != "raise":
+        _take_size_at_call(a, ind, axis, mode)
+        return
+    if _empty(need):
+        return
+    raise TakeIndexError("cannot do a non-empty take from an empty axes.", user_loc())
+
+
 def take(a, indices, axis=None, mode="raise"):
     """np.take: a's elements at `indices` along `axis` (None: of a flattened). mode
     'raise' wraps negative indices once and leaves the rest to the kernel's run-time
@@ -782,7 +798,7 @@ def take(a, indices, axis=None, mode="raise"):
                             f"{mode!r}", user_loc())
     n = a.shape[axis]
     if _empty(n) and not _empty(_size(shape_of(ind))):
-        raise TakeIndexError("cannot do a non-empty take from an empty axes.", user_loc())
+        _take_from_empty_axis(a, ind, axis, mode)
     # (indices of a symbolic count may be none; eagerly, no size is 0: a result with an
     # element reads, and checks, each index)
     if not _static(n) and _static(_size(shape_of(ind))) and not _empty(_size(shape_of(ind))) \
