@@ -744,6 +744,28 @@ def test_einsum_sublist_form_edges():
         same(jnp.einsum(*args), np.einsum(*args))
 
 
+def test_einsum_order():
+    """np.einsum's order= keyword ('C', 'F', 'A', 'K', None): jnp.einsum(..., order='C')
+    was a TypeError (unexpected keyword). A new result is laid out as NumPy's, a permuted
+    operand stays NumPy's view whatever the order, a bad order is NumPy's error; inside
+    a definition the order has no layout to choose."""
+    a, b = rand(3, 4), rand(4, 5)
+    same(jnp.einsum("ij,jk->ik", a, np.asfortranarray(b), order="A"), a @ b)
+    for order in ["C", "F", "A", "K", None, "f"]:
+        for x in (a, np.asfortranarray(a)):
+            for sub, ops in [("ij,jk->ik", (x, b)), ("ij->ji", (x,)), ("ij->i", (x,)),
+                             ("ij,kj->ki", (x, x))]:
+                got, want = jnp.einsum(sub, *ops, order=order), np.einsum(sub, *ops, order=order)
+                same(got, want)
+                if order not in ("K", None) or sub == "ij->ji":     # (K: nditer's choice)
+                    assert (got.flags.c_contiguous, got.flags.f_contiguous) == \
+                        (want.flags.c_contiguous, want.flags.f_contiguous), (sub, order)
+    for bad in ["X", 1]:
+        raises_like(lambda: jnp.einsum("ij", a, order=bad), lambda: np.einsum("ij", a, order=bad))
+    f = jd.compute(lambda X, Y: jnp.einsum("ij,jk->ik", X, Y, order="F") + 1.0)
+    same(f(a, b), a @ b + 1.0)
+
+
 def test_products_in_definitions():
     a, w, bias = rand(3, 4), rand(4, 5), rand(5)
     v = rand(4)

@@ -137,9 +137,20 @@ def tensordot(a, b, axes=2):
     return np.asarray(r) if isinstance(r, np.generic) else r   # (NumPy: a 0-d array)
 
 
-def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optimize=False):
+def einsum(subscripts, /, *operands, out=None, dtype=None, order="K", casting="safe",
+           optimize=False):
     """numpy.einsum with explicit or implicit output and '...' subscripts, one stage for
-    any number of operands (optimize= has nothing to choose: one fused stage)."""
+    any number of operands (optimize= has nothing to choose: one fused stage). order=
+    lays out a new result as NumPy's does: 'C' C order, 'F' Fortran order, 'A' Fortran
+    order where every operand is Fortran-contiguous, else C order; 'K' as the kernel
+    writes it (NumPy's view of a permuted operand whatever the order)."""
+    if order is None:
+        order = "K"
+    if not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__module__}."
+                        f"{type(order).__name__}".replace("builtins.", ""))
+    if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_form(subscripts, operands)
     if len(operands) == 1 and type(operands[0]) is np.ndarray and out is None \
@@ -153,8 +164,13 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, casting="safe", optim
                                           casting)),)
     elif casting != "safe":
         numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
-    return apply("einsum", la.einsum, operands, static, out,
-                 tuple(f"a{k}" for k in range(len(operands))), casting=casting)
+    r = apply("einsum", la.einsum, operands, static, out,
+              tuple(f"a{k}" for k in range(len(operands))), casting=casting)
+    if out is None and type(r) is np.ndarray and r.ndim > 1 and order not in "Kk":
+        fortran = order in "Ff" or order in "Aa" and all(
+            isinstance(o, np.ndarray) and o.flags.f_contiguous for o in operands)
+        r = np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
+    return r
 
 
 @functools.lru_cache(maxsize=256)
