@@ -453,6 +453,28 @@ def test_copy_and_astype():
     assert jnp.astype(y, "float32", copy=False) is y
 
 
+def test_copy_and_broadcast_to_take_subok():
+    """np.copy's and np.broadcast_to's subok= keyword: jnp.copy(a, subok=True) and
+    jnp.broadcast_to(a, shape, subok=True) were TypeErrors (unexpected keyword). A
+    subclass (a masked array) is kept with subok=True and made a base ndarray
+    without, as NumPy does; a plain array is copied by the kernel either way."""
+    x = rand(3, 4)
+    masked = np.ma.masked_array(x, rand(3, 4) > 0)
+    for a in (masked, x):
+        for subok in (False, True):
+            got, want = jnp.copy(a, subok=subok), np.copy(a, subok=subok)
+            assert type(got) is type(want)
+            same(np.asarray(got), np.asarray(want))
+            assert not np.shares_memory(got, a)
+            got = jnp.broadcast_to(a[:1], (2, 4), subok=subok)
+            want = np.broadcast_to(a[:1], (2, 4), subok=subok)
+            assert type(got) is type(want)
+            same(np.asarray(got), np.asarray(want))
+    assert np.ma.getmask(jnp.copy(masked, subok=True)).tolist() == masked.mask.tolist()
+    f = jd.compute(lambda X: jnp.broadcast_to(X, (2, 3, 4), subok=True) * 2.0)
+    same(f(x), np.broadcast_to(x, (2, 3, 4)) * 2.0)
+
+
 BIG = [
     lambda m, X, Y, I: m.pad(X, 8),       # a combined condition here once read garbage
     lambda m, X, Y, I: m.pad(X, ((3, 140), (17, 200)), "reflect"),

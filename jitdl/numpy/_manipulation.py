@@ -145,10 +145,11 @@ def expand_dims(a, axis):
     return apply("expand_dims", man.expand_dims, (a,), (("axis", _static(axis)),))
 
 
-def broadcast_to(array, shape):
-    """numpy.broadcast_to (a read-only view on arrays)."""
+def broadcast_to(array, shape, subok=False):
+    """numpy.broadcast_to (a read-only view on arrays; subok=True keeps a subclass, as
+    NumPy's)."""
     if not _sym(array):
-        return np.broadcast_to(array, shape)
+        return np.broadcast_to(array, shape, subok=subok)
     if _symbolic_dims(shape):
         return man.broadcast_to(array, shape)
     return apply("broadcast_to", man.broadcast_to, (array,), (("shape", _static(shape)),))
@@ -201,10 +202,11 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 # -- kernels --------------------------------------------------------------------------------
-def copy(a, order="K"):
+def copy(a, order="K", subok=False):
     """numpy.copy as a kernel (a new array): order='K' as the kernel writes it (a
     Fortran-ordered operand's order, else C order), 'C' C order, 'F' Fortran order, 'A'
-    Fortran order where the operand is Fortran-contiguous (a.T), else C order."""
+    Fortran order where the operand is Fortran-contiguous (a.T), else C order. subok=True
+    of an ndarray subclass (a masked array, a matrix) is NumPy's copy, which keeps it."""
     if order is None:
         order = "K"
     if not isinstance(order, str):
@@ -212,6 +214,8 @@ def copy(a, order="K"):
                         f"{type(order).__name__}".replace("builtins.", ""))
     if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if subok and isinstance(a, np.ndarray) and type(a) is not np.ndarray:
+        return np.copy(a, order=order, subok=True)
     r = apply("copy", man.copy, (a,), names=("a",))
     if type(r) is np.ndarray and r.ndim > 1 and order not in ("K", "k"):
         # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
