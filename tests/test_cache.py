@@ -596,6 +596,48 @@ def test_a_file_edited_after_its_import_does_not_poison_the_cache(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
 
 
+def test_changing_a_class_or_module_in_a_container_invalidates(tmp_path):
+    """A class or a module held in a global container (`{"c": Cfg}`, `[cfg_module]`) was
+    keyed by its name alone: Cfg.scale or cfg_module.SCALE edited for the next process was
+    a hit that computed the old value. Each is read now as a global class or module is."""
+    src = textwrap.dedent('''\
+        import jitdl as jd
+        import kcfg
+
+        class Cfg:
+            scale = 2.0
+
+        CLASSES = {"c": Cfg}
+        MODS = [kcfg]
+
+        @jd.compute
+        def by_class(X):
+            Y[i] = X[i] * CLASSES["c"].scale
+            return Y
+
+        @jd.compute
+        def by_module(X):
+            Y[i] = X[i] * MODS[0].SCALE
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    write_module(tmp_path, "kcfg", "SCALE = 3.0\n")
+    names = ["by_class", "by_module"]
+
+    def calls(*factors):
+        return [call(n, [("X", (9,))], f"X * {c}") for n, c in zip(names, factors)]
+    ch = run_child(tmp_path, calls(2.0, 3.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    edit_module(tmp_path, "kmod", "scale = 2.0", "scale = 6.0")
+    edit_module(tmp_path, "kcfg", "SCALE = 3.0", "SCALE = 7.0")
+    ch = run_child(tmp_path, calls(6.0, 7.0))
+    for r in ch.results:
+        assert r["ok"] and r["result"] == "compiled", r
+        assert miss_parts(ch.stderr, r["func"]) == {"dependencies"}
+    ch = run_child(tmp_path, calls(6.0, 7.0))
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

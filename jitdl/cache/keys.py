@@ -151,11 +151,11 @@ class _Walker:
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
                           f"defaults={_stable_repr(fn.__defaults__)} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
+        names = _names(fn.__code__)
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
-            self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self)}")
+            self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self, names)}")
         code = fn.__code__
         self.spans.append([code.co_filename, code.co_firstlineno, _last_line(code)])
-        names = _names(fn.__code__)
         # default values are read like globals: a function's repr (`g=lambda v: v * c`)
         # has no content, and keyword-only ones are not in __defaults__
         for i, v in enumerate(fn.__defaults__ or ()):
@@ -211,7 +211,7 @@ class _Walker:
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
-            self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self)}")
+            self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self, names)}")
         elif isinstance(v, np.ndarray):
             self.parts.append(f"{name} = array {v.dtype} {v.shape} "
                               f"{digest(np.ascontiguousarray(v).tobytes())}")
@@ -241,11 +241,11 @@ class _Walker:
                                if not k.startswith("__") or isinstance(x, types.FunctionType))
             bases = [_stable_repr(c) for c in v.__mro__[1:]]
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} {bases} "
-                              f"{_container_text(own, self)}")
+                              f"{_container_text(own, self, names)}")
         else:
             t = type(v)
             state = _object_state(v)
-            text = _container_text(state, self) if state is not None else _stable_repr(v)
+            text = _container_text(state, self, names) if state is not None else _stable_repr(v)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
             if not _is_library(t):       # its class: attributes (H.factor where H has no
                 self.value(f"{name}.__class__", t, names)   # own), methods and what they read
@@ -274,12 +274,14 @@ def _object_state(v):
     return {**(state if isinstance(state, dict) else {}), **slots}
 
 
-def _container_text(v, walker=None) -> str:
+def _container_text(v, walker=None, names=frozenset()) -> str:
     """Contents of a container or an object's attributes, recursively and stably (arrays
     by digest, functions by their code, the attributes of objects of the user's classes:
     `cfg.tile.factor`); enough to notice any edit of a value. With a walker, a function in
     it (a partial, a bound method, a @jd.compute function) is read as a global is: what
-    it reads, its closure's values (`{"act": lambda x: x * SCALE}`, `[make(2.0)]`)."""
+    it reads, its closure's values (`{"act": lambda x: x * SCALE}`, `[make(2.0)]`), and
+    a class or a module in it as a global one (`{"c": Cfg}`, `[cfg_module]`: Cfg.scale,
+    cfg_module.SCALE; `names`, the attributes the function reads)."""
     path = set()
 
     def norm(x, depth=0):
@@ -291,6 +293,9 @@ def _container_text(v, walker=None) -> str:
             walker.value("<in a value>", x, set())
             if not isinstance(x, types.FunctionType):
                 return _stable_repr(type(x))
+        if walker is not None and isinstance(x, (type, types.ModuleType)):
+            walker.value("<in a value>", x, names)
+            return _stable_repr(x) if isinstance(x, type) else f"module {x.__name__}"
         if not isinstance(x, (dict, list, tuple, set, frozenset, np.ndarray, type,
                               types.FunctionType, bool, int, float, str, type(None))) \
                 and id(x) not in path and not _is_library(type(x)):
