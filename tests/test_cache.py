@@ -1455,6 +1455,40 @@ def test_fast_key_sees_a_functions_attributes():
     assert keys.code_digests(g) != before
 
 
+class _ForwardingCfg:
+    """A config whose attributes are its dict's keys (__getattr__ raising KeyError)."""
+    def __init__(self, d):
+        self.__dict__["d"] = d
+
+    def __getattr__(self, k):
+        return self.d[k]
+
+
+def test_fast_key_reads_objects_whose_getattr_raises(rng):
+    """An object whose __getattr__ raises another error than AttributeError (a config
+    forwarding to its dict: KeyError '__wrapped__'), as a global or in a list, made the
+    key raise that bare error at the first call; it is read by its state now."""
+    import numpy as np
+    import jitdl as jd
+    from jitdl.cache import keys
+    glob = {"CFG": _ForwardingCfg({"scale": 2.0}), "CFGS": [_ForwardingCfg({"scale": 3.0})]}
+    exec("def f(X):\n    return X * CFG.scale * CFGS[0].scale\n", glob)
+    f = glob["f"]
+    before = keys.code_digests(f)
+    glob["CFGS"][0].d["scale"] = 5.0
+    assert keys.code_digests(f) != before
+    glob["CFG"].d["scale"] = 7.0
+    assert keys.code_digests(f) == keys.code_digests(f)
+
+    @jd.compute
+    def scaled(X):
+        Y[i] = X[i] * CFG2.scale
+        return Y
+    scaled.pyfunc.__globals__["CFG2"] = _ForwardingCfg({"scale": 4.0})
+    x = rng.standard_normal(7)
+    np.testing.assert_allclose(scaled(x), x * 4.0)
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

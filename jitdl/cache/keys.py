@@ -77,6 +77,8 @@ def _jitdl_stamp() -> str:
     return digest(*sorted(out))[:16]
 
 
+_ABSENT = object()
+
 _STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"])
 
 
@@ -178,7 +180,7 @@ class _Walker:
                 self.value(name, glb[name], names)
 
     def value(self, name, v, names):
-        wrapped = getattr(v, "__wrapped__", None)
+        wrapped = _attr(v, "__wrapped__")
         if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
             text = definition_source(v)      # (a definition inlined: traced from its text)
             if text:
@@ -251,6 +253,16 @@ class _Walker:
                 self.value(f"{name}.__class__", t, names)   # own), methods and what they read
 
 
+def _attr(v, name, default=None):
+    """v.name, or default where v has none: also where v's __getattr__ raises another
+    error than AttributeError (a config forwarding to its dict: KeyError '__wrapped__'),
+    which would make the key raise it at the user's first call."""
+    try:
+        return getattr(v, name, default)
+    except Exception:
+        return default
+
+
 def _stable_repr(v) -> str:
     """A repr without memory addresses (a default repr names the type only)."""
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
@@ -262,13 +274,15 @@ def _stable_repr(v) -> str:
 def _object_state(v):
     """An object's attributes: its __dict__ and the values of its __slots__ (None when it
     has neither)."""
-    state = getattr(v, "__dict__", None)
+    state = _attr(v, "__dict__")
     slots = {}
     for cls in type(v).__mro__:
         names = getattr(cls, "__slots__", ())
         for n in (names,) if isinstance(names, str) else names:
-            if n not in ("__dict__", "__weakref__") and hasattr(v, n):
-                slots[n] = getattr(v, n)
+            if n not in ("__dict__", "__weakref__"):
+                x = _attr(v, n, _ABSENT)
+                if x is not _ABSENT:
+                    slots[n] = x
     if not slots:
         return state
     return {**(state if isinstance(state, dict) else {}), **slots}
@@ -289,7 +303,7 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             return "..."
         if walker is not None and (
                 isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
-                or isinstance(getattr(x, "__wrapped__", None), types.FunctionType)):
+                or isinstance(_attr(x, "__wrapped__"), types.FunctionType)):
             walker.value("<in a value>", x, set())
             if not isinstance(x, types.FunctionType):
                 return _stable_repr(type(x))
@@ -336,9 +350,6 @@ def _library_stamp(fn) -> str:
         return str(version)
 
 
-_ABSENT = object()
-
-
 def _module_attr(module, attr):
     """module.attr, or _ABSENT where it has none: its own names first, then its
     __getattr__ (lazy submodules) with warnings silenced. A name the function reads that
@@ -350,7 +361,7 @@ def _module_attr(module, attr):
         pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return getattr(module, attr, _ABSENT)
+        return _attr(module, attr, _ABSENT)
 
 
 def _has_contents(cell):
