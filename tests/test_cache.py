@@ -561,6 +561,37 @@ def test_changing_a_constant_deep_in_the_users_package_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
 
 
+def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
+    """The walker read the user's modules once along a path only: seven modules of a
+    package each importing the others, all read by a definition, were 96000 paths of
+    parts (4 s at each first call; eight, ten times that). Each module is read once per
+    key for the names read now, and an edit deep in it still changes the key."""
+    import importlib
+    from jitdl.cache import keys
+    k = 7
+    d = tmp_path / "ring"
+    d.mkdir()
+    (d / "__init__.py").write_text("")
+    for i in range(k):
+        (d / f"m{i}.py").write_text("".join(f"from ring import m{j}\n" for j in range(k)
+                                            if j != i) + f"X = {i}.0\n")
+    (tmp_path / "ringdef.py").write_text(
+        "".join(f"from ring import m{i}\n" for i in range(k)) +
+        "def f(X):\n    return X * (" + " + ".join(f"m{i}.X" for i in range(k)) + ")\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mod = importlib.import_module("ringdef")
+        w = keys._walk(mod.f)
+        assert len(w.parts) < 200, len(w.parts)
+        before = keys.code_digests(mod.f)
+        sys.modules["ring.m6"].X = 60.0
+        assert keys.code_digests(mod.f) != before
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == "ringdef" or n.split(".")[0] == "ring"]:
+            del sys.modules[name]
+
+
 def test_a_file_edited_after_its_import_does_not_poison_the_cache(tmp_path):
     """A definition is traced from its file's text as it is at the first call, the fast
     key digested the code Python compiled at the import: a process whose file was edited

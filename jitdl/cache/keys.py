@@ -140,7 +140,7 @@ class _Walker:
         self.seen = set()
         self.parts = []
         self.spans = []         # [file, first line, last line] of each function read
-        self.modules = set()    # the modules being read (value), outermost first
+        self.modules = set()    # (module id, names) of the modules read (value)
 
     def function(self, fn):
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
@@ -199,17 +199,17 @@ class _Walker:
         elif isinstance(v, types.ModuleType):
             self.parts.append(f"{name} = module {v.__name__}")
             # a library's three deep; the user's package to any depth (`pkg.a.b.c.SCALE`),
-            # each module once along a path (the attributes read: names of the code)
-            if (name.count(".") < 3 or not _is_library(v)) and id(v) not in self.modules:
-                self.modules.add(id(v))
-                try:
-                    for attr in sorted(names):
-                        if not attr.startswith("__"):
-                            found = _module_attr(v, attr)
-                            if found is not _ABSENT:
-                                self.value(f"{name}.{attr}", found, names)
-                finally:
-                    self.modules.discard(id(v))
+            # each module once per key for the attributes read (the names of the code):
+            # modules of a package that import each other are paths without end (once
+            # along a path only: 7 such modules, 96000 paths and 4 s at each first call)
+            read = (id(v), frozenset(names))
+            if (name.count(".") < 3 or not _is_library(v)) and read not in self.modules:
+                self.modules.add(read)
+                for attr in sorted(names):
+                    if not attr.startswith("__"):
+                        found = _module_attr(v, attr)
+                        if found is not _ABSENT:
+                            self.value(f"{name}.{attr}", found, names)
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
