@@ -1520,6 +1520,21 @@ def test_fast_key_reads_objects_whose_getattr_raises(rng):
     np.testing.assert_allclose(scaled(x), x * 4.0)
 
 
+def test_fast_key_of_a_big_table_of_numbers_follows_its_edits():
+    """A global list of plain numbers (a lookup table) is read element by element with
+    no attribute lookups (3.7 s for a million since fd19970's, 0.8 s now); an edit of one
+    element, or of its type, still changes the key."""
+    from jitdl.cache import keys
+    glob = {"TABLE": [float(i) for i in range(100000)]}
+    exec("def f(X):\n    return X * TABLE[3]\n", glob)
+    before = keys.code_digests(glob["f"])
+    glob["TABLE"][99999] = 1.5
+    after = keys.code_digests(glob["f"])
+    assert after != before
+    glob["TABLE"][99999] = 1
+    assert keys.code_digests(glob["f"]) != after
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

@@ -288,6 +288,9 @@ def _object_state(v):
     return {**(state if isinstance(state, dict) else {}), **slots}
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _container_text(v, walker=None, names=frozenset()) -> str:
     """Contents of a container or an object's attributes, recursively and stably (arrays
     by digest, functions by their code, the attributes of objects of the user's classes:
@@ -299,6 +302,8 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     path = set()
 
     def norm(x, depth=0):
+        if type(x) in _PLAIN:   # (first: a table of a million numbers, 4 s of lookups)
+            return x
         if depth > 20:
             return "..."
         if walker is not None and (
