@@ -669,6 +669,45 @@ def test_changing_a_class_or_module_in_a_container_invalidates(tmp_path):
     assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
 
 
+def test_changing_a_property_of_a_users_class_invalidates(tmp_path):
+    """A property of the user's class (`CFG.scale` where Cfg.scale is a property, or a
+    functools.cached_property) entered the fast key as 'a property': its getter edited
+    for the next process (return 3.0 for 2.0) was a hit computing the old value. Its
+    functions are read now as the class's methods are."""
+    src = textwrap.dedent('''\
+        import functools
+        import jitdl as jd
+
+        class Cfg:
+            @property
+            def scale(self):
+                return 2.0
+
+            @functools.cached_property
+            def shift(self):
+                return 1.0
+
+        CFG = Cfg()
+
+        @jd.compute
+        def by_property(X):
+            Y[i] = X[i] * CFG.scale + CFG.shift
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    ch = run_child(tmp_path, [call("by_property", [("X", (9,))], "X * 2.0 + 1.0")])
+    assert ch["by_property"]["ok"] and ch["by_property"]["result"] == "compiled"
+    edit_module(tmp_path, "kmod", "return 2.0", "return 3.0")
+    ch = run_child(tmp_path, [call("by_property", [("X", (9,))], "X * 3.0 + 1.0")])
+    assert ch["by_property"]["ok"] and ch["by_property"]["result"] == "compiled", ch.results
+    assert miss_parts(ch.stderr, "by_property") == {"dependencies"}
+    edit_module(tmp_path, "kmod", "return 1.0", "return 4.0")
+    ch = run_child(tmp_path, [call("by_property", [("X", (9,))], "X * 3.0 + 4.0")])
+    assert ch["by_property"]["ok"] and ch["by_property"]["result"] == "compiled", ch.results
+    ch = run_child(tmp_path, [call("by_property", [("X", (9,))], "X * 3.0 + 4.0")])
+    assert ch["by_property"]["ok"] and ch["by_property"]["result"] == "hit"
+
+
 def test_upgrading_an_installed_helper_package_invalidates(tmp_path):
     site = tmp_path / "site-packages"
 

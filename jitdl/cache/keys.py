@@ -312,6 +312,10 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             walker.value("<in a value>", x, set())
             if not isinstance(x, types.FunctionType):
                 return _stable_repr(type(x))
+        if isinstance(x, (property, functools.cached_property)):   # (its functions)
+            fns = [x.fget, x.fset, x.fdel] if isinstance(x, property) else [x.func]
+            return {"<descriptor>": _stable_repr(type(x)),
+                    "functions": [norm(f, depth + 1) for f in fns]}
         if walker is not None and isinstance(x, (type, types.ModuleType)):
             walker.value("<in a value>", x, names)
             return _stable_repr(x) if isinstance(x, type) else f"module {x.__name__}"
