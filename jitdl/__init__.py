@@ -35,6 +35,12 @@ def __getattr__(name):
     raise AttributeError(f"module 'jitdl' has no attribute {name!r}")
 
 
+def __dir__():
+    """The package's names with jd.numpy and jd.nn before their import (a notebook's
+    completion of `jd.nu`, dir(jd))."""
+    return sorted({*globals(), "numpy", "nn"})
+
+
 config.setup_logging()
 if config.settings.warm_up:
     from jitdl import api as _api
