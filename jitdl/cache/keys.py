@@ -141,6 +141,15 @@ class _Walker:
         self.parts = []
         self.spans = []         # [file, first line, last line] of each function read
         self.modules = set()    # (module id, names) of the modules read (value)
+        self.libraries = {}     # id -> (class, _is_library(class)), for this walk
+
+    def is_library(self, cls) -> bool:
+        """_is_library of a class, once per walk (a list of 20000 objects of one class:
+        each asked the file system where its class is)."""
+        hit = self.libraries.get(id(cls))
+        if hit is None:
+            hit = self.libraries[id(cls)] = (cls, _is_library(cls))
+        return hit[1]
 
     def function(self, fn):
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
@@ -228,7 +237,7 @@ class _Walker:
             self.value(f"{name}.func", v.func, names)
             self.value(f"{name}.args", v.args, names)
             self.value(f"{name}.keywords", dict(v.keywords), names)
-        elif isinstance(v, type) and _is_library(v):
+        elif isinstance(v, type) and self.is_library(v):
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__}")
         elif isinstance(v, type) and id(v) in self.seen:   # (read above: a class
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} (above)")
@@ -238,7 +247,7 @@ class _Walker:
             self.seen.add(id(v))
             own = {}
             for c in reversed(v.__mro__):
-                if not _is_library(c):
+                if not self.is_library(c):
                     own.update((k, x) for k, x in vars(c).items()
                                if not k.startswith("__") or isinstance(x, types.FunctionType))
             bases = [_stable_repr(c) for c in v.__mro__[1:]]
@@ -249,7 +258,7 @@ class _Walker:
             state = _object_state(v)
             text = _container_text(state, self, names) if state is not None else _stable_repr(v)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
-            if not _is_library(t):       # its class: attributes (H.factor where H has no
+            if not self.is_library(t):   # its class: attributes (H.factor where H has no
                 self.value(f"{name}.__class__", t, names)   # own), methods and what they read
 
 
@@ -300,6 +309,7 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     a class or a module in it as a global one (`{"c": Cfg}`, `[cfg_module]`: Cfg.scale,
     cfg_module.SCALE; `names`, the attributes the function reads)."""
     path = set()
+    library = _is_library if walker is None else walker.is_library
 
     def norm(x, depth=0):
         if type(x) in _PLAIN:   # (first: a table of a million numbers, 4 s of lookups)
@@ -321,10 +331,11 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             return _stable_repr(x) if isinstance(x, type) else f"module {x.__name__}"
         if not isinstance(x, (dict, list, tuple, set, frozenset, np.ndarray, type,
                               types.FunctionType, bool, int, float, str, type(None))) \
-                and id(x) not in path and not _is_library(type(x)):
+                and id(x) not in path and not library(type(x)):
             state = _object_state(x)
             if state is not None:
-                if walker is not None:   # (its class's attributes, as of a global object)
+                # (its class's attributes, as of a global object; once)
+                if walker is not None and id(type(x)) not in walker.seen:
                     walker.value("<class of a value>", type(x), set())
                 path.add(id(x))          # (a cycle back to x is not followed again)
                 try:
