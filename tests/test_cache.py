@@ -1601,6 +1601,22 @@ def test_fast_key_reads_the_class_of_many_objects_once():
         del _Layer.bias
 
 
+def test_fast_key_of_an_object_array_is_its_values():
+    """A global NumPy array of Python objects was keyed by its bytes, the objects'
+    addresses: another key in every process (a miss each time) and none of its values.
+    Equal contents give one key now, and an edit changes it."""
+    import numpy as np
+    from jitdl.cache import keys
+
+    def digests(arr):
+        glob = {"ARR": arr, "ROWS": [arr]}
+        exec("def f(X):\n    return X * ARR[0] * ROWS[0][0]\n", glob)
+        return keys.code_digests(glob["f"])
+    make = lambda v: np.array([float(v), "a", (1, 2)], dtype=object)   # (new objects)
+    assert digests(make("1.5")) == digests(make("1.5"))
+    assert digests(make("1.5")) != digests(make("2.5"))
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

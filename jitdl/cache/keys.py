@@ -224,8 +224,7 @@ class _Walker:
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
             self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self, names)}")
         elif isinstance(v, np.ndarray):
-            self.parts.append(f"{name} = array {v.dtype} {v.shape} "
-                              f"{digest(np.ascontiguousarray(v).tobytes())}")
+            self.parts.append(f"{name} = array {v.dtype} {v.shape} {_array_text(v, self)}")
         elif isinstance(v, np.generic):
             self.parts.append(f"{name} = {v.dtype} {v!r}")
         elif isinstance(v, types.MethodType):
@@ -349,13 +348,22 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
         if isinstance(x, (set, frozenset)):
             return sorted(str(norm(y, depth + 1)) for y in x)
         if isinstance(x, np.ndarray):
-            return f"array {x.dtype} {x.shape} {digest(np.ascontiguousarray(x).tobytes())}"
+            return f"array {x.dtype} {x.shape} {_array_text(x, walker)}"
         if isinstance(x, types.FunctionType):
             return f"function {x.__qualname__} {code_text(x.__code__)}"
         if isinstance(x, (bool, int, float, str, type(None))):
             return x
         return _stable_repr(x)
     return digest(json.dumps(norm(v), sort_keys=True, default=str))
+
+
+def _array_text(a, walker=None) -> str:
+    """A digest of an array's contents: its bytes, or where it holds Python objects (dtype
+    object, or a record with such a field), whose bytes are their addresses (another key
+    in each process, none of their values), the objects as a container's."""
+    if a.dtype.hasobject:
+        return _container_text(a.tolist(), walker)
+    return digest(np.ascontiguousarray(a).tobytes())
 
 
 def _library_stamp(fn) -> str:
