@@ -1617,6 +1617,31 @@ def test_fast_key_of_an_object_array_is_its_values():
     assert digests(make("1.5")) != digests(make("2.5"))
 
 
+def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
+    """A set holding functions or classes with strings (`{("relu", relu), ...}`) was read
+    in the set's order, which follows the strings' hashes: the walker's parts came in
+    another order in each process, another key each time (a miss in every process)."""
+    (tmp_path / "ksetmod.py").write_text(textwrap.dedent('''\
+        SCALE = 2.0
+        def relu(x): return x * SCALE
+        def gelu(x): return x + 1
+        class K1: v = 1
+        class K2: v = 2
+        ACTS = frozenset([("relu", relu), ("gelu", gelu), ("k1", K1), ("k2", K2)])
+        def f(X):
+            return X * len(ACTS)
+        '''))
+    code = "import ksetmod\nfrom jitdl.cache import keys\nprint(keys.code_digests(ksetmod.f)[1])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    seen = set()
+    for seed in range(6):
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                           env={**env, "PYTHONHASHSEED": str(seed)})
+        assert p.returncode == 0, p.stderr
+        seen.add(p.stdout.strip())
+    assert len(seen) == 1, seen
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

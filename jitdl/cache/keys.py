@@ -346,7 +346,11 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
         if isinstance(x, (list, tuple)):
             return [norm(y, depth + 1) for y in x]
         if isinstance(x, (set, frozenset)):
-            return sorted(str(norm(y, depth + 1)) for y in x)
+            # (in an order of their contents: the walker reads the functions and classes
+            # met in this order, and a set's own order follows the strings' hashes, which
+            # differ in each process: another key each time)
+            items = x if walker is None else sorted(x, key=_container_text)
+            return sorted(str(norm(y, depth + 1)) for y in items)
         if isinstance(x, np.ndarray):
             return f"array {x.dtype} {x.shape} {_array_text(x, walker)}"
         if isinstance(x, types.FunctionType):
