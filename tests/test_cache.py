@@ -1620,7 +1620,8 @@ def test_fast_key_of_an_object_array_is_its_values():
 def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
     """A set holding functions or classes with strings (`{("relu", relu), ...}`) was read
     in the set's order, which follows the strings' hashes: the walker's parts came in
-    another order in each process, another key each time (a miss in every process)."""
+    another order in each process, another key each time (a miss in every process); a
+    dict keyed by functions or objects had their str, with an address, in its text."""
     (tmp_path / "ksetmod.py").write_text(textwrap.dedent('''\
         SCALE = 2.0
         def relu(x): return x * SCALE
@@ -1628,8 +1629,10 @@ def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
         class K1: v = 1
         class K2: v = 2
         ACTS = frozenset([("relu", relu), ("gelu", gelu), ("k1", K1), ("k2", K2)])
+        class Tag: pass
+        GAIN = {relu: 1.0, gelu: 2.0, Tag(): 3.0, (1, relu): 4.0, 5: 5.0, "5": 6.0}
         def f(X):
-            return X * len(ACTS)
+            return X * len(ACTS) * GAIN[relu]
         '''))
     code = "import ksetmod\nfrom jitdl.cache import keys\nprint(keys.code_digests(ksetmod.f)[1])"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}

@@ -342,7 +342,8 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
                 finally:
                     path.discard(id(x))
         if isinstance(x, dict):
-            return {str(k): norm(y, depth + 1) for k, y in sorted(x.items(), key=lambda kv: str(kv[0]))}
+            texts = [(_key_text(k), y) for k, y in x.items()]
+            return {k: norm(y, depth + 1) for k, y in sorted(texts, key=lambda kv: kv[0])}
         if isinstance(x, (list, tuple)):
             return [norm(y, depth + 1) for y in x]
         if isinstance(x, (set, frozenset)):
@@ -359,6 +360,14 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             return x
         return _stable_repr(x)
     return digest(json.dumps(norm(v), sort_keys=True, default=str))
+
+
+def _key_text(k) -> str:
+    """A dict key as text: a string as itself, anything else by its contents (a function
+    or an object as a key was its str, with its address: another key in each process)."""
+    if isinstance(k, str):
+        return k
+    return f"<{type(k).__module__}.{type(k).__qualname__}> {_container_text(k)}"
 
 
 def _array_text(a, walker=None) -> str:
