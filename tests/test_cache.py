@@ -1645,6 +1645,22 @@ def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
     assert len(seen) == 1, seen
 
 
+def test_fast_key_sees_a_number_default_beside_a_function_default():
+    """A helper's defaults entered the key as one repr, which names the type only where
+    any part shows an address: `def helper(x, scale=2.0, act=lambda v: v)` had
+    '<builtins.tuple>' for both, and its scale (not read as a function) nowhere: edited to
+    3.0 for the next process, a disk-cache hit computed with 2.0."""
+    from jitdl.cache import keys
+
+    def digests(scale):
+        glob = {}
+        exec(f"def helper(x, scale={scale}, act=lambda v: v):\n    return act(x) * scale\n"
+             "def f(X):\n    return helper(X)\n", glob)
+        return keys.code_digests(glob["f"])
+    assert digests(2.0) != digests(3.0)
+    assert digests(2.0) == digests(2.0)
+
+
 def test_fast_key_sees_default_values_that_are_functions_or_keyword_only(rng):
     """A helper's keyword-only default (`def h(v, *, c=c)`) and a default that is a
     function (`g=lambda v: v * c`, a schedule's `fn=fn`) were not in the key: a second

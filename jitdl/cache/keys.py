@@ -160,7 +160,7 @@ class _Walker:
         # (but for the lines they move inside it: code_text), and the Python version is
         # part of the environment
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
-                          f"defaults={_stable_repr(fn.__defaults__)} "
+                          f"defaults={[_stable_repr(d) for d in fn.__defaults__ or ()]} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
         names = _names(fn.__code__)
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
