@@ -2143,3 +2143,26 @@ def test_a_fixed_end_the_call_checks_nothing_against_keeps_the_symbolic_sizes():
             for g in (static, dynamic):
                 got = _written(lambda *a, **k: g(x, z, **k), None, want)
                 np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _dropped_arm_other_size(X, Z, W):
+    Y[i] = X[i] + jd.select(W.shape[0] > 1, Z[i], 0.0)
+    return Y
+
+
+def test_a_dropped_arms_bare_read_of_a_dynamic_size_bounds_the_range():
+    """A bare read of a dynamic argument in a select's arm that a constant condition
+    dropped (Z[i] of `X[i] + jd.select(W.shape[0] > 1, Z[i], 0.0)` at W's size-1 pattern)
+    was taken by infer_ranges for one the call checks equal to the others, which
+    check_shape_agreement does not (it sees only the kept body): i ranged over X's n,
+    not min(n, p) as in the static definition (TC's rule, every access counts): X (3,),
+    Z (2,) gave 3 elements. Now it bounds the range as a guarded read does. Static and
+    dynamic against NumPy over sizes 0, 1, 2, 3, 5 (every element written)."""
+    static, dynamic = jd.compute(_dropped_arm_other_size), \
+        jd.compute(dynamic=True)(_dropped_arm_other_size)
+    for n, p in itertools.product((0, 1, 2, 3, 5), repeat=2):
+        x, z, w = rand(n), rand(p), rand(1)
+        want = x[:min(n, p)]
+        for g in (static, dynamic):
+            np.testing.assert_allclose(_written(lambda *a, **k: g(x, z, w, **k), None, want),
+                                       want, rtol=1e-12, atol=1e-12)

@@ -236,10 +236,10 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
     sizes = {}      # v -> the symbolic sizes of the dimensions it is the whole index of
     accs = [n for n in nodes if isinstance(n, Access)]      # selects, filters too
     # (the dimensions indexed by a bare index that no guard relates to their size: the
-    # call checks those equal, see check_shape_agreement; a guarded one only bounds)
+    # call checks those equal, see check_shape_agreement; a guarded one only bounds, as
+    # one in a dropped arm does, which the call does not see)
     unguarded = {}
-    for root in (body, *dropped):
-        bare_uses(root, unguarded)
+    bare_uses(body, unguarded)
     unguarded = {(id(acc), dim) for uses in unguarded.values() for acc, dim in uses}
     guarded = {idx for acc in accs for dim, idx in enumerate(acc.indices)
                if idx in found and (id(acc), dim) not in unguarded}
