@@ -2166,3 +2166,46 @@ def test_a_dropped_arms_bare_read_of_a_dynamic_size_bounds_the_range():
         for g in (static, dynamic):
             np.testing.assert_allclose(_written(lambda *a, **k: g(x, z, w, **k), None, want),
                                        want, rtol=1e-12, atol=1e-12)
+
+
+def _twin_max(X):
+    n, m = X.shape
+    Y[i] = jd.select(n > 1, max(X[i, k] for k in range(m)), 0.0) + max(X[i, k] for k in range(m))
+    return Y
+
+
+def _twin_max_guarded_later(X, W):
+    n, m = X.shape
+    Z[i] = max(X[i, k] for k in range(m)); Y[i] = Z[i] + jd.select(W.shape[0] > 1, max(X[i, k] for k in range(m)), 0.0)  # noqa: E702, E501
+    return Y
+
+
+@pytest.mark.parametrize("fn", [_twin_max, _twin_max_guarded_later], ids=lambda f: f.__name__)
+def test_a_guarded_or_dropped_reductions_check_keeps_an_equal_one_a_stage_needs(fn):
+    """Two user maxes over range(m) on one line record equal call-time checks (m > 0, one
+    message, one source line), which require_size keeps once: at the size-1 pattern of
+    n, `jd.select(n > 1, max(...), 0.0) + max(...)` dropped the first, and forgetting its
+    check removed the second's, which the stage reads unguarded (X (1, 0) gave -inf where
+    NumPy raises); a second under a guard (W.shape[0] > 1) replaced the check of a first
+    an earlier stage reads unguarded by its guarded one (X (3, 0), W (0,): -inf). Static
+    and dynamic against NumPy over sizes 0, 1, 2, 3, 5; 'no identity' where NumPy
+    raises."""
+    def ref(x, w):
+        n, m = x.shape
+        if fn is _twin_max:
+            return (x.max(1) if n > 1 else np.zeros(n)) + x.max(1)
+        return x.max(1) + (x.max(1) if len(w) > 1 else np.zeros(n))
+    for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
+        for n, m, p in itertools.product((0, 1, 2, 3, 5), (0, 1, 2, 3, 5), (0, 2)):
+            x, w = rand(n, m), rand(p)
+            args = (x,) if fn is _twin_max else (x, w)
+            if m == 0 and n > 0:
+                with pytest.raises((DefinitionError, jd.errors.ArgumentShapeError),
+                                   match="no identity"):
+                    g(*args)
+                continue
+            if m == 0:
+                continue        # (x.max(1) of (0, 0) raises in NumPy; jitdl: nothing to do)
+            want = ref(x, w)
+            np.testing.assert_allclose(_written(lambda *a, **k: g(*args, **k), None, want),
+                                       want, rtol=1e-12, atol=1e-12)

@@ -53,7 +53,10 @@ class required_sizes:
         self.saved = getattr(_required, "checks", None)
         self.saved_user = getattr(_required, "user", None)
         self.saved_live = getattr(_required, "live", None)
+        self.saved_kept = getattr(_required, "kept", None)
         _required.checks, _required.user, _required.live = [], {}, set()
+        _required.kept = []     # (the checks the uses of user reductions need, see
+        #                          _guard_user_reductions)
         self.dropping = build.dropped_arms()
         self.dropped = self.dropping.__enter__()
         return _required.checks
@@ -63,6 +66,7 @@ class required_sizes:
         _forget_dropped(self.dropped)
         mine, _required.checks = _required.checks, self.saved
         _required.user, _required.live = self.saved_user, self.saved_live
+        _required.kept = self.saved_kept
         if self.saved is not None:
             self.saved.extend(c for c in mine if c not in self.saved)
 
@@ -123,13 +127,22 @@ def _forget_dropped(dropped):
     pending, checks = getattr(_required, "user", None), _required.checks
     if not pending or not dropped:
         return
+    dead = {}
     for arm in dropped:
         for n in walk_unique(arm):
             hit = pending.get(id(n))
             if hit is not None and hit[0] is n and id(n) not in _required.live:
-                for entry in hit[1]:
-                    if entry in checks:
-                        checks.remove(entry)
+                dead[id(n)] = hit[1]
+    # (require_size shares equal entries: a check another reduction needs stays, that of
+    # one used in a stage, `max(X[i, k] for k in range(m))` twice on one line with one in
+    # a dropped arm, or of one no stage has walked)
+    needed = list(_required.kept) + [e for k, (_, entries) in pending.items()
+                                     if k not in dead and k not in _required.live
+                                     for e in entries]
+    for entries in dead.values():
+        for entry in entries:
+            if entry in checks and entry not in needed:
+                checks.remove(entry)
 
 
 def _positive(c, negated=False):
@@ -213,7 +226,8 @@ def _guard_user_reductions(body):
     for k, uses in found.items():
         entries = pending[k][1]
         for entry in entries:
-            if entry in checks:
+            # (not one an earlier use needs whole: require_size shares equal entries)
+            if entry in checks and entry not in _required.kept:
                 checks.remove(entry)
         for guards in uses:
             for size, op, number, message, loc, error in entries:
@@ -227,6 +241,7 @@ def _guard_user_reductions(body):
                 new = (size, op, number, message, loc, error)
                 if new not in checks:
                     checks.append(new)
+                _required.kept.append(new)
 
 
 def _empty_constant(op, axes):
