@@ -1207,6 +1207,30 @@ def test_take_from_a_number_checks_its_indices():
         np.testing.assert_array_equal(jnp.take(a, [0, -1]), np.take(a, [0, -1]))
 
 
+@pytest.mark.parametrize("shape, indices, axis, mode", [
+    ((3, 0), [5], 0, "raise"), ((3, 0), [-4], 0, "raise"), ((3, 0), [2], 0, "raise"),
+    ((0, 3), [5], 1, "raise"), ((2, 0, 3), [7], -1, "raise"), ((2, 0), [1], 1, "raise"),
+    ((1, 0, 0), -2, -2, "clip"), ((1, 0, 0), -2, -2, "raise"),
+    ((2, 0), [1], 1, "clip"), ((2, 0), [], 1, "raise")])
+def test_take_with_an_empty_result_checks_indices_where_numpy_does(rng, shape, indices, axis,
+                                                                   mode):
+    """take(rand(3, 0), [5], axis=0) gave an empty (1, 0) array (an empty result reads
+    nothing, so no kernel checked the index), and take(rand(1, 0, 0), -2, axis=1,
+    mode='clip') raised: NumPy checks the indices with mode 'raise' wherever the axes
+    before `axis` hold an element, and with 'wrap' and 'clip' only for a result with one."""
+    x, i = rng.standard_normal(shape), np.array(indices, dtype=np.intp)
+    if (shape, mode) == ((1, 0, 0), "clip"):    # (NumPy's mode 'wrap' loops forever there)
+        assert jnp.take(x, i, axis=axis, mode="wrap").shape == (1, 0)
+    try:
+        want = np.take(x, i, axis=axis, mode=mode)
+    except IndexError:
+        with pytest.raises(IndexError):
+            jnp.take(x, i, axis=axis, mode=mode)
+        return
+    got = jnp.take(x, i, axis=axis, mode=mode)
+    assert got.shape == want.shape and got.dtype == want.dtype
+
+
 def test_repeated_out_calls_take_the_fast_path_only_where_it_is_exact(rng):
     """A second call like the first writes straight into out=; an out= of another dtype,
     shape, layout, an operand itself, a read-only one or an int that does not fit still

@@ -579,12 +579,20 @@ _TAKE_STATICS = {}      # (axis, mode) -> take's static arguments, once checked
 
 def _take(a, indices, axis, static, into):
     try:
-        return apply("take", man.take, (a, indices), static, into, ("a", "indices"),
-                     casting="unsafe")
+        r = apply("take", man.take, (a, indices), static, into, ("a", "indices"),
+                  casting="unsafe")
     except (AxisError, man.TakeIndexError):
         raise
     except IndexError as e:
         raise _take_error(a, indices, axis) or e from None
+    if 0 in r.shape and static[1][1] == "raise" and axis is not None \
+            and 0 not in tuple(a.shape)[:axis % len(a.shape)]:
+        # (an empty result reads nothing, so no kernel checked the indices; NumPy checks
+        # each one wherever the axes before `axis` hold an element)
+        error = _take_error(a, indices, axis)
+        if error is not None:
+            raise error
+    return r
 
 
 def _take_error(a, indices, axis):
