@@ -903,6 +903,30 @@ def numpy_only(name, np_fn):
     return call
 
 
+def result_order(order):
+    """NumPy's order= of a new array: 'C', 'F', 'A' or 'K' in either case (None is
+    'K'), upper-cased; NumPy's TypeError or ValueError for anything else."""
+    if order is None:
+        return "K"
+    if not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__module__}."
+                        f"{type(order).__name__}".replace("builtins.", ""))
+    if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    return order.upper()
+
+
+def laid_out(r, order, operands):
+    """r, a new array of a kernel, in the layout result_order(order) asks for: 'C' C
+    order, 'F' Fortran order, 'A' Fortran order where every operand is a
+    Fortran-contiguous array, else C order; 'K' as the kernel wrote it."""
+    if type(r) is not np.ndarray or r.ndim < 2 or order == "K":
+        return r
+    fortran = order == "F" or order == "A" and all(
+        isinstance(o, np.ndarray) and o.flags.f_contiguous for o in operands)
+    return np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
+
+
 def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's

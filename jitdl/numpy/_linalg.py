@@ -7,7 +7,8 @@ import operator
 
 import numpy as np
 
-from jitdl.eager import _MISS, _direct, apply, kernel_dtype, numpy_accepts
+from jitdl.eager import (_MISS, _direct, apply, kernel_dtype, laid_out, numpy_accepts,
+                          result_order)
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
 
@@ -144,13 +145,7 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, order="K", casting="s
     lays out a new result as NumPy's does: 'C' C order, 'F' Fortran order, 'A' Fortran
     order where every operand is Fortran-contiguous, else C order; 'K' as the kernel
     writes it (NumPy's view of a permuted operand whatever the order)."""
-    if order is None:
-        order = "K"
-    if not isinstance(order, str):
-        raise TypeError(f"order must be str, not {type(order).__module__}."
-                        f"{type(order).__name__}".replace("builtins.", ""))
-    if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
-        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    order = result_order(order)
     if not isinstance(subscripts, str):
         subscripts, operands = _sublist_form(subscripts, operands)
     if len(operands) == 1 and type(operands[0]) is np.ndarray and out is None \
@@ -166,11 +161,7 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, order="K", casting="s
         numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
     r = apply("einsum", la.einsum, operands, static, out,
               tuple(f"a{k}" for k in range(len(operands))), casting=casting)
-    if out is None and type(r) is np.ndarray and r.ndim > 1 and order not in "Kk":
-        fortran = order in "Ff" or order in "Aa" and all(
-            isinstance(o, np.ndarray) and o.flags.f_contiguous for o in operands)
-        r = np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
-    return r
+    return laid_out(r, order, operands) if out is None else r
 
 
 @functools.lru_cache(maxsize=256)

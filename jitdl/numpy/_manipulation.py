@@ -15,7 +15,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import (_foreign_dtype, apply, array_module_function, has_huge_int,
-                          numpy_accepts)
+                          laid_out, numpy_accepts, result_order)
 from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import manipulation as man
@@ -207,23 +207,13 @@ def copy(a, order="K", subok=False):
     Fortran-ordered operand's order, else C order), 'C' C order, 'F' Fortran order, 'A'
     Fortran order where the operand is Fortran-contiguous (a.T), else C order. subok=True
     of an ndarray subclass (a masked array, a matrix) is NumPy's copy, which keeps it."""
-    if order is None:
-        order = "K"
-    if not isinstance(order, str):
-        raise TypeError(f"order must be str, not {type(order).__module__}."
-                        f"{type(order).__name__}".replace("builtins.", ""))
-    if order not in ("C", "F", "A", "K", "c", "f", "a", "k"):
-        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    order = result_order(order)
     if subok and isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         return np.copy(a, order=order, subok=True)
     r = apply("copy", man.copy, (a,), names=("a",))
-    if type(r) is np.ndarray and r.ndim > 1 and order not in ("K", "k"):
-        # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
-        # Fortran-ordered)
-        fortran = order in ("F", "f") or order in ("A", "a") and \
-            isinstance(a, np.ndarray) and a.flags.f_contiguous
-        r = np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
-    return r
+    # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
+    # Fortran-ordered)
+    return laid_out(r, order, (a,))
 
 
 def _swapped(dtype):
