@@ -554,7 +554,8 @@ def test_a_dask_measure_past_its_deadline_cancels_what_is_in_flight():
             self.futures, self.restarts = [], []
 
         def scheduler_info(self):
-            return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
+            return {"workers": {"tcp://w1": {"nanny": "tcp://n1"},
+                                "tcp://w2": {"nanny": "tcp://n2"}}}
 
         def submit(self, fn, *args, **kw):
             self.futures.append(Future(f"job-{len(self.futures)}"))
@@ -610,7 +611,9 @@ def test_a_dask_build_cut_at_the_deadline_restarts_its_workers():
             self.futures, self.restarts = [], []
 
         def scheduler_info(self):
-            return {"workers": {"tcp://w1": {}, "tcp://w2": {}, "tcp://w3": {}}}
+            return {"workers": {"tcp://w1": {"nanny": "tcp://n1"},
+                                "tcp://w2": {"nanny": "tcp://n2"},
+                                "tcp://w3": {"nanny": "tcp://n3"}}}
 
         def submit(self, fn, *args, **kw):
             self.futures.append(Future(f"job-{len(self.futures)}"))
@@ -658,7 +661,8 @@ def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
             self.futures, self.restarted = [], []
 
         def scheduler_info(self):
-            return {"workers": {"tcp://w1": {}, "tcp://w2": {}}}
+            return {"workers": {"tcp://w1": {"nanny": "tcp://n1"},
+                                "tcp://w2": {"nanny": "tcp://n2"}}}
 
         def wait_for_workers(self, n, timeout=None):
             pass
@@ -687,6 +691,61 @@ def test_a_dask_timing_cut_at_the_deadline_restarts_its_worker():
     assert results == [("error", "stopped: the tuning deadline passed")]
     assert runner.client.futures[0].cancelled and runner.client.restarted == ["tcp://w1"]
     assert runner._timed_on is None
+
+
+def test_a_dask_cut_leaves_a_worker_without_a_nanny_running():
+    """restart_workers of holders one of which has no nanny (a LocalCluster of threads,
+    dask-worker --no-nanny, a shared cluster's worker) raises ValueError and restarts
+    none: the holder with a nanny stayed hung too (older distributed removed the other
+    for good). Only the holders a nanny restarts are restarted; the others keep their
+    timing's reference."""
+    import types
+    from jitdl.autotune.measure import DaskRunner
+
+    class Future:
+        def __init__(self, key):
+            self.key, self.cancelled = key, False
+
+        def cancel(self):
+            self.cancelled = True
+
+    class Client:
+        def __init__(self, nanny):
+            self.futures, self.restarts, self.nanny = [], [], nanny
+
+        def scheduler_info(self):
+            return {"workers": {"tcp://w1": {"nanny": None},
+                                "tcp://w2": {"nanny": self.nanny}}}
+
+        def submit(self, fn, *args, **kw):
+            self.futures.append(Future(f"job-{len(self.futures)}"))
+            return self.futures[-1]
+
+        def processing(self):
+            return {"tcp://w1": [self.futures[0].key], "tcp://w2": [self.futures[1].key]}
+
+        def restart_workers(self, workers):      # (as distributed's Client does)
+            info = self.scheduler_info()["workers"]
+            if any(not info[w]["nanny"] for w in workers):
+                raise ValueError("Restarting workers requires a nanny to be used")
+            self.restarts.append(list(workers))
+
+    def wait(futures, return_when, timeout):      # nothing ever finishes
+        time.sleep(timeout)
+        raise TimeoutError
+
+    for nanny, restarts in [("tcp://n2", [["tcp://w2"]]), (None, [])]:
+        runner = DaskRunner.__new__(DaskRunner)
+        runner._distributed = types.SimpleNamespace(wait=wait)
+        runner.client = Client(nanny)
+        runner.timeout = runner.build_timeout = 60.0
+        runner._timed_on = ("key", "tcp://w1")
+        results = runner._run([(None, ["key", None, {}])] * 2, 2, "build",
+                              cut=time.monotonic() + 0.2)
+        assert results == [("error", "stopped: the tuning deadline passed")] * 2
+        assert all(f.cancelled for f in runner.client.futures)
+        assert runner.client.restarts == restarts
+        assert runner._timed_on == ("key", "tcp://w1")
 
 
 def test_a_dask_timing_with_no_worker_left_fails_instead_of_waiting_for_ever():

@@ -1001,12 +1001,18 @@ class DaskRunner:
         holders = [w for w, held in self.client.processing().items() if keys & set(held)]
         for fut in futs:
             fut.cancel()
+        # only those a nanny restarts: with one without a nanny among them (a LocalCluster
+        # of threads, dask-worker --no-nanny, a shared cluster's) restart_workers raised
+        # ValueError and restarted none, the others staying hung too (older distributed
+        # removed such a worker for good instead: a worker lost per cut build)
+        workers = self.client.scheduler_info().get("workers", {})
+        holders = [w for w in holders if (workers.get(w) or {}).get("nanny")]
         if holders:
             if self._timed_on is not None and self._timed_on[1] in holders:
                 self._timed_on = None       # the reference is built there again
             try:
                 self.client.restart_workers(holders)
-            except Exception:        # noqa: BLE001 - a worker without a nanny stays hung
+            except Exception:        # noqa: BLE001 - a restart that failed: left as it is
                 pass
 
     def close(self):
