@@ -232,6 +232,10 @@ def test_budget_parsing():
     assert parse_budget("64") == (64, None)
     assert parse_budget("90s") == (None, 90.0)
     assert parse_budget("64, 2m") == (64, 120.0)
+    # any whitespace, units in any case (were "cannot read")
+    assert parse_budget("64,\t90s") == parse_budget("64\n, 90S") == (64, 90.0)
+    assert parse_budget("2M") == parse_budget("2Min") == (None, 120.0)
+    assert parse_budget("1H, 8") == (8, 3600.0)
     with pytest.raises(ValueError, match="JITDL_TUNE_BUDGET"):
         parse_budget("lots")
     assert parse_budget("0.5s, 8") == (8, 0.5)

@@ -32,7 +32,8 @@ def parse_budget(text):
     """(trials, seconds) from JITDL_TUNE_BUDGET: "64" trials, "90s" or "2m" seconds, or
     both separated by a comma ("64,120s"); a part not given is None."""
     trials = seconds = None
-    for part in str(text).replace(" ", "").split(","):
+    # (any whitespace, and units in any case: "64,\t90s" and "90S" were "cannot read")
+    for part in re.sub(r"\s+", "", str(text)).lower().split(","):
         if not part:
             continue
         m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|min|h)?", part)
