@@ -788,6 +788,19 @@ def test_a_dask_timing_with_no_worker_left_fails_instead_of_waiting_for_ever():
                           cut=time.monotonic() + 0.2)
     assert results == [("error", "stopped: the tuning deadline passed")] * 2
     assert runner.client.waits[1] <= 0.2 and runner.client.submitted == 0
+    # the builds (measure()'s width 0) waited their build_timeout each, one after the
+    # other, for a worker: they wait once, and fail together
+    runner.timeout, runner.build_timeout = 60.0, 0.2
+    results = runner._run([(None, ["key", None, {}])] * 3, 0, "build")
+    assert results == [("error", "crash: no dask worker to build on (none joined in "
+                                 "0.2 s)")] * 3
+    assert runner.client.waits[2] == 0.2 and runner.client.submitted == 0
+    runner.build_timeout = 60.0
+    t0 = time.monotonic()
+    results = runner._run([(None, ["key", None, {}])] * 2, 0, "build",
+                          cut=time.monotonic() + 0.2)
+    assert results == [("error", "stopped: the tuning deadline passed")] * 2
+    assert time.monotonic() - t0 < 5.0 and runner.client.submitted == 0
 
 
 def _take(X, idx):

@@ -884,7 +884,7 @@ class DaskRunner:
         configs = [dict(c) for c in configs]
         with self._lock:
             key = self._ship(task)
-            width = max(1, len(self._workers()))
+            width = len(self._workers())        # (0: _run waits for one)
             built = self._run([(_dask_build, [key, None, c]) for c in configs], width,
                               "build", deadline)
             out = [Measurement(c) for c in configs]
@@ -918,6 +918,15 @@ class DaskRunner:
         flying = {}                  # future -> (index, deadline, limit)
         if cut is not None:          # on perf_counter's clock, as the jobs' deadlines
             cut = time.perf_counter() + (cut - time.monotonic())
+        if what == "build" and jobs and width == 0:
+            # no worker: each build waited its build_timeout in turn for one to join (64
+            # candidates, 10+ minutes of "timeout"s); they wait for one once, as timings
+            if self._timing_worker(cut, self.build_timeout) is None:
+                past = cut is not None and time.perf_counter() >= cut
+                return [("error", _CUT if past else f"crash: no dask worker to build on "
+                                                    f"(none joined in "
+                                                    f"{self.build_timeout:g} s)")] * len(jobs)
+            width = 1
         while todo or flying:
             if cut is not None and time.perf_counter() >= cut:
                 # a cancelled job runs on in its worker's thread (dask cannot stop one):
@@ -978,11 +987,11 @@ class DaskRunner:
                     results[i] = ("error", f"timeout: the {what} took more than {limit:g} s")
         return results
 
-    def _timing_worker(self, cut):
-        """The first worker by address, waiting up to the timeout (and not past `cut`)
-        for one to join; None where none did (it waited for ever: a cluster whose
-        workers had all died hung measure() past any deadline)."""
-        wait = self.timeout
+    def _timing_worker(self, cut, wait=None):
+        """The first worker by address, waiting up to `wait` (the timeout when None; not
+        past `cut`) for one to join; None where none did (it waited for ever: a cluster
+        whose workers had all died hung measure() past any deadline)."""
+        wait = self.timeout if wait is None else wait
         if cut is not None:
             wait = max(0.01, min(wait, cut - time.perf_counter()))
         try:
