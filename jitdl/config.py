@@ -71,10 +71,57 @@ def _omp_threads():
 
 
 def cores():
+    """The cores this process may run on: its CPU affinity (taskset, a cpuset), fewer
+    where its cgroup's CPU quota allows less time (docker --cpus=2 on a 64-core host)."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return max(1, min(n, quota)) if quota else n
+
+
+def cgroup_cpus(root="/sys/fs/cgroup", membership="/proc/self/cgroup"):
+    """The CPUs' worth of time this process's cgroup and its ancestors allow per period
+    (cpu.max of cgroup v2, cpu.cfs_quota_us / cpu.cfs_period_us of v1), rounded up; None
+    where no quota is set or none can be read."""
+    try:
+        with open(membership) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":                                   # v2: 0::/path
+            limits += _quotas(os.path.join(root, path.lstrip("/")), root, "cpu.max")
+        elif "cpu" in controllers.split(","):                   # v1: N:cpu,cpuacct:/path
+            base = os.path.join(root, controllers)
+            if not os.path.isdir(base):
+                base = os.path.join(root, "cpu")
+            limits += _quotas(os.path.join(base, path.lstrip("/")), base, "cpu.cfs_quota_us")
+    return min(limits) if limits else None
+
+
+def _quotas(directory, top, name):
+    """The CPU quotas (whole CPUs, rounded up) set in `directory` and above it to `top`."""
+    found = []
+    while True:
+        try:
+            with open(os.path.join(directory, name)) as f:
+                text = f.read().split()
+            if name == "cpu.max":
+                quota, period = text[0], (text[1] if len(text) > 1 else "100000")
+            else:
+                with open(os.path.join(directory, "cpu.cfs_period_us")) as f:
+                    quota, period = text[0], f.read().split()[0]
+            if quota not in ("max", "-1") and int(period) > 0 and int(quota) > 0:
+                found.append(max(1, -(-int(quota) // int(period))))
+        except (OSError, ValueError, IndexError):
+            pass
+        if os.path.normpath(directory) == os.path.normpath(top) or directory in ("", "/"):
+            return found
+        directory = os.path.dirname(os.path.normpath(directory))
 
 
 def _default_pool_bytes():

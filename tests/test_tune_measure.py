@@ -397,6 +397,49 @@ def test_the_default_builders_are_one_per_core_this_process_may_use(monkeypatch)
         runner.close()
 
 
+def test_cores_follow_a_cgroup_cpu_quota(tmp_path, monkeypatch):
+    """config.cores() counted the affinity mask only: under docker --cpus=2 on a 64-core
+    host, 64 kernel threads and 64 build processes shared two CPUs' worth of time. The
+    quota of the process's cgroup, or of any cgroup above it, caps it (v2 cpu.max, v1
+    cfs_quota_us/cfs_period_us; rounded up; 'max' or -1 is none)."""
+    from jitdl import config
+
+    def write(path, text):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    v2 = tmp_path / "v2"
+    write(v2 / "kube" / "pod" / "cpu.max", "max 100000\n")
+    write(v2 / "kube" / "cpu.max", "250000 100000\n")      # 2.5 CPUs above the pod
+    write(tmp_path / "v2.cg", "0::/kube/pod\n")
+    assert config.cgroup_cpus(str(v2), str(tmp_path / "v2.cg")) == 3
+    write(v2 / "kube" / "pod" / "cpu.max", "50000 100000\n")  # half a CPU: at least 1
+    assert config.cgroup_cpus(str(v2), str(tmp_path / "v2.cg")) == 1
+    write(v2 / "kube" / "pod" / "cpu.max", "max 100000\n")
+    write(v2 / "kube" / "cpu.max", "max 100000\n")
+    assert config.cgroup_cpus(str(v2), str(tmp_path / "v2.cg")) is None
+
+    v1 = tmp_path / "v1"
+    write(v1 / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "200000\n")
+    write(v1 / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us", "100000\n")
+    write(tmp_path / "v1.cg", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n")
+    assert config.cgroup_cpus(str(v1), str(tmp_path / "v1.cg")) == 2
+    write(v1 / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "-1\n")
+    assert config.cgroup_cpus(str(v1), str(tmp_path / "v1.cg")) is None
+    assert config.cgroup_cpus(str(v1), str(tmp_path / "absent")) is None
+
+    if not hasattr(os, "sched_getaffinity"):
+        return
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(config, "cgroup_cpus", lambda: 2)
+    assert config.cores() == 2
+    monkeypatch.setattr(config, "cgroup_cpus", lambda: None)
+    assert config.cores() == 64
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(config, "cgroup_cpus", lambda: 8)
+    assert config.cores() == 2
+
+
 def test_workers_stop_at_exit_without_close(tmp_path):
     """A runner never closed: the interpreter exits promptly and no worker outlives it."""
     script = tmp_path / "user.py"
