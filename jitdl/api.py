@@ -591,7 +591,7 @@ class Function:
                 # another file: this trace's lines)
                 fresh = pipeline.host_checks(low)
                 kernel = self._from_entry(store, full, store.get(full), event, specs,
-                                          lambda sig: _with_locations(sig, *fresh))
+                                          lambda sig: keys.with_locations_of(sig, *fresh))
                 event.pop("unplaced", None)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 store.alias(fkey, full, self.qualname, fparts,
@@ -1347,18 +1347,6 @@ def _known_source(filename, lines):
     lines = list(lines)
     if lines and linecache.getlines(filename) != lines:
         linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
-
-
-def _with_locations(sig, required, int_checks):
-    """sig (a stored kernel's) with the source locations of this trace's host checks
-    (pipeline.host_checks), or None where the checks differ in more than their locations."""
-    def bare(required, int_checks):          # (as JSON: a stored one's tuples are lists)
-        return json.loads(json.dumps([[r[:5] + r[7:] for r in required],
-                                      [c[:4] + c[5:] for c in int_checks]]))
-    if bare(sig.required, sig.int_checks) != bare(required, int_checks):
-        return None
-    return dataclasses.replace(sig, required=json.loads(json.dumps(required)),
-                               int_checks=json.loads(json.dumps(int_checks)))
 
 
 def _refuse_disagreeing(fname, graph, args):

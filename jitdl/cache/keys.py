@@ -10,6 +10,7 @@ one binary. No key ever contains an address or an id().
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -518,7 +519,6 @@ def placed(sig, where, spans):
     """sig with the locations of an alias record (relative_locations) placed in this
     process's spans of the same key; None where the record has none that fit (an alias
     written by another version, or damaged)."""
-    import dataclasses
     count = len(sig.required) + len(sig.int_checks)
     if not isinstance(where, list) or len(where) != count:
         return None
@@ -533,7 +533,35 @@ def placed(sig, where, spans):
                 locs.append([file, line])
             case _:
                 return None
+    return _located(sig, locs)
+
+
+def with_locations_of(sig, required, int_checks):
+    """sig (a stored kernel's) with the locations of another trace's checks of the same
+    loop IR (pipeline.host_checks), or None where the checks differ in more than their
+    locations."""
+    other = dataclasses.replace(sig, required=_as_stored(required),
+                                int_checks=_as_stored(int_checks))
+    blank = [None] * (len(sig.required) + len(sig.int_checks))
+    if len(other.required) != len(sig.required) or \
+            len(other.int_checks) != len(sig.int_checks) or \
+            _located(other, blank) != _located(sig, blank):
+        return None
+    return other
+
+
+def _located(sig, locs):
+    """sig with the locations _locations lists replaced by locs, its checks as lists (as
+    a stored signature holds them)."""
     n = len(sig.required)
-    required = [r[:5] + (loc or [None, None]) + r[7:] for r, loc in zip(sig.required, locs)]
-    int_checks = [c[:4] + [loc] + c[5:] for c, loc in zip(sig.int_checks, locs[n:])]
-    return dataclasses.replace(sig, required=required, int_checks=int_checks)
+    required = [list(r[:5]) + list(loc or [None, None]) + list(r[7:])
+                for r, loc in zip(sig.required, locs)]
+    int_checks = [list(c[:4]) + [None if loc is None else list(loc)] + list(c[5:])
+                  for c, loc in zip(sig.int_checks, locs[n:])]
+    return dataclasses.replace(sig, required=_as_stored(required),
+                               int_checks=_as_stored(int_checks))
+
+
+def _as_stored(checks):
+    """checks as a stored signature holds them (JSON's lists for tuples)."""
+    return json.loads(json.dumps(checks))
