@@ -173,8 +173,8 @@ def _target_machine():
     return s.pop("spare_tm", None) or _new_target_machine(s)
 
 
-def _new_target_machine(s):
-    return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
+def _new_target_machine(s, opt=3):
+    return s["target"].create_target_machine(cpu=s["cpu"], features=s["features"], opt=opt,
                                              reloc="pic", codemodel="large")
 
 
@@ -299,9 +299,15 @@ def optimize(ir_text):
 
 
 def object_code(ir_text):
-    """Object code of a module as written: verified, no optimisation passes (for small
-    hand-written runtime modules, where they would cost more than they save)."""
-    tm = _target_machine()
+    """Object code of a module as written: verified, no optimisation passes, LLVM's fast
+    code generator (level 0: fast instruction selection and register allocation), for
+    small hand-written runtime modules, where more would cost more than it saves. (The
+    memory pool's module, which a cold cache's first large output waits for, took 17-22
+    ms of CPU at level 3 and 3.4-4 ms at level 0 on a loaded 2-core Zen 4; its functions
+    are a few instructions around malloc and free, run once per pooled array or kernel
+    heap buffer.)"""
+    _wait_for_warm_up()
+    tm = _new_target_machine(_init(), opt=0)
     mod = _parse(ir_text, tm)
     mod.verify()
     return tm.emit_object(mod)
