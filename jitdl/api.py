@@ -30,7 +30,7 @@ from jitdl import dtypes, pipeline
 from jitdl._version import __version__
 from jitdl import target as targets
 from jitdl.cache import keys
-from jitdl.cache.store import Entry, default_store, warn_once
+from jitdl.cache.store import Entry, Texts, default_store, warn_once
 from jitdl.cache import runtime_code  # noqa: F401  (keeps the memory pool's code on disk)
 from jitdl.capture.trace import capture, inline, trace
 from jitdl.config import settings, tuning_db
@@ -608,6 +608,8 @@ class Function:
             return self._build_cuda(art, target, specs, event, store, full, fkey, fparts,
                                     traced if artifact is None else None, spans)
         texts = {k: art.texts[k] for k in ("loop_ir", "llvm_ir", "llvm_ir_unoptimized")}
+        if store is not None:        # (compressed once: written now, again with its library)
+            texts = Texts.of(texts)
         t0 = time.perf_counter()
         kernel = Kernel(sig, engine.Loaded(art.obj, sig.symbol), texts)
         if artifact is None:         # seconds per step of this compile, for cache_info()
