@@ -256,6 +256,13 @@ def matmul(A, B):
     return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
 
 
+@jd.compute(dynamic=True)
+def dyn_matmul(A, B):
+    (M, K), (_, N) = A.shape, B.shape
+    k = jd.reduce_axis(K, name="k")
+    return jd.tensor((M, N), lambda i, j: jd.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
 @jd.compute
 def bmm(A, B):
     return jnp.matmul(A, B)
@@ -579,6 +586,59 @@ def test_thread_reductions_of_user_schedules(dev, rng, threads, rows_per_block):
     got, src = run_schedule(dev, rowsum, [x], sched)
     assert "__shfl_down_sync" in src
     close(got, x.sum(axis=1), rtol=1e-12, atol=1e-12)
+
+
+def _one_element_per_thread(s, cfg):
+    """The matmul of TVM's GPU tutorial: a 16x16 block of threads, one element each, the
+    operands' tiles in shared memory at each step of k."""
+    C = s["C"]
+    i, j = C.axis
+    io, ii = s.split(i, 16)
+    jo, ji = s.split(j, 16)
+    ko, ki = s.split(C.reduce_axis[0], 8)
+    s.reorder(io, jo, ii, ji, ko, ki)
+    s.bind(io, "blockIdx.y")
+    s.bind(jo, "blockIdx.x")
+    s.bind(ii, "threadIdx.y")
+    s.bind(ji, "threadIdx.x")
+    for t in "AB":
+        s.compute_at(s.cache_read(t, [C], "shared"), C, ko)
+
+
+@pytest.mark.parametrize("f,shapes", [(matmul, ((37, 29), (29, 53))),
+                                      (matmul, ((1, 1), (1, 1))),
+                                      (dyn_matmul, ((9, 7), (7, 33)))])
+def test_shared_tiles_of_bound_loops_that_do_not_divide(dev, rng, f, shapes):
+    """Threads past the output (37 rows in blocks of 16) fill the block's shared tiles
+    with the others and skip only the products and the store: the fills under their
+    guard were refused ("filled under a condition that differs between threads ...
+    choose splits that divide the extents"), which no split can for 37 or a symbolic
+    size."""
+    a, b = (rng.standard_normal(sh) for sh in shapes)
+    got, src = run_schedule(dev, f, [a, b], _one_element_per_thread)
+    assert "__syncthreads" in src
+    close(got, a @ b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("threads,rows_per_block", [(64, 4), (8, 5), (16, 3)])
+def test_thread_reductions_of_rows_that_do_not_divide(dev, rng, threads, rows_per_block):
+    """A row reduced across threadIdx.x, rows_per_block rows along y, and a last block
+    with fewer rows: its idle rows of threads join the reduction with the identity
+    (it was refused: "the reduction of S_acc across threads is under a condition that
+    differs between threads")."""
+    def sched(s, cfg):
+        S = s[list(s.stages)[-1]]
+        ko, ki = s.split(S.reduce_axis[0], threads)
+        io, ii = s.split(S.axis[0], rows_per_block)
+        s.reorder(io, ii, ki, ko)
+        s.bind(io, "blockIdx.x")
+        s.bind(ii, "threadIdx.y")
+        s.bind(ki, "threadIdx.x")
+    for op, f in [(np.sum, rowsum), (np.max, row_max)]:
+        x = rng.standard_normal((3 * rows_per_block + 1, 2 * threads + 5))
+        got, src = run_schedule(dev, f, [x], sched)
+        assert "__shfl_down_sync" in src
+        close(got, op(x, axis=1), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("m", [1, 2, 63])

@@ -690,6 +690,11 @@ class _KernelGen(_ExprText):
             case IfThen():
                 differs = reads_memory(s.cond) or any(
                     isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
+                if differs and s.otherwise is None and _block_wide(s.then):
+                    sunk = _sink_guard(s.cond, s.then, self.thread_vars)
+                    if sunk != s:
+                        self.stmt(sunk)
+                        return
                 cond = self.value(s.cond)
                 why = f"the condition {cond}" if differs else None
                 self.emit(f"if ({cond}) {{")
@@ -918,6 +923,12 @@ class _KernelGen(_ExprText):
             self.thread_vars.add(s.var)
         if _same(s.extent, self.launch[tag]):
             self.stmt(s.body)
+        elif s.kind.thread and _block_wide(s.body):
+            # (the threads past the loop's extent still fill the block's copies and join
+            # its reductions: only the rest of the body is guarded)
+            end = s.extent if _is_zero(s.min) else Binary(BinOp.ADD, s.min, s.extent,
+                                                             s.var.dtype)
+            self.stmt(_sink_guard(Compare(CmpOp.LT, s.var, end), s.body, self.thread_vars))
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
             self.nested(s.body, s.kind.thread and (
@@ -1273,6 +1284,68 @@ def _nest(s):
             s = s.then
         else:
             return loops, conds, s
+
+
+def _block_wide(s):
+    """Whether s holds what every thread of the block must reach: a shared buffer (its
+    fills run between barriers) or a reduction across threads."""
+    return any(isinstance(x, ThreadReduce) or isinstance(x, Allocate) and
+               x.buffer.scope == "shared" for x in walk_stmt(s))
+
+
+def _sink_guard(cond, s, thread_vars):
+    """`if cond: s`, where cond differs between a block's threads (a bound loop or a
+    split that does not divide its extent) and s fills shared copies or reduces across
+    threads, as the same statements with the guard moved down past them: every thread
+    runs the loops (bound ones too) and fills around them (a copy's fill is spread over
+    the whole block and guarded by its own bounds) and joins the reductions, a thread
+    past the extent with its accumulator at the reduction's identity; the rest stays
+    guarded. Loops whose bounds differ between threads, conditions or values that read
+    memory, and fills that differ between threads keep the guard around them (code
+    generation then refuses a barrier under it).
+        if i < n:                          alloc A_cache (shared)
+          alloc A_cache (shared)     ->     A_cache[...] = A[...]
+          A_cache[...] = A[...]             if i < n:
+          acc = f(A_cache)                    acc = f(A_cache)
+          reduce acc across threads         if not i < n: acc = 0
+                                            reduce acc across threads"""
+    varying = set(thread_vars)
+    shared = []                 # the shared buffers allocated on the way down
+
+    def differs(e):
+        return reads_memory(e) or any(isinstance(n, Var) and n in varying
+                                      for n in walk_expr(e))
+
+    def sink(x):
+        fills = any(_writes(x, b) for b in shared)
+        if fills and not any(isinstance(n, Var) and n in varying for y in walk_stmt(x)
+                             for e in stmt_exprs(y) for n in walk_expr(e)):
+            return x        # a fill: the block's threads run it together, each a share
+        if not fills and not _block_wide(x):
+            return IfThen(cond, x)
+        match x:
+            case ThreadReduce():
+                idle = Store(x.buffer, Const(0, "int64"), identity(x.op, x.buffer.dtype))
+                return Seq((IfThen(Unary(UnOp.NOT, cond, "bool"), idle), x))
+            case Seq():
+                return Seq(tuple(sink(y) for y in x.stmts))
+            case Allocate():
+                if x.buffer.scope == "shared":
+                    shared.append(x.buffer)
+                return replace(x, body=sink(x.body))
+            case For() if not differs(x.min) and not differs(x.extent):
+                if x.kind.thread:
+                    varying.add(x.var)
+                return replace(x, body=sink(x.body))
+            case LetStmt() if not reads_memory(x.value):
+                if differs(x.value):
+                    varying.add(x.var)
+                return replace(x, body=sink(x.body))
+            case IfThen() if not reads_memory(x.cond):
+                return replace(x, then=sink(x.then), otherwise=None if x.otherwise is None
+                               else sink(x.otherwise))
+        return IfThen(cond, x)
+    return sink(s)
 
 
 def _split_fills(s):
