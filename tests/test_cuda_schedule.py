@@ -410,6 +410,30 @@ def test_schedule_errors_are_clear():
         lowered(axpy, [f32(4, 8), f32(4, 8)], schedule=twice)
 
 
+@pytest.mark.parametrize("then,want", [
+    (lambda s, j: s.vectorize(j), r"vectorize: C.j is bound to threadIdx.x; vectorize loops "
+                                  r"before binding them \(split it, bind one part"),
+    (lambda s, j: s.unroll(j), r"unroll: C.j is bound to threadIdx.x"),
+    (lambda s, j: s.split(j, 4), r"split: C.j is bound to threadIdx.x; split loops before "
+                                 r"binding them, then bind the new loops"),
+    (lambda s, j: s.fuse(s["C"].axis[0], j), r"fuse: C.j is bound to threadIdx.x"),
+    (lambda s, j: s.bind(j, "blockIdx.y"), r"bind: C.j is bound to threadIdx.x already; a "
+                                           r"loop takes one of bind, vectorize")])
+def test_a_bound_loop_is_not_split_annotated_or_bound_again(then, want):
+    """Splitting, fusing, vectorizing, unrolling or binding anew a loop bound to a GPU
+    index dropped its binding without a word: bind(j, "threadIdx.x") then vectorize(j) ran
+    the whole stage on one thread (a PerformanceWarning said none of its loops was
+    bound), split(j, 4) after the bind left both parts serial."""
+    def sched(s, cfg):
+        i, j = s["C"].axis
+        s.bind(i, "blockIdx.x")
+        s.bind(j, "threadIdx.x")
+        then(s, j)
+    with pytest.raises(ScheduleError, match=want) as e:
+        lowered(axpy, [f32(4, 8), f32(4, 8)], schedule=sched)
+    assert "test_cuda_schedule.py" in str(e.value)     # the user's line (the lambda's)
+
+
 def test_thread_reduction_refusals_point_at_the_bind():
     """What a reduction bound to threads needs (an extent of a power of two up to 32 or a
     multiple of 32, the reduction loops inside the data loops) is checked only when the

@@ -44,6 +44,23 @@ def _positive_int(op, which, val):
                         f"got {val!r}", user_loc())
 
 
+def _kind_text(kind):
+    return f"bound to {kind.value}" if kind.bound else kind.value
+
+
+def _not_bound(st, step, la):
+    """A loop bound to a GPU index stays one loop: splitting, fusing or annotating it
+    dropped the binding without a word (bind(j, "threadIdx.x") then vectorize(j) ran the
+    stage on one thread)."""
+    if la.kind.bound:
+        raise ScheduleError(
+            f"{step.op}: {st.tensor.name}.{la.name} is {_kind_text(la.kind)}; "
+            f"{step.op} loops before binding them (split it, bind one part and "
+            f"{step.op} the other)" if step.op in ("vectorize", "parallel", "unroll") else
+            f"{step.op}: {st.tensor.name}.{la.name} is {_kind_text(la.kind)}; {step.op} "
+            f"loops before binding them, then bind the new loops", user_loc())
+
+
 @dataclass
 class LoopAxis:
     name: str
@@ -544,6 +561,7 @@ class Schedule:
         match step:
             case S.Split(axis=axis, factor=f):
                 la = self._loop(st, step, axis)
+                _not_bound(st, step, la)
                 if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
                     raise ScheduleError(f"split: factor must be a positive int, got {f!r}",
                                         user_loc())
@@ -557,6 +575,8 @@ class Schedule:
                 st.relations.append(Split(la.name, outer.name, inner.name, f))
             case S.Fuse(outer=outer, inner=inner):
                 a, b = self._loop(st, step, outer), self._loop(st, step, inner)
+                _not_bound(st, step, a)
+                _not_bound(st, step, b)
                 k = st.leaves.index(a.name)
                 if st.leaves[k + 1:k + 2] != [b.name]:
                     raise ScheduleError(
@@ -584,6 +604,7 @@ class Schedule:
                 kind = {S.Vectorize: ForKind.VECTORIZED, S.Parallel: ForKind.PARALLEL,
                         S.Unroll: ForKind.UNROLLED}[type(step)]
                 la = self._loop(st, step, axis)
+                _not_bound(st, step, la)
                 if la.reduce and kind != ForKind.UNROLLED:
                     raise ScheduleError(
                         f"{step.op}: {st.tensor.name}.{axis} is a reduction loop; only "
@@ -598,6 +619,11 @@ class Schedule:
                 if tag not in BIND_TAGS:
                     raise ScheduleError(f"bind: thread must be one of {', '.join(BIND_TAGS)}"
                                         f", got {tag!r}", user_loc())
+                if la.kind not in (ForKind.SERIAL, ForKind(tag)):
+                    raise ScheduleError(
+                        f"bind: {st.tensor.name}.{axis} is {_kind_text(la.kind)} already; a "
+                        f"loop takes one of bind, vectorize, parallel and unroll (split it "
+                        f"and bind one part)", user_loc())
                 if la.reduce and tag != "threadIdx.x":
                     raise ScheduleError(
                         f"bind: {st.tensor.name}.{axis} is a reduction loop; it can be "
