@@ -1918,6 +1918,34 @@ def test_fortran_ordered_elementwise_calls_take_the_fast_path(rng, monkeypatch):
 
 
 @pytest.mark.cpu_only
+def test_copy_and_astype_of_transposed_arrays_keep_their_memory_order(rng, monkeypatch):
+    """copy and astype (order='K') of a.T or a Fortran array run on its memory as it lies
+    and return NumPy's Fortran-ordered result at every size: above POOL_MIN_BYTES (where
+    the kernel's direct entry is not taken) the kernel gathered a.T into C order and
+    returned a C-ordered copy (copy of a 2048 x 2048 float32 a.T: 38 ms against NumPy's
+    10, and its layout not NumPy's)."""
+    from jitdl.runtime.kernel import Kernel
+    from jitdl.target.cpu import POOL_MIN_BYTES
+    copies = []
+    real = Kernel._contiguous
+    monkeypatch.setattr(Kernel, "_contiguous",
+                        lambda self, a, j: copies.append(a.shape) or real(self, a, j))
+    rows = POOL_MIN_BYTES // (8 * 64) + 3         # (float64 results past the entry's)
+    for x in (rng.standard_normal((rows, 64)).astype(np.float32).T,
+              np.asfortranarray(rng.standard_normal((9, 11))),
+              rng.standard_normal((4, 5, 6)).transpose(2, 0, 1)):
+        for fn in (lambda m: m.copy(x), lambda m: m.astype(x, np.float64),
+                   lambda m: m.astype(x, np.int32), lambda m: m.copy(x, order="A")):
+            got, want = fn(jnp), fn(np)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert got.strides == want.strides, (x.shape, got.strides, want.strides)
+        assert copies == []
+        for order in ("C", "F"):        # (a layout asked for: NumPy's)
+            got, want = jnp.copy(x, order=order), np.copy(x, order=order)
+            assert np.array_equal(got, want) and got.strides == want.strides
+
+
+@pytest.mark.cpu_only
 def test_reorder_plans_are_kept_per_layout(rng):
     """A layout-free op keeps its reorder plan (permutation, renumbered axes, the views'
     call) per shapes and strides of its operands: later calls of one layout, with other

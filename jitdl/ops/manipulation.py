@@ -18,7 +18,7 @@ from jitdl.ir import build
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
 from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, every_dim,
-                            is_one, load, may_agree, normalize_axes, normalize_axis, operand,
+                            is_one, layout_free, load, may_agree, normalize_axes, normalize_axis, operand,
                             same_dim, scalar_result, shape_of, shape_text,
                             sizes_known_nonzero)
 from jitdl.te import ops as te
@@ -940,3 +940,6 @@ stack.solid = lambda axis=0, dtype=None: every_dim     # (the operands' shapes a
 hstack.solid = lambda dtype=None: _hstack_dims
 vstack.solid = lambda dtype=None: _vstack_dims
 scalar_result(take)
+# (copy and astype of a.T, order='K': NumPy's result is Fortran-ordered, made from the
+# memory of a as it lies, not gathered across it)
+layout_free("elementwise", copy, astype)
