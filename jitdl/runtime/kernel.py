@@ -603,6 +603,7 @@ class Kernel(KernelChecks):
         A dynamic kernel passes this call's output shapes and sizes."""
         out_specs = out_specs or self.out_specs
         copied, reorder = list(args), self.reorder if out is None else None
+        made = {}       # (id of a view copied: one copy of a view passed twice, x * x)
         for j, i in enumerate(self.array_pos):
             flags = args[i].flags
             if not (flags.c_contiguous and flags.aligned):
@@ -612,7 +613,10 @@ class Kernel(KernelChecks):
                     result, reorder = reorder(args), None
                     if result is not None:
                         return result
-                copied[i] = self._contiguous(args[i], j)    # strided/unaligned: copied
+                copy = made.get(id(args[i]))
+                if copy is None:
+                    copy = made[id(args[i])] = self._contiguous(args[i], j)
+                copied[i] = copy        # strided/unaligned: copied
         args = tuple(copied)
         if out is None:
             outs = [alloc(shape, dtype) for shape, dtype in out_specs]
