@@ -108,6 +108,18 @@ def eager_cases(sizes, rng):
         out.append(("linalg", f"matmul f32 {side}x{side}", label,
                     lambda p=p, q=q: jnp.matmul(p, q), lambda p=p, q=q: np.matmul(p, q),
                     p.astype(np.float64) @ q))
+        # (a power-of-two row pitch: a register tile's rows of A share L1 sets unpacked)
+        side2 = 2 ** int(np.log2(np.sqrt(n)))
+        p2, q2 = rand((side2, side2), np.float32, rng), rand((side2, side2), np.float32, rng)
+        out.append(("linalg", f"matmul f32 {side2}x{side2}", label,
+                    lambda p=p2, q=q2: jnp.matmul(p, q), lambda p=p2, q=q2: np.matmul(p, q),
+                    p2.astype(np.float64) @ q2))
+        # (a.T read in its memory order; a strided view passed twice, copied once)
+        out.append(("manipulation", "copy f32 a.T", label, lambda m=m: jnp.copy(m.T),
+                    lambda m=m: np.copy(m.T), m.T))
+        v = x.reshape(rows, -1)[:, ::2]
+        out.append(("elementwise", "multiply f64 v * v (v[:, ::2])", label,
+                    lambda v=v: jnp.multiply(v, v), lambda v=v: np.multiply(v, v), v * v))
         out.append(("nn", "softmax f32 rows", label, lambda m=m: jd.nn.softmax(m, dim=1),
                     lambda m=m: np_softmax(m), np_softmax(m.astype(np.float64))))
     return out
