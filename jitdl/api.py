@@ -373,16 +373,10 @@ class Function:
             raise ArgumentError(
                 f"{self.name}(): argument '{name}': dtype {dtype} is not supported; "
                 f"expected one of {', '.join(dtypes.SUPPORTED)}", user_loc()) from None
-        on = getattr(getattr(a, "device", None), "id", None)     # CuPy's device
-        if isinstance(on, int):
-            from jitdl.target.cuda import cupy_or_none
-            cp = cupy_or_none()
-            current = cp.cuda.runtime.getDevice() if cp is not None else on
-            if on != current:
-                raise ArgumentError(
-                    f"{self.name}(): argument '{name}' is on GPU {on}, but the current "
-                    f"device is GPU {current}; call it inside `with "
-                    f"cupy.cuda.Device({on}):`")
+        error = cuda_runtime.elsewhere(self.name, f"argument '{name}'", a,
+                                       "call it inside `with cupy.cuda.Device({on}):`")
+        if error is not None:
+            raise error
         shape = tuple(int(d) for d in a.shape)
         return ("array", self._shape_spec(n, name, shape), dt, "cuda")
 

@@ -10,6 +10,7 @@ import logging
 import re
 import shutil
 import time
+import types
 
 import numpy as np
 import pytest
@@ -1485,3 +1486,33 @@ def test_a_background_job_keeps_no_reference_to_a_gpu_argument(dev, monkeypatch)
     assert job.key == key and seen
     (a,) = seen[0]
     assert a.shape == (256,) and a.dtype == F32 and a.min() == -1.0 and a.max() == 1.0
+
+
+class _OnGPU(DeviceArray):
+    """A device array that says which GPU it lives on, as CuPy's do (a.device.id)."""
+
+    def __init__(self, host, gpu):
+        super().__init__(host)
+        self.device = types.SimpleNamespace(id=gpu)
+
+
+def test_arrays_on_another_gpu_than_the_current_one_are_refused(dev, rng, monkeypatch):
+    """An argument on another GPU than the current device was refused, but an out= array
+    there was not: the kernel, launched on the current GPU, wrote through the other's
+    pointer (CuPy refuses such a launch). Both are ArgumentErrors naming the array and the
+    GPUs; an out= on the current GPU is written as before."""
+    monkeypatch.setattr(cuda_runtime, "current_device", lambda: 0)
+
+    @jd.compute
+    def twice(A):
+        return A * 2
+    x = rng.standard_normal((4, 5))
+    with pytest.raises(jd.ArgumentError, match=r"twice\(\): out= for .* is on GPU 1, but "
+                                               r"the current device is GPU 0; pass an out="):
+        twice(DeviceArray(x), out=_OnGPU(np.full_like(x, np.nan), 1))
+    with pytest.raises(jd.ArgumentError, match=r"argument 'A' is on GPU 1, but the current "
+                                               r"device is GPU 0; call it inside"):
+        twice(_OnGPU(x, 1))
+    out = _OnGPU(np.full_like(x, np.nan), 0)
+    twice(_OnGPU(x, 0), out=out)
+    close(out.host, x * 2, rtol=1e-12)

@@ -71,6 +71,28 @@ def interface_only(fname, name, a):
     return None
 
 
+def elsewhere(fname, what, a, where):
+    """An ArgumentError where GPU array `a` (`what` of fname: "argument 'X'", "out= for
+    Y") is on another GPU than the current device, with `where` to say how to call it
+    instead; else None (it is there, it does not say where it is, or no CuPy to ask)."""
+    on = getattr(getattr(a, "device", None), "id", None)    # (CuPy's device)
+    if not isinstance(on, int):
+        return None
+    current = current_device()
+    if current is None or on == current:
+        return None
+    return ArgumentError(f"{fname}(): {what} is on GPU {on}, but the current device is "
+                         f"GPU {current}; {where.format(on=on, current=current)}",
+                         user_loc())
+
+
+def current_device():
+    """The number of CuPy's current GPU; None without CuPy."""
+    from jitdl.target.cuda import cupy_or_none
+    cupy = cupy_or_none()
+    return None if cupy is None else cupy.cuda.runtime.getDevice()
+
+
 def dtype_of(a) -> np.dtype:
     """A GPU array's dtype as NumPy's (PyTorch's dtypes are not NumPy's): from its CUDA
     array interface."""
@@ -384,6 +406,11 @@ class CudaKernel(KernelChecks):
                 raise ArgumentError(
                     f"{self.fname}(): out= for {name}: expected a GPU array (the call runs "
                     f"on the GPU), got {type(o).__name__}")
+            # (a kernel of the current GPU writing another's memory: CuPy refuses it)
+            error = elsewhere(self.fname, f"out= for {name}", o,
+                              "pass an out= array on GPU {current}")
+            if error is not None:
+                raise error
             o = self.device.asarray(o)
             if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
                 raise OutArgumentError(
