@@ -1021,3 +1021,68 @@ def test_with_config_names_the_gpu_schedules_knobs():
     assert "__launch_bounds__(128)" in src and "float C_acc[64];" in src
     with pytest.raises(jd.ScheduleError, match="no knob named 'C.tm'"):
         f(a, b)
+
+
+# ---------------------------------------------------------------------------------------
+# Index width and grid limits of the automatic schedule at sizes past 2**31
+# ---------------------------------------------------------------------------------------
+
+def _huge(shape, dtype=F32):
+    """An array of `shape` without its memory (one element, broadcast): code generation
+    reads only the shape and dtype."""
+    return np.broadcast_to(np.ones((), dtype), shape)
+
+
+# (definition, arguments whose flat indices pass 2**31 - 1 (a (50000, 50000) float32 is
+# 10 GB: an H200 holds it), the same at sizes whose indices all fit in 32 bits)
+_WIDTH_CASES = {
+    "elementwise": (lambda A, B: A * B + 1, [(50000, 50000), (50000,)], [(3000, 3000), (3000,)]),
+    "row_sum": (lambda X: jnp.sum(X, axis=1), [(50000, 50000)], [(3000, 3000)]),
+    "column_max": (lambda X: jnp.max(X, axis=0), [(50000, 50000)], [(3000, 3000)]),
+    "whole_sum": (lambda X: jnp.sum(X), [(3 * 2 ** 30,)], [(2 ** 24,)]),
+    "argmax": (lambda X: jnp.argmax(X), [(50000, 50000)], [(3000, 3000)]),
+    "softmax": (lambda X: nn.softmax(X, axis=-1), [(50000, 50000)], [(3000, 3000)]),
+    "matmul": (lambda A, B: jnp.matmul(A, B), [(50000, 50000), (50000, 300)],
+               [(3000, 3000), (3000, 300)]),
+    "batched_matmul": (lambda A, B: jnp.matmul(A, B), [(600000, 64, 64), (64, 64)],
+                       [(70000, 64, 64), (64, 64)]),
+    "conv2d": (lambda X, W: nn.conv2d(X, W), [(130, 64, 512, 512), (64, 64, 3, 3)],
+               [(2, 64, 512, 512), (64, 64, 3, 3)]),
+    "transpose": (lambda X: jnp.transpose(X) * 2, [(50000, 50000)], [(3000, 3000)]),
+}
+
+
+def _kernels(source):
+    """(launch line, text) of each kernel of a module's CUDA C."""
+    launches = re.findall(r"^//   \w+<<<\((\d+), (\d+), (\d+)\)", source, re.M)
+    bodies = source.split('extern "C" __global__')[1:]
+    assert len(launches) == len(bodies), source[:2000]
+    return [(tuple(map(int, g)), b) for g, b in zip(launches, bodies)]
+
+
+def _reads_operand(body):
+    """Whether a kernel's text reads or writes an operand A or X (the large one)."""
+    params = re.findall(r"\* __restrict__ (\w+)", body.split("{", 1)[0])
+    return any(re.search(rf"\b{p}\[", body.split("{", 1)[1]) for p in params if p in ("A", "X"))
+
+
+@pytest.mark.parametrize("name", list(_WIDTH_CASES))
+def test_indices_past_two_to_the_31_are_64_bit(name):
+    """Kernels of the automatic schedule compute indices in 32 bits only where every one
+    provably fits (codegen.cuda._fits_int32): a kernel that reads an operand of more than
+    2**31 - 1 elements keeps them in 64 bits (the loop counters of its grid-stride loops
+    too), one of the same definition on smaller operands narrows them, and every grid stays
+    within the device's limits (2**31 - 1 blocks along x, 65535 along y and z: the tiles
+    of a batched matmul of 600000 matrices go to x, still tiled)."""
+    f, huge, small = _WIDTH_CASES[name]
+    for shapes, fits in ((huge, False), (small, True)):
+        source = jd.compute(f).cuda_source(*[_huge(s) for s in shapes])
+        kernels = [(g, b) for g, b in _kernels(source) if _reads_operand(b)]
+        assert kernels, source[-3000:]
+        for grid, body in kernels:
+            assert all(g <= m for g, m in zip(grid, GPU.max_grid_dims)), (grid, body[:300])
+            narrow = re.search(r"\(int\)(blockIdx|threadIdx)|for \(int ", body) is not None
+            wide = re.search(r"\(long long\)(blockIdx|threadIdx)|for \(long long ", body)
+            assert narrow == fits and (fits or wide), (shapes, body[:1500])
+            # (tiled still: past a limit the level without tiles would serve, unnoticed)
+            assert "__shared__" in body or name not in ("matmul", "batched_matmul", "conv2d")
