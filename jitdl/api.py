@@ -247,16 +247,19 @@ class Function:
             return result
         outs = out if isinstance(out, (tuple, list)) else (out,)
         results = result if isinstance(result, tuple) else (result,)
+        if outs is not out and len(results) != 1:     # (as a kernel's out= check says)
+            raise ArgumentError(f"{self.name}(): out= must be a tuple of {len(results)} "
+                                f"arrays, got {type(out).__name__}", user_loc())
         if len(outs) != len(results):
             raise ArgumentError(f"{self.name}(): out= must hold {len(results)} array(s), "
-                                f"got {len(outs)}")
+                                f"got {len(outs)}", user_loc())
         for o, r in zip(outs, results):
             got = (tuple(o.shape), cuda_runtime.dtype_of(o))
             want = (tuple(r.shape), cuda_runtime.dtype_of(r))
             if got != want:
                 raise OutArgumentError(
                     f"{self.name}(): out=: expected shape {want[0]} and dtype {want[1]}, "
-                    f"got shape {got[0]} and dtype {got[1]}")
+                    f"got shape {got[0]} and dtype {got[1]}", user_loc())
             if isinstance(o, np.ndarray):
                 np.copyto(o, r if isinstance(r, np.ndarray) else cuda_runtime.host_result(r))
             else:

@@ -1516,3 +1516,34 @@ def test_arrays_on_another_gpu_than_the_current_one_are_refused(dev, rng, monkey
     out = _OnGPU(np.full_like(x, np.nan), 0)
     twice(_OnGPU(x, 0), out=out)
     close(out.host, x * 2, rtol=1e-12)
+
+
+def test_out_errors_of_gpu_kernels_are_the_cpu_ones_at_the_callers_line(dev, rng):
+    """A GPU kernel's out= errors named no line (the CPU kernel's name the call's), and
+    its out= checks were looser: one array for two outputs was taken as the tuple of its
+    rows (out=a (2, 5) array for two results of (5,) wrote one into each row), and two
+    outputs given the same array were both written there. Each is now the CPU kernel's
+    error at the caller's line."""
+    import inspect
+
+    for dynamic in (False, True):
+        @jd.compute(dynamic=dynamic)
+        def two(X):
+            return jnp.multiply(X, 2), jnp.add(X, 1)
+        x = rng.standard_normal(5)
+        rows, same = DeviceArray(np.full((2, 5), np.nan)), DeviceArray(np.full(5, np.nan))
+        for out, what in (((DeviceArray(np.empty(6)), DeviceArray(np.empty(5))),
+                           "expected shape"),
+                          ((DeviceArray(np.empty(5)),), "must hold 2"),
+                          (rows, "must be a tuple of 2 arrays"),
+                          ((same, same), "share memory"),
+                          ((np.empty(5), DeviceArray(np.empty(5))), "expected a GPU array")):
+            with pytest.raises(jd.ArgumentError, match=what) as e:
+                line = inspect.currentframe().f_lineno + 1
+                two(DeviceArray(x), out=out)
+            assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line), what
+        assert np.isnan(rows.host).all() and np.isnan(same.host).all()
+        a, b = DeviceArray(np.full(5, np.nan)), DeviceArray(np.full(5, np.nan))
+        two(DeviceArray(x), out=(a, b))
+        close(a.host, x * 2, rtol=1e-12)
+        close(b.host, x + 1, rtol=1e-12)

@@ -393,19 +393,18 @@ class CudaKernel(KernelChecks):
                     f"{self.fname}(): kernel {k.name} needs {g} blocks along "
                     f"{'xyz'[axis]}, more than the device's {limit}; the shapes are too "
                     f"large for this schedule (a grid-stride loop, e.g. the automatic "
-                    f"schedule, covers any size)")
+                    f"schedule, covers any size)", user_loc())
 
     def _check_out(self, out, inputs, specs):
-        given = (out,) if self.single and not isinstance(out, (tuple, list)) else tuple(out)
-        if len(given) != len(self.out_specs):
-            raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
-                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}")
+        dev = self.device
+        given = self._given_outs(out, lambda a, b: is_device_array(a) and is_device_array(b)
+                                 and dev.may_share_memory(dev.asarray(a), dev.asarray(b)))
         outs = []
         for o, name, (shape, dtype) in zip(given, self.out_names, specs):
             if not is_device_array(o):
                 raise ArgumentError(
                     f"{self.fname}(): out= for {name}: expected a GPU array (the call runs "
-                    f"on the GPU), got {type(o).__name__}")
+                    f"on the GPU), got {type(o).__name__}", user_loc())
             # (a kernel of the current GPU writing another's memory: CuPy refuses it)
             error = elsewhere(self.fname, f"out= for {name}", o,
                               "pass an out= array on GPU {current}")
@@ -415,7 +414,8 @@ class CudaKernel(KernelChecks):
             if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
                 raise OutArgumentError(
                     f"{self.fname}(): out= for {name}: expected shape {tuple(shape)} and "
-                    f"dtype {dtype}, got shape {tuple(o.shape)} and dtype {o.dtype}")
+                    f"dtype {dtype}, got shape {tuple(o.shape)} and dtype {o.dtype}",
+                    user_loc())
             overlaps = any(self.device.may_share_memory(a, o) for a in inputs)
             if overlaps or not o.flags.c_contiguous:         # computed aside, copied in
                 outs.append(self._empty("temporary for out= of", name, shape, dtype))

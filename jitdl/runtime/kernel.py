@@ -467,6 +467,32 @@ class KernelChecks:
         check_int_values(self.fname, self.int_checks,
                          {name: args[i] for i, name in self.scalar_names})
 
+    def _given_outs(self, out, shares):
+        """out= as a tuple of one array per output: a tuple or list of as many as the
+        kernel has outputs (one array alone for a kernel of one output), no two sharing
+        memory (`shares(a, b)`: whether two given ones do); an error at the user's line
+        otherwise."""
+        if isinstance(out, (tuple, list)):
+            given = tuple(out)
+        elif len(self.out_specs) == 1:
+            given = (out,)
+        else:
+            raise ArgumentError(f"{self.fname}(): out= must be a tuple of "
+                                f"{len(self.out_specs)} arrays ({', '.join(self.out_names)}), "
+                                f"got {type(out).__name__}", user_loc())
+        if len(given) != len(self.out_specs):
+            raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
+                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}",
+                                user_loc())
+        for j, a in enumerate(given):
+            for k in range(j):
+                if shares(a, given[k]):
+                    raise OutArgumentError(
+                        f"{self.fname}(): out= for {self.out_names[k]} and "
+                        f"{self.out_names[j]} share memory; each output needs an array "
+                        "of its own", user_loc())
+        return given
+
     def _raise_index_error(self, err, sizes=()):
         tensor, text, extent = self.checks[int(err[0]) - 1]
 
@@ -669,27 +695,8 @@ class Kernel(KernelChecks):
         return np.ascontiguousarray(a)
 
     def _check_out(self, out, args, out_specs):
-        if isinstance(out, (tuple, list)):
-            given = tuple(out)
-        elif self.single:
-            given = (out,)
-        else:
-            raise ArgumentError(f"{self.fname}(): out= must be a tuple of "
-                                f"{len(self.out_specs)} arrays ({', '.join(self.out_names)}), "
-                                f"got {type(out).__name__}", user_loc())
-        if len(given) != len(self.out_specs):
-            raise ArgumentError(f"{self.fname}(): out= must hold {len(self.out_specs)} "
-                                f"array(s) ({', '.join(self.out_names)}), got {len(given)}",
-                                user_loc())
-        for j, a in enumerate(given):
-            for k in range(j):
-                b = given[k]
-                if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
-                        np.may_share_memory(a, b) and np.shares_memory(a, b):
-                    raise OutArgumentError(
-                        f"{self.fname}(): out= for {self.out_names[k]} and "
-                        f"{self.out_names[j]} share memory; each output needs an array "
-                        "of its own", user_loc())
+        given = self._given_outs(out, lambda a, b: isinstance(a, np.ndarray) and isinstance(
+            b, np.ndarray) and np.may_share_memory(a, b) and np.shares_memory(a, b))
         outs = []
         for o, name, (shape, dtype) in zip(given, self.out_names, out_specs):
             if not isinstance(o, np.ndarray):
