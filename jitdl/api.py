@@ -55,6 +55,16 @@ _STATIC = (type(None), bool, int, float, str, np.bool_, np.integer, np.floating)
 _GRAPHS_KEPT = 8                  # traces kept per function (for inspection and tuning)
 
 
+def _shares_memory(a, b):
+    """Whether out= arrays a and b (NumPy's or a GPU's, of one kind) share memory."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return np.may_share_memory(a, b) and np.shares_memory(a, b)
+    if is_device_array(a) and is_device_array(b):
+        dev = cuda_runtime.backend()
+        return dev.may_share_memory(dev.asarray(a), dev.asarray(b))
+    return False
+
+
 class _Default:
     """A method's keyword default, told apart from the same value given (help() shows the
     value): see Function._own."""
@@ -225,6 +235,13 @@ class Function:
                                     f"array, got {type(o).__name__}", user_loc())
             if isinstance(o, np.ndarray) and not o.flags.writeable:
                 raise OutArgumentError(f"{self.name}(): out= is read-only")
+        given = out if isinstance(out, (tuple, list)) else ()
+        for j, o in enumerate(given):       # (as the kernels' out= check: each its own)
+            for k, p in enumerate(given[:j]):
+                if _shares_memory(o, p):
+                    raise OutArgumentError(
+                        f"{self.name}(): out= arrays {k} and {j} share memory; each output "
+                        "needs an array of its own", user_loc())
         if name == "cuda":
             try:
                 dev = cuda_runtime.backend()

@@ -1547,3 +1547,25 @@ def test_out_errors_of_gpu_kernels_are_the_cpu_ones_at_the_callers_line(dev, rng
         two(DeviceArray(x), out=(a, b))
         close(a.host, x * 2, rtol=1e-12)
         close(b.host, x + 1, rtol=1e-12)
+
+
+def test_out_arrays_sharing_memory_are_refused_with_target_cuda(dev, rng):
+    """f(x, target="cuda", out=(o, o)) of NumPy arrays wrote both results into o, the
+    second over the first (the CPU kernel, and now the GPU's, refuse it): refused before
+    the work, at the caller's line, with NumPy and with GPU out= arrays."""
+    import inspect
+
+    @jd.compute
+    def two(X):
+        return jnp.multiply(X, 2), jnp.add(X, 1)
+    x = rng.standard_normal(5)
+    for o in (np.full(5, np.nan), DeviceArray(np.full(5, np.nan))):
+        with pytest.raises(jd.ArgumentError, match="out= arrays 0 and 1 share memory") as e:
+            line = inspect.currentframe().f_lineno + 1
+            two(x, target="cuda", out=(o, o))
+        assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, line)
+        assert np.isnan(o if isinstance(o, np.ndarray) else o.host).all()
+    a, b = np.full(5, np.nan), np.full(5, np.nan)
+    two(x, target="cuda", out=(a, b))
+    close(a, x * 2, rtol=1e-12)
+    close(b, x + 1, rtol=1e-12)
