@@ -927,6 +927,17 @@ def laid_out(r, order, operands):
     return np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
 
 
+def in_byte_order(r, a):
+    """r, a new array a kernel made of array a's elements, in a's byte order: NumPy's
+    functions that move or copy elements (roll, take, pad, tile, repeat, copy,
+    nan_to_num) keep a '>f8' operand's dtype, where its arithmetic gives the native one
+    (a kernel reads and writes the native order: _normalise)."""
+    if type(a) is not _ndarray or a.dtype.isnative or type(r) is not _ndarray \
+            or r.dtype != a.dtype.newbyteorder("="):
+        return r
+    return r.byteswap(inplace=True).view(a.dtype)
+
+
 def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's

@@ -104,6 +104,38 @@ def test_cached_calls_on_other_layouts_stay_right(rng):
     same(jnp.exp(a[::2, ::3]), np.exp(a[::2, ::3]))
 
 
+def test_copies_of_a_byte_swapped_array_keep_its_byte_order(rng):
+    """NumPy's functions that move or copy elements keep a '>f8' (or '>i4') operand's
+    dtype, where its arithmetic gives the native one: jd.numpy's results have NumPy's
+    dtypes, byte order included, and its values (twice: a first and a cached call)."""
+    for big in (rng.standard_normal((3, 4)).astype(">f8"),
+                rng.integers(-50, 50, (3, 4)).astype(">i4")):
+        small = big.astype(big.dtype.newbyteorder("="))
+        big[0, 1] = small[0, 1] = 2.5 if big.dtype.kind == "f" else 25
+        if big.dtype.kind == "f":
+            big[1, 2] = small[1, 2] = np.nan
+        for _ in range(2):
+            for call in (lambda m, x: m.roll(x, 1), lambda m, x: m.roll(x, -2, axis=1),
+                         lambda m, x: m.take(x, [0, 5, 11]), lambda m, x: m.take(x, 2),
+                         lambda m, x: m.take(x, np.array([2, 0]), axis=1),
+                         lambda m, x: m.repeat(x, 2), lambda m, x: m.repeat(x, [1, 0, 2], 0),
+                         lambda m, x: m.tile(x, (2, 1)), lambda m, x: m.pad(x, 1),
+                         lambda m, x: m.pad(x, ((0, 1), (2, 0)), constant_values=3),
+                         lambda m, x: m.pad(x, 2, mode="reflect"), lambda m, x: m.copy(x),
+                         lambda m, x: m.copy(x.T, order="C"), lambda m, x: m.round(x),
+                         lambda m, x: m.round(x, 1), lambda m, x: m.round(x, -1),
+                         lambda m, x: m.around(x, 2), lambda m, x: m.nan_to_num(x),
+                         lambda m, x: m.exp(x), lambda m, x: m.add(x, x),
+                         lambda m, x: m.sum(x, axis=0), lambda m, x: m.concatenate([x, x]),
+                         lambda m, x: m.where(x > 0, x, 0)):
+                with np.errstate(all="ignore"):
+                    want = call(np, big)
+                    got = call(jnp, big)
+                assert np.asarray(got).dtype.str == np.asarray(want).dtype.str
+                np.testing.assert_allclose(got, want, rtol=1e-14)     # (exp: an ulp)
+                np.testing.assert_allclose(got, call(np, small), rtol=1e-14)
+
+
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "argmax", "argmin",
                                   "all", "any"])
 def test_a_reductions_one_array_call_after_its_kernel_is_warm(rng, name):

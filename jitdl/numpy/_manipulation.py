@@ -15,7 +15,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.eager import (_foreign_dtype, apply, array_module_function, has_huge_int,
-                          laid_out, numpy_accepts, result_order)
+                          in_byte_order, laid_out, numpy_accepts, result_order)
 from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import manipulation as man
@@ -213,7 +213,7 @@ def copy(a, order="K", subok=False):
     r = apply("copy", man.copy, (a,), names=("a",))
     # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
     # Fortran-ordered)
-    return laid_out(r, order, (a,))
+    return in_byte_order(laid_out(r, order, (a,)), a)
 
 
 def _swapped(dtype):
@@ -408,9 +408,11 @@ def pad(array, pad_width, mode="constant", **kwargs):
         static = _PAD_STATIC.get(key)
         if static is not None:
             if mode != "constant":
-                return apply("pad", man.pad, (array,), static, names=_ARRAY)
+                return in_byte_order(apply("pad", man.pad, (array,), static, names=_ARRAY),
+                                     array)
             value = _pad_value(kwargs.get("constant_values", 0), array.dtype)
-            return apply("pad", man.pad, (array, value), static, names=_ARRAY_VALUE)
+            return in_byte_order(apply("pad", man.pad, (array, value), static,
+                                       names=_ARRAY_VALUE), array)
     known = _PAD_MODES.get(mode) if isinstance(mode, str) else None
     allowed = known if known is not None else _NUMPY_PAD_MODES.get(mode)
     if allowed is not None and set(kwargs) - allowed:
@@ -443,11 +445,12 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if common and len(_PAD_STATIC) < 1024:
         static = _PAD_STATIC.setdefault(key, static)
     if mode != "constant":
-        return apply("pad", man.pad, (array,), static, names=_ARRAY)
+        return in_byte_order(apply("pad", man.pad, (array,), static, names=_ARRAY), array)
     if not _sym(value):
         value = _pad_value(value, np.dtype(array.dtype) if hasattr(array, "dtype") else
                            np.asarray(array).dtype)
-    return apply("pad", man.pad, (array, value), static, names=_ARRAY_VALUE)
+    return in_byte_order(apply("pad", man.pad, (array, value), static, names=_ARRAY_VALUE),
+                         array)
 
 
 def _pad_value(value, dt):
@@ -488,8 +491,9 @@ def roll(a, shift, axis=None):
     """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
     if not _sym(a) and has_huge_int(np.ravel(np.asarray(shift, object))):
         return np.roll(a, shift, axis)      # (a shift beyond int64: NumPy's, modulo the size)
-    return apply("roll", man.roll, (a,), (("shift", _shift_static(shift)),
-                                          ("axis", _static(axis))), names=("a",))
+    return in_byte_order(apply("roll", man.roll, (a,), (("shift", _shift_static(shift)),
+                                                        ("axis", _static(axis))),
+                               names=("a",)), a)
 
 
 def _shift_static(value):
@@ -524,7 +528,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         # the common call: arrays, an integer axis or None (what the rest checks first)
         static = _TAKE_STATICS.get((axis, mode))
         if static is not None:
-            return _take(a, indices, axis, static, None)
+            return in_byte_order(_take(a, indices, axis, static, None), a)
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     if isinstance(a, (bool, int, float, np.generic)) and not _sym(indices):
@@ -561,7 +565,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if into is not out:
         np.copyto(out, into)
         return out
-    return r
+    return r if out is not None else in_byte_order(r, a)
 
 
 _TAKE_STATICS = {}      # (axis, mode) -> take's static arguments, once checked
@@ -612,7 +616,7 @@ def repeat(a, repeats, axis=None):
             if len(_REPEATS) >= 256:
                 _REPEATS.clear()
             static = _REPEATS[repeats, axis] = (("repeats", repeats), ("axis", axis))
-        return apply("repeat", man.repeat, (a,), static, names=("a",))
+        return in_byte_order(apply("repeat", man.repeat, (a,), static, names=("a",)), a)
     a = _as_1d_if_scalar(a, _int_axis(axis))
     reps = _counts(repeats)
     if isinstance(reps, tuple) and len(reps) == 1:
@@ -632,7 +636,7 @@ def repeat(a, repeats, axis=None):
                                           else operator.index(axis))), names=("a",))
     if reps == 1 and type(r) is np.ndarray and r.ndim > 1 and not r.flags.c_contiguous:
         r = np.ascontiguousarray(r)     # (a count of 1 is a copy, which kept a.T's order:
-    return r                            # NumPy's repeat is C-ordered)
+    return in_byte_order(r, a)          # NumPy's repeat is C-ordered)
 
 
 def _counts(value):
@@ -661,7 +665,7 @@ def tile(A, reps):
         reps = reps.item()
     if type(reps) is not int and not (type(reps) is tuple and all(type(r) is int for r in reps)):
         reps = _static(reps)
-    return apply("tile", man.tile, (A,), (("reps", reps),), names=("A",))
+    return in_byte_order(apply("tile", man.tile, (A,), (("reps", reps),), names=("A",)), A)
 
 
 def tril(m, k=0):

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
-                          has_huge_int, kernel_dtype, merged_run, numpy_accepts,
+                          has_huge_int, in_byte_order, kernel_dtype, merged_run, numpy_accepts,
                           SMALL_COPY, copyable, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
@@ -715,8 +715,12 @@ def round(a, decimals=0, out=None):  # noqa: A001
         if isinstance(a, (bool, list, tuple)) and not tracing() else None
     if dt == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
-    return apply("round", ew.round_, (a,), (("decimals", _int_arg(decimals, "decimals")),),
-                 out, ("a",))
+    decimals = _int_arg(decimals, "decimals")
+    r = apply("round", ew.round_, (a,), (("decimals", decimals),), out, ("a",))
+    # (NumPy's rint, for whole floats, gives the native byte order; its arithmetic for
+    # places and its copy of integers keep a '>f8' operand's)
+    return r if out is not None or decimals == 0 and dt is not None and dt.kind == "f" \
+        else in_byte_order(r, a)
 
 
 _CLIP_NAMES = ("a", "a_min", "a_max")
@@ -876,7 +880,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
              if v is not None]
     static, names = _NAN_TO_NUM[posinf is not None, neginf is not None]
     r = apply("nan_to_num", ew.nan_to_num, (x,) + tuple(given), static, out, names)
-    return x if out is not None else r
+    return x if out is not None else in_byte_order(r, x)
 
 
 def _fill(v):
