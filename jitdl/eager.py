@@ -938,6 +938,26 @@ def in_byte_order(r, a):
     return r.byteswap(inplace=True).view(a.dtype)
 
 
+NUMPYS = object()      # (signature_dtype: NumPy's own function answers the call)
+
+
+def signature_dtype(name, signature, dtype, operands):
+    """A ufunc's (or matmul's) signature= as the dtype= it is: NumPy's signature=(None,
+    ..., X), the output's type alone, is dtype=X (None where X is None). Other signatures
+    (a string such as 'ff->f', input types, a wrong length) and signature= with dtype=
+    are NUMPYS: NumPy's own function answers them (its loop, or its error); inside a
+    definition they raise an error naming the keyword."""
+    if dtype is None and type(signature) is tuple and len(signature) == len(operands) + 1 \
+            and all(t is None for t in signature[:-1]):
+        return signature[-1]
+    if any(is_symbolic(a) for a in operands):
+        raise ArgumentError(f"{name}(): inside a definition signature= may only give the "
+                            f"result's type, as (None, ..., dtype) without dtype= (the same "
+                            f"as dtype=), got signature={signature!r}"
+                            + ("" if dtype is None else f" and dtype={dtype!r}"), user_loc())
+    return NUMPYS
+
+
 def kernel_dtype(name, d, np_fn=None, operands=(), casting="same_kind"):
     """dtypes.normalize(d) for a ufunc's dtype=; a NumPy dtype that jitdl does not compile
     raises UnsupportedDtypeError (so that NumPy's function answers it). With NumPy's

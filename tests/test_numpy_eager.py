@@ -1041,6 +1041,75 @@ def test_ufunc_order_gives_numpy_layout(order):
             assert got.flags.c_contiguous == want.flags.c_contiguous
 
 
+def test_ufunc_signature_and_gufunc_keywords_are_numpys():
+    """A ufunc's signature= and matmul's and vecdot's gufunc keywords (axes=, axis=,
+    keepdims=, order=, subok=, signature=) give NumPy's results, or its error class, on
+    arrays (signature=(None, ..., X) is dtype=X, compiled); inside a definition those
+    jitdl does not compile raise a jitdl error naming the keyword."""
+    rng = np.random.default_rng(21)
+    a, v = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    i = rng.integers(-9, 9, (3, 4))
+    m1, m2 = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 3))
+    f32 = np.float32
+    calls = [lambda m: m.add(a, v, signature=(None, None, f32)),
+             lambda m: m.add(i, v, signature=(None, None, "f8")),
+             lambda m: m.add(a, v, signature=(None, None, None)),
+             lambda m: m.add(a, v, signature="ff->f"), lambda m: m.add(a, v, signature="dd"),
+             lambda m: m.add(a, v, signature=(f32, f32, f32)),
+             lambda m: m.add(a, v, signature=(None, None)),
+             lambda m: m.add(a, v, signature=(None, None, f32), dtype=f32),
+             lambda m: m.add(a, i, signature=(None, None, np.int64)),
+             lambda m: m.add(a, i, signature=(None, None, np.int64), casting="unsafe"),
+             lambda m: m.less(a, v, signature=(None, None, np.bool_)),
+             lambda m: m.exp(a, signature=(None, f32)), lambda m: m.exp(a, signature="f->f"),
+             lambda m: m.exp(a, signature=(None, np.float16)),
+             lambda m: m.matmul(m1, m2, signature=(None, None, f32)),
+             lambda m: m.matmul(m1, m2, signature="ff->f"),
+             lambda m: m.matmul(m1, m2, axes=[(-2, -1), (-2, -1), (-2, -1)]),
+             lambda m: m.matmul(m1, m2, axes=[(0, 1), (2, 0), (1, 0)]),
+             lambda m: m.matmul(m1, m2, axes=[(0, 1), (2, 0)]),
+             lambda m: m.matmul(m1, m2, axis=0), lambda m: m.matmul(m1, m2, keepdims=True),
+             lambda m: m.matmul(m1, m2, order="F"), lambda m: m.matmul(m1, m2, order="X"),
+             lambda m: m.matmul(m1, m2, subok=False),
+             lambda m: m.matmul(m1, m2, out=np.empty((2, 3, 3)), order="F"),
+             lambda m: m.vecdot(a, a, keepdims=True), lambda m: m.vecdot(a, a, axis=0),
+             lambda m: m.vecdot(a, a, axis=0, keepdims=True),
+             lambda m: m.vecdot(a, a, axes=[(0,), (0,), ()]),
+             lambda m: m.vecdot(a, a, axes=[(0,), (0,)], axis=0),
+             lambda m: m.vecdot(a, v, order="F"), lambda m: m.vecdot(a, v, signature="dd->d"),
+             lambda m: m.vecdot(a.T, a.T, order="F", dtype=f32)]
+    for call in calls:
+        try:
+            want = call(np)
+        except Exception as e:
+            with pytest.raises(type(e)):
+                call(jnp)
+            continue
+        got = call(jnp)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6 if want.dtype == f32 else 1e-12)
+        assert got.flags.f_contiguous == want.flags.f_contiguous
+    assert jnp.add(a, v, signature=(None, None, f32)).dtype == f32     # (compiled: cached)
+
+    @jd.compute
+    def sig(x, y):
+        return jnp.add(x, y, signature=(None, None, np.float32))
+    np.testing.assert_allclose(sig(a, v), np.add(a, v, dtype=f32), rtol=1e-6)
+    assert sig(a, v).dtype == f32
+
+    @jd.compute
+    def bad(x, y):
+        return jnp.add(x, y, signature="ff->f")
+    with pytest.raises(jd.JitdlError, match="signature="):
+        bad(a, v)
+
+    @jd.compute
+    def moved(x, y):
+        return jnp.matmul(x, y, axes=[(0, 1), (2, 0), (1, 0)])
+    with pytest.raises(jd.JitdlError, match="axes="):
+        moved(m1, m2)
+
+
 def test_clip_of_a_python_number_is_an_array_of_it():
     """NumPy makes a Python number `a` an array first: its dtype is strong against the
     bounds' (int with a float32 bound: float64), and an int bound past int64 clips

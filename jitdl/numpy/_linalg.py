@@ -7,16 +7,25 @@ import operator
 
 import numpy as np
 
-from jitdl.eager import (_MISS, _direct, apply, kernel_dtype, laid_out, numpy_accepts,
-                          result_order)
+from jitdl.eager import (_MISS, NUMPYS, _direct, apply, array_module_function, kernel_dtype,
+                          laid_out, numpy_accepts, result_order, signature_dtype)
+from jitdl.ops.core import is_symbolic
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
 
 _ndarray = np.ndarray
 
 
-def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind"):
-    """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast."""
+def matmul(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
+           signature=None, axes=None, axis=None, keepdims=False):
+    """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast; its
+    gufunc keywords: order= the result's memory order, signature=(None, None, X) as
+    dtype=X; on arrays axes=, axis=, keepdims= and other signatures are NumPy's own
+    (subok: the results are ndarrays, as for ndarray operands)."""
+    if signature is not None or axes is not None or axis is not None \
+            or keepdims is not False or order != "K":
+        return _gufunc_call("matmul", matmul, np.matmul, (x1, x2), out, casting, order,
+                            dtype, signature, dict(axes=axes, axis=axis, keepdims=keepdims))
     if dtype is None and casting == "same_kind":
         t1, t2 = _transposed(x1), _transposed(x2)
         if t1 or t2:        # (X.T @ X, x @ W.T: the C-ordered arrays, read in place)
@@ -83,16 +92,48 @@ def outer(a, b, out=None):
     return apply("outer", la.outer, (a, b), (), out, ("a", "b"), broadcast_out=True)
 
 
-def vecdot(x1, x2, /, out=None, *, axis=-1, dtype=None, casting="same_kind"):
-    """numpy.vecdot for real arrays: the sum over `axis` of x1 * x2, the rest broadcast."""
-    static = (("axis", operator.index(axis)),)
+def vecdot(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
+           signature=None, axes=None, axis=None, keepdims=False):
+    """numpy.vecdot for real arrays: the sum over `axis` (-1 where None) of x1 * x2, the
+    rest broadcast; gufunc keywords as for matmul."""
     np_fn = getattr(np, "vecdot", None)     # (NumPy 2)
+    if signature is not None or axes is not None or keepdims is not False or order != "K":
+        return _gufunc_call("vecdot", vecdot, np_fn, (x1, x2), out, casting, order, dtype,
+                            signature, dict(axes=axes, axis=axis, keepdims=keepdims))
+    static = (("axis", -1 if axis is None else operator.index(axis)),)
     if dtype is not None:
         static += (("dtype", kernel_dtype("vecdot", dtype, np_fn, (x1, x2), casting)),)
     elif casting != "same_kind" and np_fn is not None:
         numpy_accepts("vecdot", np_fn, (x1, x2), casting)
     return apply("vecdot", la.vecdot, (x1, x2), static, out, casting=casting,
                  broadcast_out=True)
+
+
+def _gufunc_call(name, fn, np_fn, operands, out, casting, order, dtype, signature, shaped):
+    """matmul's or vecdot's call with its rarer gufunc keywords: signature=(None, None, X)
+    is dtype=X, order= lays out a new result (as NumPy's does); the core-axis keywords
+    `shaped` (axes=, axis=, keepdims=; vecdot's axis= alone is its own) and other
+    signatures are NumPy's own function's on arrays, and an error naming them inside a
+    definition."""
+    order = result_order(order)
+    if signature is not None:
+        own = signature_dtype(name, signature, dtype, operands)
+        if own is not NUMPYS:
+            signature, dtype = None, own
+    given = {k: v for k, v in shaped.items() if v is not None and v is not False}
+    if signature is not None or given and not (name == "vecdot" and set(given) == {"axis"}):
+        if signature is not None:
+            given["signature"] = signature
+        if any(is_symbolic(a) for a in operands):
+            raise ArgumentError(f"{name}(): inside a definition jitdl takes none of "
+                                f"{', '.join(f'{k}={v!r}' for k, v in given.items())}; "
+                                f"move the axes with jd.numpy.moveaxis", user_loc())
+        if dtype is not None:
+            given["dtype"] = dtype
+        return array_module_function(name, np_fn, operands + (out,), {})(
+            *operands, out=out, casting=casting, order=order, **given)
+    r = fn(*operands, out, dtype=dtype, casting=casting, **given)
+    return r if out is not None else laid_out(r, order, operands)
 
 
 # their common call is apply(name, builder, args, ()) of the positional arrays: the op's

@@ -14,7 +14,7 @@ import numpy as np
 
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
                           has_huge_int, in_byte_order, kernel_dtype, merged_run, numpy_accepts,
-                          SMALL_COPY, copyable, small_copies)
+                          NUMPYS, SMALL_COPY, copyable, signature_dtype, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -182,7 +182,13 @@ def _unary(name, doc):
     # kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None,
-              subok=True):      # (subok: the results are ndarrays, as for ndarray operands)
+              subok=True, signature=None):  # (subok: the results are ndarrays, as for
+        if signature is not None:           # ndarray operands)
+            own = signature_dtype(name, signature, dtype, (x,))
+            if own is NUMPYS:
+                return array_module_function(name, np_fn, (x, out), {})(
+                    x, out=out, signature=signature, **_given(dtype, casting, where, order))
+            dtype = own
         try:
             if out is None and dtype is None and casting == "same_kind" and where is True \
                     and order == "K":
@@ -396,7 +402,14 @@ def _binary(name, doc, general=None):
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K",
-              dtype=None, subok=True):
+              dtype=None, subok=True, signature=None):
+        if signature is not None:
+            own = signature_dtype(name, signature, dtype, (x1, x2))
+            if own is NUMPYS:
+                return array_module_function(name, np_fn, (x1, x2, out), {})(
+                    x1, x2, out=out, signature=signature, **_given(dtype, casting, where,
+                                                                   order))
+            dtype = own
         try:
             if out is None and dtype is None and casting == "same_kind" and where is True \
                     and order == "K":
