@@ -2016,6 +2016,85 @@ def test_a_max_over_an_empty_range_in_a_dead_arm_is_not_refused(fn):
             np.testing.assert_array_equal(out, want)
 
 
+def _filtered_past_the_end(X):
+    n, m = X.shape
+    Y[i] = max(X[i, k] for k in range(m) if k > m)
+    return Y
+
+
+def _filtered_to_the_tail(X):
+    n, m = X.shape
+    Y[i] = min(X[i, k] for k in range(m) if k >= 3 and k < m + 1)
+    return Y
+
+
+def _filtered_on_sizes(X):
+    n, m = X.shape
+    Y[i] = jd.argmax(X[i, k] for k in range(m) if m < 3 or k == m - 4)
+    return Y
+
+
+def _filtered_in_a_dead_arm(X):
+    n, m = X.shape
+    Y[i] = jd.select(m > 3, max(X[i, k] for k in range(m) if k > 2), 0.0)
+    return Y
+
+
+def _filtered_te(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    return jd.tensor((n,), lambda i: jd.max(X[i, k], axis=k, where=k < m - 2), name="Y")
+
+
+@pytest.mark.parametrize("fn", [_filtered_past_the_end, _filtered_to_the_tail,
+                                _filtered_on_sizes, _filtered_in_a_dead_arm, _filtered_te],
+                         ids=lambda f: f.__name__)
+def test_a_max_whose_condition_selects_nothing_has_no_identity(fn):
+    """A max (min, argmax) whose generator `if` or where= selects no point of its range
+    (`if k > m` over range(m); `if k >= 3` of m = 3) gave the identity (-inf, inf, 0) for
+    every row, where NumPy's max of the empty selection raises, as jitdl does for an
+    empty range: now refused at the trace with constant sizes and checked at the call
+    with symbolic ones, unless the reduction sits in an arm not taken at these sizes.
+    Static and dynamic against NumPy over widths 0 to 6."""
+    def ref(x):
+        n, m = x.shape
+        if fn is _filtered_past_the_end:
+            return x[:, m + 1:].max(1)
+        if fn is _filtered_to_the_tail:
+            return x[:, 3:].min(1)
+        if fn is _filtered_on_sizes:
+            return x.argmax(1) if m < 3 else np.full(n, m - 4) if m >= 4 else \
+                x[:, :0].argmax(1)
+        if fn is _filtered_in_a_dead_arm:
+            return x[:, 3:].max(1) if m > 3 else np.zeros(n)
+        return x[:, :max(m - 2, 0)].max(1)
+    for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
+        for m in range(7):
+            x = rand(3, m)
+            try:
+                want = ref(x)
+            except ValueError:
+                with pytest.raises((DefinitionError, jd.errors.ArgumentShapeError),
+                                   match="no identity"):
+                    g(x)
+                continue
+            got = g(x)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_max_whose_condition_reads_data_keeps_its_identity():
+    """A condition on the data (or on another index) is not known before the kernel runs:
+    a row it selects nothing of gets the identity, -inf, as before."""
+    @jd.compute
+    def f(X):
+        n, m = X.shape
+        Y[i] = max(X[i, k] for k in range(m) if X[i, k] > 0.5)
+        return Y
+    x = np.array([[0.1, 0.9, 0.7], [0.2, 0.3, 0.4]])
+    np.testing.assert_array_equal(f(x), [0.9, -np.inf])
+
+
 def _guarded_one(X, Y):
     n, = X.shape
     m, = Y.shape
@@ -2098,18 +2177,16 @@ def test_a_generator_filter_false_at_the_sizes_selects_no_element(fn):
     """A generator's filter on the sizes false at the call's (`sum(X[i, k] for k in
     range(m - 1) if m > 2)` of m = 2) was a constant False in a static trace (or a size-1
     pattern's), which jd.reduce refused ('the where= condition is always False') where
-    the dynamic kernel, whose filter is symbolic, selects no element: the sum's 0, the
-    max's -inf (the identity a filter excluding every element gives). Now the constant
-    filter stays and selects nothing. Static and dynamic against NumPy over sizes 0, 1,
-    2, 3, 5; a max over range(m - 1) empty (m <= 1) raises 'no identity' in both."""
+    the dynamic kernel, whose filter is symbolic, selects no element: the sum's 0. Now
+    the constant filter stays and selects nothing. Static and dynamic against NumPy over
+    sizes 0, 1, 2, 3, 5; a max over range(m - 1) empty (m <= 1), or whose filter selects
+    nothing (m = 2: NumPy's max of an empty selection), raises 'no identity' in both."""
     def ref(x):
         n, m = x.shape
         part = x[:, :max(m - 1, 0)]
         if fn is _filtered_sum:
             return part.sum(1) if m > 2 else np.zeros(n)
-        if m <= 1:
-            raise ValueError("empty")
-        return part.max(1) if m > 2 else np.full(n, -np.inf)
+        return part[:, :part.shape[1] if m > 2 else 0].max(1)
     for g in (jd.compute(fn), jd.compute(dynamic=True)(fn)):
         for shape in [(n, m) for n in (0, 1, 2, 3, 5) for m in (0, 1, 2, 3, 5)]:
             x = rand(*shape)

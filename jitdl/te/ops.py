@@ -252,9 +252,93 @@ def _empty_constant(op, axes):
 
 
 def _empty_text(op, axes):
-    ranges = ", ".join(f"{a.name} in [{a.min}, {a.min + a.extent if a.min else a.extent})"
-                       for a in axes)
-    return f"{op.value} over an empty range has no identity (NumPy raises here too): {ranges}"
+    return f"{op.value} over an empty range has no identity (NumPy raises here too): " \
+        f"{_ranges_text(axes)}"
+
+
+def _ranges_text(axes):
+    return ", ".join(f"{a.name} in [{a.min}, {a.min + a.extent if a.min else a.extent})"
+                     for a in axes)
+
+
+def _selects_some(op, axes, cond):
+    """The call-time condition (entries, as _nonempty_at_call's) that a max, min, argmax or
+    argmin whose condition `cond` (a generator's `if`, where=) selects some point: a
+    condition that no point of the axes' ranges meets (`if k > m` over range(m), `if m <
+    3` of m = 2) gives no identity, as an empty range does; refused at the trace where
+    the sizes are constants, checked at the call where they are symbolic. Conditions on
+    data or on other indices are not known here: they select what they select (the
+    identity where nothing is)."""
+    if op not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.ARGMAX, ReduceOp.ARGMIN) or \
+            builtins.any(not isinstance(a.extent, Expr) and a.extent < 0 for a in axes):
+        return []
+    size = _selected_size(cond, axes)
+    if size is None or isinstance(size, Const) and size.value > 0:
+        return []
+    text = f"{op.value} over an empty selection has no identity (NumPy raises here too): " \
+        f"no point of {_ranges_text(axes)} meets its condition"
+    if isinstance(size, Const):
+        if getattr(_required, "user", None) is None:
+            raise DefinitionError(text, user_loc())
+        return [(Const(0, "int64"), ">", 0, text, user_loc(), "shape")]
+    entry = require_size(size, ">", 0, text, user_loc())
+    return [] if entry is None else [entry]
+
+
+_BOUNDED_BY = {CmpOp.LT: (False, -1), CmpOp.LE: (False, 0), CmpOp.GT: (True, 1),
+               CmpOp.GE: (True, 0)}        # k op e: (a lower bound?, e + this)
+_MIRRORED = {CmpOp.LT: CmpOp.GT, CmpOp.LE: CmpOp.GE, CmpOp.GT: CmpOp.LT, CmpOp.GE: CmpOp.LE,
+             CmpOp.EQ: CmpOp.EQ, CmpOp.NE: CmpOp.NE}
+
+
+def _selected_size(cond, axes):
+    """An int64 expression of the sizes that is <= 0 where `cond` selects no point of the
+    axes' ranges (a bound of the points selected, not their count), or None where the
+    condition tells nothing of that: comparisons of a reduce axis with sizes and
+    constants (an axis's range narrowed by each), conditions on sizes alone, and/or of
+    those; other conjuncts of an `and` are left out (they select fewer points still)."""
+    if isinstance(cond, Binary) and cond.op == BinOp.OR and cond.dtype == "bool":
+        a, b = _selected_size(cond.a, axes), _selected_size(cond.b, axes)
+        return None if a is None or b is None else build.binary(BinOp.MAX, a, b)
+    parts, terms, known = [cond], [], False
+    lows = {id(a.var): [build.cast(a.min, "int64")] for a in axes}
+    highs = {id(a.var): [build.cast(a.min + a.extent - 1, "int64")] for a in axes}
+    while parts:
+        c = parts.pop()
+        if isinstance(c, Binary) and c.op == BinOp.AND and c.dtype == "bool":
+            parts += [c.a, c.b]
+            continue
+        if isinstance(c, Binary) and c.op == BinOp.OR and c.dtype == "bool":
+            s = _selected_size(c, axes)
+        else:
+            s = _positive(c)
+        if s is not None:
+            terms.append(s)
+            known = True
+            continue
+        if not isinstance(c, Compare) or c.op not in _BOUNDED_BY and c.op != CmpOp.EQ:
+            continue
+        for v, e, cmp in ((c.a, c.b, c.op), (c.b, c.a, _MIRRORED[c.op])):
+            if id(v) in lows and _size_only(e) and dtypes.is_int(e.dtype):
+                e = build.cast(e, "int64")
+                for lower, shift in ((True, 0), (False, 0)) if cmp == CmpOp.EQ else \
+                        (_BOUNDED_BY[cmp],):
+                    (lows if lower else highs)[id(v)].append(e + shift if shift else e)
+                known = True
+                break
+    if not known:
+        return None
+    for a in axes:
+        lo, hi = lows[id(a.var)], highs[id(a.var)]
+        terms.append(_extreme(BinOp.MIN, hi) - _extreme(BinOp.MAX, lo) + 1)
+    return _extreme(BinOp.MIN, terms)
+
+
+def _extreme(op, values):
+    out = values[0]
+    for v in values[1:]:
+        out = build.binary(op, out, v)
+    return out
 
 
 def _as_int(x, what):
@@ -527,6 +611,8 @@ def reduce(op: ReduceOp, expr, axis, where=None, user=False) -> Reduce:
         entries = [(Const(0, "int64"), ">", 0, _empty_text(op, axes), user_loc(), "shape")]
     elif user:
         entries = _nonempty_at_call(op, axes)
+    if user and where is not None and not _empty_constant(op, axes):
+        entries = list(entries) + _selects_some(op, axes, build.truth(where))
     body = build.as_expr(expr)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = build.truth(body)
