@@ -747,10 +747,19 @@ _BOUND = (float, int, type(None))
 
 
 def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # noqa: A002
-         where=True, casting="same_kind", order="K", dtype=None, subok=True):
+         where=True, casting="same_kind", order="K", dtype=None, subok=True, signature=None):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
     NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
-    min= and max=, each optional), never both kinds."""
+    min= and max=, each optional), never both kinds. signature= as a ufunc's."""
+    if signature is not None:
+        own = signature_dtype("clip", signature, dtype, (a, a_min, a_max))
+        if own is NUMPYS:
+            bounds = {k: v for k, v in (("a_min", a_min), ("a_max", a_max), ("min", min),
+                                        ("max", max)) if v is not _UNSET}
+            return array_module_function("clip", np.clip, (a, out), bounds)(
+                a, out=out, signature=signature, **bounds,
+                **_given(dtype, casting, where, order))
+        dtype = own
     t_lo, t_hi, key = type(a_min), type(a_max), None
     if type(a) is _ndarray and t_lo in _BOUND and t_hi in _BOUND and a.dtype.kind == "f" \
             and out is None and dtype is None and where is True and order == "K" \
