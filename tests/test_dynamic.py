@@ -2290,3 +2290,48 @@ def test_a_guarded_or_dropped_reductions_check_keeps_an_equal_one_a_stage_needs(
             want = ref(x, w)
             np.testing.assert_allclose(_written(lambda *a, **k: g(*args, **k), None, want),
                                        want, rtol=1e-12, atol=1e-12)
+
+
+def _same_shape_else(X, Y):
+    Z[i] = X[i] if X.shape == Y.shape else Y[i] * 2
+    return Z
+
+
+def _size_in_set(X):
+    Z[i] = X[i] * (2.0 if X.shape[0] in (3, 4) else 1.0) + (i in (0, 2)) + \
+        (1.0 if X.shape not in [(5,)] else 3.0) + (4.0 if X.shape[0] in range(1, 9, 3) else 0)
+    return Z
+
+
+def _asserted_same_shape(X, Y):
+    assert X.shape == Y.shape
+    Z[i] = X[i] - Y[i]
+    return Z
+
+
+def test_sizes_compared_as_tuples_or_found_in_containers_are_conditions():
+    """`X.shape == Y.shape` and `X.shape[0] in (3, 4)` of dynamic sizes (and `i in (0, 2)`
+    of an index, static or dynamic) compared the symbolic values as Python objects (X_n0
+    is not Y_n0): a False baked into the kernel for every size, a silently wrong answer
+    (X (2,), Y (2,) of `X[i] if X.shape == Y.shape else Y[i] * 2` gave 2 * Y), and
+    `assert X.shape == Y.shape` failed. Now a sequence comparison joins its elements'
+    comparisons with `and`, `in` its equalities with `or`. Static and dynamic against
+    NumPy over sizes 0, 1, 2, 3, 4, 5, 7."""
+    def size_in_set(x):
+        n = len(x)
+        return (x * (2.0 if n in (3, 4) else 1.0) + np.isin(np.arange(n), (0, 2))
+                + (1.0 if n != 5 else 3.0) + (4.0 if n in (1, 4, 7) else 0.0))
+    for dyn in (False, True):
+        same_shape = jd.compute(_same_shape_else, dynamic=dyn)
+        size_in = jd.compute(_size_in_set, dynamic=dyn)
+        asserted = jd.compute(_asserted_same_shape, dynamic=dyn)
+        for n in (0, 1, 2, 3, 4, 5, 7):
+            x, y = rand(n), rand(n)
+            np.testing.assert_array_equal(_written(lambda *a, **k: same_shape(x, y, **k),
+                                                   None, x), x)
+            np.testing.assert_array_equal(_written(size_in, x, x), size_in_set(x))
+            np.testing.assert_array_equal(asserted(x, y), x - y)
+        x, y = rand(3), rand(1)
+        np.testing.assert_array_equal(same_shape(x, y), y * 2)
+        with pytest.raises((DefinitionError, ArgumentError)):    # (static: the assert's)
+            asserted(rand(3), rand(4))

@@ -134,9 +134,48 @@ def not_(x):
     return build.logical_not(x) if symbolic(x) else not x
 
 
+def _holds_symbolic(x) -> bool:
+    """x is a tuple or list with a symbolic value in it, at any depth (X.shape of a
+    dynamic X)."""
+    return isinstance(x, (tuple, list)) and \
+        any(symbolic(e) or _holds_symbolic(e) for e in x)
+
+
+def _equal_sequences(a, b):
+    """`a == b` of two tuples (or lists), one holding symbolic sizes (X.shape == Y.shape
+    of dynamic X and Y): the elements' comparisons joined by `and`, as Python compares
+    sequences. Python's own `==` there compared the sizes as objects (X_n0 is not Y_n0):
+    a False baked into the kernel for every size."""
+    if isinstance(a, tuple) != isinstance(b, tuple) or len(a) != len(b):
+        return False
+    return and_(*[lambda x=x, y=y: cmp("==", x, y) for x, y in zip(a, b)])
+
+
+def _contains(box, x):
+    """`x in box` where x or an element of a tuple, list or set box is symbolic (`n in (3,
+    4)` of a dynamic size, `i in (0, 1)` of an index): the equalities joined by `or`.
+    Python's `in` compared them as objects, a False whatever the sizes or the index."""
+    if isinstance(box, dict):
+        box = list(box)
+    if isinstance(box, range) and box.step > 0 and symbolic(x):
+        return and_(lambda: cmp(">=", x, box.start), lambda: cmp("<", x, box.stop),
+                    lambda: box.step == 1 or cmp("==", (x - box.start) % box.step, 0))
+    if isinstance(box, (tuple, list, set, frozenset, range)) and \
+            (symbolic(x) or _holds_symbolic(x) or _holds_symbolic(list(box))):
+        return or_(*[lambda e=e: cmp("==", x, e) for e in box])
+    return x in box
+
+
 def cmp(op, a, b):
+    if op in ("in", "not in"):
+        found = _contains(b, a)
+        return found if op == "in" else not_(found)
     if isinstance(a, Tensor) or isinstance(b, Tensor):     # whole tensors: jd.numpy's
         return tensor_compare(op, a, b)
+    if op in ("==", "!=") and (_holds_symbolic(a) or _holds_symbolic(b)) and \
+            isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        same = _equal_sequences(a, b)
+        return same if op == "==" else not_(same)
     if symbolic(a) or symbolic(b):
         return build.written_compare(_CMPS[op], a, b)
     return {"==": a == b, "!=": a != b}[op] if op in ("==", "!=") else \

@@ -10,6 +10,7 @@ symbolic (build IR) or concrete (behave exactly as Python):
     a and b / a or b        ->  __jd__.and_(lambda: a, lambda: b) / __jd__.or_(...)
     not a                   ->  __jd__.not_(a)
     a == b, a < b < c       ->  __jd__.cmp('==', a, b), __jd__.and_(...)
+    a in b                  ->  __jd__.cmp('in', a, b)
     f(x for k in range(n))  ->  f(__jd__.gen(...))                (reductions)
     exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
     float(n), len(X)        ->  __jd__.intrinsic('float', lambda: float)(n)
@@ -24,7 +25,8 @@ from jitdl.te.ops import CASTS, INTRINSICS
 # (float, int, len: Python's builtins, which the definition's own code may call on a
 # symbolic size or a tensor; jitdl.capture.runtime.PYTHON_BUILTINS)
 _ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS) | {"float", "int", "len"}
-_CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+        ast.In: "in", ast.NotIn: "not in"}
 
 
 class RewriteError(Exception):
