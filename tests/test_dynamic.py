@@ -2335,3 +2335,26 @@ def test_sizes_compared_as_tuples_or_found_in_containers_are_conditions():
         np.testing.assert_array_equal(same_shape(x, y), y * 2)
         with pytest.raises((DefinitionError, ArgumentError)):    # (static: the assert's)
             asserted(rand(3), rand(4))
+
+
+def _filter_guarded_read(X, Y):
+    n, = X.shape
+    m, = Y.shape
+    Z[i] = Y[i] + sum(X[k] * 2 for k in range(m) if k < n)
+    return Z
+
+
+def test_a_generator_filter_guards_a_read_of_another_size():
+    """`Y[i] + sum(X[k] for k in range(m) if k < n)` (m = len(Y), n = len(X)): the filter
+    keeps X[k] in bounds, as `X[k] if k < n else 0` would, so X and Y need not agree. The
+    dynamic kernel asked them to ('shape mismatch: argument 'Y' has size 2 ... 'X' has
+    size 0'), where the static definition computes: bare_uses took a filter for no
+    guard. Static and dynamic against NumPy over sizes 0, 1, 2, 3, 5."""
+    static, dynamic = jd.compute(_filter_guarded_read), \
+        jd.compute(dynamic=True)(_filter_guarded_read)
+    for n, m in itertools.product((0, 1, 2, 3, 5), repeat=2):
+        x, y = rand(n), rand(m)
+        want = y + 2 * x[:min(n, m)].sum()
+        for g in (static, dynamic):
+            got = _written(lambda *a, **k: g(x, y, **k), None, want)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
-                            Intrin, Load, Select, SizeVar, UnOp, Unary, Var)
+                            Intrin, Load, Reduce, Select, SizeVar, UnOp, Unary, Var)
 from jitdl.ir.visit import expr_children, structural_hash, walk_expr, walk_unique
 
 INF = math.inf
@@ -837,7 +837,7 @@ def bare_uses(e, uses):
     """uses[var] += (access, dim) for each dimension an access indexes by a bare variable;
     each access once, however often a DAG uses it. Not where a guard around the read
     compares that variable with the read's own size (`X[i] if i < X.shape[0] else 0` over
-    Y's extent): the guard keeps it in bounds, so X and Y need not agree (the bounds
+    Y's extent, or a generator's filter): the guard keeps it in bounds, so X and Y need not agree (the bounds
     proof still checks the read)."""
     seen, done, relations = set(), set(), {}
 
@@ -863,6 +863,14 @@ def bare_uses(e, uses):
         elif isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):
             visit(n.a, related)
             visit(n.b, related | _relations(n.a, relations))
+        elif isinstance(n, Reduce) and n.where is not None:
+            # (a generator's filter guards the reduced expression: sum(X[k] for k in
+            # range(m) if k < n))
+            visit(n.where, related)
+            inner = related | _relations(n.where, relations)
+            for c in expr_children(n):
+                if c is not n.where:
+                    visit(c, inner)
         else:
             for c in expr_children(n):
                 visit(c, related)
