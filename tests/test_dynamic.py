@@ -2358,3 +2358,19 @@ def test_a_generator_filter_guards_a_read_of_another_size():
         for g in (static, dynamic):
             got = _written(lambda *a, **k: g(x, y, **k), None, want)
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _scaled_by_longest(X):
+    Z[i] = X[i] * max(X.shape) + min(X.shape)
+    return Z
+
+
+def test_python_max_of_a_one_dimensional_shape_is_its_size():
+    """Python's max(X.shape) / min(X.shape) of a 1-d dynamic X: one symbolic size, which
+    became jd.max(X_n0), 'jd.max(x) with one argument needs axis=' where the static
+    definition computes. Now the one element, as Python's. Static and dynamic against
+    NumPy over sizes 0, 1, 2, 3, 5."""
+    for g in (jd.compute(_scaled_by_longest), jd.compute(dynamic=True)(_scaled_by_longest)):
+        for n in (0, 1, 2, 3, 5):
+            x = rand(n)
+            np.testing.assert_allclose(_written(g, x, x), x * n + n, rtol=1e-12)

@@ -406,6 +406,8 @@ def _dispatch(name, original, args, kwargs):
     if len(args) == 1 and isinstance(args[0], (list, tuple)) and name in ("max", "min") \
             and any(symbolic(a) for a in args[0]):
         args = tuple(args[0])
+        if len(args) == 1:      # (max(X.shape) of a 1-d X: its one size, as Python's)
+            return args[0]
     if any(symbolic(a) for a in args) or any(symbolic(v) for v in kwargs.values()):
         return ops.INTRINSICS[name](*args, **kwargs)
     if original is None:
