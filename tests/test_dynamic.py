@@ -2374,3 +2374,45 @@ def test_python_max_of_a_one_dimensional_shape_is_its_size():
         for n in (0, 1, 2, 3, 5):
             x = rand(n)
             np.testing.assert_allclose(_written(g, x, x), x * n + n, rtol=1e-12)
+
+
+def _masked_prefix_sum(X):
+    n, m = X.shape
+    Z[i] = sum(X[i, k] for k in range(jd.min(i + 1, m)))
+    return Z
+
+
+def _masked_prefix_max(X):
+    n, m = X.shape
+    Z[i] = max(X[i, k] for k in range(jd.min(i + 1, m)))
+    return Z
+
+
+def _masked_lower_sum(X):
+    n, m = X.shape
+    Z[i] = sum(X[i, k] for k in range(i))
+    return Z
+
+
+def test_a_sum_over_a_masked_range_empty_at_every_index_is_zero():
+    """sum(X[i, k] for k in range(jd.min(i + 1, m))) of m = 0: a range empty for every i,
+    whose sum is 0 (NumPy's, and the dynamic kernel's), was refused by the static
+    definition ('reduction index `k` has an empty range'), and so was range(i) of one
+    row in both (a size-1 pattern). Now such a range selects nothing, as one empty at
+    some indices does (range(i) at i = 0): a sum's 0, a max's -inf, static and dynamic
+    alike. Against NumPy over sizes 0, 1, 2, 3, 5, every element written."""
+    static, dynamic = jd.compute(_masked_prefix_sum), jd.compute(dynamic=True)(_masked_prefix_sum)
+    for n, m in itertools.product((0, 1, 2, 3, 5), repeat=2):
+        x = rand(n, m)
+        want = np.array([x[i, :min(i + 1, m)].sum() for i in range(n)])
+        for g in (static, dynamic):
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12, atol=1e-12)
+    for g in (jd.compute(_masked_prefix_max), jd.compute(dynamic=True)(_masked_prefix_max)):
+        np.testing.assert_array_equal(_written(g, rand(3, 0), np.zeros(3)), [-np.inf] * 3)
+        x = rand(4, 3)
+        want = np.array([x[i, :min(i + 1, 3)].max() for i in range(4)])
+        np.testing.assert_array_equal(_written(g, x, want), want)
+    for g in (jd.compute(_masked_lower_sum), jd.compute(dynamic=True)(_masked_lower_sum)):
+        x = rand(1, 3)      # (one row: range(0); a dynamic kernel of more rows cannot
+        #                    prove k < m, as a static one of n > m + 1 finds it outside)
+        np.testing.assert_array_equal(_written(g, x, np.zeros(1)), np.zeros(1))

@@ -396,10 +396,9 @@ def _resolve_pending(body, pending, extents):
             raise DefinitionError(
                 f"cannot bound the range of reduction index `{ax.var.name}` "
                 f"(range({lo}, {hi}))", user_loc())
-        if bhi <= blo:
-            raise DefinitionError(f"reduction index `{ax.var.name}` has an empty range",
-                                  user_loc())
-        new[ax] = IterVar(ax.var, int(blo), int(bhi - blo), reduce=True)
+        # (a range empty at every index, range(min(i + 1, m)) of m = 0, selects nothing
+        # at any: a sum's 0, a max's -inf, as where it is empty at some, range(i) at i = 0)
+        new[ax] = IterVar(ax.var, int(blo), max(int(bhi - blo), 0), reduce=True)
 
     def fix(n):
         if isinstance(n, Reduce) and any(a in new for a in n.axes):
@@ -428,11 +427,9 @@ def _symbolic_rectangle(ax, lo, hi, extents, inner=()):
             f"(range({lo}, {hi})) for every size: its bounds must be affine in the indices "
             "(or a min or max of such), and the least start a constant", user_loc())
     extent = top - least if least else top
-    if not isinstance(extent, int):
-        extent = build.binary(BinOp.MAX, extent, 0)
-    elif extent <= 0:
-        raise DefinitionError(f"reduction index `{ax.var.name}` has an empty range",
-                              user_loc())
+    # (one empty at every index at these sizes, range(i) of a size-1 pattern's i: none)
+    extent = build.binary(BinOp.MAX, extent, 0) if not isinstance(extent, int) else \
+        max(extent, 0)
     return IterVar(ax.var, int(least), extent, reduce=True)
 
 
