@@ -2416,3 +2416,30 @@ def test_a_sum_over_a_masked_range_empty_at_every_index_is_zero():
         x = rand(1, 3)      # (one row: range(0); a dynamic kernel of more rows cannot
         #                    prove k < m, as a static one of n > m + 1 finds it outside)
         np.testing.assert_array_equal(_written(g, x, np.zeros(1)), np.zeros(1))
+
+
+def _plus_row_dot(X, Y, W):
+    Z[i] = X[i] + sum(Y[i, k] * W[k] for k in range(W.shape[0]))
+    return Z
+
+
+def test_an_argument_read_bare_inside_a_split_reduction_agrees_with_the_others():
+    """`X[i] + sum(Y[i, k] * W[k] ...)`: i indexes X and Y whole, so their sizes must agree
+    (DESIGN's shape agreement). The static definition computed min(len(X), len(Y)) rows
+    (X (3,), Y (5, 2): 3 elements, silently), as the reduction became a stage of its own
+    whose read of Y the agreement of the statement did not see; the dynamic kernel
+    refused it. Now the stage's bare read counts as the statement's: both raise 'shape
+    mismatch' naming X and Y, and agree with NumPy where the sizes agree."""
+    static, dynamic = jd.compute(_plus_row_dot), jd.compute(dynamic=True)(_plus_row_dot)
+    for n, p, r in itertools.product((0, 1, 2, 3, 5), (0, 1, 2, 3, 5), (0, 2)):
+        x, y, w = rand(n), rand(p, r), rand(r)
+        for g in (static, dynamic):
+            if n != p:
+                with pytest.raises(jd.errors.ArgumentShapeError,
+                                   match=r"argument '[XY]' has size \d+ in dimension 0 but "
+                                         r"argument '[XY]'"):
+                    g(x, y, w)
+                continue
+            want = x + y @ w
+            np.testing.assert_allclose(_written(lambda *a, **k: g(x, y, w, **k), None, want),
+                                       want, rtol=1e-12, atol=1e-12)

@@ -202,6 +202,7 @@ def check_shape_agreement(stages, params=()):
     `params`, the definition's parameters, own their sizes too where no stage reads
     them (`jnp.broadcast_to(Y, X.shape)` reads Y over the sizes of X alone)."""
     at_call = []
+    sources = {}            # (a stage's id, dimension) -> its argument's (_argument_dim)
     owners = {}             # a dynamic argument's size -> (argument, dimension)
     reached = {}            # a tensor's id -> the arguments it reads (_arguments)
     for t in stages:
@@ -241,6 +242,12 @@ def check_shape_agreement(stages, params=()):
                     if check not in at_call:
                         at_call.append(check)
             args = [(acc, dim) for acc, dim in found if isinstance(acc.tensor.op, Placeholder)]
+            # (a stage of fixed sizes read bare over it, as the argument it reads bare over
+            # its own axis: X[i] + sum(Y[i, k] ...), whose sum became a stage T[i], checks
+            # X against Y, as a dynamic kernel does by their size variables)
+            args += [src for acc, dim in found if not isinstance(acc.tensor.op, Placeholder)
+                     for src in [_argument_dim(acc.tensor, dim, sources, t)]
+                     if src is not None and src not in args]
             if ax.min == 0 and isinstance(ax.extent, int):
                 # an extent of a fixed size (W.T's, or a static argument's): a dynamic
                 # argument's size read over it, directly or through an intermediate
@@ -282,6 +289,35 @@ def check_shape_agreement(stages, params=()):
                     f"({ref.tensor.name} {ref.tensor.shape}, {acc.tensor.name} "
                     f"{acc.tensor.shape})", acc.loc or op.loc)
     return at_call
+
+
+def _argument_dim(t, dim, memo, reader=None):
+    """(access, dimension) of an argument that stage t reads, unguarded, by the bare index
+    of its axis `dim`, at a dimension of t's fixed size there, or at any where t is a
+    reduction the statement of stage `reader` made a stage of its own (X[i] + sum(Y[i, k]
+    ...) reads Z_sum0[i] = sum(Y[i, k] ...) over the range of i that X and Y gave both),
+    through stages of such reads; else None. memo: by (id(t), dim, id(reader))."""
+    key = (id(t), dim, id(reader))
+    if key in memo:
+        return memo[key]
+    memo[key] = None                    # (a cycle, if any, finds nothing)
+    op, n = t.op, t.shape[dim]
+    axes = getattr(op, "axes", ())
+    if not isinstance(n, int) or dim >= len(axes) or axes[dim].min != 0:
+        return None
+    lifted = reader is not None and isinstance(op.body, Reduce) and \
+        op.loc is not None and op.loc == reader.op.loc and \
+        t.name.startswith(reader.name + "_")
+    uses = {}
+    bare_uses(op.body, uses)
+    for acc, d in uses.get(axes[dim].var, []):
+        if lifted or _is_size(acc.tensor.shape[d], n):
+            found = (acc, d) if isinstance(acc.tensor.op, Placeholder) else \
+                _argument_dim(acc.tensor, d, memo)
+            if found is not None:
+                memo[key] = found
+                return found
+    return None
 
 
 def _fixed_size(acc, dim, reached):
