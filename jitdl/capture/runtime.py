@@ -157,13 +157,22 @@ def _contains(box, x):
     Python's `in` compared them as objects, a False whatever the sizes or the index."""
     if isinstance(box, dict):
         box = list(box)
-    if isinstance(box, range) and box.step > 0 and symbolic(x):
+    if isinstance(box, range):      # (never listed: `n in range(10**12)` is one test)
+        if not symbolic(x):
+            return False if isinstance(x, (tuple, list)) else x in box
+        if box.step < 0:
+            box = box[::-1]         # (the same points, ascending)
+        whole = box.step == 1 and dtypes.is_int(build.as_expr(x).dtype)   # (2.5: not in)
         return and_(lambda: cmp(">=", x, box.start), lambda: cmp("<", x, box.stop),
-                    lambda: box.step == 1 or cmp("==", (x - box.start) % box.step, 0))
-    if isinstance(box, (tuple, list, set, frozenset, range)) and \
+                    lambda: whole or cmp("==", (x - box.start) % box.step, 0))
+    if isinstance(box, (tuple, list, set, frozenset)) and \
             (symbolic(x) or _holds_symbolic(x) or _holds_symbolic(list(box))):
         return or_(*[lambda e=e: cmp("==", x, e) for e in box])
     return x in box
+
+
+# (what a number never equals: a symbolic size or index against one is Python's False)
+_NOT_NUMBERS = (type(None), str, bytes, tuple, list, dict, set, frozenset, range)
 
 
 def cmp(op, a, b):
@@ -176,6 +185,9 @@ def cmp(op, a, b):
             isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         same = _equal_sequences(a, b)
         return same if op == "==" else not_(same)
+    if op in ("==", "!=") and (symbolic(a) or symbolic(b)) and \
+            isinstance(b if symbolic(a) else a, _NOT_NUMBERS):
+        return op == "!="       # (n == None, n in (None, 3), X.shape == ("a",): Python's)
     if symbolic(a) or symbolic(b):
         return build.written_compare(_CMPS[op], a, b)
     return {"==": a == b, "!=": a != b}[op] if op in ("==", "!=") else \
