@@ -2367,6 +2367,33 @@ def test_in_and_equality_beside_none_strings_and_huge_ranges_are_pythons():
             np.testing.assert_array_equal(_written(g, x, want(x)), want(x))
 
 
+def _shape_ordered(X, Y):
+    Z[i, j] = X[i, j] * (2.0 if X.shape < (4, 4) else 1.0) + (X.shape >= (3, 2)) + \
+        (10.0 if X.shape <= (4,) else 0.0) + (100.0 if Y.shape > X.shape else 0.0) + \
+        (X.shape[:1] < Y.shape)
+    return Z
+
+
+def test_sizes_ordered_as_tuples_are_pythons_lexicographic_order():
+    """`X.shape < (4, 4)` of a dynamic X compared the first sizes alone (Python's tuple
+    order took `X_n0 == 4` for False, X_n0 being no 4, and answered `X_n0 < 4`): X (4, 2)
+    was not below (4, 4), silently, where the static definition and Python say it is.
+    Now the first pair that differs decides, else the lengths, as in Python. Static and
+    dynamic against Python's order over shapes around the bounds, every element
+    written."""
+    def want(x, y):
+        s, t = x.shape, y.shape
+        return (x * (2.0 if s < (4, 4) else 1.0) + (s >= (3, 2)) + (10.0 if s <= (4,) else 0.0)
+                + (100.0 if t > s else 0.0) + (s[:1] < t))
+    for dyn in (False, True):
+        g = jd.compute(_shape_ordered, dynamic=dyn)
+        for shape in ((4, 2), (4, 4), (4, 5), (3, 1), (3, 2), (3, 9), (5, 0), (1, 1)):
+            for other in ((4, 3), (3,), (5, 2, 1)):
+                x, y = rand(*shape), rand(*other)
+                np.testing.assert_array_equal(
+                    _written(lambda *a, **k: g(x, y, **k), None, want(x, y)), want(x, y))
+
+
 def _filter_guarded_read(X, Y):
     n, = X.shape
     m, = Y.shape

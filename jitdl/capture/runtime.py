@@ -151,6 +151,19 @@ def _equal_sequences(a, b):
     return and_(*[lambda x=x, y=y: cmp("==", x, y) for x, y in zip(a, b)])
 
 
+def _ordered_sequences(op, a, b):
+    """`a < b` (<=, >, >=) of two tuples (or lists), one holding symbolic sizes (X.shape <
+    (4, 4) of a dynamic X): Python's order, the first pair that differs decides, else the
+    lengths. Python's own took `X_n0 == 4` for False (other objects) and answered `X_n0 <
+    4` alone: X (4, 2) was not below (4, 4), silently."""
+    n, strict = min(len(a), len(b)), op[0]
+
+    def first(j, last):         # a[:j] == b[:j], then a[j] strict b[j] (or the lengths)
+        return and_(*[lambda x=x, y=y: cmp("==", x, y) for x, y in zip(a[:j], b[:j])], last)
+    return or_(*[lambda j=j: first(j, lambda: cmp(strict, a[j], b[j])) for j in range(n)],
+               lambda: first(n, lambda: cmp(op, len(a), len(b))))
+
+
 def _contains(box, x):
     """`x in box` where x or an element of a tuple, list or set box is symbolic (`n in (3,
     4)` of a dynamic size, `i in (0, 1)` of an index): the equalities joined by `or`.
@@ -185,6 +198,10 @@ def cmp(op, a, b):
             isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         same = _equal_sequences(a, b)
         return same if op == "==" else not_(same)
+    if op in ("<", "<=", ">", ">=") and (_holds_symbolic(a) or _holds_symbolic(b)) and \
+            isinstance(a, (tuple, list)) and isinstance(a, tuple) == isinstance(b, tuple) \
+            and isinstance(b, (tuple, list)):
+        return _ordered_sequences(op, a, b)
     if op in ("==", "!=") and (symbolic(a) or symbolic(b)) and \
             isinstance(b if symbolic(a) else a, _NOT_NUMBERS):
         return op == "!="       # (n == None, n in (None, 3), X.shape == ("a",): Python's)
