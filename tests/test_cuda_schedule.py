@@ -569,6 +569,64 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
         assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
 
 
+def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
+    """P[i, j] (a sum over k) computed at Y's loop j.i bound to threadIdx.x, P's k.i bound
+    to threadIdx.x too: thread t ran step t of both, so the threads' parts of different
+    outputs were combined (wrong sums, with a 32-divisible j as with a tail; the tail's
+    refusal became that wrong answer when idle threads joined the reductions). It is
+    refused at the inner bind; a stage that does not read the outer loop's index (a row
+    mean computed there) still builds."""
+    import inspect
+
+    @jd.compute
+    def sums_at_threads(X):
+        n, m, r = X.shape
+        k = jd.reduce_axis(r, name="k")
+        P = jd.tensor((n, m), lambda i, j: jd.sum(X[i, j, k], axis=k), name="P")
+        return jd.tensor((n, m), lambda i, j: P[i, j] * 2, name="Y")
+
+    def at_threads(s, cfg):
+        Y, P = s["Y"], s["P"]
+        i, j = Y.axis
+        jo, ji = s.split(j, 32)
+        s.bind(i, "blockIdx.x")
+        s.bind(ji, "threadIdx.x")
+        s.compute_at(P, Y, ji)
+        ko, ki = s.split(P.reduce_axis[0], 32)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    _, first = inspect.getsourcelines(at_threads)
+    for m in (64, 40):
+        low = lowered(sums_at_threads, [f32(3, m, 64)], schedule=at_threads)
+        with pytest.raises(ScheduleError, match=r"loop k_i is bound to threadIdx.x inside "
+                           r"loop j_i, bound to threadIdx.x too, and reads it") as e:
+            pipeline.build(low, GPU)
+        assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, first + 9)
+
+    @jd.compute
+    def centered(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
+        return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
+
+    def mean_at_threads(s, cfg):
+        Y, M = s["Y"], s["M"]
+        i, j = Y.axis
+        jo, ji = s.split(j, 32)
+        s.bind(i, "blockIdx.x")
+        s.bind(ji, "threadIdx.x")
+        s.compute_at(M, Y, ji)
+        ko, ki = s.split(M.reduce_axis[0], 32)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    x = f32(5, 70)
+    got, low = run_on_cpu(centered, x, schedule=mean_at_threads)
+    x64 = x.astype(np.float64)
+    close(got, x64 - x64.sum(1, keepdims=True))
+    assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
+
+
 def test_gpu_limits_are_schedule_errors_at_the_users_line():
     """A user's GPU schedule that the device cannot run is a ScheduleError, as the CPU
     primitives' errors are (and a CompileError, as it was), pointing at the schedule's

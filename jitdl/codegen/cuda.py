@@ -480,6 +480,7 @@ class _KernelGen(_ExprText):
         self.divergent = []         # conditions around that differ between a block's
         #                             threads (their text, for errors)
         self.thread_vars = set()    # variables of the thread-bound loops around
+        self.bound_vars = {}        # tag -> the variable of the thread-bound loop around
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
         self.shared_uses = []       # (what, bytes) of each use of it, for the error
@@ -919,8 +920,21 @@ class _KernelGen(_ExprText):
         self.depth += 1
         start = idx if _is_zero(s.min) else f"{self.index(s.min)} + {idx}"
         self.emit(f"const {self.ity} {v} = {start};")
+        outer = self.bound_vars.get(tag)
+        if outer is not None and any(n is outer for y in walk_stmt(s) for e in stmt_exprs(y)
+                                     for n in walk_expr(e)):
+            # (thread t runs the inner loop's step t for the outer loop's step t only: a
+            # producer computed at a loop bound to threadIdx.x, its own loop bound to
+            # threadIdx.x too, combined its parts of different outputs)
+            raise GPUScheduleError(
+                f"cuda: loop {s.var.name} is bound to {tag} inside loop {outer.name}, bound "
+                f"to {tag} too, and reads it: each thread would run only its own step of "
+                f"both; bind the inner loop to another index, or compute its stage at a loop "
+                f"outside {outer.name}", loops=[s.var.name, outer.name])
+        saved = self.bound_vars.get(tag)
         if s.kind.thread:
             self.thread_vars.add(s.var)
+            self.bound_vars[tag] = s.var
         if _same(s.extent, self.launch[tag]):
             self.stmt(s.body)
         elif s.kind.thread and _block_wide(s.body):
@@ -936,6 +950,8 @@ class _KernelGen(_ExprText):
                 f"block's {_loop_text(self.launch[tag])} threads"))
             self.emit("}")
         self.thread_vars.discard(s.var)
+        if s.kind.thread:
+            self.bound_vars[tag] = saved
         self.depth -= 1
         self.emit("}")
 
