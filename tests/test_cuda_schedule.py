@@ -627,6 +627,36 @@ def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
     assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
 
 
+def test_a_reduction_across_threads_under_a_guard_along_its_own_index_is_refused():
+    """A row sum M computed at Y's j.i, bound to threadIdx.x over 16 of a block of 32
+    (M's k.i takes 32): the threads past j.i's 16 joined M's reduction with the identity
+    instead of their parts of the row (sums off by about 0.07 on 3x70, on the emulator).
+    The guard stays around a reduction along the index it reads, and it is refused as
+    before; guards along another index (rows on threadIdx.y) still sink."""
+    @jd.compute
+    def centered(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
+        return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
+
+    def mean_at_16_threads(s, cfg):
+        Y, M = s["Y"], s["M"]
+        i, j = Y.axis
+        jo, ji = s.split(j, 16)
+        s.bind(i, "blockIdx.x")
+        s.bind(ji, "threadIdx.x")
+        s.compute_at(M, Y, ji)
+        ko, ki = s.split(M.reduce_axis[0], 32)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    low = lowered(centered, [f32(3, 70)], schedule=mean_at_16_threads)
+    with pytest.raises(ScheduleError, match=r"the reduction of M_acc across threads is under "
+                       r"a condition that differs between threads \(the condition "
+                       r"\(j_i < 16\)\)"):
+        pipeline.build(low, GPU)
+
+
 def test_gpu_limits_are_schedule_errors_at_the_users_line():
     """A user's GPU schedule that the device cannot run is a ScheduleError, as the CPU
     primitives' errors are (and a CompileError, as it was), pointing at the schedule's

@@ -481,6 +481,7 @@ class _KernelGen(_ExprText):
         #                             threads (their text, for errors)
         self.thread_vars = set()    # variables of the thread-bound loops around
         self.bound_vars = {}        # tag -> the variable of the thread-bound loop around
+        self.thread_tags = {}       # the variable of each thread-bound loop around -> tag
         self.reductions = 0         # cross-thread reductions emitted (names their memory)
         self.shared = 0             # bytes of shared memory
         self.shared_uses = []       # (what, bytes) of each use of it, for the error
@@ -692,7 +693,7 @@ class _KernelGen(_ExprText):
                 differs = reads_memory(s.cond) or any(
                     isinstance(n, Var) and n in self.thread_vars for n in walk_expr(s.cond))
                 if differs and s.otherwise is None and _block_wide(s.then):
-                    sunk = _sink_guard(s.cond, s.then, self.thread_vars)
+                    sunk = _sink_guard(s.cond, s.then, self.thread_vars, self.thread_tags)
                     if sunk != s:
                         self.stmt(sunk)
                         return
@@ -934,6 +935,7 @@ class _KernelGen(_ExprText):
         saved = self.bound_vars.get(tag)
         if s.kind.thread:
             self.thread_vars.add(s.var)
+            self.thread_tags[s.var] = tag
             self.bound_vars[tag] = s.var
         if _same(s.extent, self.launch[tag]):
             self.stmt(s.body)
@@ -942,7 +944,8 @@ class _KernelGen(_ExprText):
             # its reductions: only the rest of the body is guarded)
             end = s.extent if _is_zero(s.min) else Binary(BinOp.ADD, s.min, s.extent,
                                                              s.var.dtype)
-            self.stmt(_sink_guard(Compare(CmpOp.LT, s.var, end), s.body, self.thread_vars))
+            self.stmt(_sink_guard(Compare(CmpOp.LT, s.var, end), s.body, self.thread_vars,
+                                  self.thread_tags))
         else:
             self.emit(f"if ({idx} < {self.index(s.extent)}) {{")
             self.nested(s.body, s.kind.thread and (
@@ -950,6 +953,7 @@ class _KernelGen(_ExprText):
                 f"block's {_loop_text(self.launch[tag])} threads"))
             self.emit("}")
         self.thread_vars.discard(s.var)
+        self.thread_tags.pop(s.var, None)
         if s.kind.thread:
             self.bound_vars[tag] = saved
         self.depth -= 1
@@ -1309,7 +1313,7 @@ def _block_wide(s):
                x.buffer.scope == "shared" for x in walk_stmt(s))
 
 
-def _sink_guard(cond, s, thread_vars):
+def _sink_guard(cond, s, thread_vars, tags):
     """`if cond: s`, where cond differs between a block's threads (a bound loop or a
     split that does not divide its extent) and s fills shared copies or reduces across
     threads, as the same statements with the guard moved down past them: every thread
@@ -1317,8 +1321,10 @@ def _sink_guard(cond, s, thread_vars):
     the whole block and guarded by its own bounds) and joins the reductions, a thread
     past the extent with its accumulator at the reduction's identity; the rest stays
     guarded. Loops whose bounds differ between threads, conditions or values that read
-    memory, and fills that differ between threads keep the guard around them (code
-    generation then refuses a barrier under it).
+    memory, fills that differ between threads and reductions along an index cond reads
+    (a thread past the extent would drop its part of the active threads' rows) keep the
+    guard around them (code generation then refuses a barrier under it); tags: the
+    thread-bound loops' variables -> their indices.
         if i < n:                          alloc A_cache (shared)
           alloc A_cache (shared)     ->     A_cache[...] = A[...]
           A_cache[...] = A[...]             if i < n:
@@ -1326,6 +1332,7 @@ def _sink_guard(cond, s, thread_vars):
           reduce acc across threads         if not i < n: acc = 0
                                             reduce acc across threads"""
     varying = set(thread_vars)
+    along = {tags[n] for n in walk_expr(cond) if isinstance(n, Var) and n in tags}
     shared = []                 # the shared buffers allocated on the way down
 
     def differs(e):
@@ -1340,7 +1347,7 @@ def _sink_guard(cond, s, thread_vars):
         if not fills and not _block_wide(x):
             return IfThen(cond, x)
         match x:
-            case ThreadReduce():
+            case ThreadReduce() if x.kind.value not in along:
                 idle = Store(x.buffer, Const(0, "int64"), identity(x.op, x.buffer.dtype))
                 return Seq((IfThen(Unary(UnOp.NOT, cond, "bool"), idle), x))
             case Seq():
