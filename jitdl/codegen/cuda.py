@@ -932,7 +932,6 @@ class _KernelGen(_ExprText):
                 f"to {tag} too, and reads it: each thread would run only its own step of "
                 f"both; bind the inner loop to another index, or compute its stage at a loop "
                 f"outside {outer.name}", loops=[s.var.name, outer.name])
-        saved = self.bound_vars.get(tag)
         if s.kind.thread:
             self.thread_vars.add(s.var)
             self.thread_tags[s.var] = tag
@@ -955,7 +954,7 @@ class _KernelGen(_ExprText):
         self.thread_vars.discard(s.var)
         self.thread_tags.pop(s.var, None)
         if s.kind.thread:
-            self.bound_vars[tag] = saved
+            self.bound_vars[tag] = outer
         self.depth -= 1
         self.emit("}")
 
