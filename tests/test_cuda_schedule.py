@@ -414,6 +414,8 @@ def test_schedule_errors_are_clear():
     (lambda s, j: s.vectorize(j), r"vectorize: C.j is bound to threadIdx.x; vectorize loops "
                                   r"before binding them \(split it, bind one part"),
     (lambda s, j: s.unroll(j), r"unroll: C.j is bound to threadIdx.x"),
+    (lambda s, j: s.parallel(j), r"parallel: C.j is bound to threadIdx.x; a loop bound to "
+                                 r"a GPU index runs in parallel already"),
     (lambda s, j: s.split(j, 4), r"split: C.j is bound to threadIdx.x; split loops before "
                                  r"binding them, then bind the new loops"),
     (lambda s, j: s.fuse(s["C"].axis[0], j), r"fuse: C.j is bound to threadIdx.x"),

@@ -53,12 +53,13 @@ def _not_bound(st, step, la):
     dropped the binding without a word (bind(j, "threadIdx.x") then vectorize(j) ran the
     stage on one thread)."""
     if la.kind.bound:
+        what = f"{step.op}: {st.tensor.name}.{la.name} is {_kind_text(la.kind)}; "
         raise ScheduleError(
-            f"{step.op}: {st.tensor.name}.{la.name} is {_kind_text(la.kind)}; "
-            f"{step.op} loops before binding them (split it, bind one part and "
-            f"{step.op} the other)" if step.op in ("vectorize", "parallel", "unroll") else
-            f"{step.op}: {st.tensor.name}.{la.name} is {_kind_text(la.kind)}; {step.op} "
-            f"loops before binding them, then bind the new loops", user_loc())
+            what + "a loop bound to a GPU index runs in parallel already (parallel is for "
+            "CPU schedules)" if step.op == "parallel" else
+            what + f"{step.op} loops before binding them (split it, bind one part and "
+            f"{step.op} the other)" if step.op in ("vectorize", "unroll") else
+            what + f"{step.op} loops before binding them, then bind the new loops", user_loc())
 
 
 @dataclass
