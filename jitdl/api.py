@@ -61,7 +61,8 @@ def _shares_memory(a, b):
         return np.may_share_memory(a, b) and np.shares_memory(a, b)
     if is_device_array(a) and is_device_array(b):
         dev = cuda_runtime.backend()
-        return dev.may_share_memory(dev.asarray(a), dev.asarray(b))
+        return dev.may_share_memory(dev.asarray(a), dev.asarray(b)) and \
+            cuda_runtime.shares_memory(a, b)
     return False
 
 

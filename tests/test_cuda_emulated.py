@@ -1569,3 +1569,26 @@ def test_out_arrays_sharing_memory_are_refused_with_target_cuda(dev, rng):
     two(x, target="cuda", out=(a, b))
     close(a, x * 2, rtol=1e-12)
     close(b, x + 1, rtol=1e-12)
+
+
+def test_interleaved_gpu_out_views_of_one_buffer_are_each_their_own(dev, rng):
+    """out=(b[0::2], b[1::2]) of one GPU buffer was refused ('share memory') by the GPU
+    kernel and by a call with target=, whose checks asked the device's may_share_memory
+    (CuPy's: bounds only), where the CPU kernel (np.shares_memory, exact) writes them:
+    they share no element. Views that do overlap are still refused."""
+    for dynamic in (False, True):
+        @jd.compute(dynamic=dynamic)
+        def two(X):
+            return jnp.multiply(X, 2), jnp.add(X, 1)
+        x = rng.standard_normal(5)
+        for call in (lambda out: two(DeviceArray(x), out=out),
+                     lambda out: two(x, target="cuda", out=out),
+                     lambda out: two(DeviceArray(x), target="cpu", out=out)):
+            host = np.full(10, np.nan)
+            call((DeviceArray(host[0::2]), DeviceArray(host[1::2])))
+            close(host[0::2], x * 2, rtol=1e-12)
+            close(host[1::2], x + 1, rtol=1e-12)
+            host = np.full(9, np.nan)
+            with pytest.raises(jd.ArgumentError, match="share memory"):
+                call((DeviceArray(host[0:5]), DeviceArray(host[4:9])))
+            assert np.isnan(host).all()

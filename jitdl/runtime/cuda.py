@@ -93,6 +93,27 @@ def current_device():
     return None if cupy is None else cupy.cuda.runtime.getDevice()
 
 
+class _Addresses:
+    """A GPU array's element addresses as a NumPy array's (never read: shares_memory)."""
+
+    def __init__(self, interface):
+        self.__array_interface__ = {
+            "shape": tuple(interface["shape"]), "typestr": interface["typestr"],
+            "data": (interface["data"][0], True), "strides": interface.get("strides"),
+            "version": 3}
+
+
+def shares_memory(a, b):
+    """Whether GPU arrays a and b share an element, exactly, as np.shares_memory: views
+    of one buffer that interleave (b[0::2] and b[1::2]) do not, though their bounds
+    overlap (the device's may_share_memory, CuPy's: bounds only, and cheaper: asked
+    first)."""
+    ia, ib = a.__cuda_array_interface__, b.__cuda_array_interface__
+    if 0 in tuple(ia["shape"]) or 0 in tuple(ib["shape"]):
+        return False
+    return bool(np.shares_memory(np.asarray(_Addresses(ia)), np.asarray(_Addresses(ib))))
+
+
 def dtype_of(a) -> np.dtype:
     """A GPU array's dtype as NumPy's (PyTorch's dtypes are not NumPy's): from its CUDA
     array interface."""
@@ -398,7 +419,8 @@ class CudaKernel(KernelChecks):
     def _check_out(self, out, inputs, specs):
         dev = self.device
         given = self._given_outs(out, lambda a, b: is_device_array(a) and is_device_array(b)
-                                 and dev.may_share_memory(dev.asarray(a), dev.asarray(b)))
+                                 and dev.may_share_memory(dev.asarray(a), dev.asarray(b))
+                                 and shares_memory(a, b))
         outs = []
         for o, name, (shape, dtype) in zip(given, self.out_names, specs):
             if not is_device_array(o):
