@@ -283,7 +283,7 @@ class Function:
             else:
                 dev = cuda_runtime.backend()
                 dev.copyto(dev.asarray(o), r if is_device_array(r) else dev.from_host(r))
-        return out
+        return outs[0] if len(outs) == 1 else tuple(outs)     # (as the kernels return them)
 
     def _refuse_numpys_own(self, name, a):
         raise ArgumentError(

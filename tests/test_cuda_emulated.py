@@ -1592,3 +1592,29 @@ def test_interleaved_gpu_out_views_of_one_buffer_are_each_their_own(dev, rng):
             with pytest.raises(jd.ArgumentError, match="share memory"):
                 call((DeviceArray(host[0:5]), DeviceArray(host[4:9])))
             assert np.isnan(host).all()
+
+
+def test_out_given_as_a_tuple_or_list_returns_what_the_kernels_return_with_target(dev, rng):
+    """f(x, target="cuda", out=(o,)) of one result returned the tuple (o,), and out=[a, b]
+    of two the list, where the CPU and GPU kernels (and NumPy's ufuncs) return o and the
+    tuple (a, b): the same now with target='cuda' and target='cpu'."""
+    @jd.compute
+    def one(X):
+        return jnp.multiply(X, 2)
+
+    @jd.compute
+    def two(X):
+        return jnp.multiply(X, 2), jnp.add(X, 1)
+    x = rng.standard_normal(5)
+    for target, arg, new in (("cuda", x, np.empty), ("cpu", DeviceArray(x),
+                                                     lambda n: DeviceArray(np.empty(n)))):
+        o = new(5)
+        assert one(arg, target=target, out=(o,)) is o
+        assert one(arg, target=target, out=[o]) is o
+        assert one(arg, target=target, out=o) is o
+        a, b = new(5), new(5)
+        got = two(arg, target=target, out=[a, b])
+        assert type(got) is tuple and got[0] is a and got[1] is b
+        host = (lambda v: v) if target == "cuda" else (lambda v: v.host)
+        close(host(a), x * 2, rtol=1e-12)
+        close(host(b), x + 1, rtol=1e-12)
