@@ -271,13 +271,15 @@ class Function:
         if len(outs) != len(results):
             raise ArgumentError(f"{self.name}(): out= must hold {len(results)} array(s), "
                                 f"got {len(outs)}", user_loc())
-        for o, r in zip(outs, results):
+        for j, (o, r) in enumerate(zip(outs, results)):    # (all before any is written)
             got = (tuple(o.shape), cuda_runtime.dtype_of(o))
             want = (tuple(r.shape), cuda_runtime.dtype_of(r))
             if got != want:
                 raise OutArgumentError(
-                    f"{self.name}(): out=: expected shape {want[0]} and dtype {want[1]}, "
-                    f"got shape {got[0]} and dtype {got[1]}", user_loc())
+                    f"{self.name}(): out={'' if outs is not out else f' array {j}'}: "
+                    f"expected shape {want[0]} and dtype {want[1]}, got shape {got[0]} and "
+                    f"dtype {got[1]}", user_loc())
+        for o, r in zip(outs, results):
             if isinstance(o, np.ndarray):
                 np.copyto(o, r if isinstance(r, np.ndarray) else cuda_runtime.host_result(r))
             else:

@@ -1618,3 +1618,22 @@ def test_out_given_as_a_tuple_or_list_returns_what_the_kernels_return_with_targe
         host = (lambda v: v) if target == "cuda" else (lambda v: v.host)
         close(host(a), x * 2, rtol=1e-12)
         close(host(b), x + 1, rtol=1e-12)
+
+
+def test_a_wrong_out_array_with_target_leaves_the_others_unwritten(dev, rng):
+    """two(x, target="cuda", out=(a, b)) with b of the wrong shape or dtype copied the
+    first result into a before it raised for b (the kernels check every out= array
+    before they write any): each is now checked first, and the error says which."""
+    @jd.compute
+    def two(X):
+        return jnp.multiply(X, 2), jnp.add(X, 1)
+    x = rng.standard_normal(5)
+    for target, arg, new in (("cuda", x, lambda n, t=F64: np.full(n, np.nan, t)),
+                             ("cpu", DeviceArray(x),
+                              lambda n, t=F64: DeviceArray(np.full(n, np.nan, t)))):
+        host = (lambda v: v) if target == "cuda" else (lambda v: v.host)
+        for b in (new(6), new(5, F32)):
+            a = new(5)
+            with pytest.raises(jd.ArgumentError, match="out= array 1: expected shape"):
+                two(arg, target=target, out=(a, b))
+            assert np.isnan(host(a)).all() and np.isnan(host(b)).all()
