@@ -1080,7 +1080,12 @@ def test_ufunc_signature_and_gufunc_keywords_are_numpys():
              lambda m: m.vecdot(a, a, axes=[(0,), (0,), ()]),
              lambda m: m.vecdot(a, a, axes=[(0,), (0,)], axis=0),
              lambda m: m.vecdot(a, v, order="F"), lambda m: m.vecdot(a, v, signature="dd->d"),
-             lambda m: m.vecdot(a.T, a.T, order="F", dtype=f32)]
+             lambda m: m.vecdot(a.T, a.T, order="F", dtype=f32),
+             # (None given is NumPy's TypeError, not the keyword left out: a full
+             # contraction or the default axis would be a guess)
+             lambda m: m.vecdot(a, a, axis=None), lambda m: m.vecdot(a, a, axes=None),
+             lambda m: m.vecdot(a, a, keepdims=None), lambda m: m.matmul(m1, m2, axis=None),
+             lambda m: m.matmul(m1, m2, axes=None), lambda m: m.matmul(m1, m2, keepdims=None)]
     for call in calls:
         try:
             want = call(np)

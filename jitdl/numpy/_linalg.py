@@ -16,13 +16,24 @@ from jitdl.ops import linalg as la
 _ndarray = np.ndarray
 
 
+class _NotGiven:
+    """The default of a gufunc keyword (axes=, axis=) that NumPy's signature lists
+    without one: told apart from None given, which NumPy refuses (TypeError)."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+_NOT_GIVEN = _NotGiven()
+
+
 def matmul(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
-           signature=None, axes=None, axis=None, keepdims=False):
+           signature=None, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast; its
     gufunc keywords: order= the result's memory order, signature=(None, None, X) as
     dtype=X; on arrays axes=, axis=, keepdims= and other signatures are NumPy's own
     (subok: the results are ndarrays, as for ndarray operands)."""
-    if signature is not None or axes is not None or axis is not None \
+    if signature is not None or axes is not _NOT_GIVEN or axis is not _NOT_GIVEN \
             or keepdims is not False or order != "K":
         return _gufunc_call("matmul", matmul, np.matmul, (x1, x2), out, casting, order,
                             dtype, signature, dict(axes=axes, axis=axis, keepdims=keepdims))
@@ -93,14 +104,15 @@ def outer(a, b, out=None):
 
 
 def vecdot(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
-           signature=None, axes=None, axis=None, keepdims=False):
-    """numpy.vecdot for real arrays: the sum over `axis` (-1 where None) of x1 * x2, the
+           signature=None, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False):
+    """numpy.vecdot for real arrays: the sum over `axis` (-1 where not given) of x1 * x2, the
     rest broadcast; gufunc keywords as for matmul."""
     np_fn = getattr(np, "vecdot", None)     # (NumPy 2)
-    if signature is not None or axes is not None or keepdims is not False or order != "K":
+    if signature is not None or axes is not _NOT_GIVEN or keepdims is not False \
+            or order != "K":
         return _gufunc_call("vecdot", vecdot, np_fn, (x1, x2), out, casting, order, dtype,
                             signature, dict(axes=axes, axis=axis, keepdims=keepdims))
-    static = (("axis", -1 if axis is None else operator.index(axis)),)
+    static = (("axis", -1 if axis is _NOT_GIVEN else operator.index(axis)),)
     if dtype is not None:
         static += (("dtype", kernel_dtype("vecdot", dtype, np_fn, (x1, x2), casting)),)
     elif casting != "same_kind" and np_fn is not None:
@@ -120,7 +132,7 @@ def _gufunc_call(name, fn, np_fn, operands, out, casting, order, dtype, signatur
         own = signature_dtype(name, signature, dtype, operands)
         if own is not NUMPYS:
             signature, dtype = None, own
-    given = {k: v for k, v in shaped.items() if v is not None and v is not False}
+    given = {k: v for k, v in shaped.items() if v is not _NOT_GIVEN and v is not False}
     if signature is not None or given and not (name == "vecdot" and set(given) == {"axis"}):
         if signature is not None:
             given["signature"] = signature
