@@ -223,7 +223,8 @@ class Function:
         returned where the arguments live (like Numba's CUDA ufuncs: NumPy in, NumPy out)."""
         name = getattr(target, "name", target)
         if name not in ("cpu", "cuda"):
-            raise ArgumentError(f"{self.name}(): target={target!r}: expected 'cpu' or 'cuda'")
+            raise ArgumentError(f"{self.name}(): target={target!r}: expected 'cpu' or 'cuda'",
+                                user_loc())
         arrays = [n for n, a in enumerate(args) if n not in self._static_pos
                   and (isinstance(a, np.ndarray) or is_device_array(a))]
         on_device = any(is_device_array(args[n]) for n in arrays)
@@ -235,7 +236,7 @@ class Function:
                 raise ArgumentError(f"{self.name}(): out=: expected a NumPy array or a GPU "
                                     f"array, got {type(o).__name__}", user_loc())
             if isinstance(o, np.ndarray) and not o.flags.writeable:
-                raise OutArgumentError(f"{self.name}(): out= is read-only")
+                raise OutArgumentError(f"{self.name}(): out= is read-only", user_loc())
         given = out if isinstance(out, (tuple, list)) else ()
         for j, o in enumerate(given):       # (as the kernels' out= check: each its own)
             for k, p in enumerate(given[:j]):

@@ -1637,3 +1637,25 @@ def test_a_wrong_out_array_with_target_leaves_the_others_unwritten(dev, rng):
             with pytest.raises(jd.ArgumentError, match="out= array 1: expected shape"):
                 two(arg, target=target, out=(a, b))
             assert np.isnan(host(a)).all() and np.isnan(host(b)).all()
+
+
+def test_a_read_only_out_or_a_bad_target_names_the_callers_line(dev, rng):
+    """With target=, a read-only out= array and an unknown target raised without the
+    caller's line (0f2c4bb gave it to the call's other out= errors); both name it now,
+    as the kernels' read-only error does."""
+    import inspect
+
+    @jd.compute
+    def one(X):
+        return jnp.multiply(X, 2)
+    x = rng.standard_normal(5)
+    ro = np.full(5, np.nan)
+    ro.flags.writeable = False
+    for arg, kw, what in ((x, dict(target="cuda", out=ro), "read-only"),
+                          (DeviceArray(x), dict(target="cpu", out=ro), "read-only"),
+                          (x, dict(target="tpu"), "expected 'cpu' or 'cuda'")):
+        with pytest.raises(jd.ArgumentError, match=what) as e:
+            line = inspect.currentframe().f_lineno + 1
+            one(arg, **kw)
+        assert e.value.loc is not None and (e.value.loc.filename, e.value.loc.lineno) == (
+            __file__, line), what
