@@ -61,6 +61,7 @@ class CPU:
     l3_bytes: int
     cores: int
     array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
+    l1_ways: int = 8                # the L1 data cache's associativity (sysfs; 8 if unsaid)
     name = "cpu"                    # (a class attribute: not a field)
     # the automatic schedule's levels, from all its decisions down to none (class attribute)
     auto_levels = tuple(level for level, _ in AUTO_LEVELS)
@@ -144,7 +145,7 @@ def host() -> CPU:
         vbytes, regs = 16, 16
     l1, l2, l3 = _caches()
     return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
-               cores(), _array_data_offset())
+               cores(), _array_data_offset(), _l1_ways())
 
 
 def _caches():
@@ -173,6 +174,30 @@ def _caches():
         except ValueError:
             continue
     return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
+
+
+def _l1_ways():
+    """The L1 data cache's ways from sysfs; 8 (common) where it says nothing."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        entries = []
+    for d in entries:
+        try:
+            with open(os.path.join(root, d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, d, "type")) as f:
+                kind = f.read().strip()
+            if level != 1 or kind == "Instruction":
+                continue
+            with open(os.path.join(root, d, "ways_of_associativity")) as f:
+                ways = int(f.read())
+        except (OSError, ValueError):
+            continue
+        if ways > 0:
+            return ways
+    return 8
 
 
 def known_object_layout() -> bool:
