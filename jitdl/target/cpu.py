@@ -148,9 +148,8 @@ def host() -> CPU:
                cores(), _array_data_offset(), _l1_ways())
 
 
-def _caches():
-    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
-    found = {}
+def _data_caches():
+    """(level, sysfs directory) of each data (or unified) cache of cpu0, from sysfs."""
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(root))
@@ -162,11 +161,20 @@ def _caches():
                 level = int(f.read())
             with open(os.path.join(root, d, "type")) as f:
                 kind = f.read().strip()
-            with open(os.path.join(root, d, "size")) as f:
-                text = f.read().strip()
         except (OSError, ValueError):
             continue
-        if kind == "Instruction":
+        if kind != "Instruction":
+            yield level, os.path.join(root, d)
+
+
+def _caches():
+    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
+    found = {}
+    for level, path in _data_caches():
+        try:
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip()
+        except OSError:
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         try:
@@ -178,20 +186,11 @@ def _caches():
 
 def _l1_ways():
     """The L1 data cache's ways from sysfs; 8 (common) where it says nothing."""
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = sorted(os.listdir(root))
-    except OSError:
-        entries = []
-    for d in entries:
+    for level, path in _data_caches():
+        if level != 1:
+            continue
         try:
-            with open(os.path.join(root, d, "level")) as f:
-                level = int(f.read())
-            with open(os.path.join(root, d, "type")) as f:
-                kind = f.read().strip()
-            if level != 1 or kind == "Instruction":
-                continue
-            with open(os.path.join(root, d, "ways_of_associativity")) as f:
+            with open(os.path.join(path, "ways_of_associativity")) as f:
                 ways = int(f.read())
         except (OSError, ValueError):
             continue
