@@ -571,6 +571,30 @@ def test_launch_limits_and_barriers_errors_name_the_loops():
         assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
 
 
+@jd.compute
+def centered(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
+    return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
+
+
+def mean_at_threads(width):
+    """A schedule of centered: Y's columns split by `width` on threadIdx.x, the row sum M
+    computed at that thread loop with its reduction across 32 threads."""
+    def sched(s, cfg):
+        Y, M = s["Y"], s["M"]
+        i, j = Y.axis
+        jo, ji = s.split(j, width)
+        s.bind(i, "blockIdx.x")
+        s.bind(ji, "threadIdx.x")
+        s.compute_at(M, Y, ji)
+        ko, ki = s.split(M.reduce_axis[0], 32)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    return sched
+
+
 def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
     """P[i, j] (a sum over k) computed at Y's loop j.i bound to threadIdx.x, P's k.i bound
     to threadIdx.x too: thread t ran step t of both, so the threads' parts of different
@@ -605,25 +629,8 @@ def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
             pipeline.build(low, GPU)
         assert (e.value.loc.filename, e.value.loc.lineno) == (__file__, first + 9)
 
-    @jd.compute
-    def centered(X):
-        n, m = X.shape
-        k = jd.reduce_axis(m, name="k")
-        M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
-        return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
-
-    def mean_at_threads(s, cfg):
-        Y, M = s["Y"], s["M"]
-        i, j = Y.axis
-        jo, ji = s.split(j, 32)
-        s.bind(i, "blockIdx.x")
-        s.bind(ji, "threadIdx.x")
-        s.compute_at(M, Y, ji)
-        ko, ki = s.split(M.reduce_axis[0], 32)
-        s.reorder(ki, ko)
-        s.bind(ki, "threadIdx.x")
     x = f32(5, 70)
-    got, low = run_on_cpu(centered, x, schedule=mean_at_threads)
+    got, low = run_on_cpu(centered, x, schedule=mean_at_threads(32))
     x64 = x.astype(np.float64)
     close(got, x64 - x64.sum(1, keepdims=True))
     assert "__shfl_down_sync" in pipeline.build(low, GPU).texts["cuda"]
@@ -635,24 +642,7 @@ def test_a_reduction_across_threads_under_a_guard_along_its_own_index_is_refused
     instead of their parts of the row (sums off by about 0.07 on 3x70, on the emulator).
     The guard stays around a reduction along the index it reads, and it is refused as
     before; guards along another index (rows on threadIdx.y) still sink."""
-    @jd.compute
-    def centered(X):
-        n, m = X.shape
-        k = jd.reduce_axis(m, name="k")
-        M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
-        return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
-
-    def mean_at_16_threads(s, cfg):
-        Y, M = s["Y"], s["M"]
-        i, j = Y.axis
-        jo, ji = s.split(j, 16)
-        s.bind(i, "blockIdx.x")
-        s.bind(ji, "threadIdx.x")
-        s.compute_at(M, Y, ji)
-        ko, ki = s.split(M.reduce_axis[0], 32)
-        s.reorder(ki, ko)
-        s.bind(ki, "threadIdx.x")
-    low = lowered(centered, [f32(3, 70)], schedule=mean_at_16_threads)
+    low = lowered(centered, [f32(3, 70)], schedule=mean_at_threads(16))
     with pytest.raises(ScheduleError, match=r"the reduction of M_acc across threads is under "
                        r"a condition that differs between threads \(the condition "
                        r"\(j_i < 16\)\)"):
