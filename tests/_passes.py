@@ -97,13 +97,13 @@ def loop_ir(f, args, target=None):
 
 
 def fixed_cpu():
-    """A CPU target with fixed policies (an AVX-512 machine with 4 cores, 32 KiB L1 of 8 ways
-    and 1 MiB L2): the automatic schedule's choices for it are the same on every host."""
+    """A CPU target with fixed policies (an AVX-512 machine with 4 cores, 32 KiB L1 and
+    1 MiB L2): the automatic schedule's choices for it are the same on every host."""
     import dataclasses
     from jitdl.target import get
     return dataclasses.replace(get("cpu"), vector_bytes=64, vector_registers=32,
                                l1_bytes=32 << 10, l2_bytes=1 << 20, l3_bytes=32 << 20,
-                               cores=4, l1_ways=8)
+                               cores=4)
 
 
 def peak_temp_bytes(func, threads=1):

@@ -462,49 +462,6 @@ def test_a_big_operand_is_packed_one_cache_sized_block_at_a_time(shape, rng):
                                    rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
-@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (100, 1024, 520)])
-def test_a_broadcast_operand_reread_by_many_column_tiles_is_packed(shape, rng):
-    """A matmul blocked along k whose A rows are reread by many column tiles packs A too,
-    one k block at a time beside B (BLIS's A panels): a tile's rows of A, read a row pitch
-    apart, shared a few L1 sets at a power-of-two pitch and evicted each other (1024^3
-    float32 at 0.70x of OpenBLAS on a 2-core Zen 4, 1.0x packed). Both packs of a block
-    stay within the target's pack budget; results are NumPy's."""
-    m, k, n = shape
-    a, b = normal(rng, m, k), normal(rng, k, n)
-    stages = lowered(matmul, [a, b], TARGETS["avx512"], until="schedule").schedule.stages
-    assert stages["A_pack"].attach == stages["B_pack"].attach == "at", stages
-    for tname, target in TARGETS.items():      # (a smaller budget: B's pack alone)
-        low = lowered(matmul, [a, b], target, until="schedule" if m >= 1024 else None)
-        if m < 1024:
-            assert peak_temp_bytes(low.func, THREADS) <= target.pack_block_bytes
-            if tname == "host":
-                np.testing.assert_allclose(run(low, target, [a, b]), a.astype(F64) @ b,
-                                           rtol=1e-4, atol=1e-4 * np.sqrt(k))
-
-
-@pytest.mark.parametrize("shape", [(256, 256, 256), (512, 512, 512), (1000, 300, 300),
-                                   (100, 300, 520), (1024, 512, 1024), (256, 1024, 256)])
-def test_a_broadcast_operand_is_packed_only_where_its_rows_share_l1_sets(shape, rng):
-    """A's pack pays only where a tile's rows of A, a row pitch apart, fall into one L1
-    set (a pitch of a multiple of the L1's way size, 4 KiB on the fixed target) and
-    enough column tiles reread it: elsewhere its extra pass was a loss (float32, one
-    thread, 2-core Zen 4: 256^3 6-10%, 512^3 6%, 1000 x 300 x 300 15%, 1024 x 512 x 1024
-    3%; 256 x 1024 x 256, eight column tiles, 10-15%)."""
-    m, k, n = shape
-    a, b = normal(rng, m, k), normal(rng, k, n)
-    low = lowered(matmul, [a, b], TARGETS["avx512"], until="schedule")
-    assert "A_pack" not in low.schedule.stages, low.schedule
-
-
-def test_a_broadcast_operand_of_few_column_tiles_is_not_packed(rng):
-    """A's pack costs a pass over A: not where two column tiles reread it (1024 x 1024 @
-    1024 x 64 float32: 1.4 ms, 2.8 packed)."""
-    a, b = normal(rng, 1024, 1024), normal(rng, 1024, 64)
-    for target in TARGETS.values():
-        low = lowered(matmul, [a, b], target, until="schedule")
-        assert "A_pack" not in low.schedule.stages, low.schedule
-
-
 def test_only_the_rows_a_reduction_reads_are_packed(rng):
     """B has 20000 rows, the reduction reads 64 of them: the pack copies those."""
     a, b = normal(rng, 300, 80), normal(rng, 20000, 200)

@@ -507,7 +507,6 @@ def test_the_cpu_target_is_read_from_the_machine():
     t = get("cpu")
     assert t.vector_bytes in (16, 32, 64)
     assert t.l1_bytes >= 4096 and t.l2_bytes >= t.l1_bytes
-    assert t.l1_ways >= 1 and t.environment()["l1_ways"] == t.l1_ways
     assert t.lanes(4) == t.vector_bytes // 4 and t.max_accumulators(4) >= t.lanes(4)
     assert t.vector_registers in (16, 32)
     env = t.environment()

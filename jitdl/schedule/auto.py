@@ -164,7 +164,6 @@ def _tile_sizes(s, name, st, target, cfg=None):
 
 
 _ROW_TILES = 32     # row tiles enough for the outermost loop alone to feed every thread
-_PACKED_ROWS_REREAD = 12    # column tiles that reread a broadcast operand worth its pack
 _FEW_ROW_TILES = 4  # up to this many row tiles run inside each column tile
 
 
@@ -632,22 +631,6 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
         # (100000, 64) float32 X streamed 65536-step panels of 4 MB per tile, 60 ms)
         l1 = _l1_k_block(st, k, tj, target)
         kc = l1 if kc is None else kc if l1 is None else min(kc, l1)
-    if bcast is not None and plan is not None and len(pack) == 1 and kc is not None \
-            and streamed is not None and streamed[0].name == plan.tensor \
-            and "compute_at" in allow and last.extent >= _PACKED_ROWS_REREAD * tj \
-            and _rows_share_l1_sets(s, bcast[0], bcast[1], target) \
-            and _packs_fit(bcast[0], streamed[0], op.reduce_axes[k].extent, kc, cand, ti,
-                           last, tj, plan.nc, target):
-        # the broadcast operand's ti rows, one k block of each, read a row pitch apart:
-        # at a pitch of a multiple of the L1's way size (a power-of-two K) they share a
-        # few cache sets, more lines than the ways, and evict each other every step
-        # (1024^3 float32 on a 2-core Zen 4: 0.70x of OpenBLAS, 1008^3 0.97x). Packed per
-        # k block into panels of the tile's rows (BLIS's A panels), read contiguously;
-        # only where the column tiles reread it enough to pay for the pack's pass (1024 x
-        # 1024 @ 1024 x 64, two column tiles: 1.4 -> 2.8 ms packed), and only where its
-        # rows do share sets: elsewhere the pack's pass is a loss (256^3 float32 6-10%,
-        # 512^3 6%, 1000 x 300 x 300 15%, 1024 x 512 x 1024 3% slower packed)
-        pack += ((bcast[0].name, bcast[1], ti, "i"),)
     # a few row tiles walk the columns inside each column tile ("cols"): each strip of
     # the streamed operand is read from memory once and reread from L1 by the next row
     # tile, where row tiles outside ("rows") read all of it once per row tile, and the
@@ -678,33 +661,6 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
     nc = rule.nc if nc == (rule.nc or n) else nc // tj * tj if tj <= nc < n else None
     kc = rule.kc if kc == (rule.kc or k_ext) else kc if kc < k_ext else None
     return _TileChoices(pack, nc, kc, k, order, unroll)
-
-
-def _rows_share_l1_sets(s, a, dim, target):
-    """Whether consecutive rows (along `dim`) of operand a, a stored array (an input, or
-    a stage computed into memory in C order; not an inlined one, whose reads follow its
-    own operands), lie a multiple of the L1's way size (its size over its ways) apart,
-    so that a register tile's rows of it, one reduction step each, fall into one cache
-    set."""
-    st = s.stages.get(a.name)
-    if st is not None and st.tensor is a and st.attach == "inline":
-        return False
-    pitch = dtypes.itemsize(a.dtype)
-    for d in a.shape[dim + 1:]:
-        if not isinstance(d, int):
-            return False
-        pitch *= d
-    way = target.l1_bytes // max(1, target.l1_ways)
-    return way > 0 and pitch % way == 0
-
-
-def _packs_fit(a, b, k_ext, kc, cand, ti, last, tj, nc, target):
-    """Whether one block of kc of the k_ext reduction steps of both packs fits the
-    target's pack budget: broadcast operand a's (every row, rounded up to whole tiles)
-    and streamed operand b's (nc columns, else all of them, rounded up to whole tiles)."""
-    rows, cols = -(-cand.extent // ti) * ti, nc or -(-last.extent // tj) * tj
-    return (_nbytes(a) * rows // cand.extent + _nbytes(b) * cols // last.extent) * kc \
-        // k_ext <= target.pack_block_bytes
 
 
 _COSTLY = {BinOp.DIV, BinOp.FLOORDIV, BinOp.MOD, BinOp.POW, BinOp.ATAN2, BinOp.FMOD}

@@ -61,7 +61,6 @@ class CPU:
     l3_bytes: int
     cores: int
     array_data_offset: int | None = None   # where NumPy keeps an array's data pointer
-    l1_ways: int = 8                # the L1 data cache's associativity (sysfs; 8 if unsaid)
     name = "cpu"                    # (a class attribute: not a field)
     # the automatic schedule's levels, from all its decisions down to none (class attribute)
     auto_levels = tuple(level for level, _ in AUTO_LEVELS)
@@ -145,11 +144,12 @@ def host() -> CPU:
         vbytes, regs = 16, 16
     l1, l2, l3 = _caches()
     return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
-               cores(), _array_data_offset(), _l1_ways())
+               cores(), _array_data_offset())
 
 
-def _data_caches():
-    """(level, sysfs directory) of each data (or unified) cache of cpu0, from sysfs."""
+def _caches():
+    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
+    found = {}
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(root))
@@ -161,20 +161,11 @@ def _data_caches():
                 level = int(f.read())
             with open(os.path.join(root, d, "type")) as f:
                 kind = f.read().strip()
+            with open(os.path.join(root, d, "size")) as f:
+                text = f.read().strip()
         except (OSError, ValueError):
             continue
-        if kind != "Instruction":
-            yield level, os.path.join(root, d)
-
-
-def _caches():
-    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
-    found = {}
-    for level, path in _data_caches():
-        try:
-            with open(os.path.join(path, "size")) as f:
-                text = f.read().strip()
-        except OSError:
+        if kind == "Instruction":
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         try:
@@ -182,21 +173,6 @@ def _caches():
         except ValueError:
             continue
     return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
-
-
-def _l1_ways():
-    """The L1 data cache's ways from sysfs; 8 (common) where it says nothing."""
-    for level, path in _data_caches():
-        if level != 1:
-            continue
-        try:
-            with open(os.path.join(path, "ways_of_associativity")) as f:
-                ways = int(f.read())
-        except (OSError, ValueError):
-            continue
-        if ways > 0:
-            return ways
-    return 8
 
 
 def known_object_layout() -> bool:
