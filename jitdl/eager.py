@@ -1035,9 +1035,11 @@ def numpy_accepts(name, np_fn, operands, casting, **kwargs):
             return
     except TypeError:       # (a keyword given as something unhashable)
         key = None
-    try:
+    if np_fn is not np.fix or casting != "same_kind":
+        kwargs = dict(kwargs, casting=casting)  # (np.fix is no ufunc: it takes no casting=,
+    try:                                        # and its error would name that)
         with np.errstate(all="ignore"):     # (a 0-d stand-in's value is no operand's)
-            np_fn(*_stand_ins(operands), casting=casting, **kwargs)
+            np_fn(*_stand_ins(operands), **kwargs)
     except OverflowError as e:
         raise ScalarOverflowError(f"{name}(): {e}", user_loc()) from None
     except TypeError as e:

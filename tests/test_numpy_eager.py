@@ -1041,6 +1041,21 @@ def test_ufunc_order_gives_numpy_layout(order):
             assert got.flags.c_contiguous == want.flags.c_contiguous
 
 
+def test_fix_refuses_the_keywords_numpys_fix_refuses_naming_them():
+    """np.fix is no ufunc (NumPy 2: fix(x, out=None)): jnp.fix(a, dtype='f4') raised an
+    error naming casting=, which the call did not give (NumPy's dtype check was asked
+    with casting= added); it names the keyword now, a TypeError as NumPy's, and fix
+    without them is NumPy's values."""
+    a = np.random.default_rng(5).standard_normal(7) * 3
+    for kw, named in [({"dtype": "f4"}, "dtype"), ({"signature": (None, np.float32)}, "dtype"),
+                      ({"dtype": np.float64, "casting": "unsafe"}, "dtype|casting")]:
+        with pytest.raises(TypeError):
+            np.fix(a, **kw)
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '({named})'"):
+            jnp.fix(a, **kw)
+    np.testing.assert_array_equal(jnp.fix(a), np.fix(a))
+
+
 def test_ufunc_signature_and_gufunc_keywords_are_numpys():
     """A ufunc's signature= and matmul's and vecdot's gufunc keywords (axes=, axis=,
     keepdims=, order=, subok=, signature=) give NumPy's results, or its error class, on
