@@ -42,7 +42,9 @@ from jitdl.runtime import engine, native
 from jitdl.runtime.cuda import is_device_array
 from jitdl.runtime.kernel import (Kernel, Signature, call_key, key_function,
                                   refuse_disagreeing, shape_key, static_value)
+from jitdl.lower.lower import size_params
 from jitdl.schedule.config import ChoiceKnob
+from jitdl.schedule.gpu import ROW_MIN, symbolic_rows
 from jitdl.te.tensor import Tensor
 from jitdl import locks
 
@@ -158,6 +160,11 @@ class Function:
         self._captured = None
         self._long_rows = False         # (GPU calls: rows of symbolic length taken as long,
         #                                 the op library's kernel for them: jitdl.eager)
+        # GPU calls of symbolic extents: a kernel for long rows (a block of threads each)
+        # and one for short rows (a thread each), chosen at each call by the length of
+        # its rows (runtime.cuda.ByRowLength); the op library compiles its calls for the
+        # rows' lengths instead (jitdl.eager)
+        self._by_row_length = bool(self.dynamic)
         self._graphs = {}               # (specs, what it reads) -> traced Graph (latest few)
         self._kernels = {}              # key -> Kernel (the dispatch table)
         self._schedules = {}            # target -> schedule function (s, cfg)
@@ -466,9 +473,38 @@ class Function:
         """The target a call runs on: NumPy arrays run on the CPU, GPU arrays (marked in
         their specs) on the current GPU."""
         if specs and any(len(s) > 3 and s[3] == "cuda" for s in specs):
-            t = targets.get("cuda")
-            return dataclasses.replace(t, long_rows=True) if self._long_rows else t
+            return self._on("cuda")
         return targets.get("cpu")
+
+    def _on(self, target, long_rows=False):
+        """The Target named `target` ("cpu", "cuda" or a Target, as target.get takes it)
+        as this function compiles for it: the GPU with its rows of a symbolic length
+        taken as long where the function (or `long_rows`) takes them so (a kernel shown
+        for target="cuda" is the one its GPU calls run)."""
+        t = targets.get(target)
+        if t.name == "cuda" and (self._long_rows or long_rows) and not t.long_rows:
+            return dataclasses.replace(t, long_rows=True)
+        return t
+
+    def _row_lengths(self, args, specs, target, build=None):
+        """For a call on the GPU (`target`) of a definition of symbolic extents whose rows
+        of a symbolic length the automatic schedule reads a block of threads each only
+        where it takes them as long (schedule.gpu.symbolic_rows): a runtime.cuda.
+        ByRowLength that picks the kernel for long or short rows by the call's lengths;
+        else None."""
+        if not self._by_row_length or self._long_rows or target.name != "cuda" or \
+                target.long_rows or self._schedules.get("cuda") is not None:
+            return None
+        graph = self._trace(specs, args)
+        params = size_params(graph)
+        try:
+            rows = [pipeline.size_tree(e, [v for v, _, _ in params])
+                    for e in symbolic_rows(graph, target)]
+        except ArgumentError:       # (a length of other operators: one kernel serves)
+            return None
+        if not rows:
+            return None
+        return cuda_runtime.ByRowLength([(p, d) for _, p, d in params], rows, ROW_MIN, build)
 
     def _graph(self, args):
         """(traced graph, argument specs) for a call's arguments."""
@@ -510,7 +546,7 @@ class Function:
                 "config": {**(config or {}), **self._fixed}}
 
     def _lower(self, specs, config=None, until=None, texts=False, graph=None, target=None):
-        target = targets.get(target) if target is not None else self._target(specs)
+        target = self._on(target) if target is not None else self._target(specs)
         if self._fixed and (repr(specs), target.name) not in self._checked:
             self._space(specs, target).check(self._fixed, f"{self.name}.with_config")
             self._checked.add((repr(specs), target.name))
@@ -541,11 +577,14 @@ class Function:
                             space.add(k)
         return space
 
-    def _build(self, args, config=None, artifact=None):
+    def _build(self, args, config=None, artifact=None, long_rows=False):
         """A kernel for these arguments: from the disk cache when it has one, else compiled
-        (and stored). With `artifact` (compiled already, e.g. by tune), only stored."""
+        (and stored). With `artifact` (compiled already, e.g. by tune), only stored.
+        `long_rows`: on the GPU, rows of a symbolic length taken as long (ByRowLength)."""
         specs = self._specs(args)
         target = self._target(specs)
+        if long_rows:
+            target = self._on(target, long_rows)
         if target.name == "cuda":     # CuPy and a GPU, or a clear error before compiling
             try:
                 cuda_runtime.backend()
@@ -580,7 +619,7 @@ class Function:
             graph = self._trace(specs, args)
             traced = time.perf_counter() - t0
             try:
-                low = self._lower(specs, config, graph=graph)
+                low = self._lower(specs, config, graph=graph, target=target)
             except ArgumentShapeError as e:     # (the call's sizes for the traced names)
                 raise type(e)(_with_sizes(e.message, self.param_names, args), e.loc) from None
             except JitdlError:
@@ -766,7 +805,7 @@ class Function:
                 config = self._recorded(args)       # a tuning record of this key
                 if config is not None:
                     self._configs[key] = config
-            k = self._build(args, config)
+            k = self._by_rows(args, config) or self._build(args, config)
             self._kernels[key] = k
         if config is None and self.autotune and not self._fixed and not self.dynamic:
             from jitdl.autotune import background
@@ -792,7 +831,21 @@ class Function:
     def _kernel_of(self, args):
         """kernel() of bound arguments (one value per parameter, in their order)."""
         key = self._key(args)
-        return self._kernels.get(key) or self._compile(args, key)
+        k = self._kernels.get(key) or self._compile(args, key)
+        return k.pick(args) if isinstance(k, cuda_runtime.ByRowLength) else k
+
+    def _by_rows(self, args, config):
+        """_compile's kernel for a GPU call whose rows' length picks the kernel
+        (_row_lengths), the one for this call compiled; else None."""
+        specs = self._specs(args)
+
+        def build(a, long_rows):
+            with self._lock:
+                return self._build(a, config, long_rows=long_rows)
+        k = self._row_lengths(args, specs, self._target(specs), build)
+        if k is not None:
+            k.pick(args)
+        return k
 
     # -- inspection -------------------------------------------------------------------------
     def lower(self, *args, after=_Default(None), target=_Default(None), **kwargs):
@@ -818,7 +871,10 @@ class Function:
         (nothing stored), for the arguments' target or `target`."""
         args = self._args(args, kwargs)
         specs = self._specs(args)
-        target = targets.get(target) if target is not None else self._target(specs)
+        target = self._on(target) if target is not None else self._target(specs)
+        rows = self._row_lengths(args, specs, target)
+        if rows is not None:        # (the kernel for these arguments' rows)
+            target = self._on(target, rows.long(args))
         loop_until = until if until in pipeline.LOOP_PASSES else None
         config = self._configs.get(self._key(args)) if target == self._target(specs) else None
         low = self._lower(specs, config, loop_until, texts=True, target=target)
@@ -870,8 +926,10 @@ class Function:
     def schedule_of(self, *args, **kwargs):
         """The schedule (steps and loop structure) for these arguments."""
         args = self._args(args, kwargs)
-        low = self._lower(self._specs(args), self._configs.get(self._key(args)),
-                          until="schedule")
+        specs = self._specs(args)
+        rows = self._row_lengths(args, specs, self._target(specs))
+        low = self._lower(specs, self._configs.get(self._key(args)), until="schedule",
+                          target=rows and self._on(self._target(specs), rows.long(args)))
         return low.schedule
 
     def config_space(self, *args, target=_Default(None), **kwargs):
@@ -883,7 +941,7 @@ class Function:
         from NumPy arrays of the intended shapes, on any machine)."""
         (target,) = self._own(Function.config_space, kwargs, target=target)
         return self._space(self._specs(self._args(args, kwargs)),
-                           targets.get(target) if target is not None else None)
+                           self._on(target) if target is not None else None)
 
     def timeit(self, *args, repeat=_Default(7), min_time=_Default(0.05), **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches: a float
@@ -1236,6 +1294,7 @@ class Function:
         f = Function(self.pyfunc, self.strict_fp, self.autotune, self.name, self.static,
                      self._dynamic_arg(), self._solid)
         f._schedules = dict(self._schedules)
+        f._long_rows, f._by_row_length = self._long_rows, self._by_row_length
         f._fixed = {**self._fixed, **values}
         return f
 

@@ -1189,6 +1189,7 @@ def _function(name, builder, static, names, dynamic=False, long_rows=False, alon
                      else dynamic, solid=solid)
         f._captured = Captured(op, op, True)    # a builder is traced as it is: no AST
         f._long_rows = long_rows
+        f._by_row_length = False    # (the calls' own lengths: _for_shapes)
         _functions[key] = f
     return f
 

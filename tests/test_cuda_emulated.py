@@ -1234,6 +1234,92 @@ def test_a_kernel_for_long_rows_serves_rows_of_any_length(dev, rng, m):
         assert k.dims is not None and "__shfl_down_sync" in k.texts["cuda"]
 
 
+@jd.compute(dynamic=True)
+def dyn_softmax(X):
+    n, m = X.shape
+    mx[i] = max(X[i, k] for k in range(m))
+    e[i, j] = exp(X[i, j] - mx[i])
+    s[i] = sum(e[i, k] for k in range(m))
+    Y[i, j] = e[i, j] / s[i]
+    return Y
+
+
+@jd.compute(dynamic=True)
+def dyn_layer_norm(X, w):
+    n, m = X.shape
+    mu[i] = sum(X[i, k] for k in range(m)) / m
+    var[i] = sum((X[i, k] - mu[i]) ** 2 for k in range(m)) / m
+    Y[i, j] = (X[i, j] - mu[i]) / sqrt(var[i] + 1e-5) * w[j]
+    return Y
+
+
+@jd.compute(dynamic=True)
+def dyn_row_sum(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, k] for k in range(m))
+    return Y
+
+
+def _layer_norm64(x, w):
+    mu = x.mean(axis=1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5) * w
+
+
+@pytest.mark.parametrize("f", ["softmax", "layer_norm", "row_sum"])
+def test_a_users_rows_of_a_symbolic_length_get_a_block_each_when_long(dev, rng, f):
+    """A user's @jd.compute(dynamic=True) row reduction (softmax, layer norm, row sum over
+    the last axis of symbolic length) ran a thread per row on the GPU, whatever the rows'
+    length (only the op library took such rows as long): one thread walked each row of an
+    (8192, 8192) softmax. Its GPU calls now pick one of two kernels by the length of the
+    rows (runtime.cuda.ByRowLength): rows of at least schedule.gpu.ROW_MIN elements a block
+    of threads each (a reduction across the block's threads: warp shuffles), shorter ones
+    a thread each, as the kernels of fixed sizes do; each compiled once, on first use.
+    Every output element written (out= starts as NaN), NumPy's values in float64."""
+    from jitdl.runtime.cuda import ByRowLength
+    from jitdl.schedule.gpu import ROW_MIN
+    func = {"softmax": dyn_softmax, "layer_norm": dyn_layer_norm, "row_sum": dyn_row_sum}[f]
+    func.recompile()
+    for n in (0, 1, 2, 31, 129):
+        for m in (0, 1, 2, 33, 127, 128, 129, 1000):
+            x, w = rng.standard_normal((n, m)) * 4, rng.standard_normal(m)
+            if f == "row_sum":
+                args, want = (x,), x.sum(axis=1)
+            elif m == 0:        # (NumPy: nan for the mean of no elements, max: an error)
+                continue
+            else:
+                args = (x,) if f == "softmax" else (x, w)
+                want = _softmax64(x) if f == "softmax" else _layer_norm64(x, w)
+            out = DeviceArray(np.full(want.shape, np.nan))
+            func(*[DeviceArray(a) for a in args], out=out)
+            close(out.host, want, rtol=1e-9, atol=1e-9)
+            k = func.kernel(*[DeviceArray(a) for a in args])
+            src = k.texts["cuda"]
+            assert func.cuda_source(*args) == src, (n, m)   # (NumPy arrays: the same)
+            if n > 1:       # (one row: a size of its own, split over the GPU)
+                assert ("__shfl_down_sync" in src) == (m >= ROW_MIN), (n, m)
+                assert ("<<<(X_n0, 1, 1), (256, 1, 1)>>>" in src) == (m >= ROW_MIN), (n, m)
+    (rows,) = {id(k): k for k in func._kernels.values()
+               if isinstance(k, ByRowLength)}.values()
+    assert sorted(rows.kernels) == [False, True]
+
+
+def test_only_reductions_that_walk_rows_take_symbolic_rows_as_long(dev, rng):
+    """A matmul of symbolic sizes reads B[k, j] down B's columns along its reduction: a
+    block per output element would read each column far apart, so it keeps its kernel of
+    a thread per output (one kernel for every length of k); so does a column sum."""
+    from jitdl.runtime.cuda import ByRowLength
+
+    @jd.compute(dynamic=True)
+    def col_sum(X):
+        return jnp.sum(X, axis=0)
+    a, b = rng.standard_normal((40, 300)), rng.standard_normal((300, 33))
+    close(on_gpu(dev, dyn_matmul, a, b), a @ b, rtol=1e-12, atol=1e-12)
+    close(on_gpu(dev, col_sum, b), b.sum(axis=0), rtol=1e-12, atol=1e-12)
+    for f, args in ((dyn_matmul, (a, b)), (col_sum, (b,))):
+        assert not any(isinstance(k, ByRowLength) for k in f._kernels.values())
+        assert "__shfl_down_sync" not in f.cuda_source(*args)
+
+
 def test_a_kernel_symbolic_in_some_sizes_splits_along_the_axis_the_fixed_one_does(dev, rng):
     """Found by review: max over axes (0, 2) of (300, 5, 400) with its first size symbolic
     split the 400-long axis into parts of 4 (4 of each block's 256 threads at work, each

@@ -230,6 +230,40 @@ def _sizes_function(trees, n_sizes):
     return namespace["f"]
 
 
+class ByRowLength:
+    """A GPU specialisation of symbolic extents as two kernels, chosen at each call by the
+    length of its rows (`rows`: size trees of the lengths of the rows that the automatic
+    schedule reads a block of threads per row only when it takes them as long: see
+    jitdl.schedule.gpu.symbolic_rows): rows all at least `least` long run the kernel
+    that gives each row a block of threads (CUDA.long_rows), shorter ones the kernel of a
+    thread per row (as a kernel of fixed sizes would: a block of 256 threads over a row
+    of 3 leaves 253 idle, a thread alone over a row of 8192 reads it serially and rows
+    far apart). `sizes`: (argument position, dimension) of each size the trees name;
+    `build(args, long)` compiles either kernel on its first call."""
+    __slots__ = ("_sizes", "_rows", "_least", "_build", "kernels")
+
+    def __init__(self, sizes, rows, least, build):
+        self._sizes = tuple((int(p), int(d)) for p, d in sizes)
+        self._rows = _sizes_function(rows, len(sizes))
+        self._least, self._build = least, build
+        self.kernels = {}       # long (a bool) -> kernel, each made on first use
+
+    def long(self, args):
+        """Whether the rows of a call's arguments are long enough for a block each."""
+        return min(self._rows([args[p].shape[d] for p, d in self._sizes])) >= self._least
+
+    def pick(self, args):
+        """The kernel for a call's arguments (compiled on its first call)."""
+        long = self.long(args)
+        k = self.kernels.get(long)
+        if k is None:
+            k = self.kernels[long] = self._build(args, long)
+        return k
+
+    def run(self, args, out=None):
+        return self.pick(args).run(args, out)
+
+
 class CudaKernel(KernelChecks):
     """Runs one compiled specialisation on the GPU (see the module's docstring)."""
 

@@ -22,6 +22,7 @@ level that lowers, as for the CPU.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from jitdl import dtypes
@@ -43,6 +44,10 @@ LEVELS = (
 
 # blocks per multiprocessor a grid-stride loop launches at most
 _WAVES = 8
+
+# rows of at least this many elements get a block of threads each (block_per_row); a
+# shorter row, a thread
+ROW_MIN = 128
 
 
 def auto_schedule(s, cfg=None, target=None, level=0):
@@ -102,20 +107,53 @@ def auto_schedule(s, cfg=None, target=None, level=0):
 def _row_axis(st, target):
     """The one reduction axis of a stage when its reads walk memory along it (the
     contiguous last index) and it is long enough for a block of threads (of a symbolic
-    length: where the target says such rows are long, see CUDA.long_rows); else None."""
+    length: where the target says such rows are long, see CUDA.long_rows, and every read
+    that moves with it walks the row: a matmul's B[k, j], read down a column, would be
+    read a block per output, far apart); else None."""
     op = st.tensor.op
     if op.reduce is None or len(op.reduce_axes) != 1 or \
             op.reduce.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
         return None
     k = op.reduce_axes[0]
-    if not (k.extent >= 128 if isinstance(k.extent, int) else target.long_rows):
+    if not (k.extent >= ROW_MIN if isinstance(k.extent, int) else target.long_rows):
         return None
-    for acc in walk_expr(op.reduce.body):
-        if isinstance(acc, Access) and acc.indices:
-            f = linear(acc.indices[-1])
-            if f is not None and f.get(k.var) == 1:
-                return k
+    reads = [acc for acc in walk_expr(op.reduce.body) if isinstance(acc, Access) and acc.indices]
+    if not isinstance(k.extent, int) and not all(_along_row(acc, k) for acc in reads):
+        return None
+    for acc in reads:
+        f = linear(acc.indices[-1])
+        if f is not None and f.get(k.var) == 1:
+            return k
     return None
+
+
+def symbolic_rows(graph, target):
+    """The lengths (expressions of the sizes) of the rows of a symbolic length that the
+    reductions of `graph` would read a block of threads per row where `target` takes such
+    rows as long (CUDA.long_rows), and a thread per row where it does not: a kernel of
+    symbolic extents serves rows of every length, and which of the two serves a call
+    best depends on its rows' length (jitdl.runtime.cuda.ByRowLength)."""
+    s, out, long = None, [], dataclasses.replace(target, long_rows=True)
+    for t in stages_of(graph.outputs):
+        if t.op.reduce is None or len(t.op.reduce_axes) != 1 or \
+                isinstance(t.op.reduce_axes[0].extent, int):
+            continue
+        s = s or Schedule(graph)
+        if _split_plan(s, t.name, target) is None and \
+                _row_axis(s.stages[t.name], long) is not None:     # (split: either way)
+            out.append(t.op.reduce_axes[0].extent)
+    return out
+
+
+def _along_row(acc, k):
+    """Whether a read steps along its last index with reduction axis k alone, or does not
+    move with k at all (a row statistic m[i])."""
+    if any(v == k.var for i in acc.indices[:-1] for v in walk_expr(i)):
+        return False
+    if not any(v == k.var for v in walk_expr(acc.indices[-1])):
+        return True
+    f = linear(acc.indices[-1])
+    return f is not None and f.get(k.var) == 1
 
 
 def block_per_row(s, name, target, cfg=None):
