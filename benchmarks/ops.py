@@ -102,6 +102,12 @@ def eager_cases(sizes, rng):
                     np.concatenate([m, m], axis=1)))
         out.append(("manipulation", "pad f32", label, lambda m=m: jnp.pad(m, 2),
                     lambda m=m: np.pad(m, 2), np.pad(m, 2)))
+        # (a roll is two contiguous pieces per row: split at the wrap, no gather)
+        out.append(("manipulation", "roll f32 (flat) shift 7", label,
+                    lambda m=m: jnp.roll(m, 7), lambda m=m: np.roll(m, 7), np.roll(m, 7)))
+        out.append(("manipulation", "roll f32 axis=1 shift -3", label,
+                    lambda m=m: jnp.roll(m, -3, axis=1), lambda m=m: np.roll(m, -3, axis=1),
+                    np.roll(m, -3, axis=1)))
         side = int(round(np.sqrt(n)))
         p = rand((side, side), np.float32, rng)
         q = rand((side, side), np.float32, rng)

@@ -113,6 +113,10 @@ def with_loop(ranges, var, lo, extent):
     for v in walk_expr(extent):
         if isinstance(v, Var) and v not in out:
             out[v] = (0, SIZE_LIMIT - 1)
+        elif isinstance(v, Binary) and v.op == BinOp.MUL and _size_atom(v) and \
+                v not in out and all(isinstance(f, SizeVar) for f in _factors(v)):
+            out[v] = (0, SIZE_LIMIT - 1)    # (an axis of n0 * n1 elements, a flattened
+            #                                 array's: its size, as a size variable is)
     for end in upper_ends(extent):
         form = {var: 1, 1: -lo}
         for k, c in affine(end).items():
@@ -190,7 +194,18 @@ def below(e, n, ranges):
     form = dict(affine(e))
     for k, c in affine(n).items():
         form[k] = form.get(k, 0) - c
-    return form_bounds(form, ranges)[1] <= -1
+    return form_bounds(form, _with_mod_facts(form, ranges))[1] <= -1
+
+
+def _with_mod_facts(form, ranges):
+    """ranges with the fact `a % d - d <= -1` for each atom a % d of form (a symbolic
+    d >= 1 here): what floor modulo gives, for a chain of facts (_chain) to combine with
+    a loop's. roll's wrapped read `i + r - n` of r = -s % n, under i < n: below n."""
+    facts = tuple(((k, 1), (k.b, -1), (1, 0)) for k in form
+                  if isinstance(k, Binary) and k.op == BinOp.MOD and _is_int(k)
+                  and not isinstance(k.b, Const) and positive(k.b, ranges))
+    return {**ranges, FACTS: ranges.get(FACTS, ()) + tuple(
+        (items, -INF, -1) for items in facts)} if facts else ranges
 
 
 def _quotient_below(e, n, ranges):
@@ -480,8 +495,9 @@ def _op_bounds(e, ranges):
             lo, hi = bounds(e.a, ranges)
             return min(lo, 0), max(hi, 0)
         case Binary(op=BinOp.MOD) if positive(e.b, ranges):
-            # a positive symbolic divisor: floor mod is in [0, b - 1]
-            return 0, max(bounds(e.b, ranges)[1] - 1, 0)
+            # a positive symbolic divisor: floor mod is in [0, b - 1], b in its dtype (a
+            # product of sizes, unbounded here, is no larger than the dtype holds)
+            return 0, max(min(bounds(e.b, ranges)[1], _limits(e.dtype)[1]) - 1, 0)
         case Call(fn=Intrin.ABS) if _is_int(e):
             lo, hi = bounds(e.args[0], ranges)
             if lo <= _limits(e.dtype)[0]:

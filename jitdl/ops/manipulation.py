@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import operator
 
 import numpy as np
@@ -705,21 +706,33 @@ def roll(x, shift, axis=None):
     by = {}
     for s, a in zip(shifts, axes):
         a = normalize_axis(a, x.ndim)
-        by[a] = by.get(a, 0) + s
-    by = {a: s % x.shape[a] if _static(x.shape[a]) else s % build.binary(
-        BinOp.MAX, x.shape[a], 1) for a, s in by.items()
-        if not _static(x.shape[a]) and s or _static(x.shape[a]) and x.shape[a] and
-        s % x.shape[a]}
+        by[a] = by.get(a, ()) + (s,)
+    # each shifted axis as r = -s % n, the position read for output 0: an output row is
+    # two contiguous pieces, i + r below n, then i + r - n (one select, which loop
+    # partitioning splits at its point: no division per element, no gather). (-s % n
+    # of a symbolic n is 0 for n = 0, where nothing is read.)
+    by = {a: -sum(s) % n if _static(n) else build.binary(BinOp.MOD, _negated(s, n), n)
+          for a, s in by.items() for n in (x.shape[a],)
+          if not _static(n) and sum(s) or _static(n) and n and sum(s) % n}
     if not by:
         return copy(x)
 
     def source(d, i):
-        n, s = x.shape[d], by[d]
-        if _static(n):
-            return (i + (n - s)) % n
-        return _clamp(build.select(build.compare(CmpOp.LT, i, s), i + (n - s), i - s), n)
+        n, r = x.shape[d], by[d]
+        return build.select(build.compare(CmpOp.LT, i + r, n), i + r, i + r - n)
     return te.tensor(x.shape, lambda *idx: x[tuple(
         source(d, i) if d in by else i for d, i in enumerate(idx))], name="roll")
+
+
+def _negated(shifts, n):
+    """-sum(shifts) as an int64 expression (to be taken modulo n): a constant where it
+    fits; else the sum of each shift's -(s % n) (shifts that sum beyond int64, or
+    -2**63 alone)."""
+    s = sum(shifts)
+    if -(1 << 63) <= -s < 1 << 63:
+        return Const(-s, "int64")
+    terms = [-build.binary(BinOp.MOD, Const(v, "int64"), n) for v in shifts]
+    return functools.reduce(operator.add, terms)
 
 
 TAKE_MODES = ("raise", "wrap", "clip")
