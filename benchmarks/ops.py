@@ -94,6 +94,9 @@ def eager_cases(sizes, rng):
                     lambda m=m: np.sum(m), m.astype(np.float64).sum()))
         out.append(("reduction", "max f32 axis=1", label, lambda m=m: jnp.max(m, axis=1),
                     lambda m=m: np.max(m, axis=1), m.max(axis=1)))
+        out.append(("reduction", "argmax f32 axis=1", label,
+                    lambda m=m: jnp.argmax(m, axis=1), lambda m=m: np.argmax(m, axis=1),
+                    np.argmax(m, axis=1)))
         out.append(("reduction", "mean f32 axis=0", label, lambda m=m: jnp.mean(m, axis=0),
                     lambda m=m: np.mean(m, axis=0), m.astype(np.float64).mean(axis=0)))
         out.append(("manipulation", "concatenate f32", label,
