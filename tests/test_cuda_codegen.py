@@ -172,6 +172,37 @@ def two_level_schedule(s, cfg):
         s.compute_at(s.cache_read(shared, [C], "local"), C, ki)
 
 
+def tvm_tutorial_schedule(s, cfg):
+    """The matmul schedule of TVM's GPU tutorials, ported: C's local cache computed at
+    each thread's tile (tx), the operands' shared copies at its k.o and their register
+    copies at its k.i (compute_at inside a stage itself computed at a loop); a 32x32
+    block per 8x8 threads. TVM's binds of the shared copies' split loops (cooperative
+    fetching) are what jitdl does to every shared copy: their splits stay, unbound."""
+    C = s["C"]
+    CL = s.cache_write(C)
+    AA, BB = (s.cache_read(t, [CL], "shared") for t in "AB")
+    AL, BL = (s.cache_read(t, [CL], "local") for t in (AA, BB))
+    by, yi = s.split(C.axis[0], 32)
+    bx, xi = s.split(C.axis[1], 32)
+    s.reorder(by, bx, yi, xi)
+    ty, yi = s.split(yi, nparts=8)
+    tx, xi = s.split(xi, nparts=8)
+    s.reorder(ty, tx, yi, xi)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"),
+                    (tx, "threadIdx.x")):
+        s.bind(ax, tag)
+    s.compute_at(CL, C, tx)
+    yo, xo = CL.axis
+    ko, ki = s.split(CL.reduce_axis[0], 8)
+    s.reorder(ko, ki, yo, xo)
+    for shared, local in ((AA, AL), (BB, BL)):
+        s.compute_at(shared, CL, ko)
+        s.compute_at(local, CL, ki)
+        rows, cols = shared.axis
+        _, r = s.split(rows, nparts=8)
+        _, c = s.split(cols, nparts=8)
+
+
 def vectorized_schedule(s, cfg):
     """A block per row, each thread four consecutive elements of it as one vectorized
     loop: float4 loads and stores where the addresses are aligned."""
@@ -200,6 +231,8 @@ GOLDEN_CASES = {
                                                      schedule=tiled_schedule),
     "cuda_matmul_two_level": lambda: cuda_module(matmul, (data((64, 48)), data((48, 96))),
                                                  schedule=two_level_schedule),
+    "cuda_matmul_tvm_tutorial": lambda: cuda_module(matmul, (data((64, 48)), data((48, 96))),
+                                                    schedule=tvm_tutorial_schedule),
     "cuda_fma_relu_vectorized": lambda: cuda_module(
         fma_relu, (data((16, 128)), data(128), data((16, 128))), schedule=vectorized_schedule),
 }
@@ -229,6 +262,9 @@ def test_golden_cases_are_what_they_claim():
     two = text["cuda_matmul_two_level"].split("__global__")[1]
     assert "__shared__ __align__(16) float A_cache_l[" in two
     assert "float A_cache_cache_l[4];" in two and "float C_acc[16];" in two
+    tut = text["cuda_matmul_tvm_tutorial"].split("__global__")[1]
+    assert "__shared__ __align__(16) float A_cache_l[256];" in tut     # 32 rows x 8 of k
+    assert "float A_cache_cache_l[4];" in tut and "float C_local_l[16];" in tut
     vec = text["cuda_fma_relu_vectorized"]
     assert vec.count("jd_vload<uint4>") == 3 and "jd_vstore<uint4>(Y, " in vec  # A, B, C
     assert "} else {" in vec           # the serial loop, for addresses not aligned

@@ -514,9 +514,9 @@ def test_nan_and_signed_zero(dev, rng):
 # every level of the automatic schedule, and user schedules
 # ---------------------------------------------------------------------------------------
 
-def run_schedule(dev, f, args, schedule, target=None):
+def run_schedule(dev, f, args, schedule, target=None, out=None):
     """f's CUDA C under `schedule` (def sched(s, cfg)), run through the host runtime on the
-    emulated device; NumPy results."""
+    emulated device (into a copy of `out` where given); NumPy results."""
     from jitdl import pipeline
     from jitdl.target.cuda import CUDA
     target = target or CUDA()
@@ -526,7 +526,8 @@ def run_schedule(dev, f, args, schedule, target=None):
     art = pipeline.build(low, target)
     k = cuda_runtime.CudaKernel(art.signature, art.launch, art.texts["cuda"].encode(),
                                 device=dev, target=target)
-    got = k.run([DeviceArray(np.array(x)) if isinstance(x, np.ndarray) else x for x in a])
+    got = k.run([DeviceArray(np.array(x)) if isinstance(x, np.ndarray) else x for x in a],
+                out=None if out is None else DeviceArray(np.array(out)))
     src = art.texts["cuda"]
     if isinstance(got, tuple):
         return tuple(np.array(g.host) for g in got), src
@@ -1488,6 +1489,25 @@ def test_a_shared_copy_read_through_register_copies(dev, rng, m, k, n):
     body = src.split("__global__")[1]
     assert "__shared__" in body and "A_cache_l[" in body and "A_cache_cache_l[" in body
     assert body.index("A_cache_l[") < body.index("for (int k_i")
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (37, 29, 53), (1, 1, 1)])
+def test_the_tvm_tutorial_matmul_with_nested_compute_at(dev, rng, m, k, n):
+    """TVM's GPU matmul schedule as its users write it: shared copies at k.o and register
+    copies at k.i of C's local cache, itself computed at C's thread loop. It was refused
+    ("nested compute_at is not supported yet"); lowered naively, each thread filled its
+    own rows of the block's shared tile (the threads around the cache counted as outer
+    loops: wrong sums on 64^3). The shared tile spans the block's threads; barriers
+    around its fill; every element of out (NaN before) written."""
+    from test_cuda_codegen import tvm_tutorial_schedule
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    got, src = run_schedule(dev, matmul, [a, b], tvm_tutorial_schedule,
+                            out=np.full((m, n), np.nan))
+    close(got, a @ b, rtol=1e-12, atol=1e-12)
+    body = src.split("__global__")[1]
+    assert body.count("__syncthreads();") >= 2 and "C_local_l[" in body
+    if m == 64:                     # (a block's 32 rows by 8 of k)
+        assert "__shared__ __align__(16) double A_cache_l[256];" in body
 
 
 def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):

@@ -860,3 +860,30 @@ def test_no_performance_warning_for_a_stage_the_schedule_leaves_alone():
         src = g.cuda_source(f32(300, 200))
     assert not [w for w in seen if w.category is PerformanceWarning]
     assert "<<<(1, 1, 1), (1, 1, 1)>>>" not in src
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_binding_a_shared_copys_loops_says_its_threads_fill_it_already(when):
+    """TVM's tutorial binds the split loops of its shared copies to threadIdx (cooperative
+    fetching); jitdl shares every shared copy's loops out over the block's threads. The
+    bind was refused as "they can be ... split ... but not fused or bound", which did
+    not say that: it now says to leave them unbound, at the user's bind, and the
+    schedule without the binds runs (tests/test_cuda_emulated.py)."""
+    import inspect
+    from test_cuda_codegen import tvm_tutorial_schedule
+
+    def sched(s, cfg):
+        A = s.cache_read("A", [s["C"]], "shared")
+        ty, _ = s.split(A.axis[0], nparts=8)
+        if when == "before":
+            s.bind(ty, "threadIdx.y")
+        s.compute_at(A, s["C"], s.split(s["C"].reduce_axis[0], 8)[0])
+        if when == "after":
+            s.bind(ty, "threadIdx.y")
+    _, first = inspect.getsourcelines(sched)
+    with pytest.raises(ScheduleError, match=r"^bind: A_cache is a shared copy computed at "
+                       r"loop k.o of C; the block's threads fill it together already .* so "
+                       r"leave them unbound") as e:
+        lowered(matmul, [f32(64, 48), f32(48, 96)], schedule=sched)
+    assert e.value.loc.lineno == first + (4 if when == "before" else 7)     # (the bind)
+    lowered(matmul, [f32(64, 48), f32(48, 96)], schedule=tvm_tutorial_schedule)

@@ -717,7 +717,7 @@ def make_chain():
 
 
 @pytest.mark.parametrize("case", ["double_rfactor", "argmin_reordered", "fuse_attached",
-                                  "nested_compute_at", "two_parallel", "at_inside_reduction"])
+                                  "parallel_in_nested", "two_parallel", "at_inside_reduction"])
 def test_refused_schedules(case):
     x3 = np.arange(2 * 6 * 3, dtype=np.float64).reshape(2, 6, 3) % 5
     if case == "double_rfactor":
@@ -739,7 +739,7 @@ def test_refused_schedules(case):
             k, l = s["Y"].reduce_axis
             s.reorder(l, k)
         args, match = (x3,), "row-major order"
-    elif case in ("fuse_attached", "nested_compute_at", "two_parallel"):
+    elif case in ("fuse_attached", "parallel_in_nested", "two_parallel"):
         f, args = make_chain(), (np.ones((4, 5)),)
 
         @jd.schedule(f, target="cpu")
@@ -747,14 +747,17 @@ def test_refused_schedules(case):
             if case == "fuse_attached":
                 s.compute_at(s["B"], s["C"], s["C"].axis[0])
                 s.fuse(*s["B"].axis)
-            elif case == "nested_compute_at":
+            elif case == "parallel_in_nested":    # (nested compute_at itself runs)
                 s.compute_at(s["A"], s["B"], s["B"].axis[0])
                 s.compute_at(s["B"], s["C"], s["C"].axis[0])
+                s.parallel(s["C"].axis[0])
+                s.parallel(s["A"].axis[1])
             else:
                 i, j = s["C"].axis
                 s.parallel(i)
                 s.parallel(j)
-        match = {"fuse_attached": "cover the block", "nested_compute_at": "nested",
+        match = {"fuse_attached": "cover the block",
+                 "parallel_in_nested": "computed at loop i of C, inside its parallel loop i",
                  "two_parallel": "several parallel"}[case]
     else:
         @jd.compute
@@ -1021,7 +1024,7 @@ def test_pack_of_a_symbolic_extent_is_refused():
     assert e.value.loc is not None and "s.pack" in e.value.loc.line()
 
 
-@pytest.mark.parametrize("case", ["nested_compute_at", "two_parallel", "reader_outside",
+@pytest.mark.parametrize("case", ["parallel_in_nested", "two_parallel", "reader_outside",
                                   "inside_reduction", "parallel_inside_parallel"])
 def test_schedule_errors_found_when_lowering_name_the_schedules_line(case):
     """Checks of the finished schedule (made when it is lowered, at the call) named no
@@ -1032,9 +1035,11 @@ def test_schedule_errors_found_when_lowering_name_the_schedules_line(case):
     @jd.schedule(f, target="cpu")
     def sched(s, cfg):
         A, B, C = s["A"], s["B"], s["C"]
-        if case == "nested_compute_at":
-            s.compute_at(A, B, B.axis[0])                                 # MARK
-            s.compute_at(B, C, C.axis[0])                                 # MARK
+        if case == "parallel_in_nested":
+            s.parallel(C.axis[0])
+            s.compute_at(B, C, C.axis[0])
+            s.compute_at(A, B, B.axis[0])
+            s.parallel(A.axis[1])                                         # MARK
         elif case == "two_parallel":
             s.parallel(C.axis[0])
             s.parallel(C.axis[1])                                         # MARK
@@ -1171,3 +1176,57 @@ def test_a_copy_read_by_a_copy_computed_inside_its_loop(dynamic):
     jd.schedule(g, target="cpu")(outside)
     with pytest.raises(jd.ScheduleError, match="also reads B_cache outside loop k.o of C"):
         g(a, b)
+
+
+def _blur_chain():
+    @jd.compute
+    def blur(X):
+        n, m = X.shape
+        A = jd.tensor((n, m - 2), lambda i, j: X[i, j] + X[i, j + 1] + X[i, j + 2], name="A")
+        B = jd.tensor((n - 2, m - 2), lambda i, j: A[i, j] + A[i + 1, j] + A[i + 2, j],
+                      name="B")
+        return jd.tensor((n - 2, m - 2), lambda i, j: B[i, j] * 2.0, name="Y")
+    return blur
+
+
+@pytest.mark.parametrize("how", ["serial", "parallel_y", "parallel_a", "whole_buffer"])
+def test_compute_at_inside_a_stage_computed_at_a_loop(rng, how):
+    """A computed at B's rows, B at Y's blocks of 8 rows (nested compute_at, as TVM's GPU
+    tutorial's shared copies at a loop of C's local cache): it was refused ("nested
+    compute_at is not supported yet"), and lowered, A's attach loop `i` (B's block loop
+    `i.r` there) was not found. A loop of A run in parallel inside Y's parallel loop
+    (the verifier's 'parallel loop nested in another parallel loop'), or A in its whole
+    buffer there (blocks of different Y rows overlapping), are refused at the user's line."""
+    import inspect
+    f = _blur_chain()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        Y, B, A = s["Y"], s["B"], s["A"]
+        io, ii = s.split(Y.axis[0], 8)
+        if how != "serial":
+            s.parallel(io)
+        s.compute_at(B, Y, io)
+        s.compute_at(A, B, B.axis[0], block_buffer=how != "whole_buffer")
+        if how == "parallel_a":
+            s.parallel(A.axis[1])
+    _, first = inspect.getsourcelines(sched)
+    x = rng.standard_normal((29, 17))
+    a = x[:, :-2] + x[:, 1:-1] + x[:, 2:]
+    want = 2 * (a[:-2] + a[1:-1] + a[2:])
+    if how == "parallel_a":
+        with pytest.raises(jd.ScheduleError, match=r"A is computed at loop i of B, which is "
+                           r"computed at loop i.o of Y, inside its parallel loop i.o") as e:
+            f(x)
+        assert e.value.loc.lineno == first + 9
+    elif how == "whole_buffer":
+        with pytest.raises(jd.ScheduleError, match=r"A is computed into its whole buffer at "
+                           r"loop i of B, which is computed inside parallel loop i.o of Y") \
+                as e:
+            f(x)
+        assert e.value.loc.lineno == first + 7
+    else:
+        check(f, (x,), want, F64, 1e-12)
+        text = str(f.lower(x))
+        assert "alloc A_l: float64[3, 15] (local)" in text
+        assert text.index("alloc B_l") < text.index("alloc A_l") < text.index("B_l[")

@@ -337,9 +337,12 @@ class _Builder:
         # with loop variables put in, node for node)
         return map_expr(e, rep, {})
 
-    def stage(self, st, region=None):
+    def stage(self, st, region=None, around=None):
         """The loop nest of one stage. With `region` (per data axis: lo expression and
-        extent), only that block of the stage is computed: compute_at inside a consumer."""
+        extent), only that block of the stage is computed: compute_at inside a consumer.
+        `around`: the loops of the stages it is computed inside, outermost first (nested
+        compute_at: [(stage name, loop name, Var, LoopAxis)]); a shared copy at one of its
+        own loops spans their thread-bound ones too."""
         t = st.tensor
         op = t.op
         if region is None:
@@ -383,6 +386,9 @@ class _Builder:
             used = [n for n in leaves if _uses(g, loopvar[n])]
             guard_at[used[-1] if used else leaves[0]].append(g)
         attached = self.attached.get(t.name, {})
+        if region is not None:      # (its data loops are the block's: `i` is `i.r`)
+            roots = {a.name for a in op.axes}
+            attached = {f"{n}.r" if n in roots else n: ps for n, ps in attached.items()}
         at_loop = {}                 # loop name -> [(producer, region, local buffer)]
         deeper = []                  # (producer, region) at loops inside the current one
         # (innermost loop first: a stage computed at a loop may be read by one computed at
@@ -397,8 +403,10 @@ class _Builder:
             done = list(deeper)        # later stages at this loop may read earlier ones
             # a GPU block's shared copy holds what all its threads read: the loops bound
             # to thread indices around the attach point count as inner loops
-            threads = {loopvar[m]: _range(0, axes[m].extent)
-                       for m in leaves[:leaves.index(n) + 1] if axes[m].kind.thread}
+            enclosing = list(around or ()) + [(t.name, m, loopvar[m], axes[m])
+                                              for m in leaves[:leaves.index(n) + 1]]
+            threads = {v: _range(0, la.extent) for _, _, v, la in enclosing
+                       if la.kind.thread}
             for p in reversed(producers):
                 shared = p.scope == "shared"
                 reg = self.region(p, t, sub, {**inner_ranges, **threads} if shared
@@ -417,11 +425,19 @@ class _Builder:
                     local = Buffer(f"{p.tensor.name}_l", p.tensor.dtype, shape,
                                    "shared" if shared else "local" if small else "global")
                     self.redirect[id(p.tensor)] = (local, [lo for lo, _ in reg], shape)
-                if local is None:
-                    for m in leaves[:leaves.index(n) + 1]:
-                        if axes[m].kind == ForKind.PARALLEL:
-                            _disjoint_blocks(p, t, m, loopvar[m], reg, self.widened)
-                at_loop.setdefault(n, []).insert(0, (p, reg, local))
+                for cname, m, v, la in enclosing if local is None else ():
+                    if la.kind != ForKind.PARALLEL:
+                        continue
+                    if cname != t.name:
+                        # (its blocks at the steps of the loops between may overlap)
+                        raise ScheduleError(
+                            f"compute_at: {p.tensor.name} is computed into its whole buffer "
+                            f"at loop {p.attach_to[1]} of {t.name}, which is computed inside parallel "
+                            f"loop {m} of {cname}: the blocks its iterations compute may "
+                            "overlap. Keep its block private (block_buffer=True), or "
+                            f"compute it at {cname}", p.attach_loc)
+                    _disjoint_blocks(p, t, m, v, reg, self.widened)
+                at_loop.setdefault(n, []).insert(0, (p, reg, local, enclosing))
             deeper = done
 
         def nest(names, inner, attach=True, over=False):
@@ -433,8 +449,9 @@ class _Builder:
                     if not (over and id(g) in data_guards):
                         s = IfThen(g, s)
                 if attach and n in at_loop:
-                    s = Seq(tuple(self.stage(p, reg) for p, reg, _ in at_loop[n]) + (s,))
-                    for _, _, local in at_loop[n]:
+                    s = Seq(tuple(self.stage(p, reg, enclosing)
+                                  for p, reg, _, enclosing in at_loop[n]) + (s,))
+                    for _, _, local, _ in at_loop[n]:
                         if local is not None:
                             s = Allocate(local, s)
                 la = axes[n]
@@ -509,7 +526,7 @@ class _Builder:
         first = leaves.index(rloops[0])
         prefix, rest = leaves[:first], leaves[first:]
         inner_data = [n for n in rest if not axes[n].reduce]
-        inside = [p for n in inner_data for p, _, _ in at_loop.get(n, ())]
+        inside = [p for n in inner_data for p, _, _, _ in at_loop.get(n, ())]
         if inside:
             raise ScheduleError(
                 f"compute_at: stages are computed at a data loop of {t.name} that runs "

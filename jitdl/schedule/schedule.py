@@ -62,6 +62,16 @@ def _not_bound(st, step, la):
             what + f"{step.op} loops before binding them, then bind the new loops", user_loc())
 
 
+def _cooperative(st, at=None):
+    """The refusal of a bind of a shared copy's loops: its block's threads fill it
+    together whatever its loops (TVM's cooperative fetching, spelt as binds there)."""
+    cons, loop = at or st.attach_to
+    return (f"bind: {st.tensor.name} is a shared copy computed at loop {loop} of {cons}; "
+            "the block's threads fill it together already (its loops, split or not, are "
+            "shared out over all the block's threads, with barriers around the fill: "
+            "what TVM's binds of a shared stage's loops do), so leave them unbound")
+
+
 @dataclass
 class LoopAxis:
     name: str
@@ -515,6 +525,9 @@ class Schedule:
         iteration of that loop reads (its data loops are derived from the consumer; its
         reduction loops keep their own schedule). With block_buffer (the default) a stage
         that only this loop reads lives in a block-sized local buffer; else in its whole one.
+        The consumer may itself be computed at a loop (TVM's GPU matmul: the operands'
+        shared copies at k.o of C's local cache, which is computed at C's thread loop; a
+        shared copy then spans the threads of every stage around it).
         Before: for i: mx[i] = max(...)          After: for i:
                 for i: for j: Y[i, j] = ... mx[i]          mx[i] = max(...)
                                                            for j: Y[i, j] = ... mx[i]"""
@@ -546,6 +559,8 @@ class Schedule:
             roots = {a.name for a in st.tensor.op.axes}
             if any(n in st.axes and not st.axes[n].reduce and not (
                     isinstance(step, S.Parallel) and n in roots) for n in moved):
+                if isinstance(step, S.Bind) and st.scope == "shared":
+                    raise ScheduleError(_cooperative(st), user_loc())
                 raise ScheduleError(
                     f"{step.op}: the data loops of {st.tensor.name} cover the block that "
                     f"{st.attach_to[0]}'s loop {st.attach_to[1]} needs (compute_at); they "
@@ -780,6 +795,9 @@ class Schedule:
         for n in st.leaves:
             a = st.axes[n]
             if not a.reduce and n not in roots and (a.kind.bound or fused):
+                if a.kind.bound and st.scope == "shared":
+                    raise ScheduleError(_cooperative(st, (cname, loop)),
+                                        st.kind_locs.get(n) or user_loc())
                 raise ScheduleError(
                     f"compute_at: the data loops of {st.tensor.name} cover the block its "
                     f"consumer's loop needs; they can be split, reordered, unrolled, "
@@ -791,35 +809,34 @@ class Schedule:
 
     def validate(self):
         """Checks of the finished schedule: a stage computed at a loop exists only there,
-        so every stage that reads it must be that consumer or be computed at the same loop;
-        one level of compute_at; at most one parallel loop per stage, none in a stage computed
-        inside a parallel or bound loop."""
+        so every stage that reads it must be that consumer or be computed at the same loop
+        (the consumer may itself be computed at a loop: nested compute_at); at most one
+        parallel loop per stage, none in a stage computed inside a parallel or bound loop
+        (of its consumer or of a stage that one is computed inside)."""
         for st in self.stages.values():
             if st.attach == "at":
-                cons = self.stages[st.attach_to[0]]
-                if cons.attach == "at":
-                    raise ScheduleError(
-                        f"compute_at: {st.tensor.name} is computed at {cons.tensor.name}, "
-                        f"which is itself computed at {cons.attach_to[0]}: nested compute_at "
-                        f"is not supported yet; compute both at {cons.attach_to[0]}",
-                        st.attach_loc)
                 self._check_readers_inside(st)
             par = [n for n in st.leaves if st.axes[n].kind == ForKind.PARALLEL]
             if len(par) > 1:
                 raise ScheduleError(f"parallel: stage {st.tensor.name} has several parallel "
                                     f"loops ({', '.join(par)}); fuse them and parallelise "
                                     "the fused loop", st.kind_locs.get(par[-1]))
-            if par and st.attach == "at":
-                cons = self.stages[st.attach_to[0]]
-                around = cons.leaves[:cons.leaves.index(st.attach_to[1]) + 1]
+            at = st           # (up the chain of nested compute_at: any loop around it)
+            while par and at.attach == "at":
+                cons = self.stages[at.attach_to[0]]
+                around = cons.leaves[:cons.leaves.index(at.attach_to[1]) + 1]
                 busy = [n for n in around if cons.axes[n].kind != ForKind.SERIAL and
                         cons.axes[n].kind != ForKind.UNROLLED]
                 if busy:
+                    where = "" if at is st else \
+                        f", which is computed at loop {at.attach_to[1]} of {cons.tensor.name}"
                     raise ScheduleError(
                         f"parallel: {st.tensor.name} is computed at loop {st.attach_to[1]} "
-                        f"of {cons.tensor.name}, inside its {cons.axes[busy[0]].kind.value} "
-                        f"loop {busy[0]}; its own loops cannot run in parallel there",
+                        f"of {st.attach_to[0]}{where}, inside its "
+                        f"{cons.axes[busy[0]].kind.value} loop {busy[0]}; its own loops "
+                        "cannot run in parallel there",
                         st.kind_locs.get(par[0]) or st.attach_loc)
+                at = cons
 
     def _check_readers_inside(self, st):
         for other in self.stages.values():
