@@ -622,6 +622,39 @@ def test_shared_tiles_of_bound_loops_that_do_not_divide(dev, rng, f, shapes):
     close(got, a @ b, rtol=1e-12, atol=1e-12)
 
 
+@jd.compute
+def centered(X):
+    n, m = X.shape
+    k = jd.reduce_axis(m, name="k")
+    M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
+    return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
+
+
+@pytest.mark.parametrize("width,threads", [(32, 1), (64, 16), (128, 32), (16, 8)])
+@pytest.mark.parametrize("shape", [(3, 70), (5, 64), (2, 1)])
+def test_thread_reductions_narrower_than_the_block(dev, rng, width, threads, shape):
+    """The row sum M computed at Y's column loop bound to `width` threads along x, its
+    reduction across `threads` of them: 16 of 64 was refused ("must be bound to
+    threadIdx.x with the kernel's whole extent along x"), and 1 of 32 was no combine at
+    all: threads 1-31, which skip the loop's steps, wrote their identity over thread 0's
+    sum (off by up to 13 on 5x64). The block's other threads join with the identity."""
+    def sched(s, cfg):
+        Y, M = s["Y"], s["M"]
+        jo, ji = s.split(Y.axis[1], width)
+        s.bind(Y.axis[0], "blockIdx.x")
+        s.bind(ji, "threadIdx.x")
+        s.compute_at(M, Y, ji)
+        ko, ki = s.split(M.reduce_axis[0], threads)
+        s.reorder(ki, ko)
+        s.bind(ki, "threadIdx.x")
+    x = rng.standard_normal(shape)
+    got, src = run_schedule(dev, centered, [x], sched, out=np.full(shape, np.nan))
+    close(got, x - x.sum(1, keepdims=True), rtol=1e-12, atol=1e-12)
+    assert f"__launch_bounds__({width})" in src
+    if threads > 1:
+        assert "__shfl_down_sync" in src
+
+
 @pytest.mark.parametrize("threads,rows_per_block", [(64, 4), (8, 5), (16, 3)])
 def test_thread_reductions_of_rows_that_do_not_divide(dev, rng, threads, rows_per_block):
     """A row reduced across threadIdx.x, rows_per_block rows along y, and a last block

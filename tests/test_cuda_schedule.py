@@ -579,9 +579,9 @@ def centered(X):
     return jd.tensor((n, m), lambda i, j: X[i, j] - M[i], name="Y")
 
 
-def mean_at_threads(width):
+def mean_at_threads(width, threads=32):
     """A schedule of centered: Y's columns split by `width` on threadIdx.x, the row sum M
-    computed at that thread loop with its reduction across 32 threads."""
+    computed at that thread loop with its reduction across `threads` threads."""
     def sched(s, cfg):
         Y, M = s["Y"], s["M"]
         i, j = Y.axis
@@ -589,10 +589,21 @@ def mean_at_threads(width):
         s.bind(i, "blockIdx.x")
         s.bind(ji, "threadIdx.x")
         s.compute_at(M, Y, ji)
-        ko, ki = s.split(M.reduce_axis[0], 32)
+        ko, ki = s.split(M.reduce_axis[0], threads)
         s.reorder(ki, ko)
         s.bind(ki, "threadIdx.x")
     return sched
+
+
+def test_a_reduction_narrower_than_a_block_of_odd_width_is_refused():
+    """A reduction across 16 threads in a block 48 wide along x: the other threads join
+    it with the identity, which the shuffles' groups of a power of two cannot take in
+    (a block whose width is a power of two or a multiple of 32 runs: test_cuda_emulated)."""
+    low = lowered(centered, [f32(3, 70)], schedule=mean_at_threads(48, 16))
+    with pytest.raises(ScheduleError, match=r"the reduction of M_acc across 16 threads along "
+                       r"x runs in a block 48 threads wide along x, .* a power of two up to "
+                       r"32 or a multiple of 32"):
+        pipeline.build(low, GPU)
 
 
 def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():

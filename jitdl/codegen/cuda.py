@@ -962,16 +962,26 @@ class _KernelGen(_ExprText):
         """acc[0] combined across the block's threads along x: within each warp by
         shuffles (a tree of halving distances), then, for several warps per row of
         threads, through shared memory (one slot per warp) and a second shuffle round;
-        the result is broadcast so every thread holds it."""
-        n = s.extent
+        the result is broadcast so every thread holds it. A loop narrower than the block
+        along x (16 of 64 threads) is combined over the whole block: the threads past
+        its extent skip its guarded steps and hold the identity, and they need the
+        result too (they store it, or compute with it)."""
+        n, full = s.extent, self.launch.get("threadIdx.x", 1)
+        if s.kind != ForKind.THREAD_X or not isinstance(full, int) or n > full:
+            raise GPUScheduleError(
+                f"cuda: a reduction across threads must be bound to threadIdx.x with at "
+                f"most the kernel's extent along x ({_loop_text(full)}), got "
+                f"{s.kind.value} over {n}", buffers=[s.buffer.name])
+        if n < full and not (full <= 32 and full & (full - 1) == 0 or full % 32 == 0):
+            raise GPUScheduleError(
+                f"cuda: the reduction of {s.buffer.name} across {n} threads along x runs in "
+                f"a block {full} threads wide along x, whose other threads join it with "
+                "the identity: that needs the block's extent along x to be a power of two "
+                "up to 32 or a multiple of 32 (bind loops of such extents to threadIdx.x)",
+                buffers=[s.buffer.name])
+        n = full
         if n == 1:
             return
-        if s.kind != ForKind.THREAD_X or not _same(Const(n, "int64"), self.launch.get(
-                "threadIdx.x", 1)):
-            raise GPUScheduleError(
-                f"cuda: a reduction across threads must be bound to threadIdx.x with the "
-                f"kernel's whole extent along x ({self.launch.get('threadIdx.x', 1)}), got "
-                f"{s.kind.value} over {n}")
         if self.divergent:
             raise GPUScheduleError(
                 f"cuda: the reduction of {s.buffer.name} across threads is under a condition "

@@ -378,7 +378,9 @@ class Schedule:
         bound to it (smaller loops are guarded). A reduction loop may be bound to
         threadIdx.x: each thread accumulates its part, then the block's threads combine
         their parts (warp shuffles, then shared memory across warps); its extent must
-        be a power of two up to 32 or a multiple of 32. On the CPU a bound loop is serial.
+        be a power of two up to 32 or a multiple of 32 (where it is narrower than the
+        block along x, the other threads join with the identity, and the block's extent
+        along x must be one too). On the CPU a bound loop is serial.
         Before: for i in range(4096): S        After: s.bind(io, "blockIdx.x"),
                                                        s.bind(ii, "threadIdx.x") after a
                                                        split of i by 256"""
