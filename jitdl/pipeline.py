@@ -427,10 +427,12 @@ def _schedule_line(schedule, e):
     names, the compute_at of a buffer it names (a stage's copy `X_cache_l` is stage
     X_cache's), else the schedule's first bind; None for an automatic schedule."""
     stages = schedule.stages.values()
-    for name in e.loops:
+    for name in e.loops:            # (a loop variable: `k_i` of the loop `k.i`)
         for st in stages:
-            if st.kind_locs.get(name) is not None:
-                return st.kind_locs[name]
+            loc = next((loc for n, loc in st.kind_locs.items()
+                        if n.replace(".", "_") == name and loc is not None), None)
+            if loc is not None:
+                return loc
     for name in e.buffers:
         owners = [st for st in stages if name == st.tensor.name
                   or name.startswith(st.tensor.name + "_")]

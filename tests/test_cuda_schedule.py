@@ -606,6 +606,49 @@ def test_a_reduction_narrower_than_a_block_of_odd_width_is_refused():
         pipeline.build(low, GPU)
 
 
+def test_a_block_over_the_thread_limit_names_the_stages_of_loops_of_one_name():
+    """Two reductions of a row (a layer norm's mean and variance), each with its k.i bound
+    to 2048 threads: the message named `loop k_i over 2048` twice; it names each loop's
+    stage now, and points at the user's bind of the loop (the schedule's first bind, of
+    blockIdx.x, before: the loop's variable k_i was looked for as the loop k.i)."""
+    import inspect
+
+    @jd.compute
+    def moments(X):
+        n, m = X.shape
+        k = jd.reduce_axis(m, name="k")
+        M = jd.tensor((n,), lambda i: jd.sum(X[i, k], axis=k), name="M")
+        k2 = jd.reduce_axis(m, name="k")
+        V = jd.tensor((n,), lambda i: jd.sum(X[i, k2] * X[i, k2], axis=k2), name="V")
+        return jd.tensor((n, m), lambda i, j: (X[i, j] - M[i]) * V[i], name="Y")
+
+    def sched(s, cfg):
+        Y, M, V = s["Y"], s["M"], s["V"]
+        s.bind(Y.axis[0], "blockIdx.x")
+        s.bind(s.split(Y.axis[1], 32)[1], "threadIdx.x")
+        for R in (M, V):
+            s.compute_at(R, Y, Y.axis[0])
+            ko, ki = s.split(R.reduce_axis[0], 2048)
+            s.reorder(ki, ko)
+            s.bind(ki, "threadIdx.x")
+    _, first = inspect.getsourcelines(sched)
+    with pytest.raises(ScheduleError, match=r"2048 threads is over .*\(loop k_i of M over "
+                       r"2048 bound to threadIdx.x; loop k_i of V over 2048 bound to "
+                       r"threadIdx.x; loop j_i over 32 bound to threadIdx.x\)") as e:
+        pipeline.build(lowered(moments, [f32(3, 4096)], schedule=sched), GPU)
+    assert e.value.loc.lineno == first + 8
+
+    def split_j(s, cfg):
+        i, j = s["C"].axis
+        s.bind(i, "blockIdx.x")
+        s.bind(s.split(j, 2048)[1], "threadIdx.x")
+    _, first = inspect.getsourcelines(split_j)
+    with pytest.raises(ScheduleError, match=r"\(loop j_i over 2048 bound to threadIdx.x\)") \
+            as e:
+        pipeline.build(lowered(axpy, [f32(4, 4096)] * 2, schedule=split_j), GPU)
+    assert e.value.loc.lineno == first + 3
+
+
 def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
     """P[i, j] (a sum over k) computed at Y's loop j.i bound to threadIdx.x, P's k.i bound
     to threadIdx.x too: thread t ran step t of both, so the threads' parts of different

@@ -27,6 +27,7 @@ float max/min propagate NaN, float-to-integer conversions saturate, `round` is t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -206,6 +207,17 @@ def generate(func: PrimFunc, target, with_err=False) -> CudaModule:
 
 def _launch_text(e):
     return str(e) if isinstance(e, int) else _ExprText().expr(e)
+
+
+def _stage_of(loop):
+    """The stage whose loop `loop` is, as an error names it: the tensor of the last
+    store in its body (a stage computed at the loop stores before its consumer does; an
+    accumulator `T_acc` or a block's copy `T_l` is T's), or "" where it stores nothing."""
+    last = None
+    for x in walk_stmt(loop.body):
+        if isinstance(x, Store):
+            last = x.buffer.name
+    return "" if last is None else re.sub(r"_(acc|l|best|pos)$", "", last)
 
 
 def _loop_text(e):
@@ -493,17 +505,25 @@ class _KernelGen(_ExprText):
         self.hashes = {}            # structural hashes (NodeKey)
         self.locals = 0             # locals made for shared nodes (names them)
         bound = {}                  # tag -> [extent, ...]
-        loops = {}                  # tag -> ["loop var (extent)", ...], for errors
-        names = {}                  # tag -> [loop var name, ...], for errors
+        found = {}                  # tag -> {(loop var name, stage, extent text)}, for errors
         for s in walk_stmt(stmt):
             if isinstance(s, For) and s.kind.bound:
                 bound.setdefault(s.kind.value, []).append(s.extent)
                 ext = s.extent.value if isinstance(s.extent, Const) else _loop_text(s.extent)
-                loops.setdefault(s.kind.value, []).append(f"{s.var.name} over {ext}")
-                names.setdefault(s.kind.value, []).append(s.var.name)
+                found.setdefault(s.kind.value, {})[(s.var.name, _stage_of(s), ext)] = None
             elif isinstance(s, ThreadReduce):
                 # (its loop may be shorter, tightened to the extent it reads: guarded)
                 bound.setdefault(s.kind.value, []).append(Const(s.extent, "int64"))
+
+        # a loop name that loops of several stages have (k_i of a layer norm's mean and of
+        # its variance) is given with its stage; a loop met twice (a partitioned loop's
+        # main part and tail) once
+        stages = {}
+        for v, st, _ in (x for f in found.values() for x in f):
+            stages.setdefault(v, set()).add(st)
+        loops = {tag: [f"{v} of {st} over {ext}" if len(stages[v]) > 1 and st else
+                       f"{v} over {ext}" for v, st, ext in f] for tag, f in found.items()}
+        names = {tag: list(dict.fromkeys(v for v, _, _ in f)) for tag, f in found.items()}
 
         def bound_to(tags):
             named = [f"loop {x} bound to {t}" for t in tags for x in loops.get(t, ())]
