@@ -941,3 +941,37 @@ def test_binding_a_shared_copys_loops_says_its_threads_fill_it_already(when):
         lowered(matmul, [f32(64, 48), f32(48, 96)], schedule=sched)
     assert e.value.loc.lineno == first + (4 if when == "before" else 7)     # (the bind)
     lowered(matmul, [f32(64, 48), f32(48, 96)], schedule=tvm_tutorial_schedule)
+
+
+def test_a_shared_copy_read_from_inside_a_stage_computed_at_its_loop_is_refused_clearly():
+    """A's shared copy computed at C's block loop, its register copy at k.i of C's local
+    cache, which is computed at C's thread loop (inside the block loop): the refusal said
+    the register copy "also reads A_cache outside loop j.o of C", where it is inside it.
+    It now says from inside which stage, and to compute the copy at a loop of that stage
+    (as the TVM tutorial does: tests/test_cuda_emulated.py)."""
+    import inspect
+
+    def sched(s, cfg):
+        C = s["C"]
+        CL = s.cache_write(C)
+        AA = s.cache_read("A", [CL], "shared")
+        AL = s.cache_read(AA, [CL], "local")
+        by, yi = s.split(C.axis[0], 32)
+        bx, xi = s.split(C.axis[1], 32)
+        ty, yi = s.split(yi, 4)
+        tx, xi = s.split(xi, 4)
+        s.reorder(by, bx, ty, tx, yi, xi)
+        for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"),
+                        (tx, "threadIdx.x")):
+            s.bind(ax, tag)
+        s.compute_at(CL, C, tx)
+        ko, ki = s.split(CL.reduce_axis[0], 8)
+        s.reorder(ko, ki, *CL.axis)
+        s.compute_at(AA, C, bx)
+        s.compute_at(AL, CL, ki)
+    _, first = inspect.getsourcelines(sched)
+    with pytest.raises(ScheduleError, match=r"^compute_at: A_cache_cache reads A_cache from "
+                       r"inside C_local, which is computed at loop j.i.o of C: .* compute "
+                       r"A_cache at a loop of C_local \(nested compute_at\)") as e:
+        lowered(matmul, [f32(64, 64), f32(64, 64)], schedule=sched)
+    assert e.value.loc.lineno == first + 16

@@ -846,6 +846,18 @@ class Schedule:
                 continue
             if st.tensor in self._reads(other) and other.tensor.name != st.attach_to[0] \
                     and not self.inside(other, st.attach_to):
+                via = other         # (inside the loop through a stage computed there?)
+                while via.attach == "at" and not self.inside(via, st.attach_to):
+                    via = self.stages[via.attach_to[0]]
+                if via is not other and via.attach == "at":
+                    raise ScheduleError(
+                        f"compute_at: {other.tensor.name} reads {st.tensor.name} from inside "
+                        f"{via.tensor.name}, which is computed at loop {via.attach_to[1]} of "
+                        f"{via.attach_to[0]}: a stage computed at a loop of "
+                        f"{st.attach_to[0]} is read there and by stages computed at its "
+                        "loops, not by stages computed inside those; compute "
+                        f"{st.tensor.name} at a loop of {via.tensor.name} (nested "
+                        "compute_at)", st.attach_loc or user_loc())
                 raise ScheduleError(
                     f"compute_at: {other.tensor.name} also reads {st.tensor.name} outside "
                     f"loop {st.attach_to[1]} of {st.attach_to[0]}; compute "
