@@ -1543,6 +1543,32 @@ def test_the_tvm_tutorial_matmul_with_nested_compute_at(dev, rng, m, k, n):
         assert "__shared__ __align__(16) double A_cache_l[256];" in body
 
 
+@jd.compute
+def reversed_exp(X):
+    n, m = X.shape
+    E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
+    return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
+
+
+@pytest.mark.parametrize("width", [32, 100, 128])
+def test_a_producer_whose_loop_is_bound_before_compute_at_shares_its_block(dev, rng, width):
+    """E's column loop bound to threadIdx.x, then E computed at Y's row loop (blockIdx.x),
+    Y reading E's row backwards: E's block was a copy per thread, in which each thread
+    computed only its own element, so Y read elements no thread had written (all 400 NaN
+    on the emulator). The block is one shared buffer now, filled between barriers."""
+    def sched(s, cfg):
+        Y, E = s["Y"], s["E"]
+        s.bind(Y.axis[0], "blockIdx.x")
+        s.bind(s.split(Y.axis[1], width)[1], "threadIdx.x")
+        s.bind(E.axis[1], "threadIdx.x")
+        s.compute_at(E, Y, Y.axis[0])
+    x = rng.standard_normal((4, 100))
+    got, src = run_schedule(dev, reversed_exp, [x], sched, out=np.full(x.shape, np.nan))
+    close(got, 2 * np.exp(x[:, ::-1]), rtol=1e-12, atol=1e-12)
+    assert "__shared__ __align__(16) double E_l[100];" in src
+    assert src.count("__syncthreads();") >= 2
+
+
 def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
     """A shared copy at k.o prefetched one step ahead: a dynamic row shorter than the k
     tile runs no whole step, and the first step's fetch (before the loop) read past A

@@ -975,3 +975,40 @@ def test_a_shared_copy_read_from_inside_a_stage_computed_at_its_loop_is_refused_
                        r"A_cache at a loop of C_local \(nested compute_at\)") as e:
         lowered(matmul, [f32(64, 64), f32(64, 64)], schedule=sched)
     assert e.value.loc.lineno == first + 16
+
+
+@pytest.mark.parametrize("case", ["whole_buffer", "local_copy"])
+def test_a_bound_loop_of_a_block_that_cannot_be_shared_is_refused(case):
+    """A stage computed at a loop whose data loop was bound to threadIdx.x before: its
+    block is shared by the GPU block's threads (test_cuda_emulated), which a stage kept in
+    its whole buffer (each thread wrote its part of it, the others read it with no
+    barrier) or a per-thread ("local") copy cannot be: refused at the bind."""
+    import inspect
+
+    @jd.compute
+    def reversed_exp(X):
+        n, m = X.shape
+        E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
+        return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
+
+    def sched(s, cfg):
+        Y, E = s["Y"], s["E"]
+        s.bind(Y.axis[0], "blockIdx.x")
+        s.bind(s.split(Y.axis[1], 32)[1], "threadIdx.x")
+        if case == "whole_buffer":
+            s.bind(E.axis[1], "threadIdx.x")
+            s.compute_at(E, Y, Y.axis[0], block_buffer=False)
+        else:
+            s.compute_at(E, Y, Y.axis[0])
+            c = s.cache_read("X", [E], "local")
+            s.bind(c.axis[1], "threadIdx.x")
+            s.compute_at(c, Y, Y.axis[0])
+    _, first = inspect.getsourcelines(sched)
+    what = ("E.j", "kept in its whole buffer") if case == "whole_buffer" else \
+        ("X_cache.d1", 'a per-thread \\("local"\\) copy')
+    with pytest.raises(ScheduleError, match=rf"^bind: {what[0]} is bound to threadIdx.x, and "
+                       rf".* needs the block in shared memory, but it is {what[1]}"):
+        lowered(reversed_exp, [f32(4, 100)], schedule=sched)
+    with pytest.raises(ScheduleError) as e:
+        lowered(reversed_exp, [f32(4, 100)], schedule=sched)
+    assert e.value.loc.lineno == first + (5 if case == "whole_buffer" else 10)

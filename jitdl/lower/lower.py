@@ -408,7 +408,7 @@ class _Builder:
             threads = {v: _range(0, la.extent) for _, _, v, la in enclosing
                        if la.kind.thread}
             for p in reversed(producers):
-                shared = p.scope == "shared"
+                shared = p.scope == "shared" or _threads_share(p, self.private(p, t))
                 reg = self.region(p, t, sub, {**inner_ranges, **threads} if shared
                                   else inner_ranges, done, outer_ranges)
                 done.append((p, reg))
@@ -642,6 +642,28 @@ def _disjoint_blocks(p, t, loop, var, reg, widened=()):
         f"elements at once. Compute {p.tensor.name} at a loop inside {loop} whose blocks "
         "do not overlap, keep its block private (block_buffer=True), or make the loop "
         "serial", p.attach_loc)
+
+
+def _threads_share(p, private):
+    """Whether stage p, computed at a loop, has a data loop bound to a thread index (bound
+    before its compute_at): each thread then computes its part of the block, which the
+    others read, so the block is one buffer of the GPU block, filled between barriers, as
+    a shared copy is (a copy per thread held only its own part: the rest was never
+    written). A per-thread ("local") copy, or a stage kept in its whole buffer, is
+    refused there."""
+    bound = [n for n in p.leaves if not p.axes[n].reduce and p.axes[n].kind.thread]
+    if not bound:
+        return False
+    if p.scope == "local" or not private:
+        what = "it is a per-thread (\"local\") copy" if p.scope == "local" else \
+            "it is kept in its whole buffer (block_buffer=False, or read by other stages)"
+        raise ScheduleError(
+            f"bind: {p.tensor.name}.{bound[0]} is bound to {p.axes[bound[0]].kind.value}, "
+            f"and {p.tensor.name} is computed at loop {p.attach_to[1]} of {p.attach_to[0]}: "
+            "its threads would each compute a part of the block that the others read, "
+            f"which needs the block in shared memory, but {what}; leave its loops unbound",
+            p.kind_locs.get(bound[0]) or p.attach_loc)
+    return True
 
 
 def _least_step(f, atoms, var):
