@@ -1550,18 +1550,25 @@ def reversed_exp(X):
     return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("width", [32, 100, 128])
-def test_a_producer_whose_loop_is_bound_before_compute_at_shares_its_block(dev, rng, width):
-    """E's column loop bound to threadIdx.x, then E computed at Y's row loop (blockIdx.x),
-    Y reading E's row backwards: E's block was a copy per thread, in which each thread
-    computed only its own element, so Y read elements no thread had written (all 400 NaN
-    on the emulator). The block is one shared buffer now, filled between barriers."""
+def test_a_producer_whose_loop_is_bound_at_a_block_loop_shares_its_block(dev, rng, width,
+                                                                          when):
+    """E's column loop bound to threadIdx.x, E computed at Y's row loop (blockIdx.x), Y
+    reading E's row backwards. Bound before the compute_at, E's block was a copy per
+    thread, in which each thread computed only its own element, so Y read elements no
+    thread had written (all 400 NaN on the emulator); bound after it (TVM's order), the
+    bind was refused ("the data loops of E cover the block ...; not fused or bound").
+    The block is one shared buffer now, filled between barriers."""
     def sched(s, cfg):
         Y, E = s["Y"], s["E"]
         s.bind(Y.axis[0], "blockIdx.x")
         s.bind(s.split(Y.axis[1], width)[1], "threadIdx.x")
-        s.bind(E.axis[1], "threadIdx.x")
+        if when == "before":
+            s.bind(E.axis[1], "threadIdx.x")
         s.compute_at(E, Y, Y.axis[0])
+        if when == "after":
+            s.bind(E.axis[1], "threadIdx.x")
     x = rng.standard_normal((4, 100))
     got, src = run_schedule(dev, reversed_exp, [x], sched, out=np.full(x.shape, np.nan))
     close(got, 2 * np.exp(x[:, ::-1]), rtol=1e-12, atol=1e-12)

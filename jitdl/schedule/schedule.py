@@ -558,9 +558,13 @@ class Schedule:
         if st.attach == "at" and isinstance(step, (S.Fuse, S.Parallel, S.Bind)):
             # (a block's loop may run in parallel where no loop around the attach point
             # does: the loop IR's verifier rejects parallel loops nested in one another)
+            # (a root data loop may be bound to a thread index, as before compute_at:
+            # the block is then shared by the GPU block's threads, lower._threads_share)
             roots = {a.name for a in st.tensor.op.axes}
             if any(n in st.axes and not st.axes[n].reduce and not (
-                    isinstance(step, S.Parallel) and n in roots) for n in moved):
+                    isinstance(step, S.Parallel) and n in roots) and not (
+                    isinstance(step, S.Bind) and n in roots and
+                    ForKind(step.thread).thread) for n in moved):
                 if isinstance(step, S.Bind) and st.scope == "shared":
                     raise ScheduleError(_cooperative(st), user_loc())
                 raise ScheduleError(
