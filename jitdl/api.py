@@ -516,11 +516,13 @@ class Function:
         globals, closure cells and helpers it reads (traced once, then kept); the call's
         `args`, when given, only make error messages more precise."""
         key = (repr(specs), _reads(self.pyfunc))
-        graph = self._graphs.get(key)
+        graph = self._graphs.get(key) if key[1] is not None else None
         if graph is None:
             if self._captured is None:
                 self._captured = capture(self.pyfunc)
             graph = trace(self._captured, specs, self.param_names, args)
+            if key[1] is None:       # (what it reads, unknown: traced again next time)
+                return graph
             with self._lock:
                 if len(self._graphs) >= _GRAPHS_KEPT:
                     self._graphs.pop(next(iter(self._graphs)))
@@ -600,7 +602,7 @@ class Function:
         if store is not None:
             fkey, fparts, spans = keys.fast_key(self, specs, config, target)
             event["fast_parts"] = fparts
-            if artifact is None:
+            if artifact is None and fkey is not None:
                 rec = store.resolve_record(fkey)
                 full = rec["full"] if rec else None
                 entry = store.get(full) if full else None
@@ -651,8 +653,9 @@ class Function:
                                           lambda sig: keys.with_locations_of(sig, *fresh))
                 event.pop("unplaced", None)
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
-                store.alias(fkey, full, self.qualname, fparts,
-                            keys.relative_locations(kernel.sig, spans))
+                if fkey is not None:
+                    store.alias(fkey, full, self.qualname, fparts,
+                                keys.relative_locations(kernel.sig, spans))
                 event["result"] = "hit (same loop IR)"
                 log.info("hit (same loop IR) %s %s", self.qualname, event["call"])
                 return kernel
@@ -1137,7 +1140,8 @@ class Function:
         if store is not None and not self._fixed:
             specs = self._specs(args)
             fkey, _, _ = keys.fast_key(self, specs, None, self._target(specs))
-            store.discard(fkey)
+            if fkey is not None:
+                store.discard(fkey)
         return kernel
 
     def _tunable_space(self, specs):
@@ -1540,9 +1544,9 @@ def _reads(pyfunc):
     """A digest of what a definition reads besides its arguments (the disk cache key's
     part): a graph traced with other values of its globals is not reused."""
     try:
-        return keys.code_digests(pyfunc)
-    except Exception:                # a value the digest cannot read: key by specs only
-        return None
+        return keys.code_digests(pyfunc, whole=True)
+    except Exception:                # a value the digest cannot read (whole): None, a
+        return None                  # graph that is not kept
 
 
 def _dynamic_dims(fname, dynamic):

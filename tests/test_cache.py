@@ -373,6 +373,41 @@ def test_changing_a_dict_global_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
 
 
+def test_changing_a_value_nested_past_what_the_key_reads_invalidates(tmp_path):
+    """The fast key reads containers 20 levels deep and wrote "..." below: a constant in
+    a list 25 deep changed in the next process kept the key, a hit that computed the old
+    value. Such a definition has no fast key now; its loop IR (which holds the value)
+    finds the kernel, so the same value is still a hit without LLVM."""
+    src = textwrap.dedent('''\
+        import jitdl as jd
+
+        def nest(v, depth):
+            for _ in range(depth):
+                v = [v]
+            return v
+
+        def inner(c):
+            while isinstance(c, list):
+                c = c[0]
+            return c
+
+        DEEP = nest(2.0, 25)
+
+        @jd.compute
+        def scaled(X):
+            Y[i] = X[i] * inner(DEEP)
+            return Y
+        ''')
+    write_module(tmp_path, "kmod", src)
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 2.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled"
+    edit_module(tmp_path, "kmod", "nest(2.0, 25)", "nest(3.0, 25)")
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "compiled", ch["scaled"]
+    ch = run_child(tmp_path, [call("scaled", [("X", (9,))], "X * 3.0")])
+    assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit (same loop IR)", ch["scaled"]
+
+
 def test_changing_what_a_function_in_a_container_reads_invalidates(tmp_path):
     """A function held in a global container (a dict of activations, a list, an object's
     attribute) was keyed by its code alone: a global it reads, its closure's value or a

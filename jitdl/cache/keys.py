@@ -143,6 +143,8 @@ class _Walker:
         self.spans = []         # [file, first line, last line] of each function read
         self.modules = set()    # (module id, names) of the modules read (value)
         self.libraries = {}     # id -> (class, _is_library(class)), for this walk
+        self.cut = False        # a value nested past what _container_text reads: the
+        #                         parts do not cover it (fast_key: no fast key)
 
     def is_library(self, cls) -> bool:
         """_is_library of a class, once per walk (a list of 20000 objects of one class:
@@ -314,7 +316,9 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     def norm(x, depth=0):
         if type(x) in _PLAIN:   # (first: a table of a million numbers, 4 s of lookups)
             return x
-        if depth > 20:
+        if depth > 20:          # (not read: the key cannot see an edit there)
+            if walker is not None:
+                walker.cut = True
             return "..."
         if walker is not None and (
                 isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
@@ -414,11 +418,14 @@ def _has_contents(cell):
         return False
 
 
-def code_digests(fn):
+def code_digests(fn, whole=False):
     """(digest of fn's own source, digest of what it reads). fn may be any callable: a
     bound method, a functools.partial or an object with __call__ (a schedule) is read
-    with the values it carries (its self, the partial's arguments)."""
+    with the values it carries (its self, the partial's arguments). whole=True: a
+    ValueError where some value it reads is nested too deep to be read (Walker.cut)."""
     w = _walk(fn)
+    if whole and w.cut:
+        raise ValueError("a value nested too deep to be read")
     own, deps = w.parts[0], w.parts[1:]
     return digest(own), digest(*deps)
 
@@ -447,13 +454,15 @@ def definition_source(func) -> str:
 
 
 def fast_key(func, specs, config, target):
-    """The first-level key of one call signature, its named parts, and the spans of the
-    functions it read (the definition first; see relative_locations)."""
+    """The first-level key of one call signature (None where the definition or its
+    schedule reads a value it cannot see whole: Walker.cut), its named parts, and the
+    spans of the functions it read (the definition first; see relative_locations)."""
     from jitdl.config import settings
     w = _walk(func.pyfunc)
     own, deps = digest(w.parts[0]), digest(*w.parts[1:])
     sched_fn = func._schedules.get(target.name)
-    sched = digest(*code_digests(sched_fn)) if sched_fn is not None else "auto"
+    ws = _walk(sched_fn) if sched_fn is not None else None
+    sched = digest(digest(ws.parts[0]), digest(*ws.parts[1:])) if ws else "auto"
     parts = {
         # the code Python compiled, and the text the trace reads (a file edited after
         # its import is traced as it is now: its kernel is not the compiled code's)
@@ -467,6 +476,11 @@ def fast_key(func, specs, config, target):
                           *(["solid"] if getattr(func, "_solid", None) else [])),
         "environment": digest(json.dumps(environment(target), sort_keys=True)),
     }
+    if w.cut or ws is not None and ws.cut:
+        # a value read nested too deep to see (a list in a list ... 21 deep): an edit of
+        # it would keep this key, so there is none; the full key (the loop IR, which
+        # holds the values read) still finds a kernel made for what this trace reads
+        return None, parts, w.spans
     return digest(*[f"{k}={v}" for k, v in sorted(parts.items())]), parts, w.spans
 
 
