@@ -596,6 +596,45 @@ def test_changing_a_constant_deep_in_the_users_package_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit"
 
 
+def test_a_constant_of_a_users_module_read_by_a_helper_given_it_invalidates(tmp_path):
+    """A module's attributes were read for the names of the function that named the
+    module only: `scale(cfg, x)` reading `mod.SCALE` of the module it is given, or
+    `getattr(cfg, "SCALE")`, was a hit with the old value in the next process after
+    SCALE was edited. A user's module is read now for the names and attribute strings
+    of every function of the user's that the key reads."""
+    write_module(tmp_path, "kcfg", "SCALE = 2.0\nOFFSET = 1.0\n")
+    write_module(tmp_path, "kmod", textwrap.dedent('''\
+        import jitdl as jd
+        import kcfg
+
+        def scale(mod, x):
+            return x * mod.SCALE
+
+        @jd.compute
+        def given(X):
+            Y[i] = scale(kcfg, X[i])
+            return Y
+
+        @jd.compute
+        def by_string(X):
+            Y[i] = X[i] + getattr(kcfg, "OFFSET")
+            return Y
+        '''))
+
+    def calls(s, o):
+        return [call("given", [("X", (9,))], f"X * {s}"),
+                call("by_string", [("X", (9,))], f"X + {o}")]
+    ch = run_child(tmp_path, calls(2.0, 1.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    write_module(tmp_path, "kcfg", "SCALE = 3.0\nOFFSET = 4.0\n")
+    ch = run_child(tmp_path, calls(3.0, 4.0))
+    for r in ch.results:
+        assert r["ok"] and r["result"] == "compiled", r
+        assert miss_parts(ch.stderr, r["func"]) == {"dependencies"}
+    ch = run_child(tmp_path, calls(3.0, 4.0))
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

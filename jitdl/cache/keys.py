@@ -134,6 +134,18 @@ def _names(code) -> set:
     return out
 
 
+def _strings(code) -> set:
+    """The string constants of a code object and those nested in it that could name an
+    attribute (`getattr(cfg, "SCALE")`)."""
+    out = set()
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _strings(c)
+        elif isinstance(c, str) and c.isidentifier():
+            out.add(c)
+    return out
+
+
 class _Walker:
     """Collects the text of a function and of everything it reads, recursively."""
 
@@ -145,6 +157,9 @@ class _Walker:
         self.libraries = {}     # id -> (class, _is_library(class)), for this walk
         self.cut = False        # a value nested past what _container_text reads: the
         #                         parts do not cover it (fast_key: no fast key)
+        self.names = set()      # the names and attribute strings of the user's functions
+        #                         read: what they may read of a module they are given
+        self.user_modules = {}  # id -> [name, module, the attributes read] (the user's)
 
     def is_library(self, cls) -> bool:
         """_is_library of a class, once per walk (a list of 20000 objects of one class:
@@ -166,6 +181,7 @@ class _Walker:
                           f"defaults={[_stable_repr(d) for d in fn.__defaults__ or ()]} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
         names = _names(fn.__code__)
+        self.names |= names | _strings(fn.__code__)
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
             self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self, names)}")
         code = fn.__code__
@@ -191,6 +207,29 @@ class _Walker:
             elif name in glb:
                 self.value(name, glb[name], names)
 
+    def module_attributes(self, module, names):
+        """Read the attributes `names` of a user's module ([name, module, read]) that are
+        not read yet (each once per key: modules that import each other are paths
+        without end)."""
+        name, v, read = module
+        for attr in sorted(set(names) - read):
+            read.add(attr)
+            if not attr.startswith("__"):
+                found = _module_attr(v, attr)
+                if found is not _ABSENT:
+                    self.value(f"{name}.{attr}", found, names)
+
+    def finish(self):
+        """Read the attributes of the user's modules named by functions read after them,
+        until none is left."""
+        while True:
+            todo = [(m, self.names - m[2]) for m in self.user_modules.values()]
+            todo = [(m, n) for m, n in todo if n]
+            if not todo:
+                return self
+            for m, n in todo:
+                self.module_attributes(m, n)
+
     def value(self, name, v, names):
         wrapped = _attr(v, "__wrapped__")
         if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
@@ -215,7 +254,13 @@ class _Walker:
             # modules of a package that import each other are paths without end (once
             # along a path only: 7 such modules, 96000 paths and 4 s at each first call)
             read = (id(v), frozenset(names))
-            if (name.count(".") < 3 or not _is_library(v)) and read not in self.modules:
+            if not _is_library(v):
+                # (the attributes any of the user's functions may read: a helper given
+                # the module, `h(cfg, x)` reading mod.SCALE; getattr(cfg, "SCALE"); the
+                # names of functions read later, in finish())
+                module = self.user_modules.setdefault(id(v), [name, v, set()])
+                self.module_attributes(module, names | self.names)
+            elif name.count(".") < 3 and read not in self.modules:
                 self.modules.add(read)
                 for attr in sorted(names):
                     if not attr.startswith("__"):
@@ -436,7 +481,7 @@ def _walk(fn):
         w.function(fn)
     else:
         w.value("<callable>", fn, set())
-    return w
+    return w.finish()
 
 
 def definition_source(func) -> str:
