@@ -408,6 +408,49 @@ def test_changing_a_value_nested_past_what_the_key_reads_invalidates(tmp_path):
     assert ch["scaled"]["ok"] and ch["scaled"]["result"] == "hit (same loop IR)", ch["scaled"]
 
 
+def test_globals_spelled_like_index_notations_names_are_not_in_the_key(tmp_path):
+    """The fast key read the globals named by the code Python compiles, in which the
+    targets and indices of index notation (`Y[i] = ...`, `sum(... for k in ...)`) are
+    global names: a notebook's `Y = f(X)` or loop variable `i` changed between processes
+    made another key each time (traced and lowered again, and one more alias file). The
+    names of the rewritten code are read now; a global read outside the statements that
+    make it an index (`+ i` below) is still in the key."""
+    src = textwrap.dedent('''\
+        import jitdl as jd
+        i = 1.0
+        Y = [0.5]
+        k = 7
+
+        @jd.compute
+        def summed(X):
+            n, m = X.shape
+            Y[i] = sum(X[i, k] for k in range(m))
+            return Y
+
+        @jd.compute
+        def shifted(X):
+            Y[j] = X[j] * 2.0
+            Z[j] = Y[j] + i
+            return Z
+        ''')
+    write_module(tmp_path, "kmod", src)
+
+    def calls(shift):
+        return [call("summed", [("X", (5, 6))], "X.sum(1)"),
+                call("shifted", [("X", (9,))], f"X * 2.0 + {shift}")]
+    ch = run_child(tmp_path, calls(1.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    edit_module(tmp_path, "kmod", "Y = [0.5]", "Y = [0.25]")
+    edit_module(tmp_path, "kmod", "k = 7", "k = 8")
+    ch = run_child(tmp_path, calls(1.0))
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+    edit_module(tmp_path, "kmod", "i = 1.0", "i = 3.0")
+    ch = run_child(tmp_path, calls(3.0))
+    assert ch["summed"]["ok"] and ch["summed"]["result"] == "hit", ch["summed"]
+    assert ch["shifted"]["ok"] and ch["shifted"]["result"] == "compiled", ch["shifted"]
+    assert miss_parts(ch.stderr, "shifted") == {"dependencies"}
+
+
 def test_changing_what_a_function_in_a_container_reads_invalidates(tmp_path):
     """A function held in a global container (a dict of activations, a list, an object's
     attribute) was keyed by its code alone: a global it reads, its closure's value or a
@@ -1717,6 +1760,37 @@ def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
         assert p.returncode == 0, p.stderr
         seen.add(p.stdout.strip())
     assert len(seen) == 1, seen
+
+
+def test_only_names_the_rewritten_definition_never_reads_leave_the_key():
+    """notation_names (the globals of the compiled code that index notation makes its
+    own): not an index read elsewhere as a value, an attribute (`cfg.i` reads cfg's
+    attribute i), or anything where a nested function could read it."""
+    import ast
+    from jitdl.capture.transform import notation_names
+
+    def names(src):
+        return set(notation_names(ast.parse(textwrap.dedent(src)).body[0]))
+    assert names("""
+        def f(X):
+            n, m = X.shape
+            Y[i, j] = X[i, j] + sum(X[i, k] for k in range(m))
+            Z[j] = Y[0, j] * Y[1, j]
+            return Z
+        """) == {"Y", "Z", "i", "j"}
+    assert names("""
+        def f(X):
+            Y[i] = X[i] * 2
+            Z[j] = Y[j] + i + cfg.j
+            return Z
+        """) == {"Y", "Z"}
+    assert names("""
+        def f(X):
+            Y[i] = X[i] * 2
+            def g():
+                return i
+            return Y
+        """) == set()
 
 
 def test_fast_key_sees_a_number_default_beside_a_function_default():

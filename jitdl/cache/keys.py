@@ -126,11 +126,13 @@ def _last_line(code):
     return max(last, code.co_firstlineno)
 
 
-def _names(code) -> set:
-    out = set(code.co_names) | set(code.co_freevars)
+def _names(code, top=True) -> set:
+    """The names a function's code may read as globals, attributes or (its own free
+    variables, `top`) closure cells; those free in nested code are the function's locals."""
+    out = set(code.co_names) | (set(code.co_freevars) if top else set())
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            out |= _names(c)
+            out |= _names(c, False)
     return out
 
 
@@ -169,7 +171,8 @@ class _Walker:
             hit = self.libraries[id(cls)] = (cls, _is_library(cls))
         return hit[1]
 
-    def function(self, fn):
+    def function(self, fn, names=None):
+        """Read fn: its code, and what it reads of `names` (default: its code's names)."""
         key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
         if id(fn) in self.seen:          # (ids only de-duplicate; they never enter a key)
             return
@@ -180,7 +183,7 @@ class _Walker:
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
                           f"defaults={[_stable_repr(d) for d in fn.__defaults__ or ()]} "
                           f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
-        names = _names(fn.__code__)
+        names = _names(fn.__code__) if names is None else names
         self.names |= names | _strings(fn.__code__)
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
             self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self, names)}")
@@ -232,10 +235,12 @@ class _Walker:
 
     def value(self, name, v, names):
         wrapped = _attr(v, "__wrapped__")
+        reads = None
         if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
-            text = definition_source(v)      # (a definition inlined: traced from its text)
-            if text:
+            text, notation = definition_source(v)   # (a definition inlined: traced
+            if text:                                # from its text)
                 self.parts.append(f"{name} read as {digest(text)}")
+                reads = _names(wrapped.__code__) - notation
             v = wrapped              # a @jd.compute function (or another wrapper): its code
         if isinstance(v, types.FunctionType):
             if _is_library(v):
@@ -246,7 +251,7 @@ class _Walker:
                 self.parts.append(f"{name} = lib {v.__module__}.{v.__qualname__}:"
                                   f"{v.__name__} {cells} {_library_stamp(v)}")
             else:
-                self.function(v)
+                self.function(v, reads)
         elif isinstance(v, types.ModuleType):
             self.parts.append(f"{name} = module {v.__name__}")
             # a library's three deep; the user's package to any depth (`pkg.a.b.c.SCALE`),
@@ -475,25 +480,27 @@ def code_digests(fn, whole=False):
     return digest(own), digest(*deps)
 
 
-def _walk(fn):
+def _walk(fn, names=None):
     w = _Walker()
     if isinstance(fn, types.FunctionType):
-        w.function(fn)
+        w.function(fn, names)
     else:
         w.value("<callable>", fn, set())
     return w.finish()
 
 
-def definition_source(func) -> str:
+def definition_source(func):
     """What the trace of a @jd.compute function reads of its definition (the captured
-    text, or the file's now where it is not captured yet: capture.trace.source_text); ""
-    for the op library's (its files are in the environment) and anything else."""
+    text, or the file's now where it is not captured yet: capture.trace.source_text),
+    and the names its code reads as globals that the trace does not (the targets and
+    indices of index notation: Captured.notation); ("", frozenset()) for the op
+    library's (its files are in the environment) and anything else."""
     pyfunc = getattr(func, "pyfunc", None)
     if not isinstance(pyfunc, types.FunctionType) or _is_library(pyfunc):
-        return ""
+        return "", frozenset()
     captured = getattr(func, "_captured", None)
     if captured is not None:
-        return getattr(captured, "source", "")
+        return getattr(captured, "source", ""), getattr(captured, "notation", frozenset())
     from jitdl.capture.trace import source_text
     return source_text(pyfunc)
 
@@ -503,7 +510,8 @@ def fast_key(func, specs, config, target):
     schedule reads a value it cannot see whole: Walker.cut), its named parts, and the
     spans of the functions it read (the definition first; see relative_locations)."""
     from jitdl.config import settings
-    w = _walk(func.pyfunc)
+    text, notation = definition_source(func)
+    w = _walk(func.pyfunc, _names(func.pyfunc.__code__) - notation)
     own, deps = digest(w.parts[0]), digest(*w.parts[1:])
     sched_fn = func._schedules.get(target.name)
     ws = _walk(sched_fn) if sched_fn is not None else None
@@ -511,7 +519,7 @@ def fast_key(func, specs, config, target):
     parts = {
         # the code Python compiled, and the text the trace reads (a file edited after
         # its import is traced as it is now: its kernel is not the compiled code's)
-        "source": digest(own, definition_source(func)),
+        "source": digest(own, text),
         "dependencies": deps,
         "schedule": sched,
         "config": digest(json.dumps(config or {}, sort_keys=True, default=repr)),

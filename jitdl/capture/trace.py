@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass
 
 from jitdl.capture import runtime as jd_runtime
-from jitdl.capture.transform import RewriteError, rewrite
+from jitdl.capture.transform import RewriteError, notation_names, rewrite
 from jitdl.errors import (ArgumentError, DefinitionError, JitdlError, SourceLoc,
                            definition_error, numpy_base, numpy_kind)
 from jitdl.ir import build
@@ -33,6 +33,7 @@ class Captured:
     why_no_source: str = ""
     namespace: dict | None = None     # the rewritten function's globals
     source: str = ""                  # the definition read (source_text), "" if none
+    notation: frozenset = frozenset()  # names only index notation binds (notation_names)
 
     def refresh(self):
         """Give the rewritten function the current values of the original's globals and
@@ -139,19 +140,21 @@ def _definition(pyfunc):
         ("its source is not a plain function definition", 0)
 
 
-def source_text(pyfunc) -> str:
-    """The definition that capture reads now (the file's text, which can differ from the
+def source_text(pyfunc):
+    """(the definition that capture reads now (the file's text, which can differ from the
     code Python compiled: a file edited since its import), as a text without positions
-    or comments; "" where it has none."""
+    or comments, and its notation_names); ("", frozenset()) where it has none."""
     fdef, _ = _definition(pyfunc)
-    return "" if isinstance(fdef, str) else ast.dump(fdef)
+    if isinstance(fdef, str):
+        return "", frozenset()
+    return ast.dump(fdef), notation_names(fdef)
 
 
 def capture(pyfunc) -> Captured:
     fdef, first = _definition(pyfunc)
     if isinstance(fdef, str):
         return Captured(pyfunc, pyfunc, False, fdef)
-    source = ast.dump(fdef)
+    source, notation = ast.dump(fdef), notation_names(fdef)
     try:
         fdef = rewrite(fdef)
     except RewriteError as e:
@@ -166,7 +169,8 @@ def capture(pyfunc) -> Captured:
     func = namespace[fdef.name]
     func.__defaults__ = pyfunc.__defaults__
     func.__kwdefaults__ = pyfunc.__kwdefaults__
-    return Captured(func, pyfunc, True, namespace=namespace, source=source)
+    return Captured(func, pyfunc, True, namespace=namespace, source=source,
+                    notation=notation)
 
 
 def _user_frame_loc(tb, filename):

@@ -19,6 +19,7 @@ symbolic (build IR) or concrete (behave exactly as Python):
 from __future__ import annotations
 
 import ast
+import collections
 
 from jitdl.te.ops import CASTS, INTRINSICS
 
@@ -86,26 +87,20 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Assign(self, node):
         node = self.generic_visit(node)
-        if len(node.targets) != 1:
-            return node
-        (target,) = node.targets
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            sl = target.slice
-            elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-            if elts and all(isinstance(e, ast.Name) for e in elts):
-                name = target.value.id
-                ids = [e.id for e in elts]
-                _distinct(ids, node, f"`{name}[{', '.join(ids)}] = ...`",
-                          f"each dimension of the new tensor {name} needs an index of its "
-                          f"own (a diagonal: `{name}[i, j] = ... if i == j else ...`)")
-                value = _call("define", _const(name),
-                              _thunk(ast.Name(name, ast.Load())),
-                              ast.Tuple([_const(e.id) for e in elts], ast.Load()),
-                              _thunk(node.value, [e.id for e in elts]),
-                              _const(node.lineno))
-                return ast.Assign([ast.Name(name, ast.Store())], value)
-        if isinstance(target, ast.Name):
-            node.value = _call("bind", _const(target.id), node.value)
+        statement = index_statement(node)
+        if statement is not None:
+            name, ids = statement
+            _distinct(ids, node, f"`{name}[{', '.join(ids)}] = ...`",
+                      f"each dimension of the new tensor {name} needs an index of its "
+                      f"own (a diagonal: `{name}[i, j] = ... if i == j else ...`)")
+            value = _call("define", _const(name),
+                          _thunk(ast.Name(name, ast.Load())),
+                          ast.Tuple([_const(i) for i in ids], ast.Load()),
+                          _thunk(node.value, ids),
+                          _const(node.lineno))
+            return ast.Assign([ast.Name(name, ast.Store())], value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            node.value = _call("bind", _const(node.targets[0].id), node.value)
         return node
 
     def visit_Assert(self, node):
@@ -170,6 +165,53 @@ class _Rewriter(ast.NodeTransformer):
         if name in _ROUTED and not (isinstance(f, ast.Name) and f.id == "__jd__"):
             node.func = ast.Call(_jd("intrinsic"), [_const(name), _thunk(f)], [])
         return node
+
+
+def index_statement(node):
+    """(tensor name, index names) of an index-notation statement (`Y[i, j] = ...`: one
+    target, a name subscripted by names), else None."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+        return None
+    (target,) = node.targets
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        sl = target.slice
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if elts and all(isinstance(e, ast.Name) for e in elts):
+            return target.value.id, [e.id for e in elts]
+    return None
+
+
+def notation_names(func_def) -> frozenset:
+    """The names that the code Python compiles for func_def reads as globals and its
+    rewritten code does not: the tensors index notation defines (the rewritten function's
+    locals) and its indices where they are met nowhere but in the statements that index
+    by them; not a name that is also an attribute, imported or declared `global`, and
+    none where func_def holds a function or class of its own."""
+    nodes = list(ast.walk(func_def))
+    names, elsewhere, found = [], set(), []
+    for node in nodes:
+        match node:
+            case ast.Name():
+                names.append(node.id)
+            case ast.Attribute():
+                elsewhere.add(node.attr)
+            case ast.alias():
+                elsewhere.update((node.name.split(".")[0], node.asname or ""))
+            case ast.Global() | ast.Nonlocal():
+                elsewhere.update(node.names)
+            case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.ClassDef() \
+                    if node is not func_def:
+                return frozenset()
+            case ast.Assign():
+                statement = index_statement(node)
+                if statement is not None:
+                    found.append((node, statement))
+    count = collections.Counter(names)
+    inside = collections.Counter()
+    for node, (_, ids) in found:
+        inside.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in ids)
+    defined = {name for _, (name, _) in found}
+    return frozenset(({i for i in inside if inside[i] == count[i]} | defined) - elsewhere)
 
 
 def rewrite(func_def: ast.FunctionDef) -> ast.FunctionDef:
