@@ -1614,6 +1614,35 @@ def test_fast_key_sees_closures_partials_and_callable_objects():
     assert digests(Scale(2.0)) != before
 
 
+def test_fast_key_sees_the_users_objects_inside_a_librarys_object():
+    """A library's object in a value was keyed by its repr with the address cut out: a
+    deque or a SimpleNamespace holding an object of the user's (`<Box object at 0x..>`)
+    had the same key whatever the object held, so Box(3.0) in place of Box(2.0) in the
+    next process was a hit computing with 2.0. Such an object is read by its items or
+    attributes now."""
+    import collections
+    import types
+    from jitdl.cache import keys
+
+    class Box:
+        def __init__(self, c):
+            self.c = c
+
+    def digests(v):
+        def f(X):
+            return X * v
+        return keys.code_digests(f)
+
+    for wrap in (lambda b: collections.deque([b]), lambda b: [types.SimpleNamespace(b=b)],
+                 lambda b: {"q": collections.deque([b])}):
+        assert digests(wrap(Box(2.0))) != digests(wrap(Box(3.0)))
+        assert digests(wrap(Box(2.0))) == digests(wrap(Box(2.0)))
+    loop = collections.deque()
+    loop.append(loop)
+    loop.append(Box(2.0))               # (a cycle through a library's object ends)
+    assert digests(loop) == digests(loop)
+
+
 def test_fast_key_sees_a_functions_attributes():
     """A helper's attributes (`helper.scale = 2.0`, read in it as `helper.scale`) were
     not in the key: set to 3.0 for the next process, a disk-cache hit computed with 2.0."""

@@ -10,6 +10,7 @@ one binary. No key ever contains an address or an id().
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
 import hashlib
@@ -308,7 +309,8 @@ class _Walker:
         else:
             t = type(v)
             state = _object_state(v)
-            text = _container_text(state, self, names) if state is not None else _stable_repr(v)
+            # (without attributes: a library's collection by its items, see norm)
+            text = _container_text(state if state is not None else v, self, names)
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
             if not self.is_library(t):   # its class: attributes (H.factor where H has no
                 self.value(f"{name}.__class__", t, names)   # own), methods and what they read
@@ -413,7 +415,25 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             return f"function {x.__qualname__} {code_text(x.__code__)}"
         if isinstance(x, (bool, int, float, str, type(None))):
             return x
-        return _stable_repr(x)
+        text = repr(x)
+        if " at 0x" in text and id(x) not in path:
+            # a library's object whose repr hides what it holds (a deque of the user's
+            # objects, a SimpleNamespace holding one): its attributes, or its items
+            if isinstance(x, collections.abc.Mapping):
+                held = dict(x)
+            elif isinstance(x, collections.abc.Collection) and \
+                    not isinstance(x, (bytes, bytearray, memoryview)):
+                held = list(x)
+            else:
+                held = _object_state(x)
+            if held is not None:
+                path.add(id(x))
+                try:
+                    return {"<library object>": _stable_repr(type(x)),
+                            "holds": norm(held, depth + 1)}
+                finally:
+                    path.discard(id(x))
+        return _stable_repr(x) if " at 0x" in text else text
     return digest(json.dumps(norm(v), sort_keys=True, default=str))
 
 
