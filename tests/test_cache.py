@@ -1643,6 +1643,35 @@ def test_fast_key_sees_the_users_objects_inside_a_librarys_object():
     assert digests(loop) == digests(loop)
 
 
+def test_fast_key_sees_the_users_functions_a_librarys_wrapper_holds():
+    """A library's function entered the key by its name and closure's reprs: a helper
+    made with functools.singledispatch (a wrapper defined in functools) had one key
+    whatever its body or its registered implementations computed, so `v * 3.0` in place
+    of `v * 2.0` in the next process was a hit computing with 2.0. The user's functions
+    such a wrapper holds are read now."""
+    import functools
+    from jitdl.cache import keys
+
+    def digests(base, registered):
+        glob = {"functools": functools}
+        exec(textwrap.dedent(f"""
+            @functools.singledispatch
+            def h(v):
+                return v * {base}
+
+            @h.register
+            def _(v: int):
+                return v * {registered}
+
+            def f(X):
+                return h(X)
+            """), glob)
+        return keys.code_digests(glob["f"])
+    assert digests(2.0, 5) != digests(3.0, 5)
+    assert digests(2.0, 5) != digests(2.0, 6)
+    assert digests(2.0, 5) == digests(2.0, 5)
+
+
 def test_fast_key_sees_a_functions_attributes():
     """A helper's attributes (`helper.scale = 2.0`, read in it as `helper.scale`) were
     not in the key: set to 3.0 for the next process, a disk-cache hit computed with 2.0."""

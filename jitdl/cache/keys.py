@@ -251,6 +251,15 @@ class _Walker:
                          if _has_contents(c)]
                 self.parts.append(f"{name} = lib {v.__module__}.{v.__qualname__}:"
                                   f"{v.__name__} {cells} {_library_stamp(v)}")
+                # a library's wrapper of the user's functions (functools.singledispatch:
+                # the function it wraps and those registered; a decorator that keeps the
+                # function in its closure): those functions, read as the user's
+                held = [c.cell_contents for c in (v.__closure__ or ()) if _has_contents(c)]
+                held += [wrapped] + [x for _, x in sorted(vars(v).items())]
+                for n, x in enumerate(held):
+                    if _users_function(x) or isinstance(x, collections.abc.Mapping) and \
+                            any(_users_function(y) for y in x.values()):
+                        self.value(f"{name}.<holds {n}>", x, names)
             else:
                 self.function(v, reads)
         elif isinstance(v, types.ModuleType):
@@ -314,6 +323,10 @@ class _Walker:
             self.parts.append(f"{name} = <{t.__module__}.{t.__qualname__}> {text}")
             if not self.is_library(t):   # its class: attributes (H.factor where H has no
                 self.value(f"{name}.__class__", t, names)   # own), methods and what they read
+
+
+def _users_function(x) -> bool:
+    return isinstance(x, types.FunctionType) and not _is_library(x)
 
 
 def _attr(v, name, default=None):
