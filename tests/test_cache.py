@@ -1820,6 +1820,32 @@ def test_fast_key_of_a_set_of_functions_is_the_same_in_every_process(tmp_path):
     assert len(seen) == 1, seen
 
 
+def test_fast_key_of_a_set_constant_in_code_is_the_same_in_every_process(tmp_path):
+    """A function's constants entered its digest by their repr, and `mode in {"relu",
+    "gelu", "tanh"}` compiles to a frozenset constant whose repr follows the strings'
+    hashes: another key in each process (traced and lowered again each time) for any
+    definition or helper written so; likewise a set default value."""
+    (tmp_path / "ksetconst.py").write_text(textwrap.dedent('''\
+        MODE = "relu"
+        def act(x, kinds=frozenset({"p", "q", "r"}), *, more=("s", frozenset({"t", "u"}))):
+            if MODE in {"relu", "gelu", "tanh", "silu"}:
+                return x * 2
+            return x
+        def f(X):
+            return act(X)
+        '''))
+    code = "import ksetconst\nfrom jitdl.cache import keys\n" \
+           "print(keys.code_digests(ksetconst.f))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    seen = set()
+    for seed in range(6):
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                           env={**env, "PYTHONHASHSEED": str(seed)})
+        assert p.returncode == 0, p.stderr
+        seen.add(p.stdout.strip())
+    assert len(seen) == 1, seen
+
+
 def test_only_names_the_rewritten_definition_never_reads_leave_the_key():
     """notation_names (the globals of the compiled code that index notation makes its
     own): not an index read elsewhere as a value, an attribute (`cfg.i` reads cfg's

@@ -109,13 +109,24 @@ def code_text(code, first=None) -> str:
     are placed where it is now (relative_locations, placed); one with lines inserted or
     removed inside it does not."""
     first = code.co_firstlineno if first is None else first
-    consts = [code_text(c, first) if isinstance(c, types.CodeType) else _stable_repr(c)
+    consts = [code_text(c, first) if isinstance(c, types.CodeType) else _const_text(c)
               for c in code.co_consts]
     lines = [(start, end, None if ln is None else ln - first)
              for start, end, ln in code.co_lines()]
     return digest(code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
                   code.co_cellvars, code.co_argcount, code.co_kwonlyargcount, code.co_flags,
                   code.co_firstlineno - first, lines)
+
+
+def _const_text(c) -> str:
+    """A code constant (or a default value) as text: a set (`x in {"a", "b"}`) in an
+    order of its members' texts, not its own, which follows the strings' hashes and so
+    differs in each process (another key each time)."""
+    if isinstance(c, (set, frozenset)):
+        return f"{type(c).__name__}({sorted(_const_text(x) for x in c)})"
+    if isinstance(c, tuple):        # (a list's repr: it may hold itself)
+        return f"tuple({', '.join(_const_text(x) for x in c)})"
+    return _stable_repr(c)
 
 
 def _last_line(code):
@@ -181,9 +192,10 @@ class _Walker:
         # the compiled code, not the source text: no file reads, comments do not count
         # (but for the lines they move inside it: code_text), and the Python version is
         # part of the environment
+        kwdefaults = [(k, _const_text(d)) for k, d in (fn.__kwdefaults__ or {}).items()]
         self.parts.append(f"def {key}: {code_text(fn.__code__)} "
-                          f"defaults={[_stable_repr(d) for d in fn.__defaults__ or ()]} "
-                          f"kwdefaults={_stable_repr(fn.__kwdefaults__)}")
+                          f"defaults={[_const_text(d) for d in fn.__defaults__ or ()]} "
+                          f"kwdefaults={kwdefaults}")
         names = _names(fn.__code__) if names is None else names
         self.names |= names | _strings(fn.__code__)
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
@@ -247,7 +259,7 @@ class _Walker:
             if _is_library(v):
                 # factories make several functions with one qualname (jd.max, jd.min):
                 # the name and the closure's values tell them apart
-                cells = [_stable_repr(c.cell_contents) for c in (v.__closure__ or ())
+                cells = [_const_text(c.cell_contents) for c in (v.__closure__ or ())
                          if _has_contents(c)]
                 self.parts.append(f"{name} = lib {v.__module__}.{v.__qualname__}:"
                                   f"{v.__name__} {cells} {_library_stamp(v)}")
