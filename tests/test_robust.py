@@ -780,6 +780,31 @@ def test_whole_tensor_ufunc_without_source(rng):
     check(f, (x,), np.exp(x), F64)
 
 
+def test_whole_tensor_arithmetic_before_jd_numpy_is_imported(tmp_path):
+    """`import jitdl` leaves jd.numpy for its first use; a definition doing arithmetic on
+    whole tensors in a fresh process (nothing else imported the op library) was refused
+    as 'a whole tensor where jitdl needs one element'."""
+    import subprocess
+    import sys
+    script = tmp_path / "whole.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import jitdl as jd\n"
+        "\n"
+        "@jd.compute\n"
+        "def f(X, Y):\n"
+        "    return np.exp(X + 2 * Y) - (X == Y)\n"
+        "\n"
+        "rng = np.random.default_rng(7)\n"
+        "x, y = rng.standard_normal((2, 3, 4))\n"
+        "np.testing.assert_allclose(f(x, y), np.exp(x + 2 * y) - (x == y), rtol=1e-12)\n"
+        "print('ok')\n")
+    env = dict(os.environ, JITDL_WARM_UP="0", JITDL_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
 # ---------------------------------------------------------------------------------------
 # 6. a damaged cache entry is reported once per process
 # ---------------------------------------------------------------------------------------

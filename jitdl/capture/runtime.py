@@ -18,7 +18,7 @@ from jitdl.ir.nodes import (Access, BinOp, Binary, CmpOp, Compare, Const, Expr, 
                             ReduceOp, SizeVar, Var)
 from jitdl.ir.visit import walk_expr
 from jitdl.te import naming, ops
-from jitdl.te.tensor import WHOLE, Tensor, whole_tensor_error
+from jitdl.te.tensor import Tensor, whole_function, whole_tensor_error
 
 _CMPS = {"==": CmpOp.EQ, "!=": CmpOp.NE, "<": CmpOp.LT, "<=": CmpOp.LE, ">": CmpOp.GT,
          ">=": CmpOp.GE}
@@ -407,7 +407,7 @@ def _on_whole_tensors(name, original, args, kwargs):
     error: over a whole tensor they do not mean what NumPy's functions do."""
     if original in (ops.max, ops.min) and len(args) > 1:       # jd.max(X, Y): elementwise
         name = "maximum" if original is ops.max else "minimum"
-    fn = None if id(original) in _BUILTIN else WHOLE.get(_NUMPY_NAME.get(name, name))
+    fn = None if id(original) in _BUILTIN else whole_function(_NUMPY_NAME.get(name, name))
     if fn is None:
         raise whole_tensor_error(name, args)
     return fn(*args, **kwargs)
@@ -417,7 +417,7 @@ def tensor_compare(op, a, b):
     """`X == Y`, `X < 0` on whole tensors (the capture rewrites comparisons to this)."""
     name = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
             ">": "greater", ">=": "greater_equal"}[op]
-    fn = WHOLE.get(name)
+    fn = whole_function(name)
     if fn is None:
         raise whole_tensor_error(op, (a, b), infix=True)
     return fn(a, b)

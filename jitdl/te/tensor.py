@@ -1,6 +1,7 @@
 """Tensors and the operations that produce them: inputs, scalar parameters, compute stages."""
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from dataclasses import dataclass, field
@@ -103,14 +104,14 @@ class Tensor:
     # jd.numpy's functions on the tensor, which add stages; where jitdl needs one element
     # (math.exp(X) in an element expression, jd.select(c, X, 0)) a tensor is an error.
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        fn = WHOLE.get(ufunc.__name__) if method == "__call__" else None
+        fn = whole_function(ufunc.__name__) if method == "__call__" else None
         if fn is None:
             raise whole_tensor_error(ufunc.__name__ if method == "__call__"
                                      else f"{ufunc.__name__}.{method}", inputs)
         return fn(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):    # np.dot(X, W), np.concatenate
-        fn = WHOLE.get(func.__name__)
+        fn = whole_function(func.__name__)
         if fn is None:
             raise whole_tensor_error(func.__name__, args)
         return fn(*args, **kwargs)
@@ -150,8 +151,17 @@ class Tensor:
 WHOLE = {}
 
 
+def whole_function(name):
+    """The op library's function named `name` for whole tensors, or None; imports jd.numpy
+    the first time (`import jitdl` leaves it for its first use, and a definition may reach
+    `X + 2 * Y` before anything else has imported it)."""
+    if not WHOLE:
+        importlib.import_module("jitdl.numpy")
+    return WHOLE.get(name)
+
+
 def _whole(name, *args, symbol=None, **kwargs):
-    fn = WHOLE.get(name)
+    fn = whole_function(name)
     if fn is None:
         raise whole_tensor_error(symbol or name, args, infix=symbol is not None)
     return fn(*args, **kwargs)
