@@ -550,7 +550,17 @@ class Function:
     def _lower(self, specs, config=None, until=None, texts=False, graph=None, target=None):
         target = self._on(target) if target is not None else self._target(specs)
         if self._fixed and (repr(specs), target.name) not in self._checked:
-            self._space(specs, target).check(self._fixed, f"{self.name}.with_config")
+            space = self._space(specs, target)
+            short = dataclasses.replace(target, long_rows=False) if target.name == "cuda" \
+                else None
+            if short is not None and self._row_lengths(None, specs, short) is not None:
+                # (calls of these specs run either kernel of a ByRowLength, each taking
+                # the knobs its schedule has: a knob of either one is the function's)
+                other = short if target.long_rows else self._on(short, True)
+                for k in self._space(specs, other).knobs.values():
+                    if k.name not in space:
+                        space.add(k)
+            space.check(self._fixed, f"{self.name}.with_config")
             self._checked.add((repr(specs), target.name))
         return pipeline.lower(graph or self._trace(specs), target, self._options(specs),
                               **self._how(target, config), until=until, texts=texts)

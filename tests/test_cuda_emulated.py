@@ -1337,6 +1337,28 @@ def test_a_users_rows_of_a_symbolic_length_get_a_block_each_when_long(dev, rng, 
     assert sorted(rows.kernels) == [False, True]
 
 
+@pytest.mark.parametrize("knob, value", [("Y.threads", 64), ("Y.row_threads", 128)])
+@pytest.mark.parametrize("first", ["short", "long"])
+def test_with_config_takes_a_knob_of_either_kernel_of_a_row_length(dev, rng, knob, value,
+                                                                   first):
+    """Found by review: a with_config copy of a dynamic row reduction on the GPU checked
+    its knobs against the schedule of whichever of its two kernels (ByRowLength) compiled
+    first: Y.threads (the short rows' kernel's) raised 'no knob named' when the first call
+    had long rows, and passed otherwise (Y.row_threads, the long rows' kernel's, the other
+    way round). A knob of either kernel is the function's now, each kernel taking its own;
+    one of neither is still an error."""
+    f = dyn_row_sum.with_config(**{knob: value})
+    lengths = (5, 300) if first == "short" else (300, 5)
+    for m in lengths:
+        x = rng.standard_normal((6, m))
+        close(on_gpu(dev, f, x), x.sum(axis=1), rtol=1e-12, atol=1e-12)
+        src = f.cuda_source(DeviceArray(x))
+        if (knob == "Y.threads") == (m < 128):      # (the knob of this kernel: applied)
+            assert f", ({value}, 1, 1)>>>" in src, (m, src)
+    with pytest.raises(jd.ScheduleError, match="no knob named 'Y.nope'"):
+        on_gpu(dev, dyn_row_sum.with_config(**{"Y.nope": 1}), rng.standard_normal((6, 5)))
+
+
 def test_only_reductions_that_walk_rows_take_symbolic_rows_as_long(dev, rng):
     """A matmul of symbolic sizes reads B[k, j] down B's columns along its reduction: a
     block per output element would read each column far apart, so it keeps its kernel of
