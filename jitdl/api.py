@@ -953,8 +953,13 @@ class Function:
         "cuda") gives that target's space instead of the arguments' own (the GPU's knobs
         from NumPy arrays of the intended shapes, on any machine)."""
         (target,) = self._own(Function.config_space, kwargs, target=target)
-        return self._space(self._specs(self._args(args, kwargs)),
-                           self._on(target) if target is not None else None)
+        args = self._args(args, kwargs)
+        specs = self._specs(args)
+        target = self._on(target) if target is not None else self._target(specs)
+        rows = self._row_lengths(args, specs, target)
+        if rows is not None:        # (the kernel for these arguments' rows)
+            target = self._on(target, rows.long(args))
+        return self._space(specs, target)
 
     def timeit(self, *args, repeat=_Default(7), min_time=_Default(0.05), **kwargs):
         """Median seconds per call, after a warm-up, over `repeat` timed batches: a float

@@ -1359,6 +1359,19 @@ def test_with_config_takes_a_knob_of_either_kernel_of_a_row_length(dev, rng, kno
         on_gpu(dev, dyn_row_sum.with_config(**{"Y.nope": 1}), rng.standard_normal((6, 5)))
 
 
+def test_config_space_is_that_of_the_kernel_for_the_arguments_rows(dev, rng):
+    """Found by review: config_space of a dynamic row reduction's GPU arguments gave the
+    knobs of the kernel for short rows (Y.threads) whatever the rows' length, where rows
+    of 300 run the long rows' kernel (ByRowLength), whose knob is Y.row_threads: the
+    space shown was not the one of the kernel cuda_source shows and the call runs."""
+    for m, knob in ((5, "Y.threads"), (300, "Y.row_threads")):
+        x = rng.standard_normal((6, m))
+        for space in (dyn_row_sum.config_space(DeviceArray(x)),
+                      dyn_row_sum.config_space(x, target="cuda")):
+            assert list(space.knobs) == [knob], (m, space)
+        assert list(dyn_row_sum.config_space(x).knobs) == []       # (the CPU's)
+
+
 def test_only_reductions_that_walk_rows_take_symbolic_rows_as_long(dev, rng):
     """A matmul of symbolic sizes reads B[k, j] down B's columns along its reduction: a
     block per output element would read each column far apart, so it keeps its kernel of
