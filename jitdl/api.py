@@ -486,25 +486,48 @@ class Function:
             return dataclasses.replace(t, long_rows=True)
         return t
 
-    def _row_lengths(self, args, specs, target, build=None):
+    def _row_lengths(self, args, specs, target, build=None, config=None):
         """For a call on the GPU (`target`) of a definition of symbolic extents whose rows
         of a symbolic length the automatic schedule reads a block of threads each only
         where it takes them as long (schedule.gpu.symbolic_rows): a runtime.cuda.
         ByRowLength that picks the kernel for long or short rows by the call's lengths;
         else None."""
+        rows = self._row_formulas(args, specs, target, config)
+        if not rows or not rows["trees"]:
+            return None
+        return cuda_runtime.ByRowLength(rows["sizes"], rows["trees"], ROW_MIN, build)
+
+    def _row_formulas(self, args, specs, target, config=None):
+        """None where calls of these specs on `target` never pick a kernel by their rows'
+        length (_row_lengths), else {"sizes": [argument position, dimension] of each size
+        named, "trees": size trees of the rows' lengths (none: one kernel serves)}: from
+        the disk cache's record of either kernel where it has them (no trace: 20-60 ms a
+        definition), else from the traced definition."""
         if not self._by_row_length or self._long_rows or target.name != "cuda" or \
                 target.long_rows or self._schedules.get("cuda") is not None:
             return None
+        store = default_store()
+        if store is not None:
+            config = {**(config or {}), **self._fixed} or None
+            for t in (target, self._on(target, True)):
+                fkey = keys.fast_key(self, specs, config, t)[0]
+                rec = store.resolve_record(fkey) if fkey is not None else None
+                rows = rec.get("rows") if rec else None
+                if _row_formulas_valid(rows, len(specs)):
+                    try:
+                        cuda_runtime.ByRowLength(rows["sizes"], rows["trees"], ROW_MIN, None)
+                    except (KeyError, IndexError, TypeError, ValueError):
+                        continue        # (garbage in a record: traced instead)
+                    return rows
         graph = self._trace(specs, args)
         params = size_params(graph)
+        sizes = [[p, d] for _, p, d in params]
         try:
-            rows = [pipeline.size_tree(e, [v for v, _, _ in params])
-                    for e in symbolic_rows(graph, target)]
+            trees = [pipeline.size_tree(e, [v for v, _, _ in params])
+                     for e in symbolic_rows(graph, target)]
         except ArgumentError:       # (a length of other operators: one kernel serves)
-            return None
-        if not rows:
-            return None
-        return cuda_runtime.ByRowLength([(p, d) for _, p, d in params], rows, ROW_MIN, build)
+            trees = []
+        return {"sizes": sizes, "trees": trees}
 
     def _graph(self, args):
         """(traced graph, argument specs) for a call's arguments."""
@@ -589,10 +612,12 @@ class Function:
                             space.add(k)
         return space
 
-    def _build(self, args, config=None, artifact=None, long_rows=False):
+    def _build(self, args, config=None, artifact=None, long_rows=False, rows=None):
         """A kernel for these arguments: from the disk cache when it has one, else compiled
         (and stored). With `artifact` (compiled already, e.g. by tune), only stored.
-        `long_rows`: on the GPU, rows of a symbolic length taken as long (ByRowLength)."""
+        `long_rows`: on the GPU, rows of a symbolic length taken as long (ByRowLength);
+        `rows`: what picks its kernel by the rows' length (_row_formulas), kept in the
+        disk cache's record of the kernel."""
         specs = self._specs(args)
         target = self._target(specs)
         if long_rows:
@@ -622,6 +647,8 @@ class Function:
                 if entry is not None and kernel is None and not event.pop("unplaced", False):
                     rejected = full      # warned about once; not looked up again below
                 if kernel is not None:
+                    if rows is not None and rec.get("rows") != rows:
+                        store.alias(fkey, full, self.qualname, fparts, rec.get("where"), rows)
                     event["result"] = "hit"
                     log.info("hit %s %s (%s)", self.qualname, event["call"], event["loader"])
                     return kernel
@@ -665,7 +692,7 @@ class Function:
             if kernel is not None:       # same loop IR as a stored kernel: no LLVM needed
                 if fkey is not None:
                     store.alias(fkey, full, self.qualname, fparts,
-                                keys.relative_locations(kernel.sig, spans))
+                                keys.relative_locations(kernel.sig, spans), rows)
                 event["result"] = "hit (same loop IR)"
                 log.info("hit (same loop IR) %s %s", self.qualname, event["call"])
                 return kernel
@@ -676,7 +703,7 @@ class Function:
         assert sig.mismatch(specs) is None, f"internal: {sig.mismatch(specs)}"
         if target.name == "cuda":
             return self._build_cuda(art, target, specs, event, store, full, fkey, fparts,
-                                    traced if artifact is None else None, spans)
+                                    traced if artifact is None else None, spans, rows)
         texts = {k: art.texts[k] for k in ("loop_ir", "llvm_ir", "llvm_ir_unoptimized")}
         if store is not None:        # (compressed once: written now, again with its library)
             texts = Texts.of(texts)
@@ -695,7 +722,7 @@ class Function:
         return kernel
 
     def _build_cuda(self, art, target, specs, event, store, full, fkey, fparts, traced,
-                    spans):
+                    spans, rows=None):
         """A GPU kernel from a CUDA artifact: NVRTC makes the cubin (unless the artifact
         holds one), the driver loads it; the cubin goes into the disk cache."""
         sig = art.signature
@@ -712,7 +739,7 @@ class Function:
         if store is not None:
             meta = self._entry_meta(art, target, specs, event, fparts, full)
             store.put(full, meta, binary, texts, fkey, fparts,
-                      where=keys.relative_locations(sig, spans))
+                      where=keys.relative_locations(sig, spans), rows=rows)
         return kernel
 
     def _entry_meta(self, art, target, specs, event, fparts, full):
@@ -851,13 +878,18 @@ class Function:
         """_compile's kernel for a GPU call whose rows' length picks the kernel
         (_row_lengths), the one for this call compiled; else None."""
         specs = self._specs(args)
+        target = self._target(specs)
+        rows = self._row_formulas(args, specs, target, config)
+        if rows is None:
+            return None
+        if not rows["trees"]:       # (one kernel; its record says so for later processes)
+            return self._build(args, config, rows=rows)
 
         def build(a, long_rows):
             with self._lock:
-                return self._build(a, config, long_rows=long_rows)
-        k = self._row_lengths(args, specs, self._target(specs), build)
-        if k is not None:
-            k.pick(args)
+                return self._build(a, config, long_rows=long_rows, rows=rows)
+        k = cuda_runtime.ByRowLength(rows["sizes"], rows["trees"], ROW_MIN, build)
+        k.pick(args)
         return k
 
     # -- inspection -------------------------------------------------------------------------
@@ -1456,6 +1488,15 @@ def _refuse_disagreeing(fname, graph, args):
     except JitdlError:
         return
     refuse_disagreeing(fname, agree, args)
+
+
+def _row_formulas_valid(rows, n_args):
+    """Whether `rows` (a disk cache record's, JSON) has the form Function._row_formulas
+    gives: anything else is read as no record."""
+    return isinstance(rows, dict) and isinstance(rows.get("trees"), list) and \
+        isinstance(rows.get("sizes"), list) and all(
+            isinstance(s, list) and len(s) == 2 and all(type(v) is int for v in s)
+            and 0 <= s[0] < n_args for s in rows["sizes"])
 
 
 def _with_sizes(message, names, args):

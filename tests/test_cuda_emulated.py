@@ -1372,6 +1372,36 @@ def test_config_space_is_that_of_the_kernel_for_the_arguments_rows(dev, rng):
         assert list(dyn_row_sum.config_space(x).knobs) == []       # (the CPU's)
 
 
+def test_a_row_length_dispatch_from_the_disk_cache_does_not_trace(dev, rng, monkeypatch):
+    """The first GPU call of a dynamic definition (per key, per process) traced it to find
+    the lengths of the rows that pick its kernel (ByRowLength), even where the disk cache
+    had the kernels: 20-60 ms a definition. The lengths (size trees), or that one kernel
+    serves, are kept in the cache's record of each kernel now: a process that finds them
+    there (here: after recompile(), which forgets traces and kernels) does not trace."""
+    @jd.compute(dynamic=True)
+    def row_sum(X):
+        return jnp.sum(X * 2, axis=1)
+
+    @jd.compute(dynamic=True)
+    def col_sum(X):
+        return jnp.sum(X * 2, axis=0)
+    for m in (5, 300):
+        x = rng.standard_normal((6, m))
+        close(on_gpu(dev, row_sum, x), 2 * x.sum(axis=1), rtol=1e-12, atol=1e-12)
+        close(on_gpu(dev, col_sum, x), 2 * x.sum(axis=0), rtol=1e-12, atol=1e-12)
+    for f in (row_sum, col_sum):
+        f.recompile()
+        monkeypatch.setattr(f, "_trace", lambda *a, **k: pytest.fail("traced"))
+    for m in (7, 400):
+        x = rng.standard_normal((6, m))
+        close(on_gpu(dev, row_sum, x), 2 * x.sum(axis=1), rtol=1e-12, atol=1e-12)
+        close(on_gpu(dev, col_sum, x), 2 * x.sum(axis=0), rtol=1e-12, atol=1e-12)
+    (rows,) = row_sum._kernels.values()
+    assert isinstance(rows, cuda_runtime.ByRowLength) and sorted(rows.kernels) == [False, True]
+    assert "__shfl_down_sync" in rows.kernels[True].texts["cuda"]
+    assert "__shfl_down_sync" not in rows.kernels[False].texts["cuda"]
+
+
 def test_only_reductions_that_walk_rows_take_symbolic_rows_as_long(dev, rng):
     """A matmul of symbolic sizes reads B[k, j] down B's columns along its reduction: a
     block per output element would read each column far apart, so it keeps its kernel of

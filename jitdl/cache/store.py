@@ -297,14 +297,14 @@ class Store:
         return rec
 
     def put(self, full_key, meta, obj, texts, fast_key=None, fast_parts=None, shared=None,
-            where=None):
+            where=None, rows=None):
         if not self.usable:
             return
         try:
             data = pack(meta, obj, texts, shared)
             self._write(self._kernel_path(full_key), data)
             if fast_key is not None:
-                self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts, where)
+                self.alias(fast_key, full_key, meta.get("fname", ""), fast_parts, where, rows)
             self._evict_when_full(len(data))
         except OSError as e:            # (once per cause: an export, or a function called
             #                                 over many shapes, does not repeat it per kernel)
@@ -324,13 +324,15 @@ class Store:
         except OSError as e:
             log.info("could not add a shared library to %s: %s", path, e)
 
-    def alias(self, fast_key, full_key, fname, parts, where=None):
+    def alias(self, fast_key, full_key, fname, parts, where=None, rows=None):
         """Point fast_key at full_key; `where`: the source locations of the kernel's
-        signature for the function of fast_key (jitdl.cache.keys.relative_locations)."""
+        signature for the function of fast_key (jitdl.cache.keys.relative_locations);
+        `rows`: JSON, the lengths of the rows that pick a GPU kernel of symbolic extents
+        (jitdl.api: read back without tracing the definition)."""
         if not self.usable:
             return
         rec = {"full": full_key, "fast": fast_key, "fname": fname, "parts": parts or {},
-               "where": where}
+               "where": where, **({"rows": rows} if rows is not None else {})}
         try:
             self._write(self._alias_path(fast_key), json.dumps(rec).encode())
         except OSError:
