@@ -2488,3 +2488,67 @@ def test_an_argument_read_bare_inside_a_split_reduction_agrees_with_the_others()
             want = x + y @ w
             np.testing.assert_allclose(_written(lambda *a, **k: g(x, y, w, **k), None, want),
                                        want, rtol=1e-12, atol=1e-12)
+
+
+_SCALES = {3: 2.0, 5: 4.0}
+
+
+def _scale_by_size(X):
+    n = X.shape[0]
+    Z[i] = X[i] * {3: 2.0}.get(n, 1.0) + {(3,): 10.0, (4,): 20.0}.get(X.shape, 0.0) + \
+        {0: 100.0, 2: 300.0}.get(i, -1.0) + {1.0: 1000.0}.get(X[i], 0.0)
+    return Z
+
+
+def _scale_required(X):
+    Z[i] = X[i] * _SCALES[X.shape[0]]
+    return Z
+
+
+def test_a_dict_looked_up_with_a_size_an_index_or_an_element_selects_among_its_keys():
+    """`{3: 2.0}.get(X.shape[0], 1.0)` in a dynamic definition hashed the size expression
+    and missed every key: 1.0 for X of length 3, where the static definition (and
+    Python) give 2.0, silently; `.get(i, ...)` of an index and `.get(X[i], ...)` of an
+    element missed in static definitions too. Now a dict looked up with a symbolic key is
+    a select over its keys; `d[n]` without a default checks at the call that the size
+    is a key (static: the KeyError of the trace). Static and dynamic against NumPy over
+    sizes 0-7, every element written."""
+    def want(x):
+        n = len(x)
+        return (x * (2.0 if n == 3 else 1.0) + {3: 10.0, 4: 20.0}.get(n, 0.0)
+                + np.where(np.arange(n) == 0, 100.0, np.where(np.arange(n) == 2, 300.0, -1.0))
+                + np.where(x == 1.0, 1000.0, 0.0))
+    for dyn in (False, True):
+        g = jd.compute(_scale_by_size, dynamic=dyn)
+        required = jd.compute(_scale_required, dynamic=dyn)
+        for n in range(8):
+            x = rand(n)
+            x[1:2] = 1.0
+            np.testing.assert_array_equal(_written(g, x, want(x)), want(x))
+            if n in _SCALES:
+                np.testing.assert_array_equal(_written(required, x, x), x * _SCALES[n])
+            else:
+                with pytest.raises((DefinitionError, jd.errors.ArgumentShapeError),
+                                   match="KeyError"):
+                    required(x)
+
+
+def _index_key_required(X):
+    Z[i] = X[i] * _SCALES[i]
+    return Z
+
+
+def _tuple_valued(X):
+    Z[i] = X[i] * {3: (1, 2)}.get(X.shape[0], 1.0)
+    return Z
+
+
+def test_a_dict_lookup_that_cannot_select_is_an_error_naming_the_key():
+    """A symbolic key without a default that the call cannot check (an index), or a dict
+    whose values are no numbers, is an error at the user's line."""
+    with pytest.raises(DefinitionError, match=r"symbolic key `i`.*give a default") as e:
+        jd.compute(_index_key_required)(rand(3))
+    assert "Z[i] = X[i] * _SCALES[i]" in str(e.value)
+    with pytest.raises(DefinitionError, match=r"symbolic key `X_n0`.*the value at 3 is "
+                                              r"tuple \(1, 2\)"):
+        jd.compute(_tuple_valued, dynamic=True)(rand(3))

@@ -184,6 +184,89 @@ def _contains(box, x):
     return x in box
 
 
+def item(box, key):
+    """`box[key]` in the definition's own code. A dict looked up with a symbolic key (a
+    dynamic size, X.shape of a dynamic X, an index, an element) is a select over its keys
+    (_lookup): Python's lookup hashed the expression and missed every key, a KeyError, or
+    a wrong value where the dict has a default."""
+    if isinstance(box, dict) and box and (symbolic(key) or _holds_symbolic(key)):
+        factory = getattr(box, "default_factory", None)
+        if factory is not None:
+            return _lookup(box, key, (factory(),), "[]")
+        return _lookup(box, key, (), "[]")
+    return box[key]
+
+
+def get_of(box):
+    """`box.get` in the definition's own code: of a dict, a get that takes a symbolic key
+    as `item` does."""
+    if not isinstance(box, dict):
+        return box.get
+
+    def get(key, default=None):
+        if box and (symbolic(key) or _holds_symbolic(key)):
+            return _lookup(box, key, (default,), ".get()")
+        return box.get(key, default)
+    return get
+
+
+def _lookup(box, key, default, how):
+    """The value of dict `box` at the symbolic `key`: `v1 if key == k1 else v2 if key ==
+    k2 ... else default` (`default` a 1-tuple, or () for `box[key]`). Without a default
+    the key must be one of the keys: a dynamic size is checked at the call (an
+    ArgumentShapeError there where it is not); another symbolic key is refused here."""
+    arms = []
+    for k, v in box.items():
+        same = cmp("==", key, k)
+        if not symbolic(same):
+            if same:
+                return v
+            continue
+        arms.append((same, k, v))
+    if not arms:
+        if default:
+            return default[0]
+        raise KeyError(key)
+    for _, k, v in arms:
+        if not (symbolic(v) or isinstance(v, (bool, int, float, np.generic))):
+            raise DefinitionError(
+                f"a dict looked up ({how}) with the symbolic key `{key}`: that selects "
+                f"among its values where the kernel runs, so each value must be a number "
+                f"or an expression; the value at {k!r} is {type(v).__name__} {v!r}",
+                user_loc())
+    if not default:
+        keys = [k for _, k, _ in arms]
+        if not _require_key(key, keys):
+            raise DefinitionError(
+                f"a dict looked up ([]) with the symbolic key `{key}`: jitdl cannot check "
+                f"before the kernel runs that it is one of the keys "
+                f"({', '.join(map(repr, keys))}); give a default: `.get(key, default)`",
+                user_loc())
+        default = (arms.pop()[2],)      # (the last key's value: the check excludes others)
+    out = default[0]
+    for same, _, v in reversed(arms):
+        out = ifexp(same, lambda v=v: v, lambda out=out: out)
+    return out
+
+
+def _require_key(key, keys):
+    """Have the call check that the size expression `key` is one of the int `keys` (min
+    over the keys of |key - k| == 0); False where the call cannot (key is no size)."""
+    if not isinstance(key, Expr) or not all(
+            isinstance(k, (int, float, np.integer, np.floating)) and float(k).is_integer()
+            for k in keys):
+        return False
+    gap = None
+    for k in keys:
+        k = int(k)
+        d = build.binary(BinOp.MAX, build.binary(BinOp.SUB, key, k),
+                         build.binary(BinOp.SUB, k, key))
+        gap = d if gap is None else build.binary(BinOp.MIN, gap, d)
+    return ops.require_size(
+        gap, "==", 0, f"KeyError: `{key}` is not a key of the dict looked up here (its keys: "
+        f"{', '.join(str(int(k)) for k in keys)})", user_loc()) is not None
+
+
 # (what a number never equals: a symbolic size or index against one is Python's False)
 _NOT_NUMBERS = (type(None), str, bytes, tuple, list, dict, set, frozenset, range)
 

@@ -15,6 +15,7 @@ symbolic (build IR) or concrete (behave exactly as Python):
     exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
     float(n), len(X)        ->  __jd__.intrinsic('float', lambda: float)(n)
     assert c, msg           ->  __jd__.assert_(c, lambda: msg)     (sizes: checked at the call)
+    d[k], d.get(k, v)       ->  __jd__.item(d, k), __jd__.get_of(d)(k, v)   (symbolic keys)
 """
 from __future__ import annotations
 
@@ -158,9 +159,20 @@ class _Rewriter(ast.NodeTransformer):
                      ast.Tuple(ranges, ast.Load()),
                      _const(None) if cond is None else _thunk(cond, names))
 
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        sl = node.slice
+        if not isinstance(node.ctx, ast.Load) or isinstance(sl, ast.Slice) or \
+                isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts):
+            return node         # (a slice is no expression: it stays a subscript)
+        return _call("item", node.value, sl)
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
         f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "get":
+            node.func = _call("get_of", f.value)
+            return node
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if name in _ROUTED and not (isinstance(f, ast.Name) and f.id == "__jd__"):
             node.func = ast.Call(_jd("intrinsic"), [_const(name), _thunk(f)], [])
