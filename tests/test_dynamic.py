@@ -2552,3 +2552,44 @@ def test_a_dict_lookup_that_cannot_select_is_an_error_naming_the_key():
     with pytest.raises(DefinitionError, match=r"symbolic key `X_n0`.*the value at 3 is "
                                               r"tuple \(1, 2\)"):
         jd.compute(_tuple_valued, dynamic=True)(rand(3))
+
+
+def _scale_of(n):
+    return {3: 2.0}.get(n, 1.0)
+
+
+def _size_in_helper(n):
+    return jd.select(n in (3, 4), 2.0, 1.0)
+
+
+def _sizes_as_objects(X, how: str):
+    n = X.shape[0]
+    c = {"dict": lambda: _scale_of(n), "in": lambda: _size_in_helper(n),
+         "set": lambda: len({n, 3}), "hash": lambda: hash(n) % 5,
+         "count": lambda: [3, 3, 4].count(n)}[how]()
+    Z[i] = X[i] * c
+    return Z
+
+
+@pytest.mark.parametrize("how", ["dict", "in", "set", "hash", "count"])
+def test_a_size_hashed_or_compared_as_an_object_in_a_helper_is_a_clear_error(how):
+    """A dynamic size that a helper looked up in a dict (`{3: 2.0}.get(n, 1.0)`), found
+    `in (3, 4)` or counted in a list, or that the definition put in a set or hashed, was
+    taken as an object: X * 1.0 for X of length 3 (static: X * 2.0), `len({n, 3})` 2 for
+    n = 3, silently. The capture can select by value only in the definition's own code:
+    elsewhere it is now an error naming the size and the line; the static definition
+    computes Python's answer."""
+    def want(x):
+        n = len(x)
+        return x * {"dict": {3: 2.0}.get(n, 1.0), "in": 2.0 if n in (3, 4) else 1.0,
+                    "set": len({n, 3}), "hash": hash(n) % 5, "count": [3, 3, 4].count(n)}[how]
+    static = jd.compute(_sizes_as_objects, static=("how",))
+    dynamic = jd.compute(_sizes_as_objects, static=("how",), dynamic=True)
+    for n in (0, 2, 3, 4, 5):
+        x = rand(n)
+        np.testing.assert_array_equal(static(x, how), want(x))
+        with pytest.raises(DefinitionError, match=r"`X_n0` is a dynamic size, a number only "
+                                                  r"where the kernel runs, but is (hashed|"
+                                                  r"compared with 3)") as e:
+            dynamic(x, how)
+        assert "File" in str(e.value) and __file__ in str(e.value)

@@ -537,14 +537,21 @@ class _Tracing(threading.local):
 _TRACING = _Tracing()
 
 
+_TRACED_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def user_code():
     """While a definition's Python runs (the function and every helper it calls)."""
+    with _TRACED_LOCK:
+        nodes_module.traced += 1
     _TRACING.depth += 1
     try:
         yield
     finally:
         _TRACING.depth -= 1
+        with _TRACED_LOCK:
+            nodes_module.traced -= 1
 
 
 # packages whose Python compares jitdl's objects as objects (weakref's dicts of tensors)
@@ -554,14 +561,21 @@ _NOT_USER = frozenset(sys.stdlib_module_names) | {"jitdl", "numpy"}
 _COMPARE_OP = dis.opmap["COMPARE_OP"]
 
 
-def written_in_definition(frame) -> bool:
+def in_user_code(frame) -> bool:
     """The code of `frame` is the user's (not jitdl's, NumPy's or the standard library's),
-    run while a definition is traced, and it is at an `==` / `!=` operator as written
-    (COMPARE_OP, also when Python reflects it, `0 == i`). The comparisons C code makes for
-    that frame keep their meaning as objects: `t in tensors`, list.index and .remove,
-    dict and set lookups, functools.lru_cache (CONTAINS_OP or a call)."""
-    if not _TRACING.depth or \
-            frame.f_globals.get("__name__", "").partition(".")[0] in _NOT_USER:
+    run while a definition is traced."""
+    return bool(_TRACING.depth) and \
+        frame.f_globals.get("__name__", "").partition(".")[0] not in _NOT_USER
+
+
+def written_in_definition(frame) -> bool:
+    """The code of `frame` is the user's, run while a definition is traced (in_user_code),
+    and it is at an `==` / `!=` operator as written (COMPARE_OP, also when Python reflects
+    it, `0 == i`). The comparisons C code makes for that frame keep their meaning as
+    objects: `t in tensors`, list.index and .remove, dict and set lookups,
+    functools.lru_cache (CONTAINS_OP or a call); not of a dynamic size against a number
+    (size_as_object_error)."""
+    if not in_user_code(frame):
         return False
     code = frame.f_code.co_code
     return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _COMPARE_OP
@@ -572,6 +586,46 @@ def written_in_definition(frame) -> bool:
 _COMPARABLE = (Expr, IterVar, bool, int, float, np.generic)
 
 
+# what a dynamic size may be made of and still stand for a Python number (a static trace's)
+_SIZE_NODES = (SizeVar, Const, Binary, Unary, Call, Cast, Compare, Select)
+
+
+def _a_size(e) -> bool:
+    """e is made of the sizes of dynamic arguments and constants (a Python number in a
+    static trace), and names one."""
+    sized = False
+    for n in walk_expr(e):
+        if not isinstance(n, _SIZE_NODES):
+            return False
+        sized = sized or isinstance(n, SizeVar)
+    return sized
+
+
+def size_as_object_error(e, what) -> Exception:
+    """The error for a dynamic size that the user's code hashes, or that C code compares
+    with a number for it: Python would take the expression as an object, not as the
+    number it stands for, and answer for every size as it does for none (a dict lookup
+    or a set missing every key, list.count finding nothing)."""
+    return SymbolicValueError(
+        f"`{text(e)}` is a dynamic size, a number only where the kernel runs, but {what}, "
+        "where Python would take the expression as an object, not as its value (a dict or "
+        "set lookup would miss every number, for every size); in the definition's own "
+        "code `d[n]`, `d.get(n, v)` and `n in (3, 4)` select by value where the kernel "
+        "runs; elsewhere, keep that dimension out of dynamic=")
+
+
+def hash_check(e):
+    """What a hash of expression e checks while definitions are traced (nodes.hash_check):
+    a dynamic size that the user's code hashes (`{3: 2.0}.get(n)` in a helper, `{n, 3}`,
+    `hash(n)`, lru_cache) is a SymbolicValueError (size_as_object_error). Expressions of
+    indices and elements keep their structural hash there (a dict memoising them)."""
+    if _TRACING.depth and in_user_code(sys._getframe(2)) and _a_size(e):
+        raise size_as_object_error(e, "is hashed (a dict key, a set element, hash())")
+
+
+_NUMBER = (bool, int, float, np.generic)
+
+
 def written_comparison(op, structural, operand=None):
     """`==` / `!=` on expressions: structural equality, which the compiler's dicts and
     tests rely on, except in the user's own code while a definition is traced. The
@@ -580,9 +634,15 @@ def written_comparison(op, structural, operand=None):
     silently): written there, it is the comparison, as in TVM's TE. `operand` gives the
     expression an object stands for (a loop axis: its variable)."""
     def method(self, other):
-        if _TRACING.depth and isinstance(other, _COMPARABLE) and \
-                written_in_definition(sys._getframe(1)):
-            return written_compare(op, self if operand is None else operand(self), other)
+        if _TRACING.depth and isinstance(other, _COMPARABLE):
+            frame = sys._getframe(1)
+            if written_in_definition(frame):
+                return written_compare(op, self if operand is None else operand(self),
+                                       other)
+            if isinstance(other, _NUMBER) and isinstance(self, Expr) and \
+                    in_user_code(frame) and _a_size(self):
+                raise size_as_object_error(self, f"is compared with {other!r} by `in`, "
+                                           "list.count or list.index in a helper")
         return structural(self, other)
     method.__name__ = structural.__name__
     return method
@@ -604,6 +664,7 @@ def install():
         cls.__eq__ = written_comparison(CmpOp.EQ, vars(cls).get("__eq__", object.__eq__))
         cls.__ne__ = written_comparison(CmpOp.NE, _structural_ne)
     Stmt.__repr__ = PrimFunc.__repr__ = text
+    nodes_module.hash_check = hash_check
 
 
 install()

@@ -339,6 +339,14 @@ class PrimFunc:
     body: Stmt
 
 
+# While a definition is traced (jitdl.ir.build.user_code: `traced` counts them, in all
+# threads), a hash of an expression is first shown to `hash_check` (build.hash_check: a
+# dynamic size the user's code hashes is an error); None otherwise, which costs a hash
+# one test
+traced = 0
+hash_check = None
+
+
 def _remember_hashes(*classes):
     """A structural hash walks the whole tree below a node, and trees share subtrees
     (`z = z * z` k times is a tree of 2^k nodes from k objects): each node keeps its hash
@@ -346,6 +354,8 @@ def _remember_hashes(*classes):
     pickled: a string's hash differs between processes)."""
     for cls in classes:
         def __hash__(self, fields_hash=cls.__hash__):
+            if traced:
+                hash_check(self)
             try:
                 return self._h
             except AttributeError:
@@ -357,3 +367,12 @@ def _remember_hashes(*classes):
 
 _remember_hashes(Const, Binary, Compare, Unary, Call, Select, Cast, Access, Reduce, Load,
                  For, Store, Seq, IfThen, Allocate, LetStmt, ThreadReduce)
+
+
+def _size_hash(self):
+    if traced:
+        hash_check(self)
+    return object.__hash__(self)
+
+
+SizeVar.__hash__ = _size_hash
