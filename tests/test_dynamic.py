@@ -2593,3 +2593,35 @@ def test_a_size_hashed_or_compared_as_an_object_in_a_helper_is_a_clear_error(how
                                                   r"compared with 3)") as e:
             dynamic(x, how)
         assert "File" in str(e.value) and __file__ in str(e.value)
+
+
+def _typed_size(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (2.0 if isinstance(n, int) else 1.0) + (10.0 if type(n) is int else 0.0) + \
+        (100.0 if isinstance(n / 2, float) and not isinstance(n, (float, str)) else 0.0) + \
+        (1000.0 if n is not None and type(X) is not int else 0.0)
+    return Z
+
+
+_THREE = 3
+
+
+def _identical_size(X):
+    Z[i] = X[i] * (2.0 if X.shape[0] is _THREE else 1.0)
+    return Z
+
+
+def test_isinstance_type_and_is_of_a_size_answer_as_in_a_static_trace():
+    """`isinstance(X.shape[0], int)` and `type(n) is int` were False in a dynamic
+    definition (the size is an expression), True in a static one: X * 1.0 against
+    X * 2.0, silently; `X.shape[0] is 3` was False where the static trace's small int is
+    3. Now isinstance and type see the Python number a static trace has (int for a size,
+    float for `n / 2`), and `is` between a size and a number is an error that says to
+    use ==. Static and dynamic against NumPy over sizes 0-5, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_typed_size, dynamic=dyn)
+        for n in range(6):
+            x = rand(n)
+            np.testing.assert_allclose(_written(g, x, x), x * 2.0 + 1110.0, rtol=1e-12)
+    with pytest.raises(DefinitionError, match=r"`X_n0 is 3`: `is` compares objects.*`==`"):
+        jd.compute(_identical_size, dynamic=True)(rand(3))

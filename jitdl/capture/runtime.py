@@ -430,10 +430,36 @@ def _len(x):
     return x.shape[0]
 
 
+def _type(x):
+    """type(v) of a symbolic value: of a dynamic size the Python number's type, as in a
+    static trace (`type(n) is int`)."""
+    return build.python_type(x) or type(x)
+
+
 # Python's builtins a definition's own code may call on a symbolic size or a tensor, where
 # they would need a concrete number (`float(X.shape[1])`, `len(X)` in a dynamic definition)
 PYTHON_BUILTINS = {"float": (builtins.float, Expr, _float), "int": (builtins.int, Expr, _int),
-                   "len": (builtins.len, Tensor, _len)}
+                   "len": (builtins.len, Tensor, _len), "type": (builtins.type, Expr, _type)}
+
+
+def _isinstance(obj, classes):
+    """isinstance() in the definition's own code: a dynamic size is an instance of what
+    the Python number of a static trace is (`isinstance(X.shape[0], int)`), as well as
+    of its own type."""
+    py = build.python_type(obj)
+    return (py is not None and issubclass(py, classes)) or isinstance(obj, classes)
+
+
+def is_(a, b):
+    """`a is b` in the definition's own code: Python's, except of a dynamic size and a
+    number, whose identity a static trace's int has (`n is 3` of CPython's small ints)
+    and an expression has not: an error that says to compare with ==."""
+    for x, y in ((a, b), (b, a)):
+        if build.python_type(x) is not None and isinstance(y, (bool, int, float, np.generic)):
+            raise DefinitionError(
+                f"`{a!r} is {b!r}`: `is` compares objects, and the dynamic size `{x}` is a "
+                "number only where the kernel runs; compare values with `==`", user_loc())
+    return a is b
 
 
 def intrinsic(name, resolve):
@@ -441,6 +467,8 @@ def intrinsic(name, resolve):
         f = resolve()
     except NameError:
         f = None
+    if name == "isinstance":
+        return _isinstance if f is builtins.isinstance else (f or resolve())
     if name in PYTHON_BUILTINS:
         own, kind, traced = PYTHON_BUILTINS[name]
         if f is not own:

@@ -14,6 +14,8 @@ symbolic (build IR) or concrete (behave exactly as Python):
     f(x for k in range(n))  ->  f(__jd__.gen(...))                (reductions)
     exp(x), math.exp(x)     ->  __jd__.intrinsic('exp', lambda: exp)(x)
     float(n), len(X)        ->  __jd__.intrinsic('float', lambda: float)(n)
+    isinstance(n, int)      ->  __jd__.intrinsic('isinstance', lambda: isinstance)(n, int)
+    a is b                  ->  __jd__.is_(a, b)                  (a size is no number's identity)
     assert c, msg           ->  __jd__.assert_(c, lambda: msg)     (sizes: checked at the call)
     d[k], d.get(k, v)       ->  __jd__.item(d, k), __jd__.get_of(d)(k, v)   (symbolic keys)
 """
@@ -26,7 +28,8 @@ from jitdl.te.ops import CASTS, INTRINSICS
 
 # (float, int, len: Python's builtins, which the definition's own code may call on a
 # symbolic size or a tensor; jitdl.capture.runtime.PYTHON_BUILTINS)
-_ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS) | {"float", "int", "len"}
+_ROUTED = set(INTRINSICS) | {"prod"} | set(CASTS) | {"float", "int", "len", "type",
+                                                       "isinstance"}
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
         ast.In: "in", ast.NotIn: "not in"}
 
@@ -128,6 +131,10 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Compare(self, node):
         node = self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            same = _call("is_", node.left, node.comparators[0])
+            return same if isinstance(node.ops[0], ast.Is) else \
+                ast.UnaryOp(ast.Not(), same)
         if not all(type(op) in _CMP for op in node.ops):
             return node
         operands = [node.left] + node.comparators

@@ -217,6 +217,15 @@ def typed(x, *others):
                                _of_sizes(x))
 
 
+def python_type(x):
+    """The type of the Python number a static trace has where a dynamic one has the
+    expression x (int for a size, float for `n / 2` or `float(n)`), or None where x
+    stands for no Python number (an index, an element, `np.float64(n)`)."""
+    if isinstance(x, Expr) and _of_sizes(x):
+        return int if x.dtype == "int64" else float
+    return None
+
+
 def strong(x):
     """x as a NumPy scalar, not a Python number (`np.float64(n)`, `jnp.exp(n)` of a size n):
     an expression of sizes alone, which `typed` takes as the Python number it is in a
