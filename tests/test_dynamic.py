@@ -2625,3 +2625,29 @@ def test_isinstance_type_and_is_of_a_size_answer_as_in_a_static_trace():
             np.testing.assert_allclose(_written(g, x, x), x * 2.0 + 1110.0, rtol=1e-12)
     with pytest.raises(DefinitionError, match=r"`X_n0 is 3`: `is` compares objects.*`==`"):
         jd.compute(_identical_size, dynamic=True)(rand(3))
+
+
+def _size_chosen_scale(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (2.0 if n == 3 else 1.0) + {3: 10.0}.get(n, 0.5) + (n / 2 if n > 2 else 1.5)
+    return Z
+
+
+def test_a_python_float_chosen_by_sizes_stays_weak_in_a_dynamic_kernel():
+    """`X * (2.0 if n == 3 else 1.0)` (n = X.shape[0]) of a float32 X is float32 in a
+    static definition, where the conditional gives a Python float, but was float64 in a
+    dynamic one: the select of the two floats was a strong float64 (jd.select's rule for
+    element conditions). Now a select whose condition is made of sizes and whose arms
+    are Python numbers (or sizes) is weak, as the static trace's float is; a dict lookup
+    by size the same. Static and dynamic: the dtype and the values of NumPy's float64
+    result, over sizes 0-5."""
+    for dyn in (False, True):
+        g = jd.compute(_size_chosen_scale, dynamic=dyn)
+        for n in range(6):
+            x = rand(n).astype(np.float32)
+            want = (x.astype(np.float64) * (2.0 if n == 3 else 1.0) + (10.0 if n == 3 else 0.5)
+                    + (n / 2 if n > 2 else 1.5))
+            out = np.full(n, np.nan, np.float32)
+            assert g(x, out=out) is out
+            assert g(x).dtype == np.float32
+            np.testing.assert_allclose(out, want, rtol=1e-6)

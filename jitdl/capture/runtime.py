@@ -5,6 +5,7 @@ Each helper keeps Python's meaning for concrete values and builds IR for symboli
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import math
 import threading
 
@@ -15,7 +16,7 @@ from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, CmpOp, Compare, Const, Expr, IterVar,
-                            ReduceOp, SizeVar, Var)
+                            ReduceOp, Select, SizeVar, Var)
 from jitdl.ir.visit import walk_expr
 from jitdl.te import naming, ops
 from jitdl.te.tensor import Tensor, whole_function, whole_tensor_error
@@ -54,8 +55,22 @@ def bind(name, value):
 
 def ifexp(cond, t, f):
     if symbolic(cond):
-        return build.select(cond, t(), f())
+        a, b = t(), f()
+        out = build.select(cond, a, b)
+        if isinstance(out, Select) and out.dtype == "float64" and build.a_size(cond) and \
+                all(_python_number(x) for x in (a, b)):
+            # (of sizes and Python numbers alone, a static trace has the Python float of
+            # one arm: weak, so that `X * (2.0 if n == 3 else 1.0)` of a float32 X stays
+            # float32 in a dynamic kernel too)
+            out = dataclasses.replace(out, weak=True)
+        return out
     return t() if cond else f()
+
+
+def _python_number(x):
+    """x is a Python number in a static trace: one, or an expression of sizes and them."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) or \
+        isinstance(x, Expr) and (x.weak or build.python_type(x) is not None)
 
 
 _asserted = threading.local()

@@ -599,7 +599,7 @@ _COMPARABLE = (Expr, IterVar, bool, int, float, np.generic)
 _SIZE_NODES = (SizeVar, Const, Binary, Unary, Call, Cast, Compare, Select)
 
 
-def _a_size(e) -> bool:
+def a_size(e) -> bool:
     """e is made of the sizes of dynamic arguments and constants (a Python number in a
     static trace), and names one."""
     sized = False
@@ -628,7 +628,7 @@ def hash_check(e):
     a dynamic size that the user's code hashes (`{3: 2.0}.get(n)` in a helper, `{n, 3}`,
     `hash(n)`, lru_cache) is a SymbolicValueError (size_as_object_error). Expressions of
     indices and elements keep their structural hash there (a dict memoising them)."""
-    if _TRACING.depth and in_user_code(sys._getframe(2)) and _a_size(e):
+    if _TRACING.depth and in_user_code(sys._getframe(2)) and a_size(e):
         raise size_as_object_error(e, "is hashed (a dict key, a set element, hash())")
 
 
@@ -649,7 +649,7 @@ def written_comparison(op, structural, operand=None):
                 return written_compare(op, self if operand is None else operand(self),
                                        other)
             if isinstance(other, _NUMBER) and isinstance(self, Expr) and \
-                    in_user_code(frame) and _a_size(self):
+                    in_user_code(frame) and a_size(self):
                 raise size_as_object_error(self, f"is compared with {other!r} by `in`, "
                                            "list.count or list.index in a helper")
         return structural(self, other)
