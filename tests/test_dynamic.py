@@ -2651,3 +2651,34 @@ def test_a_python_float_chosen_by_sizes_stays_weak_in_a_dynamic_kernel():
             assert g(x, out=out) is out
             assert g(x).dtype == np.float32
             np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def _divmod_size(X):
+    q, r = divmod(X.shape[0], 3)
+    a, b = divmod(7, X.shape[0] + 1)
+    Z[i] = X[i] * q + r + 10 * a + 100 * b
+    return Z
+
+
+def _size_as_list_index(X):
+    Z[i] = X[i] * [1.0, 2.0, 3.0, 4.0, 5.0, 6.0][X.shape[0]]
+    return Z
+
+
+def test_divmod_of_a_size_and_a_size_where_python_needs_a_number():
+    """divmod(X.shape[0], 3) in a dynamic definition raised "unsupported operand type(s)
+    for divmod(): 'SizeVar' and 'int'" (static: Python's pair); now expressions have
+    divmod (floor division and modulo, Python's pair). A size where Python needs a number
+    at the trace (a list index) said it 'depends on a tensor element, an index or a scalar
+    argument', which a size does not: the error now says it is a dynamic size and what to
+    do. Static and dynamic against NumPy over sizes 0-7, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_divmod_size, dynamic=dyn)
+        for n in range(8):
+            x = rand(n)
+            want = x * (n // 3) + n % 3 + 10 * (7 // (n + 1)) + 100 * (7 % (n + 1))
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+    with pytest.raises(DefinitionError, match=r"`X_n0` is a dynamic size, a number only where "
+                                              r"the kernel runs, but is used where Python "
+                                              r"needs a concrete number.*list index"):
+        jd.compute(_size_as_list_index, dynamic=True)(rand(3))

@@ -78,6 +78,13 @@ def symbolic_bool_error(e) -> Exception:
 
 
 def symbolic_index_error(e) -> Exception:
+    if a_size(e):
+        return SymbolicValueError(
+            f"`{text(e)}` is a dynamic size, a number only where the kernel runs, but is "
+            "used where Python needs a concrete number while the definition is traced (a "
+            "list index, a Python for loop's range(), math.gcd...); compute with it as an "
+            "expression (+ - * // %, min, max, `x if c else y`), or keep that dimension "
+            "out of dynamic=")
     return SymbolicValueError(
         f"`{text(e)}` is symbolic (it depends on a tensor element, an index or a scalar "
         "argument) but is used where Python needs a concrete number, such as a shape, a "
@@ -469,6 +476,8 @@ class Operators:
     def __mod__(self, o): return binary(BinOp.MOD, self, o)
     def __rmod__(self, o): return binary(BinOp.MOD, o, self)
     def __pow__(self, o): return binary(BinOp.POW, self, o)
+    def __divmod__(self, o): return self // o, self % o
+    def __rdivmod__(self, o): return o // self, o % self
     def __rpow__(self, o): return binary(BinOp.POW, o, self)
     def __and__(self, o): return binary(BinOp.AND, self, o)
     def __rand__(self, o): return binary(BinOp.AND, o, self)
