@@ -2682,3 +2682,27 @@ def test_divmod_of_a_size_and_a_size_where_python_needs_a_number():
                                               r"the kernel runs, but is used where Python "
                                               r"needs a concrete number.*list index"):
         jd.compute(_size_as_list_index, dynamic=True)(rand(3))
+
+
+def _ones_in_shape(X):
+    return X.shape.count(1) + (1 in X.shape) * 10 + (1 not in X.shape) * 100
+
+
+def _scaled_by_ones(X):
+    c = _ones_in_shape(X)
+    Z[i, j] = X[i, j] * c
+    return Z
+
+
+def test_a_helper_counting_size_one_dimensions_keeps_pythons_answer():
+    """`X.shape.count(1)` and `1 in X.shape` in a helper (C code comparing each size with
+    1) have Python's answer in a dynamic definition, as a dynamic size is never 1
+    (size-1 dimensions stay concrete); the check that refuses a size compared with a
+    number by C code for the user raised here. Static and dynamic over shapes with and
+    without size-1 dimensions."""
+    for dyn in (False, True):
+        g = jd.compute(_scaled_by_ones, dynamic=dyn)
+        for shape in ((2, 3), (1, 3), (3, 1), (1, 1), (0, 2)):
+            x = rand(*shape)
+            c = shape.count(1) + (1 in shape) * 10 + (1 not in shape) * 100
+            np.testing.assert_array_equal(_written(g, x, x), x * c)

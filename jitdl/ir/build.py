@@ -659,6 +659,9 @@ def written_comparison(op, structural, operand=None):
                                        other)
             if isinstance(other, _NUMBER) and isinstance(self, Expr) and \
                     in_user_code(frame) and a_size(self):
+                known = size_test(op, self, other)
+                if known is not None:       # (X.shape.count(1): a dynamic size is no 1)
+                    return known
                 raise size_as_object_error(self, f"is compared with {other!r} by `in`, "
                                            "list.count or list.index in a helper")
         return structural(self, other)
