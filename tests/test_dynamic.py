@@ -2706,3 +2706,30 @@ def test_a_helper_counting_size_one_dimensions_keeps_pythons_answer():
             x = rand(*shape)
             c = shape.count(1) + (1 in shape) * 10 + (1 not in shape) * 100
             np.testing.assert_array_equal(_written(g, x, x), x * c)
+
+
+def _and_or_values(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (n and 2.0 or 1.0) + (n > 2 and 5.0) + 10 * (n - 3 or 7) + \
+        100 * (X[i] * 0 or 3.0) + (1000.0 if n in {3: 1}.keys() or n in np.array([5]) else 0.0)
+    return Z
+
+
+def test_and_or_of_sizes_and_elements_give_pythons_values():
+    """`and` / `or` with a symbolic operand were logical operations, a bool whatever the
+    operands: `X * (n and 2.0 or 1.0)` of a dynamic size n gave X * 1.0 (static: X * 2.0
+    for n > 0), `n > 2 and 5.0` True for 5.0, `n - 3 or 7` True; `X[i] * 0 or 3.0` True
+    for 3.0 in static definitions too. Now two conditions still join logically, and other
+    operands give Python's value (`b if a else a`, `a if a else b`) as a select. `n in
+    d.keys()` (a dict view) and `n in np.array([5])` hashed or compared the expression in
+    jitdl's own frame, a False for every size: they are searched as lists now. Static and
+    dynamic against NumPy over sizes 0-6, every element written."""
+    def want(x):
+        n = len(x)
+        return (x * (n and 2.0 or 1.0) + (n > 2 and 5.0) + 10 * (n - 3 or 7) + 300.0
+                + (1000.0 if n in (3, 5) else 0.0))
+    for dyn in (False, True):
+        g = jd.compute(_and_or_values, dynamic=dyn)
+        for n in range(7):
+            x = rand(n)
+            np.testing.assert_allclose(_written(g, x, want(x)), want(x), rtol=1e-12)

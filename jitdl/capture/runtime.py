@@ -8,6 +8,7 @@ import builtins
 import dataclasses
 import math
 import threading
+from collections.abc import KeysView, ValuesView
 
 import numpy as np
 
@@ -120,29 +121,47 @@ def _equal_sizes(test):
 
 
 def and_(*thunks):
-    out = True
-    for th in thunks:
-        v = th()
-        if symbolic(v) or symbolic(out):
-            out = build.logical(BinOp.AND, out, v)
-        else:
-            out = out and v if out is not True else v
+    """`a and b and ...`: Python's, each operand evaluated only while the ones before are
+    true; from a symbolic operand on, conditions (bools) are joined by a logical and, other
+    values give Python's value (_joined)."""
+    out = thunks[0]()
+    for th in thunks[1:]:
+        if not symbolic(out):
             if not out:
                 return out
+            out = th()
+            continue
+        out = _joined(BinOp.AND, out, th())
     return out
 
 
 def or_(*thunks):
-    out = False
-    for th in thunks:
-        v = th()
-        if symbolic(v) or symbolic(out):
-            out = build.logical(BinOp.OR, out, v)
-        else:
-            out = out or v if out is not False else v
+    """`a or b or ...`, as and_."""
+    out = thunks[0]()
+    for th in thunks[1:]:
+        if not symbolic(out):
             if out:
                 return out
+            out = th()
+            continue
+        out = _joined(BinOp.OR, out, th())
     return out
+
+
+def _is_bool(x):
+    return isinstance(x, (bool, np.bool_)) or isinstance(x, Expr) and x.dtype == "bool"
+
+
+def _joined(op, a, b):
+    """`a and b` / `a or b` of a symbolic a: of two conditions the logical operation; else
+    Python's value, `b if a else a` / `a if a else b` (`n and 2.0 or 1.0` of a size n is
+    2.0 where n is not 0, `n > 2 and 5.0` is 5.0 or False), where a logical operation
+    gave a bool (1.0, True) for every size, silently."""
+    if _is_bool(a) and _is_bool(b):
+        return build.logical(op, a, b)
+    cond = build.truth(a)
+    return ifexp(cond, lambda: b, lambda: a) if op == BinOp.AND else \
+        ifexp(cond, lambda: a, lambda: b)
 
 
 def not_(x):
@@ -183,8 +202,10 @@ def _contains(box, x):
     """`x in box` where x or an element of a tuple, list or set box is symbolic (`n in (3,
     4)` of a dynamic size, `i in (0, 1)` of an index): the equalities joined by `or`.
     Python's `in` compared them as objects, a False whatever the sizes or the index."""
-    if isinstance(box, dict):
-        box = list(box)
+    if isinstance(box, (dict, KeysView, ValuesView)):
+        box = list(box)     # (`n in d.keys()`: a view's own `in` hashed the expression)
+    elif isinstance(box, np.ndarray):
+        box = box.ravel().tolist()
     if isinstance(box, range):      # (never listed: `n in range(10**12)` is one test)
         if not symbolic(x):
             return False if isinstance(x, (tuple, list)) else x in box
