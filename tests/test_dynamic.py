@@ -2733,3 +2733,17 @@ def test_and_or_of_sizes_and_elements_give_pythons_values():
         for n in range(7):
             x = rand(n)
             np.testing.assert_allclose(_written(g, x, want(x)), want(x), rtol=1e-12)
+
+
+def _arange_of_size(X):
+    Z[i] = X[i] * np.arange(X.shape[0]).sum()
+    return Z
+
+
+def test_a_size_compared_by_numpy_says_so():
+    """np.arange(X.shape[0]) of a dynamic size: NumPy compares the size with 0 for the
+    user's line; the error said the comparison came from `in` or list.count in a helper."""
+    with pytest.raises(DefinitionError, match=r"`X_n0 - 0` is a dynamic size.*compared with "
+                                              r"0 by code that needs a Python answer.*a NumPy "
+                                              r"function"):
+        jd.compute(_arange_of_size, dynamic=True)(rand(3))

@@ -662,8 +662,9 @@ def written_comparison(op, structural, operand=None):
                 known = size_test(op, self, other)
                 if known is not None:       # (X.shape.count(1): a dynamic size is no 1)
                     return known
-                raise size_as_object_error(self, f"is compared with {other!r} by `in`, "
-                                           "list.count or list.index in a helper")
+                raise size_as_object_error(self, f"is compared with {other!r} by code that "
+                                           "needs a Python answer (`in`, list.count or "
+                                           "list.index in a helper, a NumPy function)")
         return structural(self, other)
     method.__name__ = structural.__name__
     return method
