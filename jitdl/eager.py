@@ -941,6 +941,36 @@ def in_byte_order(r, a):
 NUMPYS = object()      # (signature_dtype: NumPy's own function answers the call)
 
 
+class _NotGiven:
+    """The default of a keyword that NumPy's signature lists without one (a ufunc's
+    signature=, a gufunc's axes=): told apart from None given, which NumPy refuses."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+def given_signature(name, signature, sig):
+    """A ufunc's signature= or its alias sig= (NumPy's ufuncs take either, not both), as
+    signature_dtype takes it: None where neither is given. None given is NumPy's
+    TypeError (a signature is a string or a tuple), as is giving both; other values are
+    left to signature_dtype (NumPy's own function judges them)."""
+    if sig is not NOT_GIVEN:
+        if signature is not NOT_GIVEN:
+            raise numpy_kind(ArgumentError, TypeError)(
+                f"{name}(): cannot specify both 'sig' and 'signature'", user_loc())
+        signature = sig
+    if signature is NOT_GIVEN:
+        return None
+    if signature is None:
+        raise numpy_kind(ArgumentError, TypeError)(
+            f"{name}(): signature= must be a string or a tuple (as NumPy's ufuncs take "
+            f"it), got None; leave it out for the default loop", user_loc())
+    return signature
+
+
 def signature_dtype(name, signature, dtype, operands):
     """A ufunc's (or matmul's) signature= as the dtype= it is: NumPy's signature=(None,
     ..., X), the output's type alone, is dtype=X (None where X is None). Other signatures

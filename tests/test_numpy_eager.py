@@ -2493,3 +2493,51 @@ def test_sizes_of_one_share_the_kernel_of_an_elementwise_op_of_one_array():
         x = r.standard_normal(shape)
         for _, op in ops:
             same(op(jnp), op(np))
+
+
+def test_ufunc_sig_alias_and_signature_none_are_numpys():
+    """NumPy's ufuncs take sig= for signature= (never both) and refuse signature=None
+    (TypeError); jnp.add(a, b, sig=...) was a TypeError and signature=None was taken for
+    the keyword left out. clip's signature= is that of the ufunc NumPy's clip calls: one
+    type per bound given (clip(a, None, 0.5, signature=(None, None, None, 'f8')) is
+    NumPy's ValueError; (None, None, 'f8') its float64 result)."""
+    rng = np.random.default_rng(31)
+    a, v = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4)
+    i = rng.integers(-100, 100, (3, 4)).astype(np.int8)
+    m1, m2 = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 3))
+    calls = [lambda m: m.add(a, v, sig=(None, None, "f4")),
+             lambda m: m.add(a, v, sig="dd->d"), lambda m: m.exp(a, sig=(None, "f8")),
+             lambda m: m.add(a, v, sig=(None, None, "f4"), signature=(None, None, "f4")),
+             lambda m: m.add(a, v, signature=None), lambda m: m.add(a, v, sig=None),
+             lambda m: m.exp(a, signature=None), lambda m: m.less(a, v, signature=None),
+             lambda m: m.matmul(m1, m2, sig=(None, None, "f4")),
+             lambda m: m.matmul(m1, m2, signature=None),
+             lambda m: m.vecdot(m1, m1, signature=None),
+             lambda m: m.vecdot(m1, m1, sig=(None, None, "f4")),
+             lambda m: m.clip(a, 0.1, 0.5, sig=(None, None, None, "f8")),
+             lambda m: m.clip(a, 0.1, 0.5, signature=None),
+             lambda m: m.clip(a, None, 0.5, signature=(None, None, None, "f8")),
+             lambda m: m.clip(a, None, 0.5, signature=(None, None, "f8")),
+             lambda m: m.clip(a, min=-0.5, signature=(None, None, None, "f8")),
+             lambda m: m.clip(a, min=-0.5, sig=(None, None, "f8")),
+             lambda m: m.clip(a, None, None, signature=(None, None, "f8")),
+             lambda m: m.clip(i, -300, 5, signature=(None, None, None, "i8")),
+             lambda m: m.clip(i, -128, 5, signature=(None, None, "i8")),
+             lambda m: m.clip(i, -5, 5, signature=(None, None, None, "i8"))]
+    for n, call in enumerate(calls):
+        try:
+            want = call(np)
+        except Exception as e:
+            with pytest.raises(type(e)):
+                call(jnp)
+            continue
+        got = call(jnp)
+        assert got.dtype == want.dtype and got.shape == want.shape, n
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    @jd.compute
+    def none_signature(x, y):
+        return jnp.add(x, y, signature=None)
+    with pytest.raises(jd.JitdlError, match="signature="):
+        none_signature(a, v)
+

@@ -7,8 +7,9 @@ import operator
 
 import numpy as np
 
-from jitdl.eager import (_MISS, NUMPYS, _direct, apply, array_module_function, kernel_dtype,
-                          laid_out, numpy_accepts, result_order, signature_dtype)
+from jitdl.eager import (_MISS, NOT_GIVEN as _NOT_GIVEN, NUMPYS, _direct, apply,
+                          array_module_function, given_signature, kernel_dtype, laid_out,
+                          numpy_accepts, result_order, signature_dtype)
 from jitdl.ops.core import is_symbolic
 from jitdl.errors import ArgumentError, ShapeError, user_loc
 from jitdl.ops import linalg as la
@@ -16,27 +17,18 @@ from jitdl.ops import linalg as la
 _ndarray = np.ndarray
 
 
-class _NotGiven:
-    """The default of a gufunc keyword (axes=, axis=) that NumPy's signature lists
-    without one: told apart from None given, which NumPy refuses (TypeError)."""
-
-    def __repr__(self):
-        return "<not given>"
-
-
-_NOT_GIVEN = _NotGiven()
-
-
 def matmul(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
-           signature=None, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False):
+           signature=_NOT_GIVEN, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False,
+           sig=_NOT_GIVEN):
     """numpy.matmul (the @ operator): 1-D operands promoted, batch axes broadcast; its
     gufunc keywords: order= the result's memory order, signature=(None, None, X) as
     dtype=X; on arrays axes=, axis=, keepdims= and other signatures are NumPy's own
     (subok: the results are ndarrays, as for ndarray operands)."""
-    if signature is not None or axes is not _NOT_GIVEN or axis is not _NOT_GIVEN \
-            or keepdims is not False or order != "K":
+    if signature is not _NOT_GIVEN or sig is not _NOT_GIVEN or axes is not _NOT_GIVEN \
+            or axis is not _NOT_GIVEN or keepdims is not False or order != "K":
         return _gufunc_call("matmul", matmul, np.matmul, (x1, x2), out, casting, order,
-                            dtype, signature, dict(axes=axes, axis=axis, keepdims=keepdims))
+                            dtype, given_signature("matmul", signature, sig),
+                            dict(axes=axes, axis=axis, keepdims=keepdims))
     if dtype is None and casting == "same_kind":
         t1, t2 = _transposed(x1), _transposed(x2)
         if t1 or t2:        # (X.T @ X, x @ W.T: the C-ordered arrays, read in place)
@@ -104,14 +96,16 @@ def outer(a, b, out=None):
 
 
 def vecdot(x1, x2, /, out=None, *, casting="same_kind", order="K", dtype=None, subok=True,
-           signature=None, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False):
+           signature=_NOT_GIVEN, axes=_NOT_GIVEN, axis=_NOT_GIVEN, keepdims=False,
+           sig=_NOT_GIVEN):
     """numpy.vecdot for real arrays: the sum over `axis` (-1 where not given) of x1 * x2, the
     rest broadcast; gufunc keywords as for matmul."""
     np_fn = getattr(np, "vecdot", None)     # (NumPy 2)
-    if signature is not None or axes is not _NOT_GIVEN or keepdims is not False \
-            or order != "K":
+    if signature is not _NOT_GIVEN or sig is not _NOT_GIVEN or axes is not _NOT_GIVEN \
+            or keepdims is not False or order != "K":
         return _gufunc_call("vecdot", vecdot, np_fn, (x1, x2), out, casting, order, dtype,
-                            signature, dict(axes=axes, axis=axis, keepdims=keepdims))
+                            given_signature("vecdot", signature, sig),
+                            dict(axes=axes, axis=axis, keepdims=keepdims))
     static = (("axis", -1 if axis is _NOT_GIVEN else operator.index(axis)),)
     if dtype is not None:
         static += (("dtype", kernel_dtype("vecdot", dtype, np_fn, (x1, x2), casting)),)

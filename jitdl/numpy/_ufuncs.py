@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
-                          has_huge_int, in_byte_order, kernel_dtype, merged_run, numpy_accepts,
-                          NUMPYS, SMALL_COPY, copyable, signature_dtype, small_copies)
+                          given_signature, has_huge_int, in_byte_order, kernel_dtype,
+                          merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
+                          signature_dtype, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import elementwise as ew
@@ -182,8 +183,10 @@ def _unary(name, doc):
     # kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x, /, out=None, *, where=True, casting="same_kind", order="K", dtype=None,
-              subok=True, signature=None):  # (subok: the results are ndarrays, as for
-        if signature is not None:           # ndarray operands)
+              subok=True, signature=NOT_GIVEN, sig=NOT_GIVEN):
+        # (subok: the results are ndarrays, as for ndarray operands)
+        if signature is not NOT_GIVEN or sig is not NOT_GIVEN:
+            signature = given_signature(name, signature, sig)
             own = signature_dtype(name, signature, dtype, (x,))
             if own is NUMPYS:
                 return array_module_function(name, np_fn, (x, out), {})(
@@ -402,8 +405,9 @@ def _binary(name, doc, general=None):
     # whole; direct: the last kernel's direct entry (jitdl.eager.apply's slot)
 
     def ufunc(x1, x2, /, out=None, *, where=True, casting="same_kind", order="K",
-              dtype=None, subok=True, signature=None):
-        if signature is not None:
+              dtype=None, subok=True, signature=NOT_GIVEN, sig=NOT_GIVEN):
+        if signature is not NOT_GIVEN or sig is not NOT_GIVEN:
+            signature = given_signature(name, signature, sig)
             own = signature_dtype(name, signature, dtype, (x1, x2))
             if own is NUMPYS:
                 return array_module_function(name, np_fn, (x1, x2, out), {})(
@@ -747,12 +751,17 @@ _BOUND = (float, int, type(None))
 
 
 def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # noqa: A002
-         where=True, casting="same_kind", order="K", dtype=None, subok=True, signature=None):
+         where=True, casting="same_kind", order="K", dtype=None, subok=True,
+         signature=NOT_GIVEN, sig=NOT_GIVEN):
     """a limited to [a_min, a_max] (either may be None), elementwise; NaN propagates.
     NumPy 2's rules for the bounds: both positional ones or neither (then the keywords
-    min= and max=, each optional), never both kinds. signature= as a ufunc's."""
-    if signature is not None:
-        own = signature_dtype("clip", signature, dtype, (a, a_min, a_max))
+    min= and max=, each optional), never both kinds. signature= as a ufunc's: that of
+    the ufunc NumPy's clip calls (clip, or minimum, maximum or positive where bounds
+    are None), one type for each bound given and the result's."""
+    if signature is not NOT_GIVEN or sig is not NOT_GIVEN:
+        signature = given_signature("clip", signature, sig)
+        own = signature_dtype("clip", signature, dtype, (a,) + _ufunc_bounds(
+            a, a_min if a_min is not _UNSET else min, a_max if a_max is not _UNSET else max))
         if own is NUMPYS:
             bounds = {k: v for k, v in (("a_min", a_min), ("a_max", a_max), ("min", min),
                                         ("max", max)) if v is not _UNSET}
@@ -812,6 +821,22 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
 
 
 _WHERE_NAMES = ("condition", "x", "y")
+
+
+def _ufunc_bounds(a, lo, hi):
+    """The bounds of clip(a, lo, hi) that NumPy's clip passes on to the ufunc it calls
+    (whose signature= has one type per operand): those not None (nor left out), a
+    Python int at or past the end of an integer array's range taken for None, as
+    NumPy's clip takes it."""
+    dt = getattr(a, "dtype", None)
+    if dt is None and not is_symbolic(a):
+        dt = np.asarray(a).dtype
+    info = np.iinfo(dt) if dt is not None and np.dtype(dt).kind in "iu" else None
+    if info is not None and type(lo) is int and lo <= info.min:
+        lo = None
+    if info is not None and type(hi) is int and hi >= info.max:
+        hi = None
+    return tuple(b for b in (lo, hi) if b is not None and b is not _UNSET)
 
 
 def where(condition, x=_UNSET, y=_UNSET, /):
