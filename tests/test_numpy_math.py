@@ -89,6 +89,19 @@ def test_integer_arithmetic_and_bits(dt):
         same(getattr(jnp, name)(a[8:]), np_quiet(getattr(np, name), a[8:]))
 
 
+def test_integer_reciprocal_of_zero_is_numpys():
+    """NumPy's integer reciprocal is 1.0 / x converted to the type: 1 / 0 is the int32 or
+    int64 minimum on x86 (0 for the narrower types), where jitdl gave 0 for every type;
+    the other elements are C's 1 / x (0 unless |x| is 1)."""
+    for dt in ("int8", "int16", "int32", "int64", "uint8"):
+        lo = 0 if dt == "uint8" else -3
+        a = RNG.integers(lo, 4, 200).astype(dt)
+        a[:3] = (0, 1, 1 if dt == "uint8" else -1)
+        got, want = jnp.reciprocal(a), np_quiet(np.reciprocal, a)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("name,dt", [
     ("sqrt", "int16"), ("sqrt", "int32"), ("exp", "float32"), ("exp2", "int64"),
     ("floor", "int8"), ("rint", "int32"), ("trunc", "bool"), ("absolute", "bool"),

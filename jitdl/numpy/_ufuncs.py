@@ -980,8 +980,8 @@ STATUS.update({
     "around": "partial: decimals must be a static int",
     "floor_divide": "done (floats with an infinite operand: x1 / x2, the array API "
                     "standard's result, where NumPy gives NaN or -1)",
-    "reciprocal": "done (integers: C's 1 / x; 1 / 0 gives 0 where NumPy's result is "
-                  "undefined)",
+    "reciprocal": "done (integers: NumPy's 1.0 / x converted to the type, as on x86: "
+                  "1 / 0 is the int32 or int64 minimum, 0 for narrower types)",
     "hypot": "done (scaled by the larger operand; within 2 ulp of libm's hypot)",
     "cbrt": "done (pow and one Newton step; within 1 ulp)",
     "nan_to_num": "done (copy=False changes a float array in place, as NumPy)",

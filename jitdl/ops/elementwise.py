@@ -110,8 +110,13 @@ def _sign(a):
 
 
 def _reciprocal(a):
-    if _is_int(a):      # C's 1 / a: 0 unless |a| is 1 (and 0 for 1 / 0, undefined in NumPy)
+    if _is_int(a):
+        # NumPy's 1.0 / a converted to the type: 0 unless |a| is 1; 1 / 0 is inf, which
+        # x86 converts (to 32 or 64 bits, then narrowed) to the int32 or int64 minimum,
+        # and to 0 for the narrower types: NumPy's result on x86 (C leaves it undefined)
         r = _sel(_eq(a, 1), _k(1, a), _k(0, a))
+        if a.dtype in ("int32", "int64"):
+            r = _sel(_eq(a, 0), _k(-2 ** (dtypes.itemsize(a.dtype) * 8 - 1), a), r)
         return _sel(_eq(a, -1), _k(-1, a), r) if dtypes.is_signed(a.dtype) else r
     return _b(BinOp.DIV, _k(1, a), a)
 
