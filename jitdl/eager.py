@@ -596,7 +596,9 @@ def _reorder_plan(builder, static, operands):
     if first is None or first.ndim < 2:
         return None
     shape, strides = first.shape, first.strides
-    perm = tuple(sorted(range(first.ndim), key=lambda d: -strides[d]))
+    # (by the strides' sizes, as NumPy's order='K' takes them: a[::-1].T lies in Fortran
+    # order, its result too)
+    perm = tuple(sorted(range(first.ndim), key=lambda d: -abs(strides[d])))
     if perm == tuple(range(first.ndim)):
         return None
     arrays = 0

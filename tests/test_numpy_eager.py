@@ -2541,3 +2541,27 @@ def test_ufunc_sig_alias_and_signature_none_are_numpys():
     with pytest.raises(jd.JitdlError, match="signature="):
         none_signature(a, v)
 
+
+
+def test_layout_of_negative_stride_views_is_numpys():
+    """NumPy's order='K' result of a view with negative strides (a[::-1].T) follows the
+    sizes of its strides (a[::-1].T's copy is Fortran-ordered); jitdl sorted the strides
+    with their signs and gave C order: copy, astype, the ufuncs, clip and keepdims
+    reductions of such views now lay out their results as NumPy does (values unchanged)."""
+    rng = np.random.default_rng(41)
+    base = rng.standard_normal((4, 5, 6))
+    views = [base[0][::-1].T, base[::-1].transpose(2, 0, 1),
+             rng.standard_normal((300, 200))[::-1].T]
+    calls = [lambda m, x: m.copy(x), lambda m, x: m.exp(x), lambda m, x: m.add(x, x),
+             lambda m, x: m.multiply(x, 2.0), lambda m, x: m.clip(x, -0.5, 0.5),
+             lambda m, x: m.isnan(x), lambda m, x: m.nan_to_num(x),
+             lambda m, x: m.sum(x, axis=-1, keepdims=True)]
+    for x in views:
+        for call in calls + [lambda m, x: m.astype(x, np.float32) if m is jnp
+                             else x.astype(np.float32)]:
+            got, want = call(jnp, x), call(np, x)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+            assert got.flags.c_contiguous == want.flags.c_contiguous
+            assert got.flags.f_contiguous == want.flags.f_contiguous
+            assert [abs(s) for s, n in zip(got.strides, got.shape) if n > 1] == \
+                [abs(s) for s, n in zip(want.strides, want.shape) if n > 1]
