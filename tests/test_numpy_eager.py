@@ -1238,6 +1238,31 @@ def test_round_to_more_places_than_floats_have():
         np.testing.assert_array_equal(got, want)
 
 
+def test_round_into_out_of_another_dtype_rounds_as_numpy():
+    """NumPy's round into out= multiplies into out (divides, for tens) and rounds and
+    scales back in out's dtype: round(float32 array, 2, out=float64 array) gives
+    float64's 1.23, where jitdl rounded in float32 (1.2300000190734863) and cast; out=
+    an integer array for integers rounded to tens is NumPy's casting error, where jitdl
+    wrote the integers."""
+    rng = np.random.default_rng(51)
+    x = np.array([1.23456, 2.34567, 9.3505, -0.125], np.float32)
+    cases = [(x, 2, "f8"), (x, 3, "f8"), (x, -1, "f8"), (x, 1, "f4"), (x, 2, "i8"),
+             (rng.standard_normal(40) * 30, 2, "f4"), (rng.standard_normal(40), 1, "i4"),
+             (rng.integers(-500, 500, 40), -2, "f8"), (rng.integers(-500, 500, 40), -1, "i8"),
+             (rng.integers(-500, 500, 40).astype(np.int16), -1, "f4"),
+             (rng.integers(-500, 500, 40), 2, "f8"), (2.345, 2, "f4")]
+    for a, d, dt in cases:
+        o1, o2 = np.full(np.shape(a), 7, dt), np.full(np.shape(a), 7, dt)
+        try:
+            want = np.round(a, d, out=o1)
+        except Exception as e:
+            with pytest.raises(type(e)):
+                jnp.round(a, d, out=o2)
+            continue
+        assert jnp.round(a, d, out=o2) is o2
+        np.testing.assert_array_equal(o2, want)
+
+
 def test_round_of_bools_inside_a_definition():
     """Inside a definition round of bools is rint's float (float32 there: no float16), and
     other decimals are NumPy's UFuncTypeError; round(X) and X.round(1) gave X, bool."""

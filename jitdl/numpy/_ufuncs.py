@@ -726,6 +726,11 @@ def sinc(x):
     return apply("sinc", ew.unary, (x,), (("fn", "sinc"),), None)
 
 
+def _ufunc(name):
+    """jd.numpy's ufunc `name` (made by _unary or _binary when this module loads)."""
+    return globals()[name]
+
+
 def round(a, decimals=0, out=None):  # noqa: A001
     """a rounded to `decimals` places, half to even (numpy.round)."""
     dt = a.dtype if isinstance(a, (_ndarray, np.generic)) else np.asarray(a).dtype \
@@ -733,6 +738,19 @@ def round(a, decimals=0, out=None):  # noqa: A001
     if dt == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     decimals = _int_arg(decimals, "decimals")
+    kind = dt if dt is not None or type(a) not in (int, float) else np.asarray(a).dtype
+    if hasattr(out, "dtype") and decimals and kind is not None and (
+            kind.kind == "f" and out.dtype != kind or kind.kind in "iu" and decimals < 0):
+        # NumPy's round into out= of another dtype (or of integers to tens, hundreds...):
+        # its multiply (divide, for tens) writes out, and rint and the step back run in
+        # out's dtype (round(float32 array, 2, out=float64 array) rounds in float64; out=
+        # an integer array for that is its casting error)
+        places = builtins.abs(decimals)    # (abs here is jd.numpy.absolute)
+        s = 10.0 ** places if places <= 308 else math.inf
+        there, back = (_ufunc("multiply"), _ufunc("divide"))[::1 if decimals > 0 else -1]
+        there(a, s, out=out)
+        _ufunc("rint")(out, out=out)
+        return back(out, s, out=out)
     r = apply("round", ew.round_, (a,), (("decimals", decimals),), out, ("a",))
     # (NumPy's rint, for whole floats, gives the native byte order; its arithmetic for
     # places and its copy of integers keep a '>f8' operand's)
