@@ -1238,6 +1238,21 @@ def test_round_to_more_places_than_floats_have():
         np.testing.assert_array_equal(got, want)
 
 
+def test_round_past_22_places_scales_as_numpy():
+    """NumPy's round scales by 10 ** d made as 1e9 times ten d - 9 times, which past 1e22
+    is not the nearest double (9.999999999999999e+22 for d = 23): jnp.round(x, 23) of
+    random float64s differed from NumPy's in the last bit for about half of them (its
+    scale was 1e23); also into out= of another dtype."""
+    rng = np.random.default_rng(52)
+    x = rng.standard_normal(2000) * 10.0 ** rng.integers(-30, 5, 2000)
+    for d in (23, 25, 30, 40, 200, 308, 309):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(jnp.round(x, d), np.round(x, d))
+    o1, o2 = np.empty(2000), np.empty(2000)
+    y = x.astype(np.float32)
+    np.testing.assert_array_equal(jnp.round(y, 25, out=o2), np.round(y, 25, out=o1))
+
+
 def test_round_into_out_of_another_dtype_rounds_as_numpy():
     """NumPy's round into out= multiplies into out (divides, for tens) and rounds and
     scales back in out's dtype: round(float32 array, 2, out=float64 array) gives

@@ -745,8 +745,7 @@ def round(a, decimals=0, out=None):  # noqa: A001
         # its multiply (divide, for tens) writes out, and rint and the step back run in
         # out's dtype (round(float32 array, 2, out=float64 array) rounds in float64; out=
         # an integer array for that is its casting error)
-        places = builtins.abs(decimals)    # (abs here is jd.numpy.absolute)
-        s = 10.0 ** places if places <= 308 else math.inf
+        s = ew.power_of_ten(builtins.abs(decimals))     # (abs here is jd.numpy.absolute)
         there, back = (_ufunc("multiply"), _ufunc("divide"))[::1 if decimals > 0 else -1]
         there(a, s, out=out)
         _ufunc("rint")(out, out=out)

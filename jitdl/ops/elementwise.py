@@ -480,12 +480,26 @@ def round_(x, decimals=0):
         return elementwise(rnd, x)
     if decimals == 0:
         return elementwise(_rint, x)
-    # (10 ** 400 is inf, as in NumPy: its rounding then gives NaN)
-    s = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
+    s = power_of_ten(abs(decimals))       # (10 ** 400 is inf: NumPy's rounding gives NaN)
     if decimals > 0:
         return elementwise(lambda a: _b(BinOp.DIV, _rint(_b(BinOp.MUL, a, _k(s, a))),
                                         _k(s, a)), x)
     return elementwise(lambda a: _b(BinOp.MUL, _rint(_b(BinOp.DIV, a, _k(s, a))), _k(s, a)), x)
+
+
+def power_of_ten(n):
+    """10.0 ** n (n >= 0) as NumPy's round scales by it: exact to 1e22, and past that 1e9
+    multiplied by 10 n - 9 times, which drifts from the nearest double (1e23 is
+    9.999999999999999e+22 there), up to inf; round(x, 23) of NumPy's float64s differs
+    in the last bit from a scale of 1e23 for about half of them."""
+    if n < 9:
+        return 10.0 ** n
+    s = 1e9
+    for _ in range(n - 9):
+        s *= 10.0
+        if s == math.inf:
+            break
+    return s
 
 
 def _round_through_float64(v, f):
