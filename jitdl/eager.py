@@ -20,6 +20,7 @@ import numpy as np
 
 from jitdl import dtypes
 from jitdl.api import Function, numpys_own
+from jitdl.capture.runtime import ask_fortran
 from jitdl.capture.trace import Captured
 from jitdl.errors import (OUTPUT_CASTING, ArgumentError, OutArgumentError,
                           ScalarOverflowError, UnsupportedDtypeError, numpy_kind, user_loc)
@@ -918,15 +919,27 @@ def result_order(order):
     return order.upper()
 
 
-def laid_out(r, order, operands):
+def laid_out(r, order, operands, name):
     """r, a new array of a kernel, in the layout result_order(order) asks for: 'C' C
     order, 'F' Fortran order, 'A' Fortran order where every operand is a
-    Fortran-contiguous array, else C order; 'K' as the kernel wrote it."""
+    Fortran-contiguous array, else C order; 'K' as the kernel wrote it. Inside a
+    definition (r a tensor) see defined_order (`name`: the function's)."""
     if type(r) is not np.ndarray or r.ndim < 2 or order == "K":
+        defined_order(name, r, order)
         return r
     fortran = order == "F" or order == "A" and all(
         isinstance(o, np.ndarray) and o.flags.f_contiguous for o in operands)
     return np.asfortranarray(r) if fortran else np.ascontiguousarray(r)
+
+
+def defined_order(name, r, order):
+    """Function `name`'s order= for its result r inside a definition (r a tensor of it,
+    of two or more dimensions): Fortran order ('F') is noted, and the trace refuses it
+    where r is the definition's result, which its kernel writes in C order (an
+    intermediate's order is the compiler's, as in a fused NumPy expression)."""
+    if isinstance(order, str) and order in "Ff" and is_symbolic(r) and \
+            len(getattr(r, "shape", ())) >= 2:
+        ask_fortran(r, name, user_loc())
 
 
 def in_byte_order(r, a):

@@ -2605,3 +2605,31 @@ def test_layout_of_negative_stride_views_is_numpys():
             assert got.flags.f_contiguous == want.flags.f_contiguous
             assert [abs(s) for s, n in zip(got.strides, got.shape) if n > 1] == \
                 [abs(s) for s, n in zip(want.strides, want.shape) if n > 1]
+
+
+def test_order_f_as_a_definitions_result_is_an_error():
+    """A definition's kernel writes its results in C order: jnp.matmul(A, B, order='F')
+    returned from a definition gave a C-ordered array, the keyword silently dropped; it
+    is a jitdl error naming the function and the user's line now (for the ufuncs, clip,
+    power, copy, einsum too). Inside the definition order='F' stays free (an
+    intermediate's layout is the compiler's), and 'C', 'A' and 1-d results are C order."""
+    rng = np.random.default_rng(61)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    refused = [lambda A, B: jnp.matmul(A, B, order="F"), lambda A, B: jnp.exp(A, order="F"),
+               lambda A, B: (B, jnp.add(A, A, order="f")),
+               lambda A, B: jnp.power(A, 2.0, order="F"),
+               lambda A, B: jnp.clip(A, -0.5, 0.5, order="F"),
+               lambda A, B: jnp.copy(A, order="F"),
+               lambda A, B: jnp.einsum("ij,jk->ik", A, B, order="F")]
+    for fn in refused:
+        with pytest.raises(jd.JitdlError, match=r"order='[Ff]'.*C order") as e:
+            jd.compute(fn)(a, b)
+        assert "test_numpy_eager.py" in str(e.value)
+    taken = [(lambda A, B: jnp.matmul(A, B, order="F") + 1.0, a @ b + 1.0),
+             (lambda A, B: jnp.matmul(A, B, order="C"), a @ b),
+             (lambda A, B: jnp.exp(A, order="A"), np.exp(a)),
+             (lambda A, B: jnp.vecdot(A, A, order="F"), np.vecdot(a, a))]
+    for fn, want in taken:
+        got = jd.compute(fn)(a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert got.flags.c_contiguous

@@ -90,6 +90,31 @@ class asserted_sizes:
         _asserted.pairs = self.saved
 
 
+_fortran = threading.local()
+
+
+class fortran_results:
+    """The tensors of one trace that a jd.numpy function was asked to lay out in Fortran
+    order (order='F'), collected as {id: (tensor, function name, source location)}: a
+    definition's kernel writes its results in C order, so the trace refuses such a
+    tensor among its results (an intermediate one's layout is the compiler's)."""
+
+    def __enter__(self):
+        self.saved = getattr(_fortran, "asked", None)
+        _fortran.asked = {}
+        return _fortran.asked
+
+    def __exit__(self, *exc):
+        _fortran.asked = self.saved
+
+
+def ask_fortran(t, name, loc):
+    """Note that function `name` was asked for tensor t in Fortran order (at `loc`)."""
+    asked = getattr(_fortran, "asked", None)
+    if asked is not None:
+        asked[id(t)] = (t, name, loc)     # (t kept: its id stays its own)
+
+
 def assert_(test, msg):
     """Python's assert; of a symbolic test, equal sizes of dynamic arguments (and of
     several, joined by `and`) become checks at the call, which nothing else can decide."""

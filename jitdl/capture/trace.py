@@ -223,7 +223,7 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     cap.refresh()
     try:
         with naming.scope(), jd_runtime.asserted_sizes() as equal_sizes, \
-                te_ops.required_sizes() as required:
+                te_ops.required_sizes() as required, jd_runtime.fortran_results() as fortran:
             result = _call(cap, call_args)
     except ArgumentError as e:
         if e.message.startswith(f"{fname}("):
@@ -271,6 +271,13 @@ def trace(cap: Captured, specs, names, values=None) -> Graph:
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     if not outs:
         raise DefinitionError(f"{fname} returns nothing; return the output tensor(s)")
+    for o in outs:
+        if id(o) in fortran:
+            _, name, loc = fortran[id(o)]
+            raise ArgumentError(f"{fname}(): its result is {name}(..., order='F'), but a "
+                                f"definition's kernel writes its results in C order; leave "
+                                f"order= out and lay the result out after the call "
+                                f"(np.asfortranarray)", loc)
     outputs = []
     for n, o in enumerate(outs):
         default = fname if len(outs) == 1 else f"{fname}_{n}"

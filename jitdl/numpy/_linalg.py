@@ -139,7 +139,7 @@ def _gufunc_call(name, fn, np_fn, operands, out, casting, order, dtype, signatur
         return array_module_function(name, np_fn, operands + (out,), {})(
             *operands, out=out, casting=casting, order=order, **given)
     r = fn(*operands, out, dtype=dtype, casting=casting, **given)
-    return r if out is not None else laid_out(r, order, operands)
+    return r if out is not None else laid_out(r, order, operands, name)
 
 
 # their common call is apply(name, builder, args, ()) of the positional arrays: the op's
@@ -208,7 +208,7 @@ def einsum(subscripts, /, *operands, out=None, dtype=None, order="K", casting="s
         numpy_accepts("einsum", _einsum_of(subscripts), operands, casting)
     r = apply("einsum", la.einsum, operands, static, out,
               tuple(f"a{k}" for k in range(len(operands))), casting=casting)
-    return laid_out(r, order, operands) if out is None else r
+    return laid_out(r, order, operands, "einsum") if out is None else r
 
 
 @functools.lru_cache(maxsize=256)

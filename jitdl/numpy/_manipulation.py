@@ -213,7 +213,7 @@ def copy(a, order="K", subok=False):
     r = apply("copy", man.copy, (a,), names=("a",))
     # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
     # Fortran-ordered)
-    return in_byte_order(laid_out(r, order, (a,)), a)
+    return in_byte_order(laid_out(r, order, (a,), "copy"), a)
 
 
 def _swapped(dtype):

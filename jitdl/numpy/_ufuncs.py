@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from jitdl.eager import (_castable, apply, apply_out, array_module_function, fast_state,
-                          given_signature, has_huge_int, in_byte_order, kernel_dtype,
+from jitdl.eager import (_castable, apply, apply_out, array_module_function, defined_order,
+                          fast_state, given_signature, has_huge_int, in_byte_order, kernel_dtype,
                           merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
                           signature_dtype, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
@@ -116,12 +116,14 @@ def _options(where, order):
     return True if mask.ndim == 0 and mask else mask
 
 
-def _layout(result, order, args, out):
+def _layout(result, order, args, out, name):
     """A fresh result (out= None or (None,)) in the memory order order= asks for: 'F'
     Fortran order, 'A' Fortran when every array argument is (and not also C order), else
     C order; 'K', NumPy's default, as the kernel wrote it (the operands' memory order
     where they share one: jitdl.eager.reorder; else C order). A result written into out=
-    keeps out's layout."""
+    keeps out's layout. Inside a definition: jitdl.eager.defined_order (`name`: the
+    function's)."""
+    defined_order(name, result, order)
     if order is None or order in "Kk" or not _fresh(out) or is_symbolic(result) \
             or getattr(result, "ndim", 0) < 2:
         return result
@@ -248,7 +250,7 @@ def _unary(name, doc):
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
-                                          where, casting, name), order, (x,), out)
+                                          where, casting, name), order, (x,), out, name)
             if dtype is None and _half(np_fn, (x,)):
                 raise UnsupportedDtypeError(name)
             if type(x) is int and not -_I64 <= x < _I64 and not tracing():
@@ -260,7 +262,7 @@ def _unary(name, doc):
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x,),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return _layout(result, order, (x,), out)
+            return _layout(result, order, (x,), out, name)
         except UnsupportedDtypeError:
             if is_symbolic(x):
                 raise
@@ -502,7 +504,8 @@ def _binary(name, doc, general=None):
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x1, x2, dtype=dtype, casting=casting),
-                                          where, casting, name), order, (x1, x2), out)
+                                          where, casting, name), order, (x1, x2), out,
+                               name)
             if dtype is None and _half(np_fn, (x1, x2)):
                 raise UnsupportedDtypeError(name)
             if casting != "same_kind" and dtype is None:
@@ -511,7 +514,7 @@ def _binary(name, doc, general=None):
                            static + (("dtype", kernel_dtype(name, dtype, np_fn, (x1, x2),
                                                             casting)),),
                            out, casting=casting, broadcast_out=True)
-            return _layout(result, order, (x1, x2), out)
+            return _layout(result, order, (x1, x2), out, name)
         except UnsupportedDtypeError:
             if is_symbolic(x1) or is_symbolic(x2):
                 raise
@@ -680,7 +683,7 @@ def _power_general(x1, x2, out, where, casting, order, dtype):
     if where is True and (type(x1) is _ndarray or type(x2) is _ndarray):
         # (the kernel refuses negative integer exponents itself, reading an array, after
         # the arguments' checks, as NumPy's loop does: elementwise._power)
-        return _layout(_power(x1, x2, out, dtype, casting), order, (x1, x2), out)
+        return _layout(_power(x1, x2, out, dtype, casting), order, (x1, x2), out, "power")
     # checked here on arrays (not inside a definition): numbers alone, which the kernel
     # does not check, and where=, which NumPy computes no masked element of (the kernel
     # runs unchecked)
@@ -699,7 +702,7 @@ def _power_general(x1, x2, out, where, casting, order, dtype):
     else:
         result = _where_out(out, _power(x1, x2, None, dtype, casting, _UNCHECKED), where,
                             casting, "power")
-    return _layout(result, order, (x1, x2), out)
+    return _layout(result, order, (x1, x2), out, "power")
 
 
 power = _binary("power", "x1 ** x2, elementwise (integers to negative integer powers raise "
@@ -811,7 +814,8 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     where = _options(where, order)
     if where is not True:
         return _layout(_where_out(out, clip(a, a_min, a_max, dtype=dtype, casting=casting),
-                                  where, casting, "clip"), order, (a, a_min, a_max), out)
+                                  where, casting, "clip"), order, (a, a_min, a_max), out,
+                       "clip")
     if isinstance(a, (list, tuple)) or type(a) in (bool, int, float, complex) and not (
             is_symbolic(a_min) or is_symbolic(a_max)):
         a = np.asarray(a)     # (its dtype decides the bounds, as NumPy's: a strong type)
@@ -834,7 +838,7 @@ def clip(a, a_min=_UNSET, a_max=_UNSET, out=None, *, min=_UNSET, max=_UNSET,  # 
     result = apply("clip", ew.clip, tuple(v for v, _ in given), static, out,
                    tuple(n for _, n in given), None if key is None else _clip_table, key,
                    casting=casting, broadcast_out=True)
-    return _layout(result, order, (a, a_min, a_max), out)
+    return _layout(result, order, (a, a_min, a_max), out, "clip")
 
 
 _WHERE_NAMES = ("condition", "x", "y")
