@@ -1056,6 +1056,18 @@ def test_fix_refuses_the_keywords_numpys_fix_refuses_naming_them():
     np.testing.assert_array_equal(jnp.fix(a), np.fix(a))
 
 
+def test_fix_refuses_where_and_order_as_numpy():
+    """np.fix(x, out=None) takes no where= or order= (NumPy 2: no ufunc); jnp.fix(a,
+    where=mask, out=o) wrote o under the mask, and order='F' laid the result out: both are
+    a TypeError naming the keyword now."""
+    a = np.random.default_rng(6).standard_normal((3, 4)) * 3
+    for kw in ({"where": a > 0}, {"where": a > 0, "out": np.zeros((3, 4))}, {"order": "F"}):
+        with pytest.raises(TypeError):
+            np.fix(a, **kw)
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(kw))}'"):
+            jnp.fix(a, **kw)
+
+
 def test_ufunc_signature_and_gufunc_keywords_are_numpys():
     """A ufunc's signature= and matmul's and vecdot's gufunc keywords (axes=, axis=,
     keepdims=, order=, subok=, signature=) give NumPy's results, or its error class, on

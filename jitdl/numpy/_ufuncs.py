@@ -17,7 +17,7 @@ from jitdl.eager import (_castable, apply, apply_out, array_module_function, def
                           merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
                           signature_dtype, small_copies)
 from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
-                          user_loc)
+                          numpy_kind, user_loc)
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import broadcast_shapes, broadcast_to, is_symbolic, shape_of
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS, NUMPY_SCALARS
@@ -179,6 +179,7 @@ def _where_out(out, result, where, casting, name=None):
 def _unary(name, doc):
     static = (("fn", name),)
     np_fn = getattr(np, name)         # (for dtypes jitdl does not compile: jitdl.eager)
+    not_ufunc = not isinstance(np_fn, np.ufunc)       # (np.fix)
     table, last, direct = fast_state({}, [None], [None])
     # table: (shape, dtype) -> the kernel's call for exactly those; last: the last call's
     # (shape, dtype, call), one item that threads replace whole; direct: the last
@@ -247,6 +248,13 @@ def _unary(name, doc):
                 r = apply_out(name, static, (x,), out, direct)
                 if r is not _MISS:
                     return r
+            if not_ufunc and (where is not True or order != "K" or subok is not True):
+                # (np.fix is no ufunc in NumPy 2: fix(x, out=None), whose TypeError names
+                # the keyword; dtype= and casting= are numpy_accepts')
+                given = "where" if where is not True else "order" if order != "K" else "subok"
+                raise numpy_kind(ArgumentError, TypeError)(
+                    f"{name}(): {name}() got an unexpected keyword argument '{given}'",
+                    user_loc())
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
