@@ -369,6 +369,22 @@ def test_roll_reads_two_contiguous_pieces_per_row():
     assert "= X[idx0 + 99996]" in text and "= X[idx0 - 7]" in text, text
 
 
+def test_roll_by_shifts_beyond_int64_on_a_symbolic_axis():
+    """A shift beyond int64 (2**64 + 1, of a uint64) on an axis of symbolic length is
+    taken modulo the length as NumPy takes it: each is split into int64 pieces (its Const
+    wrapped before: roll(X, 2**64 + 1) of 7 elements rolled by 1, not 4); one too large
+    to split is a jitdl error naming the shift."""
+    x = np.arange(7.0)
+    for shift in (2 ** 64 + 1, -2 ** 63 - 1, (2 ** 63, 1), (2 ** 65 + 3, -2 ** 64)):
+        np.testing.assert_array_equal(_roll_sym(x, shift), np.roll(x, shift))
+    with pytest.raises(jd.errors.ArgumentError, match=r"shift: .* got 2361183241434822606848"):
+        _roll_sym(x, 2 ** 71)
+
+
+def _roll_sym(x, shift):
+    return jd.compute(dynamic=True)(lambda X: jnp.roll(X, shift))(x)
+
+
 @pytest.mark.parametrize("shape, ind, axis, mode", [
     ((5,), [0, 4, -1, -5, 2], None, "raise"), ((3, 4), [[1, -1], [0, 2]], 1, "raise"),
     ((3, 4), 7, None, "raise"), ((3, 4, 2), [2, 0], -3, "raise"),

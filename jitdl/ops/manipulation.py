@@ -727,12 +727,30 @@ def roll(x, shift, axis=None):
 def _negated(shifts, n):
     """-sum(shifts) as an int64 expression (to be taken modulo n): a constant where it
     fits; else the sum of each shift's -(s % n) (shifts that sum beyond int64, or
-    -2**63 alone)."""
+    -2**63 alone), a shift beyond int64 taken in int64 pieces."""
     s = sum(shifts)
     if -(1 << 63) <= -s < 1 << 63:
         return Const(-s, "int64")
-    terms = [-build.binary(BinOp.MOD, Const(v, "int64"), n) for v in shifts]
+    terms = [-build.binary(BinOp.MOD, Const(p, "int64"), n)
+             for v in shifts for p in _int64_pieces(v)]
     return functools.reduce(operator.add, terms)
+
+
+_PIECES = 8     # int64 pieces a shift beyond int64 is split into, at most
+
+
+def _int64_pieces(v):
+    """v as a sum of ints that int64 holds (one shift beyond int64, 2**64 + 1 of a uint64
+    shift, as a Const would wrap it), or roll's error where that takes over _PIECES."""
+    lo, hi = -(1 << 63), (1 << 63) - 1
+    if not _PIECES * lo <= v <= _PIECES * hi:
+        raise ArgumentError(f"shift: expected shifts within {_PIECES} * int64's range on an "
+                            f"axis of symbolic length, got {v}", user_loc())
+    out = []
+    while not lo <= v <= hi:
+        out.append(hi if v > 0 else lo)
+        v -= out[-1]
+    return out + [v]
 
 
 TAKE_MODES = ("raise", "wrap", "clip")
