@@ -1641,6 +1641,29 @@ def test_a_producer_whose_loop_is_bound_at_a_block_loop_shares_its_block(dev, rn
     assert src.count("__syncthreads();") >= 2
 
 
+@pytest.mark.parametrize("rows,ty", [(2, 1), (3, 1), (4, 4), (3, 3)])
+def test_a_shared_block_of_several_rows_with_a_bound_loop(dev, rng, rows, ty):
+    """E's column loop bound to threadIdx.x, E computed at Y's block loop of `rows` rows
+    (those run serially, or on threadIdx.y where ty > 1): E's block has a row loop
+    around its bound one, which was spread over the block's threads like a shared copy's
+    loops (`jd_f < rows`, so only threads 0..rows-1 ran a row, each writing its own
+    column of it: 396 of 4x100 NaN for 2 rows). Each thread now computes its column of
+    every row of the block."""
+    def sched(s, cfg):
+        Y, E = s["Y"], s["E"]
+        io, ii = s.split(Y.axis[0], rows)
+        s.bind(io, "blockIdx.x")
+        if ty > 1:
+            s.bind(ii, "threadIdx.y")
+        s.bind(s.split(Y.axis[1], 32)[1], "threadIdx.x")
+        s.compute_at(E, Y, io)
+        s.bind(E.axis[1], "threadIdx.x")
+    for shape in [(4, 100), (7, 33), (1, 5)]:
+        x = rng.standard_normal(shape)
+        got, src = run_schedule(dev, reversed_exp, [x], sched, out=np.full(shape, np.nan))
+        close(got, 2 * np.exp(x[:, ::-1]), rtol=1e-12, atol=1e-12)
+
+
 def test_prefetch_before_a_loop_that_runs_no_step(dev, rng):
     """A shared copy at k.o prefetched one step ahead: a dynamic row shorter than the k
     tile runs no whole step, and the first step's fetch (before the loop) read past A

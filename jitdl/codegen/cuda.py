@@ -1157,7 +1157,11 @@ class _KernelGen(_ExprText):
         """A loop nest run by the block's threads together: its perfectly nested constant
         loops become one flat loop, thread t taking elements t, t + T, t + 2T, ..."""
         loops, conds, s = _nest(s)
-        if not loops or self.nthreads == 1:
+        # (a block whose own loop is bound to a thread index, lower._threads_share: each
+        # thread computes its bound part at every step of the loops around it, which are
+        # not spread over the threads, the bound ones among them)
+        if not loops or self.nthreads == 1 or any(
+                isinstance(x, For) and x.kind.thread for x in walk_stmt(s)):
             for c in conds:
                 s = IfThen(c, s)
             for lp in reversed(loops):
