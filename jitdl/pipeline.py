@@ -427,10 +427,11 @@ def _schedule_line(schedule, e):
     names, the compute_at of a buffer it names (a stage's copy `X_cache_l` is stage
     X_cache's), else the schedule's first bind; None for an automatic schedule."""
     stages = schedule.stages.values()
-    for name in e.loops:            # (a loop variable: `k_i` of the loop `k.i`)
-        for st in stages:
+    for name in e.loops:            # (a loop variable: `k_i` of the loop `k.i`; `j_r` of
+        for st in stages:           # the loop j of a block computed at a loop: `j.r`)
             loc = next((loc for n, loc in st.kind_locs.items()
-                        if n.replace(".", "_") == name and loc is not None), None)
+                        if (n.replace(".", "_") == name or st.attach == "at" and
+                            n.replace(".", "_") + "_r" == name) and loc is not None), None)
             if loc is not None:
                 return loc
     for name in e.buffers:

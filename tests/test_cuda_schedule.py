@@ -649,6 +649,31 @@ def test_a_block_over_the_thread_limit_names_the_stages_of_loops_of_one_name():
     assert e.value.loc.lineno == first + 3
 
 
+def test_a_block_over_the_thread_limit_points_at_the_bind_of_a_block_loop():
+    """E computed at Y's row loop, E's 2000 columns bound to threadIdx.x: the message
+    names E's loop `j_r` (the block's loop of E's axis j) first, but pointed at Y's bind
+    of j.i, since the bind of E's axis j was not found as `j_r`."""
+    import inspect
+
+    @jd.compute
+    def reversed_exp(X):
+        n, m = X.shape
+        E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
+        return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
+
+    def sched(s, cfg):
+        Y, E = s["Y"], s["E"]
+        s.bind(Y.axis[0], "blockIdx.x")
+        s.bind(s.split(Y.axis[1], 32)[1], "threadIdx.x")
+        s.compute_at(E, Y, Y.axis[0])
+        s.bind(E.axis[1], "threadIdx.x")
+    _, first = inspect.getsourcelines(sched)
+    with pytest.raises(ScheduleError, match=r"2000 threads is over .*\(loop j_r over 2000 "
+                       r"bound to threadIdx.x; loop j_i over 32") as e:
+        pipeline.build(lowered(reversed_exp, [f32(2, 2000)], schedule=sched), GPU)
+    assert e.value.loc.lineno == first + 5
+
+
 def test_a_thread_loop_inside_a_loop_bound_to_the_same_index_is_refused():
     """P[i, j] (a sum over k) computed at Y's loop j.i bound to threadIdx.x, P's k.i bound
     to threadIdx.x too: thread t ran step t of both, so the threads' parts of different
