@@ -1643,6 +1643,47 @@ def test_fast_key_sees_the_users_objects_inside_a_librarys_object():
     assert digests(loop) == digests(loop)
 
 
+def test_fast_key_sees_what_a_subclass_of_a_builtin_container_adds():
+    """A subclass of dict, list or tuple was keyed by its items alone: `class Cfg(dict)`
+    given an attribute (CFG.scale = 2.0, read as CFG.scale), a defaultdict's factory
+    (D["s"] from `defaultdict(lambda: 2.0)`), a dict subclass's __missing__: edited to
+    3.0, the next process was a hit computing with 2.0. Its attributes, factory and (the
+    user's) class are read now."""
+    import collections
+    from jitdl.cache import keys
+
+    def digests(v):
+        def f(X):
+            return X * v
+        return keys.code_digests(f)
+
+    def attributed(base, c):
+        class Sub(base):
+            pass
+        x = Sub([1.0]) if base is not dict else Sub(a=1.0)
+        x.scale = c
+        return x
+
+    def missing(c):
+        class Cfg(dict):
+            def __missing__(self, k):
+                return c
+        return Cfg(a=1.0)
+
+    for make in (lambda c: attributed(dict, c), lambda c: attributed(list, c),
+                 lambda c: collections.defaultdict(lambda: c),
+                 lambda c: [collections.defaultdict(lambda: c)], missing):
+        assert digests(make(2.0)) != digests(make(3.0))
+        assert digests(make(2.0)) == digests(make(2.0))
+    Point = collections.namedtuple("Point", "x y")
+    assert digests(Point(1.0, 2.0)) != digests(Point(1.0, 3.0))
+    assert digests(Point(1.0, 2.0)) == digests(Point(1.0, 2.0))
+    loop = attributed(list, 2.0)
+    loop.me = loop
+    loop.append(loop)                   # (a cycle through it ends)
+    assert digests(loop) == digests(loop)
+
+
 def test_fast_key_sees_the_users_functions_a_librarys_wrapper_holds():
     """A library's function entered the key by its name and closure's reprs: a helper
     made with functools.singledispatch (a wrapper defined in functools) had one key

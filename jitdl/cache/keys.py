@@ -377,6 +377,7 @@ def _object_state(v):
 
 
 _PLAIN = (bool, int, float, str, type(None))
+_BUILTIN_BASE = {dict: dict, list: list, tuple: tuple, set: set, frozenset: frozenset}
 
 
 def _container_text(v, walker=None, names=frozenset()) -> str:
@@ -423,6 +424,22 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
                     return {"<object>": _stable_repr(type(x)), "state": norm(state, depth + 1)}
                 finally:
                     path.discard(id(x))
+        base = _BUILTIN_BASE.get(type(x)) or next(
+            (b for b in _BUILTIN_BASE if isinstance(x, b)), None)
+        if base is not None and base is not type(x) and id(x) not in path:
+            # a subclass of a builtin container (`class Cfg(dict)` given attributes,
+            # a defaultdict): its items, and what its items do not show: its attributes,
+            # a defaultdict's factory, its class (the user's: `__missing__`, properties)
+            state = _object_state(x) or {}
+            factory = x.default_factory if isinstance(x, collections.defaultdict) else None
+            if walker is not None and not library(type(x)) and id(type(x)) not in walker.seen:
+                walker.value("<class of a value>", type(x), set())
+            path.add(id(x))
+            try:
+                return {"<subclass>": _stable_repr(type(x)), "items": norm(base(x), depth + 1),
+                        "state": norm(state, depth + 1), "factory": norm(factory, depth + 1)}
+            finally:
+                path.discard(id(x))
         if isinstance(x, dict):
             texts = [(_key_text(k), y) for k, y in x.items()]
             return {k: norm(y, depth + 1) for k, y in sorted(texts, key=lambda kv: kv[0])}
