@@ -1713,6 +1713,43 @@ def test_fast_key_sees_the_users_functions_a_librarys_wrapper_holds():
     assert digests(2.0, 5) == digests(2.0, 5)
 
 
+def test_fast_key_sees_the_users_functions_a_librarys_closure_keeps_in_a_tuple(tmp_path):
+    """A library's `compose(*fns)` (a closure over the tuple of the user's functions)
+    was keyed by the functions' names: `v * 3.0` in place of `v * 2.0` in the helper it
+    composes was, in the next process, a hit computing with 2.0. The user's functions in
+    a tuple, list or set the wrapper holds are read as those it holds directly."""
+    import importlib.util
+    from jitdl.cache import keys
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "fakelib_compose.py").write_text(textwrap.dedent("""\
+        def compose(*fns):
+            def run(x):
+                for f in fns:
+                    x = f(x)
+                return x
+            return run
+        """))
+    spec = importlib.util.spec_from_file_location("fakelib_compose", lib / "fakelib_compose.py")
+    fakelib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fakelib)
+    assert keys._is_library(fakelib.compose)
+
+    def digests(c):
+        glob = {"fakelib": fakelib}
+        exec(textwrap.dedent(f"""
+            def h(v):
+                return v * {c}
+            H = fakelib.compose(h)
+
+            def f(X):
+                return H(X)
+            """), glob)
+        return keys.code_digests(glob["f"])
+    assert digests(2.0) != digests(3.0)
+    assert digests(2.0) == digests(2.0)
+
+
 def test_fast_key_sees_a_functions_attributes():
     """A helper's attributes (`helper.scale = 2.0`, read in it as `helper.scale`) were
     not in the key: set to 3.0 for the next process, a disk-cache hit computed with 2.0."""

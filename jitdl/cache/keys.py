@@ -269,8 +269,7 @@ class _Walker:
                 held = [c.cell_contents for c in (v.__closure__ or ()) if _has_contents(c)]
                 held += [wrapped] + [x for _, x in sorted(vars(v).items())]
                 for n, x in enumerate(held):
-                    if _users_function(x) or isinstance(x, collections.abc.Mapping) and \
-                            any(_users_function(y) for y in x.values()):
+                    if _holds_users_function(x):
                         self.value(f"{name}.<holds {n}>", x, names)
             else:
                 self.function(v, reads)
@@ -339,6 +338,17 @@ class _Walker:
 
 def _users_function(x) -> bool:
     return isinstance(x, types.FunctionType) and not _is_library(x)
+
+
+def _holds_users_function(x) -> bool:
+    """x is a function of the user's, or a mapping (singledispatch's registry) or a
+    tuple, list or set (a library's `compose(*fns)` keeps its functions in a tuple) that
+    holds one directly."""
+    if isinstance(x, collections.abc.Mapping):
+        return any(_users_function(y) for y in x.values())
+    if isinstance(x, (tuple, list, set, frozenset)):
+        return any(_users_function(y) for y in x)
+    return _users_function(x)
 
 
 def _attr(v, name, default=None):
