@@ -1290,6 +1290,24 @@ def test_round_into_out_of_another_dtype_rounds_as_numpy():
         np.testing.assert_array_equal(o2, want)
 
 
+def test_round_into_out_of_another_shape_is_numpys_error():
+    """round(a, d, out=o) with o of another dtype and a shape a broadcasts to (a (5,)
+    float32 array into a (4, 5) float64 out=) is NumPy's ValueError (invalid output
+    shape), as with out= of a's dtype; the multiply that writes out= broadcast a into
+    every row of it instead."""
+    rng = np.random.default_rng(52)
+    x = rng.standard_normal(5).astype(np.float32) * 100
+    for a, d, dt in [(x, 2, "f8"), (x, -1, "f8"), (x, 1, "f2"),
+                     (rng.integers(-500, 500, 5), -1, "i8"), (np.float32(1.25), 1, "f8")]:
+        for shape in [(4, 5), (3, 1, 5)]:
+            o = np.full(shape, 7, dt)
+            with pytest.raises(ValueError):
+                np.round(a, d, out=o.copy())
+            with pytest.raises(ValueError):
+                jnp.round(a, d, out=o)
+            assert (o == 7).all()
+
+
 def test_round_of_bools_inside_a_definition():
     """Inside a definition round of bools is rint's float (float32 there: no float16), and
     other decimals are NumPy's UFuncTypeError; round(X) and X.round(1) gave X, bool."""

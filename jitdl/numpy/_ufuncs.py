@@ -751,11 +751,13 @@ def round(a, decimals=0, out=None):  # noqa: A001
     decimals = _int_arg(decimals, "decimals")
     kind = dt if dt is not None or type(a) not in (int, float) else np.asarray(a).dtype
     if hasattr(out, "dtype") and decimals and kind is not None and (
-            kind.kind == "f" and out.dtype != kind or kind.kind in "iu" and decimals < 0):
+            kind.kind == "f" and out.dtype != kind or kind.kind in "iu" and decimals < 0) \
+            and not is_symbolic(a) and out.shape == np.shape(a):
         # NumPy's round into out= of another dtype (or of integers to tens, hundreds...):
         # its multiply (divide, for tens) writes out, and rint and the step back run in
         # out's dtype (round(float32 array, 2, out=float64 array) rounds in float64; out=
-        # an integer array for that is its casting error)
+        # an integer array for that is its casting error). An out= of another shape is
+        # the kernel's error below (multiply would broadcast a into it; NumPy refuses)
         s = ew.power_of_ten(builtins.abs(decimals))     # (abs here is jd.numpy.absolute)
         there, back = (_ufunc("multiply"), _ufunc("divide"))[::1 if decimals > 0 else -1]
         there(a, s, out=out)
