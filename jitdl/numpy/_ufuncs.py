@@ -749,9 +749,11 @@ def round(a, decimals=0, out=None):  # noqa: A001
     if dt == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     decimals = _int_arg(decimals, "decimals")
-    kind = dt if dt is not None or type(a) not in (int, float) else np.asarray(a).dtype
-    if hasattr(out, "dtype") and decimals and kind is not None and (
-            kind.kind == "f" and out.dtype != kind or kind.kind in "iu" and decimals < 0) \
+    odt = getattr(out, "dtype", None) if out is not None and decimals else None
+    kind = None if odt is None else dt if dt is not None or type(a) not in (int, float) \
+        else np.asarray(a).dtype
+    if kind is not None and (odt is not kind and kind.kind == "f" and odt != kind or
+                             decimals < 0 and kind.kind in "iu") \
             and not is_symbolic(a) and out.shape == np.shape(a):
         # NumPy's round into out= of another dtype (or of integers to tens, hundreds...):
         # its multiply (divide, for tens) writes out, and rint and the step back run in
