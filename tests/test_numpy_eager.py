@@ -1308,6 +1308,21 @@ def test_round_into_out_of_another_shape_is_numpys_error():
             assert (o == 7).all()
 
 
+def test_round_refuses_decimals_past_a_c_int_as_numpy():
+    """NumPy's round takes decimals as a C int: round(x, 2**31) and round(x, 10**20) are
+    its OverflowError (2**31 - 1 and -2**31 still give NaN), where jitdl gave NaN."""
+    x = np.random.default_rng(53).standard_normal(5)
+    for d in [2 ** 31 - 1, -2 ** 31]:
+        np.testing.assert_array_equal(jnp.round(x, d), np.round(x, d))
+    for d in [2 ** 31, -2 ** 31 - 1, 10 ** 20, np.int64(2 ** 40)]:
+        with pytest.raises(OverflowError):
+            np.round(x, d)
+        with pytest.raises(OverflowError, match="decimals"):
+            jnp.round(x, d)
+        with pytest.raises(OverflowError):
+            jnp.round(x.astype(np.float32), d, out=np.empty(5))
+
+
 def test_round_of_bools_inside_a_definition():
     """Inside a definition round of bools is rint's float (float32 there: no float16), and
     other decimals are NumPy's UFuncTypeError; round(X) and X.round(1) gave X, bool."""

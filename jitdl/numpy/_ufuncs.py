@@ -33,6 +33,7 @@ _PY = (float, int, bool)
 # compiles (a * a.mean(): np.multiply's NEP 50 rules, a 0-d array's; 5.0 -> 0.9 us)
 _NUMBERS = frozenset(_PY) | NUMPY_SCALARS
 _I64 = 2 ** 63      # a Python int beyond int64 takes the general path (jitdl.eager)
+_I32 = 2 ** 31      # (round's decimals: a C int, as NumPy's)
 
 
 _NARROW = frozenset(map(np.dtype, ("bool", "int8", "uint8")))
@@ -749,6 +750,10 @@ def round(a, decimals=0, out=None):  # noqa: A001
     if dt == np.bool_:
         return np.round(a, decimals, out)       # (NumPy's float16, which jitdl lacks)
     decimals = _int_arg(decimals, "decimals")
+    if not -_I32 <= decimals < _I32:        # (NumPy's round takes a C int)
+        raise numpy_kind(ArgumentError, OverflowError)(
+            f"round(): decimals must fit in a C int (-2**31 to 2**31 - 1, as NumPy's "
+            f"round takes it), got {decimals}", user_loc())
     odt = getattr(out, "dtype", None) if out is not None and decimals else None
     kind = None if odt is None else dt if dt is not None or type(a) not in (int, float) \
         else np.asarray(a).dtype
