@@ -936,9 +936,11 @@ def defined_order(name, r, order):
     """Function `name`'s order= for its result r inside a definition (r a tensor of it,
     of two or more dimensions): Fortran order ('F') is noted, and the trace refuses it
     where r is the definition's result, which its kernel writes in C order (an
-    intermediate's order is the compiler's, as in a fused NumPy expression)."""
+    intermediate's order is the compiler's, as in a fused NumPy expression). A result
+    with one dimension at most longer than 1 (a (1, n) matrix) is both C- and
+    Fortran-contiguous, in NumPy too: its C order is NumPy's layout."""
     if isinstance(order, str) and order in "Ff" and is_symbolic(r) and \
-            len(getattr(r, "shape", ())) >= 2:
+            sum(not (isinstance(n, int) and n <= 1) for n in getattr(r, "shape", ())) >= 2:
         ask_fortran(r, name, user_loc())
 
 

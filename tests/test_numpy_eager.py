@@ -2678,3 +2678,18 @@ def test_order_f_as_a_definitions_result_is_an_error():
         got = jd.compute(fn)(a, b)
         np.testing.assert_allclose(got, want, rtol=1e-12)
         assert got.flags.c_contiguous
+
+
+def test_order_f_of_a_definitions_result_with_one_long_dimension_is_numpys():
+    """A definition's (1, n), (n, 1) or (1, n, 1) result asked for in Fortran order is
+    both C- and Fortran-contiguous, in NumPy too: its C-ordered result is NumPy's layout,
+    where the trace refused it as it refuses a Fortran-ordered (m, n) result."""
+    rng = np.random.default_rng(62)
+    for shape in [(1, 5), (5, 1), (1, 5, 1), (1, 1)]:
+        a = rng.standard_normal(shape)
+        got = jd.compute(lambda A: jnp.exp(A, order="F"))(a)
+        want = np.exp(a, order="F")
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+        assert got.flags.c_contiguous and got.flags.f_contiguous and want.flags.c_contiguous
+    with pytest.raises(jd.JitdlError, match=r"order='F'"):
+        jd.compute(lambda A: jnp.exp(A, order="F"))(rng.standard_normal((2, 1, 3)))
