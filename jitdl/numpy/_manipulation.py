@@ -751,8 +751,8 @@ STATUS = {
     "split": "done (list of views on arrays; in dynamic definitions an unequal split of a "
              "symbolic axis is an IndexError at the call)",
     "array_split": "done (list of views on arrays)",
-    "copy": "partial: order='K' gives C order for a non-contiguous operand (NumPy keeps "
-            "the order of its strides)",
+    "copy": "partial: order='K' of a broadcast view (a zero stride) gives C order, where "
+            "NumPy keeps the order of its strides; other views are laid out as NumPy's",
     "astype": "done (float to integer: NaN gives 0 and a value outside the integer type "
               "saturates to its limits, on every machine and inside definitions; NumPy's "
               "result there is the platform's: on x86 int8(300.7) is 44, uint8(-2.9) is "
