@@ -2735,6 +2735,33 @@ def test_and_or_of_sizes_and_elements_give_pythons_values():
             np.testing.assert_allclose(_written(g, x, want(x)), want(x), rtol=1e-12)
 
 
+def _conditions_and_floats_of_sizes(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (n == 3 and 2.0 or 1.0) + (n > 2 and 0.5) + (n > 3 or 0.25) + \
+        (2.0 if n > 4 else n > 1)
+    return Z
+
+
+def test_and_or_of_a_size_condition_and_a_float_stay_weak():
+    """`X * (n == 3 and 2.0 or 1.0)` (n = X.shape[0]) of a float32 X is float32 in a
+    static definition (a Python float or bool), but was float64 in a dynamic one: the
+    select `2.0 if n == 3 else (n == 3)` that `and` makes has a condition of sizes as an
+    arm, which was taken for no Python number, so the select stayed a strong float64, and
+    so did `n > 2 and 0.5`, `n > 3 or 0.25` and `2.0 if n > 4 else n > 1`. A condition of
+    sizes is a Python bool in a static trace: weak now. Static and dynamic: float32 and
+    NumPy's float64 values over sizes 0-6, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_conditions_and_floats_of_sizes, dynamic=dyn)
+        for n in range(7):
+            x = rand(n).astype(np.float32)
+            want = (x.astype(np.float64) * (n == 3 and 2.0 or 1.0) + (n > 2 and 0.5)
+                    + (n > 3 or 0.25) + (2.0 if n > 4 else n > 1))
+            out = np.full(n, np.nan, np.float32)
+            assert g(x, out=out) is out
+            assert g(x).dtype == np.float32
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
 def _arange_of_size(X):
     Z[i] = X[i] * np.arange(X.shape[0]).sum()
     return Z

@@ -69,9 +69,11 @@ def ifexp(cond, t, f):
 
 
 def _python_number(x):
-    """x is a Python number in a static trace: one, or an expression of sizes and them."""
+    """x is a Python number in a static trace: one, or an expression of sizes and them
+    (a condition of sizes too, a bool there: `n == 3 and 2.0 or 1.0`)."""
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) or \
-        isinstance(x, Expr) and (x.weak or build.python_type(x) is not None)
+        isinstance(x, Expr) and (x.weak or build.python_type(x) is not None or
+                                 x.dtype == "bool" and build.a_size(x))
 
 
 _asserted = threading.local()
