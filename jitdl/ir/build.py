@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import functools
+import inspect
 import math
 import sys
 import threading
@@ -635,10 +636,54 @@ def size_as_object_error(e, what) -> Exception:
 def hash_check(e):
     """What a hash of expression e checks while definitions are traced (nodes.hash_check):
     a dynamic size that the user's code hashes (`{3: 2.0}.get(n)` in a helper, `{n, 3}`,
-    `hash(n)`, lru_cache) is a SymbolicValueError (size_as_object_error). Expressions of
+    `hash(n)`) is a SymbolicValueError (size_as_object_error); not where the C code of
+    an lru_cache the user's line calls hashes it (_calling_a_cache). Expressions of
     indices and elements keep their structural hash there (a dict memoising them)."""
-    if _TRACING.depth and in_user_code(sys._getframe(2)) and a_size(e):
+    if _TRACING.depth and in_user_code(frame := sys._getframe(2)) and a_size(e) and \
+            not _calling_a_cache(frame):
         raise size_as_object_error(e, "is hashed (a dict key, a set element, hash())")
+
+
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_ATTR",
+                    "LOAD_METHOD"})
+
+
+def _calling_a_cache(frame) -> bool:
+    """The user's code at `frame` is calling a functools.lru_cache / cache wrapper (named
+    `f`, `self.f` or `mod.f` in the call), whose C code hashes the arguments as a key:
+    memoising by the expression gives the expression's own value, as memoising by the
+    number does in a static trace. (A dict's get, hash() or a set stay refused: they
+    answer for the number.) The callee is read from the call's instructions: those
+    that start where the call does and end before it (Python 3.11+'s positions)."""
+    try:
+        code = list(dis.get_instructions(frame.f_code))
+        at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
+        call = code[at]
+        if not call.opname.startswith("CALL") or call.positions is None:
+            return False
+        start = (call.positions.lineno, call.positions.col_offset)
+        end = (call.positions.end_lineno, call.positions.end_col_offset)
+        chain = [k for k in range(at) if (code[k].positions.lineno,
+                                           code[k].positions.col_offset) == start and
+                 (code[k].positions.end_lineno, code[k].positions.end_col_offset) < end]
+        last = max(chain, key=lambda k: ((code[k].positions.end_lineno,
+                                          code[k].positions.end_col_offset), k))
+        first = min(chain)
+        if any(code[k].opname not in _LOADS for k in range(first, last + 1)) or \
+                code[first].opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            return False
+        name = code[first].argval
+        if code[first].opname == "LOAD_GLOBAL":
+            f = frame.f_globals[name] if name in frame.f_globals else frame.f_builtins[name]
+        elif name in frame.f_locals:
+            f = frame.f_locals[name]
+        else:
+            f = frame.f_globals[name] if name in frame.f_globals else frame.f_builtins[name]
+        for k in range(first + 1, last + 1):
+            f = inspect.getattr_static(f, code[k].argval)
+    except Exception:       # (no positions before 3.11, a callee of another form: refused)
+        return False
+    return isinstance(f, functools._lru_cache_wrapper)
 
 
 _NUMBER = (bool, int, float, np.generic)
