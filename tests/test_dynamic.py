@@ -2664,6 +2664,28 @@ def test_isinstance_type_and_is_of_a_size_answer_as_in_a_static_trace():
         jd.compute(_identical_size, dynamic=True)(rand(3))
 
 
+def _identical_condition(X):
+    big = X.shape[0] > 3
+    Z[i] = X[i] * (2.0 if big is True else 1.0) + (10.0 if big is not False else 0.0)
+    return Z
+
+
+def test_is_of_a_condition_of_sizes_is_an_error():
+    """`big is True` of `big = X.shape[0] > 3` was False for every size in a dynamic
+    definition (the condition is an expression), True for X of length 5 in a static one,
+    where it is Python's bool: X * 1.0 against X * 2.0, and `big is not False` True for
+    every size, silently. Now `is` between a condition of sizes and a number is the error
+    that says to compare with ==, as of a size; the static definition computes Python's."""
+    g = jd.compute(_identical_condition)
+    for n in (2, 5):
+        x = rand(n)
+        want = x * (2.0 if n > 3 else 1.0) + (10.0 if n > 3 else 0.0)
+        np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+    with pytest.raises(DefinitionError, match=r"`X_n0 > 3 is True`: `is` compares objects, "
+                                              r"and the condition of dynamic sizes.*`==`"):
+        jd.compute(_identical_condition, dynamic=True)(rand(5))
+
+
 def _size_chosen_scale(X):
     n = X.shape[0]
     Z[i] = X[i] * (2.0 if n == 3 else 1.0) + {3: 10.0}.get(n, 0.5) + (n / 2 if n > 2 else 1.5)

@@ -73,7 +73,7 @@ def _python_number(x):
     (a condition of sizes too, a bool there: `n == 3 and 2.0 or 1.0`)."""
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) or \
         isinstance(x, Expr) and (x.weak or build.python_type(x) is not None or
-                                 x.dtype == "bool" and build.a_size(x))
+                                 _size_condition(x))
 
 
 _asserted = threading.local()
@@ -518,11 +518,19 @@ def is_(a, b):
     number, whose identity a static trace's int has (`n is 3` of CPython's small ints)
     and an expression has not: an error that says to compare with ==."""
     for x, y in ((a, b), (b, a)):
-        if build.python_type(x) is not None and isinstance(y, (bool, int, float, np.generic)):
+        if (build.python_type(x) is not None or _size_condition(x)) and \
+                isinstance(y, (bool, int, float, np.generic)):
+            what = "condition of dynamic sizes" if _size_condition(x) else "dynamic size"
             raise DefinitionError(
-                f"`{a!r} is {b!r}`: `is` compares objects, and the dynamic size `{x}` is a "
+                f"`{a!r} is {b!r}`: `is` compares objects, and the {what} `{x}` is a "
                 "number only where the kernel runs; compare values with `==`", user_loc())
     return a is b
+
+
+def _size_condition(x):
+    """x is a condition made of sizes (`X.shape[0] > 3`): a Python bool in a static trace,
+    True or False by identity there (`big is True`)."""
+    return isinstance(x, Expr) and x.dtype == "bool" and build.a_size(x)
 
 
 def intrinsic(name, resolve):
