@@ -2670,6 +2670,26 @@ def _identical_condition(X):
     return Z
 
 
+def _typed_condition(X):
+    big = X.shape[0] > 3
+    Z[i] = X[i] * (2.0 if isinstance(big, bool) else 1.0) + \
+        (10.0 if type(big) is bool and isinstance(big, int) else 0.0)
+    return Z
+
+
+def test_isinstance_and_type_of_a_condition_of_sizes_say_bool():
+    """`isinstance(big, bool)` and `type(big) is bool` of `big = X.shape[0] > 3` were
+    False in a dynamic definition (an expression), True in a static one (Python's bool):
+    X * 1.0 against X * 2.0, silently. They see the bool a static trace has now, as of a
+    size its int. Static and dynamic against NumPy over sizes 0-5, every element
+    written."""
+    for dyn in (False, True):
+        g = jd.compute(_typed_condition, dynamic=dyn)
+        for n in range(6):
+            x = rand(n)
+            np.testing.assert_allclose(_written(g, x, x), x * 2.0 + 10.0, rtol=1e-12)
+
+
 def test_is_of_a_condition_of_sizes_is_an_error():
     """`big is True` of `big = X.shape[0] > 3` was False for every size in a dynamic
     definition (the condition is an expression), True for X of length 5 in a static one,

@@ -227,10 +227,13 @@ def typed(x, *others):
 
 def python_type(x):
     """The type of the Python number a static trace has where a dynamic one has the
-    expression x (int for a size, float for `n / 2` or `float(n)`), or None where x
-    stands for no Python number (an index, an element, `np.float64(n)`)."""
+    expression x (int for a size, float for `n / 2` or `float(n)`, bool for a condition
+    of sizes, `n > 3`), or None where x stands for no Python number (an index, an
+    element, `np.float64(n)`)."""
     if isinstance(x, Expr) and _of_sizes(x):
         return int if x.dtype == "int64" else float
+    if isinstance(x, Expr) and x.dtype == "bool" and a_size(x):
+        return bool
     return None
 
 
