@@ -911,15 +911,19 @@ class Function:
         top how each is launched. Generating it needs no GPU."""
         return Text(self._stage_texts(args, kwargs, "codegen", "cuda")[0]["codegen"])
 
+    def _for_rows(self, args, specs, target):
+        """`target` as the kernel for these arguments' rows has it, where calls pick one
+        by their rows' length (_row_lengths: the long rows' kernel or the short ones')."""
+        rows = self._row_lengths(args, specs, target)
+        return target if rows is None else self._on(target, rows.long(args))
+
     def _stage_texts(self, args, kwargs, until=None, target=None):
         """(text after each pass, seconds of each pass) from a fresh run of the pipeline
         (nothing stored), for the arguments' target or `target`."""
         args = self._args(args, kwargs)
         specs = self._specs(args)
-        target = self._on(target) if target is not None else self._target(specs)
-        rows = self._row_lengths(args, specs, target)
-        if rows is not None:        # (the kernel for these arguments' rows)
-            target = self._on(target, rows.long(args))
+        target = self._for_rows(args, specs, self._on(target) if target is not None
+                                else self._target(specs))
         loop_until = until if until in pipeline.LOOP_PASSES else None
         config = self._configs.get(self._key(args)) if target == self._target(specs) else None
         low = self._lower(specs, config, loop_until, texts=True, target=target)
@@ -972,9 +976,8 @@ class Function:
         """The schedule (steps and loop structure) for these arguments."""
         args = self._args(args, kwargs)
         specs = self._specs(args)
-        rows = self._row_lengths(args, specs, self._target(specs))
         low = self._lower(specs, self._configs.get(self._key(args)), until="schedule",
-                          target=rows and self._on(self._target(specs), rows.long(args)))
+                          target=self._for_rows(args, specs, self._target(specs)))
         return low.schedule
 
     def config_space(self, *args, target=_Default(None), **kwargs):
@@ -987,10 +990,8 @@ class Function:
         (target,) = self._own(Function.config_space, kwargs, target=target)
         args = self._args(args, kwargs)
         specs = self._specs(args)
-        target = self._on(target) if target is not None else self._target(specs)
-        rows = self._row_lengths(args, specs, target)
-        if rows is not None:        # (the kernel for these arguments' rows)
-            target = self._on(target, rows.long(args))
+        target = self._for_rows(args, specs, self._on(target) if target is not None
+                                else self._target(specs))
         return self._space(specs, target)
 
     def timeit(self, *args, repeat=_Default(7), min_time=_Default(0.05), **kwargs):

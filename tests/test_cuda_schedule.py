@@ -649,17 +649,19 @@ def test_a_block_over_the_thread_limit_names_the_stages_of_loops_of_one_name():
     assert e.value.loc.lineno == first + 3
 
 
+@jd.compute
+def reversed_exp(X):
+    """E = exp(X), which Y reads along its rows backwards (a block of E per Y row)."""
+    n, m = X.shape
+    E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
+    return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
+
+
 def test_a_block_over_the_thread_limit_points_at_the_bind_of_a_block_loop():
     """E computed at Y's row loop, E's 2000 columns bound to threadIdx.x: the message
     names E's loop `j_r` (the block's loop of E's axis j) first, but pointed at Y's bind
     of j.i, since the bind of E's axis j was not found as `j_r`."""
     import inspect
-
-    @jd.compute
-    def reversed_exp(X):
-        n, m = X.shape
-        E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
-        return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
 
     def sched(s, cfg):
         Y, E = s["Y"], s["E"]
@@ -1010,12 +1012,6 @@ def test_a_bound_loop_of_a_block_that_cannot_be_shared_is_refused(case):
     read it with no barrier) or a per-thread ("local") copy cannot be: refused at the
     bind."""
     import inspect
-
-    @jd.compute
-    def reversed_exp(X):
-        n, m = X.shape
-        E = jd.tensor((n, m), lambda i, j: jd.exp(X[i, j]), name="E")
-        return jd.tensor((n, m), lambda i, j: E[i, m - 1 - j] * 2.0, name="Y")
 
     def sched(s, cfg):
         Y, E = s["Y"], s["E"]
