@@ -369,6 +369,40 @@ def test_roll_reads_two_contiguous_pieces_per_row():
     assert "= X[idx0 + 99996]" in text and "= X[idx0 - 7]" in text, text
 
 
+def test_roll_of_a_c_ordered_array_over_its_flattened_order_runs_on_the_flat_view(
+        monkeypatch):
+    """roll(a, s) of an n-d C-ordered a (axis=None) is roll(a.reshape(-1), s, 0) reshaped,
+    NumPy's own definition: the flat view and the result's reshape are free, and the
+    kernel of one axis reads two contiguous pieces (over n-d indices each read's bounds
+    were checked at run time: a (100, 1000) float32 on one thread 0.15-0.18x NumPy's
+    speed, now about 1x). Non-contiguous arrays keep the n-d kernel; every element
+    against NumPy."""
+    from jitdl.numpy import _manipulation
+    seen = []
+    apply = _manipulation.apply
+
+    def recording(name, builder, operands, *args, **kwargs):
+        seen.append(np.ndim(operands[0]))
+        return apply(name, builder, operands, *args, **kwargs)
+    monkeypatch.setattr(_manipulation, "apply", recording)
+    rng = np.random.default_rng(12)
+    for shape in [(5, 7), (3, 5, 7), (0, 3), (1, 1), (100, 1000)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for shift in (7, -3, 2 ** 40 + 3, (1, 2)):
+            seen.clear()
+            np.testing.assert_array_equal(jnp.roll(x, shift), np.roll(x, shift))
+            assert seen == [1], (shape, shift, seen)
+        t = x.T
+        if t.ndim > 1 and not t.flags.c_contiguous:
+            seen.clear()
+            np.testing.assert_array_equal(jnp.roll(t, 5), np.roll(t, 5))
+            assert seen == [t.ndim]
+    big_endian = rng.standard_normal((4, 6)).astype(">f8")
+    got = jnp.roll(big_endian, 5)
+    np.testing.assert_array_equal(got, np.roll(big_endian, 5))
+    assert got.dtype == big_endian.dtype
+
+
 def test_roll_by_shifts_beyond_int64_on_a_symbolic_axis():
     """A shift beyond int64 (2**64 + 1, of a uint64) on an axis of symbolic length is
     taken modulo the length as NumPy takes it: each is split into int64 pieces (its Const

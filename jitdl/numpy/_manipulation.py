@@ -491,6 +491,15 @@ def roll(a, shift, axis=None):
     """numpy.roll: shifted elements wrap around (axis=None: in the flattened order)."""
     if not _sym(a) and has_huge_int(np.ravel(np.asarray(shift, object))):
         return np.roll(a, shift, axis)      # (a shift beyond int64: NumPy's, modulo the size)
+    if axis is None and type(a) is _ndarray and a.ndim > 1 and a.flags.c_contiguous:
+        # (NumPy's own definition; the flat view and the result's reshape are free, and
+        # the kernel of one axis reads two contiguous pieces, where the flattened order
+        # over n-d indices checks each read's bounds at run time)
+        return _roll(a.reshape(-1), shift, 0).reshape(a.shape)
+    return _roll(a, shift, axis)
+
+
+def _roll(a, shift, axis):
     return in_byte_order(apply("roll", man.roll, (a,), (("shift", _shift_static(shift)),
                                                         ("axis", _static(axis))),
                                names=("a",)), a)
