@@ -678,6 +678,77 @@ def test_a_constant_of_a_users_module_read_by_a_helper_given_it_invalidates(tmp_
     assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
 
 
+def test_a_module_global_or_buffer_read_by_a_name_computed_or_imported_invalidates(
+        tmp_path):
+    """What a definition reads through a name it computes or imports was not in the key:
+    `importlib.import_module("kcfg").SCALE`, `getattr(kcfg, NAME)` of a global string,
+    `globals()["SCALE"]`, a helper's `import kcfg2` (kcfg2 imported by no one else) and
+    a memoryview (keyed by its type) each kept the key after the value was edited, and
+    the next process was a hit computing with the old value. Strings and string values
+    naming a module of the user's now read it, globals() reads the module's globals for
+    the names and strings of the user's functions, a user's module imported by the code
+    and not imported yet gives no fast key, and a buffer enters by its bytes."""
+    write_module(tmp_path, "kcfg", "SCALE = 2.0\nOFFSET = 1.0\n")
+    write_module(tmp_path, "kcfg2", "W = 2.0\n")
+    write_module(tmp_path, "kmod", textwrap.dedent('''\
+        import importlib
+        import jitdl as jd
+        import kcfg
+
+        SCALE = 2.0
+        NAME = "OFF" + "SET"
+        MV = memoryview(bytes([2]))
+
+        def imported(x):
+            import kcfg2
+            return x * kcfg2.W
+
+        @jd.compute
+        def by_import_module(X):
+            Y[i] = X[i] * importlib.import_module("kcfg").SCALE
+            return Y
+
+        @jd.compute
+        def by_computed_name(X):
+            Y[i] = X[i] + getattr(kcfg, NAME)
+            return Y
+
+        @jd.compute
+        def by_globals(X):
+            Y[i] = X[i] * globals()["SCALE"]
+            return Y
+
+        @jd.compute
+        def by_import(X):
+            Y[i] = imported(X[i])
+            return Y
+
+        @jd.compute
+        def by_memoryview(X):
+            Y[i] = X[i] * MV[0]
+            return Y
+        '''))
+
+    def calls(v, w):
+        return [call("by_import_module", [("X", (9,))], f"X * {v}"),
+                call("by_computed_name", [("X", (9,))], f"X + {w}"),
+                call("by_globals", [("X", (9,))], f"X * {v}"),
+                call("by_import", [("X", (9,))], f"X * {v}"),
+                call("by_memoryview", [("X", (9,))], f"X * {v}")]
+    ch = run_child(tmp_path, calls(2.0, 1.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    write_module(tmp_path, "kcfg", "SCALE = 3.0\nOFFSET = 4.0\n")
+    write_module(tmp_path, "kcfg2", "W = 3.0\n")
+    edit_module(tmp_path, "kmod", "SCALE = 2.0", "SCALE = 3.0")
+    edit_module(tmp_path, "kmod", "bytes([2])", "bytes([3])")
+    ch = run_child(tmp_path, calls(3.0, 4.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    ch = run_child(tmp_path, calls(3.0, 4.0))
+    assert all(r["ok"] for r in ch.results), ch.results
+    # (kcfg2 is imported by the trace only: no fast key, found by its loop IR)
+    assert [r["result"] for r in ch.results] == ["hit"] * 3 + ["hit (same loop IR)", "hit"]
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

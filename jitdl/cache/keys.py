@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import dis
 import functools
 import hashlib
+import importlib.util
 import inspect
 import json
+import mmap
 import os
 import sys
 import sysconfig
@@ -97,6 +100,11 @@ def _is_library(obj) -> bool:
         # a Python function with no file to read (the REPL's, `python -c`, exec): the
         # user's code, read by its code; anything else, by its name
         return not isinstance(obj, types.FunctionType)
+    return _library_file(path)
+
+
+def _library_file(path) -> bool:
+    """A file of jitdl, the standard library or an installed package."""
     path = os.path.realpath(path)
     return (path.startswith(_JITDL_DIR + os.sep) or path.startswith(_STDLIB + os.sep)
             or "site-packages" in path or "dist-packages" in path)
@@ -150,13 +158,35 @@ def _names(code, top=True) -> set:
 
 def _strings(code) -> set:
     """The string constants of a code object and those nested in it that could name an
-    attribute (`getattr(cfg, "SCALE")`)."""
+    attribute (`getattr(cfg, "SCALE")`), a global (`globals()["SCALE"]`) or a module
+    (`importlib.import_module("pkg.cfg")`)."""
     out = set()
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out |= _strings(c)
-        elif isinstance(c, str) and c.isidentifier():
+        elif isinstance(c, str) and _is_name(c):
             out.add(c)
+    return out
+
+
+def _is_name(s) -> bool:
+    return s.isidentifier() or all(p.isidentifier() for p in s.split("."))
+
+
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
+def _imports(code) -> set:
+    """The modules a code object and those nested in it import by absolute name
+    (`import kcfg` inside a helper)."""
+    out = set()
+    if bytes([_IMPORT_NAME]) in code.co_code:       # (a cheap test before dis)
+        out = {i.argval for i in dis.get_instructions(code)
+               if i.opcode == _IMPORT_NAME and isinstance(i.argval, str)}
+        out -= {""}
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _imports(c)
     return out
 
 
@@ -174,6 +204,7 @@ class _Walker:
         self.names = set()      # the names and attribute strings of the user's functions
         #                         read: what they may read of a module they are given
         self.user_modules = {}  # id -> [name, module, the attributes read] (the user's)
+        self.looked_up = set()  # the names looked up in sys.modules (finish)
 
     def is_library(self, cls) -> bool:
         """_is_library of a class, once per walk (a list of 20000 objects of one class:
@@ -197,7 +228,17 @@ class _Walker:
                           f"defaults={[_const_text(d) for d in fn.__defaults__ or ()]} "
                           f"kwdefaults={kwdefaults}")
         names = _names(fn.__code__) if names is None else names
-        self.names |= names | _strings(fn.__code__)
+        strings = _strings(fn.__code__)
+        self.names |= names | strings
+        imports = _imports(fn.__code__)
+        if "import_module" in names or "__import__" in names:
+            imports |= strings
+        for m in sorted(imports):
+            # a module it imports by name (the user's: read in finish()); one not
+            # imported yet is imported by the trace only, after the key: no fast key
+            self.names.add(m)
+            if m not in sys.modules and _users_module_file(m):
+                self.cut = True
         if vars(fn):            # its attributes (`helper.scale = 2.0`, read as such)
             self.parts.append(f"{key}.__dict__ = {_container_text(vars(fn), self, names)}")
         code = fn.__code__
@@ -222,6 +263,12 @@ class _Walker:
                 self.value(name, cells[name], names)
             elif name in glb:
                 self.value(name, glb[name], names)
+        if "globals" in names and "globals" not in glb:
+            # `globals()["SCALE"]`: its module's globals, for the names and strings of
+            # the user's functions (as a user's module is read; finish())
+            module = self.user_modules.setdefault(
+                id(glb), [f"{key[0]}.globals()", glb, set(names) - set(cells)])
+            self.module_attributes(module, self.names)
 
     def module_attributes(self, module, names):
         """Read the attributes `names` of a user's module ([name, module, read]) that are
@@ -237,14 +284,22 @@ class _Walker:
 
     def finish(self):
         """Read the attributes of the user's modules named by functions read after them,
+        and the user's modules named by a string or an import (`import_module("kcfg")`),
         until none is left."""
         while True:
+            for n in sorted(self.names - self.looked_up):
+                self.looked_up.add(n)
+                m = sys.modules.get(n)
+                if isinstance(m, types.ModuleType) and id(m) not in self.user_modules \
+                        and not self.is_library(m):
+                    self.value(f"<module {n}>", m, set())
             todo = [(m, self.names - m[2]) for m in self.user_modules.values()]
             todo = [(m, n) for m, n in todo if n]
-            if not todo:
-                return self
+            if not todo and not self.names - self.looked_up:
+                break
             for m, n in todo:
                 self.module_attributes(m, n)
+        return self
 
     def value(self, name, v, names):
         wrapped = _attr(v, "__wrapped__")
@@ -295,6 +350,8 @@ class _Walker:
                             self.value(f"{name}.{attr}", found, names)
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
+            if isinstance(v, str) and _is_name(v):   # (a name to getattr, a module's)
+                self.names.add(v)
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
             self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self, names)}")
         elif isinstance(v, np.ndarray):
@@ -468,6 +525,14 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
         if isinstance(x, (bool, int, float, str, type(None))):
             return x
         text = repr(x)
+        if " at 0x" in text or isinstance(x, mmap.mmap):
+            # a buffer whose repr hides its bytes (a memoryview, a ctypes array, a mmap)
+            try:
+                with memoryview(x) as m:
+                    return {"<buffer>": _stable_repr(type(x)), "format": m.format,
+                            "shape": m.shape, "bytes": digest(m.tobytes())}
+            except (TypeError, ValueError):
+                pass
         if " at 0x" in text and id(x) not in path:
             # a library's object whose repr hides what it holds (a deque of the user's
             # objects, a SimpleNamespace holding one): its attributes, or its items
@@ -522,7 +587,10 @@ def _module_attr(module, attr):
     """module.attr, or _ABSENT where it has none: its own names first, then its
     __getattr__ (lazy submodules) with warnings silenced. A name the function reads that
     the module only warns about (`str` beside `np.float64`: NumPy's FutureWarning for
-    `np.str`) is no warning at the user's compile, nor an error under -W error."""
+    `np.str`) is no warning at the user's compile, nor an error under -W error. A dict
+    (a function's globals) by its items."""
+    if isinstance(module, dict):
+        return module.get(attr, _ABSENT)
     try:
         return vars(module)[attr]
     except KeyError:
@@ -530,6 +598,20 @@ def _module_attr(module, attr):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _attr(module, attr, _ABSENT)
+
+
+def _users_module_file(name) -> bool:
+    """An import of `name` (not imported yet) would load the user's file: found without
+    importing anything (in a package not imported yet, the package's file)."""
+    parent = name.rpartition(".")[0]
+    while parent and parent not in sys.modules:
+        name, parent = parent, parent.rpartition(".")[0]
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return False
+    path = getattr(spec, "origin", None)
+    return bool(path) and os.path.isfile(path) and not _library_file(path)
 
 
 def _has_contents(cell):
