@@ -749,6 +749,38 @@ def test_a_module_global_or_buffer_read_by_a_name_computed_or_imported_invalidat
     assert [r["result"] for r in ch.results] == ["hit"] * 3 + ["hit (same loop IR)", "hit"]
 
 
+def test_only_the_environment_variables_a_definition_names_are_in_the_key(tmp_path):
+    """`os.getenv` and `os.environ` (the frozen module os) were read as the user's code,
+    the whole environment with them: any variable set or changed (a shell's, a job's id)
+    was another key, traced and lowered again ('hit (same loop IR)') in the next process.
+    The standard library's frozen modules are libraries now, and the environment enters
+    the key by the variables the user's code names."""
+    write_module(tmp_path, "kmod", textwrap.dedent('''\
+        import os
+        import jitdl as jd
+
+        @jd.compute
+        def by_getenv(X):
+            Y[i] = X[i] * float(os.getenv("KSCALE", "1.0"))
+            return Y
+
+        @jd.compute
+        def by_environ(X):
+            Y[i] = X[i] + float(os.environ.get("KOFFSET", "1.0"))
+            return Y
+        '''))
+
+    def calls(v, w):
+        return [call("by_getenv", [("X", (9,))], f"X * {v}"),
+                call("by_environ", [("X", (9,))], f"X + {w}")]
+    ch = run_child(tmp_path, calls(2.0, 3.0), KSCALE="2.0", KOFFSET="3.0")
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    ch = run_child(tmp_path, calls(2.0, 3.0), KSCALE="2.0", KOFFSET="3.0", KOTHER="1")
+    assert all(r["ok"] and r["result"] == "hit" for r in ch.results), ch.results
+    ch = run_child(tmp_path, calls(4.0, 5.0), KSCALE="4.0", KOFFSET="5.0", KOTHER="1")
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

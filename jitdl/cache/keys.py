@@ -100,6 +100,8 @@ def _is_library(obj) -> bool:
         # a Python function with no file to read (the REPL's, `python -c`, exec): the
         # user's code, read by its code; anything else, by its name
         return not isinstance(obj, types.FunctionType)
+    if path.startswith("<frozen "):
+        return True                 # the standard library's frozen modules (os, codecs)
     return _library_file(path)
 
 
@@ -158,8 +160,8 @@ def _names(code, top=True) -> set:
 
 def _strings(code) -> set:
     """The string constants of a code object and those nested in it that could name an
-    attribute (`getattr(cfg, "SCALE")`), a global (`globals()["SCALE"]`) or a module
-    (`importlib.import_module("pkg.cfg")`)."""
+    attribute (`getattr(cfg, "SCALE")`), a global (`globals()["SCALE"]`), an environment
+    variable or a module (`importlib.import_module("pkg.cfg")`)."""
     out = set()
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
@@ -190,6 +192,13 @@ def _imports(code) -> set:
     return out
 
 
+def _environ_readers():
+    """os.environ and the functions that read it (os.getenv): read by the names of the
+    variables the user's code names, not the whole environment."""
+    return [x for x in (os.environ, getattr(os, "environb", None), os.getenv,
+                        getattr(os, "getenvb", None)) if x is not None]
+
+
 class _Walker:
     """Collects the text of a function and of everything it reads, recursively."""
 
@@ -205,6 +214,7 @@ class _Walker:
         #                         read: what they may read of a module they are given
         self.user_modules = {}  # id -> [name, module, the attributes read] (the user's)
         self.looked_up = set()  # the names looked up in sys.modules (finish)
+        self.environ = False    # os.environ or os.getenv read: the variables named enter
 
     def is_library(self, cls) -> bool:
         """_is_library of a class, once per walk (a list of 20000 objects of one class:
@@ -285,7 +295,8 @@ class _Walker:
     def finish(self):
         """Read the attributes of the user's modules named by functions read after them,
         and the user's modules named by a string or an import (`import_module("kcfg")`),
-        until none is left."""
+        until none is left; then the environment variables named, where os.environ or
+        os.getenv was read."""
         while True:
             for n in sorted(self.names - self.looked_up):
                 self.looked_up.add(n)
@@ -299,9 +310,16 @@ class _Walker:
                 break
             for m, n in todo:
                 self.module_attributes(m, n)
+        if self.environ:
+            named = sorted((n, os.environ[n]) for n in self.names if n in os.environ)
+            self.parts.append(f"environment {named}")
         return self
 
     def value(self, name, v, names):
+        if any(v is x for x in _environ_readers()):
+            self.parts.append(f"{name} = the environment")
+            self.environ = True
+            return
         wrapped = _attr(v, "__wrapped__")
         reads = None
         if isinstance(wrapped, types.FunctionType) and not isinstance(v, types.FunctionType):
