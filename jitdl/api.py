@@ -1140,7 +1140,10 @@ class Function:
                      for a in args],        # (host copies: a task pickles anywhere)
                     work_of(graph), key=self.qualname)
         rkey = self._record_key(specs, target)
-        db = _records()
+        db = _records() if rkey[0] is not None else None
+        if rkey[0] is None:
+            tlog.info("%s(%s): no tuning records: the definition reads a value nested too "
+                      "deep for its key", self.qualname, _describe(self.param_names, specs))
         history = [] if db is None else [
             (r.features, r.throughput) for r in db.history(rkey[0], rkey[2], rkey[1])
             if r.features is not None]
@@ -1205,17 +1208,18 @@ class Function:
 
     def _record_key(self, specs, target):
         """(definition, signature, target) of this function's tuning records: digests of
-        the definition, what it reads, its schedule function and the knobs with_config()
-        fixed (a copy's records are its own); the argument specs; the target's environment
-        (processor, versions, jitdl's own files)."""
-        own, deps = keys.code_digests(self.pyfunc)
-        fn = self._schedules.get(target.name)
-        sched = keys.digest(*keys.code_digests(fn)) if fn is not None else "auto"
+        what the fast key reads of the definition (its code and traced text, what it
+        reads less index notation's names, its schedule function, its options) and the
+        knobs with_config() fixed (a copy's records are its own); the argument specs; the
+        target's environment (processor, versions, jitdl's own files). The definition is
+        None where the fast key has none (a value read nested too deep to see): records
+        made for one value of it would apply to another, so none are kept or applied."""
+        fkey, parts, _ = keys.fast_key(self, specs, None, target)
         fixed = json.dumps(self._fixed, sort_keys=True, default=repr)
-        definition = keys.digest(own, deps, sched, self.strict_fp, self.name,
-                                 settings.num_threads, fixed)
-        env = keys.digest(json.dumps(keys.environment(target), sort_keys=True))
-        return definition, json.dumps(specs), env
+        definition = None if fkey is None else keys.digest(
+            parts["source"], parts["dependencies"], parts["schedule"], parts["options"],
+            fixed)
+        return definition, json.dumps(specs), parts["environment"]
 
     def _recorded(self, args):
         """The config of the best verified tuning record of this call's key, checked
@@ -1225,7 +1229,8 @@ class Function:
             return None
         specs = self._specs(args)
         target = self._target(specs)
-        rec = db.best(*self._record_key(specs, target))
+        rkey = self._record_key(specs, target)
+        rec = db.best(*rkey) if rkey[0] is not None else None
         if rec is None:
             return None
         try:
@@ -1249,10 +1254,10 @@ class Function:
         if args or kwargs:
             specs = self._specs(self._args(args, kwargs))
             d, sig, tgt = self._record_key(specs, self._target(specs))
-            recs = db.query(definition=d, signature=sig, target=tgt)
+            recs = db.query(definition=d, signature=sig, target=tgt) if d else []
         else:
             d, _, tgt = self._record_key([], self._target(None))
-            recs = db.query(function=self.qualname, definition=d, target=tgt)
+            recs = db.query(function=self.qualname, definition=d, target=tgt) if d else []
         from jitdl.autotune.records import CONFIRM    # (records are loaded by now)
         return sorted(recs, key=lambda r: (r.seconds is None, not (r.verified and
                                                                    r.tuner == CONFIRM),

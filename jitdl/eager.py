@@ -1429,7 +1429,8 @@ def _tuned_shapes(f):
         db = _records(create=False)
         if db is not None:
             definition, _, target = f._record_key([], f._target(None))
-            for r in db.query(definition=definition, target=target, only_ok=True):
+            for r in (db.query(definition=definition, target=target, only_ok=True)
+                      if definition is not None else ()):
                 if r.verified:
                     found.add(tuple((tuple(x[1]), np.dtype(x[2]))
                                     for x in json.loads(r.signature) if x[0] == "array"))

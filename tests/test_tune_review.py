@@ -226,6 +226,81 @@ def test_a_with_config_copy_keeps_its_records_to_itself(rng, runner):
     assert again._configs[again._key((x,))] == best.config
 
 
+def _nested(v, depth):
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def _innermost(v):
+    while isinstance(v, list):
+        v = v[0]
+    return v
+
+
+i = 0                              # a global spelled like notation's index
+DEEP = _nested(2.0, 25)            # deeper than the fast key reads (no fast key)
+
+
+@jd.compute
+def notation(X):
+    Y[i] = X[i] * 2.0
+    return Y
+
+
+@jd.compute
+def deep(X):
+    Y[i] = X[i] * _innermost(DEEP)
+    return Y
+
+
+def _notation_cpu(s, cfg):
+    (ax,) = s["Y"].axis
+    fast = cfg.choice("fast", [False, True])
+    io, ii = s.split(ax, cfg.split("f", ax, candidates=[8, 16]))
+    if fast:
+        s.vectorize(ii)
+    else:
+        s.reorder(ii, io)
+
+
+jd.schedule(notation)(_notation_cpu)
+jd.schedule(deep)(_notation_cpu)
+
+
+def test_tuning_records_are_kept_to_what_the_fast_key_reads(rng, runner):
+    """The tuning records' key read the definition as the fast key did before index
+    notation's names left it and before values nested too deep to read gave no fast key:
+    a module global spelled like notation's index (`i`) changed the records' key (a later
+    process found no record and tuned again), and a definition reading a value nested
+    past what the key reads shared its records with every other value of it. The records'
+    key is now made of the fast key's parts, and there are none where it has none."""
+    global i, DEEP
+    x = _x(rng)
+    notation.tune(x, trials=2, tuner="grid", runner=runner, progress=False)
+    recs = notation.tuning_records(x)
+    assert recs
+    i = 7
+    try:
+        assert notation.tuning_records(x) == recs
+        fresh = jd.compute(notation.pyfunc)       # a later process's view of it
+        fresh._schedules = dict(notation._schedules)
+        np.testing.assert_allclose(fresh(x), x * 2.0, rtol=1e-6)
+        assert fresh._configs[fresh._key((x,))] == recs[0].config
+    finally:
+        i = 0
+    deep.tune(x, trials=2, tuner="grid", runner=runner, progress=False)
+    assert deep.tuning_records(x) == deep.tuning_records() == []
+    DEEP = _nested(3.0, 25)
+    try:
+        fresh = jd.compute(deep.pyfunc)
+        fresh._schedules = dict(deep._schedules)
+        np.testing.assert_allclose(fresh(x), x * 3.0, rtol=1e-6)
+        assert fresh._configs.get(fresh._key((x,))) is None
+    finally:
+        DEEP = _nested(2.0, 25)
+
+
 def test_tuning_records_without_arguments_are_of_this_definition_only(rng, runner):
     def make(factor):
         @jd.compute
