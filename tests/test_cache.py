@@ -1915,6 +1915,47 @@ def test_fast_key_reads_objects_whose_getattr_raises(rng):
     np.testing.assert_allclose(scaled(x), x * 4.0)
 
 
+class _Node:
+    def __init__(self, v, kids=()):
+        self.v, self.kids = v, list(kids)
+
+
+def test_fast_key_reads_cycles_and_trees_of_objects():
+    """A list or dict holding itself was read again and again down to the depth the key
+    reads, and a tree of objects 7 deep went past it (each object counted twice, itself
+    and its attributes): either gave no fast key, so the definition was traced and
+    lowered again in every process ('hit (same loop IR)'). A cycle enters the key as
+    how far back it goes, and an object's attributes are at its own depth."""
+    from jitdl.cache import keys
+
+    def digests(value):
+        def f(X):
+            return X * V
+        f.__globals__["V"] = value          # (this module's global V, read by f)
+        return keys.code_digests(f, whole=True)   # (raises where the key cannot see it)
+
+    def cyclic(v, back):
+        inner = [v]
+        outer = [inner]
+        inner.append(outer if back == 2 else inner)
+        return outer
+
+    def tree(depth, leaf):
+        return _Node(1.0, [tree(depth - 1, leaf)]) if depth else _Node(leaf)
+
+    d = {"s": 2.0}
+    d["self"] = d
+    e = {"s": 3.0}
+    e["self"] = e
+    assert digests(d) != digests(e)
+    assert digests(cyclic(2.0, 1)) != digests(cyclic(3.0, 1))
+    assert digests(cyclic(2.0, 1)) != digests(cyclic(2.0, 2))
+    assert digests(tree(8, 2.0)) != digests(tree(8, 3.0))
+    assert digests(tree(8, 2.0)) == digests(tree(8, 2.0))
+    with pytest.raises(ValueError, match="too deep"):
+        digests(tree(25, 2.0))
+
+
 def test_fast_key_of_a_big_table_of_numbers_follows_its_edits():
     """A global list of plain numbers (a lookup table) is read element by element with
     no attribute lookups (3.7 s for a million since fd19970's, 0.8 s now); an edit of one

@@ -473,7 +473,7 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     it reads, its closure's values (`{"act": lambda x: x * SCALE}`, `[make(2.0)]`), and
     a class or a module in it as a global one (`{"c": Cfg}`, `[cfg_module]`: Cfg.scale,
     cfg_module.SCALE; `names`, the attributes the function reads)."""
-    path = set()
+    path = {}           # id -> depth of the containers and objects being read (cycles)
     library = _is_library if walker is None else walker.is_library
 
     def norm(x, depth=0):
@@ -504,11 +504,13 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
                 # (its class's attributes, as of a global object; once)
                 if walker is not None and id(type(x)) not in walker.seen:
                     walker.value("<class of a value>", type(x), set())
-                path.add(id(x))          # (a cycle back to x is not followed again)
+                path[id(x)] = depth      # (a cycle back to x is not followed again)
                 try:
-                    return {"<object>": _stable_repr(type(x)), "state": norm(state, depth + 1)}
+                    # (its state at its own depth: a tree of objects is as deep as
+                    # its objects, not twice as deep)
+                    return {"<object>": _stable_repr(type(x)), "state": norm(state, depth)}
                 finally:
-                    path.discard(id(x))
+                    del path[id(x)]
         base = _BUILTIN_BASE.get(type(x)) or next(
             (b for b in _BUILTIN_BASE if isinstance(x, b)), None)
         if base is not None and base is not type(x) and id(x) not in path:
@@ -519,23 +521,20 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             factory = x.default_factory if isinstance(x, collections.defaultdict) else None
             if walker is not None and not library(type(x)) and id(type(x)) not in walker.seen:
                 walker.value("<class of a value>", type(x), set())
-            path.add(id(x))
+            path[id(x)] = depth
             try:
                 return {"<subclass>": _stable_repr(type(x)), "items": norm(base(x), depth + 1),
                         "state": norm(state, depth + 1), "factory": norm(factory, depth + 1)}
             finally:
-                path.discard(id(x))
-        if isinstance(x, dict):
-            texts = [(_key_text(k), y) for k, y in x.items()]
-            return {k: norm(y, depth + 1) for k, y in sorted(texts, key=lambda kv: kv[0])}
-        if isinstance(x, (list, tuple)):
-            return [norm(y, depth + 1) for y in x]
-        if isinstance(x, (set, frozenset)):
-            # (in an order of their contents: the walker reads the functions and classes
-            # met in this order, and a set's own order follows the strings' hashes, which
-            # differ in each process: another key each time)
-            items = x if walker is None else sorted(x, key=_container_text)
-            return sorted(str(norm(y, depth + 1)) for y in items)
+                del path[id(x)]
+        if isinstance(x, (dict, list, tuple, set, frozenset)):
+            if id(x) in path:    # (a list holding itself: where the cycle goes back to)
+                return {"<cycle>": depth - path[id(x)]}
+            path[id(x)] = depth
+            try:
+                return items(x, depth)
+            finally:
+                del path[id(x)]
         if isinstance(x, np.ndarray):
             return f"array {x.dtype} {x.shape} {_array_text(x, walker)}"
         if isinstance(x, types.FunctionType):
@@ -562,13 +561,25 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             else:
                 held = _object_state(x)
             if held is not None:
-                path.add(id(x))
+                path[id(x)] = depth
                 try:
                     return {"<library object>": _stable_repr(type(x)),
                             "holds": norm(held, depth + 1)}
                 finally:
-                    path.discard(id(x))
+                    del path[id(x)]
         return _stable_repr(x) if " at 0x" in text else text
+
+    def items(x, depth):
+        if isinstance(x, dict):
+            texts = [(_key_text(k), y) for k, y in x.items()]
+            return {k: norm(y, depth + 1) for k, y in sorted(texts, key=lambda kv: kv[0])}
+        if isinstance(x, (list, tuple)):
+            return [norm(y, depth + 1) for y in x]
+        # (a set in an order of its contents: the walker reads the functions and classes
+        # met in this order, and a set's own order follows the strings' hashes, which
+        # differ in each process: another key each time)
+        members = x if walker is None else sorted(x, key=_container_text)
+        return sorted(str(norm(y, depth + 1)) for y in members)
     return digest(json.dumps(norm(v), sort_keys=True, default=str))
 
 
