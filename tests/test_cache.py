@@ -1956,6 +1956,33 @@ def test_fast_key_reads_cycles_and_trees_of_objects():
         digests(tree(25, 2.0))
 
 
+def test_fast_key_of_a_helper_that_logs_does_not_follow_other_loggers():
+    """A helper logging through a module's logger read the logger's attributes into the
+    key: its manager with every logger of the process, and the levels asked about so
+    far. Importing another module that makes a logger (asyncio), or a log call before
+    the key, gave the next process another key ('hit (same loop IR)'). A logger enters
+    by its name."""
+    import logging
+    from jitdl.cache import keys
+    log = logging.getLogger("jitdl_test_helper")
+    adapter = logging.LoggerAdapter(log, {"k": 1})
+
+    def h(x):
+        log.debug("h")
+        adapter.debug("h")
+        return x * 2.0
+
+    def f(X):
+        return h(X) * CFG["scale"]
+    f.__globals__["CFG"] = {"log": log, "scale": 2.0}
+    before = keys.code_digests(f, whole=True)
+    logging.getLogger(f"jitdl_test_other_{id(before)}")
+    log.isEnabledFor(logging.INFO)            # (fills the logger's cache of levels)
+    assert keys.code_digests(f, whole=True) == before
+    f.__globals__["CFG"] = {"log": log, "scale": 3.0}
+    assert keys.code_digests(f, whole=True) != before
+
+
 def test_fast_key_of_a_big_table_of_numbers_follows_its_edits():
     """A global list of plain numbers (a lookup table) is read element by element with
     no attribute lookups (3.7 s for a million since fd19970's, 0.8 s now); an edit of one

@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import logging
 import mmap
 import os
 import sys
@@ -401,6 +402,8 @@ class _Walker:
             bases = [_stable_repr(c) for c in v.__mro__[1:]]
             self.parts.append(f"{name} = class {v.__module__}.{v.__qualname__} {bases} "
                               f"{_container_text(own, self, names)}")
+        elif isinstance(v, _LOGGERS):
+            self.parts.append(f"{name} = {_logger_text(v)}")
         else:
             t = type(v)
             state = _object_state(v)
@@ -483,6 +486,8 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
             if walker is not None:
                 walker.cut = True
             return "..."
+        if isinstance(x, _LOGGERS):
+            return _logger_text(x)
         if walker is not None and (
                 isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
                 or isinstance(_attr(x, "__wrapped__"), types.FunctionType)):
@@ -581,6 +586,19 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
         members = x if walker is None else sorted(x, key=_container_text)
         return sorted(str(norm(y, depth + 1)) for y in members)
     return digest(json.dumps(norm(v), sort_keys=True, default=str))
+
+
+_LOGGERS = (logging.Logger, logging.LoggerAdapter, logging.Manager, logging.PlaceHolder)
+
+
+def _logger_text(x) -> str:
+    """A logger by its name: its attributes hold every logger of the process (its
+    manager's) and the levels it has been asked about, which differ with the modules
+    imported and what was logged before the key (another key, though no value a kernel
+    computes with is there)."""
+    while isinstance(x, logging.LoggerAdapter):
+        x = x.logger
+    return f"<logger {getattr(x, 'name', type(x).__name__)}>"
 
 
 def _key_text(k) -> str:
