@@ -1983,6 +1983,30 @@ def test_fast_key_of_a_helper_that_logs_does_not_follow_other_loggers():
     assert keys.code_digests(f, whole=True) != before
 
 
+def test_the_numpy_version_is_in_the_keys(monkeypatch):
+    """Tracing follows NumPy's result types and casting rules, which NumPy 2 changed for
+    scalars (np.float32 array times np.float64(2.0): float32 in 1.x, float64 in 2.x), but
+    NumPy's version was in no key: a kernel cached before an upgrade was a hit after it,
+    with the old result type."""
+    import numpy as np
+    import jitdl as jd
+    from jitdl.cache import keys
+
+    @jd.compute
+    def twice(X):
+        return jd.tensor(X.shape, lambda i: X[i] * 2.0, name="Y")
+    specs = twice._specs((np.ones(3),))
+    target = twice._target(specs)
+    monkeypatch.setattr(keys, "_ENV", {})
+    before = keys.fast_key(twice, specs, None, target)[0], \
+        keys.full_key("ir", False, {}, target)[0]
+    monkeypatch.setattr(keys, "_ENV", {})
+    monkeypatch.setattr(np, "__version__", np.__version__ + ".post1")
+    after = keys.fast_key(twice, specs, None, target)[0], \
+        keys.full_key("ir", False, {}, target)[0]
+    assert before[0] != after[0] and before[1] != after[1]
+
+
 def test_fast_key_of_a_big_table_of_numbers_follows_its_edits():
     """A global list of plain numbers (a lookup table) is read element by element with
     no attribute lookups (3.7 s for a million since fd19970's, 0.8 s now); an edit of one

@@ -63,6 +63,9 @@ def _environment(target) -> dict:
         "jitdl": __version__,
         "llvmlite": llvmlite.__version__,
         "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        # (tracing asks NumPy for result types and casting rules: NumPy 2 promotes
+        # Python and NumPy scalars otherwise than 1.x)
+        "numpy": np.__version__,
         **target.environment(),
         "opt_level": settings.opt_level,
         "parallel": engine.parallel_available(),
