@@ -781,6 +781,34 @@ def test_only_the_environment_variables_a_definition_names_are_in_the_key(tmp_pa
     assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
 
 
+def test_fast_key_sees_attribute_names_in_a_tuple_constant_or_a_value(tmp_path,
+                                                                        monkeypatch):
+    """A user's module is read for the names its readers may ask of it, which counted a
+    string constant but not one in a tuple constant (`for n in ("SCALE", "OFFSET"):
+    getattr(kcfg, n)`) nor a name in a list the code reads (`getattr(kcfg, NAMES[0])`):
+    editing SCALE kept the key, and the next process was a hit with the old value."""
+    import importlib
+    from jitdl.cache import keys
+    (tmp_path / "kcfg_names.py").write_text("SCALE = 2.0\nOFFSET = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kcfg = importlib.import_module("kcfg_names")
+    glob = {"kcfg": kcfg, "NAMES": ["OFFSET"]}
+    exec(textwrap.dedent("""
+        def by_tuple(x):
+            for n in ("SCALE",):
+                x = x * getattr(kcfg, n)
+            return x
+
+        def by_list(x):
+            return x + getattr(kcfg, NAMES[0])
+        """), glob)
+    before = [keys.code_digests(glob[f]) for f in ("by_tuple", "by_list")]
+    monkeypatch.setattr(kcfg, "SCALE", 3.0)
+    monkeypatch.setattr(kcfg, "OFFSET", 4.0)
+    after = [keys.code_digests(glob[f]) for f in ("by_tuple", "by_list")]
+    assert before[0] != after[0] and before[1] != after[1]
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

@@ -172,6 +172,8 @@ def _strings(code) -> set:
             out |= _strings(c)
         elif isinstance(c, str) and _is_name(c):
             out.add(c)
+        elif isinstance(c, (tuple, frozenset)):     # (`for n in ("SCALE", "OFFSET")`)
+            out.update(x for x in c if isinstance(x, str) and _is_name(x))
     return out
 
 
@@ -484,6 +486,8 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
 
     def norm(x, depth=0):
         if type(x) in _PLAIN:   # (first: a table of a million numbers, 4 s of lookups)
+            if type(x) is str and walker is not None and _is_name(x):
+                walker.names.add(x)   # (a name to getattr: `getattr(cfg, NAMES[k])`)
             return x
         if depth > 20:          # (not read: the key cannot see an edit there)
             if walker is not None:
