@@ -1082,6 +1082,33 @@ def test_whole_array_reductions_use_the_whole_gpu(dev, rng, op, shape, dtype, dy
     close(on_gpu(dev, f, x), np.asarray(want), rtol=1e-5 if dtype == F32 else 1e-12)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("shape, axis", [((20011,), None), ((30, 70), 1), ((1000, 30), 0),
+                                         ((3, 7001), 1), ((300, 400), 0), ((30, 300), 1),
+                                         ((4, 5, 6), (0, 2))])
+def test_float32_sums_store_their_float64_total_cast(dev, rng, shape, axis, dynamic):
+    """jd.numpy.sum of float32 accumulates in float64 and was cast in a kernel of its own,
+    a second pass over the output and a launch (the sum of 20011: three kernels, the last
+    one thread's `out[0] = (float)T0[0]`). The reduction is inlined into the stage that
+    casts it (schedule.compute_inline of a reduction), whose last kernel stores its float64
+    total cast: as many kernels as the sum of float64. Every element written (out= starts
+    as NaN), NumPy's float64 sum within float32's rounding."""
+    x = (rng.standard_normal(shape) * 10).astype(F32)
+    f = jd.compute(lambda X: jnp.sum(X, axis=axis), dynamic=dynamic)
+    g = jd.compute(lambda X: jnp.sum(X, axis=axis), dynamic=dynamic)
+    assert len(_launches(f, x)) == len(_launches(g, x.astype(F64))), _launches(f, x)
+    src = f.cuda_source(x)
+    # (the last kernel stores its accumulator cast)
+    assert re.search(r"_lambda_\[[^]]*\] = \(\(float\)_lambda__acc\[", src), src
+    want = x.astype(F64).sum(axis=axis)
+    close(on_gpu(dev, f, x), want, rtol=1e-6, atol=1e-5)
+    out = DeviceArray(np.full(np.shape(want), np.nan, F32))
+    jnp.sum(DeviceArray(x), axis=axis, out=out)
+    close(out.host, want, rtol=1e-6, atol=1e-5)
+    # (the result identical to the float64 total rounded once)
+    np.testing.assert_array_equal(out.host, on_gpu(dev, g, x).astype(F32))
+
+
 @pytest.mark.parametrize("shape", [(7001, 3), (3, 7001), (2, 3, 4001), (4001, 2, 3),
                                    (1, 1, 5), (6, 1), (0, 4)])
 def test_whole_reductions_of_symbolic_shape_split_all_of_it(dev, rng, shape):

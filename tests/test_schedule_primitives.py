@@ -22,6 +22,53 @@ def make_rowreduce(op):
     return red
 
 
+def test_compute_inline_of_a_reduction_into_its_cast(rng):
+    """jd.numpy.sum of float32 accumulates in float64 (stage T0) and casts (the output):
+    compute_inline(T0) was refused ("a reduction and cannot be inlined"), so the cast
+    stayed a pass of its own. The reader that only casts becomes the reduction, its
+    accumulator stored cast; also split by rfactor (the parts stay float64). A reader
+    that does more than cast, or a reduction accumulated in the output's memory, is
+    refused."""
+    x = rng.standard_normal((50, 37)).astype(F32)
+    want = x.astype(np.float64).sum(axis=0)
+    for parts in (None, 4):
+        f = jd.compute(lambda X: jd.numpy.sum(X, axis=0))
+
+        @jd.schedule(f, target="cpu")
+        def sched(s, cfg):
+            t, y = list(s.stages)
+            s.compute_inline(s[t])
+            assert list(s.stages) == [y] and len(s[y].reduce_axis) == 1
+            if parts:
+                s.rfactor(s[y], s[y].reduce_axis[0], parts)
+        got = check(f, (x,), want, F32, 1e-6)
+        np.testing.assert_array_equal(got, want.astype(F32))
+        text = str(f.lower(x))
+        assert "T0" not in text and "= float32(<lambda>_acc[0])" in text, text
+        assert ("<lambda>_rf: float64[4, 37]" in text) == bool(parts), text
+
+    g = jd.compute(lambda X: jd.numpy.sum(X, axis=0))
+
+    @jd.schedule(g, target="cpu")
+    def outside(s, cfg):
+        t, y = list(s.stages)
+        s.compute_inline(s[t])
+        s.reorder(s[y].reduce_axis[0], s[y].axis[0])
+    with pytest.raises(jd.ScheduleError, match=re.escape(
+            "stage <lambda> accumulates in float64 and stores float32 (a reduction inlined "
+            "into its cast): its reduction loops must stay inside all its data loops "
+            "(loop order now: k0, idx0)")):
+        g(x)
+
+    h = jd.compute(lambda X: jd.numpy.sum(X, axis=0) * 2)     # (float64: no cast)
+
+    @jd.schedule(h, target="cpu")
+    def scaled(s, cfg):
+        s.compute_inline(s[list(s.stages)[0]])
+    with pytest.raises(jd.ScheduleError, match="T0 is a reduction and cannot be inlined"):
+        h(x.astype(np.float64))
+
+
 @pytest.mark.parametrize("factor", [8, 7, 32])
 def test_pack_any_factor(rng, factor):
     f = make_matmul()

@@ -501,6 +501,10 @@ class _Builder:
             return nest(data, self._arg_reduce(t, red, body, where, sub, buf, out_index,
                                                nest, rloops))
         init = identity(red.op, red.dtype)
+
+        def stored(acc, at):    # (a reduction inlined into its cast: the cast on the store)
+            return Load(acc, at) if red.dtype == t.dtype else build.cast(Load(acc, at), t.dtype)
+
         across = [n for n in rloops if axes[n].kind.thread]
         if across and not accumulate_in_register:
             raise ScheduleError(
@@ -516,7 +520,7 @@ class _Builder:
             combined = tuple(ThreadReduce(red.op, acc, axes[n].kind, self._thread_extent(
                 t, axes[n], st.kind_locs.get(n))) for n in across)
             block = Allocate(acc, Seq((Store(acc, zero, init), nest(rloops, update))
-                                      + combined + (Store(buf, out_index, Load(acc, zero)),)))
+                                      + combined + (Store(buf, out_index, stored(acc, zero)),)))
             return nest(data, block)
         # accumulate in memory: initialise right under the data loops that enclose the
         # first reduction loop, so the row being reduced into is still in cache
@@ -534,6 +538,11 @@ class _Builder:
                 "outside the reduction, or reorder the reduction innermost",
                 inside[0].attach_loc)
         tile = self._register_tile(t, red, axes, prefix, inner_data, loopvar)
+        if tile is None and red.dtype != t.dtype:
+            raise ScheduleError(
+                f"stage {t.name} accumulates in {red.dtype} and stores {t.dtype} (a "
+                f"reduction inlined into its cast): its reduction loops must stay inside "
+                f"all its data loops (loop order now: {', '.join(leaves)})", st.order_loc)
         if tile is not None:
             # a GPU thread's block of outputs: accumulated in its registers, written once
             acc, at = tile
@@ -563,7 +572,7 @@ class _Builder:
             return nest(prefix, Allocate(acc, Seq((
                 nest(inner_data, Store(acc, at, init), False, over),
                 nest(rest, update, over=over),
-                nest(inner_data, Store(buf, out_index, Load(acc, at)), False)))))
+                nest(inner_data, Store(buf, out_index, stored(acc, at)), False)))))
         return nest(prefix, Seq((nest(inner_data, Store(buf, out_index, init), False),
                                  nest(rest, update))))
 

@@ -3,7 +3,9 @@ does not (every stage's data loops spread over blocks and threads), sized from t
 (threads per block, multiprocessors), never from one machine's constants.
 
   - elementwise and injective stages are inlined into their readers (a reduction that
-    reads an expensive element several times keeps it stored, as on the CPU);
+    reads an expensive element several times keeps it stored, as on the CPU), and a
+    reduction into a reader that only casts it (jd.numpy.sum of float32, accumulated in
+    float64), which then stores its accumulator cast: one kernel, not a second pass;
   - each stored stage's data loops are fused into one and run as a grid-stride loop:
     consecutive threads take consecutive elements (coalesced), and a grid of a few
     blocks per multiprocessor walks the rest;
@@ -58,7 +60,11 @@ def auto_schedule(s, cfg=None, target=None, level=0):
     if "inline" in allow:
         sizes = {}
         for name, st in list(s.stages.items()):
-            if not st.is_reduce and name not in outputs and not _reread(s, st) \
+            if name not in s.stages:
+                continue
+            if st.is_reduce and name not in outputs and s.cast_reader(name) is not None:
+                s.compute_inline(s[name])   # (its reader stores it cast: no second pass)
+            elif not st.is_reduce and name not in outputs and not _reread(s, st) \
                     and not _duplicated_when_inlined(s, st, sizes):
                 s.compute_inline(s[name])
     if "rows" in allow:

@@ -1,5 +1,5 @@
 """Schedule steps that rewrite the TE graph: cache_read, cache_write, rfactor, pack,
-divide_after.
+divide_after, and compute_inline of a reduction into a reader that casts it.
 
 Each takes the stages it reads and returns the new stage it makes and the new ops of the
 stages it changes; the schedule applies them with jitdl.te.graph.replace_ops, so the
@@ -117,7 +117,10 @@ def rfactor(t, axis_name, f, blocked=False, fuse=()):
         where = w if where is None else build.logical(BinOp.AND, where, w)
     axes = tuple(ko if a is ax else a for a in red.axes if a is ax or a not in group)
     part = Reduce(red.op, substitute(red.body, sub), axes, where, red.dtype)
-    rf = Tensor(f"{t.name}_rf", (f,) + t.shape, t.dtype, Compute((kf,) + data, part, t.op.loc))
+    # (the parts in the accumulator's dtype: a reduction stored with a cast, see
+    # reduce_into, stores float64 sums as float32 only at the end)
+    rf = Tensor(f"{t.name}_rf", (f,) + t.shape, red.dtype, Compute((kf,) + data, part,
+                                                                    t.op.loc))
     kr = IterVar(Var(f"{ax.name}_r"), 0, f, reduce=True)
     body = Access(rf, (kr.var,) + tuple(a.var for a in t.op.axes))
     new_op = Compute(t.op.axes, Reduce(_COMBINE[red.op], body, (kr,), None, red.dtype),
@@ -273,3 +276,32 @@ def divide_after(t):
     quotient = Binary(BinOp.DIV, Access(dividend, tuple(b.var for b in axes)),
                       substitute(q.b, sub), t.dtype)
     return dividend, Compute(axes, quotient, t.op.loc)
+
+
+def cast_reader(t, readers):
+    """The one reader of reduction t (of `readers`, the tensors reading it) whose whole body
+    is a cast of t between float dtypes at the reader's own indices (jd.numpy.sum of float32
+    accumulates in float64, then casts), with no axis named as one of t's reduction axes;
+    else None."""
+    if len(readers) != 1 or t.op.reduce is None or not dtypes.is_float(t.dtype):
+        return None
+    (r,) = readers
+    e = r.op.body
+    if not (isinstance(e, Cast) and dtypes.is_float(e.dtype) and isinstance(e.value, Access)
+            and e.value.tensor is t and r.shape == t.shape
+            and e.value.indices == tuple(a.var for a in r.op.axes)):
+        return None
+    if {a.name for a in r.op.axes} & {a.name for a in t.op.reduce_axes}:
+        return None
+    return r
+
+
+def reduce_into(t, reader):
+    """reader's new op for reduction t inlined into it (cast_reader): t's reduction over its
+    reader's axes, accumulated in t's dtype and stored in the reader's, one stage instead of
+    a stored reduction and a pass that casts it (a GPU kernel and its launch)."""
+    sub = {a.var: b.var for a, b in zip(t.op.axes, reader.op.axes)}
+    red = t.op.reduce
+    return Compute(reader.op.axes, Reduce(
+        red.op, substitute(red.body, sub), red.axes,
+        None if red.where is None else substitute(red.where, sub), red.dtype), reader.op.loc)

@@ -518,7 +518,12 @@ class Schedule:
     def compute_inline(self, stage):
         """Compute a stage inside each consumer instead of storing it: its loops vanish.
         Before: for i: T[i] = f(X[i]);  for i: Y[i] = g(T[i])
-        After:  for i: Y[i] = g(f(X[i]))"""
+        After:  for i: Y[i] = g(f(X[i]))
+        A reduction can be inlined into its one reader where that reader only casts it
+        (jd.numpy.sum of float32 accumulates in float64): the reader becomes the reduction,
+        its accumulator stored cast, before other steps on either of them.
+        Before: for i: T[i] = sum(float64(X[i, k]) for k);  for i: Y[i] = float32(T[i])
+        After:  for i: Y[i] = float32(sum(float64(X[i, k]) for k))"""
         name = self._stage_arg("compute_inline", stage)
         self._apply(S.ComputeInline(name))
 
@@ -659,14 +664,13 @@ class Schedule:
                 la.kind = ForKind(tag)
                 st.kind_locs[axis] = user_loc()
             case S.ComputeInline():
-                if st.is_reduce:
-                    raise ScheduleError(
-                        f"compute_inline: stage {st.tensor.name} is a reduction and cannot "
-                        "be inlined (only elementwise/injective stages can)", user_loc())
                 if any(st.tensor is o for o in self.outputs):
                     raise ScheduleError(f"compute_inline: stage {st.tensor.name} is an "
                                         "output and must be stored", user_loc())
-                st.attach = "inline"
+                if st.is_reduce:
+                    self._reduce_into(st)
+                else:
+                    st.attach = "inline"
             case S.ComputeRoot():
                 st.attach, st.attach_to, st.block_buffer = "root", None, True
             case S.ComputeAt():
@@ -729,6 +733,34 @@ class Schedule:
         return st.leaves == [a.name for a in op.axes] + [a.name for a in op.reduce_axes] \
             and all(a.kind == ForKind.SERIAL for a in st.axes.values())
 
+    def cast_reader(self, name):
+        """The stage that only casts reduction `name` (rewrite.cast_reader), if any: its
+        compute_inline makes that stage the reduction, stored with the cast."""
+        t = self.stages[name].tensor
+        readers = [x.tensor for x in self.stages.values() if t in self._reads(x)]
+        r = rewrite.cast_reader(t, readers)
+        return None if r is None else self.stages[r.name]
+
+    def _reduce_into(self, st):
+        """compute_inline of a reduction: its one reader, which casts it, becomes the
+        reduction (accumulated in its dtype, stored in the reader's); both untouched yet."""
+        t = st.tensor
+        cons = self.cast_reader(t.name)
+        if cons is None:
+            raise ScheduleError(
+                f"compute_inline: stage {t.name} is a reduction and cannot be inlined "
+                "(only elementwise/injective stages can, and a reduction into its one reader "
+                "when that reader only casts it between float dtypes)", user_loc())
+        if not (self._fresh(st) and self._fresh(cons)) or st.attach != "root" or \
+                cons.attach != "root":
+            raise ScheduleError(f"compute_inline: apply it to {t.name} before other steps "
+                                f"on {t.name} and {cons.tensor.name}", user_loc())
+        op = rewrite.reduce_into(t, cons.tensor)
+        self._rewrite({cons.tensor.name: op}, None, None, prune=True)
+        for a in op.reduce_axes:
+            cons.axes[a.name] = LoopAxis(a.name, a.extent, True)
+            cons.leaves.append(a.name)
+
     def _hand_over(self, st, prim, suffix, again, make, prune=False):
         """A fresh root stage st gives its loops (and the steps to come) to the stage
         `<st><suffix>` that make(st's tensor) returns with st's new op, which is one loop
@@ -749,7 +781,7 @@ class Schedule:
         of stage `before` (producers before consumers); with prune, stages no output reads
         any more go (the quotient divide_after bypassed)."""
         self.outputs, tensors = replace_ops(self.outputs, new_ops)
-        if state is None:
+        if new_tensor is not None and state is None:    # (None: compute_inline of a reduction)
             op = new_tensor.op
             state = StageState(new_tensor,
                                {a.name: LoopAxis(a.name, a.extent, a.reduce)
