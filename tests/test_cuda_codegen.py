@@ -1122,3 +1122,36 @@ def test_indices_past_two_to_the_31_are_64_bit(name):
             assert narrow == fits and (fits or wide), (shapes, body[:1500])
             # (tiled still: past a limit the level without tiles would serve, unnoticed)
             assert "__shared__" in body or name not in ("matmul", "batched_matmul", "conv2d")
+
+
+_INT64_CASES = {    # (definition, its int64 operands' shapes, a text its data needs)
+    "add": (lambda X, Y: X + Y, [(30, 300), (30, 300)], "(unsigned long long)X["),
+    "large_constant": (lambda X: X * 3000000000 + 7, [(30, 300)], "3000000000LL"),
+    "row_sum": (lambda X: jnp.sum(X, axis=1), [(30, 300)], "(unsigned long long)"),
+    "row_max": (lambda X: jnp.max(X, axis=1), [(30, 300)], "(-9223372036854775807LL - 1)"),
+    "argmax": (lambda X: jnp.argmax(X, axis=1), [(30, 300)], "long long"),
+    "gather": (lambda X, I: jd.tensor(I.shape, lambda i, j: X[i, I[i, j]]),
+               [(30, 300), (30, 9)], "long long"),
+    "floordiv": (lambda X: X // 7 - X % 5, [(30, 300)], "jd_idiv<long long>"),
+}
+
+
+@pytest.mark.parametrize("name", list(_INT64_CASES))
+def test_int64_data_leaves_its_indices_32_bit(name):
+    """An int64 value read from memory (int64 data, or an index made of it: a gather's
+    ids) made every index and loop counter of its kernel 64-bit (codegen.cuda._fits_int32
+    took its unbounded range as an index's), and a constant past int32 (the identity
+    -2**63 of a max) did the same. Such expressions are emitted in 64 bits either way, so
+    the indices stay 32-bit where they fit, and the data's arithmetic and constants stay
+    64-bit; past 2**31 - 1 elements the indices are 64-bit as before. Values: the
+    emulator's test_int64_data_of_narrow_kernels."""
+    f, shapes, text = _INT64_CASES[name]
+    source = jd.compute(f).cuda_source(*[_huge(s, I64) for s in shapes])
+    narrow = re.search(r"\(int\)(blockIdx|threadIdx)|for \(int ", source) is not None
+    wide = re.search(r"\(long long\)(blockIdx|threadIdx)|for \(long long ", source)
+    assert narrow and not wide and text in source, source[source.index("extern"):]
+    if name != "gather":    # (its index i * n + I[i, j] is 64-bit, its loops fit)
+        big = jd.compute(f).cuda_source(*[_huge((50000, 50000), I64) for s in shapes])
+        assert re.search(r"\(long long\)(blockIdx|threadIdx)|for \(long long ", big), big
+    if NVCC is not None:
+        compile_or_fail({name: source})

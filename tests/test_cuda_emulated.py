@@ -1109,6 +1109,34 @@ def test_float32_sums_store_their_float64_total_cast(dev, rng, shape, axis, dyna
     np.testing.assert_array_equal(out.host, on_gpu(dev, g, x).astype(F32))
 
 
+def test_int64_data_of_narrow_kernels(dev, rng):
+    """Kernels of int64 data compute their indices in 32 bits where they fit (they were
+    64-bit for any int64 value read from memory: test_cuda_codegen's
+    test_int64_data_leaves_its_indices_32_bit); the data's arithmetic, its constants past
+    int32 and indices made of data stay 64-bit. Values near +-2**62 (a truncation to 32
+    bits anywhere shows), exactly NumPy's, every element written (out= starts at a
+    sentinel)."""
+    x, y = (rng.integers(-2 ** 62, 2 ** 62, size=(37, 300), dtype=np.int64) for _ in "xy")
+    ids = rng.integers(0, 300, size=(37, 9), dtype=np.int64)
+    rows, cols = np.arange(37)[:, None], np.arange(9)
+    cases = [
+        (lambda X, Y: X + Y, (x, y), x + y),
+        (lambda X: X * 3000000000 + 7, (x,), x * 3000000000 + 7),
+        (lambda X: X // 7 - X % 5, (x,), x // 7 - x % 5),
+        (lambda X: jnp.sum(X, axis=1), (x,), x.sum(axis=1)),
+        (lambda X: jnp.max(X, axis=1), (x,), x.max(axis=1)),
+        (lambda X: jnp.min(X, axis=0), (x,), x.min(axis=0)),
+        (lambda X: jnp.argmax(X, axis=1), (x,), x.argmax(axis=1)),
+        (lambda X, I: jd.tensor(I.shape, lambda i, j: X[i, I[i, j]] * 3 + i * 1000 + j),
+         (x, ids), np.take_along_axis(x, ids, 1) * 3 + rows * 1000 + cols)]
+    for fn, args, want in cases:
+        f = jd.compute(fn)
+        assert re.search(r"for \(int |\(int\)threadIdx", f.cuda_source(*args))
+        out = DeviceArray(np.full(want.shape, -12345, np.int64))
+        f(*[DeviceArray(a) for a in args], out=out)
+        np.testing.assert_array_equal(out.host, want)
+
+
 @pytest.mark.parametrize("shape", [(7001, 3), (3, 7001), (2, 3, 4001), (4001, 2, 3),
                                    (1, 1, 5), (6, 1), (0, 4)])
 def test_whole_reductions_of_symbolic_shape_split_all_of_it(dev, rng, shape):

@@ -261,7 +261,7 @@ class _ExprText:
     def expr(self, e):
         match e:
             case Const():
-                if e.dtype == "int64" and self.narrow:
+                if e.dtype == "int64" and self.narrow and _in_int32(e):
                     return const_text(e.value, "int32")
                 return const_text(e.value, e.dtype)
             case Var():
@@ -327,7 +327,8 @@ class _ExprText:
         signed = dtypes.is_signed(dt)
         if dt == "bool" and op in (BinOp.AND, BinOp.OR):
             return f"({a} {'&&' if op == BinOp.AND else '||'} {b})"
-        if dt == "int64" and self.narrow and not reads_memory(e):
+        if dt == "int64" and self.narrow and not reads_memory(e) and \
+                all(_in_int32(x) for x in (e.a, e.b) if isinstance(x, Const)):
             ty = "int"
         if op in (BinOp.FLOORDIV, BinOp.MOD) and isinstance(e.b, Const) and e.b.value > 0 \
                 and bounds(e.a, self.ranges)[0] >= 0:
@@ -1181,12 +1182,19 @@ class _KernelGen(_ExprText):
         self.emit("}")
 
 
+def _in_int32(c):
+    return -2 ** 31 <= c.value < 2 ** 31
+
+
 def _fits_int32(stmt, launch, nthreads):
     """Whether every int64 expression of the kernel (indices, loop bounds, their parts)
     provably lies in int32's range, by interval bounds over the loops' ranges: then they
-    are computed as int. A size parameter, a value loaded from memory or an extent too
-    large for it keeps the kernel's indices in 64 bits. Returns that and the loop
-    variables' ranges (those before the first that does not fit, if one does not)."""
+    are computed as int. A size parameter, a local value of memory's (LetStmt) or an
+    extent too large for it keeps the kernel's indices in 64 bits. An expression that
+    reads memory (int64 data, or an index made of it: ids[i] * n) is emitted in 64 bits
+    either way (_ExprText.binary), so it leaves the others narrow: int64 data made every
+    index and loop counter of its kernel 64-bit. Returns that and the loop variables'
+    ranges (those before the first that does not fit, if one does not)."""
     lo32, hi32 = -2 ** 31, 2 ** 31 - 1
     ranges = {}     # (a new dict at each loop: memoised() tells ranges apart by identity)
     with memoised():
@@ -1204,14 +1212,18 @@ def _fits_int32(stmt, launch, nthreads):
                 if not (lo32 <= lo and top + ext + nthreads <= hi32):
                     return False, ranges
             elif isinstance(s, LetStmt) and s.var.dtype == "int64":
+                if reads_memory(s.value):   # (declared as an index, in the index type)
+                    return False, ranges
                 ranges = {**ranges, s.var: bounds(s.value, ranges)}
             elif isinstance(s, ThreadReduce):
                 continue
             for e in stmt_exprs(s):
                 for n in walk_unique(e):    # (each node object once: trees share them)
-                    if getattr(n, "dtype", None) == "int64":
+                    # (a constant past int32, an identity of int64 data's max, is printed
+                    # as one of 64 bits, and so is the operation it is an operand of)
+                    if getattr(n, "dtype", None) == "int64" and not isinstance(n, Const):
                         lo, hi = bounds(n, ranges)
-                        if not (lo32 <= lo and hi <= hi32):
+                        if not (lo32 <= lo and hi <= hi32) and not reads_memory(n):
                             return False, ranges
     return True, ranges
 
