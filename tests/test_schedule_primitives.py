@@ -22,6 +22,32 @@ def make_rowreduce(op):
     return red
 
 
+@pytest.mark.parametrize("nparts, block, loops", [
+    (4, 8, ["for i_o in range(4):", "for i_i in range(2):"]),
+    (16, 8, ["for i_o in range(8):"]), (3, 8, None), (4, 5, None)])
+def test_split_nparts_of_a_stage_computed_at_a_loop_parts_its_block(rng, nparts, block,
+                                                                     loops):
+    """split(B.i, nparts=4) of a stage computed at C's loop over blocks of 8 rows made
+    its factor from the whole axis (64 / 4 = 16): one part of 16, guarded, in each block
+    instead of TVM's 4 parts of 2 (TVM's GPU matmul splits its shared copies so, and
+    got 6 + 2 columns of an 8-column block). The factor is now ceil(block / nparts)
+    (parts of 1 where nparts passes the block; blocks it does not divide, a tail)."""
+    f = make_chain()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C, B = s["C"], s["B"]
+        io, ii = s.split(C.axis[0], block)
+        s.compute_inline(s["A"])
+        s.compute_at(B, C, io)
+        s.split(B.axis[0], nparts=nparts)
+    x = rng.standard_normal((64, 7))
+    check(f, (x,), (x * 2.0 + 1.0) ** 2, F64, 1e-12)
+    text = str(f.lower(x))
+    assert "alloc B" in text and all(ln in text[text.index("alloc B"):]
+                                     for ln in loops or ()), text
+
+
 def test_compute_inline_of_a_reduction_into_its_cast(rng):
     """jd.numpy.sum of float32 accumulates in float64 (stage T0) and casts (the output):
     compute_inline(T0) was refused ("a reduction and cannot be inlined"), so the cast

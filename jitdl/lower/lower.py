@@ -694,7 +694,8 @@ def _block_loops(st, region):
     """(leaves, axes, relations) of a stage computed over `region` (per data axis: lo, extent)
     at a consumer's loop: each data axis `x` becomes the block-relative loop `x.r` over the
     region's extent, and the splits of data loops split those (a factor over a region that
-    it does not divide leaves a guarded tail, as on a whole axis)."""
+    it does not divide leaves a guarded tail, as on a whole axis; nparts= parts of the
+    block, not of the whole axis)."""
     roots = {a.name for a in st.tensor.op.axes}
     axes = dict(st.axes)
     for a, (_, ext) in zip(st.tensor.op.axes, region):
@@ -704,8 +705,10 @@ def _block_loops(st, region):
         if isinstance(r, Split) and not st.axes[r.parent].reduce:
             parent = f"{r.parent}.r" if r.parent in roots else r.parent
             ext = axes[parent].extent
-            axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, r.factor))
-            r = Split(parent, r.outer, r.inner, r.factor)
+            f = -(-ext // r.nparts) if r.nparts and isinstance(ext, int) else r.factor
+            axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, f))
+            axes[r.inner] = replace(st.axes[r.inner], extent=f)
+            r = Split(parent, r.outer, r.inner, f, r.nparts)
         relations.append(r)         # (data loops are never fused: Schedule._compute_at)
     return [f"{n}.r" if n in roots else n for n in st.leaves], axes, relations
 

@@ -86,6 +86,7 @@ class Split:
     outer: str
     inner: str
     factor: int
+    nparts: int = 0     # split(nparts=): the outer extent asked for, else 0
 
 
 @dataclass
@@ -262,7 +263,7 @@ class Schedule:
                 raise ScheduleError(f"split: nparts= needs a concrete extent; "
                                     f"{ax.name} has the symbolic {la.extent!r}", user_loc())
             factor = -(-la.extent // nparts)
-        self._apply(S.Split(ax.stage, ax.name, factor))
+        self._apply(S.Split(ax.stage, ax.name, factor, nparts or 0))
         return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
 
     def tile(self, x, y, x_factor, y_factor):
@@ -586,7 +587,7 @@ class Schedule:
                         f"{other.attach_to[1]} of {st.tensor.name}; {step.op} loops before "
                         "computing stages at them", user_loc())
         match step:
-            case S.Split(axis=axis, factor=f):
+            case S.Split(axis=axis, factor=f, nparts=nparts):
                 la = self._loop(st, step, axis)
                 _not_bound(st, step, la)
                 if isinstance(f, bool) or not isinstance(f, int) or f <= 0:
@@ -599,7 +600,7 @@ class Schedule:
                 st.axes[outer.name], st.axes[inner.name] = outer, inner
                 k = st.leaves.index(la.name)
                 st.leaves[k:k + 1] = [outer.name, inner.name]
-                st.relations.append(Split(la.name, outer.name, inner.name, f))
+                st.relations.append(Split(la.name, outer.name, inner.name, f, nparts))
             case S.Fuse(outer=outer, inner=inner):
                 a, b = self._loop(st, step, outer), self._loop(st, step, inner)
                 _not_bound(st, step, a)

@@ -66,6 +66,10 @@ class Split(Step):
     op: ClassVar[str] = "split"
     axis: str
     factor: int
+    # split(nparts=): the outer extent asked for (0: a factor was given); the factor is
+    # ceil(extent / nparts) of the whole axis, and of the block of a stage computed at a
+    # loop (lower._block_loops)
+    nparts: int = field(default=0, metadata={"later": True})
 
 
 @dataclass(frozen=True)

@@ -79,246 +79,182 @@ extern "C" __global__ void __launch_bounds__(64) jd_matmul_k0(const float* __res
               }
             }
             {
-              float jd_pf0[3];
-              float jd_pf1[1];
-              float jd_pf2[3];
-              float jd_pf3[1];
-              float jd_pf4[1];
-              float jd_pf5[1];
+              float jd_pf0[4];
+              float jd_pf1[4];
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                const int d1_i = (jd_f) % 6;
-                const int d0_i = (jd_f / 6) % 8;
-                const int d0_o = jd_f / 48;
-                jd_pf0[0] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + (0 * 8))];
+                const int d1_o = (jd_f) % 8;
+                const int d0_i = (jd_f / 8) % 4;
+                const int d0_o = jd_f / 32;
+                jd_pf0[0] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + (0 * 8))];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                const int d1_i = (jd_f) % 6;
-                const int d0_i = (jd_f / 6) % 8;
-                const int d0_o = jd_f / 48;
-                jd_pf0[1] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + (0 * 8))];
+                const int d1_o = (jd_f) % 8;
+                const int d0_i = (jd_f / 8) % 4;
+                const int d0_o = jd_f / 32;
+                jd_pf0[1] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + (0 * 8))];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                const int d1_i = (jd_f) % 6;
-                const int d0_i = (jd_f / 6) % 8;
-                const int d0_o = jd_f / 48;
-                jd_pf0[2] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + (0 * 8))];
+                const int d1_o = (jd_f) % 8;
+                const int d0_i = (jd_f / 8) % 4;
+                const int d0_o = jd_f / 32;
+                jd_pf0[2] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + (0 * 8))];
+              }
+              {
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                const int d1_o = (jd_f) % 8;
+                const int d0_i = (jd_f / 8) % 4;
+                const int d0_o = jd_f / 32;
+                jd_pf0[3] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + (0 * 8))];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                const int d1_i = (jd_f) % 2;
-                const int d0_i = (jd_f / 2) % 8;
-                const int d0_o = jd_f / 16;
-                jd_pf1[0] = A[((((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + (0 * 8)) + 6)];
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                const int d1_i_1 = (jd_f) % 12;
-                const int d1_o = (jd_f / 12) % 2;
-                const int d0_i_1 = jd_f / 24;
-                jd_pf2[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + (0 * 768))];
+                const int d1_i = (jd_f) % 4;
+                const int d1_o_1 = (jd_f / 4) % 8;
+                const int d0_o_1 = jd_f / 32;
+                jd_pf1[0] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + (0 * 768))];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                const int d1_i_1 = (jd_f) % 12;
-                const int d1_o = (jd_f / 12) % 2;
-                const int d0_i_1 = jd_f / 24;
-                jd_pf2[1] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + (0 * 768))];
+                const int d1_i = (jd_f) % 4;
+                const int d1_o_1 = (jd_f / 4) % 8;
+                const int d0_o_1 = jd_f / 32;
+                jd_pf1[1] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + (0 * 768))];
               }
               {
                 const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                if (jd_f < 144) {
-                  const int d1_i_1 = (jd_f) % 12;
-                  const int d1_o = (jd_f / 12) % 2;
-                  const int d0_i_1 = jd_f / 24;
-                  jd_pf2[2] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + (0 * 768))];
-                }
+                const int d1_i = (jd_f) % 4;
+                const int d1_o_1 = (jd_f / 4) % 8;
+                const int d0_o_1 = jd_f / 32;
+                jd_pf1[2] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + (0 * 768))];
               }
               {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                if (jd_f < 48) {
-                  const int d1_i_1 = (jd_f) % 8;
-                  const int d0_i_1 = jd_f / 8;
-                  jd_pf3[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + (0 * 768)) + 24)];
-                }
+                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                const int d1_i = (jd_f) % 4;
+                const int d1_o_1 = (jd_f / 4) % 8;
+                const int d0_o_1 = jd_f / 32;
+                jd_pf1[3] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + (0 * 768))];
               }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                if (jd_f < 48) {
-                  const int d1_i_1 = (jd_f) % 12;
-                  const int d1_o = (jd_f / 12) % 2;
-                  const int d0_i_1 = jd_f / 24;
-                  jd_pf4[0] = B[((((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + (0 * 768)) + 576)];
-                }
-              }
-              {
-                const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                if (jd_f < 16) {
-                  const int d1_i_1 = (jd_f) % 8;
-                  const int d0_i_1 = jd_f / 8;
-                  jd_pf5[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + (0 * 768)) + 600)];
-                }
-              }
-              for (int k_o = 0; k_o < 5; ++k_o) {
+              for (int k_o = 0; k_o < 6; ++k_o) {
                 {
                   __shared__ __align__(16) float B_cache_l[256];
                   __shared__ __align__(16) float A_cache_l[256];
                   __syncthreads();
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    const int d1_i = (jd_f) % 6;
-                    const int d0_i = (jd_f / 6) % 8;
-                    const int d0_o = jd_f / 48;
-                    A_cache_l[(((d0_i * 8) + (d0_o * 64)) + d1_i)] = jd_pf0[0];
+                    const int d1_o = (jd_f) % 8;
+                    const int d0_i = (jd_f / 8) % 4;
+                    const int d0_o = jd_f / 32;
+                    A_cache_l[(((d0_i * 8) + (d0_o * 32)) + d1_o)] = jd_pf0[0];
                   }
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                    const int d1_i = (jd_f) % 6;
-                    const int d0_i = (jd_f / 6) % 8;
-                    const int d0_o = jd_f / 48;
-                    A_cache_l[(((d0_i * 8) + (d0_o * 64)) + d1_i)] = jd_pf0[1];
+                    const int d1_o = (jd_f) % 8;
+                    const int d0_i = (jd_f / 8) % 4;
+                    const int d0_o = jd_f / 32;
+                    A_cache_l[(((d0_i * 8) + (d0_o * 32)) + d1_o)] = jd_pf0[1];
                   }
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                    const int d1_i = (jd_f) % 6;
-                    const int d0_i = (jd_f / 6) % 8;
-                    const int d0_o = jd_f / 48;
-                    A_cache_l[(((d0_i * 8) + (d0_o * 64)) + d1_i)] = jd_pf0[2];
+                    const int d1_o = (jd_f) % 8;
+                    const int d0_i = (jd_f / 8) % 4;
+                    const int d0_o = jd_f / 32;
+                    A_cache_l[(((d0_i * 8) + (d0_o * 32)) + d1_o)] = jd_pf0[2];
+                  }
+                  {
+                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                    const int d1_o = (jd_f) % 8;
+                    const int d0_i = (jd_f / 8) % 4;
+                    const int d0_o = jd_f / 32;
+                    A_cache_l[(((d0_i * 8) + (d0_o * 32)) + d1_o)] = jd_pf0[3];
                   }
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    const int d1_i = (jd_f) % 2;
-                    const int d0_i = (jd_f / 2) % 8;
-                    const int d0_o = jd_f / 16;
-                    A_cache_l[((((d0_i * 8) + (d0_o * 64)) + d1_i) + 6)] = jd_pf1[0];
-                  }
-                  {
-                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    const int d1_i_1 = (jd_f) % 12;
-                    const int d1_o = (jd_f / 12) % 2;
-                    const int d0_i_1 = jd_f / 24;
-                    B_cache_l[(((d0_i_1 * 32) + d1_i_1) + (d1_o * 12))] = jd_pf2[0];
+                    const int d1_i = (jd_f) % 4;
+                    const int d1_o_1 = (jd_f / 4) % 8;
+                    const int d0_o_1 = jd_f / 32;
+                    B_cache_l[(((d0_o_1 * 32) + d1_i) + (d1_o_1 * 4))] = jd_pf1[0];
                   }
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                    const int d1_i_1 = (jd_f) % 12;
-                    const int d1_o = (jd_f / 12) % 2;
-                    const int d0_i_1 = jd_f / 24;
-                    B_cache_l[(((d0_i_1 * 32) + d1_i_1) + (d1_o * 12))] = jd_pf2[1];
+                    const int d1_i = (jd_f) % 4;
+                    const int d1_o_1 = (jd_f / 4) % 8;
+                    const int d0_o_1 = jd_f / 32;
+                    B_cache_l[(((d0_o_1 * 32) + d1_i) + (d1_o_1 * 4))] = jd_pf1[1];
                   }
                   {
                     const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                    if (jd_f < 144) {
-                      const int d1_i_1 = (jd_f) % 12;
-                      const int d1_o = (jd_f / 12) % 2;
-                      const int d0_i_1 = jd_f / 24;
-                      B_cache_l[(((d0_i_1 * 32) + d1_i_1) + (d1_o * 12))] = jd_pf2[2];
-                    }
+                    const int d1_i = (jd_f) % 4;
+                    const int d1_o_1 = (jd_f / 4) % 8;
+                    const int d0_o_1 = jd_f / 32;
+                    B_cache_l[(((d0_o_1 * 32) + d1_i) + (d1_o_1 * 4))] = jd_pf1[2];
                   }
                   {
-                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    if (jd_f < 48) {
-                      const int d1_i_1 = (jd_f) % 8;
-                      const int d0_i_1 = jd_f / 8;
-                      B_cache_l[(((d0_i_1 * 32) + d1_i_1) + 24)] = jd_pf3[0];
-                    }
-                  }
-                  {
-                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    if (jd_f < 48) {
-                      const int d1_i_1 = (jd_f) % 12;
-                      const int d1_o = (jd_f / 12) % 2;
-                      const int d0_i_1 = jd_f / 24;
-                      B_cache_l[((((d0_i_1 * 32) + d1_i_1) + (d1_o * 12)) + 192)] = jd_pf4[0];
-                    }
-                  }
-                  {
-                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                    if (jd_f < 16) {
-                      const int d1_i_1 = (jd_f) % 8;
-                      const int d0_i_1 = jd_f / 8;
-                      B_cache_l[(((d0_i_1 * 32) + d1_i_1) + 216)] = jd_pf5[0];
-                    }
+                    const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                    const int d1_i = (jd_f) % 4;
+                    const int d1_o_1 = (jd_f / 4) % 8;
+                    const int d0_o_1 = jd_f / 32;
+                    B_cache_l[(((d0_o_1 * 32) + d1_i) + (d1_o_1 * 4))] = jd_pf1[3];
                   }
                   __syncthreads();
-                  if (k_o + 1 < 5) {
+                  if (k_o + 1 < 6) {
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      const int d1_i = (jd_f) % 6;
-                      const int d0_i = (jd_f / 6) % 8;
-                      const int d0_o = jd_f / 48;
-                      jd_pf0[0] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + ((k_o + 1) * 8))];
+                      const int d1_o = (jd_f) % 8;
+                      const int d0_i = (jd_f / 8) % 4;
+                      const int d0_o = jd_f / 32;
+                      jd_pf0[0] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + ((k_o + 1) * 8))];
                     }
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                      const int d1_i = (jd_f) % 6;
-                      const int d0_i = (jd_f / 6) % 8;
-                      const int d0_o = jd_f / 48;
-                      jd_pf0[1] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + ((k_o + 1) * 8))];
+                      const int d1_o = (jd_f) % 8;
+                      const int d0_i = (jd_f / 8) % 4;
+                      const int d0_o = jd_f / 32;
+                      jd_pf0[1] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + ((k_o + 1) * 8))];
                     }
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                      const int d1_i = (jd_f) % 6;
-                      const int d0_i = (jd_f / 6) % 8;
-                      const int d0_o = jd_f / 48;
-                      jd_pf0[2] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + ((k_o + 1) * 8))];
+                      const int d1_o = (jd_f) % 8;
+                      const int d0_i = (jd_f / 8) % 4;
+                      const int d0_o = jd_f / 32;
+                      jd_pf0[2] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + ((k_o + 1) * 8))];
+                    }
+                    {
+                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                      const int d1_o = (jd_f) % 8;
+                      const int d0_i = (jd_f / 8) % 4;
+                      const int d0_o = jd_f / 32;
+                      jd_pf0[3] = A[(((((d0_i * 48) + (d0_o * 192)) + d1_o) + (i_o * 1536)) + ((k_o + 1) * 8))];
                     }
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      const int d1_i = (jd_f) % 2;
-                      const int d0_i = (jd_f / 2) % 8;
-                      const int d0_o = jd_f / 16;
-                      jd_pf1[0] = A[((((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + ((k_o + 1) * 8)) + 6)];
-                    }
-                    {
-                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      const int d1_i_1 = (jd_f) % 12;
-                      const int d1_o = (jd_f / 12) % 2;
-                      const int d0_i_1 = jd_f / 24;
-                      jd_pf2[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + ((k_o + 1) * 768))];
+                      const int d1_i = (jd_f) % 4;
+                      const int d1_o_1 = (jd_f / 4) % 8;
+                      const int d0_o_1 = jd_f / 32;
+                      jd_pf1[0] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + ((k_o + 1) * 768))];
                     }
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 64;
-                      const int d1_i_1 = (jd_f) % 12;
-                      const int d1_o = (jd_f / 12) % 2;
-                      const int d0_i_1 = jd_f / 24;
-                      jd_pf2[1] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + ((k_o + 1) * 768))];
+                      const int d1_i = (jd_f) % 4;
+                      const int d1_o_1 = (jd_f / 4) % 8;
+                      const int d0_o_1 = jd_f / 32;
+                      jd_pf1[1] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + ((k_o + 1) * 768))];
                     }
                     {
                       const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 128;
-                      if (jd_f < 144) {
-                        const int d1_i_1 = (jd_f) % 12;
-                        const int d1_o = (jd_f / 12) % 2;
-                        const int d0_i_1 = jd_f / 24;
-                        jd_pf2[2] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + ((k_o + 1) * 768))];
-                      }
+                      const int d1_i = (jd_f) % 4;
+                      const int d1_o_1 = (jd_f / 4) % 8;
+                      const int d0_o_1 = jd_f / 32;
+                      jd_pf1[2] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + ((k_o + 1) * 768))];
                     }
                     {
-                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      if (jd_f < 48) {
-                        const int d1_i_1 = (jd_f) % 8;
-                        const int d0_i_1 = jd_f / 8;
-                        jd_pf3[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + ((k_o + 1) * 768)) + 24)];
-                      }
-                    }
-                    {
-                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      if (jd_f < 48) {
-                        const int d1_i_1 = (jd_f) % 12;
-                        const int d1_o = (jd_f / 12) % 2;
-                        const int d0_i_1 = jd_f / 24;
-                        jd_pf4[0] = B[((((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + ((k_o + 1) * 768)) + 576)];
-                      }
-                    }
-                    {
-                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 0;
-                      if (jd_f < 16) {
-                        const int d1_i_1 = (jd_f) % 8;
-                        const int d0_i_1 = jd_f / 8;
-                        jd_pf5[0] = B[(((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + ((k_o + 1) * 768)) + 600)];
-                      }
+                      const int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) + 192;
+                      const int d1_i = (jd_f) % 4;
+                      const int d1_o_1 = (jd_f / 4) % 8;
+                      const int d0_o_1 = jd_f / 32;
+                      jd_pf1[3] = B[(((((d0_o_1 * 96) + d1_i) + (d1_o_1 * 4)) + (j_o * 32)) + ((k_o + 1) * 768))];
                     }
                   }
                   for (int k_i = 0; k_i < 8; ++k_i) {
@@ -336,63 +272,6 @@ extern "C" __global__ void __launch_bounds__(64) jd_matmul_k0(const float* __res
                           C_local_l[((i_r * 4) + j_r)] = (C_local_l[((i_r * 4) + j_r)] + (A_cache_cache_l[i_r] * B_cache_cache_l[j_r]));
                         }
                       }
-                    }
-                  }
-                }
-              }
-            }
-            {
-              __shared__ __align__(16) float B_cache_l[256];
-              __shared__ __align__(16) float A_cache_l[256];
-              __syncthreads();
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 192; jd_f += 64) {
-                const int d1_i = (jd_f) % 6;
-                const int d0_i = (jd_f / 6) % 8;
-                const int d0_o = jd_f / 48;
-                A_cache_l[(((d0_i * 8) + (d0_o * 64)) + d1_i)] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + 40)];
-              }
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 64; jd_f += 64) {
-                const int d1_i = (jd_f) % 2;
-                const int d0_i = (jd_f / 2) % 8;
-                const int d0_o = jd_f / 16;
-                A_cache_l[((((d0_i * 8) + (d0_o * 64)) + d1_i) + 6)] = A[(((((d0_i * 48) + (d0_o * 384)) + d1_i) + (i_o * 1536)) + 46)];
-              }
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 144; jd_f += 64) {
-                const int d1_i_1 = (jd_f) % 12;
-                const int d1_o = (jd_f / 12) % 2;
-                const int d0_i_1 = jd_f / 24;
-                B_cache_l[(((d0_i_1 * 32) + d1_i_1) + (d1_o * 12))] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + 3840)];
-              }
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 48; jd_f += 64) {
-                const int d1_i_1 = (jd_f) % 8;
-                const int d0_i_1 = jd_f / 8;
-                B_cache_l[(((d0_i_1 * 32) + d1_i_1) + 24)] = B[((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + 3864)];
-              }
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 48; jd_f += 64) {
-                const int d1_i_1 = (jd_f) % 12;
-                const int d1_o = (jd_f / 12) % 2;
-                const int d0_i_1 = jd_f / 24;
-                B_cache_l[((((d0_i_1 * 32) + d1_i_1) + (d1_o * 12)) + 192)] = B[(((((d0_i_1 * 96) + d1_i_1) + (d1_o * 12)) + (j_o * 32)) + 4416)];
-              }
-              for (int jd_f = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); jd_f < 16; jd_f += 64) {
-                const int d1_i_1 = (jd_f) % 8;
-                const int d0_i_1 = jd_f / 8;
-                B_cache_l[(((d0_i_1 * 32) + d1_i_1) + 216)] = B[((((d0_i_1 * 96) + d1_i_1) + (j_o * 32)) + 4440)];
-              }
-              __syncthreads();
-              for (int k_i = 0; k_i < 8; ++k_i) {
-                {
-                  __align__(16) float B_cache_cache_l[4];
-                  __align__(16) float A_cache_cache_l[4];
-                  for (int d0_r = 0; d0_r < 4; ++d0_r) {
-                    A_cache_cache_l[d0_r] = A_cache_l[(((d0_r * 8) + (i_i_o * 32)) + k_i)];
-                  }
-                  for (int d1_r = 0; d1_r < 4; ++d1_r) {
-                    B_cache_cache_l[d1_r] = B_cache_l[((d1_r + (j_i_o * 4)) + (k_i * 32))];
-                  }
-                  for (int i_r = 0; i_r < 4; ++i_r) {
-                    for (int j_r = 0; j_r < 4; ++j_r) {
-                      C_local_l[((i_r * 4) + j_r)] = (C_local_l[((i_r * 4) + j_r)] + (A_cache_cache_l[i_r] * B_cache_cache_l[j_r]));
                     }
                   }
                 }
