@@ -1807,6 +1807,22 @@ def test_means_of_empty_slices_warn_as_numpy():
             [(w.category, str(w.message)) for w in want]
 
 
+def test_mean_of_an_empty_array_warns_on_every_call():
+    """The mean of an empty array warns as NumPy's on each call, not only the first,
+    which compiles the kernel (the later ones went straight to it, silently)."""
+    for e, axis in ((np.zeros((3, 0)), 1), (np.zeros((0, 2), np.float32), 0),
+                    (np.zeros((2, 0, 3)), -2)):
+        for args in ((), (axis,)):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                expected = np.mean(e, *args)
+            for _ in range(3):
+                with np.errstate(all="ignore"), \
+                        pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+                    result = jnp.mean(e, *args)
+                same(result, expected)
+
+
 def test_average_axis_and_ptp_of_bools_errors_are_numpys_text():
     """average's AxisError names its argument as NumPy's ('axis: axis 3 is out of
     bounds ...'), before the weights are looked at; ptp of bools is NumPy's TypeError

@@ -856,10 +856,13 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
 def _whole_slot(name):
     """The slot of f(a) and f(a, axis) (see eager._one_array_call): f's own calls'. (A
     dtype f compiles with other static arguments, uint8 for sum, has no kernel under
-    these: its calls go f's way.)"""
-    whole = one_array_slot(name, _NONE)
+    these: its calls go f's way; so does the mean of an empty array, for NumPy's
+    warning.)"""
+    whole, empty = one_array_slot(name, _NONE), name != "mean"
 
     def slot(a, axis):
+        if not empty and not a.size:
+            return None
         if axis is None or type(axis) is tuple and _every_axis(axis, a.ndim):
             return whole, _flat(a), None
         if type(axis) is int:
