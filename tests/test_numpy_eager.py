@@ -1047,7 +1047,8 @@ def test_fix_refuses_the_keywords_numpys_fix_refuses_naming_them():
     with casting= added); it names the keyword now, a TypeError as NumPy's, and fix
     without them is NumPy's values."""
     a = np.random.default_rng(5).standard_normal(7) * 3
-    for kw, named in [({"dtype": "f4"}, "dtype"), ({"signature": (None, np.float32)}, "dtype"),
+    for kw, named in [({"dtype": "f4"}, "dtype"),
+                      ({"signature": (None, np.float32)}, "signature"),
                       ({"dtype": np.float64, "casting": "unsafe"}, "dtype|casting")]:
         with pytest.raises(TypeError):
             np.fix(a, **kw)
@@ -1058,14 +1059,19 @@ def test_fix_refuses_the_keywords_numpys_fix_refuses_naming_them():
 
 def test_fix_refuses_where_and_order_as_numpy():
     """np.fix(x, out=None) takes no where= or order= (NumPy 2: no ufunc); jnp.fix(a,
-    where=mask, out=o) wrote o under the mask, and order='F' laid the result out: both are
-    a TypeError naming the keyword now."""
+    where=mask, out=o) wrote o under the mask, and order='F' laid the result out, and
+    where=True, order='K', casting='same_kind' (a ufunc's defaults) were taken: each is a
+    TypeError naming the keyword now; jnp.fix(x=a) is np.fix(x=a)."""
     a = np.random.default_rng(6).standard_normal((3, 4)) * 3
-    for kw in ({"where": a > 0}, {"where": a > 0, "out": np.zeros((3, 4))}, {"order": "F"}):
+    # (also given as a ufunc's defaults, which jnp.fix took silently)
+    for kw in ({"where": a > 0}, {"where": a > 0, "out": np.zeros((3, 4))}, {"order": "F"},
+               {"where": True}, {"order": "K"}, {"casting": "same_kind"}, {"subok": True},
+               {"dtype": None}, {"signature": None}):
         with pytest.raises(TypeError):
             np.fix(a, **kw)
         with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(kw))}'"):
             jnp.fix(a, **kw)
+    np.testing.assert_array_equal(jnp.fix(x=a), np.fix(x=a))
 
 
 def test_ufunc_signature_and_gufunc_keywords_are_numpys():

@@ -249,13 +249,6 @@ def _unary(name, doc):
                 r = apply_out(name, static, (x,), out, direct)
                 if r is not _MISS:
                     return r
-            if not_ufunc and (where is not True or order != "K" or subok is not True):
-                # (np.fix is no ufunc in NumPy 2: fix(x, out=None), whose TypeError names
-                # the keyword; dtype= and casting= are numpy_accepts')
-                given = "where" if where is not True else "order" if order != "K" else "subok"
-                raise numpy_kind(ArgumentError, TypeError)(
-                    f"{name}(): {name}() got an unexpected keyword argument '{given}'",
-                    user_loc())
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
@@ -277,10 +270,25 @@ def _unary(name, doc):
                 raise
             return array_module_function(name, np_fn, (x, out), {})(
                 x, out=out, **_given(dtype, casting, where, order))
+    if not_ufunc:
+        ufunc = _no_keywords(name, ufunc)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = doc
     ufunc.numpy_fallback = np_fn
     return ufunc
+
+
+def _no_keywords(name, ufunc):
+    """ufunc as NumPy's `name`, which is no ufunc (np.fix in NumPy 2: fix(x, out=None)):
+    any other keyword, given even as its ufunc default (where=True, casting='same_kind'),
+    is NumPy's TypeError naming it."""
+    def call(x, out=None, **kwargs):
+        for given in kwargs:
+            raise numpy_kind(ArgumentError, TypeError)(
+                f"{name}(): {name}() got an unexpected keyword argument '{given}'",
+                user_loc())
+        return ufunc(x, out)
+    return call
 
 
 _LISTS = (list, tuple)
