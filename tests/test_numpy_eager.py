@@ -1314,6 +1314,27 @@ def test_round_into_out_of_another_shape_is_numpys_error():
             assert (o == 7).all()
 
 
+def test_round_into_out_with_leading_ones_is_numpys():
+    """NumPy's round writes an out= of a's size into which a broadcasts (a (5,) array
+    into a (1, 5) or (1, 1, 5) out=), of a's dtype or another (then rounding there);
+    jnp.round refused it (non-broadcastable output operand). An out= of a's size a does
+    not broadcast into ((5, 1)) stays NumPy's ValueError."""
+    rng = np.random.default_rng(53)
+    x = rng.standard_normal(5).astype(np.float32) * 100
+    for a, d, dt in [(x, 2, "f4"), (x, 0, "f4"), (x, -1, "f4"), (x, 2, "f8"), (x, 1, "f2"),
+                     (x.astype(np.float64), 3, "f8"), (rng.integers(-500, 500, 5), -1, "f8"),
+                     (rng.integers(-500, 500, 5), 1, "i8")]:
+        for shape in [(1, 5), (1, 1, 5)]:
+            o1, o2 = np.full(shape, 7, dt), np.full(shape, 7, dt)
+            want = np.round(a, d, out=o1)
+            assert jnp.round(a, d, out=o2) is o2
+            np.testing.assert_array_equal(o2, want)
+        with pytest.raises(ValueError):
+            np.round(a, d, out=np.full((5, 1), 7, dt))
+        with pytest.raises(ValueError):
+            jnp.round(a, d, out=np.full((5, 1), 7, dt))
+
+
 def test_round_refuses_decimals_past_a_c_int_as_numpy():
     """NumPy's round takes decimals as a C int: round(x, 2**31) and round(x, 10**20) are
     its OverflowError (2**31 - 1 and -2**31 still give NaN), where jitdl gave NaN."""

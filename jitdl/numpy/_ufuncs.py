@@ -16,8 +16,8 @@ from jitdl.eager import (_castable, apply, apply_out, array_module_function, def
                           fast_state, given_signature, has_huge_int, in_byte_order, kernel_dtype,
                           merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
                           signature_dtype, small_copies)
-from jitdl.errors import (ArgumentError, ScalarOverflowError, ShapeError, UnsupportedDtypeError,
-                          numpy_kind, user_loc)
+from jitdl.errors import (ArgumentError, OutArgumentError, ScalarOverflowError, ShapeError,
+                          UnsupportedDtypeError, numpy_kind, user_loc)
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import broadcast_shapes, broadcast_to, is_symbolic, shape_of
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS, NUMPY_SCALARS
@@ -762,23 +762,34 @@ def round(a, decimals=0, out=None):  # noqa: A001
         raise numpy_kind(ArgumentError, OverflowError)(
             f"round(): decimals must fit in a C int (-2**31 to 2**31 - 1, as NumPy's "
             f"round takes it), got {decimals}", user_loc())
+    shape = None
+    if out is not None and not is_symbolic(a) and not is_symbolic(out) \
+            and hasattr(out, "shape"):
+        # NumPy's round takes an out= of a's size into which a broadcasts (a's shape, or
+        # it with leading 1s: an (n,) array into a (1, n) out=), else its ValueError
+        shape = tuple(out.shape)
+        if math.prod(shape) != np.size(a):
+            raise OutArgumentError(f"round(): invalid output shape: out= of shape {shape} "
+                                   f"for an operand of shape {np.shape(a)}", user_loc())
     odt = getattr(out, "dtype", None) if out is not None and decimals else None
     kind = None if odt is None else dt if dt is not None or type(a) not in (int, float) \
         else np.asarray(a).dtype
     if kind is not None and (odt is not kind and kind.kind == "f" and odt != kind or
                              decimals < 0 and kind.kind in "iu") \
-            and not is_symbolic(a) and out.shape == np.shape(a):
+            and not is_symbolic(a) and shape is not None and \
+            np.broadcast_shapes(shape, np.shape(a)) == shape:
         # NumPy's round into out= of another dtype (or of integers to tens, hundreds...):
         # its multiply (divide, for tens) writes out, and rint and the step back run in
         # out's dtype (round(float32 array, 2, out=float64 array) rounds in float64; out=
-        # an integer array for that is its casting error). An out= of another shape is
-        # the kernel's error below (multiply would broadcast a into it; NumPy refuses)
+        # an integer array for that is its casting error). An out= a does not broadcast
+        # into is the kernel's error below
         s = ew.power_of_ten(builtins.abs(decimals))     # (abs here is jd.numpy.absolute)
         there, back = (_ufunc("multiply"), _ufunc("divide"))[::1 if decimals > 0 else -1]
         there(a, s, out=out)
         _ufunc("rint")(out, out=out)
         return back(out, s, out=out)
-    r = apply("round", ew.round_, (a,), (("decimals", decimals),), out, ("a",))
+    r = apply("round", ew.round_, (a,), (("decimals", decimals),), out, ("a",),
+              broadcast_out=True)
     # (NumPy's rint, for whole floats, gives the native byte order; its arithmetic for
     # places and its copy of integers keep a '>f8' operand's)
     return r if out is not None or decimals == 0 and dt is not None and dt.kind == "f" \
