@@ -2181,6 +2181,23 @@ def test_copy_and_astype_of_transposed_arrays_keep_their_memory_order(rng, monke
             assert np.array_equal(got, want) and got.strides == want.strides
 
 
+def test_copy_and_astype_of_broadcast_views_are_laid_out_as_numpy(rng):
+    """copy and astype (order='K') of a broadcast view lay the copy out by its strides
+    as NumPy does, a zero stride last: np.copy(np.broadcast_to(row, (4, 3))) is
+    Fortran-ordered, where jnp.copy gave C order; a (2, 4, 3) broadcast of a reversed
+    row neither order. Each element is the view's."""
+    row, m = rng.standard_normal(3), rng.standard_normal((2, 3))
+    for x in (np.broadcast_to(row, (4, 3)), np.broadcast_to(row, (4, 3)).T,
+              np.broadcast_to(row[:, None], (3, 4)).T,
+              np.broadcast_to(m.T, (5, 3, 2)), np.broadcast_to(m[:, None], (2, 4, 3))[..., ::-1]):
+        for fn in (lambda m: m.copy(x), lambda m: m.astype(x, np.float32),
+                   lambda m: m.astype(x, np.int64), lambda m: m.copy(x, order="F"),
+                   lambda m: m.copy(x, order="A")):
+            got, want = fn(jnp), fn(np)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert got.strides == want.strides, (x.strides, got.strides, want.strides)
+
+
 @pytest.mark.cpu_only
 def test_a_strided_view_passed_twice_is_copied_once(rng, monkeypatch):
     """A strided view that a kernel reads as a contiguous copy (m[:, ::2], past the

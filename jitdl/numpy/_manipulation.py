@@ -213,7 +213,21 @@ def copy(a, order="K", subok=False):
     r = apply("copy", man.copy, (a,), names=("a",))
     # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
     # Fortran-ordered)
-    return in_byte_order(laid_out(r, order, (a,), "copy"), a)
+    return in_byte_order(laid_out(_broadcast_layout(r, a) if order == "K" else r, order,
+                                  (a,), "copy"), a)
+
+
+def _broadcast_layout(r, a):
+    """r, a kernel's copy (C-ordered) of array a, laid out as NumPy's order='K' copy of a
+    broadcast view (one with a zero stride) is: by a's strides, largest first and a zero
+    one last (np.copy(np.broadcast_to(row, (4, 3))) is Fortran-ordered, as its astype);
+    any other result as it is."""
+    if type(a) is not np.ndarray or type(r) is not np.ndarray or a.ndim < 2 \
+            or 0 not in a.strides or r.shape != a.shape:
+        return r
+    like = np.empty_like(a, dtype=r.dtype)      # (NumPy's order='K' layout of a)
+    like[...] = r
+    return like
 
 
 def _swapped(dtype):
@@ -239,7 +253,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if not copy and not _sym(x) and isinstance(x, np.ndarray) and x.dtype == dt:
         return x
     r = apply("astype", man.astype, (x,), (("dtype", dt),), names=("x",))
-    return r[()] if isinstance(x, np.generic) else r        # (a NumPy scalar stays one)
+    return r[()] if isinstance(x, np.generic) else _broadcast_layout(r, x)
+    # (a NumPy scalar stays one)
 
 
 def _seq(arrays, what):
