@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 import jitdl  # noqa: F401  (installs the IR operators)
 from jitdl.ir import build
-from jitdl.ir.analysis import INF, atom_bounds, bounds, narrow
+from jitdl.ir.analysis import (INF, SIZE_LIMIT, atom_bounds, bounds, inside, narrow,
+                               with_loop)
 from jitdl.ir.nodes import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Intrin, Select,
-                            UnOp, Unary, Var)
+                            SizeVar, UnOp, Unary, Var)
 from jitdl.tir.interpret import wrap
 
 I, K = Var("i"), Var("k")
@@ -351,3 +352,96 @@ def test_narrowing_by_a_min_or_max_compared_with_itself(op, kind):
         diff = build.binary(BinOp.SUB, I, K)
         lo, hi = bounds(diff, inside)
         assert all(lo <= p["i"] - p["k"] <= hi for p in holding), (op, kind, negate, lo, hi)
+
+
+_N0, _N1, _N2 = SizeVar("n0"), SizeVar("n1"), SizeVar("n2")
+_R, _C, _D = Var("r"), Var("c"), Var("d")
+
+
+def _radix_cases():
+    """(index, loop extents of r, c, d, dimension's extent, proved): row-major positions
+    in a product of sizes, and near misses that some sizes and point take outside."""
+    n0, n1, n2, r, c, d = _N0, _N1, _N2, _R, _C, _D
+    loops = (n0, n1, n2)
+    return [
+        (r * n1 + c, loops, n0 * n1, True),
+        (n1 * r + c, loops, n0 * n1, True),             # (either operand order)
+        (c + r * n1, loops, n1 * n0, True),
+        (r * n1, loops, n0 * n1, True),                 # (no remainder: needs n1 >= 1)
+        ((r * n1 + c) * n2 + d, loops, n0 * n1 * n2, True),
+        (r * (n1 * n2) + c * n2 + d, loops, n0 * n1 * n2, True),
+        (r * n1 + c + 1, loops, n0 * n1, False),
+        ((r + 1) * n1 + c, loops, n0 * n1, False),
+        (r * n1 + c, (n0 + 1, n1, n2), n0 * n1, False),
+        (r * n1 + c, (n0, n1 + 1, n2), n0 * n1, False),
+        (r * n1 + c - 1, loops, n0 * n1, False),        # (-1 at the first point)
+        (r * n2 + c, loops, n0 * n1, False),            # (another size's stride)
+        (r * n1 + c, loops, n0 * n2, False),
+        (r * n1 + d, loops, n0 * n1, False),            # (d runs over n2)
+        ((r * n1 + c) * n2 + d, (n0, n1, n2 + 1), n0 * n1 * n2, False),
+        ((r * n2 + c) * n2 + d, loops, n0 * n1 * n2, False),
+        (r * (n1 * n2) + c * n2 + d, (n0, n1 + 1, n2), n0 * n1 * n2, False),
+        (r * n1 * 2 + c, loops, n0 * n1, False),
+        # a position k < n0 * n1 * n2 against a product in another order, and its
+        # leading index k // (n2 * n1) (a divisor whose factors are the loop's)
+        (r, (n0 * n1 * n2, n1, n2), n0 * (n2 * n1), True),
+        (r // (n2 * n1), (n0 * n1 * n2, n1, n2), n0, True),
+        (r + 1, (n0 * n1 * n2, n1, n2), n2 * n1 * n0, False),
+        (r, (n0 * n1 * n2, n1, n2), n0 * (n2 * n2), False),
+        (r // (n2 * n1), (n0 * n1 * n2 + n2, n1, n2), n0, False),
+        (r // (n2 * n2), (n0 * n1 * n2, n1, n2), n0, False),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_radix_cases())))
+def test_a_row_major_position_in_a_product_of_sizes(case):
+    """i * n1 + j for i < n0 and j < n1 is in [0, n0 * n1), and ((i * n1 + j) * n2 + k) in
+    [0, n0 * n1 * n2), which bounds of i * n1 over symbolic sizes cannot show: what a
+    flattened read (a reshape, a roll of the flattened order) needs. Checked at every point
+    of every size up to 3, where proved; near misses must not be proved, and a point
+    outside exists for each."""
+    idx, extents, n, proved = _radix_cases()[case]
+    ranges = {}
+    for v, e in zip((_R, _C, _D), extents):
+        ranges = with_loop(ranges, v, 0, e)
+    for v in (_N0, _N1, _N2):
+        ranges.setdefault(v, (0, SIZE_LIMIT - 1))
+    outside = []
+    for sizes in itertools.product(range(4), repeat=3):
+        env = dict(zip(("n0", "n1", "n2"), sizes))
+        for p in itertools.product(*(range(ev(e, env)) for e in extents)):
+            env.update(zip("rcd", p))
+            if not 0 <= ev(idx, env) < ev(n, env):
+                outside.append(dict(env))
+    assert inside(idx, n, ranges) is proved, (idx, n)
+    assert bool(outside) is not proved, outside[:3]
+
+
+def test_a_flattened_read_of_dynamic_sizes_compiles_and_reads_inside(rng):
+    """Y[i, j] = F[i * n1 + j] over F of n0 * n1 elements was refused ("cannot prove index
+    `i * X_n1 + j` ... inside [0, X_n0 * X_n1)") for dynamic sizes; three dimensions the
+    same. Against NumPy for several shapes, every element written."""
+    import jitdl as jd
+
+    @jd.compute(dynamic=True)
+    def two(X):
+        n0, n1 = X.shape
+        F = jd.tensor((n0 * n1,), lambda k: X[k // n1, k % n1] * 2.0, name="F")
+        return jd.tensor((n0, n1), lambda i, j: F[i * n1 + j] + 1.0, name="Y")
+
+    @jd.compute(dynamic=True)
+    def three(X):
+        n0, n1, n2 = X.shape
+        F = jd.tensor((n0 * n1 * n2,), lambda k: X[k // n2 // n1, k // n2 % n1, k % n2] - 3.0,
+                      name="F")
+        return jd.tensor((n0, n1, n2), lambda i, j, k: F[(i * n1 + j) * n2 + k], name="Y")
+    for shape in [(5, 7), (1, 4), (6, 1), (13, 3), (0, 4)]:
+        x = rng.standard_normal(shape)
+        out = np.full(shape, np.nan)
+        two(x, out=out)
+        np.testing.assert_array_equal(out, x * 2.0 + 1.0)
+    for shape in [(3, 4, 5), (2, 0, 3), (5, 2, 7)]:
+        x = rng.standard_normal(shape)
+        out = np.full(shape, np.nan)
+        three(x, out=out)
+        np.testing.assert_array_equal(out, x - 3.0)

@@ -194,7 +194,103 @@ def below(e, n, ranges):
     form = dict(affine(e))
     for k, c in affine(n).items():
         form[k] = form.get(k, 0) - c
+    form = _merged_products(form, ranges)
     return form_bounds(form, _with_mod_facts(form, ranges))[1] <= -1
+
+
+def _merged_products(form, ranges):
+    """form with the products of the same factors in another order or grouping as one
+    atom, that of a fact where one has it (`X_n0 * (X_n2 * X_n1)` and the loop's extent
+    `X_n0 * X_n1 * X_n2`: int64 multiplication, which wraps, is still commutative and
+    associative), so that they cancel."""
+    products = [k for k in form if _is_product(k)]
+    if not products:
+        return form
+    known = [k for items, _, _ in ranges.get(FACTS, ()) for k, _ in items if _is_product(k)]
+    out = {}
+    for k, v in form.items():
+        if _is_product(k):
+            k = next((q for q in known + list(out) if _is_product(q) and q.dtype == k.dtype
+                      and _same_factors(k, q)), k)
+        out[k] = out.get(k, 0) + v
+    return {k: v for k, v in out.items() if v != 0 or type(k) is int}
+
+
+def _is_product(k):
+    return isinstance(k, Binary) and k.op == BinOp.MUL
+
+
+def _same_factors(p, q):
+    return _sub_factors(p, q) and len(_factors(p)) == len(_factors(q))
+
+
+def _sub_factors(p, q):
+    """Whether the factors of p are some of those of q (each as often)."""
+    left = _factors(q)
+    for f in _factors(p):
+        hit = next((k for k, g in enumerate(left) if _same(g, f) and _same(f, g)), None)
+        if hit is None:
+            return False
+        left.pop(hit)
+    return True
+
+
+def inside(e, n, ranges):
+    """Whether 0 <= e <= n - 1 holds under ranges (an index of a dimension of n elements):
+    by bounds() and below(), or as a row-major position in a product of sizes (see
+    _radix_inside: `i * n1 + j` in [0, n0 * n1), which interval arithmetic cannot place)."""
+    if (bounds(e, ranges)[0] >= 0 or _quotient_not_negative(e, ranges)) and \
+            below(e, n, ranges):
+        return True
+    return isinstance(n, Expr) and e.dtype == "int64" and _radix_inside(affine(e), n, ranges)
+
+
+def _form_inside(form, n, ranges):
+    """0 <= form <= n - 1 for an affine form and an int64 n."""
+    if form_bounds(form, ranges)[0] >= 0:
+        if not _var_part(form) and form.get(1, 0) == 0 and positive(n, ranges):
+            return True
+        diff = dict(form)
+        for k, c in affine(n).items():
+            diff[k] = diff.get(k, 0) - c
+        diff = _merged_products(diff, ranges)
+        if form_bounds(diff, _with_mod_facts(diff, ranges))[1] <= -1:
+            return True
+    return _radix_inside(form, n, ranges)
+
+
+def _radix_inside(form, n, ranges):
+    """0 <= form <= n - 1 for a mixed-radix position in a product of sizes n: form = a*s
+    + rest, where s is a product of some of n's factors, each >= 0, m those left (n = m*s),
+    0 <= a <= m - 1 and 0 <= rest <= s - 1 (each the same way again: `(i*n1 + j)*n2 + k`
+    below n0*n1*n2, or `i*(n1*n2) + j*n2 + k`). Then 0 <= a*s + rest <= (m - 1)*s + s - 1
+    = n - 1 exactly, and int64 arithmetic, which wraps consistently, gives that exact value
+    because it lies in [0, n) and n, a tensor's extent, is a size (below SIZE_LIMIT, as
+    with_loop takes a product of sizes to be)."""
+    if not (isinstance(n, Binary) and n.op == BinOp.MUL and n.dtype == "int64"):
+        return False
+    for p, c in form.items():
+        if c != 1 or not (isinstance(p, Binary) and p.op == BinOp.MUL and p.dtype == "int64"):
+            continue
+        left, of_n, others = _factors(n), [], []
+        for f in _factors(p):
+            hit = next((k for k, g in enumerate(left) if _same(g, f)), None)
+            (others if hit is None else of_n).append(f if hit is None else left.pop(hit))
+        if len(others) != 1 or not of_n or not left or \
+                any(bounds(f, ranges)[0] < 0 for f in of_n):
+            continue
+        s, m = _product(of_n), _product(left)
+        rest = {k: v for k, v in form.items() if k is not p}
+        if _form_inside(rest, s, ranges) and inside(others[0], m, ranges):
+            return True
+    return False
+
+
+def _product(factors):
+    out = factors[0]
+    for f in factors[1:]:
+        out = Binary(BinOp.MUL, out, f, "int64")
+    return out
 
 
 def _with_mod_facts(form, ranges):
@@ -214,7 +310,26 @@ def _quotient_below(e, n, ranges):
     index of a row-major position: k // n2 // n1 with k < (n0 * n1) * n2."""
     return isinstance(e, Binary) and e.op == BinOp.FLOORDIV and _is_int(e) and \
         not isinstance(e.b, Const) and bounds(e.a, ranges)[0] >= 0 and \
-        bounds(e.b, ranges)[0] >= 0 and below(e.a, n * e.b, ranges)
+        _not_negative(e.b, ranges) and below(e.a, n * e.b, ranges)
+
+
+def _quotient_not_negative(e, ranges):
+    """a // d >= 0 for a >= 0 and d >= 0 (a leading index k // (n2 * n1))."""
+    return isinstance(e, Binary) and e.op == BinOp.FLOORDIV and _is_int(e) and \
+        bounds(e.a, ranges)[0] >= 0 and _not_negative(e.b, ranges)
+
+
+def _not_negative(d, ranges):
+    """Whether d >= 0 under ranges wherever they hold: by its bounds, or as a product of
+    factors >= 0 that are some of those of a product in a fact (a loop's extent k < n0 *
+    n1 * n2, which with_loop takes to be a size: where it is >= 1, so is each factor, and
+    n2 * n1 is at most it; where it is 0 the loop reads nothing)."""
+    if bounds(d, ranges)[0] >= 0:
+        return True
+    if not _is_product(d) or any(bounds(f, ranges)[0] < 0 for f in _factors(d)):
+        return False
+    return any(_is_product(k) and _sub_factors(d, k)
+               for items, _, _ in ranges.get(FACTS, ()) for k, _ in items)
 
 
 def positive(n, ranges) -> bool:

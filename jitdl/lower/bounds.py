@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 from jitdl.errors import ArgumentShapeError, DefinitionError
-from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, bare_uses, below, bounds, memoised,
+from jitdl.ir.analysis import (FACTS, INF, SIZE_LIMIT, bare_uses, bounds, inside, memoised,
                                narrow, narrow_for, reads_memory, unbounded_part,
                                upper_ends, with_loop)
 from jitdl.ir.nodes import (Access, BinOp, Binary, Const, Expr, Reduce, Select,
@@ -137,7 +137,7 @@ def check_stage(tensor, scalars=(), same=None):
             if not isinstance(n, int):
                 rng = {**{v: (0, SIZE_LIMIT - 1) for v in _size_vars(n)}, **rng}
             lo, hi = bounds(idx, rng)
-            if lo >= 0 and below(idx, n, rng):
+            if inside(idx, n, rng):
                 continue
             if not isinstance(n, int) and not any(
                     isinstance(v, Var) and not isinstance(v, SizeVar) for v in walk_unique(idx)):

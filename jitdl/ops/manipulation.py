@@ -16,8 +16,9 @@ import numpy as np
 
 from jitdl.errors import ArgumentError, JitdlError, ShapeError, user_loc
 from jitdl.ir import build
-from jitdl.ir.analysis import linear
-from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr
+from jitdl.ir.analysis import SIZE_LIMIT, inside, linear, with_loop
+from jitdl.ir.nodes import BinOp, Binary, CmpOp, Const, Expr, SizeVar
+from jitdl.ir.visit import walk_expr
 from jitdl.ops.core import (any_size, as_tensor, broadcast_to as _broadcast, every_dim,
                             is_one, layout_free, load, may_agree, normalize_axes, normalize_axis, operand,
                             same_dim, scalar_result, shape_of, shape_text,
@@ -280,8 +281,8 @@ def _groups(src, dst):
 def reshape(x, shape):
     """np.reshape in C order: each group of dims with equal products maps its flat index
     (dims of size 1 and unchanged dims cost no arithmetic). A group of symbolic extents
-    that is not one dimension to the same one divides by symbolic strides, which the
-    static prover does not follow: its read is checked at run time."""
+    that is not one dimension to the same one divides by symbolic strides: its read is
+    checked at run time where the static prover does not place it."""
     x = as_tensor(x)
     size = _size(x.shape)
     shape = _new_shape(x.shape, shape)
@@ -309,8 +310,18 @@ def reshape(x, shape):
                 src[d] = v if d == gs[0] else v % x.shape[d]
                 stride = _mul(stride, x.shape[d])
         read = x[tuple(src)]
-        return _checked(read) if checked else read
+        return _checked(read) if checked and not _proved(src, x.shape, idx, shape) else read
     return te.tensor(shape, body, name="reshape")
+
+
+def _proved(indices, dims, loops, extents):
+    """Whether the static prover places each index inside its dimension, for loops over
+    extents (a flattened position `i * n1 + j` in [0, n0 * n1): no run-time check)."""
+    ranges = {v: (0, SIZE_LIMIT - 1) for n in dims if isinstance(n, Expr)
+              for v in walk_expr(n) if isinstance(v, SizeVar)}
+    for v, n in zip(loops, extents):
+        ranges = with_loop(ranges, v, 0, n)
+    return builtins.all(inside(build.as_expr(i), n, ranges) for i, n in zip(indices, dims))
 
 
 def ravel(x):
