@@ -420,7 +420,9 @@ def test_a_row_major_position_in_a_product_of_sizes(case):
 def test_a_flattened_read_of_dynamic_sizes_compiles_and_reads_inside(rng):
     """Y[i, j] = F[i * n1 + j] over F of n0 * n1 elements was refused ("cannot prove index
     `i * X_n1 + j` ... inside [0, X_n0 * X_n1)") for dynamic sizes; three dimensions the
-    same. Against NumPy for several shapes, every element written."""
+    same. Against NumPy for several shapes, every element written. (Sizes of 1, which
+    a dynamic kernel takes as constants, made F's own read X[k // X_n2 // 1, ...] fail:
+    below(e // c, n) of a constant n did not look through the division by c.)"""
     import jitdl as jd
 
     @jd.compute(dynamic=True)
@@ -440,7 +442,7 @@ def test_a_flattened_read_of_dynamic_sizes_compiles_and_reads_inside(rng):
         out = np.full(shape, np.nan)
         two(x, out=out)
         np.testing.assert_array_equal(out, x * 2.0 + 1.0)
-    for shape in [(3, 4, 5), (2, 0, 3), (5, 2, 7)]:
+    for shape in [(3, 4, 5), (2, 0, 3), (5, 2, 7), (1, 1, 7), (1, 3, 1), (5, 2, 1)]:
         x = rng.standard_normal(shape)
         out = np.full(shape, np.nan)
         three(x, out=out)

@@ -166,7 +166,9 @@ def below(e, n, ranges):
     form of e - n (with the facts), through `a // c` (a <= c*n - 1), `a % n`, the min,
     max and selects of clamped indices (`max(min(e, n - 1), 0)`), and a min or max n."""
     if isinstance(n, int):
-        return bounds(e, ranges)[1] <= n - 1 or _quotient_below(e, n, ranges)
+        return bounds(e, ranges)[1] <= n - 1 or _quotient_below(e, n, ranges) or \
+            _is_int(e) and isinstance(e, Binary) and e.op == BinOp.FLOORDIV and \
+            isinstance(e.b, Const) and e.b.value > 0 and below(e.a, n * e.b.value, ranges)
     if isinstance(n, Binary) and n.op in (BinOp.MIN, BinOp.MAX) and dtypes.is_int(n.dtype):
         # below a min: below both sides; below a max: below either (an inferred extent
         # `max(X_n0 - 2, 0)`)
