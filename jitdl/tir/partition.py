@@ -446,9 +446,9 @@ def _split_at_selects(s, ranges, selects):
         lanes = s.kind == ForKind.PARALLEL and isinstance(s.body, For) and \
             s.body.kind == ForKind.VECTORIZED and isinstance(s.body.extent, Const) and \
             s.body.extent.value <= _CHUNK_LANES
-        # (a loop of elements long enough for chunks: not a loop of a vector's lanes)
+        # (a loop of elements: not a loop of a vector's lanes)
         own = not any(isinstance(x, For) for x in walk_stmt(s.body)) and not (
-            isinstance(s.extent, Const) and s.extent.value < 32 * _CHUNK)
+            isinstance(s.extent, Const) and s.extent.value <= _CHUNK_LANES)
         if not (lanes or own):
             return None
     else:
