@@ -509,7 +509,7 @@ def roll(a, shift, axis=None):
     if axis is None and type(a) is _ndarray and a.ndim > 1 and a.flags.c_contiguous:
         # (NumPy's own definition; the flat view and the result's reshape are free, and
         # the kernel of one axis reads two contiguous pieces, where the flattened order
-        # over n-d indices checks each read's bounds at run time)
+        # over n-d indices divides positions by symbolic sizes in 3 or more dimensions)
         return _roll(a.reshape(-1), shift, 0).reshape(a.shape)
     return _roll(a, shift, axis)
 
