@@ -2198,6 +2198,38 @@ def test_copy_and_astype_of_broadcast_views_are_laid_out_as_numpy(rng):
             assert got.strides == want.strides, (x.strides, got.strides, want.strides)
 
 
+def test_copy_of_a_native_array_goes_straight_to_its_kernel(rng, monkeypatch):
+    """jnp.copy(a) of a native-order ndarray (order='K') returns the kernel's result
+    without the layout and byte-order helpers, which took as long again as the kernel's
+    call: a (32, 32) float32 copy 0.46-0.51x NumPy's speed on one thread, 0.63-0.93x
+    without. Values, dtype and strides are NumPy's for C, Fortran, transposed, strided and
+    empty arrays; a big-endian array, order='C'/'F'/'A' and an ndarray subclass still
+    take the helpers and keep NumPy's answers."""
+    from jitdl.numpy import _manipulation
+    calls = []
+    real_laid, real_bytes = _manipulation.laid_out, _manipulation.in_byte_order
+    monkeypatch.setattr(_manipulation, "laid_out",
+                        lambda *a: calls.append("laid_out") or real_laid(*a))
+    monkeypatch.setattr(_manipulation, "in_byte_order",
+                        lambda *a: calls.append("in_byte_order") or real_bytes(*a))
+    a = rng.standard_normal((13, 7))
+    for x in (a, a.T, a[:, ::2], a.astype(np.float32)[::-1], np.asfortranarray(a),
+              a.astype(np.int32), np.zeros((0, 3)), a[0], np.array(2.5)):
+        del calls[:]
+        got, want = jnp.copy(x), np.copy(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert got.strides == want.strides and got.flags.writeable, x.shape
+        assert not np.shares_memory(got, x) and calls == [], (x.shape, calls)
+    big = a.astype(">f8")
+    for x, kw in ((big, {}), (a.T, {"order": "C"}), (a, {"order": "F"}), (a.T, {"order": "A"}),
+                  (np.ma.masked_array(a), {"subok": True})):
+        del calls[:]
+        got, want = jnp.copy(x, **kw), np.copy(x, **kw)
+        assert type(got) is type(want) and got.dtype == want.dtype
+        assert np.array_equal(got, want) and got.strides == want.strides
+        assert calls or kw.get("subok"), kw
+
+
 @pytest.mark.cpu_only
 def test_a_strided_view_passed_twice_is_copied_once(rng, monkeypatch):
     """A strided view that a kernel reads as a contiguous copy (m[:, ::2], past the

@@ -207,6 +207,12 @@ def copy(a, order="K", subok=False):
     Fortran-ordered operand's order, else C order), 'C' C order, 'F' Fortran order, 'A'
     Fortran order where the operand is Fortran-contiguous (a.T), else C order. subok=True
     of an ndarray subclass (a masked array, a matrix) is NumPy's copy, which keeps it."""
+    if type(a) is _ndarray and type(order) is str and order == "K" and a.dtype.isnative \
+            and (0 not in a.strides or not a.size):
+        # (the usual call: the kernel's result as it is, without the checks below, which
+        # cost as much again as the kernel's call for a (32, 32) array; a broadcast view
+        # is laid out by _broadcast_layout)
+        return apply("copy", man.copy, (a,), names=("a",))
     order = result_order(order)
     if subok and isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         return np.copy(a, order=order, subok=True)
