@@ -9,6 +9,7 @@ import functools
 import inspect
 import itertools
 import json
+import logging
 import math
 import re
 import os
@@ -2853,3 +2854,60 @@ def test_a_size_compared_by_numpy_says_so():
                                               r"0 by code that needs a Python answer.*a NumPy "
                                               r"function"):
         jd.compute(_arange_of_size, dynamic=True)(rand(3))
+
+
+def _text_of_a_size(X, how: str):
+    n = X.shape[0]
+    c = {"fstring": lambda: len(f"{n}"), "str": lambda: 2 if str(n) == "3" else 1,
+         "format": lambda: len(format(n)), "percent": lambda: len("%s" % n),
+         "int": lambda: int(str(n)), "repr": lambda: len(repr([n]))}[how]()
+    Z[i] = X[i] * c
+    return Z
+
+
+_LOG = logging.getLogger(__name__)
+
+
+def _shown_size(X):
+    n = X.shape[0]
+    print(n, X.shape)
+    print(f"n = {n:>3}", str(n), "%s" % n)
+    _LOG.debug(f"n = {n}")
+    Z[i] = X[i] * n
+    return Z
+
+
+@pytest.mark.parametrize("how", ["fstring", "str", "format", "percent", "int", "repr"])
+def test_the_text_of_a_size_is_refused_where_it_can_change_the_result(how):
+    """The text of a dynamic size is its name (`X_n0`), where a static trace has the
+    number's digits: `len(f"{n}")` was 4 for every size, `str(n) == "3"` False, silently
+    (the static definition: Python's answers). Now taking it is an error naming the size
+    and the line, except where the text only goes to print() or logging: the dynamic
+    definition that prints its size computes NumPy's values (the next test)."""
+    def want(x):
+        n = len(x)
+        return x * {"fstring": len(f"{n}"), "str": 2 if n == 3 else 1,
+                    "format": len(str(n)), "percent": len(str(n)), "int": n,
+                    "repr": len(repr([n]))}[how]
+    static = jd.compute(_text_of_a_size, static=("how",))
+    dynamic = jd.compute(_text_of_a_size, static=("how",), dynamic=True)
+    for n in (0, 3, 12):
+        x = rand(n)
+        np.testing.assert_array_equal(static(x, how), want(x))
+        with pytest.raises(DefinitionError, match=r"`X_n0` is a dynamic size, a number only "
+                                                  r"where the kernel runs, but its text is "
+                                                  r"taken") as e:
+            dynamic(x, how)
+        assert "File" in str(e.value) and __file__ in str(e.value)
+
+
+def test_the_text_of_a_size_that_is_only_printed_or_logged_is_its_name(capsys):
+    """print(n), print(f"n = {n}"), print(str(n)) and a logger's debug(f"...") of a
+    dynamic size show its name and cannot change the result: the definition that prints
+    and logs its size computes NumPy's values."""
+    shown = jd.compute(_shown_size, dynamic=True)
+    for n in (0, 3, 12):
+        x = rand(n)
+        np.testing.assert_allclose(_written(shown, x, x * n), x * n, rtol=1e-12)
+    assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0" in capsys.readouterr().out
+

@@ -5,6 +5,7 @@ Compare or Select always carry the node's computation dtype (casts are explicit)
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dis
 import functools
@@ -525,9 +526,17 @@ class Operators:
         return numpy_ufunc(ufunc, method, inputs, kwargs)
 
     def __repr__(self):
+        text_check(self)
         return text(self)
 
     __str__ = __repr__
+
+    def __format__(self, spec):
+        text_check(self)
+        try:
+            return format(text(self), spec)
+        except ValueError:      # (a number's spec, f"{n:3d}": the text as it is)
+            return text(self)
 
 
 def _whole(x):
@@ -656,14 +665,24 @@ def _calling_a_cache(frame) -> bool:
     `f`, `self.f` or `mod.f` in the call), whose C code hashes the arguments as a key:
     memoising by the expression gives the expression's own value, as memoising by the
     number does in a static trace. (A dict's get, hash() or a set stay refused: they
-    answer for the number.) The callee is read from the call's instructions: those
-    that start where the call does and end before it (Python 3.11+'s positions)."""
+    answer for the number.)"""
     try:
         code = list(dis.get_instructions(frame.f_code))
         at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
+    except Exception:
+        return False
+    return isinstance(_callee(frame, code, at), functools._lru_cache_wrapper)
+
+
+def _callee(frame, code, at):
+    """The function that the call instruction code[at] of `frame` calls, where the call
+    names it (`f`, `self.f`, `mod.f`, `"{}".format`), else None. It is read from the
+    call's instructions: those that start where the call does and end before it (Python
+    3.11+'s positions)."""
+    try:
         call = code[at]
         if not call.opname.startswith("CALL") or call.positions is None:
-            return False
+            return None
         start = (call.positions.lineno, call.positions.col_offset)
         end = (call.positions.end_lineno, call.positions.end_col_offset)
         chain = [k for k in range(at) if (code[k].positions.lineno,
@@ -672,11 +691,14 @@ def _calling_a_cache(frame) -> bool:
         last = max(chain, key=lambda k: ((code[k].positions.end_lineno,
                                           code[k].positions.end_col_offset), k))
         first = min(chain)
-        if any(code[k].opname not in _LOADS for k in range(first, last + 1)) or \
+        if any(code[k].opname not in _LOADS for k in range(first + 1, last + 1)) or \
+                code[first].opname not in _LOADS | {"LOAD_CONST"} or \
                 code[first].opname in ("LOAD_ATTR", "LOAD_METHOD"):
-            return False
+            return None
         name = code[first].argval
-        if code[first].opname == "LOAD_GLOBAL":
+        if code[first].opname == "LOAD_CONST":
+            f = name
+        elif code[first].opname == "LOAD_GLOBAL":
             f = frame.f_globals[name] if name in frame.f_globals else frame.f_builtins[name]
         elif name in frame.f_locals:
             f = frame.f_locals[name]
@@ -684,9 +706,58 @@ def _calling_a_cache(frame) -> bool:
             f = frame.f_globals[name] if name in frame.f_globals else frame.f_builtins[name]
         for k in range(first + 1, last + 1):
             f = inspect.getattr_static(f, code[k].argval)
-    except Exception:       # (no positions before 3.11, a callee of another form: refused)
+    except Exception:       # (no positions before 3.11, a callee of another form)
+        return None
+    return f
+
+
+# functions whose text only shows (print, logging's, warnings.warn), and those that
+# hand the text of their argument on (str, repr, format, ascii, str.format)
+_SHOWING = (builtins.print, warnings.warn)
+_TEXT = (str, repr, format, ascii, str.format)
+
+
+def _only_shown(frame) -> bool:
+    """The text that the user's code at `frame` makes of a value (str(n), f"{n}", "%s" %
+    n, format(n)) goes straight to print(), a logging call or warnings.warn (through
+    str, repr, format: `print(f"n = {n}")`, `print(str(n))`), where it cannot change a
+    result. The innermost call whose positions hold the instruction's is the consumer."""
+    try:
+        code = list(dis.get_instructions(frame.f_code))
+        at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
+        while True:
+            if code[at].opname.startswith("CALL"):
+                f = _callee(frame, code, at)
+                if f in _SHOWING or getattr(f, "__module__", None) == "logging":
+                    return True
+                if f not in _TEXT:
+                    return False
+            p = code[at].positions
+            at = next(k for k in range(at + 1, len(code))
+                      if code[k].opname.startswith("CALL") and
+                      (code[k].positions.lineno, code[k].positions.col_offset) <=
+                      (p.lineno, p.col_offset) and
+                      (p.end_lineno, p.end_col_offset) <=
+                      (code[k].positions.end_lineno, code[k].positions.end_col_offset))
+    except Exception:       # (no enclosing call, no positions before 3.11)
         return False
-    return isinstance(f, functools._lru_cache_wrapper)
+
+
+def text_check(e):
+    """What the text of expression e (str, repr, format) checks while definitions are
+    traced: the text of a dynamic size is its name (`X_n0`) where a static trace has the
+    number's digits, so the user's code that computes with it (`len(f"{n}")`, `str(n) ==
+    "3"`, `int(str(n))`) would answer for the name, for every size: a SymbolicValueError,
+    except where the text only goes to print() or logging (_only_shown)."""
+    if _TRACING.depth and in_user_code(frame := sys._getframe(2)) and a_size(e) and \
+            not _only_shown(frame):
+        raise SymbolicValueError(
+            f"`{text(e)}` is a dynamic size, a number only where the kernel runs, but its "
+            "text is taken (str(), an f-string, format(), %-formatting), which is the "
+            "expression's name, not the number's digits, so a result computed from it "
+            "would be the same for every size; compute with the size as an expression "
+            "(print(n) and print(f\"{n}\") still show it), or keep that dimension out of "
+            "dynamic=")
 
 
 _NUMBER = (bool, int, float, np.generic)
