@@ -2911,3 +2911,37 @@ def test_the_text_of_a_size_that_is_only_printed_or_logged_is_its_name(capsys):
         np.testing.assert_allclose(_written(shown, x, x * n), x * n, rtol=1e-12)
     assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0" in capsys.readouterr().out
 
+
+def _iterated_size(X):
+    s = X.shape[0]
+    for _ in range(16):
+        s = s * s % 7 + 1
+    Z[i] = X[i] * (2.0 if s == 3 else 1.0) + s
+    return Z
+
+
+def test_a_size_expression_that_shares_subtrees_is_walked_once_per_node(monkeypatch):
+    """`s = s * s % 7 + 1` 16 times makes an expression of 64 nodes whose tree has 2^16
+    leaves: a_size (each select of sizes), infer_ranges, unconditional_reads (the
+    codegen's guarded selects), partition's _choices and the codegen's free variables
+    walked it as a tree, ~35 s to trace and compile. Now they walk each node once: the
+    whole compile visits a few thousand nodes (counted, capped at 50000 here, where the
+    tree is millions), static and dynamic give NumPy's values over sizes 0-7."""
+    from jitdl.ir import analysis, visit
+    visits, children = [0], visit.expr_children
+
+    def counted(e):
+        visits[0] += 1
+        assert visits[0] < 50000, "an expression DAG walked as a tree"
+        return children(e)
+    monkeypatch.setattr(visit, "expr_children", counted)
+    monkeypatch.setattr(analysis, "expr_children", counted)
+    for dyn in (False, True):
+        g = jd.compute(_iterated_size, dynamic=dyn)
+        for n in range(8):
+            s = n
+            for _ in range(16):
+                s = s * s % 7 + 1
+            x = rand(n)
+            want = x * (2.0 if s == 3 else 1.0) + s
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)

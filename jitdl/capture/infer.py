@@ -85,7 +85,7 @@ def _of_sizes(f):
     """Whether a form's terms are sizes: size variables, and expressions of them alone
     (`V_n0 // 2`, an inferred extent), never of loop indices."""
     return all(type(k) is int or isinstance(k, SizeVar) or all(
-        isinstance(v, SizeVar) for v in walk_expr(k) if isinstance(v, Var)) for k in f)
+        isinstance(v, SizeVar) for v in walk_unique(k) if isinstance(v, Var)) for k in f)
 
 
 def _least(forms):
@@ -217,7 +217,7 @@ def infer_ranges(variables, body, what, pending=(), dropped=()):
     """{Var: extent} for the index variables of one index-notation statement. `dropped`:
     the arms of selects whose condition was a constant (build.dropped_arms), whose
     accesses count as those of the body do."""
-    nodes = [n for root in (body, *dropped) for n in walk_expr(root)]
+    nodes = [n for root in (body, *dropped) for n in walk_unique(root)]
     axes = [a for n in nodes if isinstance(n, Reduce) for a in n.axes]
     # reduction variables with bounds depending on outer indices are not known yet, and
     # those of empty reductions take no value: dimensions with them bound nothing
@@ -455,7 +455,7 @@ def _extreme(e, extents, upper, inner=()):
                 out = add(out, c, extents[var] - 1)
             continue
         if not any(isinstance(n, Var) and (n in extents or n in inner)
-                   for n in walk_expr(atom)):
+                   for n in walk_unique(atom)):
             out = add(out, c, atom)
             continue
         if not (isinstance(atom, Binary) and atom.op in (BinOp.MIN, BinOp.MAX)):

@@ -18,7 +18,7 @@ from jitdl.ir import build
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, CmpOp, Compare, Const, Expr, IterVar,
                             ReduceOp, Select, SizeVar, Var)
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import walk_unique
 from jitdl.te import naming, ops
 from jitdl.te.tensor import Tensor, whole_function, whole_tensor_error
 
@@ -437,7 +437,7 @@ class Generator:
 def _size_expr(e):
     """An int64 expression over the sizes of dynamic arguments only."""
     return isinstance(e, Expr) and dtypes.is_int(e.dtype) and all(
-        isinstance(n, SizeVar) or not isinstance(n, (Var, Access)) for n in walk_expr(e))
+        isinstance(n, SizeVar) or not isinstance(n, (Var, Access)) for n in walk_unique(e))
 
 
 def gen(elt, names, ranges, cond):

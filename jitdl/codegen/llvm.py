@@ -37,7 +37,7 @@ from jitdl.ir.analysis import arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             SizeVar, Store, UnOp, Unary, Var, ThreadReduce)
-from jitdl.ir.visit import NodeKey, map_stmt, walk_expr, walk_stmt, stmt_exprs
+from jitdl.ir.visit import NodeKey, map_stmt, walk_stmt, walk_unique, stmt_exprs
 
 REASSOC = ("reassoc", "contract")
 MAX_UNROLL = 64         # unrolled loops up to this extent are copies of the body
@@ -871,12 +871,12 @@ def _free_vars(s):
 
     def rec(st, bound):
         for e in stmt_exprs(st):
-            for n in walk_expr(e):
+            for n in walk_unique(e):
                 if isinstance(n, Var) and n not in bound:
                     free.add(n)
                 elif isinstance(n, Load) and n.check:     # a checked index's extent
                     free.update(v for c in n.check if not isinstance(c[1], int)
-                                for v in walk_expr(c[1]) if isinstance(v, Var))
+                                for v in walk_unique(c[1]) if isinstance(v, Var))
         match st:
             case For() | LetStmt():
                 rec(st.body, bound | {st.var})
@@ -900,7 +900,7 @@ def _buffers_used(s):
         if isinstance(st, Store):
             used.add(st.buffer)
         for e in stmt_exprs(st):
-            used.update(n.buffer for n in walk_expr(e) if isinstance(n, Load))
+            used.update(n.buffer for n in walk_unique(e) if isinstance(n, Load))
     return used
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from jitdl import dtypes
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, Load, Reduce, Select, SizeVar, UnOp, Unary, Var)
-from jitdl.ir.visit import expr_children, structural_hash, walk_expr, walk_unique
+from jitdl.ir.visit import expr_children, structural_hash, walk_unique
 
 INF = math.inf
 FACTS = "linear facts"   # key in a ranges dict: ((form items, lo, hi), ...) from conditions
@@ -110,7 +110,7 @@ def with_loop(ranges, var, lo, extent):
     if isinstance(extent, int):
         return {**ranges, var: (lo, lo + extent - 1)}
     out = {**ranges, var: (lo, lo + SIZE_LIMIT - 1)}
-    for v in walk_expr(extent):
+    for v in walk_unique(extent):
         if isinstance(v, Var) and v not in out:
             out[v] = (0, SIZE_LIMIT - 1)
         elif isinstance(v, Binary) and v.op == BinOp.MUL and _size_atom(v) and \
@@ -130,7 +130,7 @@ def _size_atom(k):
     """An atom of a form that is an expression of size variables alone (`(X_n0 - R) // 2`
     of an inferred strided extent)."""
     return type(k) is not int and not isinstance(k, Var) and all(
-        isinstance(v, SizeVar) for v in walk_expr(k) if isinstance(v, Var))
+        isinstance(v, SizeVar) for v in walk_unique(k) if isinstance(v, Var))
 
 
 def _size_quotient(k):
@@ -475,7 +475,7 @@ def stride(index, var, varying):
             if k in varying:
                 return None
         elif not dtypes.is_int(k.dtype) or any(isinstance(v, Var) and (v is var or v in varying)
-                                               for v in walk_expr(k)):
+                                               for v in walk_unique(k)):
             return None     # (a term such as k0 * n, n a size, does not vary: it stays)
     return form.get(var, 0)
 
@@ -909,7 +909,7 @@ def _narrow_cmp(op, a, b, ranges):
 def free_vars(e, acc=None):
     """The Vars an expression reads (not counting tensors it accesses)."""
     acc = {} if acc is None else acc
-    for n in walk_expr(e):
+    for n in walk_unique(e):
         if isinstance(n, Var):
             acc[n] = None
     return list(acc)
@@ -946,10 +946,14 @@ def short_circuits(e) -> bool:
 
 def unconditional_reads(e):
     """The reads of e that run whatever the values: not those on the right of a logical
-    and/or, nor in a select's arms (code generators may run them only under a guard)."""
-    out, stack = [], [e]
+    and/or, nor in a select's arms (code generators may run them only under a guard).
+    Each node once (a DAG in its own size: `s = s * s % 7 + 1` k times is 4k nodes)."""
+    out, stack, seen = [], [e], set()
     while stack:
         n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
         if isinstance(n, (Access, Load)):
             out.append(n)
         if isinstance(n, Binary) and n.dtype == "bool" and n.op in (BinOp.AND, BinOp.OR):

@@ -24,7 +24,7 @@ from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, C
                             Unary)
 from jitdl.ir import nodes as nodes_module
 from jitdl.ir.printer import to_text
-from jitdl.ir.visit import same_zeros, walk_expr
+from jitdl.ir.visit import same_zeros, walk_expr, walk_unique
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -249,7 +249,7 @@ def _of_sizes(x):
     if x.dtype not in ("int64", "float64"):
         return False
     sized = False
-    for n in walk_expr(x):
+    for n in walk_unique(x):
         if isinstance(n, SizeVar):
             sized = True
         elif isinstance(n, Cast) and n.value.dtype == n.dtype:
@@ -625,7 +625,7 @@ def a_size(e) -> bool:
     """e is made of the sizes of dynamic arguments and constants (a Python number in a
     static trace), and names one."""
     sized = False
-    for n in walk_expr(e):
+    for n in walk_unique(e):
         if not isinstance(n, _SIZE_NODES):
             return False
         sized = sized or isinstance(n, SizeVar)

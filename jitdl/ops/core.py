@@ -21,7 +21,7 @@ from jitdl.errors import (VALUE_CHECKS, ArgumentError, AxisError, DefinitionErro
 from jitdl.ir import build
 from jitdl.ir.nodes import Access, BinOp, CmpOp, Expr, IterVar, ReduceOp, Var
 from jitdl.ir.printer import expr_text
-from jitdl.ir.visit import walk_expr
+from jitdl.ir.visit import walk_unique
 from jitdl.te import ops as te
 from jitdl.te.tensor import Tensor
 
@@ -252,8 +252,8 @@ def _no_elements(xs, name):
     t = next(x for x in xs if isinstance(x, Tensor))
     for x in xs:
         if isinstance(x, Expr) and any(isinstance(n, Access) and any(
-                isinstance(v, Var) for i in n.indices for v in walk_expr(i))
-                for n in walk_expr(x)):
+                isinstance(v, Var) for i in n.indices for v in walk_unique(i))
+                for n in walk_unique(x)):
             raise DefinitionError(
                 f"{name or 'an elementwise operation'} combines the whole tensor {t.name} "
                 f"({t.dtype}{list(t.shape)}) with the element expression `{expr_text(x)}`; "

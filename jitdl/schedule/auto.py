@@ -71,10 +71,10 @@ def _innermost_contiguous(stage, transposed=False):
         return False
     last = op.axes[-1].var
     uses = [a for a in walk_expr(op.body) if isinstance(a, Access)
-            and any(last is v for i in a.indices for v in walk_expr(i))]
+            and any(last is v for i in a.indices for v in walk_unique(i))]
 
     def stride_one(acc):
-        if any(last is v for i in acc.indices[:-1] for v in walk_expr(i)):
+        if any(last is v for i in acc.indices[:-1] for v in walk_unique(i)):
             return transposed and _transposed_dim(op, acc) is not None
         form = linear(acc.indices[-1])
         return form is not None and form.get(last) == 1
@@ -87,7 +87,7 @@ def _transposed_dim(op, acc):
     * B[j, k])): j is index d alone, d is not the last, j appears nowhere else in acc and
     the last index is a reduction variable. Else None."""
     last, t = op.axes[-1].var, acc.tensor
-    dims = [d for d, ix in enumerate(acc.indices) if any(last is v for v in walk_expr(ix))]
+    dims = [d for d, ix in enumerate(acc.indices) if any(last is v for v in walk_unique(ix))]
     if t.ndim < 2 or len(dims) != 1 or acc.indices[dims[0]] is not last or \
             dims[0] == t.ndim - 1 or not all(isinstance(n, int) for n in t.shape):
         return None
@@ -108,13 +108,13 @@ def _guarded_reads(stage):
     """A stage whose body selects between memory reads (padding): cheap to store once,
     costly to recompute inside a reduction's innermost loop."""
     return any(isinstance(n, Select) and (reads_memory(n.t) or reads_memory(n.f))
-               for n in walk_expr(stage.tensor.op.body))
+               for n in walk_unique(stage.tensor.op.body))
 
 
 def _consumed_by_reduction(s, tensor):
     for st in s.stages.values():
         if st.is_reduce and any(isinstance(n, Access) and n.tensor is tensor
-                                for n in walk_expr(st.tensor.op.body)):
+                                for n in walk_unique(st.tensor.op.body)):
             return True
     return False
 
@@ -124,7 +124,7 @@ def _vars_with(stage, var):
     out = set()
     for acc in walk_expr(stage.tensor.op.body):
         if isinstance(acc, Access):
-            vs = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+            vs = {v for i in acc.indices for v in walk_unique(i) if isinstance(v, Var)}
             if var in vs:
                 out |= vs
     return out
@@ -281,13 +281,13 @@ def _along_last(acc, last):
     """Whether `acc` reads its tensor's last axis with the output's last axis alone (B[k,
     j] of a tile over j), and no other axis with it."""
     return acc.indices[-1] is last.var and \
-        not any(last.var is v for i in acc.indices[:-1] for v in walk_expr(i))
+        not any(last.var is v for i in acc.indices[:-1] for v in walk_unique(i))
 
 
 def _rereads(op, acc, last):
     """Output elements (but the last axis's) that read each element `acc` reads: the
     product of the data axes that do not index it."""
-    used = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+    used = {v for i in acc.indices for v in walk_unique(i) if isinstance(v, Var)}
     n = 1
     for a in op.axes:
         if a is not last and a.var not in used:
@@ -541,7 +541,7 @@ def _broadcast_operand(st, last, cand):
         return None
     red = {r.var for r in st.tensor.op.reduce_axes}
     for acc in [n for n in walk_expr(st.tensor.op.body) if isinstance(n, Access)]:
-        vs = {v for i in acc.indices for v in walk_expr(i) if isinstance(v, Var)}
+        vs = {v for i in acc.indices for v in walk_unique(i) if isinstance(v, Var)}
         dims = [d for d, ix in enumerate(acc.indices) if ix is cand.var]
         if acc.tensor.ndim >= 2 and last.var not in vs and vs & red and len(dims) == 1 \
                 and sum(cand.var is v for i in acc.indices for v in walk_expr(i)) == 1:
@@ -680,7 +680,7 @@ def _costly_inline(s, tensor):
 def _costly_body(s, st):
     """Stage st computes a division or transcendental math, its inlined producers
     included."""
-    for n in walk_expr(st.tensor.op.body):
+    for n in walk_unique(st.tensor.op.body):
         if isinstance(n, Call) and n.fn in _EXPENSIVE or isinstance(n, Binary) and \
                 n.op in _COSTLY and dtypes.is_float(n.dtype):
             return True
@@ -1138,7 +1138,7 @@ _EXPENSIVE = {Intrin.EXP, Intrin.LOG, Intrin.TANH, Intrin.ERF, Intrin.SIGMOID, I
 
 
 def _expensive(st):
-    return any(isinstance(n, Call) and n.fn in _EXPENSIVE for n in walk_expr(st.tensor.op.body))
+    return any(isinstance(n, Call) and n.fn in _EXPENSIVE for n in walk_unique(st.tensor.op.body))
 
 
 # nodes of an expression (its inlined producers expanded) above which a stage read at
@@ -1320,7 +1320,7 @@ def _column_reducible(s, name, st, allow):
     red_vars, weights, columns = {id(r.var) for r in op.reduce_axes}, False, []
     for acc in walk_expr(op.body):
         if isinstance(acc, Access):
-            used = {id(v) for i in acc.indices for v in walk_expr(i)}
+            used = {id(v) for i in acc.indices for v in walk_unique(i)}
             if id(last) in used:
                 columns.append(acc.indices[-1])
             elif used & data_vars:
@@ -1330,7 +1330,7 @@ def _column_reducible(s, name, st, allow):
     # (a weight per row only where the reduction walks rows: a stencil's X[j + k] * w[k]
     # walks its columns, and streaming rows of partial results made a 1-d convolution of
     # 100000 float32 by 5 weights 10x slower on two threads)
-    return not weights or not any(id(v) in red_vars for ix in columns for v in walk_expr(ix))
+    return not weights or not any(id(v) in red_vars for ix in columns for v in walk_unique(ix))
 
 
 def _row_parts(st, num_threads, allow, target):
@@ -1374,12 +1374,12 @@ def _outer_axes(op):
     for acc in walk_expr(op.body):
         if isinstance(acc, Access):
             dims = [d for d, ix in enumerate(acc.indices)
-                    if any(id(v) in red for v in walk_expr(ix))]
+                    if any(id(v) in red for v in walk_unique(ix))]
             if dims:
                 firsts.append((acc, dims[0]))
     n = 0
     for a in op.axes[:-1]:
-        if not all(any(a.var is v for ix in acc.indices[:first] for v in walk_expr(ix))
+        if not all(any(a.var is v for ix in acc.indices[:first] for v in walk_unique(ix))
                    for acc, first in firsts):
             break
         n += 1

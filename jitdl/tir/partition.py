@@ -24,7 +24,7 @@ from jitdl.ir import build
 from jitdl.ir.analysis import SIZE_LIMIT, affine, bounds, free_vars, linear, reads_memory
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Cast, CmpOp, Compare, Const, Expr, For,
                             ForKind, IfThen, LetStmt, Load, PrimFunc, Select, Seq, Store, Var)
-from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt
+from jitdl.ir.visit import map_expr, map_stmt, stmt_exprs, walk_expr, walk_stmt, walk_unique
 
 
 def _loop_ranges(s):
@@ -194,13 +194,13 @@ def _choices(e, lanes):
     condition varies between vector lanes (pad's `X[j < 0 ? -j : j]`: split off, the bulk
     loads contiguous lanes where the select makes a gather; one that only varies per row
     is a scalar select), outer ones first."""
-    for x in walk_expr(e):
+    for x in walk_unique(e):
         if isinstance(x, Select) and _reads(x.t) and _reads(x.f):
             yield x
         elif isinstance(x, Load) and lanes:
-            yield from (y for y in walk_expr(x.index) if isinstance(y, Select)
+            yield from (y for y in walk_unique(x.index) if isinstance(y, Select)
                         and dtypes.is_int(y.dtype) and not reads_memory(y)
-                        and any(v in lanes for v in walk_expr(y.cond)))
+                        and any(v in lanes for v in walk_unique(y.cond)))
 
 
 def _select_split(loop, ranges, own=False, varying=False):
