@@ -2945,3 +2945,34 @@ def test_a_size_expression_that_shares_subtrees_is_walked_once_per_node(monkeypa
             x = rand(n)
             want = x * (2.0 if s == 3 else 1.0) + s
             np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+
+
+def _int_chosen_by_sizes(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (2 if n == 3 else 1) + (3 if n > 4 else n > 1) + {3: 4}.get(n, 5) + \
+        (n > 2 and 6 or 7) + (n if n > 2 else 8) + 10 * isinstance(2 if n == 3 else 1, int)
+    return Z
+
+
+def test_a_python_int_chosen_by_sizes_stays_weak_beside_floats():
+    """`X * (2 if n == 3 else 1)` (n = X.shape[0]) of a float32 X is float32 in a static
+    definition, where the conditional gives a Python int, but was float64 in a dynamic
+    one: the select of two ints of sizes was a strong int64 (only float selects were
+    made weak), as were a dict of ints looked up by size, `n > 2 and 6 or 7` and `n if n
+    > 2 else 8`; isinstance(2 if n == 3 else 1, int) was False. A choice among Python ints
+    and sizes by a condition of sizes is now read as a size is (a Python int beside a
+    float, int64 beside an integer array, as `X * n` is). Static and dynamic: float32 and
+    NumPy's float64 values over sizes 0-6, every element written; float64 the same."""
+    for dyn in (False, True):
+        g = jd.compute(_int_chosen_by_sizes, dynamic=dyn)
+        for n in range(7):
+            want = (2 if n == 3 else 1), (3 if n > 4 else n > 1) + {3: 4}.get(n, 5) + \
+                (n > 2 and 6 or 7) + (n if n > 2 else 8) + 10
+            for dt in (np.float32, np.float64):
+                x = rand(n).astype(dt)
+                out = np.full(n, np.nan, dt)
+                assert g(x, out=out) is out
+                assert g(x).dtype == dt
+                np.testing.assert_allclose(out, x.astype(np.float64) * want[0] + want[1],
+                                           rtol=1e-6)
+

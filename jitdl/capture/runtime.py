@@ -5,7 +5,6 @@ Each helper keeps Python's meaning for concrete values and builds IR for symboli
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import math
 import threading
 from collections.abc import KeysView, ValuesView
@@ -58,12 +57,12 @@ def ifexp(cond, t, f):
     if symbolic(cond):
         a, b = t(), f()
         out = build.select(cond, a, b)
-        if isinstance(out, Select) and out.dtype == "float64" and build.a_size(cond) and \
+        if isinstance(out, Select) and build.a_size(cond) and \
                 all(_python_number(x) for x in (a, b)):
-            # (of sizes and Python numbers alone, a static trace has the Python float of
-            # one arm: weak, so that `X * (2.0 if n == 3 else 1.0)` of a float32 X stays
+            # (of sizes and Python numbers alone, a static trace has the Python number of
+            # one arm: weak, so that `X * (2.0 if n == 3 else 1)` of a float32 X stays
             # float32 in a dynamic kernel too)
-            out = dataclasses.replace(out, weak=True)
+            out = build.python_choice(out, a, b)
         return out
     return t() if cond else f()
 

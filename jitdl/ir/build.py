@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import dis
 import functools
 import inspect
@@ -24,7 +25,7 @@ from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, C
                             Unary)
 from jitdl.ir import nodes as nodes_module
 from jitdl.ir.printer import to_text
-from jitdl.ir.visit import same_zeros, walk_expr, walk_unique
+from jitdl.ir.visit import expr_children, same_zeros, walk_expr, walk_unique
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -246,18 +247,50 @@ def strong(x):
 
 
 def _of_sizes(x):
+    """x is made of sizes and Python numbers alone (weak constants), a Python number in
+    a static trace; a choice among such by a condition of sizes (`2 if n == 3 else 1`,
+    python_choice) too."""
     if x.dtype not in ("int64", "float64"):
         return False
-    sized = False
-    for n in walk_unique(x):
+    sized, stack, seen = False, [x], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
         if isinstance(n, SizeVar):
             sized = True
         elif isinstance(n, Cast) and n.value.dtype == n.dtype:
             return False                # (strong's mark)
+        elif n.dtype == "bool":
+            if not a_size(n):           # (a condition of sizes: a Python bool)
+                return False
+            sized = True
+            continue
+        elif isinstance(n, Select):
+            if not (n.cond.dtype == "bool" and a_size(n.cond)):
+                return False
+            sized = True
+            stack += [n.t, n.f]
+            continue
         elif not (isinstance(n, (Binary, Unary, Cast, Call)) or
                   isinstance(n, Const) and n.weak):
             return False
+        stack.extend(expr_children(n))
     return sized
+
+
+def python_choice(sel, t, f):
+    """The select `sel` of `t if cond else f`, cond a condition of sizes and t, f Python
+    numbers (or sizes): a static trace has one of them, a Python number, so the select
+    keeps its arms weak (select() made them strong: an array operation's), which typed
+    and python_type read as sizes are read (_of_sizes): `X * (2 if n == 3 else 1)` of a
+    float32 X is float32. A float64 one is weak itself (beside an int32 X too)."""
+    if sel.dtype == "float64":
+        return dataclasses.replace(sel, weak=True)
+    if sel.dtype != "int64":
+        return sel
+    return dataclasses.replace(sel, t=_to(as_expr(t), "int64"), f=_to(as_expr(f), "int64"))
 
 
 def binary(op: BinOp, a, b) -> Expr:
