@@ -5,6 +5,7 @@ checks, the static proofs (no run-time checks in the lowered text) and the disk 
 across processes."""
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import itertools
@@ -2975,4 +2976,42 @@ def test_a_python_int_chosen_by_sizes_stays_weak_beside_floats():
                 assert g(x).dtype == dt
                 np.testing.assert_allclose(out, x.astype(np.float64) * want[0] + want[1],
                                            rtol=1e-6)
+
+
+_COUNTS = collections.Counter([3, 3, 5])
+
+
+def _dicts_of_sizes(X):
+    n = X.shape[0]
+    Z[i] = X[i] * _COUNTS[n] + {True: 2.0, False: 1.0}[n > 3] + \
+        {False: 10.0, True: 20.0}[X[i] > 0]
+    return Z
+
+
+def _get_without_default(X):
+    Z[i] = X[i] * ({3: 2.0}.get(X.shape[0]) or 1.0)
+    return Z
+
+
+def test_a_counter_and_a_dict_keyed_by_conditions_looked_up_by_size():
+    """`Counter(...)[n]` of a dynamic size n ignored Counter's __missing__: a KeyError at
+    the call for every size not counted (static: 0); `{True: a, False: b}[n > 3]` was
+    refused ('cannot check before the kernel runs that it is one of the keys'), where a
+    condition is always one of them. Now a dict's __missing__ gives the default and a
+    condition needs no check. `{3: 2.0}.get(n)` gave 'NoneType value None cannot be used
+    in a jitdl expression' for every size: it now says that the default is None and to
+    give one. Static and dynamic against NumPy over sizes 0-6, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_dicts_of_sizes, dynamic=dyn)
+        for n in range(7):
+            x = rand(n)
+            want = x * _COUNTS[n] + (2.0 if n > 3 else 1.0) + np.where(x > 0, 20.0, 10.0)
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+    for n in (2, 3):        # (static: Python's None, then `or`)
+        x = rand(n)
+        np.testing.assert_array_equal(jd.compute(_get_without_default)(x),
+                                      x * (2.0 if n == 3 else 1.0))
+    with pytest.raises(DefinitionError, match=r"symbolic key `X_n0`.*the default is NoneType "
+                                              r"None; give a default: `.get\(key, default\)`"):
+        jd.compute(_get_without_default, dynamic=True)(rand(3))
 

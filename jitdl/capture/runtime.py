@@ -255,6 +255,9 @@ def item(box, key):
         factory = getattr(box, "default_factory", None)
         if factory is not None:
             return _lookup(box, key, (factory(),), "[]")
+        missing = getattr(type(box), "__missing__", None)
+        if missing is not None:     # (collections.Counter's 0; a subclass's, of the key)
+            return _lookup(box, key, (missing(box, key),), "[]")
         return _lookup(box, key, (), "[]")
     return box[key]
 
@@ -289,16 +292,20 @@ def _lookup(box, key, default, how):
         if default:
             return default[0]
         raise KeyError(key)
-    for _, k, v in arms:
+    for what, v in [(f"the value at {k!r}", v) for _, k, v in arms] + \
+            [("the default", d) for d in default]:
         if not (symbolic(v) or isinstance(v, (bool, int, float, np.generic))):
             raise DefinitionError(
                 f"a dict looked up ({how}) with the symbolic key `{key}`: that selects "
                 f"among its values where the kernel runs, so each value must be a number "
-                f"or an expression; the value at {k!r} is {type(v).__name__} {v!r}",
-                user_loc())
+                f"or an expression; {what} is {type(v).__name__} {v!r}" +
+                ("; give a default: `.get(key, default)`" if v is None and
+                 what == "the default" else ""), user_loc())
     if not default:
         keys = [k for _, k, _ in arms]
-        if not _require_key(key, keys):
+        if isinstance(key, Expr) and key.dtype == "bool" and {False, True} <= set(keys):
+            pass        # (a condition is one of the keys True, False: no check needed)
+        elif not _require_key(key, keys):
             raise DefinitionError(
                 f"a dict looked up ([]) with the symbolic key `{key}`: jitdl cannot check "
                 f"before the kernel runs that it is one of the keys "
