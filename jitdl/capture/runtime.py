@@ -625,6 +625,9 @@ def _dispatch(name, original, args, kwargs):
         args = tuple(args[0])
         if len(args) == 1:      # (max(X.shape) of a 1-d X: its one size, as Python's)
             return args[0]
+    if name == "pow" and original is builtins.pow and len(args) + len(kwargs) == 3 and \
+            any(symbolic(a) for a in (*args, *kwargs.values())):
+        return build.modular_pow(*args, **kwargs)
     if any(symbolic(a) for a in args) or any(symbolic(v) for v in kwargs.values()):
         return ops.INTRINSICS[name](*args, **kwargs)
     if original is None:

@@ -496,6 +496,28 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
     return NotImplemented
 
 
+def modular_pow(base, exp, mod):
+    """Python's pow(base, exp, mod) of a symbolic integer base (a dynamic size): square and
+    multiply, reduced by mod at each step so that no product leaves int64 where mod fits
+    in 31 bits (base ** exp itself would: pow(n, 10, 7) of n = 100). The exponent and the
+    modulus must be Python ints, the exponent not negative (a modular inverse)."""
+    if not (isinstance(exp, int) and isinstance(mod, int) and exp >= 0 and mod != 0 and
+            abs(mod) < 2 ** 31) or not (isinstance(base, int) or isinstance(base, Expr) and
+                                        dtypes.is_int(as_expr(base).dtype)):
+        raise SymbolicValueError(
+            f"pow({base}, {exp!r}, {mod!r}) of a symbolic value: jitdl computes a modular "
+            "power of an integer expression by a Python int exponent >= 0 and a Python int "
+            "modulus other than 0, below 2**31 in size")
+    out, square = 1 % mod, base % mod
+    while exp:
+        if exp & 1:
+            out = out * square % mod
+        exp >>= 1
+        if exp:
+            square = square * square % mod
+    return out
+
+
 class Operators:
     """Python's operators on expressions: each builds IR with the builders above.
     `install()` puts them on Expr, so every node has them (== stays structural, except
@@ -513,7 +535,8 @@ class Operators:
     def __rfloordiv__(self, o): return binary(BinOp.FLOORDIV, o, self)
     def __mod__(self, o): return binary(BinOp.MOD, self, o)
     def __rmod__(self, o): return binary(BinOp.MOD, o, self)
-    def __pow__(self, o): return binary(BinOp.POW, self, o)
+    def __pow__(self, o, mod=None):
+        return binary(BinOp.POW, self, o) if mod is None else modular_pow(self, o, mod)
     def __divmod__(self, o): return self // o, self % o
     def __rdivmod__(self, o): return o // self, o % self
     def __rpow__(self, o): return binary(BinOp.POW, o, self)
@@ -579,8 +602,8 @@ def _whole(x):
 
 
 def _giving_way(fn):
-    def method(self, o):
-        return NotImplemented if _whole(o) else fn(self, o)
+    def method(self, o, *mod):      # (mod: pow(n, 2, 5)'s)
+        return NotImplemented if _whole(o) else fn(self, o, *mod)
     method.__name__ = fn.__name__
     return method
 
