@@ -3049,3 +3049,26 @@ def test_pow_of_a_size_with_a_modulus():
     with pytest.raises(DefinitionError, match=r"pow\(X_n0, -1, 5\) of a symbolic value: "
                                               r"jitdl computes a modular power"):
         jd.compute(_inverse_pow, dynamic=True)(rand(3))
+
+
+def _negative_powers_of_sizes(X):
+    n = X.shape[0]
+    Z[i] = X[i] * (n + 1) ** -1 + (n + 2) ** -2 + 2 ** n
+    return Z
+
+
+def test_a_size_to_a_negative_power_is_a_float():
+    """`(n + 1) ** -1` of a dynamic size n is a Python float in a static definition
+    (1 / (n + 1)) but was an int64 power in a dynamic one, 0 for every n > 0: X * (n + 1)
+    ** -1 gave zeros, silently. An int of sizes to a negative Python int power is now a
+    float of sizes (weak, as Python's float). Static and dynamic, float32 and float64:
+    NumPy's dtype and values over sizes 0-8, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_negative_powers_of_sizes, dynamic=dyn)
+        for n in range(9):
+            for dt in (np.float32, np.float64):
+                x = rand(n).astype(dt)
+                want = x.astype(np.float64) * (n + 1) ** -1 + (n + 2) ** -2 + 2 ** n
+                out = np.full(n, np.nan, dt)
+                assert g(x, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-6)

@@ -295,6 +295,11 @@ def python_choice(sel, t, f):
 
 def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
+    if op == BinOp.POW and _weak_int_const(b) and b.value < 0 and a.dtype == "int64" and \
+            _of_sizes(a):
+        # (a Python int to a negative power is a float, `(n + 1) ** -1` of a size n: an
+        # int64 power was 0 or garbage)
+        a = binary(BinOp.MUL, a, 1.0)
     dtype = result_dtype(_BIN_UFUNC[op], typed(a, b), typed(b, a))
     weak = a.weak and b.weak
     if dtype == "bool" and op in (BinOp.ADD, BinOp.MUL):
