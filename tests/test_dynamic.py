@@ -3072,3 +3072,42 @@ def test_a_size_to_a_negative_power_is_a_float():
                 out = np.full(n, np.nan, dt)
                 assert g(x, out=out) is out
                 np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+from numpy import sqrt         # noqa: E402 (a NumPy function by its bare name)
+
+_NUMPY_OF_SIZES = {"sqrt": lambda n: np.sqrt(n), "maximum": lambda n: np.maximum(n, 3),
+                   "abs": lambda n: np.abs(n - 3), "sign": lambda n: np.sign(n - 3),
+                   "floor_divide": lambda n: np.floor_divide(n, 2),
+                   "exp": lambda n: np.exp(n - 3), "bare sqrt": lambda n: sqrt(n + 1)}
+
+
+def _numpy_function_of_a_size(X, how: str):
+    n = X.shape[0]
+    c = {"sqrt": lambda: np.sqrt(n), "maximum": lambda: np.maximum(n, 3),
+         "abs": lambda: np.abs(n - 3), "sign": lambda: np.sign(n - 3),
+         "floor_divide": lambda: np.floor_divide(n, 2), "exp": lambda: np.exp(n - 3),
+         "bare sqrt": lambda: sqrt(n + 1)}[how]()
+    Z[i] = X[i] * c
+    return Z
+
+
+@pytest.mark.parametrize("how", list(_NUMPY_OF_SIZES))
+def test_numpy_functions_of_a_size_are_numpy_scalars(how):
+    """np.sqrt(n), np.maximum(n, 3), np.exp(n - 3), sqrt(n + 1) of `from numpy import
+    sqrt`... of a dynamic size n are NumPy scalars in a static definition (strong: times a
+    float32 X, float64), but were read as the Python numbers a size's arithmetic gives in
+    a dynamic one: float32. A NumPy ufunc of sizes and Python numbers alone is now strong
+    (build.strong), as np.float64(n) is, whether the expression's __array_ufunc__ or
+    the capture's intrinsic call builds it. Static and dynamic, float32 and float64:
+    float64 results with NumPy's values over sizes 0-6, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_numpy_function_of_a_size, static=("how",), dynamic=dyn)
+        for n in range(7):
+            for dt in (np.float32, np.float64):
+                x = rand(n).astype(dt)
+                want = x * _NUMPY_OF_SIZES[how](n)
+                assert want.dtype == np.float64
+                out = np.full(n, np.nan)
+                assert g(x, how, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-6)

@@ -629,7 +629,10 @@ def _dispatch(name, original, args, kwargs):
             any(symbolic(a) for a in (*args, *kwargs.values())):
         return build.modular_pow(*args, **kwargs)
     if any(symbolic(a) for a in args) or any(symbolic(v) for v in kwargs.values()):
-        return ops.INTRINSICS[name](*args, **kwargs)
+        out = ops.INTRINSICS[name](*args, **kwargs)
+        # (NumPy's ufunc of sizes and Python numbers is a NumPy scalar, strong, in a
+        # static trace: np.exp(n - 3) times a float32 X is float64)
+        return build.strong(out) if isinstance(original, np.ufunc) else out
     if original is None:
         fn = ops.INTRINSICS[name]
         out = fn(*args, **kwargs)

@@ -584,7 +584,10 @@ class Operators:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(_whole(x) for x in inputs):
             return NotImplemented
-        return numpy_ufunc(ufunc, method, inputs, kwargs)
+        out = numpy_ufunc(ufunc, method, inputs, kwargs)
+        # (of sizes and Python numbers alone, a static trace has NumPy's scalar, strong:
+        # np.sqrt(n) of a size n times a float32 X is float64)
+        return out if out is NotImplemented else strong(out)
 
     def __repr__(self):
         text_check(self)
