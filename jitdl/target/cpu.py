@@ -71,6 +71,14 @@ class CPU:
     local_buffer_bytes: int = 16384
     # intermediates of up to this many bytes live on the stack rather than the heap
     stack_buffer_bytes: int = 4096
+    # bytes of one way of the L1 data cache (its sets times its line): addresses a
+    # multiple of this apart compete for the same sets (a virtually indexed L1 keeps it
+    # at most a page)
+    l1_way_bytes: int = 4096
+
+    @property
+    def l1_ways(self) -> int:
+        return max(1, self.l1_bytes // self.l1_way_bytes)
 
     def lanes(self, dtype_bytes: int) -> int:
         """SIMD lanes of one vector register for elements of this size."""
@@ -142,14 +150,15 @@ def host() -> CPU:
         vbytes, regs = 16, 32
     else:
         vbytes, regs = 16, 16
-    l1, l2, l3 = _caches()
+    (l1, l2, l3), way = _caches()
     return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
-               cores(), _array_data_offset())
+               cores(), _array_data_offset(), l1_way_bytes=way)
 
 
 def _caches():
-    """(L1 data, L2, L3) sizes in bytes from sysfs; common sizes where it says nothing."""
-    found = {}
+    """((L1 data, L2, L3) sizes in bytes, bytes of one way of L1) from sysfs; common sizes
+    where it says nothing."""
+    found, way = {}, 4096
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(root))
@@ -167,12 +176,20 @@ def _caches():
             continue
         if kind == "Instruction":
             continue
+        if level == 1:
+            try:
+                with open(os.path.join(root, d, "number_of_sets")) as f:
+                    sets = int(f.read())
+                with open(os.path.join(root, d, "coherency_line_size")) as f:
+                    way = sets * int(f.read()) or way
+            except (OSError, ValueError):
+                pass
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         try:
             found[level] = int(text.rstrip("KMG")) * scale
         except ValueError:
             continue
-    return found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)
+    return (found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)), way
 
 
 def known_object_layout() -> bool:
