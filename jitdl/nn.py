@@ -675,11 +675,31 @@ def _conv(op, n, input, weight, bias, stride, padding, dilation, groups):
     padding = _conv_padding(padding, n, op)
     if padding == "same":
         padding = _same(weight, stride, dilation, op)
+    if _pointwise(input, weight, stride, padding, groups):
+        # (the image's pixels as one row: register tiles as wide as the target's, where a
+        # 28-pixel row of a (4, 256, 28, 28) float32 input by 128 1 x 1 filters left tiles
+        # 16 wide and a 12-wide tail, 1.6x the time of a flattened one)
+        x, w = input, weight
+        y = _conv(op, 1, x.reshape(x.shape[:2] + (math.prod(x.shape[2:]),)),
+                  w.reshape(w.shape[:2] + (1,)), bias, 1, 0, 1, groups)
+        return y.reshape(y.shape[:2] + x.shape[2:])
     operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
     _constant_shapes(op, operands, names)
     return apply(op, ops.conv, operands,
                  (("op", op), ("stride", stride), ("padding", padding),
                   ("dilation", dilation), ("groups", groups)) + flags, None, names)
+
+
+def _pointwise(x, w, stride, padding, groups):
+    """A convolution over 2+ spatial axes of a batched NumPy input by a kernel of one
+    position, unstrided and unpadded, with channels that agree: its pixels are
+    independent, so it is the same convolution over the spatial axes flattened (views of
+    C-ordered arrays)."""
+    return type(x) is np.ndarray and type(w) is np.ndarray and len(stride) > 1 and \
+        x.ndim == w.ndim == len(stride) + 2 and all(k == 1 for k in w.shape[2:]) and \
+        all(s == 1 for s in stride) and all(p == (0, 0) for p in padding) and \
+        x.shape[1] == w.shape[1] * groups and w.shape[0] % groups == 0 and \
+        w.shape[0] >= groups
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

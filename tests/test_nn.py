@@ -307,6 +307,31 @@ def test_strided_convolutions_are_register_tiled(rng, op, xs, ws, stride, pad, d
     assert texts and all("unrolled" in t for t in texts), texts
 
 
+@pytest.mark.parametrize("op,xs,ws,groups,dtype", [
+    (F.conv2d, (4, 64, 28, 28), (48, 64, 1, 1), 1, F32),
+    (F.conv2d, (2, 12, 9, 13), (8, 6, 1, 1), 2, F64),
+    (F.conv3d, (2, 16, 5, 6, 7), (24, 16, 1, 1, 1), 1, F32)])
+def test_pointwise_convolutions_pack_their_input_like_a_matmul(rng, op, xs, ws, groups,
+                                                                dtype):
+    """A 1 x 1 convolution is a matmul over the pixels: its kernel axes of one position
+    are no reduction axes (the input is read at the output's pixel, and packed like a
+    matmul's operand), and its spatial axes are one (tiles as wide as the target's where
+    a 28-pixel row left 16-wide tiles and a tail): (4, 256, 28, 28) by 128 filters
+    float32 4.3 -> 2.8 ms on one Zen 4 core, NumPy's matmul 2.7. Views and a bias too."""
+    x, w, b = normal(rng, xs, dtype), normal(rng, ws, dtype), normal(rng, ws[:1], dtype)
+    eager.clear()
+    ref = conv_ref(x, w, b, groups=groups)
+    close(op(x, w, b, groups=groups), ref, dtype, k=ws[1])
+    texts = [k.texts["loop_ir"] for key, k in eager._kernels.items() if key[0] == op.__name__]
+    flat = f"input: {np.dtype(dtype).name}[{xs[0]}, {xs[1]}, {math.prod(xs[2:])}]"
+    assert texts and all(flat in t for t in texts), texts
+    if groups == 1 and ws[1] >= 64:     # (a reduction long enough to pack for)
+        assert all("input_pack" in t and "unrolled" in t for t in texts), texts
+    xt = np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)    # (a view)
+    close(op(xt, w, b, groups=groups), ref, dtype, k=ws[1])
+    close(op(x[:1], w, groups=groups), conv_ref(x[:1], w, groups=groups), dtype, k=ws[1])
+
+
 @pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 3, 2, 2), (3, 1, 1, 1)])
 def test_conv1d(rng, stride, pad, dil, groups):
     x, w = normal(rng, (2, 4, 13)), normal(rng, (6, 4 // groups, 3))

@@ -569,7 +569,9 @@ def _window_sum(P, nb, cin_group, fout_group, groups, ksize, out_sp, nout, strid
     """out[b, f, *o] = sum over (c, *r) of P[b, chan, *(o * stride + r * dilation)] *
     wread(f, c, r), chan = the group of f's input channel c: a convolution's reduction."""
     rc = te.reduce_axis(cin_group)
-    rk = [te.reduce_axis(k) for k in ksize]
+    # (a kernel axis of one position is index 0, no reduction axis: a 1 x 1 convolution
+    # reads P[b, c, y, x], which the automatic schedule packs like a matmul's operand)
+    rk = [te.reduce_axis(k) if k != 1 else 0 for k in ksize]
     shape = P.shape[:nb] + (nout,) + out_sp
     strided = stride[-1] != 1
     if strided:
@@ -579,11 +581,13 @@ def _window_sum(P, nb, cin_group, fout_group, groups, ksize, out_sp, nout, strid
     def body(*idx):
         f, o = idx[nb], idx[nb + 1:]
         chan = rc if groups == 1 else (f // fout_group) * cin_group + rc
-        src = idx[:nb] + (chan,) + tuple(i * s + r * d for i, r, s, d in
+        src = idx[:nb] + (chan,) + tuple(i * s + r * d if not isinstance(r, int) else
+                                         i if s == 1 else i * s for i, r, s, d in
                                          zip(o, rk, stride, dilation))
         if strided:
             src = src[:-1] + (rk[-1], o[-1])
-        return te.reduce(ReduceOp.SUM, P[src] * wread(f, rc, tuple(rk)), [rc] + rk)
+        return te.reduce(ReduceOp.SUM, P[src] * wread(f, rc, tuple(rk)),
+                         [rc] + [r for r in rk if not isinstance(r, int)])
     return te.tensor(shape, body, name=name)
 
 
