@@ -131,7 +131,30 @@ def eager_cases(sizes, rng):
                     lambda v=v: jnp.multiply(v, v), lambda v=v: np.multiply(v, v), v * v))
         out.append(("nn", "softmax f32 rows", label, lambda m=m: jd.nn.softmax(m, dim=1),
                     lambda m=m: np_softmax(m), np_softmax(m.astype(np.float64))))
+        # convolutions against im2col + BLAS (NCHW, 32 channels in and out, n input
+        # elements): a 3 x 3 of stride 2 (its input read with the stride) and a 1 x 1
+        side = max(6, int(round(np.sqrt(n / 32))))
+        img = rand((1, 32, side, side), np.float32, rng)
+        for ks, st, pd in ((3, 2, 1), (1, 1, 0)):
+            wt = rand((32, 32, ks, ks), np.float32, rng)
+            out.append(("nn", f"conv2d f32 {ks}x{ks} stride {st} 32x{side}x{side}", label,
+                        lambda x=img, w=wt, st=st, pd=pd: jd.nn.conv2d(x, w, stride=st,
+                                                                       padding=pd),
+                        lambda x=img, w=wt, st=st, pd=pd: np_conv2d(x, w, st, pd),
+                        np_conv2d(img.astype(np.float64), wt.astype(np.float64), st, pd)))
     return out
+
+
+def np_conv2d(x, w, stride, pad):
+    """NCHW cross-correlation as im2col (one copy of the windows) and one BLAS matmul."""
+    n, c = x.shape[:2]
+    f, _, r, q = w.shape
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x
+    win = np.lib.stride_tricks.sliding_window_view(x, (r, q), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]
+    ho, wo = win.shape[2:4]
+    cols = win.transpose(1, 4, 5, 0, 2, 3).reshape(c * r * q, n * ho * wo)
+    return (w.reshape(f, -1) @ cols).reshape(f, n, ho, wo).transpose(1, 0, 2, 3)
 
 
 def np_softmax(x):
