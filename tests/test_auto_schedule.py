@@ -1111,6 +1111,30 @@ def test_column_reductions_split_by_rows_read_several_rows_per_pass(shape, rng):
             np.testing.assert_allclose(run(low, target, args), want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(2048, 2048), (640, 1003), (1000, 24), (664, 37),
+                                   (2001, 300), (256, 130)])
+def test_column_reductions_on_one_thread_read_several_rows_per_pass(shape, rng):
+    """On one thread a column reduction streams its rows into one row of partial results;
+    it reads _STREAM_K rows per pass over that row (each vector of partial results loaded
+    and stored once for them) where the rows divide into such passes and are long (16
+    vectors or more): (2048,) @ (2048, 2048) float64 on one Zen 4 core took 3.1 ms
+    loading and storing every partial result per row, NumPy 1.8; now 1.8. Every column
+    right, on every target, for sums and for the (1, K) @ (K, N) product."""
+    k, n = shape
+    x = normal(rng, k, n, dtype=F64)
+    a = normal(rng, 1, k, dtype=F64)
+    for tname, target in TARGETS.items():
+        for f, args, want in ((column_sums, [x], x.sum(axis=0)),
+                              (row_times_matrix, [a, x], a @ x)):
+            low = lowered(f, args, target, threads=1)
+            st = next(st for st in low.schedule.stages.values() if st.is_reduce)
+            unrolled = any(ax.kind == ForKind.UNROLLED for ax in st.axes.values())
+            long_rows = n >= 16 * target.lanes(8)
+            assert unrolled == (k % 8 == 0 and long_rows), (tname, low.schedule)
+            np.testing.assert_allclose(run(low, target, args, threads=1), want,
+                                       rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 7, 4099, 32768, 32771, 100003, 1_000_003])
 def test_full_reductions_of_dynamic_arrays_at_any_size(n, rng):
     """jd.numpy's full reductions (one kernel for every size: the parts' bounds are

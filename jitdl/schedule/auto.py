@@ -1475,7 +1475,20 @@ def _stream_rows(s, name, st, num_threads, target, allow):
     s.reorder(*data[:outer], *[Axis(name, r.name) for r in op.reduce_axes], *data[outer:])
     lanes = target.lanes(dtypes.itemsize(st.tensor.dtype))
     if "vectorize" in allow and lanes > 1:
-        s.vectorize(s.split(data[-1], lanes)[1])
+        jo, ji = s.split(data[-1], lanes)
+        k, ncols = op.reduce_axes[0], op.axes[-1].extent
+        # _STREAM_K rows at a time, each vector of partial results loaded and stored once
+        # for them (as _split_rows does per part): v @ M of (2048,) by (2048, 2048) float64
+        # on one Zen 4 core 3.1 -> 1.8 ms, NumPy 1.8-2.0
+        if not outer and all(a.extent == 1 for a in op.axes[:-1]) and \
+                len(op.reduce_axes) == 1 and \
+                "tile" in allow and isinstance(k.extent, int) and \
+                k.extent % _STREAM_K == 0 and k.extent >= 4 * _STREAM_K and \
+                isinstance(ncols, int) and ncols >= 16 * lanes and not _costly_body(s, st):
+            ko, ku = s.split(Axis(name, k.name), _STREAM_K)
+            s.reorder(ko, *data[:-1], jo, ku, ji)
+            s.unroll(ku)
+        s.vectorize(ji)
     if outer and "parallel" in allow and num_threads > 1:
         if _symbolic(st):      # (partition_loops makes it serial at run time when small)
             s.parallel(Axis(name, st.leaves[0]))
