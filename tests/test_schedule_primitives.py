@@ -48,6 +48,28 @@ def test_split_nparts_of_a_stage_computed_at_a_loop_parts_its_block(rng, nparts,
                                      for ln in loops or ()), text
 
 
+@pytest.mark.parametrize("shape", [(0, 7), (7, 0), (0, 0)])
+@pytest.mark.parametrize("attached", [False, True])
+def test_split_nparts_of_an_empty_axis(shape, attached):
+    """split(nparts=4) of an axis of extent 0 (an empty array's) took the factor
+    ceil(0 / 4) = 0: "split: 'factor' must be a positive int, got 0" for a schedule
+    that gave no factor, and, of a stage computed at a loop, a ZeroDivisionError in
+    lowering (its block's factor 0). Parts of 1, none run: an empty result."""
+    f = make_chain()
+
+    @jd.schedule(f, target="cpu")
+    def sched(s, cfg):
+        C, B = s["C"], s["B"]
+        io, _ = s.split(C.axis[0], 8)
+        s.compute_inline(s["A"])
+        if attached:
+            s.compute_at(B, C, io)
+        s.split(B.axis[0], nparts=4)
+        s.split(B.axis[1], nparts=3)
+    got = f(np.ones(shape))
+    assert got.shape == shape and got.dtype == F64
+
+
 def test_compute_inline_of_a_reduction_into_its_cast(rng):
     """jd.numpy.sum of float32 accumulates in float64 (stage T0) and casts (the output):
     compute_inline(T0) was refused ("a reduction and cannot be inlined"), so the cast

@@ -705,7 +705,7 @@ def _block_loops(st, region):
         if isinstance(r, Split) and not st.axes[r.parent].reduce:
             parent = f"{r.parent}.r" if r.parent in roots else r.parent
             ext = axes[parent].extent
-            f = -(-ext // r.nparts) if r.nparts and isinstance(ext, int) else r.factor
+            f = max(1, -(-ext // r.nparts)) if r.nparts and isinstance(ext, int) else r.factor
             axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, f))
             axes[r.inner] = replace(st.axes[r.inner], extent=f)
             r = Split(parent, r.outer, r.inner, f, r.nparts)
