@@ -447,3 +447,34 @@ def test_a_flattened_read_of_dynamic_sizes_compiles_and_reads_inside(rng):
         out = np.full(shape, np.nan)
         three(x, out=out)
         np.testing.assert_array_equal(out, x - 3.0)
+
+
+@pytest.mark.cpu_only     # (a schedule for target='cpu': a GPU's inlines F)
+def test_an_intermediate_whose_size_wraps_int64_is_not_allocated_small():
+    """The prover places F[(i * n1 + j) * n2 + k] inside F's n0 * n1 * n2 elements, which
+    holds while that product is a size: three arrays of 2^22 elements make it 2^66, which
+    int64 wrapped to 0, and the kernel read a buffer of 0 elements at offset 2^44 (a
+    segfault). Such an allocation now fails with jitdl's AllocationError; small sizes
+    compute as before (every element against NumPy)."""
+    import jitdl as jd
+    from jitdl.errors import AllocationError
+
+    @jd.compute(dynamic=True)
+    def f(X, Y, W):
+        n0, n1, n2 = X.shape[0], Y.shape[0], W.shape[0]
+        F = jd.tensor((n0 * n1 * n2,), lambda k: X[k // n2 // n1] + Y[k // n2 % n1]
+                      + W[k % n2], name="F")
+        return jd.tensor((jd.min(n0, 2), jd.min(n1, 2), jd.min(n2, 2)),
+                         lambda i, j, k: F[(i * n1 + j) * n2 + k], name="Z")
+
+    @jd.schedule(f)
+    def keep_f(s, cfg):
+        s["F"].compute_root()
+    x, y, w = np.arange(5.0), np.arange(7.0) * 10, np.arange(3.0) * 100
+    np.testing.assert_array_equal(
+        f(x, y, w), x[:2, None, None] + y[None, :2, None] + w[None, None, :2])
+    big = np.ones(1 << 22, np.int8)
+    with pytest.raises(AllocationError, match="intermediate buffer F"):
+        f(big[:1 << 14], big[:1 << 14], big[:1 << 13])     # 2^41: past SIZE_LIMIT
+    with pytest.raises(AllocationError, match="intermediate buffer F"):
+        f(big, big, big)               # 2^66, 0 in int64

@@ -33,7 +33,7 @@ from jitdl.target.cpu import (ARRAY_ALIGNED, ARRAY_DESCR_OFFSET, ARRAY_DIMS_OFFS
                               GATHER_BYTES, GATHER_TOTAL, HEAP_HOOKS, OBJECT_TYPE_OFFSET,
                               POOL_MIN_BYTES, TUPLE_ITEMS_OFFSET, TUPLE_SIZE_OFFSET)
 from jitdl.ir import weak
-from jitdl.ir.analysis import arms_read_guarded, short_circuits
+from jitdl.ir.analysis import SIZE_LIMIT, arms_read_guarded, short_circuits
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare, Const,
                             For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc, Select, Seq,
                             SizeVar, Store, UnOp, Unary, Var, ThreadReduce)
@@ -669,23 +669,54 @@ class FunctionCodegen:
             if nbytes > MAX_ALLOC_BYTES:
                 self.b.store(code, self.err_ptr(0))
                 return
-            size = ir.Constant(I64, nbytes)
+            size, over = ir.Constant(I64, nbytes), None
         else:       # symbolic: the bytes, rounded up to 64, computed at the call
             code = ir.Constant(I64, -self.gen.alloc_id(buf, 0))
-            n = self.expr(Binary(BinOp.MAX, buf.size, Const(1, "int64"), "int64"))
+            count = self.expr(buf.size)
+            n = self.b.select(self.b.icmp_signed("<", count, ir.Constant(I64, 1)),
+                              ir.Constant(I64, 1), count)
             n = self.b.mul(n, ir.Constant(I64, dtypes.itemsize(buf.dtype)))
             size = self.b.and_(self.b.add(n, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            # a product of sizes that wraps in int64 (three arrays of 2^22 elements: 2^66
+            # to 0) or reaches SIZE_LIMIT fails like a refused allocation: the bounds
+            # prover takes a buffer's extent to be below it (i * n1 + j < n0 * n1), and a
+            # wrapped, small buffer would be read and written past its end
+            over = self.b.or_(self._size_overflows(buf.size), self.b.icmp_signed(
+                ">=", count, ir.Constant(I64, SIZE_LIMIT)))
+            size = self.b.select(over, ir.Constant(I64, 64), size)
         ptr, how = self.heap_alloc(size, buf.name)
         # on NULL the body (every use of the buffer) is skipped and the failure recorded;
         # buffers allocated around it are freed as usual when their bodies end
         failed = self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+        if over is not None:
+            failed = self.b.or_(failed, over)
         with self.b.if_else(failed, likely=False) as (then, otherwise):
             with then:
                 self.b.store(code, self.err_ptr(0))
+                if over is not None:
+                    with self.b.if_then(self.b.icmp_unsigned(
+                            "!=", ptr, ir.Constant(PTR, None))):
+                        self.heap_free(ptr, how)
             with otherwise:
                 self.bufs[buf] = ptr
                 self.stmt(s.body)
                 self.heap_free(ptr, how)
+
+    def _size_overflows(self, e):
+        """An i1: whether a sum, difference or product inside the int64 size expression e
+        wraps at the call (each such node computed again with LLVM's overflow intrinsics;
+        e's value itself is what self.expr gives)."""
+        out = ir.Constant(I1, 0)
+        for x in walk_unique(e):
+            if isinstance(x, Binary) and x.dtype == "int64" and \
+                    x.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
+                name = {BinOp.ADD: "sadd", BinOp.SUB: "ssub", BinOp.MUL: "smul"}[x.op]
+                name, module = f"llvm.{name}.with.overflow.i64", self.gen.module
+                fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(
+                    ir.LiteralStructType([I64, I1]), [I64, I64]), name=name)
+                r = self.b.call(fn, [self.expr(x.a), self.expr(x.b)])
+                out = self.b.or_(out, self.b.extract_value(r, 1))
+        return out
 
     def heap_alloc(self, size, name):
         """64-byte aligned memory from the module's allocation hook (HEAP_HOOKS) where the
