@@ -2913,6 +2913,25 @@ def test_the_text_of_a_size_that_is_only_printed_or_logged_is_its_name(capsys):
     assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0" in capsys.readouterr().out
 
 
+def _shown_by_a_local_print(X):
+    n = X.shape[0]
+    show = print
+    show(f"n = {n}", str(n))
+    Z[i] = X[i] * n
+    return Z
+
+
+def test_the_text_of_a_size_printed_by_a_local_name_for_print_is_its_name(capsys):
+    """`show = print; show(f"n = {n}")` only shows the size's text, as print(f"...") does;
+    it was refused: Python 3.11 puts a PUSH_NULL before a local callee's load, which the
+    reading of the call's callee took for a call of another form."""
+    shown = jd.compute(_shown_by_a_local_print, dynamic=True)
+    for n in (0, 3, 12):
+        x = rand(n)
+        np.testing.assert_allclose(_written(shown, x, x * n), x * n, rtol=1e-12)
+    assert "n = X_n0 X_n0" in capsys.readouterr().out
+
+
 def _iterated_size(X):
     s = X.shape[0]
     for _ in range(16):

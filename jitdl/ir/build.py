@@ -751,7 +751,8 @@ def _callee(frame, code, at):
         end = (call.positions.end_lineno, call.positions.end_col_offset)
         chain = [k for k in range(at) if (code[k].positions.lineno,
                                            code[k].positions.col_offset) == start and
-                 (code[k].positions.end_lineno, code[k].positions.end_col_offset) < end]
+                 (code[k].positions.end_lineno, code[k].positions.end_col_offset) < end
+                 and code[k].opname != "PUSH_NULL"]   # (3.11's before a local `p(...)`)
         last = max(chain, key=lambda k: ((code[k].positions.end_lineno,
                                           code[k].positions.end_col_offset), k))
         first = min(chain)
