@@ -3035,6 +3035,32 @@ def test_a_counter_and_a_dict_keyed_by_conditions_looked_up_by_size():
         jd.compute(_get_without_default, dynamic=True)(rand(3))
 
 
+class _Strict(dict):
+    def __missing__(self, key):
+        raise KeyError(f"no {key}")
+
+
+_STRICT = _Strict({k: k * 1.5 + 1.0 for k in range(7)})
+
+
+def _strict_dict_of_size(X):
+    Z[i] = X[i] * _STRICT[X.shape[0]]
+    return Z
+
+
+def test_a_dict_whose_missing_raises_looked_up_by_size():
+    """A dict subclass whose __missing__ raises (as dict's lookup does) has no default: it
+    was called with the dynamic size while the definition was traced, so the dynamic
+    definition raised its KeyError for every size, even one that is a key. Static and
+    dynamic against NumPy over sizes 0-6, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_strict_dict_of_size, dynamic=dyn)
+        for n in range(7):
+            x = rand(n)
+            want = x * (n * 1.5 + 1.0)
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+
+
 def _pow_of_size(n):
     return pow(n, 3, 11)
 

@@ -257,7 +257,11 @@ def item(box, key):
             return _lookup(box, key, (factory(),), "[]")
         missing = getattr(type(box), "__missing__", None)
         if missing is not None:     # (collections.Counter's 0; a subclass's, of the key)
-            return _lookup(box, key, (missing(box, key),), "[]")
+            try:
+                default = (missing(box, key),)
+            except Exception:       # (one that raises, KeyError(k): no default, as dict's)
+                default = ()
+            return _lookup(box, key, default, "[]")
         return _lookup(box, key, (), "[]")
     return box[key]
 
