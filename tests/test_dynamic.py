@@ -3119,6 +3119,31 @@ def test_a_size_to_a_negative_power_is_a_float():
                 np.testing.assert_allclose(out, want, rtol=1e-6)
 
 
+def _powers_by_exponents_of_sizes(X):
+    n = X.shape[0]
+    Z[i] = X[i] * 2 ** -n + 3 ** (2 - n) + (n + 1) ** (n // 2 - n) + 2 ** (n // 2)
+    return Z
+
+
+def test_an_int_to_a_power_of_sizes_that_may_be_negative_is_a_float():
+    """`2 ** -n` and `3 ** (2 - n)` of a dynamic size n are Python floats in a static
+    definition where the exponent is negative, but were int64 powers in a dynamic one: 0
+    for every n > 0, silently. An int of sizes (or a Python int) to an exponent of sizes
+    that may be negative is now a float of sizes; `2 ** (n // 2)` stays an int. Static and
+    dynamic, float32 and float64: NumPy's dtype and values over sizes 0-8, every element
+    written."""
+    for dyn in (False, True):
+        g = jd.compute(_powers_by_exponents_of_sizes, dynamic=dyn)
+        for n in range(9):
+            for dt in (np.float32, np.float64):
+                x = rand(n).astype(dt)
+                want = x.astype(np.float64) * 2 ** -n + 3 ** (2 - n) + \
+                    (n + 1) ** (n // 2 - n) + 2 ** (n // 2)
+                out = np.full(n, np.nan, dt)
+                assert g(x, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
 from numpy import sqrt         # noqa: E402 (a NumPy function by its bare name)
 
 _NUMPY_OF_SIZES = {"sqrt": lambda n: np.sqrt(n), "maximum": lambda n: np.maximum(n, 3),

@@ -293,12 +293,25 @@ def python_choice(sel, t, f):
     return dataclasses.replace(sel, t=_to(as_expr(t), "int64"), f=_to(as_expr(f), "int64"))
 
 
+def _may_be_negative(b) -> bool:
+    """b is a Python int exponent that is negative (`-1`), or an int of sizes alone (a
+    Python int in a static trace) that may be for some sizes (`-n`, `n - 3`): Python's
+    power of an int by it is a float there."""
+    if _weak_int_const(b):
+        return b.value < 0
+    if b.dtype != "int64" or not _of_sizes(b):
+        return False
+    from jitdl.ir.analysis import bounds
+    sizes = {v: (0, 2 ** 62) for v in walk_unique(b) if isinstance(v, SizeVar)}
+    return not bounds(b, sizes)[0] >= 0
+
+
 def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
-    if op == BinOp.POW and _weak_int_const(b) and b.value < 0 and a.dtype == "int64" and \
-            _of_sizes(a):
-        # (a Python int to a negative power is a float, `(n + 1) ** -1` of a size n: an
-        # int64 power was 0 or garbage)
+    if op == BinOp.POW and a.dtype == "int64" and (_of_sizes(a) or _weak_int_const(a)) and \
+            _may_be_negative(b):
+        # (a Python int to a negative power is a float, `(n + 1) ** -1` and `2 ** -n` of
+        # a size n: an int64 power was 0 or garbage)
         a = binary(BinOp.MUL, a, 1.0)
     dtype = result_dtype(_BIN_UFUNC[op], typed(a, b), typed(b, a))
     weak = a.weak and b.weak
