@@ -3096,6 +3096,24 @@ def test_pow_of_a_size_with_a_modulus():
         jd.compute(_inverse_pow, dynamic=True)(rand(3))
 
 
+def _pow_without_modulus(X):
+    n = X.shape[0]
+    Z[i] = X[i] * pow(n, 2, None) + pow(2, n, mod=None)
+    return Z
+
+
+def test_pow_of_a_size_with_a_modulus_of_none():
+    """pow(n, 2, None) is Python's n ** 2: the dynamic definition refused it ('jitdl
+    computes a modular power ... a Python int modulus other than 0'). Static and dynamic
+    against NumPy over sizes 0-8, every element written."""
+    for dyn in (False, True):
+        g = jd.compute(_pow_without_modulus, dynamic=dyn)
+        for n in range(9):
+            x = rand(n)
+            want = x * n ** 2 + 2 ** n
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+
+
 def _negative_powers_of_sizes(X):
     n = X.shape[0]
     Z[i] = X[i] * (n + 1) ** -1 + (n + 2) ** -2 + 2 ** n

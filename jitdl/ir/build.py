@@ -518,7 +518,10 @@ def modular_pow(base, exp, mod):
     """Python's pow(base, exp, mod) of a symbolic integer base (a dynamic size): square and
     multiply, reduced by mod at each step so that no product leaves int64 where mod fits
     in 31 bits (base ** exp itself would: pow(n, 10, 7) of n = 100). The exponent and the
-    modulus must be Python ints, the exponent not negative (a modular inverse)."""
+    modulus must be Python ints, the exponent not negative (a modular inverse). A modulus
+    of None is Python's base ** exp."""
+    if mod is None:
+        return binary(BinOp.POW, base, exp)
     if not (isinstance(exp, int) and isinstance(mod, int) and exp >= 0 and mod != 0 and
             abs(mod) < 2 ** 31) or not (isinstance(base, int) or isinstance(base, Expr) and
                                         dtypes.is_int(as_expr(base).dtype)):
