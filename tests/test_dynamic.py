@@ -3167,7 +3167,8 @@ from numpy import sqrt         # noqa: E402 (a NumPy function by its bare name)
 _NUMPY_OF_SIZES = {"sqrt": lambda n: np.sqrt(n), "maximum": lambda n: np.maximum(n, 3),
                    "abs": lambda n: np.abs(n - 3), "sign": lambda n: np.sign(n - 3),
                    "floor_divide": lambda n: np.floor_divide(n, 2),
-                   "exp": lambda n: np.exp(n - 3), "bare sqrt": lambda n: sqrt(n + 1)}
+                   "exp": lambda n: np.exp(n - 3), "bare sqrt": lambda n: sqrt(n + 1),
+                   "round": lambda n: np.round(n / 2), "max": lambda n: np.max((n, 3))}
 
 
 def _numpy_function_of_a_size(X, how: str):
@@ -3175,7 +3176,8 @@ def _numpy_function_of_a_size(X, how: str):
     c = {"sqrt": lambda: np.sqrt(n), "maximum": lambda: np.maximum(n, 3),
          "abs": lambda: np.abs(n - 3), "sign": lambda: np.sign(n - 3),
          "floor_divide": lambda: np.floor_divide(n, 2), "exp": lambda: np.exp(n - 3),
-         "bare sqrt": lambda: sqrt(n + 1)}[how]()
+         "bare sqrt": lambda: sqrt(n + 1), "round": lambda: np.round(n / 2),
+         "max": lambda: np.max((n, 3))}[how]()
     Z[i] = X[i] * c
     return Z
 
@@ -3187,7 +3189,8 @@ def test_numpy_functions_of_a_size_are_numpy_scalars(how):
     float32 X, float64), but were read as the Python numbers a size's arithmetic gives in
     a dynamic one: float32. A NumPy ufunc of sizes and Python numbers alone is now strong
     (build.strong), as np.float64(n) is, whether the expression's __array_ufunc__ or
-    the capture's intrinsic call builds it. Static and dynamic, float32 and float64:
+    the capture's intrinsic call builds it; NumPy's other functions (np.round, np.max) as
+    its ufuncs. Static and dynamic, float32 and float64:
     float64 results with NumPy's values over sizes 0-6, every element written."""
     for dyn in (False, True):
         g = jd.compute(_numpy_function_of_a_size, static=("how",), dynamic=dyn)

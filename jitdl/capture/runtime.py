@@ -615,6 +615,13 @@ def tensor_compare(op, a, b):
     return fn(a, b)
 
 
+def _of_numpy(fn) -> bool:
+    """fn is NumPy's (a ufunc, or a function such as np.round or np.sum), whose result
+    of Python numbers is a NumPy scalar."""
+    return isinstance(fn, np.ufunc) or \
+        (getattr(fn, "__module__", None) or "").partition(".")[0] == "numpy"
+
+
 def _dispatch(name, original, args, kwargs):
     if any(isinstance(a, Tensor) for a in args):
         return _on_whole_tensors(name, original, args, kwargs)
@@ -634,9 +641,10 @@ def _dispatch(name, original, args, kwargs):
         return build.modular_pow(*args, **kwargs)
     if any(symbolic(a) for a in args) or any(symbolic(v) for v in kwargs.values()):
         out = ops.INTRINSICS[name](*args, **kwargs)
-        # (NumPy's ufunc of sizes and Python numbers is a NumPy scalar, strong, in a
-        # static trace: np.exp(n - 3) times a float32 X is float64)
-        return build.strong(out) if isinstance(original, np.ufunc) else out
+        # (NumPy's ufunc or function of sizes and Python numbers is a NumPy scalar,
+        # strong, in a static trace: np.exp(n - 3), np.round(n / 2) times a float32 X is
+        # float64)
+        return build.strong(out) if _of_numpy(original) else out
     if original is None:
         fn = ops.INTRINSICS[name]
         out = fn(*args, **kwargs)
