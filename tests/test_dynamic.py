@@ -2921,6 +2921,24 @@ def _shown_by_a_local_print(X):
     return Z
 
 
+def _logged_by_a_getlogger_call(X):
+    n = X.shape[0]
+    logging.getLogger(__name__).debug(f"n = {n}")
+    logging.getLogger().info("n = {}".format(n))
+    Z[i] = X[i] * n
+    return Z
+
+
+def test_the_text_of_a_size_logged_by_a_logger_got_in_the_call():
+    """`logging.getLogger(__name__).debug(f"n = {n}")` only logs the size's text, as a
+    logger's debug(f"...") does; it was refused: the callee, a method of a call's result,
+    named no function."""
+    logged = jd.compute(_logged_by_a_getlogger_call, dynamic=True)
+    for n in (0, 3, 12):
+        x = rand(n)
+        np.testing.assert_allclose(_written(logged, x, x * n), x * n, rtol=1e-12)
+
+
 def test_the_text_of_a_size_printed_by_a_local_name_for_print_is_its_name(capsys):
     """`show = print; show(f"n = {n}")` only shows the size's text, as print(f"...") does;
     it was refused: Python 3.11 puts a PUSH_NULL before a local callee's load, which the

@@ -11,6 +11,7 @@ import dataclasses
 import dis
 import functools
 import inspect
+import logging
 import math
 import sys
 import threading
@@ -754,6 +755,10 @@ def _calling_a_cache(frame) -> bool:
     return isinstance(_callee(frame, code, at), functools._lru_cache_wrapper)
 
 
+# functions whose result's type is known, for a call of a method of their result
+_RESULT_TYPES = {logging.getLogger: logging.Logger}
+
+
 def _callee(frame, code, at):
     """The function that the call instruction code[at] of `frame` calls, where the call
     names it (`f`, `self.f`, `mod.f`, `"{}".format`), else None. It is read from the
@@ -772,6 +777,15 @@ def _callee(frame, code, at):
         last = max(chain, key=lambda k: ((code[k].positions.end_lineno,
                                           code[k].positions.end_col_offset), k))
         first = min(chain)
+        inner = [k for k in chain if code[k].opname == "CALL"]
+        if inner:       # (`logging.getLogger(__name__).debug`: the method of its result)
+            f = _RESULT_TYPES.get(_callee(frame, code, inner[-1]))
+            if f is None or any(code[k].opname not in _LOADS
+                                for k in range(inner[-1] + 1, last + 1)):
+                return None
+            for k in range(inner[-1] + 1, last + 1):
+                f = inspect.getattr_static(f, code[k].argval)
+            return f
         if any(code[k].opname not in _LOADS for k in range(first + 1, last + 1)) or \
                 code[first].opname not in _LOADS | {"LOAD_CONST"} or \
                 code[first].opname in ("LOAD_ATTR", "LOAD_METHOD"):
