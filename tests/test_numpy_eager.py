@@ -1335,6 +1335,33 @@ def test_round_into_out_with_leading_ones_is_numpys():
             jnp.round(a, d, out=np.full((5, 1), 7, dt))
 
 
+def test_round_of_integers_into_out_without_their_leading_ones_is_numpys():
+    """NumPy's round of integers to places >= 0 assigns a to out=, which drops a's
+    leading 1s: np.round(int array of shape (1, 5), out=np.empty(5)) writes out, as do
+    (1, 1, 5) into (1, 5), (1, 5, 1) into (5, 1) and (1,) into a 0-d out=; jnp.round
+    refused them (non-broadcastable output operand). Floats, places < 0 and an out= a
+    does not fit ((1, 2, 3) into (6,)) stay NumPy's ValueError."""
+    rng = np.random.default_rng(59)
+    for ashape, oshape in [((1, 5), (5,)), ((1, 1, 5), (1, 5)), ((1, 1, 5), (5,)),
+                           ((1, 5, 1), (5, 1)), ((1,), ()), ((1, 1), (1,))]:
+        for dt in ("i8", "i4", "u1", ">i4"):
+            a = rng.integers(0, 200, ashape).astype(dt)
+            for d, odt in [(0, "i8"), (0, "f8"), (2, "f4"), (1, "i4")]:
+                for _ in range(2):
+                    o1, o2 = np.full(oshape, 7, odt), np.full(oshape, 7, odt)
+                    want = np.round(a, d, out=o1)
+                    assert want is o1 and jnp.round(a, d, out=o2) is o2
+                    np.testing.assert_array_equal(o2, o1)
+    np.testing.assert_array_equal(jnp.round([[3, 4]], out=np.zeros(2)), [3, 4])
+    a = rng.integers(-500, 500, (1, 5))
+    for x, d, oshape in [(a, -1, (5,)), (a * 1.5, 0, (5,)), (a * 1.5, 2, (5,)),
+                         (a.reshape(1, 1, 5), 0, (5, 1)), (a[:, :3].reshape(1, 1, 3), 0, (3, 1))]:
+        with pytest.raises(ValueError):
+            np.round(x, d, out=np.full(oshape, 7.0))
+        with pytest.raises(ValueError):
+            jnp.round(x, d, out=np.full(oshape, 7.0))
+
+
 def test_round_refuses_decimals_past_a_c_int_as_numpy():
     """NumPy's round takes decimals as a C int: round(x, 2**31) and round(x, 10**20) are
     its OverflowError (2**31 - 1 and -2**31 still give NaN), where jitdl gave NaN."""

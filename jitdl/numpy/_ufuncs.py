@@ -771,6 +771,12 @@ def round(a, decimals=0, out=None):  # noqa: A001
         if math.prod(shape) != np.size(a):
             raise OutArgumentError(f"round(): invalid output shape: out= of shape {shape} "
                                    f"for an operand of shape {np.shape(a)}", user_loc())
+        if decimals >= 0 and dt is not None and dt.kind in "iu" and np.ndim(a) and \
+                np.shape(a)[0] == 1 and _no_leading_1s(np.shape(a)) == _no_leading_1s(shape):
+            # (NumPy's round of integers to places >= 0 assigns a to out=, which drops
+            # a's leading 1s too: a (1, n) int array into an (n,) out=)
+            a = np.asarray(a) if isinstance(a, (list, tuple)) else a
+            a = a.reshape(_no_leading_1s(a.shape))
     odt = getattr(out, "dtype", None) if out is not None and decimals else None
     kind = None if odt is None else dt if dt is not None or type(a) not in (int, float) \
         else np.asarray(a).dtype
@@ -794,6 +800,14 @@ def round(a, decimals=0, out=None):  # noqa: A001
     # places and its copy of integers keep a '>f8' operand's)
     return r if out is not None or decimals == 0 and dt is not None and dt.kind == "f" \
         else in_byte_order(r, a)
+
+
+def _no_leading_1s(shape):
+    """shape without its leading 1s ((1, 1, 5) -> (5,), (1,) -> ())."""
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return tuple(shape[i:])
 
 
 _CLIP_NAMES = ("a", "a_min", "a_max")
