@@ -694,9 +694,11 @@ def _pointwise(x, w, stride, padding, groups):
     """A convolution over 2+ spatial axes of a batched NumPy input by a kernel of one
     position, unstrided and unpadded, with channels that agree: its pixels are
     independent, so it is the same convolution over the spatial axes flattened (views of
-    C-ordered arrays)."""
+    C-ordered arrays). (Not an empty spatial axis: conv1d's error would name the
+    flattened size.)"""
     return type(x) is np.ndarray and type(w) is np.ndarray and len(stride) > 1 and \
         x.ndim == w.ndim == len(stride) + 2 and all(k == 1 for k in w.shape[2:]) and \
+        all(x.shape[2:]) and \
         all(s == 1 for s in stride) and all(p == (0, 0) for p in padding) and \
         x.shape[1] == w.shape[1] * groups and w.shape[0] % groups == 0 and \
         w.shape[0] >= groups

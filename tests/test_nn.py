@@ -332,6 +332,20 @@ def test_pointwise_convolutions_pack_their_input_like_a_matmul(rng, op, xs, ws, 
     close(op(x[:1], w, groups=groups), conv_ref(x[:1], w, groups=groups), dtype, k=ws[1])
 
 
+@pytest.mark.parametrize("op,xs,ws,sizes", [
+    (F.conv2d, (2, 3, 0, 5), (4, 3, 1, 1), "(0 x 5)"),
+    (F.conv3d, (1, 2, 4, 3, 0), (3, 2, 1, 1, 1), "(4 x 3 x 0)")])
+def test_pointwise_convolution_of_an_empty_image_names_its_axes(rng, op, xs, ws, sizes):
+    """A 1 x 1 convolution of an input with an empty spatial axis is refused with the
+    input's own spatial sizes (the flattened view named one size, (0), and a 1-d kernel)."""
+    x, w = normal(rng, xs), normal(rng, ws)
+    kernel = " x ".join("1" * (len(ws) - 2))
+    with pytest.raises(jd.errors.ShapeError, match=re.escape(
+            f"{op.__name__}(): calculated padded input size per channel {sizes} is smaller "
+            f"than the dilated kernel size ({kernel})")):
+        op(x, w)
+
+
 @pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 3, 2, 2), (3, 1, 1, 1)])
 def test_conv1d(rng, stride, pad, dil, groups):
     x, w = normal(rng, (2, 4, 13)), normal(rng, (6, 4 // groups, 3))
