@@ -242,6 +242,20 @@ def test_convolution_tiles_like_a_matmul(xs, ws, stride, pad, dil):
         assert copies and all(c[-2] < rows for c in copies), (copies, rows)
 
 
+def test_strided_convolutions_read_their_input_in_place():
+    """A convolution strided along its last axis reads its input there through a stage
+    laid out as (kernel position, output column), kernel / stride times the input's
+    size; the GPU inlines it, reading the input in place, where it was stored by a
+    kernel of its own (a conv1d of (2, 8, 100000) by 64-wide kernels,
+    stride 2: 205 MB, 32x the input)."""
+    x, w = f32(1, 8, 9, 400), f32(16, 8, 3, 16)
+    f = jd.compute(lambda X, W: nn.conv2d(X, W, stride=2))
+    got, low = run_on_cpu(f, x, w)
+    close(got, _conv_reference(x, w, 2, 0, 1), rtol=1e-4, atol=1e-4)
+    text = str(low.func)
+    assert "conv2d_cols:" not in text, text
+
+
 def test_grouped_and_depthwise_convolutions_are_not_tiled_as_contractions():
     """A grouped convolution reads the input channel through the output channel: not a
     contraction of two operands' separate axes; it keeps the element-wise schedule."""
