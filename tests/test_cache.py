@@ -809,6 +809,33 @@ def test_fast_key_sees_attribute_names_in_a_tuple_constant_or_a_value(tmp_path,
     assert before[0] != after[0] and before[1] != after[1]
 
 
+def test_fast_key_of_many_strings_beside_a_users_module_looks_up_only_its_names(
+        tmp_path, monkeypatch):
+    """Each string a definition reads in a value is a name its user's modules are read
+    for (cb85bac), and each was looked up in each such module with its warnings
+    silenced: a helper reading kcfg and a list of 200000 words took 10 s more at each
+    process's first call (0.5 s before). Only the names a module holds are looked up
+    now, and a word naming one of them still follows its edits."""
+    import importlib
+    from jitdl.cache import keys
+    (tmp_path / "kcfg_words.py").write_text("SCALE = 2.0\nOFFSET = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kcfg = importlib.import_module("kcfg_words")
+    glob = {"kcfg": kcfg, "WORDS": [f"w{k}" for k in range(20000)] + ["SCALE"]}
+    exec(textwrap.dedent("""
+        def helper(x):
+            return x * getattr(kcfg, WORDS[-1]) + len(WORDS)
+        """), glob)
+    looked_up = []
+    real = keys._module_attr
+    monkeypatch.setattr(keys, "_module_attr",
+                        lambda m, a: looked_up.append(a) or real(m, a))
+    before = keys.code_digests(glob["helper"])
+    assert "SCALE" in looked_up and len(looked_up) < 100, len(looked_up)
+    monkeypatch.setattr(kcfg, "SCALE", 3.0)
+    assert keys.code_digests(glob["helper"]) != before
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

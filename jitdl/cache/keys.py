@@ -291,8 +291,15 @@ class _Walker:
         not read yet (each once per key: modules that import each other are paths
         without end)."""
         name, v, read = module
-        for attr in sorted(set(names) - read):
-            read.add(attr)
+        todo = set(names) - read
+        read |= todo
+        if isinstance(v, dict) or type(v) is types.ModuleType and "__getattr__" not in vars(v):
+            # (only the names it holds: the words of a list of 200000 read beside it
+            # are as many names, each a lookup with its warnings silenced: 20 s)
+            todo = todo.intersection(v if isinstance(v, dict) else vars(v))
+        else:
+            todo = {a for a in todo if a.isidentifier()}
+        for attr in sorted(todo):
             if not attr.startswith("__"):
                 found = _module_attr(v, attr)
                 if found is not _ABSENT:
@@ -304,8 +311,9 @@ class _Walker:
         until none is left; then the environment variables named, where os.environ or
         os.getenv was read."""
         while True:
-            for n in sorted(self.names - self.looked_up):
-                self.looked_up.add(n)
+            new = self.names - self.looked_up
+            self.looked_up |= new
+            for n in sorted(new.intersection(sys.modules)):
                 m = sys.modules.get(n)
                 if isinstance(m, types.ModuleType) and id(m) not in self.user_modules \
                         and not self.is_library(m):
@@ -317,7 +325,7 @@ class _Walker:
             for m, n in todo:
                 self.module_attributes(m, n)
         if self.environ:
-            named = sorted((n, os.environ[n]) for n in self.names if n in os.environ)
+            named = sorted((n, os.environ[n]) for n in self.names.intersection(os.environ))
             self.parts.append(f"environment {named}")
         return self
 
@@ -482,12 +490,13 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     a class or a module in it as a global one (`{"c": Cfg}`, `[cfg_module]`: Cfg.scale,
     cfg_module.SCALE; `names`, the attributes the function reads)."""
     path = {}           # id -> depth of the containers and objects being read (cycles)
+    strings = []        # the strings read: names for the walker (once, at the end)
     library = _is_library if walker is None else walker.is_library
 
     def norm(x, depth=0):
         if type(x) in _PLAIN:   # (first: a table of a million numbers, 4 s of lookups)
-            if type(x) is str and walker is not None and _is_name(x):
-                walker.names.add(x)   # (a name to getattr: `getattr(cfg, NAMES[k])`)
+            if type(x) is str:
+                strings.append(x)     # (a name to getattr: `getattr(cfg, NAMES[k])`)
             return x
         if depth > 20:          # (not read: the key cannot see an edit there)
             if walker is not None:
@@ -592,7 +601,10 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
         # differ in each process: another key each time)
         members = x if walker is None else sorted(x, key=_container_text)
         return sorted(str(norm(y, depth + 1)) for y in members)
-    return digest(json.dumps(norm(v), sort_keys=True, default=str))
+    text = digest(json.dumps(norm(v), sort_keys=True, default=str))
+    if walker is not None:
+        walker.names.update(strings)    # (names or not: each is only looked up)
+    return text
 
 
 _LOGGERS = (logging.Logger, logging.LoggerAdapter, logging.Manager, logging.PlaceHolder)
