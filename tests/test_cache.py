@@ -749,6 +749,60 @@ def test_a_module_global_or_buffer_read_by_a_name_computed_or_imported_invalidat
     assert [r["result"] for r in ch.results] == ["hit"] * 3 + ["hit (same loop IR)", "hit"]
 
 
+def test_a_helpers_relative_import_or_import_of_a_submodule_invalidates(tmp_path):
+    """A helper's `import kcfg` of a module imported by no one else gives no fast key
+    (2018e93), but a relative import (`from .kcfg import SCALE`, `from . import kcfg`)
+    was taken for an absolute one of "kcfg" (no such module) and `from kpkg import
+    kcfg2` for kpkg only (imported: kcfg2, not yet, was not seen): editing the values
+    kept the key, and the next process was a hit computing with the old ones."""
+    d = tmp_path / "mods" / "kpkg"
+    d.mkdir(parents=True)
+    (d / "__init__.py").write_text("")
+    (d / "kcfg.py").write_text("SCALE = 2.0\nOFFSET = 1.0\n")
+    (d / "kcfg2.py").write_text("W = 2.0\n")
+    (d / "kdef.py").write_text(textwrap.dedent('''\
+        import jitdl as jd
+
+        def relative(x):
+            from .kcfg import SCALE
+            return x * SCALE
+
+        def relative_package(x):
+            from . import kcfg
+            return x + kcfg.OFFSET
+
+        def submodule(x):
+            from kpkg import kcfg2
+            return x * kcfg2.W
+
+        @jd.compute
+        def by_relative(X):
+            Y[i] = relative(X[i])
+            return Y
+
+        @jd.compute
+        def by_relative_package(X):
+            Y[i] = relative_package(X[i])
+            return Y
+
+        @jd.compute
+        def by_submodule(X):
+            Y[i] = submodule(X[i])
+            return Y
+        '''))
+
+    def calls(v, w):
+        return [call("by_relative", [("X", (9,))], f"X * {v}", module="kpkg.kdef"),
+                call("by_relative_package", [("X", (9,))], f"X + {w}", module="kpkg.kdef"),
+                call("by_submodule", [("X", (9,))], f"X * {v}", module="kpkg.kdef")]
+    ch = run_child(tmp_path, calls(2.0, 1.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+    (d / "kcfg.py").write_text("SCALE = 3.0\nOFFSET = 4.0\n")
+    (d / "kcfg2.py").write_text("W = 3.0\n")
+    ch = run_child(tmp_path, calls(3.0, 4.0))
+    assert all(r["ok"] and r["result"] == "compiled" for r in ch.results), ch.results
+
+
 def test_only_the_environment_variables_a_definition_names_are_in_the_key(tmp_path):
     """`os.getenv` and `os.environ` (the frozen module os) were read as the user's code,
     the whole environment with them: any variable set or changed (a shell's, a job's id)

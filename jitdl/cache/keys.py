@@ -184,17 +184,35 @@ def _is_name(s) -> bool:
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
-def _imports(code) -> set:
-    """The modules a code object and those nested in it import by absolute name
-    (`import kcfg` inside a helper)."""
+def _imports(code, package=None) -> set:
+    """The modules a code object and those nested in it import (`import kcfg` inside a
+    helper), by absolute name: a relative import resolved in `package` (the function's
+    module's: `from .kcfg import SCALE`, `from . import kcfg`), and the names it imports
+    from a package as its submodules (`from pkg import kcfg`: pkg.kcfg, where it is one)."""
     out = set()
     if bytes([_IMPORT_NAME]) in code.co_code:       # (a cheap test before dis)
-        out = {i.argval for i in dis.get_instructions(code)
-               if i.opcode == _IMPORT_NAME and isinstance(i.argval, str)}
-        out -= {""}
+        ins = list(dis.get_instructions(code))
+        for k, i in enumerate(ins):
+            if i.opcode != _IMPORT_NAME or not isinstance(i.argval, str):
+                continue
+            # (IMPORT_NAME takes the level and the fromlist from the two constants
+            # loaded before it)
+            level, fromlist = [x.argval if x.opname.startswith("LOAD_") else None
+                               for x in ins[max(k - 2, 0):k]] if k >= 2 else (0, None)
+            name = i.argval
+            if isinstance(level, int) and level > 0:
+                try:
+                    name = importlib.util.resolve_name("." * level + name, package)
+                except (ImportError, ValueError, TypeError, AttributeError):
+                    continue
+            if name:
+                out.add(name)
+                if isinstance(fromlist, tuple):
+                    out.update(f"{name}.{f}" for f in fromlist
+                               if isinstance(f, str) and f.isidentifier())
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            out |= _imports(c)
+            out |= _imports(c, package)
     return out
 
 
@@ -246,7 +264,7 @@ class _Walker:
         names = _names(fn.__code__) if names is None else names
         strings = _strings(fn.__code__)
         self.names |= names | strings
-        imports = _imports(fn.__code__)
+        imports = _imports(fn.__code__, fn.__globals__.get("__package__"))
         if "import_module" in names or "__import__" in names:
             imports |= strings
         for m in sorted(imports):
