@@ -846,7 +846,7 @@ def test_fast_key_sees_attribute_names_in_a_tuple_constant_or_a_value(tmp_path,
     (tmp_path / "kcfg_names.py").write_text("SCALE = 2.0\nOFFSET = 1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     kcfg = importlib.import_module("kcfg_names")
-    glob = {"kcfg": kcfg, "NAMES": ["OFFSET"]}
+    glob = {"kcfg": kcfg, "NAMES": ["OFFSET"], "WEIGHTS": {"SCALE": 1.0}}
     exec(textwrap.dedent("""
         def by_tuple(x):
             for n in ("SCALE",):
@@ -855,12 +855,18 @@ def test_fast_key_sees_attribute_names_in_a_tuple_constant_or_a_value(tmp_path,
 
         def by_list(x):
             return x + getattr(kcfg, NAMES[0])
+
+        def by_dict_key(x):
+            for n, w in WEIGHTS.items():
+                x = x * getattr(kcfg, n) * w
+            return x
         """), glob)
-    before = [keys.code_digests(glob[f]) for f in ("by_tuple", "by_list")]
+    fns = ("by_tuple", "by_list", "by_dict_key")
+    before = [keys.code_digests(glob[f]) for f in fns]
     monkeypatch.setattr(kcfg, "SCALE", 3.0)
     monkeypatch.setattr(kcfg, "OFFSET", 4.0)
-    after = [keys.code_digests(glob[f]) for f in ("by_tuple", "by_list")]
-    assert before[0] != after[0] and before[1] != after[1]
+    after = [keys.code_digests(glob[f]) for f in fns]
+    assert [b != a for b, a in zip(before, after)] == [True] * 3
 
 
 def test_fast_key_of_many_strings_beside_a_users_module_looks_up_only_its_names(

@@ -611,6 +611,7 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     def items(x, depth):
         if isinstance(x, dict):
             texts = [(_key_text(k), y) for k, y in x.items()]
+            strings.extend(k for k in x if type(k) is str)  # (`for k in W: getattr(m, k)`)
             return {k: norm(y, depth + 1) for k, y in sorted(texts, key=lambda kv: kv[0])}
         if isinstance(x, (list, tuple)):
             return [norm(y, depth + 1) for y in x]
