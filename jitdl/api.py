@@ -841,11 +841,20 @@ class Function:
             if k is not None:
                 return k
             config = self._configs.get(key)
+            keyed = True
             if config is None:
-                config = self._recorded(args)       # a tuning record of this key
+                config, keyed = self._recorded(args)    # a tuning record of this key
                 if config is not None:
                     self._configs[key] = config
             k = self._by_rows(args, config) or self._build(args, config)
+            if not keyed:
+                # no records' key before the trace: a module of the user's that the
+                # definition imports, imported by the trace only (the records tune()
+                # made after its trace are of the key it has now)
+                config, _ = self._recorded(args)
+                if config is not None:
+                    self._configs[key] = config
+                    k = self._build(args, config)
             self._kernels[key] = k
         if config is None and self.autotune and not self._fixed and not self.dynamic:
             from jitdl.autotune import background
@@ -1223,25 +1232,27 @@ class Function:
 
     def _recorded(self, args):
         """The config of the best verified tuning record of this call's key, checked
-        against today's config space; None if there is none or it no longer fits."""
+        against today's config space; None if there is none or it no longer fits. With
+        whether the definition had a records' key (none: a value read too deep to see,
+        or a module of the user's it imports not imported yet)."""
         db = _records(create=False)
         if db is None:
-            return None
+            return None, True
         specs = self._specs(args)
         target = self._target(specs)
         rkey = self._record_key(specs, target)
         rec = db.best(*rkey) if rkey[0] is not None else None
         if rec is None:
-            return None
+            return None, rkey[0] is not None
         try:
             self._space(specs).check(rec.config, "tuning record")
         except ScheduleError as e:
             tlog.info("ignoring the tuning record of %s(%s): %s", self.qualname,
                       _describe(self.param_names, specs), e)
-            return None
+            return None, True
         tlog.info("applying the tuning record of %s(%s): %s (%.3g s, %s)", self.qualname,
                   _describe(self.param_names, specs), rec.config, rec.seconds, rec.tuner)
-        return rec.config
+        return rec.config, True
 
     def tuning_records(self, *args, **kwargs):
         """The tuning records of this function (every trial, and the side-by-side

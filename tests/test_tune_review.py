@@ -301,6 +301,50 @@ def test_tuning_records_are_kept_to_what_the_fast_key_reads(rng, runner):
         DEEP = _nested(2.0, 25)
 
 
+def test_tuning_records_of_a_definition_importing_a_users_module_are_applied(
+        rng, runner, tmp_path, monkeypatch):
+    """A helper's `import ktr_cfg` of a module of the user's that nothing else imports
+    gives no key before the trace imports it (2018e93): tune() (after its trace) wrote
+    records under the key the definition has then, and a later process, looking for
+    them before its trace, had no key and never applied them (it tuned again each
+    time). A compile without a records' key looks again after its trace."""
+    (tmp_path / "ktr_cfg.py").write_text("SCALE = 2.0\n")
+    (tmp_path / "ktr_def.py").write_text(textwrap.dedent('''\
+        import jitdl as jd
+
+        def helper(v):
+            import ktr_cfg
+            return v * ktr_cfg.SCALE
+
+        @jd.compute
+        def imports(x):
+            return jd.tensor(x.shape, lambda i: helper(x[i]), name="Z")
+
+        @jd.schedule(imports)
+        def _imports_cpu(s, cfg):
+            (i,) = s["Z"].axis
+            fast = cfg.choice("fast", [False, True])
+            io, ii = s.split(i, cfg.split("f", i, candidates=[8, 16]))
+            if fast:
+                s.vectorize(ii)
+            else:
+                s.reorder(ii, io)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "ktr_cfg", raising=False)
+    import ktr_def
+    x = _x(rng)
+    ktr_def.imports.tune(x, trials=2, tuner="grid", runner=runner, progress=False)
+    recs = ktr_def.imports.tuning_records(x)
+    assert recs
+    del sys.modules["ktr_cfg"]                  # a later process's view of it
+    fresh = jd.compute(ktr_def.imports.pyfunc)
+    fresh._schedules = dict(ktr_def.imports._schedules)
+    np.testing.assert_allclose(fresh(x), x * 2.0, rtol=1e-6)
+    assert fresh._configs.get(fresh._key((x,))) == recs[0].config
+    monkeypatch.delitem(sys.modules, "ktr_def")
+
+
 def test_tuning_records_without_arguments_are_of_this_definition_only(rng, runner):
     def make(factor):
         @jd.compute
