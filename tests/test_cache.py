@@ -896,6 +896,27 @@ def test_fast_key_of_many_strings_beside_a_users_module_looks_up_only_its_names(
     assert keys.code_digests(glob["helper"]) != before
 
 
+def test_fast_key_does_not_load_a_lazy_module_a_string_names(tmp_path, monkeypatch):
+    """Each name and string of the user's code is looked up in sys.modules (2018e93),
+    and a module there that importlib.util.LazyLoader has not loaded yet was loaded by
+    the key's first look at it: its code ran at the user's call because a string
+    matched its name, and where that code raised, the call raised it. It stays unloaded
+    now (the user's: no fast key, as for a module not imported yet)."""
+    import importlib.util
+    from jitdl.cache import keys
+    (tmp_path / "klazy_boom.py").write_text("raise RuntimeError('loaded')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.find_spec("klazy_boom")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "klazy_boom", module)
+    spec.loader.exec_module(module)
+    glob = {}
+    exec("def f(x):\n    return x * len('klazy_boom')\n", glob)
+    assert keys._walk(glob["f"]).cut
+    assert type(module) is importlib.util._LazyModule      # (not loaded)
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

@@ -216,6 +216,9 @@ def _imports(code, package=None) -> set:
     return out
 
 
+_LAZY = getattr(importlib.util, "_LazyModule", ())    # (a module LazyLoader has not loaded)
+
+
 def _environ_readers():
     """os.environ and the functions that read it (os.getenv): read by the names of the
     variables the user's code names, not the whole environment."""
@@ -333,6 +336,15 @@ class _Walker:
             self.looked_up |= new
             for n in sorted(new.intersection(sys.modules)):
                 m = sys.modules.get(n)
+                if isinstance(m, _LAZY):
+                    # not loaded yet (importlib.util.LazyLoader): any attribute loads it,
+                    # running its code (a name that only matches, or raising); loaded
+                    # by the trace only where read (the user's: no fast key)
+                    spec = object.__getattribute__(m, "__dict__").get("__spec__")
+                    origin = getattr(spec, "origin", None)
+                    if origin and os.path.isfile(origin) and not _library_file(origin):
+                        self.cut = True
+                    continue
                 if isinstance(m, types.ModuleType) and id(m) not in self.user_modules \
                         and not self.is_library(m):
                     self.value(f"<module {n}>", m, set())
