@@ -860,13 +860,18 @@ def test_fast_key_sees_attribute_names_in_a_tuple_constant_or_a_value(tmp_path,
             for n, w in WEIGHTS.items():
                 x = x * getattr(kcfg, n) * w
             return x
+
+        def by_nested_tuple(x):
+            for n, w in (("SCALE", 2.0), ("X", 1.0)):
+                x = x * getattr(kcfg, n) * w
+            return x
         """), glob)
-    fns = ("by_tuple", "by_list", "by_dict_key")
+    fns = ("by_tuple", "by_list", "by_dict_key", "by_nested_tuple")
     before = [keys.code_digests(glob[f]) for f in fns]
     monkeypatch.setattr(kcfg, "SCALE", 3.0)
     monkeypatch.setattr(kcfg, "OFFSET", 4.0)
     after = [keys.code_digests(glob[f]) for f in fns]
-    assert [b != a for b, a in zip(before, after)] == [True] * 3
+    assert [b != a for b, a in zip(before, after)] == [True] * 4
 
 
 def test_fast_key_of_many_strings_beside_a_users_module_looks_up_only_its_names(

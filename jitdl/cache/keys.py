@@ -172,8 +172,19 @@ def _strings(code) -> set:
             out |= _strings(c)
         elif isinstance(c, str) and _is_name(c):
             out.add(c)
-        elif isinstance(c, (tuple, frozenset)):     # (`for n in ("SCALE", "OFFSET")`)
-            out.update(x for x in c if isinstance(x, str) and _is_name(x))
+        elif isinstance(c, (tuple, frozenset)):     # (`for n in ("SCALE", "OFFSET")`,
+            out |= _const_strings(c)               # `for n, w in (("SCALE", 2.0),)`)
+    return out
+
+
+def _const_strings(c) -> set:
+    """The name-like strings of a tuple or frozenset constant, nested ones' too."""
+    out = set()
+    for x in c:
+        if isinstance(x, str) and _is_name(x):
+            out.add(x)
+        elif isinstance(x, (tuple, frozenset)):
+            out |= _const_strings(x)
     return out
 
 
