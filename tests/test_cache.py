@@ -2097,6 +2097,27 @@ def test_fast_key_reads_cycles_and_trees_of_objects():
         digests(tree(25, 2.0))
 
 
+def test_fast_key_reads_a_container_shared_along_many_paths_once(monkeypatch):
+    """A value whose containers share one another (`A = {"a": B, "b": B, ...}`, B = {"a":
+    C, ...}) was read and written out once per path to each: 4**levels, a minute at each
+    process's first call for 10 levels, never done for 20. A container with no cycle in
+    it is read once per depth now, and an edit deep in it still changes the key."""
+    from jitdl.cache import keys
+    leaf = {"v": 2.0}
+    a = leaf
+    for _ in range(8):
+        a = {k: a for k in "abcd"}
+    glob = {"A": a}
+    exec("def f(x):\n    return x * A['a']['b']['c']['d']['a']['b']['c']['d']['v']\n", glob)
+    calls = []
+    real = keys._key_text
+    monkeypatch.setattr(keys, "_key_text", lambda k: calls.append(k) or real(k))
+    before = keys.code_digests(glob["f"])
+    assert len(calls) < 100, len(calls)
+    leaf["v"] = 3.0
+    assert keys.code_digests(glob["f"]) != before
+
+
 def test_fast_key_of_a_helper_that_logs_does_not_follow_other_loggers():
     """A helper logging through a module's logger read the logger's attributes into the
     key: its manager with every logger of the process, and the levels asked about so

@@ -532,6 +532,8 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
     cfg_module.SCALE; `names`, the attributes the function reads)."""
     path = {}           # id -> depth of the containers and objects being read (cycles)
     strings = []        # the strings read: names for the walker (once, at the end)
+    done = {}           # (id, depth) -> [container, its text, its digest]: shared ones
+    cycles = [0]        # cycles met so far
     library = _is_library if walker is None else walker.is_library
 
     def norm(x, depth=0):
@@ -591,12 +593,29 @@ def _container_text(v, walker=None, names=frozenset()) -> str:
                 del path[id(x)]
         if isinstance(x, (dict, list, tuple, set, frozenset)):
             if id(x) in path:    # (a list holding itself: where the cycle goes back to)
+                cycles[0] += 1
                 return {"<cycle>": depth - path[id(x)]}
+            # a container met again at the same depth (`A = [B] * 4`, B = [C] * 4 ...)
+            # is read once, and is there again as the digest of its text: read and
+            # written out again each time, 10 such levels were 4**10 reads (a minute at
+            # each process's first call), 20 never ended. (Only one with no cycle in
+            # it, whose text the path does not change; x is kept with its text, so no
+            # other object takes its id meanwhile.)
+            hit = done.get((id(x), depth))
+            if hit is not None:
+                if hit[2] is None:
+                    hit[2] = {"<same>": digest(json.dumps(hit[1], sort_keys=True,
+                                                          default=str))}
+                return hit[2]
+            before = cycles[0]
             path[id(x)] = depth
             try:
-                return items(x, depth)
+                out = items(x, depth)
             finally:
                 del path[id(x)]
+            if cycles[0] == before:
+                done[(id(x), depth)] = [x, out, None]
+            return out
         if isinstance(x, np.ndarray):
             return f"array {x.dtype} {x.shape} {_array_text(x, walker)}"
         if isinstance(x, types.FunctionType):
