@@ -922,6 +922,23 @@ def test_fast_key_does_not_load_a_lazy_module_a_string_names(tmp_path, monkeypat
     assert type(module) is importlib.util._LazyModule      # (not loaded)
 
 
+def test_fast_key_sees_an_environment_variable_whose_name_is_no_identifier(monkeypatch):
+    """The environment enters the key by the variables the user's code names (ba4bfee),
+    counted among its string constants only where they looked like Python names: an
+    edit of `os.environ.get("MY-SCALE")`'s variable kept the key (the next process a hit
+    computing with the old value)."""
+    from jitdl.cache import keys
+    glob = {"os": os}
+    exec("def f(x):\n    return x * float(os.environ.get('MY-SCALE', '1'))\n", glob)
+    monkeypatch.setenv("MY-SCALE", "2")
+    before = keys.code_digests(glob["f"])
+    monkeypatch.setenv("MY-SCALE", "3")
+    after = keys.code_digests(glob["f"])
+    assert after != before
+    monkeypatch.setenv("MY-OTHER", "3")                 # (another: the same key)
+    assert keys.code_digests(glob["f"]) == after
+
+
 def test_the_users_modules_that_import_each_other_are_read_once(tmp_path):
     """The walker read the user's modules once along a path only: seven modules of a
     package each importing the others, all read by a definition, were 96000 paths of

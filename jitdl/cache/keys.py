@@ -170,18 +170,18 @@ def _strings(code) -> set:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out |= _strings(c)
-        elif isinstance(c, str) and _is_name(c):
-            out.add(c)
+        elif isinstance(c, str):    # (names or not: an environment variable's may be
+            out.add(c)              # any, `os.environ["MY-SCALE"]`)
         elif isinstance(c, (tuple, frozenset)):     # (`for n in ("SCALE", "OFFSET")`,
             out |= _const_strings(c)               # `for n, w in (("SCALE", 2.0),)`)
     return out
 
 
 def _const_strings(c) -> set:
-    """The name-like strings of a tuple or frozenset constant, nested ones' too."""
+    """The strings of a tuple or frozenset constant, nested ones' too."""
     out = set()
     for x in c:
-        if isinstance(x, str) and _is_name(x):
+        if isinstance(x, str):
             out.add(x)
         elif isinstance(x, (tuple, frozenset)):
             out |= _const_strings(x)
@@ -280,7 +280,7 @@ class _Walker:
         self.names |= names | strings
         imports = _imports(fn.__code__, fn.__globals__.get("__package__"))
         if "import_module" in names or "__import__" in names:
-            imports |= strings
+            imports |= {x for x in strings if _is_name(x)}
         for m in sorted(imports):
             # a module it imports by name (the user's: read in finish()); one not
             # imported yet is imported by the trace only, after the key: no fast key
@@ -423,7 +423,7 @@ class _Walker:
                             self.value(f"{name}.{attr}", found, names)
         elif isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
             self.parts.append(f"{name} = {v!r}")
-            if isinstance(v, str) and _is_name(v):   # (a name to getattr, a module's)
+            if isinstance(v, str):    # (a name to getattr, a module's, a variable's)
                 self.names.add(v)
         elif isinstance(v, (tuple, list, frozenset, set, dict)):
             self.parts.append(f"{name} = {type(v).__name__} {_container_text(v, self, names)}")
