@@ -208,10 +208,9 @@ def copy(a, order="K", subok=False):
     Fortran order where the operand is Fortran-contiguous (a.T), else C order. subok=True
     of an ndarray subclass (a masked array, a matrix) is NumPy's copy, which keeps it."""
     if type(a) is _ndarray and type(order) is str and order == "K" and a.dtype.isnative \
-            and (0 not in a.strides or not a.size):
+            and not _broadcast(a):
         # (the usual call: the kernel's result as it is, without the checks below, which
-        # cost as much again as the kernel's call for a (32, 32) array; a broadcast view
-        # is laid out by _broadcast_layout)
+        # cost as much again as the kernel's call for a (32, 32) array)
         return apply("copy", man.copy, (a,), names=("a",))
     order = result_order(order)
     if subok and isinstance(a, np.ndarray) and type(a) is not np.ndarray:
@@ -226,9 +225,9 @@ def copy(a, order="K", subok=False):
 
 
 def _broadcast(a):
-    """Whether a is a broadcast view (an ndarray of 2 or more dimensions, one with a zero
-    stride), which _broadcast_layout copies."""
-    return type(a) is np.ndarray and a.ndim >= 2 and 0 in a.strides
+    """Whether a is a broadcast view (a non-empty ndarray of 2 or more dimensions, one
+    with a zero stride), which _broadcast_layout copies."""
+    return type(a) is np.ndarray and a.ndim >= 2 and 0 in a.strides and a.size > 0
 
 
 def _broadcast_layout(a, run):

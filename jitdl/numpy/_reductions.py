@@ -858,10 +858,10 @@ def _whole_slot(name):
     dtype f compiles with other static arguments, uint8 for sum, has no kernel under
     these: its calls go f's way; so does the mean of an empty array, for NumPy's
     warning.)"""
-    whole, empty = one_array_slot(name, _NONE), name != "mean"
+    whole, warns_empty = one_array_slot(name, _NONE), name == "mean"
 
     def slot(a, axis):
-        if not empty and not a.size:
+        if warns_empty and not a.size:
             return None
         if axis is None or type(axis) is tuple and _every_axis(axis, a.ndim):
             return whole, _flat(a), None
