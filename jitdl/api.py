@@ -508,7 +508,7 @@ class Function:
             return None
         store = default_store()
         if store is not None:
-            config = {**(config or {}), **self._fixed} or None
+            config = self._with_fixed(config)
             for t in (target, self._on(target, True)):
                 fkey = keys.fast_key(self, specs, config, t)[0]
                 rec = store.resolve_record(fkey) if fkey is not None else None
@@ -564,11 +564,16 @@ class Function:
         return tuple((n, d) for n in self._dynamic_pos if specs[n][0] == "array"
                      for d in self._solid(len(specs[n][1])) if specs[n][1][d] is None)
 
+    def _with_fixed(self, config):
+        """config with the knob values given with with_config(), None where there are none
+        (what the cache keys and the schedule function are given)."""
+        return {**(config or {}), **self._fixed} or None
+
     def _how(self, target, config):
         """The schedule arguments of the pipeline: the user's schedule function for this
         target, or the automatic one, with the knob values to use."""
         return {"schedule_fn": self._schedules.get(target.name),
-                "config": {**(config or {}), **self._fixed}}
+                "config": self._with_fixed(config) or {}}
 
     def _lower(self, specs, config=None, until=None, texts=False, graph=None, target=None):
         target = self._on(target) if target is not None else self._target(specs)
@@ -633,7 +638,7 @@ class Function:
         event = {"call": _describe(self.param_names, specs), "result": "compiled"}
         self._events.append(event)
         fkey = fparts = rejected = spans = None
-        config = {**(config or {}), **self._fixed} or None
+        config = self._with_fixed(config)
         if store is not None:
             fkey, fparts, spans = keys.fast_key(self, specs, config, target)
             event["fast_parts"] = fparts

@@ -71,8 +71,7 @@ def _python_number(x):
     """x is a Python number in a static trace: one, or an expression of sizes and them
     (a condition of sizes too, a bool there: `n == 3 and 2.0 or 1.0`)."""
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) or \
-        isinstance(x, Expr) and (x.weak or build.python_type(x) is not None or
-                                 _size_condition(x))
+        isinstance(x, Expr) and (x.weak or build.python_type(x) is not None)
 
 
 _asserted = threading.local()
@@ -528,7 +527,7 @@ def is_(a, b):
     number, whose identity a static trace's int has (`n is 3` of CPython's small ints)
     and an expression has not: an error that says to compare with ==."""
     for x, y in ((a, b), (b, a)):
-        if (build.python_type(x) is not None or _size_condition(x)) and \
+        if build.python_type(x) is not None and \
                 isinstance(y, (bool, int, float, np.generic)):
             what = "condition of dynamic sizes" if _size_condition(x) else "dynamic size"
             raise DefinitionError(

@@ -711,10 +711,9 @@ class FunctionCodegen:
             if isinstance(x, Binary) and x.dtype == "int64" and \
                     x.op in (BinOp.ADD, BinOp.SUB, BinOp.MUL):
                 name = {BinOp.ADD: "sadd", BinOp.SUB: "ssub", BinOp.MUL: "smul"}[x.op]
-                name, module = f"llvm.{name}.with.overflow.i64", self.gen.module
-                fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(
-                    ir.LiteralStructType([I64, I1]), [I64, I64]), name=name)
-                r = self.b.call(fn, [self.expr(x.a), self.expr(x.b)])
+                args = [self.expr(x.a), self.expr(x.b)]
+                r = self.b.call(self.intrinsic(f"llvm.{name}.with.overflow", I64, args,
+                                               ret=ir.LiteralStructType([I64, I1])), args)
                 out = self.b.or_(out, self.b.extract_value(r, 1))
         return out
 

@@ -193,11 +193,17 @@ def below(e, n, ranges):
                 below(e.f, n, narrow_for(e.cond, ranges, (e.f, n), negate=True))
         case Const() if e.value <= 0:
             return positive(n, ranges)
-    form = dict(affine(e))
+    return _form_below(dict(affine(e)), n, ranges)
+
+
+def _form_below(form, n, ranges):
+    """Whether an affine form is <= n - 1 under ranges: by the bounds of form - n, with
+    the facts, products of the same factors cancelling."""
+    diff = dict(form)
     for k, c in affine(n).items():
-        form[k] = form.get(k, 0) - c
-    form = _merged_products(form, ranges)
-    return form_bounds(form, _with_mod_facts(form, ranges))[1] <= -1
+        diff[k] = diff.get(k, 0) - c
+    diff = _merged_products(diff, ranges)
+    return form_bounds(diff, _with_mod_facts(diff, ranges))[1] <= -1
 
 
 def _merged_products(form, ranges):
@@ -252,11 +258,7 @@ def _form_inside(form, n, ranges):
     if form_bounds(form, ranges)[0] >= 0:
         if not _var_part(form) and form.get(1, 0) == 0 and positive(n, ranges):
             return True
-        diff = dict(form)
-        for k, c in affine(n).items():
-            diff[k] = diff.get(k, 0) - c
-        diff = _merged_products(diff, ranges)
-        if form_bounds(diff, _with_mod_facts(diff, ranges))[1] <= -1:
+        if _form_below(form, n, ranges):
             return True
     return _radix_inside(form, n, ranges)
 

@@ -408,12 +408,13 @@ class _Builder:
             threads = {v: _range(0, la.extent) for _, _, v, la in enclosing
                        if la.kind.thread}
             for p in reversed(producers):
-                shared = p.scope == "shared" or _threads_share(p, self.private(p, t))
+                private = self.private(p, t)
+                shared = p.scope == "shared" or _threads_share(p, private)
                 reg = self.region(p, t, sub, {**inner_ranges, **threads} if shared
                                   else inner_ranges, done, outer_ranges)
                 done.append((p, reg))
                 local = None
-                if self.private(p, t):
+                if private:
                     shape = tuple(self.size(ext) if not isinstance(ext, int) else ext
                                   for _, ext in reg)
                     size = dtypes.itemsize(p.tensor.dtype)
@@ -705,7 +706,7 @@ def _block_loops(st, region):
         if isinstance(r, Split) and not st.axes[r.parent].reduce:
             parent = f"{r.parent}.r" if r.parent in roots else r.parent
             ext = axes[parent].extent
-            f = max(1, -(-ext // r.nparts)) if r.nparts and isinstance(ext, int) else r.factor
+            f = max(1, ceil_div(ext, r.nparts)) if r.nparts and isinstance(ext, int) else r.factor
             axes[r.outer] = replace(st.axes[r.outer], extent=ceil_div(ext, f))
             axes[r.inner] = replace(st.axes[r.inner], extent=f)
             r = Split(parent, r.outer, r.inner, f, r.nparts)

@@ -263,7 +263,7 @@ class Schedule:
                 raise ScheduleError(f"split: nparts= needs a concrete extent; "
                                     f"{ax.name} has the symbolic {la.extent!r}", user_loc())
             # (an empty axis, of an empty array's, still splits: parts of 1, none run)
-            factor = max(1, -(-la.extent // nparts))
+            factor = max(1, ceil_div(la.extent, nparts))
         self._apply(S.Split(ax.stage, ax.name, factor, nparts or 0))
         return Axis(ax.stage, f"{ax.name}.o"), Axis(ax.stage, f"{ax.name}.i")
 
