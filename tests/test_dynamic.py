@@ -12,10 +12,13 @@ import itertools
 import json
 import logging
 import math
+import pprint
 import re
 import os
 import subprocess
+import string
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -2861,7 +2864,9 @@ def _text_of_a_size(X, how: str):
     n = X.shape[0]
     c = {"fstring": lambda: len(f"{n}"), "str": lambda: 2 if str(n) == "3" else 1,
          "format": lambda: len(format(n)), "percent": lambda: len("%s" % n),
-         "int": lambda: int(str(n)), "repr": lambda: len(repr([n]))}[how]()
+         "int": lambda: int(str(n)), "repr": lambda: len(repr([n])),
+         "template": lambda: len(string.Template("$n").substitute(n=n)),
+         "textwrap": lambda: len(textwrap.shorten(str(n), 9))}[how]()
     Z[i] = X[i] * c
     return Z
 
@@ -2873,12 +2878,15 @@ def _shown_size(X):
     n = X.shape[0]
     print(n, X.shape)
     print(f"n = {n:>3}", str(n), "%s" % n)
+    pprint.pprint(n)
     _LOG.debug(f"n = {n}")
+    _LOG.warning("n = %s", n)
     Z[i] = X[i] * n
     return Z
 
 
-@pytest.mark.parametrize("how", ["fstring", "str", "format", "percent", "int", "repr"])
+@pytest.mark.parametrize("how", ["fstring", "str", "format", "percent", "int", "repr",
+                                 "template", "textwrap"])
 def test_the_text_of_a_size_is_refused_where_it_can_change_the_result(how):
     """The text of a dynamic size is its name (`X_n0`), where a static trace has the
     number's digits: `len(f"{n}")` was 4 for every size, `str(n) == "3"` False, silently
@@ -2889,7 +2897,8 @@ def test_the_text_of_a_size_is_refused_where_it_can_change_the_result(how):
         n = len(x)
         return x * {"fstring": len(f"{n}"), "str": 2 if n == 3 else 1,
                     "format": len(str(n)), "percent": len(str(n)), "int": n,
-                    "repr": len(repr([n]))}[how]
+                    "repr": len(repr([n])), "template": len(str(n)),
+                    "textwrap": len(str(n))}[how]
     static = jd.compute(_text_of_a_size, static=("how",))
     dynamic = jd.compute(_text_of_a_size, static=("how",), dynamic=True)
     for n in (0, 3, 12):
@@ -2910,7 +2919,7 @@ def test_the_text_of_a_size_that_is_only_printed_or_logged_is_its_name(capsys):
     for n in (0, 3, 12):
         x = rand(n)
         np.testing.assert_allclose(_written(shown, x, x * n), x * n, rtol=1e-12)
-    assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0" in capsys.readouterr().out
+    assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0\nX_n0\n" in capsys.readouterr().out
 
 
 def _shown_by_a_local_print(X):
@@ -3220,3 +3229,4 @@ def test_numpy_functions_of_a_size_are_numpy_scalars(how):
                 out = np.full(n, np.nan)
                 assert g(x, how, out=out) is out
                 np.testing.assert_allclose(out, want, rtol=1e-6)
+

@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 import math
+import pprint
 import sys
 import threading
 import warnings
@@ -806,9 +807,9 @@ def _callee(frame, code, at):
     return f
 
 
-# functions whose text only shows (print, logging's, warnings.warn), and those that
+# functions whose text only shows (print, pprint, logging's, warnings.warn), and those that
 # hand the text of their argument on (str, repr, format, ascii, str.format)
-_SHOWING = (builtins.print, warnings.warn)
+_SHOWING = (builtins.print, warnings.warn, pprint.pprint, pprint.pp)
 _TEXT = (str, repr, format, ascii, str.format)
 
 
@@ -838,14 +839,32 @@ def _only_shown(frame) -> bool:
         return False
 
 
+def _text_taker(frame):
+    """The user's frame that takes a text made at `frame`: `frame` itself where it is the
+    user's; where it is the standard library's (string.Template's substitute), the user's
+    frame that called it, whose call then decides (_only_shown); None where the text is
+    made for jitdl's or NumPy's code, or inside logging, warnings or pprint (a message's
+    formatting, a handler's: it only shows)."""
+    while frame is not None and not in_user_code(frame):
+        module = frame.f_globals.get("__name__", "").partition(".")[0]
+        if module not in _STDLIB or module in _SHOWING_MODULES:
+            return None
+        frame = frame.f_back
+    return frame
+
+
+_STDLIB = frozenset(sys.stdlib_module_names)
+_SHOWING_MODULES = frozenset({"logging", "warnings", "pprint"})
+
+
 def text_check(e):
     """What the text of expression e (str, repr, format) checks while definitions are
     traced: the text of a dynamic size is its name (`X_n0`) where a static trace has the
     number's digits, so the user's code that computes with it (`len(f"{n}")`, `str(n) ==
     "3"`, `int(str(n))`) would answer for the name, for every size: a SymbolicValueError,
     except where the text only goes to print() or logging (_only_shown)."""
-    if _TRACING.depth and in_user_code(frame := sys._getframe(2)) and a_size(e) and \
-            not _only_shown(frame):
+    if _TRACING.depth and (frame := _text_taker(sys._getframe(2))) is not None and \
+            a_size(e) and not _only_shown(frame):
         raise SymbolicValueError(
             f"`{text(e)}` is a dynamic size, a number only where the kernel runs, but its "
             "text is taken (str(), an f-string, format(), %-formatting), which is the "
