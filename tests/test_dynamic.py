@@ -3230,3 +3230,44 @@ def test_numpy_functions_of_a_size_are_numpy_scalars(how):
                 assert g(x, how, out=out) is out
                 np.testing.assert_allclose(out, want, rtol=1e-6)
 
+
+def _divided_by_a_size(X, how: str):
+    n = X.shape[0]
+    c = {"pow": lambda: (n - 3) ** -1, "div": lambda: 1 / (n - 3),
+         "floordiv": lambda: 7 // (n - 3), "mod": lambda: (n + 4) % (3 - n),
+         "guarded": lambda: 1 / (n - 3) if n != 3 else 0.5,
+         "and": lambda: n != 3 and 7 // (n - 3) or 0.25}[how]()
+    Z[i] = X[i] * c
+    return Z
+
+
+@pytest.mark.parametrize("how", ["pow", "div", "floordiv", "mod", "guarded", "and"])
+def test_python_numbers_divided_by_a_size_that_is_0_raise_zero_division(how):
+    """`(n - 3) ** -1`, `1 / (n - 3)`, `7 // (n - 3)` and `% (3 - n)` of a dynamic size n
+    are Python numbers in a static trace, which raises ZeroDivisionError at n == 3; the
+    dynamic kernel gave inf or 0 there, silently. The call now checks the divisor and
+    raises an error naming ZeroDivisionError and the user's line; a division Python does
+    not evaluate at n == 3 (an arm of `a if n != 3 else b`, the right of `and`) is not
+    checked, and both give NumPy's values at every other size."""
+    def want(x):
+        n = len(x)
+        return x * {"pow": lambda: (n - 3) ** -1, "div": lambda: 1 / (n - 3),
+                    "floordiv": lambda: 7 // (n - 3), "mod": lambda: (n + 4) % (3 - n),
+                    "guarded": lambda: 1 / (n - 3) if n != 3 else 0.5,
+                    "and": lambda: n != 3 and 7 // (n - 3) or 0.25}[how]()
+    static = jd.compute(_divided_by_a_size, static=("how",))
+    dynamic = jd.compute(_divided_by_a_size, static=("how",), dynamic=True)
+    for n in (0, 1, 2, 3, 4, 6):
+        x = rand(n)
+        if n == 3 and how not in ("guarded", "and"):
+            with pytest.raises(DefinitionError, match="ZeroDivisionError"):
+                static(x, how)
+            with pytest.raises(jd.JitdlError, match=r"ZeroDivisionError: .*`(X_n0 - 3|3 - "
+                                                    r"X_n0)` is 0 here") as e:
+                dynamic(x, how)
+            assert __file__ in str(e.value)
+            continue
+        for g in (static, dynamic):
+            out = np.full(n, np.nan)
+            assert g(x, how, out=out) is out
+            np.testing.assert_allclose(out, want(x), rtol=1e-12)

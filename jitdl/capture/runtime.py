@@ -55,7 +55,8 @@ def bind(name, value):
 
 def ifexp(cond, t, f):
     if symbolic(cond):
-        a, b = t(), f()
+        with build.guarded_arm():
+            a, b = t(), f()
         out = build.select(cond, a, b)
         if isinstance(out, Select) and build.a_size(cond) and \
                 all(_python_number(x) for x in (a, b)):
@@ -156,7 +157,9 @@ def and_(*thunks):
                 return out
             out = th()
             continue
-        out = _joined(BinOp.AND, out, th())
+        with build.guarded_arm():
+            b = th()
+        out = _joined(BinOp.AND, out, b)
     return out
 
 
@@ -169,7 +172,9 @@ def or_(*thunks):
                 return out
             out = th()
             continue
-        out = _joined(BinOp.OR, out, th())
+        with build.guarded_arm():
+            b = th()
+        out = _joined(BinOp.OR, out, b)
     return out
 
 

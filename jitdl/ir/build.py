@@ -141,6 +141,10 @@ def _weak_int_const(x):
     return isinstance(x, Const) and x.weak and x.dtype == "int64"
 
 
+def _weak_const(x):
+    return isinstance(x, Const) and x.weak
+
+
 def _py(value, dtype):
     if dtype == "bool":
         return bool(value)
@@ -308,8 +312,45 @@ def _may_be_negative(b) -> bool:
     return not bounds(b, sizes)[0] >= 0
 
 
+def _may_be_zero(b) -> bool:
+    """b is an int of sizes alone (a Python int in a static trace) that is 0 for some
+    sizes (`n - 3`; not `n + 1`)."""
+    if b.dtype != "int64" or not _of_sizes(b):
+        return False
+    from jitdl.ir.analysis import bounds
+    lo, hi = bounds(b, {v: (0, 2 ** 62) for v in walk_unique(b) if isinstance(v, SizeVar)})
+    return not (lo > 0 or hi < 0)
+
+
+# installed by jitdl.te.ops: have the call check that an int of sizes is not 0, else
+# raise with a message (require_size's error at the user's line)
+nonzero_required = None
+
+
+def _python_zero_division(op: BinOp, a, b):
+    """Python's ZeroDivisionError where the user's code divides Python numbers of sizes
+    (`1 / (n - 3)`, `7 // (n - 3)`, `7 % (n - 3)`, `(n - 3) ** -1`, as a static trace
+    computes them) by an int of sizes that is 0 at a call: the call checks it (the kernel
+    would give inf, 0 or NaN for the number Python refuses)."""
+    if op in (BinOp.DIV, BinOp.FLOORDIV, BinOp.MOD):
+        divisor = b
+    elif op == BinOp.POW and _may_be_negative(b):
+        divisor = a
+    else:
+        return
+    if nonzero_required is None or not _TRACING.depth or _TRACING.guarded or \
+            not all(_of_sizes(x) or _weak_const(x) for x in (a, b)) or \
+            not _may_be_zero(divisor) or not in_user_code(sys._getframe(4)):
+        return
+    what = "0.0 cannot be raised to a negative power" if op == BinOp.POW else \
+        "integer division or modulo by zero" if op != BinOp.DIV else "division by zero"
+    nonzero_required(divisor, f"ZeroDivisionError: {what}: `{text(divisor)}` is 0 here, "
+                     f"in `{text(Binary(op, a, b, a.dtype))}`")
+
+
 def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
+    _python_zero_division(op, a, b)
     if op == BinOp.POW and a.dtype == "int64" and (_of_sizes(a) or _weak_int_const(a)) and \
             _may_be_negative(b):
         # (a Python int to a negative power is a float, `(n + 1) ** -1` and `2 ** -n` of
@@ -645,6 +686,20 @@ for _name, _fn in list(vars(Operators).items()):
 
 class _Tracing(threading.local):
     depth = 0     # definitions whose Python is running in this thread
+    guarded = 0   # arms of a conditional expression of a symbolic condition being built
+
+
+@contextlib.contextmanager
+def guarded_arm():
+    """While the user's code builds an operand that Python evaluates only under a
+    condition, which is symbolic (an arm of `a if c else b`, the later operands of `and`
+    / `or`): Python's errors of numbers of sizes there (_python_zero_division) are not
+    the call's, as the static trace builds that operand only where it is taken."""
+    _TRACING.guarded += 1
+    try:
+        yield
+    finally:
+        _TRACING.guarded -= 1
 
 
 _TRACING = _Tracing()

@@ -104,6 +104,16 @@ def require_size(size, op, number, message, loc=None, error="shape"):
     return entry
 
 
+def _nonzero_at_call(size, message):
+    """Have the call check that the int of sizes `size` is not 0 (build's Python
+    ZeroDivisionError of numbers of sizes): |size| > 0."""
+    require_size(build.binary(BinOp.MAX, size, build.binary(BinOp.SUB, 0, size)), ">", 0,
+                 message, user_loc())
+
+
+build.nonzero_required = _nonzero_at_call
+
+
 def _nonempty_at_call(op, axes):
     """A max, min, argmax or argmin over a symbolic extent that may be 0 at the call (a
     dynamic argument's empty axis): the call raises, as a constant extent 0 does here at
