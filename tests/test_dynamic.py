@@ -3271,3 +3271,37 @@ def test_python_numbers_divided_by_a_size_that_is_0_raise_zero_division(how):
             out = np.full(n, np.nan)
             assert g(x, how, out=out) is out
             np.testing.assert_allclose(out, want(x), rtol=1e-12)
+
+
+
+def _clamped_reads(X, Y):
+    m = Y.shape[0]
+    Z[i] = X[i] + Y[jd.min(i, m - 1)] * 2.0 + Y[jd.min(jd.max(i - 1, 0), m - 1)]
+    return Z
+
+
+def test_an_index_clamped_to_a_dynamic_size_is_checked_where_it_reads():
+    """`Y[jd.min(i, m - 1)]` (m = Y.shape[0]) in a dynamic definition was refused ('cannot
+    prove index ... for every size'): the clamp is inside Y wherever Y is not empty. As
+    Tensor Comprehensions' rule has it, the access bounds no index (i ranges over X) and
+    is checked: at run time where it reads, so that an empty Y with rows of X to compute
+    raises IndexError naming Y (the static definition refuses that call), and otherwise
+    both give NumPy's values, every element written."""
+    def want(x, y):
+        k = np.arange(len(x))
+        return x + y[np.minimum(k, len(y) - 1)] * 2.0 + y[np.minimum(np.maximum(k - 1, 0),
+                                                                     len(y) - 1)]
+    static = jd.compute(_clamped_reads)
+    dynamic = jd.compute(_clamped_reads, dynamic=True)
+    for n, m in [(3, 2), (5, 7), (9, 1), (0, 0), (0, 3), (4, 4), (3, 0)]:
+        x, y = rand(n), rand(m)
+        if m == 0 and n > 0:
+            with pytest.raises(DefinitionError, match=r"can read outside Y"):
+                static(x, y)
+            with pytest.raises(IndexError, match=r"into Y is -1, outside \[0, Y_n0\)"):
+                dynamic(x, y)
+            continue
+        for g in (static, dynamic):
+            out = np.full(n, np.nan)
+            assert g(x, y, out=out) is out
+            np.testing.assert_allclose(out, want(x, y), rtol=1e-12)

@@ -145,6 +145,14 @@ def check_stage(tensor, scalars=(), same=None):
                 deferred.update({(acc.tensor.name, dim, expr_text(written)),
                                  (acc.tensor.name, dim, expr_text(idx))})
                 continue
+            if not isinstance(n, int) and inside(idx, n, {
+                    **rng, **{v: (1, SIZE_LIMIT - 1) for v in _size_vars(n)}}):
+                # (inside wherever the dimension is not empty, `Y[jd.min(i, m - 1)]`: an
+                # access no rule uses, checked where it reads, at run time, as Tensor
+                # Comprehensions' rule has it; read from an empty Y it raises there)
+                deferred.update({(acc.tensor.name, dim, expr_text(written)),
+                                 (acc.tensor.name, dim, expr_text(idx))})
+                continue
             if not isinstance(n, int):
                 raise DefinitionError(
                     f"{expr_text(acc)}: cannot prove index `{expr_text(idx)}` of dimension "

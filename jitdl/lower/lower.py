@@ -298,14 +298,16 @@ class _Builder:
 
         def check(n, old):
             """Run-time checks of the data-dependent indices of access n, or None."""
-            later = self.deferred_dims(n)
+            if old is None or old.tensor is not n.tensor or \
+                    len(old.indices) != len(n.indices) or len(old.carried) != len(n.carried):
+                old = n
+            # (deferred as written: an index of the stage's axes, `Y[min(i, m - 1)]`, is
+            # another text once they are loops)
+            later = sorted(set(self.deferred_dims(n)) | set(self.deferred_dims(old)))
             if not (n.checked or n.carried or later or any(map(reads_memory, n.indices))):
                 return None
             self.checks += 1
             shape = self.buffers[id(n.tensor)].shape
-            if old is None or old.tensor is not n.tensor or \
-                    len(old.indices) != len(n.indices) or len(old.carried) != len(n.carried):
-                old = n
             # (the carried checks first: where both fail, the read's own is reported; but
             # a broadcast's check of the sizes last, whose failure makes the read's index
             # fail too: NumPy's error is of the sizes)
