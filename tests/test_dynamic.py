@@ -3305,3 +3305,44 @@ def test_an_index_clamped_to_a_dynamic_size_is_checked_where_it_reads():
             out = np.full(n, np.nan)
             assert g(x, y, out=out) is out
             np.testing.assert_allclose(out, want(x, y), rtol=1e-12)
+
+
+_NO_RANGES_CHILD = '''
+import numpy as np, jitdl as jd
+
+def shown(X):
+    n = X.shape[0]
+    print("n =", n)
+    print(f"n = {n}", str(n))
+    Z[i] = X[i] * n
+    return Z
+
+def taken(X):
+    n = X.shape[0]
+    Z[i] = X[i] * len(f"{n}")
+    return Z
+
+x = np.arange(3.0)
+np.testing.assert_array_equal(jd.compute(shown, dynamic=True)(x), x * 3)
+try:
+    jd.compute(taken, dynamic=True)(x)
+except jd.DefinitionError as e:
+    print("REFUSED" if "its text is taken" in str(e) else str(e))
+'''
+
+
+def test_a_size_printed_under_no_debug_ranges_is_its_name(tmp_path):
+    """Under `python -X no_debug_ranges` (no column positions) print(n) and
+    print(f"n = {n}") of a dynamic size were refused as text taken: the call that takes
+    the text was found by columns alone. It is now found by following the stack: the
+    prints show the size's name and compute X * n; len(f"{n}") is still refused."""
+    (tmp_path / "child.py").write_text(_NO_RANGES_CHILD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JITDL_")}
+    env.update(JITDL_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()] + (
+                   [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    p = subprocess.run([sys.executable, "-X", "no_debug_ranges", "child.py"],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["n = X_n0", "n = X_n0 X_n0", "REFUSED"]

@@ -824,6 +824,8 @@ def _callee(frame, code, at):
         call = code[at]
         if not call.opname.startswith("CALL") or call.positions is None:
             return None
+        if not _columns(call):
+            return _callee_by_stack(frame, code, at)
         start = (call.positions.lineno, call.positions.col_offset)
         end = (call.positions.end_lineno, call.positions.end_col_offset)
         chain = [k for k in range(at) if (code[k].positions.lineno,
@@ -842,6 +844,15 @@ def _callee(frame, code, at):
             for k in range(inner[-1] + 1, last + 1):
                 f = inspect.getattr_static(f, code[k].argval)
             return f
+        return _named(frame, code, first, last)
+    except Exception:       # (no positions before 3.11, a callee of another form)
+        return None
+
+
+def _named(frame, code, first, last):
+    """The object that the loads code[first..last] name in `frame` (`f`, `mod.f`,
+    `self.f`, `"{}".format`), else None."""
+    try:
         if any(code[k].opname not in _LOADS for k in range(first + 1, last + 1)) or \
                 code[first].opname not in _LOADS | {"LOAD_CONST"} or \
                 code[first].opname in ("LOAD_ATTR", "LOAD_METHOD"):
@@ -857,9 +868,75 @@ def _callee(frame, code, at):
             f = frame.f_globals[name] if name in frame.f_globals else frame.f_builtins[name]
         for k in range(first + 1, last + 1):
             f = inspect.getattr_static(f, code[k].argval)
-    except Exception:       # (no positions before 3.11, a callee of another form)
+    except Exception:       # (a name the frame does not hold)
         return None
     return f
+
+
+# Without the columns of positions (`python -X no_debug_ranges`, PYTHONNODEBUGRANGES) a
+# call's instructions are found by following the stack through straight-line code: what
+# each instruction pushes (it pops that less its stack effect); None for one not followed
+_PUSH_ONE = frozenset({"LOAD_CONST", "LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE",
+                       "PUSH_NULL", "CALL", "FORMAT_VALUE", "BUILD_STRING", "BUILD_TUPLE",
+                       "BUILD_LIST", "BINARY_OP", "BINARY_SUBSCR"})
+_PUSH_NONE = frozenset({"PRECALL", "KW_NAMES", "NOP", "CACHE", "EXTENDED_ARG"})
+
+
+def _columns(ins) -> bool:
+    p = ins.positions
+    return p is not None and p.col_offset is not None and p.end_col_offset is not None
+
+
+def _pushes(ins):
+    if ins.opname in _PUSH_ONE:
+        return 1
+    if ins.opname == "LOAD_GLOBAL" or ins.opname == "LOAD_ATTR" and sys.version_info >= (3, 12):
+        return 1 + (ins.arg & 1)        # (and a NULL, or the method's self)
+    if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+        return 1 if ins.opname == "LOAD_ATTR" else 2
+    return 0 if ins.opname in _PUSH_NONE else None
+
+
+def _effect(ins) -> int:
+    if ins.opname == "PRECALL":         # (3.11's: its pops are counted with its CALL's)
+        return 0
+    if ins.opname == "CALL" and sys.version_info < (3, 12):
+        return -ins.arg - 1
+    return dis.stack_effect(ins.opcode, ins.arg if ins.opcode >= dis.HAVE_ARGUMENT else None,
+                            jump=False)
+
+
+def _consumer(code, at):
+    """The index of the instruction that takes the value code[at] pushes, in the
+    straight-line code after it; None past a jump target or an instruction not
+    followed."""
+    above = 0
+    for k in range(at + 1, len(code)):
+        pushes = _pushes(code[k])
+        if pushes is None or code[k].is_jump_target:
+            return None
+        pops = pushes - _effect(code[k])
+        if pops > above:
+            return k
+        above += pushes - pops
+    return None
+
+
+def _callee_by_stack(frame, code, at):
+    """_callee without columns: the loads below the call's arguments on the stack (the
+    callable and the NULL or self beneath it, two values), where they are loads alone."""
+    total = 0
+    for k in range(at - 1, -1, -1):
+        if _pushes(code[k]) is None or code[k + 1].is_jump_target:
+            return None
+        total += _effect(code[k])
+        if total == code[at].arg + 2:
+            chain = [j for j in range(k, at) if code[j].opname != "PUSH_NULL"]
+            last = k
+            while sum(map(_effect, code[k:last + 1])) < 2:
+                last += 1
+            return _named(frame, code, chain[0], last)
+    return None
 
 
 # functions whose text only shows (print, pprint, logging's, warnings.warn), and those that
@@ -872,7 +949,8 @@ def _only_shown(frame) -> bool:
     """The text that the user's code at `frame` makes of a value (str(n), f"{n}", "%s" %
     n, format(n)) goes straight to print(), a logging call or warnings.warn (through
     str, repr, format: `print(f"n = {n}")`, `print(str(n))`), where it cannot change a
-    result. The innermost call whose positions hold the instruction's is the consumer."""
+    result. The innermost call whose positions hold the instruction's is the consumer
+    (without columns: the call that takes its value, _consumer)."""
     try:
         code = list(dis.get_instructions(frame.f_code))
         at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
@@ -883,6 +961,9 @@ def _only_shown(frame) -> bool:
                     return True
                 if f not in _TEXT:
                     return False
+            if not _columns(code[at]):
+                at = _consumer(code, at)
+                continue
             p = code[at].positions
             at = next(k for k in range(at + 1, len(code))
                       if code[k].opname.startswith("CALL") and
