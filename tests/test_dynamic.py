@@ -3274,6 +3274,35 @@ def test_python_numbers_divided_by_a_size_that_is_0_raise_zero_division(how):
 
 
 
+def _iterated_size_40(X):
+    s = X.shape[0]
+    for _ in range(40):
+        s = s * s % 7 + 1
+    Z[i] = X[i] * (2.0 if s == 3 else 1.0) + s
+    return Z
+
+
+def test_a_size_expression_of_40_shared_steps_prints_each_step_once():
+    """`s = s * s % 7 + 1` 40 times: an expression of 160 nodes whose tree has 2^40 leaves.
+    Its canonical text (f.lower(), the cache key, the stored loop IR) printed the tree and
+    ran out of memory from about 32 steps (50ca735 made the other walks linear). A large
+    subexpression met more than once in one expression now prints once, as a `%k = ...`
+    line before the statement using it, and as `%k` at each use: a text of a few
+    kilobytes. Static and dynamic give NumPy's values over sizes 0-7."""
+    dynamic = jd.compute(_iterated_size_40, dynamic=True)
+    static = jd.compute(_iterated_size_40)
+    for n in range(8):
+        s = n
+        for _ in range(40):
+            s = s * s % 7 + 1
+        x = rand(n)
+        want = x * (2.0 if s == 3 else 1.0) + s
+        for g in (static, dynamic):
+            np.testing.assert_allclose(_written(g, x, want), want, rtol=1e-12)
+    text = dynamic.lower(rand(5))
+    assert len(text) < 50000 and "%1 = X_n0 * X_n0 % 7 + 1" not in text
+    assert re.search(r"^ +%1 = ", text, re.M) and "select(%" in text
+
 def _clamped_reads(X, Y):
     m = Y.shape[0]
     Z[i] = X[i] + Y[jd.min(i, m - 1)] * 2.0 + Y[jd.min(jd.max(i - 1, 0), m - 1)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from jitdl.ir.nodes import (Access, Allocate, BinOp, Binary, Buffer, Call, Cast, Compare,
                             Const, For, ForKind, IfThen, LetStmt, Load, PrimFunc, Reduce,
                             Select, Seq, Store, UnOp, Unary, Var, ThreadReduce)
+from jitdl.ir.visit import expr_children, stmt_exprs, walk_stmt, walk_unique
 
 _PREC = {BinOp.OR: 1, BinOp.XOR: 2, BinOp.AND: 3, BinOp.SHL: 5, BinOp.SHR: 5,
          BinOp.ADD: 6, BinOp.SUB: 6, BinOp.MUL: 7, BinOp.DIV: 7, BinOp.FLOORDIV: 7,
@@ -23,7 +24,47 @@ def _prec(e) -> int:
 
 def _paren(e, min_prec, memo) -> str:
     s = expr_text(e, memo)
-    return f"({s})" if _prec(e) < min_prec else s
+    return f"({s})" if _prec(e) < min_prec and not s.startswith("%") else s
+
+
+# A subexpression met more than once (one object at several places: `v = v * v % 7 + 1`
+# repeated) whose tree spans more than _NAMED nodes is printed once, as a line `%k = ...`
+# before the first that uses it, and as `%k` at each use: in full its text would double
+# with each such step (2^k copies of the first). Smaller ones print in full at each use.
+_NAMED = 64
+
+
+class _Names:
+    """The subexpressions of `roots` that print as names (ids), and their lines so far.
+    Met more than once means within one root: an expression stored by several statements
+    (a loop's body and its tail's) prints in full in each, as any other."""
+
+    def __init__(self, roots):
+        shared, sizes = set(), {}
+        for root in roots:
+            uses = {}
+            for n in walk_unique(root):
+                for c in expr_children(n):
+                    uses[id(c)] = uses.get(id(c), 0) + 1
+            shared.update(k for k, u in uses.items() if u > 1)
+            _tree_sizes(root, sizes)
+        self.named = {k for k in shared if sizes[k] > _NAMED}
+        self.lines = []
+
+
+def _tree_sizes(root, sizes):
+    """The number of nodes of each subexpression's tree (by id, into `sizes`), each node
+    counted once per path: in the DAG's own time."""
+    stack = [(root, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in sizes:
+            continue
+        if ready:
+            sizes[id(n)] = 1 + sum(sizes[id(c)] for c in expr_children(n))
+        else:
+            stack.append((n, True))
+            stack.extend((c, False) for c in expr_children(n) if id(c) not in sizes)
 
 
 def _const(c: Const) -> str:
@@ -39,13 +80,20 @@ def _const(c: Const) -> str:
 def expr_text(e, memo=None) -> str:
     """e's text. `memo` (id -> text, over nodes that stay alive meanwhile) makes a
     subexpression that is one object at several places (`v = v * v + 1` repeated) printed
-    once: the text still doubles with each such step, but its parts are not computed again
-    at every path to them."""
+    once; a large one is named (_Names): e's text is then followed by ` where %1 = ...`."""
     if memo is None:
-        memo = {}
+        memo = {"names": _Names([e])}
+        text = expr_text(e, memo)
+        lines = memo["names"].lines
+        return f"{text} where {'; '.join(lines)}" if lines else text
     hit = memo.get(id(e))
     if hit is None:
-        hit = memo[id(e)] = _text(e, memo)
+        hit = _text(e, memo)
+        names = memo.get("names")
+        if names is not None and id(e) in names.named:
+            names.lines.append(f"%{len(names.lines) + 1} = {hit}")
+            hit = f"%{len(names.lines)}"
+        memo[id(e)] = hit
     return hit
 
 
@@ -101,23 +149,26 @@ def _buf_decl(b: Buffer) -> str:
 
 
 def stmt_lines(s, indent=0, memo=None) -> list[str]:
-    """s's lines; `memo` as expr_text's, over a whole function (whose nodes it keeps)."""
-    memo = {} if memo is None else memo
+    """s's lines; `memo` as expr_text's, over a whole function (whose nodes it keeps).
+    The lines naming large shared subexpressions come before the line that uses them."""
+    if memo is None:
+        memo = {"names": _Names([e for st in walk_stmt(s) for e in stmt_exprs(st)])}
     pad = "  " * indent
     match s:
         case For():
-            lo, ext = expr_text(s.min, memo), expr_text(s.extent, memo)
+            named, (lo, ext) = _texts(memo, pad, s.min, s.extent)
             rng = f"range({ext})" if lo == "0" else f"range({lo}, {lo} + {ext})"
             head = f"{pad}{s.kind.value} {s.var.name} in {rng}:" if s.kind != ForKind.SERIAL \
                 else f"{pad}for {s.var.name} in {rng}:"
-            return [head] + stmt_lines(s.body, indent + 1, memo)
+            return named + [head] + stmt_lines(s.body, indent + 1, memo)
         case Store():
-            index, value = expr_text(s.index, memo), expr_text(s.value, memo)
-            return [f"{pad}{s.buffer.name}[{index}] = {value}"]
+            named, (index, value) = _texts(memo, pad, s.index, s.value)
+            return named + [f"{pad}{s.buffer.name}[{index}] = {value}"]
         case Seq():
             return [line for st in s.stmts for line in stmt_lines(st, indent, memo)]
         case IfThen():
-            out = [f"{pad}if {expr_text(s.cond, memo)}:"] + stmt_lines(s.then, indent + 1, memo)
+            named, (cond,) = _texts(memo, pad, s.cond)
+            out = named + [f"{pad}if {cond}:"] + stmt_lines(s.then, indent + 1, memo)
             if s.otherwise is not None:
                 out += [f"{pad}else:"] + stmt_lines(s.otherwise, indent + 1, memo)
             return out
@@ -125,12 +176,21 @@ def stmt_lines(s, indent=0, memo=None) -> list[str]:
             return [f"{pad}alloc {_buf_decl(s.buffer)} ({s.buffer.scope})"] + \
                 stmt_lines(s.body, indent, memo)
         case LetStmt():
-            return [f"{pad}{s.var.name} = {expr_text(s.value, memo)}"] + \
-                stmt_lines(s.body, indent, memo)
+            named, (value,) = _texts(memo, pad, s.value)
+            return named + [f"{pad}{s.var.name} = {value}"] + stmt_lines(s.body, indent, memo)
         case ThreadReduce():
             return [f"{pad}{s.buffer.name}[0] = {s.op.value} over {s.kind.value} "
                     f"in range({s.extent})"]
     raise TypeError(f"no text for {type(s).__name__}")
+
+
+def _texts(memo, pad, *es):
+    """The texts of expressions es of one statement, after the lines naming the large
+    shared subexpressions they meet first."""
+    names = memo.get("names")
+    done = len(names.lines) if names is not None else 0
+    texts = [expr_text(e, memo) for e in es]
+    return ([pad + line for line in names.lines[done:]] if names is not None else []), texts
 
 
 def to_text(node) -> str:
