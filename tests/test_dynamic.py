@@ -3195,7 +3195,10 @@ _NUMPY_OF_SIZES = {"sqrt": lambda n: np.sqrt(n), "maximum": lambda n: np.maximum
                    "abs": lambda n: np.abs(n - 3), "sign": lambda n: np.sign(n - 3),
                    "floor_divide": lambda n: np.floor_divide(n, 2),
                    "exp": lambda n: np.exp(n - 3), "bare sqrt": lambda n: sqrt(n + 1),
-                   "round": lambda n: np.round(n / 2), "max": lambda n: np.max((n, 3))}
+                   "round": lambda n: np.round(n / 2), "max": lambda n: np.max((n, 3)),
+                   "sum of a list": lambda n: np.sum([n, 1]),
+                   "square": lambda n: np.square(n), "hypot": lambda n: np.hypot(n, n + 1),
+                   "logaddexp": lambda n: np.logaddexp(n, 1)}
 
 
 def _numpy_function_of_a_size(X, how: str):
@@ -3204,9 +3207,25 @@ def _numpy_function_of_a_size(X, how: str):
          "abs": lambda: np.abs(n - 3), "sign": lambda: np.sign(n - 3),
          "floor_divide": lambda: np.floor_divide(n, 2), "exp": lambda: np.exp(n - 3),
          "bare sqrt": lambda: sqrt(n + 1), "round": lambda: np.round(n / 2),
-         "max": lambda: np.max((n, 3))}[how]()
+         "max": lambda: np.max((n, 3)), "sum of a list": lambda: np.sum([n, 1]),
+         "square": lambda: np.square(n), "hypot": lambda: np.hypot(n, n + 1),
+         "logaddexp": lambda: np.logaddexp(n, 1)}[how]()
     Z[i] = X[i] * c
     return Z
+
+
+def _ldexp_of_a_size(X):
+    Z[i] = X[i] * np.ldexp(X.shape[0], 2)
+    return Z
+
+
+def test_a_numpy_ufunc_jitdl_lacks_of_a_size_says_so():
+    """np.ldexp(n, 2) of a dynamic size n: NumPy said only 'operand type(s) all returned
+    NotImplemented from __array_ufunc__'; now the error names the call and the line."""
+    with pytest.raises(DefinitionError, match=r"np\.ldexp\(X_n0, 2\) of a symbolic value: "
+                                              r".*has no ldexp") as e:
+        jd.compute(_ldexp_of_a_size, dynamic=True)(rand(3))
+    assert __file__ in str(e.value)
 
 
 @pytest.mark.parametrize("how", list(_NUMPY_OF_SIZES))
@@ -3217,7 +3236,9 @@ def test_numpy_functions_of_a_size_are_numpy_scalars(how):
     a dynamic one: float32. A NumPy ufunc of sizes and Python numbers alone is now strong
     (build.strong), as np.float64(n) is, whether the expression's __array_ufunc__ or
     the capture's intrinsic call builds it; NumPy's other functions (np.round, np.max) as
-    its ufuncs. Static and dynamic, float32 and float64:
+    its ufuncs, np.sum of a list holding a size too; np.square(n), np.hypot(n, n + 1) and
+    np.logaddexp(n, 1) (no IR node of their own: jd.numpy's) were refused with NumPy's
+    'NotImplemented' TypeError. Static and dynamic, float32 and float64:
     float64 results with NumPy's values over sizes 0-6, every element written."""
     for dyn in (False, True):
         g = jd.compute(_numpy_function_of_a_size, static=("how",), dynamic=dyn)

@@ -653,4 +653,8 @@ def _dispatch(name, original, args, kwargs):
         fn = ops.INTRINSICS[name]
         out = fn(*args, **kwargs)
         return out.value if hasattr(out, "value") else out
-    return original(*args, **kwargs)
+    out = original(*args, **kwargs)
+    # (NumPy's function of a list holding sizes, np.sum([n, 1]), is a NumPy scalar in a
+    # static trace too, as the symbolic arguments' above)
+    return build.strong(out) if _of_numpy(original) and isinstance(out, Expr) and \
+        build.python_type(out) is not None else out

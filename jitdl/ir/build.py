@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import dis
 import functools
+import importlib
 import inspect
 import logging
 import math
@@ -557,6 +558,29 @@ def numpy_ufunc(ufunc, method, inputs, kwargs):
     return NotImplemented
 
 
+# installed by jitdl.ops.elementwise: NumPy's other ufuncs (np.square, np.hypot) of
+# scalar expressions, as jd.numpy computes them; NotImplemented for one it lacks
+other_ufunc = None
+
+
+def _other_ufunc(ufunc, inputs):
+    if other_ufunc is None:     # (`import jitdl` leaves the op library for its first use)
+        importlib.import_module("jitdl.ops.elementwise")
+    return other_ufunc(ufunc, inputs)
+
+
+def unsupported_ufunc_error(ufunc, method, inputs, kwargs) -> Exception:
+    """The error for a NumPy ufunc jitdl does not compute on a symbolic value (a dynamic
+    size, an element): NumPy's own said only that every operand returned NotImplemented."""
+    call = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+    args = ", ".join([text(x) if isinstance(x, Expr) else repr(x) for x in inputs] +
+                     [f"{k}=..." for k in kwargs])
+    return SymbolicValueError(
+        f"np.{call}({args}) of a symbolic value: jitdl computes NumPy's ufuncs of scalar "
+        "expressions called plainly (no method such as .reduce, no keyword arguments such "
+        f"as out= or dtype=){'' if method != '__call__' or kwargs else ', and has no ' + call}")
+
+
 def modular_pow(base, exp, mod):
     """Python's pow(base, exp, mod) of a symbolic integer base (a dynamic size): square and
     multiply, reduced by mod at each step so that no product leaves int64 where mod fits
@@ -644,9 +668,13 @@ class Operators:
         if any(_whole(x) for x in inputs):
             return NotImplemented
         out = numpy_ufunc(ufunc, method, inputs, kwargs)
+        if out is NotImplemented and method == "__call__" and not kwargs:
+            out = _other_ufunc(ufunc, inputs)
+        if out is NotImplemented:
+            raise unsupported_ufunc_error(ufunc, method, inputs, kwargs)
         # (of sizes and Python numbers alone, a static trace has NumPy's scalar, strong:
         # np.sqrt(n) of a size n times a float32 X is float64)
-        return out if out is NotImplemented else strong(out)
+        return strong(out)
 
     def __repr__(self):
         text_check(self)

@@ -648,3 +648,17 @@ del _op
 # (NumPy gives round and isclose results in C order whatever the operands' layout)
 layout_free("elementwise", unary, binary, clip, where, nan_to_num)
 scalar_result(unary, binary, round_, clip, where, nan_to_num, isclose)
+
+
+def _scalar_ufunc(ufunc, inputs):
+    """NumPy's ufunc `ufunc` of scalar expressions (build.other_ufunc: np.square(n) of a
+    dynamic size n), as UNARY / BINARY compute it; NotImplemented for one they lack."""
+    name = ufunc.__name__
+    if len(inputs) == 1 and UNARY.get(name, (None,))[0] is ufunc:
+        return unary(inputs[0], name)
+    if len(inputs) == 2 and BINARY.get(name, (None,))[0] is ufunc:
+        return binary(*inputs, name)
+    return NotImplemented
+
+
+build.other_ufunc = _scalar_ufunc
