@@ -685,6 +685,11 @@ def _conv(op, n, input, weight, bias, stride, padding, dilation, groups):
         return y.reshape(y.shape[:2] + x.shape[2:])
     operands, names, flags = _optional(op, (input, weight), ("input", "weight"), bias=bias)
     _constant_shapes(op, operands, names)
+    if type(input) is np.ndarray and type(weight) is np.ndarray:
+        # (the CPU's kernel: narrow output rows run as a matmul over the flattened output
+        # positions, ops._narrow_rows; a definition's graph is the GPU's too, whose
+        # schedule fuses the pixels itself)
+        flags += (("flat_rows", True),)
     return apply(op, ops.conv, operands,
                  (("op", op), ("stride", stride), ("padding", padding),
                   ("dilation", dilation), ("groups", groups)) + flags, None, names)
