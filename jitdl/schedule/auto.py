@@ -245,7 +245,11 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
                 # rereads it, short reduction, one panel, few row blocks of cand or not
                 # (tensordot over axes 1 and 3 of (8, 10, 12, 14) with (10, 16, 14)
                 # float32: 53 -> 18 us)
-                if _rereads(op, acc, last) < 2 * ti:
+                # (an expanding gather, im2col of a convolution over its flattened output
+                # positions, divides in each element's index: packed where one row tile
+                # rereads it, (1, 3, 9, 9) by 17 3 x 3 filters float64 on one Zen 4
+                # core 16 -> 12 us)
+                if _rereads(op, acc, last) < (ti if _expanding_gather(inlined) else 2 * ti):
                     continue
             elif red_work < 64 or cand.extent < 4 * ti or t.shape[-1] < 2 * tj:
                 continue        # (a short reduction reads an operand's rows in place)
@@ -275,6 +279,19 @@ def _pack_plan(s, st, last, tj, cand, ti, target, allow):
         kc = max(1, budget // (nc * panel // k_ext))
         return _PackPlan(t.name, dim, nc * tj, min(kc, k_ext), kdim)
     return None
+
+
+def _expanding_gather(st):
+    """st only reads another tensor (no math a reduction would recompute) and holds more
+    elements than it: stored, it would copy its source several times over (a strided
+    conv1d's (kernel position, output column) layout of a (2, 8, 100000) input by 64-wide
+    kernels, stride 2, took a second kernel and a 205 MB buffer, 32x the input); inlined,
+    its readers read the source in place."""
+    body = st.tensor.op.body
+    if not isinstance(body, Access) or body.tensor is st.tensor:
+        return False
+    n, m = st.tensor.shape, body.tensor.shape
+    return all(isinstance(d, int) for d in n + m) and math.prod(n) > math.prod(m)
 
 
 def _along_last(acc, last):

@@ -31,7 +31,8 @@ from jitdl import dtypes
 from jitdl.ir.analysis import linear
 from jitdl.ir.nodes import Access, ReduceOp, Var
 from jitdl.ir.visit import walk_expr
-from jitdl.schedule.auto import _duplicated_when_inlined, _fuse_row_reductions, _reread
+from jitdl.schedule.auto import (_duplicated_when_inlined, _expanding_gather,
+                                 _fuse_row_reductions, _reread)
 from jitdl.schedule.steps import CacheRead, ComputeInline, ComputeRoot
 from jitdl.schedule.schedule import Axis, Schedule
 from jitdl.te.ops import stages_of
@@ -478,19 +479,6 @@ def _row_in_shared(s, name, rows, target):
         isinstance(a, Access) and a.tensor is t for a in walk_expr(x.tensor.op.body))]
     cache = s.cache_read(t.name, [s[x.tensor.name] for x in readers], "shared")
     s.compute_at(cache, s[name], Axis(name, st.leaves[0]))
-
-
-def _expanding_gather(st):
-    """st only reads another tensor (no math a reduction would recompute) and holds more
-    elements than it: stored, it would copy its source several times over (a strided
-    conv1d's (kernel position, output column) layout of a (2, 8, 100000) input by 64-wide
-    kernels, stride 2, took a second kernel and a 205 MB buffer, 32x the input); inlined,
-    its readers read the source in place."""
-    body = st.tensor.op.body
-    if not isinstance(body, Access) or body.tensor is st.tensor:
-        return False
-    n, m = st.tensor.shape, body.tensor.shape
-    return all(isinstance(d, int) for d in n + m) and math.prod(n) > math.prod(m)
 
 
 def _inlined(s, st):
