@@ -458,6 +458,29 @@ def test_whole_array_argmax_argmin_in_blocks(dev, rng, n):
         assert am == np.argmax(x) and an == np.argmin(x), (fill, am, an)
 
 
+@jd.compute
+def row_arg_max_min(X):
+    return jd.numpy.argmax(X, axis=1), jd.numpy.argmin(X, axis=-1)
+
+
+def test_argmax_argmin_along_rows_that_outgrow_l1_in_blocks(dev, rng):
+    """Along rows longer than the host's L1 (of a static definition) argmax reads each
+    row once in blocks (jitdl.ops.reduction.rows_blocked): the first position of the
+    extreme, of the first NaN, in a whole block or in the tail, per row."""
+    from jitdl.ops.reduction import rows_blocked
+    from jitdl.target.cpu import host
+    n = host().l1_bytes // 4 + 700
+    assert rows_blocked(n, 4)
+    x = rng.integers(0, 5, (4, n)).astype(F32)
+    x[1, [n - 3, n - 1]] = 9
+    x[2, [100, 3000]] = np.nan
+    x[3, 600] = -1
+    am, an = on_gpu(dev, row_arg_max_min, x)
+    np.testing.assert_array_equal(am, np.argmax(x, axis=1))
+    np.testing.assert_array_equal(an, np.argmin(x, axis=1))
+    assert "argmax_blocks" in row_arg_max_min.cuda_source(x)
+
+
 @jd.compute(dynamic=True)
 def flat_arg_max_min(X):
     return jd.numpy.argmax(X.reshape(-1)), jd.numpy.argmin(jd.numpy.diff(X.reshape(-1)))

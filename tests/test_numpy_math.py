@@ -1566,6 +1566,45 @@ def test_argmax_rows_keep_int32_positions_where_they_fit(dt):
     assert "int32" in str(rows.lower(x))
 
 
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("dt", ["float32", "float64", "int16"])
+def test_argmax_along_rows_that_outgrow_l1_reads_them_once(dt):
+    """argmax/argmin along a last axis whose rows outgrow L1 read each row once, in blocks
+    (the two-pass kernel read each row again from L2: 0.7-0.8x NumPy's time along rows of
+    10^5 elements): the first position of the extreme (of the first NaN) wherever it lies,
+    in a whole block or in the tail, as NumPy gives it, eagerly (2-d and 3-d) and in a
+    static definition."""
+    from jitdl.ops.reduction import _ARG_BLOCK
+    from jitdl.target.cpu import host
+    from jitdl import eager
+    n = host().l1_bytes // np.dtype(dt).itemsize + _ARG_BLOCK // 2 + 3     # (a tail)
+    x = (RNG.standard_normal((9, n)) * 50).astype(dt)
+    big = 1000 if dt != "int16" else 30000
+    x[1, [n - 1, n - 2]] = big                          # (in the tail: the first wins)
+    x[2, [_ARG_BLOCK + 1, 3 * _ARG_BLOCK]] = big        # (in two whole blocks)
+    x[3] = x[3, 7]                                      # (a flat row)
+    x[4, -_ARG_BLOCK // 2 - 4] = big                    # (the last whole block's end)
+    x[5, 0] = -big
+    if dt.startswith("float"):
+        x[6, [n - 5, 40, 2 * _ARG_BLOCK]] = np.nan
+        x[7, n - 1] = np.nan
+    for fn in ("argmax", "argmin"):
+        same(getattr(jnp, fn)(x, axis=-1), getattr(np, fn)(x, axis=-1))
+        same(getattr(jnp, fn)(x, axis=1, keepdims=True),
+             getattr(np, fn)(x, axis=1, keepdims=True))
+        cube = x[:8].reshape(2, 4, n)
+        same(getattr(jnp, fn)(cube, axis=2), getattr(np, fn)(cube, axis=2))
+    kernel = next(k for key, k in eager._kernels.items()
+                  if key[0] == "argmax" and key[-1] == ((9, n), np.dtype(dt)))
+    assert "argmax_blocks" in kernel.texts["loop_ir"]
+
+    @jd.compute
+    def rows(X):
+        return jnp.argmin(X, axis=1)
+    same(rows(x), np.argmin(x, axis=1))
+    assert "argmin_blocks" in str(rows.lower(x))
+
+
 def test_a_dtype_a_ufunc_has_no_loop_for_raises_numpys_class():
     """sign of bools is NumPy's UFuncTypeError (its _UFuncNoLoopError), and negative of
     bools or bitwise_and of floats its TypeError: an `except` written for NumPy catches

@@ -402,7 +402,8 @@ def _plain_arg(a, axis, out, keepdims):
     them, reduced along its last axis, and the result is reshaped to NumPy's (a (2 *
     10^6, 1) array along axis 0: 8.4-9.7 ms one pass, 3.5 with two column reductions of
     one column, 0.95 so, NumPy 0.92); followed by fewer elements than a vector holds,
-    one pass (_columns)."""
+    one pass (_columns). Along a last axis whose rows outgrow L1, each row is read once, in
+    blocks (red.rows_blocked)."""
     if type(a) is not np.ndarray or not a.ndim or out is not None or keepdims is not False:
         return None
     if a.ndim == 1 and type(axis) is int and (axis == 0 or axis == -1):
@@ -428,6 +429,8 @@ def _plain_arg(a, axis, out, keepdims):
             return a, _axis_static(axis, _ARG_AXIS_ONE_PASS, _NARROW + _ONE_PASS) \
                 if a.size < _NARROW_SIZE else \
                 _axis_static(axis, _ARG_WIDE_ONE_PASS, _ONE_PASS), None
+    if (axis == -1 or axis == len(shape) - 1) and red.rows_blocked(shape[-1], a.itemsize):
+        return a, _axis_static(axis, _ARG_ROWS, _BLOCKED), None
     if a.size >= _NARROW_SIZE:
         return a, _axis_static(axis), None
     return a, _axis_static(axis, _ARG_AXIS, _NARROW), None
@@ -440,6 +443,8 @@ _ARG_LARGE = (("axis", None), ("blocked", True))
 _NARROW = (("narrow", True),)
 _ARG_NARROW = (("axis", None),) + _NARROW
 _ARG_AXIS = {}      # (argmax/argmin's _axis_static, narrow)
+_BLOCKED = (("blocked", True),)
+_ARG_ROWS = {}      # (... along long rows, read once in blocks)
 _ONE_PASS = (("columns", False),)
 _ARG_AXIS_ONE_PASS, _ARG_WIDE_ONE_PASS = {}, {}     # (... and one pass: _columns)
 
