@@ -9,7 +9,10 @@ one @jd.compute definition against the same NumPy code.
 Each result is checked against NumPy in float64 before it is timed. Both sides are timed
 in their own blocks after a pause, alternating (benchmarks/_common.time_pair); a block of
 a small op runs it many times and counts the mean per call. ratio = NumPy's time /
-jitdl's (above 1: jitdl is faster). The kernel cache goes to a fresh temporary directory
+jitdl's (above 1: jitdl is faster). Where both sides run on the calling thread alone
+(JITDL_NUM_THREADS=1 and NumPy's BLAS at one thread: OPENBLAS_NUM_THREADS, or else
+OMP_NUM_THREADS, or MKL_NUM_THREADS=1), the time is that thread's CPU time
+(time.thread_time), which other processes' load does not inflate; else wall-clock time. The kernel cache goes to a fresh temporary directory
 unless --keep is given. Writes benchmarks/results/ops.json.
 """
 from __future__ import annotations
@@ -47,10 +50,21 @@ def batched(fn, seconds=0.02):
     return block, n
 
 
+def single_threaded():
+    """Whether jitdl's kernels and NumPy's BLAS both run on the calling thread alone."""
+    env = os.environ.get
+    blas = env("OPENBLAS_NUM_THREADS", env("OMP_NUM_THREADS")) == "1" or \
+        env("MKL_NUM_THREADS") == "1"
+    return jd.config.settings.num_threads == 1 and blas
+
+
+CLOCK = time.thread_time if single_threaded() else time.perf_counter
+
+
 def compare(f_jd, f_np, repeat):
     b_jd, n_jd = batched(f_jd)
     b_np, n_np = batched(f_np)
-    t_jd, t_np = time_pair(b_jd, b_np, repeat=repeat)
+    t_jd, t_np = time_pair(b_jd, b_np, repeat=repeat, clock=CLOCK)
     return t_jd / n_jd, t_np / n_np
 
 
@@ -240,7 +254,7 @@ def main():
     repeat = 5 if args.quick else 11
     info = machine()
     print(f"CPU: {info.get('cpu')}, {info['cpu_count']} cores; jitdl threads: "
-          f"{jd.config.settings.num_threads}")
+          f"{jd.config.settings.num_threads}; clock: {CLOCK.__name__}")
 
     eager = []
     for family, op, size, f_jd, f_np, ref in eager_cases(sizes, rng):
@@ -281,7 +295,7 @@ def main():
                         ("jitdl", "jitdl_s", "s"), ("NumPy", "numpy_s", "s"),
                         ("ratio", "ratio", "")])
     write_json(args.out, {"machine": info, "threads": jd.config.settings.num_threads,
-                          "quick": args.quick, "eager": eager, "fused": fused})
+                          "clock": CLOCK.__name__, "quick": args.quick, "eager": eager, "fused": fused})
 
 
 if __name__ == "__main__":
