@@ -103,7 +103,7 @@ def fixed_cpu():
     from jitdl.target import get
     return dataclasses.replace(get("cpu"), vector_bytes=64, vector_registers=32,
                                l1_bytes=32 << 10, l2_bytes=1 << 20, l3_bytes=32 << 20,
-                               cores=4, l1_way_bytes=4096)
+                               cores=4, l1_way_bytes=4096, cache_line_bytes=64)
 
 
 def peak_temp_bytes(func, threads=1):

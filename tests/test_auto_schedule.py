@@ -462,21 +462,30 @@ def test_a_big_operand_is_packed_one_cache_sized_block_at_a_time(shape, rng):
                                    rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
-@pytest.mark.parametrize("shape,dtype,packed", [   # (packed for "avx512", for "small")
-    ((300, 1024, 1024), F32, (True, True)), ((130, 512, 300), F64, (True, True)),  # 4 KiB
-    ((300, 1000, 1024), F32, (False, False)), ((200, 1025, 300), F64, (False, False)),
-    ((2000, 1024, 256), F32, (True, False))])   # ("small": A's k block past the budget)
-def test_rows_of_a_power_of_two_pitch_are_packed(shape, dtype, packed, rng):
+# "small4": the small target with a 4-way L1 (8 KiB ways), whose 6-row tiles can fill a set
+@pytest.mark.parametrize("shape,dtype,packed", [   # (packed for "avx512", "small", "small4")
+    ((300, 1024, 1024), F32, (True, False, False)),      # 4 KiB pitches
+    ((130, 512, 300), F64, (True, False, False)),
+    ((300, 2048, 256), F32, (True, False, True)),         # 8 KiB
+    ((200, 1025, 300), F64, (True, False, True)),         # 2 x 4 KiB + 8 bytes
+    ((300, 1023, 512), F32, (True, False, False)),        # 4 KiB - 4 bytes
+    ((300, 512, 512), F32, (False, False, False)),        # 2 KiB: 6 rows in each of 2 sets
+    ((300, 1000, 1024), F32, (False, False, False)),
+    ((2000, 2048, 256), F32, (True, False, False))])      # (small4: A's k block too big)
+def test_rows_that_fill_an_l1_set_are_packed(shape, dtype, packed, rng):
     """A register tile's rows of A (the operand it broadcasts) are read in place a row
-    pitch apart; rows a multiple of an L1 way's bytes apart share its sets, more of them
-    than it has ways (12 rows of a 1024-wide float32 A on a 32 KiB, 8-way L1): where
-    the reduction takes L1 blocks, A is packed then, per k block, and only then (a 2048^2
-    float32 matmul ran at 0.65x OpenBLAS on one Zen 4 core, 0.97x packed), where A's k
-    block takes at most the pack budget."""
+    pitch apart; rows whose offsets modulo an L1 way's bytes lie within a line of one
+    another read the same sets at every reduction step, and where as many of them as
+    the set has ways (12 rows of a 1024-, 1023- or 1025-wide float32 A on a 32 KiB, 8-way
+    L1; 6 rows of a 2048-wide one on a 4-way L1) and the reduction takes L1 blocks, A is
+    packed, per k block, and only then (a 2048^2 float32 matmul ran at 0.65x OpenBLAS on
+    one Zen 4 core, 0.97x packed; 512^2, whose 12 rows fill two sets half each, was
+    slower packed), where A's k block takes at most the pack budget."""
     m, k, n = shape
     a, b = normal(rng, m, k, dtype=dtype), normal(rng, k, n, dtype=dtype)
-    for tname, want in zip(("avx512", "small"), packed):
-        target = TARGETS[tname]
+    small4 = dataclasses.replace(TARGETS["small"], l1_way_bytes=8 << 10)
+    for tname, target, want in zip(("avx512", "small", "small4"),
+                                   (TARGETS["avx512"], TARGETS["small"], small4), packed):
         low = lowered(matmul, [a, b], target)
         assert low.auto_level == "full", (tname, low.schedule)
         assert ("A_pack" in low.schedule.stages) == want, (tname, shape, low.schedule)

@@ -693,18 +693,24 @@ def _tile_choices(s, name, st, last, tj, cand, ti, target, cfg, allow):
 
 def _rows_share_l1_sets(s, tensor, dim, ti, target):
     """Whether ti consecutive rows of `tensor` along `dim` (a register tile's rows of its
-    broadcast operand, read in place) put more of their lines in one set of L1 than half
-    its ways: rows a multiple of a way's bytes apart share sets (a power-of-two pitch:
-    every row of a 1024-wide float32 matrix in the same sets, where the 8 ways of a 32
-    KiB L1 hold 8 lines of each set for 12 rows and the streamed panel). An inlined stage
-    (a transposed view) is read another way: no."""
+    broadcast operand, read in place) need as many lines in one set of L1 as it has ways:
+    each reduction step reads one element of every row, and rows whose offsets, modulo a
+    way's bytes, lie within a line of one another read lines of the same sets at every
+    step. With the streamed panel's line the set then holds more lines than its ways
+    (12 rows of a 1024-wide float32 A, a 4 KiB pitch, or of a 1023- or 1025-wide one,
+    rows a way -4 or +4 bytes apart, on a 32 KiB, 8-way L1), and every step fetches A's
+    rows from L2 again. Rows that only crowd the sets (6 of 12 rows of a 512-wide float32 A in each
+    of two sets) stay within a column tile; refetched from L2 once per column tile, they
+    cost less than packing A (512^2 float32 on one Zen 4 core: 3.5 ms, packed 3.9). An
+    inlined stage (a transposed view) is read another way: no."""
     st = s.stages.get(tensor.name)
     if st is not None and st.tensor is tensor and st.attach == "inline":
         return False
     pitch = dtypes.itemsize(tensor.dtype) * math.prod(tensor.shape[dim + 1:])
-    way = target.l1_way_bytes
-    period = way // math.gcd(pitch, way)        # rows until the sets repeat
-    return -(-ti // period) > target.l1_ways // 2
+    way, line = target.l1_way_bytes, target.cache_line_bytes
+    offsets = [r * pitch % way for r in range(ti)]
+    most = max(sum((o - base) % way < line for o in offsets) for base in offsets)
+    return most >= target.l1_ways
 
 
 _COSTLY = {BinOp.DIV, BinOp.FLOORDIV, BinOp.MOD, BinOp.POW, BinOp.ATAN2, BinOp.FMOD}

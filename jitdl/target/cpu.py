@@ -75,6 +75,8 @@ class CPU:
     # multiple of this apart compete for the same sets (a virtually indexed L1 keeps it
     # at most a page)
     l1_way_bytes: int = 4096
+    # bytes of one cache line
+    cache_line_bytes: int = 64
 
     @property
     def l1_ways(self) -> int:
@@ -150,15 +152,15 @@ def host() -> CPU:
         vbytes, regs = 16, 32
     else:
         vbytes, regs = 16, 16
-    (l1, l2, l3), way = _caches()
+    (l1, l2, l3), way, line = _caches()
     return CPU(triple, b.get_host_cpu_name(), features, vbytes, regs, l1, l2, l3,
-               cores(), _array_data_offset(), l1_way_bytes=way)
+               cores(), _array_data_offset(), l1_way_bytes=way, cache_line_bytes=line)
 
 
 def _caches():
-    """((L1 data, L2, L3) sizes in bytes, bytes of one way of L1) from sysfs; common sizes
-    where it says nothing."""
-    found, way = {}, 4096
+    """((L1 data, L2, L3) sizes in bytes, bytes of one way of L1, bytes of its line) from
+    sysfs; common sizes where it says nothing."""
+    found, way, line = {}, 4096, 64
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = sorted(os.listdir(root))
@@ -181,7 +183,8 @@ def _caches():
                 with open(os.path.join(root, d, "number_of_sets")) as f:
                     sets = int(f.read())
                 with open(os.path.join(root, d, "coherency_line_size")) as f:
-                    way = sets * int(f.read()) or way
+                    line = int(f.read()) or line
+                way = sets * line or way
             except (OSError, ValueError):
                 pass
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
@@ -189,7 +192,7 @@ def _caches():
             found[level] = int(text.rstrip("KMG")) * scale
         except ValueError:
             continue
-    return (found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)), way
+    return (found.get(1, 32 << 10), found.get(2, 512 << 10), found.get(3, 8 << 20)), way, line
 
 
 def known_object_layout() -> bool:
