@@ -598,3 +598,33 @@ def test_the_users_line_in_a_directory_named_like_the_package(tmp_path, monkeypa
     assert (loc.filename, loc.lineno) == (str(user), 4)
     loc, line = ns["hidden"](), sys._getframe().f_lineno      # (the caller's line)
     assert (loc.filename, loc.lineno) == (__file__, line)
+
+
+@jd.compute
+def one_hot_scalar_depth(ids, depth):
+    n, = ids.shape
+    Y = jd.tensor((n, depth))
+    Y[i, j] = 1.0 if ids[i] == j else 0.0
+    return Y
+
+
+@jd.compute
+def rows_of_scalar_width(X, m):
+    return jd.tensor((X.shape[0], m + 1), lambda i, j: X[i] * j, name="Y")
+
+
+@pytest.mark.parametrize("f, text", [
+    (one_hot_scalar_depth, "got `depth`, a value known only when the kernel runs; make it a "
+                           "static argument (@jd.compute(static=(\"depth\",)))"),
+    (rows_of_scalar_width, "got `m + 1`, which reads `m`, a value known only when the kernel "
+                           "runs; make it a static argument (@jd.compute(static=(\"m\",)))")])
+def test_a_scalar_argument_as_a_tensor_dimension_says_to_make_it_static(f, text):
+    # (it passed the trace and failed at the build: 'an output size `depth` must be computed
+    # from the sizes of dynamic arguments', naming no line and no way out)
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.array([2, 0, 1]), 4)
+    assert "a tensor dimension must be computed from the arguments' shapes" in message(ei)
+    assert text in message(ei)
+    line = f.pyfunc.__code__.co_firstlineno + 2 + (f is one_hot_scalar_depth)
+    assert (ei.value.loc.filename, ei.value.loc.lineno) == (__file__, line)
+

@@ -17,6 +17,7 @@ from jitdl.ir.analysis import (SIZE_LIMIT, below, bounds, free_vars, reads_memor
                                with_loop)
 from jitdl.ir.nodes import (Access, Binary, BinOp, Cast, CmpOp, Compare, Const, Expr, Intrin,
                             IterVar, Reduce, ReduceOp, Select, SizeVar, Unary, UnOp, Var)
+from jitdl.ir.printer import expr_text
 from jitdl.ir.visit import expr_children, map_expr, substitute, walk_expr, walk_unique
 from jitdl.te import naming
 from jitdl.te.tensor import Compute, Declared, Tensor
@@ -391,12 +392,29 @@ def _shape(shape):
     for d in shape:
         n = _as_extent(d, "a tensor dimension")
         if isinstance(n, Expr):
-            out.append(n)
+            out.append(_sized(n))
             continue
         if n < 0:
             raise DefinitionError(f"tensor dimension must be >= 0, got {n}", user_loc())
         out.append(n)
     return tuple(out)
+
+
+def _sized(n):
+    """A symbolic tensor dimension, which may read only the sizes of dynamic arguments: a
+    scalar argument (or an index) is a value of each call, so a size from it is an error
+    naming it, and saying how to make it a value of the trace."""
+    var = next((v for v in walk_unique(n) if isinstance(v, Var) and not isinstance(v, SizeVar)),
+               None)
+    if var is not None:
+        text = expr_text(n.value if isinstance(n, Cast) else n)
+        reads = "" if text == var.name else f", which reads `{var.name}`"
+        raise DefinitionError(
+            f"a tensor dimension must be computed from the arguments' shapes, constants and "
+            f"static arguments, got `{text}`{reads}, a value known only when the kernel "
+            f"runs; make it a static argument (@jd.compute(static=(\"{var.name}\",))) to "
+            f"build a kernel per value", user_loc())
+    return n
 
 
 def tensor(shape, fcompute=None, name=None, dtype=None):
