@@ -628,3 +628,41 @@ def test_a_scalar_argument_as_a_tensor_dimension_says_to_make_it_static(f, text)
     line = f.pyfunc.__code__.co_firstlineno + 2 + (f is one_hot_scalar_depth)
     assert (ei.value.loc.filename, ei.value.loc.lineno) == (__file__, line)
 
+
+@jd.compute
+def running_sum(X):
+    n, = X.shape
+    Y = jd.tensor((n,))
+    Y[i] = X[i] if i == 0 else Y[i - 1] + X[i]
+    return Y
+
+
+@jd.compute
+def read_before_filled(X):
+    n, = X.shape
+    Y = jd.tensor((n,))
+    Z[i] = Y[i] * 2.0 + X[i]
+    Y[i] = X[i] + 1.0
+    return Z
+
+
+@jd.compute
+def read_declared_te(X):
+    Y = jd.tensor(X.shape)
+    return jd.tensor(X.shape, lambda i: Y[i] + X[i], name="Z")
+
+
+@pytest.mark.parametrize("f, line, text", [
+    (running_sum, 3, "Y reads its own elements (`Y[i - 1]`): an element of a tensor cannot "
+                     "depend on others of the same tensor (a recurrence or scan"),
+    (read_before_filled, 3, "Z reads Y (`Y[i]`), which was declared with jd.tensor(shape) "
+                            "but is not filled yet; fill it (`Y[...] = ...`) before"),
+    (read_declared_te, 2, "Z reads Y (`Y[i]`), which was declared")])
+def test_reading_a_declared_tensor_before_it_is_filled_is_a_definition_error(f, line, text):
+    # (a KeyError from the lowering, or AttributeError: 'Declared' object has no
+    # attribute 'body', with no line of the user's)
+    with pytest.raises(jd.DefinitionError) as ei:
+        f(np.arange(1.0, 6.0))
+    assert text in message(ei)
+    assert (ei.value.loc.filename, ei.value.loc.lineno) == \
+        (__file__, f.pyfunc.__code__.co_firstlineno + 1 + line)

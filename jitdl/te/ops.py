@@ -456,6 +456,7 @@ def make_stage(name, axes, body, loc, lifted=False) -> Tensor:
     auto = name is None
     name = name or naming.fresh("T")
     if not lifted:
+        _refuse_unfilled(name, body, loc)
         _guard_user_reductions(body)
     if isinstance(body, Reduce):
         every = axes + body.axes
@@ -469,6 +470,27 @@ def make_stage(name, axes, body, loc, lifted=False) -> Tensor:
         body = build.cast(body, body.dtype)
     return Tensor(name, tuple(a.extent for a in axes), body.dtype, Compute(axes, body, loc),
                   auto_named=auto)
+
+
+def _refuse_unfilled(name, body, loc):
+    """A stage may not read a tensor declared with jd.tensor(shape) that no statement has
+    filled yet: its own declaration (`Y[i] = Y[i - 1] + X[i]`, a recurrence, which
+    definitions do not express) or one filled later."""
+    read = next((n for n in walk_unique(body) if isinstance(n, Access)
+                 and isinstance(n.tensor.op, Declared)), None)
+    if read is None:
+        return
+    t = read.tensor
+    if t.name == name:
+        raise DefinitionError(
+            f"{name} reads its own elements (`{expr_text(read)}`): an element of a tensor "
+            f"cannot depend on others of the same tensor (a recurrence or scan, which "
+            f"definitions do not express); compute it from other tensors, e.g. a prefix sum "
+            f"as `sum(X[k] for k in range(i + 1))`", loc)
+    raise DefinitionError(
+        f"{name} reads {t.name} (`{expr_text(read)}`), which was declared with "
+        f"jd.tensor(shape) but is not filled yet; fill it (`{t.name}[...] = ...`) before "
+        f"the statements that read it", loc)
 
 
 # an expression whose tree (a subexpression counted at each of its uses) passes this many
