@@ -929,6 +929,30 @@ def test_masked_reductions(rng):
     check(lower_tri_rowsum, (x,), np.where(kk <= ii, x, 0.0).sum(axis=1), F64, 1e-12, 1e-14)
 
 
+@jd.compute
+def count_above(X, t):
+    n, m = X.shape
+    C[i] = sum(1 for k in range(m) if X[i, k] > t)
+    F[i] = 0.5 * sum(1.0 for k in range(m) if X[i, k] > t)
+    L = jd.tensor((n,))
+    L[i] = sum(1 for k in range(m) if k <= i)
+    # a filter of constants and the generator's own index stays Python: a size here
+    P = jd.tensor((sum(1 for d in range(4) if d != 1),), lambda j: X[0, j], name="P")
+    return C, F, L, P
+
+
+def test_counting_reduction_with_a_constant_element(rng):
+    # (the element 1 was taken for Python, so Python iterated the generator and failed
+    # on the filter: "the condition `X[i, 0] > t` is symbolic and has no Python truth
+    # value here")
+    x = normal(rng, (6, 9))
+    c, f, lower, p = count_above(x, 0.25)
+    assert_matches(c, (x > 0.25).sum(axis=1), np.int64)
+    assert_matches(f, 0.5 * (x > 0.25).sum(axis=1), F64)
+    assert_matches(lower, np.arange(1, 7), np.int64)
+    assert_matches(p, x[0, :3], F64)
+
+
 def test_masked_max_empty_row_is_minus_inf(rng):
     x = normal(rng, (5, 4))
     ii, kk = np.meshgrid(np.arange(5), np.arange(4), indexing="ij")

@@ -395,12 +395,20 @@ class Generator:
             return True
         if any(symbolic(a) for a in args):
             return True
-        # concrete ranges: a reduction when the element is symbolic
+        # concrete ranges: a reduction when the element is symbolic, or the filter reads
+        # what Python cannot test while it iterates (an element, a scalar argument, an
+        # outer index): `sum(1 for k in range(m) if X[i, k] > t)` counts
+        own = [Var(n) for n in self.names]
         try:
-            probe = self.elt(*[Var(n) for n in self.names])
+            probe = self.elt(*own)
+            if symbolic(probe) or self.cond is None:
+                return symbolic(probe)
+            test = self.cond(*own)
         except build.SymbolicValueError:
             return False
-        return symbolic(probe)
+        mine = {id(v) for v in own}
+        return symbolic(test) and any(isinstance(n, Access) or isinstance(n, Var) and
+                                      id(n) not in mine for n in walk_unique(test))
 
     def reduce(self, op: ReduceOp):
         axes, values, conds = [], [], []
