@@ -953,6 +953,33 @@ def test_counting_reduction_with_a_constant_element(rng):
     assert_matches(p, x[0, :3], F64)
 
 
+@jd.compute
+def pair_products(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, k] * X[i, l] for k in range(m) for l in range(k + 1, m))
+    return Y
+
+
+@jd.compute
+def sum_of_prefix_sums(X):
+    n, m = X.shape
+    Y[i] = sum(sum(X[i, k] for k in range(l + 1)) for l in range(m))
+    Z[i] = max(min(X[i, k] for k in range(l, m)) for l in range(m))
+    return Y, Z
+
+
+def test_a_reduction_range_depending_on_another_reduction_index(rng):
+    # (both said "cannot bound the range of reduction index `l` (range(k + 1, 6))": the
+    # bounds of a range were looked up among the output's indices only; the nested one
+    # also kept the range its generator registered while probing its element)
+    x = normal(rng, (5, 6))
+    pairs = np.array([sum(r[k] * r[l] for k in range(6) for l in range(k + 1, 6)) for r in x])
+    check(pair_products, (x,), pairs, F64, 1e-12, 1e-13)
+    y, z = sum_of_prefix_sums(x)
+    assert_matches(y, np.cumsum(x, axis=1).sum(axis=1), F64, 1e-12, 1e-13)
+    assert_matches(z, np.minimum.accumulate(x[:, ::-1], axis=1).max(axis=1), F64)
+
+
 def test_masked_max_empty_row_is_minus_inf(rng):
     x = normal(rng, (5, 4))
     ii, kk = np.meshgrid(np.arange(5), np.arange(4), indexing="ij")

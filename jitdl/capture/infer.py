@@ -378,6 +378,13 @@ def _resolve_pending(body, pending, extents):
     only). Over a dynamic definition's sizes the rectangle is an expression of them."""
     ranges = {v: (0, e - 1) for v, e in extents.items()}
     static = all(isinstance(e, int) for e in extents.values())
+    # the indices of reductions over constant ranges bound the ranges that read them
+    # (`for k in range(m) for l in range(k + 1, m)`, an inner sum over range(l + 1))
+    waiting = {ax.var for ax, _, _ in pending}
+    for n in walk_unique(body):
+        if isinstance(n, Reduce):
+            ranges.update((a.var, (a.min, a.min + a.extent - 1)) for a in n.axes
+                          if a.var not in waiting and isinstance(a.extent, int) and a.extent > 0)
     # (the indices of the reductions: bound inside the stage, none can size a rectangle)
     inner = {a.var for n in walk_unique(body) if isinstance(n, Reduce) for a in n.axes}
     new = {}
@@ -399,6 +406,8 @@ def _resolve_pending(body, pending, extents):
         # (a range empty at every index, range(min(i + 1, m)) of m = 0, selects nothing
         # at any: a sum's 0, a max's -inf, as where it is empty at some, range(i) at i = 0)
         new[ax] = IterVar(ax.var, int(blo), max(int(bhi - blo), 0), reduce=True)
+        if bhi > blo:
+            ranges[ax.var] = (int(blo), int(bhi) - 1)
 
     def fix(n):
         if isinstance(n, Reduce) and any(a in new for a in n.axes):

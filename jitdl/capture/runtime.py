@@ -11,7 +11,7 @@ from collections.abc import KeysView, ValuesView
 
 import numpy as np
 
-from jitdl.capture.infer import define_stage, pending_reduce_axes
+from jitdl.capture.infer import define_stage, pending_reduce_axes, pending_scope
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl import dtypes
@@ -400,10 +400,13 @@ class Generator:
         # outer index): `sum(1 for k in range(m) if X[i, k] > t)` counts
         own = [Var(n) for n in self.names]
         try:
-            probe = self.elt(*own)
-            if symbolic(probe) or self.cond is None:
-                return symbolic(probe)
-            test = self.cond(*own)
+            # (a reduction inside the probe registers its index-dependent range for the
+            # probe's variables, which no stage has: kept apart, dropped)
+            with pending_scope():
+                probe = self.elt(*own)
+                if symbolic(probe) or self.cond is None:
+                    return symbolic(probe)
+                test = self.cond(*own)
         except build.SymbolicValueError:
             return False
         mine = {id(v) for v in own}
