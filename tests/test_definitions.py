@@ -1573,6 +1573,26 @@ def test_extra_intrinsics(rng):
 
 
 @jd.compute
+def rounded_ints(X):
+    BI[i] = round(X[i])
+    NP[i] = np.round(X[i])
+    JD[i] = jd.round(X[i])
+    RI[i] = np.rint(X[i])
+    return BI, NP, JD, RI
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int64])
+def test_round_of_an_integer_keeps_its_dtype(rng, dtype):
+    # (round, np.round and jd.round of an integer gave np.rint's float: float32 of int8,
+    # float64 of int64; NumPy's and Python's round keep the integer)
+    x = rng.integers(0, 100, 9).astype(dtype)
+    *same, rint = rounded_ints(x)
+    for got in same:
+        assert_matches(got, x, dtype)
+    assert_matches(rint, np.rint(x), F64 if np.dtype(dtype).itemsize > 2 else F32)
+
+
+@jd.compute
 def bitwise(X, Z, sh):
     AN[i] = X[i] & Z[i]
     OR[i] = X[i] | Z[i]

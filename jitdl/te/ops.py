@@ -782,7 +782,16 @@ atan = _intrin(Intrin.ATAN, "the arctangent of x, in radians")
 abs = _intrin(Intrin.ABS, "the absolute value of x")  # noqa: A001
 floor = _intrin(Intrin.FLOOR, "the largest integer value <= x")
 ceil = _intrin(Intrin.CEIL, "the smallest integer value >= x")
-round = _intrin(Intrin.ROUND, "x rounded to an integer value, halves to even")  # noqa: A001
+rint = _intrin(Intrin.ROUND, "x rounded to an integer value, halves to even")
+
+
+def round(x):  # noqa: A001
+    """jd.round(x): x rounded to an integer value, halves to even, elementwise; an integer
+    stays itself, of its dtype (as np.round's and Python's round; np.rint's is a float)."""
+    x = build.as_expr(x)
+    return x if dtypes.is_int(x.dtype) else rint(x)
+
+
 trunc = _intrin(Intrin.TRUNC, "x rounded toward 0")
 sign = _intrin(Intrin.SIGN, "-1, 0 or 1 by the sign of x")
 log1p = _intrin(Intrin.LOG1P, "log(1 + x), exact for small x")
@@ -832,7 +841,7 @@ INTRINSICS = {
     "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt, "tanh": tanh, "sigmoid": sigmoid,
     "erf": erf, "sin": sin, "cos": cos, "tan": tan, "atan": atan, "arctan": atan,
     "abs": abs, "fabs": abs, "absolute": abs, "floor": floor, "ceil": ceil, "round": round,
-    "rint": round, "trunc": trunc, "sign": sign, "log1p": log1p, "expm1": expm1,
+    "rint": rint, "trunc": trunc, "sign": sign, "log1p": log1p, "expm1": expm1,
     "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "pow": pow, "power": pow,
     "atan2": atan2, "arctan2": atan2, "fmod": fmod, "maximum": max, "minimum": min,
     "max": max, "min": min, "sum": sum, "prod": prod, "all": all, "any": any,
