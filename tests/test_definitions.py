@@ -980,6 +980,37 @@ def test_a_reduction_range_depending_on_another_reduction_index(rng):
     assert_matches(z, np.minimum.accumulate(x[:, ::-1], axis=1).max(axis=1), F64)
 
 
+@jd.compute
+def python_reduction_arguments(X):
+    n, m = X.shape
+    A[i] = max((X[i, k] for k in range(m) if X[i, k] > 1.0), default=-7.0)
+    B = jd.tensor((n,))
+    B[i] = min((X[i, k] for k in range(m - 3)), default=5.0)
+    C = jd.tensor((n,))
+    C[i] = max((X[i, k] for k in range(min(i, m))), default=3.0)
+    P[i] = math.prod((X[i, k] for k in range(m)), start=2.0)
+    S[i] = sum((X[i, k] for k in range(m)), 1.5) + \
+        sum((X[i, k] for k in range(m) if X[i, k] < 0), start=X[i, 0])
+    return A, B, C, P, S
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (3, 2), (5, 400)])
+def test_python_start_and_default_arguments_of_generator_reductions(rng, shape):
+    # (max(..., default=) failed on its filter, "the condition `X[i, 0] > 1.0` is symbolic
+    # and has no Python truth value here"; sum(..., start) was Python's sum, unrolled:
+    # a RecursionError over 400 elements)
+    x = normal(rng, shape)
+    m = shape[1]
+    got = python_reduction_arguments(x)
+    expected = [[max((v for v in r if v > 1.0), default=-7.0) for r in x],
+                [min(r[:max(m - 3, 0)], default=5.0) for r in x],
+                [max(r[:min(i, m)], default=3.0) for i, r in enumerate(x)],
+                2.0 * x.prod(axis=1),
+                1.5 + x.sum(axis=1) + x[:, 0] + np.where(x < 0, x, 0.0).sum(axis=1)]
+    for g, e in zip(got, expected):
+        assert_matches(g, e, F64, 1e-12, 1e-12)
+
+
 def test_masked_max_empty_row_is_minus_inf(rng):
     x = normal(rng, (5, 4))
     ii, kk = np.meshgrid(np.arange(5), np.arange(4), indexing="ij")

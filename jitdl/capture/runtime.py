@@ -413,7 +413,7 @@ class Generator:
         return symbolic(test) and any(isinstance(n, Access) or isinstance(n, Var) and
                                       id(n) not in mine for n in walk_unique(test))
 
-    def reduce(self, op: ReduceOp):
+    def reduce(self, op: ReduceOp, user=True):
         axes, values, conds = [], [], []
         for n, name in enumerate(self.names):
             args = self.ranges[n](*values)
@@ -456,7 +456,7 @@ class Generator:
         where = None
         for c in conds:
             where = c if where is None else build.logical(BinOp.AND, where, c)
-        return ops.reduce(op, body, axes, where, user=True)
+        return ops.reduce(op, body, axes, where, user=user)
 
 
 def _size_expr(e):
@@ -637,6 +637,28 @@ def _of_numpy(fn) -> bool:
         (getattr(fn, "__module__", None) or "").partition(".")[0] == "numpy"
 
 
+def _reduction_with_start(name, args, kwargs):
+    """Python's second argument of a reduction over a generator that is a reduction:
+    sum(g, start) / sum(g, start=s) and math.prod(g, start=s) are start + sum and
+    start * prod, max/min(g, default=d) is d where g selects nothing (an empty range, a
+    filter no element passes). (Python's own would iterate the generator, unrolling it
+    into one deep expression, or fail on its filter.) None: not one of these."""
+    g, rest = args[0], args[1:]
+    if name in ("sum", "prod") and len(rest) + len(kwargs) == 1 and \
+            (rest or "start" in kwargs):
+        start = rest[0] if rest else kwargs["start"]
+        op = BinOp.ADD if name == "sum" else BinOp.MUL
+        return build.binary(op, start, g.reduce(_BUILTIN_REDUCERS[name]))
+    if name in ("max", "min") and not rest and set(kwargs) == {"default"}:
+        some = Generator(lambda *v: True, g.names, g.ranges, g.cond).reduce(ReduceOp.ANY)
+        if any(isinstance(a.extent, int) and a.extent == 0 for a in some.axes):
+            return kwargs["default"]            # (empty at these sizes)
+        # (an empty selection is no error here: its identity is never taken)
+        best = g.reduce(_BUILTIN_REDUCERS[name], user=False)
+        return build.select(some, best, kwargs["default"])
+    return None
+
+
 def _dispatch(name, original, args, kwargs):
     if any(isinstance(a, Tensor) for a in args):
         return _on_whole_tensors(name, original, args, kwargs)
@@ -646,6 +668,10 @@ def _dispatch(name, original, args, kwargs):
         if g.is_symbolic():
             return g.reduce(_BUILTIN_REDUCERS[name])
         args = (list(g),) if original is not None else args
+    if args and isinstance(args[0], Generator) and args[0].is_symbolic():
+        out = _reduction_with_start(name, args, kwargs)
+        if out is not None:
+            return out
     if len(args) == 1 and isinstance(args[0], (list, tuple)) and name in ("max", "min") \
             and any(symbolic(a) for a in args[0]):
         args = tuple(args[0])
