@@ -666,3 +666,21 @@ def test_reading_a_declared_tensor_before_it_is_filled_is_a_definition_error(f, 
     assert text in message(ei)
     assert (ei.value.loc.filename, ei.value.loc.lineno) == \
         (__file__, f.pyfunc.__code__.co_firstlineno + 1 + line)
+
+
+@jd.compute
+def last_column(X):
+    Y[i] = X[i, -1] * 2.0
+    return Y
+
+
+def test_a_negative_constant_index_says_it_does_not_count_from_the_end():
+    # (the error said only that -1 is outside [0, 4): a NumPy user means the last element)
+    with pytest.raises(jd.DefinitionError) as ei:
+        last_column(np.ones((3, 4)))
+    assert "X[i, -1] can read outside X: index `-1` of dimension 1 ranges over [-1, -1]" \
+        in message(ei)
+    assert "a negative index does not count from the end in a definition: write " \
+           "`X.shape[1] - 1` for NumPy's `-1`" in message(ei)
+    assert (ei.value.loc.filename, ei.value.loc.lineno) == \
+        (__file__, last_column.pyfunc.__code__.co_firstlineno + 2)

@@ -171,12 +171,20 @@ def check_stage(tensor, scalars=(), same=None):
                 f"{expr_text(acc)} can read outside {acc.tensor.name}: index "
                 f"`{expr_text(idx)}` of dimension {dim} ranges over {_interval(lo, hi)} but "
                 f"{acc.tensor.name} has {n} element(s) there (valid: 0..{n - 1}); "
-                "guard it with a condition (`... if cond else ...`) or change the ranges",
-                acc.loc or op.loc)
+                f"{_from_the_end(acc.tensor.name, dim, idx, n)}guard it with a condition "
+                "(`... if cond else ...`) or change the ranges", acc.loc or op.loc)
     # (memoised: narrowing by one condition gives one ranges object, see _walk_guarded)
     with memoised():
         _walk_guarded(op.body, ranges, visit, extent, also=also)
     return deferred
+
+
+def _from_the_end(name, dim, idx, n):
+    """The hint for a negative constant index, which in NumPy counts from the end."""
+    if not (isinstance(idx, Const) and idx.value < 0):
+        return ""
+    return (f"a negative index does not count from the end in a definition: write "
+            f"`{name}.shape[{dim}] - {-idx.value}` for NumPy's `{idx.value}`, or ")
 
 
 def _size_vars(e):
