@@ -1604,6 +1604,32 @@ def test_extra_intrinsics(rng):
 
 
 @jd.compute
+def int_powers(X, Y):
+    Z[i] = X[i] ** Y[i] + 2 ** Y[i]
+    return Z
+
+
+@jd.compute
+def int_power_of_literal(X):
+    Z[i] = X[i] ** -1
+    return Z
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+def test_integer_power_with_a_negative_exponent_raises_as_numpy(rng, dtype):
+    # (a definition's `X[i] ** Y[i]` gave 0 where NumPy raises; jd.numpy.power checked)
+    x, y = rng.integers(-3, 4, 9).astype(dtype), rng.integers(0, 4, 9).astype(dtype)
+    check(int_powers, (x, y), x ** y + dtype(2) ** y, dtype)
+    y[4] = -1
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        int_powers(x, y)
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        int_power_of_literal(x)
+    f = normal(rng, 9)                    # a float base: a negative exponent is fine
+    assert_matches(int_power_of_literal(f), f ** -1, F64)
+
+
+@jd.compute
 def rounded_ints(X):
     BI[i] = round(X[i])
     NP[i] = np.round(X[i])

@@ -22,13 +22,14 @@ import warnings
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import ArgumentError, ScalarOverflowError, numpy_base, numpy_kind, user_loc
+from jitdl.errors import (NEGATIVE_POWER, ArgumentError, ScalarOverflowError, numpy_base,
+                          numpy_kind, user_loc)
 from jitdl.ir.nodes import (Access, BinOp, Binary, Call, Cast, CmpOp, Compare, Const, Expr,
                             Intrin, IterVar, PrimFunc, Select, SizeVar, Stmt, UnOp,
                             Unary)
 from jitdl.ir import nodes as nodes_module
 from jitdl.ir.printer import to_text
-from jitdl.ir.visit import expr_children, same_zeros, walk_expr, walk_unique
+from jitdl.ir.visit import expr_children, map_expr, same_zeros, walk_expr, walk_unique
 
 _BIN_UFUNC = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
@@ -581,6 +582,27 @@ def unsupported_ufunc_error(ufunc, method, inputs, kwargs) -> Exception:
         f"as out= or dtype=){'' if method != '__call__' or kwargs else ', and has no ' + call}")
 
 
+def power(a, b) -> Expr:
+    """a ** b; of an integer result, a negative exponent is NumPy's ValueError, checked
+    at run time on a read of an array operand (the exponent's where it is one, else the
+    base's): min(b, 0) must be in [0, 1). An exponent of bool or uint8, or a constant
+    >= 0, needs no check; operands that read no array (scalars alone) stay unchecked and
+    give 0, as the IR's integer power does."""
+    a, b = as_expr(a), as_expr(b)
+    r = binary(BinOp.POW, a, b)
+    src = b.value if isinstance(b, Cast) else b
+    if not dtypes.is_int(r.dtype) or not dtypes.is_signed(b.dtype) or \
+            src.dtype in ("bool", "uint8") or isinstance(src, Const) and src.value >= 0:
+        return r
+    check = ((binary(BinOp.MIN, cast(b, "int64"), Const(0, "int64")), 1, NEGATIVE_POWER),)
+    for e in (b, a):
+        target = e.value if isinstance(e, Cast) else e
+        if isinstance(target, Access):
+            carried = dataclasses.replace(target, carried=target.carried + check)
+            return map_expr(r, lambda n: carried if n is target else None)
+    return r
+
+
 def modular_pow(base, exp, mod):
     """Python's pow(base, exp, mod) of a symbolic integer base (a dynamic size): square and
     multiply, reduced by mod at each step so that no product leaves int64 where mod fits
@@ -624,10 +646,10 @@ class Operators:
     def __mod__(self, o): return binary(BinOp.MOD, self, o)
     def __rmod__(self, o): return binary(BinOp.MOD, o, self)
     def __pow__(self, o, mod=None):
-        return binary(BinOp.POW, self, o) if mod is None else modular_pow(self, o, mod)
+        return power(self, o) if mod is None else modular_pow(self, o, mod)
     def __divmod__(self, o): return self // o, self % o
     def __rdivmod__(self, o): return o // self, o % self
-    def __rpow__(self, o): return binary(BinOp.POW, o, self)
+    def __rpow__(self, o): return power(o, self)
     def __and__(self, o): return binary(BinOp.AND, self, o)
     def __rand__(self, o): return binary(BinOp.AND, o, self)
     def __or__(self, o): return binary(BinOp.OR, self, o)

@@ -9,15 +9,13 @@ are composites of intrinsics, written so that their edge cases come out as NumPy
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.errors import NEGATIVE_POWER, ArgumentError, numpy_base, numpy_kind, user_loc
+from jitdl.errors import ArgumentError, numpy_base, numpy_kind, user_loc
 from jitdl.ir import build
-from jitdl.ir.nodes import Access, BinOp, Cast, CmpOp, Const, Intrin, UnOp
-from jitdl.ir.visit import map_expr
+from jitdl.ir.nodes import BinOp, CmpOp, Const, Intrin, UnOp
 from jitdl.ops.core import (any_size, elementwise, every_dim, layout_free, operand,
                              scalar_result, typed)
 
@@ -338,26 +336,9 @@ def _pow(a, b):          # (float_power, and power without its run-time check)
 
 
 def _power(a, b):
-    """a ** b, both in the result's dtype. In an integer dtype a negative exponent is
-    NumPy's ValueError, checked at run time on a read of an array operand (the
-    exponent's where it is one, else the base's): min(b, 0) must be in [0, 1), b
-    in the integer dtype (a float exponent cast with casting='unsafe' too).
-    Operands that read no array (a definition's scalars alone) stay unchecked and give
-    0, as the IR's integer power does."""
-    r = _pow(a, b)
-    src = b.value if isinstance(b, Cast) else b
-    # (an exponent cast from bool or uint8 is never negative; one cast from a float,
-    # casting='unsafe', is checked after the cast, as NumPy's loop does)
-    if not dtypes.is_signed(b.dtype) or src.dtype in ("bool", "uint8") or \
-            isinstance(src, Const) and src.value >= 0:
-        return r
-    check = ((_b(BinOp.MIN, _c(b, "int64"), Const(0, "int64")), 1, NEGATIVE_POWER),)
-    for e in (b, a):
-        target = e.value if isinstance(e, Cast) else e
-        if isinstance(target, Access):
-            carried = replace(target, carried=target.carried + check)
-            return map_expr(r, lambda n: carried if n is target else None)
-    return r
+    """a ** b, both in the result's dtype, with NumPy's run-time ValueError for a
+    negative integer exponent (build.power)."""
+    return build.power(a, b)
 
 
 BINARY = {

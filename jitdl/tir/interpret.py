@@ -49,7 +49,7 @@ import numpy as np
 from jitdl import dtypes
 from jitdl.errors import CompileError, value_check_message
 from jitdl.ir.nodes import (Allocate, BinOp, Binary, Buffer, Call, Cast, CmpOp, Compare,
-                            Const, For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc,
+                            Const, Expr, For, ForKind, IfThen, Intrin, LetStmt, Load, PrimFunc,
                             Select, Seq, Store, UnOp, Unary, Var, ThreadReduce)
 
 
@@ -591,7 +591,10 @@ class _Interpreter:
         buf, counts = e.buffer, self.counts
         memory = self.memory(buf, "read")
         idx = self.index(e.index, f"index of a load from {buf.name}")
-        checks = [(self.index(sub, "checked index"), extent, tensor, text)
+        # (an extent is an int, or an expression: a size, or a constant a check carries)
+        checks = [(self.index(sub, "checked index"),
+                   self.index(extent, "checked extent") if isinstance(extent, Expr) else
+                   (lambda v=extent: v), tensor, text)
                   for sub, extent, tensor, text in (e.check or ())]
         fname = self.func.name
         conv = (lambda x: x) if buf.dtype in _FLOAT else \
@@ -601,9 +604,9 @@ class _Interpreter:
             m = memory()
             failed = None
             for sub, extent, tensor, text in checks:      # the user's run-time checks
-                v = sub()
-                if not 0 <= v < extent:     # (the last that fails is reported, as the kernel's)
-                    failed = v, extent, tensor, text
+                v, n = sub(), extent()
+                if not 0 <= v < n:          # (the last that fails is reported, as the kernel's)
+                    failed = v, n, tensor, text
             if failed is not None:
                 v, extent, tensor, text = failed
                 message = value_check_message(tensor)
