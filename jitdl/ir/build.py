@@ -342,12 +342,24 @@ def _python_zero_division(op: BinOp, a, b):
         return
     if nonzero_required is None or not _TRACING.depth or _TRACING.guarded or \
             not all(_of_sizes(x) or _weak_const(x) for x in (a, b)) or \
-            not _may_be_zero(divisor) or not in_user_code(sys._getframe(4)):
+            not _may_be_zero(divisor) or not _written_by_user():
         return
     what = "0.0 cannot be raised to a negative power" if op == BinOp.POW else \
         "integer division or modulo by zero" if op != BinOp.DIV else "division by zero"
     nonzero_required(divisor, f"ZeroDivisionError: {what}: `{text(divisor)}` is 0 here, "
                      f"in `{text(Binary(op, a, b, a.dtype))}`")
+
+
+def _written_by_user():
+    """For _python_zero_division: the operator binary() computes is written in the user's
+    code (in_user_code), binary's caller being an Operators method (through power() for
+    `**`), which its _giving_way wrapper calls."""
+    f = sys._getframe(3)        # (0: this, 1: _python_zero_division, 2: binary)
+    if f.f_code is power.__code__:
+        f = f.f_back
+    for _ in range(2):
+        f = f.f_back if f is not None else None
+    return f is not None and in_user_code(f)
 
 
 def binary(op: BinOp, a, b) -> Expr:
