@@ -272,6 +272,30 @@ def warn(message, category):
     warnings.warn(message, category, stacklevel=2 + (n if f is not None else n - 1))
 
 
+_FLOAT_ERRORS = {"divide": ("divide by zero", 1), "over": ("overflow", 2),
+                 "under": ("underflow", 4), "invalid": ("invalid value", 8)}
+
+
+def float_error(kind, where):
+    """NumPy's report of a floating-point error of `kind` ('divide', 'over', 'under',
+    'invalid') in its operation `where` ('divide', 'scalar divide'), as np.seterr says
+    for it: a RuntimeWarning at the user's line, a FloatingPointError, a printed line,
+    nothing, or a call to (or a line written by) np.seterrcall's object."""
+    what, flag = _FLOAT_ERRORS[kind]
+    message = f"{what} encountered in {where}"
+    how = np.geterr()[kind]
+    if how == "warn":
+        warn(message, RuntimeWarning)
+    elif how == "raise":
+        raise FloatingPointError(message)
+    elif how == "print":
+        print(f"Warning: {message}", file=sys.stderr)
+    elif how == "call":
+        np.geterrcall()(what, flag)
+    elif how == "log":
+        np.geterrcall().write(f"Warning: {message}\n")
+
+
 def _import_frames(f, stop):
     """How many of the frames from f out to stop are the import system's, which
     warnings.warn skips when it counts a stacklevel."""

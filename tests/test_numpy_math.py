@@ -1862,6 +1862,50 @@ def test_mean_of_an_empty_array_warns_on_every_call():
                 same(result, expected)
 
 
+def test_mean_of_an_empty_slice_reports_numpys_invalid_division_at_the_users_line():
+    """The mean of an empty slice also reports NumPy's floating-point error of its 0 / 0
+    ('invalid value encountered in divide', of a NumPy scalar's division where the mean
+    is a float64 number) as np.errstate says: a RuntimeWarning, a FloatingPointError, or
+    nothing; and every warning of jd.numpy's reductions points at the caller's line (the
+    mean's pointed at jitdl/eager.py)."""
+    x = RNG.standard_normal((3, 4))
+    cases = [lambda m: m.mean(np.zeros(0)), lambda m: m.mean(np.zeros((2, 0)), axis=1),
+             lambda m: m.mean(np.zeros((0, 3), np.float32), axis=0),
+             lambda m: m.mean(np.zeros(0, np.int64)),
+             lambda m: m.mean(np.zeros((0, 3)), keepdims=True),
+             lambda m: m.mean(x, axis=1, where=x > 10),
+             lambda m: m.mean(x, where=np.zeros_like(x, bool))]
+    for case in cases:
+        with warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            expected = case(np)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            result = case(jnp)
+        same(result, expected)
+        assert [(w.category, str(w.message)) for w in got] == \
+            [(w.category, str(w.message)) for w in want]
+        assert {w.filename for w in got} == {__file__}
+        for how, error in (("raise", FloatingPointError), ("ignore", None)):
+            with np.errstate(invalid=how), warnings.catch_warnings(record=True):
+                warnings.simplefilter("always")
+                for m in (np, jnp):
+                    if error is None:
+                        case(m)
+                    else:
+                        with pytest.raises(error, match="invalid value encountered in"):
+                            case(m)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        jnp.var(np.zeros((2, 0)), axis=1)
+        jnp.nanmax(np.array([np.nan, np.nan]))
+        jnp.nanmean(np.array([np.nan]))
+    assert [str(w.message) for w in got] == ["Degrees of freedom <= 0 for slice",
+                                             "All-NaN slice encountered",
+                                             "Mean of empty slice"]
+    assert {w.filename for w in got} == {__file__}
+
+
 def test_average_axis_and_ptp_of_bools_errors_are_numpys_text():
     """average's AxisError names its argument as NumPy's ('axis: axis 3 is out of
     bounds ...'), before the weights are looked at; ptp of bools is NumPy's TypeError

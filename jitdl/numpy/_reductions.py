@@ -8,14 +8,14 @@ from __future__ import annotations
 import builtins
 import functools
 import math
-import warnings
 
 from jitdl import dtypes
 from jitdl.eager import apply as _apply, array_module_function, has_huge_int, \
     kept_shape, one_array_slot
 import numpy as np
 
-from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, user_loc
+from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, float_error, \
+    user_loc, warn
 from jitdl.numpy._ufuncs import (EQUAL_NAN, ISCLOSE_NAMES, MERGE_MIN,
                                  finite_tolerances, tolerance)
 from jitdl.ops import reduction as red
@@ -611,7 +611,10 @@ def _empty_slice(r, a, axis, where):
     elif is_symbolic(r) or is_device_array(r) or where is True and np.size(a):
         return r
     if _few_degrees(a, axis, 0, where, r):
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
+        # (NumPy's mean divides the empty slices' sums, 0, by their counts, 0: its
+        # floating-point error too, of a NumPy scalar's division for a float64 number)
+        warn("Mean of empty slice", RuntimeWarning)
+        float_error("invalid", "scalar divide" if type(r) is np.float64 else "divide")
     return r
 
 
@@ -651,7 +654,7 @@ def _moment(name, builder, a, axis, dtype, out, ddof, keepdims, where, correctio
     r = (apply if name == "var" else _apply)(
         name, builder, ops, _static(axis, keepdims, dtype=_dtype(dtype)), out, names)
     if not is_symbolic(r) and _few_degrees(a, axis, ddof, where, r):
-        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+        warn("Degrees of freedom <= 0 for slice", RuntimeWarning)
     return r
 
 
@@ -806,9 +809,9 @@ def _all_nan_slice(r):
     of NaN alone)."""
     if type(r) is np.ndarray:
         if r.dtype.kind == "f" and np.isnan(r).any():
-            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+            warn("All-NaN slice encountered", RuntimeWarning)
     elif isinstance(r, (float, np.floating)) and r != r:
-        warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+        warn("All-NaN slice encountered", RuntimeWarning)
     return r
 
 
@@ -854,7 +857,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NO):
             np.isnan(r).any() if type(r) is np.ndarray else r != r) and np.any(
                 np.sum(~np.isnan(a), axis=_axis(axis)) == 0):
         # (a NaN mean of a slice without numbers, empty or all NaN: NumPy's warning)
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+        warn("Mean of empty slice", RuntimeWarning)
     return r
 
 

@@ -17,7 +17,7 @@ from jitdl.eager import (_castable, apply, apply_out, array_module_function, def
                           merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
                           signature_dtype, small_copies)
 from jitdl.errors import (ArgumentError, OutArgumentError, ScalarOverflowError, ShapeError,
-                          UnsupportedDtypeError, numpy_kind, user_loc)
+                          UnsupportedDtypeError, numpy_kind, user_loc, warn)
 from jitdl.ops import elementwise as ew
 from jitdl.ops.core import broadcast_shapes, broadcast_to, is_symbolic, shape_of
 from jitdl.runtime.kernel import FAST_FALLBACK, FAST_RESULTS, NUMPY_SCALARS
@@ -968,7 +968,7 @@ def finite_tolerances(rtol, atol):
     message = f"One of rtol or atol is not valid, atol: {atol}, rtol: {rtol}"
     how = np.geterr()["invalid"]
     if how == "warn":
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warn(message, RuntimeWarning)
     elif how == "raise":
         raise FloatingPointError(message)
     elif how == "print":
