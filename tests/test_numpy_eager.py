@@ -1377,6 +1377,25 @@ def test_round_refuses_decimals_past_a_c_int_as_numpy():
             jnp.round(x.astype(np.float32), d, out=np.empty(5))
 
 
+def test_round_takes_decimals_as_numpy_does_an_index():
+    """NumPy's round takes decimals through operator.index: True is 1, False 0, and a
+    NumPy integer or a 0-d integer array its value (jitdl refused the bools and the 0-d
+    array); a float, str, None, np.True_ or 1-d array is a TypeError in both."""
+    x = np.random.default_rng(54).standard_normal((3, 4)) * 100
+    for a in (x, x.astype(np.float32), (x * 10).astype(np.int32)):
+        for d in (True, False, np.int8(-1), np.uint64(2), np.array(1), np.array(-2)):
+            got, want = jnp.round(a, d), np.round(a, d)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(jnp.round(a, decimals=d), want)
+            np.testing.assert_array_equal(jnp.around(a, d), want)
+    for d in (1.0, "1", None, np.True_, np.float64(2), np.array([1])):
+        with pytest.raises(TypeError):
+            np.round(x, d)
+        with pytest.raises(TypeError, match="decimals must be an int"):
+            jnp.round(x, d)
+
+
 def test_round_of_bools_inside_a_definition():
     """Inside a definition round of bools is rint's float (float32 there: no float16), and
     other decimals are NumPy's UFuncTypeError; round(X) and X.round(1) gave X, bool."""

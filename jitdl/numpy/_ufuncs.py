@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -1016,9 +1017,13 @@ _NAN_TO_NUM = {(p, n): ((("posinf", p), ("neginf", n)),
 
 
 def _int_arg(v, what):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-        raise ArgumentError(f"{what} must be an int, got {type(v).__name__} {v!r}", user_loc())
-    return int(v)
+    """v, an integer argument, as NumPy's round takes it (operator.index: True is 1, and a
+    NumPy integer or 0-d integer array its int); jitdl's TypeError naming it otherwise."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ArgumentError(f"{what} must be an int, got {type(v).__name__} {v!r}",
+                            user_loc()) from None
 
 
 abs = absolute          # noqa: A001
