@@ -714,7 +714,7 @@ def _normalise(name, a, what):
                 f"{name}(): argument '{what}' is a {type(a).__module__}."
                 f"{type(a).__qualname__}, which jitdl does not compile (NumPy's functions "
                 f"give it its own semantics); pass np.asarray(...) of it", user_loc())
-        a = np.asarray(a)           # a subclass (np.memmap, ...): its data as an ndarray
+        a = np.asarray(a)           # a subclass (np.memmap; jd.nn's): its data as an ndarray
     if is_device_array(a):          # a GPU array: the kernel runs on the GPU
         from jitdl.runtime.cuda import dtype_of, interface_only
         error = interface_only(name, what, a)
@@ -755,6 +755,9 @@ def numpy_fallback(fn, np_fn):
                 and not _symbolic_args(args, kwargs):
             # (dtype=np.float16, dtype=np.uint64, ...)
             return array_module_function(name, np_fn, args, kwargs)(*args, **kwargs)
+        if (wraps_results(args) or kwargs and wraps_results(kwargs.values())) and \
+                not _symbolic_args(args, kwargs):
+            return np_fn(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
         except UnsupportedDtypeError:
@@ -790,6 +793,18 @@ def numpy_fallback(fn, np_fn):
         return call(*args, **kwargs)
     direct_call.numpy_fallback = np_fn
     return direct_call
+
+
+def wraps_results(values):
+    """Whether one of the values is an ndarray subclass that NumPy's functions give their
+    results the type of (through its __array_wrap__, __array_finalize__ or its own
+    __array_ufunc__): NumPy's function answers it, as jd.numpy's cannot. A np.memmap's
+    results are plain arrays in NumPy: jitdl computes on its data (_normalise)."""
+    for v in values:
+        if type(v) is not _ndarray and isinstance(v, _ndarray) and \
+                not isinstance(v, np.memmap):
+            return True
+    return False
 
 
 def _one_array_call(fn, call, slot):

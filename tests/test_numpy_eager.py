@@ -815,6 +815,50 @@ def test_ndarray_subclasses_never_reuse_another_shapes_kernel():
     same(double(np.arange(5.0).view(_Sub)), np.arange(5.0) * 2)
 
 
+class _Tagged(np.ndarray):
+    def __array_finalize__(self, obj):
+        self.tag = getattr(obj, "tag", None)
+
+
+class _Wrapping(np.ndarray):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = [i.view(np.ndarray) if isinstance(i, np.ndarray) else i for i in inputs]
+        return ("wrapped", getattr(ufunc, method)(*inputs, **kwargs))
+
+
+def test_ndarray_subclasses_results_are_numpys(rng, tmp_path):
+    """NumPy gives an ndarray subclass's results its type (with the attributes its
+    __array_finalize__ keeps), and one with its own __array_ufunc__ the say over ufuncs:
+    jd.numpy computed on the subclass's data and returned a plain ndarray (a unit-aware
+    array lost its units silently). NumPy's function answers them, as it does a matrix; a
+    np.memmap, whose results NumPy gives as plain arrays, is still computed by jitdl."""
+    a = rng.standard_normal((3, 4))
+    tagged = a.view(_Tagged)
+    tagged.tag = "metres"
+    cases = (lambda m, x: m.exp(x), lambda m, x: m.add(x, 1.5), lambda m, x: m.sum(x, axis=0),
+             lambda m, x: m.mean(x, axis=1), lambda m, x: m.max(x, axis=0),
+             lambda m, x: m.clip(x, -0.5, 0.5), lambda m, x: m.round(x, 1),
+             lambda m, x: m.matmul(x, x.T), lambda m, x: m.sqrt(m.abs(x)))
+    for case in cases:
+        got, want = case(jnp, tagged), case(np, tagged)
+        assert type(got) is type(want)     # (_Tagged, but round's to places: ndarray)
+        assert getattr(got, "tag", None) == getattr(want, "tag", None)
+        np.testing.assert_array_equal(got, want)
+    assert sum(type(case(np, tagged)) is _Tagged for case in cases) == len(cases) - 1
+    for case in (cases[0], cases[1], cases[5]):
+        got, want = case(jnp, a.view(_Wrapping)), case(np, a.view(_Wrapping))
+        assert type(got) is type(want) is tuple and got[0] == want[0] == "wrapped"
+        np.testing.assert_array_equal(got[1], want[1])
+    mm = np.memmap(tmp_path / "a.bin", dtype=np.float64, mode="w+", shape=a.shape)
+    mm[:] = a
+    jnp.clear()
+    for case in cases[:6]:
+        got, want = case(jnp, mm), case(np, mm)
+        assert type(got) is type(want)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert jnp.cache_info("exp")["kernels"] == 1
+
+
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
 def test_masked_arrays_and_matrices_are_numpys():
     """A masked array's mask and a matrix's 2-d reductions are NumPy's semantics, not its

@@ -16,7 +16,7 @@ import numpy as np
 from jitdl.eager import (_castable, apply, apply_out, array_module_function, defined_order,
                           fast_state, given_signature, has_huge_int, in_byte_order, kernel_dtype,
                           merged_run, numpy_accepts, NOT_GIVEN, NUMPYS, SMALL_COPY, copyable,
-                          signature_dtype, small_copies)
+                          signature_dtype, small_copies, wraps_results)
 from jitdl.errors import (ArgumentError, OutArgumentError, ScalarOverflowError, ShapeError,
                           UnsupportedDtypeError, numpy_kind, user_loc, warn)
 from jitdl.ops import elementwise as ew
@@ -250,6 +250,8 @@ def _unary(name, doc):
                 r = apply_out(name, static, (x,), out, direct)
                 if r is not _MISS:
                     return r
+            if wraps_results((x, out)):
+                raise UnsupportedDtypeError(name)       # (NumPy's function answers)
             where = _options(where, order)
             if where is not True:
                 return _layout(_where_out(out, ufunc(x, dtype=dtype, casting=casting),
@@ -517,6 +519,8 @@ def _binary(name, doc, general=None):
                 r = apply_out(name, static, (x1, x2), out, direct)
                 if r is not _MISS:
                     return r
+            if wraps_results((x1, x2, out)):
+                raise UnsupportedDtypeError(name)       # (NumPy's function answers)
             if general is not None:
                 return general(x1, x2, out, where, casting, order, dtype)
             where = _options(where, order)
