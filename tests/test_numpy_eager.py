@@ -2271,6 +2271,34 @@ def test_copy_and_astype_of_transposed_arrays_keep_their_memory_order(rng, monke
             assert np.array_equal(got, want) and got.strides == want.strides
 
 
+def test_copies_own_their_memory_as_numpys(rng):
+    """NumPy's copy and astype of any array own their memory (flags.owndata, base None)
+    in the layout of its order=: jd.numpy's copy of a permuted or Fortran array was the
+    kernel's C-ordered result transposed back, and its copy of a big-endian array that
+    result viewed in a's byte order, both views (owndata False; resize() refused). Values,
+    dtype, strides and flags are NumPy's for every order and for astype's dtypes."""
+    b = rng.standard_normal((3, 4, 5))
+    ro = b.T.copy().T
+    ro.flags.writeable = False
+    xs = (b, b.transpose(2, 0, 1), b.transpose(1, 2, 0), b.astype(">f8"),
+          b.astype(">f8").transpose(2, 0, 1), b[::-1, :, ::-2], b[::-1].T,
+          np.asfortranarray(b), b[0].T, b[:, ::2], b[0, 0], b[0, 0, ::-1],
+          b[0, 0].astype(">f4"), np.array(2.5, ">f8"), (b * 50).astype(np.int8).T,
+          np.asfortranarray(b > 0), ro)
+
+    def layout(r):
+        return (type(r), r.dtype.str, r.shape, r.strides, r.flags.c_contiguous,
+                r.flags.f_contiguous, r.flags.owndata, r.flags.writeable, r.base is None)
+    for x in xs:
+        for fn in [lambda m, o=o: m.copy(x, order=o) for o in "KCFA"] + \
+                [lambda m, d=d: m.astype(x, d) for d in (np.float32, np.float64, np.int32,
+                                                          bool)]:
+            got, want = fn(jnp), fn(np)
+            assert layout(got) == layout(want), (x.shape, x.strides, x.dtype)
+            np.testing.assert_array_equal(got, want)
+            assert not np.shares_memory(got, x)
+
+
 def test_copy_and_astype_of_broadcast_views_are_laid_out_as_numpy(rng):
     """copy and astype (order='K') of a broadcast view lay the copy out by its strides
     as NumPy does, a zero stride last: np.copy(np.broadcast_to(row, (4, 3))) is
@@ -2292,9 +2320,10 @@ def test_copy_of_a_native_array_goes_straight_to_its_kernel(rng, monkeypatch):
     """jnp.copy(a) of a native-order ndarray (order='K') returns the kernel's result
     without the layout and byte-order helpers, which took as long again as the kernel's
     call: a (32, 32) float32 copy 0.46-0.51x NumPy's speed on one thread, 0.63-0.93x
-    without. Values, dtype and strides are NumPy's for C, Fortran, transposed, strided and
-    empty arrays; a big-endian array, order='C'/'F'/'A' and an ndarray subclass still
-    take the helpers and keep NumPy's answers."""
+    without. Values, dtype and strides are NumPy's for C-ordered, strided and empty
+    arrays; a Fortran or transposed array (whose copy is made in memory of its own: see
+    _own_copy), a big-endian array, order='C'/'F'/'A' and an ndarray subclass still take
+    the helpers and keep NumPy's answers."""
     from jitdl.numpy import _manipulation
     calls = []
     real_laid, real_bytes = _manipulation.laid_out, _manipulation.in_byte_order
@@ -2302,9 +2331,12 @@ def test_copy_of_a_native_array_goes_straight_to_its_kernel(rng, monkeypatch):
                         lambda *a: calls.append("laid_out") or real_laid(*a))
     monkeypatch.setattr(_manipulation, "in_byte_order",
                         lambda *a: calls.append("in_byte_order") or real_bytes(*a))
+    real_own = _manipulation._own_copy
+    monkeypatch.setattr(_manipulation, "_own_copy",
+                        lambda *a: calls.append("_own_copy") or real_own(*a))
     a = rng.standard_normal((13, 7))
-    for x in (a, a.T, a[:, ::2], a.astype(np.float32)[::-1], np.asfortranarray(a),
-              a.astype(np.int32), np.zeros((0, 3)), a[0], np.array(2.5)):
+    for x in (a, a[:, ::2], a.astype(np.float32)[::-1], a.astype(np.int32),
+              np.zeros((0, 3)), a[0], np.array(2.5)):
         del calls[:]
         got, want = jnp.copy(x), np.copy(x)
         assert got.dtype == want.dtype and np.array_equal(got, want)
@@ -2312,6 +2344,7 @@ def test_copy_of_a_native_array_goes_straight_to_its_kernel(rng, monkeypatch):
         assert not np.shares_memory(got, x) and calls == [], (x.shape, calls)
     big = a.astype(">f8")
     for x, kw in ((big, {}), (a.T, {"order": "C"}), (a, {"order": "F"}), (a.T, {"order": "A"}),
+                  (a.T, {}), (np.asfortranarray(a), {}),
                   (np.ma.masked_array(a), {"subok": True})):
         del calls[:]
         got, want = jnp.copy(x, **kw), np.copy(x, **kw)

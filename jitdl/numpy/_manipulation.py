@@ -14,8 +14,8 @@ import operator
 import numpy as np
 
 from jitdl import dtypes
-from jitdl.eager import (_foreign_dtype, apply, array_module_function, has_huge_int,
-                          in_byte_order, laid_out, numpy_accepts, result_order)
+from jitdl.eager import (_foreign_dtype, apply, array_module_function, c_ordered,
+                          has_huge_int, in_byte_order, laid_out, numpy_accepts, result_order)
 from jitdl.errors import (ArgumentError, AxisError, ShapeError, UnsupportedDtypeError,
                           user_loc)
 from jitdl.ops import manipulation as man
@@ -211,17 +211,43 @@ def copy(a, order="K", subok=False):
             and not _broadcast(a):
         # (the usual call: the kernel's result as it is, without the checks below, which
         # cost as much again as the kernel's call for a (32, 32) array)
-        return apply("copy", man.copy, (a,), names=("a",))
+        if a.flags.c_contiguous or a.ndim < 2 or not a.flags.f_contiguous and c_ordered(a):
+            return apply("copy", man.copy, (a,), names=("a",))
+        if a.size:
+            return _own_copy(a, np.empty_like(a), "copy", man.copy, (), "a")
     order = result_order(order)
     if subok and isinstance(a, np.ndarray) and type(a) is not np.ndarray:
         return np.copy(a, order=order, subok=True)
     if order == "K" and _broadcast(a):
         r = _broadcast_layout(a, lambda v: apply("copy", man.copy, (v,), names=("a",)))
+    elif type(a) is _ndarray and a.size and (a.ndim > 1 or not a.dtype.isnative):
+        return _own_copy(a, np.empty_like(a, order=order), "copy", man.copy, (), "a")
     else:
         r = apply("copy", man.copy, (a,), names=("a",))
     # (the kernel's entry answers a.T in Fortran order: copy(a.T, order='C') was
     # Fortran-ordered)
     return in_byte_order(laid_out(r, order, (a,), "copy"), a)
+
+
+def _own_copy(a, out, name, builder, static, what):
+    """out, a new array that np.empty_like made for a (NumPy's copy's dtype and layout,
+    and memory of its own), with the kernel `name`'s copy of a's elements: written
+    through the views of a and out in out's memory order, which is C order for out's
+    (and the native byte order's view, swapped after, of an out of a '>f8' dtype). The
+    kernel's C-ordered result transposed into a permuted or Fortran layout, and viewed
+    in another byte order, was a view: its flags.owndata False, where NumPy's copy owns
+    its data."""
+    native = out if out.dtype.isnative else out.view(out.dtype.newbyteorder("="))
+    if a.flags.f_contiguous and out.flags.f_contiguous:     # (a.T, a Fortran array)
+        apply(name, builder, (a.T,), static, native.T, names=(what,))
+    elif c_ordered(v := a.transpose(perm := tuple(sorted(
+            range(out.ndim), key=out.strides.__getitem__, reverse=True)))):
+        apply(name, builder, (v,), static, native.transpose(perm), names=(what,))
+    else:   # (order='C' of a.T: the kernel's copy in a's order, moved into out's)
+        native[...] = apply(name, builder, (a,), static, names=(what,))
+    if native is not out:
+        native.byteswap(inplace=True)
+    return out
 
 
 def _broadcast(a):
@@ -268,6 +294,9 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if _broadcast(x):
         return _broadcast_layout(x, lambda v: apply("astype", man.astype, (v,),
                                                     (("dtype", dt),), names=("x",)))
+    if type(x) is _ndarray and x.size and x.ndim > 1 and not x.flags.c_contiguous:
+        return _own_copy(x, np.empty_like(x, dt), "astype", man.astype, (("dtype", dt),),
+                         "x")
     r = apply("astype", man.astype, (x,), (("dtype", dt),), names=("x",))
     return r[()] if isinstance(x, np.generic) else r        # (a NumPy scalar stays one)
 
