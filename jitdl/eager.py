@@ -602,16 +602,16 @@ def _reorder_plan(builder, static, operands):
     perm = tuple(sorted(range(first.ndim), key=lambda d: -abs(strides[d])))
     if perm == tuple(range(first.ndim)):
         return None
-    arrays = 0
     for a in operands:
         if _strided_array(a):
             if a.shape != shape or 0 in a.strides or not c_ordered(a.transpose(perm)):
                 return None
-            arrays += 1
     back = _inverse(perm)
     if builder.layout == "elementwise":
         return perm, static, back, None
-    if arrays != 1 or operands[0] is not first:
+    if operands[0] is not first:
+        # (a reduction's other arrays are its where= mask, of a's shape and memory order
+        # (checked above): NumPy's result for them is in that order too)
         return None
     given = dict(static)
     axis, keepdims, ndim = given.get("axis"), given.get("keepdims", False), first.ndim

@@ -608,6 +608,31 @@ def test_unary_family_fused():
     same(f(x, y), np.log1p(np.cosh(np.arcsinh(x + y))) * np.cbrt(np.sign(x)), rtol=1e-14)
 
 
+def test_masked_reductions_of_fortran_and_permuted_arrays_are_laid_out_as_numpys():
+    """A reduction with where= of a Fortran or permuted array, and a mask of its layout
+    (a > 0 of it), is laid out as NumPy's (np.sum(a, axis=0, where=a > 0) of a Fortran
+    (4, 5, 6) array is Fortran-ordered): jd.numpy copied both into C order and gave a
+    C-ordered result. Values are NumPy's, every element written; a mask in another order
+    than a's keeps NumPy's C-ordered answer."""
+    b = RNG.standard_normal((4, 5, 6))
+    for a in (np.asfortranarray(b), b.transpose(2, 0, 1), b.transpose(1, 2, 0)):
+        masks = (a > -0.3, np.ascontiguousarray(a > -0.3))
+        for mask, name, axis, keepdims in itertools.product(
+                masks, ("sum", "max", "min", "mean", "std", "any"), (0, 1, (0, 2), None),
+                (False, True)):
+            kw = {"axis": axis, "keepdims": keepdims, "where": mask}
+            if name in ("max", "min"):
+                kw["initial"] = -5.0 if name == "max" else 5.0
+            x = a > 0 if name in ("all", "any") else a
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got, want = getattr(jnp, name)(x, **kw), getattr(np, name)(x, **kw)
+            assert type(got) is type(want)
+            same(got, want, rtol=1e-12)
+            if isinstance(want, np.ndarray):
+                assert got.strides == want.strides, (a.strides, name, axis, keepdims)
+
+
 def test_binary_comparison_where_family_fused():
     @jd.compute
     def f(X, Y):
