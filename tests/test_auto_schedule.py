@@ -498,6 +498,32 @@ def test_rows_that_fill_an_l1_set_are_packed(shape, dtype, packed, rng):
                                rtol=tol, atol=tol * np.sqrt(k))
 
 
+@jd.compute
+def matmul_of_columns(A, B):
+    """A.T @ B written out: the tile's rows of A are A's adjacent columns."""
+    C[i, j] = sum(A[k, i] * B[k, j] for k in range(A.shape[0]))
+    return C
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1024, 300, 512), (256, 1024, 1024)])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_rows_within_a_line_of_one_another_are_not_packed(shape, dtype, rng):
+    """A read as A[k, i]: the tile's rows are elements of one or two lines at each step
+    (their values already lie together, as a pack would put them), not lines crowding
+    a set, so A is read in place on every target, a 4-way L1 too."""
+    k, m, n = shape
+    a, b = normal(rng, k, m, dtype=dtype), normal(rng, k, n, dtype=dtype)
+    small4 = dataclasses.replace(TARGETS["small"], l1_way_bytes=8 << 10)
+    for tname, target in (("avx512", TARGETS["avx512"]), ("small", TARGETS["small"]),
+                          ("small4", small4), ("host", TARGETS["host"])):
+        low = lowered(matmul_of_columns, [a, b], target)
+        assert low.auto_level == "full", (tname, low.schedule)
+        assert "A_pack" not in low.schedule.stages, (tname, shape, low.schedule)
+    tol = 1e-4 if dtype == F32 else 1e-10
+    np.testing.assert_allclose(run(low, TARGETS["host"], [a, b]), a.T.astype(F64) @ b,
+                               rtol=tol, atol=tol * np.sqrt(k))
+
+
 def test_only_the_rows_a_reduction_reads_are_packed(rng):
     """B has 20000 rows, the reduction reads 64 of them: the pack copies those."""
     a, b = normal(rng, 300, 80), normal(rng, 20000, 200)

@@ -21,6 +21,7 @@ a definition never fails on a schedule its user did not write.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from jitdl import dtypes
@@ -701,16 +702,21 @@ def _rows_share_l1_sets(s, tensor, dim, ti, target):
     rows a way -4 or +4 bytes apart, on a 32 KiB, 8-way L1), and every step fetches A's
     rows from L2 again. Rows that only crowd the sets (6 of 12 rows of a 512-wide float32 A in each
     of two sets) stay within a column tile; refetched from L2 once per column tile, they
-    cost less than packing A (512^2 float32 on one Zen 4 core: 3.5 ms, packed 3.9). An
-    inlined stage (a transposed view) is read another way: no."""
+    cost less than packing A (512^2 float32 on one Zen 4 core: 3.5 ms, packed 3.9). Rows
+    less than a line apart in memory (A[k, i], read along its contiguous axis) share
+    their lines, not only their sets: one or two lines a step, no crowding. An inlined
+    stage (a transposed view) is read another way: no."""
     st = s.stages.get(tensor.name)
     if st is not None and st.tensor is tensor and st.attach == "inline":
         return False
     pitch = dtypes.itemsize(tensor.dtype) * math.prod(tensor.shape[dim + 1:])
-    way, line = target.l1_way_bytes, target.cache_line_bytes
-    offsets = [r * pitch % way for r in range(ti)]
-    most = max(sum((o - base) % way < line for o in offsets) for base in offsets)
-    return most >= target.l1_ways
+    line, sets = target.cache_line_bytes, max(1, target.l1_way_bytes // target.cache_line_bytes)
+
+    def most_lines_in_a_set(shift):
+        lines = {(r * pitch + shift) // line for r in range(ti)}
+        return max(Counter(n % sets for n in lines).values())
+    # (a row's lines change sets only where its element starts a line)
+    return max(most_lines_in_a_set(-r * pitch % line) for r in range(ti)) >= target.l1_ways
 
 
 _COSTLY = {BinOp.DIV, BinOp.FLOORDIV, BinOp.MOD, BinOp.POW, BinOp.ATAN2, BinOp.FMOD}
