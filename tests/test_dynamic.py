@@ -3324,6 +3324,35 @@ def test_a_size_expression_of_40_shared_steps_prints_each_step_once():
     assert len(text) < 50000 and "%1 = X_n0 * X_n0 % 7 + 1" not in text
     assert re.search(r"^ +%1 = ", text, re.M) and "select(%" in text
 
+
+def _shared_steps_then(how):
+    def g(X):   # (one name for both: the kernels differ only in their loop IR's text)
+        n = X.shape[0]
+        s = n
+        for _ in range(6):
+            s = s * s % 7 + 1
+        Z[i] = X[i] * ({"grouped": lambda: (s + n) * n, "plain": lambda: s + n * n}[how]())
+        return Z
+    return g
+
+
+def test_a_size_expression_beginning_with_a_named_step_keeps_its_parentheses():
+    """`(s + n) * n` of a 6-step chain s: s's text begins with a named step (`%2 * %2 % 7
+    + 1`), and the printer took any text beginning with `%` for a name, which needs no
+    parentheses: it printed `%2 * %2 % 7 + 1 + X_n0 * X_n0`, the text of `s + n * n`, so
+    that the two definitions (one name) shared the full cache key and one kernel, and the
+    second gave the first's values, silently. Each now gives NumPy's over sizes 0-7."""
+    grouped = jd.compute(_shared_steps_then("grouped"), dynamic=True)
+    plain = jd.compute(_shared_steps_then("plain"), dynamic=True)
+    assert grouped.lower(rand(5)) != plain.lower(rand(5))
+    for n in range(8):
+        s = n
+        for _ in range(6):
+            s = s * s % 7 + 1
+        x = rand(n)
+        for g, c in ((grouped, (s + n) * n), (plain, s + n * n)):
+            np.testing.assert_allclose(_written(g, x, x * c), x * c, rtol=1e-12)
+
 def _clamped_reads(X, Y):
     m = Y.shape[0]
     Z[i] = X[i] + Y[jd.min(i, m - 1)] * 2.0 + Y[jd.min(jd.max(i - 1, 0), m - 1)]

@@ -24,7 +24,14 @@ def _prec(e) -> int:
 
 def _paren(e, min_prec, memo) -> str:
     s = expr_text(e, memo)
-    return f"({s})" if _prec(e) < min_prec and not s.startswith("%") else s
+    return f"({s})" if _prec(e) < min_prec and not _named(e, memo) else s
+
+
+def _named(e, memo) -> bool:
+    """e prints as its name `%k` (_Names), which needs no parentheses (a text that only
+    starts with one, `%1 + 1`, does)."""
+    names = memo.get("names")
+    return names is not None and id(e) in names.named
 
 
 # A subexpression met more than once (one object at several places: `v = v * v % 7 + 1`
