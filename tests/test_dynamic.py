@@ -3386,6 +3386,36 @@ def test_an_index_clamped_to_a_dynamic_size_is_checked_where_it_reads():
             np.testing.assert_allclose(out, want(x, y), rtol=1e-12)
 
 
+def _clamped_read_inlined(X, Y):
+    m = Y.shape[0]
+    T[i] = X[i] + Y[jd.min(i, m - 1)]
+    Z[j] = T[j] * 2.0
+    return Z
+
+
+def test_an_index_clamped_to_a_dynamic_size_is_checked_where_an_inlined_stage_reads():
+    """The clamped read `Y[jd.min(i, m - 1)]` of a stage T computed where Z reads it (Z[j]
+    = T[j] * 2.0): the run-time check was found by the index's text, which inlining
+    makes `min(j, Y_n0 - 1)`, so an empty Y with rows of X read Y[-1] silently. The
+    inlined read is now checked: IndexError naming Y (the static definition refuses that
+    call), and NumPy's values otherwise, every element written."""
+    static = jd.compute(_clamped_read_inlined)
+    dynamic = jd.compute(_clamped_read_inlined, dynamic=True)
+    for n, m in [(3, 2), (5, 7), (9, 1), (0, 0), (0, 3), (3, 0)]:
+        x, y = rand(n), rand(m)
+        if m == 0 and n > 0:
+            with pytest.raises(DefinitionError, match=r"can read outside Y"):
+                static(x, y)
+            with pytest.raises(IndexError, match=r"into Y is -1, outside \[0, Y_n0\)"):
+                dynamic(x, y)
+            continue
+        want = (x + y[np.minimum(np.arange(n), m - 1)]) * 2.0
+        for g in (static, dynamic):
+            out = np.full(n, np.nan)
+            assert g(x, y, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
 _NO_RANGES_CHILD = '''
 import numpy as np, jitdl as jd
 

@@ -228,7 +228,10 @@ class _Builder:
 
     def inline(self, e):
         def mark(n):          # before inlining: which accesses have data-dependent indices
-            if isinstance(n, Access) and not n.checked and any(map(reads_memory, n.indices)):
+            # (or an index the bounds check left to the call, `Y[min(i, m - 1)]`: named by
+            # its text, which substituting the reader's indices changes)
+            if isinstance(n, Access) and not n.checked and (
+                    any(map(reads_memory, n.indices)) or self.deferred_dims(n)):
                 return replace(n, checked=True)
             return None
         e = map_expr(e, mark, {})        # (mark and rep are pure: shared nodes once)
