@@ -19,6 +19,7 @@ import subprocess
 import string
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -3293,6 +3294,38 @@ def test_python_numbers_divided_by_a_size_that_is_0_raise_zero_division(how):
             assert g(x, how, out=out) is out
             np.testing.assert_allclose(out, want(x), rtol=1e-12)
 
+
+
+def _numpy_divided_by_a_size(X, how: str):
+    n = X.shape[0]
+    c = {"true_divide": lambda: np.true_divide(7, n - 3),
+         "floor_divide": lambda: np.floor_divide(7, n - 3),
+         "remainder": lambda: np.remainder(n + 4, 3 - n)}[how]()
+    Z[i] = X[i] * c
+    return Z
+
+
+@pytest.mark.parametrize("how", ["true_divide", "floor_divide", "remainder"])
+def test_numpy_ufuncs_dividing_by_a_size_that_is_0_keep_numpys_values(how):
+    """np.true_divide(7, n - 3) of a dynamic size n at n == 3 is NumPy's inf (0 for
+    floor_divide and remainder) in a static trace, with a RuntimeWarning; the check of
+    Python's ZeroDivisionError (for `7 / (n - 3)` as written) took the ufunc's division for
+    Python's, as the user's frame stood at the same depth, and refused the call. Static
+    and dynamic give NumPy's values over sizes 0-6, every element written."""
+    static = jd.compute(_numpy_divided_by_a_size, static=("how",))
+    dynamic = jd.compute(_numpy_divided_by_a_size, static=("how",), dynamic=True)
+    for n in range(7):
+        x = rand(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = x * getattr(np, how)(*{"true_divide": (7, np.int64(n - 3)),
+                                          "floor_divide": (7, np.int64(n - 3)),
+                                          "remainder": (n + 4, np.int64(3 - n))}[how])
+        for g in (static, dynamic):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                out = np.full(n, np.nan)
+                assert g(x, how, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-12)
 
 
 def _iterated_size_40(X):

@@ -352,14 +352,14 @@ def _python_zero_division(op: BinOp, a, b):
 
 def _written_by_user():
     """For _python_zero_division: the operator binary() computes is written in the user's
-    code (in_user_code), binary's caller being an Operators method (through power() for
-    `**`), which its _giving_way wrapper calls."""
+    code (_python_arithmetic), binary's caller being an Operators method (through power()
+    for `**`), which its _giving_way wrapper calls."""
     f = sys._getframe(3)        # (0: this, 1: _python_zero_division, 2: binary)
     if f.f_code is power.__code__:
         f = f.f_back
     for _ in range(2):
         f = f.f_back if f is not None else None
-    return f is not None and in_user_code(f)
+    return f is not None and _python_arithmetic(f)
 
 
 def binary(op: BinOp, a, b) -> Expr:
@@ -789,6 +789,21 @@ _NOT_USER = frozenset(sys.stdlib_module_names) | {"jitdl", "numpy"}
 
 
 _COMPARE_OP = dis.opmap["COMPARE_OP"]
+# Python's arithmetic operators as written (`/`, `//`, `%`, `**`, augmented too): one
+# BINARY_OP from 3.11, an opcode each before
+_ARITHMETIC_OPS = frozenset(dis.opmap[name] for name in (
+    "BINARY_OP", "BINARY_TRUE_DIVIDE", "BINARY_FLOOR_DIVIDE", "BINARY_MODULO",
+    "BINARY_POWER", "INPLACE_TRUE_DIVIDE", "INPLACE_FLOOR_DIVIDE", "INPLACE_MODULO",
+    "INPLACE_POWER") if name in dis.opmap)
+
+
+def _python_arithmetic(frame) -> bool:
+    """The user's code at `frame` is at an arithmetic operator as written: Python's
+    numbers, which raise ZeroDivisionError; not at a NumPy ufunc's call
+    (np.true_divide(7, n - 3) is inf where n is 3, np.floor_divide 0)."""
+    code = frame.f_code.co_code
+    return in_user_code(frame) and 0 <= frame.f_lasti < len(code) and \
+        code[frame.f_lasti] in _ARITHMETIC_OPS
 
 
 def in_user_code(frame) -> bool:
