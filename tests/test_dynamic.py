@@ -3296,6 +3296,36 @@ def test_python_numbers_divided_by_a_size_that_is_0_raise_zero_division(how):
 
 
 
+def _size_to_a_power_of_sizes(X, base: int, exponent: int):
+    n = X.shape[0]
+    Z[i] = X[i] * (n - base) ** (n - exponent)
+    return Z
+
+
+def test_0_to_a_power_of_sizes_is_refused_only_where_the_power_is_negative():
+    """`(n - 5) ** (n - 3)` of a dynamic size n is 0 ** 2 == 0 at n == 5, where the check
+    of Python's ZeroDivisionError required n - 5 != 0 for any exponent that may be
+    negative, and refused the call; `(n - 3) ** (n - 5)` (0 ** -2 at n == 3) still raises
+    ZeroDivisionError there. Static and dynamic, NumPy's values at the other sizes 0-7."""
+    static = jd.compute(_size_to_a_power_of_sizes, static=("base", "exponent"))
+    dynamic = jd.compute(_size_to_a_power_of_sizes, static=("base", "exponent"), dynamic=True)
+    for base, exponent in ((5, 3), (3, 5)):
+        for n in range(8):
+            x = rand(n)
+            if n == base and n < exponent:
+                with pytest.raises(DefinitionError, match="ZeroDivisionError"):
+                    static(x, base, exponent)
+                with pytest.raises(jd.JitdlError, match=r"ZeroDivisionError: 0\.0 cannot be "
+                                                        r"raised to a negative power: `X_n0 - 3`"):
+                    dynamic(x, base, exponent)
+                continue
+            want = x * (n - base) ** (n - exponent)
+            for g in (static, dynamic):
+                out = np.full(n, np.nan)
+                assert g(x, base, exponent, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
 def _numpy_divided_by_a_size(X, how: str):
     n = X.shape[0]
     c = {"true_divide": lambda: np.true_divide(7, n - 3),

@@ -346,7 +346,8 @@ def _python_zero_division(op: BinOp, a, b):
         return
     what = "0.0 cannot be raised to a negative power" if op == BinOp.POW else \
         "integer division or modulo by zero" if op != BinOp.DIV else "division by zero"
-    nonzero_required(divisor, f"ZeroDivisionError: {what}: `{text(divisor)}` is 0 here, "
+    nonzero_required(_zero_refused(op, a, b, divisor),
+                     f"ZeroDivisionError: {what}: `{text(divisor)}` is 0 here, "
                      f"in `{text(Binary(op, a, b, a.dtype))}`")
 
 
@@ -360,6 +361,16 @@ def _written_by_user():
     for _ in range(2):
         f = f.f_back if f is not None else None
     return f is not None and _python_arithmetic(f)
+
+
+def _zero_refused(op: BinOp, a, b, divisor):
+    """An int of sizes that is 0 just where Python refuses a / b: the divisor, but for a
+    power by an int of sizes |a| + max(b + 1, 0), 0 where a is 0 and b negative alone
+    (`(n - 5) ** (n - 3)` is 0 at n == 5)."""
+    if op != BinOp.POW or b.dtype != "int64" or isinstance(b, Const):
+        return divisor
+    return binary(BinOp.ADD, binary(BinOp.MAX, a, binary(BinOp.SUB, 0, a)),
+                  binary(BinOp.MAX, binary(BinOp.ADD, b, 1), 0))
 
 
 def binary(op: BinOp, a, b) -> Expr:
