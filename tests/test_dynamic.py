@@ -2867,7 +2867,9 @@ def _text_of_a_size(X, how: str):
          "format": lambda: len(format(n)), "percent": lambda: len("%s" % n),
          "int": lambda: int(str(n)), "repr": lambda: len(repr([n])),
          "template": lambda: len(string.Template("$n").substitute(n=n)),
-         "textwrap": lambda: len(textwrap.shorten(str(n), 9))}[how]()
+         "textwrap": lambda: len(textwrap.shorten(str(n), 9)),
+         "pformat": lambda: len(pprint.pformat(n)),
+         "formatwarning": lambda: len(warnings.formatwarning(n, UserWarning, "f", 1))}[how]()
     Z[i] = X[i] * c
     return Z
 
@@ -2880,6 +2882,7 @@ def _shown_size(X):
     print(n, X.shape)
     print(f"n = {n:>3}", str(n), "%s" % n)
     pprint.pprint(n)
+    print(pprint.pformat(n))
     _LOG.debug(f"n = {n}")
     _LOG.warning("n = %s", n)
     Z[i] = X[i] * n
@@ -2887,7 +2890,7 @@ def _shown_size(X):
 
 
 @pytest.mark.parametrize("how", ["fstring", "str", "format", "percent", "int", "repr",
-                                 "template", "textwrap"])
+                                 "template", "textwrap", "pformat", "formatwarning"])
 def test_the_text_of_a_size_is_refused_where_it_can_change_the_result(how):
     """The text of a dynamic size is its name (`X_n0`), where a static trace has the
     number's digits: `len(f"{n}")` was 4 for every size, `str(n) == "3"` False, silently
@@ -2899,7 +2902,8 @@ def test_the_text_of_a_size_is_refused_where_it_can_change_the_result(how):
         return x * {"fstring": len(f"{n}"), "str": 2 if n == 3 else 1,
                     "format": len(str(n)), "percent": len(str(n)), "int": n,
                     "repr": len(repr([n])), "template": len(str(n)),
-                    "textwrap": len(str(n))}[how]
+                    "textwrap": len(str(n)), "pformat": len(str(n)),
+                    "formatwarning": len(warnings.formatwarning(n, UserWarning, "f", 1))}[how]
     static = jd.compute(_text_of_a_size, static=("how",))
     dynamic = jd.compute(_text_of_a_size, static=("how",), dynamic=True)
     for n in (0, 3, 12):
@@ -2920,7 +2924,7 @@ def test_the_text_of_a_size_that_is_only_printed_or_logged_is_its_name(capsys):
     for n in (0, 3, 12):
         x = rand(n)
         np.testing.assert_allclose(_written(shown, x, x * n), x * n, rtol=1e-12)
-    assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0\nX_n0\n" in capsys.readouterr().out
+    assert "X_n0 (X_n0,)\nn = X_n0 X_n0 X_n0\nX_n0\nX_n0\n" in capsys.readouterr().out
 
 
 def _shown_by_a_local_print(X):

@@ -885,6 +885,13 @@ _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD
                     "LOAD_METHOD"})
 
 
+def _executing(code, frame) -> int:
+    """The index in `code` (dis's instructions of frame.f_code) of the instruction that
+    `frame` executes: the one holding f_lasti, which 3.11 leaves at the last inline cache
+    of a CALL into a Python function (pprint.pprint(n)), past the CALL's own offset."""
+    return max(k for k, ins in enumerate(code) if ins.offset <= frame.f_lasti)
+
+
 def _calling_a_cache(frame) -> bool:
     """The user's code at `frame` is calling a functools.lru_cache / cache wrapper (named
     `f`, `self.f` or `mod.f` in the call), whose C code hashes the arguments as a key:
@@ -893,7 +900,7 @@ def _calling_a_cache(frame) -> bool:
     answer for the number.)"""
     try:
         code = list(dis.get_instructions(frame.f_code))
-        at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
+        at = _executing(code, frame)
     except Exception:
         return False
     return isinstance(_callee(frame, code, at), functools._lru_cache_wrapper)
@@ -1028,9 +1035,11 @@ def _callee_by_stack(frame, code, at):
 
 
 # functions whose text only shows (print, pprint, logging's, warnings.warn), and those that
-# hand the text of their argument on (str, repr, format, ascii, str.format)
+# hand the text of their argument on (str, repr, format, ascii, str.format, pprint's and
+# warnings' formatting)
 _SHOWING = (builtins.print, warnings.warn, pprint.pprint, pprint.pp)
-_TEXT = (str, repr, format, ascii, str.format)
+_TEXT = (str, repr, format, ascii, str.format, pprint.pformat, pprint.saferepr,
+         warnings.formatwarning)
 
 
 def _only_shown(frame) -> bool:
@@ -1041,7 +1050,7 @@ def _only_shown(frame) -> bool:
     (without columns: the call that takes its value, _consumer)."""
     try:
         code = list(dis.get_instructions(frame.f_code))
-        at = next(k for k, ins in enumerate(code) if ins.offset == frame.f_lasti)
+        at = _executing(code, frame)
         while True:
             if code[at].opname.startswith("CALL"):
                 f = _callee(frame, code, at)
@@ -1067,8 +1076,10 @@ def _text_taker(frame):
     """The user's frame that takes a text made at `frame`: `frame` itself where it is the
     user's; where it is the standard library's (string.Template's substitute), the user's
     frame that called it, whose call then decides (_only_shown); None where the text is
-    made for jitdl's or NumPy's code, or inside logging, warnings or pprint (a message's
-    formatting, a handler's: it only shows)."""
+    made for jitdl's or NumPy's code, or inside logging (a message's formatting, a
+    handler's: it only shows). (pprint.pprint's text and warnings.warn's are made inside
+    those modules too, but pprint.pformat and warnings.formatwarning return theirs: the
+    user's call decides.)"""
     while frame is not None and not in_user_code(frame):
         module = frame.f_globals.get("__name__", "").partition(".")[0]
         if module not in _STDLIB or module in _SHOWING_MODULES:
@@ -1078,7 +1089,7 @@ def _text_taker(frame):
 
 
 _STDLIB = frozenset(sys.stdlib_module_names)
-_SHOWING_MODULES = frozenset({"logging", "warnings", "pprint"})
+_SHOWING_MODULES = frozenset({"logging"})
 
 
 def text_check(e):
