@@ -3233,6 +3233,27 @@ def test_a_numpy_ufunc_jitdl_lacks_of_a_size_says_so():
     assert __file__ in str(e.value)
 
 
+def _fmod_of_ints(X):
+    Z[i] = np.fmod(X[i], 3) + np.fmod(X.shape[0] - 9, 4) + jd.fmod(X[i], -4)
+    return Z
+
+
+def test_fmod_of_ints_is_numpys():
+    """np.fmod and jd.fmod of integers (an int array's elements, a size) built FMOD, which
+    the code generators have for floats alone: 'CompileError: codegen: BinOp.FMOD on
+    int64', static or dynamic. They now compute as jd.numpy.fmod does (the sign of the
+    dividend): NumPy's values and dtype, int32 and int64, every element written."""
+    for dt in (np.int32, np.int64):
+        for dyn in (False, True):
+            g = jd.compute(_fmod_of_ints, dynamic=dyn)
+            for n in (0, 5, 11):
+                x = np.random.default_rng(n).integers(-20, 20, n).astype(dt)
+                want = np.fmod(x, 3) + np.fmod(n - 9, 4) + np.fmod(x, -4)
+                out = np.full(n, -99, want.dtype)
+                assert g(x, out=out) is out
+                np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("how", list(_NUMPY_OF_SIZES))
 def test_numpy_functions_of_a_size_are_numpy_scalars(how):
     """np.sqrt(n), np.maximum(n, 3), np.exp(n - 3), sqrt(n + 1) of `from numpy import

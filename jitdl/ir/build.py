@@ -375,6 +375,9 @@ def _zero_refused(op: BinOp, a, b, divisor):
 
 def binary(op: BinOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
+    if op == BinOp.FMOD and not (dtypes.is_float(a.dtype) or dtypes.is_float(b.dtype)):
+        # (FMOD, C's fmod, is of floats: np.fmod of ints as jd.numpy computes it)
+        return _other_ufunc(np.fmod, (a, b))
     _python_zero_division(op, a, b)
     if op == BinOp.POW and a.dtype == "int64" and (_of_sizes(a) or _weak_int_const(a)) and \
             _may_be_negative(b):
