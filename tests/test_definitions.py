@@ -1615,6 +1615,27 @@ def int_power_of_literal(X):
     return Z
 
 
+@jd.compute
+def int_powers_of_expressions(X, Y):
+    Z[i] = (X[i] + 1) ** (Y[i] - 1)
+    W[i] = 2 ** (Y[i] - 2)
+    return Z, W
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+def test_integer_power_of_expressions_with_a_negative_exponent_raises_as_numpy(rng, dtype):
+    # (the check rode only on an operand that is itself a read: `(X[i] + 1) ** (Y[i] - 1)`
+    # and `2 ** (Y[i] - 2)` gave 0 where NumPy raises)
+    x, y = rng.integers(-3, 4, 9).astype(dtype), rng.integers(2, 5, 9).astype(dtype)
+    z, w = int_powers_of_expressions(x, y)
+    assert_matches(z, (x + dtype(1)) ** (y - dtype(1)), dtype)
+    assert_matches(w, dtype(2) ** (y - dtype(2)), dtype)
+    for bad in (1, 0):      # a negative exponent in W only, then in Z and W
+        y[4] = bad
+        with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+            int_powers_of_expressions(x, y)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
 def test_integer_power_with_a_negative_exponent_raises_as_numpy(rng, dtype):
     # (a definition's `X[i] ** Y[i]` gave 0 where NumPy raises; jd.numpy.power checked)

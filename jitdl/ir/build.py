@@ -622,11 +622,25 @@ def power(a, b) -> Expr:
         return r
     check = ((binary(BinOp.MIN, cast(b, "int64"), Const(0, "int64")), 1, NEGATIVE_POWER),)
     for e in (b, a):
-        target = e.value if isinstance(e, Cast) else e
-        if isinstance(target, Access):
+        target = _always_read(e)
+        if target is not None:
             carried = dataclasses.replace(target, carried=target.carried + check)
             return map_expr(r, lambda n: carried if n is target else None)
     return r
+
+
+def _always_read(e):
+    """An array read that computing e always does (`Y[i]` of `Y[i] - 1`), to carry a
+    check on e; None if e reads none outside a select's branches and reductions (which
+    may read nothing)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Access):
+            return n
+        stack.extend(reversed((n.cond,) if isinstance(n, Select) else
+                              () if isinstance(n, nodes_module.Reduce) else expr_children(n)))
+    return None
 
 
 def modular_pow(base, exp, mod):
