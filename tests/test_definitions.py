@@ -981,6 +981,28 @@ def test_a_reduction_range_depending_on_another_reduction_index(rng):
 
 
 @jd.compute
+def prefix_sums_total(X):
+    n, m = X.shape
+    Y[i] = sum(sum(X[i, k] for k in range(l + 1)) for l in range(m))
+    R[i] = sum(1 for k in range(m) for l in range(k) if X[i, l] < X[i, k])
+    return Y, R
+
+
+def test_a_range_depending_on_an_empty_reduction_index_is_empty(rng):
+    # (of m = 0: "cannot bound the range of reduction index `l` (range(k + 1, 0))", as the
+    # empty range of k bounded nothing, where the sum is 0)
+    for shape in [(3, 0), (4, 1), (2, 5)]:
+        x = normal(rng, shape)
+        pairs = [sum(r[k] * r[l] for k in range(shape[1]) for l in range(k + 1, shape[1]))
+                 for r in x]
+        check(pair_products, (x,), pairs, F64, 1e-12, 1e-13)
+        y, r = prefix_sums_total(x)
+        assert_matches(y, np.cumsum(x, axis=1).sum(axis=1), F64, 1e-12, 1e-13)
+        rising = [sum(v[l] < v[k] for k in range(shape[1]) for l in range(k)) for v in x]
+        assert_matches(r, rising, np.int64)
+
+
+@jd.compute
 def python_reduction_arguments(X):
     n, m = X.shape
     A[i] = max((X[i, k] for k in range(m) if X[i, k] > 1.0), default=-7.0)

@@ -380,11 +380,16 @@ def _resolve_pending(body, pending, extents):
     static = all(isinstance(e, int) for e in extents.values())
     # the indices of reductions over constant ranges bound the ranges that read them
     # (`for k in range(m) for l in range(k + 1, m)`, an inner sum over range(l + 1))
-    waiting = {ax.var for ax, _, _ in pending}
+    # (one over an empty range, range(m) of m = 0, runs nothing: neither do those)
+    waiting, empty = {ax.var for ax, _, _ in pending}, set()
     for n in walk_unique(body):
         if isinstance(n, Reduce):
-            ranges.update((a.var, (a.min, a.min + a.extent - 1)) for a in n.axes
-                          if a.var not in waiting and isinstance(a.extent, int) and a.extent > 0)
+            for a in n.axes:
+                if a.var not in waiting and isinstance(a.extent, int):
+                    if a.extent > 0:
+                        ranges[a.var] = (a.min, a.min + a.extent - 1)
+                    else:
+                        empty.add(a.var)
     # (the indices of the reductions: bound inside the stage, none can size a rectangle)
     inner = {a.var for n in walk_unique(body) if isinstance(n, Reduce) for a in n.axes}
     new = {}
@@ -392,10 +397,11 @@ def _resolve_pending(body, pending, extents):
         if not static or _sized(lo) or _sized(hi):
             new[ax] = _symbolic_rectangle(ax, lo, hi, extents, inner)
             continue
-        if 0 in extents.values():
+        if 0 in extents.values() or _reads(lo, empty) or _reads(hi, empty):
             # a stage of no elements (of an empty argument) runs no reduction: its range
             # bounds nothing (min(i + 2, n) of n = 0 made it 'an empty range', an error)
             new[ax] = IterVar(ax.var, 0, 0, reduce=True)
+            empty.add(ax.var)
             continue
         blo, _ = bounds(lo, ranges)
         _, bhi = bounds(hi, ranges)
@@ -408,6 +414,8 @@ def _resolve_pending(body, pending, extents):
         new[ax] = IterVar(ax.var, int(blo), max(int(bhi - blo), 0), reduce=True)
         if bhi > blo:
             ranges[ax.var] = (int(blo), int(bhi) - 1)
+        else:
+            empty.add(ax.var)
 
     def fix(n):
         if isinstance(n, Reduce) and any(a in new for a in n.axes):
@@ -415,6 +423,10 @@ def _resolve_pending(body, pending, extents):
             return replace(n, axes=tuple(new.get(a, a) for a in n.axes))
         return None
     return map_expr(body, fix)
+
+
+def _reads(e, variables):
+    return any(isinstance(n, Var) and n in variables for n in walk_unique(build.as_expr(e)))
 
 
 def _sized(e):
