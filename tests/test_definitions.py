@@ -1033,6 +1033,26 @@ def test_python_start_and_default_arguments_of_generator_reductions(rng, shape):
         assert_matches(g, e, F64, 1e-12, 1e-12)
 
 
+@jd.compute
+def max_with_default(X):
+    n, m = X.shape
+    A[i] = max((X[i, k] for k in range(m)), default=-1)
+    B[i] = min((X[i, k] > 0 for k in range(m)), default=True)
+    return A, B
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_max_default_of_a_range_empty_at_these_sizes_keeps_dtype_and_shape(rng, dtype):
+    # (of m = 0, max(..., default=-1) was the default itself: int64 (float64 of a float
+    # default), where other sizes give X's dtype, and A[i] lost the read that sizes i:
+    # "cannot infer the range of index `i` in A[i]")
+    for m in (3, 0):
+        x = (normal(rng, (4, m)) * 10).astype(dtype)
+        a, b = max_with_default(x)
+        assert_matches(a, [max(r, default=-1) for r in x], dtype)
+        assert_matches(b, [min((v > 0 for v in r), default=True) for r in x], np.bool_)
+
+
 def test_masked_max_empty_row_is_minus_inf(rng):
     x = normal(rng, (5, 4))
     ii, kk = np.meshgrid(np.arange(5), np.arange(4), indexing="ij")

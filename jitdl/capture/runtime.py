@@ -15,7 +15,7 @@ from jitdl.capture.infer import define_stage, pending_reduce_axes, pending_scope
 from jitdl.errors import DefinitionError, user_loc
 from jitdl.ir import build
 from jitdl import dtypes
-from jitdl.ir.nodes import (Access, BinOp, Binary, CmpOp, Compare, Const, Expr, IterVar,
+from jitdl.ir.nodes import (Access, BinOp, Binary, Cast, CmpOp, Compare, Const, Expr, IterVar,
                             ReduceOp, Select, SizeVar, Var)
 from jitdl.ir.visit import walk_unique
 from jitdl.te import naming, ops
@@ -652,11 +652,23 @@ def _reduction_with_start(name, args, kwargs):
     if name in ("max", "min") and not rest and set(kwargs) == {"default"}:
         some = Generator(lambda *v: True, g.names, g.ranges, g.cond).reduce(ReduceOp.ANY)
         if any(isinstance(a.extent, int) and a.extent == 0 for a in some.axes):
-            return kwargs["default"]            # (empty at these sizes)
-        # (an empty selection is no error here: its identity is never taken)
-        best = g.reduce(_BUILTIN_REDUCERS[name], user=False)
+            best = _never_taken(g, name)        # (empty at these sizes)
+        else:
+            # (an empty selection is no error here: its identity is never taken)
+            best = g.reduce(_BUILTIN_REDUCERS[name], user=False)
         return build.select(some, best, kwargs["default"])
     return None
+
+
+def _never_taken(g, name):
+    """For max/min(g, default=) over a range empty at these sizes, where the max has no
+    identity: a reduction that has one (a sum; of bools any / all, as max / min of bools
+    are), of the max's dtype and reads, so that the result's dtype and the ranges its
+    reads bound are those at other sizes. Its value is never taken."""
+    stand_in = g.reduce(ReduceOp.SUM, user=False)
+    if isinstance(stand_in.body, Cast) and stand_in.body.value.dtype == "bool":
+        return g.reduce(ReduceOp.ANY if name == "max" else ReduceOp.ALL, user=False)
+    return stand_in
 
 
 def _dispatch(name, original, args, kwargs):
