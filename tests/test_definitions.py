@@ -981,6 +981,27 @@ def test_a_reduction_range_depending_on_another_reduction_index(rng):
 
 
 @jd.compute
+def dependent_nested_reductions_in_arithmetic(X):
+    n, m = X.shape
+    Y[i] = 0.5 * sum(sum(X[i, k] for k in range(l + 1)) for l in range(m)) + \
+        sum(X[i, l] for l in range(m))
+    Z[i] = X[i, 0] - max(min(X[i, k] for k in range(l, m)) for l in range(m))
+    return Y, Z
+
+
+def test_nested_reductions_with_dependent_ranges_inside_arithmetic(rng):
+    # (the inner sum, over range(l + 1), was lifted to a stage of its own before the sum
+    # over l around it, over i alone: "index `l` is used outside a reduction over it in
+    # stage Y_sum0")
+    x = normal(rng, (5, 6))
+    y, z = dependent_nested_reductions_in_arithmetic(x)
+    assert_matches(y, 0.5 * np.cumsum(x, axis=1).sum(axis=1) + x.sum(axis=1), F64,
+                   1e-12, 1e-13)
+    suffix_min = np.minimum.accumulate(x[:, ::-1], axis=1)
+    assert_matches(z, x[:, 0] - suffix_min.max(axis=1), F64)
+
+
+@jd.compute
 def prefix_sums_total(X):
     n, m = X.shape
     Y[i] = sum(sum(X[i, k] for k in range(l + 1)) for l in range(m))

@@ -621,12 +621,18 @@ def _extract(name, e, axes, loc):
     """Replace every Reduce inside e by an access to a new stage over the axes it uses."""
     count = itertools.count()
     by_var = {a.var: a for a in axes}
+    # (a reduction reading the index of one around it, `sum(X[i, k] for k in range(l + 1))`
+    # in a sum over l, is lifted with that one, whose stage then lifts it over l too)
+    nested = {a.var for n in walk_unique(e) if isinstance(n, Reduce) for a in n.axes}
 
     def lift(n):
         if not isinstance(n, Reduce):
             return None
         own = set(a.var for a in n.axes)
         used = [v for v in free_vars(n) if v not in own]
+        inside = {a.var for r in walk_unique(n) if isinstance(r, Reduce) for a in r.axes}
+        if builtins.any(v in nested and v not in inside for v in used):
+            return None
         outer = [by_var[v] for v in used if v in by_var]
         new_axes = tuple(IterVar(Var(a.var.name), 0, a.extent) for a in outer)
         sub = {a.var: (b.var + a.min if a.min else b.var) for a, b in zip(outer, new_axes)}
