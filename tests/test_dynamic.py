@@ -1502,19 +1502,33 @@ def _body_nested_ranges_bounded(X):
     return Y
 
 
+def _body_pairs(X):
+    n, m = X.shape
+    Y[i] = sum(X[i, k] * X[i, l] for k in range(m) for l in range(k + 1, m))
+    return Y
+
+
 def test_a_range_bounded_by_another_reductions_index_over_symbolic_sizes():
     """range(j + 1) inside a reduction over j, in a dynamic definition: j entered the
     inner reduction's rectangle as if it were a size, and the compile failed in the IR
-    verifier ('variable j used outside its loop', a CompileError: a jitdl bug). j bounds
-    no rectangle (as in a static trace, a DefinitionError); min(j + 1, n) is bounded by n."""
-    with pytest.raises(DefinitionError, match=r"cannot bound the range of reduction index "
-                                              r"`k` \(range\(0, j \+ 1\)\)"):
-        jd.compute(_body_nested_ranges, dynamic=True)(rand(4))
-    f = jd.compute(_body_nested_ranges_bounded, dynamic=True)
-    for n in (0, 1, 4, 7):
-        x = rand(n)
-        want = np.array([sum(x[:j + 1].sum() for j in range(i + 1)) for i in range(n)])
-        np.testing.assert_allclose(f(x), want.reshape(n), rtol=1e-12)
+    verifier ('variable j used outside its loop', a CompileError: a jitdl bug). j's
+    rectangle [0, n) bounds it, by n (j itself is no size), as a static trace's does;
+    min(j + 1, n) is bounded by n; range(k + 1, m) of a k in range(m) by m (that and
+    range(j + 1) were "cannot bound the range of reduction index" here, and not in a
+    static trace)."""
+    for body in (_body_nested_ranges, _body_nested_ranges_bounded):
+        f = jd.compute(body, dynamic=True)
+        for n in (0, 1, 4, 7):
+            x = rand(n)
+            want = np.array([sum(x[:j + 1].sum() for j in range(i + 1)) for i in range(n)])
+            np.testing.assert_allclose(f(x), want.reshape(n), rtol=1e-12)
+    f = jd.compute(_body_pairs, dynamic=True)
+    for shape in [(3, 5), (2, 0), (4, 1), (3, 2)]:
+        x = rand(*shape)
+        want = [sum(r[k] * r[l] for k in range(shape[1]) for l in range(k + 1, shape[1]))
+                for r in x]
+        np.testing.assert_allclose(f(x), np.reshape(want, shape[0]), rtol=1e-12, atol=1e-14)
+    assert kernels(f) == 2          # (the size-1 pattern's own)
 
 
 def _scaled_by_python_float(X, s, k):

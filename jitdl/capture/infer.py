@@ -392,10 +392,16 @@ def _resolve_pending(body, pending, extents):
                         empty.add(a.var)
     # (the indices of the reductions: bound inside the stage, none can size a rectangle)
     inner = {a.var for n in walk_unique(body) if isinstance(n, Reduce) for a in n.axes}
+    # (but one from 0 spans its extent, an expression of the sizes, as an output index
+    # does: `range(k + 1, m)` of a k in range(m), of a dynamic m)
+    spans = {a.var: a.extent for n in walk_unique(body) if isinstance(n, Reduce)
+             for a in n.axes if a.var not in waiting and a.min == 0}
     new = {}
     for ax, lo, hi in pending:
         if not static or _sized(lo) or _sized(hi):
-            new[ax] = _symbolic_rectangle(ax, lo, hi, extents, inner)
+            new[ax] = _symbolic_rectangle(ax, lo, hi, {**extents, **spans}, inner - spans.keys())
+            if new[ax].min == 0:
+                spans[ax.var] = new[ax].extent
             continue
         if 0 in extents.values() or _reads(lo, empty) or _reads(hi, empty):
             # a stage of no elements (of an empty argument) runs no reduction: its range
