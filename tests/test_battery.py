@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jitdl as jd
-from _check import check
+from _check import assert_matches, check, sentinels
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -32,6 +32,21 @@ def ints(rng, shape, dtype, lo=None, hi=None):
     lo = info.min if lo is None else lo
     hi = info.max if hi is None else hi
     return rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+
+
+def check_results(f, args, expected, dtypes, rtol=None, atol=0.0):
+    """check() of a definition with several results: each matches its reference, and
+    called with out= buffers prefilled with either sentinel, every element is written."""
+    got = f(*args)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for g, e, d in zip(got, expected, dtypes):
+        assert_matches(g, e, d, rtol, atol)
+    for k in range(2):
+        bufs = tuple(np.full(np.shape(e), sentinels(d)[k], dtype=d)
+                     for e, d in zip(expected, dtypes))
+        f(*args, out=bufs)
+        for b, e, d in zip(bufs, expected, dtypes):
+            assert_matches(b, e, d, rtol, atol)
 
 
 # ---------------------------------------------------------------------------------------
@@ -348,11 +363,9 @@ def masked_stats(X, M):
 def test_masked_reductions_over_two_axes(rng):
     x, m = normal(rng, (3, 4, 5)), rng.random((3, 4, 5)) > 0.5
     m[:, 2] = False
-    lo, hi, cnt = masked_stats(x, m)
-    np.testing.assert_array_equal(lo, np.where(m, x, np.inf).min((0, 2)))
-    np.testing.assert_array_equal(hi, np.where(m, x, -np.inf).max((0, 2)))
-    assert cnt.dtype == np.int32
-    np.testing.assert_array_equal(cnt, m.sum((0, 2)))
+    check_results(masked_stats, (x, m), (np.where(m, x, np.inf).min((0, 2)),
+                                         np.where(m, x, -np.inf).max((0, 2)), m.sum((0, 2))),
+                  (F32, F32, np.dtype(np.int32)), rtol=0)
 
 
 @jd.compute
@@ -462,11 +475,9 @@ def test_numpy_functions_inside_definitions(rng):
     check(numpy_data_movement, (x, y), np.pad(f64(b), ((1, 2), (0, 3)), mode="reflect").T * 2,
           F32)
     x = normal(rng, (3, 4, 5))
-    a, lse = numpy_reductions(x)
-    np.testing.assert_array_equal(a, np.argmax(x, 1))
     m = x.max(axis=(0, 2), keepdims=True)
-    np.testing.assert_allclose(lse, np.log(np.exp(f64(x) - m).sum((0, 2), keepdims=True)) + m,
-                               rtol=1e-5)
+    check_results(numpy_reductions, (x,), (np.argmax(x, 1), np.log(np.exp(
+        f64(x) - m).sum((0, 2), keepdims=True)) + m), (np.dtype(np.int64), F32), rtol=1e-5)
     a, b = normal(rng, (4, 4)), normal(rng, (4, 3))
     check(trace_of_product, (a, b), np.einsum("ii,ij->j", f64(a), f64(b)), F32, rtol=1e-5,
           atol=1e-6)
@@ -532,9 +543,10 @@ def cumsum_and_count_dynamic(X):
 @pytest.mark.parametrize("shape", [(3, 7), (1, 1), (4, 0), (0, 3), (2, 200)])
 def test_cumsum_and_count_dynamic(rng, shape):
     x = normal(rng, shape, F64)
-    y, c = cumsum_and_count_dynamic(x)
-    np.testing.assert_allclose(y, np.cumsum(x, 1), rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(c, (x > 0).sum(1))
+    c = cumsum_and_count_dynamic(x)[1]
+    check_results(cumsum_and_count_dynamic, (x,), (np.cumsum(x, 1), (x > 0).sum(1)),
+                  (F64, c.dtype), atol=1e-12)
+    assert np.issubdtype(c.dtype, np.integer)
 
 
 # ---------------------------------------------------------------------------------------
@@ -725,9 +737,8 @@ def test_mean_cross_entropy(rng, shape):
     x, labels = normal(rng, shape), rng.integers(0, shape[1], shape[0])
     xx = f64(x)
     lse = np.log(np.exp(xx - xx.max(1, keepdims=True)).sum(1)) + xx.max(1)
-    got = mean_cross_entropy(x, labels)
-    assert got.shape == () and got.dtype == F32
-    np.testing.assert_allclose(got, (lse - xx[np.arange(shape[0]), labels]).mean(), rtol=1e-4)
+    check(mean_cross_entropy, (x, labels), (lse - xx[np.arange(shape[0]), labels]).mean(),
+          F32, rtol=1e-4)
 
 
 @jd.compute
