@@ -3266,6 +3266,25 @@ def test_fmod_of_ints_is_numpys():
                 out = np.full(n, -99, want.dtype)
                 assert g(x, out=out) is out
                 np.testing.assert_array_equal(out, want)
+    # an element by an element: zero divisors (NumPy's 0) and negatives, small ints, bools
+    x = np.array([7, -7, 7, -7, 5, -8, 0, 3, -128, 127])
+    y = np.array([3, 3, -3, -3, 0, 4, 0, -1, -1, 2])
+    for dx, dy in ((np.int8, np.int8), (np.int32, np.int64), (np.int8, np.uint8),
+                   (np.bool_, np.bool_)):
+        a = x.astype(dx) if dx is not np.bool_ else x > 0
+        b = np.abs(y).astype(dy) if dy is np.uint8 else y.astype(dy) if dy is not np.bool_ \
+            else y > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = np.fmod(a, b)
+        for dyn in (False, True):
+            out = np.full(len(x), 99, want.dtype)
+            assert jd.compute(_fmod_of_elements, dynamic=dyn)(a, b, out=out) is out
+            np.testing.assert_array_equal(out, want)
+
+
+def _fmod_of_elements(X, Y):
+    Z[i] = np.fmod(X[i], Y[i])
+    return Z
 
 
 @pytest.mark.parametrize("how", list(_NUMPY_OF_SIZES))
