@@ -1170,63 +1170,6 @@ def test_column_reductions_on_one_thread_read_several_rows_per_pass(shape, rng):
                                        rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
-def test_column_reductions_of_symbolic_sizes_on_one_thread_read_several_rows_per_pass(
-        dtype, rng):
-    """jd.numpy's column sums (one kernel for every size) on one thread read _STREAM_K rows
-    per pass over the row of partial results, as those of constant sizes do: sum(axis=0)
-    of (4096, 4096) float32 loaded and stored every float64 partial result per row, 7.9 ms
-    on one Zen 4 core, NumPy 5.1; now 3.4. The last rows (fewer than _STREAM_K) stay
-    vector loops (a scalar tail made a sum of 7 x 1000 float32 twice as slow). Every column
-    right, into an out= that starts as NaN, for sizes that do not divide into passes or
-    vectors, and for mean."""
-    shapes = ((1, 1), (7, 1000), (8, 13), (9, 130), (37, 1003), (2048, 33))
-    for op in ("sum", "mean"):
-        f = jd.compute(lambda X: getattr(jnp, op)(X, axis=0), dynamic=True)
-        for tname, target in TARGETS.items():
-            low = lowered(f, [normal(rng, 37, 1003, dtype=dtype)], target, threads=1)
-            st = next(st for st in low.schedule.stages.values() if st.is_reduce)
-            assert any(ax.kind == ForKind.UNROLLED for ax in st.axes.values()), low.schedule
-            text = str(low.func)
-            lines = text.splitlines()
-            at = lines.index("  if X_n0 // 8 < (X_n0 + 7) // 8:")      # (the last rows)
-            end = next((i for i in range(at + 1, len(lines))
-                        if not lines[i].startswith("   ")), len(lines))
-            assert any("vectorized" in ln for ln in lines[at:end]), text
-            art = pipeline.build(low, target, pipeline.Options(low.func.name, False, 1))
-            kernel = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
-            for shape in shapes:
-                x = normal(rng, *shape, dtype=dtype)
-                out = np.full(shape[1], np.nan, dtype)
-                kernel((x,), out=out)
-                np.testing.assert_allclose(out, getattr(x.astype(F64), op)(axis=0),
-                                           rtol=1e-5, atol=1e-5)
-
-
-def test_any_all_of_wider_elements_on_one_thread_read_one_row_per_pass(rng):
-    """any/all(axis=0) of jd.numpy (symbolic sizes) on one thread keep one row per pass
-    where their partial results (a bool per column) are narrower than the elements read:
-    streamed _STREAM_K rows at a time, any(axis=0) of (2000, 2000) float32 took 1060 us on
-    one Zen 4 core, 556 row by row (NumPy 1407). A bool operand still streams them; every
-    column right, into an out= that starts wrong, at sizes that do not divide."""
-    for op, dtype, streams in (("any", F32, False), ("all", F64, False), ("any", np.bool_, True)):
-        f = jd.compute(lambda X: getattr(jnp, op)(X, axis=0), dynamic=True)
-        for tname, target in TARGETS.items():
-            low = lowered(f, [(normal(rng, 37, 1003) > -1).astype(dtype)], target, threads=1)
-            st = next(st for st in low.schedule.stages.values() if st.is_reduce)
-            unrolled = any(ax.kind == ForKind.UNROLLED for ax in st.axes.values())
-            assert unrolled == streams, (op, dtype, low.schedule)
-            art = pipeline.build(low, target, pipeline.Options(low.func.name, False, 1))
-            kernel = Kernel(art.signature, engine.Loaded(art.obj, art.signature.symbol))
-            for shape in ((1, 1), (7, 1000), (9, 130), (37, 1003)):
-                x = (normal(rng, *shape) > -1).astype(dtype)
-                x[0, ::3] = 1 - x[0, ::3]
-                want = getattr(x, op)(axis=0)
-                out = ~want
-                kernel((x,), out=out)
-                np.testing.assert_array_equal(out, want)
-
-
 @pytest.mark.parametrize("n", [1, 7, 4099, 32768, 32771, 100003, 1_000_003])
 def test_full_reductions_of_dynamic_arrays_at_any_size(n, rng):
     """jd.numpy's full reductions (one kernel for every size: the parts' bounds are

@@ -733,15 +733,6 @@ def _costly_inline(s, tensor):
     return _costly_body(s, st)
 
 
-def _narrow_partials(st):
-    """Stage st's partial results are bools (any/all: as many lanes as bytes) of elements
-    wider than a byte: streamed _STREAM_K rows at a time, jd.numpy's any(axis=0) of (2000,
-    2000) float32 on one Zen 4 core took 1060 us, 556 a row at a time (NumPy 1407)."""
-    return st.tensor.dtype == "bool" and any(
-        isinstance(n, Access) and dtypes.itemsize(n.tensor.dtype) > 1
-        for n in walk_unique(st.tensor.op.body))
-
-
 def _costly_body(s, st):
     """Stage st computes a division or transcendental math, its inlined producers
     included."""
@@ -1517,17 +1508,12 @@ def _stream_rows(s, name, st, num_threads, target, allow):
         k, ncols = op.reduce_axes[0], op.axes[-1].extent
         # _STREAM_K rows at a time, each vector of partial results loaded and stored once
         # for them (as _split_rows does per part): v @ M of (2048,) by (2048, 2048) float64
-        # on one Zen 4 core 3.1 -> 1.8 ms, NumPy 1.8-2.0; also over sizes known only at the
-        # call (jd.numpy's kernels, which take no register tiles), whose last rows are a
-        # vector loop too (partition_loops): sum(axis=0) of (4096, 4096) float32 7.5 ->
-        # 3.3 ms, NumPy 4.8
+        # on one Zen 4 core 3.1 -> 1.8 ms, NumPy 1.8-2.0
         if not outer and all(a.extent == 1 for a in op.axes[:-1]) and \
                 len(op.reduce_axes) == 1 and \
-                ("tile" in allow or _symbolic(st) and not _narrow_partials(st)) and (
-                    not isinstance(k.extent, int) or
-                    k.extent % _STREAM_K == 0 and k.extent >= 4 * _STREAM_K) and \
-                (not isinstance(ncols, int) or ncols >= 16 * lanes) and \
-                not _costly_body(s, st):
+                "tile" in allow and isinstance(k.extent, int) and \
+                k.extent % _STREAM_K == 0 and k.extent >= 4 * _STREAM_K and \
+                isinstance(ncols, int) and ncols >= 16 * lanes and not _costly_body(s, st):
             ko, ku = s.split(Axis(name, k.name), _STREAM_K)
             s.reorder(ko, *data[:-1], jo, ku, ji)
             s.unroll(ku)

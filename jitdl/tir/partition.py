@@ -281,28 +281,13 @@ def _drop_guards(s, guards):
     return map_stmt(s, rule)
 
 
-def _scalar(s, vectors=False):
-    """s with its vectorised (unless `vectors`) and parallel loops run as plain serial
-    loops (a tail)."""
-    kinds = (ForKind.PARALLEL,) if vectors else (ForKind.VECTORIZED, ForKind.PARALLEL)
-
+def _scalar(s):
+    """s with its vectorised and parallel loops run as plain serial loops (a tail)."""
     def rule(st):
-        if isinstance(st, For) and st.kind in kinds:
+        if isinstance(st, For) and st.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
             return replace(st, kind=ForKind.SERIAL)
         return None
     return map_stmt(s, rule)
-
-
-def _whole_vectors(s, ranges, selects):
-    """s, partitioned, with its vectorised loops of a symbolic extent, or that hold a
-    symbolic guard, run serially and partitioned as such: those left are whole vectors, as
-    in a main part."""
-    def rule(st):
-        if isinstance(st, For) and st.kind == ForKind.VECTORIZED and (
-                not isinstance(st.extent, Const) or _symbolic_guard(st.body)):
-            return partition_stmt(_scalar(st), ranges, selects)
-        return None
-    return map_stmt(partition_stmt(_scalar(s, vectors=True), ranges, selects), rule)
 
 
 def _size_ranges(e, ranges):
@@ -330,15 +315,12 @@ def _partition_symbolic(s, ranges, selects=_SELECT_SPLITS):
     # the tail's own loops are partitioned too, at the tail's iteration: the inner loop of
     # a split by f runs to n - jo*f, not f times under a guard (a split of a dynamic
     # extent by 2**31 ran 2**31 guarded iterations a row)
+    body = partition_stmt(_scalar(s.body), ranges, selects)
     if reach == 1:
         # (a loop that runs at most once is a guarded block: LLVM cannot see that such a
-        # tail runs at most once, and unrolled and unswitched it into pages of code; its
-        # vector loops that partitioning leaves of constant extent and free of guards stay
-        # vector loops: the last few rows of a column sum streamed in blocks of rows)
-        body = _whole_vectors(s.body, ranges, selects)
+        # tail runs at most once, and unrolled and unswitched it into pages of code)
         tail = IfThen(Compare(CmpOp.LT, point, end), LetStmt(s.var, point, body))
     else:
-        body = partition_stmt(_scalar(s.body), ranges, selects)
         if stop is not None:        # (the iterations past `stop` do nothing)
             end = build.binary(BinOp.MIN, end, build.binary(BinOp.MAX, stop, point))
         tail = _scalar(replace(s, min=point, extent=end - point, body=body))
