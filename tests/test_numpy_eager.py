@@ -969,12 +969,15 @@ def test_out_errors_are_value_errors():
 
 def test_modulo_by_a_size_that_may_be_zero_is_not_proven():
     """`Y[i % n]` with n a size that can be 0 read outside Y (garbage); now the access
-    must be guarded, and a loop over a multiple of n proves n >= 1 inside it."""
+    is checked where it reads (DESIGN's rule for an index the prover cannot place, as
+    01659b3 does for clamps): NumPy's values where Y has elements, a KernelIndexError
+    where it is empty; and a loop over a multiple of n proves n >= 1 inside it."""
     @jd.compute(dynamic=True)
     def wrap(X, Y):
         return jd.tensor(X.shape, lambda i: X[i] + Y[i % Y.shape[0]])
-    with pytest.raises(jd.DefinitionError, match="cannot prove"):
-        wrap(np.arange(5.0), np.arange(3.0))
+    same(wrap(np.arange(5.0), np.arange(3.0)), np.arange(5.0) + np.arange(3.0)[np.arange(5) % 3])
+    with pytest.raises(IndexError, match="outside"):
+        wrap(np.arange(5.0), np.arange(0.0))
 
     @jd.compute(dynamic=True)
     def tile(X):

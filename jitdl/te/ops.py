@@ -792,8 +792,8 @@ rint = _intrin(Intrin.ROUND, "x rounded to an integer value, halves to even")
 
 
 def round(x):  # noqa: A001
-    """jd.round(x): x rounded to an integer value, halves to even, elementwise; an integer
-    stays itself, of its dtype (as np.round's and Python's round; np.rint's is a float)."""
+    """jd.round(x): x rounded to an integer value, halves to even; an int stays itself."""
+    # (of its dtype, as np.round's and Python's round; np.rint's is a float)
     x = build.as_expr(x)
     return x if dtypes.is_int(x.dtype) else rint(x)
 
