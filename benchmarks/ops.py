@@ -12,8 +12,9 @@ a small op runs it many times and counts the mean per call. ratio = NumPy's time
 jitdl's (above 1: jitdl is faster). Where both sides run on the calling thread alone
 (JITDL_NUM_THREADS=1 and NumPy's BLAS at one thread: OPENBLAS_NUM_THREADS, or else
 OMP_NUM_THREADS, or MKL_NUM_THREADS=1), the time is that thread's CPU time
-(time.thread_time), which other processes' load does not inflate; else wall-clock time. The kernel cache goes to a fresh temporary directory
-unless --keep is given. Writes benchmarks/results/ops.json.
+(time.thread_time), which other processes' load does not inflate; else wall-clock time.
+The kernel cache goes to a fresh temporary directory unless --keep is given. Writes
+benchmarks/results/ops.json.
 """
 from __future__ import annotations
 
@@ -295,7 +296,8 @@ def main():
                         ("jitdl", "jitdl_s", "s"), ("NumPy", "numpy_s", "s"),
                         ("ratio", "ratio", "")])
     write_json(args.out, {"machine": info, "threads": jd.config.settings.num_threads,
-                          "clock": CLOCK.__name__, "quick": args.quick, "eager": eager, "fused": fused})
+                          "clock": CLOCK.__name__, "quick": args.quick, "eager": eager,
+                          "fused": fused})
 
 
 if __name__ == "__main__":

@@ -399,7 +399,8 @@ def _resolve_pending(body, pending, extents):
     new = {}
     for ax, lo, hi in pending:
         if not static or _sized(lo) or _sized(hi):
-            new[ax] = _symbolic_rectangle(ax, lo, hi, {**extents, **spans}, inner - spans.keys())
+            new[ax] = _symbolic_rectangle(ax, lo, hi, {**extents, **spans},
+                                          inner - spans.keys())
             if new[ax].min == 0:
                 spans[ax.var] = new[ax].extent
             continue

@@ -14,8 +14,8 @@ from jitdl.eager import apply as _apply, array_module_function, has_huge_int, \
     kept_shape, one_array_slot
 import numpy as np
 
-from jitdl.errors import ArgumentError, ScalarOverflowError, UnsupportedDtypeError, float_error, \
-    user_loc, warn
+from jitdl.errors import (ArgumentError, ScalarOverflowError, UnsupportedDtypeError,
+                          float_error, user_loc, warn)
 from jitdl.numpy._ufuncs import (EQUAL_NAN, ISCLOSE_NAMES, MERGE_MIN,
                                  finite_tolerances, tolerance)
 from jitdl.ops import reduction as red

@@ -704,7 +704,7 @@ def _power_general(x1, x2, out, where, casting, order, dtype):
         raise UnsupportedDtypeError("power")        # (NumPy's function answers)
     if where is True and (type(x1) is _ndarray or type(x2) is _ndarray):
         # (the kernel refuses negative integer exponents itself, reading an array, after
-        # the arguments' checks, as NumPy's loop does: elementwise._power)
+        # the arguments' checks, as NumPy's loop does: build.power)
         return _layout(_power(x1, x2, out, dtype, casting), order, (x1, x2), out, "power")
     # checked here on arrays (not inside a definition): numbers alone, which the kernel
     # does not check, and where=, which NumPy computes no masked element of (the kernel

@@ -335,12 +335,6 @@ def _pow(a, b):          # (float_power, and power without its run-time check)
     return _b(BinOp.POW, a, b)
 
 
-def _power(a, b):
-    """a ** b, both in the result's dtype, with NumPy's run-time ValueError for a
-    negative integer exponent (build.power)."""
-    return build.power(a, b)
-
-
 BINARY = {
     "add": (np.add, lambda a, b: _b(BinOp.ADD, a, b)),
     "subtract": (np.subtract, lambda a, b: _b(BinOp.SUB, a, b)),
@@ -349,7 +343,7 @@ BINARY = {
     "floor_divide": (np.floor_divide, _floor_divide),
     "remainder": (np.remainder, _remainder),
     "fmod": (np.fmod, _fmod),
-    "power": (np.power, _power),
+    "power": (np.power, build.power),   # (a negative integer exponent: its ValueError)
     "float_power": (np.float_power, _pow),
     "maximum": (np.maximum, _minmax(BinOp.MAX, True)),
     "minimum": (np.minimum, _minmax(BinOp.MIN, True)),

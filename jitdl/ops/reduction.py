@@ -326,8 +326,9 @@ def _first_position(op, x, axis, keepdims, index="int64"):
 
 def argmax(x, *, axis=None, keepdims=False, blocked=None, narrow=False, columns=None):
     """np.argmax: the first maximum's position (the first NaN's where there is one).
-    blocked: whether a 1-d x, or x along its last axis, is read once, in blocks (None:
-    where the reduced size is at least ARG_BLOCKED_MIN, or symbolic in a 1-d x). narrow: the caller knows that the reduced size, symbolic
+    blocked: whether a 1-d x, or x along its last axis, is read once, in blocks (None: a
+    1-d x where its size is at least ARG_BLOCKED_MIN or symbolic, rows where
+    rows_blocked says so). narrow: the caller knows that the reduced size, symbolic
     here, is below 2**31 (positions are then int32 until the result). columns: along an
     axis other than the last, two column reductions (True) or one pass (False); None:
     from the sizes after the axis (_arg)."""

@@ -700,12 +700,12 @@ def _rows_share_l1_sets(s, tensor, dim, ti, target):
     step. With the streamed panel's line the set then holds more lines than its ways
     (12 rows of a 1024-wide float32 A, a 4 KiB pitch, or of a 1023- or 1025-wide one,
     rows a way -4 or +4 bytes apart, on a 32 KiB, 8-way L1), and every step fetches A's
-    rows from L2 again. Rows that only crowd the sets (6 of 12 rows of a 512-wide float32 A in each
-    of two sets) stay within a column tile; refetched from L2 once per column tile, they
-    cost less than packing A (512^2 float32 on one Zen 4 core: 3.5 ms, packed 3.9). Rows
-    less than a line apart in memory (A[k, i], read along its contiguous axis) share
-    their lines, not only their sets: one or two lines a step, no crowding. An inlined
-    stage (a transposed view) is read another way: no."""
+    rows from L2 again. Rows that only crowd the sets (6 of 12 rows of a 512-wide
+    float32 A in each of two sets) stay within a column tile; refetched from L2 once per
+    column tile, they cost less than packing A (512^2 float32 on one Zen 4 core: 3.5
+    ms, packed 3.9). Rows less than a line apart in memory (A[k, i], read along its
+    contiguous axis) share their lines, not only their sets: one or two lines a step, no
+    crowding. An inlined stage (a transposed view) is read another way: no."""
     st = s.stages.get(tensor.name)
     if st is not None and st.tensor is tensor and st.attach == "inline":
         return False
